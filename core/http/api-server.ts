@@ -1,0 +1,225 @@
+import * as http from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { Logger } from 'pino';
+import { ErrCode, GatewayError } from '../../plugin-sdk/errors';
+import type {
+  AuthMode, JsonHandler, RawHandler, RouteOptions, RouteRequest, Routes, UpgradeHandler, Application,
+} from '../../plugin-sdk/http';
+import type { ApplicationRegistry } from '../apps';
+
+type Route =
+  | { kind: 'json'; handler: JsonHandler; auth: AuthMode; owner: string }
+  | { kind: 'raw'; handler: RawHandler; auth: AuthMode; owner: string };
+
+interface PrefixRoute<T> { prefix: string; route: T }
+
+export interface ApiServerOptions {
+  bodyLimit: number;
+  apps: ApplicationRegistry;
+  log: Logger;
+}
+
+export function sendJson(res: http.ServerResponse, status: number, body: unknown, extraHeaders?: Record<string, string>): void {
+  if (res.headersSent) { res.end(); return; }
+  const text = JSON.stringify(body);
+  res.writeHead(status, {
+    'Content-Type': 'application/json; charset=utf-8',
+    'Content-Length': Buffer.byteLength(text),
+    'Cache-Control': 'no-store',
+    ...extraHeaders,
+  });
+  res.end(text);
+}
+
+function envelope(errCode: number, message: string, data?: unknown[]): Record<string, unknown> {
+  const out: Record<string, unknown> = { errCode, message };
+  if (data !== undefined) { out.data = data; out.count = data.length; }
+  return out;
+}
+
+class BodyTooLarge extends Error {}
+
+/**
+ * The one HTTP server on the API port. Routes come from the kernel and plugins; every reply uses the envelope
+ * of decisions.md and never carries a stack trace.
+ */
+export class ApiServer {
+  readonly server: http.Server;
+  private readonly exact = new Map<string, Route>();
+  private readonly prefixes: PrefixRoute<Route & { method: string }>[] = [];
+  private readonly upgrades: PrefixRoute<{ handler: UpgradeHandler; auth: AuthMode }>[] = [];
+  private readonly opts: ApiServerOptions;
+
+  constructor(opts: ApiServerOptions) {
+    this.opts = opts;
+    this.server = http.createServer({ requestTimeout: 30_000, headersTimeout: 15_000 }, (req, res) => {
+      const remote = req.socket?.remoteAddress ?? '';
+      this.handle(req, res).catch((err) => {
+        try {
+          this.fail(res, err, req, remote);
+        } catch (inner) {
+          this.opts.log.error({ err: inner }, 'failed to send an error reply');
+          res.destroy();
+        }
+      });
+    });
+    this.server.on('upgrade', (req, socket, head) => this.handleUpgrade(req, socket, head));
+    this.server.on('clientError', (err, socket) => {
+      if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
+      else socket.destroy();
+    });
+  }
+
+  /** Routes bound to one owner (a plugin name or 'core') for error messages and logs. */
+  routesFor(owner: string): Routes {
+    const add = (method: string, path: string, route: Route) => {
+      if (path.endsWith('/*')) {
+        const prefix = path.slice(0, -1);
+        if (this.prefixes.some((p) => p.prefix === prefix && p.route.method === method)) throw new Error(`route ${method} ${path} is already registered`);
+        this.prefixes.push({ prefix, route: { ...route, method } });
+        this.prefixes.sort((a, b) => b.prefix.length - a.prefix.length);
+        return;
+      }
+      const key = `${method} ${path}`;
+      if (this.exact.has(key)) throw new Error(`route ${key} is already registered by ${this.exact.get(key)!.owner}`);
+      this.exact.set(key, route);
+    };
+    return {
+      get: (path, handler, o: RouteOptions) => add('GET', path, { kind: 'json', handler, auth: o.auth, owner }),
+      post: (path, handler, o: RouteOptions) => add('POST', path, { kind: 'json', handler, auth: o.auth, owner }),
+      raw: (method, path, handler, o: RouteOptions) => add(method, path, { kind: 'raw', handler, auth: o.auth, owner }),
+      upgrade: (path, handler, o: RouteOptions) => {
+        if (!path.endsWith('/*')) throw new Error('upgrade routes are prefixes and must end with /*');
+        this.upgrades.push({ prefix: path.slice(0, -1), route: { handler, auth: o.auth } });
+      },
+    };
+  }
+
+  private find(method: string, path: string): { route: Route; rest: string } | undefined {
+    const lookup = method === 'HEAD' ? ['HEAD', 'GET'] : [method];
+    for (const m of lookup) {
+      const r = this.exact.get(`${m} ${path}`);
+      if (r) return { route: r, rest: '' };
+    }
+    for (const p of this.prefixes) {
+      if (lookup.includes(p.route.method) && path.startsWith(p.prefix)) return { route: p.route, rest: path.slice(p.prefix.length) };
+    }
+    return undefined;
+  }
+
+  private authenticate(req: http.IncomingMessage, mode: AuthMode): Application | undefined {
+    if (mode === 'none') return undefined;
+    const r = this.opts.apps.authenticate(req.headers.authorization);
+    if (!r.ok) {
+      this.opts.log.warn({ remote: req.socket?.remoteAddress, path: (req.url ?? '').split('?')[0], reason: r.reason }, 'authentication failed');
+      throw new GatewayError(ErrCode.AUTHENTICATION_FAILED, 'Authentication failed.', 401);
+    }
+    if (mode === 'admin' && !r.app.admin) {
+      this.opts.log.warn({ appId: r.app.appId, path: (req.url ?? '').split('?')[0] }, 'administrative route refused to a non-admin application');
+      throw new GatewayError(ErrCode.ACCESS_DENIED, 'Access denied.');
+    }
+    return r.app;
+  }
+
+  private async readJson(req: http.IncomingMessage): Promise<Record<string, unknown>> {
+    const limit = this.opts.bodyLimit;
+    const declared = Number(req.headers['content-length']);
+    if (Number.isFinite(declared) && declared > limit) throw new BodyTooLarge();
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of req as AsyncIterable<Buffer>) {
+      size += chunk.length;
+      if (size > limit) throw new BodyTooLarge();
+      chunks.push(chunk);
+    }
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+    } catch {
+      throw new GatewayError(ErrCode.BAD_REQUEST, 'Body is not valid JSON.', 400);
+    }
+    if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) {
+      throw new GatewayError(ErrCode.BAD_REQUEST, 'Body must be a JSON object.', 400);
+    }
+    return parsed as Record<string, unknown>;
+  }
+
+  private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const method = req.method ?? 'GET';
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const path = q < 0 ? url : url.slice(0, q);
+    const query = new URLSearchParams(q < 0 ? '' : url.slice(q + 1));
+    const found = this.find(method, path);
+    if (!found) {
+      req.resume();
+      sendJson(res, 404, envelope(ErrCode.RECORD_NOT_FOUND, 'Not found.'));
+      return;
+    }
+    const { route, rest } = found;
+    const app = this.authenticate(req, route.auth);
+    const rr: RouteRequest = {
+      method, path, rest, query, app, body: undefined, headers: req.headers, remote: req.socket?.remoteAddress ?? '', raw: req,
+    };
+    if (route.kind === 'raw') {
+      await route.handler(rr, res);
+      return;
+    }
+    if (method === 'POST' || method === 'PUT') rr.body = await this.readJson(req);
+    else req.resume();
+    const reply = (await route.handler(rr)) ?? {};
+    sendJson(res, 200, envelope(ErrCode.OK, reply.message ?? 'OK', reply.data ?? []));
+  }
+
+  private fail(res: http.ServerResponse, err: unknown, req: http.IncomingMessage, remote: string): void {
+    if (err instanceof BodyTooLarge) {
+      this.opts.log.warn({ remote, path: req.url?.split('?')[0] }, 'request body over the limit');
+      sendJson(res, 413, envelope(ErrCode.BAD_REQUEST, `Body larger than ${this.opts.bodyLimit} bytes.`), { Connection: 'close' });
+      // stop reading the rest of the body once the reply is out
+      res.once('finish', () => req.destroy());
+      return;
+    }
+    if (err instanceof GatewayError) {
+      const headers: Record<string, string> = err.httpStatus === 401 ? { 'WWW-Authenticate': 'Basic realm="jt1078-gateway", charset="UTF-8"' } : {};
+      sendJson(res, err.httpStatus, envelope(err.errCode, err.message), headers);
+      return;
+    }
+    this.opts.log.error({ err, method: req.method, path: req.url?.split('?')[0] }, 'request failed with an unexpected error');
+    sendJson(res, 500, envelope(ErrCode.INTERNAL_ERROR, 'Internal error.'));
+  }
+
+  private handleUpgrade(req: http.IncomingMessage, socket: Duplex, head: Buffer): void {
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const path = q < 0 ? url : url.slice(0, q);
+    const up = this.upgrades.find((u) => path.startsWith(u.prefix));
+    if (!up) {
+      socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+      return;
+    }
+    let app: Application | undefined;
+    try {
+      app = this.authenticate(req, up.route.auth);
+    } catch {
+      socket.end('HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+      return;
+    }
+    const rr: RouteRequest = {
+      method: req.method ?? 'GET', path, rest: path.slice(up.prefix.length), query: new URLSearchParams(q < 0 ? '' : url.slice(q + 1)),
+      app, body: undefined, headers: req.headers, remote: req.socket.remoteAddress ?? '', raw: req,
+    };
+    try {
+      up.route.handler(rr, socket, head);
+    } catch (err) {
+      this.opts.log.error({ err, path }, 'upgrade handler failed');
+      socket.destroy();
+    }
+  }
+
+  async close(): Promise<void> {
+    await new Promise<void>((resolve) => {
+      this.server.close(() => resolve());
+      this.server.closeAllConnections();
+    });
+  }
+}

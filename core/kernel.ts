@@ -1,0 +1,321 @@
+import 'reflect-metadata';
+import * as fs from 'node:fs';
+import * as net from 'node:net';
+import * as dgram from 'node:dgram';
+import * as path from 'node:path';
+import { container as rootContainer, type DependencyContainer } from 'tsyringe';
+import pino, { type Logger, type DestinationStream } from 'pino';
+import type { Registry } from 'prom-client';
+import { BootError, buildConfig, envNameFor } from './config';
+import { GatewayConfig, parseApplications } from './gateway-config';
+import { loadSite, type SiteSpec } from './site';
+import { ApplicationRegistry } from './apps';
+import { ApiServer } from './http/api-server';
+import { CoreMediaBus } from './bus/media-bus';
+import { NoticeHub } from './notices';
+import { SessionManager } from './sessions/session-manager';
+import { createRegistry, metricsFor } from './metrics';
+import { registerCoreRoutes } from './api-routes';
+import { StoreFactory } from './stores';
+import { FlvServerHost } from './flv-server-host';
+import { systemClock, type Clock } from '../plugin-sdk/clock';
+import type { ListenOptions, PluginContext, PluginDefinition, PluginInstance, SiteInfo } from '../plugin-sdk/plugin';
+import { TOKENS } from './tokens';
+
+export const repoRoot: string = (() => {
+  let dir = __dirname;
+  while (!fs.existsSync(path.join(dir, 'package.json'))) {
+    const up = path.dirname(dir);
+    if (up === dir) return process.cwd();
+    dir = up;
+  }
+  return dir;
+})();
+
+export interface KernelOptions {
+  /** site name, folder or site.json path; or a site object (tests) */
+  site?: string | SiteSpec;
+  env?: NodeJS.ProcessEnv;
+  clock?: Clock;
+  logDestination?: DestinationStream;
+  /** extra plugin definitions by name (the test kit's in-process plugins) */
+  pluginDefs?: Record<string, PluginDefinition<object>>;
+}
+
+interface Loaded {
+  def: PluginDefinition<object>;
+  config: object;
+  instance?: PluginInstance | void;
+  servers: Array<net.Server | dgram.Socket>;
+  /** accepted TCP sockets, destroyed at stop so server.close() can finish */
+  sockets: Set<net.Socket>;
+  log: Logger;
+}
+
+function describeListenError(err: NodeJS.ErrnoException, port: number, host: string): string {
+  if (err.code === 'EADDRINUSE') return `port ${port} on ${host} is already in use`;
+  if (err.code === 'EACCES') return `no permission to listen on port ${port} on ${host}`;
+  if (err.code === 'EADDRNOTAVAIL') return `address ${host} is not available on this machine`;
+  return `cannot listen on ${host}:${port} (${err.code ?? err.message})`;
+}
+
+/** Loads a site, validates every config, starts plugins in dependency order and stops them in reverse. */
+export class Kernel {
+  readonly env: NodeJS.ProcessEnv;
+  readonly clock: Clock;
+  site!: SiteSpec;
+  gateway!: GatewayConfig;
+  log!: Logger;
+  registry!: Registry;
+  api!: ApiServer;
+  bus!: CoreMediaBus;
+  notices!: NoticeHub;
+  sessions!: SessionManager;
+  apps!: ApplicationRegistry;
+  container!: DependencyContainer;
+  siteInfo!: SiteInfo;
+  /** bound ports by "<plugin>.<key>" (and "gateway.httpPort"); useful with port 0 */
+  readonly ports: Record<string, number> = {};
+  started = false;
+  private loaded: Loaded[] = [];
+  private stores!: StoreFactory;
+  private flvHost!: FlvServerHost;
+  private stopping: Promise<void> | undefined;
+
+  constructor(private readonly opts: KernelOptions = {}) {
+    this.env = opts.env ?? process.env;
+    this.clock = opts.clock ?? systemClock;
+  }
+
+  async start(): Promise<void> {
+    try {
+      await this.boot();
+    } catch (err) {
+      await this.stop().catch(() => undefined);
+      throw err;
+    }
+  }
+
+  private resolvePlugin(entry: SiteSpec['plugins'][number]): PluginDefinition<object> {
+    const where = `${this.site.file}: plugin ${entry.name}`;
+    const inline = this.opts.pluginDefs?.[entry.name];
+    if (inline) return inline;
+    const file = entry.module ? path.resolve(this.site.dir, entry.module) : path.join(__dirname, '..', 'plugins', entry.name, 'index.js');
+    if (!entry.module && !fs.existsSync(file)) throw new BootError(`${where}: unknown plugin (no module at plugins/${entry.name})`);
+    let mod: { default?: PluginDefinition<object> };
+    try {
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      mod = require(file);
+    } catch (err) {
+      throw new BootError(`${where}: cannot load module ${file}: ${(err as Error).message.split('\n')[0]}`);
+    }
+    const def = mod.default;
+    if (!def || typeof def.setup !== 'function' || typeof def.name !== 'string') throw new BootError(`${where}: module does not export a plugin (default export of definePlugin)`);
+    if (def.name !== entry.name) throw new BootError(`${where}: module declares plugin '${def.name}'`);
+    return def;
+  }
+
+  private order(entries: Array<{ def: PluginDefinition<object>; config: object }>): Array<{ def: PluginDefinition<object>; config: object }> {
+    const byName = new Map(entries.map((e) => [e.def.name, e]));
+    const out: typeof entries = [];
+    const state = new Map<string, 'visiting' | 'done'>();
+    const visit = (e: (typeof entries)[number], chain: string[]) => {
+      const s = state.get(e.def.name);
+      if (s === 'done') return;
+      if (s === 'visiting') throw new BootError(`${this.site.file}: plugin ${e.def.name}: circular requires (${[...chain, e.def.name].join(' -> ')})`);
+      state.set(e.def.name, 'visiting');
+      for (const dep of e.def.requires ?? []) {
+        const d = byName.get(dep);
+        if (!d) throw new BootError(`${this.site.file}: plugin ${e.def.name}: requires plugin ${dep}, which the site does not list`);
+        visit(d, [...chain, e.def.name]);
+      }
+      state.set(e.def.name, 'done');
+      out.push(e);
+    };
+    for (const e of entries) visit(e, []);
+    return out;
+  }
+
+  private async boot(): Promise<void> {
+    this.site = typeof this.opts.site === 'object' ? this.opts.site : loadSite(this.opts.site ?? this.env.GW_SITE, repoRoot);
+    this.gateway = buildConfig(GatewayConfig, this.site.gateway, { where: `${this.site.file}: gateway`, envPrefix: 'GW', env: this.env });
+    const appEntries = parseApplications(this.gateway.applications, `${this.site.file}: gateway`);
+    // Every plugin's config is checked before anything starts, so a typo never leaves half a gateway running.
+    const resolved = this.site.plugins.map((entry) => {
+      const def = this.resolvePlugin(entry);
+      const prefix = envNameFor('GW', def.name);
+      const config = def.config
+        ? buildConfig(def.config, entry.config, { where: `${this.site.file}: plugin ${def.name}`, envPrefix: prefix, envAliases: def.env as Record<string, string>, env: this.env })
+        : {};
+      return { def, config };
+    });
+    const ordered = this.order(resolved);
+
+    const dataDir = path.resolve(this.gateway.dataDir);
+    try {
+      fs.mkdirSync(dataDir, { recursive: true });
+      fs.accessSync(dataDir, fs.constants.W_OK);
+    } catch (err) {
+      throw new BootError(`${this.site.file}: gateway: key dataDir: cannot write to ${dataDir} (${(err as NodeJS.ErrnoException).code})`);
+    }
+    this.log = pino({ level: this.gateway.logLevel, base: { site: this.site.name } }, this.opts.logDestination ?? pino.destination({ fd: 1, sync: false }));
+    this.registry = createRegistry();
+    this.apps = new ApplicationRegistry(appEntries);
+    if (this.apps.size === 0) this.log.warn('no applications configured: every API call will answer 401');
+    if (this.apps.usesDemoCredentials()) this.log.warn('demo credentials (demo:demo) are in use: configure real applications before exposing this gateway');
+    this.bus = new CoreMediaBus({ maxGopBytes: this.gateway.maxGopBytes, maxQueueBytes: this.gateway.maxQueueBytes, maxStreamBytes: this.gateway.maxStreamBytes });
+    this.notices = new NoticeHub(this.log.child({ part: 'notices' }));
+    this.sessions = new SessionManager(
+      { keepIntvDefault: this.gateway.keepIntvDefault, openTimeoutSec: this.gateway.openTimeoutSec, consumptionTimeoutSec: this.gateway.consumptionTimeoutSec, instId: this.gateway.instId, publicHost: this.gateway.publicHost },
+      this.bus, this.notices, this.clock, this.log.child({ part: 'sessions' }),
+    );
+    this.stores = new StoreFactory(this.gateway.store, dataDir, `${this.site.file}: gateway: key store`);
+    this.api = new ApiServer({ bodyLimit: this.gateway.bodyLimit, apps: this.apps, log: this.log.child({ part: 'http' }) });
+    this.flvHost = new FlvServerHost(dataDir, this.log);
+
+    this.container = rootContainer.createChildContainer();
+    this.container.registerInstance(TOKENS.Kernel, this);
+    this.container.registerInstance(TOKENS.Logger, this.log);
+    this.container.registerInstance(TOKENS.Clock, this.clock);
+    this.container.registerInstance(TOKENS.Sessions, this.sessions);
+    this.container.registerInstance(TOKENS.Bus, this.bus);
+    this.container.registerInstance(TOKENS.Notices, this.notices);
+    this.container.registerInstance(TOKENS.Registry, this.registry);
+
+    const httpPort = await this.listenHttp();
+    const apiBase = (this.gateway.apiBase ?? `http://${this.gateway.publicHost}:${httpPort}`).replace(/\/+$/, '');
+    this.siteInfo = { name: this.site.name, file: this.site.file, publicHost: this.gateway.publicHost, listenHost: this.gateway.listenHost, dataDir, instId: this.gateway.instId, apiBase };
+    registerCoreRoutes(this);
+    const coreMetrics = metricsFor(this.registry, 'core');
+    coreMetrics.gauge('requests_open', 'open stream requests', [], (g) => g.set(this.sessions.requestCount));
+    coreMetrics.gauge('streams_open', 'open channel streams', [], (g) => g.set(this.sessions.streamCount));
+    this.sessions.start();
+
+    for (const { def, config } of ordered) {
+      const loaded: Loaded = { def, config, servers: [], sockets: new Set(), log: this.log.child({ plugin: def.name }) };
+      this.loaded.push(loaded);
+      const ctx = this.contextFor(loaded);
+      try {
+        loaded.instance = await def.setup(ctx);
+      } catch (err) {
+        if (err instanceof BootError) throw err;
+        throw new BootError(`${this.site.file}: plugin ${def.name}: setup failed: ${(err as Error)?.message ?? String(err)}`);
+      }
+      loaded.log.info('plugin started');
+    }
+    this.started = true;
+    this.log.info({ httpPort, plugins: ordered.map((o) => o.def.name), ports: this.ports }, 'gateway started');
+  }
+
+  private async listenHttp(): Promise<number> {
+    const host = this.gateway.listenHost;
+    await new Promise<void>((resolve, reject) => {
+      const onErr = (err: NodeJS.ErrnoException) => reject(new BootError(`${this.site.file}: gateway: key httpPort: ${describeListenError(err, this.gateway.httpPort, host)}`));
+      this.api.server.once('error', onErr);
+      this.api.server.listen(this.gateway.httpPort, host, () => {
+        this.api.server.off('error', onErr);
+        resolve();
+      });
+    });
+    const port = (this.api.server.address() as net.AddressInfo).port;
+    this.ports['gateway.httpPort'] = port;
+    return port;
+  }
+
+  private contextFor(l: Loaded): PluginContext<object> {
+    const name = l.def.name;
+    const where = `${this.site.file}: plugin ${name}`;
+    const defaultHost = this.gateway.listenHost;
+    const listenTcp = (o: ListenOptions, onConn: (s: net.Socket) => void) =>
+      new Promise<net.Server>((resolve, reject) => {
+        const host = o.host ?? defaultHost;
+        const srv = net.createServer((sock) => {
+          l.sockets.add(sock);
+          sock.once('close', () => l.sockets.delete(sock));
+          onConn(sock);
+        });
+        srv.once('error', (err: NodeJS.ErrnoException) => reject(new BootError(`${where}: key ${o.key}: ${describeListenError(err, o.port, host)}`)));
+        srv.listen(o.port, host, () => {
+          srv.removeAllListeners('error');
+          srv.on('error', (err) => l.log.error({ err }, 'TCP listener error'));
+          l.servers.push(srv);
+          this.ports[`${name}.${o.key}`] = (srv.address() as net.AddressInfo).port;
+          resolve(srv);
+        });
+      });
+    const listenUdp = (o: ListenOptions, onMsg: (m: Buffer, r: dgram.RemoteInfo, s: dgram.Socket) => void) =>
+      new Promise<dgram.Socket>((resolve, reject) => {
+        const host = o.host ?? defaultHost;
+        const sock = dgram.createSocket({ type: host.includes(':') ? 'udp6' : 'udp4', reuseAddr: false });
+        sock.once('error', (err: NodeJS.ErrnoException) => reject(new BootError(`${where}: key ${o.key}: ${describeListenError(err, o.port, host)} (UDP)`)));
+        sock.on('message', (m, r) => onMsg(m, r, sock));
+        sock.bind(o.port, host, () => {
+          sock.removeAllListeners('error');
+          sock.on('error', (err) => l.log.error({ err }, 'UDP listener error'));
+          l.servers.push(sock);
+          this.ports[`${name}.${o.key}:udp`] = sock.address().port;
+          resolve(sock);
+        });
+      });
+    const stores = this.stores;
+    const dataDir = this.siteInfo.dataDir;
+    return {
+      name,
+      config: l.config,
+      log: l.log,
+      site: this.siteInfo,
+      routes: this.api.routesFor(name),
+      net: { listenTcp, listenUdp },
+      bus: this.bus,
+      sessions: this.sessions,
+      notices: this.notices,
+      stores: {
+        keyv: (ns: string) => stores.keyv(`${name}:${ns}`),
+        dir: () => {
+          const d = path.join(dataDir, name);
+          fs.mkdirSync(d, { recursive: true });
+          return d;
+        },
+      },
+      metrics: metricsFor(this.registry, name),
+      clock: this.clock,
+      flvServer: async (o: ListenOptions) => {
+        const srv = await this.flvHost.start({ port: o.port, host: o.host ?? defaultHost, where: `${where}: key ${o.key}` });
+        this.ports[`${name}.${o.key}`] = srv.port;
+        return srv;
+      },
+    };
+  }
+
+  /** Stops plugins in reverse order, then closes every listener, the API server and the stores. */
+  stop(): Promise<void> {
+    if (!this.stopping) this.stopping = this.doStop();
+    return this.stopping;
+  }
+
+  private async doStop(): Promise<void> {
+    this.started = false;
+    this.sessions?.stopAll();
+    for (const l of [...this.loaded].reverse()) {
+      try {
+        await l.instance?.stop?.();
+      } catch (err) {
+        l.log.error({ err }, 'plugin stop failed');
+      }
+      for (const sock of l.sockets) sock.destroy();
+      for (const s of l.servers) {
+        await new Promise<void>((resolve) => {
+          if (s instanceof net.Server) s.close(() => resolve());
+          else s.close(() => resolve());
+        }).catch(() => undefined);
+      }
+      l.log.debug('plugin stopped');
+    }
+    await this.flvHost?.stop();
+    await this.api?.close();
+    await this.stores?.close();
+    this.registry?.clear();
+    this.log?.info('gateway stopped');
+    this.log?.flush?.();
+  }
+}

@@ -1,0 +1,403 @@
+import { randomBytes, createHash, timingSafeEqual } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { Application } from '../../plugin-sdk/http';
+import { ErrCode, GatewayError } from '../../plugin-sdk/errors';
+import type { Clock, Cancel } from '../../plugin-sdk/clock';
+import type { NoticePayload } from '../../plugin-sdk/notices';
+import {
+  CloseCause, closeReasonOf, type ChannelStream, type CloseCauseValue, type IngestProvider, type MediaTyp, type OpenGuard,
+  type OpenParams, type OutputProvider, type PresenceProvider, type PushAddress, type Sessions, type StreamTyp, type StrmRequest,
+} from '../../plugin-sdk/sessions';
+import type { CoreMediaBus, BusStream } from '../bus/media-bus';
+import type { NoticeHub } from '../notices';
+import { mediaTypOf, validateOpen } from './open-validation';
+
+export interface SessionTimings {
+  keepIntvDefault: number;
+  openTimeoutSec: number;
+  consumptionTimeoutSec: number;
+  instId: string;
+  publicHost: string;
+}
+
+class RequestState implements StrmRequest {
+  closed = false;
+  players = 0;
+  consumed = false;
+  flags: Record<string, unknown> = {};
+  keepDeadline = 0;
+  readyAtOpen = false;
+  /** the stream was ready while this request lived (closed vs failed) */
+  sawReady = false;
+  playUrl = '';
+  constructor(
+    readonly reqId: string,
+    readonly appId: string,
+    readonly params: OpenParams,
+    readonly streamName: string,
+    readonly ctrl: boolean,
+    readonly openedAt: Date,
+    readonly openedAtMs: number,
+  ) {}
+}
+
+class StreamState implements ChannelStream {
+  state: 'waiting' | 'ready' | 'closing' = 'waiting';
+  requests: RequestState[] = [];
+  bytesOut = 0;
+  constructor(
+    readonly name: string,
+    readonly typ: StreamTyp,
+    readonly normSim: string,
+    readonly chanId: number,
+    readonly media: BusStream,
+    readonly openedAtMs: number,
+  ) {}
+}
+
+const tokenDigest = (s: string) => createHash('sha256').update(s, 'utf8').digest();
+
+/** Requests, channel streams and every timer that governs them (keep, consumption, open timeout). */
+export class SessionManager implements Sessions {
+  private requests = new Map<string, RequestState>();
+  private streams = new Map<string, StreamState>();
+  private ingests: IngestProvider[] = [];
+  private outputs = new Map<number, OutputProvider>();
+  private presence: PresenceProvider | undefined;
+  private guards: OpenGuard[] = [];
+  private cbOpened: Array<(s: ChannelStream) => void> = [];
+  private cbClosed: Array<(s: ChannelStream) => void | Promise<void>> = [];
+  private cbReqOpened: Array<(r: StrmRequest, s: ChannelStream) => void> = [];
+  private cbReqClosed: Array<(r: StrmRequest, cause: CloseCauseValue) => void> = [];
+  private sweepCancel: Cancel | undefined;
+
+  constructor(
+    private readonly t: SessionTimings,
+    private readonly bus: CoreMediaBus,
+    private readonly notices: NoticeHub,
+    private readonly clock: Clock,
+    private readonly log: Logger,
+  ) {}
+
+  start(): void {
+    this.sweepCancel = this.clock.setInterval(() => this.sweep(), 1000);
+  }
+
+  stopAll(): void {
+    this.sweepCancel?.();
+    for (const r of [...this.requests.values()]) this.closeRequest(r.reqId, CloseCause.internalError, 'gateway stopping');
+  }
+
+  // --- registration -------------------------------------------------------------------------
+  registerIngest(p: IngestProvider): void {
+    this.ingests.push(p);
+  }
+  registerOutput(p: OutputProvider): void {
+    if (this.outputs.has(p.fmt)) throw new Error(`fmt ${p.fmt} already has an output plugin (${this.outputs.get(p.fmt)!.name})`);
+    this.outputs.set(p.fmt, p);
+  }
+  setPresenceProvider(p: PresenceProvider): void {
+    this.presence = p;
+  }
+  addOpenGuard(g: OpenGuard): void {
+    this.guards.push(g);
+  }
+  onStreamOpened(cb: (s: ChannelStream) => void): void { this.cbOpened.push(cb); }
+  onStreamClosed(cb: (s: ChannelStream) => void | Promise<void>): void { this.cbClosed.push(cb); }
+  onRequestOpened(cb: (r: StrmRequest, s: ChannelStream) => void): void { this.cbReqOpened.push(cb); }
+  onRequestClosed(cb: (r: StrmRequest, cause: CloseCauseValue) => void): void { this.cbReqClosed.push(cb); }
+
+  // --- lookups -------------------------------------------------------------------------------
+  static streamName(normSim: string, chanId: number, typ: StreamTyp): string {
+    return `${normSim}_${chanId}_${typ === 'live' ? 1 : 0}`;
+  }
+  findStream(normSim: string, chanId: number, typ: StreamTyp): ChannelStream | undefined {
+    const s = this.streams.get(SessionManager.streamName(normSim, chanId, typ));
+    return s && s.state !== 'closing' ? s : undefined;
+  }
+  getStreamByName(name: string): ChannelStream | undefined {
+    return this.streams.get(name);
+  }
+  getRequest(reqId: string): StrmRequest | undefined {
+    return this.requests.get(reqId);
+  }
+  get requestCount(): number {
+    return this.requests.size;
+  }
+  get streamCount(): number {
+    return this.streams.size;
+  }
+
+  authorizePlay(streamName: string, reqId: string, token: string): StrmRequest | undefined {
+    const r = this.requests.get(reqId);
+    const ok = !!r && !r.closed && r.streamName === streamName;
+    // compare digests so the time taken does not depend on how much of the token matched
+    const match = timingSafeEqual(tokenDigest(r ? r.params.user.token : ''), tokenDigest(token));
+    return ok && match ? r : undefined;
+  }
+  playerStarted(reqId: string): void {
+    const r = this.requests.get(reqId);
+    if (!r) return;
+    r.players++;
+    r.consumed = true;
+  }
+  playerStopped(reqId: string): void {
+    const r = this.requests.get(reqId);
+    if (r && r.players > 0) r.players--;
+  }
+  addBytesOut(streamName: string, n: number): void {
+    const s = this.streams.get(streamName);
+    if (s) s.bytesOut += n;
+  }
+  setRequestFlag(reqId: string, key: string, value: unknown): void {
+    const r = this.requests.get(reqId);
+    if (r) r.flags[key] = value;
+  }
+
+  // --- open / keep / close ----------------------------------------------------------------------
+  private holdMs(keepIntv: number): number {
+    return (keepIntv + Math.max(5, keepIntv / 4)) * 1000;
+  }
+
+  async open(app: Application, body: Record<string, unknown>): Promise<Record<string, unknown>> {
+    const params = validateOpen(body, {
+      reqIdInUse: (id) => this.requests.has(id),
+      hasIngestFor: (src) => this.ingests.some((i) => i.source === src),
+      outputSchemes: (fmt) => this.outputs.get(fmt)?.schemes,
+      keepIntvDefault: this.t.keepIntvDefault,
+      newReqId: () => this.newReqId(),
+    });
+    for (const g of this.guards) await g(app, params, body);
+    // a guard may have awaited: the reqId could have been taken meanwhile
+    if (this.requests.has(params.reqId)) throw new GatewayError(ErrCode.INVALID_PARAM, 'Invalid parameter `reqId`. It is in use.');
+    if (this.presence?.presence(params.normSim) === 'offline') {
+      throw new GatewayError(ErrCode.NO_CONNECTION_AVAILABLE, 'The terminal is not online.');
+    }
+    const ingest = this.ingests.find((i) => i.source === (params.rtspSrc ? 'rtsp' : 'terminal'))!;
+    const output = this.outputs.get(params.fmt)!;
+    const name = SessionManager.streamName(params.normSim, params.chanId, params.typ);
+    let stream = this.streams.get(name);
+    if (stream?.state === 'closing') throw new GatewayError(ErrCode.RETRY, 'The stream is closing; retry.');
+    if (stream && stream.requests.length > 0) {
+      if (params.exclusive) throw new GatewayError(ErrCode.NO_CTRL, 'The channel is in use; exclusive open refused.');
+      if (stream.requests.some((r) => r.params.exclusive)) throw new GatewayError(ErrCode.NO_CTRL, 'The channel is held by an exclusive request.');
+    }
+    const push: PushAddress = ingest.pushAddress(params.typ);
+    const now = this.clock.now();
+    let created = false;
+    if (!stream) {
+      const media = this.bus.create(name);
+      stream = new StreamState(name, params.typ, params.normSim, params.chanId, media, now);
+      this.streams.set(name, stream);
+      created = true;
+      const st = stream;
+      media.onReady(() => this.streamReady(st));
+    }
+    const req = new RequestState(params.reqId, app.appId, params, name, stream.requests.length === 0, new Date(now), now);
+    req.keepDeadline = now + this.holdMs(params.keepIntv);
+    req.playUrl = output.playUrl({ streamName: name, reqId: req.reqId, token: params.user.token, scheme: params.scheme!, host: this.t.publicHost, subFmt: params.subFmt });
+    req.readyAtOpen = stream.state === 'ready';
+    req.sawReady = req.readyAtOpen;
+    this.requests.set(req.reqId, req);
+    stream.requests.push(req);
+    this.updateExpectVideo(stream);
+    this.log.info({ reqId: req.reqId, appId: app.appId, stream: name, ctrl: req.ctrl, fmt: params.fmt, ready: req.readyAtOpen }, 'request opened');
+    if (created) for (const cb of this.cbOpened) this.safe(() => cb(stream!), 'stream-opened hook');
+    for (const cb of this.cbReqOpened) this.safe(() => cb(req, stream!), 'request-opened hook');
+    if (req.closed) throw new GatewayError(ErrCode.EXECUTION_ERROR, 'The request could not be started.');
+
+    const result: Record<string, unknown> = {
+      reqId: req.reqId,
+      ctrl: req.ctrl,
+      playUrl: req.playUrl,
+      ready: req.readyAtOpen,
+      mediaTyp: this.mediaTypFor(req, stream),
+      keepIntv: params.keepIntv,
+      host: push.host,
+      port: push.port,
+      tcp: push.tcp,
+      port2019: push.port2019,
+      tcp2019: push.tcp2019,
+    };
+    if (req.flags.recording === true) result.recording = true;
+    if (params.audioCfg) result.audioCfg = params.audioCfg;
+    if (params.detectMediaTyp) result.detectMediaTyp = true;
+    return result;
+  }
+
+  keep(app: Application, reqIds: unknown): Array<{ reqId: string; keep: boolean }> {
+    return this.eachOwned(app, reqIds, 'keep', (r) => {
+      r.keepDeadline = this.clock.now() + this.holdMs(r.params.keepIntv);
+      return true;
+    });
+  }
+
+  close(app: Application, reqIds: unknown): Array<{ reqId: string; closed: boolean }> {
+    return this.eachOwned(app, reqIds, 'closed', (r) => {
+      this.closeRequest(r.reqId, CloseCause.clientReq);
+      return true;
+    });
+  }
+
+  private eachOwned<K extends string>(app: Application, reqIds: unknown, key: K, fn: (r: RequestState) => boolean): Array<{ reqId: string } & Record<K, boolean>> {
+    if (!Array.isArray(reqIds) || reqIds.length === 0 || reqIds.length > 1000 || !reqIds.every((x) => typeof x === 'string' && x.length <= 64)) {
+      throw new GatewayError(ErrCode.INVALID_PARAM, 'Invalid parameter `reqIds`. Give 1..1000 request ids.');
+    }
+    return (reqIds as string[]).map((id) => {
+      const r = this.requests.get(id);
+      // another application's request answers exactly like an unknown one
+      const ok = !!r && !r.closed && r.appId === app.appId ? fn(r) : false;
+      return { reqId: id, [key]: ok } as { reqId: string } & Record<K, boolean>;
+    });
+  }
+
+  status(app: Application): unknown[] {
+    const out: unknown[] = [];
+    for (const r of this.requests.values()) {
+      if (r.appId !== app.appId) continue;
+      const s = this.streams.get(r.streamName);
+      const st = s?.media.stats();
+      out.push({
+        reqId: r.reqId,
+        typ: r.params.typ,
+        simNo: r.params.simNo,
+        chanId: r.params.chanId,
+        stream: r.streamName,
+        fmt: r.params.fmt,
+        playUrl: r.playUrl,
+        ctrl: r.ctrl,
+        exclusive: r.params.exclusive,
+        ready: s?.state === 'ready',
+        consumed: r.consumed,
+        players: r.players,
+        keepIntv: r.params.keepIntv,
+        openedAt: r.openedAt.toISOString(),
+        keepDeadline: new Date(r.keepDeadline).toISOString(),
+        mediaTyp: s ? this.mediaTypFor(r, s) : undefined,
+        flags: r.flags,
+        codecs: s?.media.tracks.map((t) => (t.kind === 'video' ? { kind: t.kind, codec: t.codec, width: t.width, height: t.height } : { kind: t.kind, codec: t.codec, sampleRate: t.sampleRate })),
+        bytesIn: st?.bytesIn ?? 0,
+        bytesOut: s?.bytesOut ?? 0,
+        streamRequests: s?.requests.length ?? 0,
+      });
+    }
+    return out;
+  }
+
+  closeRequest(reqId: string, cause: CloseCauseValue, detail?: string): void {
+    const r = this.requests.get(reqId);
+    if (!r || r.closed) return;
+    r.closed = true;
+    this.requests.delete(reqId);
+    const s = this.streams.get(r.streamName);
+    this.log.info({ reqId, appId: r.appId, stream: r.streamName, closeCause: cause, closeReason: closeReasonOf[cause], detail }, 'request closed');
+    for (const cb of this.cbReqClosed) this.safe(() => cb(r, cause), 'request-closed hook');
+    const failed = !r.sawReady && (cause === CloseCause.termDataTimeout || cause === CloseCause.badStrmFormat || cause === CloseCause.internalError || cause === CloseCause.termStrmClose);
+    this.emit(r, s, failed ? 'failed' : 'closed', cause);
+    if (s) {
+      s.requests = s.requests.filter((x) => x !== r);
+      if (s.requests.length === 0) void this.teardownStream(s);
+      else this.updateExpectVideo(s);
+    }
+  }
+
+  closeStream(streamName: string, cause: CloseCauseValue): void {
+    const s = this.streams.get(streamName);
+    if (!s) return;
+    for (const r of [...s.requests]) this.closeRequest(r.reqId, cause);
+  }
+
+  private async teardownStream(s: StreamState): Promise<void> {
+    if (s.state === 'closing') return;
+    s.state = 'closing';
+    this.bus.remove(s.name, 'stream closed');
+    try {
+      // opens of this channel answer -207 until every plugin has let go of the stream
+      await Promise.race([
+        Promise.all(this.cbClosed.map((cb) => Promise.resolve().then(() => cb(s)).catch((err) => this.log.error({ err, stream: s.name }, 'stream-closed hook failed')))),
+        new Promise<void>((resolve) => { const c = this.clock.setTimeout(resolve, 5000); void c; }),
+      ]);
+    } finally {
+      if (this.streams.get(s.name) === s) this.streams.delete(s.name);
+      this.log.info({ stream: s.name }, 'stream closed');
+    }
+  }
+
+  // --- readiness, notices, timers -----------------------------------------------------------------
+  private streamReady(s: StreamState): void {
+    if (s.state !== 'waiting') return;
+    s.state = 'ready';
+    this.log.info({ stream: s.name, tracks: s.media.tracks.map((t) => t.codec) }, 'stream ready');
+    for (const r of s.requests) {
+      r.sawReady = true;
+      if (!r.readyAtOpen) this.emit(r, s, 'ready');
+    }
+  }
+
+  private updateExpectVideo(s: StreamState): void {
+    s.media.expectVideo = s.requests.some((r) => mediaTypOf(r.params.typ, r.params.dataTyp) !== 'a');
+  }
+
+  private mediaTypFor(r: RequestState, s: StreamState): MediaTyp {
+    const declared = mediaTypOf(r.params.typ, r.params.dataTyp);
+    if (!r.params.detectMediaTyp || !s.media.ready) return declared;
+    const kinds = new Set(s.media.tracks.map((t) => t.kind));
+    if (kinds.has('video') && kinds.has('audio')) return 'av';
+    if (kinds.has('video')) return 'v';
+    if (kinds.has('audio')) return 'a';
+    return declared;
+  }
+
+  private emit(r: RequestState, s: StreamState | undefined, act: NoticePayload['act'], cause?: CloseCauseValue): void {
+    const payload: NoticePayload = {
+      instId: this.t.instId,
+      act,
+      reqId: r.reqId,
+      typ: r.params.typ,
+      simNo: r.params.simNo,
+      chan: r.params.chanId,
+      mediaTyp: s ? this.mediaTypFor(r, s) : mediaTypOf(r.params.typ, r.params.dataTyp),
+    };
+    if (act === 'ready') payload.playUrl = r.playUrl;
+    if (cause !== undefined) {
+      payload.closeCause = cause;
+      payload.closeReason = closeReasonOf[cause];
+    }
+    for (const t of s?.media.tracks ?? []) {
+      if (t.kind === 'video') {
+        payload.vc = t.codec;
+        if (t.frameRate) payload.frameRate = t.frameRate;
+      } else {
+        payload.ac = t.codec;
+        payload.sampleRate = t.sampleRate;
+      }
+    }
+    this.notices.emit({ payload, appId: r.appId, cb: r.params.cb, last: act !== 'ready' });
+  }
+
+  private sweep(): void {
+    const now = this.clock.now();
+    for (const r of [...this.requests.values()]) {
+      if (r.closed) continue;
+      if (now > r.keepDeadline) this.closeRequest(r.reqId, CloseCause.keepTimeout);
+      else if (!r.consumed && now - r.openedAtMs >= this.t.consumptionTimeoutSec * 1000) this.closeRequest(r.reqId, CloseCause.consumptionTimeout);
+    }
+    for (const s of [...this.streams.values()]) {
+      if (s.state === 'waiting' && now - s.openedAtMs >= this.t.openTimeoutSec * 1000) {
+        this.log.warn({ stream: s.name, openTimeoutSec: this.t.openTimeoutSec }, 'terminal did not push within the open timeout');
+        this.closeStream(s.name, CloseCause.termDataTimeout);
+      }
+    }
+  }
+
+  private newReqId(): string {
+    for (;;) {
+      const id = randomBytes(16).toString('base64url');
+      if (!this.requests.has(id)) return id;
+    }
+  }
+
+  private safe(fn: () => void, what: string): void {
+    try { fn(); } catch (err) { this.log.error({ err }, `${what} failed`); }
+  }
+}

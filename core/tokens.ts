@@ -1,0 +1,10 @@
+/** Injection tokens of the kernel's container (tsyringe); a plugin-facing context is built from these. */
+export const TOKENS = {
+  Kernel: Symbol('Kernel'),
+  Logger: Symbol('Logger'),
+  Clock: Symbol('Clock'),
+  Sessions: Symbol('Sessions'),
+  Bus: Symbol('Bus'),
+  Notices: Symbol('Notices'),
+  Registry: Symbol('Registry'),
+} as const;

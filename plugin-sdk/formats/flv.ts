@@ -1,0 +1,641 @@
+/**
+ * FLV muxing shared by the flv-out (live players through the NMS bridge) and recorder (files) plugins.
+ *
+ * The muxer turns TrackInfo updates and AccessUnits into FLV tags ({type, timestamp, body, keyframe}).
+ * A tag body is written once, into a buffer with room for the 11-byte tag header before it and the 4-byte
+ * PreviousTagSize after it, so `serializeTag` frames a muxer tag for a file without copying the payload again,
+ * while the live path hands the same body to the bridge.
+ *
+ * Codecs: H.264 as classic AVC tags (codec id 7); H.265 as Enhanced FLV (`hvc1`), which ffmpeg before 6.1
+ * cannot read; G.711A/U (SoundFormat 7/8) and AAC (10). Other audio codecs are not representable in FLV:
+ * their units are skipped and counted.
+ */
+import type { AccessUnit, AudioCodec, AudioTrackInfo, TrackInfo, VideoCodec, VideoTrackInfo } from '../media';
+import type { FlvTag } from '../flv-server';
+import { h264NalType, h265NalType, splitAnnexB } from './annexb';
+
+export type { FlvTag };
+
+export const FLV_TAG_AUDIO = 8;
+export const FLV_TAG_VIDEO = 9;
+export const FLV_TAG_SCRIPT = 18;
+
+const TAG_HEADER_SIZE = 11;
+const PREV_SIZE_SIZE = 4;
+
+/** FLV file header (9 bytes) followed by PreviousTagSize0 (4 zero bytes). */
+export function flvFileHeader(hasVideo: boolean, hasAudio: boolean): Buffer {
+  const b = Buffer.from([0x46, 0x4c, 0x56, 0x01, 0x00, 0x00, 0x00, 0x00, 0x09, 0x00, 0x00, 0x00, 0x00]);
+  b[4] = (hasAudio ? 0x04 : 0) | (hasVideo ? 0x01 : 0);
+  return b;
+}
+
+/** Bodies the muxer allocated with header/trailer room around them, so they can be framed in place. */
+const framedBodies = new WeakMap<Buffer, Buffer>();
+
+function allocBody(len: number): Buffer {
+  const framed = Buffer.allocUnsafe(TAG_HEADER_SIZE + len + PREV_SIZE_SIZE);
+  const body = framed.subarray(TAG_HEADER_SIZE, TAG_HEADER_SIZE + len);
+  framedBodies.set(body, framed);
+  return body;
+}
+
+function writeTagHeader(out: Buffer, at: number, type: number, dataSize: number, timestamp: number): void {
+  if (dataSize > 0xffffff) throw new RangeError(`FLV tag body of ${dataSize} bytes exceeds the 24-bit DataSize field`);
+  const ts = timestamp >>> 0;
+  out[at] = type;
+  out.writeUIntBE(dataSize, at + 1, 3);
+  out.writeUIntBE(ts & 0xffffff, at + 4, 3);
+  out[at + 7] = (ts >>> 24) & 0xff; // TimestampExtended
+  out.writeUIntBE(0, at + 8, 3); // StreamID
+}
+
+/** The 11-byte tag header alone, for callers that write header, body and trailer as separate chunks. */
+export function flvTagHeader(tag: FlvTag): Buffer {
+  const h = Buffer.allocUnsafe(TAG_HEADER_SIZE);
+  writeTagHeader(h, 0, tag.type, tag.body.length, tag.timestamp);
+  return h;
+}
+
+/** The 4-byte PreviousTagSize that follows a tag. */
+export function flvPrevTagSize(tag: FlvTag): Buffer {
+  const b = Buffer.allocUnsafe(PREV_SIZE_SIZE);
+  b.writeUInt32BE(TAG_HEADER_SIZE + tag.body.length, 0);
+  return b;
+}
+
+/**
+ * A tag as file bytes: 11-byte header, body, 4-byte PreviousTagSize.
+ * For a body made by FlvMuxer this fills the reserved room and returns a view over the same memory (no copy);
+ * the returned buffer is rewritten if the same tag is serialised again. Other bodies are copied once.
+ */
+export function serializeTag(tag: FlvTag): Buffer {
+  const len = tag.body.length;
+  const framed = framedBodies.get(tag.body);
+  const out = framed ?? Buffer.allocUnsafe(TAG_HEADER_SIZE + len + PREV_SIZE_SIZE);
+  writeTagHeader(out, 0, tag.type, len, tag.timestamp);
+  if (!framed) tag.body.copy(out, TAG_HEADER_SIZE);
+  out.writeUInt32BE(TAG_HEADER_SIZE + len, TAG_HEADER_SIZE + len);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// AMF0 (only what onMetaData needs)
+
+type AmfValue = number | boolean | string;
+
+function amfString(s: string): Buffer {
+  const b = Buffer.from(s, 'utf8');
+  const h = Buffer.allocUnsafe(2);
+  h.writeUInt16BE(b.length, 0);
+  return Buffer.concat([h, b]);
+}
+
+function amfValue(v: AmfValue): Buffer {
+  if (typeof v === 'number') {
+    const b = Buffer.allocUnsafe(9);
+    b[0] = 0x00;
+    b.writeDoubleBE(v, 1);
+    return b;
+  }
+  if (typeof v === 'boolean') return Buffer.from([0x01, v ? 1 : 0]);
+  return Buffer.concat([Buffer.from([0x02]), amfString(v)]);
+}
+
+/** AMF0 "onMetaData" followed by an ECMA array of the given properties. */
+export function encodeOnMetaData(props: Record<string, AmfValue>): Buffer {
+  const entries = Object.entries(props);
+  const count = Buffer.allocUnsafe(5);
+  count[0] = 0x08;
+  count.writeUInt32BE(entries.length, 1);
+  const parts: Buffer[] = [amfValue('onMetaData'), count];
+  for (const [k, v] of entries) parts.push(amfString(k), amfValue(v));
+  parts.push(Buffer.from([0x00, 0x00, 0x09]));
+  const total = parts.reduce((n, p) => n + p.length, 0);
+  const body = allocBody(total);
+  let at = 0;
+  for (const p of parts) at += p.copy(body, at);
+  return body;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Decoder configuration records
+
+/** AVCDecoderConfigurationRecord (ISO/IEC 14496-15 5.3.3.1) with 4-byte NAL lengths, one SPS and one PPS. */
+function buildAvcC(sps: Buffer, pps: Buffer): Buffer {
+  if (sps.length < 4) throw new Error(`H.264 SPS of ${sps.length} bytes is too short`);
+  const out = Buffer.allocUnsafe(11 + sps.length + pps.length);
+  out[0] = 1;
+  out[1] = sps[1]; // profile_idc
+  out[2] = sps[2]; // constraint flags
+  out[3] = sps[3]; // level_idc
+  out[4] = 0xff; // reserved(6) | lengthSizeMinusOne = 3
+  out[5] = 0xe1; // reserved(3) | numOfSequenceParameterSets = 1
+  out.writeUInt16BE(sps.length, 6);
+  sps.copy(out, 8);
+  let at = 8 + sps.length;
+  out[at++] = 1;
+  out.writeUInt16BE(pps.length, at);
+  pps.copy(out, at + 2);
+  return out;
+}
+
+/** Reads bits from an RBSP (emulation-prevention bytes removed). */
+class BitReader {
+  private pos = 0;
+  constructor(private readonly buf: Buffer) {}
+  u(n: number): number {
+    let v = 0;
+    for (let i = 0; i < n; i++) {
+      const byte = this.pos >> 3;
+      if (byte >= this.buf.length) throw new RangeError('parameter set ended early');
+      v = v * 2 + ((this.buf[byte] >> (7 - (this.pos & 7))) & 1);
+      this.pos++;
+    }
+    return v;
+  }
+  skip(n: number): void {
+    this.pos += n;
+    if (this.pos > this.buf.length * 8) throw new RangeError('parameter set ended early');
+  }
+  ue(): number {
+    let zeros = 0;
+    while (this.u(1) === 0) {
+      if (++zeros > 31) throw new RangeError('bad Exp-Golomb code in parameter set');
+    }
+    return zeros === 0 ? 0 : 2 ** zeros - 1 + this.u(zeros);
+  }
+}
+
+function unescapeRbsp(nal: Buffer, from: number): Buffer {
+  const out = Buffer.allocUnsafe(nal.length - from);
+  let n = 0;
+  let zeros = 0;
+  for (let i = from; i < nal.length; i++) {
+    const b = nal[i];
+    if (zeros >= 2 && b === 3) { zeros = 0; continue; }
+    zeros = b === 0 ? zeros + 1 : 0;
+    out[n++] = b;
+  }
+  return out.subarray(0, n);
+}
+
+interface HevcSpsInfo {
+  /** general profile_tier_level: 12 bytes, as hvcC stores them */
+  ptl: Buffer;
+  maxSubLayersMinus1: number;
+  temporalIdNesting: number;
+  chromaFormatIdc: number;
+  bitDepthLumaMinus8: number;
+  bitDepthChromaMinus8: number;
+  width: number;
+  height: number;
+}
+
+function parseHevcSps(sps: Buffer): HevcSpsInfo {
+  const rbsp = unescapeRbsp(sps, 2);
+  const r = new BitReader(rbsp);
+  r.u(4); // sps_video_parameter_set_id
+  const maxSubLayersMinus1 = r.u(3);
+  const temporalIdNesting = r.u(1);
+  if (rbsp.length < 13) throw new Error(`H.265 SPS of ${sps.length} bytes is too short`);
+  const ptl = Buffer.from(rbsp.subarray(1, 13));
+  r.skip(96);
+  const subProfile: number[] = [];
+  const subLevel: number[] = [];
+  for (let i = 0; i < maxSubLayersMinus1; i++) {
+    subProfile.push(r.u(1));
+    subLevel.push(r.u(1));
+  }
+  if (maxSubLayersMinus1 > 0) for (let i = maxSubLayersMinus1; i < 8; i++) r.skip(2);
+  for (let i = 0; i < maxSubLayersMinus1; i++) {
+    if (subProfile[i]) r.skip(88);
+    if (subLevel[i]) r.skip(8);
+  }
+  r.ue(); // sps_seq_parameter_set_id
+  const chromaFormatIdc = r.ue();
+  let separateColourPlane = 0;
+  if (chromaFormatIdc === 3) separateColourPlane = r.u(1);
+  const picW = r.ue();
+  const picH = r.ue();
+  let cropL = 0, cropR = 0, cropT = 0, cropB = 0;
+  if (r.u(1)) {
+    cropL = r.ue(); cropR = r.ue(); cropT = r.ue(); cropB = r.ue();
+  }
+  const bitDepthLumaMinus8 = r.ue();
+  const bitDepthChromaMinus8 = r.ue();
+  const chromaArrayType = separateColourPlane ? 0 : chromaFormatIdc;
+  const subW = chromaArrayType === 1 || chromaArrayType === 2 ? 2 : 1;
+  const subH = chromaArrayType === 1 ? 2 : 1;
+  return {
+    ptl, maxSubLayersMinus1, temporalIdNesting, chromaFormatIdc, bitDepthLumaMinus8, bitDepthChromaMinus8,
+    width: picW - subW * (cropL + cropR), height: picH - subH * (cropT + cropB),
+  };
+}
+
+/** HEVCDecoderConfigurationRecord (ISO/IEC 14496-15 8.3.3.1) with 4-byte NAL lengths and one VPS, SPS, PPS. */
+function buildHvcC(vps: Buffer, sps: Buffer, pps: Buffer): Buffer {
+  const info = parseHevcSps(sps);
+  const head = Buffer.alloc(23);
+  head[0] = 1;
+  info.ptl.copy(head, 1);
+  head[13] = 0xf0; // reserved(4) | min_spatial_segmentation_idc = 0
+  head[14] = 0x00;
+  head[15] = 0xfc; // reserved(6) | parallelismType = 0 (unknown)
+  head[16] = 0xfc | (info.chromaFormatIdc & 3);
+  head[17] = 0xf8 | (info.bitDepthLumaMinus8 & 7);
+  head[18] = 0xf8 | (info.bitDepthChromaMinus8 & 7);
+  head.writeUInt16BE(0, 19); // avgFrameRate unknown
+  head[21] = (((info.maxSubLayersMinus1 + 1) & 7) << 3) | ((info.temporalIdNesting & 1) << 2) | 3;
+  head[22] = 3;
+  const parts: Buffer[] = [head];
+  for (const [type, nal] of [[32, vps], [33, sps], [34, pps]] as const) {
+    const a = Buffer.allocUnsafe(5);
+    a[0] = 0x80 | type; // array_completeness = 1
+    a.writeUInt16BE(1, 1);
+    a.writeUInt16BE(nal.length, 3);
+    parts.push(a, nal);
+  }
+  return Buffer.concat(parts);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Muxer
+
+/** FLV SoundFormat and flags byte for codecs FLV can carry (AAC's byte is fixed at 0xAF by the spec). */
+function audioFlagsByte(codec: AudioCodec, channels: number, sampleRate: number): number | undefined {
+  const stereo = channels >= 2 ? 1 : 0;
+  // FLV has no rate field for G.711: readers assume 8 kHz, so other rates would play at the wrong speed.
+  if ((codec === 'g711a' || codec === 'g711u') && sampleRate !== 8000) return undefined;
+  // G.711: SoundRate "special" (0) and 16-bit size flag with the mono/stereo bit, as ffmpeg's FLV muxer writes them.
+  if (codec === 'g711a') return (7 << 4) | (1 << 1) | stereo;
+  if (codec === 'g711u') return (8 << 4) | (1 << 1) | stereo;
+  if (codec === 'aac') return 0xaf;
+  return undefined;
+}
+
+const ENHANCED_HEVC_FOURCC = Buffer.from('hvc1', 'ascii');
+/** 'hvc1' as a number, the Enhanced RTMP way of naming the codec in onMetaData's videocodecid */
+const HVC1_CODEC_ID = ENHANCED_HEVC_FOURCC.readUInt32BE(0);
+const AAC_SAMPLE_RATES = [96000, 88200, 64000, 48000, 44100, 32000, 24000, 22050, 16000, 12000, 11025, 8000, 7350];
+
+function sameBuf(a: Buffer | undefined, b: Buffer | undefined): boolean {
+  if (!a || !b) return a === b;
+  return a.length === b.length && a.equals(b);
+}
+
+interface VideoState {
+  codec: VideoCodec;
+  sps?: Buffer;
+  pps?: Buffer;
+  vps?: Buffer;
+  width?: number;
+  height?: number;
+  frameRate?: number;
+  /** the parameter sets changed since the last sequence header was emitted */
+  configDirty: boolean;
+  seqHeader?: FlvTag;
+  started: boolean;
+  lastTs: number;
+}
+
+interface AudioState {
+  codec: AudioCodec;
+  sampleRate: number;
+  channels: number;
+  config?: Buffer;
+  configDirty: boolean;
+  seqHeader?: FlvTag;
+  lastTs: number;
+}
+
+export interface FlvMuxerStats {
+  videoTags: number;
+  audioTags: number;
+  scriptTags: number;
+  /** video units dropped: before parameter sets were known, before the first keyframe, or unparseable */
+  droppedVideo: number;
+  /** audio units of a codec FLV cannot carry (G.726, ADPCM, ...) or AAC without a config */
+  skippedAudio: number;
+  /** which audio codecs were skipped */
+  skippedAudioCodecs: AudioCodec[];
+  /** units whose dts went backwards and were clamped to the previous tag's timestamp */
+  clampedTimestamps: number;
+}
+
+/**
+ * Turns TrackInfo and AccessUnits into FLV tags. Config tags (onMetaData, sequence headers) are emitted lazily,
+ * in front of the next frame that needs them, and again whenever they change.
+ */
+export class FlvMuxer {
+  private video?: VideoState;
+  private audio?: AudioState;
+  private metaDirty = false;
+  private readonly counters = {
+    videoTags: 0, audioTags: 0, scriptTags: 0, droppedVideo: 0, skippedAudio: 0, clampedTimestamps: 0,
+  };
+  private readonly skippedCodecs = new Set<AudioCodec>();
+
+  get stats(): FlvMuxerStats {
+    return { ...this.counters, skippedAudioCodecs: [...this.skippedCodecs] };
+  }
+
+  /** whether a video / an FLV-representable audio track is known (for the file header flags) */
+  get hasVideo(): boolean { return this.video !== undefined; }
+  get hasAudio(): boolean { return this.audio !== undefined && audioFlagsByte(this.audio.codec, this.audio.channels, this.audio.sampleRate) !== undefined; }
+
+  setTrack(info: TrackInfo): void {
+    if (info.kind === 'video') this.setVideo(info);
+    else this.setAudio(info);
+  }
+
+  /** Tags for one access unit, preceded by any config tags that changed. Empty when the unit is dropped. */
+  push(au: AccessUnit): FlvTag[] {
+    return au.kind === 'video' ? this.pushVideo(au) : this.pushAudio(au);
+  }
+
+  /**
+   * The current onMetaData and sequence headers, for a consumer that starts mid-stream (e.g. a new file).
+   * Timestamps are set to `timestamp`.
+   */
+  configTags(timestamp = 0): FlvTag[] {
+    const out: FlvTag[] = [];
+    if (this.video || this.hasAudio) out.push(this.buildMeta(timestamp));
+    if (this.video?.seqHeader) out.push({ ...this.video.seqHeader, timestamp });
+    if (this.audio?.seqHeader) out.push({ ...this.audio.seqHeader, timestamp });
+    return out;
+  }
+
+  private setVideo(info: VideoTrackInfo): void {
+    let v = this.video;
+    if (!v || v.codec !== info.codec) {
+      v = { codec: info.codec, configDirty: true, started: false, lastTs: v?.lastTs ?? 0 };
+      this.video = v;
+      this.metaDirty = true;
+    }
+    if (info.width !== v.width || info.height !== v.height || info.frameRate !== v.frameRate) {
+      if (info.width !== undefined) v.width = info.width;
+      if (info.height !== undefined) v.height = info.height;
+      if (info.frameRate !== undefined) v.frameRate = info.frameRate;
+      this.metaDirty = true;
+    }
+    this.updateParams(v, info.sps, info.pps, info.vps);
+  }
+
+  private setAudio(info: AudioTrackInfo): void {
+    const a = this.audio;
+    if (!a || a.codec !== info.codec || a.sampleRate !== info.sampleRate || a.channels !== info.channels) {
+      this.audio = {
+        codec: info.codec, sampleRate: info.sampleRate, channels: info.channels,
+        config: info.config, configDirty: true, lastTs: a?.lastTs ?? 0,
+      };
+      this.metaDirty = true;
+    } else if (info.config && !sameBuf(info.config, a.config)) {
+      a.config = info.config;
+      a.configDirty = true;
+    }
+  }
+
+  private updateParams(v: VideoState, sps?: Buffer, pps?: Buffer, vps?: Buffer): void {
+    if (sps && !sameBuf(sps, v.sps)) { v.sps = sps; v.configDirty = true; }
+    if (pps && !sameBuf(pps, v.pps)) { v.pps = pps; v.configDirty = true; }
+    if (vps && !sameBuf(vps, v.vps)) { v.vps = vps; v.configDirty = true; }
+  }
+
+  private clampTs(state: { lastTs: number }, dts: number): number {
+    let ts = Math.max(0, Math.round(dts));
+    if (ts < state.lastTs) {
+      ts = state.lastTs;
+      this.counters.clampedTimestamps++;
+    }
+    state.lastTs = ts;
+    return ts;
+  }
+
+  private pushVideo(au: AccessUnit): FlvTag[] {
+    const codec = au.codec;
+    if (codec !== 'h264' && codec !== 'h265') {
+      this.counters.droppedVideo++;
+      return [];
+    }
+    let v = this.video;
+    if (!v || v.codec !== codec) {
+      this.setVideo({ kind: 'video', codec });
+      v = this.video!;
+    }
+    const hevc = codec === 'h265';
+    const nals = splitAnnexB(au.payload);
+    const kept: Buffer[] = [];
+    let keptBytes = 0;
+    let idr = false;
+    let sps: Buffer | undefined, pps: Buffer | undefined, vps: Buffer | undefined;
+    for (const nal of nals) {
+      if (nal.length === 0) continue;
+      if (hevc) {
+        const t = h265NalType(nal);
+        if (t === 32) { vps = nal; continue; }
+        if (t === 33) { sps = nal; continue; }
+        if (t === 34) { pps = nal; continue; }
+        if (t === 35) continue; // AUD
+        if (t >= 16 && t <= 23) idr = true; // IRAP
+      } else {
+        const t = h264NalType(nal);
+        if (t === 7) { sps = nal; continue; }
+        if (t === 8) { pps = nal; continue; }
+        if (t === 9) continue; // AUD
+        if (t === 5) idr = true;
+      }
+      kept.push(nal);
+      keptBytes += 4 + nal.length;
+    }
+    // Parameter sets are copied: the payload they came from may be a reused network buffer.
+    this.updateParams(v, sps && Buffer.from(sps), pps && Buffer.from(pps), vps && Buffer.from(vps));
+    const ready = hevc ? !!(v.vps && v.sps && v.pps) : !!(v.sps && v.pps);
+    const key = au.keyframe || idr;
+    if (!ready || (!v.started && !key) || kept.length === 0) {
+      if (kept.length > 0) this.counters.droppedVideo++;
+      return [];
+    }
+    const ts = this.clampTs(v, au.dts);
+    const out: FlvTag[] = [];
+    if (v.configDirty) {
+      let seq: FlvTag;
+      try {
+        seq = this.videoSeqHeader(v, ts);
+      } catch {
+        // An SPS we cannot parse would make every later frame undecodable too: drop until a good one arrives.
+        v.sps = undefined;
+        this.counters.droppedVideo++;
+        return [];
+      }
+      v.configDirty = false;
+      v.seqHeader = seq;
+      if (hevc && (v.width === undefined || v.height === undefined)) {
+        const info = parseHevcSps(v.sps!);
+        v.width = info.width;
+        v.height = info.height;
+        this.metaDirty = true;
+      }
+      this.emitMeta(out, ts);
+      out.push(seq);
+    } else {
+      this.emitMeta(out, ts);
+    }
+    v.started = true;
+
+    const cts = Math.max(-0x800000, Math.min(0x7fffff, Math.round(au.pts) - ts));
+    const frameType = key ? 1 : 2;
+    let body: Buffer;
+    let at: number;
+    if (hevc) {
+      const withCts = cts !== 0;
+      body = allocBody(5 + (withCts ? 3 : 0) + keptBytes);
+      body[0] = 0x80 | (frameType << 4) | (withCts ? 1 : 3); // IsExHeader | FrameType | CodedFrames(X)
+      ENHANCED_HEVC_FOURCC.copy(body, 1);
+      at = 5;
+      if (withCts) { body.writeIntBE(cts, 5, 3); at = 8; }
+    } else {
+      body = allocBody(5 + keptBytes);
+      body[0] = (frameType << 4) | 7;
+      body[1] = 1; // AVC NALU
+      body.writeIntBE(cts, 2, 3);
+      at = 5;
+    }
+    for (const nal of kept) {
+      body.writeUInt32BE(nal.length, at);
+      at += 4 + nal.copy(body, at + 4);
+    }
+    out.push({ type: FLV_TAG_VIDEO, timestamp: ts, body, keyframe: key });
+    this.counters.videoTags++;
+    return out;
+  }
+
+  private videoSeqHeader(v: VideoState, ts: number): FlvTag {
+    let body: Buffer;
+    if (v.codec === 'h265') {
+      const rec = buildHvcC(v.vps!, v.sps!, v.pps!);
+      body = allocBody(5 + rec.length);
+      body[0] = 0x80 | (1 << 4) | 0; // IsExHeader | key frame | SequenceStart
+      ENHANCED_HEVC_FOURCC.copy(body, 1);
+      rec.copy(body, 5);
+    } else {
+      const rec = buildAvcC(v.sps!, v.pps!);
+      body = allocBody(5 + rec.length);
+      body[0] = 0x17;
+      body[1] = 0; // AVC sequence header
+      body.writeUIntBE(0, 2, 3);
+      rec.copy(body, 5);
+    }
+    return { type: FLV_TAG_VIDEO, timestamp: ts, body, keyframe: false };
+  }
+
+  private pushAudio(au: AccessUnit): FlvTag[] {
+    const codec = au.codec as AudioCodec;
+    let a = this.audio;
+    if (!a || a.codec !== codec) {
+      this.setAudio({ kind: 'audio', codec, sampleRate: codec === 'aac' ? 0 : 8000, channels: 1 });
+      a = this.audio!;
+    }
+    const flags = audioFlagsByte(codec, a.channels, a.sampleRate);
+    if (flags === undefined) return this.skipAudio(codec);
+    if (codec === 'aac') return this.pushAac(a, au);
+    if (au.payload.length === 0) return [];
+    const ts = this.clampTs(a, au.dts);
+    const out: FlvTag[] = [];
+    this.emitMeta(out, ts);
+    const body = allocBody(1 + au.payload.length);
+    body[0] = flags;
+    au.payload.copy(body, 1);
+    out.push({ type: FLV_TAG_AUDIO, timestamp: ts, body, keyframe: false });
+    this.counters.audioTags++;
+    return out;
+  }
+
+  private skipAudio(codec: AudioCodec): FlvTag[] {
+    this.counters.skippedAudio++;
+    this.skippedCodecs.add(codec);
+    return [];
+  }
+
+  /** AAC as raw frames, or ADTS (one or more frames), whose headers are stripped and give the config if none was set. */
+  private pushAac(a: AudioState, au: AccessUnit): FlvTag[] {
+    const p = au.payload;
+    const frames: Buffer[] = [];
+    if (p.length >= 7 && p[0] === 0xff && (p[1] & 0xf6) === 0xf0) {
+      let at = 0;
+      while (at + 7 <= p.length && p[at] === 0xff && (p[at + 1] & 0xf6) === 0xf0) {
+        const headerLen = p[at + 1] & 0x01 ? 7 : 9;
+        const frameLen = ((p[at + 3] & 0x03) << 11) | (p[at + 4] << 3) | (p[at + 5] >> 5);
+        if (frameLen < headerLen || at + frameLen > p.length) break;
+        if (!a.config) {
+          const objectType = ((p[at + 2] >> 6) & 3) + 1;
+          const freqIdx = (p[at + 2] >> 2) & 0x0f;
+          const chanCfg = ((p[at + 2] & 1) << 2) | (p[at + 3] >> 6);
+          const asc = Buffer.allocUnsafe(2);
+          asc.writeUInt16BE((objectType << 11) | (freqIdx << 7) | (chanCfg << 3), 0);
+          a.config = asc;
+          a.configDirty = true;
+          if (!a.sampleRate) a.sampleRate = AAC_SAMPLE_RATES[freqIdx] ?? 0;
+          if (chanCfg) a.channels = chanCfg;
+          this.metaDirty = true;
+        }
+        frames.push(p.subarray(at + headerLen, at + frameLen));
+        at += frameLen;
+      }
+    } else if (p.length > 0) {
+      frames.push(p);
+    }
+    if (frames.length === 0) return [];
+    if (!a.config) return this.skipAudio('aac');
+    const out: FlvTag[] = [];
+    const frameMs = a.sampleRate > 0 ? (1024 * 1000) / a.sampleRate : 0;
+    for (let i = 0; i < frames.length; i++) {
+      const ts = this.clampTs(a, au.dts + i * frameMs);
+      if (i === 0) this.emitMeta(out, ts);
+      if (a.configDirty) {
+        const seq = allocBody(2 + a.config.length);
+        seq[0] = 0xaf;
+        seq[1] = 0; // AAC sequence header
+        a.config.copy(seq, 2);
+        a.seqHeader = { type: FLV_TAG_AUDIO, timestamp: ts, body: seq, keyframe: false };
+        a.configDirty = false;
+        out.push(a.seqHeader);
+      }
+      const body = allocBody(2 + frames[i].length);
+      body[0] = 0xaf;
+      body[1] = 1; // AAC raw
+      frames[i].copy(body, 2);
+      out.push({ type: FLV_TAG_AUDIO, timestamp: ts, body, keyframe: false });
+      this.counters.audioTags++;
+    }
+    return out;
+  }
+
+  private emitMeta(out: FlvTag[], ts: number): void {
+    if (!this.metaDirty) return;
+    this.metaDirty = false;
+    out.push(this.buildMeta(ts));
+    this.counters.scriptTags++;
+  }
+
+  private buildMeta(ts: number): FlvTag {
+    const props: Record<string, AmfValue> = {};
+    const v = this.video;
+    if (v) {
+      if (v.width) props.width = v.width;
+      if (v.height) props.height = v.height;
+      if (v.frameRate) props.framerate = v.frameRate;
+      props.videocodecid = v.codec === 'h265' ? HVC1_CODEC_ID : 7;
+    }
+    const a = this.audio;
+    const aFlags = a ? audioFlagsByte(a.codec, a.channels, a.sampleRate) : undefined;
+    if (a && aFlags !== undefined) {
+      props.audiocodecid = aFlags >> 4;
+      if (a.sampleRate) props.audiosamplerate = a.sampleRate;
+      props.audiosamplesize = 16;
+      props.stereo = a.channels >= 2;
+    }
+    props.encoder = 'jt1078-gateway';
+    return { type: FLV_TAG_SCRIPT, timestamp: ts, body: encodeOnMetaData(props), keyframe: false };
+  }
+}

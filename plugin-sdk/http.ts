@@ -1,0 +1,59 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
+
+/** An application as configured in the site file; each Basic credential belongs to one. */
+export interface Application {
+  appId: string;
+  user: string;
+  /** must send timedToken on open */
+  gov: boolean;
+  /** may call administrative routes (e.g. set timed tokens) */
+  admin: boolean;
+}
+
+/**
+ * 'api': Basic credentials of a site application required (401 otherwise);
+ * 'admin': as 'api', and the application must be marked admin (-11 otherwise);
+ * 'none': no credentials (health checks, play URLs that carry their own token).
+ */
+export type AuthMode = 'api' | 'admin' | 'none';
+
+export interface RouteRequest {
+  method: string;
+  /** path without the query string, still percent-encoded */
+  path: string;
+  /** the rest of the path after a route registered with a trailing '/*' */
+  rest: string;
+  query: URLSearchParams;
+  /** parsed JSON body for POST/PUT (an object), undefined otherwise */
+  body: Record<string, unknown> | undefined;
+  /** the authenticated application ('api'/'admin' routes) */
+  app: Application | undefined;
+  headers: IncomingMessage['headers'];
+  remote: string;
+  raw: IncomingMessage;
+}
+
+/** What a JSON route returns: the envelope's data (always sent as an array) and optional message. */
+export interface JsonReply {
+  data?: unknown[];
+  message?: string;
+}
+
+export type JsonHandler = (req: RouteRequest) => Promise<JsonReply | void> | JsonReply | void;
+/** A raw handler writes the response itself (files, media). */
+export type RawHandler = (req: RouteRequest, res: ServerResponse) => Promise<void> | void;
+export type UpgradeHandler = (req: RouteRequest, socket: Duplex, head: Buffer) => void;
+
+export interface RouteOptions {
+  auth: AuthMode;
+}
+
+export interface Routes {
+  get(path: string, handler: JsonHandler, opts: RouteOptions): void;
+  post(path: string, handler: JsonHandler, opts: RouteOptions): void;
+  /** GET/HEAD answered by the handler itself; path may end in '/*' */
+  raw(method: 'GET' | 'POST' | 'HEAD', path: string, handler: RawHandler, opts: RouteOptions): void;
+  /** WebSocket (or other) upgrades on the API port for a path prefix ending in '/*' */
+  upgrade(path: string, handler: UpgradeHandler, opts: RouteOptions): void;
+}

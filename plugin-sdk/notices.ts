@@ -1,0 +1,40 @@
+import type { MediaTyp, StreamTyp, CloseCauseValue } from './sessions';
+
+/** The callback body of decisions.md (`POST <cb>/strm_notif`). */
+export interface NoticePayload {
+  instId: string;
+  act: 'ready' | 'closed' | 'failed';
+  reqId: string;
+  typ: StreamTyp;
+  simNo: string;
+  chan: number;
+  mediaTyp: MediaTyp;
+  playUrl?: string;
+  taUrl?: string;
+  wsUrl?: string;
+  closeCause?: CloseCauseValue;
+  closeReason?: string;
+  /** audio codec name */
+  ac?: string;
+  /** video codec name */
+  vc?: string;
+  sampleRate?: number;
+  frameRate?: number;
+  playedAvDumpUrl?: string;
+}
+
+/** A notice with where it goes: the request's cb (if any) and its application. */
+export interface Notice {
+  payload: NoticePayload;
+  appId: string;
+  cb?: string;
+  /** true for the request's final notice (closed/failed): delivery state may be forgotten after it */
+  last: boolean;
+}
+
+export interface Notices {
+  /** listeners run synchronously after the session change; they must not block (queue and return) */
+  on(cb: (n: Notice) => void): void;
+  /** runs before listeners; may add fields (e.g. playedAvDumpUrl) */
+  addEnricher(fn: (n: Notice) => void): void;
+}

@@ -1,0 +1,89 @@
+import type { Server as NetServer, Socket } from 'node:net';
+import type { Socket as UdpSocket, RemoteInfo } from 'node:dgram';
+import type { Logger } from 'pino';
+import type { Routes } from './http';
+import type { MediaBus } from './bus';
+import type { Sessions } from './sessions';
+import type { Notices } from './notices';
+import type { Metrics } from './metrics';
+import type { Clock } from './clock';
+import type { FlvServer } from './flv-server';
+
+export interface SiteInfo {
+  /** site folder name, e.g. 'default' */
+  name: string;
+  /** path of the site file, for messages */
+  file: string;
+  /** host written into play URLs and push addresses */
+  publicHost: string;
+  /** interface the listeners bind to */
+  listenHost: string;
+  dataDir: string;
+  instId: string;
+  /** e.g. http://127.0.0.1:7080 (what clients use to reach the API) */
+  apiBase: string;
+}
+
+export interface ListenOptions {
+  port: number;
+  host?: string;
+  /** the config key that holds the port, so a bind failure names it */
+  key: string;
+}
+
+export interface Net {
+  listenTcp(opts: ListenOptions, onConnection: (socket: Socket) => void): Promise<NetServer>;
+  listenUdp(opts: ListenOptions, onMessage: (msg: Buffer, rinfo: RemoteInfo, socket: UdpSocket) => void): Promise<UdpSocket>;
+}
+
+export interface KeyValueStore {
+  get<T = unknown>(key: string): Promise<T | undefined>;
+  set(key: string, value: unknown, ttlMs?: number): Promise<unknown>;
+  delete(key: string): Promise<boolean>;
+}
+
+export interface Stores {
+  /** a keyv namespace on the site's store (embedded SQLite by default, Redis when the site says so) */
+  keyv(namespace: string): KeyValueStore;
+  /** a directory of the plugin's own under the data directory (created) */
+  dir(): string;
+}
+
+export interface PluginContext<C> {
+  readonly name: string;
+  readonly config: C;
+  readonly log: Logger;
+  readonly site: SiteInfo;
+  readonly routes: Routes;
+  readonly net: Net;
+  readonly bus: MediaBus;
+  readonly sessions: Sessions;
+  readonly notices: Notices;
+  readonly stores: Stores;
+  readonly metrics: Metrics;
+  readonly clock: Clock;
+  /** the shared FLV player server on a port of the plugin's config (started on first call) */
+  flvServer(opts: ListenOptions): Promise<FlvServer>;
+}
+
+export interface PluginInstance {
+  /** close everything the plugin opened; listeners made through ctx.net are closed by the kernel anyway */
+  stop?(): Promise<void> | void;
+}
+
+export interface PluginDefinition<C extends object = Record<string, never>> {
+  name: string;
+  /** a class-validator class whose property initialisers are the defaults */
+  config?: new () => C;
+  /** extra environment names for keys, besides GW_<PLUGIN>_<KEY> (e.g. { port: 'GW_FLV_PORT' }) */
+  env?: Partial<Record<keyof C & string, string>>;
+  /** plugins that must start before this one */
+  requires?: string[];
+  setup(ctx: PluginContext<C>): Promise<PluginInstance | void> | PluginInstance | void;
+}
+
+/** Declares a plugin. A plugin is a value; the kernel validates its config and calls setup in dependency order. */
+export function definePlugin<C extends object = Record<string, never>>(def: PluginDefinition<C>): PluginDefinition<C> {
+  if (!/^[a-z][a-z0-9-]*$/.test(def.name)) throw new Error(`plugin name '${def.name}' must be lower-case letters, digits and dashes`);
+  return def;
+}

@@ -1,0 +1,154 @@
+import type { Application } from './http';
+import type { TrackInfo } from './media';
+import type { MediaStream } from './bus';
+
+export type StreamTyp = 'live' | 'replay';
+export type MediaTyp = 'av' | 'a' | 'v';
+
+/** closeCause values of decisions.md */
+export const CloseCause = {
+  clientReq: 1,
+  termStrmClose: 2,
+  internalError: 4,
+  keepTimeout: 5,
+  termDataTimeout: 6,
+  badStrmFormat: 7,
+  requestTimeout: 11,
+  consumptionTimeout: 12,
+} as const;
+export type CloseCauseValue = (typeof CloseCause)[keyof typeof CloseCause];
+export const closeReasonOf: Record<CloseCauseValue, string> = {
+  1: 'clientReq',
+  2: 'termStrmClose',
+  4: 'internalError',
+  5: 'keepTimeout',
+  6: 'termDataTimeout',
+  7: 'badStrmFormat',
+  11: 'requestTimeout',
+  12: 'consumptionTimeout',
+};
+
+/** The open request after validation and normalisation. */
+export interface OpenParams {
+  reqId: string;
+  cb?: string;
+  user: { token: string; userId?: string; userGrade?: number };
+  typ: StreamTyp;
+  /** as sent */
+  simNo: string;
+  /** leading zeros stripped when all digits */
+  normSim: string;
+  chanId: number;
+  dataTyp: number;
+  codeStrm: number;
+  fmt: number;
+  subFmt?: string;
+  scheme?: string;
+  connIdx: number;
+  talkSendProtoVer?: number;
+  exclusive: boolean;
+  record: boolean;
+  detectMediaTyp: boolean;
+  keepIntv: number;
+  audioCfg?: { sampleRate: number; channels: number };
+  rtspSrc?: { url: string; user?: string; pwd?: string };
+  http?: boolean;
+  timedToken?: string;
+}
+
+/** A live request as plugins see it. */
+export interface StrmRequest {
+  readonly reqId: string;
+  readonly appId: string;
+  readonly params: OpenParams;
+  /** `{normSim}_{chanId}_{1 live | 0 replay}` */
+  readonly streamName: string;
+  readonly ctrl: boolean;
+  readonly openedAt: Date;
+  readonly playUrl: string;
+  readonly closed: boolean;
+  readonly players: number;
+  /** set by plugins that act on the request (e.g. the recorder); shown in the open result and status */
+  readonly flags: Record<string, unknown>;
+}
+
+/** Where a terminal pushes, as the open result reports it. */
+export interface PushAddress {
+  host: string;
+  port: number;
+  tcp: boolean;
+  port2019: number;
+  tcp2019: boolean;
+}
+
+/** An ingest plugin: answers where terminals push for a given typ. */
+export interface IngestProvider {
+  name: string;
+  /** 'terminal': JT/T 1078 pushes; 'rtsp': requests that carry rtspSrc */
+  source: 'terminal' | 'rtsp';
+  pushAddress(typ: StreamTyp): PushAddress;
+}
+
+/** An output plugin for one `fmt`: makes play URLs. */
+export interface OutputProvider {
+  name: string;
+  fmt: number;
+  /** schemes this output can serve on this site, e.g. ['http', 'ws'] */
+  schemes: string[];
+  playUrl(args: { streamName: string; reqId: string; token: string; scheme: string; host: string; subFmt?: string }): string;
+}
+
+/** Knows whether a terminal is online; open answers -27 when it says 'offline'. */
+export interface PresenceProvider {
+  name: string;
+  presence(simNo: string): 'online' | 'offline' | 'unknown';
+}
+
+/**
+ * A check run on every open after field validation; throw a GatewayError to refuse.
+ * Used e.g. by gov-timed-token.
+ */
+export type OpenGuard = (app: Application, params: OpenParams, body: Record<string, unknown>) => void | Promise<void>;
+
+export interface ChannelStream {
+  readonly name: string;
+  readonly typ: StreamTyp;
+  readonly normSim: string;
+  readonly chanId: number;
+  readonly state: 'waiting' | 'ready' | 'closing';
+  readonly requests: ReadonlyArray<StrmRequest>;
+  readonly media: MediaStream;
+}
+
+export interface Sessions {
+  registerIngest(p: IngestProvider): void;
+  registerOutput(p: OutputProvider): void;
+  setPresenceProvider(p: PresenceProvider): void;
+  addOpenGuard(g: OpenGuard): void;
+
+  /** the open stream for a pushed channel, if any request wants it */
+  findStream(normSim: string, chanId: number, typ: StreamTyp): ChannelStream | undefined;
+  getStreamByName(name: string): ChannelStream | undefined;
+  getRequest(reqId: string): StrmRequest | undefined;
+  /**
+   * A play attempt: the request if reqId is open on this stream and token equals its user.token
+   * (constant-time), else undefined.
+   */
+  authorizePlay(streamName: string, reqId: string, token: string): StrmRequest | undefined;
+  /** a player of reqId started/stopped; the first start marks the request consumed */
+  playerStarted(reqId: string): void;
+  playerStopped(reqId: string): void;
+  addBytesOut(streamName: string, n: number): void;
+  /** close a request (e.g. terminal gone for good) */
+  closeRequest(reqId: string, cause: CloseCauseValue): void;
+  /** close every request of a stream */
+  closeStream(streamName: string, cause: CloseCauseValue): void;
+  setRequestFlag(reqId: string, key: string, value: unknown): void;
+
+  onStreamOpened(cb: (s: ChannelStream) => void): void;
+  onStreamClosed(cb: (s: ChannelStream) => void): void;
+  onRequestOpened(cb: (r: StrmRequest, s: ChannelStream) => void): void;
+  onRequestClosed(cb: (r: StrmRequest, cause: CloseCauseValue) => void): void;
+}
+
+export type { TrackInfo };

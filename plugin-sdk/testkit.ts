@@ -1,0 +1,115 @@
+import 'reflect-metadata';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { Writable } from 'node:stream';
+import { Kernel } from '../core/kernel';
+import type { SiteSpec } from '../core/site';
+import type { Clock } from './clock';
+import type { PluginDefinition } from './plugin';
+
+export interface TestGatewayOptions {
+  /** plugins by name with their config; ports default to 0 (a free port) where you leave them out */
+  plugins: Array<{ name: string; config?: Record<string, unknown>; def?: PluginDefinition<object> }>;
+  /** gateway keys (httpPort defaults to 0, dataDir to a fresh temp folder) */
+  gateway?: Record<string, unknown>;
+  clock?: Clock;
+  env?: NodeJS.ProcessEnv;
+  /** keep log lines in memory (see `logs`) instead of discarding them; GW_TEST_LOG=1 prints them */
+  captureLogs?: boolean;
+}
+
+export interface TestGateway {
+  kernel: Kernel;
+  baseUrl: string;
+  dataDir: string;
+  ports: Record<string, number>;
+  /** captured log lines (JSON objects) when captureLogs is set */
+  logs: Array<Record<string, unknown>>;
+  /** raw captured log text */
+  logText(): string;
+  /** JSON request to the API; auth is "user:password" (default demo:demo), or null for none */
+  api(method: string, path: string, body?: unknown, auth?: string | null): Promise<{ status: number; headers: Headers; json: any }>;
+  stop(): Promise<void>;
+}
+
+export const DEMO_APP = { appId: 'demo', user: 'demo', password: 'demo' };
+
+/**
+ * Boots a kernel in this process with the chosen plugins on free loopback ports.
+ * What a plugin's tests use instead of a real site file; everything else (HTTP, sockets, files) is real.
+ */
+export async function startTestGateway(opts: TestGatewayOptions): Promise<TestGateway> {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-test-'));
+  const logs: Array<Record<string, unknown>> = [];
+  let text = '';
+  const dest = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      const s = chunk.toString('utf8');
+      if (process.env.GW_TEST_LOG) process.stdout.write(s);
+      if (opts.captureLogs) {
+        text += s;
+        for (const line of s.split('\n')) if (line.trim()) { try { logs.push(JSON.parse(line)); } catch { /* partial line */ } }
+      }
+      done();
+    },
+  });
+  const pluginDefs: Record<string, PluginDefinition<object>> = {};
+  for (const p of opts.plugins) if (p.def) pluginDefs[p.name] = p.def;
+  const site: SiteSpec = {
+    name: 'test',
+    file: 'test-site.json',
+    dir: process.cwd(),
+    gateway: { httpPort: 0, listenHost: '127.0.0.1', dataDir, applications: [DEMO_APP], logLevel: 'debug', ...opts.gateway },
+    plugins: opts.plugins.map((p) => ({ name: p.name, config: p.config ?? {} })),
+  };
+  const kernel = new Kernel({ site, env: opts.env ?? {}, clock: opts.clock, logDestination: dest, pluginDefs });
+  await kernel.start();
+  const baseUrl = `http://127.0.0.1:${kernel.ports['gateway.httpPort']}`;
+  return {
+    kernel,
+    baseUrl,
+    dataDir,
+    ports: kernel.ports,
+    logs,
+    logText: () => text,
+    async api(method, p, body, auth = 'demo:demo') {
+      const headers: Record<string, string> = {};
+      if (auth) headers.authorization = 'Basic ' + Buffer.from(auth).toString('base64');
+      if (body !== undefined) headers['content-type'] = 'application/json';
+      const res = await fetch(baseUrl + p, { method, headers, body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body) });
+      const t = await res.text();
+      let json: unknown;
+      try { json = JSON.parse(t); } catch { json = t; }
+      return { status: res.status, headers: res.headers, json };
+    },
+    async stop() {
+      await kernel.stop();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/**
+ * A stand-in ingest and output for kernel and plugin tests that need open to succeed without media:
+ * push ports are reported as given, play URLs point nowhere. Never part of a site.
+ */
+export function stubMediaPlugin(opts: { fmts?: number[]; name?: string } = {}): { name: string; def: PluginDefinition<object> } {
+  const name = opts.name ?? 'stub-media';
+  const def: PluginDefinition<object> = {
+    name,
+    setup(ctx) {
+      ctx.sessions.registerIngest({
+        name, source: 'terminal',
+        pushAddress: (typ) => ({ host: ctx.site.publicHost, port: typ === 'live' ? 7612 : 7614, tcp: true, port2019: typ === 'live' ? 7613 : 7615, tcp2019: true }),
+      });
+      for (const fmt of opts.fmts ?? [0]) {
+        ctx.sessions.registerOutput({
+          name, fmt, schemes: fmt === 4 ? ['rtsp'] : ['http', 'ws'],
+          playUrl: (a) => `${a.scheme}://${a.host}:1/live/${a.streamName}?reqId=${a.reqId}&token=${encodeURIComponent(a.token)}`,
+        });
+      }
+    },
+  };
+  return { name, def };
+}

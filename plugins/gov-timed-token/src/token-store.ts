@@ -1,0 +1,122 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { KeyValueStore } from '../../../plugin-sdk/plugin';
+
+export interface TimedToken {
+  token: string;
+  /** the token is accepted while now < expiredAt */
+  expiredAt: Date;
+}
+
+export type TimedTokenCheck = 'ok' | 'missing' | 'invalid';
+
+/**
+ * What is persisted. Tokens are kept as SHA-256 digests, never in clear: the check compares digests anyway, and a
+ * copied state file then holds nothing that can be replayed as a timedToken.
+ */
+interface StoredTokenSet {
+  v: 1;
+  /** digest of the config tokens the set was last seeded from ('' when config had none) */
+  configDigest: string;
+  tokens: Array<{ digest: string; expiredAt: string }>;
+}
+
+interface ValidToken {
+  digest: Buffer;
+  expiresMs: number;
+}
+
+const sha256 = (text: string): Buffer => createHash('sha256').update(text, 'utf8').digest();
+
+/**
+ * The currently valid timed tokens for `gov` credentials: one, or old and new during a rotation. Kept in memory for
+ * a synchronous check, and in a keyv store so an admin's setTokens survives a restart.
+ */
+export class TimedTokenStore {
+  private tokens: ValidToken[] = [];
+
+  private constructor(
+    private readonly store: KeyValueStore,
+    private readonly key: string,
+  ) {}
+
+  /**
+   * Loads the persisted set. Config tokens seed it when they differ from the tokens it was last seeded from: so the
+   * latest action wins, whether an admin's setTokens (kept across restarts while config stays the same) or an edit
+   * of the config (which replaces what an admin set before). Config without tokens leaves the persisted set alone.
+   */
+  static async open(store: KeyValueStore, configTokens: readonly TimedToken[] = [], key = 'tokens'): Promise<TimedTokenStore> {
+    const self = new TimedTokenStore(store, key);
+    const configDigest = configTokens.length > 0 ? digestOfSet(configTokens) : '';
+    const stored = await store.get<StoredTokenSet>(key);
+    if (stored !== undefined && !isStoredTokenSet(stored)) {
+      throw new Error(`the timed token store holds an unreadable record under '${key}'; set the tokens again (admin call or config)`);
+    }
+    if (stored && (configDigest === '' || stored.configDigest === configDigest)) {
+      self.tokens = stored.tokens.map((t) => ({ digest: Buffer.from(t.digest, 'hex'), expiresMs: Date.parse(t.expiredAt) }));
+    } else if (configDigest !== '') {
+      await self.save(configTokens, configDigest);
+    }
+    return self;
+  }
+
+  /** Replaces the whole set (persisted first: if the store fails, the set in use stays as it was). */
+  async setTokens(tokens: readonly TimedToken[]): Promise<void> {
+    const current = await this.store.get<StoredTokenSet>(this.key);
+    await this.save(tokens, isStoredTokenSet(current) ? current.configDigest : '');
+  }
+
+  /**
+   * The request's `timedToken`: up to two comma-separated tokens (new and old during a rotation). 'ok' when either
+   * equals a token that has not expired at `now`.
+   */
+  check(timedTokenField: string | undefined | null, now: Date): TimedTokenCheck {
+    if (timedTokenField === undefined || timedTokenField === null) return 'missing';
+    if (typeof timedTokenField !== 'string') return 'invalid';
+    const sent = timedTokenField.split(',').map((s) => s.trim()).filter((s) => s.length > 0);
+    if (sent.length === 0) return 'missing';
+    if (sent.length > 2) return 'invalid';
+    const nowMs = now.getTime();
+    let ok = false;
+    // Every pair is compared, matched or not, on fixed-length digests: the time taken says nothing about how much
+    // of a token was right, nor which token matched.
+    for (const candidate of sent) {
+      const d = sha256(candidate);
+      for (const t of this.tokens) {
+        if (timingSafeEqual(d, t.digest) && nowMs < t.expiresMs) ok = true;
+      }
+    }
+    return ok ? 'ok' : 'invalid';
+  }
+
+  /** The set in use, without the secrets: a short fingerprint (first 8 hex digits of the digest) and the expiry. */
+  list(): Array<{ fingerprint: string; expiredAt: Date }> {
+    return this.tokens.map((t) => ({ fingerprint: t.digest.toString('hex').slice(0, 8), expiredAt: new Date(t.expiresMs) }));
+  }
+
+  private async save(tokens: readonly TimedToken[], configDigest: string): Promise<void> {
+    tokens.forEach((t, i) => {
+      if (typeof t?.token !== 'string' || t.token.length === 0) throw new Error(`timed token ${i}: token must be a non-empty string`);
+      if (!(t.expiredAt instanceof Date) || Number.isNaN(t.expiredAt.getTime())) throw new Error(`timed token ${i}: expiredAt must be a valid Date`);
+    });
+    const record: StoredTokenSet = {
+      v: 1,
+      configDigest,
+      tokens: tokens.map((t) => ({ digest: sha256(t.token).toString('hex'), expiredAt: t.expiredAt.toISOString() })),
+    };
+    await this.store.set(this.key, record);
+    this.tokens = record.tokens.map((t) => ({ digest: Buffer.from(t.digest, 'hex'), expiresMs: Date.parse(t.expiredAt) }));
+  }
+}
+
+function digestOfSet(tokens: readonly TimedToken[]): string {
+  const canonical = tokens.map((t) => `${sha256(t.token).toString('hex')}@${t.expiredAt.toISOString()}`).sort().join('\n');
+  return sha256(canonical).toString('hex');
+}
+
+function isStoredTokenSet(x: unknown): x is StoredTokenSet {
+  const r = x as StoredTokenSet;
+  return (
+    typeof r === 'object' && r !== null && r.v === 1 && typeof r.configDigest === 'string' && Array.isArray(r.tokens) &&
+    r.tokens.every((t) => typeof t?.digest === 'string' && /^[0-9a-f]{64}$/.test(t.digest) && !Number.isNaN(Date.parse(t.expiredAt)))
+  );
+}

@@ -1,0 +1,197 @@
+/**
+ * JT/T 1078 stream packet: header layout, validation and decoding.
+ *
+ * Layout (big endian), 2013/2016 edition; the 2019 edition differs only in a 10-byte SIM:
+ *   0  4  frame header 0x30 0x31 0x63 0x64 ("01cd")
+ *   4  1  V(2)=2 P(1) X(1) CC(4)
+ *   5  1  M(1) PT(7)
+ *   6  2  sequence number
+ *   8  6  SIM, BCD (2019: 10 bytes)
+ *  14  1  logical channel
+ *  15  1  data type (high nibble) | subpackage mark (low nibble)
+ *  16  8  timestamp, ms                      -- absent for transparent data (type 4)
+ *  24  2  last I frame interval, ms          -- video (types 0..2) only
+ *  26  2  last frame interval, ms            -- video only
+ *  28  2  body length
+ *  30     body
+ */
+
+export type Jt1078Layout = '2013' | '2019';
+
+export const DATA_TYPE = { VIDEO_I: 0, VIDEO_P: 1, VIDEO_B: 2, AUDIO: 3, TRANSPARENT: 4 } as const;
+export const SUB_MARK = { ATOMIC: 0, FIRST: 1, LAST: 2, MIDDLE: 3 } as const;
+
+export interface Jt1078Packet {
+  layout: Jt1078Layout;
+  /** SIM as decimal digits, normalised (leading zeros stripped) */
+  sim: string;
+  channel: number;
+  /** payload type (JT/T 1078 table 12) */
+  pt: number;
+  /** M bit: set on the last (or only) packet of a frame */
+  marker: boolean;
+  seq: number;
+  /** 0 I, 1 P, 2 B, 3 audio, 4 transparent */
+  dataType: number;
+  /** 0 atomic, 1 first, 2 last, 3 middle */
+  subMark: number;
+  /** device timestamp, ms (0 for transparent data, which has none) */
+  timestamp: number;
+  /** video only, else 0; garbage on some terminals, so nothing here relies on them */
+  lastIFrameInterval: number;
+  lastFrameInterval: number;
+  /** the payload; a subarray of the input, not a copy */
+  body: Buffer;
+}
+
+export const MAGIC = Buffer.from([0x30, 0x31, 0x63, 0x64]);
+const MAGIC_U32 = 0x30316364;
+
+/** Subpackages are at most 950 bytes by the standard, but real terminals send more; a u16 caps it anyway. */
+export const DEFAULT_MAX_BODY = 0xffff;
+
+export function simBytes(layout: Jt1078Layout): number {
+  return layout === '2019' ? 10 : 6;
+}
+
+/** Header length for a layout and data type (fixed part + timestamp + intervals + body length). */
+export function headerLength(layout: Jt1078Layout, dataType: number): number {
+  let n = layout === '2019' ? 20 : 16;
+  if (dataType !== DATA_TYPE.TRANSPARENT) n += 8;
+  if (dataType <= DATA_TYPE.VIDEO_B) n += 4;
+  return n + 2;
+}
+
+/** The largest header of any kind: 2019 video. */
+export const MAX_HEADER_LENGTH = 34;
+
+/** probeHeader results below zero */
+export const PROBE_NEED_MORE = -1;
+export const PROBE_INVALID = -2;
+
+/**
+ * Validates the header at buf[off..end) for one layout without allocating.
+ * Returns the whole packet's length (header + body; the body may not be in the buffer yet),
+ * PROBE_NEED_MORE when the bytes present are consistent but the header is incomplete,
+ * or PROBE_INVALID.
+ */
+export function probeHeader(buf: Buffer, off: number, end: number, layout: Jt1078Layout, maxBody: number = DEFAULT_MAX_BODY): number {
+  const avail = end - off;
+  if (avail < 5) {
+    // Reject early on a mismatching prefix so junk is skipped without waiting for more bytes.
+    for (let i = 0; i < avail; i++) if (buf[off + i] !== MAGIC[i]) return PROBE_INVALID;
+    return PROBE_NEED_MORE;
+  }
+  if (buf.readUInt32BE(off) !== MAGIC_U32) return PROBE_INVALID;
+  if ((buf[off + 4] & 0xc0) !== 0x80) return PROBE_INVALID; // RTP version 2
+  const simLen = layout === '2019' ? 10 : 6;
+  const fixed = 10 + simLen; // up to and including the data-type byte
+  // BCD digits checked as far as they are present
+  const simEnd = Math.min(off + 8 + simLen, end);
+  for (let i = off + 8; i < simEnd; i++) {
+    const b = buf[i];
+    if ((b & 0x0f) > 9 || b >> 4 > 9) return PROBE_INVALID;
+  }
+  if (avail < fixed) return PROBE_NEED_MORE;
+  if (buf[off + 8 + simLen] === 0) return PROBE_INVALID; // logical channel 0 is not a channel
+  const tb = buf[off + 9 + simLen];
+  const dataType = tb >> 4;
+  if (dataType > 4 || (tb & 0x0f) > 3) return PROBE_INVALID;
+  let h = fixed;
+  if (dataType !== 4) h += 8;
+  if (dataType <= 2) h += 4;
+  if (avail < h + 2) return PROBE_NEED_MORE;
+  const bodyLen = buf.readUInt16BE(off + h);
+  if (bodyLen > maxBody) return PROBE_INVALID;
+  return h + 2 + bodyLen;
+}
+
+/** Reads the 8-byte timestamp as a number (exact below 2^53, which every real clock is). */
+function readU64(buf: Buffer, off: number): number {
+  return buf.readUInt32BE(off) * 0x100000000 + buf.readUInt32BE(off + 4);
+}
+
+/**
+ * Decodes the SIM's BCD digits, reusing the previous string while the bytes repeat: a connection carries
+ * one terminal, so this turns a per-packet string build into a byte comparison.
+ */
+export class SimDecoder {
+  private readonly raw = Buffer.alloc(10);
+  private rawLen = 0;
+  private last = '';
+
+  decode(buf: Buffer, off: number, len: number): string {
+    if (len === this.rawLen && buf.compare(this.raw, 0, len, off, off + len) === 0) return this.last;
+    let s = '';
+    for (let i = 0; i < len; i++) {
+      const b = buf[off + i];
+      s += String.fromCharCode(48 + (b >> 4), 48 + (b & 0x0f));
+    }
+    buf.copy(this.raw, 0, off, off + len);
+    this.rawLen = len;
+    this.last = normaliseSim(s);
+    return this.last;
+  }
+}
+
+/**
+ * Decodes a packet whose header probeHeader accepted and whose bytes are all present.
+ * The body is a subarray of buf.
+ */
+export function decodePacket(buf: Buffer, off: number, layout: Jt1078Layout, sims: SimDecoder): Jt1078Packet {
+  const simLen = layout === '2019' ? 10 : 6;
+  const b5 = buf[off + 5];
+  let p = off + 8 + simLen;
+  const channel = buf[p++];
+  const tb = buf[p++];
+  const dataType = tb >> 4;
+  let timestamp = 0;
+  let lastIFrameInterval = 0;
+  let lastFrameInterval = 0;
+  if (dataType !== 4) {
+    timestamp = readU64(buf, p);
+    p += 8;
+  }
+  if (dataType <= 2) {
+    lastIFrameInterval = buf.readUInt16BE(p);
+    lastFrameInterval = buf.readUInt16BE(p + 2);
+    p += 4;
+  }
+  const bodyLen = buf.readUInt16BE(p);
+  p += 2;
+  return {
+    layout,
+    sim: sims.decode(buf, off + 8, simLen),
+    channel,
+    pt: b5 & 0x7f,
+    marker: (b5 & 0x80) !== 0,
+    seq: buf.readUInt16BE(off + 6),
+    dataType,
+    subMark: tb & 0x0f,
+    timestamp,
+    lastIFrameInterval,
+    lastFrameInterval,
+    body: buf.subarray(p, p + bodyLen),
+  };
+}
+
+/**
+ * SIM as the gateway compares it: leading zeros stripped when the value is all digits
+ * ("013800001111" and "13800001111" are the same terminal); all zeros become "0".
+ */
+export function normaliseSim(s: string): string {
+  if (!/^[0-9]+$/.test(s)) return s;
+  let i = 0;
+  while (i < s.length - 1 && s.charCodeAt(i) === 48) i++;
+  return i === 0 ? s : s.slice(i);
+}
+
+export function otherLayout(l: Jt1078Layout): Jt1078Layout {
+  return l === '2013' ? '2019' : '2013';
+}
+
+export type PacketKind = 'video' | 'audio' | 'data';
+
+export function kindOfDataType(dataType: number): PacketKind {
+  return dataType <= 2 ? 'video' : dataType === 3 ? 'audio' : 'data';
+}

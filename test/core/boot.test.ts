@@ -1,0 +1,110 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as net from 'node:net';
+import * as path from 'node:path';
+import { repoRoot, scratchDir } from '../support/paths';
+
+const MAIN = path.join(repoRoot, 'dist', 'core', 'main.js');
+const EXAMPLE = path.join(repoRoot, 'dist', 'plugin-sdk', 'examples', 'presence-allowlist', 'index.js');
+
+interface Run { code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }
+
+function runGateway(siteFile: string, env: Record<string, string> = {}, onStdout?: (s: string, kill: () => void) => void): Promise<Run> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [MAIN, siteFile], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+    child.stdout.on('data', (d) => { stdout += d; onStdout?.(stdout, () => child.kill('SIGTERM')); });
+    child.stderr.on('data', (d) => { stderr += d; });
+    child.on('exit', (code, signal) => { clearTimeout(timer); resolve({ code, signal, stdout, stderr }); });
+  });
+}
+
+function writeSite(dir: string, doc: unknown): string {
+  const f = path.join(dir, 'site.json');
+  fs.writeFileSync(f, JSON.stringify(doc, null, 2));
+  return f;
+}
+
+const gateway = (dir: string, extra: Record<string, unknown> = {}) => ({
+  httpPort: 0, listenHost: '127.0.0.1', dataDir: path.join(dir, 'data'), applications: [{ appId: 'a', user: 'u', password: 'p' }], ...extra,
+});
+
+describe('boot failures stop the process with a one-line message naming site, plugin and key', () => {
+  let dir: string;
+  beforeEach(() => { dir = scratchDir('boot'); });
+  afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  function assertOneLine(r: Run, ...parts: RegExp[]): void {
+    assert.notEqual(r.code, 0, 'non-zero exit');
+    assert.equal(r.signal, null, 'exited by itself, not killed');
+    const line = r.stderr.trim();
+    assert.equal(line.split('\n').length, 1, `one line, got: ${line}`);
+    assert.match(line, /^boot failed: /);
+    assert.ok(!/\n\s+at /.test(r.stderr), 'no stack trace');
+    for (const p of parts) assert.match(line, p);
+  }
+
+  it('a bad gateway value', async () => {
+    const f = writeSite(dir, { gateway: gateway(dir, { keepIntvDefault: 5 }), plugins: [] });
+    assertOneLine(await runGateway(f), /site\.json/, /gateway/, /key keepIntvDefault/);
+  });
+
+  it('a bad plugin config value', async () => {
+    const f = writeSite(dir, { gateway: gateway(dir), plugins: [{ name: 'presence-allowlist', module: EXAMPLE, config: { offline: 'not-a-list' } }] });
+    assertOneLine(await runGateway(f), /site\.json/, /plugin presence-allowlist/, /key offline/);
+  });
+
+  it('an unknown plugin config key', async () => {
+    const f = writeSite(dir, { gateway: gateway(dir), plugins: [{ name: 'presence-allowlist', module: EXAMPLE, config: { ofline: [] } }] });
+    assertOneLine(await runGateway(f), /plugin presence-allowlist/, /key ofline: unknown key/);
+  });
+
+  it('a bad value from the environment names the variable', async () => {
+    const f = writeSite(dir, { gateway: gateway(dir), plugins: [] });
+    assertOneLine(await runGateway(f, { GW_HTTP_PORT: '99999' }), /key httpPort/, /GW_HTTP_PORT/);
+    const g = writeSite(dir, { gateway: gateway(dir), plugins: [{ name: 'presence-allowlist', module: EXAMPLE }] });
+    assertOneLine(await runGateway(g, { GW_PRESENCE_ALLOWLIST_OFFLINE: '42' }), /plugin presence-allowlist/, /key offline/, /GW_PRESENCE_ALLOWLIST_OFFLINE/);
+  });
+
+  it('an unknown plugin', async () => {
+    const f = writeSite(dir, { gateway: gateway(dir), plugins: [{ name: 'no-such-plugin' }] });
+    assertOneLine(await runGateway(f), /plugin no-such-plugin/, /unknown plugin/);
+  });
+
+  it('a plugin whose setup throws', async () => {
+    const mod = path.join(dir, 'boom.js');
+    fs.writeFileSync(mod, "exports.default = { name: 'boom', setup() { throw new Error('kaboom: cannot reach the widget'); } };\n");
+    const f = writeSite(dir, { gateway: gateway(dir), plugins: [{ name: 'boom', module: mod }] });
+    assertOneLine(await runGateway(f), /plugin boom/, /setup failed: kaboom/);
+  });
+
+  it('a port already in use', async () => {
+    const blocker = net.createServer();
+    await new Promise<void>((r) => blocker.listen(0, '127.0.0.1', () => r()));
+    const port = (blocker.address() as net.AddressInfo).port;
+    try {
+      const f = writeSite(dir, { gateway: gateway(dir, { httpPort: port }), plugins: [] });
+      assertOneLine(await runGateway(f), /gateway/, /key httpPort/, new RegExp(`port ${port} on 127\\.0\\.0\\.1 is already in use`));
+    } finally {
+      blocker.close();
+    }
+  });
+
+  it('a missing site file', async () => {
+    assertOneLine(await runGateway(path.join(dir, 'nope', 'site.json')), /site file not found/);
+  });
+
+  it('SIGTERM stops a running gateway cleanly with exit 0', async () => {
+    const f = writeSite(dir, { gateway: gateway(dir), plugins: [{ name: 'presence-allowlist', module: EXAMPLE, config: { offline: ['1'] } }] });
+    let signalled = false;
+    const r = await runGateway(f, {}, (out, kill) => {
+      if (!signalled && out.includes('gateway started')) { signalled = true; kill(); }
+    });
+    assert.equal(signalled, true, r.stdout + r.stderr);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /gateway stopped/);
+  });
+});
