@@ -136,7 +136,7 @@ describe('FLV muxer', function () {
       kind: 'video', codec: 'h264', dts: t.timestamp, pts: t.timestamp + t.cts, keyframe: t.keyframe,
       payload: joinAnnexB([...(t.keyframe ? ps : []), ...splitLengthPrefixed(t.data)]),
     }));
-    assert.ok(units.some((u) => u.pts < u.dts + 40 && u.pts !== u.dts), 'the reference stream should have B frames');
+    assert.ok(units.some((u, i) => i > 0 && u.pts < units[i - 1].pts), 'the reference stream should have B frames');
     const muxer = new FlvMuxer();
     const file = path.join(dir, 'bframes.flv');
     writeFlv(file, muxer, muxAll(muxer, units));

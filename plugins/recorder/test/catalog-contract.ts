@@ -144,6 +144,16 @@ export function catalogContract(name: string, harness: CatalogHarness): void {
       assert.deepEqual(await c.queryRange({ ...q, page: 1, limit: 2000 }).then(ids), expected);
     });
 
+    it('queryRange breaks reqTm ties bytewise on reqId, whatever the database collation', async () => {
+      const c = await open();
+      const tied = ['a_b-0001', 'Zeta-001', 'alpha-01', 'B-000001', 'a-c-0001', 'a$b~0001'];
+      for (const reqId of tied) await c.insertStart(start({ reqId, reqTm: new Date(T0) }));
+      const bytewise = [...tied].sort((a, b) => (Buffer.compare(Buffer.from(a), Buffer.from(b))));
+      const q = { appId: 'appA', start: new Date(T0), end: new Date(T0), limit: 4 };
+      const rows = [...await c.queryRange({ ...q, page: 1 }), ...await c.queryRange({ ...q, page: 2 })];
+      assert.deepEqual(ids(rows), bytewise);
+    });
+
     it('queryRange includes both ends of the range and nothing outside', async () => {
       const c = await open();
       const s = T0 + 10 * MIN;

@@ -30,9 +30,10 @@ describe('PostgreSQL catalog', function () {
 
   catalogContract('PostgreSQL', {
     async fresh() {
-      // A database per test: nothing one test writes can be seen by the next.
+      // A database per test: nothing one test writes can be seen by the next. Its default collation is
+      // ICU en-US, which sorts 'a_b' < 'B' < 'Zeta': only the catalog's own COLLATE "C" gives SQLite's order.
       dbName = `catalog_${++dbCount}`;
-      await admin((c) => c.query(`CREATE DATABASE ${dbName}`));
+      await admin((c) => c.query(`CREATE DATABASE ${dbName} TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US'`));
     },
     async open(opts) {
       return openPostgresCatalog({ connectionString: server!.urlFor(dbName), ...opts });
