@@ -34,7 +34,7 @@ export class FlvServerHost {
       setPlayAuthorizer: (fn) => bridge.setPlayAuthorizer(fn),
       onPlayer: (ev, cb) => bridge.onPlayer(ev, cb),
       publish: (app, stream) => bridge.publish(app, stream),
-      closePlayers: (app, stream) => bridge.closePlayers(app, stream),
+      closePlayers: (app, stream, filter) => bridge.closePlayers(app, stream, filter),
       stats: () => bridge.stats(),
     };
     return this.server;

@@ -270,7 +270,7 @@ export class Kernel {
       sessions: this.sessions,
       notices: this.notices,
       stores: {
-        keyv: (ns: string) => stores.keyv(`${name}:${ns}`),
+        keyv: (ns: string) => stores.keyv(`${name}.${ns}`),
         dir: () => {
           const d = path.join(dataDir, name);
           fs.mkdirSync(d, { recursive: true });

@@ -24,7 +24,8 @@ export interface FlvServer {
   setPlayAuthorizer(fn: (p: PlayAttempt) => boolean): void;
   onPlayer(ev: 'start' | 'stop', cb: (p: PlayAttempt, playerId: string) => void): void;
   publish(app: string, stream: string): FlvPublisher;
-  closePlayers(app: string, stream: string): void;
+  /** ends a stream's players, or only those the filter picks (e.g. one request's) */
+  closePlayers(app: string, stream: string, filter?: (p: PlayAttempt) => boolean): void;
   stats(): { players: number; streams: number; bytesOut: number };
   readonly port: number;
 }

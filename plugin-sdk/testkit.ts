@@ -15,6 +15,7 @@ export interface TestGatewayOptions {
   gateway?: Record<string, unknown>;
   clock?: Clock;
   env?: NodeJS.ProcessEnv;
+  /** in-process plugin definitions by name, for plugins given by name only (default: plugins/<name>) */
   /** keep log lines in memory (see `logs`) instead of discarding them; GW_TEST_LOG=1 prints them */
   captureLogs?: boolean;
 }
@@ -40,7 +41,8 @@ export const DEMO_APP = { appId: 'demo', user: 'demo', password: 'demo' };
  * What a plugin's tests use instead of a real site file; everything else (HTTP, sockets, files) is real.
  */
 export async function startTestGateway(opts: TestGatewayOptions): Promise<TestGateway> {
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'gw-test-'));
+  const givenDir = typeof opts.gateway?.dataDir === 'string' ? opts.gateway.dataDir : undefined;
+  const dataDir = givenDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'gw-test-'));
   const logs: Array<Record<string, unknown>> = [];
   let text = '';
   const dest = new Writable({
@@ -85,7 +87,8 @@ export async function startTestGateway(opts: TestGatewayOptions): Promise<TestGa
     },
     async stop() {
       await kernel.stop();
-      fs.rmSync(dataDir, { recursive: true, force: true });
+      // a data directory the test passed in is kept (restart tests reuse it)
+      if (!givenDir) fs.rmSync(dataDir, { recursive: true, force: true });
     },
   };
 }

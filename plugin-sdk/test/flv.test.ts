@@ -170,6 +170,19 @@ describe('FLV muxer', function () {
     const nalTypes = videoNalTypes(flv.tags, 'h265');
     assert.ok(!nalTypes.some((t) => t >= 32 && t <= 35), `VPS/SPS/PPS/AUD left in frames: ${nalTypes}`);
 
+    // ffmpeg's own hvcC (from an MP4 of the same encode) is the reference for the record's header fields
+    const mp4 = path.join(dir, 'ref.mp4');
+    run('ffmpeg', ['-hide_banner', '-loglevel', 'error', '-f', 'lavfi', '-i', 'testsrc=size=320x240:rate=25', '-frames:v', '50',
+      '-c:v', 'libx265', '-x265-params', 'bframes=0:keyint=25:aud=1:log-level=error', '-tag:v', 'hvc1', '-y', mp4]);
+    const mp4Bytes = fs.readFileSync(mp4);
+    const boxAt = mp4Bytes.indexOf('hvcC');
+    assert.ok(boxAt > 0);
+    const theirs = mp4Bytes.subarray(boxAt + 4, boxAt - 4 + mp4Bytes.readUInt32BE(boxAt - 4));
+    const ours = video[0].data;
+    assert.ok(ours.subarray(0, 13).equals(theirs.subarray(0, 13)), 'version, profile/tier/level');
+    assert.ok(ours.subarray(16, 19).equals(theirs.subarray(16, 19)), 'chroma format, bit depths');
+    assert.equal(ours[21] & 0x3f, theirs[21] & 0x3f, 'temporal layers, nesting, NAL length size');
+
     const { annexB, frames: n } = videoAnnexB(flv.tags, 'h265');
     assert.equal(n, 50);
     const p = probe(['-f', 'hevc', '-count_frames', '-show_streams', '-'], annexB);

@@ -4,7 +4,7 @@
  * package (initdb and pg_ctl live under /usr/lib/postgresql/<version>/bin, not on PATH). PostgreSQL
  * refuses to run as root, so as root the cluster belongs to the `postgres` user and is run through runuser.
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as path from 'node:path';
@@ -138,6 +138,13 @@ export async function startPostgres(label = 'pg'): Promise<PostgresServer> {
   }
 
   let stopped = false;
+  // If the test run dies without calling stop(), do not leave a server running in the background.
+  const onExit = (): void => {
+    const [c, a] = as.argv(pgCtl, ['-D', dataDir, '-m', 'immediate', 'stop']);
+    spawnSync(c, a, { cwd: dir, stdio: 'ignore', timeout: 10_000 });
+    removeDir();
+  };
+  process.once('exit', onExit);
   const host = '127.0.0.1';
   const urlFor = (db: string): string => `postgresql://postgres@${host}:${port}/${encodeURIComponent(db)}`;
   return {
@@ -148,6 +155,7 @@ export async function startPostgres(label = 'pg'): Promise<PostgresServer> {
     async stop() {
       if (stopped) return;
       stopped = true;
+      process.removeListener('exit', onExit);
       try {
         await exec(pgCtl, ['-D', dataDir, '-m', 'fast', '-w', '-t', '30', 'stop'], 'pg_ctl stop');
       } finally {

@@ -114,6 +114,8 @@ export class CallbackDispatcher {
   private readonly counts = { delivered: 0, retried: 0, failed: 0, dropped: 0 };
   private active = 0;
   private stopped = false;
+  private markStopped!: (v: 'stopped') => void;
+  private readonly stopping = new Promise<'stopped'>((resolve) => (this.markStopped = resolve));
 
   constructor(opts: CallbackDispatcherOptions) {
     this.log = opts.logger;
@@ -143,6 +145,12 @@ export class CallbackDispatcher {
     const parsed = parseCallbackUrl(cb);
     // A bad cb is not logged, not even redacted: unparseable text could be anything, credentials included.
     if (!parsed.ok) return this.refuse(payload, parsed.reason);
+    let body: string;
+    try {
+      body = JSON.stringify(payload);
+    } catch (err) {
+      return this.refuse(payload, `payload cannot be serialised: ${(err as Error).message}`);
+    }
     let request = this.requests.get(requestKey);
     if (!request) {
       request = { key: requestKey, hostKey: parsed.callback.origin, outstanding: 0, busy: false };
@@ -150,14 +158,7 @@ export class CallbackDispatcher {
     }
     request.outstanding++;
     const worker = this.workerFor(request.hostKey);
-    worker.waiting.push({
-      request,
-      callback: parsed.callback,
-      reqId: payload.reqId,
-      act: payload.act,
-      body: JSON.stringify(payload),
-      deadline: Date.now() + this.retryForMs,
-    });
+    worker.waiting.push({ request, callback: parsed.callback, reqId: payload.reqId, act: payload.act, body, deadline: Date.now() + this.retryForMs });
     if (worker.waiting.length > this.maxQueue) {
       const oldest = worker.waiting.shift()!;
       this.drop(worker, oldest, 'callback host queue full');
@@ -182,6 +183,7 @@ export class CallbackDispatcher {
   async stop(): Promise<void> {
     if (!this.stopped) {
       this.stopped = true;
+      this.markStopped('stopped');
       let unsent = 0;
       for (const worker of this.workers.values()) {
         for (const n of worker.waiting.splice(0)) {
@@ -248,14 +250,14 @@ export class CallbackDispatcher {
         // (it could hold request options, headers included).
         outcome = { kind: 'fail', reason: `internal error: ${(err as Error).message}` };
       }
-      if (this.stopped || outcome.kind === 'cancelled') {
-        this.countDropped(worker.key);
-        return;
-      }
       if (outcome.kind === 'delivered') {
         this.counts.delivered++;
         this.metrics.delivered(worker.key);
         this.log.debug({ ...ctx, attempt, status: outcome.status }, 'callback notice delivered');
+        return;
+      }
+      if (this.stopped || outcome.kind === 'cancelled') {
+        this.countDropped(worker.key);
         return;
       }
       if (outcome.kind === 'fail') {
@@ -282,8 +284,9 @@ export class CallbackDispatcher {
   }
 
   private async attempt(cb: ParsedCallback, body: string): Promise<AttemptOutcome> {
-    const verdict = await this.policy.vet(cb.hostname);
-    if (this.stopped) return { kind: 'cancelled' };
+    // A slow resolver must not hold up stop().
+    const verdict = await Promise.race([this.policy.vet(cb.hostname), this.stopping]);
+    if (verdict === 'stopped' || this.stopped) return { kind: 'cancelled' };
     if (!verdict.ok) return verdict.retryable ? { kind: 'retry', reason: verdict.reason } : { kind: 'fail', reason: verdict.reason };
     const controller = new AbortController();
     this.inflight.add(controller);

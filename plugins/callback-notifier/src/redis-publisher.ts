@@ -81,14 +81,13 @@ export class RedisNoticePublisher {
       void this.pump();
     });
     // One line per outage, not one per reconnect attempt.
-    this.redis.on('error', (err: Error) => {
-      if (this.down) return;
+    const wentDown = (reason: string) => {
+      if (this.down || this.stopped) return;
       this.down = true;
-      this.log.warn({ redis: where, reason: err.message }, 'notice stream unreachable; buffering notices');
-    });
-    this.redis.on('close', () => {
-      if (!this.stopped) this.down = true;
-    });
+      this.log.warn({ redis: where, reason }, 'notice stream unreachable; buffering notices');
+    };
+    this.redis.on('error', (err: Error) => wentDown(err.message));
+    this.redis.on('close', () => wentDown('connection closed'));
   }
 
   publish(payload: NoticePayload): void {
@@ -97,16 +96,12 @@ export class RedisNoticePublisher {
       return;
     }
     this.buffer.push(noticeToStreamFields(payload));
-    if (this.buffer.length > this.bufferLimit) {
-      // Oldest first, for the reason the callback dispatcher gives: the newest notices carry the current state.
-      const dropped = this.buffer.shift()!;
-      this.countDrop(dropped[dropped.indexOf('reqId') + 1], 'notice buffer full');
-    }
+    this.trim();
     void this.pump();
   }
 
   stats(): RedisPublisherStats {
-    return { ...this.counts, buffered: this.buffer.length };
+    return { ...this.counts, buffered: this.buffer.length + (this.writing ? 1 : 0) };
   }
 
   /** Resolves when the buffer is empty (everything published or dropped). */
@@ -120,7 +115,7 @@ export class RedisNoticePublisher {
     if (this.stopped) return;
     this.stopped = true;
     const left = this.buffer.splice(0);
-    for (const fields of left) this.countDrop(fields[fields.indexOf('reqId') + 1], undefined);
+    for (const fields of left) this.countDrop(reqIdOf(fields), undefined);
     if (left.length > 0) this.log.warn({ unsent: left.length }, 'notice publisher stopping with unpublished notices');
     this.redis.disconnect();
     this.wakeIdle();
@@ -131,17 +126,25 @@ export class RedisNoticePublisher {
     this.writing = true;
     try {
       while (this.buffer.length > 0 && !this.stopped && this.redis.status === 'ready') {
-        const fields = this.buffer[0];
+        // Out of the buffer while being written, so an overflow meanwhile drops a waiting notice, not this one.
+        const fields = this.buffer.shift()!;
         try {
           await this.redis.xadd(this.streamKey, 'MAXLEN', '~', this.maxLen, '*', ...fields);
         } catch (err) {
-          if ((err as Error).name !== 'ReplyError') break; // connection trouble: 'ready' restarts the pump
-          // Redis refused the command itself (e.g. the key holds another type): retrying cannot help.
-          this.buffer.shift();
-          this.countDrop(fields[fields.indexOf('reqId') + 1], `redis refused XADD: ${(err as Error).message}`);
-          continue;
+          if ((err as Error).name === 'ReplyError') {
+            // Redis refused the command itself (e.g. the key holds another type): retrying cannot help.
+            this.countDrop(reqIdOf(fields), `redis refused XADD: ${(err as Error).message}`);
+            continue;
+          }
+          // Connection trouble: back to the head of the line; the next 'ready' restarts the pump.
+          if (this.stopped) {
+            this.countDrop(reqIdOf(fields), undefined);
+          } else {
+            this.buffer.unshift(fields);
+            this.trim();
+          }
+          break;
         }
-        this.buffer.shift();
         this.counts.published++;
         this.metrics?.published();
       }
@@ -149,6 +152,11 @@ export class RedisNoticePublisher {
       this.writing = false;
       if (this.buffer.length === 0 || this.stopped) this.wakeIdle();
     }
+  }
+
+  /** Oldest first, for the reason the callback dispatcher gives: the newest notices carry the current state. */
+  private trim(): void {
+    while (this.buffer.length > this.bufferLimit) this.countDrop(reqIdOf(this.buffer.shift()!), 'notice buffer full');
   }
 
   private countDrop(reqId: string | undefined, reason: string | undefined): void {
@@ -162,6 +170,11 @@ export class RedisNoticePublisher {
     this.idleWaiters = [];
     for (const w of waiters) w();
   }
+}
+
+function reqIdOf(fields: readonly string[]): string | undefined {
+  const i = fields.indexOf('reqId');
+  return i >= 0 && i % 2 === 0 ? fields[i + 1] : undefined;
 }
 
 /** `redis://user:***@host:port/db`: the URL without its password, for logs. */

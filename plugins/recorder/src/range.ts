@@ -37,10 +37,9 @@ export function parseRange(header: string | undefined | null, size: number): Ran
     end = size - 1;
   } else {
     start = Number(a);
-    end = b === '' ? size - 1 : Number(b);
-    if (end < start) return { status: 200 }; // invalid spec: ignore the header
+    if (b !== '' && Number(b) < start) return { status: 200 }; // invalid spec: ignore the header
     if (start >= size) return unsatisfiable;
-    end = Math.min(end, size - 1);
+    end = b === '' ? size - 1 : Math.min(Number(b), size - 1);
   }
   return { status: 206, start, end, contentRange: `bytes ${start}-${end}/${size}` };
 }

@@ -121,7 +121,7 @@ export function catalogContract(name: string, harness: CatalogHarness): void {
     });
 
     it('queryRange orders by reqTm then reqId and pages with OFFSET without gaps or repeats', async () => {
-      const c = await open();
+      const c = await open({ timeZone: 'UTC' });
       // 45 records over 15 minutes, three per minute, so ties on reqTm must be broken by reqId.
       const all: RecordStart[] = [];
       for (let i = 0; i < 45; i++) {

@@ -1,0 +1,604 @@
+/**
+ * The one module that touches node-media-server (4.4.3): HTTP-FLV and WS-FLV players fed by our own publishers.
+ *
+ * What we take from NMS: its BroadcastServer (per-stream fan-out, cached onMetaData and sequence headers, GOP
+ * cache for late joiners), its BaseSession contract and its FLV tag classification (Flv.parserTag).
+ * What we deliberately do not load, because it cannot be made safe from outside:
+ * - NodeMediaServer (index.js): forces its logger to debug on console.log, opens a JSON store under ./data of
+ *   the working directory, starts RTMP/record/relay/notify servers and a rate-sampler timer.
+ * - NodeHttpServer: process.exit(1) on EADDRINUSE, serves /admin and CORS for everything, treats every
+ *   WebSocket upgrade as WS-FLV, and lets anyone publish with POST or a "post"/"publisher" WS subprotocol.
+ * - FlvSession: writes without backpressure, allocates a 1 MiB parser buffer per player and parses whatever
+ *   a player sends, and registers streams in NMS's process-wide Context.
+ * So this file serves HTTP/WS itself and subscribes its own player sessions to NMS broadcasts. The guards:
+ * - each player's socket backlog is capped: past it the player skips to the next keyframe, and a player that
+ *   stays stuck (backlog plus media it missed passes 4x the cap) is dropped;
+ * - the GOP cache is capped in bytes (NMS counts only messages) and its RTMP twin is not kept;
+ * - a publisher's end finishes the publish at once (no 30 s grace holding a stale GOP);
+ * - broadcasts live in this bridge, not in NMS's global Context, so bridges do not share streams;
+ * - NMS's logger is routed to our pino logger.
+ */
+import * as http from 'node:http';
+import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import type { Logger } from 'pino';
+import { WebSocket, WebSocketServer } from 'ws';
+import BroadcastServer = require('node-media-server/src/server/broadcast_server.js');
+import BaseSession = require('node-media-server/src/session/base_session.js');
+import NmsFlv = require('node-media-server/src/protocol/flv.js');
+import nmsLogger = require('node-media-server/src/core/logger.js');
+import type { FlvPublisher, FlvServer, FlvTag, PlayAttempt } from '../plugin-sdk/flv-server';
+
+export type { PlayAttempt };
+
+export interface NmsBridgeOptions {
+  host: string;
+  port: number;
+  /** NMS is given no path of its own: nothing is written, here or anywhere */
+  dataDir: string;
+  logger: Logger;
+  /** default 2 MiB: past it a player skips to the next keyframe; past 4x (backlog plus missed media) it is dropped */
+  maxPlayerBacklogBytes?: number;
+  /** default 8 MiB per stream: a longer GOP is not cached and late joiners wait for the next keyframe */
+  maxGopCacheBytes?: number;
+}
+
+export interface BridgePublisher extends FlvPublisher {
+  /** sequence headers (AVC/HEVC/AAC) and onMetaData are recognised and cached for late joiners */
+  sendTag(tag: FlvTag): void;
+  end(): void;
+}
+
+export interface PlayerStats {
+  id: string;
+  app: string;
+  stream: string;
+  protocol: PlayAttempt['protocol'];
+  remote: string;
+  bytesOut: number;
+  /** bytes written but not yet taken by the peer (our user-space socket buffers) */
+  backlogBytes: number;
+  peakBacklogBytes: number;
+  /** times the player fell behind and was moved to the next keyframe */
+  skips: number;
+  waitingForKeyframe: boolean;
+}
+
+const DEFAULT_MAX_BACKLOG = 2 * 1024 * 1024;
+const DEFAULT_MAX_GOP = 8 * 1024 * 1024;
+/** a player still not gone this long after we ended it (peer not reading) is destroyed */
+const END_GRACE_MS = 5000;
+const PLAY_PATH = /^\/([A-Za-z0-9_-]{1,64})\/([A-Za-z0-9_.~-]{1,128})\.flv$/;
+const WS_UNAUTHORIZED = 4401;
+
+// ---------------------------------------------------------------------------------------------------------------
+// NMS's logger is a process-wide singleton that prints with console.log; route it to the newest bridge's logger.
+
+const logSinks: Logger[] = [];
+let loggerRouted = false;
+
+function routeNmsLogger(): void {
+  if (loggerRouted) return;
+  loggerRouted = true;
+  nmsLogger.level = 'trace';
+  nmsLogger.log = (message: unknown, level = 'info') => {
+    const sink = logSinks[logSinks.length - 1];
+    if (!sink) return;
+    const text = String(message);
+    if (level === 'error') sink.warn({ nms: true }, text);
+    else if (level === 'warn') sink.info({ nms: true }, text);
+    else if (level === 'trace') sink.trace({ nms: true }, text);
+    else sink.debug({ nms: true }, text);
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+
+/** How a player treats one NMS message (the 13-byte file header or a whole tag with its header and trailer). */
+const enum Kind { Config, Key, Frame, Audio }
+
+function classify(msg: Buffer): Kind {
+  const type = msg[0];
+  if (type === 0x46 /* 'F': file header */ || type === 18 || msg.length < 13) return Kind.Config;
+  const b0 = msg[11];
+  if (type === 8) {
+    const fmt = b0 >> 4;
+    if ((fmt === 10 && msg[12] === 0) || (fmt === 9 && (b0 & 0x0f) === 0)) return Kind.Config;
+    return Kind.Audio;
+  }
+  const frameType = (b0 >> 4) & 0x07;
+  if (b0 & 0x80) {
+    const packetType = b0 & 0x0f;
+    if (packetType !== 1 && packetType !== 3) return Kind.Config; // SequenceStart/End, Metadata
+  } else {
+    const codec = b0 & 0x0f;
+    if ((codec === 7 || codec === 12) && msg[12] !== 1) return Kind.Config; // AVC sequence header / end
+  }
+  if (frameType === 5) return Kind.Config;
+  return frameType === 1 ? Kind.Key : Kind.Frame;
+}
+
+interface StreamEntry {
+  key: string;
+  app: string;
+  stream: string;
+  broadcast: BroadcastServer;
+  publisher?: PublisherImpl;
+  players: Map<string, Player>;
+  /** whether audio must wait for a video keyframe before a player starts */
+  hasVideo: boolean;
+  gopBytes: number;
+  /** latest timestamp sent, so a later publisher continues the timeline of players that stay */
+  lastTs: number;
+  published: boolean;
+}
+
+type Transport =
+  | { kind: 'http'; res: http.ServerResponse }
+  | { kind: 'ws'; ws: WebSocket };
+
+class Player extends BaseSession {
+  waiting = true;
+  /** media skipped while the peer had unread data: with the backlog, what decides a drop */
+  owed = 0;
+  skips = 0;
+  peakBacklog = 0;
+  closing = false;
+  gone = false;
+  endTimer?: NodeJS.Timeout;
+
+  constructor(
+    private readonly bridge: NmsBridge,
+    readonly entry: StreamEntry,
+    readonly attempt: PlayAttempt,
+    readonly transport: Transport,
+  ) {
+    super();
+    this.protocol = 'flv';
+    this.ip = attempt.remote;
+    this.streamApp = entry.app;
+    this.streamName = entry.stream;
+    this.streamPath = entry.broadcast.streamPath;
+    this.streamQuery = attempt.query;
+  }
+
+  backlog(): number {
+    const t = this.transport;
+    return t.kind === 'http' ? t.res.writableLength : t.ws.bufferedAmount;
+  }
+
+  override sendBuffer = (msg: Buffer): void => {
+    if (this.closing) return;
+    const kind = classify(msg);
+    const backlog = this.backlog();
+    if (backlog === 0) this.owed = 0;
+    if (kind !== Kind.Config) {
+      const cap = this.bridge.maxBacklog;
+      const resumePoint = kind === Kind.Key || (kind === Kind.Audio && !this.entry.hasVideo);
+      if (this.waiting) {
+        if (!resumePoint || backlog > cap) { this.skip(msg.length, backlog); return; }
+        this.waiting = false;
+      } else if (backlog > 0 && backlog + msg.length > cap) {
+        this.waiting = true;
+        this.skips++;
+        this.skip(msg.length, backlog);
+        return;
+      }
+    }
+    this.write(msg);
+  };
+
+  private skip(bytes: number, backlog: number): void {
+    if (backlog === 0) return;
+    this.owed += bytes;
+    if (backlog + this.owed > 4 * this.bridge.maxBacklog) {
+      this.bridge.log.info({ player: this.id, stream: this.entry.key, backlog, owed: this.owed }, 'dropping a player that stopped reading');
+      this.drop();
+    }
+  }
+
+  private write(msg: Buffer): void {
+    const t = this.transport;
+    if (t.kind === 'http') {
+      if (t.res.writableEnded || t.res.destroyed) return;
+      t.res.write(msg);
+    } else {
+      if (t.ws.readyState !== WebSocket.OPEN) return;
+      t.ws.send(msg, { binary: true });
+    }
+    this.outBytes += msg.length;
+    this.bridge.bytesOut += msg.length;
+    const backlog = this.backlog();
+    if (backlog > this.peakBacklog) this.peakBacklog = backlog;
+  }
+
+  /** NMS's close: end gracefully, destroy if the peer does not take the rest in time. */
+  override close = (): void => {
+    if (this.closing) return;
+    this.closing = true;
+    this.bridge.detach(this);
+    const t = this.transport;
+    if (t.kind === 'http') t.res.end();
+    else t.ws.close(1000, 'stream closed');
+    this.endTimer = setTimeout(() => this.drop(), END_GRACE_MS);
+    this.endTimer.unref();
+  };
+
+  drop(): void {
+    this.closing = true;
+    this.bridge.detach(this);
+    const t = this.transport;
+    if (t.kind === 'http') t.res.destroy();
+    else t.ws.terminate();
+  }
+
+  stats(): PlayerStats {
+    return {
+      id: this.id, app: this.entry.app, stream: this.entry.stream, protocol: this.attempt.protocol,
+      remote: this.attempt.remote, bytesOut: this.outBytes, backlogBytes: this.gone ? 0 : this.backlog(),
+      peakBacklogBytes: this.peakBacklog, skips: this.skips, waitingForKeyframe: this.waiting,
+    };
+  }
+}
+
+class PublisherImpl implements BridgePublisher {
+  readonly session = new BaseSession();
+  ended = false;
+  private base = -1;
+
+  constructor(private readonly bridge: NmsBridge, private readonly entry: StreamEntry, private readonly continueTimeline: boolean) {
+    // ip '' marks an internal session to NMS: no auth check, no play counting against it
+    this.session.ip = '';
+    this.session.isPublisher = true;
+    this.session.protocol = 'flv';
+    this.session.streamApp = entry.app;
+    this.session.streamName = entry.stream;
+    this.session.streamPath = entry.broadcast.streamPath;
+  }
+
+  sendTag(tag: FlvTag): void {
+    if (this.ended) return; // a publisher replaced or ended while its source was still delivering
+    const { type, body } = tag;
+    if (type !== 8 && type !== 9 && type !== 18) throw new TypeError(`FLV tag type ${String(type)} is not 8, 9 or 18`);
+    if (!Buffer.isBuffer(body)) throw new TypeError('FLV tag body must be a Buffer');
+    // NMS reads the AVC header (5 bytes) or the Enhanced header with its FourCC (5) of every video tag
+    const min = type === 9 ? 5 : 1;
+    if (body.length < min) throw new TypeError(`FLV ${type === 9 ? 'video' : type === 8 ? 'audio' : 'script'} tag body of ${body.length} bytes is too short`);
+    if (body.length > 0xffffff) throw new TypeError(`FLV tag body of ${body.length} bytes exceeds 16 MiB`);
+    if (!Number.isFinite(tag.timestamp) || tag.timestamp < 0) throw new TypeError(`FLV tag timestamp ${tag.timestamp} is not a non-negative number`);
+    const entry = this.entry;
+    if (this.base < 0) {
+      // Players that stayed through a previous publish get one continuous timeline.
+      this.base = this.continueTimeline ? Math.max(0, entry.lastTs + 1 - Math.round(tag.timestamp)) : 0;
+    }
+    const ts = (Math.round(tag.timestamp) + this.base) >>> 0;
+    if (type === 9) entry.hasVideo = true;
+    else if (type === 18 && body.indexOf('videocodecid') >= 0) entry.hasVideo = true;
+    const packet = NmsFlv.parserTag(type, ts, body.length, body);
+    try {
+      entry.broadcast.broadcastMessage(packet);
+    } catch (err) {
+      // NMS's AMF decoder throws on script data it cannot read; the tag is skipped, the stream goes on
+      this.bridge.log.warn({ stream: entry.key, type, err: (err as Error).message }, 'node-media-server rejected a tag');
+      return;
+    }
+    this.bridge.afterMessage(entry, packet.flags, body.length);
+    if (ts > entry.lastTs) entry.lastTs = ts;
+  }
+
+  end(): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.bridge.endPublish(this.entry, this);
+  }
+}
+
+export class NmsBridge implements FlvServer {
+  readonly log: Logger;
+  readonly maxBacklog: number;
+  readonly maxGop: number;
+  bytesOut = 0;
+  private readonly server: http.Server;
+  private readonly wss: WebSocketServer;
+  private readonly sockets = new Set<Socket>();
+  private readonly streams = new Map<string, StreamEntry>();
+  private readonly startCbs: Array<(p: PlayAttempt, id: string) => void> = [];
+  private readonly stopCbs: Array<(p: PlayAttempt, id: string) => void> = [];
+  private authorizer?: (p: PlayAttempt) => boolean;
+  private stopped = false;
+  private boundPort = 0;
+
+  private constructor(private readonly opts: NmsBridgeOptions) {
+    this.log = opts.logger;
+    this.maxBacklog = opts.maxPlayerBacklogBytes ?? DEFAULT_MAX_BACKLOG;
+    this.maxGop = opts.maxGopCacheBytes ?? DEFAULT_MAX_GOP;
+    if (!(this.maxBacklog > 0) || !(this.maxGop >= 0)) throw new RangeError('maxPlayerBacklogBytes must be > 0 and maxGopCacheBytes >= 0');
+    this.server = http.createServer((req, res) => this.onRequest(req, res));
+    this.server.on('connection', (s: Socket) => {
+      this.sockets.add(s);
+      s.once('close', () => this.sockets.delete(s));
+    });
+    this.server.on('upgrade', (req, socket, head) => this.onUpgrade(req, socket, head));
+    // ws must not pick a subprotocol: NMS-style "post"/"publisher" would mean publishing
+    this.wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: 64 * 1024, handleProtocols: () => false });
+  }
+
+  /** Listens on host:port; rejects (err.code EADDRINUSE etc.) instead of exiting the process. */
+  static async start(opts: NmsBridgeOptions): Promise<NmsBridge> {
+    routeNmsLogger();
+    const bridge = new NmsBridge(opts);
+    await new Promise<void>((resolve, reject) => {
+      const onError = (err: NodeJS.ErrnoException): void => {
+        const e = new Error(err.code === 'EADDRINUSE'
+          ? `FLV server: port ${opts.port} on ${opts.host} is already in use`
+          : `FLV server could not listen on ${opts.host}:${opts.port}: ${err.message}`) as NodeJS.ErrnoException;
+        e.code = err.code;
+        reject(e);
+      };
+      bridge.server.once('error', onError);
+      bridge.server.listen(opts.port, opts.host, () => {
+        bridge.server.off('error', onError);
+        resolve();
+      });
+    });
+    bridge.server.on('error', (err) => bridge.log.error({ err }, 'FLV server error'));
+    const addr = bridge.server.address();
+    bridge.boundPort = typeof addr === 'object' && addr ? addr.port : opts.port;
+    logSinks.push(bridge.log);
+    bridge.log.info({ host: opts.host, port: bridge.boundPort }, 'FLV server (node-media-server) listening');
+    return bridge;
+  }
+
+  get port(): number {
+    return this.boundPort;
+  }
+
+  setPlayAuthorizer(fn: (p: PlayAttempt) => boolean): void {
+    this.authorizer = fn;
+  }
+
+  onPlayer(ev: 'start' | 'stop', cb: (p: PlayAttempt, playerId: string) => void): void {
+    (ev === 'start' ? this.startCbs : this.stopCbs).push(cb);
+  }
+
+  /** Starts publishing a stream; a second publish on the same stream replaces the first (source reconnect). */
+  publish(app: string, stream: string): BridgePublisher {
+    if (this.stopped) throw new Error('FLV server is stopped');
+    if (!PLAY_PATH.test(`/${app}/${stream}.flv`)) throw new TypeError(`bad FLV stream name ${app}/${stream}`);
+    const entry = this.entryFor(app, stream);
+    if (entry.publisher) entry.publisher.end();
+    const continueTimeline = entry.published && entry.players.size > 0;
+    const pub = new PublisherImpl(this, entry, continueTimeline);
+    const err = entry.broadcast.postPublish(pub.session);
+    if (err !== null) throw new Error(`node-media-server refused to publish ${entry.key}: ${err}`);
+    entry.publisher = pub;
+    entry.published = true;
+    entry.hasVideo = false;
+    entry.gopBytes = 0;
+    for (const p of entry.players.values()) p.waiting = true;
+    return pub;
+  }
+
+  /** Ends a stream's players, or only those the filter picks (e.g. one request's). */
+  closePlayers(app: string, stream: string, filter?: (p: PlayAttempt) => boolean): void {
+    const entry = this.streams.get(`${app}/${stream}`);
+    if (!entry) return;
+    for (const p of [...entry.players.values()]) {
+      let pick = true;
+      if (filter) {
+        try {
+          pick = filter(p.attempt);
+        } catch (err) {
+          this.log.error({ err }, 'closePlayers filter threw; leaving the player open');
+          pick = false;
+        }
+      }
+      if (pick) p.close();
+    }
+  }
+
+  stats(): { players: number; streams: number; bytesOut: number } {
+    let players = 0;
+    let streams = 0;
+    for (const e of this.streams.values()) {
+      players += e.players.size;
+      if (e.publisher) streams++;
+    }
+    return { players, streams, bytesOut: this.bytesOut };
+  }
+
+  playerStats(): PlayerStats[] {
+    const out: PlayerStats[] = [];
+    for (const e of this.streams.values()) for (const p of e.players.values()) out.push(p.stats());
+    return out;
+  }
+
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    for (const e of [...this.streams.values()]) {
+      e.publisher?.end();
+      for (const p of [...e.players.values()]) p.drop();
+    }
+    for (const ws of this.wss.clients) ws.terminate();
+    this.wss.close();
+    this.server.closeAllConnections();
+    for (const s of this.sockets) s.destroy();
+    await closed;
+    this.streams.clear();
+    const i = logSinks.lastIndexOf(this.log);
+    if (i >= 0) logSinks.splice(i, 1);
+  }
+
+  // --- called by publishers and players -------------------------------------------------------------------------
+
+  /** Keeps NMS's caches bounded after it stored a message. */
+  afterMessage(entry: StreamEntry, flags: number, bodyBytes: number): void {
+    const b = entry.broadcast;
+    // We serve no RTMP players: NMS's RTMP copies of headers and GOP would only double the memory.
+    b.rtmpGopCache = null;
+    b.rtmpMetaData = b.rtmpAudioHeader = b.rtmpVideoHeader = null;
+    const msgBytes = bodyBytes + 15;
+    if (flags === 3) entry.gopBytes = msgBytes;
+    else if (flags === 1 || flags === 4) entry.gopBytes += msgBytes;
+    if (entry.gopBytes > this.maxGop && b.flvGopCache !== null) {
+      // NMS only resets the cache at the next keyframe: until then late joiners wait for it instead
+      b.flvGopCache.clear();
+      b.flvGopCache = null;
+      this.log.debug({ stream: entry.key, bytes: entry.gopBytes }, 'GOP over the cache limit, not cached');
+    }
+  }
+
+  endPublish(entry: StreamEntry, pub: PublisherImpl): void {
+    if (entry.publisher !== pub) return;
+    entry.publisher = undefined;
+    // NMS's donePublish would keep the stale GOP for a 30 s reconnect grace; finish the publish now.
+    entry.broadcast._finishPublish();
+    entry.gopBytes = 0;
+    this.dropIfEmpty(entry);
+  }
+
+  /** Unsubscribes a player from its broadcast (idempotent); 'stop' fires when its connection is gone. */
+  detach(p: Player): void {
+    const entry = p.entry;
+    if (entry.players.get(p.id) !== p) return;
+    entry.players.delete(p.id);
+    entry.broadcast.donePlay(p);
+    this.dropIfEmpty(entry);
+  }
+
+  // --- internals ------------------------------------------------------------------------------------------------
+
+  private entryFor(app: string, stream: string): StreamEntry {
+    const key = `${app}/${stream}`;
+    let e = this.streams.get(key);
+    if (!e) {
+      e = {
+        key, app, stream, broadcast: new BroadcastServer(`/${key}`), players: new Map(),
+        hasVideo: false, gopBytes: 0, lastTs: 0, published: false,
+      };
+      this.streams.set(key, e);
+    }
+    return e;
+  }
+
+  private dropIfEmpty(entry: StreamEntry): void {
+    if (!entry.publisher && entry.players.size === 0 && this.streams.get(entry.key) === entry) this.streams.delete(entry.key);
+  }
+
+  /** Parses and authorises a play URL; returns the attempt, or an HTTP status to refuse with. */
+  private attemptFor(req: http.IncomingMessage, protocol: PlayAttempt['protocol']): PlayAttempt | 404 | 401 {
+    let url: URL;
+    try {
+      url = new URL(req.url ?? '/', 'http://flv.invalid');
+    } catch {
+      return 404;
+    }
+    let m: RegExpExecArray | null;
+    let app: string, stream: string;
+    try {
+      m = PLAY_PATH.exec(decodeURIComponent(url.pathname));
+      if (!m) return 404;
+      [, app, stream] = m;
+    } catch {
+      return 404;
+    }
+    const query: Record<string, string> = {};
+    for (const [k, v] of url.searchParams) if (!(k in query)) query[k] = v;
+    const attempt: PlayAttempt = { app, stream, query, remote: `${req.socket.remoteAddress}:${req.socket.remotePort}`, protocol };
+    let allowed = false;
+    if (!this.authorizer) {
+      this.log.warn({ app, stream }, 'play refused: no play authorizer is set');
+    } else {
+      try {
+        allowed = this.authorizer(attempt) === true;
+      } catch (err) {
+        this.log.error({ err, app, stream }, 'play authorizer threw; refusing the play');
+      }
+    }
+    return allowed ? attempt : 401;
+  }
+
+  private onRequest(req: http.IncomingMessage, res: http.ServerResponse): void {
+    req.resume(); // a player's request body means nothing to us
+    res.setHeader('Access-Control-Allow-Origin', '*');
+    if (req.method === 'OPTIONS') {
+      res.writeHead(204, { 'Access-Control-Allow-Methods': 'GET, HEAD, OPTIONS', 'Access-Control-Max-Age': '86400' });
+      res.end();
+      return;
+    }
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      res.writeHead(405, { Allow: 'GET, HEAD, OPTIONS', 'Content-Type': 'text/plain' });
+      res.end('method not allowed\n');
+      return;
+    }
+    const attempt = this.attemptFor(req, 'http-flv');
+    if (attempt === 404 || attempt === 401) {
+      res.writeHead(attempt, { 'Content-Type': 'text/plain' });
+      res.end(attempt === 404 ? 'not found\n' : 'unauthorized\n');
+      return;
+    }
+    res.writeHead(200, { 'Content-Type': 'video/x-flv', 'Cache-Control': 'no-cache, no-store', Connection: 'keep-alive' });
+    if (req.method === 'HEAD') {
+      res.end();
+      return;
+    }
+    res.socket?.setNoDelay(true);
+    this.attach(attempt, { kind: 'http', res }, (onGone) => res.once('close', onGone));
+  }
+
+  private onUpgrade(req: http.IncomingMessage, socket: Duplex, head: Buffer): void {
+    const refuse = (status: number, text: string): void => {
+      socket.end(`HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+      socket.destroy();
+    };
+    if (this.stopped) return refuse(503, 'Service Unavailable');
+    if ((req.headers.upgrade ?? '').toLowerCase() !== 'websocket') return refuse(400, 'Bad Request');
+    const attempt = this.attemptFor(req, 'ws-flv');
+    // Only FLV play paths are WebSockets here; anything else is not ours to take.
+    if (attempt === 404) return refuse(404, 'Not Found');
+    this.wss.handleUpgrade(req, socket, head, (ws) => {
+      if (attempt === 401) {
+        ws.close(WS_UNAUTHORIZED, 'unauthorized');
+        return;
+      }
+      ws.on('error', (err) => this.log.debug({ err: err.message }, 'WS-FLV player socket error'));
+      // a player has nothing to say; what it sends is ignored (and capped by maxPayload)
+      ws.on('message', () => undefined);
+      (ws as unknown as { _socket?: Socket })._socket?.setNoDelay(true);
+      this.attach(attempt, { kind: 'ws', ws }, (onGone) => ws.once('close', onGone));
+    });
+  }
+
+  private attach(attempt: PlayAttempt, transport: Transport, whenGone: (cb: () => void) => void): void {
+    const entry = this.entryFor(attempt.app, attempt.stream);
+    const player = new Player(this, entry, attempt, transport);
+    entry.players.set(player.id, player);
+    let started = false;
+    whenGone(() => {
+      player.gone = true;
+      if (player.endTimer) clearTimeout(player.endTimer);
+      this.detach(player);
+      if (started) for (const cb of this.stopCbs) this.callback(cb, attempt, player.id);
+    });
+    if (transport.kind === 'http') transport.res.on('error', (err) => this.log.debug({ err: err.message }, 'HTTP-FLV player socket error'));
+    // NMS sends the FLV header, cached metadata, sequence headers and GOP, then subscribes the player
+    const err = entry.broadcast.postPlay(player);
+    if (err !== null) {
+      this.log.warn({ stream: entry.key, err }, 'node-media-server refused a play');
+      player.drop();
+      return;
+    }
+    started = true;
+    for (const cb of this.startCbs) this.callback(cb, attempt, player.id);
+  }
+
+  private callback(cb: (p: PlayAttempt, id: string) => void, p: PlayAttempt, id: string): void {
+    try {
+      cb(p, id);
+    } catch (err) {
+      this.log.error({ err }, 'FLV player listener threw');
+    }
+  }
+}

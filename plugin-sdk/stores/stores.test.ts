@@ -1,0 +1,125 @@
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import Database from 'better-sqlite3';
+import { createKeyv, SqliteKvStore, type Keyv } from './index';
+import { scratchDir } from '../../test/support/paths';
+import { startRedis, type RedisServer } from '../../test/support/redis';
+
+describe('plugin-sdk stores: createKeyv', function () {
+  this.timeout(30_000);
+  const open: Keyv[] = [];
+  const keyv = (...args: Parameters<typeof createKeyv>) => {
+    const k = createKeyv(...args);
+    open.push(k);
+    return k;
+  };
+  const dirs: string[] = [];
+  const scratch = () => {
+    const d = scratchDir('kv');
+    dirs.push(d);
+    return d;
+  };
+  afterEach(async () => {
+    await Promise.all(open.splice(0).map((k) => k.disconnect()));
+    for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
+  });
+
+  describe('sqlite', () => {
+    it('stores values of any JSON shape and keeps them across a reopen of the file', async () => {
+      const file = path.join(scratch(), 'nested', 'state.sqlite');
+      const a = keyv({ kind: 'sqlite', file }, 'tokens');
+      await a.set('set', { tokens: [{ digest: 'ab', expiredAt: '2030-01-01T00:00:00.000Z' }], n: 3 });
+      await a.set('plain', 'text');
+      await a.disconnect();
+
+      const b = keyv({ kind: 'sqlite', file }, 'tokens');
+      assert.deepEqual(await b.get('set'), { tokens: [{ digest: 'ab', expiredAt: '2030-01-01T00:00:00.000Z' }], n: 3 });
+      assert.equal(await b.get('plain'), 'text');
+      assert.equal(await b.get('absent'), undefined);
+      assert.equal(await b.has('plain'), true);
+      assert.equal(await b.delete('plain'), true);
+      assert.equal(await b.delete('plain'), false);
+      assert.equal(await b.has('plain'), false);
+    });
+
+    it('keeps everything in one kv(key, value, expires) table, keys prefixed by namespace', async () => {
+      const file = path.join(scratch(), 'state.sqlite');
+      const k = keyv({ kind: 'sqlite', file }, 'ns1');
+      await k.set('a', 1);
+      await k.disconnect();
+      const db = new Database(file, { readonly: true });
+      try {
+        const cols = (db.prepare('PRAGMA table_info(kv)').all() as Array<{ name: string; type: string; pk: number }>).map((c) => [c.name, c.type, c.pk]);
+        assert.deepEqual(cols, [
+          ['key', 'TEXT', 1],
+          ['value', 'TEXT', 0],
+          ['expires', 'INTEGER', 0],
+        ]);
+        const row = db.prepare('SELECT key, value FROM kv').get() as { key: string; value: string };
+        assert.equal(row.key, 'ns1:a');
+        assert.deepEqual(JSON.parse(row.value).value, 1);
+      } finally {
+        db.close();
+      }
+    });
+
+    it('expires entries by TTL', async () => {
+      const k = keyv({ kind: 'sqlite', file: path.join(scratch(), 's.sqlite') }, 'ttl');
+      await k.set('short', 'x', 1);
+      await k.set('long', 'y', 60_000);
+      await new Promise((r) => setTimeout(r, 20));
+      assert.equal(await k.get('short'), undefined);
+      assert.equal(await k.get('long'), 'y');
+    });
+
+    it('clear() empties its own namespace only, even when another namespace would match as a LIKE pattern', async () => {
+      const file = path.join(scratch(), 's.sqlite');
+      const mine = keyv({ kind: 'sqlite', file }, 'a_b');
+      const other = keyv({ kind: 'sqlite', file }, 'axb');
+      await mine.set('k', 1);
+      await other.set('k', 2);
+      await mine.clear();
+      assert.equal(await mine.get('k'), undefined);
+      assert.equal(await other.get('k'), 2);
+    });
+
+    it('is a storage adapter keyv accepts directly', async () => {
+      const store = new SqliteKvStore(':memory:');
+      await store.set('x:1', '{"value":"v"}');
+      assert.equal(await store.get('x:1'), '{"value":"v"}');
+      await store.disconnect();
+    });
+  });
+
+  describe('redis (real redis-server)', () => {
+    let server: RedisServer | undefined;
+    after(async () => server?.stop());
+
+    it('stores, expires, survives a new connection and clears only its namespace', async () => {
+      server = await startRedis();
+      const a = keyv({ kind: 'redis', url: server.url }, 'gov');
+      const b = keyv({ kind: 'redis', url: server.url }, 'gov2');
+      await a.set('set', { tokens: ['t'] });
+      await a.set('short', 'x', 1);
+      await b.set('set', 'other');
+      await a.disconnect();
+
+      const again = keyv({ kind: 'redis', url: server.url }, 'gov');
+      assert.deepEqual(await again.get('set'), { tokens: ['t'] });
+      await new Promise((r) => setTimeout(r, 20));
+      assert.equal(await again.get('short'), undefined);
+      assert.equal(await again.has('set'), true);
+      await again.clear();
+      assert.equal(await again.get('set'), undefined);
+      assert.equal(await b.get('set'), 'other');
+    });
+  });
+
+  it('memory backend works, and a namespace that could overlap another is refused', async () => {
+    const m = keyv({ kind: 'memory' }, 'mem');
+    await m.set('a', [1, 2]);
+    assert.deepEqual(await m.get('a'), [1, 2]);
+    assert.throws(() => createKeyv({ kind: 'memory' }, 'a:b'), /namespace 'a:b'/);
+  });
+});

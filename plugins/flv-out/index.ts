@@ -1,0 +1,125 @@
+import { ArrayNotEmpty, IsArray, IsIn, IsInt, IsOptional, IsString, Max, Min } from 'class-validator';
+import { definePlugin, type ChannelStream, type FlvPublisher, type Subscription } from '../../plugin-sdk';
+import { FlvMuxer } from '../../plugin-sdk/formats/flv';
+
+export class FlvOutConfig {
+  /** HTTP-FLV and WS-FLV port (decisions.md: 7081) */
+  @IsInt() @Min(0) @Max(65535)
+  port = 7081;
+
+  @IsOptional() @IsString()
+  host: string | undefined = undefined;
+
+  /** port written into play URLs when a TLS front or NAT publishes this server elsewhere (default: port) */
+  @IsOptional() @IsInt() @Min(1) @Max(65535)
+  publicPort: number | undefined = undefined;
+
+  /** schemes play URLs may use; add https/wss only when a TLS front serves them */
+  @IsArray() @ArrayNotEmpty() @IsIn(['http', 'ws', 'https', 'wss'], { each: true })
+  schemes: string[] = ['http', 'ws'];
+}
+
+const APP = 'live';
+
+interface Feed {
+  muxer: FlvMuxer;
+  publisher: FlvPublisher;
+  sub: Subscription;
+}
+
+/**
+ * HTTP-FLV and WS-FLV players (through node-media-server) for fmt 0. One bus subscription per channel stream feeds
+ * one NMS publisher; NMS fans it out to players, each with its own bounded backlog.
+ */
+export default definePlugin({
+  name: 'flv-out',
+  config: FlvOutConfig,
+  env: { port: 'GW_FLV_PORT' },
+  async setup(ctx) {
+    const flv = await ctx.flvServer({ port: ctx.config.port, host: ctx.config.host, key: 'port' });
+    const publicPort = ctx.config.publicPort ?? flv.port;
+    const feeds = new Map<string, Feed>();
+    const playersByReq = new Map<string, number>();
+    const refused = ctx.metrics.counter('plays_refused_total', 'play attempts refused (unknown reqId or wrong token)');
+    const tags = ctx.metrics.counter('tags_total', 'FLV tags handed to node-media-server', ['type']);
+    ctx.metrics.gauge('players', 'connected FLV players', [], (g) => g.set(flv.stats().players));
+    ctx.metrics.gauge('bytes_out', 'bytes sent to FLV players', [], (g) => g.set(flv.stats().bytesOut));
+    ctx.metrics.gauge('streams', 'channel streams published to players', [], (g) => g.set(feeds.size));
+
+    ctx.sessions.registerOutput({
+      name: 'flv-out',
+      fmt: 0,
+      schemes: ctx.config.schemes,
+      playUrl: ({ streamName, reqId, token, scheme, host }) =>
+        `${scheme}://${host}:${publicPort}/${APP}/${streamName}.flv?reqId=${encodeURIComponent(reqId)}&token=${encodeURIComponent(token)}`,
+    });
+
+    flv.setPlayAuthorizer((p) => {
+      const ok = p.app === APP && !!ctx.sessions.authorizePlay(p.stream, p.query.reqId ?? '', p.query.token ?? '');
+      if (!ok) {
+        refused.inc();
+        ctx.log.warn({ stream: p.stream, reqId: p.query.reqId, remote: p.remote, protocol: p.protocol }, 'play refused: unknown request or wrong token');
+      }
+      return ok;
+    });
+    flv.onPlayer('start', (p) => {
+      const reqId = p.query.reqId ?? '';
+      playersByReq.set(reqId, (playersByReq.get(reqId) ?? 0) + 1);
+      ctx.sessions.playerStarted(reqId);
+      ctx.log.info({ stream: p.stream, reqId, remote: p.remote, protocol: p.protocol }, 'player started');
+    });
+    flv.onPlayer('stop', (p) => {
+      const reqId = p.query.reqId ?? '';
+      playersByReq.set(reqId, Math.max(0, (playersByReq.get(reqId) ?? 1) - 1));
+      ctx.sessions.playerStopped(reqId);
+      ctx.log.info({ stream: p.stream, reqId, remote: p.remote }, 'player stopped');
+    });
+
+    const startFeed = (s: ChannelStream) => {
+      if (feeds.has(s.name)) return;
+      const muxer = new FlvMuxer();
+      const publisher = flv.publish(APP, s.name);
+      const sub = s.media.subscribe({
+        tracks(list) {
+          for (const t of list) muxer.setTrack(t);
+        },
+        write(au) {
+          for (const tag of muxer.push(au)) {
+            publisher.sendTag(tag);
+            tags.inc({ type: tag.type === 9 ? 'video' : tag.type === 8 ? 'audio' : 'script' });
+          }
+        },
+        end: () => stopFeed(s.name),
+      });
+      feeds.set(s.name, { muxer, publisher, sub });
+    };
+    const stopFeed = (name: string) => {
+      const f = feeds.get(name);
+      if (!f) return;
+      feeds.delete(name);
+      f.sub.close();
+      f.publisher.end();
+      flv.closePlayers(APP, name);
+      const st = f.muxer.stats;
+      if (st.skippedAudio) ctx.log.info({ stream: name, skippedAudio: st.skippedAudio, codecs: st.skippedAudioCodecs }, 'audio FLV cannot carry was left out');
+    };
+
+    ctx.sessions.onRequestOpened((r, s) => {
+      if (r.params.fmt === 0) startFeed(s);
+    });
+    ctx.sessions.onRequestClosed((r) => {
+      if (r.params.fmt !== 0) return;
+      // players of this request go; the channel's other requests keep theirs
+      flv.closePlayers(APP, r.streamName, (p) => p.query.reqId === r.reqId);
+      playersByReq.delete(r.reqId);
+    });
+    ctx.sessions.onStreamClosed((s) => stopFeed(s.name));
+
+    ctx.log.info({ port: flv.port, schemes: ctx.config.schemes }, 'FLV players served');
+    return {
+      stop() {
+        for (const name of [...feeds.keys()]) stopFeed(name);
+      },
+    };
+  },
+});

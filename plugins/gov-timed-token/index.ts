@@ -1,0 +1,47 @@
+import { IsArray } from 'class-validator';
+import { definePlugin, ErrCode, GatewayError, invalidParam } from '../../plugin-sdk';
+import { TimedTokenStore } from './src/token-store';
+import { parseTimedTokenBody } from './src/timed-token-body';
+
+export class GovTimedTokenConfig {
+  /** initial valid tokens: [{"token": "..", "expiredAt": "yyyy-mm-ddTHH:mm:ssZ"}] */
+  @IsArray()
+  tokens: unknown[] = [];
+}
+
+/**
+ * Government-platform plays: an application marked `gov` must send a valid `timedToken` on open.
+ * Tokens come from config or from an admin application's POST /strm/timed_token, and survive restarts.
+ */
+export default definePlugin({
+  name: 'gov-timed-token',
+  config: GovTimedTokenConfig,
+  async setup(ctx) {
+    const seed = ctx.config.tokens.length ? parseTimedTokenBody({ tokens: ctx.config.tokens }) : { ok: true as const, tokens: [] };
+    if (!seed.ok) throw new Error(`config key tokens: ${seed.message}`);
+    const store = await TimedTokenStore.open(ctx.stores.keyv('timed-tokens'), seed.tokens);
+    const refused = ctx.metrics.counter('refused_total', 'gov opens refused', ['reason']);
+    const updates = ctx.metrics.counter('updates_total', 'timed token sets replaced by an admin call');
+
+    ctx.sessions.addOpenGuard((app, params) => {
+      if (!app.gov) return;
+      const verdict = store.check(params.timedToken, new Date(ctx.clock.now()));
+      if (verdict === 'ok') return;
+      refused.inc({ reason: verdict });
+      ctx.log.warn({ appId: app.appId, reqId: params.reqId, reason: verdict }, 'gov open refused: timedToken ' + verdict);
+      if (verdict === 'missing') throw invalidParam('timedToken', 'Required for this application.');
+      throw new GatewayError(ErrCode.INVALID_TOKEN, 'Invalid timedToken.');
+    });
+
+    ctx.routes.post('/strm/timed_token', async (req) => {
+      const parsed = parseTimedTokenBody(req.body);
+      if (!parsed.ok) throw new GatewayError(ErrCode.INVALID_PARAM, parsed.message);
+      await store.setTokens(parsed.tokens);
+      updates.inc();
+      ctx.log.info({ appId: req.app!.appId, count: parsed.tokens.length, expiries: parsed.tokens.map((t) => t.expiredAt.toISOString()) }, 'timed tokens replaced');
+      return { data: store.list().map((t) => ({ fingerprint: t.fingerprint, expiredAt: t.expiredAt.toISOString() })) };
+    }, { auth: 'admin' });
+
+    ctx.log.info({ tokens: store.list().length }, 'timed tokens loaded');
+  },
+});

@@ -1,0 +1,133 @@
+/** Shared helpers for the jt1078-ingest tests (not a test file itself). */
+import * as fs from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { fixturePath } from '../../../test/support/paths';
+import { requireTool } from '../../../test/support/tools';
+import type { AccessUnit, TrackInfo } from '../../../plugin-sdk/media';
+import { Jt1078Packet } from '../src/packet';
+import { Jt1078Parser, ParserOptions } from '../src/parser';
+import { Jt1078StreamAssembler, StreamAssemblerOptions } from '../src/stream-assembler';
+import { PacketFields, encodePacket } from '../src/packer';
+
+export interface CaptureFacts {
+  file: string;
+  packets: number;
+  sim: string;
+  channel: number;
+  videoFrames: number;
+  audioFrames: number;
+  width: number;
+  height: number;
+  profile: string;
+}
+
+/** What the fixtures README (and a byte-level count) says about each capture. */
+export const CAPTURES: CaptureFacts[] = [
+  { file: 'jt1078/glaciall-cif-h264-2013.bin', packets: 6063, sim: '13800138000', channel: 1, videoFrames: 4111, audioFrames: 0, width: 352, height: 288, profile: 'Main' },
+  { file: 'jt1078/xunilcyl-d1-h264-2013.bin', packets: 1634, sim: '132570034500', channel: 1, videoFrames: 631, audioFrames: 0, width: 704, height: 576, profile: 'High' },
+  { file: 'jt1078/gojt808-d1-h264-g711a-2013.bin', packets: 540, sim: '156987000796', channel: 1, videoFrames: 102, audioFrames: 214, width: 720, height: 576, profile: 'High' },
+  { file: 'jt1078/smallchi-cif-h264-2013.bin', packets: 1478, sim: '1901305037', channel: 3, videoFrames: 931, audioFrames: 0, width: 352, height: 288, profile: 'Main' },
+];
+
+const cache = new Map<string, Buffer>();
+export function readCapture(file: string): Buffer {
+  let b = cache.get(file);
+  if (!b) {
+    b = fs.readFileSync(fixturePath(file));
+    cache.set(file, b);
+  }
+  return b;
+}
+
+export function parseAll(data: Buffer, opts?: ParserOptions): { packets: Jt1078Packet[]; parser: Jt1078Parser } {
+  const packets: Jt1078Packet[] = [];
+  const parser = new Jt1078Parser((p) => packets.push(p), opts);
+  parser.push(data);
+  parser.end();
+  return { packets, parser };
+}
+
+export function capturePackets(file: string): Jt1078Packet[] {
+  return parseAll(readCapture(file)).packets;
+}
+
+/** The fields of a packet, for re-encoding it (optionally changed). */
+export function fieldsOf(p: Jt1078Packet, change: Partial<PacketFields> = {}): PacketFields {
+  return {
+    layout: p.layout, sim: p.sim, channel: p.channel, pt: p.pt, marker: p.marker, seq: p.seq,
+    dataType: p.dataType, subMark: p.subMark, timestamp: p.timestamp,
+    lastIFrameInterval: p.lastIFrameInterval, lastFrameInterval: p.lastFrameInterval, ...change,
+  };
+}
+
+export function reencode(p: Jt1078Packet, change: Partial<PacketFields> = {}): Buffer {
+  return encodePacket(fieldsOf(p, change), p.body);
+}
+
+/** A comparable summary of a packet (body as hex is too slow for thousands; a checksum does). */
+export function packetKey(p: Jt1078Packet): string {
+  return `${p.layout}/${p.sim}/${p.channel}/${p.pt}/${p.marker ? 1 : 0}/${p.seq}/${p.dataType}/${p.subMark}/${p.timestamp}/${p.body.length}/${checksum(p.body)}`;
+}
+
+export function checksum(b: Buffer): number {
+  let h = 2166136261;
+  for (let i = 0; i < b.length; i++) h = Math.imul(h ^ b[i], 16777619);
+  return h >>> 0;
+}
+
+/** mulberry32: small seeded PRNG so failures reproduce. */
+export function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+export class Collector {
+  tracks: TrackInfo[] = [];
+  units: AccessUnit[] = [];
+  onTrack(info: TrackInfo): void {
+    this.tracks.push(info);
+  }
+  onAccessUnit(au: AccessUnit): void {
+    this.units.push(au);
+  }
+  video(): AccessUnit[] {
+    return this.units.filter((u) => u.kind === 'video');
+  }
+  audio(): AccessUnit[] {
+    return this.units.filter((u) => u.kind === 'audio');
+  }
+}
+
+/** Packets -> assembler, collecting tracks and access units. */
+export function assemble(packets: Jt1078Packet[], opts?: StreamAssemblerOptions): { out: Collector; asm: Jt1078StreamAssembler } {
+  const out = new Collector();
+  const asm = new Jt1078StreamAssembler(out, opts);
+  for (const p of packets) asm.push(p);
+  asm.flush();
+  return { out, asm };
+}
+
+export interface ProbeResult {
+  codec: string;
+  width: number;
+  height: number;
+  profile: string;
+  level: number;
+  frames: number;
+}
+
+/** ffprobe as the independent decoder: decodes every frame of a raw Annex-B file. */
+export function ffprobeRaw(file: string, format: 'h264' | 'hevc'): ProbeResult {
+  const ffprobe = requireTool('ffprobe', 'ffmpeg');
+  const r = spawnSync(ffprobe, ['-v', 'error', '-f', format, '-count_frames', '-select_streams', 'v:0',
+    '-show_entries', 'stream=codec_name,width,height,profile,level,nb_read_frames', '-of', 'json', file], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`ffprobe failed on ${file}: ${r.stderr}`);
+  const s = JSON.parse(r.stdout).streams[0];
+  return { codec: s.codec_name, width: s.width, height: s.height, profile: s.profile, level: s.level, frames: Number(s.nb_read_frames) };
+}
