@@ -15,7 +15,6 @@ export interface TestGatewayOptions {
   gateway?: Record<string, unknown>;
   clock?: Clock;
   env?: NodeJS.ProcessEnv;
-  /** in-process plugin definitions by name, for plugins given by name only (default: plugins/<name>) */
   /** keep log lines in memory (see `logs`) instead of discarding them; GW_TEST_LOG=1 prints them */
   captureLogs?: boolean;
 }
