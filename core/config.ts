@@ -91,7 +91,9 @@ export function buildConfig<C extends object>(cls: new () => C, fileValues: unkn
   if (p) {
     const top = p.key.split('.')[0];
     const from = origin.has(top) ? ` from ${origin.get(top)}` : '';
-    throw new BootError(`${src.where}: key ${p.key}: ${p.text} (got ${JSON.stringify(p.value)}${from})`);
+    // values of secret-bearing keys stay out of the message: it ends up in terminals and service logs
+    const shown = /pass|secret|token|url|key/i.test(p.key) ? '(value hidden)' : JSON.stringify(p.value);
+    throw new BootError(`${src.where}: key ${p.key}: ${p.text} (got ${shown}${from})`);
   }
   return inst as C;
 }

@@ -128,6 +128,8 @@ interface StreamEntry {
   /** whether audio must wait for a video keyframe before a player starts */
   hasVideo: boolean;
   gopBytes: number;
+  /** tags of the current publish so far */
+  tagsIn: number;
   /** latest timestamp sent, so a later publisher continues the timeline of players that stay */
   lastTs: number;
   published: boolean;
@@ -139,6 +141,9 @@ type Transport =
 
 class Player extends BaseSession {
   waiting = true;
+  /** NMS is replaying the cached headers and GOP to this player */
+  joining = true;
+  headerPending = false;
   /** media skipped while the peer had unread data: with the backlog, what decides a drop */
   owed = 0;
   skips = 0;
@@ -169,6 +174,13 @@ class Player extends BaseSession {
 
   override sendBuffer = (msg: Buffer): void => {
     if (this.closing) return;
+    if (msg[0] === 0x46 /* 'F' */) {
+      // NMS's header always says audio+video; before the publisher has said what it carries, hold it back
+      if (this.entry.tagsIn === 0) { this.headerPending = true; return; }
+    } else if (this.headerPending) {
+      this.headerPending = false;
+      this.write(this.entry.broadcast.flvHeader);
+    }
     const kind = classify(msg);
     const backlog = this.backlog();
     if (backlog === 0) this.owed = 0;
@@ -189,7 +201,8 @@ class Player extends BaseSession {
   };
 
   private skip(bytes: number, backlog: number): void {
-    if (backlog === 0) return;
+    // Skipping the rest of a cached GOP while joining is catching up, not falling behind.
+    if (backlog === 0 || this.joining) return;
     this.owed += bytes;
     if (backlog + this.owed > 4 * this.bridge.maxBacklog) {
       this.bridge.log.info({ player: this.id, stream: this.entry.key, backlog, owed: this.owed }, 'dropping a player that stopped reading');
@@ -271,9 +284,21 @@ class PublisherImpl implements BridgePublisher {
       // Players that stayed through a previous publish get one continuous timeline.
       this.base = this.continueTimeline ? Math.max(0, entry.lastTs + 1 - Math.round(tag.timestamp)) : 0;
     }
-    const ts = (Math.round(tag.timestamp) + this.base) >>> 0;
-    if (type === 9) entry.hasVideo = true;
-    else if (type === 18 && body.indexOf('videocodecid') >= 0) entry.hasVideo = true;
+    // script tags keep their own timestamp: ffmpeg reads onMetaData only at 0 (else as subtitle data)
+    const ts = (Math.round(tag.timestamp) + (type === 18 ? 0 : this.base)) >>> 0;
+    if (type === 9) {
+      entry.hasVideo = true;
+    } else if (type === 18) {
+      // onMetaData says which tracks exist: the FLV header players get should say the same
+      // (flv.js and mpegts.js wait for an audio track the header announces)
+      const hasAudio = body.indexOf('audiocodecid') >= 0;
+      const hasVideo = body.indexOf('videocodecid') >= 0;
+      if (hasAudio || hasVideo) {
+        entry.broadcast.flvHeader = NmsFlv.createHeader(hasAudio, hasVideo || entry.hasVideo);
+        if (hasVideo) entry.hasVideo = true;
+      }
+    }
+    entry.tagsIn++;
     const packet = NmsFlv.parserTag(type, ts, body.length, body);
     try {
       entry.broadcast.broadcastMessage(packet);
@@ -365,8 +390,9 @@ export class NmsBridge implements FlvServer {
   publish(app: string, stream: string): BridgePublisher {
     if (this.stopped) throw new Error('FLV server is stopped');
     if (!PLAY_PATH.test(`/${app}/${stream}.flv`)) throw new TypeError(`bad FLV stream name ${app}/${stream}`);
+    // ending the old publisher may drop an entry without players, so look the entry up after it
+    this.streams.get(`${app}/${stream}`)?.publisher?.end();
     const entry = this.entryFor(app, stream);
-    if (entry.publisher) entry.publisher.end();
     const continueTimeline = entry.published && entry.players.size > 0;
     const pub = new PublisherImpl(this, entry, continueTimeline);
     const err = entry.broadcast.postPublish(pub.session);
@@ -375,6 +401,7 @@ export class NmsBridge implements FlvServer {
     entry.published = true;
     entry.hasVideo = false;
     entry.gopBytes = 0;
+    entry.tagsIn = 0;
     for (const p of entry.players.values()) p.waiting = true;
     return pub;
   }
@@ -476,7 +503,7 @@ export class NmsBridge implements FlvServer {
     if (!e) {
       e = {
         key, app, stream, broadcast: new BroadcastServer(`/${key}`), players: new Map(),
-        hasVideo: false, gopBytes: 0, lastTs: 0, published: false,
+        hasVideo: false, gopBytes: 0, tagsIn: 0, lastTs: 0, published: false,
       };
       this.streams.set(key, e);
     }
@@ -545,6 +572,8 @@ export class NmsBridge implements FlvServer {
       return;
     }
     res.socket?.setNoDelay(true);
+    // the player learns it is accepted now, even while the stream has no publisher yet
+    res.flushHeaders();
     this.attach(attempt, { kind: 'http', res }, (onGone) => res.once('close', onGone));
   }
 
@@ -585,6 +614,12 @@ export class NmsBridge implements FlvServer {
     if (transport.kind === 'http') transport.res.on('error', (err) => this.log.debug({ err: err.message }, 'HTTP-FLV player socket error'));
     // NMS sends the FLV header, cached metadata, sequence headers and GOP, then subscribes the player
     const err = entry.broadcast.postPlay(player);
+    player.joining = false;
+    if (player.closing) {
+      // gone during the replay: NMS subscribed it after our detach
+      entry.broadcast.subscribers.delete(player.id);
+      return;
+    }
     if (err !== null) {
       this.log.warn({ stream: entry.key, err }, 'node-media-server refused a play');
       player.drop();

@@ -65,7 +65,12 @@ export async function startTestGateway(opts: TestGatewayOptions): Promise<TestGa
     plugins: opts.plugins.map((p) => ({ name: p.name, config: p.config ?? {} })),
   };
   const kernel = new Kernel({ site, env: opts.env ?? {}, clock: opts.clock, logDestination: dest, pluginDefs });
-  await kernel.start();
+  try {
+    await kernel.start();
+  } catch (err) {
+    if (!givenDir) fs.rmSync(dataDir, { recursive: true, force: true });
+    throw err;
+  }
   const baseUrl = `http://127.0.0.1:${kernel.ports['gateway.httpPort']}`;
   return {
     kernel,

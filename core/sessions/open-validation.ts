@@ -124,6 +124,12 @@ export function validateOpen(body: Record<string, unknown>, env: ValidationEnv):
     let u: URL;
     try { u = new URL(body.cb); } catch { throw invalidParam('cb', 'Not a URL.'); }
     if (u.protocol !== 'http:' && u.protocol !== 'https:') throw invalidParam('cb', 'Use an http or https URL.');
+    // the notifier appends /strm_notif and sends user:password as Basic: a query, a fragment or a ':' in the
+    // user name could not survive that, so refuse them here rather than fail every notice later
+    if (u.search || u.hash || body.cb.includes('#')) throw invalidParam('cb', 'No query or fragment.');
+    let user: string;
+    try { user = decodeURIComponent(u.username); } catch { throw invalidParam('cb', 'Bad percent-encoding in the credentials.'); }
+    if (user.includes(':')) throw invalidParam('cb', 'The user name must not contain a colon.');
     cb = body.cb;
   }
   const connIdx = optInt(body, 'connIdx', 0, (n) => n >= 0, 'Use an integer from 0.');

@@ -11,7 +11,7 @@ import { NmsBridge, NmsBridgeOptions, PlayAttempt } from '../nms-bridge';
 import { FlvMuxer, FlvTag } from '../../plugin-sdk/formats/flv';
 import { h264NalType, joinAnnexB, splitAnnexB } from '../../plugin-sdk/formats/annexb';
 import type { AccessUnit } from '../../plugin-sdk/media';
-import { parseFlv, ReadTag } from '../../test/support/flv-reader';
+import { parseFlv, ReadTag, videoAnnexB } from '../../test/support/flv-reader';
 import { requireTool } from '../../test/support/tools';
 import { scratchDir } from '../../test/support/paths';
 
@@ -36,6 +36,33 @@ function h264Tags(): FlvTag[] {
     tags.push(...muxer.push(au));
   });
   return tags;
+}
+
+/** 2 s of H.265 (Enhanced FLV) with AAC, interleaved by timestamp. */
+function hevcAacTags(): FlvTag[] {
+  const ffmpeg = requireTool('ffmpeg', 'ffmpeg');
+  const v = spawnSync(ffmpeg, ['-hide_banner', '-loglevel', 'error', '-f', 'lavfi', '-i', 'testsrc=size=320x240:rate=25', '-t', '2',
+    '-c:v', 'libx265', '-x265-params', 'bframes=0:keyint=25:aud=1:log-level=error', '-f', 'hevc', '-'], { maxBuffer: 16 << 20 });
+  const a = spawnSync(ffmpeg, ['-hide_banner', '-loglevel', 'error', '-f', 'lavfi', '-i', 'sine=frequency=440:sample_rate=16000', '-t', '2',
+    '-c:a', 'aac', '-ac', '1', '-f', 'adts', '-'], { maxBuffer: 16 << 20 });
+  if (v.status !== 0 || a.status !== 0) throw new Error(`ffmpeg failed: ${v.stderr}${a.stderr}`);
+  const units: AccessUnit[] = [];
+  const aus: Buffer[][] = [];
+  for (const nal of splitAnnexB(v.stdout)) {
+    if (((nal[0] >> 1) & 0x3f) === 35 || aus.length === 0) aus.push([]);
+    aus[aus.length - 1].push(nal);
+  }
+  aus.forEach((nals, i) => units.push({ kind: 'video', codec: 'h265', dts: i * 40, pts: i * 40,
+    keyframe: nals.some((n) => { const t = (n[0] >> 1) & 0x3f; return t >= 16 && t <= 23; }), payload: joinAnnexB(nals) }));
+  for (let at = 0, i = 0; at < a.stdout.length; i++) {
+    const len = ((a.stdout[at + 3] & 3) << 11) | (a.stdout[at + 4] << 3) | (a.stdout[at + 5] >> 5);
+    units.push({ kind: 'audio', codec: 'aac', dts: i * 64, pts: i * 64, keyframe: false, payload: a.stdout.subarray(at, at + len) });
+    at += len;
+  }
+  units.sort((x, y) => x.dts - y.dts);
+  const muxer = new FlvMuxer();
+  muxer.setTrack({ kind: 'audio', codec: 'aac', sampleRate: 16000, channels: 1 });
+  return units.flatMap((u) => muxer.push(u));
 }
 
 function ffprobeFlv(bytes: Buffer, dir: string, name: string): { codec: string; width: number; height: number; frames: number } {
@@ -143,15 +170,16 @@ describe('NMS bridge (HTTP-FLV / WS-FLV through node-media-server)', function ()
       assert.deepEqual(b.stats(), { players: 2, streams: 0, bytesOut: b.stats().bytesOut });
 
       const pub = b.publish('live', 'car_1_1');
-      // NMS's own AMF decoder logs an unknown script command: that must reach our logger, not the console
-      pub.sendTag({ type: 18, timestamp: 0, body: Buffer.from([0x02, 0x00, 0x03, 0x66, 0x6f, 0x6f, 0x05]), keyframe: false });
       for (const t of tags) pub.sendTag(t);
+      // NMS's own AMF decoder logs an unknown script command: that must reach our logger, not the console
+      pub.sendTag({ type: 18, timestamp: 2000, body: Buffer.from([0x02, 0x00, 0x03, 0x66, 0x6f, 0x6f, 0x05]), keyframe: false });
       assert.equal(b.stats().streams, 1);
       b.closePlayers('live', 'car_1_1');
       const [httpBody, wsRes] = await Promise.all([hp.body, wp.closed]);
       assert.equal(wsRes.code, 1000);
       for (const [name, bytes] of [['http.flv', httpBody], ['ws.flv', wsRes.body]] as const) {
         const flv = parseFlv(bytes);
+        assert.deepEqual([flv.header.hasVideo, flv.header.hasAudio], [true, false], `${name}: header flags follow onMetaData`);
         const frames = videoFrames(flv.tags);
         assert.equal(frames.length, 50, name);
         assert.equal(frames[0].keyframe, true, name);
@@ -186,6 +214,31 @@ describe('NMS bridge (HTTP-FLV / WS-FLV through node-media-server)', function ()
     assert.equal(frames[0].timestamp, 1000, 'GOP cache starts at frame 25');
     assert.equal(frames.length, 25);
     assert.deepEqual(ffprobeFlv(await hp.body, dir, 'late.flv'), { codec: 'h264', width: 320, height: 240, frames: 25 });
+  });
+
+  it('caches the Enhanced HEVC and AAC sequence headers for a late joiner', async () => {
+    const all = hevcAacTags();
+    const b = await start();
+    const pub = b.publish('live', 'hevc');
+    const split = all.findIndex((t) => t.type === 9 && t.timestamp >= 1200);
+    for (const t of all.slice(0, split)) pub.sendTag(t);
+    const joined = nextPlayer(b, 'start');
+    const wp = wsPlay(b.port, '/live/hevc.flv?token=good');
+    await joined;
+    for (const t of all.slice(split)) pub.sendTag(t);
+    b.closePlayers('live', 'hevc');
+    const flv = parseFlv((await wp.closed).body);
+    assert.deepEqual([flv.header.hasVideo, flv.header.hasAudio], [true, true]);
+    const first = flv.tags.slice(0, 3).map((t) => `${t.codec}${t.sequenceHeader ? ':seq' : ''}`);
+    assert.deepEqual(first, ['script', 'aac:seq', 'h265:seq']);
+    const frames = videoFrames(flv.tags);
+    assert.deepEqual([frames[0].keyframe, frames[0].timestamp, frames.length], [true, 1000, 25]);
+    const aac = flv.tags.filter((t) => t.codec === 'aac' && !t.sequenceHeader);
+    assert.ok(aac.length > 0 && aac[0].timestamp >= 1000, 'audio starts with the GOP');
+    const { annexB } = videoAnnexB(flv.tags, 'h265');
+    const r = spawnSync(requireTool('ffprobe', 'ffmpeg'), ['-v', 'error', '-f', 'hevc', '-count_frames', '-show_streams', '-of', 'json', '-'], { input: annexB });
+    const s = JSON.parse(r.stdout.toString()).streams[0];
+    assert.deepEqual([s.codec_name, s.width, s.height, Number(s.nb_read_frames)], ['hevc', 320, 240, 25]);
   });
 
   it('holds a player that comes before the publisher and starts it at the first keyframe', async () => {
@@ -259,6 +312,7 @@ describe('NMS bridge (HTTP-FLV / WS-FLV through node-media-server)', function ()
 
     const stat = (id: string) => b.playerStats().find((p) => p.id === id);
     let slowPeak = 0;
+    let slowSkips = 0;
     const total = 480;
     for (let i = 0; i < total; i++) {
       await until(() => (stat(fastId)?.backlogBytes ?? 0) < cap / 2, 'the reading player to drain');
@@ -271,9 +325,13 @@ describe('NMS bridge (HTTP-FLV / WS-FLV through node-media-server)', function ()
       body[9] = key ? 0x65 : 0x41;
       pub.sendTag({ type: 9, timestamp: 2000 + i * 40, body, keyframe: key });
       const s = stat(slowId);
-      if (s) slowPeak = Math.max(slowPeak, s.peakBacklogBytes, s.backlogBytes);
+      if (s) {
+        slowPeak = Math.max(slowPeak, s.peakBacklogBytes, s.backlogBytes);
+        slowSkips = s.skips;
+      }
     }
-    assert.ok(slowPeak > 0, 'the slow player did build a backlog');
+    assert.ok(slowPeak > cap / 2, 'the slow player did build a backlog');
+    assert.ok(slowSkips > 0, 'it was moved to a later keyframe before being dropped');
     assert.ok(slowPeak <= cap + frameBytes + 64, `slow player backlog peaked at ${slowPeak} (cap ${cap})`);
     assert.equal(slowDropped, true, 'a player that never reads is dropped once it owes 4x the cap');
     assert.equal(stat(slowId), undefined);
@@ -300,6 +358,33 @@ describe('NMS bridge (HTTP-FLV / WS-FLV through node-media-server)', function ()
     slow.destroy();
   });
 
+  it('does not drop a player for the cached GOP it could not take while joining', async () => {
+    const cap = 64 * 1024;
+    const b = await start({ maxPlayerBacklogBytes: cap });
+    const pub = b.publish('live', 'gop');
+    pub.sendTag(tags[0]);
+    pub.sendTag(tags[1]);
+    const frame = (i: number): FlvTag => {
+      const body = Buffer.alloc(9 + 64 * 1024);
+      body[0] = i === 0 ? 0x17 : 0x27;
+      body[1] = 1;
+      body.writeUInt32BE(64 * 1024, 5);
+      return { type: 9, timestamp: i * 40, body, keyframe: i === 0 };
+    };
+    for (let i = 0; i < 100; i++) pub.sendTag(frame(i)); // a 6.4 MB GOP, all cached
+    const joined = nextPlayer(b, 'start');
+    const slow = net.connect(b.port, HOST);
+    slow.write('GET /live/gop.flv?token=good HTTP/1.1\r\nHost: x\r\n\r\n');
+    slow.pause();
+    const id = await joined;
+    const s = b.playerStats().find((p) => p.id === id);
+    assert.ok(s, 'still attached after the replay');
+    assert.ok(s.bytesOut < 100 * 64 * 1024, 'the part of the GOP it could not take was skipped');
+    assert.equal(s.waitingForKeyframe, true);
+    assert.ok(s.peakBacklogBytes <= cap + 64 * 1024 + 64);
+    slow.destroy();
+  });
+
   it('continues the timeline for players that stay through a publisher restart', async () => {
     const b = await start();
     const joined = nextPlayer(b, 'start');
@@ -314,6 +399,25 @@ describe('NMS bridge (HTTP-FLV / WS-FLV through node-media-server)', function ()
     const frames = videoFrames(parseFlv(await hp.body).tags);
     assert.equal(frames.length, 75);
     for (let i = 1; i < frames.length; i++) assert.ok(frames[i].timestamp > frames[i - 1].timestamp, `timestamp went back at frame ${i}`);
+  });
+
+  it('lets a second publish of a stream replace the first', async () => {
+    const b = await start();
+    const first = b.publish('live', 'twice');
+    for (const t of tags.slice(0, 10)) first.sendTag(t);
+    const second = b.publish('live', 'twice');
+    first.sendTag(tags[10]); // a replaced publisher's late tags go nowhere
+    assert.equal(b.stats().streams, 1);
+    for (const t of tags.slice(0, 2 + 30)) second.sendTag(t);
+    const joined = nextPlayer(b, 'start');
+    const hp = httpPlay(b.port, '/live/twice.flv?token=good');
+    await joined;
+    for (const t of tags.slice(2 + 30)) second.sendTag(t);
+    b.closePlayers('live', 'twice');
+    const frames = videoFrames(parseFlv(await hp.body).tags);
+    assert.deepEqual([frames[0].timestamp, frames.length], [1000, 25]);
+    second.end();
+    assert.equal(b.stats().streams, 0);
   });
 
   it('stop() closes players and the port and leaves no handles; a taken port rejects without exiting', async () => {

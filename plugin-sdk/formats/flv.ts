@@ -13,6 +13,8 @@
 import type { AccessUnit, AudioCodec, AudioTrackInfo, TrackInfo, VideoCodec, VideoTrackInfo } from '../media';
 import type { FlvTag } from '../flv-server';
 import { h264NalType, h265NalType, splitAnnexB } from './annexb';
+import { buildAvcC, parseH264Sps } from './h264';
+import { buildHvcC, parseH265Sps } from './h265';
 
 export type { FlvTag };
 
@@ -66,12 +68,14 @@ export function flvPrevTagSize(tag: FlvTag): Buffer {
 
 /**
  * A tag as file bytes: 11-byte header, body, 4-byte PreviousTagSize.
- * For a body made by FlvMuxer this fills the reserved room and returns a view over the same memory (no copy);
- * the returned buffer is rewritten if the same tag is serialised again. Other bodies are copied once.
+ * The first serialisation of a body made by FlvMuxer fills the room reserved around it and returns a view over
+ * the same memory (no copy). Later serialisations of that body (e.g. configTags() for a new file) and bodies
+ * from elsewhere are copied once, so a buffer already handed to a pending write is never rewritten.
  */
 export function serializeTag(tag: FlvTag): Buffer {
   const len = tag.body.length;
   const framed = framedBodies.get(tag.body);
+  if (framed) framedBodies.delete(tag.body);
   const out = framed ?? Buffer.allocUnsafe(TAG_HEADER_SIZE + len + PREV_SIZE_SIZE);
   writeTagHeader(out, 0, tag.type, len, tag.timestamp);
   if (!framed) tag.body.copy(out, TAG_HEADER_SIZE);
@@ -119,147 +123,6 @@ export function encodeOnMetaData(props: Record<string, AmfValue>): Buffer {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Decoder configuration records
-
-/** AVCDecoderConfigurationRecord (ISO/IEC 14496-15 5.3.3.1) with 4-byte NAL lengths, one SPS and one PPS. */
-function buildAvcC(sps: Buffer, pps: Buffer): Buffer {
-  if (sps.length < 4) throw new Error(`H.264 SPS of ${sps.length} bytes is too short`);
-  const out = Buffer.allocUnsafe(11 + sps.length + pps.length);
-  out[0] = 1;
-  out[1] = sps[1]; // profile_idc
-  out[2] = sps[2]; // constraint flags
-  out[3] = sps[3]; // level_idc
-  out[4] = 0xff; // reserved(6) | lengthSizeMinusOne = 3
-  out[5] = 0xe1; // reserved(3) | numOfSequenceParameterSets = 1
-  out.writeUInt16BE(sps.length, 6);
-  sps.copy(out, 8);
-  let at = 8 + sps.length;
-  out[at++] = 1;
-  out.writeUInt16BE(pps.length, at);
-  pps.copy(out, at + 2);
-  return out;
-}
-
-/** Reads bits from an RBSP (emulation-prevention bytes removed). */
-class BitReader {
-  private pos = 0;
-  constructor(private readonly buf: Buffer) {}
-  u(n: number): number {
-    let v = 0;
-    for (let i = 0; i < n; i++) {
-      const byte = this.pos >> 3;
-      if (byte >= this.buf.length) throw new RangeError('parameter set ended early');
-      v = v * 2 + ((this.buf[byte] >> (7 - (this.pos & 7))) & 1);
-      this.pos++;
-    }
-    return v;
-  }
-  skip(n: number): void {
-    this.pos += n;
-    if (this.pos > this.buf.length * 8) throw new RangeError('parameter set ended early');
-  }
-  ue(): number {
-    let zeros = 0;
-    while (this.u(1) === 0) {
-      if (++zeros > 31) throw new RangeError('bad Exp-Golomb code in parameter set');
-    }
-    return zeros === 0 ? 0 : 2 ** zeros - 1 + this.u(zeros);
-  }
-}
-
-function unescapeRbsp(nal: Buffer, from: number): Buffer {
-  const out = Buffer.allocUnsafe(nal.length - from);
-  let n = 0;
-  let zeros = 0;
-  for (let i = from; i < nal.length; i++) {
-    const b = nal[i];
-    if (zeros >= 2 && b === 3) { zeros = 0; continue; }
-    zeros = b === 0 ? zeros + 1 : 0;
-    out[n++] = b;
-  }
-  return out.subarray(0, n);
-}
-
-interface HevcSpsInfo {
-  /** general profile_tier_level: 12 bytes, as hvcC stores them */
-  ptl: Buffer;
-  maxSubLayersMinus1: number;
-  temporalIdNesting: number;
-  chromaFormatIdc: number;
-  bitDepthLumaMinus8: number;
-  bitDepthChromaMinus8: number;
-  width: number;
-  height: number;
-}
-
-function parseHevcSps(sps: Buffer): HevcSpsInfo {
-  const rbsp = unescapeRbsp(sps, 2);
-  const r = new BitReader(rbsp);
-  r.u(4); // sps_video_parameter_set_id
-  const maxSubLayersMinus1 = r.u(3);
-  const temporalIdNesting = r.u(1);
-  if (rbsp.length < 13) throw new Error(`H.265 SPS of ${sps.length} bytes is too short`);
-  const ptl = Buffer.from(rbsp.subarray(1, 13));
-  r.skip(96);
-  const subProfile: number[] = [];
-  const subLevel: number[] = [];
-  for (let i = 0; i < maxSubLayersMinus1; i++) {
-    subProfile.push(r.u(1));
-    subLevel.push(r.u(1));
-  }
-  if (maxSubLayersMinus1 > 0) for (let i = maxSubLayersMinus1; i < 8; i++) r.skip(2);
-  for (let i = 0; i < maxSubLayersMinus1; i++) {
-    if (subProfile[i]) r.skip(88);
-    if (subLevel[i]) r.skip(8);
-  }
-  r.ue(); // sps_seq_parameter_set_id
-  const chromaFormatIdc = r.ue();
-  let separateColourPlane = 0;
-  if (chromaFormatIdc === 3) separateColourPlane = r.u(1);
-  const picW = r.ue();
-  const picH = r.ue();
-  let cropL = 0, cropR = 0, cropT = 0, cropB = 0;
-  if (r.u(1)) {
-    cropL = r.ue(); cropR = r.ue(); cropT = r.ue(); cropB = r.ue();
-  }
-  const bitDepthLumaMinus8 = r.ue();
-  const bitDepthChromaMinus8 = r.ue();
-  const chromaArrayType = separateColourPlane ? 0 : chromaFormatIdc;
-  const subW = chromaArrayType === 1 || chromaArrayType === 2 ? 2 : 1;
-  const subH = chromaArrayType === 1 ? 2 : 1;
-  return {
-    ptl, maxSubLayersMinus1, temporalIdNesting, chromaFormatIdc, bitDepthLumaMinus8, bitDepthChromaMinus8,
-    width: picW - subW * (cropL + cropR), height: picH - subH * (cropT + cropB),
-  };
-}
-
-/** HEVCDecoderConfigurationRecord (ISO/IEC 14496-15 8.3.3.1) with 4-byte NAL lengths and one VPS, SPS, PPS. */
-function buildHvcC(vps: Buffer, sps: Buffer, pps: Buffer): Buffer {
-  const info = parseHevcSps(sps);
-  const head = Buffer.alloc(23);
-  head[0] = 1;
-  info.ptl.copy(head, 1);
-  head[13] = 0xf0; // reserved(4) | min_spatial_segmentation_idc = 0
-  head[14] = 0x00;
-  head[15] = 0xfc; // reserved(6) | parallelismType = 0 (unknown)
-  head[16] = 0xfc | (info.chromaFormatIdc & 3);
-  head[17] = 0xf8 | (info.bitDepthLumaMinus8 & 7);
-  head[18] = 0xf8 | (info.bitDepthChromaMinus8 & 7);
-  head.writeUInt16BE(0, 19); // avgFrameRate unknown
-  head[21] = (((info.maxSubLayersMinus1 + 1) & 7) << 3) | ((info.temporalIdNesting & 1) << 2) | 3;
-  head[22] = 3;
-  const parts: Buffer[] = [head];
-  for (const [type, nal] of [[32, vps], [33, sps], [34, pps]] as const) {
-    const a = Buffer.allocUnsafe(5);
-    a[0] = 0x80 | type; // array_completeness = 1
-    a.writeUInt16BE(1, 1);
-    a.writeUInt16BE(nal.length, 3);
-    parts.push(a, nal);
-  }
-  return Buffer.concat(parts);
-}
-
-// ---------------------------------------------------------------------------------------------------------------
 // Muxer
 
 /** FLV SoundFormat and flags byte for codecs FLV can carry (AAC's byte is fixed at 0xAF by the spec). */
@@ -291,6 +154,8 @@ interface VideoState {
   vps?: Buffer;
   width?: number;
   height?: number;
+  /** the track info gave the size; otherwise it comes from the SPS */
+  sizeGiven?: boolean;
   frameRate?: number;
   /** the parameter sets changed since the last sequence header was emitted */
   configDirty: boolean;
@@ -356,11 +221,11 @@ export class FlvMuxer {
 
   /**
    * The current onMetaData and sequence headers, for a consumer that starts mid-stream (e.g. a new file).
-   * Timestamps are set to `timestamp`.
+   * Sequence headers get `timestamp`; onMetaData keeps 0 (see buildMeta).
    */
   configTags(timestamp = 0): FlvTag[] {
     const out: FlvTag[] = [];
-    if (this.video || this.hasAudio) out.push(this.buildMeta(timestamp));
+    if (this.video || this.hasAudio) out.push(this.buildMeta());
     if (this.video?.seqHeader) out.push({ ...this.video.seqHeader, timestamp });
     if (this.audio?.seqHeader) out.push({ ...this.audio.seqHeader, timestamp });
     return out;
@@ -373,10 +238,14 @@ export class FlvMuxer {
       this.video = v;
       this.metaDirty = true;
     }
-    if (info.width !== v.width || info.height !== v.height || info.frameRate !== v.frameRate) {
-      if (info.width !== undefined) v.width = info.width;
-      if (info.height !== undefined) v.height = info.height;
-      if (info.frameRate !== undefined) v.frameRate = info.frameRate;
+    if (info.width !== undefined && info.height !== undefined) {
+      if (info.width !== v.width || info.height !== v.height) this.metaDirty = true;
+      v.width = info.width;
+      v.height = info.height;
+      v.sizeGiven = true;
+    }
+    if (info.frameRate !== undefined && info.frameRate !== v.frameRate) {
+      v.frameRate = info.frameRate;
       this.metaDirty = true;
     }
     this.updateParams(v, info.sps, info.pps, info.vps);
@@ -470,16 +339,11 @@ export class FlvMuxer {
       }
       v.configDirty = false;
       v.seqHeader = seq;
-      if (hevc && (v.width === undefined || v.height === undefined)) {
-        const info = parseHevcSps(v.sps!);
-        v.width = info.width;
-        v.height = info.height;
-        this.metaDirty = true;
-      }
-      this.emitMeta(out, ts);
+      this.sizeFromSps(v);
+      this.emitMeta(out);
       out.push(seq);
     } else {
-      this.emitMeta(out, ts);
+      this.emitMeta(out);
     }
     v.started = true;
 
@@ -508,6 +372,20 @@ export class FlvMuxer {
     out.push({ type: FLV_TAG_VIDEO, timestamp: ts, body, keyframe: key });
     this.counters.videoTags++;
     return out;
+  }
+
+  /** onMetaData's width/height from the SPS (again on each new SPS) when the track info did not give them. */
+  private sizeFromSps(v: VideoState): void {
+    if (v.sizeGiven) return;
+    try {
+      const info = v.codec === 'h265' ? parseH265Sps(v.sps!) : parseH264Sps(v.sps!);
+      if (info.width === v.width && info.height === v.height) return;
+      v.width = info.width;
+      v.height = info.height;
+      this.metaDirty = true;
+    } catch {
+      // the size is only informative here; decoders read it from the sequence header
+    }
   }
 
   private videoSeqHeader(v: VideoState, ts: number): FlvTag {
@@ -542,7 +420,7 @@ export class FlvMuxer {
     if (au.payload.length === 0) return [];
     const ts = this.clampTs(a, au.dts);
     const out: FlvTag[] = [];
-    this.emitMeta(out, ts);
+    this.emitMeta(out);
     const body = allocBody(1 + au.payload.length);
     body[0] = flags;
     au.payload.copy(body, 1);
@@ -591,7 +469,7 @@ export class FlvMuxer {
     const frameMs = a.sampleRate > 0 ? (1024 * 1000) / a.sampleRate : 0;
     for (let i = 0; i < frames.length; i++) {
       const ts = this.clampTs(a, au.dts + i * frameMs);
-      if (i === 0) this.emitMeta(out, ts);
+      if (i === 0) this.emitMeta(out);
       if (a.configDirty) {
         const seq = allocBody(2 + a.config.length);
         seq[0] = 0xaf;
@@ -611,14 +489,18 @@ export class FlvMuxer {
     return out;
   }
 
-  private emitMeta(out: FlvTag[], ts: number): void {
+  private emitMeta(out: FlvTag[]): void {
     if (!this.metaDirty) return;
     this.metaDirty = false;
-    out.push(this.buildMeta(ts));
+    out.push(this.buildMeta());
     this.counters.scriptTags++;
   }
 
-  private buildMeta(ts: number): FlvTag {
+  /**
+   * onMetaData always carries timestamp 0: ffmpeg's FLV reader takes a script tag with any other timestamp for
+   * subtitle data (a 'text' stream) instead of metadata.
+   */
+  private buildMeta(): FlvTag {
     const props: Record<string, AmfValue> = {};
     const v = this.video;
     if (v) {
@@ -636,6 +518,6 @@ export class FlvMuxer {
       props.stereo = a.channels >= 2;
     }
     props.encoder = 'jt1078-gateway';
-    return { type: FLV_TAG_SCRIPT, timestamp: ts, body: encodeOnMetaData(props), keyframe: false };
+    return { type: FLV_TAG_SCRIPT, timestamp: 0, body: encodeOnMetaData(props), keyframe: false };
   }
 }

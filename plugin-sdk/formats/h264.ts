@@ -336,8 +336,9 @@ export function buildAvcC(sps: Buffer | Buffer[], pps: Buffer | Buffer[]): Buffe
   parts.push(Buffer.from([ppsList.length]));
   for (const p of ppsList) parts.push(u16(p.length), p);
   const profileIdc = first[1];
-  if (profileIdc === 100 || profileIdc === 110 || profileIdc === 122 || profileIdc === 144) {
-    // High profiles carry chroma format and bit depths (14496-15 amendment); decoders tolerate either form.
+  if (HIGH_PROFILES.has(profileIdc)) {
+    // Profiles whose SPS carries chroma format and bit depths repeat them here (14496-15 5.3.3.1.2),
+    // as ffmpeg writes it.
     let chroma = 1, lumaMinus8 = 0, chromaMinus8 = 0;
     try {
       const info = parseH264Sps(first);

@@ -195,7 +195,8 @@ export function buildHvcC(vps: Buffer | Buffer[], sps: Buffer | Buffer[], pps: B
   const arrays: Array<[number, Buffer[]]> = [[H265_NAL.VPS, vpsList], [H265_NAL.SPS, spsList], [H265_NAL.PPS, ppsList]];
   for (const [type, list] of arrays) {
     const a = Buffer.allocUnsafe(3);
-    a[0] = 0x80 | type; // array_completeness 1: all parameter sets of this type are in the record
+    // array_completeness 0: parameter sets may also come in-band (they do: on every keyframe), as ffmpeg writes it
+    a[0] = type;
     a.writeUInt16BE(list.length, 1);
     parts.push(a);
     for (const nal of list) {

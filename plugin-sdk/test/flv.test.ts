@@ -117,6 +117,10 @@ describe('FLV muxer', function () {
     const flv = parseFlv(Buffer.concat([flvFileHeader(true, false), ...muxAll(muxer, [...first, ...second]).map(serializeTag)]));
     const seqs = flv.tags.filter((t) => t.sequenceHeader);
     assert.deepEqual(seqs.map((t) => t.timestamp), [0, 1000]);
+    // no track info was given: onMetaData takes the size from each SPS
+    const metaSizes = flv.tags.filter((t) => t.type === 18).map((t) => decodeScriptTag(t.body).props)
+      .map((p) => `${p.width}x${p.height} codec ${p.videocodecid}`);
+    assert.deepEqual(metaSizes, ['320x240 codec 7', '160x120 codec 7']);
     const { annexB, frames } = videoAnnexB(flv.tags, 'h264');
     assert.equal(frames, 50);
     const p = probe(['-f', 'h264', '-show_frames', '-show_entries', 'frame=width,height', '-'], annexB);
@@ -277,19 +281,41 @@ describe('FLV muxer', function () {
     assert.equal(tags[2].timestamp, 1000);
   });
 
+  it('gives config tags for a file that starts mid-stream', () => {
+    const units = encodeVideo('h264');
+    const muxer = new FlvMuxer();
+    muxAll(muxer, units.slice(0, 25));
+    const tail = muxAll(muxer, units.slice(25));
+    const file = path.join(dir, 'mid.flv');
+    const tags = [...muxer.configTags(1000), ...tail];
+    assert.deepEqual(tags.slice(0, 2).map((t) => [t.type, t.timestamp]), [[18, 0], [9, 1000]]);
+    writeFlv(file, muxer, tags);
+    const streams = probe(['-count_frames', '-show_streams', file]).streams;
+    assert.equal(streams.length, 1, 'onMetaData read as metadata, not as a subtitle stream');
+    const s = streams[0];
+    assert.deepEqual([s.codec_name, s.width, s.height, Number(s.nb_read_frames)], ['h264', 320, 240, 25]);
+  });
+
   it('frames muxer tags in place, identical to a generic serialisation', () => {
     const muxer = new FlvMuxer();
     const [unit] = encodeVideo('h264', '320x240', 1);
     const tags = muxer.push({ ...unit, dts: 0x1234567, pts: 0x1234567 });
+    const framed: Buffer[] = [];
     for (const tag of tags) {
+      const sharesBody = (b: Buffer): boolean => b.buffer === tag.body.buffer && b.byteOffset + 11 === tag.body.byteOffset;
       const inPlace = serializeTag(tag);
-      assert.equal(inPlace.buffer, tag.body.buffer, 'framed around the body without a copy');
+      assert.ok(sharesBody(inPlace), 'framed around the body without a copy');
       const copied = serializeTag({ ...tag, body: Buffer.from(tag.body) });
       assert.ok(copied.equals(inPlace));
       assert.ok(Buffer.concat([flvTagHeader(tag), tag.body, flvPrevTagSize(tag)]).equals(inPlace));
+      framed.push(Buffer.from(inPlace));
+      // the same body again (a second file): a copy, the first buffer may still sit in a write queue
+      const again = serializeTag({ ...tag, timestamp: 5 });
+      assert.ok(!sharesBody(again));
+      assert.ok(inPlace.equals(framed[framed.length - 1]), 'first serialisation left untouched');
     }
-    const flv = parseFlv(Buffer.concat([flvFileHeader(true, false), ...tags.map(serializeTag)]));
-    assert.ok(flv.tags.every((t) => t.timestamp === 0x1234567), 'timestamps above 24 bits use TimestampExtended');
+    const flv = parseFlv(Buffer.concat([flvFileHeader(true, false), ...framed]));
+    assert.deepEqual(flv.tags.map((t) => t.timestamp), [0, 0x1234567, 0x1234567], 'timestamps above 24 bits use TimestampExtended');
   });
 
   it('keeps timestamps monotonic per track when a source jumps back', () => {

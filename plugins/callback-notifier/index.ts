@@ -38,11 +38,19 @@ export class CallbackNotifierConfig {
   @IsString()
   redisStreamKey = 'gw:strm_notif';
 
+  /** one stream per application (`<redisStreamKey>:<appId>`), so an application reads only its own requests */
+  @IsBoolean()
+  redisStreamPerApp = true;
+
   @IsInt() @Min(100)
   redisMaxLen = 100_000;
 
   @IsInt() @Min(1)
   redisBufferLimit = 1000;
+
+  /** at shutdown, how long queued notices may still be delivered */
+  @IsInt() @Min(0) @Max(9000)
+  shutdownGraceMs = 3000;
 }
 
 /**
@@ -76,13 +84,15 @@ export default definePlugin({
 
     ctx.notices.on((n) => {
       if (n.cb) dispatcher.enqueue(n.payload.reqId, n.cb, n.payload);
-      else if (mq) mq.publish(n.payload);
+      else if (mq) mq.publish(n.payload, c.redisStreamPerApp ? n.appId : undefined);
       else unrouted.inc();
     });
 
     ctx.log.info({ redis: c.redisUrl ? redactRedisUrl(c.redisUrl) : undefined, streamKey: mq ? c.redisStreamKey : undefined, allowHosts: c.allowHosts, blockInternal: c.blockInternal }, 'callback notifier ready');
     return {
       async stop() {
+        // the closed notices of requests ended by the shutdown get a short chance to leave
+        await Promise.race([Promise.all([dispatcher.whenIdle(), mq?.whenIdle()]), new Promise((r) => setTimeout(r, c.shutdownGraceMs))]);
         await dispatcher.stop();
         await mq?.stop();
       },

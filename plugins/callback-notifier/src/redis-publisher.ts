@@ -56,7 +56,7 @@ export class RedisNoticePublisher {
   private readonly maxLen: string;
   private readonly bufferLimit: number;
   private readonly metrics?: { published(): void; dropped(): void };
-  private readonly buffer: string[][] = [];
+  private readonly buffer: Array<{ key: string; fields: string[] }> = [];
   private readonly counts = { published: 0, dropped: 0 };
   private writing = false;
   private down = false;
@@ -90,12 +90,13 @@ export class RedisNoticePublisher {
     this.redis.on('close', () => wentDown('connection closed'));
   }
 
-  publish(payload: NoticePayload): void {
+  /** `streamKeySuffix` (e.g. the appId) puts the notice on `<streamKey>:<suffix>`, so each application reads only its own. */
+  publish(payload: NoticePayload, streamKeySuffix?: string): void {
     if (this.stopped) {
       this.countDrop(payload.reqId, 'publisher stopped');
       return;
     }
-    this.buffer.push(noticeToStreamFields(payload));
+    this.buffer.push({ key: streamKeySuffix ? `${this.streamKey}:${streamKeySuffix}` : this.streamKey, fields: noticeToStreamFields(payload) });
     this.trim();
     void this.pump();
   }
@@ -115,7 +116,7 @@ export class RedisNoticePublisher {
     if (this.stopped) return;
     this.stopped = true;
     const left = this.buffer.splice(0);
-    for (const fields of left) this.countDrop(reqIdOf(fields), undefined);
+    for (const e of left) this.countDrop(reqIdOf(e.fields), undefined);
     if (left.length > 0) this.log.warn({ unsent: left.length }, 'notice publisher stopping with unpublished notices');
     this.redis.disconnect();
     this.wakeIdle();
@@ -127,9 +128,10 @@ export class RedisNoticePublisher {
     try {
       while (this.buffer.length > 0 && !this.stopped && this.redis.status === 'ready') {
         // Out of the buffer while being written, so an overflow meanwhile drops a waiting notice, not this one.
-        const fields = this.buffer.shift()!;
+        const entry = this.buffer.shift()!;
+        const fields = entry.fields;
         try {
-          await this.redis.xadd(this.streamKey, 'MAXLEN', '~', this.maxLen, '*', ...fields);
+          await this.redis.xadd(entry.key, 'MAXLEN', '~', this.maxLen, '*', ...fields);
         } catch (err) {
           if ((err as Error).name === 'ReplyError') {
             // Redis refused the command itself (e.g. the key holds another type): retrying cannot help.
@@ -140,7 +142,7 @@ export class RedisNoticePublisher {
           if (this.stopped) {
             this.countDrop(reqIdOf(fields), undefined);
           } else {
-            this.buffer.unshift(fields);
+            this.buffer.unshift(entry);
             this.trim();
           }
           break;
@@ -156,7 +158,7 @@ export class RedisNoticePublisher {
 
   /** Oldest first, for the reason the callback dispatcher gives: the newest notices carry the current state. */
   private trim(): void {
-    while (this.buffer.length > this.bufferLimit) this.countDrop(reqIdOf(this.buffer.shift()!), 'notice buffer full');
+    while (this.buffer.length > this.bufferLimit) this.countDrop(reqIdOf(this.buffer.shift()!.fields), 'notice buffer full');
   }
 
   private countDrop(reqId: string | undefined, reason: string | undefined): void {

@@ -47,6 +47,17 @@ export type PacketHandler = (packet: Jt1078Packet) => void;
 
 const WAIT = -1;
 const REJECT = -2;
+/** packets followed ahead when telling the layouts apart */
+const CHAIN_DEPTH = 8;
+/**
+ * A packet longer than this is emitted only once the header after it is seen. Subpackages are at most
+ * 950 bytes by the standard, so a longer one is either a terminal that does not split frames (its big
+ * packets wait for the next header, one frame interval) or a corrupted length field, which would
+ * otherwise swallow up to 64 KiB of good packets behind it.
+ */
+const CONFIRM_ABOVE = 8192 + MAX_HEADER_LENGTH;
+/** bytes worth waiting for when both layouts read the data so far equally well */
+const MAX_TIE_WAIT = 16384;
 
 export class Jt1078Parser {
   readonly stats: ParserStats = { bytes: 0, packets: 0, transparent: 0, resyncs: 0, junkBytes: 0, layoutSwitches: 0 };
@@ -68,6 +79,10 @@ export class Jt1078Parser {
   private episodeJunk = 0;
   /** layout of the candidate tryCandidate accepted */
   private candLayout: Jt1078Layout = '2013';
+  private walkOk = false;
+  private walkLen = 0;
+  /** the walk stopped because the bytes ran out, not at a bad header */
+  private walkCut = false;
 
   constructor(private readonly onPacket: PacketHandler, opts: ParserOptions = {}) {
     this.guess = opts.layout ?? '2013';
@@ -133,7 +148,8 @@ export class Jt1078Parser {
       const L = this.confirmed;
       if (L !== undefined) {
         const r = probeHeader(d, off, end, L, this.maxBody);
-        if (r > 0 && off + r <= end) {
+        // Packets tile a datagram exactly: the packet ends the datagram or a valid header follows it.
+        if (r > 0 && (off + r === end || (off + r < end && probeHeader(d, off + r, end, L, this.maxBody) > 0))) {
           off += r;
           this.emit(d, off - r, L);
           continue;
@@ -171,6 +187,12 @@ export class Jt1078Parser {
       if (this.synced) {
         const L = this.confirmed as Jt1078Layout;
         const r = probeHeader(buf, pos, end, L, this.maxBody);
+        if (r > CONFIRM_ABOVE) {
+          // Unusually long: confirm it by the header after it, like a candidate found while searching
+          // (not a loss of sync, so not counted as a resync).
+          this.synced = false;
+          continue;
+        }
         if (r > 0 && pos + r <= end) {
           // Advance before emitting: a throwing handler must not leave the offset behind.
           pos += r;
@@ -253,6 +275,12 @@ export class Jt1078Parser {
         this.lostSync = true;
         return 0;
       }
+      if (r > CONFIRM_ABOVE) {
+        this.sbuf = Buffer.from(this.hdr.subarray(0, this.carryLen));
+        this.carryLen = 0;
+        this.synced = false;
+        return 0;
+      }
       this.carry = Buffer.allocUnsafe(r);
       this.hdr.copy(this.carry, 0, 0, this.carryLen);
       this.carryTotal = r;
@@ -286,46 +314,97 @@ export class Jt1078Parser {
    * Decides on a candidate header at pos (a magic is there). Returns its packet length (and sets
    * candLayout), WAIT when more bytes are needed to decide, or REJECT.
    * `final` means no more bytes will follow buf (datagram end, stream end).
+   *
+   * Both layouts are followed along the chain of headers as far as the buffered bytes allow (up to
+   * CHAIN_DEPTH packets) and the longer valid chain wins. That matters: a 2019 audio header and a 2013
+   * video header are both 30 bytes with the length at the same offset, and a typical zero-padded 2019
+   * SIM reads as a valid 2013 channel and data type, so a run of 2019 audio packets chains perfectly as
+   * 2013; the first video packet breaks that reading. While the reading that is not ahead could still
+   * catch up (its chain stopped where the bytes ran out), the decision waits for more (up to MAX_TIE_WAIT
+   * bytes); a tie after that goes to the port's guess (or
+   * the current layout), and a wrong pick is corrected by the first packet that breaks it.
    */
   private tryCandidate(buf: Buffer, pos: number, end: number, final: boolean): number {
     const pref = this.confirmed ?? this.guess;
-    let fallback = 0;
-    for (let i = 0; i < 2; i++) {
-      const L = i === 0 ? pref : otherLayout(pref);
-      const r = probeHeader(buf, pos, end, L, this.maxBody);
-      if (r === PROBE_INVALID) continue;
-      if (r === PROBE_NEED_MORE) {
-        if (final) continue;
-        return WAIT;
+    const r1 = this.walk(buf, pos, end, pref, final);
+    const ok1 = this.walkOk;
+    const len1 = this.walkLen;
+    const cut1 = this.walkCut;
+    const other = otherLayout(pref);
+    const r2 = this.walk(buf, pos, end, other, final);
+    const ok2 = r2 > 0 && this.walkOk;
+    if (r1 === WAIT) {
+      // The preferred reading claims more bytes than are here (a misread length can claim up to 64 KiB);
+      // rather than wait for them, take the other reading when it already chains over several packets.
+      if (ok2 && this.walkLen >= 3) {
+        this.candLayout = other;
+        return r2;
       }
-      const next = pos + r;
-      if (next > end) {
-        if (final) continue;
-        return WAIT;
-      }
-      if (next === end) {
-        if (final) {
-          this.candLayout = L;
-          return r;
-        }
-        return WAIT;
-      }
-      const q = probeHeader(buf, next, end, L, this.maxBody);
-      if (q > 0) {
-        this.candLayout = L;
-        return r;
-      }
-      if (q === PROBE_NEED_MORE && !final) return WAIT;
-      // The header after this body is junk. Either this packet is whole and junk follows it, or it was
-      // cut short and a real packet starts inside what its length field claims. A magic inside the claimed
-      // span tells the second case; without one, the preferred layout's packet is kept.
-      if (i === 0 && buf.subarray(pos + 4, next).indexOf(MAGIC) < 0) fallback = r;
+      return WAIT;
     }
-    if (fallback > 0) {
+    if (ok1 && ok2 && !final && end - pos < MAX_TIE_WAIT &&
+        ((len1 <= this.walkLen && cut1) || (this.walkLen <= len1 && this.walkCut))) {
+      // Both readings hold, and the one not ahead only stopped because the bytes ran out (header sizes
+      // differ, so the chains end at different places): a few more packets settle it.
+      return WAIT;
+    }
+    if (ok1 && (!ok2 || len1 >= this.walkLen)) {
       this.candLayout = pref;
-      return fallback;
+      return r1;
+    }
+    if (ok2) {
+      this.candLayout = other;
+      return r2;
+    }
+    if (r2 === WAIT) return WAIT;
+    // The header after this body is junk. Either this packet is whole and junk follows it, or it was
+    // cut short and a real packet starts inside what its length field claims. A magic inside the claimed
+    // span tells the second case; without one, the preferred layout's packet is kept.
+    if (r1 > 0 && buf.subarray(pos + 4, pos + r1).indexOf(MAGIC) < 0) {
+      this.candLayout = pref;
+      return r1;
     }
     return REJECT;
+  }
+
+  /**
+   * Follows the chain of headers from pos in one layout. Returns the first packet's length, WAIT or
+   * REJECT; sets walkOk (the first packet is confirmed by a valid header after it, or by the end of a
+   * final buffer) and walkLen (valid headers found along the chain).
+   */
+  private walk(buf: Buffer, pos: number, end: number, L: Jt1078Layout, final: boolean): number {
+    this.walkOk = false;
+    this.walkLen = 0;
+    this.walkCut = false;
+    const r = probeHeader(buf, pos, end, L, this.maxBody);
+    if (r === PROBE_INVALID) return REJECT;
+    if (r === PROBE_NEED_MORE || pos + r > end) return final ? REJECT : WAIT;
+    let n = 1;
+    let p = pos + r;
+    while (n < CHAIN_DEPTH) {
+      if (p === end) {
+        if (final) this.walkOk = true;
+        else if (n === 1) return WAIT;
+        else this.walkCut = true;
+        break;
+      }
+      const q = probeHeader(buf, p, end, L, this.maxBody);
+      if (q === PROBE_NEED_MORE) {
+        if (n === 1 && !final) return WAIT;
+        this.walkCut = !final;
+        break;
+      }
+      if (q === PROBE_INVALID) break;
+      this.walkOk = true;
+      n++;
+      if (p + q > end) {
+        this.walkCut = !final;
+        break;
+      }
+      p += q;
+    }
+    this.walkLen = n;
+    return r;
   }
 
   private emit(buf: Buffer, off: number, L: Jt1078Layout): void {

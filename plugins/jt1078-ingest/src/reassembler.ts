@@ -1,10 +1,13 @@
 /**
  * Rebuilds frames from the ordered packets of one source (one SIM + channel), per kind.
  *
- * Frame boundaries come from the subpackage mark (atomic / first / middle / last). Some terminals get
- * the marks wrong; their M bit is then the better witness (set on the last or only packet of a frame).
- * The M bit only counts as a witness once it has been seen both set and clear for that kind: a terminal
- * that never sets it, or sets it on every packet, says nothing with it, and the marks rule.
+ * Frame boundaries come from the subpackage mark (atomic / first / middle / last) and the M bit (set on
+ * the last or only packet of a frame). Some terminals get the marks wrong, others never set the M bit or
+ * set it on every packet. While the two agree there is nothing to decide. When they disagree and neither
+ * has been proven for this source, the frame is held open for one packet: if the next packet carries the
+ * same timestamp the frame went on, otherwise it had ended; that outcome is a vote for whichever witness
+ * was right. Two votes one way (and none the other) settle the source on the marks or on the M bit, so
+ * the one-packet wait only happens at the start of a terminal that gets one of them wrong.
  *
  * A lost packet (reported by the reorderer as lostBefore) drops the frame it fell into, and video then
  * waits for the next I frame: a P frame whose reference is missing decodes into garbage until then.
@@ -57,6 +60,10 @@ export interface FrameSink {
   onFrame(frame: Jt1078Frame): void;
 }
 
+const MODE_UNPROVEN = 0;
+const MODE_MARKS = 1;
+const MODE_M = 2;
+
 class FrameBuilder {
   parts: Buffer[] = [];
   bytes = 0;
@@ -64,8 +71,14 @@ class FrameBuilder {
   pt = 0;
   dataType = 0;
   timestamp = 0;
-  mSet = false;
-  mClear = false;
+  /** MODE_UNPROVEN until the marks and the M bit have disagreed a couple of times */
+  mode = MODE_UNPROVEN;
+  votesMarks = 0;
+  votesM = 0;
+  /** the last packet's marks and M bit disagreed on whether it ended the frame */
+  tentative = false;
+  /** ... and it was the mark that said "ends" */
+  tentativeMarkEnds = false;
   /** inside a frame that cannot be used: its packets are swallowed until it ends */
   skipping = false;
   /** video: waiting for an I frame */
@@ -76,6 +89,7 @@ class FrameBuilder {
     this.bytes = 0;
     this.inFrame = false;
     this.skipping = false;
+    this.tentative = false;
   }
 }
 
@@ -92,6 +106,11 @@ export class Jt1078Reassembler {
     this.audio.waitKey = false;
   }
 
+  /** Bytes held in unfinished frames (bounded by 2 x maxFrameBytes). */
+  get pendingBytes(): number {
+    return this.video.bytes + this.audio.bytes;
+  }
+
   /** Same shape as ReorderSink, so a reorderer can feed the reassembler directly. */
   onOrderedPacket(p: Jt1078Packet, lostBefore: number): void {
     this.push(p, lostBefore);
@@ -102,40 +121,63 @@ export class Jt1078Reassembler {
     const isVideo = p.dataType !== DATA_TYPE.AUDIO;
     const b = isVideo ? this.video : this.audio;
     let broken = false;
+    let droppedNow = false;
     if (lostBefore > 0) {
       this.stats.lostPackets += lostBefore;
-      if (b.inFrame) this.drop(b, isVideo);
-      else if (isVideo) b.waitKey = true;
+      if (b.inFrame) {
+        this.drop(b, isVideo);
+        droppedNow = true;
+      } else if (isVideo) {
+        b.waitKey = true;
+      }
       broken = true;
     }
-    if (p.marker) b.mSet = true;
-    else b.mClear = true;
     const mk = p.subMark;
     const markStarts = mk === SUB_MARK.ATOMIC || mk === SUB_MARK.FIRST;
     const markEnds = mk === SUB_MARK.ATOMIC || mk === SUB_MARK.LAST;
+    if (b.tentative) {
+      // The previous packet left open whether its frame ended; this packet's timestamp tells.
+      b.tentative = false;
+      const ended = p.timestamp !== b.timestamp;
+      this.vote(b, ended === b.tentativeMarkEnds);
+      if (ended) this.complete(b, isVideo);
+    }
     let starts: boolean;
     let ends: boolean;
-    if (b.mSet && b.mClear) {
-      // M bit rules: a frame starts after the previous one ended. Right after a loss the lost packet may
-      // have been this frame's start, so the mark is taken as a hint there.
-      ends = p.marker;
-      starts = !b.inFrame && (!broken || markStarts);
-      if (ends !== markEnds) this.stats.markDisagreements++;
-    } else {
+    if (b.mode === MODE_MARKS) {
       ends = markEnds;
       starts = markStarts;
+    } else {
+      // M bit proven, or nothing proven yet: a frame starts after the previous one ended. Right after
+      // a loss the lost packet may have been this frame's start; the mark tells, unless the marks are
+      // known to be wrong, and then the packet is taken as the middle of a broken frame: building a
+      // frame from a middle would be worse (an I frame's tail would go out as a keyframe).
+      starts = !b.inFrame && (!broken || (b.mode !== MODE_M && markStarts));
+      if (b.mode === MODE_M) {
+        ends = p.marker;
+        if (ends !== markEnds) this.stats.markDisagreements++;
+      } else if (markEnds === p.marker) {
+        ends = markEnds;
+      } else {
+        // Marks and M bit disagree and neither is proven: decide at the next packet.
+        this.stats.markDisagreements++;
+        ends = false;
+        b.tentative = true;
+        b.tentativeMarkEnds = markEnds;
+      }
     }
     if (starts) {
-      // A start while a frame is open: the open frame's last packet never came.
+      // A start while a frame is open: the open frame's last packet never came (marks mode only).
       if (b.inFrame) this.drop(b, isVideo);
       b.inFrame = true;
-      b.skipping = false;
       b.pt = p.pt;
       b.dataType = p.dataType;
       b.timestamp = p.timestamp;
     } else if (!b.inFrame) {
       // A middle or last packet whose frame start is missing: swallow the rest of that frame.
-      this.stats.droppedFrames++;
+      b.tentative = false;
+      // (not counted again when it is the tail of the frame this very loss just dropped)
+      if (!droppedNow) this.stats.droppedFrames++;
       if (isVideo) b.waitKey = true;
       if (!ends) {
         b.inFrame = true;
@@ -158,6 +200,20 @@ export class Jt1078Reassembler {
       return;
     }
     if (ends) this.complete(b, isVideo);
+  }
+
+  /** Which witness the frame boundaries follow, per kind: 'marks', 'm' or 'unproven'. */
+  boundaryMode(kind: 'video' | 'audio'): 'marks' | 'm' | 'unproven' {
+    const m = (kind === 'video' ? this.video : this.audio).mode;
+    return m === MODE_MARKS ? 'marks' : m === MODE_M ? 'm' : 'unproven';
+  }
+
+  /** Two votes one way and none the other settle which witness to follow from then on. */
+  private vote(b: FrameBuilder, marksRight: boolean): void {
+    if (marksRight) b.votesMarks++;
+    else b.votesM++;
+    if (b.votesMarks >= 2 && b.votesM === 0) b.mode = MODE_MARKS;
+    else if (b.votesM >= 2 && b.votesMarks === 0) b.mode = MODE_M;
   }
 
   /** Forget any partial frame (stream ended or restarted). Video waits for an I frame again. */

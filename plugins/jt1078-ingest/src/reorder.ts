@@ -7,8 +7,10 @@
  * expected sequence number, and a hole in one kind's sequence is not a loss when the other kind carried
  * that number (a shared counter). Ordering per kind is what matters downstream (frames are rebuilt per
  * kind; the timeline orders audio against video by timestamp). With separate counters the other kind's
- * numbers would be unrelated, so the check is switched off for the source as soon as both kinds are seen
- * carrying the same number, which cannot happen with a shared counter.
+ * numbers are unrelated and could hide a real loss, so the check is switched off while both kinds keep
+ * carrying the same numbers, which a shared counter never does. That is judged on a decaying score
+ * rather than on one occurrence: a single corrupted number must not switch a shared-counter source to
+ * "separate" for good (every audio number would then look like a lost video packet).
  * Limitation, by necessity: with a shared counter a lost audio packet is indistinguishable from a lost
  * video packet, so it is reported as a loss in both kinds.
  */
@@ -44,8 +46,16 @@ const SEEN_SIZE = 1024;
 const SEEN_MASK = SEEN_SIZE - 1;
 const SEEN_HALF = SEEN_SIZE / 2;
 
+/** "same number in both kinds" score: +1 per occurrence, -SCORE_DECAY per packet without, capped */
+const SCORE_MAX = 16;
+const SCORE_DECAY = 0.25;
+const SCORE_SEPARATE = 4;
+/** consecutive late packets taken as a counter restart */
+const LATE_RUN_RESET = 8;
+
 class KindQueue {
   expected = -1;
+  lateRun = 0;
   count = 0;
   pendingLoss = 0;
   /** arrival time of the longest-waiting buffered packet; recomputed after releases */
@@ -86,8 +96,9 @@ export class Jt1078Reorderer {
   /** ring size: a power of two comfortably above maxPackets, and the window inside which numbers count as near */
   private readonly window: number;
   private readonly queues = [new KindQueue(), new KindQueue()];
-  /** set once both kinds carried one number: counters are separate, so no cross-kind hole filling */
+  /** both kinds keep carrying the same numbers: counters are separate, so no cross-kind hole filling */
   private separateCounters = false;
+  private sameNumberScore = 0;
 
   constructor(private readonly sink: ReorderSink, opts: ReorderOptions = {}) {
     this.maxPackets = Math.max(0, Math.floor(opts.maxPackets ?? 64));
@@ -103,7 +114,7 @@ export class Jt1078Reorderer {
     return this.queues[0].count + this.queues[1].count;
   }
 
-  /** True when this source's audio and video turned out to number their packets independently. */
+  /** True while this source's audio and video appear to number their packets independently. */
   get countersSeparate(): boolean {
     return this.separateCounters;
   }
@@ -115,7 +126,12 @@ export class Jt1078Reorderer {
     const q = this.queues[k];
     const other = this.queues[1 - k];
     const seq = p.seq;
-    if (!this.separateCounters && other.hasSeen(seq)) this.separateCounters = true;
+    if (other.hasSeen(seq)) {
+      if (this.sameNumberScore < SCORE_MAX) this.sameNumberScore += 1;
+    } else if (this.sameNumberScore > 0) {
+      this.sameNumberScore -= SCORE_DECAY;
+    }
+    this.separateCounters = this.sameNumberScore >= SCORE_SEPARATE;
     q.markSeen(seq);
 
     if (q.expected < 0) q.expected = seq;
@@ -125,9 +141,10 @@ export class Jt1078Reorderer {
     if (this.maxPackets === 0) {
       // In-order transport: release at once and only account for holes.
       if (d >= 0x8000 || d >= W) {
-        // Backwards or far ahead on an ordered transport: the terminal restarted its counter.
-        if (d !== 0) this.stats.resets++;
-        this.release(q, p, d >= 0x8000 ? 0 : 1);
+        // Backwards or far ahead on an ordered transport: the terminal restarted its counter. What was
+        // lost in between is unknown, but something was: the frame in progress cannot be trusted.
+        this.stats.resets++;
+        this.release(q, p, 1);
       } else {
         this.release(q, p, this.countMissing(q.expected, d, other));
       }
@@ -136,15 +153,18 @@ export class Jt1078Reorderer {
     }
 
     if (d >= 0x8000) {
-      if (0x10000 - d <= W) {
+      // Isolated late packets are reordering; a run of them is a terminal that restarted its counter
+      // a little below where it was, which would otherwise stall this kind until it caught up.
+      if (0x10000 - d <= W && ++q.lateRun < LATE_RUN_RESET) {
         this.stats.late++;
         this.drain(other);
         return;
       }
-      this.reset(q, seq, 0);
+      this.reset(q, seq, 1);
     } else if (d >= W) {
       this.reset(q, seq, 1);
     }
+    q.lateRun = 0;
     if (q.slots === null) {
       q.slots = new Array<Jt1078Packet | undefined>(W);
       q.arrival = new Float64Array(W);
@@ -263,8 +283,9 @@ export class Jt1078Reorderer {
   private releaseAll(q: KindQueue): void {
     if (q.slots === null) return;
     const mask = this.window - 1;
+    const from = q.expected;
     for (let i = 0; i < this.window && q.count > 0; i++) {
-      const s = (q.expected + i) & 0xffff;
+      const s = (from + i) & 0xffff;
       const slot = s & mask;
       const p = q.slots[slot];
       if (p !== undefined && p.seq === s) {
@@ -280,7 +301,7 @@ export class Jt1078Reorderer {
     q.oldestDirty = false;
   }
 
-  /** The counter restarted or leapt: release what is held, then continue from seq. */
+  /** The counter restarted or leapt: release what is held, then continue from seq (a discontinuity). */
   private reset(q: KindQueue, seq: number, lost: number): void {
     this.stats.resets++;
     this.releaseAll(q);

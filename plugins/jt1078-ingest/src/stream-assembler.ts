@@ -108,6 +108,16 @@ export class Jt1078StreamAssembler {
     this.reassembler.reset();
   }
 
+  /** Packets held by the reorder buffer (UDP; at most maxPackets + 1 per kind). */
+  get pendingPackets(): number {
+    return this.reorderer.buffered;
+  }
+
+  /** Bytes held in unfinished frames. */
+  get pendingFrameBytes(): number {
+    return this.reassembler.pendingBytes;
+  }
+
   get videoTrack(): VideoTrackInfo | undefined {
     return this.video;
   }

@@ -140,18 +140,19 @@ describe('jt1078 parser', () => {
     });
 
     it('rejects a truncated packet found while searching when a real packet starts inside its claimed body', () => {
-      const packets = capturePackets('jt1078/glaciall-cif-h264-2013.bin').slice(0, 50);
-      const whole = reencode(packets[10]);
-      assert.ok(whole.length > 500);
+      const packets = capturePackets('jt1078/glaciall-cif-h264-2013.bin').slice(0, 200);
+      const k = packets.findIndex((p, i) => i > 5 && p.body.length === 950);
+      assert.ok(k > 5 && k < 150);
+      const whole = reencode(packets[k]);
       const truncated = whole.subarray(0, 200);
       const data = Buffer.concat([
-        ...packets.slice(0, 10).map((p) => reencode(p)),
+        ...packets.slice(0, k).map((p) => reencode(p)),
         Buffer.from([1, 2, 3]), // junk: the parser is searching when it meets the truncated packet
         truncated,
-        ...packets.slice(11).map((p) => reencode(p)),
+        ...packets.slice(k + 1).map((p) => reencode(p)),
       ]);
       const { packets: got, parser } = parseAll(data);
-      assert.deepEqual(keys(got), keys([...packets.slice(0, 10), ...packets.slice(11)]));
+      assert.deepEqual(keys(got), keys([...packets.slice(0, k), ...packets.slice(k + 1)]));
       assert.equal(parser.stats.junkBytes, 3 + 200);
     });
 
@@ -204,18 +205,24 @@ describe('jt1078 parser', () => {
       assert.equal(parser.stats.junkBytes, 0);
     });
 
-    it('tells a 2019 header that also validates as 2013 by the header that follows it', () => {
-      const p = source[1];
-      // SIM digits 13-14 read as a 2013 channel (01), digits 15-16 as a 2013 data type byte (P frame, atomic)
-      const sim = '12345678901201100000';
-      const b = encodePacket(fieldsOf(p, { layout: '2019', sim }), p.body);
-      assert.notEqual(probeHeader(b, 0, b.length, '2013'), PROBE_INVALID, 'the single header is ambiguous');
+    it('tells 2019 from 2013 when a zero-padded SIM makes single headers valid both ways', () => {
+      // An 11-digit SIM padded to 20 digits: digits 13-14 read as a 2013 channel (0x12), digits 15-16 as
+      // a 2013 data type byte (00: I frame). A 2019 audio header then reads as a valid 2013 video header of
+      // the same length, so audio alone is ambiguous; the first video packet settles it.
+      const sim = '00000000013912001234';
+      const audio = source.filter((p) => p.dataType === 3).slice(0, 3);
+      const video = source.filter((p) => p.dataType !== 3).slice(0, 4);
+      const enc = (p: Jt1078Packet): Buffer => encodePacket(fieldsOf(p, { layout: '2019', sim }), p.body);
+      const a = enc(audio[0]);
+      assert.equal(probeHeader(a, 0, a.length, '2013'), a.length, 'one audio header reads as 2013 too');
+      const seq = [...audio, ...video];
+      const data = Buffer.concat(seq.map(enc));
       for (const guess of ['2013', '2019'] as const) {
-        const { packets, parser } = parseAll(Buffer.concat([b, b, b]), { layout: guess });
-        assert.equal(parser.layout, '2019');
-        assert.equal(packets.length, 3);
-        assert.equal(packets[0].sim, sim);
-        assert.ok(packets[0].body.equals(p.body));
+        for (const size of [data.length, 200]) {
+          const { packets, parser } = parseChunked(data, size, guess);
+          assert.equal(parser.layout, '2019', `guess ${guess}, chunk ${size}`);
+          assert.deepEqual(keys(packets), keys(seq.map((p) => ({ ...p, layout: '2019' as const, sim: '13912001234' }))));
+        }
       }
     });
 

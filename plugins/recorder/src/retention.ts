@@ -36,7 +36,8 @@ export function checkRetentionPolicy(policy: RetentionPolicy): void {
   }
 }
 
-function fileOf(storeRoot: string, rec: StoredRecord): string | null {
+/** Absolute path of a record's file, or null when its catalog path would lead outside the store root. */
+export function fileOf(storeRoot: string, rec: Pick<StoredRecord, 'path'>): string | null {
   const root = path.resolve(storeRoot);
   const abs = path.resolve(root, ...rec.path.split('/'));
   // Catalog paths are built by recordPath, but a row edited by hand must still not delete outside the root.

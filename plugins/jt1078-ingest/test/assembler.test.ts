@@ -1,0 +1,229 @@
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { fixturePath, scratchDir } from '../../../test/support/paths';
+import { NAL_SCAN, scanH264 } from '../../../plugin-sdk/formats/h264';
+import { joinAnnexB, splitAnnexB } from '../../../plugin-sdk/formats/annexb';
+import type { AccessUnit, AudioTrackInfo, VideoTrackInfo } from '../../../plugin-sdk/media';
+import { Jt1078Packet, SUB_MARK } from '../src/packet';
+import { Jt1078Parser } from '../src/parser';
+import { Jt1078Packer } from '../src/packer';
+import { Jt1078StreamAssembler } from '../src/stream-assembler';
+import { addHisiliconHeader } from '../src/audio';
+import { CAPTURES, Collector, assemble, capturePackets, checksum, ffprobeRaw, prng, reencode } from './helpers';
+
+function auKey(u: AccessUnit): string {
+  return `${u.kind}/${u.codec}/${u.dts}/${u.keyframe}/${u.payload.length}/${checksum(u.payload)}`;
+}
+
+function increasing(xs: number[]): boolean {
+  return xs.every((x, i) => i === 0 || x > xs[i - 1]);
+}
+
+/** Rebuilds frames of packets (by marks), so tests can edit payloads and re-pack them. */
+function framesOf(packets: Jt1078Packet[]): Array<{ first: Jt1078Packet; payload: Buffer }> {
+  const out: Array<{ first: Jt1078Packet; payload: Buffer }> = [];
+  const open: Record<number, Jt1078Packet[]> = {};
+  for (const p of packets) {
+    const k = p.dataType === 3 ? 1 : 0;
+    if (p.subMark === SUB_MARK.ATOMIC || p.subMark === SUB_MARK.FIRST) open[k] = [];
+    open[k].push(p);
+    if (p.subMark === SUB_MARK.ATOMIC || p.subMark === SUB_MARK.LAST) {
+      out.push({ first: open[k][0], payload: Buffer.concat(open[k].map((x) => x.body)) });
+    }
+  }
+  return out;
+}
+
+function parsePackets(bufs: Buffer[]): Jt1078Packet[] {
+  const out: Jt1078Packet[] = [];
+  const parser = new Jt1078Parser((p) => out.push(p));
+  for (const b of bufs) parser.push(b);
+  parser.end();
+  return out;
+}
+
+describe('jt1078 stream assembler', function () {
+  this.timeout(60000);
+  let dir: string;
+  before(() => {
+    dir = scratchDir('jt1078-assembler');
+  });
+  after(() => {
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  for (const c of CAPTURES) {
+    it(`turns ${c.file} into access units an independent decoder reads (${c.width}x${c.height})`, () => {
+      const { out, asm } = assemble(capturePackets(c.file));
+      const video = out.video();
+      const audio = out.audio();
+      assert.equal(video.length, c.videoFrames);
+      assert.equal(audio.length, c.audioFrames);
+      const vt = out.tracks.filter((t): t is VideoTrackInfo => t.kind === 'video');
+      assert.equal(vt.length, 1);
+      assert.equal(vt[0].codec, 'h264');
+      assert.equal(vt[0].width, c.width);
+      assert.equal(vt[0].height, c.height);
+      assert.equal(vt[0].profile, c.profile);
+      assert.ok(vt[0].sps && (vt[0].sps[0] & 0x1f) === 7 && vt[0].pps && (vt[0].pps[0] & 0x1f) === 8);
+      // the track is announced before its first unit, which is a keyframe carrying its parameter sets
+      assert.equal(out.tracks.indexOf(vt[0]), 0);
+      assert.equal(video[0].keyframe, true);
+      assert.equal(video[0].dts, 0);
+      assert.ok(scanH264(video[0].payload) & NAL_SCAN.SPS);
+      assert.ok(increasing(video.map((u) => u.dts)));
+      assert.ok(video.every((u) => u.pts === u.dts));
+      assert.ok(increasing(audio.map((u) => u.dts)));
+      assert.equal(asm.stats.timeline.rebases, 0);
+      const file = path.join(dir, path.basename(c.file) + '.h264');
+      fs.writeFileSync(file, Buffer.concat(video.map((u) => u.payload)));
+      const probe = ffprobeRaw(file, 'h264');
+      assert.equal(probe.frames, c.videoFrames);
+      assert.equal(probe.width, c.width);
+      assert.equal(probe.height, c.height);
+      assert.equal(probe.profile, c.profile);
+    });
+  }
+
+  it('announces G.711A audio as 8 kHz mono and passes 160-byte payloads', () => {
+    const { out } = assemble(capturePackets('jt1078/gojt808-d1-h264-g711a-2013.bin'));
+    const at = out.tracks.filter((t): t is AudioTrackInfo => t.kind === 'audio');
+    assert.deepEqual(at, [{ kind: 'audio', codec: 'g711a', sampleRate: 8000, channels: 1 }]);
+    const audio = out.audio();
+    assert.ok(audio.every((u) => u.payload.length === 160 && u.codec === 'g711a'));
+    // one origin for both kinds: audio 20 ms apart from 0, video 41-42 ms apart from 0
+    assert.deepEqual(audio.slice(0, 3).map((u) => u.dts), [0, 20, 40]);
+  });
+
+  it('gives the same access units for the capture re-packed in the 2019 layout', () => {
+    const packets = capturePackets('jt1078/xunilcyl-d1-h264-2013.bin');
+    const want = assemble(packets).out.units.map(auKey);
+    const again = parsePackets([Buffer.concat(packets.map((p) => reencode(p, { layout: '2019' })))]);
+    assert.ok(again.every((p) => p.layout === '2019'));
+    assert.deepEqual(assemble(again).out.units.map(auKey), want);
+  });
+
+  it('starts at the first keyframe when the connection begins mid-GOP', () => {
+    const packets = capturePackets('jt1078/glaciall-cif-h264-2013.bin');
+    const clean = assemble(packets).out.video();
+    const { out } = assemble(packets.slice(100));
+    // the first I frame that starts at or after packet 100
+    const videoFrames = framesOf(packets).filter((f) => f.first.dataType !== 3);
+    const firstKey = videoFrames.findIndex((f) => packets.indexOf(f.first) >= 100 && f.first.dataType === 0);
+    assert.ok(firstKey > 0 && clean[firstKey].keyframe);
+    const got = out.video();
+    assert.equal(got[0].keyframe, true);
+    assert.equal(got.length, clean.length - firstKey);
+    // same frames, on a timeline whose origin is the first packet received
+    const shift = clean[firstKey].dts - got[0].dts;
+    assert.ok(shift > 0);
+    for (let i = 0; i < got.length; i++) {
+      assert.equal(checksum(got[i].payload), checksum(clean[firstKey + i].payload));
+      assert.equal(got[i].dts + shift, clean[firstKey + i].dts);
+    }
+  });
+
+  it('over UDP puts shuffled datagrams back in order and, after a loss, resumes at a keyframe', () => {
+    const packets = capturePackets('jt1078/gojt808-d1-h264-g711a-2013.bin');
+    const clean = assemble(packets).out.units;
+    const cleanVideo = clean.filter((u) => u.kind === 'video').map(auKey);
+    const cleanSet = new Set(clean.map(auKey));
+    const rand = prng(2024);
+    const datagrams = packets.map((p, i) => ({ b: reencode(p), k: i === 0 ? -1 : i + rand() * 12 })).filter((d, i) => i === 0 || rand() >= 0.01);
+    assert.ok(datagrams.length < packets.length);
+    datagrams.sort((a, b) => a.k - b.k);
+    let now = 0;
+    const out = new Collector();
+    const asm = new Jt1078StreamAssembler(out, { reorder: {}, now: () => now });
+    const parser = new Jt1078Parser((p) => asm.push(p));
+    for (const d of datagrams) {
+      parser.pushDatagram(d.b);
+      now += 5;
+      if (asm.nextDeadline() <= now) asm.poll();
+    }
+    asm.flush();
+    const units = out.units;
+    assert.ok(units.length > 0.4 * clean.length, `${units.length} of ${clean.length}`);
+    for (const u of units) assert.ok(cleanSet.has(auKey(u)), 'every unit is one of the clean run (no damaged frame)');
+    const video = out.video().map(auKey);
+    assert.ok(increasing(out.video().map((u) => u.dts)));
+    assert.ok(increasing(out.audio().map((u) => u.dts)));
+    for (let i = 1; i < video.length; i++) {
+      const prev = cleanVideo.indexOf(video[i - 1]);
+      const cur = cleanVideo.indexOf(video[i]);
+      assert.ok(cur > prev);
+      if (cur !== prev + 1) assert.equal(out.video()[i].keyframe, true, 'after a gap, video resumes at a keyframe');
+    }
+    assert.ok(asm.stats.reorder.lost > 0);
+  });
+
+  for (const [rate, bits] of [[16, 2], [24, 3], [32, 4], [40, 5]] as const) {
+    it(`finds G.726 bits per sample from packet size and timing (${rate} kbit/s -> ${bits})`, () => {
+      const raw = fs.readFileSync(fixturePath(`g726/in_${rate}.g726`));
+      const bytesPer40ms = rate * 5; // rate kbit/s * 40 ms / 8
+      const packer = new Jt1078Packer({ layout: '2013', sim: '13800138000', channel: 1 });
+      const wire: Buffer[] = [];
+      for (let i = 0; i < 20; i++) {
+        let payload: Buffer = raw.subarray(i * bytesPer40ms, (i + 1) * bytesPer40ms);
+        if (i % 2 === 1) payload = addHisiliconHeader(payload); // a header must not count as audio
+        wire.push(...packer.packFrame({ dataType: 3, pt: 8, timestamp: 1000 + 40 * i, payload }));
+      }
+      const { out } = assemble(parsePackets(wire));
+      const at = out.tracks as AudioTrackInfo[];
+      assert.equal(at.length, 2);
+      assert.equal(at[0].codec, 'g726');
+      assert.equal(at[0].bitsPerSample, undefined);
+      assert.deepEqual(at[1], { kind: 'audio', codec: 'g726', sampleRate: 8000, channels: 1, bitsPerSample: bits });
+      assert.equal(out.audio().length, 20);
+      assert.ok(out.audio().every((u) => u.payload.length === bytesPer40ms));
+    });
+  }
+
+  it('announces the new parameters when the picture size changes mid-stream, and keeps time going', () => {
+    const a = capturePackets('jt1078/glaciall-cif-h264-2013.bin').slice(0, 300);
+    const b = capturePackets('jt1078/xunilcyl-d1-h264-2013.bin').slice(0, 300);
+    // one terminal whose encoder restarts at D1 (and whose clock is entirely different)
+    const joined = [...a, ...b].map((p, i) => ({ ...p, sim: '13800138000', channel: 1, seq: i }));
+    const { out, asm } = assemble(joined);
+    const vt = out.tracks as VideoTrackInfo[];
+    assert.deepEqual(vt.map((t) => `${t.width}x${t.height}`), ['352x288', '704x576']);
+    const video = out.video();
+    assert.ok(increasing(video.map((u) => u.dts)));
+    assert.equal(asm.stats.timeline.rebases, 1);
+    // the first D1 unit follows the second announcement and is a keyframe
+    const cif = assemble(a).out.video().length;
+    assert.equal(video[cif].keyframe, true);
+    assert.ok(scanH264(video[cif].payload) & NAL_SCAN.SPS);
+  });
+
+  it('puts the parameter sets in front of keyframes that lack them, and normalises 3-byte start codes', () => {
+    const packets = capturePackets('jt1078/smallchi-cif-h264-2013.bin');
+    const frames = framesOf(packets);
+    let keyframes = 0;
+    const packer = new Jt1078Packer({ layout: '2013', sim: '1901305037', channel: 3 });
+    const wire: Buffer[] = [];
+    for (const f of frames) {
+      let nals = splitAnnexB(f.payload);
+      if (f.first.dataType === 0 && keyframes++ > 0) nals = nals.filter((n) => (n[0] & 0x1f) === 5);
+      // 3-byte start codes everywhere
+      const payload = Buffer.concat(nals.flatMap((n) => [Buffer.from([0, 0, 1]), n]));
+      wire.push(...packer.packFrame({ dataType: f.first.dataType, pt: f.first.pt, timestamp: f.first.timestamp, payload }));
+    }
+    const { out } = assemble(parsePackets(wire));
+    const video = out.video();
+    assert.equal(video.length, 931);
+    for (const u of video) {
+      const flags = scanH264(u.payload);
+      assert.equal(flags & NAL_SCAN.NEEDS_NORMALISING, 0, 'only 4-byte start codes');
+      if (u.keyframe) assert.equal(flags & (NAL_SCAN.SPS | NAL_SCAN.PPS), NAL_SCAN.SPS | NAL_SCAN.PPS);
+    }
+    assert.equal(video.filter((u) => u.keyframe).length, 37);
+    const file = path.join(dir, 'prepended.h264');
+    fs.writeFileSync(file, Buffer.concat(video.map((u) => u.payload)));
+    assert.equal(ffprobeRaw(file, 'h264').frames, 931);
+    // the non-key units are the original NAL units, re-joined
+    const clean = assemble(packets).out.video();
+    assert.ok(video[1].payload.equals(joinAnnexB(splitAnnexB(clean[1].payload))));
+  });
+});

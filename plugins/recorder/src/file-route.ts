@@ -1,0 +1,85 @@
+/**
+ * GET/HEAD /strm/record/file/{path}: a record's FLV file for the application that owns it, with single byte
+ * ranges for seeking. Anything else (bad path, another application's record, a file outside the store) is the
+ * same 404, decided before the file system is asked about the requested name.
+ */
+import * as fs from 'node:fs';
+import type { ServerResponse } from 'node:http';
+import { pipeline } from 'node:stream';
+import type { Logger } from 'pino';
+import { ErrCode, GatewayError, type RouteRequest } from '../../../plugin-sdk';
+import type { RecordCatalog } from './catalog';
+import { parseRange } from './range';
+import { decodeStoredPath, reqIdOfPath, resolveStoredFile } from './safe-path';
+
+export interface FileRouteOptions {
+  catalog: RecordCatalog;
+  storeRoot: string;
+  log: Logger;
+  /** downloads in progress, for the metric */
+  onStart?(): void;
+  onEnd?(): void;
+}
+
+const notFound = (): GatewayError => new GatewayError(ErrCode.RECORD_NOT_FOUND, 'Not found.');
+
+export function recordFileHandler(opts: FileRouteOptions): (req: RouteRequest, res: ServerResponse) => Promise<void> {
+  return async (req, res) => {
+    const rel = decodeStoredPath(req.rest);
+    if (rel === null) throw notFound();
+    const reqId = reqIdOfPath(rel);
+    const rec = reqId ? await opts.catalog.getByReqId(req.app!.appId, reqId) : null;
+    // The owner check comes first, so a name that is not one of the caller's records never reaches the disk.
+    if (!rec || rec.path !== rel) throw notFound();
+    const real = await resolveStoredFile(opts.storeRoot, req.rest);
+    if (!real) throw notFound();
+    let fh: fs.promises.FileHandle;
+    try {
+      fh = await fs.promises.open(real, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
+    } catch {
+      throw notFound();
+    }
+    let handedOver = false;
+    try {
+      const st = await fh.stat();
+      if (!st.isFile()) throw notFound();
+      // A recording in progress keeps growing: this response serves the bytes there are now.
+      const size = st.size;
+      const range = parseRange(typeof req.headers.range === 'string' ? req.headers.range : undefined, size);
+      const headers: Record<string, string | number> = {
+        'Content-Type': 'video/x-flv',
+        'Accept-Ranges': 'bytes',
+        'Cache-Control': 'private, no-cache',
+        'Last-Modified': st.mtime.toUTCString(),
+        'Content-Disposition': `inline; filename="${reqId}.flv"`,
+      };
+      if (range.status === 416) {
+        res.writeHead(416, { ...headers, 'Content-Range': range.contentRange, 'Content-Length': 0 });
+        res.end();
+        return;
+      }
+      const start = range.status === 206 ? range.start : 0;
+      const end = range.status === 206 ? range.end : size - 1;
+      const length = size === 0 ? 0 : end - start + 1;
+      if (range.status === 206) headers['Content-Range'] = range.contentRange;
+      headers['Content-Length'] = length;
+      res.writeHead(range.status, headers);
+      if (req.method === 'HEAD' || length === 0) {
+        res.end();
+        return;
+      }
+      const body = fh.createReadStream({ start, end, autoClose: true });
+      handedOver = true;
+      opts.onStart?.();
+      // pipeline destroys the file stream (closing the fd) when the client goes away mid-transfer
+      pipeline(body, res, (err) => {
+        opts.onEnd?.();
+        if (err && (err as NodeJS.ErrnoException).code !== 'ERR_STREAM_PREMATURE_CLOSE') {
+          opts.log.warn({ reqId, err: err.message }, 'record download ended early');
+        }
+      });
+    } finally {
+      if (!handedOver) await fh.close().catch(() => undefined);
+    }
+  };
+}
