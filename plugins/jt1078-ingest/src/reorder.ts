@@ -49,7 +49,7 @@ const SEEN_HALF = SEEN_SIZE / 2;
 /** "same number in both kinds" score: +1 per occurrence, -SCORE_DECAY per packet without, capped */
 const SCORE_MAX = 16;
 const SCORE_DECAY = 0.25;
-const SCORE_SEPARATE = 4;
+const SCORE_SEPARATE = 3;
 /** consecutive late packets taken as a counter restart */
 const LATE_RUN_RESET = 8;
 
@@ -65,9 +65,21 @@ class KindQueue {
   arrival: Float64Array | null = null;
   /** seq numbers this kind received recently, indexed by seq & mask; stale slots are cleared ahead */
   readonly seen = new Int32Array(SEEN_SIZE).fill(-1);
+  /** 1 when the number arrived after the other kind's first packet */
+  readonly seenWhileOtherRan = new Uint8Array(SEEN_SIZE);
   lastSeen = -1;
 
-  markSeen(seq: number): void {
+  /**
+   * Did this kind carry `seq` since the other kind began? Only then can it be the other kind's hole in a
+   * shared counter: numbers carried before the other kind started belong to the past, and with separate
+   * counters they would hide the other kind's first losses.
+   */
+  filledHoleOf(seq: number): boolean {
+    const i = seq & SEEN_MASK;
+    return this.seen[i] === seq && this.seenWhileOtherRan[i] === 1;
+  }
+
+  markSeen(seq: number, otherRunning: boolean): void {
     // Clear the slots half a window ahead of everything between the previous and this number, so an
     // entry left from 65536 numbers ago can never pass for a recent one.
     if (this.lastSeen >= 0) {
@@ -81,6 +93,7 @@ class KindQueue {
       this.lastSeen = seq;
     }
     this.seen[seq & SEEN_MASK] = seq;
+    this.seenWhileOtherRan[seq & SEEN_MASK] = otherRunning ? 1 : 0;
   }
 
   hasSeen(seq: number): boolean {
@@ -132,7 +145,7 @@ export class Jt1078Reorderer {
       this.sameNumberScore -= SCORE_DECAY;
     }
     this.separateCounters = this.sameNumberScore >= SCORE_SEPARATE;
-    q.markSeen(seq);
+    q.markSeen(seq, other.expected >= 0);
 
     if (q.expected < 0) q.expected = seq;
     const d = (seq - q.expected) & 0xffff;
@@ -225,7 +238,7 @@ export class Jt1078Reorderer {
     if (d === 0) return 0;
     if (this.separateCounters) return d;
     let n = 0;
-    for (let i = 0; i < d; i++) if (!other.hasSeen((from + i) & 0xffff)) n++;
+    for (let i = 0; i < d; i++) if (!other.filledHoleOf((from + i) & 0xffff)) n++;
     return n;
   }
 
@@ -247,7 +260,7 @@ export class Jt1078Reorderer {
         this.release(q, p, 0);
         continue;
       }
-      if (!this.separateCounters && other.hasSeen(s)) {
+      if (!this.separateCounters && other.filledHoleOf(s)) {
         q.expected = (s + 1) & 0xffff;
         continue;
       }
@@ -292,7 +305,7 @@ export class Jt1078Reorderer {
         q.slots[slot] = undefined;
         q.count--;
         this.release(q, p, 0);
-      } else if (this.separateCounters || !this.queues[q === this.queues[0] ? 1 : 0].hasSeen(s)) {
+      } else if (this.separateCounters || !this.queues[q === this.queues[0] ? 1 : 0].filledHoleOf(s)) {
         q.pendingLoss++;
         this.stats.lost++;
       }

@@ -1,0 +1,128 @@
+import type { Socket } from 'node:net';
+import type { Logger } from 'pino';
+import type { ChannelStream, Publisher, Sessions, StreamTyp } from '../../../plugin-sdk';
+import { Jt1078Parser } from './parser';
+import type { Jt1078Layout, Jt1078Packet } from './packet';
+import { Jt1078StreamAssembler } from './stream-assembler';
+
+export interface LinkCounters {
+  bytes: number;
+  packets: number;
+  unmatchedPackets: number;
+}
+
+/** One pushed channel on a link: its publisher and assembler. */
+export interface ChannelSource {
+  key: string;
+  stream: ChannelStream;
+  publisher: Publisher;
+  assembler: Jt1078StreamAssembler;
+  link: TerminalLink;
+}
+
+export interface LinkHost {
+  sessions: Sessions;
+  log: Logger;
+  /** where a channel source lives while its link is up (one per stream) */
+  attach(link: TerminalLink, stream: ChannelStream): ChannelSource;
+  detach(src: ChannelSource, why: 'link-closed' | 'stream-closed'): void;
+  unknownGraceMs: number;
+  setTimer(fn: () => void, ms: number): () => void;
+  now(): number;
+}
+
+/**
+ * A terminal's push connection (TCP) or source address (UDP): one parser, then one assembler per channel it carries.
+ * Packets for a channel nobody opened are counted and dropped; a link that carries nothing wanted is closed after
+ * a grace period.
+ */
+export class TerminalLink {
+  readonly parser: Jt1078Parser;
+  readonly counters: LinkCounters = { bytes: 0, packets: 0, unmatchedPackets: 0 };
+  readonly sources = new Map<string, ChannelSource>();
+  private closed = false;
+  private cancelGrace: (() => void) | undefined;
+  private warnedUnmatched = new Set<string>();
+
+  constructor(
+    readonly id: string,
+    /** listener name, e.g. live2013 */
+    readonly listener: string,
+    readonly typ: StreamTyp,
+    readonly transport: 'tcp' | 'udp',
+    guess: Jt1078Layout,
+    private readonly host: LinkHost,
+    private readonly onClose: (link: TerminalLink) => void,
+    readonly socket?: Socket,
+  ) {
+    this.parser = new Jt1078Parser((p) => this.onPacket(p), { layout: guess });
+    this.armGrace();
+  }
+
+  get layout(): Jt1078Layout | undefined {
+    return this.parser.layout;
+  }
+
+  push(chunk: Buffer): void {
+    if (this.closed) return;
+    this.counters.bytes += chunk.length;
+    if (this.transport === 'tcp') this.parser.push(chunk);
+    else this.parser.pushDatagram(chunk);
+  }
+
+  private onPacket(p: Jt1078Packet): void {
+    this.counters.packets++;
+    if (p.dataType === 4) return;
+    const key = `${p.sim}_${p.channel}`;
+    let src = this.sources.get(key);
+    if (!src) {
+      const stream = this.host.sessions.findStream(p.sim, p.channel, this.typ);
+      if (!stream) {
+        this.counters.unmatchedPackets++;
+        if (!this.warnedUnmatched.has(key) && this.warnedUnmatched.size < 16) {
+          this.warnedUnmatched.add(key);
+          this.host.log.warn({ link: this.id, sim: p.sim, channel: p.channel, typ: this.typ }, 'data for a channel nobody opened: dropped');
+        }
+        return;
+      }
+      src = this.host.attach(this, stream);
+      this.sources.set(key, src);
+      this.cancelGrace?.();
+      this.cancelGrace = undefined;
+      this.host.log.info({ link: this.id, stream: stream.name, layout: this.parser.layout, transport: this.transport }, 'terminal pushing');
+    }
+    src.assembler.push(p);
+  }
+
+  /** the stream closed (last request gone): the channel stops; a link left carrying nothing closes */
+  dropSource(key: string): void {
+    this.sources.delete(key);
+    if (this.sources.size === 0) this.close('no open channel left');
+  }
+
+  poll(): void {
+    for (const s of this.sources.values()) s.assembler.poll();
+  }
+
+  private armGrace(): void {
+    this.cancelGrace?.();
+    this.cancelGrace = this.host.setTimer(() => {
+      if (this.sources.size === 0) this.close('no opened channel within the grace period');
+    }, this.host.unknownGraceMs);
+  }
+
+  close(reason: string): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.cancelGrace?.();
+    this.host.log.info({ link: this.id, reason, bytes: this.counters.bytes, packets: this.counters.packets, unmatched: this.counters.unmatchedPackets, resyncs: this.parser.stats.resyncs }, 'terminal link closed');
+    for (const src of [...this.sources.values()]) this.host.detach(src, 'link-closed');
+    this.sources.clear();
+    this.socket?.destroy();
+    this.onClose(this);
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+}
