@@ -36,6 +36,7 @@ export class FlvServerHost {
       publish: (app, stream) => bridge.publish(app, stream),
       closePlayers: (app, stream, filter) => bridge.closePlayers(app, stream, filter),
       stats: () => bridge.stats(),
+      playerStats: () => bridge.playerStats(),
     };
     return this.server;
   }

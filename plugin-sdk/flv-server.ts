@@ -27,5 +27,7 @@ export interface FlvServer {
   /** ends a stream's players, or only those the filter picks (e.g. one request's) */
   closePlayers(app: string, stream: string, filter?: (p: PlayAttempt) => boolean): void;
   stats(): { players: number; streams: number; bytesOut: number };
+  /** per player: stream, bytes sent, backlog, skips */
+  playerStats(): Array<{ id: string; app: string; stream: string; bytesOut: number; backlogBytes: number; skips: number }>;
   readonly port: number;
 }

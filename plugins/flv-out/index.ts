@@ -115,9 +115,23 @@ export default definePlugin({
     });
     ctx.sessions.onStreamClosed((s) => stopFeed(s.name));
 
+    // bytes out per stream for GET /strm/status, from the players' running totals
+    const lastBytes = new Map<string, number>();
+    const cancelBytes = ctx.clock.setInterval(() => {
+      const seen = new Set<string>();
+      for (const p of flv.playerStats()) {
+        seen.add(p.id);
+        const delta = p.bytesOut - (lastBytes.get(p.id) ?? 0);
+        lastBytes.set(p.id, p.bytesOut);
+        if (delta > 0) ctx.sessions.addBytesOut(p.stream, delta);
+      }
+      for (const id of lastBytes.keys()) if (!seen.has(id)) lastBytes.delete(id);
+    }, 1000);
+
     ctx.log.info({ port: flv.port, schemes: ctx.config.schemes }, 'FLV players served');
     return {
       stop() {
+        cancelBytes();
         for (const name of [...feeds.keys()]) stopFeed(name);
       },
     };
