@@ -11,8 +11,9 @@
  * carrying the same numbers, which a shared counter never does. That is judged on a decaying score
  * rather than on one occurrence: a single corrupted number must not switch a shared-counter source to
  * "separate" for good (every audio number would then look like a lost video packet).
- * Limitation, by necessity: with a shared counter a lost audio packet is indistinguishable from a lost
- * video packet, so it is reported as a loss in both kinds.
+ * Limitations, by necessity: with a shared counter a lost audio packet is indistinguishable from a lost
+ * video packet, so it is reported as a loss in both kinds; and two separate counters that both start at
+ * 0 together look shared for the first few packets, so a loss there can go unreported.
  */
 import type { Jt1078Packet } from './packet';
 

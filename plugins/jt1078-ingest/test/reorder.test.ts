@@ -119,10 +119,10 @@ describe('jt1078 reorder buffer', () => {
       let v = 0;
       let a = audioStart;
       const packets = base.map((p) => ({ ...p, seq: p.dataType === 3 ? a++ & 0xffff : v++ }));
-      // Overlapping counters are recognised once a few packets carry the same number in both kinds;
-      // until then a hole in one kind may be taken for the other kind's number. So the first 30
-      // packets arrive in order here.
-      const { sent, dropped } = shuffleAndDrop(packets, 99 + audioStart, 10, 0.02, audioStart === 0 ? 30 : 1);
+      // Two counters that both start at 0 together look like one shared counter until a few packets
+      // have carried the same number in both kinds; until then a hole in one kind may be taken for the
+      // other kind's number. So the first 100 packets (about 2 s) arrive in order and complete here.
+      const { sent, dropped } = shuffleAndDrop(packets, 99 + audioStart, 10, 0.02, audioStart === 0 ? 100 : 1);
       const { r, out, clock } = makeReorderer();
       for (const p of sent) {
         r.push(p);

@@ -68,7 +68,7 @@ export function recordFileHandler(opts: FileRouteOptions): (req: RouteRequest, r
         res.end();
         return;
       }
-      const body = fh.createReadStream({ start, end, autoClose: false });
+      const body = fh.createReadStream({ start, end, autoClose: true });
       handedOver = true;
       opts.onStart?.();
       // pipeline destroys the file stream (closing the fd) when the client goes away mid-transfer

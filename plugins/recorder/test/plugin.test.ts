@@ -339,8 +339,10 @@ describe('recorder plugin (SQLite catalog)', function () {
   it('an aborted download does not leak its file descriptor', async () => {
     // a big enough file that the transfer is still going when the client leaves
     fs.appendFileSync(first.file, Buffer.alloc(32 * 1024 * 1024));
-    const fds = () => fs.readdirSync('/proc/self/fd').length;
-    const before = fds();
+    const openOnFile = () => fs.readdirSync('/proc/self/fd').filter((fd) => {
+      try { return fs.readlinkSync(`/proc/self/fd/${fd}`) === first.file; } catch { return false; }
+    }).length;
+    const active = async () => metricValue(await (await fetch(`${h.gw.baseUrl}/metrics`)).text(), 'gw_recorder_downloads_active');
     const u = new URL(first.av.url);
     for (let i = 0; i < 5; i++) {
       await new Promise<void>((resolve, reject) => {
@@ -348,11 +350,14 @@ describe('recorder plugin (SQLite catalog)', function () {
           assert.equal(res.statusCode, 200);
           res.once('data', () => { req.destroy(); resolve(); });
         });
-        req.on('error', (e: Error) => (e.message.includes('socket hang up') || (e as NodeJS.ErrnoException).code === 'ECONNRESET' ? resolve() : reject(e)));
+        req.on('error', (e: NodeJS.ErrnoException) => (e.message.includes('socket hang up') || e.code === 'ECONNRESET' ? resolve() : reject(e)));
         req.end();
       });
     }
-    await waitFor(() => fds() <= before, 'file descriptors to be released');
+    // the download ends only once its file stream has closed; at that moment its fd must be gone (not left to GC)
+    console.log('open now', openOnFile(), await active(), first.file, fs.readdirSync('/proc/self/fd').map((fd) => { try { return fs.readlinkSync('/proc/self/fd/' + fd); } catch { return ''; } }).filter((x) => x.includes('.flv')));
+    await waitFor(async () => (await active()) === 0, 'the aborted downloads to end');
+    assert.equal(openOnFile(), 0, 'no descriptor left open on the file');
     fs.truncateSync(first.file, first.av.sz);
   });
 
