@@ -278,12 +278,19 @@ async function openUdp(address: string): Promise<dgram.Socket> {
   return s;
 }
 
-async function waitDrain(s: net.Socket, signal: AbortSignal | undefined): Promise<void> {
-  try {
-    await Promise.race([once(s, 'drain', { signal }), once(s, 'close', { signal })]);
-  } catch {
-    // aborted, or the socket failed: the caller sees either on its next turn
-  }
+/** Resolves on 'drain', on 'close' or on abort, and leaves no listener behind (it runs once per batch). */
+function waitDrain(s: net.Socket, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const done = (): void => {
+      s.off('drain', done);
+      s.off('close', done);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    s.on('drain', done);
+    s.on('close', done);
+    signal?.addEventListener('abort', done);
+  });
 }
 
 async function closeOut(out: net.Socket | dgram.Socket): Promise<void> {

@@ -6,6 +6,7 @@
 import * as fs from 'node:fs';
 import type { ServerResponse } from 'node:http';
 import { pipeline } from 'node:stream';
+import { promisify } from 'node:util';
 import type { Logger } from 'pino';
 import { ErrCode, GatewayError, type RouteRequest } from '../../../plugin-sdk';
 import type { RecordCatalog } from './catalog';
@@ -21,6 +22,10 @@ export interface FileRouteOptions {
   onEnd?(): void;
 }
 
+const openAsync = promisify(fs.open);
+const fstatAsync = promisify(fs.fstat);
+const closeAsync = promisify(fs.close);
+
 const notFound = (): GatewayError => new GatewayError(ErrCode.RECORD_NOT_FOUND, 'Not found.');
 
 export function recordFileHandler(opts: FileRouteOptions): (req: RouteRequest, res: ServerResponse) => Promise<void> {
@@ -33,15 +38,16 @@ export function recordFileHandler(opts: FileRouteOptions): (req: RouteRequest, r
     if (!rec || rec.path !== rel) throw notFound();
     const real = await resolveStoredFile(opts.storeRoot, req.rest);
     if (!real) throw notFound();
-    let fh: fs.promises.FileHandle;
+    // A plain descriptor rather than a FileHandle: nothing but this code closes it, so a leak would show.
+    let fd: number;
     try {
-      fh = await fs.promises.open(real, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
+      fd = await openAsync(real, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
     } catch {
       throw notFound();
     }
     let handedOver = false;
     try {
-      const st = await fh.stat();
+      const st = await fstatAsync(fd);
       if (!st.isFile()) throw notFound();
       // A recording in progress keeps growing: this response serves the bytes there are now.
       const size = st.size;
@@ -68,7 +74,7 @@ export function recordFileHandler(opts: FileRouteOptions): (req: RouteRequest, r
         res.end();
         return;
       }
-      const body = fh.createReadStream({ start, end, autoClose: true });
+      const body = fs.createReadStream('', { fd, start, end, autoClose: false });
       handedOver = true;
       opts.onStart?.();
       // pipeline destroys the file stream (closing the fd) when the client goes away mid-transfer
@@ -79,7 +85,7 @@ export function recordFileHandler(opts: FileRouteOptions): (req: RouteRequest, r
         }
       });
     } finally {
-      if (!handedOver) await fh.close().catch(() => undefined);
+      if (!handedOver) await closeAsync(fd).catch(() => undefined);
     }
   };
 }
