@@ -1,5 +1,7 @@
 import * as http from 'node:http';
 import * as https from 'node:https';
+import * as tls from 'node:tls';
+import * as fs from 'node:fs';
 import type { Logger } from 'pino';
 import { got, type RequestError } from './got';
 import { parseCallbackUrl, type ParsedCallback } from './callback-url';
@@ -67,6 +69,23 @@ interface PendingNotice {
   deadline: number;
 }
 
+/**
+ * Node's bundled roots plus the system's store (Debian: /etc/ssl/certs/ca-certificates.crt), so an enterprise CA the
+ * operator installed on the machine is trusted for callbacks too. NODE_EXTRA_CA_CERTS still applies on top.
+ */
+function trustedCertificates(): string[] {
+  const roots = [...tls.rootCertificates];
+  for (const file of ['/etc/ssl/certs/ca-certificates.crt', '/etc/pki/tls/certs/ca-bundle.crt']) {
+    try {
+      roots.push(fs.readFileSync(file, 'utf8'));
+      break;
+    } catch {
+      /* not this distribution's path */
+    }
+  }
+  return roots;
+}
+
 /** One per callback origin: its own queue and its own sending slots, so one dead host cannot hold up another. */
 interface HostWorker {
   key: string;
@@ -132,7 +151,7 @@ export class CallbackDispatcher {
     this.random = opts.random ?? Math.random;
     // Own agents, so stop() can close every pooled socket instead of leaving them to the process-wide agents.
     this.httpAgent = new http.Agent({ keepAlive: true, maxSockets: this.concurrency });
-    this.httpsAgent = new https.Agent({ keepAlive: true, maxSockets: this.concurrency });
+    this.httpsAgent = new https.Agent({ keepAlive: true, maxSockets: this.concurrency, ca: trustedCertificates() });
   }
 
   /**
