@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import { ArrayNotEmpty, IsArray, IsIn, IsInt, IsOptional, IsString, Max, Min } from 'class-validator';
 import { definePlugin, type ChannelStream, type FlvPublisher, type Subscription } from '../../plugin-sdk';
 import { FlvMuxer } from '../../plugin-sdk/formats/flv';
@@ -42,6 +43,13 @@ export default definePlugin({
     const playersByReq = new Map<string, number>();
     const refused = ctx.metrics.counter('plays_refused_total', 'play attempts refused (unknown reqId or wrong token)');
     const tags = ctx.metrics.counter('tags_total', 'FLV tags handed to node-media-server', ['type']);
+    // label children resolved once: a labelled inc() hashes its label object on every call, and this runs per tag
+    const tagsByType = { video: tags.labels('video'), audio: tags.labels('audio'), script: tags.labels('script') };
+    const latency = ctx.metrics.histogram(
+      'added_latency_seconds',
+      'time from a frame\'s arrival at the gateway (its last packet read) to its FLV tags handed to the players\' sockets',
+      [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    );
     ctx.metrics.gauge('players', 'connected FLV players', [], (g) => g.set(flv.stats().players));
     ctx.metrics.gauge('bytes_out', 'bytes sent to FLV players', [], (g) => g.set(flv.stats().bytesOut));
     ctx.metrics.gauge('streams', 'channel streams published to players', [], (g) => g.set(feeds.size));
@@ -84,10 +92,14 @@ export default definePlugin({
           for (const t of list) muxer.setTrack(t);
         },
         write(au) {
-          for (const tag of muxer.push(au)) {
+          const out = muxer.push(au);
+          if (out.length === 0) return;
+          for (const tag of out) {
             publisher.sendTag(tag);
-            tags.inc({ type: tag.type === 9 ? 'video' : tag.type === 8 ? 'audio' : 'script' });
+            (tag.type === 9 ? tagsByType.video : tag.type === 8 ? tagsByType.audio : tagsByType.script).inc();
           }
+          // sendTag returns after node-media-server wrote the tag to every player, so this is the full added delay
+          if (au.receivedAt !== undefined) latency.observe((performance.now() - au.receivedAt) / 1000);
         },
         end: () => stopFeed(s.name),
       });

@@ -122,6 +122,11 @@ export default definePlugin({
       onWriteError: (code) => m.writeErrors.inc({ code }),
       onCatalogError: () => m.catalogErrors.inc(),
       onBytesWritten: (n) => m.bytes.inc(n),
+      // status then shows that this request's recording stopped, and why
+      onStopped: (reqId, error) => {
+        ctx.sessions.setRequestFlag(reqId, 'recording', false);
+        ctx.sessions.setRequestFlag(reqId, 'recordingError', error);
+      },
     };
 
     // --- maintenance: orphaned rows, then retention -------------------------------------------------

@@ -121,7 +121,12 @@ export class SimDecoder {
   private last = '';
 
   decode(buf: Buffer, off: number, len: number): string {
-    if (len === this.rawLen && buf.compare(this.raw, 0, len, off, off + len) === 0) return this.last;
+    if (len === this.rawLen) {
+      // 6 or 10 bytes: a plain loop beats a native call here
+      let i = 0;
+      while (i < len && buf[off + i] === this.raw[i]) i++;
+      if (i === len) return this.last;
+    }
     let s = '';
     for (let i = 0; i < len; i++) {
       const b = buf[off + i];

@@ -17,7 +17,7 @@ import { NAL_SCAN, scanH264 } from '../../../plugin-sdk/formats/h264';
 import { scanH265 } from '../../../plugin-sdk/formats/h265';
 import type { CodecId } from '../../../plugin-sdk/media';
 import { DATA_TYPE, Jt1078Packet, SUB_MARK } from './packet';
-import { PT, audioCodecOfPt, videoCodecOfPt } from './payload-types';
+import { audioCodecOfPt, videoCodecOfPt } from './payload-types';
 import { stripHisiliconHeader } from './audio';
 
 export interface Jt1078Frame {
@@ -50,7 +50,7 @@ export interface ReassemblerStats {
   droppedFrames: number;
   /** complete video frames thrown away while waiting for an I frame */
   skippedFrames: number;
-  /** packets whose subpackage mark contradicted a reliable M bit */
+  /** packets whose subpackage mark and M bit disagreed on whether the frame ends there */
   markDisagreements: number;
   /** audio payloads that carried a HiSilicon header */
   hisiliconHeaders: number;
@@ -140,7 +140,10 @@ export class Jt1078Reassembler {
       b.tentative = false;
       const ended = p.timestamp !== b.timestamp;
       this.vote(b, ended === b.tentativeMarkEnds);
-      if (ended) this.complete(b, isVideo);
+      if (ended) {
+        if (b.skipping) b.reset();
+        else this.complete(b, isVideo);
+      }
     }
     let starts: boolean;
     let ends: boolean;
@@ -232,8 +235,13 @@ export class Jt1078Reassembler {
   private complete(b: FrameBuilder, isVideo: boolean): void {
     // One copy per frame: the frame must be contiguous, and copying also lets go of the socket chunks
     // the bodies were cut from (a GOP cache holding subarrays would pin every chunk).
-    const payload = b.parts.length === 1 ? Buffer.from(b.parts[0]) : Buffer.concat(b.parts, b.bytes);
     const count = b.parts.length;
+    if (b.bytes === 0) {
+      // nothing to show (empty bodies): not a frame
+      b.reset();
+      return;
+    }
+    const payload = count === 1 ? Buffer.from(b.parts[0]) : Buffer.concat(b.parts, b.bytes);
     b.reset();
     if (isVideo) {
       const codec = videoCodecOfPt(b.pt);
@@ -263,6 +271,3 @@ export class Jt1078Reassembler {
     });
   }
 }
-
-/** PT values of video codecs this module understands (for callers deciding what to announce). */
-export const KNOWN_VIDEO_PTS: readonly number[] = [PT.H264, PT.H265];

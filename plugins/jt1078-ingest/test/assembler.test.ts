@@ -130,7 +130,7 @@ describe('jt1078 stream assembler', function () {
     const cleanVideo = clean.filter((u) => u.kind === 'video').map(auKey);
     const cleanSet = new Set(clean.map(auKey));
     const rand = prng(2024);
-    const datagrams = packets.map((p, i) => ({ b: reencode(p), k: i === 0 ? -1 : i + rand() * 12 })).filter((d, i) => i === 0 || rand() >= 0.01);
+    const datagrams = packets.map((p, i) => ({ b: reencode(p), k: i === 0 ? -1 : i + rand() * 12 })).filter((_d, i) => i === 0 || rand() >= 0.01);
     assert.ok(datagrams.length < packets.length);
     datagrams.sort((a, b) => a.k - b.k);
     let now = 0;

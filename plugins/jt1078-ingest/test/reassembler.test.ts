@@ -66,6 +66,7 @@ describe('jt1078 frame reassembly', () => {
       const { out, asm } = frames(packets.map((p) => ({ ...p, subMark: SUB_MARK.ATOMIC })));
       assert.deepEqual(out.map(frameKey), clean);
       assert.ok(asm.stats.markDisagreements > 1000);
+      assert.equal(asm.boundaryMode('video'), 'm');
     });
 
     it('uses the M bit when marks are random', () => {
@@ -75,8 +76,15 @@ describe('jt1078 frame reassembly', () => {
     });
 
     it('uses the marks when the M bit is never set, or always set', () => {
-      assert.deepEqual(frames(packets.map((p) => ({ ...p, marker: false }))).out.map(frameKey), clean);
-      assert.deepEqual(frames(packets.map((p) => ({ ...p, marker: true }))).out.map(frameKey), clean);
+      for (const marker of [false, true]) {
+        const { out, asm } = frames(packets.map((p) => ({ ...p, marker })));
+        assert.deepEqual(out.map(frameKey), clean);
+        assert.equal(asm.boundaryMode('video'), 'marks');
+      }
+    });
+
+    it('follows marks and M bit without deciding anything while they agree', () => {
+      assert.equal(frames(packets).asm.boundaryMode('video'), 'unproven');
     });
   });
 

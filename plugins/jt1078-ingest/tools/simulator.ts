@@ -14,7 +14,7 @@ import * as dgram from 'node:dgram';
 import * as dns from 'node:dns/promises';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
-import { once } from 'node:events';
+import { once, setMaxListeners } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Jt1078Layout, Jt1078Packet, headerLength } from '../src/packet';
 import { Jt1078Parser } from '../src/parser';
@@ -159,13 +159,21 @@ export async function runSimulator(opts: SimulatorOptions): Promise<SimulatorSum
   }
   const counters: Counters = { packets: 0, bytes: 0, passes: 0 };
   const started = performance.now();
+  // Every terminal waits on the signal at once; an internal one (without the listener limit) keeps the
+  // caller's signal down to a single listener.
+  const stop = new AbortController();
+  setMaxListeners(0, stop.signal);
+  const forward = (): void => stop.abort();
+  if (opts.signal?.aborted) stop.abort();
+  opts.signal?.addEventListener('abort', forward, { once: true });
   const terminals: Promise<void>[] = [];
   for (let i = 0; i < count; i++) {
     // Spread terminals over one frame interval so they do not all burst at the same instant.
     const stagger = speed > 0 && count > 1 ? (i * 40) / count : 0;
-    terminals.push(runTerminal(cap, layout, sims[i], opts.chan, speed, !!opts.loop, !!opts.udp, address, opts.port, stagger, counters, opts.signal));
+    terminals.push(runTerminal(cap, layout, sims[i], opts.chan, speed, !!opts.loop, !!opts.udp, address, opts.port, stagger, counters, stop.signal));
   }
   const results = await Promise.allSettled(terminals);
+  opts.signal?.removeEventListener('abort', forward);
   const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
   if (failed) throw failed.reason;
   return {

@@ -74,7 +74,7 @@ export function recordFileHandler(opts: FileRouteOptions): (req: RouteRequest, r
         res.end();
         return;
       }
-      const body = fs.createReadStream('', { fd, start, end, autoClose: false });
+      const body = fs.createReadStream('', { fd, start, end, autoClose: true });
       handedOver = true;
       opts.onStart?.();
       // pipeline destroys the file stream (closing the fd) when the client goes away mid-transfer

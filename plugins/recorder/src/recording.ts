@@ -25,6 +25,8 @@ export interface RecordingContext {
   onCatalogError(): void;
   /** bytes reached the disk since the last call for this recording */
   onBytesWritten(n: number): void;
+  /** the recording stopped before its request ended (write or catalog error) */
+  onStopped(reqId: string, error: string): void;
 }
 
 /** How a recording ended. */
@@ -83,6 +85,7 @@ export class Recording {
         ctx.log.error({ reqId: this.reqId, err: describe(err) }, 'recording not started: the catalog refused its row');
         this.failure = err;
         this.closeSub();
+        ctx.onStopped(this.reqId, describe(err));
         return false;
       },
     );
@@ -180,6 +183,7 @@ export class Recording {
     this.ctx.onWriteError(code);
     this.ctx.log.error({ reqId: this.reqId, file: this.file, code, err: describe(err) }, 'recording stopped by a write error; live play goes on');
     this.closeSub();
+    this.ctx.onStopped(this.reqId, describe(err));
     void this.finish('write error');
   }
 

@@ -8,6 +8,7 @@ import { flvExtent } from './flv-tail';
 import { fileOf } from './retention';
 
 export interface RecoveryOptions {
+  /** end time for rows whose file is missing */
   now: Date;
   /**
    * A file written to within this many ms may still be recorded by another gateway sharing the catalog
@@ -55,7 +56,8 @@ async function recoverOne(catalog: RecordCatalog, storeRoot: string, rec: Stored
     await catalog.update(rec.reqId, { state: 'failed', sz: 0, endTm: opts.now, error: 'the gateway stopped while recording and the file is missing' });
     return { reqId: rec.reqId, state: 'failed', sz: 0, truncated: 0 };
   }
-  if (opts.quietMs > 0 && opts.now.getTime() - st.mtimeMs < opts.quietMs) return null;
+  // mtimes are wall-clock time, whatever clock the gateway runs on
+  if (opts.quietMs > 0 && Date.now() - st.mtimeMs < opts.quietMs) return null;
   const endTm = st.mtime;
   const ext = await flvExtent(file);
   if (!ext.flv) {

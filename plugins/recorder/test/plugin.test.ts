@@ -7,36 +7,18 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as path from 'node:path';
-import { definePlugin, type Notice, type PluginContext } from '../../../plugin-sdk';
 import { ManualClock } from '../../../plugin-sdk/clock';
-import { startTestGateway, stubMediaPlugin, type TestGateway } from '../../../plugin-sdk/testkit';
 import { parseFlv } from '../../../test/support/flv-reader';
 import { scratchDir } from '../../../test/support/paths';
-import { requireTool } from '../../../test/support/tools';
 import { recordPath, type StoredRecord } from '../src/catalog';
 import { openSqliteCatalog } from '../src/catalog-sqlite';
-import { encodeTestPattern, FRAME_MS, loadClip, unitAt, type H264Clip } from './fixtures/h264-clip';
+import { FRAME_MS, unitAt, type H264Clip } from './fixtures/h264-clip';
+import {
+  A, B, NORM_SIM, SIM, closeReq, notices, openRecorded, publisherFor, queryReq, recordClip, startGateway, testClip, utcText, type Harness,
+} from './harness';
 import { metricValue, probeVideo, rawRequest, sleep, waitFor } from './helpers';
 
-const A = 'appa:pwa';
-const B = 'appb:pwb';
-const APPS = [
-  { appId: 'A', user: 'appa', password: 'pwa' },
-  { appId: 'B', user: 'appb', password: 'pwb' },
-];
-const SIM = '013800138000';
-const NORM_SIM = '13800138000';
-
 let clip: H264Clip;
-let probe: PluginContext<object>;
-const notices: Notice[] = [];
-const probeDef = definePlugin({
-  name: 'probe',
-  setup(ctx) {
-    probe = ctx;
-    ctx.notices.on((n) => notices.push(n));
-  },
-});
 
 function readCatalog<T>(dataDir: string, fn: (c: ReturnType<typeof openSqliteCatalog>) => Promise<T>): Promise<T> {
   const c = openSqliteCatalog({ dir: path.join(dataDir, 'recorder') });
@@ -47,78 +29,13 @@ async function rowOf(dataDir: string, appId: string, reqId: string): Promise<Sto
   return readCatalog(dataDir, (c) => c.getByReqId(appId, reqId));
 }
 
-interface Harness {
-  gw: TestGateway;
-  dataDir: string;
-}
-
-async function startGateway(dataDir: string, recorder: Record<string, unknown> = {}, clock?: ManualClock): Promise<TestGateway> {
-  const stub = stubMediaPlugin({ fmts: [0, 1] });
-  return startTestGateway({
-    plugins: [
-      { name: stub.name, def: stub.def },
-      { name: 'probe', def: probeDef },
-      // loaded by name, as a site file would: dist/plugins/recorder/index.js
-      { name: 'recorder', config: { timeZone: 'UTC', sizeUpdateSec: 1, ...recorder } },
-    ],
-    gateway: { dataDir, applications: APPS },
-    captureLogs: true,
-    ...(clock ? { clock } : {}),
-  });
-}
-
-function ended(gw: TestGateway, reqId: string): boolean {
-  return gw.logs.some((l) => l.reqId === reqId && typeof l.msg === 'string' && l.msg.startsWith('recording ended'));
-}
-
-async function openRecorded(h: Harness, auth: string, over: Record<string, unknown> = {}): Promise<string> {
-  const r = await h.gw.api('POST', '/strm/open', { user: { token: 'tok' }, typ: 'live', simNo: SIM, chanId: 1, keepIntv: 600, record: true, ...over }, auth);
-  assert.equal(r.json.errCode, 0, JSON.stringify(r.json));
-  assert.equal(r.json.data[0].recording, true, 'the open result says recording');
-  return r.json.data[0].reqId as string;
-}
-
-function publisherFor(simNorm: string, chanId: number) {
-  const s = probe.sessions.findStream(simNorm, chanId, 'live');
-  assert.ok(s, `stream ${simNorm}_${chanId}`);
-  const pub = s.media.attachPublisher();
-  pub.setTrack(clip.track);
-  return { pub, stream: s };
-}
-
-async function closeReq(h: Harness, auth: string, reqId: string): Promise<void> {
-  const c = await h.gw.api('POST', '/strm/close', { reqIds: [reqId] }, auth);
-  assert.deepEqual(c.json.data, [{ reqId, closed: true }]);
-  await waitFor(() => ended(h.gw, reqId), `the end of recording ${reqId}`);
-}
-
-/** Opens a recorded request, pushes `frames` frames of the clip starting at dts `startDts`, closes it. */
-async function recordClip(h: Harness, auth: string, opts: { chanId: number; frames: number; simNo?: string; startDts?: number }): Promise<string> {
-  const simNo = opts.simNo ?? SIM;
-  const reqId = await openRecorded(h, auth, { chanId: opts.chanId, simNo });
-  const { pub } = publisherFor(simNo.replace(/^0+/, ''), opts.chanId);
-  for (let i = 0; i < opts.frames; i++) pub.push(unitAt(clip, i, opts.startDts ?? 0));
-  await closeReq(h, auth, reqId);
-  return reqId;
-}
-
-async function queryReq(h: Harness, auth: string, reqId: string): Promise<any[]> {
-  const r = await h.gw.api('GET', `/strm/record?reqId=${encodeURIComponent(reqId)}`, undefined, auth);
-  assert.equal(r.json.errCode, 0, JSON.stringify(r.json));
-  return r.json.data;
-}
-
-const utcText = (d: Date): string => d.toISOString().slice(0, 19).replace('T', ' ');
-
 describe('recorder plugin (SQLite catalog)', function () {
   this.timeout(30_000);
   const h = {} as Harness;
   let scratch: string;
 
   before(async () => {
-    const ffmpeg = requireTool('ffmpeg', 'ffmpeg');
-    requireTool('ffprobe', 'ffmpeg');
-    clip = loadClip(encodeTestPattern(ffmpeg, 4));
+    clip = testClip();
     assert.equal(clip.frames.length, 100);
     scratch = scratchDir('recorder-plugin');
     h.dataDir = path.join(scratch, 'data');
@@ -355,7 +272,6 @@ describe('recorder plugin (SQLite catalog)', function () {
       });
     }
     // the download ends only once its file stream has closed; at that moment its fd must be gone (not left to GC)
-    console.log('open now', openOnFile(), await active(), first.file, fs.readdirSync('/proc/self/fd').map((fd) => { try { return fs.readlinkSync('/proc/self/fd/' + fd); } catch { return ''; } }).filter((x) => x.includes('.flv')));
     await waitFor(async () => (await active()) === 0, 'the aborted downloads to end');
     assert.equal(openOnFile(), 0, 'no descriptor left open on the file');
     fs.truncateSync(first.file, first.av.sz);
@@ -406,7 +322,8 @@ describe('recorder plugin (SQLite catalog)', function () {
     assert.equal(live, 100, 'the live subscriber got every frame, before and after the error');
     const status = await h.gw.api('GET', `/strm/status?reqId=${reqId}`, undefined, A);
     assert.equal(status.json.count, 1, 'the request is still open');
-    assert.equal(status.json.data[0].flags.recording, true);
+    assert.equal(status.json.data[0].flags.recording, false, 'status shows the recording stopped');
+    assert.match(status.json.data[0].flags.recordingError, /^E[A-Z]+/);
     sub.close();
     await closeReq(h, A, reqId);
 
@@ -480,7 +397,7 @@ describe('recorder plugin: server time zone and retention by age on its interval
   let clock: ManualClock;
 
   before(async () => {
-    if (!clip) clip = loadClip(encodeTestPattern(requireTool('ffmpeg', 'ffmpeg'), 4));
+    clip = testClip();
     scratch = scratchDir('recorder-clock');
     h.dataDir = path.join(scratch, 'data');
     // 20:00 UTC on 31 December is already 04:00 on 1 January in Shanghai

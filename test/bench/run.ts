@@ -1,0 +1,61 @@
+/**
+ * Benchmark dispatcher: `node dist/test/bench/run.js <name> [args]` runs test/bench/<name>.ts's exported
+ * `run(args)` (npm: `npm run bench -- <name> [args]`). See test/bench/README.md for each benchmark.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+
+export interface Bench {
+  run(args: string[]): Promise<unknown>;
+}
+
+/** Benchmarks by name; each module stays unloaded until picked, so one bench's imports cannot slow another. */
+export const BENCHES: Record<string, { summary: string; load: () => Bench }> = {
+  'ingest-flv': {
+    summary: 'N simulated terminals at ~1 Mbit/s, one HTTP-FLV player each; gateway CPU, RSS, throughput, added latency',
+    load: () => require('./ingest-flv') as Bench,
+  },
+  'record-catalog': {
+    summary: 'stored-media range queries on a 1,000,000-record SQLite catalog (page 1 and page 500)',
+    load: () => require('./record-catalog') as Bench,
+  },
+};
+
+export function usage(): string {
+  const names = Object.entries(BENCHES).map(([n, b]) => `  ${n.padEnd(16)} ${b.summary}`).join('\n');
+  return `usage: npm run bench -- <name> [args]   (or: node dist/test/bench/run.js <name> [args])\n\nbenchmarks:\n${names}\n\nEach benchmark's own arguments: see test/bench/README.md.`;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const [name, ...args] = argv;
+  if (!name || name === '-h' || name === '--help') {
+    process.stdout.write(usage() + '\n');
+    return name ? 0 : 2;
+  }
+  const entry = BENCHES[name];
+  if (!entry) {
+    // a compiled bench file that is not listed above is most likely a new one someone forgot to register
+    const guess = fs.existsSync(path.join(__dirname, `${name}.js`)) ? ` (dist/test/bench/${name}.js exists but is not registered in run.ts)` : '';
+    process.stderr.write(`unknown benchmark '${name}'${guess}\n\n${usage()}\n`);
+    return 2;
+  }
+  try {
+    await entry.load().run(args);
+    return 0;
+  } catch (err) {
+    process.stderr.write(`${name}: ${err instanceof Error ? err.message : String(err)}\n`);
+    if (process.env.GW_DEBUG && err instanceof Error && err.stack) process.stderr.write(err.stack + '\n');
+    return 1;
+  }
+}
+
+if (require.main === module) {
+  main(process.argv.slice(2)).then((code) => {
+    process.exitCode = code;
+    // A benchmark stops by itself: if some handle it forgot still holds the process, do not hang on it.
+    setTimeout(() => {
+      process.stderr.write('bench: handles still open 5 s after the benchmark finished; exiting\n');
+      process.exit(code);
+    }, 5000).unref();
+  });
+}
