@@ -1,4 +1,4 @@
-import { validateSync, type ValidationError } from 'class-validator';
+import { getMetadataStorage, validateSync, type ValidationError } from 'class-validator';
 
 /** A boot-stopping configuration problem; its message is the one line the operator sees. */
 export class BootError extends Error {
@@ -11,6 +11,20 @@ export class BootError extends Error {
 export function envNameFor(prefix: string, key: string): string {
   const snake = key.replace(/([a-z0-9])([A-Z])/g, '$1_$2').replace(/[^A-Za-z0-9]+/g, '_');
   return `${prefix}_${snake}`.toUpperCase();
+}
+
+/**
+ * A key without a default (optional) takes its type from its validators, so `GW_FLV_OUT_PUBLIC_PORT=8081` is a number
+ * while an optional string key keeps "1234" a string.
+ */
+function sampleFromValidators(cls: new () => object, key: string): unknown {
+  const names = new Set(
+    getMetadataStorage().getTargetValidationMetadatas(cls, '', true, false).filter((m) => m.propertyName === key).map((m) => m.name),
+  );
+  if (names.has('isInt') || names.has('isNumber') || names.has('min') || names.has('max')) return 0;
+  if (names.has('isBoolean')) return false;
+  if (names.has('isArray') || names.has('isObject')) return {};
+  return undefined;
 }
 
 /** Environment strings take the type of the key's default so `GW_X_PORT=7081` validates as a number. */
@@ -80,7 +94,7 @@ export function buildConfig<C extends object>(cls: new () => C, fileValues: unkn
     for (const name of names) {
       const raw = src.env[name];
       if (raw !== undefined) {
-        inst[k] = coerce(raw, inst[k]);
+        inst[k] = coerce(raw, inst[k] === undefined ? sampleFromValidators(cls, k) : inst[k]);
         origin.set(k, name);
         break;
       }

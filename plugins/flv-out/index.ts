@@ -48,7 +48,7 @@ export default definePlugin({
     const latency = ctx.metrics.histogram(
       'added_latency_seconds',
       'time from a frame\'s arrival at the gateway (its last packet read) to its FLV tags handed to the players\' sockets',
-      [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+      [0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
     );
     ctx.metrics.gauge('players', 'connected FLV players', [], (g) => g.set(flv.stats().players));
     ctx.metrics.gauge('bytes_out', 'bytes sent to FLV players', [], (g) => g.set(flv.stats().bytesOut));

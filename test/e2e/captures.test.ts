@@ -4,11 +4,12 @@
  * Also the same captures re-packed in the 2019 layout, pushed to the 2019 port and to the 2013 port.
  */
 import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { runSimulator } from '../../plugins/jt1078-ingest/tools/simulator';
 import type { Jt1078Layout } from '../../plugins/jt1078-ingest/src/packet';
 import { fixturePath } from '../support/paths';
 import {
-  CAPTURES, HttpFlvPlayer, WsFlvPlayer, capture, codedAudio, codedVideo, expectedFrom, ffprobe, framesFromFirstI, firstNonMonotonic, maxBackStep,
+  CAPTURES, HttpFlvPlayer, WsFlvPlayer, capture, codedAudio, codedVideo, expectedFrom, ffprobe, framesFromFirstI, firstNonMonotonic, maxBackStep, metric,
   openLive, startE2eGateway, waitFor, wsUrlOf, type CaptureInfo, type E2eGateway,
 } from './helpers';
 import { parseFlv, type ParsedFlv } from '../support/flv-reader';
@@ -44,6 +45,7 @@ describe('e2e: JT/T 1078 captures to HTTP-FLV / WS-FLV players', function () {
     assert.equal(p.codec, 'h264');
     assert.equal(`${p.width}x${p.height}`, `${cap.width}x${cap.height}`, `${what}: resolution`);
     assert.equal(p.frames, want.video, `${what}: ffprobe decodes every frame`);
+    assert.equal(p.errors, '', `${what}: without a decoder complaint`);
     if (cap.audio) assert.deepEqual(p.audio, { codec: 'pcm_alaw', sampleRate: 8000 }, `${what}: G.711A audio track`);
     else assert.equal(p.audio, undefined, `${what}: no audio track announced`);
   }
@@ -71,6 +73,9 @@ describe('e2e: JT/T 1078 captures to HTTP-FLV / WS-FLV players', function () {
     } else {
       const player = await HttpFlvPlayer.connect(open.playUrl);
       assert.equal(player.status, 200);
+      await sleep(30);
+      assert.equal(player.bytes, 0, 'before any media the player is held open with nothing sent');
+      assert.equal(player.isEnded, false);
       await runSimulator({ file: fixturePath(cap.file), port: o.port ?? e.live2013, speed: 0, proto: o.proto });
       // the terminal went and did not come back within the grace: the request closes and the player ends
       await player.ended;
@@ -96,8 +101,12 @@ describe('e2e: JT/T 1078 captures to HTTP-FLV / WS-FLV players', function () {
 
   for (const cap of CAPTURES) {
     it(`${cap.file.replace('jt1078/', '')} re-packed as 2019 (10-byte SIM): to the 2019 port and to the 2013 port`, async () => {
-      checkPlayback(cap, parsed(await playCapture(cap, { proto: '2019', port: e.live2019 })), '2019 layout on the 2019 port');
-      checkPlayback(cap, parsed(await playCapture(cap, { proto: '2019', port: e.live2013 })), '2019 layout on the 2013 port');
+      for (const [listener, port] of [['live2019', e.live2019], ['live2013', e.live2013]] as const) {
+        const detected = () => metric(e.gw, 'gw_jt1078_ingest_layouts_detected_total', { listener, layout: '2019' });
+        const before = await detected();
+        checkPlayback(cap, parsed(await playCapture(cap, { proto: '2019', port })), `2019 layout on the ${listener} port`);
+        assert.equal(await detected() - before, 1, `the ${listener} listener detected the 2019 layout`);
+      }
     });
   }
 });

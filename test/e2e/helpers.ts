@@ -65,6 +65,8 @@ export interface Expected {
   keyframes: number;
   /** stream time of each video unit, ms */
   videoDts: number[];
+  /** sequence numbers the reorder stage gave up as lost */
+  lostPackets: number;
 }
 
 /**
@@ -72,8 +74,8 @@ export interface Expected {
  * directly. With `reorder` the UDP reorder buffer is on, on a clock that never runs out (holes are given up only
  * when the buffer is full, which is what a fast sender sees too).
  */
-export function expectedFrom(packets: Jt1078Packet[], opts: { reorder?: boolean } = {}): Expected {
-  const e: Expected = { video: 0, audioAfterVideo: 0, keyframes: 0, videoDts: [] };
+export function expectedFrom(packets: Iterable<Jt1078Packet>, opts: { reorder?: boolean } = {}): Expected {
+  const e: Expected = { video: 0, audioAfterVideo: 0, keyframes: 0, videoDts: [], lostPackets: 0 };
   const asm = new Jt1078StreamAssembler({
     onTrack: (_t: TrackInfo) => undefined,
     onAccessUnit: (au: AccessUnit) => {
@@ -88,7 +90,19 @@ export function expectedFrom(packets: Jt1078Packet[], opts: { reorder?: boolean 
   }, { reorder: opts.reorder ? { maxPackets: 64, maxDelayMs: 200 } : false, now: () => 0 });
   // No flush: a frame still open when the terminal goes is not published by the gateway either.
   for (const p of packets) asm.push(p);
+  e.lostPackets = asm.stats.reorder.lost;
   return e;
+}
+
+/**
+ * The capture played `passes` times as one continuous stream, the way the simulator loops it: each pass shifts
+ * timestamps by the capture's span and sequence numbers by its packet count.
+ */
+export function* loopedPackets(cap: Capture, passes: number, firstPass = 0): Generator<Jt1078Packet> {
+  const n = cap.packets.length;
+  for (let pass = firstPass; pass < passes; pass++) {
+    for (const p of cap.packets) yield { ...p, seq: (p.seq + pass * n) & 0xffff, timestamp: p.timestamp + pass * cap.loopShift };
+  }
 }
 
 /**
@@ -106,13 +120,25 @@ export function framesFromFirstI(packets: Jt1078Packet[]): number {
   return frames;
 }
 
-/** The capture's packets re-encoded one buffer each, optionally in another layout / SIM / channel. */
-export function encodeCapture(packets: Jt1078Packet[], o: { layout?: Jt1078Layout; sim?: string; channel?: number } = {}): Buffer[] {
-  return packets.map((p) => encodePacket({
+export interface Reencode { layout?: Jt1078Layout; sim?: string; channel?: number }
+
+/** One packet re-encoded, optionally in another layout / SIM / channel. */
+export function encodeOne(p: Jt1078Packet, o: Reencode = {}): Buffer {
+  return encodePacket({
     layout: o.layout ?? p.layout, sim: o.sim ?? p.sim, channel: o.channel ?? p.channel, pt: p.pt, marker: p.marker,
     seq: p.seq, dataType: p.dataType, subMark: p.subMark, timestamp: p.timestamp,
     lastIFrameInterval: p.lastIFrameInterval, lastFrameInterval: p.lastFrameInterval,
-  }, p.body));
+  }, p.body);
+}
+
+/** The capture's packets re-encoded, one buffer each. */
+export function encodeCapture(packets: Jt1078Packet[], o: Reencode = {}): Buffer[] {
+  return packets.map((p) => encodeOne(p, o));
+}
+
+/** The same, lazily (for long looped streams). */
+export function* encodeLazily(packets: Iterable<Jt1078Packet>, o: Reencode = {}): Generator<Buffer> {
+  for (const p of packets) yield encodeOne(p, o);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -233,14 +259,59 @@ export function wsUrlOf(playUrl: string): string {
   return playUrl.replace(/^http:/, 'ws:');
 }
 
-/** An HTTP-FLV player: collects the body; can stop reading (pause) to play a stalled client. */
+/**
+ * Counts an FLV byte stream's tags as they arrive, without keeping them (a long-running player's memory must not
+ * be mistaken for the gateway's).
+ */
+export class FlvTagCounter {
+  videoFrames = 0;
+  keyframes = 0;
+  lastVideoTs = -1;
+  /** coded video tags whose timestamp was not above the previous one's */
+  backwards = 0;
+  private carry: Buffer = Buffer.alloc(0);
+  private headerDone = false;
+
+  push(chunk: Buffer): void {
+    let buf = this.carry.length ? Buffer.concat([this.carry, chunk]) : chunk;
+    let at = 0;
+    if (!this.headerDone) {
+      if (buf.length < 13) { this.carry = Buffer.from(buf); return; }
+      if (buf.toString('latin1', 0, 3) !== 'FLV') throw new Error('not an FLV stream');
+      at = buf.readUInt32BE(5) + 4;
+      this.headerDone = true;
+    }
+    while (at + 11 <= buf.length) {
+      const size = buf.readUIntBE(at + 1, 3);
+      if (at + 11 + size + 4 > buf.length) break;
+      if (buf[at] === 9 && size >= 2) {
+        const b0 = buf[at + 11];
+        const coded = b0 & 0x80 ? ((b0 & 0x0f) === 1 || (b0 & 0x0f) === 3) : buf[at + 12] === 1;
+        if (coded) {
+          const ts = (buf.readUIntBE(at + 4, 3) | (buf[at + 7] << 24)) >>> 0;
+          if (ts <= this.lastVideoTs) this.backwards++;
+          this.lastVideoTs = ts;
+          this.videoFrames++;
+          if (((b0 >> 4) & 7) === 1) this.keyframes++;
+        }
+      }
+      at += 11 + size + 4;
+    }
+    buf = buf.subarray(at);
+    this.carry = Buffer.from(buf);
+  }
+}
+
+/** An HTTP-FLV player: collects the body (or only counts it); can stop reading (pause) to play a stalled client. */
 export class HttpFlvPlayer {
   readonly chunks: Buffer[] = [];
   bytes = 0;
+  /** set when connected with keep: false */
+  counter?: FlvTagCounter;
   /** resolves when the server ends or drops the response */
   readonly ended: Promise<void>;
   endedAt = 0;
-  private constructor(readonly status: number, private readonly res: http.IncomingMessage, private readonly req: http.ClientRequest) {
+  private constructor(readonly status: number, private readonly res: http.IncomingMessage, private readonly req: http.ClientRequest, keep: boolean) {
     this.ended = new Promise<void>((resolve) => {
       const done = (): void => {
         if (!this.endedAt) this.endedAt = Date.now();
@@ -251,18 +322,28 @@ export class HttpFlvPlayer {
       res.on('error', done);
       req.on('error', done);
     });
+    if (!keep) this.counter = new FlvTagCounter();
     res.on('data', (c: Buffer) => {
-      this.chunks.push(c);
+      if (this.counter) this.counter.push(c);
+      else this.chunks.push(c);
       this.bytes += c.length;
     });
   }
 
-  /** Connects; resolves once the response headers arrived (the server holds the player open until media). */
-  static connect(url: string): Promise<HttpFlvPlayer> {
+  /**
+   * Connects; resolves once the response headers arrived (the server holds the player open until media).
+   * keep: false counts tags as they come instead of keeping the bytes.
+   */
+  static connect(url: string, o: { keep?: boolean } = {}): Promise<HttpFlvPlayer> {
     return new Promise((resolve, reject) => {
-      const req = http.get(httpUrlOf(url), { agent: false }, (res) => resolve(new HttpFlvPlayer(res.statusCode ?? 0, res, req)));
+      const req = http.get(httpUrlOf(url), { agent: false }, (res) => resolve(new HttpFlvPlayer(res.statusCode ?? 0, res, req, o.keep ?? true)));
       req.on('error', reject);
     });
+  }
+
+  /** the client side's address as the server sees it (PlayAttempt.remote) */
+  get remote(): string {
+    return `${this.res.socket.localAddress}:${this.res.socket.localPort}`;
   }
 
   get isEnded(): boolean {
@@ -279,6 +360,7 @@ export class HttpFlvPlayer {
   }
 
   videoFrames(): number {
+    if (this.counter) return this.counter.videoFrames;
     return this.bytes > 13 ? codedVideo(this.parse().tags).length : 0;
   }
 
@@ -418,12 +500,22 @@ export class TcpTerminal {
     return new TcpTerminal(s);
   }
 
-  async send(bufs: Buffer[], batch = 64): Promise<void> {
-    for (let i = 0; i < bufs.length; i += batch) {
+  /**
+   * Writes the buffers `batch` at a time (an iterable is consumed lazily, so a long stream need not exist in memory
+   * at once); pauseMs between batches paces the sender (0: as fast as the socket drains).
+   */
+  async send(bufs: Iterable<Buffer>, batch = 64, pauseMs = 0): Promise<void> {
+    const it = bufs[Symbol.iterator]();
+    for (let done = false; !done;) {
       this.socket.cork();
-      for (const b of bufs.slice(i, i + batch)) this.socket.write(b);
+      for (let k = 0; k < batch; k++) {
+        const r = it.next();
+        if (r.done) { done = true; break; }
+        this.socket.write(r.value);
+      }
       this.socket.uncork();
       if (this.socket.writableNeedDrain) await once(this.socket, 'drain');
+      if (pauseMs > 0) await sleep(pauseMs);
       else await new Promise<void>((r) => setImmediate(r));
     }
   }

@@ -50,7 +50,9 @@ describe('e2e: UDP reordering and loss, TCP junk', function () {
 
     const flv = parseFlv(player.data());
     const video = codedVideo(flv.tags);
-    assert.equal(lost, plan.dropped, 'the gateway counts exactly the dropped packets as lost (reordered ones are put back)');
+    // (a drop among the last packets leaves no later number to reveal it)
+    assert.ok(want.lostPackets >= plan.dropped - 2 && want.lostPackets <= plan.dropped, `reference loss ${want.lostPackets} of ${plan.dropped}`);
+    assert.equal(lost, want.lostPackets, 'the gateway counts the dropped packets as lost, and only those (reordered ones are put back)');
     assert.equal(video.length, want.video, 'every frame the reorder buffer can rebuild reaches the player');
     assert.equal(video[0].keyframe, true);
     assert.equal(firstNonMonotonic(video, true), -1, 'timestamps strictly increase across the gaps');

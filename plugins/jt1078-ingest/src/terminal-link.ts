@@ -43,6 +43,8 @@ export class TerminalLink {
   private closed = false;
   private cancelGrace: (() => void) | undefined;
   private warnedUnmatched = new Set<string>();
+  /** the source of the previous packet: a link nearly always carries one channel, so most packets skip the map */
+  private lastSrc: ChannelSource | undefined;
 
   constructor(
     readonly id: string,
@@ -73,6 +75,12 @@ export class TerminalLink {
   private onPacket(p: Jt1078Packet): void {
     this.counters.packets++;
     if (p.dataType === 4) return;
+    const last = this.lastSrc;
+    // the SIM decoder hands back the same string while the SIM bytes repeat, so this compares pointers
+    if (last !== undefined && last.sim === p.sim && last.channel === p.channel && this.sources.get(last.key) === last) {
+      last.assembler.push(p);
+      return;
+    }
     const key = `${p.sim}_${p.channel}`;
     let src = this.sources.get(key);
     if (!src) {
@@ -91,6 +99,7 @@ export class TerminalLink {
       this.cancelGrace = undefined;
       this.host.log.info({ link: this.id, stream: stream.name, layout: this.parser.layout, transport: this.transport }, 'terminal pushing');
     }
+    this.lastSrc = src;
     src.assembler.push(p);
   }
 
@@ -109,6 +118,16 @@ export class TerminalLink {
     this.cancelGrace = this.host.setTimer(() => {
       if (this.sources.size === 0) this.close('no opened channel within the grace period');
     }, this.host.unknownGraceMs);
+  }
+
+  /**
+   * The terminal closed its TCP connection. A packet read after junk is only taken once the header after it
+   * confirms it; when the stream ends exactly at its end, the end confirms it, so the parser is flushed first.
+   */
+  ended(reason: string): void {
+    if (this.closed) return;
+    this.parser.end();
+    this.close(reason);
   }
 
   close(reason: string): void {

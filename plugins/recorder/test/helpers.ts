@@ -79,3 +79,11 @@ export function metricValue(text: string, name: string, labels: Record<string, s
   }
   return undefined;
 }
+
+/** codec_type:codec_name of every stream ffprobe finds, in order. */
+export function probeStreams(file: string): string[] {
+  const ffprobe = requireTool('ffprobe', 'ffmpeg');
+  const r = spawnSync(ffprobe, ['-v', 'error', '-show_entries', 'stream=codec_type,codec_name', '-of', 'json', file], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`ffprobe failed on ${file}: ${r.stderr}`);
+  return (JSON.parse(r.stdout) as { streams: Array<{ codec_type: string; codec_name: string }> }).streams.map((s) => `${s.codec_type}:${s.codec_name}`);
+}

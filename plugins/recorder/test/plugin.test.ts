@@ -14,9 +14,9 @@ import { recordPath, type StoredRecord } from '../src/catalog';
 import { openSqliteCatalog } from '../src/catalog-sqlite';
 import { FRAME_MS, unitAt, type H264Clip } from './fixtures/h264-clip';
 import {
-  A, B, NORM_SIM, SIM, closeReq, notices, openRecorded, publisherFor, queryReq, recordClip, startGateway, testClip, utcText, type Harness,
+  A, B, NORM_SIM, SIM, closeReq, notices, openRecorded, probeCtx, publisherFor, queryReq, recordClip, startGateway, testClip, utcText, type Harness,
 } from './harness';
-import { metricValue, probeVideo, rawRequest, sleep, waitFor } from './helpers';
+import { metricValue, probeStreams, probeVideo, rawRequest, sleep, waitFor } from './helpers';
 
 let clip: H264Clip;
 
@@ -358,6 +358,32 @@ describe('recorder plugin (SQLite catalog)', function () {
     assert.equal(done.sz, fs.statSync(path.join(h.dataDir, 'records', ...done.path.split('/'))).size);
   });
 
+  it('mediaTyp says what was recorded: video with G.711 audio is av, audio alone is a', async () => {
+    const alaw = (i: number) => ({ kind: 'audio' as const, codec: 'g711a' as const, dts: i * 40, pts: i * 40, keyframe: false, payload: Buffer.alloc(320, 0xd5) });
+    const av = await openRecorded(h, A, { chanId: 80 });
+    const { pub } = publisherFor(NORM_SIM, 80);
+    pub.setTrack({ kind: 'audio', codec: 'g711a', sampleRate: 8000, channels: 1 });
+    for (let i = 0; i < 50; i++) { pub.push(unitAt(clip, i)); pub.push(alaw(i)); }
+    await closeReq(h, A, av);
+    const [avRec] = await queryReq(h, A, av);
+    assert.equal(avRec.mediaTyp, 'av');
+    const avFile = path.join(h.dataDir, 'records', ...avRec.path.split('/'));
+    assert.deepEqual(probeStreams(avFile).sort(), ['audio:pcm_alaw', 'video:h264']);
+
+    // listening only (dataTyp 3): no video is expected, so the first audio unit starts the file
+    const a = await openRecorded(h, A, { chanId: 81, dataTyp: 3 });
+    const s = probeCtx().sessions.findStream(NORM_SIM, 81, 'live')!;
+    const apub = s.media.attachPublisher();
+    apub.setTrack({ kind: 'audio', codec: 'g711a', sampleRate: 8000, channels: 1 });
+    for (let i = 0; i < 100; i++) apub.push(alaw(i));
+    await closeReq(h, A, a);
+    const [aRec] = await queryReq(h, A, a);
+    assert.equal(aRec.mediaTyp, 'a');
+    const aFile = path.join(h.dataDir, 'records', ...aRec.path.split('/'));
+    assert.deepEqual(probeStreams(aFile), ['audio:pcm_alaw']);
+    assert.equal(parseFlv(fs.readFileSync(aFile)).tags.filter((t) => t.type === 8).length, 100);
+  });
+
   it('a restart (same data directory) keeps the catalog and the files', async () => {
     const start = encodeURIComponent(utcText(new Date(Date.now() - 3_600_000)));
     const listA = async () => (await h.gw.api('GET', `/strm/record?startTm=${start}&__limit=2000`, undefined, A)).json.data as any[];
@@ -371,6 +397,20 @@ describe('recorder plugin (SQLite catalog)', function () {
     const dl = await rawRequest(h.gw.baseUrl, 'GET', new URL(after[0].url).pathname, A);
     assert.equal(dl.status, 200);
     assert.equal(dl.body.length, after[0].sz);
+  });
+
+  it('stopping the gateway mid-recording finishes the file and its row', async () => {
+    const reqId = await openRecorded(h, A, { chanId: 90 });
+    const { pub } = publisherFor(NORM_SIM, 90);
+    for (let i = 0; i < 30; i++) pub.push(unitAt(clip, i));
+    await h.gw.stop();
+    const row = (await rowOf(h.dataDir, 'A', reqId))!;
+    assert.equal(row.state, 'done');
+    const file = path.join(h.dataDir, 'records', ...row.path.split('/'));
+    assert.equal(row.sz, fs.statSync(file).size);
+    assert.equal(parseFlv(fs.readFileSync(file)).tags.filter((t) => t.type === 9 && !t.sequenceHeader).length, 30);
+    h.gw = await startGateway(h.dataDir);
+    assert.equal(h.gw.logs.some((l) => l.msg === 'closed a recording left unfinished by an unclean stop'), false, 'nothing to recover');
   });
 
   it('retention at start removes the oldest records, files and rows together, down to maxTotalBytes', async () => {

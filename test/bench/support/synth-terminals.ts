@@ -37,6 +37,8 @@ export interface SynthStream {
   padFactor: number;
   packetsPerSecond: number;
   framesPerSecond: number;
+  /** indexes of the I frames: where a terminal may start */
+  keyframes: number[];
 }
 
 interface RawFrame {
@@ -138,6 +140,7 @@ export function synthesise(file: string, mbps: number, maxBody = 950): SynthStre
     frames: out, loopMs, padFactor,
     bytesPerSecond: wireBytes / seconds, captureBytesPerSecond: capturePayloadBps,
     packetsPerSecond: packetCount / seconds, framesPerSecond: out.length / seconds,
+    keyframes: out.flatMap((f, i) => (f.key ? [i] : [])),
   };
 }
 
@@ -152,6 +155,8 @@ export class SynthTerminal {
   private pass = 0;
   /** performance.now() of media time 0 */
   private origin = 0;
+  /** media time of the first frame sent: the gateway's timeline starts there */
+  private tStart = 0;
   /** device clock at media time 0 (ms since 2000-01-01, as many terminals send) */
   private readonly deviceBase: number;
   started = false;
@@ -159,7 +164,7 @@ export class SynthTerminal {
   frames = 0;
   /** frames not sent because the socket still held too much unsent data (the gateway is not reading) */
   dropped = 0;
-  /** video frames sent: media time (ms from the stream's first frame) and performance.now(), in a ring */
+  /** video frames sent: media time (ms from the first frame sent, as the gateway's timeline) and performance.now(), in a ring */
   readonly sentT = new Float64Array(SENT_RING);
   readonly sentAt = new Float64Array(SENT_RING);
   sentCount = 0;
@@ -169,9 +174,15 @@ export class SynthTerminal {
     this.deviceBase = Date.now() - Date.UTC(2000, 0, 1);
   }
 
-  /** Starts the stream so its first frame is due at `at` (performance.now() time). */
-  start(at: number): void {
-    this.origin = at;
+  /**
+   * Starts the stream at frame `first` (an I frame, so players see a picture at once), due at `at`
+   * (performance.now() time). Terminals started at different frames keep the sum of their rates steady.
+   */
+  start(at: number, first = 0): void {
+    if (!(first >= 0 && first < this.stream.frames.length)) throw new RangeError(`no frame ${first}`);
+    this.index = first;
+    this.tStart = this.stream.frames[first].t;
+    this.origin = at - this.tStart;
     this.started = true;
   }
 
@@ -222,7 +233,7 @@ export class SynthTerminal {
     this.frames++;
     if (tpl.video) {
       const k = this.sentCount++ % SENT_RING;
-      this.sentT[k] = t;
+      this.sentT[k] = t - this.tStart;
       this.sentAt[k] = performance.now();
     }
   }

@@ -1,0 +1,103 @@
+/**
+ * A player that stops reading must not make the gateway hold the stream for it: its backlog in the FLV bridge
+ * stays capped (then it is skipped to keyframes, then dropped), the process's memory stays flat, and a normal
+ * player of the same stream keeps getting every frame.
+ */
+import assert from 'node:assert/strict';
+import * as v8 from 'node:v8';
+import * as vm from 'node:vm';
+import type { FlvServer } from '../../plugin-sdk';
+import {
+  HttpFlvPlayer, TcpTerminal, capture, closeReq, encodeLazily, expectedFrom, loopedPackets, openLive, startE2eGateway,
+  waitFor, type E2eGateway,
+} from './helpers';
+
+/** the bridge's default per-player backlog cap (core/nms-bridge.ts) */
+const CAP = 2 * 1024 * 1024;
+const PASSES = 11;
+
+/** A full garbage collection, so what is measured is memory still held, not garbage not yet collected. */
+function collector(): () => void {
+  v8.setFlagsFromString('--expose-gc');
+  return vm.runInNewContext('gc') as () => void;
+}
+
+describe('e2e: a stalled player', function () {
+  this.timeout(60_000);
+  let e: E2eGateway;
+
+  before(async () => {
+    e = await startE2eGateway({ disconnectGraceMs: 200 });
+  });
+  after(async () => {
+    await e?.stop();
+  });
+
+  it('its backlog stays capped and memory flat over a long stream, while a normal player gets every frame', async () => {
+    const cap = capture('jt1078/glaciall-cif-h264-2013.bin');
+    const want = expectedFrom(loopedPackets(cap, PASSES));
+    const gc = collector();
+    const open = await openLive(e.gw, '013800138000', 1);
+    // the normal player counts tags as they come: keeping 40 MB would be the test's memory, not the gateway's
+    const normal = await HttpFlvPlayer.connect(open.playUrl, { keep: false });
+    const slow = await HttpFlvPlayer.connect(open.playUrl, { keep: false });
+    slow.pause();
+    // (the bridge's player statistics carry the peer address, which tells the two apart)
+    const stats = () => e.flv.playerStats() as Array<ReturnType<FlvServer['playerStats']>[number] & { remote: string }>;
+    await waitFor('two players', () => stats().length === 2);
+    const slowId = stats().find((p) => p.remote === slow.remote)!.id;
+    const normalId = stats().find((p) => p.remote === normal.remote)!.id;
+    gc();
+    const used = (): number => {
+      const m = process.memoryUsage();
+      return m.heapUsed + m.arrayBuffers;
+    };
+    const base = used();
+
+    let peakBacklog = 0;
+    let slowDropped = false;
+    let normalSkips = 0;
+    let peakHeld = 0;
+    let ticks = 0;
+    const timer = setInterval(() => {
+      const all = stats();
+      const mine = all.find((p) => p.id === slowId);
+      if (!mine) slowDropped = true;
+      else peakBacklog = Math.max(peakBacklog, mine.backlogBytes);
+      normalSkips = all.find((p) => p.id === normalId)?.skips ?? normalSkips;
+      if (++ticks % 20 === 0) {
+        gc();
+        peakHeld = Math.max(peakHeld, used() - base);
+      }
+    }, 25);
+    try {
+      const term = await TcpTerminal.connect(e.live2013);
+      // about 10 MB/s: 64 packets (~40 kB) every 4 ms, each encoded only when it is sent
+      await term.send(encodeLazily(loopedPackets(cap, PASSES)), 64, 4);
+      await waitFor('the normal player to get every frame', () => normal.videoFrames() >= want.video, 10_000);
+      await term.end();
+    } finally {
+      clearInterval(timer);
+    }
+    gc();
+    const heldAtEnd = used() - base;
+    await closeReq(e.gw, open.reqId);
+    await normal.ended;
+
+    const streamed = normal.bytes;
+    assert.ok(streamed > 40e6, `a long stream went through (${Math.round(streamed / 1e6)} MB)`);
+    assert.ok(peakBacklog > CAP / 2, `the stalled player did back up (${peakBacklog} bytes)`);
+    assert.ok(peakBacklog <= CAP + 512 * 1024, `its backlog stayed at the cap (${peakBacklog} bytes)`);
+    assert.ok(slowDropped, 'the stalled player was dropped once it owed far more than the cap');
+    // were the stalled player's backlog unbounded, the ~35 MB the kernel's socket buffers cannot absorb would be held
+    assert.ok(heldAtEnd < 8e6, `memory held after 40 MB streamed: ${Math.round(heldAtEnd / 1e6)} MB over the start`);
+    assert.ok(peakHeld < 28e6, `memory held at its peak (sender and socket buffers in flight included): ${Math.round(peakHeld / 1e6)} MB`);
+
+    const c = normal.counter!;
+    assert.equal(c.videoFrames, want.video, 'the normal player got every frame of every pass');
+    assert.equal(normalSkips, 0, 'and was never skipped');
+    assert.equal(c.backwards, 0, 'its timestamps strictly increase over the loops');
+    const health = await e.gw.api('GET', '/healthz', undefined, null);
+    assert.equal(health.status, 200);
+  });
+});
