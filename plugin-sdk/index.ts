@@ -5,6 +5,7 @@ export type { Routes, RouteRequest, RouteOptions, AuthMode, JsonHandler, RawHand
 export type { MediaBus, MediaStream, MediaSink, Publisher, Subscription, SubscribeOptions, MediaStreamStats } from './bus';
 export type { AccessUnit, TrackInfo, VideoTrackInfo, AudioTrackInfo, CodecId, VideoCodec, AudioCodec } from './media';
 export { CloseCause, closeReasonOf } from './sessions';
+export { normaliseSim, SIM_PATTERN } from './sim';
 export type {
   Sessions, StrmRequest, ChannelStream, OpenParams, IngestProvider, OutputProvider, PresenceProvider, OpenGuard, PushAddress,
   StreamTyp, MediaTyp, CloseCauseValue,

@@ -1,8 +1,8 @@
 import { invalidParam, GatewayError } from '../../plugin-sdk/errors';
 import type { OpenParams, StreamTyp } from '../../plugin-sdk/sessions';
+import { normaliseSim, SIM_PATTERN } from '../../plugin-sdk/sim';
 
 const REQ_ID_RE = /^[A-Za-z0-9_\-$.~]{8,40}$/;
-const SIM_RE = /^[0-9A-Za-z._~-]{1,20}$/;
 const SAMPLE_RATES = new Set([8000, 11025, 22050, 44100, 48000, 64000, 96000]);
 const CHANNEL_COUNTS = new Set([1, 2, 3, 4, 5, 6, 8]);
 
@@ -12,13 +12,6 @@ export interface ValidationEnv {
   outputSchemes(fmt: number): string[] | undefined;
   keepIntvDefault: number;
   newReqId(): string;
-}
-
-/** Strip leading zeros of an all-digit SIM: 013800001111 and 13800001111 are the same terminal. */
-export function normaliseSim(sim: string): string {
-  if (!/^\d+$/.test(sim)) return sim;
-  const s = sim.replace(/^0+/, '');
-  return s === '' ? '0' : s;
 }
 
 const isInt = (v: unknown): v is number => typeof v === 'number' && Number.isInteger(v);
@@ -65,7 +58,7 @@ export function validateOpen(body: Record<string, unknown>, env: ValidationEnv):
     throw invalidParam(rtspGiven ? 'rtspSrc' : 'typ', 'No ingest plugin on this site serves it.');
   }
   // 4. simNo
-  if (typeof body.simNo !== 'string' || !SIM_RE.test(body.simNo)) throw invalidParam('simNo');
+  if (typeof body.simNo !== 'string' || !SIM_PATTERN.test(body.simNo)) throw invalidParam('simNo');
   const simNo = body.simNo;
   // 5. chanId (channelId alias)
   const chanRaw = body.chanId !== undefined && body.chanId !== null ? body.chanId : body.channelId;

@@ -123,7 +123,7 @@ export default definePlugin({
         const key = `${stream.normSim}_${stream.chanId}`;
         const src: ChannelSource = { key, stream, publisher, assembler, link };
         const previous = active.get(stream.name);
-        if (previous && previous.link !== link) previous.link.sources.delete(previous.key);
+        if (previous && previous.link !== link) previous.link.forgetSource(previous.key);
         active.set(stream.name, src);
         // the last request on the stream went: the terminal's channel stops, and its link if nothing else is on it
         publisher.onClose(() => {

@@ -16,6 +16,7 @@
  *  30     body
  */
 
+import { normaliseSim } from '../../../plugin-sdk/sim';
 export type Jt1078Layout = '2013' | '2019';
 
 export const DATA_TYPE = { VIDEO_I: 0, VIDEO_P: 1, VIDEO_B: 2, AUDIO: 3, TRANSPARENT: 4 } as const;
@@ -180,16 +181,7 @@ export function decodePacket(buf: Buffer, off: number, layout: Jt1078Layout, sim
   };
 }
 
-/**
- * SIM as the gateway compares it: leading zeros stripped when the value is all digits
- * ("013800001111" and "13800001111" are the same terminal); all zeros become "0".
- */
-export function normaliseSim(s: string): string {
-  if (!/^[0-9]+$/.test(s)) return s;
-  let i = 0;
-  while (i < s.length - 1 && s.charCodeAt(i) === 48) i++;
-  return i === 0 ? s : s.slice(i);
-}
+export { normaliseSim };
 
 export function otherLayout(l: Jt1078Layout): Jt1078Layout {
   return l === '2013' ? '2019' : '2013';

@@ -43,7 +43,12 @@ export class TerminalLink {
   private closed = false;
   private cancelGrace: (() => void) | undefined;
   private warnedUnmatched = new Set<string>();
-  /** the source of the previous packet: a link nearly always carries one channel, so most packets skip the map */
+  /**
+   * The previous packet's channel and source: a link nearly always carries one channel, so most packets skip
+   * building a key string and looking it up. Cleared whenever a source goes.
+   */
+  private lastSim = '';
+  private lastChannel = -1;
   private lastSrc: ChannelSource | undefined;
 
   constructor(
@@ -75,10 +80,9 @@ export class TerminalLink {
   private onPacket(p: Jt1078Packet): void {
     this.counters.packets++;
     if (p.dataType === 4) return;
-    const last = this.lastSrc;
-    // the SIM decoder hands back the same string while the SIM bytes repeat, so this compares pointers
-    if (last !== undefined && last.sim === p.sim && last.channel === p.channel && this.sources.get(last.key) === last) {
-      last.assembler.push(p);
+    // the SIM decoder returns the same string while the SIM bytes repeat, so this is a pointer comparison
+    if (this.lastSrc !== undefined && p.sim === this.lastSim && p.channel === this.lastChannel) {
+      this.lastSrc.assembler.push(p);
       return;
     }
     const key = `${p.sim}_${p.channel}`;
@@ -99,13 +103,21 @@ export class TerminalLink {
       this.cancelGrace = undefined;
       this.host.log.info({ link: this.id, stream: stream.name, layout: this.parser.layout, transport: this.transport }, 'terminal pushing');
     }
+    this.lastSim = p.sim;
+    this.lastChannel = p.channel;
     this.lastSrc = src;
     src.assembler.push(p);
   }
 
+  /** another link took this channel over: packets for it here find no source again */
+  forgetSource(key: string): void {
+    this.sources.delete(key);
+    this.lastSrc = undefined;
+  }
+
   /** the stream closed (last request gone): the channel stops; a link left carrying nothing closes */
   dropSource(key: string): void {
-    this.sources.delete(key);
+    this.forgetSource(key);
     if (this.sources.size === 0) this.close('no open channel left');
   }
 
@@ -137,6 +149,7 @@ export class TerminalLink {
     this.host.log.info({ link: this.id, reason, bytes: this.counters.bytes, packets: this.counters.packets, unmatched: this.counters.unmatchedPackets, resyncs: this.parser.stats.resyncs }, 'terminal link closed');
     for (const src of [...this.sources.values()]) this.host.detach(src, 'link-closed');
     this.sources.clear();
+    this.lastSrc = undefined;
     this.socket?.destroy();
     this.onClose(this);
   }
