@@ -311,13 +311,15 @@ export class SessionManager implements Sessions {
     if (s.state === 'closing') return;
     s.state = 'closing';
     this.bus.remove(s.name, 'stream closed');
+    let cancel: Cancel | undefined;
     try {
-      // opens of this channel answer -207 until every plugin has let go of the stream
+      // opens of this channel answer -207 until every plugin has let go of the stream (at most 5 s)
       await Promise.race([
         Promise.all(this.cbClosed.map((cb) => Promise.resolve().then(() => cb(s)).catch((err) => this.log.error({ err, stream: s.name }, 'stream-closed hook failed')))),
-        new Promise<void>((resolve) => { const c = this.clock.setTimeout(resolve, 5000); void c; }),
+        new Promise<void>((resolve) => { cancel = this.clock.setTimeout(() => { this.log.warn({ stream: s.name }, 'stream-closed hooks took over 5 s'); resolve(); }, 5000); }),
       ]);
     } finally {
+      cancel?.();
       if (this.streams.get(s.name) === s) this.streams.delete(s.name);
       this.log.info({ stream: s.name }, 'stream closed');
     }
