@@ -10,16 +10,17 @@
  *        [--ramp] [--ramp-seconds S] [--warmup S] [--profile] [--no-pin] [--keep-dir] [--node-opt OPT]...
  */
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
+import { once, setMaxListeners } from 'node:events';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fixturePath, repoRoot, scratchDir } from '../support/paths';
 import { FlvPlayCounter } from './support/flv-play-counter';
 import {
-  bucketsDelta, bucketsOf, cpuSeconds, histogramQuantile, parsePrometheus, quantile, rssBytes, summariseCpuProfile, sumOf,
+  bucketsDelta, bucketsOf, coreTimes, cpuSeconds, histogramQuantile, parsePrometheus, quantile, rssBytes, summariseCpuProfile, sumOf,
   type Buckets, type Sample,
 } from './support/process-probe';
 import { SENT_RING, SynthTerminal, synthesise, type SynthStream } from './support/synth-terminals';
@@ -57,12 +58,19 @@ export interface IngestFlvResult {
   eventLoopDelayMs: { p50: number; p99: number; max: number };
   endToEndMs: { p50: number; p99: number; count: number };
   generatorCpuPct: number;
+  /** CPU other processes used in the window, in cores (the gateway, this process and interrupts left out) */
+  othersCores: number;
+  /** interrupt time in the window, in cores (the kernel delivering loopback TCP, charged to no process) */
+  irqCores: number;
+  /** core 0 (the gateway's) busy % */
+  core0BusyPct: number;
   /** this process's own event-loop delay in the window: when high, end-to-end figures include our stalls */
   generatorLoopDelayMs: { p99: number; max: number };
   droppedFrames: number;
   profile?: string;
 }
 
+const GATEWAY_MAIN = path.join(repoRoot, 'dist', 'core', 'main.js');
 const TARGET = { terminals: 500, cpuPct: 80, p99Ms: 50, rssMB: 500 };
 const LATENCY_METRIC = 'gw_flv_out_added_latency_seconds';
 /** a terminal socket holding this much unsent data means the gateway is not keeping up: frames are dropped */
@@ -152,7 +160,10 @@ async function freePort(): Promise<number> {
 
 /** Throws when the benchmark's overall deadline passed (every wait loop checks it). */
 function checkDeadline(signal: AbortSignal): void {
-  if (signal.aborted) throw new Error(`benchmark aborted: ${String(signal.reason instanceof Error ? signal.reason.message : signal.reason)}`);
+  if (!signal.aborted) return;
+  const r = signal.reason as unknown;
+  const why = r instanceof Error ? (r.name === 'TimeoutError' ? 'the overall time budget ran out' : r.message) : String(r);
+  throw new Error(`benchmark aborted: ${why}`);
 }
 
 async function connectTcp(port: number, signal: AbortSignal): Promise<net.Socket> {
@@ -322,9 +333,7 @@ interface Gateway {
 }
 
 function startGateway(siteFile: string, dir: string, pin: boolean, profileDir: string | undefined, nodeOpts: string[]): Gateway {
-  const main = path.join(repoRoot, 'dist', 'core', 'main.js');
-  if (!fs.existsSync(main)) throw new Error(`${main} not found: build first (npm run bench does)`);
-  const nodeArgs = [...nodeOpts, ...(profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []), main, siteFile];
+  const nodeArgs = [...nodeOpts, ...(profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []), GATEWAY_MAIN, siteFile];
   const [cmd, args] = pin ? ['taskset', ['-c', '0', process.execPath, ...nodeArgs]] : [process.execPath, nodeArgs];
   const logFile = path.join(dir, 'gateway.log');
   const log = fs.openSync(logFile, 'w');
@@ -365,13 +374,22 @@ export async function run(args: string[]): Promise<IngestFlvResult> {
 }
 
 async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<IngestFlvResult> {
+  if (!fs.existsSync(GATEWAY_MAIN)) throw new Error(`${GATEWAY_MAIN} not found: build first (npm run bench does)`);
   const rampS = o.ramp ? o.rampSeconds : 0;
   // every phase has a bound; past the whole budget everything is torn down
   const budgetMs = (BOOT_TIMEOUT_MS + 60_000 + o.terminals * 200 + (rampS + o.warmup + o.seconds) * 1000 + 60_000);
-  const deadline = AbortSignal.timeout(budgetMs);
+  // Ctrl-C or a kill ends the run through the same teardown as an error: nothing is left running
+  const interrupted = new AbortController();
+  const onSignal = (sig: string) => interrupted.abort(new Error(`interrupted by ${sig}`));
+  // (on, not once: a second Ctrl-C while tearing down must not kill us before the gateway is stopped)
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  const deadline = AbortSignal.any([AbortSignal.timeout(budgetMs), interrupted.signal]);
+  // every connect, HTTP call and wait listens on it for a moment: many at once is expected, not a leak
+  setMaxListeners(0, deadline);
   const dir = scratchDir('bench-ingest-flv');
   const profileDir = o.profile ? fs.mkdtempSync(path.join(repoRoot, '.test-tmp', 'bench-profile-')) : undefined;
-  const pin = o.pin && haveTaskset() && (await import('node:os')).cpus().length >= 2;
+  const pin = o.pin && haveTaskset() && os.cpus().length >= 2;
   if (o.pin && !pin) console.warn('ingest-flv: taskset or a second core is missing: running unpinned (CPU % is then less exact)');
 
   const httpPort = await freePort();
@@ -399,6 +417,8 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
   }
 
   const gw = startGateway(siteFile, dir, pin, profileDir, o.nodeOpts);
+  const killGateway = () => gw.child.kill('SIGKILL'); // last resort if this process exits mid-run
+  process.once('exit', killGateway);
   const api = new Api(httpPort, deadline);
   const terminals: SynthTerminal[] = [];
   const players: Player[] = [];
@@ -472,7 +492,7 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
     // --- measured window
     const m0 = await api.metrics(); // also resets the gateway's event-loop delay window
     const snap = () => ({
-      at: performance.now(), cpu: cpuSeconds(gw.pid), self: process.cpuUsage(),
+      at: performance.now(), cpu: cpuSeconds(gw.pid), self: process.cpuUsage(), cores: coreTimes(),
       bytesIn: terminals.reduce((s, t) => s + t.bytes, 0), bytesOut: players.reduce((s, p) => s + p.counter.bytes, 0),
       dropped: terminals.reduce((s, t) => s + t.dropped, 0),
     });
@@ -501,6 +521,9 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
     const gwOut = sumOf(m1, 'gw_flv_out_bytes_out') - sumOf(m0, 'gw_flv_out_bytes_out');
     const selfCpu = (s1.self.user - s0.self.user + s1.self.system - s0.self.system) / 1e6;
     const e2eVals = e2e.values();
+    const machineBusy = s1.cores.reduce((sum, c, i) => sum + c.busy - (s0.cores[i]?.busy ?? 0), 0);
+    const machineIrq = s1.cores.reduce((sum, c, i) => sum + c.irq - (s0.cores[i]?.irq ?? 0), 0);
+    const core0 = s1.cores[0] && s0.cores[0] ? (s1.cores[0].busy - s0.cores[0].busy) / Math.max(1e-9, s1.cores[0].total - s0.cores[0].total) : NaN;
     result = {
       terminals: o.terminals,
       playersConnected: players.filter((p) => !p.closed && p.counter.error === undefined).length,
@@ -522,17 +545,27 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
       },
       endToEndMs: { p50: quantile(e2eVals, 0.5), p99: quantile(e2eVals, 0.99), count: e2e.seen },
       generatorCpuPct: (100 * selfCpu) / secs,
+      othersCores: Math.max(0, (machineBusy - machineIrq - (s1.cpu - s0.cpu) - selfCpu) / secs),
+      irqCores: machineIrq / secs,
+      core0BusyPct: 100 * core0,
       generatorLoopDelayMs: { p99: ownLoop.percentile(99) / 1e6, max: ownLoop.max / 1e6 },
       droppedFrames: s1.dropped - s0.dropped,
     };
     const errors = players.map((p) => p.counter.error).filter((e): e is string => e !== undefined);
     report(result, m1, lateTicks, e2e.unmatched, errors);
+  } catch (err) {
+    // an abort surfaces as a bare AbortError from whatever was waiting: say why instead
+    if (deadline.aborted) checkDeadline(deadline);
+    throw err;
   } finally {
     if (ticker) clearInterval(ticker);
     if (keeper) clearInterval(keeper);
     for (const p of players) p.socket?.destroy();
     for (const t of terminals) t.socket.destroy();
     await stopGateway(gw);
+    process.off('exit', killGateway);
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
     if (!o.keepDir) fs.rmSync(dir, { recursive: true, force: true });
     else console.log(`  scratch directory kept: ${dir}`);
   }
@@ -568,6 +601,8 @@ function report(r: IngestFlvResult, m: Map<string, Sample[]>, lateTicks: number,
     `  load generator: ${f1(r.generatorCpuPct)} % of its core, event-loop delay p99 ${f2(r.generatorLoopDelayMs.p99)} ms, ` +
       `max ${f2(r.generatorLoopDelayMs.max)} ms (same 10 ms timer), ${lateTicks} late ticks (>50 ms), ${r.droppedFrames} frames dropped on backpressure`,
   ];
+  lines.push(`  machine: other processes used ${f2(r.othersCores)} cores in the window, interrupts ${f2(r.irqCores)}; core 0 was ${f1(r.core0BusyPct)} % busy`);
+  if (r.othersCores > 0.1) lines.push('  WARNING: other processes competed for the CPU: latency figures are disturbed (CPU % and RSS much less so)');
   if (errors.length) lines.push(`  player errors (${errors.length}): ${[...new Set(errors)].slice(0, 3).join('; ')}`);
   const ok = (b: boolean) => (b ? 'ok' : 'MISSED');
   lines.push(

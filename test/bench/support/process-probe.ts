@@ -39,6 +39,24 @@ export function rssBytes(pid: number): number {
   return Number(m[1]) * 1024;
 }
 
+/**
+ * CPU seconds per core since boot, from /proc/stat (index = core number): busy (everything but idle and
+ * iowait), irq (hard and soft interrupts, e.g. loopback TCP delivery, charged to no process) and total.
+ */
+export function coreTimes(): Array<{ busy: number; irq: number; total: number }> {
+  const out: Array<{ busy: number; irq: number; total: number }> = [];
+  for (const line of fs.readFileSync('/proc/stat', 'utf8').split('\n')) {
+    const m = /^cpu(\d+)\s+(.*)$/.exec(line);
+    if (!m) continue;
+    // user nice system idle iowait irq softirq steal
+    const v = m[2].trim().split(/\s+/).slice(0, 8).map(Number);
+    const total = v.reduce((a, b) => a + b, 0);
+    const t = clockTicks();
+    out[Number(m[1])] = { busy: (total - v[3] - (v[4] ?? 0)) / t, irq: ((v[5] ?? 0) + (v[6] ?? 0)) / t, total: total / t };
+  }
+  return out;
+}
+
 export interface Sample {
   labels: Record<string, string>;
   value: number;
