@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { BootError } from './config';
 import type { NmsBridge } from './nms-bridge';
-import type { FlvServer } from '../plugin-sdk/flv-server';
+import type { FlvServer, FlvServerOptions } from '../plugin-sdk/flv-server';
 
 /** node-media-server keeps global state, so a process holds one FLV server at a time. */
 let processWide: NmsBridge | undefined;
@@ -12,7 +12,7 @@ export class FlvServerHost {
 
   constructor(private readonly dataDir: string, private readonly log: Logger) {}
 
-  async start(o: { port: number; host: string; where: string }): Promise<FlvServer> {
+  async start(o: { port: number; host: string; where: string } & FlvServerOptions): Promise<FlvServer> {
     if (this.server) return this.server;
     if (processWide) throw new BootError(`${o.where}: another gateway in this process already runs the FLV server (node-media-server is process-wide)`);
     let bridge: NmsBridge;
@@ -20,7 +20,10 @@ export class FlvServerHost {
       // loaded on first use: a gateway without an FLV output never loads node-media-server
       // eslint-disable-next-line @typescript-eslint/no-require-imports
       const { NmsBridge: Bridge } = require('./nms-bridge') as typeof import('./nms-bridge');
-      bridge = await Bridge.start({ host: o.host, port: o.port, dataDir: this.dataDir, logger: this.log.child({ part: 'nms' }) });
+      bridge = await Bridge.start({
+        host: o.host, port: o.port, dataDir: this.dataDir, logger: this.log.child({ part: 'nms' }),
+        maxPlayerBacklogBytes: o.maxPlayerBacklogBytes, maxGopCacheBytes: o.maxGopCacheBytes,
+      });
     } catch (err) {
       const e = err as NodeJS.ErrnoException;
       if (e.code === 'EADDRINUSE') throw new BootError(`${o.where}: port ${o.port} on ${o.host} is already in use`);

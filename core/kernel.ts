@@ -20,6 +20,7 @@ import { StoreFactory } from './stores';
 import { FlvServerHost } from './flv-server-host';
 import { systemClock, type Clock } from '../plugin-sdk/clock';
 import type { ListenOptions, PluginContext, PluginDefinition, PluginInstance, SiteInfo } from '../plugin-sdk/plugin';
+import type { FlvServerOptions } from '../plugin-sdk/flv-server';
 import { TOKENS } from './tokens';
 
 export const repoRoot: string = (() => {
@@ -279,8 +280,8 @@ export class Kernel {
       },
       metrics: metricsFor(this.registry, name),
       clock: this.clock,
-      flvServer: async (o: ListenOptions) => {
-        const srv = await this.flvHost.start({ port: o.port, host: o.host ?? defaultHost, where: `${where}: key ${o.key}` });
+      flvServer: async (o: ListenOptions & FlvServerOptions) => {
+        const srv = await this.flvHost.start({ ...o, host: o.host ?? defaultHost, where: `${where}: key ${o.key}` });
         this.ports[`${name}.${o.key}`] = srv.port;
         return srv;
       },

@@ -19,6 +19,13 @@ export interface FlvPublisher {
   end(): void;
 }
 
+export interface FlvServerOptions {
+  /** a player whose unsent backlog passes this skips to the next keyframe; past 4x it is dropped (default 2 MiB) */
+  maxPlayerBacklogBytes?: number;
+  /** GOP cache per stream for late joiners (default 8 MiB) */
+  maxGopCacheBytes?: number;
+}
+
 export interface FlvServer {
   /** false → HTTP 401 / WebSocket close 4401 before any media */
   setPlayAuthorizer(fn: (p: PlayAttempt) => boolean): void;
@@ -28,6 +35,9 @@ export interface FlvServer {
   closePlayers(app: string, stream: string, filter?: (p: PlayAttempt) => boolean): void;
   stats(): { players: number; streams: number; bytesOut: number };
   /** per player: stream, bytes sent, backlog, skips */
-  playerStats(): Array<{ id: string; app: string; stream: string; bytesOut: number; backlogBytes: number; skips: number }>;
+  playerStats(): Array<{
+    id: string; app: string; stream: string; protocol: PlayAttempt['protocol']; remote: string;
+    bytesOut: number; backlogBytes: number; peakBacklogBytes: number; skips: number;
+  }>;
   readonly port: number;
 }

@@ -7,7 +7,7 @@ import type { Sessions } from './sessions';
 import type { Notices } from './notices';
 import type { Metrics } from './metrics';
 import type { Clock } from './clock';
-import type { FlvServer } from './flv-server';
+import type { FlvServer, FlvServerOptions } from './flv-server';
 
 export interface SiteInfo {
   /** site folder name, e.g. 'default' */
@@ -63,7 +63,7 @@ export interface PluginContext<C> {
   readonly metrics: Metrics;
   readonly clock: Clock;
   /** the shared FLV player server on a port of the plugin's config (started on first call) */
-  flvServer(opts: ListenOptions): Promise<FlvServer>;
+  flvServer(opts: ListenOptions & FlvServerOptions): Promise<FlvServer>;
 }
 
 export interface PluginInstance {

@@ -18,6 +18,14 @@ export class FlvOutConfig {
   /** schemes play URLs may use; add https/wss only when a TLS front serves them */
   @IsArray() @ArrayNotEmpty() @IsIn(['http', 'ws', 'https', 'wss'], { each: true })
   schemes: string[] = ['http', 'ws'];
+
+  /** a player whose unsent backlog passes this skips to the next keyframe; past 4x it is dropped */
+  @IsInt() @Min(64 * 1024)
+  maxPlayerBacklogBytes = 2 * 1024 * 1024;
+
+  /** GOP cache per stream for late joiners */
+  @IsInt() @Min(64 * 1024)
+  maxGopCacheBytes = 8 * 1024 * 1024;
 }
 
 const APP = 'live';
@@ -37,7 +45,10 @@ export default definePlugin({
   config: FlvOutConfig,
   env: { port: 'GW_FLV_PORT' },
   async setup(ctx) {
-    const flv = await ctx.flvServer({ port: ctx.config.port, host: ctx.config.host, key: 'port' });
+    const flv = await ctx.flvServer({
+      port: ctx.config.port, host: ctx.config.host, key: 'port',
+      maxPlayerBacklogBytes: ctx.config.maxPlayerBacklogBytes, maxGopCacheBytes: ctx.config.maxGopCacheBytes,
+    });
     const publicPort = ctx.config.publicPort ?? flv.port;
     const feeds = new Map<string, Feed>();
     const playersByReq = new Map<string, number>();

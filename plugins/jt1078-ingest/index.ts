@@ -184,7 +184,7 @@ export default definePlugin({
           }
         });
         socket.on('error', (err) => ctx.log.debug({ link: id, err: err.message }, 'terminal socket error'));
-        socket.on('close', () => link.close('terminal disconnected'));
+        socket.on('close', () => link.ended('terminal disconnected'));
       });
       bound.set(l.name, (srv.address() as AddressInfo).port);
       if (c.udp) {

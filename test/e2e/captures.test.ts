@@ -9,10 +9,10 @@ import { runSimulator } from '../../plugins/jt1078-ingest/tools/simulator';
 import type { Jt1078Layout } from '../../plugins/jt1078-ingest/src/packet';
 import { fixturePath } from '../support/paths';
 import {
-  CAPTURES, HttpFlvPlayer, WsFlvPlayer, capture, codedAudio, codedVideo, expectedFrom, ffprobe, framesFromFirstI, firstNonMonotonic, maxBackStep, metric,
-  openLive, startE2eGateway, waitFor, wsUrlOf, type CaptureInfo, type E2eGateway,
+  CAPTURES, HttpFlvPlayer, WsFlvPlayer, capture, codedAudio, codedVideo, expectedFrom, ffprobe, framesFromFirstI,
+  firstNonMonotonic, maxBackStep, metric, openLive, startE2eGateway, waitFor, wsUrlOf, type CaptureInfo, type E2eGateway,
 } from './helpers';
-import { parseFlv, type ParsedFlv } from '../support/flv-reader';
+import { parseFlv } from '../support/flv-reader';
 
 describe('e2e: JT/T 1078 captures to HTTP-FLV / WS-FLV players', function () {
   this.timeout(60_000);
@@ -26,7 +26,8 @@ describe('e2e: JT/T 1078 captures to HTTP-FLV / WS-FLV players', function () {
   });
 
   /** Everything a player of one whole capture must have got. */
-  function checkPlayback(cap: CaptureInfo, flv: ParsedFlv, what: string): void {
+  function checkPlayback(cap: CaptureInfo, buf: Buffer, what: string): void {
+    const flv = parseFlv(buf);
     const want = expectedFrom(capture(cap.file).packets);
     const video = codedVideo(flv.tags);
     // the reference: the ingest's own assembler, cross-checked by counting M bits from the first I frame
@@ -41,23 +42,13 @@ describe('e2e: JT/T 1078 captures to HTTP-FLV / WS-FLV players', function () {
     assert.deepEqual(video.map((t) => t.timestamp), want.videoDts, `${what}: each frame keeps its place on the stream timeline`);
     const audio = codedAudio(flv.tags);
     assert.equal(audio.length, want.audioAfterVideo, `${what}: audio units after the first keyframe`);
-    const p = ffprobe(rawOf(flv), 'flv');
+    const p = ffprobe(buf, 'flv');
     assert.equal(p.codec, 'h264');
     assert.equal(`${p.width}x${p.height}`, `${cap.width}x${cap.height}`, `${what}: resolution`);
     assert.equal(p.frames, want.video, `${what}: ffprobe decodes every frame`);
     assert.equal(p.errors, '', `${what}: without a decoder complaint`);
     if (cap.audio) assert.deepEqual(p.audio, { codec: 'pcm_alaw', sampleRate: 8000 }, `${what}: G.711A audio track`);
     else assert.equal(p.audio, undefined, `${what}: no audio track announced`);
-  }
-
-  const raw = new WeakMap<ParsedFlv, Buffer>();
-  function rawOf(flv: ParsedFlv): Buffer {
-    return raw.get(flv)!;
-  }
-  function parsed(buf: Buffer): ParsedFlv {
-    const f = parseFlv(buf);
-    raw.set(f, buf);
-    return f;
   }
 
   /** Opens the channel, connects a player, replays the capture at full speed, returns what the player got. */
@@ -89,14 +80,14 @@ describe('e2e: JT/T 1078 captures to HTTP-FLV / WS-FLV players', function () {
   for (const cap of CAPTURES) {
     it(`${cap.file.replace('jt1078/', '')}: HTTP-FLV player gets every frame, ffprobe decodes ${cap.width}x${cap.height}`, async () => {
       const buf = await playCapture(cap);
-      checkPlayback(cap, parsed(buf), 'HTTP-FLV');
+      checkPlayback(cap, buf, 'HTTP-FLV');
     });
   }
 
   it('WS-FLV player (gojt808, video + G.711A) gets the same stream', async () => {
     const cap = CAPTURES[2];
     const buf = await playCapture(cap, { ws: true });
-    checkPlayback(cap, parsed(buf), 'WS-FLV');
+    checkPlayback(cap, buf, 'WS-FLV');
   });
 
   for (const cap of CAPTURES) {
@@ -104,7 +95,7 @@ describe('e2e: JT/T 1078 captures to HTTP-FLV / WS-FLV players', function () {
       for (const [listener, port] of [['live2019', e.live2019], ['live2013', e.live2013]] as const) {
         const detected = () => metric(e.gw, 'gw_jt1078_ingest_layouts_detected_total', { listener, layout: '2019' });
         const before = await detected();
-        checkPlayback(cap, parsed(await playCapture(cap, { proto: '2019', port })), `2019 layout on the ${listener} port`);
+        checkPlayback(cap, await playCapture(cap, { proto: '2019', port }), `2019 layout on the ${listener} port`);
         assert.equal(await detected() - before, 1, `the ${listener} listener detected the 2019 layout`);
       }
     });

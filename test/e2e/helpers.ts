@@ -179,7 +179,7 @@ export async function startE2eGateway(ingest: Record<string, unknown> = {}): Pro
         config: { livePort2013: 0, livePort2019: 0, replayPort2013: 0, replayPort2019: 0, disconnectGraceMs: 300, unknownGraceMs: 5000, ...ingest },
       },
       { name: 'flv-out', config: { port: 0 } },
-      { name: 'e2e-probe', def: probe as never },
+      { name: 'e2e-probe', def: probe },
     ],
   });
   return {
@@ -452,7 +452,7 @@ export interface ProbeResult {
 
 /**
  * ffprobe decodes every frame of the given media (an FLV file, or raw Annex-B with format h264/hevc) and reports
- * the first video stream; audio streams are listed too when asked.
+ * the first video stream, and the first audio stream if there is one.
  */
 export function ffprobe(data: Buffer, format: 'flv' | 'h264' | 'hevc'): ProbeResult & { audio?: { codec: string; sampleRate: number } } {
   const bin = requireTool('ffprobe', 'ffmpeg');
@@ -591,17 +591,17 @@ export async function sendUdp(port: number, datagrams: Buffer[], o: { perTick?: 
 }
 
 /**
- * The packets as one TCP byte stream with junk between some of them: random bytes (never the frame magic), and
+ * The packets as one TCP byte stream with junk after those `after` picks: random bytes (never the frame magic), and
  * every few insertions a false "01cd" magic followed by garbage, the case that tempts a parser to resynchronise on
  * the wrong byte. Returns the stream and how many insertions were made.
  */
-export function withJunk(packets: Buffer[], o: { every: number; maxLen: number; seed: number }): { stream: Buffer; insertions: number } {
+export function withJunk(packets: Buffer[], o: { after: (i: number) => boolean; maxLen: number; seed: number }): { stream: Buffer; insertions: number } {
   const rnd = prng(o.seed);
   const parts: Buffer[] = [];
   let insertions = 0;
   for (let i = 0; i < packets.length; i++) {
     parts.push(packets[i]);
-    if (i % o.every !== o.every - 1) continue;
+    if (!o.after(i)) continue;
     const len = 1 + Math.floor(rnd() * o.maxLen);
     const junk = Buffer.alloc(len);
     for (let k = 0; k < len; k++) junk[k] = Math.floor(rnd() * 256);

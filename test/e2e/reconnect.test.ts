@@ -11,7 +11,7 @@ import {
 } from './helpers';
 import { parseFlv } from '../support/flv-reader';
 
-const GRACE_MS = 1500;
+const GRACE_MS = 2000;
 
 describe('e2e: terminal disconnect and reconnect', function () {
   this.timeout(30_000);
@@ -43,7 +43,7 @@ describe('e2e: terminal disconnect and reconnect', function () {
     await a.send(bufs.slice(0, split));
     await a.end();
     await waitFor('the first connection\'s frames', () => player.videoFrames() === want1.video);
-    await sleep(GRACE_MS / 3);
+    await sleep(400);
     assert.equal(player.isEnded, false, 'the player is held through the grace');
     assert.ok(await statusOf(e.gw, open.reqId), 'the request is still open');
     assert.equal(e.notices.some((n) => n.payload.reqId === open.reqId && n.payload.act === 'closed'), false);
