@@ -1,8 +1,19 @@
 /**
  * The one module that touches node-media-server (4.4.3): HTTP-FLV and WS-FLV players fed by our own publishers.
  *
- * What we take from NMS: its BroadcastServer (per-stream fan-out, cached onMetaData and sequence headers, GOP
- * cache for late joiners), its BaseSession contract and its FLV tag classification (Flv.parserTag).
+ * What we take from NMS:
+ * - its BroadcastServer, one per stream, as the stream's state: publisher and subscriber sessions (postPublish,
+ *   postPlay, donePlay, _finishPublish), the FLV header and the caches a late joiner needs (onMetaData, audio and
+ *   video sequence headers, GOP). Its postPlay replays those caches to a joining player and subscribes it;
+ * - its FLV tag classification (Flv.parserTag) for which cache a tag belongs in, and its AMF0 reader for
+ *   onMetaData (which tracks the FLV header announces);
+ * - its BaseSession contract for players and publishers, and its logger (routed to pino).
+ * What we do ourselves: the per-tag path. NMS's broadcastMessage makes two copies of every tag (an RTMP chunked
+ * one and a zero-filled FLV one) for every tag although we serve no RTMP; instead each tag is framed once, in
+ * place, in the room FlvMuxer leaves around a body (serializeTag), cached by reference in the BroadcastServer's
+ * caches, and that one Buffer goes to every player of the stream. HTTP players get their chunked framing
+ * written straight to their socket (one shared chunk-size line per tag), and every player's socket is corked
+ * for the rest of the tick, so the tags of one tick leave in one writev per player.
  * What we deliberately do not load, because it cannot be made safe from outside:
  * - NodeMediaServer (index.js): forces its logger to debug on console.log, opens a JSON store under ./data of
  *   the working directory, starts RTMP/record/relay/notify servers and a rate-sampler timer.
@@ -13,7 +24,7 @@
  * So this file serves HTTP/WS itself and subscribes its own player sessions to NMS broadcasts. The guards:
  * - each player's socket backlog is capped: past it the player skips to the next keyframe, and a player that
  *   stays stuck (backlog plus media it missed passes 4x the cap) is dropped;
- * - the GOP cache is capped in bytes (NMS counts only messages) and its RTMP twin is not kept;
+ * - the GOP cache is capped in bytes (NMS counts only messages) and there is no RTMP twin of it;
  * - a publisher's end finishes the publish at once (no 30 s grace holding a stale GOP);
  * - broadcasts live in this bridge, not in NMS's global Context, so bridges do not share streams;
  * - NMS's logger is routed to our pino logger.
@@ -27,7 +38,14 @@ import BroadcastServer = require('node-media-server/src/server/broadcast_server.
 import BaseSession = require('node-media-server/src/session/base_session.js');
 import NmsFlv = require('node-media-server/src/protocol/flv.js');
 import nmsLogger = require('node-media-server/src/core/logger.js');
+import { serializeTag } from '../plugin-sdk/formats/flv';
 import type { FlvPublisher, FlvServer, FlvTag, PlayAttempt } from '../plugin-sdk/flv-server';
+
+/** NMS's AMF0 reader (CommonJS; only this call is used, so it is typed here) */
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const nmsAmf = require('node-media-server/src/protocol/amf.js') as {
+  decodeAmf0Data(data: Buffer): { cmd?: unknown; dataObj?: unknown };
+};
 
 export type { PlayAttempt };
 
@@ -66,10 +84,26 @@ export interface PlayerStats {
 
 const DEFAULT_MAX_BACKLOG = 2 * 1024 * 1024;
 const DEFAULT_MAX_GOP = 8 * 1024 * 1024;
+/** NMS's own bound on a GOP cache, in messages; ours in bytes comes first in practice */
+const MAX_GOP_TAGS = 4096;
 /** a player still not gone this long after we ended it (peer not reading) is destroyed */
 const END_GRACE_MS = 5000;
 const PLAY_PATH = /^\/([A-Za-z0-9_-]{1,64})\/([A-Za-z0-9_.~-]{1,128})\.flv$/;
 const WS_UNAUTHORIZED = 4401;
+const WS_BINARY = { binary: true } as const;
+const CRLF = Buffer.from('\r\n', 'latin1');
+const HEX_DIGITS = Buffer.from('0123456789abcdef', 'latin1');
+
+/** The chunked-encoding size line ("<hex>\r\n") in front of an n-byte chunk: one per tag, shared by its HTTP players. */
+function chunkSizeLine(n: number): Buffer {
+  let digits = 1;
+  for (let v = n >>> 4; v > 0; v >>>= 4) digits++;
+  const line = Buffer.allocUnsafe(digits + 2);
+  for (let i = digits - 1, v = n; i >= 0; i--, v >>>= 4) line[i] = HEX_DIGITS[v & 15];
+  line[digits] = 13;
+  line[digits + 1] = 10;
+  return line;
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 // NMS's logger is a process-wide singleton that prints with console.log; route it to the newest bridge's logger.
@@ -125,6 +159,11 @@ interface StreamEntry {
   broadcast: BroadcastServer;
   publisher?: PublisherImpl;
   players: Map<string, Player>;
+  /**
+   * Players past their join (NMS's subscribers), in the order they joined: what a tag is fanned out to.
+   * Replaced, never changed in place, so a player leaving during a fan-out does not disturb it.
+   */
+  live: Player[];
   /** whether audio must wait for a video keyframe before a player starts */
   hasVideo: boolean;
   gopBytes: number;
@@ -150,7 +189,16 @@ class Player extends BaseSession {
   peakBacklog = 0;
   closing = false;
   gone = false;
+  /** its socket is corked until the bridge's end-of-tick uncork */
+  corked = false;
   endTimer?: NodeJS.Timeout;
+  /**
+   * The connection's socket: corked per tick for every player, and written to directly by HTTP players
+   * (null when the response has no socket yet, e.g. a pipelined request: those go through res.write).
+   */
+  private readonly sock: Socket | null;
+  /** HTTP/1.1 chunked response whose chunk framing we write ourselves (HTTP/1.0 gets the bare stream) */
+  readonly chunked: boolean;
 
   constructor(
     private readonly bridge: NmsBridge,
@@ -165,23 +213,38 @@ class Player extends BaseSession {
     this.streamName = entry.stream;
     this.streamPath = entry.broadcast.streamPath;
     this.streamQuery = attempt.query;
+    if (transport.kind === 'http') {
+      // attach runs after flushHeaders: a response that owns its socket has written its headers to it already,
+      // so our bytes can follow on the socket itself
+      this.sock = transport.res.socket ?? null;
+      this.chunked = this.sock !== null && transport.res.chunkedEncoding;
+    } else {
+      this.sock = (transport.ws as unknown as { _socket?: Socket })._socket ?? null;
+      this.chunked = false;
+    }
   }
 
   backlog(): number {
     const t = this.transport;
-    return t.kind === 'http' ? t.res.writableLength : t.ws.bufferedAmount;
+    if (t.kind === 'ws') return t.ws.bufferedAmount;
+    return this.sock !== null ? this.sock.writableLength : t.res.writableLength;
   }
 
+  /** NMS's replay of the header and caches to a joining player. */
   override sendBuffer = (msg: Buffer): void => {
+    this.deliver(msg, classify(msg), null);
+  };
+
+  /** One message (the file header or a framed tag) for this player; `sizeLine` is its shared chunk size line. */
+  deliver(msg: Buffer, kind: Kind, sizeLine: Buffer | null): void {
     if (this.closing) return;
     if (msg[0] === 0x46 /* 'F' */) {
       // NMS's header always says audio+video; before the publisher has said what it carries, hold it back
       if (this.entry.tagsIn === 0) { this.headerPending = true; return; }
     } else if (this.headerPending) {
       this.headerPending = false;
-      this.write(this.entry.broadcast.flvHeader);
+      this.write(this.entry.broadcast.flvHeader, null);
     }
-    const kind = classify(msg);
     const backlog = this.backlog();
     if (backlog === 0) this.owed = 0;
     if (kind !== Kind.Config) {
@@ -197,8 +260,8 @@ class Player extends BaseSession {
         return;
       }
     }
-    this.write(msg);
-  };
+    this.write(msg, sizeLine);
+  }
 
   private skip(bytes: number, backlog: number): void {
     // Skipping the rest of a cached GOP while joining is catching up, not falling behind.
@@ -210,19 +273,47 @@ class Player extends BaseSession {
     }
   }
 
-  private write(msg: Buffer): void {
+  private write(msg: Buffer, sizeLine: Buffer | null): void {
     const t = this.transport;
+    const s = this.sock;
     if (t.kind === 'http') {
-      if (t.res.writableEnded || t.res.destroyed) return;
-      t.res.write(msg);
+      if (s === null) {
+        if (t.res.writableEnded || t.res.destroyed) return;
+        t.res.write(msg);
+      } else {
+        if (!s.writable) return;
+        this.cork(s);
+        if (this.chunked) {
+          s.write(sizeLine ?? chunkSizeLine(msg.length));
+          s.write(msg);
+          s.write(CRLF);
+        } else {
+          s.write(msg);
+        }
+      }
     } else {
       if (t.ws.readyState !== WebSocket.OPEN) return;
-      t.ws.send(msg, { binary: true });
+      if (s !== null) this.cork(s);
+      t.ws.send(msg, WS_BINARY);
     }
     this.outBytes += msg.length;
     this.bridge.bytesOut += msg.length;
     const backlog = this.backlog();
     if (backlog > this.peakBacklog) this.peakBacklog = backlog;
+  }
+
+  /** Holds this tick's writes in the socket's buffer, to leave in one writev when the bridge uncorks. */
+  private cork(s: Socket): void {
+    if (this.corked) return;
+    this.corked = true;
+    s.cork();
+    this.bridge.uncorkAtTickEnd(this);
+  }
+
+  uncork(): void {
+    this.corked = false;
+    // (after res.end(), node has fully uncorked the socket already; uncorking again does nothing)
+    this.sock?.uncork();
   }
 
   /** NMS's close: end gracefully, destroy if the peer does not take the rest in time. */
@@ -274,41 +365,67 @@ class PublisherImpl implements BridgePublisher {
     const { type, body } = tag;
     if (type !== 8 && type !== 9 && type !== 18) throw new TypeError(`FLV tag type ${String(type)} is not 8, 9 or 18`);
     if (!Buffer.isBuffer(body)) throw new TypeError('FLV tag body must be a Buffer');
-    // NMS reads the AVC header (5 bytes) or the Enhanced header with its FourCC (5) of every video tag
-    const min = type === 9 ? 5 : 1;
+    // NMS reads the AVC header (5 bytes), the Enhanced header with its FourCC (5) of every video tag, and the
+    // composition time after it (8) of Enhanced CodedFrames
+    const min = type === 9 ? ((body[0] & 0x80) !== 0 && (body[0] & 0x0f) === 1 ? 8 : 5) : 1;
     if (body.length < min) throw new TypeError(`FLV ${type === 9 ? 'video' : type === 8 ? 'audio' : 'script'} tag body of ${body.length} bytes is too short`);
     if (body.length > 0xffffff) throw new TypeError(`FLV tag body of ${body.length} bytes exceeds 16 MiB`);
     if (!Number.isFinite(tag.timestamp) || tag.timestamp < 0) throw new TypeError(`FLV tag timestamp ${tag.timestamp} is not a non-negative number`);
     const entry = this.entry;
+    let isMeta = false;
+    if (type === 9) {
+      entry.hasVideo = true;
+    } else if (type === 18) {
+      const meta = this.readMeta(body);
+      if (meta === undefined) return; // NMS's AMF reader could not read it: the tag is skipped, the stream goes on
+      isMeta = meta;
+    }
     if (this.base < 0) {
       // Players that stayed through a previous publish get one continuous timeline.
       this.base = this.continueTimeline ? Math.max(0, entry.lastTs + 1 - Math.round(tag.timestamp)) : 0;
     }
     // script tags keep their own timestamp: ffmpeg reads onMetaData only at 0 (else as subtitle data)
     const ts = (Math.round(tag.timestamp) + (type === 18 ? 0 : this.base)) >>> 0;
-    if (type === 9) {
-      entry.hasVideo = true;
-    } else if (type === 18) {
-      // onMetaData says which tracks exist: the FLV header players get should say the same
-      // (flv.js and mpegts.js wait for an audio track the header announces)
-      const hasAudio = body.indexOf('audiocodecid') >= 0;
-      const hasVideo = body.indexOf('videocodecid') >= 0;
-      if (hasAudio || hasVideo) {
-        entry.broadcast.flvHeader = NmsFlv.createHeader(hasAudio, hasVideo || entry.hasVideo);
-        if (hasVideo) entry.hasVideo = true;
-      }
-    }
     entry.tagsIn++;
-    const packet = NmsFlv.parserTag(type, ts, body.length, body);
-    try {
-      entry.broadcast.broadcastMessage(packet);
-    } catch (err) {
-      // NMS's AMF decoder throws on script data it cannot read; the tag is skipped, the stream goes on
-      this.bridge.log.warn({ stream: entry.key, type, err: (err as Error).message }, 'node-media-server rejected a tag');
-      return;
-    }
-    this.bridge.afterMessage(entry, packet.flags, body.length);
+    const flags = NmsFlv.parserTag(type, ts, body.length, body).flags;
+    // framed once, in the room FlvMuxer left around the body (other bodies are copied once): all players share it
+    const msg = serializeTag(ts === tag.timestamp ? tag : { type, timestamp: ts, body, keyframe: tag.keyframe });
+    this.bridge.fanOut(entry, msg, flags, isMeta);
     if (ts > entry.lastTs) entry.lastTs = ts;
+  }
+
+  /** Reads a script tag with NMS's AMF0 reader: whether it is onMetaData, undefined when it cannot be read. */
+  private readMeta(body: Buffer): boolean | undefined {
+    let data: { cmd?: unknown; dataObj?: unknown };
+    try {
+      data = nmsAmf.decodeAmf0Data(body);
+    } catch (err) {
+      this.bridge.log.warn({ stream: this.entry.key, type: 18, err: (err as Error).message }, 'node-media-server could not read a script tag');
+      return undefined;
+    }
+    const obj = data.dataObj;
+    if ((data.cmd !== 'onMetaData' && data.cmd !== '@setDataFrame') || obj === null || typeof obj !== 'object') return false;
+    const m = obj as Record<string, unknown>;
+    const entry = this.entry;
+    // onMetaData says which tracks exist: the FLV header players get should say the same
+    // (flv.js and mpegts.js wait for an audio track the header announces)
+    const hasAudio = m.audiocodecid !== undefined;
+    const hasVideo = m.videocodecid !== undefined;
+    if (hasAudio || hasVideo) {
+      entry.broadcast.flvHeader = NmsFlv.createHeader(hasAudio, hasVideo || entry.hasVideo);
+      if (hasVideo) entry.hasVideo = true;
+    }
+    // what NMS's broadcastMessage would have recorded on the publisher session
+    const s = this.session;
+    const num = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) ? v : 0);
+    s.audioCodec = num(m.audiocodecid);
+    s.audioChannels = m.stereo ? 2 : 1;
+    s.audioSamplerate = num(m.audiosamplerate);
+    s.videoCodec = num(m.videocodecid);
+    s.videoWidth = num(m.width);
+    s.videoHeight = num(m.height);
+    s.videoFramerate = num(m.framerate);
+    return true;
   }
 
   end(): void {
@@ -332,6 +449,10 @@ export class NmsBridge implements FlvServer {
   private authorizer?: (p: PlayAttempt) => boolean;
   private stopped = false;
   private boundPort = 0;
+  /** players whose sockets were corked this tick; uncorked together once the tick's writes are done */
+  private corked: Player[] = [];
+  private uncorking: Player[] = [];
+  private uncorkQueued = false;
 
   private constructor(private readonly opts: NmsBridgeOptions) {
     this.log = opts.logger;
@@ -460,28 +581,76 @@ export class NmsBridge implements FlvServer {
 
   // --- called by publishers and players -------------------------------------------------------------------------
 
-  /** Keeps NMS's caches bounded after it stored a message. */
-  afterMessage(entry: StreamEntry, flags: number, bodyBytes: number): void {
+  /**
+   * What NMS's broadcastMessage did, without its copies: caches the framed tag (by reference) where NMS's flags
+   * put it, then hands the same Buffer to every player of the stream.
+   */
+  fanOut(entry: StreamEntry, msg: Buffer, flags: number, isMeta: boolean): void {
+    const kind = classify(msg);
     const b = entry.broadcast;
-    // We serve no RTMP players: NMS's RTMP copies of headers and GOP would only double the memory.
-    b.rtmpGopCache = null;
-    b.rtmpMetaData = b.rtmpAudioHeader = b.rtmpVideoHeader = null;
-    const msgBytes = bodyBytes + 15;
-    if (flags === 3) entry.gopBytes = msgBytes;
-    else if (flags === 1 || flags === 4) entry.gopBytes += msgBytes;
-    if (entry.gopBytes > this.maxGop && b.flvGopCache !== null) {
-      // NMS only resets the cache at the next keyframe: until then late joiners wait for it instead
+    switch (flags) {
+      case 0: // AAC / Enhanced audio sequence header (NMS also leaves 0 on video it does not know: not a header)
+        if (msg[0] === 8) b.flvAudioHeader = msg;
+        break;
+      case 2:
+        b.flvVideoHeader = msg;
+        break;
+      case 5: // any script tag to NMS; only onMetaData is what a late joiner needs first
+        if (isMeta) b.flvMetaData = msg;
+        break;
+      case 3: // a keyframe starts the cache over (an AVC end-of-sequence that NMS also calls a keyframe does not)
+        if (kind !== Kind.Key) break;
+        if (b.flvGopCache === null) b.flvGopCache = new Set();
+        else b.flvGopCache.clear();
+        b.flvGopCache.add(msg);
+        entry.gopBytes = msg.length;
+        break;
+      case 1:
+      case 4:
+        if (kind === Kind.Config || b.flvGopCache === null) break;
+        b.flvGopCache.add(msg);
+        entry.gopBytes += msg.length;
+        break;
+    }
+    if (b.flvGopCache !== null && (entry.gopBytes > this.maxGop || b.flvGopCache.size > MAX_GOP_TAGS)) {
+      // dropped until the next keyframe starts a new one: meanwhile late joiners wait for that keyframe
       b.flvGopCache.clear();
       b.flvGopCache = null;
       this.log.debug({ stream: entry.key, bytes: entry.gopBytes }, 'GOP over the cache limit, not cached');
     }
+    const live = entry.live;
+    let sizeLine: Buffer | null = null;
+    for (let i = 0; i < live.length; i++) {
+      const p = live[i];
+      if (p.chunked && sizeLine === null) sizeLine = chunkSizeLine(msg.length);
+      p.deliver(msg, kind, sizeLine);
+    }
   }
+
+  uncorkAtTickEnd(p: Player): void {
+    this.corked.push(p);
+    if (this.uncorkQueued) return;
+    this.uncorkQueued = true;
+    process.nextTick(this.uncorkAll);
+  }
+
+  private readonly uncorkAll = (): void => {
+    this.uncorkQueued = false;
+    // swapped, so players corked while these uncork (a write callback writing again) wait for the next round
+    const list = this.corked;
+    this.corked = this.uncorking;
+    this.uncorking = list;
+    for (let i = 0; i < list.length; i++) list[i].uncork();
+    list.length = 0;
+  };
 
   endPublish(entry: StreamEntry, pub: PublisherImpl): void {
     if (entry.publisher !== pub) return;
     entry.publisher = undefined;
     // NMS's donePublish would keep the stale GOP for a 30 s reconnect grace; finish the publish now.
     entry.broadcast._finishPublish();
+    // (NMS leaves an empty cache behind: the next publish's audio would go into it before its first keyframe)
+    entry.broadcast.flvGopCache = null;
     entry.gopBytes = 0;
     this.dropIfEmpty(entry);
   }
@@ -491,6 +660,7 @@ export class NmsBridge implements FlvServer {
     const entry = p.entry;
     if (entry.players.get(p.id) !== p) return;
     entry.players.delete(p.id);
+    if (entry.live.includes(p)) entry.live = entry.live.filter((q) => q !== p);
     entry.broadcast.donePlay(p);
     this.dropIfEmpty(entry);
   }
@@ -502,7 +672,7 @@ export class NmsBridge implements FlvServer {
     let e = this.streams.get(key);
     if (!e) {
       e = {
-        key, app, stream, broadcast: new BroadcastServer(`/${key}`), players: new Map(),
+        key, app, stream, broadcast: new BroadcastServer(`/${key}`), players: new Map(), live: [],
         hasVideo: false, gopBytes: 0, tagsIn: 0, lastTs: 0, published: false,
       };
       this.streams.set(key, e);
@@ -625,6 +795,7 @@ export class NmsBridge implements FlvServer {
       player.drop();
       return;
     }
+    entry.live = [...entry.live, player];
     started = true;
     for (const cb of this.startCbs) this.callback(cb, attempt, player.id);
   }

@@ -11,7 +11,7 @@ import { NmsBridge, NmsBridgeOptions, PlayAttempt } from '../nms-bridge';
 import { FlvMuxer, FlvTag } from '../../plugin-sdk/formats/flv';
 import { h264NalType, joinAnnexB, splitAnnexB } from '../../plugin-sdk/formats/annexb';
 import type { AccessUnit } from '../../plugin-sdk/media';
-import { parseFlv, ReadTag, videoAnnexB } from '../../test/support/flv-reader';
+import { decodeScriptTag, parseFlv, ReadTag, videoAnnexB } from '../../test/support/flv-reader';
 import { requireTool } from '../../test/support/tools';
 import { scratchDir } from '../../test/support/paths';
 
@@ -115,6 +115,44 @@ function wsPlay(port: number, urlPath: string): WsPlay {
   return { ws, closed };
 }
 
+interface RawPlay { sock: net.Socket; data: () => Buffer; closed: Promise<void> }
+
+/** A player on a bare socket, for requests node's client does not make (HTTP/1.0, pipelining). */
+function rawPlay(port: number, request: string): RawPlay {
+  const chunks: Buffer[] = [];
+  const sock = net.connect(port, HOST, () => sock.write(request));
+  sock.on('data', (c: Buffer) => chunks.push(c));
+  const closed = new Promise<void>((resolve) => sock.on('close', () => resolve()));
+  sock.on('error', () => undefined);
+  return { sock, data: () => Buffer.concat(chunks), closed };
+}
+
+interface RawResponse { status: number; head: string; body: Buffer; next: number }
+
+/** The HTTP/1.x response at `at` in raw bytes, chunked or not; undefined while incomplete. */
+function responseAt(raw: Buffer, at: number, closed: boolean): RawResponse | undefined {
+  const headEnd = raw.indexOf('\r\n\r\n', at);
+  if (headEnd < 0) return undefined;
+  const head = raw.subarray(at, headEnd).toString('latin1');
+  const status = Number(head.split(' ')[1]);
+  let p = headEnd + 4;
+  if (status === 204) return { status, head, body: Buffer.alloc(0), next: p };
+  if (!/\r\ntransfer-encoding: *chunked/i.test(head)) return closed ? { status, head, body: raw.subarray(p), next: raw.length } : undefined;
+  const parts: Buffer[] = [];
+  for (;;) {
+    const lineEnd = raw.indexOf('\r\n', p);
+    if (lineEnd < 0) return undefined;
+    const line = raw.subarray(p, lineEnd).toString('latin1');
+    assert.match(line, /^[0-9a-f]+$/, 'chunk size line');
+    const size = parseInt(line, 16);
+    if (raw.length < lineEnd + 4 + size) return undefined;
+    assert.equal(raw.subarray(lineEnd + 2 + size, lineEnd + 4 + size).toString('latin1'), '\r\n', 'CRLF after a chunk');
+    if (size === 0) return { status, head, body: Buffer.concat(parts), next: lineEnd + 4 };
+    parts.push(raw.subarray(lineEnd + 2, lineEnd + 2 + size));
+    p = lineEnd + 4 + size;
+  }
+}
+
 function nextPlayer(bridge: NmsBridge, ev: 'start' | 'stop', pick: (p: PlayAttempt) => boolean = () => true): Promise<string> {
   return new Promise((resolve) => bridge.onPlayer(ev, (p, id) => { if (pick(p)) resolve(id); }));
 }
@@ -201,6 +239,9 @@ describe('NMS bridge (HTTP-FLV / WS-FLV through node-media-server)', function ()
     const b = await start();
     const pub = b.publish('live', 'late');
     for (const t of tags.slice(0, 2 + 35)) pub.sendTag(t); // meta, seq, frames 0..34
+    // a script tag that is not onMetaData goes to the players of the moment, but is no metadata for late joiners
+    const cue = Buffer.concat([Buffer.from([0x02, 0x00, 0x0a]), Buffer.from('onCuePoint'), Buffer.from([0x05])]);
+    pub.sendTag({ type: 18, timestamp: 1400, body: cue, keyframe: false });
     const joined = nextPlayer(b, 'start');
     const hp = httpPlay(b.port, '/live/late.flv?token=good');
     await joined;
@@ -208,6 +249,9 @@ describe('NMS bridge (HTTP-FLV / WS-FLV through node-media-server)', function ()
     b.closePlayers('live', 'late');
     const flv = parseFlv(await hp.body);
     assert.equal(flv.tags[0].type, 18, 'cached onMetaData first');
+    assert.equal(decodeScriptTag(flv.tags[0].body).name, 'onMetaData');
+    assert.equal(decodeScriptTag(flv.tags[0].body).props.width, 320);
+    assert.equal(flv.tags.filter((t) => t.type === 18).length, 1);
     assert.equal(flv.tags[1].sequenceHeader, true, 'then the cached sequence header');
     const frames = videoFrames(flv.tags);
     assert.equal(frames[0].keyframe, true);
@@ -289,6 +333,46 @@ describe('NMS bridge (HTTP-FLV / WS-FLV through node-media-server)', function ()
     await admin.body;
     assert.equal(starts, 0);
     assert.equal(b.stats().players, 0);
+  });
+
+  it('sends the same bytes to HTTP/1.1 (chunked), HTTP/1.0 (bare) and pipelined players', async () => {
+    const b = await start();
+    let starts = 0;
+    b.onPlayer('start', () => { starts++; });
+    const viaClient = httpPlay(b.port, '/live/raw.flv?token=good');
+    const http10 = rawPlay(b.port, 'GET /live/raw.flv?token=good HTTP/1.0\r\n\r\n');
+    // the GET arrives while the OPTIONS response still holds the connection: its response gets the socket later
+    const piped = rawPlay(b.port, 'OPTIONS /live/raw.flv HTTP/1.1\r\nHost: x\r\n\r\nGET /live/raw.flv?token=good HTTP/1.1\r\nHost: x\r\n\r\n');
+    await until(() => starts === 3, 'three players');
+    const pub = b.publish('live', 'raw');
+    for (const t of tags) pub.sendTag(t);
+    const big = Buffer.alloc(9 + 70000, 0x33); // a chunk size line of 5 hex digits
+    big[0] = 0x27;
+    big[1] = 1;
+    big.writeUInt32BE(70000, 5);
+    big[9] = 0x41;
+    pub.sendTag({ type: 9, timestamp: 2000, body: big, keyframe: false });
+    b.closePlayers('live', 'raw');
+
+    const expected = await viaClient.body;
+    const flv = parseFlv(expected);
+    assert.equal(videoFrames(flv.tags).length, 51);
+    assert.equal(flv.tags[flv.tags.length - 1].body.length, big.length);
+    await http10.closed;
+    const bare = responseAt(http10.data(), 0, true);
+    assert.equal(bare?.status, 200);
+    assert.doesNotMatch(bare.head, /transfer-encoding/i);
+    assert.ok(bare.body.equals(expected), 'HTTP/1.0: the FLV stream without chunk framing');
+    let second: RawResponse | undefined;
+    await until(() => {
+      const first = responseAt(piped.data(), 0, false);
+      second = first && responseAt(piped.data(), first.next, false);
+      return second !== undefined;
+    }, 'the pipelined response to end');
+    piped.sock.destroy();
+    assert.equal(responseAt(piped.data(), 0, false)?.status, 204);
+    assert.equal(second?.status, 200);
+    assert.ok(second.body.equals(expected), 'pipelined: the same FLV stream');
   });
 
   it('keeps a player that stops reading under its backlog cap, drops it, and keeps serving the others', async () => {
@@ -463,6 +547,8 @@ describe('NMS bridge (HTTP-FLV / WS-FLV through node-media-server)', function ()
     const b = await start();
     const pub = b.publish('live', 'bad');
     assert.throws(() => pub.sendTag({ type: 9, timestamp: 0, body: Buffer.from([0x17, 1]), keyframe: true }), /too short/);
+    // Enhanced HEVC CodedFrames carries a composition time after the FourCC
+    assert.throws(() => pub.sendTag({ type: 9, timestamp: 0, body: Buffer.from([0x91, 0x68, 0x76, 0x63, 0x31, 0, 0]), keyframe: true }), /too short/);
     assert.throws(() => pub.sendTag({ type: 7 as 8, timestamp: 0, body: Buffer.alloc(10), keyframe: false }), /not 8, 9 or 18/);
     assert.throws(() => pub.sendTag({ type: 8, timestamp: -1, body: Buffer.alloc(10), keyframe: false }), /timestamp/);
     assert.throws(() => b.publish('live', '../etc'), /bad FLV stream name/);
