@@ -12,6 +12,7 @@ import type { StoredRecord } from '../../plugins/recorder/src/catalog';
 import { recordPath } from '../../plugins/recorder/src/catalog';
 import { openSqliteCatalog } from '../../plugins/recorder/src/catalog-sqlite';
 import { repoRoot } from '../support/paths';
+import { prng as mulberry32 } from '../support/prng';
 
 const GENERATOR_VERSION = 1;
 const DAY = 86_400_000;
@@ -29,17 +30,6 @@ export interface RecordCatalogBenchResult {
   simPage1Ms: number;
 }
 
-/** Small deterministic PRNG, so every run (and every cache) holds the same data. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const B64URL = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
 

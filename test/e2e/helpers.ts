@@ -24,6 +24,8 @@ import { Jt1078StreamAssembler } from '../../plugins/jt1078-ingest/src/stream-as
 import { parseFlv, videoAnnexB, type ParsedFlv, type ReadTag } from '../support/flv-reader';
 import { fixturePath, scratchDir } from '../support/paths';
 import { requireTool } from '../support/tools';
+import { prng } from '../support/prng';
+export { prng };
 
 // ---------------------------------------------------------------------------------------------------------------
 // The captures (facts from ../shared/fixtures/README.md)
@@ -529,17 +531,6 @@ export class TcpTerminal {
   }
 }
 
-/** mulberry32: a small seeded PRNG, so a lossy run reproduces. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 export interface LossyPlan {
   /** indexes into the packet list, in sending order */

@@ -8,6 +8,8 @@ import { Jt1078Packet } from '../src/packet';
 import { Jt1078Parser, ParserOptions } from '../src/parser';
 import { Jt1078StreamAssembler, StreamAssemblerOptions } from '../src/stream-assembler';
 import { PacketFields, encodePacket } from '../src/packer';
+import { prng } from '../../../test/support/prng';
+export { prng };
 
 export interface CaptureFacts {
   file: string;
@@ -75,17 +77,6 @@ export function checksum(b: Buffer): number {
   return h >>> 0;
 }
 
-/** mulberry32: small seeded PRNG so failures reproduce. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 export class Collector {
   tracks: TrackInfo[] = [];
