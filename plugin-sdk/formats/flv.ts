@@ -42,6 +42,35 @@ function allocBody(len: number): Buffer {
   return body;
 }
 
+/**
+ * Frame bodies of one muxer carved from 32 KiB chunks: one ArrayBuffer per frame (allocated, then swept by the
+ * GC) was a visible share of the gateway's time at hundreds of streams. Per muxer rather than shared, so a chunk
+ * is pinned only by its own stream's tags (a GOP cache, a pending write), which die roughly in order. Config
+ * tags (kept for as long as the stream lives) and large frames get their own allocation.
+ * Every byte of a slice is written by the muxer and serializeTag (the memory is not zeroed).
+ */
+class BodySlab {
+  private static readonly CHUNK = 32 * 1024;
+  private chunk: Buffer | undefined;
+  private used = 0;
+
+  allocBody(len: number): Buffer {
+    const need = TAG_HEADER_SIZE + len + PREV_SIZE_SIZE;
+    if (need > BodySlab.CHUNK >>> 2) return allocBody(len);
+    let chunk = this.chunk;
+    if (!chunk || this.used + need > chunk.length) {
+      chunk = this.chunk = Buffer.allocUnsafeSlow(BodySlab.CHUNK);
+      this.used = 0;
+    }
+    const at = this.used;
+    this.used = (at + need + 7) & ~7;
+    const framed = chunk.subarray(at, at + need);
+    const body = framed.subarray(TAG_HEADER_SIZE, TAG_HEADER_SIZE + len);
+    framedBodies.set(body, framed);
+    return body;
+  }
+}
+
 function writeTagHeader(out: Buffer, at: number, type: number, dataSize: number, timestamp: number): void {
   if (dataSize > 0xffffff) throw new RangeError(`FLV tag body of ${dataSize} bytes exceeds the 24-bit DataSize field`);
   const ts = timestamp >>> 0;
@@ -200,6 +229,7 @@ export class FlvMuxer {
     videoTags: 0, audioTags: 0, scriptTags: 0, droppedVideo: 0, skippedAudio: 0, clampedTimestamps: 0,
   };
   private readonly skippedCodecs = new Set<AudioCodec>();
+  private readonly slab = new BodySlab();
 
   get stats(): FlvMuxerStats {
     return { ...this.counters, skippedAudioCodecs: [...this.skippedCodecs] };
@@ -353,13 +383,13 @@ export class FlvMuxer {
     let at: number;
     if (hevc) {
       const withCts = cts !== 0;
-      body = allocBody(5 + (withCts ? 3 : 0) + keptBytes);
+      body = this.slab.allocBody(5 + (withCts ? 3 : 0) + keptBytes);
       body[0] = 0x80 | (frameType << 4) | (withCts ? 1 : 3); // IsExHeader | FrameType | CodedFrames(X)
       ENHANCED_HEVC_FOURCC.copy(body, 1);
       at = 5;
       if (withCts) { body.writeIntBE(cts, 5, 3); at = 8; }
     } else {
-      body = allocBody(5 + keptBytes);
+      body = this.slab.allocBody(5 + keptBytes);
       body[0] = (frameType << 4) | 7;
       body[1] = 1; // AVC NALU
       body.writeIntBE(cts, 2, 3);
@@ -421,7 +451,7 @@ export class FlvMuxer {
     const ts = this.clampTs(a, au.dts);
     const out: FlvTag[] = [];
     this.emitMeta(out);
-    const body = allocBody(1 + au.payload.length);
+    const body = this.slab.allocBody(1 + au.payload.length);
     body[0] = flags;
     au.payload.copy(body, 1);
     out.push({ type: FLV_TAG_AUDIO, timestamp: ts, body, keyframe: false });
@@ -479,7 +509,7 @@ export class FlvMuxer {
         a.configDirty = false;
         out.push(a.seqHeader);
       }
-      const body = allocBody(2 + frames[i].length);
+      const body = this.slab.allocBody(2 + frames[i].length);
       body[0] = 0xaf;
       body[1] = 1; // AAC raw
       frames[i].copy(body, 2);

@@ -19,6 +19,7 @@ import type { CodecId } from '../../../plugin-sdk/media';
 import { DATA_TYPE, Jt1078Packet, SUB_MARK } from './packet';
 import { audioCodecOfPt, videoCodecOfPt } from './payload-types';
 import { stripHisiliconHeader } from './audio';
+import { BufferSlab } from './slab';
 
 export interface Jt1078Frame {
   kind: 'video' | 'audio';
@@ -100,6 +101,8 @@ export class Jt1078Reassembler {
   private readonly video = new FrameBuilder();
   private readonly audio = new FrameBuilder();
   private readonly maxFrameBytes: number;
+  /** frames are copied into slices of this (see BufferSlab for why per source) */
+  private readonly slab = new BufferSlab();
 
   constructor(private readonly sink: FrameSink, opts: ReassemblerOptions = {}) {
     this.maxFrameBytes = opts.maxFrameBytes ?? 4 * 1024 * 1024;
@@ -224,6 +227,7 @@ export class Jt1078Reassembler {
     this.video.reset();
     this.video.waitKey = true;
     this.audio.reset();
+    this.slab.release();
   }
 
   private drop(b: FrameBuilder, isVideo: boolean): void {
@@ -241,7 +245,13 @@ export class Jt1078Reassembler {
       b.reset();
       return;
     }
-    const payload = count === 1 ? Buffer.from(b.parts[0]) : Buffer.concat(b.parts, b.bytes);
+    const payload = this.slab.take(b.bytes);
+    let at = 0;
+    for (let i = 0; i < count; i++) {
+      const part = b.parts[i];
+      payload.set(part, at);
+      at += part.length;
+    }
     b.reset();
     if (isVideo) {
       const codec = videoCodecOfPt(b.pt);

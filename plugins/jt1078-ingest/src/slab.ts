@@ -1,0 +1,34 @@
+/**
+ * Hands out Buffers carved from larger chunks, so a stream's many small frames do not each cost an ArrayBuffer
+ * (allocating and later sweeping one per frame was a visible share of the gateway's time, GC included).
+ *
+ * One slab per stream, not one shared by all: a chunk lives as long as its longest-lived slice, and a stream's
+ * slices die roughly in the order they were made (its GOP cache moves on), so a stalled stream pins only its own
+ * chunks. Large requests get their own allocation, which bounds the waste at a chunk's tail.
+ * Callers must write every byte of what they take (the memory is not zeroed).
+ */
+export class BufferSlab {
+  private chunk: Buffer | undefined;
+  private used = 0;
+
+  constructor(private readonly chunkSize = 32 * 1024) {}
+
+  take(len: number): Buffer {
+    if (len > this.chunkSize >>> 2) return Buffer.allocUnsafe(len);
+    let chunk = this.chunk;
+    if (!chunk || this.used + len > chunk.length) {
+      chunk = this.chunk = Buffer.allocUnsafeSlow(this.chunkSize);
+      this.used = 0;
+    }
+    const at = this.used;
+    // 8-byte alignment keeps typed-array views over the slices possible
+    this.used = (at + len + 7) & ~7;
+    return chunk.subarray(at, at + len);
+  }
+
+  /** Drops the current chunk (its slices stay valid); the next take() starts a new one. */
+  release(): void {
+    this.chunk = undefined;
+    this.used = 0;
+  }
+}
