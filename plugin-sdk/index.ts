@@ -16,4 +16,5 @@ export type { FlvServer, FlvPublisher, FlvTag, PlayAttempt } from './flv-server'
 export { ErrCode, GatewayError, invalidParam } from './errors';
 export type { ErrCodeValue } from './errors';
 export { systemClock, ManualClock } from './clock';
+export { BufferSlab } from './buffer-slab';
 export type { Clock, Cancel } from './clock';

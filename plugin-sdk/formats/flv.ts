@@ -12,6 +12,7 @@
  */
 import type { AccessUnit, AudioCodec, AudioTrackInfo, TrackInfo, VideoCodec, VideoTrackInfo } from '../media';
 import type { FlvTag } from '../flv-server';
+import { BufferSlab } from '../buffer-slab';
 import { h264NalType, h265NalType, splitAnnexB } from './annexb';
 import { buildAvcC, parseH264Sps } from './h264';
 import { buildHvcC, parseH265Sps } from './h265';
@@ -43,28 +44,14 @@ function allocBody(len: number): Buffer {
 }
 
 /**
- * Frame bodies of one muxer carved from 32 KiB chunks: one ArrayBuffer per frame (allocated, then swept by the
- * GC) was a visible share of the gateway's time at hundreds of streams. Per muxer rather than shared, so a chunk
- * is pinned only by its own stream's tags (a GOP cache, a pending write), which die roughly in order. Config
- * tags (kept for as long as the stream lives) and large frames get their own allocation.
- * Every byte of a slice is written by the muxer and serializeTag (the memory is not zeroed).
+ * Frame bodies of one muxer, carved with room for header and trailer from its own slab (see BufferSlab for why
+ * per stream). Config tags, kept for as long as the stream lives, use allocBody instead.
  */
 class BodySlab {
-  private static readonly CHUNK = 32 * 1024;
-  private chunk: Buffer | undefined;
-  private used = 0;
+  private readonly slab = new BufferSlab();
 
   allocBody(len: number): Buffer {
-    const need = TAG_HEADER_SIZE + len + PREV_SIZE_SIZE;
-    if (need > BodySlab.CHUNK >>> 2) return allocBody(len);
-    let chunk = this.chunk;
-    if (!chunk || this.used + need > chunk.length) {
-      chunk = this.chunk = Buffer.allocUnsafeSlow(BodySlab.CHUNK);
-      this.used = 0;
-    }
-    const at = this.used;
-    this.used = (at + need + 7) & ~7;
-    const framed = chunk.subarray(at, at + need);
+    const framed = this.slab.take(TAG_HEADER_SIZE + len + PREV_SIZE_SIZE);
     const body = framed.subarray(TAG_HEADER_SIZE, TAG_HEADER_SIZE + len);
     framedBodies.set(body, framed);
     return body;

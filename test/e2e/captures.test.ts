@@ -10,20 +10,13 @@ import type { Jt1078Layout } from '../../plugins/jt1078-ingest/src/packet';
 import { fixturePath } from '../support/paths';
 import {
   CAPTURES, HttpFlvPlayer, WsFlvPlayer, capture, codedAudio, codedVideo, expectedFrom, ffprobe, framesFromFirstI,
-  firstNonMonotonic, maxBackStep, metric, openLive, startE2eGateway, waitFor, wsUrlOf, type CaptureInfo, type E2eGateway,
+  firstNonMonotonic, maxBackStep, metric, openLive, useE2eGateway, waitFor, wsUrlOf, type CaptureInfo,
 } from './helpers';
 import { parseFlv } from '../support/flv-reader';
 
 describe('e2e: JT/T 1078 captures to HTTP-FLV / WS-FLV players', function () {
   this.timeout(60_000);
-  let e: E2eGateway;
-
-  before(async () => {
-    e = await startE2eGateway({ disconnectGraceMs: 200 });
-  });
-  after(async () => {
-    await e?.stop();
-  });
+  const e = useE2eGateway({ disconnectGraceMs: 200 });
 
   /** Everything a player of one whole capture must have got. */
   function checkPlayback(cap: CaptureInfo, buf: Buffer, what: string): void {

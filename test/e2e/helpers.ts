@@ -193,6 +193,34 @@ export async function startE2eGateway(ingest: Record<string, unknown> = {}): Pro
   };
 }
 
+/**
+ * Registers before/after hooks in the calling describe block that start one e2e gateway and stop it, and returns a
+ * handle that reads through to it (valid inside that block's tests).
+ */
+export function useE2eGateway(ingest: Record<string, unknown> = {}): E2eGateway {
+  let started: E2eGateway | undefined;
+  before(async () => {
+    started = await startE2eGateway(ingest);
+  });
+  after(async () => {
+    await started?.stop();
+    started = undefined;
+  });
+  const current = (): E2eGateway => {
+    if (!started) throw new Error('the e2e gateway is used outside the describe block that started it');
+    return started;
+  };
+  return {
+    get gw() { return current().gw; },
+    get notices() { return current().notices; },
+    get flv() { return current().flv; },
+    get live2013() { return current().live2013; },
+    get live2019() { return current().live2019; },
+    get flvPort() { return current().flvPort; },
+    stop: () => current().stop(),
+  };
+}
+
 export interface OpenResult {
   reqId: string;
   playUrl: string;

@@ -6,20 +6,13 @@
 import assert from 'node:assert/strict';
 import {
   HttpFlvPlayer, TcpTerminal, codedVideo, ffprobe, firstNonMonotonic, hevcAccessUnits, makeHevc, openLive, packHevc,
-  probeVideoOf, startE2eGateway, type E2eGateway,
+  probeVideoOf, useE2eGateway,
 } from './helpers';
 import { parseFlv, parseHvcC } from '../support/flv-reader';
 
 describe('e2e: H.265 to Enhanced FLV', function () {
   this.timeout(60_000);
-  let e: E2eGateway;
-
-  before(async () => {
-    e = await startE2eGateway({ disconnectGraceMs: 200 });
-  });
-  after(async () => {
-    await e?.stop();
-  });
+  const e = useE2eGateway({ disconnectGraceMs: 200 });
 
   for (const layout of ['2013', '2019'] as const) {
     it(`320x240 HEVC, 50 frames, GOP 25, ${layout} layout: the player's Enhanced FLV decodes to every frame`, async () => {

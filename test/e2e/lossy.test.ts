@@ -5,20 +5,13 @@
 import assert from 'node:assert/strict';
 import {
   HttpFlvPlayer, TcpTerminal, capture, closeReq, codedVideo, encodeCapture, expectedFrom, ffprobe, firstNonMonotonic,
-  lossyOrder, metric, openLive, randomChunks, sendUdp, startE2eGateway, waitFor, withJunk, type E2eGateway,
+  lossyOrder, metric, openLive, randomChunks, sendUdp, useE2eGateway, waitFor, withJunk,
 } from './helpers';
 import { parseFlv } from '../support/flv-reader';
 
 describe('e2e: UDP reordering and loss, TCP junk', function () {
   this.timeout(60_000);
-  let e: E2eGateway;
-
-  before(async () => {
-    e = await startE2eGateway({ disconnectGraceMs: 200 });
-  });
-  after(async () => {
-    await e?.stop();
-  });
+  const e = useE2eGateway({ disconnectGraceMs: 200 });
 
   it('UDP, shuffled within 8 packets and 1% dropped (seeded): frames keep coming, decode cleanly, gateway stays healthy', async () => {
     const file = 'jt1078/xunilcyl-d1-h264-2013.bin';

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   HttpFlvPlayer, TcpTerminal, capture, codedVideo, encodeCapture, expectedFrom, ffprobe, firstNonMonotonic, metric,
-  openLive, startE2eGateway, statusOf, waitFor, type E2eGateway,
+  openLive, useE2eGateway, statusOf, waitFor,
 } from './helpers';
 import { parseFlv } from '../support/flv-reader';
 
@@ -15,14 +15,7 @@ const GRACE_MS = 2000;
 
 describe('e2e: terminal disconnect and reconnect', function () {
   this.timeout(30_000);
-  let e: E2eGateway;
-
-  before(async () => {
-    e = await startE2eGateway({ disconnectGraceMs: GRACE_MS });
-  });
-  after(async () => {
-    await e?.stop();
-  });
+  const e = useE2eGateway({ disconnectGraceMs: GRACE_MS });
 
   it('reconnect within the grace: the player continues, timestamps monotonic across; then no reconnect: closeCause 2', async () => {
     const cap = capture('jt1078/glaciall-cif-h264-2013.bin');

@@ -6,21 +6,14 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import {
   HttpFlvPlayer, TcpTerminal, WsFlvPlayer, capture, closeReq, codedVideo, encodeCapture, metric, openLive,
-  startE2eGateway, statusOf, waitFor, wsUrlOf, type E2eGateway,
+  useE2eGateway, statusOf, waitFor, wsUrlOf,
 } from './helpers';
 
 const GLACIALL = 'jt1078/glaciall-cif-h264-2013.bin';
 
 describe('e2e: open results, play tokens, consumption, unknown channels', function () {
   this.timeout(30_000);
-  let e: E2eGateway;
-
-  before(async () => {
-    e = await startE2eGateway({ disconnectGraceMs: 200, unknownGraceMs: 300 });
-  });
-  after(async () => {
-    await e?.stop();
-  });
+  const e = useE2eGateway({ disconnectGraceMs: 200, unknownGraceMs: 300 });
 
   /** The play URL with one query parameter replaced. */
   function withParam(url: string, key: string, value: string): string {

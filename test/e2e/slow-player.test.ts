@@ -7,8 +7,8 @@ import assert from 'node:assert/strict';
 import * as v8 from 'node:v8';
 import * as vm from 'node:vm';
 import {
-  HttpFlvPlayer, TcpTerminal, capture, closeReq, encodeLazily, expectedFrom, loopedPackets, openLive, startE2eGateway,
-  waitFor, type E2eGateway,
+  HttpFlvPlayer, TcpTerminal, capture, closeReq, encodeLazily, expectedFrom, loopedPackets, openLive, useE2eGateway,
+  waitFor,
 } from './helpers';
 
 /** the bridge's default per-player backlog cap (core/nms-bridge.ts) */
@@ -23,14 +23,7 @@ function collector(): () => void {
 
 describe('e2e: a stalled player', function () {
   this.timeout(60_000);
-  let e: E2eGateway;
-
-  before(async () => {
-    e = await startE2eGateway({ disconnectGraceMs: 200 });
-  });
-  after(async () => {
-    await e?.stop();
-  });
+  const e = useE2eGateway({ disconnectGraceMs: 200 });
 
   it('its backlog stays capped and memory flat over a long stream, while a normal player gets every frame', async () => {
     const cap = capture('jt1078/glaciall-cif-h264-2013.bin');

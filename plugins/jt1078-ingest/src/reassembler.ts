@@ -19,7 +19,7 @@ import type { CodecId } from '../../../plugin-sdk/media';
 import { DATA_TYPE, Jt1078Packet, SUB_MARK } from './packet';
 import { audioCodecOfPt, videoCodecOfPt } from './payload-types';
 import { stripHisiliconHeader } from './audio';
-import { BufferSlab } from './slab';
+import { BufferSlab } from '../../../plugin-sdk/buffer-slab';
 
 export interface Jt1078Frame {
   kind: 'video' | 'audio';
