@@ -4,6 +4,7 @@ import { CallbackDispatcher } from './src/delivery';
 import { HostPolicy } from './src/host-policy';
 import { promCallbackMetrics } from './src/metrics';
 import { RedisNoticePublisher, redactRedisUrl } from './src/redis-publisher';
+import { trustedCertificates } from './src/trust-store';
 
 export class CallbackNotifierConfig {
   @IsInt() @Min(100) @Max(60_000)
@@ -48,6 +49,10 @@ export class CallbackNotifierConfig {
   @IsInt() @Min(1)
   redisBufferLimit = 1000;
 
+  /** PEM files of extra CAs trusted for HTTPS callbacks, beside the system's store (e.g. a private enterprise CA) */
+  @IsArray() @IsString({ each: true })
+  caFiles: string[] = [];
+
   /** at shutdown, how long queued notices may still be delivered */
   @IsInt() @Min(0) @Max(9000)
   shutdownGraceMs = 3000;
@@ -62,6 +67,12 @@ export default definePlugin({
   config: CallbackNotifierConfig,
   setup(ctx) {
     const c = ctx.config;
+    let trustedCa: string[];
+    try {
+      trustedCa = trustedCertificates(c.caFiles);
+    } catch (err) {
+      throw new Error(`config key caFiles: ${(err as Error).message}`);
+    }
     const policy = new HostPolicy({ allow: c.allowHosts, blockInternal: c.blockInternal, allowLoopback: c.allowLoopback });
     const dispatcher = new CallbackDispatcher({
       logger: ctx.log,
@@ -71,6 +82,7 @@ export default definePlugin({
       retryForMs: c.retryForMs,
       maxQueuePerHost: c.maxQueuePerHost,
       concurrencyPerHost: c.concurrencyPerHost,
+      trustedCa,
     });
     const published = ctx.metrics.counter('mq_published_total', 'notices added to the Redis stream');
     const mqDropped = ctx.metrics.counter('mq_dropped_total', 'notices dropped while Redis was unreachable');
@@ -88,7 +100,7 @@ export default definePlugin({
       else unrouted.inc();
     });
 
-    ctx.log.info({ redis: c.redisUrl ? redactRedisUrl(c.redisUrl) : undefined, streamKey: mq ? c.redisStreamKey : undefined, allowHosts: c.allowHosts, blockInternal: c.blockInternal }, 'callback notifier ready');
+    ctx.log.info({ redis: c.redisUrl ? redactRedisUrl(c.redisUrl) : undefined, streamKey: mq ? c.redisStreamKey : undefined, allowHosts: c.allowHosts, blockInternal: c.blockInternal, caFiles: c.caFiles }, 'callback notifier ready');
     return {
       async stop() {
         // the closed notices of requests ended by the shutdown get a short chance to leave

@@ -4,6 +4,7 @@ set -euo pipefail
 need=()
 command -v ffprobe >/dev/null 2>&1 || need+=(ffmpeg)
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+command -v openssl >/dev/null 2>&1 || need+=(openssl)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -1,7 +1,5 @@
 import * as http from 'node:http';
 import * as https from 'node:https';
-import * as tls from 'node:tls';
-import * as fs from 'node:fs';
 import type { Logger } from 'pino';
 import { got, type RequestError } from './got';
 import { parseCallbackUrl, type ParsedCallback } from './callback-url';
@@ -9,6 +7,7 @@ import { DEFAULT_SITE_HOST_POLICY, HostPolicy, pinnedLookup } from './host-polic
 import { fullJitterDelay, parseRetryAfter } from './retry-timing';
 import type { NoticePayload } from './payload';
 import type { CallbackMetrics } from './metrics';
+import { isCertificateRefusal, trustedCertificates } from './trust-store';
 
 export interface CallbackDispatcherOptions {
   /** log lines carry the redacted cb, the reqId and act; never credentials, never the payload (play URLs hold user tokens) */
@@ -31,6 +30,8 @@ export interface CallbackDispatcherOptions {
   /** notices being sent at once to one host (default 4) */
   concurrencyPerHost?: number;
   userAgent?: string;
+  /** CA certificates (PEM) HTTPS callbacks are checked against (default: trustedCertificates(), the system's store) */
+  trustedCa?: string[];
   /** jitter source, replaceable in tests (default Math.random) */
   random?: () => number;
 }
@@ -67,23 +68,6 @@ interface PendingNotice {
   act: NoticePayload['act'];
   body: string;
   deadline: number;
-}
-
-/**
- * Node's bundled roots plus the system's store (Debian: /etc/ssl/certs/ca-certificates.crt), so an enterprise CA the
- * operator installed on the machine is trusted for callbacks too. NODE_EXTRA_CA_CERTS still applies on top.
- */
-function trustedCertificates(): string[] {
-  const roots = [...tls.rootCertificates];
-  for (const file of ['/etc/ssl/certs/ca-certificates.crt', '/etc/pki/tls/certs/ca-bundle.crt']) {
-    try {
-      roots.push(fs.readFileSync(file, 'utf8'));
-      break;
-    } catch {
-      /* not this distribution's path */
-    }
-  }
-  return roots;
 }
 
 /** One per callback origin: its own queue and its own sending slots, so one dead host cannot hold up another. */
@@ -151,7 +135,7 @@ export class CallbackDispatcher {
     this.random = opts.random ?? Math.random;
     // Own agents, so stop() can close every pooled socket instead of leaving them to the process-wide agents.
     this.httpAgent = new http.Agent({ keepAlive: true, maxSockets: this.concurrency });
-    this.httpsAgent = new https.Agent({ keepAlive: true, maxSockets: this.concurrency, ca: trustedCertificates() });
+    this.httpsAgent = new https.Agent({ keepAlive: true, maxSockets: this.concurrency, ca: opts.trustedCa ?? trustedCertificates() });
   }
 
   /**
@@ -333,6 +317,9 @@ export class CallbackDispatcher {
     } catch (err) {
       if (controller.signal.aborted) return { kind: 'cancelled' };
       const e = err as RequestError;
+      if (isCertificateRefusal(e.code)) {
+        return { kind: 'fail', reason: `TLS certificate refused (${e.code}: ${e.message}); if the server's CA is a private one, trust it with the plugin's caFiles` };
+      }
       return { kind: 'retry', reason: e.code ? `${e.code}: ${e.message}` : e.message };
     } finally {
       this.inflight.delete(controller);

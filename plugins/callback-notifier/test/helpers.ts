@@ -1,4 +1,6 @@
 import * as http from 'node:http';
+import * as https from 'node:https';
+import type { TLSSocket } from 'node:tls';
 import type { AddressInfo } from 'node:net';
 import pino, { type Logger } from 'pino';
 import type { NoticePayload } from '../src/payload';
@@ -17,25 +19,27 @@ export interface Arrival {
   body: NoticePayload;
   /** the status answered, or 'hang' */
   answered: number | 'hang';
+  /** came over TLS */
+  encrypted: boolean;
 }
 
 export type Answer = number | { status: number; headers?: Record<string, string>; delayMs?: number } | 'hang';
 
 /**
  * A callback receiver on loopback. `answer(body, index)` decides each reply: a status, a status with headers and an
- * optional delay, or 'hang' (read the request, never reply).
+ * optional delay, or 'hang' (read the request, never reply). With `tlsOptions` (key, cert) it is an HTTPS server.
  */
 export class Receiver {
   readonly arrivals: Arrival[] = [];
   /** requests being handled at this moment, and the most seen at once */
   open = 0;
   maxOpen = 0;
-  private readonly server: http.Server;
+  private readonly server: http.Server | https.Server;
   private readonly waiters: Array<{ n: number; resolve: () => void }> = [];
   port = 0;
 
-  constructor(private readonly answer: (body: NoticePayload, index: number) => Answer = () => 200) {
-    this.server = http.createServer((req, res) => {
+  constructor(private readonly answer: (body: NoticePayload, index: number) => Answer = () => 200, tlsOptions?: https.ServerOptions) {
+    const handler: http.RequestListener = (req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
@@ -47,6 +51,7 @@ export class Receiver {
           contentType: req.headers['content-type'],
           body,
           answered: a === 'hang' ? 'hang' : typeof a === 'number' ? a : a.status,
+          encrypted: (req.socket as TLSSocket).encrypted === true,
         };
         this.arrivals.push(arrival);
         this.open++;
@@ -59,7 +64,8 @@ export class Receiver {
         if (reply.delayMs) setTimeout(send, reply.delayMs);
         else send();
       });
-    });
+    };
+    this.server = tlsOptions ? https.createServer(tlsOptions, handler) : http.createServer(handler);
   }
 
   async start(): Promise<this> {
