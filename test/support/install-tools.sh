@@ -6,6 +6,8 @@ command -v ffprobe >/dev/null 2>&1 || need+=(ffmpeg)
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+# the browser test drives Debian's Chromium (never a browser build downloaded by a test tool)
+[ -x /usr/bin/chromium ] || need+=(chromium)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "installing test tools: ${need[*]}"
