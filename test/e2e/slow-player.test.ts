@@ -43,6 +43,9 @@ describe('e2e: a stalled player', function () {
     // one pass first, so what the hot paths allocate once (compiled code, caches, pools) is in the baseline;
     // about 10 MB/s: 64 packets (~40 kB) every 4 ms, each encoded only when it is sent
     await term.send(encodeLazily(loopedPackets(cap, 1)), 64, 4);
+    // and with that pass delivered, so no frame of it is in flight (buffers in transit made the baseline noisy)
+    const firstPass = expectedFrom(loopedPackets(cap, 1)).video;
+    await waitFor('the normal player to get the first pass', () => normal.videoFrames() >= firstPass, 10_000);
     gc();
     const used = (): number => {
       const m = process.memoryUsage();
