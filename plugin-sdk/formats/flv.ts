@@ -196,12 +196,21 @@ export interface FlvMuxerStats {
   scriptTags: number;
   /** video units dropped: before parameter sets were known, before the first keyframe, or unparseable */
   droppedVideo: number;
-  /** audio units of a codec FLV cannot carry (G.726, ADPCM, ...) or AAC without a config */
+  /** audio units of a codec FLV cannot carry (G.726, ADPCM, ...) or not chosen (audioCodecs), or AAC without a config */
   skippedAudio: number;
   /** which audio codecs were skipped */
   skippedAudioCodecs: AudioCodec[];
   /** units whose dts went backwards and were clamped to the previous tag's timestamp */
   clampedTimestamps: number;
+}
+
+export interface FlvMuxerOptions {
+  /**
+   * Audio codecs to carry (default: every one FLV can: aac, g711a, g711u). Others are skipped and counted like
+   * codecs FLV cannot carry, and leave no trace in the header flags or onMetaData. Browser players (mpegts.js,
+   * flv.js) decode only AAC and MP3 and report an error for every G.711 tag.
+   */
+  audioCodecs?: readonly AudioCodec[];
 }
 
 /**
@@ -217,6 +226,11 @@ export class FlvMuxer {
   };
   private readonly skippedCodecs = new Set<AudioCodec>();
   private readonly slab = new BodySlab();
+  private readonly audioCodecs: ReadonlySet<AudioCodec> | undefined;
+
+  constructor(opts: FlvMuxerOptions = {}) {
+    this.audioCodecs = opts.audioCodecs ? new Set(opts.audioCodecs) : undefined;
+  }
 
   get stats(): FlvMuxerStats {
     return { ...this.counters, skippedAudioCodecs: [...this.skippedCodecs] };
@@ -224,7 +238,13 @@ export class FlvMuxer {
 
   /** whether a video / an FLV-representable audio track is known (for the file header flags) */
   get hasVideo(): boolean { return this.video !== undefined; }
-  get hasAudio(): boolean { return this.audio !== undefined && audioFlagsByte(this.audio.codec, this.audio.channels, this.audio.sampleRate) !== undefined; }
+  get hasAudio(): boolean { return this.audio !== undefined && this.flagsOf(this.audio) !== undefined; }
+
+  /** the audio tag's first byte for this track, or undefined when it is not carried */
+  private flagsOf(a: AudioState): number | undefined {
+    if (this.audioCodecs && !this.audioCodecs.has(a.codec)) return undefined;
+    return audioFlagsByte(a.codec, a.channels, a.sampleRate);
+  }
 
   setTrack(info: TrackInfo): void {
     if (info.kind === 'video') this.setVideo(info);
@@ -431,7 +451,7 @@ export class FlvMuxer {
       this.setAudio({ kind: 'audio', codec, sampleRate: codec === 'aac' ? 0 : 8000, channels: 1 });
       a = this.audio!;
     }
-    const flags = audioFlagsByte(codec, a.channels, a.sampleRate);
+    const flags = this.flagsOf(a);
     if (flags === undefined) return this.skipAudio(codec);
     if (codec === 'aac') return this.pushAac(a, au);
     if (au.payload.length === 0) return [];
@@ -527,7 +547,7 @@ export class FlvMuxer {
       props.videocodecid = v.codec === 'h265' ? HVC1_CODEC_ID : 7;
     }
     const a = this.audio;
-    const aFlags = a ? audioFlagsByte(a.codec, a.channels, a.sampleRate) : undefined;
+    const aFlags = a ? this.flagsOf(a) : undefined;
     if (a && aFlags !== undefined) {
       props.audiocodecid = aFlags >> 4;
       if (a.sampleRate) props.audiosamplerate = a.sampleRate;

@@ -228,6 +228,26 @@ describe('FLV muxer', function () {
     assert.deepEqual([s.codec_name, Number(s.sample_rate)], ['pcm_mulaw', 8000]);
   });
 
+  it('leaves out, and counts, audio codecs not in audioCodecs: no audio tag, no audio flag, no audio in onMetaData', () => {
+    const muxer = new FlvMuxer({ audioCodecs: ['aac'] });
+    muxer.setTrack({ kind: 'audio', codec: 'g711a', sampleRate: 8000, channels: 1 });
+    const units: AccessUnit[] = [...encodeVideo('h264')];
+    for (let i = 0; i < 10; i++) units.push({ kind: 'audio', codec: 'g711a', dts: i * 20, pts: i * 20, keyframe: false, payload: Buffer.alloc(160, 0xd5) });
+    const tags = muxAll(muxer, units.sort((a, b) => a.dts - b.dts));
+    assert.equal(tags.filter((t) => t.type === 8).length, 0, 'no audio tag');
+    assert.equal(muxer.hasAudio, false, 'the file header gets no audio flag');
+    const meta = decodeScriptTag(tags.find((t) => t.type === 18)!.body);
+    assert.equal(meta.props.audiocodecid, undefined, 'onMetaData announces no audio');
+    assert.equal(meta.props.videocodecid, 7);
+    assert.equal(muxer.stats.skippedAudio, 10);
+    assert.deepEqual(muxer.stats.skippedAudioCodecs, ['g711a']);
+    assert.ok(tags.filter((t) => t.type === 9).length > 0, 'the video is all there');
+    // the same units with G.711A allowed: the audio is carried
+    const carrying = new FlvMuxer({ audioCodecs: ['aac', 'g711a'] });
+    carrying.setTrack({ kind: 'audio', codec: 'g711a', sampleRate: 8000, channels: 1 });
+    assert.equal(muxAll(carrying, units).filter((t) => t.type === 8).length, 10);
+  });
+
   it('writes AAC from ADTS with an AudioSpecificConfig sequence header, interleaved with H.264', () => {
     const adts = encodeAudio('aac', 2, 8000);
     const frames: Buffer[] = [];

@@ -3,6 +3,10 @@ import { ArrayNotEmpty, IsArray, IsIn, IsInt, IsOptional, IsString, Max, Min } f
 import { definePlugin, type ChannelStream, type FlvPublisher, type Subscription } from '../../plugin-sdk';
 import { FlvMuxer } from '../../plugin-sdk/formats/flv';
 
+/** the audio codecs FLV can carry */
+const FLV_AUDIO_CODECS = ['aac', 'g711a', 'g711u'] as const;
+type FlvAudioCodec = (typeof FLV_AUDIO_CODECS)[number];
+
 export class FlvOutConfig {
   /** HTTP-FLV and WS-FLV port (decisions.md: 7081) */
   @IsInt() @Min(0) @Max(65535)
@@ -26,6 +30,13 @@ export class FlvOutConfig {
   /** GOP cache per stream for late joiners */
   @IsInt() @Min(64 * 1024)
   maxGopCacheBytes = 8 * 1024 * 1024;
+
+  /**
+   * Audio codecs put into the FLV; the rest is left out and counted. G.711 is out by default: browser players
+   * (mpegts.js, flv.js) cannot decode it and, told by the FLV that audio is coming, never start the video either.
+   */
+  @IsArray() @IsIn(FLV_AUDIO_CODECS, { each: true })
+  audioCodecs: FlvAudioCodec[] = ['aac'];
 }
 
 const APP = 'live';
@@ -94,9 +105,23 @@ export default definePlugin({
       ctx.log.info({ stream: p.stream, reqId, remote: p.remote }, 'player stopped');
     });
 
+    const audioSkipped = ctx.metrics.counter('audio_skipped_total', 'audio units left out of the FLV (a codec FLV cannot carry, or not in audioCodecs)');
+    /** streams whose left-out audio was logged already: once per stream and codec, not per unit */
+    const audioSkipLogged = new Set<string>();
+    const noteSkippedAudio = (stream: string, codec: string) => {
+      audioSkipped.inc();
+      const key = `${stream}/${codec}`;
+      if (audioSkipLogged.has(key)) return;
+      audioSkipLogged.add(key);
+      const why = !FLV_AUDIO_CODECS.includes(codec as never) ? 'FLV cannot carry it (no transcoding yet)'
+        : ctx.config.audioCodecs.includes(codec as never) ? 'no usable AAC config yet'
+        : `not in audioCodecs ${JSON.stringify(ctx.config.audioCodecs)}`;
+      ctx.log.info({ stream, codec, why }, 'audio left out of the FLV; players get video only');
+    };
+
     const startFeed = (s: ChannelStream) => {
       if (feeds.has(s.name)) return;
-      const muxer = new FlvMuxer();
+      const muxer = new FlvMuxer({ audioCodecs: ctx.config.audioCodecs });
       const publisher = flv.publish(APP, s.name);
       const sub = s.media.subscribe({
         tracks(list) {
@@ -104,7 +129,10 @@ export default definePlugin({
         },
         write(au) {
           const out = muxer.push(au);
-          if (out.length === 0) return;
+          if (out.length === 0) {
+            if (au.kind === 'audio') noteSkippedAudio(s.name, au.codec);
+            return;
+          }
           for (const tag of out) {
             publisher.sendTag(tag);
             (tag.type === 9 ? tagsByType.video : tag.type === 8 ? tagsByType.audio : tagsByType.script).inc();
@@ -120,11 +148,12 @@ export default definePlugin({
       const f = feeds.get(name);
       if (!f) return;
       feeds.delete(name);
+      for (const key of [...audioSkipLogged]) if (key.startsWith(name + '/')) audioSkipLogged.delete(key);
       f.sub.close();
       f.publisher.end();
       flv.closePlayers(APP, name);
       const st = f.muxer.stats;
-      if (st.skippedAudio) ctx.log.info({ stream: name, skippedAudio: st.skippedAudio, codecs: st.skippedAudioCodecs }, 'audio FLV cannot carry was left out');
+      if (st.skippedAudio) ctx.log.info({ stream: name, skippedAudio: st.skippedAudio, codecs: st.skippedAudioCodecs }, 'audio FLV cannot carry, or not in audioCodecs, was left out');
     };
 
     ctx.sessions.onRequestOpened((r, s) => {

@@ -60,7 +60,7 @@ window.WebSocket = class extends NativeWebSocket {
   }
 };
 window.h264Supported = () => MediaSource.isTypeSupported('video/mp4; codecs="avc1.42E01E"');
-window.play = (id, url) => {
+window.play = (id, url, source) => {
   const video = document.createElement('video');
   video.muted = true;
   video.autoplay = true;
@@ -68,7 +68,7 @@ window.play = (id, url) => {
   document.body.appendChild(video);
   const rec = { url, video, player: null, errors: [], events: [], mediaInfo: undefined };
   window.players[id] = rec;
-  const player = mpegts.createPlayer({ type: 'flv', isLive: true, url }, { enableWorker: false, enableStashBuffer: false });
+  const player = mpegts.createPlayer({ type: 'flv', isLive: true, url, ...(source || {}) }, { enableWorker: false, enableStashBuffer: false });
   rec.player = player;
   player.on(mpegts.Events.ERROR, (type, detail, info) => rec.errors.push({ type, detail, info: info === undefined ? null : JSON.parse(JSON.stringify(info)) }));
   player.on(mpegts.Events.MEDIA_INFO, (mi) => {
@@ -190,8 +190,10 @@ export class BrowserPlayer {
     return within('mpegts.getFeatureList in the page', 5_000, this.page.evaluate(() => (globalThis as any).mpegts.getFeatureList() as Record<string, unknown>));
   }
 
-  play(id: string, url: string): Promise<void> {
-    return within(`starting player '${id}' in the page`, 5_000, this.page.evaluate(([i, u]) => (globalThis as any).play(i, u), [id, url] as const));
+  /** Starts an mpegts.js player of `url`; `source` adds MediaDataSource fields (e.g. `{ hasAudio: false }`). */
+  play(id: string, url: string, source: Record<string, unknown> = {}): Promise<void> {
+    return within(`starting player '${id}' in the page`, 5_000,
+      this.page.evaluate(([i, u, src]) => (globalThis as any).play(i, u, src), [id, url, source] as const));
   }
 
   async snapshot(id: string): Promise<PlayerSnapshot> {

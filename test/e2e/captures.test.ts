@@ -16,7 +16,8 @@ import { parseFlv } from '../support/flv-reader';
 
 describe('e2e: JT/T 1078 captures to HTTP-FLV / WS-FLV players', function () {
   this.timeout(60_000);
-  const e = useE2eGateway({ disconnectGraceMs: 200 });
+  // G.711 is carried for these players (ffprobe reads it); flv-out leaves it out by default, for browsers
+  const e = useE2eGateway({ disconnectGraceMs: 200 }, { audioCodecs: ['aac', 'g711a', 'g711u'] });
 
   /** Everything a player of one whole capture must have got. */
   function checkPlayback(cap: CaptureInfo, buf: Buffer, what: string): void {

@@ -162,7 +162,7 @@ export interface E2eGateway {
  * One gateway with jt1078-ingest and flv-out on free ports, plus a probe plugin that records notices and holds the
  * FLV server handle. node-media-server is process-wide: start one per test file (before) and stop it (after).
  */
-export async function startE2eGateway(ingest: Record<string, unknown> = {}): Promise<E2eGateway> {
+export async function startE2eGateway(ingest: Record<string, unknown> = {}, flvOut: Record<string, unknown> = {}): Promise<E2eGateway> {
   const notices: Notice[] = [];
   let flv: FlvServer | undefined;
   const probe = definePlugin({
@@ -180,7 +180,7 @@ export async function startE2eGateway(ingest: Record<string, unknown> = {}): Pro
         name: 'jt1078-ingest',
         config: { livePort2013: 0, livePort2019: 0, replayPort2013: 0, replayPort2019: 0, disconnectGraceMs: 300, unknownGraceMs: 5000, ...ingest },
       },
-      { name: 'flv-out', config: { port: 0 } },
+      { name: 'flv-out', config: { port: 0, ...flvOut } },
       { name: 'e2e-probe', def: probe },
     ],
   });
@@ -197,10 +197,10 @@ export async function startE2eGateway(ingest: Record<string, unknown> = {}): Pro
  * Registers before/after hooks in the calling describe block that start one e2e gateway and stop it, and returns a
  * handle that reads through to it (valid inside that block's tests).
  */
-export function useE2eGateway(ingest: Record<string, unknown> = {}): E2eGateway {
+export function useE2eGateway(ingest: Record<string, unknown> = {}, flvOut: Record<string, unknown> = {}): E2eGateway {
   let started: E2eGateway | undefined;
   before(async () => {
-    started = await startE2eGateway(ingest);
+    started = await startE2eGateway(ingest, flvOut);
   });
   after(async () => {
     await started?.stop();
