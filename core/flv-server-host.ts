@@ -36,7 +36,7 @@ export class FlvServerHost {
       port,
       setPlayAuthorizer: (fn) => bridge.setPlayAuthorizer(fn),
       onPlayer: (ev, cb) => bridge.onPlayer(ev, cb),
-      publish: (app, stream) => bridge.publish(app, stream),
+      publish: (app, stream, opts) => bridge.publish(app, stream, opts),
       closePlayers: (app, stream, filter) => bridge.closePlayers(app, stream, filter),
       stats: () => bridge.stats(),
       playerStats: () => bridge.playerStats(),

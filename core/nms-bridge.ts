@@ -25,6 +25,10 @@
  * - each player's socket backlog is capped: past it the player skips to the next keyframe, and a player that
  *   stays stuck (backlog plus media it missed passes 4x the cap) is dropped;
  * - the GOP cache is capped in bytes (NMS counts only messages) and there is no RTMP twin of it;
+ * - a publisher that can make its GOP's tags again on demand (joinTags) has no GOP cache here at all: a late
+ *   joiner gets those tags after NMS's replay of the header, metadata and sequence headers. flv-out holds the
+ *   GOP's frames anyway (as the bus's AccessUnits); caching their FLV tags as well doubled the Buffer memory
+ *   that lives for a GOP, which at hundreds of streams drove a V8 mark-compact every half second;
  * - a publisher's end finishes the publish at once (no 30 s grace holding a stale GOP);
  * - broadcasts live in this bridge, not in NMS's global Context, so bridges do not share streams;
  * - NMS's logger is routed to our pino logger.
@@ -39,7 +43,7 @@ import BaseSession = require('node-media-server/src/session/base_session.js');
 import NmsFlv = require('node-media-server/src/protocol/flv.js');
 import nmsLogger = require('node-media-server/src/core/logger.js');
 import { serializeTag } from '../plugin-sdk/formats/flv';
-import type { FlvPublisher, FlvServer, FlvTag, PlayAttempt } from '../plugin-sdk/flv-server';
+import type { FlvPublisher, FlvPublishOptions, FlvServer, FlvTag, PlayAttempt } from '../plugin-sdk/flv-server';
 
 /** NMS's AMF0 reader (CommonJS; only this call is used, so it is typed here) */
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -350,7 +354,13 @@ class PublisherImpl implements BridgePublisher {
   ended = false;
   private base = -1;
 
-  constructor(private readonly bridge: NmsBridge, private readonly entry: StreamEntry, private readonly continueTimeline: boolean) {
+  constructor(
+    private readonly bridge: NmsBridge,
+    private readonly entry: StreamEntry,
+    private readonly continueTimeline: boolean,
+    /** makes a late joiner's GOP tags; set, the bridge caches no GOP for this publish */
+    readonly joinTags?: () => FlvTag[],
+  ) {
     // ip '' marks an internal session to NMS: no auth check, no play counting against it
     this.session.ip = '';
     this.session.isPublisher = true;
@@ -384,14 +394,44 @@ class PublisherImpl implements BridgePublisher {
       // Players that stayed through a previous publish get one continuous timeline.
       this.base = this.continueTimeline ? Math.max(0, entry.lastTs + 1 - Math.round(tag.timestamp)) : 0;
     }
-    // script tags keep their own timestamp: ffmpeg reads onMetaData only at 0 (else as subtitle data)
-    const ts = (Math.round(tag.timestamp) + (type === 18 ? 0 : this.base)) >>> 0;
+    const ts = this.timeOf(tag);
     entry.tagsIn++;
     const flags = NmsFlv.parserTag(type, ts, body.length, body).flags;
-    // framed once, in the room FlvMuxer left around the body (other bodies are copied once): all players share it
-    const msg = serializeTag(ts === tag.timestamp ? tag : { type, timestamp: ts, body, keyframe: tag.keyframe });
-    this.bridge.fanOut(entry, msg, flags, isMeta);
+    this.bridge.fanOut(entry, this.frame(tag, ts), flags, isMeta);
     if (ts > entry.lastTs) entry.lastTs = ts;
+  }
+
+  /** A tag's timestamp on the players' timeline. */
+  private timeOf(tag: FlvTag): number {
+    // script tags keep their own timestamp: ffmpeg reads onMetaData only at 0 (else as subtitle data)
+    return (Math.round(tag.timestamp) + (tag.type === 18 ? 0 : this.base)) >>> 0;
+  }
+
+  /** Framed once, in the room FlvMuxer left around the body (other bodies are copied once): all players share it. */
+  private frame(tag: FlvTag, ts: number): Buffer {
+    return serializeTag(ts === tag.timestamp ? tag : { type: tag.type, timestamp: ts, body: tag.body, keyframe: tag.keyframe });
+  }
+
+  /**
+   * The GOP part of a late joiner's start, from joinTags instead of a cache: its media tags on this publish's
+   * timeline, to this player only, while it is still joining (it gets no live tag before they are written).
+   */
+  sendJoinTags(player: Player): void {
+    if (!this.joinTags || this.ended || this.base < 0) return;
+    let tags: FlvTag[];
+    try {
+      tags = this.joinTags();
+    } catch (err) {
+      this.bridge.log.error({ err, stream: this.entry.key }, 'joinTags threw; the player starts at the next keyframe');
+      return;
+    }
+    for (const tag of tags) {
+      if (tag.type !== 8 && tag.type !== 9) continue; // onMetaData went first, from NMS's cache
+      const msg = this.frame(tag, this.timeOf(tag));
+      const kind = classify(msg);
+      // so did the sequence headers: the latest ones sent live, which are what these tags decode with
+      if (kind !== Kind.Config) player.deliver(msg, kind, null);
+    }
   }
 
   /** Reads a script tag with NMS's AMF0 reader: whether it is onMetaData, undefined when it cannot be read. */
@@ -508,14 +548,14 @@ export class NmsBridge implements FlvServer {
   }
 
   /** Starts publishing a stream; a second publish on the same stream replaces the first (source reconnect). */
-  publish(app: string, stream: string): BridgePublisher {
+  publish(app: string, stream: string, opts: FlvPublishOptions = {}): BridgePublisher {
     if (this.stopped) throw new Error('FLV server is stopped');
     if (!PLAY_PATH.test(`/${app}/${stream}.flv`)) throw new TypeError(`bad FLV stream name ${app}/${stream}`);
     // ending the old publisher may drop an entry without players, so look the entry up after it
     this.streams.get(`${app}/${stream}`)?.publisher?.end();
     const entry = this.entryFor(app, stream);
     const continueTimeline = entry.published && entry.players.size > 0;
-    const pub = new PublisherImpl(this, entry, continueTimeline);
+    const pub = new PublisherImpl(this, entry, continueTimeline, opts.joinTags);
     const err = entry.broadcast.postPublish(pub.session);
     if (err !== null) throw new Error(`node-media-server refused to publish ${entry.key}: ${err}`);
     entry.publisher = pub;
@@ -599,7 +639,7 @@ export class NmsBridge implements FlvServer {
         if (isMeta) b.flvMetaData = msg;
         break;
       case 3: // a keyframe starts the cache over (an AVC end-of-sequence that NMS also calls a keyframe does not)
-        if (kind !== Kind.Key) break;
+        if (kind !== Kind.Key || entry.publisher?.joinTags) break; // (no cache: it stays null, see endPublish)
         if (b.flvGopCache === null) b.flvGopCache = new Set();
         else b.flvGopCache.clear();
         b.flvGopCache.add(msg);
@@ -784,6 +824,7 @@ export class NmsBridge implements FlvServer {
     if (transport.kind === 'http') transport.res.on('error', (err) => this.log.debug({ err: err.message }, 'HTTP-FLV player socket error'));
     // NMS sends the FLV header, cached metadata, sequence headers and GOP, then subscribes the player
     const err = entry.broadcast.postPlay(player);
+    if (err === null && !player.closing) entry.publisher?.sendJoinTags(player);
     player.joining = false;
     if (player.closing) {
       // gone during the replay: NMS subscribed it after our detach

@@ -19,6 +19,16 @@ export interface FlvPublisher {
   end(): void;
 }
 
+export interface FlvPublishOptions {
+  /**
+   * The media tags a player joining mid-stream gets, from the latest video keyframe on, with the timestamps
+   * they had when sent; called at each join. Given, the server keeps no GOP of tags of its own (the caller
+   * holds the frames already); onMetaData and sequence headers it still keeps and sends first, and config
+   * tags in what this returns are left out.
+   */
+  joinTags?: () => FlvTag[];
+}
+
 export interface FlvServerOptions {
   /** a player whose unsent backlog passes this skips to the next keyframe; past 4x it is dropped (default 2 MiB) */
   maxPlayerBacklogBytes?: number;
@@ -30,7 +40,7 @@ export interface FlvServer {
   /** false → HTTP 401 / WebSocket close 4401 before any media */
   setPlayAuthorizer(fn: (p: PlayAttempt) => boolean): void;
   onPlayer(ev: 'start' | 'stop', cb: (p: PlayAttempt, playerId: string) => void): void;
-  publish(app: string, stream: string): FlvPublisher;
+  publish(app: string, stream: string, opts?: FlvPublishOptions): FlvPublisher;
   /** ends a stream's players, or only those the filter picks (e.g. one request's) */
   closePlayers(app: string, stream: string, filter?: (p: PlayAttempt) => boolean): void;
   stats(): { players: number; streams: number; bytesOut: number };

@@ -12,7 +12,7 @@ export type {
 } from './sessions';
 export type { Notice, NoticePayload, Notices } from './notices';
 export type { Metrics } from './metrics';
-export type { FlvServer, FlvPublisher, FlvTag, PlayAttempt } from './flv-server';
+export type { FlvServer, FlvPublisher, FlvPublishOptions, FlvTag, PlayAttempt } from './flv-server';
 export { ErrCode, GatewayError, invalidParam } from './errors';
 export type { ErrCodeValue } from './errors';
 export { systemClock, ManualClock } from './clock';

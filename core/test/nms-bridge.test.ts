@@ -260,6 +260,57 @@ describe('NMS bridge (HTTP-FLV / WS-FLV through node-media-server)', function ()
     assert.deepEqual(ffprobeFlv(await hp.body, dir, 'late.flv'), { codec: 'h264', width: 320, height: 240, frames: 25 });
   });
 
+  it('with joinTags keeps no GOP of its own and starts a late joiner with those tags, after the cached headers', async () => {
+    const b = await start();
+    let sent = 0;
+    let calls = 0;
+    // what flv-out gives: the GOP muxed again, config tags included (left out: the cached ones went first)
+    const joinTags = (): FlvTag[] => {
+      calls++;
+      return sent > 2 + 25 ? [tags[0], tags[1], ...tags.slice(2 + 25, sent)] : [];
+    };
+    const pub = b.publish('live', 'joins', { joinTags });
+    for (; sent < 2 + 35; sent++) pub.sendTag(tags[sent]); // meta, seq, frames 0..34
+    assert.equal((b as any).streams.get('live/joins').broadcast.flvGopCache, null, 'no GOP of tags in the bridge');
+    const joined = nextPlayer(b, 'start');
+    const hp = httpPlay(b.port, '/live/joins.flv?token=good');
+    await joined;
+    for (; sent < tags.length; sent++) pub.sendTag(tags[sent]);
+    b.closePlayers('live', 'joins');
+    const body = await hp.body;
+    const flv = parseFlv(body);
+    assert.equal(calls, 1);
+    assert.equal(decodeScriptTag(flv.tags[0].body).name, 'onMetaData');
+    assert.equal(flv.tags[1].sequenceHeader, true);
+    assert.equal(flv.tags.filter((t) => t.type === 18 || t.sequenceHeader).length, 2, 'headers once');
+    const frames = videoFrames(flv.tags);
+    assert.deepEqual([frames[0].keyframe, frames[0].timestamp, frames.length], [true, 1000, 25]);
+    assert.deepEqual(ffprobeFlv(body, dir, 'joins.flv'), { codec: 'h264', width: 320, height: 240, frames: 25 });
+  });
+
+  it('puts joinTags on the timeline of players that stayed through a publisher restart', async () => {
+    const b = await start();
+    const stayed = nextPlayer(b, 'start');
+    const hp1 = httpPlay(b.port, '/live/rejoin.flv?token=good');
+    await stayed;
+    let pub = b.publish('live', 'rejoin');
+    for (const t of tags.slice(0, 27)) pub.sendTag(t); // frames 0..24
+    pub.end();
+    let sent = 0;
+    pub = b.publish('live', 'rejoin', { joinTags: () => tags.slice(2 + 25, sent) });
+    for (; sent < 2 + 35; sent++) pub.sendTag(tags[sent]);
+    const joined = nextPlayer(b, 'start');
+    const hp2 = httpPlay(b.port, '/live/rejoin.flv?token=good');
+    await joined;
+    for (; sent < tags.length; sent++) pub.sendTag(tags[sent]);
+    b.closePlayers('live', 'rejoin');
+    const early = videoFrames(parseFlv(await hp1.body).tags);
+    const late = videoFrames(parseFlv(await hp2.body).tags);
+    assert.equal(late.length, 25);
+    assert.ok(late[0].timestamp > 1000, 'shifted past the first publish');
+    assert.deepEqual(late.map((f) => f.timestamp), early.slice(-25).map((f) => f.timestamp));
+  });
+
   it('caches the Enhanced HEVC and AAC sequence headers for a late joiner', async () => {
     const all = hevcAacTags();
     const b = await start();

@@ -257,6 +257,20 @@ export class FlvMuxer {
   }
 
   /**
+   * A muxer in this one's state (tracks, parameter sets, per-track timestamps) with bodies and counters of its
+   * own: fed the same units and track changes from here on, it makes the same media tags with the same
+   * timestamps. flv-out keeps one taken at the latest keyframe and muxes that GOP again for a joining player.
+   */
+  fork(): FlvMuxer {
+    const m = new FlvMuxer({ audioCodecs: this.audioCodecs && [...this.audioCodecs] });
+    // the states hold only numbers, flags and buffers that are never written to again, so copies are independent
+    m.video = this.video && { ...this.video };
+    m.audio = this.audio && { ...this.audio };
+    m.metaDirty = this.metaDirty;
+    return m;
+  }
+
+  /**
    * The current onMetaData and sequence headers, for a consumer that starts mid-stream (e.g. a new file).
    * Sequence headers get `timestamp`; onMetaData keeps 0 (see buildMeta).
    */

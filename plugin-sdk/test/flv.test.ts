@@ -338,6 +338,31 @@ describe('FLV muxer', function () {
     assert.deepEqual(flv.tags.map((t) => t.timestamp), [0, 0x1234567, 0x1234567], 'timestamps above 24 bits use TimestampExtended');
   });
 
+  it('fork(): a muxer taken at a keyframe makes the same media tags from there as the live one, clamped timestamps too', () => {
+    const video = encodeVideo('h264');
+    const units: AccessUnit[] = [...video];
+    for (let i = 0; i < 50; i++) {
+      units.push({ kind: 'audio', codec: 'g711a', dts: i * 40 + 5, pts: i * 40 + 5, keyframe: false, payload: Buffer.alloc(320, i) });
+    }
+    units.sort((x, y) => x.dts - y.dts);
+    // the GOP at frame 25 starts with a step back in time, so the live muxer clamps its first timestamps
+    for (const u of video.slice(25, 28)) { u.dts -= 100; u.pts -= 100; }
+    const live = new FlvMuxer();
+    live.setTrack({ kind: 'audio', codec: 'g711a', sampleRate: 8000, channels: 1 });
+    const key = units.findIndex((u) => u.kind === 'video' && u.keyframe && u.dts > 0);
+    muxAll(live, units.slice(0, key));
+    const liveTags = live.push(units[key]);
+    const fork = live.fork();
+    liveTags.push(...muxAll(live, units.slice(key + 1)));
+    const media = (tags: FlvTag[]) => tags.filter((t) => t.type !== 18 && !(t.type === 9 && t.body[1] === 0))
+      .map((t) => ({ type: t.type, timestamp: t.timestamp, keyframe: t.keyframe, body: Buffer.from(t.body).toString('hex') }));
+    const again = media(muxAll(fork, units.slice(key)));
+    assert.ok(live.stats.clampedTimestamps > 0);
+    assert.equal(again.filter((t) => t.type === 9).length, 25);
+    assert.ok(again.some((t) => t.type === 8));
+    assert.deepEqual(again, media(liveTags));
+  });
+
   it('keeps timestamps monotonic per track when a source jumps back', () => {
     const muxer = new FlvMuxer();
     muxer.setTrack({ kind: 'audio', codec: 'g711a', sampleRate: 8000, channels: 1 });

@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { ArrayNotEmpty, IsArray, IsIn, IsInt, IsOptional, IsString, Max, Min } from 'class-validator';
-import { definePlugin, type ChannelStream, type FlvPublisher, type Subscription } from '../../plugin-sdk';
+import { definePlugin, type AccessUnit, type ChannelStream, type FlvPublisher, type FlvTag, type Subscription, type TrackInfo } from '../../plugin-sdk';
 import { FlvMuxer } from '../../plugin-sdk/formats/flv';
 
 /** the audio codecs FLV can carry */
@@ -45,6 +45,34 @@ interface Feed {
   muxer: FlvMuxer;
   publisher: FlvPublisher;
   sub: Subscription;
+}
+
+/** the FLV server's own bound on a GOP it caches, in tags; its bound in bytes is maxGopCacheBytes */
+const MAX_GOP_TAGS = 4096;
+
+/**
+ * A stream's GOP so far, for players that join mid-stream: what the muxer was fed since the latest video
+ * keyframe (the bus's AccessUnits, by reference, and track changes) and a fork of the muxer taken at that
+ * keyframe. Muxing them again through a fork of the fork gives the join the same tags, timestamps included,
+ * as the live ones. The FLV server then keeps no GOP of tags: the frames are held once, not twice.
+ */
+interface Gop {
+  start: FlvMuxer;
+  fed: Array<AccessUnit | readonly TrackInfo[]>;
+  /** what the live tags of this GOP came to: over the server's cache bounds, late joiners wait for the next keyframe */
+  bytes: number;
+  tags: number;
+}
+
+function replayGop(gop: Gop | undefined): FlvTag[] {
+  if (!gop) return [];
+  const m = gop.start.fork();
+  const out: FlvTag[] = [];
+  for (const x of gop.fed) {
+    if ('payload' in x) for (const tag of m.push(x)) out.push(tag);
+    else for (const t of x) m.setTrack(t);
+  }
+  return out;
 }
 
 /**
@@ -122,13 +150,27 @@ export default definePlugin({
     const startFeed = (s: ChannelStream) => {
       if (feeds.has(s.name)) return;
       const muxer = new FlvMuxer({ audioCodecs: ctx.config.audioCodecs });
-      const publisher = flv.publish(APP, s.name);
+      let gop: Gop | undefined;
+      const publisher = flv.publish(APP, s.name, { joinTags: () => replayGop(gop) });
       const sub = s.media.subscribe({
         tracks(list) {
           for (const t of list) muxer.setTrack(t);
+          gop?.fed.push(list); // (the bus hands a new list on each change, never the same one changed)
         },
         write(au) {
           const out = muxer.push(au);
+          if (out.some((t) => t.type === 9 && t.keyframe)) {
+            // forked after the keyframe went through: fed it again, the fork makes the same keyframe tag (its
+            // clock is at that timestamp already), minus the sequence header, which the server caches anyway
+            gop = { start: muxer.fork(), fed: [], bytes: 0, tags: 0 };
+          }
+          if (gop) {
+            gop.fed.push(au);
+            // counted like the server's own cache, the few config tags aside (11-byte header + 4-byte size each)
+            for (const tag of out) gop.bytes += tag.body.length + 15;
+            gop.tags += out.length;
+            if (gop.bytes > ctx.config.maxGopCacheBytes || gop.tags > MAX_GOP_TAGS) gop = undefined;
+          }
           if (out.length === 0) {
             if (au.kind === 'audio') noteSkippedAudio(s.name, au.codec);
             return;
