@@ -4,7 +4,7 @@ import { IsBoolean, IsIn, IsInt, IsOptional, IsString, Max, Min } from 'class-va
 import { CloseCause, definePlugin, type ChannelStream, type StreamTyp } from '../../plugin-sdk';
 import type { Jt1078Layout } from './src/packet';
 import { Jt1078StreamAssembler } from './src/stream-assembler';
-import { TerminalLink, type ChannelSource, type LinkHost } from './src/terminal-link';
+import { TerminalLink, type ChannelSource, type LinkHost, type LinkTotals } from './src/terminal-link';
 
 export class Jt1078IngestConfig {
   @IsInt() @Min(0) @Max(65535)
@@ -63,7 +63,8 @@ export default definePlugin({
     const links = new Set<TerminalLink>();
     const active = new Map<string, ChannelSource>();
     const graceTimers = new Map<string, () => void>();
-    const closedTotals = new Map<string, { resyncs: number }>();
+    /** per listener: what its closed links carried */
+    const closedTotals = new Map<string, LinkTotals>();
     let linkSeq = 0;
 
     const m = {
@@ -75,13 +76,19 @@ export default definePlugin({
       graceExpired: ctx.metrics.counter('disconnects_total', 'streams closed because the terminal stayed away past the grace'),
     };
     ctx.metrics.gauge('links', 'open terminal links', [], (g) => g.set(links.size));
-    ctx.metrics.gauge('listener_resyncs', 'parser resynchronisations after junk, by listener', ['listener'], (g) => {
-      g.reset();
-      const sum = new Map<string, number>();
-      for (const [k, v] of closedTotals) sum.set(k, v.resyncs);
-      for (const l of links) sum.set(l.listener, (sum.get(l.listener) ?? 0) + l.parser.stats.resyncs);
-      for (const [k, v] of sum) g.set({ listener: k }, v);
-    });
+    const listenerGauge = (name: string, help: string, pick: (t: LinkTotals) => number) =>
+      ctx.metrics.gauge(name, help, ['listener'], (g) => {
+        g.reset();
+        const sum = new Map<string, number>();
+        for (const [k, t] of closedTotals) sum.set(k, pick(t));
+        for (const l of links) sum.set(l.listener, (sum.get(l.listener) ?? 0) + pick(l.totals()));
+        for (const [k, v] of sum) g.set({ listener: k }, v);
+      });
+    listenerGauge('listener_packets', 'JT/T 1078 packets parsed, by listener', (t) => t.packets);
+    listenerGauge('listener_frames', 'audio and video frames published, by listener', (t) => t.frames);
+    listenerGauge('listener_lost_packets', 'packets lost (sequence gaps), by listener', (t) => t.lostPackets);
+    listenerGauge('listener_dropped_frames', 'frames dropped for loss or bad reassembly, by listener', (t) => t.droppedFrames);
+    listenerGauge('listener_resyncs', 'parser resynchronisations after junk, by listener', (t) => t.resyncs);
     const streamGauge = (name: string, help: string, pick: (s: ChannelSource) => number) =>
       ctx.metrics.gauge(name, help, ['stream', 'layout', 'transport'], (g) => {
         g.reset();
@@ -99,6 +106,7 @@ export default definePlugin({
       sessions: ctx.sessions,
       log: ctx.log,
       unknownGraceMs: c.unknownGraceMs,
+      unmatched: (link) => m.unmatched.inc({ listener: link.listener }),
       setTimer: (fn, ms) => ctx.clock.setTimeout(fn, ms),
       now: () => ctx.clock.now(),
       attach(link, stream: ChannelStream): ChannelSource {
@@ -156,32 +164,35 @@ export default definePlugin({
       { name: 'replay2019', typ: 'replay', layout: '2019', port: c.replayPort2019, key: 'replayPort2019' },
     ];
     const bound = new Map<ListenerName, number>();
-    const udpLinks = new Map<string, { link: TerminalLink; lastSeen: number }>();
+    const udpLinks = new Map<string, { link: TerminalLink; lastSeen: number; layoutCounted: boolean }>();
+    /** true once the link's layout is known and counted */
+    const countLayout = (link: TerminalLink): boolean => {
+      if (!link.layout) return false;
+      m.layouts.inc({ listener: link.listener, layout: link.layout });
+      return true;
+    };
 
     const linkClosed = (x: TerminalLink) => {
       links.delete(x);
-      const t = closedTotals.get(x.listener) ?? { resyncs: 0 };
-      t.resyncs += x.parser.stats.resyncs;
-      closedTotals.set(x.listener, t);
-      m.unmatched.inc({ listener: x.listener }, x.counters.unmatchedPackets);
+      const t = closedTotals.get(x.listener);
+      const add = x.totals();
+      if (!t) closedTotals.set(x.listener, add);
+      else for (const k of Object.keys(add) as Array<keyof LinkTotals>) t[k] += add[k];
     };
 
     for (const l of listeners) {
       const bytes = m.bytes.labels(l.name, 'tcp');
       const srv = await ctx.net.listenTcp({ port: l.port, host: c.host, key: l.key }, (socket) => {
         const id = `${l.name}/tcp#${++linkSeq} ${socket.remoteAddress}:${socket.remotePort}`;
-        let counted = false;
         const link = new TerminalLink(id, l.name, l.typ, 'tcp', l.layout, host, linkClosed, socket);
+        let counted = false;
         links.add(link);
         m.links.inc({ listener: l.name, transport: 'tcp' });
         socket.setNoDelay(true);
         socket.on('data', (chunk: Buffer) => {
           bytes.inc(chunk.length);
           link.push(chunk);
-          if (!counted && link.layout) {
-            counted = true;
-            m.layouts.inc({ listener: l.name, layout: link.layout });
-          }
+          if (!counted) counted = countLayout(link);
         });
         socket.on('error', (err) => ctx.log.debug({ link: id, err: err.message }, 'terminal socket error'));
         socket.on('close', () => link.ended('terminal disconnected'));
@@ -201,11 +212,12 @@ export default definePlugin({
             });
             links.add(link);
             m.links.inc({ listener: l.name, transport: 'udp' });
-            u = { link, lastSeen: 0 };
+            u = { link, lastSeen: 0, layoutCounted: false };
             udpLinks.set(k, u);
           }
           u.lastSeen = ctx.clock.now();
           u.link.push(msg);
+          if (!u.layoutCounted) u.layoutCounted = countLayout(u.link);
         });
       }
     }

@@ -12,6 +12,11 @@ import { parseFlv } from '../support/flv-reader';
 describe('e2e: UDP reordering and loss, TCP junk', function () {
   this.timeout(60_000);
   const e = useE2eGateway({ disconnectGraceMs: 200 });
+  const listenerTotals = async (labels: Record<string, string>) => ({
+    packets: await metric(e.gw, 'gw_jt1078_ingest_listener_packets', labels),
+    frames: await metric(e.gw, 'gw_jt1078_ingest_listener_frames', labels),
+    lost: await metric(e.gw, 'gw_jt1078_ingest_listener_lost_packets', labels),
+  });
 
   it('UDP, shuffled within 8 packets and 1% dropped (seeded): frames keep coming, decode cleanly, gateway stays healthy', async () => {
     const file = 'jt1078/xunilcyl-d1-h264-2013.bin';
@@ -24,6 +29,8 @@ describe('e2e: UDP reordering and loss, TCP junk', function () {
     const want = expectedFrom(sent, { reorder: true });
     assert.ok(want.video > all.video / 2 && want.video < all.video, `reference: ${want.video} of ${all.video} frames survive`);
 
+    const listener = { listener: 'live2013' };
+    const listenerBefore = await listenerTotals(listener);
     const open = await openLive(e.gw, '132570034500', 1);
     const player = await HttpFlvPlayer.connect(open.playUrl);
     const bufs = encodeCapture(cap.packets);
@@ -38,6 +45,7 @@ describe('e2e: UDP reordering and loss, TCP junk', function () {
       return settled;
     }, 10_000, 400);
     const lost = await metric(e.gw, 'gw_jt1078_ingest_stream_lost_packets', { transport: 'udp' });
+    const listenerAfter = await listenerTotals(listener);
     await closeReq(e.gw, open.reqId);
     await player.ended;
 
@@ -47,6 +55,9 @@ describe('e2e: UDP reordering and loss, TCP junk', function () {
     assert.ok(want.lostPackets >= plan.dropped - 2 && want.lostPackets <= plan.dropped, `reference loss ${want.lostPackets} of ${plan.dropped}`);
     assert.equal(lost, want.lostPackets, 'the gateway counts the dropped packets as lost, and only those (reordered ones are put back)');
     assert.equal(video.length, want.video, 'every frame the reorder buffer can rebuild reaches the player');
+    assert.equal(listenerAfter.packets - listenerBefore.packets, sent.length, 'the listener counts every packet it got');
+    assert.equal(listenerAfter.lost - listenerBefore.lost, want.lostPackets, 'and the lost ones, as the stream does');
+    assert.ok(listenerAfter.frames - listenerBefore.frames >= want.video, 'and the frames published');
     assert.equal(video[0].keyframe, true);
     assert.equal(firstNonMonotonic(video, true), -1, 'timestamps strictly increase across the gaps');
     assert.ok(video[video.length - 1].timestamp >= want.videoDts[want.videoDts.length - 1] - 1000, 'playback continued to the end of the capture');

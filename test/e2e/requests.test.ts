@@ -133,6 +133,15 @@ describe('e2e: open results, play tokens, consumption, unknown channels', functi
     const closed = once(term.socket, 'close');
     const t0 = Date.now();
     await term.send(encodeCapture(cap.packets.slice(0, 200), { sim: '19999999999', channel: 9 }));
+    // counted as they come, not when the link goes (a flood of them shows while it lasts): seen before the grace ends
+    let countedWhileUp = false;
+    await waitFor('unmatched packets counted', async () => {
+      const up = !term.socket.destroyed;
+      const n = await metric(e.gw, 'gw_jt1078_ingest_unmatched_packets_total', { listener: 'live2013' }) - unmatchedBefore;
+      if (n > 0 && up) countedWhileUp = true;
+      return n === 200;
+    });
+    assert.ok(countedWhileUp, 'the count moved while the link was still up');
     await closed;
     const after = Date.now() - t0;
     assert.ok(after >= 250, `closed by the gateway after its grace, not at once (${after} ms)`);

@@ -11,6 +11,16 @@ export interface LinkCounters {
   unmatchedPackets: number;
 }
 
+/** What a link has carried so far, its channels' frames and losses included, for per-listener metrics. */
+export interface LinkTotals {
+  packets: number;
+  unmatchedPackets: number;
+  frames: number;
+  lostPackets: number;
+  droppedFrames: number;
+  resyncs: number;
+}
+
 /** One pushed channel on a link: its publisher and assembler. */
 export interface ChannelSource {
   key: string;
@@ -26,6 +36,8 @@ export interface LinkHost {
   /** where a channel source lives while its link is up (one per stream) */
   attach(link: TerminalLink, stream: ChannelStream): ChannelSource;
   detach(src: ChannelSource, why: 'link-closed' | 'stream-closed'): void;
+  /** a packet for a channel nobody opened was dropped (counted as it happens: a flood of them is what to see) */
+  unmatched(link: TerminalLink): void;
   unknownGraceMs: number;
   setTimer(fn: () => void, ms: number): () => void;
   now(): number;
@@ -40,6 +52,8 @@ export class TerminalLink {
   readonly parser: Jt1078Parser;
   readonly counters: LinkCounters = { bytes: 0, packets: 0, unmatchedPackets: 0 };
   readonly sources = new Map<string, ChannelSource>();
+  /** frames and losses of channels this link no longer carries (their assemblers are gone) */
+  private readonly retired = { frames: 0, lostPackets: 0, droppedFrames: 0 };
   private closed = false;
   private cancelGrace: (() => void) | undefined;
   private warnedUnmatched = new Set<string>();
@@ -91,6 +105,7 @@ export class TerminalLink {
       const stream = this.host.sessions.findStream(p.sim, p.channel, this.typ);
       if (!stream) {
         this.counters.unmatchedPackets++;
+        this.host.unmatched(this);
         if (!this.warnedUnmatched.has(key) && this.warnedUnmatched.size < 16) {
           this.warnedUnmatched.add(key);
           this.host.log.warn({ link: this.id, sim: p.sim, channel: p.channel, typ: this.typ }, 'data for a channel nobody opened: dropped');
@@ -111,6 +126,8 @@ export class TerminalLink {
 
   /** another link took this channel over: packets for it here find no source again */
   forgetSource(key: string): void {
+    const src = this.sources.get(key);
+    if (src) this.retire(src);
     this.sources.delete(key);
     this.lastSrc = undefined;
   }
@@ -147,11 +164,37 @@ export class TerminalLink {
     this.closed = true;
     this.cancelGrace?.();
     this.host.log.info({ link: this.id, reason, bytes: this.counters.bytes, packets: this.counters.packets, unmatched: this.counters.unmatchedPackets, resyncs: this.parser.stats.resyncs }, 'terminal link closed');
-    for (const src of [...this.sources.values()]) this.host.detach(src, 'link-closed');
+    for (const src of [...this.sources.values()]) {
+      this.retire(src);
+      this.host.detach(src, 'link-closed');
+    }
     this.sources.clear();
     this.lastSrc = undefined;
     this.socket?.destroy();
     this.onClose(this);
+  }
+
+  private retire(src: ChannelSource): void {
+    const s = src.assembler.stats;
+    this.retired.frames += s.videoUnits + s.audioUnits;
+    this.retired.lostPackets += s.reorder.lost;
+    this.retired.droppedFrames += s.reassembly.droppedFrames;
+  }
+
+  totals(): LinkTotals {
+    const t: LinkTotals = {
+      packets: this.counters.packets,
+      unmatchedPackets: this.counters.unmatchedPackets,
+      ...this.retired,
+      resyncs: this.parser.stats.resyncs,
+    };
+    for (const src of this.sources.values()) {
+      const s = src.assembler.stats;
+      t.frames += s.videoUnits + s.audioUnits;
+      t.lostPackets += s.reorder.lost;
+      t.droppedFrames += s.reassembly.droppedFrames;
+    }
+    return t;
   }
 
   get isClosed(): boolean {
