@@ -21,7 +21,8 @@ export interface RecoveryOptions {
 
 export interface RecoveredRow {
   reqId: string;
-  state: 'done' | 'failed';
+  /** removed: no file was ever written (stopped before the first keyframe), so no record is kept either */
+  state: 'done' | 'failed' | 'removed';
   sz: number;
   /** bytes cut from a torn last tag */
   truncated: number;
@@ -53,8 +54,12 @@ async function recoverOne(catalog: RecordCatalog, storeRoot: string, rec: Stored
     }
   }
   if (!file || !st || !st.isFile()) {
-    await catalog.update(rec.reqId, { state: 'failed', sz: 0, endTm: opts.now, error: 'the gateway stopped while recording and the file is missing' });
-    return { reqId: rec.reqId, state: 'failed', sz: 0, truncated: 0 };
+    // Shared catalog: another gateway may have opened this request a moment ago and not written its file yet.
+    if (opts.quietMs > 0 && opts.now.getTime() - rec.reqTm.getTime() < opts.quietMs) return null;
+    // A request that ends before any media leaves no record; one cut short before any media must not either,
+    // or it would be listed for ever with a url that answers 404.
+    await catalog.delete([rec.reqId]);
+    return { reqId: rec.reqId, state: 'removed', sz: 0, truncated: 0 };
   }
   // mtimes are wall-clock time, whatever clock the gateway runs on
   if (opts.quietMs > 0 && Date.now() - st.mtimeMs < opts.quietMs) return null;
