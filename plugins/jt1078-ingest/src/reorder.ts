@@ -56,6 +56,13 @@ const LATE_RUN_RESET = 8;
 
 class KindQueue {
   expected = -1;
+  /**
+   * Nothing released yet: the first number to arrive need not be the first one sent, so an earlier one may still
+   * move the start back (else a swap of the first two datagrams would cost the first frame and its whole GOP).
+   */
+  starting = false;
+  /** while starting: the furthest number ahead of `expected` held so far */
+  startAhead = 0;
   lateRun = 0;
   count = 0;
   pendingLoss = 0;
@@ -148,9 +155,21 @@ export class Jt1078Reorderer {
     this.separateCounters = this.sameNumberScore >= SCORE_SEPARATE;
     q.markSeen(seq, other.expected >= 0);
 
-    if (q.expected < 0) q.expected = seq;
-    const d = (seq - q.expected) & 0xffff;
     const W = this.window;
+    if (q.expected < 0) {
+      q.expected = seq;
+      q.starting = this.maxPackets > 0;
+      q.startAhead = 0;
+    }
+    let d = (seq - q.expected) & 0xffff;
+    if (q.starting && d >= 0x8000 && 0x10000 - d <= this.maxPackets && q.startAhead + (0x10000 - d) < W) {
+      // an earlier number than the first one seen, before anything left: the stream starts here instead
+      q.startAhead += 0x10000 - d;
+      q.expected = seq;
+      d = 0;
+    } else if (q.starting && d < W && d > q.startAhead) {
+      q.startAhead = d;
+    }
 
     if (this.maxPackets === 0) {
       // In-order transport: release at once and only account for holes.
@@ -249,6 +268,13 @@ export class Jt1078Reorderer {
     const mask = this.window - 1;
     const other = q === this.queues[0] ? this.queues[1] : this.queues[0];
     let now = -1;
+    if (q.starting) {
+      // hold the first packets for up to maxDelayMs (or maxPackets) in case an earlier one is still on its way
+      if (q.oldestDirty) this.recomputeOldest(q);
+      now = this.now();
+      if (q.count <= this.maxPackets && now - q.oldest < this.maxDelay) return;
+      q.starting = false;
+    }
     while (q.count > 0) {
       const s = q.expected;
       const slot = s & mask;
@@ -295,6 +321,7 @@ export class Jt1078Reorderer {
   }
 
   private releaseAll(q: KindQueue): void {
+    q.starting = false;
     if (q.slots === null) return;
     const mask = this.window - 1;
     const from = q.expected;

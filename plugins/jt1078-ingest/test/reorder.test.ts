@@ -54,9 +54,9 @@ function checkRelease(
   let late = 0;
   for (const kind of [0, 1]) {
     const isKind = (p: Jt1078Packet): boolean => (p.dataType === 3 ? 1 : 0) === kind;
-    // The first packet of a kind to arrive is where that kind starts: numbers before it that arrive
-    // later are late by definition.
-    const first = sent.find(isKind);
+    // Nothing is released before the first maxDelayMs (or maxPackets), so a kind starts at its first packet
+    // sent even when a later one arrives first: with shuffles this short, no packet is late at the start.
+    const first = packets.find((p) => isKind(p) && !dropped.has(p));
     const early = (p: Jt1078Packet): boolean => first !== undefined && seqDiff(p.seq, first.seq) > 0 && seqDiff(p.seq, first.seq) < 0x8000;
     late += packets.filter((p) => isKind(p) && !dropped.has(p) && early(p)).length;
     const want = packets.filter((p) => isKind(p) && !dropped.has(p) && !early(p));
@@ -156,11 +156,12 @@ describe('jt1078 reorder buffer', () => {
     r.push(at(102));
     clock.t = 50;
     r.push(at(103));
-    assert.deepEqual(out.map((o) => o.p.seq), [100]);
+    // (the first packets wait too: an earlier number may still be on its way, see the start tests)
+    assert.deepEqual(out.map((o) => o.p.seq), []);
     assert.equal(r.nextDeadline(), 200);
     clock.t = 199;
     r.poll();
-    assert.equal(out.length, 1);
+    assert.equal(out.length, 0);
     clock.t = 200;
     r.poll();
     assert.deepEqual(out.map((o) => [o.p.seq, o.lost]), [[100, 0], [102, 1], [103, 0]]);
@@ -175,6 +176,27 @@ describe('jt1078 reorder buffer', () => {
     r.push(at(106));
     assert.equal(r.stats.duplicates, 1);
     assert.equal(r.buffered, 1);
+  });
+
+  it('starts at the earliest number of the first packets, whichever arrives first (a swap at the start costs nothing)', () => {
+    const p0 = capturePackets('jt1078/glaciall-cif-h264-2013.bin')[0];
+    const at = (seq: number): Jt1078Packet => ({ ...p0, seq });
+    const { r, out, clock } = makeReorderer({ maxDelayMs: 200 });
+    for (const s of [6, 4, 7, 0, 5, 1, 3, 2]) {
+      r.push(at(s));
+      clock.t += 1;
+    }
+    assert.equal(out.length, 0, 'held while an earlier number may come');
+    r.push(at(65000)); // far before the start (more than maxPackets back): late, not a new start
+    clock.t = 200;
+    r.poll();
+    assert.deepEqual(out.map((o) => [o.p.seq, o.lost]), [0, 1, 2, 3, 4, 5, 6, 7].map((s) => [s, 0]));
+    assert.deepEqual([r.stats.late, r.stats.lost], [1, 0]);
+    // started: from here on an in-order packet leaves at once, and an earlier number is late
+    r.push(at(8));
+    assert.equal(out.length, 9);
+    r.push(at(3));
+    assert.equal(r.stats.late, 2);
   });
 
   it('gives up on a missing packet when more than maxPackets wait behind it', () => {
