@@ -28,9 +28,13 @@ export class CallbackNotifierConfig {
   @IsBoolean()
   blockInternal = true;
 
-  /** with blockInternal, still allow loopback (the default site's applications run beside it) */
+  /**
+   * with blockInternal, still allow loopback. Off unless a site asks: a callback to 127.0.0.1 reaches whatever
+   * listens on the gateway's own machine (admin ports, local databases' HTTP fronts). The default site turns it on,
+   * its demo application runs beside it.
+   */
   @IsBoolean()
-  allowLoopback = true;
+  allowLoopback = false;
 
   /** Redis for notices of requests without cb (Redis Streams XADD); unset: such notices are only logged */
   @IsOptional() @Matches(/^rediss?:\/\//)
@@ -100,7 +104,7 @@ export default definePlugin({
       else unrouted.inc();
     });
 
-    ctx.log.info({ redis: c.redisUrl ? redactRedisUrl(c.redisUrl) : undefined, streamKey: mq ? c.redisStreamKey : undefined, allowHosts: c.allowHosts, blockInternal: c.blockInternal, caFiles: c.caFiles }, 'callback notifier ready');
+    ctx.log.info({ redis: c.redisUrl ? redactRedisUrl(c.redisUrl) : undefined, streamKey: mq ? c.redisStreamKey : undefined, allowHosts: c.allowHosts, blockInternal: c.blockInternal, allowLoopback: c.allowLoopback, caFiles: c.caFiles }, 'callback notifier ready');
     return {
       async stop() {
         // the closed notices of requests ended by the shutdown get a short chance to leave

@@ -63,7 +63,8 @@ describe('callback-notifier plugin (gateway end to end)', function () {
       app.on('error', () => undefined);
       const stub = stubMediaPlugin();
       gw = await startTestGateway({
-        plugins: [{ name: stub.name, def: stub.def }, { name: 'probe', def: probe.def }, { name: 'callback-notifier' }],
+        // the receivers below listen on loopback, which the plugin refuses unless told otherwise
+        plugins: [{ name: stub.name, def: stub.def }, { name: 'probe', def: probe.def }, { name: 'callback-notifier', config: { allowLoopback: true } }],
         gateway: { instId: 'gw-e2e' },
         // the README's env name for the key, rather than the site file
         env: { GW_CALLBACK_NOTIFIER_REDIS_URL: redis.url },
@@ -182,7 +183,7 @@ describe('callback-notifier plugin (gateway end to end)', function () {
     });
   });
 
-  describe('a callback host refused by the host policy', () => {
+  describe('a callback host refused by the host policy (the plugin\'s defaults refuse loopback)', () => {
     let gw: TestGateway;
     let receiver: Receiver;
 
@@ -190,7 +191,8 @@ describe('callback-notifier plugin (gateway end to end)', function () {
       receiver = await new Receiver().start();
       const stub = stubMediaPlugin();
       gw = await startTestGateway({
-        plugins: [{ name: stub.name, def: stub.def }, { name: 'callback-notifier', config: { blockInternal: true, allowLoopback: false } }],
+        // no config: blockInternal and allowLoopback keep their defaults, which must refuse a loopback cb
+        plugins: [{ name: stub.name, def: stub.def }, { name: 'callback-notifier', config: {} }],
         captureLogs: true,
       });
     });

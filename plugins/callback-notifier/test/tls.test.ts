@@ -120,7 +120,7 @@ describe('callback-notifier: HTTPS callbacks', function () {
     it('with caFiles set, a request with an https cb gets ready and closed over TLS', async () => {
       const stub = stubMediaPlugin();
       gw = await startTestGateway({
-        plugins: [{ name: stub.name, def: stub.def }, { name: 'probe', def: probe }, { name: 'callback-notifier', config: { caFiles: [pki.caFile] } }],
+        plugins: [{ name: stub.name, def: stub.def }, { name: 'probe', def: probe }, { name: 'callback-notifier', config: { caFiles: [pki.caFile], allowLoopback: true } }],
         captureLogs: true,
       });
       const r = await httpsReceiver(pki.server);
