@@ -111,3 +111,21 @@ export function buildConfig<C extends object>(cls: new () => C, fileValues: unkn
   }
   return inst as C;
 }
+
+/** `port`, `httpPort`, `livePort2013`, `replayPort2019`, ...: the keys a plugin binds a listener with */
+const PORT_KEY = /(^p|P)ort(2013|2019)?$/;
+
+/**
+ * The port-like keys of a config class that have a numeric default, each set to 0 (a free port). Keys named
+ * `public…` are left out: they say what is advertised (a NAT or TLS front), not what is bound, and follow the
+ * bound port when unset.
+ */
+export function freePortOverrides(cls: (new () => object) | undefined): Record<string, number> {
+  if (!cls) return {};
+  const defaults = new cls() as Record<string, unknown>;
+  const out: Record<string, number> = {};
+  for (const [k, v] of Object.entries(defaults)) {
+    if (typeof v === 'number' && PORT_KEY.test(k) && !k.startsWith('public')) out[k] = 0;
+  }
+  return out;
+}

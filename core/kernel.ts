@@ -6,8 +6,8 @@ import * as path from 'node:path';
 import { container as rootContainer, type DependencyContainer } from 'tsyringe';
 import pino, { type Logger, type DestinationStream } from 'pino';
 import type { Registry } from 'prom-client';
-import { BootError, buildConfig, envNameFor } from './config';
-import { GatewayConfig, parseApplications } from './gateway-config';
+import { BootError, buildConfig, envNameFor, freePortOverrides } from './config';
+import { GatewayConfig, parseApplications, type ApplicationEntry } from './gateway-config';
 import { loadSite, type SiteSpec } from './site';
 import { ApplicationRegistry } from './apps';
 import { ApiServer } from './http/api-server';
@@ -41,6 +41,11 @@ export interface KernelOptions {
   logDestination?: DestinationStream;
   /** extra plugin definitions by name (the test kit's in-process plugins) */
   pluginDefs?: Record<string, PluginDefinition<object>>;
+  /**
+   * Port-like plugin keys the site leaves out bind a free port instead of their default (the test kit's), so a
+   * test never collides with a gateway running on the same machine. The environment still wins.
+   */
+  freePorts?: boolean;
 }
 
 interface Loaded {
@@ -145,12 +150,18 @@ export class Kernel {
     const resolved = this.site.plugins.map((entry) => {
       const def = this.resolvePlugin(entry);
       const prefix = envNameFor('GW', def.name);
+      const given = entry.config;
+      // a non-object config is left as it is, for buildConfig to refuse with its usual message
+      const fileValues = this.opts.freePorts && given !== null && typeof given === 'object' && !Array.isArray(given)
+        ? { ...freePortOverrides(def.config), ...given }
+        : given;
       const config = def.config
-        ? buildConfig(def.config, entry.config, { where: `${this.site.file}: plugin ${def.name}`, envPrefix: prefix, envAliases: def.env as Record<string, string>, env: this.env })
+        ? buildConfig(def.config, fileValues, { where: `${this.site.file}: plugin ${def.name}`, envPrefix: prefix, envAliases: def.env as Record<string, string>, env: this.env })
         : {};
       return { def, config };
     });
     const ordered = this.order(resolved);
+    this.checkGovApplications(appEntries, resolved.map((r) => r.def.name));
 
     const dataDir = path.resolve(this.gateway.dataDir);
     try {
@@ -171,6 +182,7 @@ export class Kernel {
       this.bus, this.notices, this.clock, this.log.child({ part: 'sessions' }),
     );
     this.stores = new StoreFactory(this.gateway.store, dataDir, `${this.site.file}: gateway: key store`);
+    await this.stores.open();
     this.api = new ApiServer({ bodyLimit: this.gateway.bodyLimit, apps: this.apps, log: this.log.child({ part: 'http' }) });
     this.flvHost = new FlvServerHost(dataDir, this.log);
 
@@ -206,6 +218,21 @@ export class Kernel {
     }
     this.started = true;
     this.log.info({ httpPort, plugins: ordered.map((o) => o.def.name), ports: this.ports }, 'gateway started');
+  }
+
+  /**
+   * `gov` is only a mark: gov-timed-token's open guard is what demands the timedToken. Without that plugin a gov
+   * application would open with no token check at all, which is worse than not booting. (`admin` needs no such
+   * check: it only unlocks admin routes, and a site without plugins that serve any simply has none to unlock.)
+   */
+  private checkGovApplications(apps: ApplicationEntry[], plugins: string[]): void {
+    if (plugins.includes('gov-timed-token')) return;
+    const i = apps.findIndex((a) => a.gov);
+    if (i < 0) return;
+    throw new BootError(
+      `${this.site.file}: gateway: key applications[${i}].gov: application '${apps[i].appId}' is marked gov, but the site does not run ` +
+      'the gov-timed-token plugin that checks its timedToken (add {"name": "gov-timed-token"} to plugins, or drop gov)',
+    );
   }
 
   private async listenHttp(): Promise<number> {

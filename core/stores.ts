@@ -4,12 +4,15 @@ import type { KeyValueStore } from '../plugin-sdk/plugin';
 
 type KeyvLike = KeyValueStore & { disconnect?: () => Promise<void> };
 
+/** how long boot waits for the Redis store to answer PING, retries included */
+const REDIS_BOOT_TIMEOUT_MS = 5000;
+
 /** Small state behind keyv: embedded SQLite in the data directory by default, Redis when the site says so. */
 export class StoreFactory {
-  private open: KeyvLike[] = [];
+  private connections: KeyvLike[] = [];
   private readonly spec: { kind: 'sqlite'; file: string } | { kind: 'redis'; url: string } | { kind: 'memory' };
 
-  constructor(raw: Record<string, unknown>, dataDir: string, where: string) {
+  constructor(raw: Record<string, unknown>, dataDir: string, private readonly where: string) {
     const kind = raw.kind ?? 'sqlite';
     if (kind === 'sqlite') {
       const file = typeof raw.file === 'string' ? path.resolve(dataDir, raw.file) : path.join(dataDir, 'state.sqlite');
@@ -24,17 +27,33 @@ export class StoreFactory {
     }
   }
 
+  /**
+   * Checks the backend before any plugin uses it: an unreachable Redis stops boot within seconds, naming the key,
+   * instead of hanging every plugin that reads state. Once booted, the stores' own connections reconnect by
+   * themselves (a Redis restart costs failed calls, not the gateway).
+   */
+  async open(): Promise<void> {
+    if (this.spec.kind !== 'redis') return;
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const { pingRedis, redactRedisUrl } = require('../plugin-sdk/stores') as typeof import('../plugin-sdk/stores');
+    try {
+      await pingRedis(this.spec.url, REDIS_BOOT_TIMEOUT_MS);
+    } catch (err) {
+      throw new BootError(`${this.where}.url: Redis at ${redactRedisUrl(this.spec.url)} is not reachable (${(err as Error).message})`);
+    }
+  }
+
   keyv(namespace: string): KeyValueStore {
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     const { createKeyv } = require('../plugin-sdk/stores') as typeof import('../plugin-sdk/stores');
     const k = createKeyv(this.spec, namespace) as unknown as KeyvLike;
-    this.open.push(k);
+    this.connections.push(k);
     return k;
   }
 
   async close(): Promise<void> {
-    const all = this.open;
-    this.open = [];
+    const all = this.connections;
+    this.connections = [];
     await Promise.all(all.map((k) => k.disconnect?.().catch(() => undefined)));
   }
 }

@@ -9,7 +9,11 @@ import type { Clock } from './clock';
 import type { PluginDefinition } from './plugin';
 
 export interface TestGatewayOptions {
-  /** plugins by name with their config; ports default to 0 (a free port) where you leave them out */
+  /**
+   * plugins by name with their config. Port-like keys you leave out (numeric `port`, `…Port`, `…Port2013`,
+   * `…Port2019` with a default) bind a free port, not their default; read the bound ones from `ports`.
+   * `public…` keys keep their default (unset: the bound port).
+   */
   plugins: Array<{ name: string; config?: Record<string, unknown>; def?: PluginDefinition<object> }>;
   /** gateway keys (httpPort defaults to 0, dataDir to a fresh temp folder) */
   gateway?: Record<string, unknown>;
@@ -23,6 +27,7 @@ export interface TestGateway {
   kernel: Kernel;
   baseUrl: string;
   dataDir: string;
+  /** bound ports by "<plugin>.<key>" (UDP ones "<plugin>.<key>:udp") and "gateway.httpPort" */
   ports: Record<string, number>;
   /** captured log lines (JSON objects) when captureLogs is set */
   logs: Array<Record<string, unknown>>;
@@ -64,7 +69,7 @@ export async function startTestGateway(opts: TestGatewayOptions): Promise<TestGa
     gateway: { httpPort: 0, listenHost: '127.0.0.1', dataDir, applications: [DEMO_APP], logLevel: 'debug', ...opts.gateway },
     plugins: opts.plugins.map((p) => ({ name: p.name, config: p.config ?? {} })),
   };
-  const kernel = new Kernel({ site, env: opts.env ?? {}, clock: opts.clock, logDestination: dest, pluginDefs });
+  const kernel = new Kernel({ site, env: opts.env ?? {}, clock: opts.clock, logDestination: dest, pluginDefs, freePorts: true });
   try {
     await kernel.start();
   } catch (err) {

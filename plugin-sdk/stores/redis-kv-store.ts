@@ -1,6 +1,60 @@
 import { EventEmitter } from 'node:events';
 import Redis from 'ioredis';
 
+/** A Redis URL fit for logs and messages: any password replaced by `***`. */
+export function redactRedisUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return '(unparseable redis URL)';
+  }
+}
+
+/**
+ * Resolves once Redis at `url` answers PING, trying again for up to `timeoutMs` (a Redis started beside the
+ * gateway may come up a moment later); rejects with the last reason, which never holds the URL.
+ *
+ * A store's own connection would not do for this: ioredis retries forever and queues commands meanwhile, so an
+ * unreachable Redis only shows up ~70 s later as some plugin's command failing (20 retries), far from the cause.
+ */
+export async function pingRedis(url: string, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let lastReason = 'no answer';
+  for (let attempt = 0; ; attempt++) {
+    const left = deadline - Date.now();
+    if (left <= 0) throw new Error(`${lastReason}; gave up after ${timeoutMs / 1000} s`);
+    const client = new Redis(url, {
+      lazyConnect: true,
+      connectTimeout: Math.max(100, left),
+      // one connection per attempt, no queue: each failure comes straight back here
+      retryStrategy: () => null,
+      maxRetriesPerRequest: 0,
+      enableOfflineQueue: false,
+    });
+    let socketError: Error | undefined;
+    client.on('error', (err: Error) => { socketError ??= err; });
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      // a server that accepts and never answers (a wrong port, a proxy) would hold connect() or PING forever
+      const timedOut = new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error('no answer to PING')), left); });
+      await Promise.race([client.connect().then(() => client.ping()), timedOut]);
+      return;
+    } catch (err) {
+      // connect() rejects with a bare "Connection is closed."; the socket's error says why
+      const e = socketError ?? (err as Error);
+      lastReason = (e as NodeJS.ErrnoException).code ?? e.message;
+      // a refused password or database will not fix itself while we wait
+      if (e.name === 'ReplyError') throw new Error(e.message.split('\n')[0]);
+    } finally {
+      clearTimeout(timer);
+      client.disconnect();
+    }
+    await new Promise((r) => setTimeout(r, Math.min(100 * 2 ** attempt, 1000, Math.max(0, deadline - Date.now()))));
+  }
+}
+
 /**
  * A keyv storage adapter on ioredis (already a dependency), instead of adding @keyv/redis. Keys arrive prefixed
  * with `<namespace>:`, values serialised; TTLs become PX expiries so Redis drops expired entries by itself.

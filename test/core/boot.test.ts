@@ -93,6 +93,65 @@ describe('boot failures stop the process with a one-line message naming site, pl
     }
   });
 
+  it('a gov application on a site without gov-timed-token (its opens would go unchecked)', async () => {
+    const apps = [{ appId: 'a', user: 'u', password: 'p', admin: true }, { appId: 'city-gov', user: 'g', password: 'pg', gov: true }];
+    const f = writeSite(dir, { gateway: gateway(dir, { applications: apps }), plugins: [{ name: 'presence-allowlist', module: EXAMPLE }] });
+    const r = await runGateway(f);
+    assertOneLine(r, /site\.json/, /gateway: key applications\[1\]\.gov/, /application 'city-gov' is marked gov/, /gov-timed-token/);
+    assert.equal(r.code, 1);
+    // nothing was started: no port was bound, no plugin ran
+    assert.ok(!/plugin started|gateway started/.test(r.stdout), r.stdout);
+  });
+
+  it('a gov application boots when the site runs gov-timed-token; an admin mark alone needs no plugin', async () => {
+    const gov = writeSite(dir, {
+      gateway: gateway(dir, { applications: [{ appId: 'city-gov', user: 'g', password: 'pg', gov: true }] }),
+      plugins: [{ name: 'gov-timed-token' }],
+    });
+    let started = false;
+    const r = await runGateway(gov, {}, (out, kill) => {
+      if (!started && out.includes('gateway started')) { started = true; kill(); }
+    });
+    assert.equal(started, true, r.stdout + r.stderr);
+    assert.equal(r.code, 0, r.stderr);
+
+    const admin = writeSite(dir, { gateway: gateway(dir, { applications: [{ appId: 'ops', user: 'o', password: 'po', admin: true }] }), plugins: [] });
+    let adminStarted = false;
+    const r2 = await runGateway(admin, {}, (out, kill) => {
+      if (!adminStarted && out.includes('gateway started')) { adminStarted = true; kill(); }
+    });
+    assert.equal(adminStarted, true, r2.stdout + r2.stderr);
+  });
+
+  it('an unreachable Redis store fails within seconds, naming gateway store.url, password hidden', async () => {
+    const f = writeSite(dir, { gateway: gateway(dir, { store: { kind: 'redis', url: 'redis://:s3cret-store-pw@127.0.0.1:1' } }), plugins: [{ name: 'gov-timed-token' }] });
+    const t0 = Date.now();
+    const r = await runGateway(f);
+    const took = Date.now() - t0;
+    assertOneLine(r, /site\.json: gateway: key store\.url: /, /Redis at redis:\/\/:\*\*\*@127\.0\.0\.1:1 is not reachable/, /ECONNREFUSED/);
+    assert.equal(r.code, 1);
+    assert.ok(!(r.stdout + r.stderr).includes('s3cret-store-pw'), 'the password is not shown');
+    assert.ok(!/plugin gov-timed-token/.test(r.stderr), 'the store is named, not the first plugin that used it');
+    assert.ok(took < 9000, `took ${took} ms`);
+  });
+
+  it('a Redis store that accepts connections but never answers fails the same way', async () => {
+    const sockets = new Set<net.Socket>();
+    const silent = net.createServer((s) => { s.resume(); sockets.add(s); });
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', () => r()));
+    const port = (silent.address() as net.AddressInfo).port;
+    try {
+      const f = writeSite(dir, { gateway: gateway(dir, { store: { kind: 'redis', url: `redis://127.0.0.1:${port}` } }), plugins: [{ name: 'gov-timed-token' }] });
+      const t0 = Date.now();
+      const r = await runGateway(f);
+      assertOneLine(r, /gateway: key store\.url: /, /is not reachable \(no answer to PING/);
+      assert.ok(Date.now() - t0 < 9000, `took ${Date.now() - t0} ms`);
+    } finally {
+      for (const s of sockets) s.destroy();
+      silent.close();
+    }
+  });
+
   it('a missing site file', async () => {
     assertOneLine(await runGateway(path.join(dir, 'nope', 'site.json')), /site file not found/);
   });
