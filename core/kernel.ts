@@ -287,6 +287,8 @@ export class Kernel {
       });
     const stores = this.stores;
     const dataDir = this.siteInfo.dataDir;
+    // the shared services come from the container, so what is registered there is what every plugin sees
+    const c = this.container;
     return {
       name,
       config: l.config,
@@ -294,9 +296,9 @@ export class Kernel {
       site: this.siteInfo,
       routes: this.api.routesFor(name),
       net: { listenTcp, listenUdp },
-      bus: this.bus,
-      sessions: this.sessions,
-      notices: this.notices,
+      bus: c.resolve<CoreMediaBus>(TOKENS.Bus),
+      sessions: c.resolve<SessionManager>(TOKENS.Sessions),
+      notices: c.resolve<NoticeHub>(TOKENS.Notices),
       stores: {
         keyv: (ns: string) => stores.keyv(`${name}.${ns}`),
         dir: () => {
@@ -305,8 +307,8 @@ export class Kernel {
           return d;
         },
       },
-      metrics: metricsFor(this.registry, name),
-      clock: this.clock,
+      metrics: metricsFor(c.resolve<Registry>(TOKENS.Registry), name),
+      clock: c.resolve<Clock>(TOKENS.Clock),
       flvServer: async (o: ListenOptions & FlvServerOptions) => {
         const srv = await this.flvHost.start({ ...o, host: o.host ?? defaultHost, where: `${where}: key ${o.key}` });
         this.ports[`${name}.${o.key}`] = srv.port;
