@@ -134,6 +134,9 @@ describe('e2e: recording a pushed capture (jt1078-ingest + flv-out + recorder), 
     const open = r.json.data[0];
     assert.equal(open.recording, true, 'the open result says recording');
     const reqId = open.reqId as string;
+    // before the terminal pushes there is no file, so there is no record either (not one whose url answers 404)
+    const early = await gw.api('GET', `/strm/record?reqId=${encodeURIComponent(reqId)}`, undefined, AUTH_A);
+    assert.deepEqual([early.json.errCode, early.json.data], [0, []], 'nothing listed before media comes');
 
     const doneBefore = await metric(gw, 'gw_recorder_recordings_ended_total', { outcome: 'done' });
     // the simulator keeps the capture's timestamps at any speed (speed only paces the sending)

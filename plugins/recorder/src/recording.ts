@@ -60,7 +60,12 @@ export class Recording {
   private failure: unknown;
   private finishing = false;
   private finished: Promise<RecordingOutcome> | undefined;
-  private readonly inserted: Promise<boolean>;
+  /**
+   * The row goes in when the file is about to be created, not at open: until media comes there is nothing to
+   * list (a row would show a url that answers 404, for as long as the terminal takes to push). Inserted before
+   * the file exists, so an unclean stop always leaves a row that recovery can close or remove.
+   */
+  private inserted: Promise<boolean> | undefined;
   /** catalog writes of this recording, in order (a periodic size update never lands after the final one) */
   private catalogChain: Promise<unknown>;
   private reportedSize = 0;
@@ -72,24 +77,33 @@ export class Recording {
   /** settles once the recording has ended and its final row is written */
   readonly ended = new Promise<RecordingOutcome>((resolve) => { this.resolveEnded = resolve; });
 
-  /** Validates the start (throws TypeError for a reqId or simNo the catalog refuses) and inserts the row. */
-  constructor(private readonly ctx: RecordingContext, start: RecordStart) {
+  /** Validates the start (throws TypeError for a reqId or simNo the catalog refuses); the row goes in with the file. */
+  constructor(private readonly ctx: RecordingContext, private readonly start: RecordStart) {
     this.row = startedRecord(start, ctx.timeZone);
     this.reqId = this.row.reqId;
     this.file = path.join(ctx.storeRoot, ...this.row.path.split('/'));
     this.highWater = Math.max(64 * 1024, Math.min(1024 * 1024, ctx.maxPendingBytes >> 2));
-    this.inserted = ctx.catalog.insertStart(start).then(
+    this.catalogChain = Promise.resolve();
+  }
+
+  private insert(): Promise<boolean> {
+    if (this.inserted) return this.inserted;
+    const ctx = this.ctx;
+    this.inserted = ctx.catalog.insertStart(this.start).then(
       () => true,
       (err) => {
         ctx.onCatalogError();
         ctx.log.error({ reqId: this.reqId, err: describe(err) }, 'recording not started: the catalog refused its row');
         this.failure = err;
+        this.early = [];
+        this.earlyBytes = 0;
         this.closeSub();
         ctx.onStopped(this.reqId, describe(err));
         return false;
       },
     );
     this.catalogChain = this.inserted;
+    return this.inserted;
   }
 
   /** Subscribes to the channel's stream (from its latest keyframe). */
@@ -152,7 +166,7 @@ export class Recording {
   }
 
   private async openFile(): Promise<void> {
-    if (!(await this.inserted) || this.failure !== undefined) return;
+    if (!(await this.insert()) || this.failure !== undefined) return;
     let w: FlvFileWriter;
     try {
       w = await FlvFileWriter.create(this.file, {
@@ -242,6 +256,11 @@ export class Recording {
     // Units the bus queued while the disk was busy are still part of the recording.
     this.sub?.resume();
     this.closeSub();
+    if (!this.inserted) {
+      // no media ever came: no row, no file
+      this.ctx.log.info({ reqId: this.reqId, reason }, 'recording ended without media; nothing stored');
+      return 'empty';
+    }
     if (!(await this.inserted)) return 'uncatalogued';
     if (this.opening) await this.opening;
     let size = 0;
