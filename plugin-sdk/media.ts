@@ -52,6 +52,6 @@ export interface AccessUnit {
   pts: number;
   keyframe: boolean;
   payload: Buffer;
-  /** set by the bus: when the unit entered the gateway (process.hrtime in ns as a number of ms, monotonic) */
+  /** set by the ingest that publishes it: when the unit's last packet was parsed (performance.now(), ms, monotonic); flv-out's added-latency metric starts here */
   receivedAt?: number;
 }

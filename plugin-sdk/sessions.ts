@@ -146,7 +146,8 @@ export interface Sessions {
   setRequestFlag(reqId: string, key: string, value: unknown): void;
 
   onStreamOpened(cb: (s: ChannelStream) => void): void;
-  onStreamClosed(cb: (s: ChannelStream) => void): void;
+  /** the kernel waits (up to 5 s) for a returned promise before the stream's teardown goes on */
+  onStreamClosed(cb: (s: ChannelStream) => void | Promise<void>): void;
   onRequestOpened(cb: (r: StrmRequest, s: ChannelStream) => void): void;
   onRequestClosed(cb: (r: StrmRequest, cause: CloseCauseValue) => void): void;
 }
