@@ -43,7 +43,7 @@ import BaseSession = require('node-media-server/src/session/base_session.js');
 import NmsFlv = require('node-media-server/src/protocol/flv.js');
 import nmsLogger = require('node-media-server/src/core/logger.js');
 import { serializeTag } from '../plugin-sdk/formats/flv';
-import type { FlvPublisher, FlvPublishOptions, FlvServer, FlvTag, PlayAttempt } from '../plugin-sdk/flv-server';
+import { FLV_MAX_GOP_TAGS, type FlvPublisher, type FlvPublishOptions, type FlvServer, type FlvTag, type PlayAttempt } from '../plugin-sdk/flv-server';
 
 /** NMS's AMF0 reader (CommonJS; only this call is used, so it is typed here) */
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -88,8 +88,6 @@ export interface PlayerStats {
 
 const DEFAULT_MAX_BACKLOG = 2 * 1024 * 1024;
 const DEFAULT_MAX_GOP = 8 * 1024 * 1024;
-/** NMS's own bound on a GOP cache, in messages; ours in bytes comes first in practice */
-const MAX_GOP_TAGS = 4096;
 /** a player still not gone this long after we ended it (peer not reading) is destroyed */
 const END_GRACE_MS = 5000;
 const PLAY_PATH = /^\/([A-Za-z0-9_-]{1,64})\/([A-Za-z0-9_.~-]{1,128})\.flv$/;
@@ -652,7 +650,7 @@ export class NmsBridge implements FlvServer {
         entry.gopBytes += msg.length;
         break;
     }
-    if (b.flvGopCache !== null && (entry.gopBytes > this.maxGop || b.flvGopCache.size > MAX_GOP_TAGS)) {
+    if (b.flvGopCache !== null && (entry.gopBytes > this.maxGop || b.flvGopCache.size > FLV_MAX_GOP_TAGS)) {
       // dropped until the next keyframe starts a new one: meanwhile late joiners wait for that keyframe
       b.flvGopCache.clear();
       b.flvGopCache = null;

@@ -29,6 +29,13 @@ export interface FlvPublishOptions {
   joinTags?: () => FlvTag[];
 }
 
+/**
+ * The most tags a GOP kept for late joiners may hold (NMS's own bound on its cache, in messages); past it, as past
+ * maxGopCacheBytes, joiners wait for the next keyframe. The FLV server applies it to its cache, and a publisher
+ * that makes join tags itself (joinTags) to what it keeps.
+ */
+export const FLV_MAX_GOP_TAGS = 4096;
+
 export interface FlvServerOptions {
   /** a player whose unsent backlog passes this skips to the next keyframe; past 4x it is dropped (default 2 MiB) */
   maxPlayerBacklogBytes?: number;

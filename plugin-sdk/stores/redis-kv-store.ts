@@ -36,15 +36,20 @@ export async function pingRedis(url: string, timeoutMs: number): Promise<void> {
     let socketError: Error | undefined;
     client.on('error', (err: Error) => { socketError ??= err; });
     let timer: NodeJS.Timeout | undefined;
+    let timedOut = false;
     try {
       // a server that accepts and never answers (a wrong port, a proxy) would hold connect() or PING forever
-      const timedOut = new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error('no answer to PING')), left); });
-      await Promise.race([client.connect().then(() => client.ping()), timedOut]);
+      const noAnswer = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => { timedOut = true; reject(new Error('no answer to PING')); }, left);
+      });
+      await Promise.race([client.connect().then(() => client.ping()), noAnswer]);
       return;
     } catch (err) {
       // connect() rejects with a bare "Connection is closed."; the socket's error says why
       const e = socketError ?? (err as Error);
-      lastReason = (e as NodeJS.ErrnoException).code ?? e.message;
+      // A later attempt cut short by the deadline says nothing new (it may have had a millisecond): the reason an
+      // earlier attempt got, e.g. ECONNREFUSED, stands.
+      if (!(timedOut && socketError === undefined && attempt > 0)) lastReason = (e as NodeJS.ErrnoException).code ?? e.message;
       // a refused password or database will not fix itself while we wait
       if (e.name === 'ReplyError') throw new Error(e.message.split('\n')[0]);
     } finally {

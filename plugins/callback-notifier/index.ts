@@ -3,7 +3,8 @@ import { definePlugin } from '../../plugin-sdk';
 import { CallbackDispatcher } from './src/delivery';
 import { HostPolicy } from './src/host-policy';
 import { promCallbackMetrics } from './src/metrics';
-import { RedisNoticePublisher, redactRedisUrl } from './src/redis-publisher';
+import { redactRedisUrl } from '../../plugin-sdk/stores/redis-kv-store';
+import { RedisNoticePublisher } from './src/redis-publisher';
 import { trustedCertificates } from './src/trust-store';
 
 export class CallbackNotifierConfig {

@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { ArrayNotEmpty, IsArray, IsIn, IsInt, IsOptional, IsString, Max, Min } from 'class-validator';
 import { definePlugin, type AccessUnit, type ChannelStream, type FlvPublisher, type FlvTag, type Subscription, type TrackInfo } from '../../plugin-sdk';
 import { FlvMuxer } from '../../plugin-sdk/formats/flv';
+import { FLV_MAX_GOP_TAGS } from '../../plugin-sdk/flv-server';
 
 /** the audio codecs FLV can carry */
 const FLV_AUDIO_CODECS = ['aac', 'g711a', 'g711u'] as const;
@@ -46,9 +47,6 @@ interface Feed {
   publisher: FlvPublisher;
   sub: Subscription;
 }
-
-/** the FLV server's own bound on a GOP it caches, in tags; its bound in bytes is maxGopCacheBytes */
-const MAX_GOP_TAGS = 4096;
 
 /**
  * A stream's GOP so far, for players that join mid-stream: what the muxer was fed since the latest video
@@ -169,7 +167,7 @@ export default definePlugin({
             // counted like the server's own cache, the few config tags aside (11-byte header + 4-byte size each)
             for (const tag of out) gop.bytes += tag.body.length + 15;
             gop.tags += out.length;
-            if (gop.bytes > ctx.config.maxGopCacheBytes || gop.tags > MAX_GOP_TAGS) gop = undefined;
+            if (gop.bytes > ctx.config.maxGopCacheBytes || gop.tags > FLV_MAX_GOP_TAGS) gop = undefined;
           }
           if (out.length === 0) {
             if (au.kind === 'audio') noteSkippedAudio(s.name, au.codec);

@@ -277,6 +277,21 @@ export async function waitFor<T>(what: string, fn: () => T | Promise<T>, timeout
   }
 }
 
+/**
+ * UDP has no end: polls until a player's video frame count holds still between two polls (and is above 0), then
+ * returns that count.
+ */
+export async function framesSettled(player: { videoFrames(): number }, timeoutMs: number, everyMs: number): Promise<number> {
+  let last = -1;
+  await waitFor('frames to stop arriving', () => {
+    const n = player.videoFrames();
+    const settled = n === last && n > 0;
+    last = n;
+    return settled;
+  }, timeoutMs, everyMs);
+  return last;
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Players
 
@@ -484,17 +499,18 @@ export interface ProbeResult {
  * ffprobe decodes every frame of the given media (an FLV file, or raw Annex-B with format h264/hevc) and reports
  * the first video stream, and the first audio stream if there is one.
  */
-export function ffprobe(data: Buffer, format: 'flv' | 'h264' | 'hevc'): ProbeResult & { audio?: { codec: string; sampleRate: number } } {
+export function ffprobe(data: Buffer, format: 'flv' | 'h264' | 'hevc'): ProbeResult & { audio?: { codec: string; sampleRate: number }; duration: number } {
   const bin = requireTool('ffprobe', 'ffmpeg');
   const dir = scratchDir('e2e-probe');
   const file = path.join(dir, `media.${format}`);
   try {
     fs.writeFileSync(file, data);
     const r = spawnSync(bin, ['-v', 'error', '-f', format, '-count_frames',
-      '-show_entries', 'stream=codec_type,codec_name,width,height,nb_read_frames,sample_rate', '-of', 'json', file],
+      '-show_entries', 'stream=codec_type,codec_name,width,height,nb_read_frames,sample_rate:format=duration', '-of', 'json', file],
     { encoding: 'utf8', timeout: 60_000 });
     if (r.status !== 0) throw new Error(`ffprobe failed (${r.status}): ${r.stderr}`);
-    const streams = JSON.parse(r.stdout).streams as Array<Record<string, string | number>>;
+    const j = JSON.parse(r.stdout) as { streams: Array<Record<string, string | number>>; format?: Record<string, string> };
+    const streams = j.streams;
     const v = streams.find((s) => s.codec_type === 'video');
     if (!v) throw new Error(`ffprobe found no video stream: ${r.stdout}`);
     const a = streams.find((s) => s.codec_type === 'audio');
@@ -502,6 +518,8 @@ export function ffprobe(data: Buffer, format: 'flv' | 'h264' | 'hevc'): ProbeRes
       codec: String(v.codec_name), width: Number(v.width), height: Number(v.height), frames: Number(v.nb_read_frames),
       errors: r.stderr.trim(),
       audio: a ? { codec: String(a.codec_name), sampleRate: Number(a.sample_rate) } : undefined,
+      // container duration, s (NaN for raw Annex-B, which has none)
+      duration: Number(j.format?.duration),
     };
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import {
   HttpFlvPlayer, TcpTerminal, capture, closeReq, codedVideo, encodeCapture, expectedFrom, ffprobe, firstNonMonotonic,
-  lossyOrder, metric, openLive, randomChunks, sendUdp, useE2eGateway, waitFor, withJunk,
+  framesSettled, lossyOrder, metric, openLive, randomChunks, sendUdp, useE2eGateway, withJunk,
 } from './helpers';
 import { parseFlv } from '../support/flv-reader';
 
@@ -37,13 +37,7 @@ describe('e2e: UDP reordering and loss, TCP junk', function () {
     await sendUdp(e.live2013, plan.order.map((i) => bufs[i]), { perTick: 8, tickMs: 4 });
 
     // UDP has no end: wait until the frames stop coming, then close the request
-    let last = -1;
-    await waitFor('frames to stop arriving', async () => {
-      const n = player.videoFrames();
-      const settled = n === last && n > 0;
-      last = n;
-      return settled;
-    }, 10_000, 400);
+    await framesSettled(player, 10_000, 400);
     const lost = await metric(e.gw, 'gw_jt1078_ingest_stream_lost_packets', { transport: 'udp' });
     const listenerAfter = await listenerTotals(listener);
     await closeReq(e.gw, open.reqId);

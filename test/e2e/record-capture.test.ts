@@ -6,9 +6,7 @@
  * same site sees nothing of it.
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
-import * as http from 'node:http';
 import * as path from 'node:path';
 import { definePlugin, type Notice } from '../../plugin-sdk';
 import { startTestGateway, type TestGateway } from '../../plugin-sdk/testkit';
@@ -17,54 +15,19 @@ import type { Jt1078Packet } from '../../plugins/jt1078-ingest/src/packet';
 import { parseFlv } from '../support/flv-reader';
 import { fixturePath, scratchDir } from '../support/paths';
 import { requireTool } from '../support/tools';
-import { CAPTURES, capture, codedAudio, codedVideo, expectedFrom, firstNonMonotonic, framesFromFirstI, metric, waitFor, type CaptureInfo } from './helpers';
+import { utcText } from '../../plugins/recorder/test/harness';
+import { rawRequest, type RawReply } from '../../plugins/recorder/test/helpers';
+import { CAPTURES, capture, codedAudio, codedVideo, expectedFrom, ffprobe, firstNonMonotonic, framesFromFirstI, metric, waitFor, type CaptureInfo } from './helpers';
 
 const APP_A = { appId: 'A', user: 'appa', password: 'pwa' };
 const APP_B = { appId: 'B', user: 'appb', password: 'pwb' };
 const AUTH_A = `${APP_A.user}:${APP_A.password}`;
 const AUTH_B = `${APP_B.user}:${APP_B.password}`;
 
-interface Reply { status: number; headers: http.IncomingHttpHeaders; body: Buffer }
-
 /** GET of an absolute URL (the StoredAv `url` as the gateway wrote it), with Basic credentials and extra headers. */
-function get(url: string, auth: string | null, headers: Record<string, string> = {}): Promise<Reply> {
-  return new Promise((resolve, reject) => {
-    const req = http.get(url, {
-      agent: false,
-      headers: { ...headers, ...(auth ? { authorization: 'Basic ' + Buffer.from(auth).toString('base64') } : {}) },
-    }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-  });
-}
-
-interface FileProbe {
-  video?: { codec: string; width: number; height: number; frames: number };
-  audio?: { codec: string; sampleRate: number };
-  duration: number;
-  errors: string;
-}
-
-/** ffprobe decodes every frame of the file (count_frames) and reports its streams and the container duration. */
-function probeFile(file: string): FileProbe {
-  const bin = requireTool('ffprobe', 'ffmpeg');
-  const r = spawnSync(bin, ['-v', 'error', '-count_frames', '-show_entries',
-    'stream=codec_type,codec_name,width,height,nb_read_frames,sample_rate:format=duration', '-of', 'json', file],
-  { encoding: 'utf8', timeout: 60_000 });
-  if (r.status !== 0) throw new Error(`ffprobe failed on ${file} (${r.status}): ${r.stderr}`);
-  const j = JSON.parse(r.stdout) as { streams: Array<Record<string, string | number>>; format: Record<string, string> };
-  const v = j.streams.find((s) => s.codec_type === 'video');
-  const a = j.streams.find((s) => s.codec_type === 'audio');
-  return {
-    video: v ? { codec: String(v.codec_name), width: Number(v.width), height: Number(v.height), frames: Number(v.nb_read_frames) } : undefined,
-    audio: a ? { codec: String(a.codec_name), sampleRate: Number(a.sample_rate) } : undefined,
-    duration: Number(j.format.duration),
-    errors: r.stderr.trim(),
-  };
+function get(url: string, auth: string | null, headers: Record<string, string> = {}): Promise<RawReply> {
+  const u = new URL(url);
+  return rawRequest(u.origin, 'GET', u.pathname + u.search, auth, headers);
 }
 
 /**
@@ -85,9 +48,6 @@ function captureVideoSeconds(packets: Jt1078Packet[]): number {
   const frameMs = steps[steps.length >> 1];
   return (frameTs[frameTs.length - 1] - frameTs[0] + frameMs) / 1000;
 }
-
-/** `yyyy-mm-dd HH:mm:ss` in UTC: the query form for a recorder whose timeZone is UTC. */
-const utcText = (d: Date): string => d.toISOString().slice(0, 19).replace('T', ' ');
 
 describe('e2e: recording a pushed capture (jt1078-ingest + flv-out + recorder), query and download', function () {
   this.timeout(60_000);
@@ -224,11 +184,9 @@ describe('e2e: recording a pushed capture (jt1078-ingest + flv-out + recorder), 
     assert.deepEqual(video.map((t) => t.timestamp), want.videoDts.map((d) => d - want.videoDts[0]), 'each frame keeps its place on the timeline');
     assert.equal(codedAudio(flv.tags).length, 0, 'no audio was pushed, none recorded');
 
-    const saved = path.join(scratch, `${reqId}.flv`);
-    fs.writeFileSync(saved, dl.body);
-    const p = probeFile(saved);
-    assert.deepEqual(p.video && [p.video.codec, p.video.width, p.video.height], ['h264', cap.width, cap.height], 'codec and resolution');
-    assert.equal(p.video!.frames, want.video, 'ffprobe decodes every recorded frame');
+    const p = ffprobe(dl.body, 'flv');
+    assert.deepEqual([p.codec, p.width, p.height], ['h264', cap.width, cap.height], 'codec and resolution');
+    assert.equal(p.frames, want.video, 'ffprobe decodes every recorded frame');
     assert.equal(p.errors, '', 'without a decoder complaint');
     assert.equal(p.audio, undefined, 'no audio stream');
     const expectSec = captureVideoSeconds(packets);
@@ -297,11 +255,9 @@ describe('e2e: recording a pushed capture (jt1078-ingest + flv-out + recorder), 
     const audio = codedAudio(flv.tags);
     assert.equal(audio.length, want.audioAfterVideo, 'every audio frame after the first keyframe is recorded');
     assert.ok(audio.every((t) => t.codec === 'g711a'), 'as G.711A');
-    const saved = path.join(scratch, 'gojt808.flv');
-    fs.writeFileSync(saved, dl.body);
-    const p = probeFile(saved);
-    assert.deepEqual(p.video && [p.video.codec, p.video.width, p.video.height], ['h264', cap.width, cap.height]);
-    assert.equal(p.video!.frames, want.video);
+    const p = ffprobe(dl.body, 'flv');
+    assert.deepEqual([p.codec, p.width, p.height], ['h264', cap.width, cap.height]);
+    assert.equal(p.frames, want.video);
     assert.deepEqual(p.audio, { codec: 'pcm_alaw', sampleRate: 8000 });
     assert.equal(p.errors, '');
     const expectSec = captureVideoSeconds(packets);

@@ -9,7 +9,7 @@ import type { Jt1078Packet } from '../../plugins/jt1078-ingest/src/packet';
 import { parseFlv } from '../support/flv-reader';
 import {
   CAPTURES, HttpFlvPlayer, capture, closeReq, codedVideo, encodeCapture, ffprobe, firstNonMonotonic, framesFromFirstI,
-  lossyOrder, metric, openLive, sendUdp, useE2eGateway, waitFor,
+  framesSettled, lossyOrder, metric, openLive, sendUdp, useE2eGateway,
 } from './helpers';
 
 /**
@@ -64,19 +64,13 @@ describe('e2e: 2019 layout over UDP, reordered and lossy, to the 2019 and the 20
     const player = await HttpFlvPlayer.connect(open.playUrl);
     assert.equal(player.status, 200);
     await sendUdp(port, order.map((i) => datagrams[i]), { perTick: 8, tickMs: 4 });
-    // UDP has no end: wait until the frames stop coming (the reorder buffer gives up holes within 200 ms)
-    let last = -1;
-    await waitFor('frames to stop arriving', async () => {
-      const n = player.videoFrames();
-      const settled = n === last && n > 0;
-      last = n;
-      return settled;
-    }, 15_000, 500);
+    // the reorder buffer gives up holes within 200 ms, so frames stop well within a poll
+    const frames = await framesSettled(player, 15_000, 500);
     const after2019 = await detected('2019');
     const after2013 = await detected('2013');
     await closeReq(e.gw, open.reqId);
     await player.ended;
-    return { buf: player.data(), frames: last, detected: { '2019': after2019 - before2019, '2013': after2013 - before2013 } };
+    return { buf: player.data(), frames, detected: { '2019': after2019 - before2019, '2013': after2013 - before2013 } };
   }
 
   /** `want`: device timestamps of the frames the player must get (the model's, or every frame's) */

@@ -1,5 +1,6 @@
 import Redis from 'ioredis';
 import type { Logger } from 'pino';
+import { redactRedisUrl } from '../../../plugin-sdk/stores/redis-kv-store';
 import type { NoticePayload } from './payload';
 
 export interface RedisNoticePublisherOptions {
@@ -177,15 +178,4 @@ export class RedisNoticePublisher {
 function reqIdOf(fields: readonly string[]): string | undefined {
   const i = fields.indexOf('reqId');
   return i >= 0 && i % 2 === 0 ? fields[i + 1] : undefined;
-}
-
-/** `redis://user:***@host:port/db`: the URL without its password, for logs. */
-export function redactRedisUrl(url: string): string {
-  try {
-    const u = new URL(url);
-    if (u.password) u.password = '***';
-    return u.toString();
-  } catch {
-    return '(unparseable redis URL)';
-  }
 }

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import Redis from 'ioredis';
 import { startRedis, type RedisServer } from '../../../test/support/redis';
-import { RedisNoticePublisher, noticeToStreamFields, redactRedisUrl, streamFieldsToNotice } from '../src/redis-publisher';
+import { redactRedisUrl } from '../../../plugin-sdk/stores/redis-kv-store';
+import { RedisNoticePublisher, noticeToStreamFields, streamFieldsToNotice } from '../src/redis-publisher';
 import { memoryLogger, notice, until, within } from './helpers';
 
 type StreamEntries = Array<[string, string[]]>;

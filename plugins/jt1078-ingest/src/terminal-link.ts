@@ -127,7 +127,7 @@ export class TerminalLink {
   /** another link took this channel over: packets for it here find no source again */
   forgetSource(key: string): void {
     const src = this.sources.get(key);
-    if (src) this.retire(src);
+    if (src) addChannelStats(this.retired, src);
     this.sources.delete(key);
     this.lastSrc = undefined;
   }
@@ -165,20 +165,13 @@ export class TerminalLink {
     this.cancelGrace?.();
     this.host.log.info({ link: this.id, reason, bytes: this.counters.bytes, packets: this.counters.packets, unmatched: this.counters.unmatchedPackets, resyncs: this.parser.stats.resyncs }, 'terminal link closed');
     for (const src of [...this.sources.values()]) {
-      this.retire(src);
+      addChannelStats(this.retired, src);
       this.host.detach(src, 'link-closed');
     }
     this.sources.clear();
     this.lastSrc = undefined;
     this.socket?.destroy();
     this.onClose(this);
-  }
-
-  private retire(src: ChannelSource): void {
-    const s = src.assembler.stats;
-    this.retired.frames += s.videoUnits + s.audioUnits;
-    this.retired.lostPackets += s.reorder.lost;
-    this.retired.droppedFrames += s.reassembly.droppedFrames;
   }
 
   totals(): LinkTotals {
@@ -188,16 +181,19 @@ export class TerminalLink {
       ...this.retired,
       resyncs: this.parser.stats.resyncs,
     };
-    for (const src of this.sources.values()) {
-      const s = src.assembler.stats;
-      t.frames += s.videoUnits + s.audioUnits;
-      t.lostPackets += s.reorder.lost;
-      t.droppedFrames += s.reassembly.droppedFrames;
-    }
+    for (const src of this.sources.values()) addChannelStats(t, src);
     return t;
   }
 
   get isClosed(): boolean {
     return this.closed;
   }
+}
+
+/** Adds what a channel's assembler counted to a link's totals. */
+function addChannelStats(into: Pick<LinkTotals, 'frames' | 'lostPackets' | 'droppedFrames'>, src: ChannelSource): void {
+  const s = src.assembler.stats;
+  into.frames += s.videoUnits + s.audioUnits;
+  into.lostPackets += s.reorder.lost;
+  into.droppedFrames += s.reassembly.droppedFrames;
 }
