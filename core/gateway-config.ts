@@ -51,6 +51,10 @@ export class GatewayConfig {
   @IsInt() @Min(256 * 1024)
   maxStreamBytes = 32 * 1024 * 1024;
 
+  /** a reader (player, recorder, stage) that takes nothing this long while media waits for it is ended */
+  @IsInt() @Min(1) @Max(3600)
+  readerDropAfterSec = 30;
+
   /** [{appId, user, password, gov?, admin?}] */
   @IsArray()
   applications: unknown[] = [];

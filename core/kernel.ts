@@ -6,22 +6,21 @@ import * as path from 'node:path';
 import { container as rootContainer, type DependencyContainer } from 'tsyringe';
 import pino, { type Logger, type DestinationStream } from 'pino';
 import type { Registry } from 'prom-client';
-import { BootError, buildConfig, envNameFor, freePortOverrides } from './config';
+import { BootError, buildConfig, checkEnvNames, envNameFor, freePortOverrides } from './config';
 import { GatewayConfig, parseApplications, type ApplicationEntry } from './gateway-config';
 import { loadSite, type SiteSpec } from './site';
 import { ApplicationRegistry } from './apps';
 import { ApiServer } from './http/api-server';
-import { CoreMediaBus } from './bus/media-bus';
+import { CoreMediaBus, type PluginBus } from './bus/media-bus';
 import { NoticeHub } from './notices';
 import { SessionManager } from './sessions/session-manager';
 import { createRegistry, metricsFor } from './metrics';
 import { registerCoreRoutes } from './api-routes';
 import { StoreFactory } from './stores';
-import { FlvServerHost } from './flv-server-host';
 import { systemClock, type Clock } from '../plugin-sdk/clock';
-import type { ListenOptions, PluginContext, PluginDefinition, PluginInstance, SiteInfo } from '../plugin-sdk/plugin';
-import type { FlvServerOptions } from '../plugin-sdk/flv-server';
+import type { HttpListener, HttpListenOptions, ListenOptions, PluginContext, PluginDefinition, PluginInstance, SiteInfo } from '../plugin-sdk/plugin';
 import { TOKENS } from './tokens';
+import { ServiceRegistry } from './services';
 
 export const repoRoot: string = (() => {
   let dir = __dirname;
@@ -55,6 +54,10 @@ interface Loaded {
   servers: Array<net.Server | dgram.Socket>;
   /** accepted TCP sockets, destroyed at stop so server.close() can finish */
   sockets: Set<net.Socket>;
+  /** HTTP listeners of its own (ctx.net.listenHttp) */
+  http: ApiServer[];
+  /** its view of the bus: streams it made and stages it registered go when it stops */
+  bus?: PluginBus;
   log: Logger;
 }
 
@@ -85,7 +88,7 @@ export class Kernel {
   started = false;
   private loaded: Loaded[] = [];
   private stores!: StoreFactory;
-  private flvHost!: FlvServerHost;
+  private services!: ServiceRegistry;
   private stopping: Promise<void> | undefined;
 
   constructor(private readonly opts: KernelOptions = {}) {
@@ -135,6 +138,8 @@ export class Kernel {
         if (!d) throw new BootError(`${this.site.file}: plugin ${e.def.name}: requires plugin ${dep}, which the site does not list`);
         visit(d, [...chain, e.def.name]);
       }
+      // a plugin that needs or uses a service starts after the plugin that provides it
+      for (const provider of this.services.providersFor(e.def)) visit(byName.get(provider)!, [...chain, e.def.name]);
       state.set(e.def.name, 'done');
       out.push(e);
     };
@@ -160,6 +165,7 @@ export class Kernel {
         : {};
       return { def, config };
     });
+    this.services = new ServiceRegistry(this.site.file, resolved.map((r) => r.def));
     const ordered = this.order(resolved);
     this.checkGovApplications(appEntries, resolved.map((r) => r.def.name));
 
@@ -171,11 +177,15 @@ export class Kernel {
       throw new BootError(`${this.site.file}: gateway: key dataDir: cannot write to ${dataDir} (${(err as NodeJS.ErrnoException).code})`);
     }
     this.log = pino({ level: this.gateway.logLevel, base: { site: this.site.name } }, this.opts.logDestination ?? pino.destination({ fd: 1, sync: false }));
+    for (const stray of checkEnvNames(this.env, this.site.file, GatewayConfig, resolved.map((r) => r.def))) this.log.warn({ env: stray.name }, stray.message);
     this.registry = createRegistry();
     this.apps = new ApplicationRegistry(appEntries);
     if (this.apps.size === 0) this.log.warn('no applications configured: every API call will answer 401');
     if (this.apps.usesDemoCredentials()) this.log.warn('demo credentials (demo:demo) are in use: configure real applications before exposing this gateway');
-    this.bus = new CoreMediaBus({ maxGopBytes: this.gateway.maxGopBytes, maxQueueBytes: this.gateway.maxQueueBytes, maxStreamBytes: this.gateway.maxStreamBytes });
+    this.bus = new CoreMediaBus({
+      maxGopBytes: this.gateway.maxGopBytes, maxQueueBytes: this.gateway.maxQueueBytes, maxStreamBytes: this.gateway.maxStreamBytes,
+      readerDropAfterMs: this.gateway.readerDropAfterSec * 1000,
+    }, this.log.child({ part: 'bus' }), () => this.clock.now());
     this.notices = new NoticeHub(this.log.child({ part: 'notices' }));
     this.sessions = new SessionManager(
       { keepIntvDefault: this.gateway.keepIntvDefault, openTimeoutSec: this.gateway.openTimeoutSec, consumptionTimeoutSec: this.gateway.consumptionTimeoutSec, instId: this.gateway.instId, publicHost: this.gateway.publicHost },
@@ -184,7 +194,6 @@ export class Kernel {
     this.stores = new StoreFactory(this.gateway.store, dataDir, `${this.site.file}: gateway: key store`);
     await this.stores.open();
     this.api = new ApiServer({ bodyLimit: this.gateway.bodyLimit, apps: this.apps, log: this.log.child({ part: 'http' }) });
-    this.flvHost = new FlvServerHost(dataDir, this.log);
 
     this.container = rootContainer.createChildContainer();
     this.container.registerInstance(TOKENS.Kernel, this);
@@ -194,6 +203,7 @@ export class Kernel {
     this.container.registerInstance(TOKENS.Bus, this.bus);
     this.container.registerInstance(TOKENS.Notices, this.notices);
     this.container.registerInstance(TOKENS.Registry, this.registry);
+    this.services.attach(this.container);
 
     const httpPort = await this.listenHttp();
     const apiBase = (this.gateway.apiBase ?? `http://${this.gateway.publicHost}:${httpPort}`).replace(/\/+$/, '');
@@ -205,7 +215,7 @@ export class Kernel {
     this.sessions.start();
 
     for (const { def, config } of ordered) {
-      const loaded: Loaded = { def, config, servers: [], sockets: new Set(), log: this.log.child({ plugin: def.name }) };
+      const loaded: Loaded = { def, config, servers: [], sockets: new Set(), http: [], log: this.log.child({ plugin: def.name }) };
       this.loaded.push(loaded);
       const ctx = this.contextFor(loaded);
       try {
@@ -214,6 +224,7 @@ export class Kernel {
         if (err instanceof BootError) throw err;
         throw new BootError(`${this.site.file}: plugin ${def.name}: setup failed: ${(err as Error)?.message ?? String(err)}`);
       }
+      this.services.checkProvided(def);
       loaded.log.info('plugin started');
     }
     this.started = true;
@@ -285,18 +296,42 @@ export class Kernel {
           resolve(sock);
         });
       });
+    const listenHttp = async (o: HttpListenOptions): Promise<HttpListener> => {
+      const api = new ApiServer({
+        bodyLimit: o.bodyLimit ?? this.gateway.bodyLimit, apps: this.apps, log: l.log.child({ part: 'http', key: o.key }),
+        headersTimeoutMs: o.headersTimeoutMs, requestTimeoutMs: o.requestTimeoutMs,
+      });
+      const host = o.host ?? defaultHost;
+      await new Promise<void>((resolve, reject) => {
+        const onErr = (err: NodeJS.ErrnoException) => reject(new BootError(`${where}: key ${o.key}: ${describeListenError(err, o.port, host)}`));
+        api.server.once('error', onErr);
+        api.server.listen(o.port, host, () => {
+          api.server.off('error', onErr);
+          api.server.on('error', (err) => l.log.error({ err }, 'HTTP listener error'));
+          resolve();
+        });
+      });
+      l.http.push(api);
+      const port = (api.server.address() as net.AddressInfo).port;
+      this.ports[`${name}.${o.key}`] = port;
+      return { routes: api.routesFor(name), port, server: api.server };
+    };
     const stores = this.stores;
     const dataDir = this.siteInfo.dataDir;
-    // the shared services come from the container, so what is registered there is what every plugin sees
-    const c = this.container;
+    // The shared services come from the container, so what is registered there is what every plugin sees. Each
+    // plugin resolves from a child container of its own: services other plugins provided are found in the kernel's,
+    // and the plugin's own registrations stay in its child.
+    const c = this.container.createChildContainer();
+    c.registerInstance(TOKENS.PluginName, name);
+    l.bus = c.resolve<CoreMediaBus>(TOKENS.Bus).viewFor(name, l.log);
     return {
       name,
       config: l.config,
       log: l.log,
       site: this.siteInfo,
       routes: this.api.routesFor(name),
-      net: { listenTcp, listenUdp },
-      bus: c.resolve<CoreMediaBus>(TOKENS.Bus),
+      net: { listenTcp, listenUdp, listenHttp },
+      bus: l.bus,
       sessions: c.resolve<SessionManager>(TOKENS.Sessions),
       notices: c.resolve<NoticeHub>(TOKENS.Notices),
       stores: {
@@ -309,11 +344,7 @@ export class Kernel {
       },
       metrics: metricsFor(c.resolve<Registry>(TOKENS.Registry), name),
       clock: c.resolve<Clock>(TOKENS.Clock),
-      flvServer: async (o: ListenOptions & FlvServerOptions) => {
-        const srv = await this.flvHost.start({ ...o, host: o.host ?? defaultHost, where: `${where}: key ${o.key}` });
-        this.ports[`${name}.${o.key}`] = srv.port;
-        return srv;
-      },
+      services: this.services.viewFor(l.def, c),
     };
   }
 
@@ -332,6 +363,8 @@ export class Kernel {
       } catch (err) {
         l.log.error({ err }, 'plugin stop failed');
       }
+      l.bus?.release();
+      for (const api of l.http) await api.close().catch(() => undefined);
       for (const sock of l.sockets) sock.destroy();
       for (const s of l.servers) {
         await new Promise<void>((resolve) => {
@@ -341,7 +374,6 @@ export class Kernel {
       }
       l.log.debug('plugin stopped');
     }
-    await this.flvHost?.stop();
     await this.api?.close();
     await this.stores?.close();
     this.registry?.clear();

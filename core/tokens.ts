@@ -7,4 +7,6 @@ export const TOKENS = {
   Bus: Symbol('Bus'),
   Notices: Symbol('Notices'),
   Registry: Symbol('Registry'),
+  /** in a plugin's child container: its name */
+  PluginName: Symbol('PluginName'),
 } as const;

@@ -1,38 +1,123 @@
+/**
+ * The media bus: named streams that any plugin may publish, read, or derive from.
+ *
+ * - A stream has tracks (video, audio), a GOP cache (from the latest keyframe) and readers. Units are immutable
+ *   and shared by reference (see media.ts).
+ * - Every reader is a subscription with its own bounded queue: while its sink is not writable, units queue; past
+ *   `maxQueueBytes` the queue is dropped and the reader resumes at the next keyframe (it loses whole GOPs, never
+ *   memory, and never slows the publisher or another reader); a reader that takes nothing for `dropAfterMs`
+ *   while media waits for it, or misses more than 4 x `maxQueueBytes`, is ended with reason 'reader stuck'.
+ * - A format (`defineFormat`) frames each unit once per stream for all of that format's readers (an FLV tag, RTP
+ *   packets, a CMAF chunk): its encoder sees every unit in order while the stream has such readers.
+ * - A stage (`MediaBus.registerStage`) derives a form of a stream (audio as AAC): readers that ask for it share one
+ *   derived stream per (stream, stage, params), which the bus starts with the first such reader and stops with the
+ *   last.
+ */
+import type { Logger } from 'pino';
 import type { AccessUnit, TrackInfo } from './media';
 
+/** Removes what was registered. */
+export type Off = () => void;
+
 /**
- * What a subscriber hands the bus. The bus calls `write` while `writable()` is true and queues otherwise;
- * the sink calls `Subscription.resume()` when it can take more (e.g. on a socket's 'drain').
+ * What a reader hands the bus. The bus calls `write` while `writable()` is true and queues otherwise; call
+ * `Subscription.resume()` when the sink can take more (e.g. on a socket's 'drain').
+ * No method is called before `subscribe()` returns: the first calls come from a microtask.
  */
-export interface MediaSink {
-  write(unit: AccessUnit): void;
-  /** tracks known so far, and again whenever one changes (new SPS, codec) */
+export interface MediaSink<F = undefined> {
+  /** one unit; `framed` is its form in the reader's format (undefined when the subscription has no format) */
+  write(unit: AccessUnit, framed: F): void;
+  /** tracks known so far (filtered by the reader's `media`), and again whenever one changes (new SPS, codec) */
   tracks?(tracks: ReadonlyArray<TrackInfo>): void;
   writable?(): boolean;
-  /** the stream ended (publisher gone for good or stream closed) */
+  /** the reader fell behind: what was queued for it is dropped and it resumes at the next keyframe */
+  skipped?(info: { units: number; bytes: number }): void;
+  /** the subscription ended: the stream closed, or the reader was stuck ('reader stuck: …'), or its sink threw */
   end?(reason: string): void;
 }
 
-export interface SubscribeOptions {
-  /** queued bytes past which this subscriber skips ahead to the next keyframe (default: the bus's) */
+/**
+ * A format's framing of units, made once per unit for every reader of that format on a stream. The encoder sees
+ * every unit of the stream in order from the latest keyframe on (the GOP cache first, when it is created), so it
+ * may keep state (parameter sets, timestamps); it must not change the units.
+ */
+export interface FormatEncoder<F> {
+  /** the stream's tracks (all of them), before the units that need them */
+  tracks?(tracks: ReadonlyArray<TrackInfo>): void;
+  /** the unit's form; undefined leaves the unit out for this format's readers */
+  encode(unit: AccessUnit): F | undefined;
+  /** the last reader of this format left the stream, or the stream closed */
+  close?(): void;
+}
+
+export interface UnitFormat<F> {
+  readonly name: string;
+  createEncoder(stream: StreamInfo): FormatEncoder<F>;
+}
+
+/** Declares a format; pass the same value to every subscribe that wants it (it is compared by identity). */
+export function defineFormat<F>(name: string, createEncoder: (stream: StreamInfo) => FormatEncoder<F>): UnitFormat<F> {
+  return { name, createEncoder };
+}
+
+/** Which tracks a reader takes: audio and video, audio only, video only (the names of the spec's mediaTyp). */
+export type MediaSelect = 'av' | 'a' | 'v';
+
+/** A stage's form of a stream: its name and parameters (a stage may take none). */
+export interface StageRef {
+  stage: string;
+  params?: Record<string, unknown>;
+}
+
+export interface SubscribeOptions<F = undefined> {
+  /** tracks to read (default 'av'). An audio-only reader may start at any unit; a video reader at a keyframe */
+  media?: MediaSelect;
+  /** the format whose framing `write` gets as its second argument */
+  format?: UnitFormat<F>;
+  /** read a stage's form of the stream instead of the stream itself (e.g. { stage: 'aac' }) */
+  via?: string | StageRef;
+  /** queued bytes past which this reader skips ahead to the next keyframe (default: the bus's maxQueueBytes) */
   maxQueueBytes?: number;
-  /** start from the GOP cache (latest keyframe) instead of the next unit; default true */
+  /** a reader that takes nothing this long while media waits for it is ended (default: the bus's, 30 s) */
+  dropAfterMs?: number;
+  /** start from the GOP cache (latest keyframe) instead of the next start point; default true */
   fromKeyframe?: boolean;
 }
 
+export interface SubscriptionStats {
+  units: number;
+  bytes: number;
+  /** times the reader fell behind and was moved to the next keyframe */
+  skips: number;
+  /** units dropped by those skips */
+  skippedUnits: number;
+  queuedBytes: number;
+}
+
 export interface Subscription {
+  /** the sink can take more: deliver what is queued */
   resume(): void;
+  /** stop reading (no `end` call follows) */
   close(): void;
-  readonly stats: { units: number; bytes: number; skips: number; queuedBytes: number };
+  readonly closed: boolean;
+  readonly stats: Readonly<SubscriptionStats>;
 }
 
 export interface Publisher {
   setTrack(info: TrackInfo): void;
+  /** one unit (owned by the bus from here on: never change it) */
   push(unit: AccessUnit): void;
-  /** the source stopped for now (e.g. terminal disconnected); subscribers stay */
+  /** the source stopped for now (e.g. terminal disconnected); readers stay */
   pause(): void;
+  /**
+   * Anchors the stream's timeline to wall-clock time: `dtsMs` on the timeline was `epochMs` (e.g. from an RTCP
+   * sender report). Without it the bus anchors each publisher's first unit to the gateway clock's now.
+   */
+  setWallClock(epochMs: number, dtsMs: number): void;
+  /** false once replaced by another publisher or the stream closed */
+  readonly active: boolean;
   readonly closed: boolean;
-  /** called once when the stream closes (last request gone): the source should stop */
+  /** called once when the stream closes (e.g. last request gone): the source should stop */
   onClose(cb: () => void): void;
 }
 
@@ -41,26 +126,100 @@ export interface MediaStreamStats {
   bytesIn: number;
   videoFrames: number;
   audioFrames: number;
+  /** readers, stage inputs included */
   subscribers: number;
   gopBytes: number;
   queuedBytes: number;
   skips: number;
+  /** readers ended because they stayed stuck */
+  droppedReaders: number;
+  /** per format in use: its readers */
+  formats: Record<string, number>;
 }
 
-export interface MediaStream {
+/** What a format encoder or a stage learns about the stream it works on. */
+export interface StreamInfo {
   readonly name: string;
   readonly tracks: ReadonlyArray<TrackInfo>;
-  /** true from the first keyframe (or first audio unit of an audio-only stream) */
+  /** wall-clock time (epoch ms) of a time on the timeline (ms), once the stream has a unit */
+  wallClock(dtsMs: number): number | undefined;
+}
+
+export type StreamEvent = 'ready' | 'tracks' | 'publisher' | 'closed';
+
+export interface MediaStream extends StreamInfo {
+  /** who made it: 'sessions' for request streams, else the plugin's name */
+  readonly owner: string;
+  /** for a stage's stream: the stream it derives from, and the stage */
+  readonly derivedFrom?: { stream: string; stage: string; params: Readonly<Record<string, unknown>> };
+  /** true from the first keyframe (or after audio alone, for a stream that expects no video) */
   readonly ready: boolean;
   readonly closed: boolean;
+  /** counts publishers: 1 for the first, +1 at each replacement (a timeline discontinuity for HLS and RTCP) */
+  readonly epoch: number;
   /** at most one publisher at a time; a second attach replaces the first (terminal reconnect) */
   attachPublisher(): Publisher;
-  subscribe(sink: MediaSink, opts?: SubscribeOptions): Subscription;
-  onReady(cb: () => void): void;
+  subscribe<F = undefined>(sink: MediaSink<F>, opts?: SubscribeOptions<F>): Subscription;
+  /** 'ready' (once), 'tracks' (on each change), 'publisher' (a new publisher attached), 'closed' (with the reason) */
+  on(event: 'ready' | 'publisher', cb: () => void): Off;
+  on(event: 'tracks', cb: (tracks: ReadonlyArray<TrackInfo>) => void): Off;
+  on(event: 'closed', cb: (reason: string) => void): Off;
   stats(): MediaStreamStats;
+}
+
+/** A stream a plugin made: it closes it (or the kernel does, when the plugin stops). */
+export interface OwnedStream extends MediaStream {
+  close(reason: string): void;
+}
+
+/** What a stage gets when the bus starts it for one (stream, params). */
+export interface StageContext {
+  /** the stream to read */
+  readonly input: MediaStream;
+  /** the derived stream's publisher */
+  readonly output: Publisher;
+  readonly params: Readonly<Record<string, unknown>>;
+  readonly log: Logger;
+  /** the stage cannot go on (e.g. its input reader was ended): closes the derived stream, ending its readers */
+  fail(reason: string): void;
+}
+
+export interface StageInstance {
+  /** the last reader left, or the input closed: stop reading and release what the stage holds */
+  stop(): void;
+}
+
+export interface StageDefinition {
+  /** unique on the gateway; readers name it in `via` */
+  name: string;
+  /**
+   * Checks and completes the reader's params (defaults filled in), so equal forms share one instance. Throw a
+   * TypeError to refuse: the subscribe throws it.
+   */
+  params?(given: Readonly<Record<string, unknown>>): Record<string, unknown>;
+  start(ctx: StageContext): StageInstance;
+}
+
+export interface CreateStreamOptions {
+  /** false for an audio-only source: ready comes with its first audio unit (default true: ready at a keyframe) */
+  expectVideo?: boolean;
 }
 
 export interface MediaBus {
   get(name: string): MediaStream | undefined;
-  onStream(cb: (s: MediaStream) => void): void;
+  /** streams open now, derived ones included */
+  list(): MediaStream[];
+  /** called for every stream created from now on (request streams, plugin streams, stage streams) */
+  onStream(cb: (s: MediaStream) => void): Off;
+  /**
+   * A stream of the plugin's own (names: letters, digits and `_ . ~ -`, up to 128). Throws if the name is taken.
+   * The kernel closes it when the plugin stops, if the plugin did not.
+   */
+  create(name: string, opts?: CreateStreamOptions): OwnedStream;
+  /** A stage other plugins' readers can ask for by name; unregistered when the plugin stops. */
+  registerStage(def: StageDefinition): void;
+  /** names of the stages registered */
+  stages(): string[];
 }
+
+export const STREAM_NAME = /^[A-Za-z0-9_.~-]{1,128}$/;

@@ -1,18 +1,29 @@
 /** The public surface for plugin authors. Plugins import from here, never from core/ or from each other. */
 export { definePlugin } from './plugin';
-export type { PluginDefinition, PluginContext, PluginInstance, SiteInfo, Net, ListenOptions, Stores, KeyValueStore } from './plugin';
+export type {
+  PluginDefinition, PluginContext, PluginInstance, SiteInfo, Net, ListenOptions, HttpListenOptions, HttpListener, Stores, KeyValueStore,
+} from './plugin';
 export type { Routes, RouteRequest, RouteOptions, AuthMode, JsonHandler, RawHandler, UpgradeHandler, JsonReply, Application } from './http';
-export type { MediaBus, MediaStream, MediaSink, Publisher, Subscription, SubscribeOptions, MediaStreamStats } from './bus';
-export type { AccessUnit, TrackInfo, VideoTrackInfo, AudioTrackInfo, CodecId, VideoCodec, AudioCodec } from './media';
+export { defineFormat, STREAM_NAME } from './bus';
+export type {
+  MediaBus, MediaStream, OwnedStream, MediaSink, Publisher, Subscription, SubscribeOptions, SubscriptionStats, MediaStreamStats,
+  MediaSelect, UnitFormat, FormatEncoder, StreamInfo, StreamEvent, StageDefinition, StageContext, StageInstance, StageRef,
+  CreateStreamOptions, Off,
+} from './bus';
+export { VIDEO_TIMESCALE, unitAt, videoUnit, audioUnit, shiftUnit, withPayload } from './media';
+export type { AccessUnit, TrackInfo, VideoTrackInfo, AudioTrackInfo, CodecId, VideoCodec, AudioCodec, G726Packing, UnitTicks, UnitMs } from './media';
+export { defineService } from './services';
+export type { ServiceToken, Services } from './services';
+export { TERMINAL_LINKS } from './services/terminal-links';
+export type { TerminalLinks, TerminalLink, DownlinkAudio, Jt1078Layout } from './services/terminal-links';
 export { CloseCause, closeReasonOf } from './sessions';
 export { normaliseSim, SIM_PATTERN } from './sim';
 export type {
   Sessions, StrmRequest, ChannelStream, OpenParams, IngestProvider, OutputProvider, PresenceProvider, OpenGuard, PushAddress,
-  StreamTyp, MediaTyp, CloseCauseValue,
+  StreamTyp, MediaTyp, CloseCauseValue, PlayerInfo, PlayerHandle,
 } from './sessions';
 export type { Notice, NoticePayload, Notices } from './notices';
 export type { Metrics } from './metrics';
-export type { FlvServer, FlvPublisher, FlvPublishOptions, FlvTag, PlayAttempt } from './flv-server';
 export { ErrCode, GatewayError, invalidParam } from './errors';
 export type { ErrCodeValue } from './errors';
 export { systemClock, ManualClock } from './clock';

@@ -1,12 +1,26 @@
 /**
  * Media types shared by every plugin that publishes to or reads from the media bus.
- * Timestamps are milliseconds on the stream's own timeline (rebased by the publisher, starting near 0).
+ *
+ * Time: every unit carries exact timestamps in ticks of its own time base (`timescale` ticks per second: 90 kHz
+ * for video, the sample rate for audio, or whatever the source counts in) and a millisecond view of the same
+ * instants (`dts`/`pts`, possibly fractional) for formats that count in ms (FLV). Both are on the stream's own
+ * timeline, which starts near 0 and continues across a publisher's reconnect. `MediaStream.wallClock` maps that
+ * timeline to wall-clock time (RTCP sender reports, EXT-X-PROGRAM-DATE-TIME).
+ *
+ * Units are immutable once pushed: the bus, the GOP cache and every reader share the same objects. Build them
+ * with `videoUnit`/`audioUnit` (or `unitAt` for exact ticks) and never change one afterwards.
  */
 
 export type VideoCodec = 'h264' | 'h265';
-/** Audio codecs as a terminal sends them; decoding to AAC is an output plugin's business. */
+/**
+ * Audio codecs as sources send them. Stages (e.g. an AAC encoder) derive other forms; an output that needs one
+ * asks for it when it subscribes.
+ */
 export type AudioCodec = 'aac' | 'g711a' | 'g711u' | 'g726' | 'adpcm' | 'g721' | 'g722' | 'g723' | 'g729' | 'mp3' | 'pcm' | 'unknown';
 export type CodecId = VideoCodec | AudioCodec;
+
+/** the time base of video units: RTP's and MPEG-TS's 90 kHz */
+export const VIDEO_TIMESCALE = 90_000;
 
 export interface VideoTrackInfo {
   kind: 'video';
@@ -26,32 +40,145 @@ export interface VideoTrackInfo {
   frameRate?: number;
 }
 
+/**
+ * G.726 codeword packing: 'left' puts the first codeword in the most significant bits of a byte (ITU-T G.726
+ * Annex / AAL2, ffmpeg's `g726`), 'right' in the least significant bits (RFC 3551, ffmpeg's `g726le`).
+ */
+export type G726Packing = 'left' | 'right';
+
 export interface AudioTrackInfo {
   kind: 'audio';
   codec: AudioCodec;
   sampleRate: number;
   channels: number;
-  /** bits per coded sample where it matters (G.726: 2..5) */
+  /** bits per coded sample where it matters (G.726: 2..5, i.e. 16..40 kbit/s; IMA ADPCM: 4) */
   bitsPerSample?: number;
-  /** AAC AudioSpecificConfig, when codec is 'aac' */
+  /** G.726 codeword packing, when the source says or the site configures it */
+  packing?: G726Packing;
+  /** AAC AudioSpecificConfig, when codec is 'aac' (units are raw AAC frames, never ADTS) */
   config?: Buffer;
+  /** samples per unit when every unit has the same count (AAC-LC: 1024) */
+  frameSamples?: number;
 }
 
 export type TrackInfo = VideoTrackInfo | AudioTrackInfo;
 
 /**
- * One access unit: a whole video frame (all its NAL units) or one audio frame/packet.
+ * One access unit: a whole video frame (all its NAL units) or one audio frame.
  * Video payload is Annex-B (NAL units each preceded by 00 00 00 01), parameter sets included on keyframes.
+ * Audio payload is one frame of the track's codec with nothing around it: raw AAC (no ADTS header), G.711/G.726/
+ * ADPCM codewords without a vendor frame header (the ingest removes HiSilicon's).
  */
 export interface AccessUnit {
+  readonly kind: 'video' | 'audio';
+  readonly codec: CodecId;
+  /** decode timestamp, ms on the stream's timeline (exactly dtsTicks * 1000 / timescale; may be fractional) */
+  readonly dts: number;
+  /** presentation timestamp, ms (equal to dts for streams without B frames) */
+  readonly pts: number;
+  /** ticks per second of dtsTicks/ptsTicks/duration */
+  readonly timescale: number;
+  /** decode timestamp in ticks of timescale (an integer) */
+  readonly dtsTicks: number;
+  /** presentation timestamp in ticks of timescale */
+  readonly ptsTicks: number;
+  /** how long the unit lasts in ticks when known (audio: its sample count at the sample rate), else 0 */
+  readonly duration: number;
+  readonly keyframe: boolean;
+  readonly payload: Buffer;
+  /** set by the ingest that publishes it: when the unit's last packet was parsed (performance.now(), ms, monotonic); flv-out's added-latency metric starts here */
+  readonly receivedAt?: number;
+}
+
+/** Fields for a unit at exact ticks. */
+export interface UnitTicks {
   kind: 'video' | 'audio';
   codec: CodecId;
-  /** decode timestamp, ms */
-  dts: number;
-  /** presentation timestamp, ms (equal to dts for streams without B frames) */
-  pts: number;
+  timescale: number;
+  dtsTicks: number;
+  /** default dtsTicks */
+  ptsTicks?: number;
+  duration?: number;
   keyframe: boolean;
   payload: Buffer;
-  /** set by the ingest that publishes it: when the unit's last packet was parsed (performance.now(), ms, monotonic); flv-out's added-latency metric starts here */
   receivedAt?: number;
+}
+
+/** A unit at exact ticks of its time base; the ms view is derived. */
+export function unitAt(u: UnitTicks): AccessUnit {
+  const ts = u.timescale;
+  if (!(ts > 0) || !Number.isInteger(u.dtsTicks)) throw new RangeError(`unit time: timescale ${ts} and integer dtsTicks ${u.dtsTicks} needed`);
+  const pt = u.ptsTicks ?? u.dtsTicks;
+  return {
+    kind: u.kind, codec: u.codec,
+    dts: (u.dtsTicks * 1000) / ts, pts: (pt * 1000) / ts,
+    timescale: ts, dtsTicks: u.dtsTicks, ptsTicks: pt, duration: u.duration ?? 0,
+    keyframe: u.keyframe, payload: u.payload, receivedAt: u.receivedAt,
+  };
+}
+
+/** Fields for a unit timed in ms (what JT/T 1078 terminals send); ticks are derived at the given time base. */
+export interface UnitMs {
+  codec: CodecId;
+  /** ms */
+  dts: number;
+  /** ms, default dts */
+  pts?: number;
+  keyframe?: boolean;
+  payload: Buffer;
+  /** ticks per second (default: 90 kHz for video; required for audio: the sample rate) */
+  timescale?: number;
+  /** ticks (audio: samples in the frame) */
+  duration?: number;
+  receivedAt?: number;
+}
+
+const VIDEO_CODECS: ReadonlySet<string> = new Set<VideoCodec>(['h264', 'h265']);
+
+/** A video frame at ms timestamps (90 kHz ticks). */
+export function videoUnit(u: UnitMs): AccessUnit {
+  if (!VIDEO_CODECS.has(u.codec)) throw new TypeError(`videoUnit: ${u.codec} is not a video codec`);
+  return msUnit('video', u, u.timescale ?? VIDEO_TIMESCALE);
+}
+
+/** An audio frame at ms timestamps; `timescale` is the sample rate. */
+export function audioUnit(u: UnitMs & { timescale: number }): AccessUnit {
+  if (VIDEO_CODECS.has(u.codec)) throw new TypeError(`audioUnit: ${u.codec} is a video codec`);
+  return msUnit('audio', u, u.timescale);
+}
+
+function msUnit(kind: 'video' | 'audio', u: UnitMs, ts: number): AccessUnit {
+  if (!(ts > 0)) throw new RangeError(`unit time: timescale ${ts} must be > 0`);
+  const pts = u.pts ?? u.dts;
+  return {
+    kind, codec: u.codec, dts: u.dts, pts,
+    timescale: ts, dtsTicks: Math.round((u.dts * ts) / 1000), ptsTicks: Math.round((pts * ts) / 1000), duration: u.duration ?? 0,
+    keyframe: kind === 'audio' ? true : u.keyframe === true, payload: u.payload, receivedAt: u.receivedAt,
+  };
+}
+
+/**
+ * The same unit moved on the timeline by `offsetMs` (a new object: units are shared, never changed). The ticks
+ * move by the offset rounded to the unit's time base.
+ */
+export function shiftUnit(u: AccessUnit, offsetMs: number): AccessUnit {
+  if (offsetMs === 0) return u;
+  const dt = Math.round((offsetMs * u.timescale) / 1000);
+  const dtsTicks = u.dtsTicks + dt;
+  const ptsTicks = u.ptsTicks + dt;
+  return {
+    kind: u.kind, codec: u.codec,
+    dts: (dtsTicks * 1000) / u.timescale, pts: (ptsTicks * 1000) / u.timescale,
+    timescale: u.timescale, dtsTicks, ptsTicks, duration: u.duration,
+    keyframe: u.keyframe, payload: u.payload, receivedAt: u.receivedAt,
+  };
+}
+
+/** The same unit with another payload (and optionally codec and duration): what a stage makes of an audio frame. */
+export function withPayload(u: AccessUnit, payload: Buffer, change: { codec?: CodecId; duration?: number } = {}): AccessUnit {
+  return {
+    kind: u.kind, codec: change.codec ?? u.codec, dts: u.dts, pts: u.pts,
+    timescale: u.timescale, dtsTicks: u.dtsTicks, ptsTicks: u.ptsTicks, duration: change.duration ?? u.duration,
+    keyframe: u.keyframe, payload, receivedAt: u.receivedAt,
+  };
 }

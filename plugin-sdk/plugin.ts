@@ -1,3 +1,4 @@
+import type { Server as HttpServer } from 'node:http';
 import type { Server as NetServer, Socket } from 'node:net';
 import type { Socket as UdpSocket, RemoteInfo } from 'node:dgram';
 import type { Logger } from 'pino';
@@ -7,7 +8,7 @@ import type { Sessions } from './sessions';
 import type { Notices } from './notices';
 import type { Metrics } from './metrics';
 import type { Clock } from './clock';
-import type { FlvServer, FlvServerOptions } from './flv-server';
+import type { ServiceToken, Services } from './services';
 
 export interface SiteInfo {
   /** site folder name, e.g. 'default' */
@@ -31,9 +32,27 @@ export interface ListenOptions {
   key: string;
 }
 
+export interface HttpListenOptions extends ListenOptions {
+  /** a request's headers must arrive within this (default 15 s) */
+  headersTimeoutMs?: number;
+  /** a whole request (not its response) must arrive within this (default 30 s) */
+  requestTimeoutMs?: number;
+  /** bytes a JSON body may have (default: the gateway's bodyLimit) */
+  bodyLimit?: number;
+}
+
+/** An HTTP server on a port of the plugin's own, with the same routes, auth and reply envelope as the API port. */
+export interface HttpListener {
+  readonly routes: Routes;
+  readonly port: number;
+  readonly server: HttpServer;
+}
+
 export interface Net {
   listenTcp(opts: ListenOptions, onConnection: (socket: Socket) => void): Promise<NetServer>;
   listenUdp(opts: ListenOptions, onMessage: (msg: Buffer, rinfo: RemoteInfo, socket: UdpSocket) => void): Promise<UdpSocket>;
+  /** HTTP (and WebSocket upgrades through `routes.upgrade`) on its own port; closed with its connections at stop */
+  listenHttp(opts: HttpListenOptions): Promise<HttpListener>;
 }
 
 export interface KeyValueStore {
@@ -62,12 +81,12 @@ export interface PluginContext<C> {
   readonly stores: Stores;
   readonly metrics: Metrics;
   readonly clock: Clock;
-  /** the shared FLV player server on a port of the plugin's config (started on first call) */
-  flvServer(opts: ListenOptions & FlvServerOptions): Promise<FlvServer>;
+  /** services other plugins provide, and this plugin's own (see services.ts) */
+  readonly services: Services;
 }
 
 export interface PluginInstance {
-  /** close everything the plugin opened; listeners made through ctx.net are closed by the kernel anyway */
+  /** close everything the plugin opened; listeners made through ctx.net, and streams and stages made through ctx.bus, are closed by the kernel anyway */
   stop?(): Promise<void> | void;
 }
 
@@ -79,6 +98,12 @@ export interface PluginDefinition<C extends object = Record<string, never>> {
   env?: Partial<Record<keyof C & string, string>>;
   /** plugins that must start before this one */
   requires?: string[];
+  /** services this plugin provides (it must call ctx.services.provide for each in setup) */
+  provides?: ReadonlyArray<ServiceToken<unknown>>;
+  /** services this plugin cannot run without: boot stops when no plugin on the site provides one */
+  needs?: ReadonlyArray<ServiceToken<unknown>>;
+  /** services this plugin uses when the site has them (ctx.services.find) */
+  uses?: ReadonlyArray<ServiceToken<unknown>>;
   setup(ctx: PluginContext<C>): Promise<PluginInstance | void> | PluginInstance | void;
 }
 

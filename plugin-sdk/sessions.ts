@@ -89,13 +89,33 @@ export interface IngestProvider {
   pushAddress(typ: StreamTyp): PushAddress;
 }
 
-/** An output plugin for one `fmt`: makes play URLs. */
+/**
+ * An output plugin: makes play URLs. With `fmt` it serves that `fmt` of the open request (its URL is the
+ * `playUrl`). Without one it serves every request in a way of its own: its URL goes into the open result's and
+ * status's `urls` object under its name (`"urls": {"annexb-http": "http://…"}`), made with its first scheme.
+ */
 export interface OutputProvider {
   name: string;
-  fmt: number;
+  fmt?: number;
   /** schemes this output can serve on this site, e.g. ['http', 'ws'] */
   schemes: string[];
   playUrl(args: { streamName: string; reqId: string; token: string; scheme: string; host: string; subFmt?: string }): string;
+}
+
+/** A player (or any reader serving a request) as the output tells the sessions about it. */
+export interface PlayerInfo {
+  /** e.g. 'http-flv', 'ws-flv', 'hls', 'rtsp' */
+  protocol: string;
+  /** the peer, address:port */
+  remote: string;
+}
+
+/** What an output holds while a player of a request plays: the request counts it, and its bytes. */
+export interface PlayerHandle {
+  /** n more bytes went to this player (added to the stream's bytes out in status) */
+  sent(n: number): void;
+  /** the player left (idempotent) */
+  close(): void;
 }
 
 /** Knows whether a terminal is online; open answers -27 when it says 'offline'. */
@@ -135,10 +155,11 @@ export interface Sessions {
    * (constant-time), else undefined.
    */
   authorizePlay(streamName: string, reqId: string, token: string): StrmRequest | undefined;
-  /** a player of reqId started/stopped; the first start marks the request consumed */
-  playerStarted(reqId: string): void;
-  playerStopped(reqId: string): void;
-  addBytesOut(streamName: string, n: number): void;
+  /**
+   * A player of reqId started: the request counts it (`players` in status) and is consumed from now on (it is not
+   * closed for consumptionTimeoutSec). Undefined when the request is not open. Close the handle when it leaves.
+   */
+  attachPlayer(reqId: string, info: PlayerInfo): PlayerHandle | undefined;
   /** close a request (e.g. terminal gone for good) */
   closeRequest(reqId: string, cause: CloseCauseValue): void;
   /** close every request of a stream */

@@ -1,219 +1,203 @@
-import type { AccessUnit, TrackInfo } from '../../plugin-sdk/media';
-import type { MediaBus, MediaSink, MediaStream, MediaStreamStats, Publisher, SubscribeOptions, Subscription } from '../../plugin-sdk/bus';
-import { Subscriber } from './subscriber';
+import { createHash } from 'node:crypto';
+import type { Logger } from 'pino';
+import {
+  STREAM_NAME, type CreateStreamOptions, type MediaBus, type MediaStream, type Off, type OwnedStream, type StageDefinition,
+  type StageInstance, type StageRef,
+} from '../../plugin-sdk/bus';
+import { BusStream, type BusLimits } from './stream';
 
-export interface BusLimits {
-  maxGopBytes: number;
-  maxQueueBytes: number;
-  maxStreamBytes: number;
+export type { BusLimits } from './stream';
+export { BusStream } from './stream';
+
+interface RegisteredStage {
+  def: StageDefinition;
+  owner: string;
+  log: Logger;
 }
 
-/** Audio-only terminals exist: after this much audio with no video track the stream counts as ready. */
-const AUDIO_ONLY_READY_MS = 3000;
-
-class PublisherHandle implements Publisher {
-  active = true;
-  offset: number | undefined;
-  private closeCbs: Array<() => void> = [];
-  constructor(private readonly stream: BusStream) {}
-  get closed(): boolean {
-    return !this.active || this.stream.closed;
-  }
-  setTrack(info: TrackInfo): void {
-    if (this.active) this.stream.setTrack(info);
-  }
-  push(unit: AccessUnit): void {
-    if (this.active) this.stream.push(this, unit);
-  }
-  pause(): void {
-    /* subscribers stay attached; the next publisher continues the timeline */
-  }
-  onClose(cb: () => void): void {
-    this.closeCbs.push(cb);
-  }
-  fireClose(): void {
-    this.active = false;
-    const cbs = this.closeCbs;
-    this.closeCbs = [];
-    for (const cb of cbs) cb();
-  }
+/** Params in one canonical text (sorted keys), so equal forms name one derived stream. */
+function canonical(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
+  if (v && typeof v === 'object') return `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${canonical((v as Record<string, unknown>)[k])}`).join(',')}}`;
+  return JSON.stringify(v) ?? 'null';
 }
 
-export class BusStream implements MediaStream {
-  private trackMap = new Map<'video' | 'audio', TrackInfo>();
-  private trackList: TrackInfo[] = [];
-  private gop: AccessUnit[] = [];
-  private gopBytes = 0;
-  private gopValid = false;
-  private subs = new Set<Subscriber>();
-  private publisher: PublisherHandle | undefined;
-  private readyFlag = false;
-  private readyCbs: Array<() => void> = [];
-  private closedFlag = false;
-  private lastDts = -Infinity;
-  private firstAudioDts: number | undefined;
-  private queued = 0;
-  /** sessions say whether requests want video; decides what "ready" waits for */
-  expectVideo = true;
-  private readonly st = { unitsIn: 0, bytesIn: 0, videoFrames: 0, audioFrames: 0, skips: 0 };
-
-  constructor(readonly name: string, private readonly limits: BusLimits) {}
-
-  get tracks(): ReadonlyArray<TrackInfo> {
-    return this.trackList;
-  }
-  get ready(): boolean {
-    return this.readyFlag;
-  }
-  get closed(): boolean {
-    return this.closedFlag;
-  }
-
-  attachPublisher(): Publisher {
-    if (this.closedFlag) throw new Error(`stream ${this.name} is closed`);
-    if (this.publisher) this.publisher.active = false;
-    this.publisher = new PublisherHandle(this);
-    return this.publisher;
-  }
-
-  setTrack(info: TrackInfo): void {
-    this.trackMap.set(info.kind, info);
-    this.trackList = [...this.trackMap.values()];
-    for (const s of this.subs) s.tracksChanged(this.trackList);
-  }
-
-  private hasVideo = (): boolean => this.trackMap.has('video') || this.expectVideo;
-
-  push(pub: PublisherHandle, au: AccessUnit): void {
-    if (this.closedFlag) return;
-    // A new publisher (terminal reconnect) continues the old timeline so players see no jump backwards.
-    if (pub.offset === undefined) pub.offset = this.lastDts === -Infinity ? 0 : this.lastDts + 20 - au.dts;
-    if (pub.offset !== 0) {
-      au.dts += pub.offset;
-      au.pts += pub.offset;
-    }
-    if (au.dts > this.lastDts) this.lastDts = au.dts;
-    this.st.unitsIn++;
-    this.st.bytesIn += au.payload.length;
-    if (au.kind === 'video') {
-      this.st.videoFrames++;
-      if (au.keyframe) {
-        this.gop = [];
-        this.gopBytes = 0;
-        this.gopValid = true;
-        if (!this.readyFlag) this.markReady();
-      }
-    } else {
-      this.st.audioFrames++;
-      if (!this.readyFlag) {
-        if (this.firstAudioDts === undefined) this.firstAudioDts = au.dts;
-        if (!this.trackMap.has('video') && (!this.expectVideo || au.dts - this.firstAudioDts >= AUDIO_ONLY_READY_MS)) {
-          this.expectVideo = false;
-          this.markReady();
-        }
-      }
-    }
-    if (this.gopValid) {
-      this.gop.push(au);
-      this.gopBytes += au.payload.length;
-      if (this.gopBytes > this.limits.maxGopBytes) {
-        this.gop = [];
-        this.gopBytes = 0;
-        this.gopValid = false;
-      }
-    }
-    for (const s of this.subs) this.queued += s.offer(au);
-    if (this.queued + this.gopBytes > this.limits.maxStreamBytes) {
-      // the running total misses what sinks drained since; recount before shedding anyone
-      this.recount();
-      if (this.queued + this.gopBytes > this.limits.maxStreamBytes) this.shedLargestQueue();
-    }
-  }
-
-  private shedLargestQueue(): void {
-    let worst: Subscriber | undefined;
-    for (const s of this.subs) if (!worst || s.queuedBytes > worst.queuedBytes) worst = s;
-    if (worst && worst.queuedBytes > 0) {
-      this.queued -= worst.skip();
-      this.st.skips++;
-    }
-    this.recount();
-  }
-
-  private recount(): void {
-    let q = 0;
-    for (const s of this.subs) q += s.queuedBytes;
-    this.queued = q;
-  }
-
-  private markReady(): void {
-    this.readyFlag = true;
-    const cbs = this.readyCbs;
-    this.readyCbs = [];
-    for (const cb of cbs) cb();
-  }
-
-  onReady(cb: () => void): void {
-    if (this.readyFlag) cb();
-    else this.readyCbs.push(cb);
-  }
-
-  subscribe(sink: MediaSink, opts?: SubscribeOptions): Subscription {
-    if (this.closedFlag) throw new Error(`stream ${this.name} is closed`);
-    const sub = new Subscriber(sink, opts?.maxQueueBytes ?? this.limits.maxQueueBytes, this.hasVideo, (s) => {
-      this.subs.delete(s);
-      this.recount();
-    });
-    this.subs.add(sub);
-    if (this.trackList.length) sink.tracks?.(this.trackList);
-    if (opts?.fromKeyframe !== false && this.gopValid) {
-      for (const au of this.gop) this.queued += sub.offer(au);
-    }
-    return sub;
-  }
-
-  stats(): MediaStreamStats {
-    this.recount();
-    return { ...this.st, subscribers: this.subs.size, gopBytes: this.gopBytes, queuedBytes: this.queued };
-  }
-
-  close(reason: string): void {
-    if (this.closedFlag) return;
-    this.closedFlag = true;
-    this.publisher?.fireClose();
-    for (const s of [...this.subs]) s.end(reason);
-    this.subs.clear();
-    this.gop = [];
-    this.gopBytes = 0;
-    this.queued = 0;
-    this.readyCbs = [];
-  }
-}
-
-export class CoreMediaBus implements MediaBus {
+/**
+ * The gateway's streams, by name, and the stages that derive streams from them. Plugins see it through a
+ * `PluginBus` that remembers what each one created or registered, for the kernel to release at its stop.
+ */
+export class CoreMediaBus {
   private streams = new Map<string, BusStream>();
   private cbs: Array<(s: MediaStream) => void> = [];
-  constructor(private readonly limits: BusLimits) {}
+  private stageDefs = new Map<string, RegisteredStage>();
+
+  constructor(readonly limits: BusLimits, private readonly log: Logger, private readonly now: () => number) {}
 
   get(name: string): BusStream | undefined {
     return this.streams.get(name);
   }
-  onStream(cb: (s: MediaStream) => void): void {
-    this.cbs.push(cb);
+
+  list(): BusStream[] {
+    return [...this.streams.values()];
   }
-  create(name: string): BusStream {
-    const s = new BusStream(name, this.limits);
-    this.streams.set(name, s);
-    for (const cb of this.cbs) cb(s);
-    return s;
-  }
-  remove(name: string, reason: string): void {
-    const s = this.streams.get(name);
-    if (!s) return;
-    this.streams.delete(name);
-    s.close(reason);
-  }
+
   get size(): number {
     return this.streams.size;
+  }
+
+  onStream(cb: (s: MediaStream) => void): Off {
+    this.cbs.push(cb);
+    return () => {
+      const i = this.cbs.indexOf(cb);
+      if (i >= 0) this.cbs.splice(i, 1);
+    };
+  }
+
+  create(name: string, owner: string, opts: CreateStreamOptions = {}): BusStream {
+    if (!STREAM_NAME.test(name)) throw new TypeError(`stream name '${name}': use 1-128 letters, digits and _ . ~ -`);
+    if (this.streams.has(name)) throw new Error(`stream ${name} exists already (made by ${this.streams.get(name)!.owner})`);
+    const s = this.newStream(name, owner);
+    if (opts.expectVideo === false) s.expectVideo = false;
+    this.added(s);
+    return s;
+  }
+
+  /** Closes a stream (its readers end with the reason, its publisher is told). */
+  remove(name: string, reason: string): void {
+    this.streams.get(name)?.close(reason);
+  }
+
+  private newStream(name: string, owner: string, derivedFrom?: BusStream['derivedFrom']): BusStream {
+    return new BusStream(name, owner, {
+      limits: this.limits, log: this.log, now: this.now, derive: (from, via) => this.derive(from, via),
+    }, (s) => {
+      if (this.streams.get(s.name) === s) this.streams.delete(s.name);
+    }, derivedFrom);
+  }
+
+  private added(s: BusStream): void {
+    this.streams.set(s.name, s);
+    for (const cb of [...this.cbs]) {
+      try {
+        cb(s);
+      } catch (err) {
+        this.log.error({ err, stream: s.name }, 'onStream listener threw');
+      }
+    }
+  }
+
+  // --- stages -----------------------------------------------------------------------------------------------------
+
+  registerStage(def: StageDefinition, owner: string, log: Logger): void {
+    if (!/^[a-z][a-z0-9-]{0,39}$/.test(def.name)) throw new TypeError(`stage name '${def.name}': lower-case letters, digits and dashes, up to 40`);
+    const taken = this.stageDefs.get(def.name);
+    if (taken) throw new Error(`stage '${def.name}' is registered already (by plugin ${taken.owner})`);
+    this.stageDefs.set(def.name, { def, owner, log });
+  }
+
+  unregisterStage(name: string): void {
+    if (!this.stageDefs.delete(name)) return;
+    for (const s of [...this.streams.values()]) if (s.derivedFrom?.stage === name) s.close(`stage ${name} stopped`);
+  }
+
+  stageNames(): string[] {
+    return [...this.stageDefs.keys()];
+  }
+
+  /**
+   * The derived stream for (from, stage, params): found, or made and its stage started. It closes, and its stage
+   * stops, when its last reader leaves or its input closes.
+   */
+  private derive(from: BusStream, via: string | StageRef): BusStream {
+    const ref: StageRef = typeof via === 'string' ? { stage: via } : via;
+    const st = this.stageDefs.get(ref.stage);
+    if (!st) {
+      const known = this.stageNames();
+      throw new Error(`no stage '${ref.stage}' on this gateway (${known.length ? `stages: ${known.join(', ')}` : 'no plugin registered a stage'})`);
+    }
+    const params = st.def.params ? st.def.params(ref.params ?? {}) : { ...(ref.params ?? {}) };
+    const key = canonical(params);
+    const name = `${from.name}~${ref.stage}${key === '{}' ? '' : `~${createHash('sha1').update(key).digest('hex').slice(0, 10)}`}`;
+    const found = this.streams.get(name);
+    if (found && !found.closed) return found;
+
+    const d = this.newStream(name, st.owner, { stream: from.name, stage: ref.stage, params });
+    d.expectVideo = from.expectVideo;
+    const output = d.attachPublisher();
+    const log = st.log.child({ stage: ref.stage, stream: from.name });
+    let instance: StageInstance | undefined;
+    let stopped = false;
+    const stop = () => {
+      if (stopped) return;
+      stopped = true;
+      offInput();
+      try {
+        instance?.stop();
+      } catch (err) {
+        log.error({ err }, 'stage failed to stop');
+      }
+      log.debug('stage stopped');
+    };
+    const offInput = from.on('closed', (reason) => d.close(reason));
+    d.on('closed', stop);
+    d.onIdle = () => d.close('no readers');
+    this.added(d);
+    try {
+      instance = st.def.start({ input: from, output, params, log, fail: (reason) => d.close(`stage ${ref.stage} failed: ${reason}`) });
+    } catch (err) {
+      d.close('stage failed to start');
+      throw new Error(`stage '${ref.stage}' failed to start on ${from.name}: ${(err as Error)?.message ?? err}`);
+    }
+    log.debug({ params }, 'stage started');
+    return d;
+  }
+
+  /** A plugin's view: what it creates and registers is released when it stops. */
+  viewFor(plugin: string, log: Logger): PluginBus {
+    return new PluginBus(this, plugin, log);
+  }
+}
+
+/** The bus as one plugin sees it (`ctx.bus`). */
+export class PluginBus implements MediaBus {
+  private owned = new Set<BusStream>();
+  private stageNames = new Set<string>();
+  private offs: Off[] = [];
+
+  constructor(private readonly core: CoreMediaBus, private readonly plugin: string, private readonly log: Logger) {}
+
+  get(name: string): MediaStream | undefined {
+    return this.core.get(name);
+  }
+  list(): MediaStream[] {
+    return this.core.list();
+  }
+  onStream(cb: (s: MediaStream) => void): Off {
+    const off = this.core.onStream(cb);
+    this.offs.push(off);
+    return off;
+  }
+  create(name: string, opts?: CreateStreamOptions): OwnedStream {
+    const s = this.core.create(name, this.plugin, opts);
+    this.owned.add(s);
+    s.on('closed', () => this.owned.delete(s));
+    return s;
+  }
+  registerStage(def: StageDefinition): void {
+    this.core.registerStage(def, this.plugin, this.log);
+    this.stageNames.add(def.name);
+  }
+  stages(): string[] {
+    return this.core.stageNames();
+  }
+
+  /** The plugin stopped: its stages go (their running instances with them), its streams close. */
+  release(): void {
+    for (const off of this.offs) off();
+    this.offs = [];
+    for (const name of this.stageNames) this.core.unregisterStage(name);
+    this.stageNames.clear();
+    for (const s of [...this.owned]) s.close(`plugin ${this.plugin} stopped`);
+    this.owned.clear();
   }
 }

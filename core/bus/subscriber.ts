@@ -1,100 +1,217 @@
-import type { AccessUnit } from '../../plugin-sdk/media';
-import type { MediaSink, Subscription } from '../../plugin-sdk/bus';
+import type { MediaSelect, MediaSink, Subscription, SubscriptionStats } from '../../plugin-sdk/bus';
+import type { TrackInfo } from '../../plugin-sdk/media';
+import { isTrackChange, type Entry, type QueueItem, type TrackChange } from './entry';
+
+export interface ReaderOptions {
+  media: MediaSelect;
+  /** the stream's format slot whose forms this reader gets, or -1 */
+  slot: number;
+  maxQueueBytes: number;
+  dropAfterMs: number;
+  /** whether a start point must be a video keyframe (false for audio-only readers and streams without video) */
+  needKey: () => boolean;
+  now: () => number;
+  /** the reader ended itself (stuck, or its sink threw): the stream logs and counts it */
+  onFault: (r: Reader, reason: string) => void;
+  onClose: (r: Reader) => void;
+}
+
+/** A reader that misses this many times its queue cap since it last took a unit is stuck, whatever the clock says. */
+const STUCK_MISSED_FACTOR = 4;
 
 /**
- * One reader of a stream with a bounded queue. When the sink cannot keep up and the queue passes its cap,
- * the queue is emptied and the reader waits for the next keyframe: it loses whole GOPs, never memory.
+ * One reader of a stream with a bounded queue: the one slow-reader policy of the gateway. While the sink is not
+ * writable, entries queue (by reference: the bytes are shared with the GOP cache and other readers). Past the cap
+ * the queue is emptied and the reader waits for the next keyframe: it loses whole GOPs, never memory. A reader
+ * that takes nothing for dropAfterMs while media waits, or misses 4x its cap, is ended ('reader stuck').
+ * Nothing reaches the sink before start(), which the stream calls from a microtask after subscribe() returned.
  */
-export class Subscriber implements Subscription {
-  private queue: AccessUnit[] = [];
+export class Reader<F = unknown> implements Subscription {
+  private queue: QueueItem[] = [];
   private head = 0;
   queuedBytes = 0;
-  private waitKey: boolean;
+  /** the GOP handed over at join may exceed the cap once: catching up is not falling behind */
+  private joinAllowance = 0;
+  private waitKey = true;
+  private started = false;
   private closedFlag = false;
   private draining = false;
-  readonly stats = { units: 0, bytes: 0, skips: 0, queuedBytes: 0 };
+  /** tracks dropped by a skip, delivered before the next unit */
+  private pendingTracks: TrackChange | undefined;
+  /** bytes skipped since the reader last took a unit */
+  private missed = 0;
+  /** when the sink was first found not writable with units waiting (-1: taking units) */
+  private stuckSince = -1;
+  readonly stats: SubscriptionStats = { units: 0, bytes: 0, skips: 0, skippedUnits: 0, queuedBytes: 0 };
 
-  constructor(
-    private readonly sink: MediaSink,
-    private readonly maxQueueBytes: number,
-    /** false for streams without video: any unit is a start point */
-    private needKey: () => boolean,
-    private readonly onClose: (s: Subscriber) => void,
-  ) {
-    this.waitKey = true;
-  }
+  constructor(private readonly sink: MediaSink<F>, private readonly o: ReaderOptions) {}
 
   get closed(): boolean {
     return this.closedFlag;
   }
 
-  /** Offers a unit; returns the change in queued bytes so the stream can keep its total. */
-  offer(au: AccessUnit): number {
-    if (this.closedFlag) return 0;
+  get slot(): number {
+    return this.o.slot;
+  }
+
+  /** The GOP cache and current tracks at join; delivered from start(). */
+  join(tracks: TrackChange, gop: readonly Entry[]): void {
+    const mine = this.mine(tracks);
+    if (mine.length) this.queueTracks(mine);
+    const before = this.queuedBytes;
+    for (const e of gop) this.offer(e, true);
+    this.joinAllowance = this.queuedBytes - before;
+  }
+
+  start(): void {
+    if (this.closedFlag || this.started) return;
+    this.started = true;
+    this.drain();
+  }
+
+  private wants(e: Entry): boolean {
+    const kind = e.unit.kind;
+    if (this.o.media !== 'av' && kind !== (this.o.media === 'v' ? 'video' : 'audio')) return false;
+    return this.o.slot < 0 || (e.forms !== undefined && e.forms[this.o.slot] !== undefined);
+  }
+
+  /** Offers an entry; returns the change in queued bytes so the stream can keep its total. */
+  offer(e: Entry, joining = false): number {
+    if (this.closedFlag || !this.wants(e)) return 0;
     if (this.waitKey) {
-      if (this.needKey() && !(au.kind === 'video' && au.keyframe)) return 0;
+      const u = e.unit;
+      if (this.o.media !== 'a' && this.o.needKey() && !(u.kind === 'video' && u.keyframe)) return 0;
       this.waitKey = false;
     }
     const before = this.queuedBytes;
-    this.queue.push(au);
-    this.queuedBytes += au.payload.length;
-    if (this.queuedBytes > this.maxQueueBytes) this.skip();
-    else this.drain();
+    this.queue.push(e);
+    this.queuedBytes += e.unit.payload.length;
+    if (!joining) {
+      if (this.queuedBytes > this.o.maxQueueBytes + this.joinAllowance) this.skip();
+      else if (this.started) this.drain();
+      if (this.queuedBytes > 0 && !this.closedFlag) this.checkStuck();
+    }
     return this.queuedBytes - before;
+  }
+
+  tracksChanged(tracks: ReadonlyArray<TrackInfo>): void {
+    if (this.closedFlag) return;
+    this.queueTracks(this.mine(tracks));
+    if (this.started) this.drain();
+  }
+
+  private mine(tracks: ReadonlyArray<TrackInfo>): TrackChange {
+    return this.o.media === 'av' ? tracks : tracks.filter((t) => t.kind === (this.o.media === 'v' ? 'video' : 'audio'));
+  }
+
+  private queueTracks(tracks: TrackChange): void {
+    if (!this.sink.tracks) return;
+    this.queue.push(tracks);
   }
 
   /** Drops everything queued and waits for the next keyframe. Returns bytes freed. */
   skip(): number {
     const freed = this.queuedBytes;
+    let units = 0;
+    for (let i = this.head; i < this.queue.length; i++) {
+      const q = this.queue[i];
+      if (isTrackChange(q)) this.pendingTracks = q;
+      else units++;
+    }
     this.queue = [];
     this.head = 0;
     this.queuedBytes = 0;
+    this.joinAllowance = 0;
     this.waitKey = true;
+    this.missed += freed;
     this.stats.skips++;
+    this.stats.skippedUnits += units;
     this.stats.queuedBytes = 0;
+    if (this.pendingTracks) {
+      this.queue.push(this.pendingTracks);
+      this.pendingTracks = undefined;
+    }
+    try {
+      this.sink.skipped?.({ units, bytes: freed });
+    } catch (err) {
+      this.fault(`sink threw in skipped(): ${(err as Error)?.message ?? err}`);
+    }
     return freed;
   }
 
+  private checkStuck(): void {
+    if (this.missed > STUCK_MISSED_FACTOR * this.o.maxQueueBytes) {
+      this.fault(`reader stuck: missed ${this.missed} bytes without taking any`);
+      return;
+    }
+    if (this.stuckSince < 0) return;
+    if (this.o.now() - this.stuckSince > this.o.dropAfterMs) this.fault(`reader stuck: took nothing for ${this.o.dropAfterMs} ms`);
+  }
+
   resume(): void {
-    this.drain();
+    if (this.started) this.drain();
   }
 
   private drain(): void {
     if (this.draining) return;
     this.draining = true;
+    const sink = this.sink;
+    const slot = this.o.slot;
     try {
-      const sink = this.sink;
-      while (this.head < this.queue.length && !this.closedFlag && (!sink.writable || sink.writable())) {
-        const au = this.queue[this.head];
-        this.queue[this.head++] = undefined as unknown as AccessUnit;
-        this.queuedBytes -= au.payload.length;
+      while (this.head < this.queue.length && !this.closedFlag) {
+        if (sink.writable && !sink.writable()) {
+          if (this.stuckSince < 0) this.stuckSince = this.o.now();
+          break;
+        }
+        const q = this.queue[this.head];
+        this.queue[this.head++] = undefined as unknown as QueueItem;
+        if (isTrackChange(q)) {
+          sink.tracks!(q);
+          continue;
+        }
+        const n = q.unit.payload.length;
+        this.queuedBytes -= n;
         this.stats.units++;
-        this.stats.bytes += au.payload.length;
-        sink.write(au);
+        this.stats.bytes += n;
+        this.missed = 0;
+        this.stuckSince = -1;
+        sink.write(q.unit, (slot < 0 ? undefined : q.forms![slot]) as F);
       }
       if (this.head === this.queue.length) {
         this.queue.length = 0;
         this.head = 0;
+        this.joinAllowance = 0;
       } else if (this.head > 1024) {
         this.queue = this.queue.slice(this.head);
         this.head = 0;
       }
       this.stats.queuedBytes = this.queuedBytes;
+    } catch (err) {
+      this.fault(`sink threw: ${(err as Error)?.message ?? err}`);
     } finally {
       this.draining = false;
     }
   }
 
-  tracksChanged(tracks: Parameters<NonNullable<MediaSink['tracks']>>[0]): void {
-    if (!this.closedFlag) this.sink.tracks?.(tracks);
+  private fault(reason: string): void {
+    if (this.closedFlag) return;
+    this.o.onFault(this, reason);
+    this.end(reason);
+    this.o.onClose(this);
   }
 
+  /** The stream ended this reader (closed, or the reader was stuck). */
   end(reason: string): void {
     if (this.closedFlag) return;
     this.closedFlag = true;
     this.queue = [];
     this.queuedBytes = 0;
-    this.sink.end?.(reason);
+    this.stats.queuedBytes = 0;
+    try {
+      this.sink.end?.(reason);
+    } catch {
+      // the reader is gone either way
+    }
   }
 
   close(): void {
@@ -102,6 +219,7 @@ export class Subscriber implements Subscription {
     this.closedFlag = true;
     this.queue = [];
     this.queuedBytes = 0;
-    this.onClose(this);
+    this.stats.queuedBytes = 0;
+    this.o.onClose(this);
   }
 }

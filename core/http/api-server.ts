@@ -17,6 +17,10 @@ export interface ApiServerOptions {
   bodyLimit: number;
   apps: ApplicationRegistry;
   log: Logger;
+  /** default 15 s */
+  headersTimeoutMs?: number;
+  /** default 30 s */
+  requestTimeoutMs?: number;
 }
 
 export function sendJson(res: http.ServerResponse, status: number, body: unknown, extraHeaders?: Record<string, string>): void {
@@ -52,7 +56,7 @@ export class ApiServer {
 
   constructor(opts: ApiServerOptions) {
     this.opts = opts;
-    this.server = http.createServer({ requestTimeout: 30_000, headersTimeout: 15_000 }, (req, res) => {
+    this.server = http.createServer({ requestTimeout: opts.requestTimeoutMs ?? 30_000, headersTimeout: opts.headersTimeoutMs ?? 15_000 }, (req, res) => {
       const remote = req.socket?.remoteAddress ?? '';
       this.handle(req, res).catch((err) => {
         try {

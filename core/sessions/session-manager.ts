@@ -6,7 +6,8 @@ import type { Clock, Cancel } from '../../plugin-sdk/clock';
 import type { NoticePayload } from '../../plugin-sdk/notices';
 import {
   CloseCause, closeReasonOf, type ChannelStream, type CloseCauseValue, type IngestProvider, type MediaTyp, type OpenGuard,
-  type OpenParams, type OutputProvider, type PresenceProvider, type PushAddress, type Sessions, type StreamTyp, type StrmRequest,
+  type OpenParams, type OutputProvider, type PlayerHandle, type PlayerInfo, type PresenceProvider, type PushAddress, type Sessions,
+  type StreamTyp, type StrmRequest,
 } from '../../plugin-sdk/sessions';
 import type { CoreMediaBus, BusStream } from '../bus/media-bus';
 import type { NoticeHub } from '../notices';
@@ -30,6 +31,8 @@ class RequestState implements StrmRequest {
   /** the stream was ready while this request lived (closed vs failed) */
   sawReady = false;
   playUrl = '';
+  /** URLs of outputs without a fmt, by output name */
+  urls: Record<string, string> | undefined;
   constructor(
     readonly reqId: string,
     readonly appId: string,
@@ -63,6 +66,8 @@ export class SessionManager implements Sessions {
   private streams = new Map<string, StreamState>();
   private ingests: IngestProvider[] = [];
   private outputs = new Map<number, OutputProvider>();
+  /** outputs without a fmt: their URLs go into `urls` of every open */
+  private extraOutputs: OutputProvider[] = [];
   private presence: PresenceProvider | undefined;
   private guards: OpenGuard[] = [];
   private cbOpened: Array<(s: ChannelStream) => void> = [];
@@ -93,6 +98,12 @@ export class SessionManager implements Sessions {
     this.ingests.push(p);
   }
   registerOutput(p: OutputProvider): void {
+    if (p.schemes.length === 0) throw new Error(`output ${p.name}: give at least one scheme`);
+    if (p.fmt === undefined) {
+      if (this.extraOutputs.some((o) => o.name === p.name)) throw new Error(`output ${p.name} is registered already`);
+      this.extraOutputs.push(p);
+      return;
+    }
     if (this.outputs.has(p.fmt)) throw new Error(`fmt ${p.fmt} already has an output plugin (${this.outputs.get(p.fmt)!.name})`);
     this.outputs.set(p.fmt, p);
   }
@@ -135,19 +146,24 @@ export class SessionManager implements Sessions {
     const match = timingSafeEqual(tokenDigest(r ? r.params.user.token : ''), tokenDigest(token));
     return ok && match ? r : undefined;
   }
-  playerStarted(reqId: string): void {
+  attachPlayer(reqId: string, info: PlayerInfo): PlayerHandle | undefined {
     const r = this.requests.get(reqId);
-    if (!r) return;
+    if (!r || r.closed) return undefined;
     r.players++;
     r.consumed = true;
-  }
-  playerStopped(reqId: string): void {
-    const r = this.requests.get(reqId);
-    if (r && r.players > 0) r.players--;
-  }
-  addBytesOut(streamName: string, n: number): void {
-    const s = this.streams.get(streamName);
-    if (s) s.bytesOut += n;
+    const stream = this.streams.get(r.streamName);
+    let open = true;
+    this.log.debug({ reqId, stream: r.streamName, protocol: info.protocol, remote: info.remote }, 'player attached');
+    return {
+      sent: (n: number) => {
+        if (stream) stream.bytesOut += n;
+      },
+      close: () => {
+        if (!open) return;
+        open = false;
+        if (r.players > 0) r.players--;
+      },
+    };
   }
   setRequestFlag(reqId: string, key: string, value: unknown): void {
     const r = this.requests.get(reqId);
@@ -186,16 +202,30 @@ export class SessionManager implements Sessions {
     const now = this.clock.now();
     let created = false;
     if (!stream) {
-      const media = this.bus.create(name);
+      let media: BusStream;
+      try {
+        media = this.bus.create(name, 'sessions');
+      } catch (err) {
+        // a plugin made a stream of this name for itself: requests cannot share it
+        this.log.warn({ stream: name, err: (err as Error).message }, 'open refused: the stream name is taken');
+        throw new GatewayError(ErrCode.RETRY, 'The stream is in use by the gateway; retry.');
+      }
       stream = new StreamState(name, params.typ, params.normSim, params.chanId, media, now);
       this.streams.set(name, stream);
       created = true;
       const st = stream;
-      media.onReady(() => this.streamReady(st));
+      media.on('ready', () => this.streamReady(st));
     }
     const req = new RequestState(params.reqId, app.appId, params, name, stream.requests.length === 0, new Date(now), now);
     req.keepDeadline = now + this.holdMs(params.keepIntv);
     req.playUrl = output.playUrl({ streamName: name, reqId: req.reqId, token: params.user.token, scheme: params.scheme!, host: this.t.publicHost, subFmt: params.subFmt });
+    for (const o of this.extraOutputs) {
+      try {
+        (req.urls ??= {})[o.name] = o.playUrl({ streamName: name, reqId: req.reqId, token: params.user.token, scheme: o.schemes[0], host: this.t.publicHost });
+      } catch (err) {
+        this.log.error({ err, output: o.name }, 'output failed to make its URL; left out of the open result');
+      }
+    }
     req.readyAtOpen = stream.state === 'ready';
     req.sawReady = req.readyAtOpen;
     this.requests.set(req.reqId, req);
@@ -219,6 +249,7 @@ export class SessionManager implements Sessions {
       port2019: push.port2019,
       tcp2019: push.tcp2019,
     };
+    if (req.urls) result.urls = req.urls;
     if (req.flags.recording === true) result.recording = true;
     if (params.audioCfg) result.audioCfg = params.audioCfg;
     if (params.detectMediaTyp) result.detectMediaTyp = true;
@@ -265,6 +296,7 @@ export class SessionManager implements Sessions {
         stream: r.streamName,
         fmt: r.params.fmt,
         playUrl: r.playUrl,
+        ...(r.urls ? { urls: r.urls } : {}),
         ctrl: r.ctrl,
         exclusive: r.params.exclusive,
         ready: s?.state === 'ready',

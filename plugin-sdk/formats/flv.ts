@@ -11,13 +11,18 @@
  * their units are skipped and counted.
  */
 import type { AccessUnit, AudioCodec, AudioTrackInfo, TrackInfo, VideoCodec, VideoTrackInfo } from '../media';
-import type { FlvTag } from '../flv-server';
 import { BufferSlab } from '../buffer-slab';
 import { h264NalType, h265NalType, splitAnnexB } from './annexb';
 import { buildAvcC, parseH264Sps } from './h264';
 import { buildHvcC, parseH265Sps } from './h265';
 
-export type { FlvTag };
+/** One FLV tag: its type, timestamp (ms) and body (what follows the 11-byte tag header). */
+export interface FlvTag {
+  type: 8 | 9 | 18;
+  timestamp: number;
+  body: Buffer;
+  keyframe: boolean;
+}
 
 export const FLV_TAG_AUDIO = 8;
 export const FLV_TAG_VIDEO = 9;

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { ManualClock } from '../../plugin-sdk/clock';
+import { videoUnit } from '../../plugin-sdk/media';
 import { definePlugin } from '../../plugin-sdk/plugin';
 import type { Notice } from '../../plugin-sdk/notices';
 import type { PluginContext } from '../../plugin-sdk/plugin';
@@ -139,9 +140,9 @@ describe('sessions: ctrl, exclusive, keep, close, status, scoping, timeouts', ()
     const s = probeCtx.sessions.findStream('13800138000', 9, 'live')!;
     const pub = s.media.attachPublisher();
     pub.setTrack({ kind: 'video', codec: 'h264', width: 352, height: 288 });
-    pub.push({ kind: 'video', codec: 'h264', dts: 0, pts: 0, keyframe: false, payload: Buffer.alloc(10) });
+    pub.push(videoUnit({ codec: 'h264', dts: 0, keyframe: false, payload: Buffer.alloc(10) }));
     assert.equal(notices.length, 0, 'a P frame does not make it ready');
-    pub.push({ kind: 'video', codec: 'h264', dts: 40, pts: 40, keyframe: true, payload: Buffer.alloc(10) });
+    pub.push(videoUnit({ codec: 'h264', dts: 40, keyframe: true, payload: Buffer.alloc(10) }));
     assert.equal(notices.length, 1);
     assert.equal(notices[0].payload.act, 'ready');
     assert.equal(notices[0].payload.reqId, r.data[0].reqId);
@@ -160,7 +161,7 @@ describe('sessions: ctrl, exclusive, keep, close, status, scoping, timeouts', ()
   it('a request nobody plays within 2 minutes closes with closeCause 12', async () => {
     const r = await open(A, { chanId: 7, keepIntv: 600 });
     const pub = probeCtx.sessions.findStream('13800138000', 7, 'live')!.media.attachPublisher();
-    pub.push({ kind: 'video', codec: 'h264', dts: 0, pts: 0, keyframe: true, payload: Buffer.alloc(10) });
+    pub.push(videoUnit({ codec: 'h264', dts: 0, keyframe: true, payload: Buffer.alloc(10) }));
     notices.length = 0;
     clock.advance(119_000);
     assert.equal(notices.length, 0);

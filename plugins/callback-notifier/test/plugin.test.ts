@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import Redis from 'ioredis';
 import { definePlugin, type PluginContext, type PluginDefinition } from '../../../plugin-sdk/plugin';
+import { videoUnit } from '../../../plugin-sdk/media';
 import { startTestGateway, stubMediaPlugin, type TestGateway } from '../../../plugin-sdk/testkit';
 import { startRedis, type RedisServer } from '../../../test/support/redis';
 import { streamFieldsToNotice } from '../src/redis-publisher';
@@ -102,7 +103,7 @@ describe('callback-notifier plugin (gateway end to end)', function () {
       assert.ok(stream, `stream ${NORM_SIM}_${chanId}_1 is open`);
       const pub = stream.media.attachPublisher();
       pub.setTrack({ kind: 'video', codec: 'h264', width: 352, height: 288 });
-      pub.push({ kind: 'video', codec: 'h264', dts: 0, pts: 0, keyframe: true, payload: Buffer.from([0, 0, 0, 1, 0x65, 0x88]) });
+      pub.push(videoUnit({ codec: 'h264', dts: 0, keyframe: true, payload: Buffer.from([0, 0, 0, 1, 0x65, 0x88]) }));
     }
 
     async function streamNotices(reqId: string): Promise<NoticePayload[]> {

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { definePlugin, type PluginContext, type PluginDefinition } from '../../../plugin-sdk/plugin';
+import { videoUnit } from '../../../plugin-sdk/media';
 import { startTestGateway, stubMediaPlugin, type TestGateway } from '../../../plugin-sdk/testkit';
 import { scratchDir } from '../../../test/support/paths';
 import { CallbackDispatcher } from '../src/delivery';
@@ -134,7 +135,7 @@ describe('callback-notifier: HTTPS callbacks', function () {
       assert.ok(stream);
       const pub = stream.media.attachPublisher();
       pub.setTrack({ kind: 'video', codec: 'h264', width: 352, height: 288 });
-      pub.push({ kind: 'video', codec: 'h264', dts: 0, pts: 0, keyframe: true, payload: Buffer.from([0, 0, 0, 1, 0x65, 0x88]) });
+      pub.push(videoUnit({ codec: 'h264', dts: 0, keyframe: true, payload: Buffer.from([0, 0, 0, 1, 0x65, 0x88]) }));
       const closed = await gw.api('POST', '/strm/close', { reqIds: [reqId] });
       assert.deepEqual(closed.json.data, [{ reqId, closed: true }]);
       await r.waitForArrivals(2);

@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { FlvTag } from '../../../plugin-sdk/flv-server';
+import type { FlvTag } from '../../../plugin-sdk/formats/flv';
 import { flvFileHeader, serializeTag } from '../../../plugin-sdk/formats/flv';
 
 export interface FlvFileWriterOptions {

@@ -11,6 +11,7 @@ import * as http from 'node:http';
 import * as path from 'node:path';
 import { Client } from 'pg';
 import { ManualClock } from '../../../plugin-sdk/clock';
+import { audioUnit } from '../../../plugin-sdk/media';
 import { parseFlv } from '../../../test/support/flv-reader';
 import { scratchDir } from '../../../test/support/paths';
 import type { PostgresServer } from '../../../test/support/postgres';
@@ -422,7 +423,7 @@ export function recorderPluginSuite(backend: CatalogBackend): void {
     });
 
     it('mediaTyp says what was recorded: video with G.711 audio is av, audio alone is a', async () => {
-      const alaw = (i: number) => ({ kind: 'audio' as const, codec: 'g711a' as const, dts: i * 40, pts: i * 40, keyframe: false, payload: Buffer.alloc(320, 0xd5) });
+      const alaw = (i: number) => audioUnit({ codec: 'g711a', dts: i * 40, timescale: 8000, duration: 320, payload: Buffer.alloc(320, 0xd5) });
       const av = await openRecorded(h, A, { chanId: 80 });
       const { pub } = publisherFor(NORM_SIM, 80);
       pub.setTrack({ kind: 'audio', codec: 'g711a', sampleRate: 8000, channels: 1 });

@@ -1,0 +1,337 @@
+import type { Logger } from 'pino';
+import type {
+  MediaSink, MediaStream, MediaStreamStats, Off, OwnedStream, Publisher, StageRef, StreamEvent, SubscribeOptions, Subscription,
+} from '../../plugin-sdk/bus';
+import { shiftUnit, type AccessUnit, type TrackInfo } from '../../plugin-sdk/media';
+import type { Entry } from './entry';
+import { StreamFormats } from './formats';
+import { Reader } from './subscriber';
+
+export interface BusLimits {
+  maxGopBytes: number;
+  maxQueueBytes: number;
+  maxStreamBytes: number;
+  /** a reader that takes nothing this long while media waits is ended */
+  readerDropAfterMs: number;
+}
+
+export interface StreamDeps {
+  limits: BusLimits;
+  log: Logger;
+  /** the gateway clock (ms since the epoch; a manual clock in tests) */
+  now: () => number;
+  /** the derived stream a `via` names, started for this reader if need be */
+  derive: (from: BusStream, via: string | StageRef) => BusStream;
+}
+
+/** Audio-only terminals exist: after this much audio with no video track the stream counts as ready. */
+const AUDIO_ONLY_READY_MS = 3000;
+/** a new publisher's first unit lands this far after the previous one's last, so the timeline never goes back */
+const RECONNECT_STEP_MS = 20;
+
+class PublisherHandle implements Publisher {
+  active = true;
+  /** ms added to this publisher's timestamps so the stream's timeline continues; set at its first unit */
+  offset: number | undefined;
+  /** a wall-clock anchor given before the first unit (its dts is still on the publisher's own timeline) */
+  wallPending: { epochMs: number; dtsMs: number } | undefined;
+  private closeCbs: Array<() => void> = [];
+  constructor(private readonly stream: BusStream) {}
+  get closed(): boolean {
+    return !this.active || this.stream.closed;
+  }
+  setTrack(info: TrackInfo): void {
+    if (this.active) this.stream.setTrack(info);
+  }
+  push(unit: AccessUnit): void {
+    if (this.active) this.stream.push(this, unit);
+  }
+  pause(): void {
+    /* readers stay attached; the next publisher continues the timeline */
+  }
+  setWallClock(epochMs: number, dtsMs: number): void {
+    if (!this.active) return;
+    if (this.offset === undefined) this.wallPending = { epochMs, dtsMs };
+    else this.stream.anchorWallClock(epochMs, dtsMs + this.offset);
+  }
+  onClose(cb: () => void): void {
+    if (this.stream.closed) cb();
+    else this.closeCbs.push(cb);
+  }
+  fireClose(): void {
+    this.active = false;
+    const cbs = this.closeCbs;
+    this.closeCbs = [];
+    for (const cb of cbs) cb();
+  }
+}
+
+type Listener = (arg?: never) => void;
+
+/**
+ * One stream of the bus: tracks, the publisher, the GOP cache, the formats in use and the readers. Units go in by
+ * `push`, are framed once per format, cached from the latest keyframe and offered to every reader's own queue.
+ */
+export class BusStream implements OwnedStream {
+  private trackMap = new Map<'video' | 'audio', TrackInfo>();
+  private trackList: ReadonlyArray<TrackInfo> = [];
+  private gop: Entry[] = [];
+  private gopBytes = 0;
+  private gopValid = false;
+  private readers = new Set<Reader>();
+  private publisher: PublisherHandle | undefined;
+  private epochCount = 0;
+  private readyFlag = false;
+  private closedFlag = false;
+  private lastDts = -Infinity;
+  private firstAudioDts: number | undefined;
+  private queued = 0;
+  private anchor: { wall: number; dts: number } | undefined;
+  private readonly formats: StreamFormats;
+  private listeners: Record<StreamEvent, Listener[]> = { ready: [], tracks: [], publisher: [], closed: [] };
+  /** sessions say whether requests want video; decides what "ready" waits for */
+  expectVideo = true;
+  /** the last reader left (derived streams stop their stage then) */
+  onIdle: (() => void) | undefined;
+  private readonly st = { unitsIn: 0, bytesIn: 0, videoFrames: 0, audioFrames: 0, skips: 0, droppedReaders: 0 };
+
+  constructor(
+    readonly name: string,
+    readonly owner: string,
+    private readonly deps: StreamDeps,
+    private readonly whenClosed: (s: BusStream) => void,
+    readonly derivedFrom?: { stream: string; stage: string; params: Readonly<Record<string, unknown>> },
+  ) {
+    this.formats = new StreamFormats(this, deps.log);
+  }
+
+  get tracks(): ReadonlyArray<TrackInfo> {
+    return this.trackList;
+  }
+  get ready(): boolean {
+    return this.readyFlag;
+  }
+  get closed(): boolean {
+    return this.closedFlag;
+  }
+  get epoch(): number {
+    return this.epochCount;
+  }
+  get readerCount(): number {
+    return this.readers.size;
+  }
+
+  wallClock(dtsMs: number): number | undefined {
+    return this.anchor ? this.anchor.wall + (dtsMs - this.anchor.dts) : undefined;
+  }
+
+  anchorWallClock(epochMs: number, dtsMs: number): void {
+    this.anchor = { wall: epochMs, dts: dtsMs };
+  }
+
+  attachPublisher(): Publisher {
+    if (this.closedFlag) throw new Error(`stream ${this.name} is closed`);
+    if (this.publisher) this.publisher.active = false;
+    this.publisher = new PublisherHandle(this);
+    this.epochCount++;
+    this.emit('publisher');
+    return this.publisher;
+  }
+
+  setTrack(info: TrackInfo): void {
+    if (this.closedFlag) return;
+    this.trackMap.set(info.kind, info);
+    // a new list at each change (never the same one changed), so readers may keep what they were given
+    const list = [...this.trackMap.values()];
+    this.trackList = list;
+    this.formats.tracks(list);
+    for (const r of this.readers) r.tracksChanged(list);
+    this.emit('tracks', list);
+  }
+
+  private hasVideo = (): boolean => this.trackMap.has('video') || this.expectVideo;
+
+  push(pub: PublisherHandle, unit: AccessUnit): void {
+    if (this.closedFlag) return;
+    // A new publisher (terminal reconnect) continues the old timeline so readers see no jump backwards; the
+    // shifted unit is a copy, since units are shared.
+    if (pub.offset === undefined) {
+      pub.offset = this.lastDts === -Infinity ? 0 : Math.round(this.lastDts + RECONNECT_STEP_MS - unit.dts);
+      const w = pub.wallPending;
+      if (w) this.anchorWallClock(w.epochMs, w.dtsMs + pub.offset);
+      else this.anchorWallClock(this.deps.now(), unit.dts + pub.offset);
+      pub.wallPending = undefined;
+    }
+    const au = pub.offset !== 0 ? shiftUnit(unit, pub.offset) : unit;
+    if (au.dts > this.lastDts) this.lastDts = au.dts;
+    const st = this.st;
+    st.unitsIn++;
+    st.bytesIn += au.payload.length;
+    const entry: Entry = { unit: au, forms: this.formats.formsOf(au) };
+    if (au.kind === 'video') {
+      st.videoFrames++;
+      if (au.keyframe) {
+        this.gop = [];
+        this.gopBytes = 0;
+        this.gopValid = true;
+        if (!this.readyFlag) this.markReady();
+      }
+    } else {
+      st.audioFrames++;
+      if (!this.readyFlag) this.audioReadiness(au);
+    }
+    if (this.gopValid) this.cache(entry);
+    for (const r of this.readers) this.queued += r.offer(entry);
+    if (this.queued + this.gopBytes > this.deps.limits.maxStreamBytes) {
+      // the running total misses what sinks drained since; recount before shedding anyone
+      this.recount();
+      if (this.queued + this.gopBytes > this.deps.limits.maxStreamBytes) this.shedLargestQueue();
+    }
+  }
+
+  private audioReadiness(au: AccessUnit): void {
+    if (this.firstAudioDts === undefined) this.firstAudioDts = au.dts;
+    if (!this.trackMap.has('video') && (!this.expectVideo || au.dts - this.firstAudioDts >= AUDIO_ONLY_READY_MS)) {
+      this.expectVideo = false;
+      this.markReady();
+    }
+  }
+
+  /** The GOP cache, from the latest keyframe; a GOP over maxGopBytes is not cached (joiners wait for the next). */
+  private cache(entry: Entry): void {
+    this.gop.push(entry);
+    this.gopBytes += entry.unit.payload.length;
+    if (this.gopBytes > this.deps.limits.maxGopBytes) {
+      this.gop = [];
+      this.gopBytes = 0;
+      this.gopValid = false;
+    }
+  }
+
+  private shedLargestQueue(): void {
+    let worst: Reader | undefined;
+    for (const r of this.readers) if (!worst || r.queuedBytes > worst.queuedBytes) worst = r;
+    if (worst && worst.queuedBytes > 0) {
+      this.queued -= worst.skip();
+      this.st.skips++;
+    }
+    this.recount();
+  }
+
+  private recount(): void {
+    let q = 0;
+    for (const r of this.readers) q += r.queuedBytes;
+    this.queued = q;
+  }
+
+  private markReady(): void {
+    this.readyFlag = true;
+    this.emit('ready');
+    this.listeners.ready = [];
+  }
+
+  on(event: 'ready' | 'publisher', cb: () => void): Off;
+  on(event: 'tracks', cb: (tracks: ReadonlyArray<TrackInfo>) => void): Off;
+  on(event: 'closed', cb: (reason: string) => void): Off;
+  on(event: StreamEvent, cb: (arg: never) => void): Off {
+    if (event === 'ready' && this.readyFlag) {
+      this.safe(() => (cb as () => void)(), event);
+      return () => undefined;
+    }
+    if (this.closedFlag) {
+      if (event === 'closed') this.safe(() => (cb as (r: string) => void)('stream closed'), event);
+      return () => undefined;
+    }
+    const list = this.listeners[event];
+    list.push(cb as Listener);
+    return () => {
+      const l = this.listeners[event];
+      const i = l.indexOf(cb as Listener);
+      if (i >= 0) l.splice(i, 1);
+    };
+  }
+
+  private emit(event: StreamEvent, arg?: unknown): void {
+    const list = this.listeners[event];
+    if (list.length === 0) return;
+    for (const cb of [...list]) this.safe(() => (cb as (a: unknown) => void)(arg), event);
+  }
+
+  private safe(fn: () => void, event: string): void {
+    try {
+      fn();
+    } catch (err) {
+      this.deps.log.error({ err, stream: this.name, event }, 'stream listener threw');
+    }
+  }
+
+  subscribe<F = undefined>(sink: MediaSink<F>, opts: SubscribeOptions<F> = {}): Subscription {
+    if (this.closedFlag) throw new Error(`stream ${this.name} is closed`);
+    if (opts.via !== undefined) {
+      const derived = this.deps.derive(this, opts.via);
+      try {
+        return derived.subscribe(sink, { ...opts, via: undefined });
+      } catch (err) {
+        if (derived.readerCount === 0) derived.close('no readers');
+        throw err;
+      }
+    }
+    const limits = this.deps.limits;
+    const slot = opts.format ? this.formats.acquire(opts.format as never, this.trackList, this.gopValid ? this.gop : []) : -1;
+    const reader: Reader<F> = new Reader<F>(sink, {
+      media: opts.media ?? 'av',
+      slot,
+      maxQueueBytes: opts.maxQueueBytes ?? limits.maxQueueBytes,
+      dropAfterMs: opts.dropAfterMs ?? limits.readerDropAfterMs,
+      needKey: this.hasVideo,
+      now: this.deps.now,
+      onFault: (r, reason) => {
+        this.st.droppedReaders++;
+        this.deps.log.info({ stream: this.name, reason, skips: r.stats.skips, units: r.stats.units }, 'reader ended');
+      },
+      onClose: (r) => this.removeReader(r),
+    });
+    this.readers.add(reader as Reader);
+    const gop = opts.fromKeyframe !== false && this.gopValid ? this.gop : [];
+    reader.join(this.trackList, gop);
+    this.queued += reader.queuedBytes;
+    // nothing reaches the sink before subscribe() returns
+    queueMicrotask(() => reader.start());
+    return reader;
+  }
+
+  private removeReader(r: Reader): void {
+    if (!this.readers.delete(r)) return;
+    if (r.slot >= 0) this.formats.release(r.slot, this.gop);
+    this.recount();
+    if (this.readers.size === 0 && this.onIdle) this.onIdle();
+  }
+
+  stats(): MediaStreamStats {
+    this.recount();
+    return {
+      ...this.st, subscribers: this.readers.size, gopBytes: this.gopBytes, queuedBytes: this.queued, formats: this.formats.readersOf(),
+    };
+  }
+
+  close(reason: string): void {
+    if (this.closedFlag) return;
+    this.closedFlag = true;
+    this.publisher?.fireClose();
+    const readers = [...this.readers];
+    this.readers.clear();
+    for (const r of readers) r.end(reason);
+    this.formats.closeAll();
+    this.gop = [];
+    this.gopBytes = 0;
+    this.queued = 0;
+    this.listeners.ready = [];
+    this.listeners.tracks = [];
+    this.listeners.publisher = [];
+    this.emit('closed', reason);
+    this.listeners.closed = [];
+    this.whenClosed(this);
+  }
+}
+
+export type { MediaStream };

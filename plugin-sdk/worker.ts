@@ -1,0 +1,153 @@
+/**
+ * CPU-bound work off the main event loop: a worker thread that serves requests, under a supervisor.
+ *
+ * Main thread:  const w = new StageWorker<Req, Res>(require.resolve('./my-worker'), { name: 'aac', log });
+ *               const res = await w.call(req, [req.pcm.buffer]);   // transfer lists avoid copies
+ * Worker file:  serveWorker<Req, Res>(async (req) => res);
+ *
+ * One worker can host many jobs (e.g. one encoder per stream, keyed in the request). If the worker dies (a crash,
+ * process.exit, an uncaught error), every call in flight rejects and the supervisor starts a new one, backing off
+ * when it keeps dying; `close()` stops it for good. Calls made while it restarts wait for the new one.
+ */
+import { isMainThread, parentPort, Worker, type TransferListItem } from 'node:worker_threads';
+import type { Logger } from 'pino';
+
+interface Pending<Res> {
+  resolve(r: Res): void;
+  reject(e: Error): void;
+  at: number;
+}
+
+type Reply<Res> = { id: number; ok: true; res: Res } | { id: number; ok: false; error: string };
+
+export interface StageWorkerOptions {
+  /** names the worker in logs and errors */
+  name: string;
+  log: Logger;
+  /** passed to the worker as workerData */
+  workerData?: unknown;
+  /** restarts allowed within a minute before the worker is given up (calls then reject at once; default 5) */
+  maxRestartsPerMinute?: number;
+  /** a call unanswered this long means the worker hangs: it is terminated and restarted (default 10 s) */
+  hangMs?: number;
+}
+
+export class StageWorker<Req, Res> {
+  private worker: Worker | undefined;
+  private pending = new Map<number, Pending<Res>>();
+  private seq = 0;
+  private closing = false;
+  private restarts: number[] = [];
+  private gaveUp: string | undefined;
+  /** times the worker died and was started again */
+  deaths = 0;
+
+  private readonly watchdog: NodeJS.Timeout;
+
+  constructor(private readonly file: string, private readonly opts: StageWorkerOptions) {
+    this.spawn();
+    const hangMs = opts.hangMs ?? 10_000;
+    // one timer for all calls: a timer per call would cost more than many of the calls
+    this.watchdog = setInterval(() => {
+      const w = this.worker;
+      if (!w) return;
+      const now = Date.now();
+      for (const p of this.pending.values()) {
+        if (now - p.at > hangMs) {
+          this.died(w, `no answer for ${hangMs} ms`);
+          void w.terminate();
+        }
+        break; // the oldest call comes first in the map
+      }
+    }, Math.max(50, Math.min(1000, hangMs / 4)));
+    this.watchdog.unref();
+  }
+
+  /** calls waiting for an answer */
+  get inFlight(): number {
+    return this.pending.size;
+  }
+
+  call(req: Req, transfer?: readonly TransferListItem[]): Promise<Res> {
+    if (this.closing) return Promise.reject(new Error(`worker ${this.opts.name} is closed`));
+    if (this.gaveUp) return Promise.reject(new Error(`worker ${this.opts.name} gave up: ${this.gaveUp}`));
+    const w = this.worker ?? this.spawn();
+    const id = ++this.seq;
+    return new Promise<Res>((resolve, reject) => {
+      this.pending.set(id, { resolve, reject, at: Date.now() });
+      try {
+        w.postMessage({ id, req }, transfer as TransferListItem[] | undefined);
+      } catch (err) {
+        this.pending.delete(id);
+        reject(err as Error);
+      }
+    });
+  }
+
+  async close(): Promise<void> {
+    this.closing = true;
+    clearInterval(this.watchdog);
+    const w = this.worker;
+    this.worker = undefined;
+    this.failAll(new Error(`worker ${this.opts.name} is closed`));
+    if (w) await w.terminate();
+  }
+
+  private spawn(): Worker {
+    const w = new Worker(this.file, { workerData: this.opts.workerData });
+    this.worker = w;
+    // a worker must never keep the process alive on its own: the plugin closes it at stop
+    w.unref();
+    w.on('message', (m: Reply<Res>) => {
+      const p = this.pending.get(m.id);
+      if (!p) return;
+      this.pending.delete(m.id);
+      if (m.ok) p.resolve(m.res);
+      else p.reject(new Error(m.error));
+    });
+    w.on('error', (err) => this.died(w, `error: ${err.message}`));
+    w.on('exit', (code) => this.died(w, `exit code ${code}`));
+    return w;
+  }
+
+  private died(w: Worker, why: string): void {
+    if (this.worker !== w) return;
+    this.worker = undefined;
+    this.failAll(new Error(`worker ${this.opts.name} died (${why})`));
+    if (this.closing) return;
+    this.deaths++;
+    const now = Date.now();
+    this.restarts = this.restarts.filter((t) => now - t < 60_000);
+    if (this.restarts.length >= (this.opts.maxRestartsPerMinute ?? 5)) {
+      this.gaveUp = `died ${this.restarts.length + 1} times within a minute, last: ${why}`;
+      this.opts.log.error({ worker: this.opts.name, why }, 'worker keeps dying: not restarting it');
+      return;
+    }
+    this.restarts.push(now);
+    this.opts.log.warn({ worker: this.opts.name, why }, 'worker died: starting a new one');
+    this.spawn();
+  }
+
+  private failAll(err: Error): void {
+    const list = [...this.pending.values()];
+    this.pending.clear();
+    for (const p of list) p.reject(err);
+  }
+}
+
+/**
+ * The worker side: answers each request with what `handle` returns (or its error message). Call it once at the
+ * top of the worker file. `transfer` picks what of a result to move instead of copy.
+ */
+export function serveWorker<Req, Res>(handle: (req: Req) => Res | Promise<Res>, transfer?: (res: Res) => TransferListItem[]): void {
+  if (isMainThread || !parentPort) throw new Error('serveWorker runs in a worker thread');
+  const port = parentPort;
+  port.on('message', async ({ id, req }: { id: number; req: Req }) => {
+    try {
+      const res = await handle(req);
+      port.postMessage({ id, ok: true, res }, transfer ? transfer(res) : undefined);
+    } catch (err) {
+      port.postMessage({ id, ok: false, error: (err as Error)?.message ?? String(err) });
+    }
+  });
+}
