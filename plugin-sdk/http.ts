@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
+import type { WebSocket } from 'ws';
 
 /** An application as configured in the site file; each Basic credential belongs to one. */
 export interface Application {
@@ -44,6 +45,16 @@ export type JsonHandler = (req: RouteRequest) => Promise<JsonReply | void> | Jso
 /** A raw handler writes the response itself (files, media). */
 export type RawHandler = (req: RouteRequest, res: ServerResponse) => Promise<void> | void;
 export type UpgradeHandler = (req: RouteRequest, socket: Duplex, head: Buffer) => void;
+/**
+ * An accepted WebSocket (the `ws` package's). Refuse a connection the route's auth cannot judge (a play token in
+ * the query) by closing it with a 44xx code, e.g. 4401.
+ */
+export type WebSocketHandler = (ws: WebSocket, req: RouteRequest) => void;
+
+export interface WebSocketRouteOptions extends RouteOptions {
+  /** largest message accepted (default 1 MiB); a bigger one closes the socket with 1009 */
+  maxPayload?: number;
+}
 
 export interface RouteOptions {
   auth: AuthMode;
@@ -56,4 +67,9 @@ export interface Routes {
   raw(method: 'GET' | 'POST' | 'HEAD', path: string, handler: RawHandler, opts: RouteOptions): void;
   /** WebSocket (or other) upgrades on the API port for a path prefix ending in '/*' */
   upgrade(path: string, handler: UpgradeHandler, opts: RouteOptions): void;
+  /**
+   * WebSockets for a path prefix ending in '/*': the upgrade is accepted (no subprotocol, no compression) and the
+   * socket handed over; the server closes the sockets it accepted when it stops.
+   */
+  websocket(path: string, handler: WebSocketHandler, opts: WebSocketRouteOptions): void;
 }

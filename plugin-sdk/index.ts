@@ -3,7 +3,9 @@ export { definePlugin } from './plugin';
 export type {
   PluginDefinition, PluginContext, PluginInstance, SiteInfo, Net, ListenOptions, HttpListenOptions, HttpListener, Stores, KeyValueStore,
 } from './plugin';
-export type { Routes, RouteRequest, RouteOptions, AuthMode, JsonHandler, RawHandler, UpgradeHandler, JsonReply, Application } from './http';
+export type {
+  Routes, RouteRequest, RouteOptions, AuthMode, JsonHandler, RawHandler, UpgradeHandler, WebSocketHandler, WebSocketRouteOptions, JsonReply, Application,
+} from './http';
 export { defineFormat, STREAM_NAME } from './bus';
 export type {
   MediaBus, MediaStream, OwnedStream, MediaSink, Publisher, Subscription, SubscribeOptions, SubscriptionStats, MediaStreamStats,

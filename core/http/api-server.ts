@@ -1,6 +1,7 @@
 import * as http from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
+import { WebSocketServer } from 'ws';
 import { ErrCode, GatewayError } from '../../plugin-sdk/errors';
 import type {
   AuthMode, JsonHandler, RawHandler, RouteOptions, RouteRequest, Routes, UpgradeHandler, Application,
@@ -52,6 +53,8 @@ export class ApiServer {
   private readonly exact = new Map<string, Route>();
   private readonly prefixes: PrefixRoute<Route & { method: string }>[] = [];
   private readonly upgrades: PrefixRoute<{ handler: UpgradeHandler; auth: AuthMode }>[] = [];
+  /** one per websocket route: what it accepted is closed at close() (upgraded sockets leave the HTTP server's care) */
+  private readonly wsServers: WebSocketServer[] = [];
   private readonly opts: ApiServerOptions;
 
   constructor(opts: ApiServerOptions) {
@@ -94,7 +97,29 @@ export class ApiServer {
       raw: (method, path, handler, o: RouteOptions) => add(method, path, { kind: 'raw', handler, auth: o.auth, owner }),
       upgrade: (path, handler, o: RouteOptions) => {
         if (!path.endsWith('/*')) throw new Error('upgrade routes are prefixes and must end with /*');
+        if (this.upgrades.some((u) => u.prefix === path.slice(0, -1))) throw new Error(`upgrade route ${path} is already registered`);
         this.upgrades.push({ prefix: path.slice(0, -1), route: { handler, auth: o.auth } });
+        this.upgrades.sort((a, b) => b.prefix.length - a.prefix.length);
+      },
+      websocket: (path, handler, o) => {
+        const wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: o.maxPayload ?? 1024 * 1024, handleProtocols: () => false });
+        this.wsServers.push(wss);
+        const routes = this.routesFor(owner);
+        routes.upgrade(path, (rr, socket, head) => {
+          if ((rr.headers.upgrade ?? '').toLowerCase() !== 'websocket') {
+            socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+            return;
+          }
+          wss.handleUpgrade(rr.raw, socket, head, (ws) => {
+            ws.on('error', (err) => this.opts.log.debug({ err: err.message, path: rr.path }, 'WebSocket error'));
+            try {
+              handler(ws, rr);
+            } catch (err) {
+              this.opts.log.error({ err, path: rr.path }, 'WebSocket handler failed');
+              ws.terminate();
+            }
+          });
+        }, o);
       },
     };
   }
@@ -221,6 +246,10 @@ export class ApiServer {
   }
 
   async close(): Promise<void> {
+    for (const wss of this.wsServers) {
+      for (const ws of wss.clients) ws.terminate();
+      wss.close();
+    }
     await new Promise<void>((resolve) => {
       this.server.close(() => resolve());
       this.server.closeAllConnections();

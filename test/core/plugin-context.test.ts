@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import * as net from 'node:net';
+import { WebSocket } from 'ws';
 import { defineService, type ServiceToken } from '../../plugin-sdk/services';
 import { definePlugin, type PluginContext, type PluginDefinition } from '../../plugin-sdk/plugin';
 import { startTestGateway, stubMediaPlugin, type TestGateway } from '../../plugin-sdk/testkit';
@@ -124,6 +125,36 @@ describe('plugin context: services, own HTTP listeners, bus view, players, outpu
       await closed;
       await assert.rejects(fetch(`http://127.0.0.1:${port}/raw/x`));
     });
+  });
+
+  it('WebSocket routes on the API port: accepted sockets, refusals by close code, all closed at stop', async () => {
+    const def = definePlugin({
+      name: 'echo',
+      setup(ctx) {
+        ctx.routes.websocket('/echo/*', (ws, req) => {
+          if (req.query.get('token') !== 'ok') { ws.close(4401, 'unauthorized'); return; }
+          ws.on('message', (m, binary) => ws.send(Buffer.concat([Buffer.from(`${req.rest}:`), m as Buffer]), { binary }));
+        }, { auth: 'none', maxPayload: 16 });
+      },
+    });
+    const gw = await startTestGateway({ plugins: [{ name: 'echo', def: def as PluginDefinition<object> }] });
+    const url = `ws://127.0.0.1:${gw.ports['gateway.httpPort']}/echo/x`;
+    const refused = new WebSocket(`${url}?token=no`);
+    const code = await new Promise<number>((r) => refused.once('close', (c) => r(c)));
+    assert.equal(code, 4401);
+    const ws = new WebSocket(`${url}?token=ok`);
+    await new Promise((r) => ws.once('open', r));
+    ws.send(Buffer.from('hi'));
+    const reply = await new Promise<Buffer>((r) => ws.once('message', (m) => r(m as Buffer)));
+    assert.equal(reply.toString(), 'x:hi');
+    const big = new Promise<number>((r) => ws.once('close', (c) => r(c)));
+    ws.send(Buffer.alloc(17));
+    assert.equal(await big, 1009, 'a message over maxPayload closes the socket');
+    const idle = new WebSocket(`${url}?token=ok`);
+    await new Promise((r) => idle.once('open', r));
+    const gone = new Promise<number>((r) => idle.once('close', (c) => r(c)));
+    await gw.stop();
+    assert.equal(await gone, 1006, 'terminated at stop');
   });
 
   it('a port taken by another listener stops boot naming the plugin and key', async () => {
