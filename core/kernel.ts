@@ -168,6 +168,8 @@ export class Kernel {
     this.services = new ServiceRegistry(this.site.file, resolved.map((r) => r.def));
     const ordered = this.order(resolved);
     this.checkGovApplications(appEntries, resolved.map((r) => r.def.name));
+    // a misspelt plugin variable stops boot here, before anything is written; strays are warned about below
+    const strayEnv = checkEnvNames(this.env, this.site.file, GatewayConfig, resolved.map((r) => r.def));
 
     const dataDir = path.resolve(this.gateway.dataDir);
     try {
@@ -177,7 +179,7 @@ export class Kernel {
       throw new BootError(`${this.site.file}: gateway: key dataDir: cannot write to ${dataDir} (${(err as NodeJS.ErrnoException).code})`);
     }
     this.log = pino({ level: this.gateway.logLevel, base: { site: this.site.name } }, this.opts.logDestination ?? pino.destination({ fd: 1, sync: false }));
-    for (const stray of checkEnvNames(this.env, this.site.file, GatewayConfig, resolved.map((r) => r.def))) this.log.warn({ env: stray.name }, stray.message);
+    for (const stray of strayEnv) this.log.warn({ env: stray.name }, stray.message);
     this.registry = createRegistry();
     this.apps = new ApplicationRegistry(appEntries);
     if (this.apps.size === 0) this.log.warn('no applications configured: every API call will answer 401');

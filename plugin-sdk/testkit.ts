@@ -7,6 +7,12 @@ import { Kernel } from '../core/kernel';
 import type { SiteSpec } from '../core/site';
 import type { Clock } from './clock';
 import type { PluginDefinition } from './plugin';
+import {
+  openStream, publishClip, waitReady,
+  type ClipPublisher, type OpenedStream, type OpenStreamOptions, type PublishOptions, type RequestStatus, type TestClip,
+} from './testkit-media';
+
+export * from './testkit-media';
 
 export interface TestGatewayOptions {
   /**
@@ -35,6 +41,15 @@ export interface TestGateway {
   logText(): string;
   /** JSON request to the API; auth is "user:password" (default demo:demo), or null for none */
   api(method: string, path: string, body?: unknown, auth?: string | null): Promise<{ status: number; headers: Headers; json: any }>;
+  /** POST /strm/open as the demo application: the reqId, play URL and the bus stream's name (see testkit-media.ts) */
+  openStream(opts: OpenStreamOptions): Promise<OpenedStream>;
+  /**
+   * polls /strm/status until the request is ready (default 10 s), else fails saying what the request looks like;
+   * auth as for `openStream` (default the demo application)
+   */
+  waitReady(reqId: string, timeoutMs?: number, auth?: string): Promise<RequestStatus>;
+  /** attaches a publisher to a bus stream and pushes a `testClip()` into it; stopped by `stop()` at the latest */
+  publish(streamName: string, clip: TestClip, opts?: PublishOptions): ClipPublisher;
   stop(): Promise<void>;
 }
 
@@ -77,7 +92,8 @@ export async function startTestGateway(opts: TestGatewayOptions): Promise<TestGa
     throw err;
   }
   const baseUrl = `http://127.0.0.1:${kernel.ports['gateway.httpPort']}`;
-  return {
+  const publishers = new Set<ClipPublisher>();
+  const gw: TestGateway = {
     kernel,
     baseUrl,
     dataDir,
@@ -94,12 +110,23 @@ export async function startTestGateway(opts: TestGatewayOptions): Promise<TestGa
       try { json = JSON.parse(t); } catch { json = t; }
       return { status: res.status, headers: res.headers, json };
     },
+    openStream: (o) => openStream(gw, o),
+    waitReady: (reqId, timeoutMs, auth) => waitReady(gw, reqId, timeoutMs, auth),
+    publish(streamName, clip, o) {
+      const p = publishClip(gw, streamName, clip, o);
+      publishers.add(p);
+      void p.done.then(() => publishers.delete(p));
+      return p;
+    },
     async stop() {
+      // an endless loop would otherwise outlive the gateway on its timers
+      for (const p of publishers) p.stop();
       await kernel.stop();
       // a data directory the test passed in is kept (restart tests reuse it)
       if (!givenDir) fs.rmSync(dataDir, { recursive: true, force: true });
     },
   };
+  return gw;
 }
 
 /**

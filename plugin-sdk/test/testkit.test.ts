@@ -1,8 +1,12 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
 import * as net from 'node:net';
+import * as os from 'node:os';
+import * as path from 'node:path';
 import { IsInt, IsOptional, Max, Min } from 'class-validator';
-import { definePlugin, type PluginDefinition } from '../index';
-import { startTestGateway, type TestGateway } from '../testkit';
+import { definePlugin, type AccessUnit, type MediaStream, type PluginDefinition, type TrackInfo } from '../index';
+import { findFfmpeg, linearToAlaw, startTestGateway, stubMediaPlugin, testClip, type TestGateway } from '../testkit';
 import { freePortOverrides } from '../../core/config';
 
 function listen(port = 0): Promise<net.Server> {
@@ -145,5 +149,195 @@ describe('plugin-sdk test kit: ports', () => {
     const res = await fetch(l.playUrl.replace('token=t', 'token=wrong'));
     assert.equal(res.status, 401);
     await res.body?.cancel();
+  });
+});
+
+/** A bus reader that keeps what it is given, with the time each unit arrived. */
+function collect(stream: MediaStream): { units: AccessUnit[]; at: number[]; tracks: Array<ReadonlyArray<TrackInfo>>; close(): void } {
+  const units: AccessUnit[] = [];
+  const at: number[] = [];
+  const tracks: Array<ReadonlyArray<TrackInfo>> = [];
+  const sub = stream.subscribe({
+    write(u) { units.push(u); at.push(performance.now()); },
+    tracks(t) { tracks.push(t); },
+  });
+  return { units, at, tracks, close: () => sub.close() };
+}
+
+async function until(cond: () => boolean, what: string, ms = 5000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+function ffprobeOf(): string {
+  return path.join(path.dirname(findFfmpeg()), 'ffprobe');
+}
+
+describe('plugin-sdk test kit: media helpers', () => {
+  let gw: TestGateway | undefined;
+  let scratch: string | undefined;
+  afterEach(async () => {
+    await gw?.stop();
+    gw = undefined;
+    if (scratch) fs.rmSync(scratch, { recursive: true, force: true });
+    scratch = undefined;
+  });
+  const boot = async () => {
+    const stub = stubMediaPlugin();
+    gw = await startTestGateway({ plugins: [{ name: stub.name, def: stub.def }] });
+    return gw;
+  };
+
+  it('testClip: real H.264 that ffprobe decodes, as frozen units at exact 90 kHz ticks, cached per process', () => {
+    const clip = testClip({ seconds: 2 });
+    assert.equal(testClip({ seconds: 2 }), clip, 'encoded once per process');
+    assert.equal(clip.frameCount, 50);
+    assert.equal(clip.durationMs, 2000);
+    assert.equal(clip.units.length, 50);
+    assert.deepEqual(clip.tracks, [clip.video]);
+    assert.equal(clip.video.codec, 'h264');
+    assert.deepEqual([clip.video.width, clip.video.height], [320, 240]);
+    assert.ok(clip.video.sps && clip.video.pps);
+    clip.units.forEach((u, i) => {
+      assert.deepEqual([u.kind, u.codec, u.timescale, u.dtsTicks, u.ptsTicks, u.dts], ['video', 'h264', 90_000, i * 3600, i * 3600, i * 40]);
+      // one keyframe a second, first of all
+      assert.equal(u.keyframe, i % 25 === 0, `frame ${i}`);
+      assert.ok(Object.isFrozen(u));
+    });
+    assert.throws(() => { (clip.units[0] as { dts: number }).dts = 5; }, TypeError);
+
+    scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'testclip-'));
+    const file = path.join(scratch, 'clip.h264');
+    fs.writeFileSync(file, Buffer.concat(clip.units.map((u) => u.payload)));
+    const probe = spawnSync(ffprobeOf(), ['-v', 'error', '-count_frames', '-select_streams', 'v:0', '-show_entries', 'stream=codec_name,width,height,nb_read_frames', '-of', 'json', file], { encoding: 'utf8' });
+    assert.equal(probe.status, 0, probe.stderr);
+    const st = JSON.parse(probe.stdout).streams[0];
+    assert.deepEqual([st.codec_name, st.width, st.height, Number(st.nb_read_frames)], ['h264', 320, 240, 50]);
+  });
+
+  it('testClip with audio: G.711 A-law units of a 1 kHz tone, interleaved by time after the video', () => {
+    assert.equal(linearToAlaw(0), 0xd5);
+    assert.equal(linearToAlaw(-1), 0x55);
+    assert.equal(linearToAlaw(32767), 0xaa);
+    assert.equal(linearToAlaw(-32768), 0x2a);
+    const clip = testClip({ seconds: 1, audio: true });
+    assert.deepEqual(clip.audio, { kind: 'audio', codec: 'g711a', sampleRate: 8000, channels: 1, bitsPerSample: 8, frameSamples: 320 });
+    assert.deepEqual(clip.tracks.map((t) => t.kind), ['video', 'audio']);
+    const audio = clip.units.filter((u) => u.kind === 'audio');
+    assert.equal(audio.length, 25);
+    audio.forEach((u, i) => assert.deepEqual([u.timescale, u.dtsTicks, u.duration, u.payload.length, u.dts], [8000, i * 320, 320, 320, i * 40]));
+    assert.equal(clip.units[0]!.kind, 'video');
+    assert.ok(clip.units[0]!.keyframe);
+    for (let i = 1; i < clip.units.length; i++) assert.ok(clip.units[i]!.dts >= clip.units[i - 1]!.dts, `unit ${i} in time order`);
+
+    // ffmpeg hears a 1 kHz tone: about 2 zero crossings per ms
+    const r = spawnSync(findFfmpeg(), ['-v', 'error', '-f', 'alaw', '-ar', '8000', '-ac', '1', '-i', '-', '-f', 's16le', '-'], { input: Buffer.concat(audio.map((u) => u.payload)) });
+    assert.equal(r.status, 0, r.stderr?.toString());
+    const pcm = r.stdout;
+    let crossings = 0;
+    for (let i = 2; i + 1 < pcm.length; i += 2) if ((pcm.readInt16LE(i - 2) < 0) !== (pcm.readInt16LE(i) < 0)) crossings++;
+    assert.equal(pcm.length / 2, 8000);
+    assert.ok(Math.abs(crossings - 2000) <= 4, `${crossings} zero crossings in 1 s`);
+  });
+
+  it('openStream, publish in real time, read through a bus subscription, waitReady', async function () {
+    this.timeout(20_000);
+    await boot();
+    const clip = testClip({ seconds: 1, audio: true });
+    const opened = await gw!.openStream({ simNo: '013900000001', chanId: 2 });
+    assert.match(opened.reqId, /\S/);
+    assert.equal(opened.streamName, '13900000001_2_1');
+    assert.equal(opened.ready, false);
+    assert.match(opened.playUrl, /\/live\/13900000001_2_1\?reqId=/);
+    assert.equal(opened.result.reqId, opened.reqId);
+
+    const stream = gw!.kernel.bus.get(opened.streamName)!;
+    const reader = collect(stream);
+    const t0 = performance.now();
+    const p = gw!.publish(opened.streamName, clip);
+    assert.equal(p.pushed, 0, 'nothing is pushed before publish() returns');
+    const st = await gw!.waitReady(opened.reqId, 5000);
+    assert.equal(st.ready, true);
+    assert.equal(st.stream, opened.streamName);
+    await p.done;
+    await until(() => reader.units.length === clip.units.length, 'every unit at the reader');
+    reader.close();
+
+    // the very units of the clip (shared, not copied), in order, the keyframe first
+    reader.units.forEach((u, i) => assert.equal(u, clip.units[i], `unit ${i}`));
+    assert.equal(reader.units[0]!.kind, 'video');
+    assert.ok(reader.units[0]!.keyframe);
+    assert.deepEqual(reader.tracks.at(-1)!.map((t) => t.codec), ['h264', 'g711a']);
+    // paced by their timestamps: the last unit (dts 960) came about a second after the first
+    const span = reader.at.at(-1)! - reader.at[0]!;
+    assert.ok(span >= 900 && span < 3000, `span ${span} ms`);
+    assert.ok(performance.now() - t0 >= 950);
+    assert.equal(p.pushed, clip.units.length);
+    const status = (await gw!.api('GET', `/strm/status?reqId=${opened.reqId}`)).json.data[0];
+    assert.deepEqual(status.codecs, [{ kind: 'video', codec: 'h264', width: 320, height: 240 }, { kind: 'audio', codec: 'g711a', sampleRate: 8000 }]);
+  });
+
+  it('all at once with loops: each pass continues the timeline at exact ticks; fps re-times the video', async () => {
+    await boot();
+    const clip = testClip({ seconds: 1 });
+    const { streamName } = await gw!.openStream({ simNo: '13900000002', chanId: 1 });
+    const reader = collect(gw!.kernel.bus.get(streamName)!);
+    const p = gw!.publish(streamName, clip, { realtime: false, loop: 3 });
+    assert.equal(p.pushed, 75, 'pushed before publish() returned');
+    await p.done;
+    await until(() => reader.units.length === 75, '3 passes at the reader');
+    reader.units.forEach((u, i) => {
+      assert.deepEqual([u.dtsTicks, u.dts, u.keyframe], [i * 3600, i * 40, i % 25 === 0], `unit ${i}`);
+      assert.equal(u.payload, clip.units[i % 25]!.payload);
+    });
+    reader.close();
+
+    const other = await gw!.openStream({ simNo: '13900000002', chanId: 3 });
+    const fast = collect(gw!.kernel.bus.get(other.streamName)!);
+    gw!.publish(other.streamName, clip, { realtime: false, fps: 50 });
+    await until(() => fast.units.length === 25, 'the re-timed clip');
+    assert.deepEqual(fast.units.map((u) => u.dtsTicks), clip.units.map((_, i) => i * 1800));
+    assert.throws(() => gw!.publish(other.streamName, testClip({ seconds: 1, audio: true }), { fps: 50 }), /fps re-times video only/);
+    assert.throws(() => gw!.publish(other.streamName, clip, { realtime: false, loop: true }), /endless loop needs realtime/);
+  });
+
+  it('a late reader starts at a keyframe; an endless loop stops with stop() and with the gateway', async function () {
+    this.timeout(20_000);
+    await boot();
+    const clip = testClip({ seconds: 1 });
+    const { streamName, reqId } = await gw!.openStream({ simNo: '13900000003', chanId: 1 });
+    const p = gw!.publish(streamName, clip, { loop: true });
+    await gw!.waitReady(reqId);
+    // into the second GOP: the GOP cache gives the reader the keyframe at 1 s and what followed
+    await until(() => p.pushed > 32, 'a second GOP');
+    const late = collect(gw!.kernel.bus.get(streamName)!);
+    await until(() => late.units.length > 5, 'units at the late reader');
+    assert.ok(late.units[0]!.keyframe && late.units[0]!.dts === 1000, `first at ${late.units[0]!.dts}`);
+    for (let i = 1; i < late.units.length; i++) assert.equal(late.units[i]!.dts, late.units[i - 1]!.dts + 40);
+    p.stop();
+    await p.done;
+    const n = p.pushed;
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal(p.pushed, n, 'nothing pushed after stop()');
+    late.close();
+
+    const again = gw!.publish(streamName, clip, { loop: true });
+    await until(() => again.pushed > 2, 'the second publisher');
+    await gw!.stop();
+    gw = undefined;
+    await again.done;
+  });
+
+  it('fails with messages that say what is wrong', async () => {
+    await boot();
+    await assert.rejects(gw!.openStream({ simNo: '13900000004', chanId: 1, fmt: 3 }), /open 13900000004\/1 refused: HTTP \d+, errCode -?\d+: .*fmt/);
+    const { reqId } = await gw!.openStream({ simNo: '13900000004', chanId: 1 });
+    await assert.rejects(gw!.waitReady(reqId, 200), new RegExp(`request ${reqId} was not ready within 200 ms .*is anything publishing`));
+    await gw!.api('POST', '/strm/close', { reqIds: [reqId] });
+    await assert.rejects(gw!.waitReady(reqId, 200), /is not open/);
+    assert.throws(() => gw!.publish('no_such_stream', testClip({ seconds: 1 })), /no stream 'no_such_stream' on the bus/);
   });
 });

@@ -69,6 +69,59 @@ describe('boot failures stop the process with a one-line message naming site, pl
     assertOneLine(await runGateway(g, { GW_PRESENCE_ALLOWLIST_OFFLINE: '42' }), /plugin presence-allowlist/, /key offline/, /GW_PRESENCE_ALLOWLIST_OFFLINE/);
   });
 
+  /**
+   * A plugin module named flv-out with flv-out's port key and its GW_FLV_PORT alias, so the messages are the ones an
+   * operator of the default site would see, whatever the real plugin's other keys are.
+   */
+  function flvOutLike(): string {
+    const mod = path.join(dir, 'flv-out-like.js');
+    const cv = JSON.stringify(path.join(repoRoot, 'node_modules', 'class-validator'));
+    fs.writeFileSync(mod, [
+      `const { IsInt, Min, Max, IsBoolean } = require(${cv});`,
+      'class Config { constructor() { this.port = 7081; this.gopCache = true; } }',
+      "IsInt()(Config.prototype, 'port'); Min(0)(Config.prototype, 'port'); Max(65535)(Config.prototype, 'port');",
+      "IsBoolean()(Config.prototype, 'gopCache');",
+      "exports.default = { name: 'flv-out', config: Config, env: { port: 'GW_FLV_PORT' }, setup() {} };",
+    ].join('\n'));
+    return mod;
+  }
+
+  it('a misspelt GW_<PLUGIN>_<KEY> variable names the variable, the plugin and the closest key', async () => {
+    const f = writeSite(dir, { gateway: gateway(dir), plugins: [{ name: 'flv-out', module: flvOutLike() }] });
+    const r = await runGateway(f, { GW_FLV_OUT_PROT: '7081' });
+    assertOneLine(r, /site\.json: GW_FLV_OUT_PROT: no key 'prot' in plugin flv-out \(did you mean GW_FLV_OUT_PORT\?\)$/);
+    assert.equal(r.code, 1);
+    assert.ok(!/plugin started|gateway started/.test(r.stdout), r.stdout);
+
+    const g = writeSite(dir, { gateway: gateway(dir), plugins: [{ name: 'presence-allowlist', module: EXAMPLE }] });
+    assertOneLine(await runGateway(g, { GW_PRESENCE_ALLOWLIST_OFLINE: '[]' }),
+      /GW_PRESENCE_ALLOWLIST_OFLINE: no key 'ofline' in plugin presence-allowlist \(did you mean GW_PRESENCE_ALLOWLIST_OFFLINE\?\)/);
+  });
+
+  it('a value that is not of the key\'s type says so, not a range', async () => {
+    const f = writeSite(dir, { gateway: gateway(dir), plugins: [{ name: 'flv-out', module: flvOutLike() }] });
+    const port = await runGateway(f, { GW_FLV_OUT_PORT: 'abc' });
+    assertOneLine(port, /site\.json: plugin flv-out: key port \(GW_FLV_OUT_PORT\): 'abc' is not an integer$/);
+    assert.doesNotMatch(port.stderr, /greater|less/);
+    assertOneLine(await runGateway(f, { GW_FLV_PORT: '70.81' }), /plugin flv-out: key port \(GW_FLV_PORT\): '70\.81' is not an integer$/);
+    assertOneLine(await runGateway(f, { GW_FLV_OUT_GOP_CACHE: 'maybe' }), /plugin flv-out: key gopCache \(GW_FLV_OUT_GOP_CACHE\): 'maybe' is not a boolean/);
+    assertOneLine(await runGateway(f, { GW_HTTP_PORT: 'http' }), /site\.json: gateway: key httpPort \(GW_HTTP_PORT\): 'http' is not an integer$/);
+    assertOneLine(await runGateway(f, { GW_APPLICATIONS: '{"appId":"a"}' }), /gateway: key applications \(GW_APPLICATIONS\): '\{"appId":"a"\}' is not a JSON array/);
+  });
+
+  it('a GW_ variable for no plugin on the site and no kernel key only warns', async () => {
+    const f = writeSite(dir, { gateway: gateway(dir), plugins: [{ name: 'presence-allowlist', module: EXAMPLE }] });
+    let started = false;
+    const r = await runGateway(f, { GW_RECORDER_MAX_TOTAL_BYTES: '1000000', GW_HTTP_PROT: '1', GW_DEBUG: '1' }, (out, kill) => {
+      if (!started && out.includes('gateway started')) { started = true; kill(); }
+    });
+    assert.equal(started, true, r.stdout + r.stderr);
+    assert.equal(r.code, 0, r.stderr);
+    const warnings = r.stdout.split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l) as { level: number; env?: string; msg: string }).filter((l) => l.env);
+    assert.deepEqual(warnings.map((w) => [w.level, w.env]), [[40, 'GW_HTTP_PROT'], [40, 'GW_RECORDER_MAX_TOTAL_BYTES']]);
+    assert.match(warnings[0]!.msg, /ignored \(did you mean GW_HTTP_PORT\?\)/);
+  });
+
   it('an unknown plugin', async () => {
     const f = writeSite(dir, { gateway: gateway(dir), plugins: [{ name: 'no-such-plugin' }] });
     assertOneLine(await runGateway(f), /plugin no-such-plugin/, /unknown plugin/);
