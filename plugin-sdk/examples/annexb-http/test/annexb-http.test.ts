@@ -1,0 +1,91 @@
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as http from 'node:http';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { findFfmpeg, startTestGateway, stubMediaPlugin, testClip, type TestGateway } from '../../../testkit';
+import annexbHttp from '../index';
+
+/** GET a URL and keep reading until `enough` says so (or the response ends); returns the status and the bytes. */
+function read(url: string, enough: (bytes: number) => boolean): Promise<{ status: number; body: Buffer; ended: boolean }> {
+  return new Promise((resolve, reject) => {
+    const req = http.get(url, (res) => {
+      const chunks: Buffer[] = [];
+      let n = 0;
+      const done = (ended: boolean) => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks), ended });
+      res.on('data', (c: Buffer) => {
+        chunks.push(c);
+        n += c.length;
+        if (enough(n)) { req.destroy(); done(false); }
+      });
+      res.on('end', () => done(true));
+    });
+    req.on('error', reject);
+  });
+}
+
+/** ffprobe (beside the test kit's ffmpeg) decodes every frame of raw H.264. */
+function probeH264(data: Buffer): { width: number; height: number; frames: number; errors: string } {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'annexb-'));
+  const file = path.join(dir, 'out.h264');
+  try {
+    fs.writeFileSync(file, data);
+    const ffprobe = path.join(path.dirname(findFfmpeg()), 'ffprobe');
+    const r = spawnSync(ffprobe, ['-v', 'error', '-f', 'h264', '-count_frames', '-show_entries', 'stream=width,height,nb_read_frames', '-of', 'json', file], { encoding: 'utf8' });
+    assert.equal(r.status, 0, r.stderr);
+    const s = JSON.parse(r.stdout).streams[0];
+    return { width: s.width, height: s.height, frames: Number(s.nb_read_frames), errors: r.stderr.trim() };
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+describe('example plugin: annexb-http (an output on its own port, through the test kit)', function () {
+  this.timeout(30_000);
+  let gw: TestGateway;
+  const clip = testClip({ seconds: 2 });
+  before(async () => {
+    const stub = stubMediaPlugin();
+    gw = await startTestGateway({ plugins: [{ name: stub.name, def: stub.def }, { name: 'annexb-http', def: annexbHttp }] });
+  });
+  after(() => gw.stop());
+
+  it('serves a request\'s video as raw H.264 that ffprobe decodes, from a keyframe, counted as a player', async () => {
+    const open = await gw.openStream({ simNo: '13900000001', chanId: 1 });
+    const url = open.urls!['annexb-http'];
+    assert.match(url, new RegExp(`^http://127\\.0\\.0\\.1:${gw.ports['annexb-http.port']}/annexb/13900000001_1_1\\.h264\\?reqId=`));
+    const pub = gw.publish(open.streamName, clip, { loop: true });
+    await gw.waitReady(open.reqId);
+    const clipBytes = clip.units.reduce((n, u) => n + u.payload.length, 0);
+    // a second and a half of it, give or take: enough for more than one GOP
+    const got = await read(url, (n) => n >= clipBytes * 0.75);
+    assert.equal(got.status, 200);
+    const status = (await gw.api('GET', `/strm/status?reqId=${open.reqId}`)).json.data[0];
+    assert.equal(status.consumed, true);
+    assert.ok(status.bytesOut >= got.body.length * 0.9, `bytes out counted: ${status.bytesOut}`);
+    pub.stop();
+    const p = probeH264(got.body);
+    assert.equal(`${p.width}x${p.height}`, '320x240');
+    assert.ok(p.frames >= 30, `decoded ${p.frames} frames`);
+    assert.equal(p.errors, '', 'no decoding errors: it started at a keyframe with its parameter sets');
+    await gw.api('POST', '/strm/close', { reqIds: [open.reqId] });
+  });
+
+  it('refuses a wrong token with 401, and ends a player when its request closes', async () => {
+    const open = await gw.openStream({ simNo: '13900000002', chanId: 1 });
+    const url = open.urls!['annexb-http'];
+    const refused = await read(url.replace(/token=[^&]*/, 'token=wrong'), () => false);
+    assert.equal(refused.status, 401);
+    const pub = gw.publish(open.streamName, clip, { loop: true });
+    const playing = read(url, () => false);
+    await gw.waitReady(open.reqId);
+    await new Promise((r) => setTimeout(r, 200));
+    await gw.api('POST', '/strm/close', { reqIds: [open.reqId] });
+    const got = await playing;
+    assert.equal(got.status, 200);
+    assert.equal(got.ended, true, 'the response ended with the request');
+    assert.ok(got.body.length > 0);
+    pub.stop();
+  });
+});
