@@ -1,7 +1,6 @@
 import 'reflect-metadata';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
-import * as dgram from 'node:dgram';
 import * as path from 'node:path';
 import { container as rootContainer, type DependencyContainer } from 'tsyringe';
 import pino, { type Logger, type DestinationStream } from 'pino';
@@ -18,9 +17,10 @@ import { createRegistry, metricsFor } from './metrics';
 import { registerCoreRoutes } from './api-routes';
 import { StoreFactory } from './stores';
 import { systemClock, type Clock } from '../plugin-sdk/clock';
-import type { HttpListener, HttpListenOptions, ListenOptions, PluginContext, PluginDefinition, PluginInstance, SiteInfo } from '../plugin-sdk/plugin';
+import type { PluginContext, PluginDefinition, PluginInstance, SiteInfo } from '../plugin-sdk/plugin';
 import { TOKENS } from './tokens';
 import { ServiceRegistry } from './services';
+import { describeListenError, pluginNet, type PluginResources } from './plugin-net';
 
 export const repoRoot: string = (() => {
   let dir = __dirname;
@@ -47,25 +47,12 @@ export interface KernelOptions {
   freePorts?: boolean;
 }
 
-interface Loaded {
+interface Loaded extends PluginResources {
   def: PluginDefinition<object>;
   config: object;
   instance?: PluginInstance | void;
-  servers: Array<net.Server | dgram.Socket>;
-  /** accepted TCP sockets, destroyed at stop so server.close() can finish */
-  sockets: Set<net.Socket>;
-  /** HTTP listeners of its own (ctx.net.listenHttp) */
-  http: ApiServer[];
   /** its view of the bus: streams it made and stages it registered go when it stops */
   bus?: PluginBus;
-  log: Logger;
-}
-
-function describeListenError(err: NodeJS.ErrnoException, port: number, host: string): string {
-  if (err.code === 'EADDRINUSE') return `port ${port} on ${host} is already in use`;
-  if (err.code === 'EACCES') return `no permission to listen on port ${port} on ${host}`;
-  if (err.code === 'EADDRNOTAVAIL') return `address ${host} is not available on this machine`;
-  return `cannot listen on ${host}:${port} (${err.code ?? err.message})`;
 }
 
 /** Loads a site, validates every config, starts plugins in dependency order and stops them in reverse. */
@@ -266,58 +253,9 @@ export class Kernel {
   private contextFor(l: Loaded): PluginContext<object> {
     const name = l.def.name;
     const where = `${this.site.file}: plugin ${name}`;
-    const defaultHost = this.gateway.listenHost;
-    const listenTcp = (o: ListenOptions, onConn: (s: net.Socket) => void) =>
-      new Promise<net.Server>((resolve, reject) => {
-        const host = o.host ?? defaultHost;
-        const srv = net.createServer((sock) => {
-          l.sockets.add(sock);
-          sock.once('close', () => l.sockets.delete(sock));
-          onConn(sock);
-        });
-        srv.once('error', (err: NodeJS.ErrnoException) => reject(new BootError(`${where}: key ${o.key}: ${describeListenError(err, o.port, host)}`)));
-        srv.listen(o.port, host, () => {
-          srv.removeAllListeners('error');
-          srv.on('error', (err) => l.log.error({ err }, 'TCP listener error'));
-          l.servers.push(srv);
-          this.ports[`${name}.${o.key}`] = (srv.address() as net.AddressInfo).port;
-          resolve(srv);
-        });
-      });
-    const listenUdp = (o: ListenOptions, onMsg: (m: Buffer, r: dgram.RemoteInfo, s: dgram.Socket) => void) =>
-      new Promise<dgram.Socket>((resolve, reject) => {
-        const host = o.host ?? defaultHost;
-        const sock = dgram.createSocket({ type: host.includes(':') ? 'udp6' : 'udp4', reuseAddr: false });
-        sock.once('error', (err: NodeJS.ErrnoException) => reject(new BootError(`${where}: key ${o.key}: ${describeListenError(err, o.port, host)} (UDP)`)));
-        sock.on('message', (m, r) => onMsg(m, r, sock));
-        sock.bind(o.port, host, () => {
-          sock.removeAllListeners('error');
-          sock.on('error', (err) => l.log.error({ err }, 'UDP listener error'));
-          l.servers.push(sock);
-          this.ports[`${name}.${o.key}:udp`] = sock.address().port;
-          resolve(sock);
-        });
-      });
-    const listenHttp = async (o: HttpListenOptions): Promise<HttpListener> => {
-      const api = new ApiServer({
-        bodyLimit: o.bodyLimit ?? this.gateway.bodyLimit, apps: this.apps, log: l.log.child({ part: 'http', key: o.key }),
-        headersTimeoutMs: o.headersTimeoutMs, requestTimeoutMs: o.requestTimeoutMs,
-      });
-      const host = o.host ?? defaultHost;
-      await new Promise<void>((resolve, reject) => {
-        const onErr = (err: NodeJS.ErrnoException) => reject(new BootError(`${where}: key ${o.key}: ${describeListenError(err, o.port, host)}`));
-        api.server.once('error', onErr);
-        api.server.listen(o.port, host, () => {
-          api.server.off('error', onErr);
-          api.server.on('error', (err) => l.log.error({ err }, 'HTTP listener error'));
-          resolve();
-        });
-      });
-      l.http.push(api);
-      const port = (api.server.address() as net.AddressInfo).port;
-      this.ports[`${name}.${o.key}`] = port;
-      return { routes: api.routesFor(name), port, server: api.server };
-    };
+    const netApi = pluginNet(l, {
+      plugin: name, where, defaultHost: this.gateway.listenHost, ports: this.ports, bodyLimit: this.gateway.bodyLimit, apps: this.apps,
+    });
     const stores = this.stores;
     const dataDir = this.siteInfo.dataDir;
     // The shared services come from the container, so what is registered there is what every plugin sees. Each
@@ -332,7 +270,7 @@ export class Kernel {
       log: l.log,
       site: this.siteInfo,
       routes: this.api.routesFor(name),
-      net: { listenTcp, listenUdp, listenHttp },
+      net: netApi,
       bus: l.bus,
       sessions: c.resolve<SessionManager>(TOKENS.Sessions),
       notices: c.resolve<NoticeHub>(TOKENS.Notices),

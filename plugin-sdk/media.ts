@@ -14,7 +14,8 @@
 export type VideoCodec = 'h264' | 'h265';
 /**
  * Audio codecs as sources send them. Stages (e.g. an AAC encoder) derive other forms; an output that needs one
- * asks for it when it subscribes.
+ * asks for it when it subscribes. G.721 is G.726 at 32 kbit/s: the JT/T 1078 ingest publishes it as 'g726' with
+ * bitsPerSample 4.
  */
 export type AudioCodec = 'aac' | 'g711a' | 'g711u' | 'g726' | 'adpcm' | 'g721' | 'g722' | 'g723' | 'g729' | 'mp3' | 'pcm' | 'unknown';
 export type CodecId = VideoCodec | AudioCodec;

@@ -12,7 +12,10 @@ export type Jt1078Layout = '2013' | '2019';
 /** One audio frame for the terminal, in a codec it decodes (its own, as it sends it). */
 export interface DownlinkAudio {
   codec: AudioCodec;
-  /** the coded frame, without any vendor header: the link adds HiSilicon's when the terminal uses one */
+  /**
+   * The coded frame, without any vendor header: the link adds HiSilicon's when the terminal uses one. AAC goes as
+   * ADTS (what terminals decode), unlike AAC units on the bus, which are raw.
+   */
   payload: Buffer;
   /** ms on the sender's clock; the link writes it into the packets */
   timestamp: number;

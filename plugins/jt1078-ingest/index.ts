@@ -1,10 +1,36 @@
 import type { AddressInfo } from 'node:net';
-import { performance } from 'node:perf_hooks';
-import { IsBoolean, IsIn, IsInt, IsOptional, IsString, Max, Min } from 'class-validator';
-import { CloseCause, definePlugin, type ChannelStream, type StreamTyp } from '../../plugin-sdk';
+import { IsBoolean, IsIn, IsInt, IsObject, IsOptional, IsString, Max, Min, ValidateBy } from 'class-validator';
+import {
+  CloseCause, TERMINAL_LINKS, definePlugin, normaliseSim, type ChannelStream, type G726Packing, type StreamTyp, type TerminalLinks,
+} from '../../plugin-sdk';
 import type { Jt1078Layout } from './src/packet';
-import { Jt1078StreamAssembler } from './src/stream-assembler';
-import { TerminalLink, type ChannelSource, type LinkHost, type LinkTotals } from './src/terminal-link';
+import { Jt1078StreamAssembler, type AudioOptions } from './src/stream-assembler';
+import { TerminalLink, type ChannelSource, type HisiliconDownlink, type LinkHost, type LinkTotals } from './src/terminal-link';
+
+/** Per-terminal audio overrides, by SIM. */
+export interface TerminalAudioOverride {
+  g726Packing?: G726Packing;
+  g726Bits?: number;
+}
+
+/** What is wrong with a `terminalAudio` value, or undefined when it is fine. */
+export function terminalAudioProblem(v: unknown): string | undefined {
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) return 'must be an object of SIM -> { g726Packing?, g726Bits? }';
+  for (const [sim, o] of Object.entries(v as Record<string, unknown>)) {
+    if (!/^[0-9]{1,20}$/.test(sim)) return `SIM '${sim}' must be 1 to 20 digits`;
+    if (o === null || typeof o !== 'object' || Array.isArray(o)) return `${sim}: must be an object`;
+    for (const [k, x] of Object.entries(o as Record<string, unknown>)) {
+      if (k === 'g726Packing') {
+        if (x !== 'left' && x !== 'right') return `${sim}.g726Packing must be 'left' or 'right'`;
+      } else if (k === 'g726Bits') {
+        if (x !== 2 && x !== 3 && x !== 4 && x !== 5) return `${sim}.g726Bits must be 2, 3, 4 or 5`;
+      } else {
+        return `${sim}: unknown key ${k} (known: g726Packing, g726Bits)`;
+      }
+    }
+  }
+  return undefined;
+}
 
 export class Jt1078IngestConfig {
   @IsInt() @Min(0) @Max(65535)
@@ -47,25 +73,69 @@ export class Jt1078IngestConfig {
   /** largest reassembled frame (bytes); bigger ones are dropped */
   @IsInt() @Min(64 * 1024) @Max(64 * 1024 * 1024)
   maxFrameBytes = 4 * 1024 * 1024;
+
+  /**
+   * G.726 codeword packing announced on audio tracks; terminals never say. 'left' (ITU-T/AAL2, ffmpeg `g726`) is
+   * what the only G.726 from terminals we have (the glaciall captures) decodes as; 'right' is RFC 3551 (`g726le`).
+   */
+  @IsIn(['left', 'right'])
+  g726Packing: G726Packing = 'left';
+
+  /** G.726 bits per sample (2..5 = 16..40 kbit/s) for every terminal; 0: from the payload type, else measured */
+  @IsIn([0, 2, 3, 4, 5])
+  g726Bits = 0;
+
+  /** overrides of g726Packing / g726Bits per terminal, by SIM: { "13800138000": { "g726Bits": 3 } } */
+  @IsObject()
+  @ValidateBy({
+    name: 'terminalAudio',
+    validator: {
+      validate: (v: unknown) => terminalAudioProblem(v) === undefined,
+      defaultMessage: (a) => terminalAudioProblem(a?.value) ?? 'invalid',
+    },
+  })
+  terminalAudio: Record<string, TerminalAudioOverride> = {};
+
+  /** HiSilicon header on audio sent to terminals: 'auto' when the terminal's own audio has one */
+  @IsIn(['auto', 'always', 'never'])
+  hisiliconDownlink: HisiliconDownlink = 'auto';
+
+  /** bytes waiting to go down a terminal's link past which audio for it is refused (never queued without bound) */
+  @IsInt() @Min(1024) @Max(16 * 1024 * 1024)
+  downlinkMaxPendingBytes = 64 * 1024;
 }
 
 type ListenerName = 'live2013' | 'live2019' | 'replay2013' | 'replay2019';
+type AttachListener = Parameters<TerminalLinks['onAttach']>[0];
+
+const channelKey = (typ: StreamTyp, normSim: string, chanId: number): string => `${typ}/${normSim}/${chanId}`;
 
 /**
  * JT/T 1078 terminals push here: four listeners (live/replay x 2013/2019), TCP and UDP on each port.
  * Each link detects its layout from the packets; each channel it carries feeds the bus stream that requests opened.
+ * The links are offered to other plugins as the terminal-links service (intercom sends audio down them).
  */
 export default definePlugin({
   name: 'jt1078-ingest',
   config: Jt1078IngestConfig,
+  provides: [TERMINAL_LINKS],
   async setup(ctx) {
     const c = ctx.config;
     const links = new Set<TerminalLink>();
     const active = new Map<string, ChannelSource>();
+    /** the same sources by channel (typ, SIM, channel), for the service */
+    const byChannel = new Map<string, ChannelSource>();
+    const attachListeners = new Set<AttachListener>();
     const graceTimers = new Map<string, () => void>();
     /** per listener: what its closed links carried */
     const closedTotals = new Map<string, LinkTotals>();
     let linkSeq = 0;
+
+    const siteAudio: AudioOptions = { g726Packing: c.g726Packing, g726Bits: c.g726Bits || undefined };
+    const audioBySim = new Map<string, AudioOptions>();
+    for (const [sim, o] of Object.entries(c.terminalAudio)) {
+      audioBySim.set(normaliseSim(sim), { g726Packing: o.g726Packing ?? siteAudio.g726Packing, g726Bits: o.g726Bits ?? siteAudio.g726Bits });
+    }
 
     const m = {
       bytes: ctx.metrics.counter('bytes_total', 'bytes received from terminals', ['listener', 'transport']),
@@ -74,6 +144,9 @@ export default definePlugin({
       unmatched: ctx.metrics.counter('unmatched_packets_total', 'packets for channels nobody opened (dropped)', ['listener']),
       reconnects: ctx.metrics.counter('reconnects_total', 'terminals that came back within the disconnect grace'),
       graceExpired: ctx.metrics.counter('disconnects_total', 'streams closed because the terminal stayed away past the grace'),
+      downPackets: ctx.metrics.counter('downlink_packets_total', 'JT/T 1078 packets sent to terminals (intercom audio, raw writes)', ['transport']),
+      downBytes: ctx.metrics.counter('downlink_bytes_total', 'bytes sent to terminals', ['transport']),
+      downRefused: ctx.metrics.counter('downlink_refused_total', 'downlink frames refused: link closed, or its backlog over downlinkMaxPendingBytes', ['reason']),
     };
     ctx.metrics.gauge('links', 'open terminal links', [], (g) => g.set(links.size));
     const listenerGauge = (name: string, help: string, pick: (t: LinkTotals) => number) =>
@@ -99,6 +172,9 @@ export default definePlugin({
     streamGauge('stream_audio_frames', 'audio frames published', (s) => s.assembler.stats.audioUnits);
     streamGauge('stream_lost_packets', 'packets lost (sequence gaps)', (s) => s.assembler.stats.reorder.lost);
     streamGauge('stream_dropped_frames', 'frames dropped for loss or bad reassembly', (s) => s.assembler.stats.reassembly.droppedFrames);
+    streamGauge('stream_audio_waiting_frames', 'audio frames left out while the codec\'s parameters were unknown (raw AAC before ADTS, G.726 before its rate)', (s) => s.assembler.stats.audio.waitingForParameters);
+    streamGauge('stream_audio_malformed_frames', 'audio frames that could not be framed (broken ADTS, ADPCM without its header)', (s) => s.assembler.stats.audio.malformed);
+    streamGauge('stream_audio_hisilicon_frames', 'audio frames that carried a HiSilicon header (removed)', (s) => s.assembler.stats.reassembly.hisiliconHeaders);
     streamGauge('stream_link_bytes', 'bytes received on the stream\'s link', (s) => s.link.counters.bytes);
     streamGauge('stream_resyncs', 'resynchronisations on the stream\'s link', (s) => s.link.parser.stats.resyncs);
 
@@ -106,9 +182,15 @@ export default definePlugin({
       sessions: ctx.sessions,
       log: ctx.log,
       unknownGraceMs: c.unknownGraceMs,
+      downlink: { maxPendingBytes: c.downlinkMaxPendingBytes, hisilicon: c.hisiliconDownlink },
       unmatched: (link) => m.unmatched.inc({ listener: link.listener }),
       setTimer: (fn, ms) => ctx.clock.setTimeout(fn, ms),
       now: () => ctx.clock.now(),
+      sent: (link, packets, bytes) => {
+        m.downPackets.inc({ transport: link.transport }, packets);
+        m.downBytes.inc({ transport: link.transport }, bytes);
+      },
+      refused: (_link, why) => m.downRefused.inc({ reason: why }),
       attach(link, stream: ChannelStream): ChannelSource {
         const grace = graceTimers.get(stream.name);
         if (grace) {
@@ -118,29 +200,46 @@ export default definePlugin({
           ctx.log.info({ stream: stream.name, link: link.id }, 'terminal reconnected within the grace: stream resumes');
         }
         const publisher = stream.media.attachPublisher();
+        const key = `${stream.normSim}_${stream.chanId}`;
         const assembler = new Jt1078StreamAssembler({
           onTrack: (t) => publisher.setTrack(t),
-          onAccessUnit: (au) => {
-            au.receivedAt = performance.now();
-            publisher.push(au);
+          onAccessUnit: (au) => publisher.push(au),
+          onAudioFraming: (f) => {
+            link.noteAudioFraming(key, f);
+            ctx.log.info({ stream: stream.name, link: link.id, pt: f.pt, codec: f.codec, hisilicon: f.hisilicon }, 'terminal audio framing');
           },
         }, {
           reorder: link.transport === 'udp' ? { maxPackets: c.reorderPackets, maxDelayMs: c.reorderMs } : false,
           maxFrameBytes: c.maxFrameBytes,
+          audio: audioBySim.get(stream.normSim) ?? siteAudio,
         });
-        const key = `${stream.normSim}_${stream.chanId}`;
         const src: ChannelSource = { key, stream, publisher, assembler, link };
         const previous = active.get(stream.name);
         if (previous && previous.link !== link) previous.link.forgetSource(previous.key);
         active.set(stream.name, src);
+        const ck = channelKey(stream.typ, stream.normSim, stream.chanId);
+        byChannel.set(ck, src);
         // the last request on the stream went: the terminal's channel stops, and its link if nothing else is on it
         publisher.onClose(() => {
           if (active.get(stream.name) === src) active.delete(stream.name);
+          if (byChannel.get(ck) === src) byChannel.delete(ck);
           link.dropSource(key);
         });
         return src;
       },
+      attached(src) {
+        const e = { normSim: src.stream.normSim, chanId: src.stream.chanId, typ: src.stream.typ, link: src.link };
+        for (const cb of [...attachListeners]) {
+          try {
+            cb(e);
+          } catch (err) {
+            ctx.log.error({ err, stream: src.stream.name }, 'a terminal-links onAttach callback threw');
+          }
+        }
+      },
       detach(src, why) {
+        const ck = channelKey(src.stream.typ, src.stream.normSim, src.stream.chanId);
+        if (byChannel.get(ck) === src) byChannel.delete(ck);
         if (active.get(src.stream.name) !== src) return;
         active.delete(src.stream.name);
         if (why !== 'link-closed' || src.publisher.closed || src.stream.state === 'closing') return;
@@ -156,6 +255,20 @@ export default definePlugin({
         }, c.disconnectGraceMs));
       },
     };
+
+    const service: TerminalLinks = {
+      find(normSim, chanId, typ) {
+        const src = byChannel.get(channelKey(typ, normaliseSim(normSim), chanId));
+        return src && !src.link.closed ? src.link : undefined;
+      },
+      onAttach(cb) {
+        attachListeners.add(cb);
+        return () => {
+          attachListeners.delete(cb);
+        };
+      },
+    };
+    ctx.services.provide(TERMINAL_LINKS, service);
 
     const listeners: Array<{ name: ListenerName; typ: StreamTyp; layout: Jt1078Layout; port: number; key: keyof Jt1078IngestConfig }> = [
       { name: 'live2013', typ: 'live', layout: '2013', port: c.livePort2013, key: 'livePort2013' },
@@ -184,7 +297,7 @@ export default definePlugin({
       const bytes = m.bytes.labels(l.name, 'tcp');
       const srv = await ctx.net.listenTcp({ port: l.port, host: c.host, key: l.key }, (socket) => {
         const id = `${l.name}/tcp#${++linkSeq} ${socket.remoteAddress}:${socket.remotePort}`;
-        const link = new TerminalLink(id, l.name, l.typ, 'tcp', l.layout, host, linkClosed, socket);
+        const link = new TerminalLink(id, l.name, l.typ, l.layout, host, linkClosed, { transport: 'tcp', socket });
         let counted = false;
         links.add(link);
         m.links.inc({ listener: l.name, transport: 'tcp' });
@@ -200,16 +313,16 @@ export default definePlugin({
       bound.set(l.name, (srv.address() as AddressInfo).port);
       if (c.udp) {
         const udpBytes = m.bytes.labels(l.name, 'udp');
-        await ctx.net.listenUdp({ port: bound.get(l.name)!, host: c.host, key: l.key }, (msg, rinfo) => {
+        await ctx.net.listenUdp({ port: bound.get(l.name)!, host: c.host, key: l.key }, (msg, rinfo, sock) => {
           udpBytes.inc(msg.length);
           const k = `${l.name}|${rinfo.address}|${rinfo.port}`;
           let u = udpLinks.get(k);
           if (!u) {
             const id = `${l.name}/udp ${rinfo.address}:${rinfo.port}`;
-            const link = new TerminalLink(id, l.name, l.typ, 'udp', l.layout, host, (x) => {
+            const link = new TerminalLink(id, l.name, l.typ, l.layout, host, (x) => {
               udpLinks.delete(k);
               linkClosed(x);
-            });
+            }, { transport: 'udp', socket: sock, address: rinfo.address, port: rinfo.port });
             links.add(link);
             m.links.inc({ listener: l.name, transport: 'udp' });
             u = { link, lastSeen: 0, layoutCounted: false };
@@ -250,6 +363,7 @@ export default definePlugin({
         for (const cancel of graceTimers.values()) cancel();
         graceTimers.clear();
         for (const link of [...links]) link.close('gateway stopping');
+        attachListeners.clear();
       },
     };
   },

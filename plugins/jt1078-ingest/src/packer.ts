@@ -134,6 +134,11 @@ export class Jt1078Packer {
     return this.nextSeq;
   }
 
+  /** Continues from another counter (a link numbers its downlink packets across channels with one). */
+  set seq(n: number) {
+    this.nextSeq = n & 0xffff;
+  }
+
   /**
    * Splits a frame into packets: one atomic packet when it fits, else first / middle... / last, with the
    * M bit on the last (or only) one. Each returned buffer is one whole packet (one UDP datagram).

@@ -18,7 +18,7 @@ import { scanH265 } from '../../../plugin-sdk/formats/h265';
 import type { CodecId } from '../../../plugin-sdk/media';
 import { DATA_TYPE, Jt1078Packet, SUB_MARK } from './packet';
 import { audioCodecOfPt, videoCodecOfPt } from './payload-types';
-import { stripHisiliconHeader } from './audio';
+import { hasHisiliconHeader } from './audio';
 import { BufferSlab } from '../../../plugin-sdk/buffer-slab';
 
 export interface Jt1078Frame {
@@ -36,6 +36,8 @@ export interface Jt1078Frame {
   /** video: NAL_SCAN flags of the payload (0 for audio or unknown codecs) */
   nalFlags: number;
   packets: number;
+  /** audio: the terminal put a HiSilicon header in front of the frame (removed from payload) */
+  hisilicon: boolean;
 }
 
 export interface ReassemblerOptions {
@@ -267,17 +269,17 @@ export class Jt1078Reassembler {
       this.stats.frames++;
       this.sink.onFrame({
         kind: 'video', codec, pt: b.pt, dataType: b.dataType, timestamp: b.timestamp, keyframe, payload,
-        nalFlags: flags, packets: count,
+        nalFlags: flags, packets: count, hisilicon: false,
       });
       return;
     }
     const codec = audioCodecOfPt(b.pt);
-    const stripped = stripHisiliconHeader(payload);
-    if (stripped !== payload) this.stats.hisiliconHeaders++;
+    const hisilicon = hasHisiliconHeader(payload);
+    if (hisilicon) this.stats.hisiliconHeaders++;
     this.stats.frames++;
     this.sink.onFrame({
       kind: 'audio', codec, pt: b.pt, dataType: DATA_TYPE.AUDIO, timestamp: b.timestamp, keyframe: true,
-      payload: stripped, nalFlags: 0, packets: count,
+      payload: hisilicon ? payload.subarray(4) : payload, nalFlags: 0, packets: count, hisilicon,
     });
   }
 }

@@ -1,9 +1,15 @@
 import type { Socket } from 'node:net';
+import type { Socket as UdpSocket } from 'node:dgram';
 import type { Logger } from 'pino';
-import type { ChannelStream, Publisher, Sessions, StreamTyp } from '../../../plugin-sdk';
+import { normaliseSim, type ChannelStream, type Publisher, type Sessions, type StreamTyp } from '../../../plugin-sdk';
+import type { Off } from '../../../plugin-sdk/bus';
+import type { DownlinkAudio, TerminalLink as SdkTerminalLink } from '../../../plugin-sdk/services/terminal-links';
 import { Jt1078Parser } from './parser';
-import type { Jt1078Layout, Jt1078Packet } from './packet';
-import { Jt1078StreamAssembler } from './stream-assembler';
+import { DATA_TYPE, type Jt1078Layout, type Jt1078Packet } from './packet';
+import { Jt1078Packer } from './packer';
+import { addHisiliconHeader } from './audio';
+import { audioCodecOfPt, ptOfAudioCodec } from './payload-types';
+import type { AudioFraming, Jt1078StreamAssembler } from './stream-assembler';
 
 export interface LinkCounters {
   bytes: number;
@@ -30,31 +36,63 @@ export interface ChannelSource {
   link: TerminalLink;
 }
 
+/** Where bytes for the terminal go: its TCP connection, or its source address through the listener's UDP socket. */
+export type LinkPeer =
+  | { transport: 'tcp'; socket: Socket }
+  | { transport: 'udp'; socket: UdpSocket; address: string; port: number };
+
+/** 'auto': add a HiSilicon header to downlink audio when the terminal's own audio has one */
+export type HisiliconDownlink = 'auto' | 'always' | 'never';
+
+export interface DownlinkOptions {
+  /** bytes waiting to go to a terminal past which sendAudio/write refuse */
+  maxPendingBytes: number;
+  hisilicon: HisiliconDownlink;
+}
+
 export interface LinkHost {
   sessions: Sessions;
   log: Logger;
   /** where a channel source lives while its link is up (one per stream) */
   attach(link: TerminalLink, stream: ChannelStream): ChannelSource;
+  /** the source is registered on its link: packets flow to it from now on */
+  attached?(src: ChannelSource): void;
   detach(src: ChannelSource, why: 'link-closed' | 'stream-closed'): void;
   /** a packet for a channel nobody opened was dropped (counted as it happens: a flood of them is what to see) */
   unmatched(link: TerminalLink): void;
   unknownGraceMs: number;
   setTimer(fn: () => void, ms: number): () => void;
   now(): number;
+  downlink: DownlinkOptions;
+  /** downlink bytes handed to the socket */
+  sent?(link: TerminalLink, packets: number, bytes: number): void;
+  /** downlink refused ('closed' | 'backlog') */
+  refused?(link: TerminalLink, why: 'closed' | 'backlog'): void;
 }
+
+/** channels whose audio framing a link remembers after their source went (a terminal has a handful) */
+const MAX_FRAMINGS = 64;
 
 /**
  * A terminal's push connection (TCP) or source address (UDP): one parser, then one assembler per channel it carries.
  * Packets for a channel nobody opened are counted and dropped; a link that carries nothing wanted is closed after
  * a grace period.
+ *
+ * It is also the terminal-links service's link (plugin-sdk/services/terminal-links.ts): the way down to the
+ * terminal. Downlink packets carry the link's own sequence numbers (one counter for the link, whatever the channel:
+ * the terminal's counters are its own business), and nothing is queued here: a refused frame is the caller's to
+ * drop, so a stalled terminal costs at most maxPendingBytes plus one write.
  */
-export class TerminalLink {
+export class TerminalLink implements SdkTerminalLink {
   readonly parser: Jt1078Parser;
   readonly counters: LinkCounters = { bytes: 0, packets: 0, unmatchedPackets: 0 };
   readonly sources = new Map<string, ChannelSource>();
+  readonly transport: 'tcp' | 'udp';
+  readonly remote: string;
   /** frames and losses of channels this link no longer carries (their assemblers are gone) */
   private readonly retired = { frames: 0, lostPackets: 0, droppedFrames: 0 };
-  private closed = false;
+  private isClosed = false;
+  private closeReason = '';
   private cancelGrace: (() => void) | undefined;
   private warnedUnmatched = new Set<string>();
   /**
@@ -64,18 +102,27 @@ export class TerminalLink {
   private lastSim = '';
   private lastChannel = -1;
   private lastSrc: ChannelSource | undefined;
+  /** per `${sim}_${channel}`: how that channel's audio was framed (kept after its source goes) */
+  private readonly framings = new Map<string, AudioFraming>();
+  private lastFraming: AudioFraming | undefined;
+  private readonly closeCbs = new Set<(reason: string) => void>();
+  private downSeq = 0;
+  private packer: Jt1078Packer | undefined;
+  /** UDP: bytes handed to dgram and not yet reported sent */
+  private udpInFlight = 0;
 
   constructor(
     readonly id: string,
     /** listener name, e.g. live2013 */
     readonly listener: string,
     readonly typ: StreamTyp,
-    readonly transport: 'tcp' | 'udp',
-    guess: Jt1078Layout,
+    private readonly guess: Jt1078Layout,
     private readonly host: LinkHost,
-    private readonly onClose: (link: TerminalLink) => void,
-    readonly socket?: Socket,
+    private readonly closedHook: (link: TerminalLink) => void,
+    private readonly peer: LinkPeer,
   ) {
+    this.transport = peer.transport;
+    this.remote = peer.transport === 'tcp' ? `${peer.socket.remoteAddress}:${peer.socket.remotePort}` : `${peer.address}:${peer.port}`;
     this.parser = new Jt1078Parser((p) => this.onPacket(p), { layout: guess });
     this.armGrace();
   }
@@ -84,8 +131,16 @@ export class TerminalLink {
     return this.parser.layout;
   }
 
+  get closed(): boolean {
+    return this.isClosed;
+  }
+
+  get socket(): Socket | undefined {
+    return this.peer.transport === 'tcp' ? this.peer.socket : undefined;
+  }
+
   push(chunk: Buffer): void {
-    if (this.closed) return;
+    if (this.isClosed) return;
     this.counters.bytes += chunk.length;
     if (this.transport === 'tcp') this.parser.push(chunk);
     else this.parser.pushDatagram(chunk);
@@ -117,11 +172,19 @@ export class TerminalLink {
       this.cancelGrace?.();
       this.cancelGrace = undefined;
       this.host.log.info({ link: this.id, stream: stream.name, layout: this.parser.layout, transport: this.transport }, 'terminal pushing');
+      this.host.attached?.(src);
     }
     this.lastSim = p.sim;
     this.lastChannel = p.channel;
     this.lastSrc = src;
     src.assembler.push(p);
+  }
+
+  /** The assembler of channel `key` saw the terminal's audio framing (first audio frame, or a change). */
+  noteAudioFraming(key: string, f: AudioFraming): void {
+    if (!this.framings.has(key) && this.framings.size >= MAX_FRAMINGS) this.framings.clear();
+    this.framings.set(key, f);
+    this.lastFraming = f;
   }
 
   /** another link took this channel over: packets for it here find no source again */
@@ -154,14 +217,15 @@ export class TerminalLink {
    * confirms it; when the stream ends exactly at its end, the end confirms it, so the parser is flushed first.
    */
   ended(reason: string): void {
-    if (this.closed) return;
+    if (this.isClosed) return;
     this.parser.end();
     this.close(reason);
   }
 
   close(reason: string): void {
-    if (this.closed) return;
-    this.closed = true;
+    if (this.isClosed) return;
+    this.isClosed = true;
+    this.closeReason = reason;
     this.cancelGrace?.();
     this.host.log.info({ link: this.id, reason, bytes: this.counters.bytes, packets: this.counters.packets, unmatched: this.counters.unmatchedPackets, resyncs: this.parser.stats.resyncs }, 'terminal link closed');
     for (const src of [...this.sources.values()]) {
@@ -170,8 +234,16 @@ export class TerminalLink {
     }
     this.sources.clear();
     this.lastSrc = undefined;
-    this.socket?.destroy();
-    this.onClose(this);
+    if (this.peer.transport === 'tcp') this.peer.socket.destroy();
+    this.closedHook(this);
+    for (const cb of [...this.closeCbs]) {
+      try {
+        cb(reason);
+      } catch (err) {
+        this.host.log.error({ link: this.id, err }, 'a terminal link onClose callback threw');
+      }
+    }
+    this.closeCbs.clear();
   }
 
   totals(): LinkTotals {
@@ -185,8 +257,104 @@ export class TerminalLink {
     return t;
   }
 
-  get isClosed(): boolean {
-    return this.closed;
+  // --- the way down to the terminal (terminal-links service) ----------------------------------------------------
+
+  /** true when the terminal's latest audio frame (any channel) carried a HiSilicon header */
+  get hisiliconAudio(): boolean {
+    return this.lastFraming?.hisilicon ?? false;
+  }
+
+  get pendingBytes(): number {
+    if (this.peer.transport === 'tcp') return this.peer.socket.writableLength;
+    return this.udpInFlight;
+  }
+
+  onClose(cb: (reason: string) => void): Off {
+    if (this.isClosed) {
+      const reason = this.closeReason;
+      queueMicrotask(() => cb(reason));
+      return () => undefined;
+    }
+    this.closeCbs.add(cb);
+    return () => {
+      this.closeCbs.delete(cb);
+    };
+  }
+
+  /**
+   * Throws (TypeError/RangeError) for a frame that cannot be packed: a codec with no JT/T 1078 payload type, a
+   * timestamp that is not a non-negative integer, an odd-sized frame for a terminal that wants a HiSilicon header,
+   * a SIM or channel out of range. Those are the caller's bugs; false is for the link's state only.
+   */
+  sendAudio(normSim: string, chanId: number, frame: DownlinkAudio): boolean {
+    const key = `${normaliseSim(normSim)}_${chanId}`;
+    const own = this.framings.get(key) ?? this.lastFraming;
+    // the terminal's own payload type for its own codec (G.721 stays 1, AAC-LC stays 24), else the codec's
+    const pt = own && audioCodecOfPt(own.pt) === frame.codec ? own.pt : ptOfAudioCodec(frame.codec);
+    if (pt === undefined) throw new TypeError(`sendAudio: codec ${frame.codec} has no JT/T 1078 payload type`);
+    if (!this.canSend()) return false;
+    const mode = this.host.downlink.hisilicon;
+    const hisilicon = mode === 'always' || (mode === 'auto' && own !== undefined && own.hisilicon);
+    const payload = hisilicon ? addHisiliconHeader(frame.payload) : frame.payload;
+    const layout = frame.layout ?? this.layout ?? this.guess;
+    let packer = this.packer;
+    if (!packer || packer.sim !== normSim || packer.channel !== chanId || packer.layout !== layout) {
+      packer = this.packer = new Jt1078Packer({ layout, sim: normSim, channel: chanId });
+    }
+    packer.seq = this.downSeq;
+    const packets = packer.packFrame({ dataType: DATA_TYPE.AUDIO, pt, timestamp: frame.timestamp, payload });
+    this.downSeq = packer.seq;
+    this.send(packets);
+    return true;
+  }
+
+  write(bytes: Buffer): boolean {
+    if (!this.canSend()) return false;
+    this.send([bytes]);
+    return true;
+  }
+
+  private canSend(): boolean {
+    const p = this.peer;
+    if (this.isClosed || (p.transport === 'tcp' && (p.socket.destroyed || !p.socket.writable))) {
+      this.host.refused?.(this, 'closed');
+      return false;
+    }
+    if (this.pendingBytes > this.host.downlink.maxPendingBytes) {
+      this.host.refused?.(this, 'backlog');
+      return false;
+    }
+    return true;
+  }
+
+  private send(packets: Buffer[]): void {
+    const p = this.peer;
+    let bytes = 0;
+    if (p.transport === 'tcp') {
+      if (packets.length > 1) p.socket.cork();
+      for (const b of packets) {
+        p.socket.write(b);
+        bytes += b.length;
+      }
+      if (packets.length > 1) p.socket.uncork();
+    } else {
+      // one packet per datagram, as terminals send them
+      for (const b of packets) {
+        const n = b.length;
+        this.udpInFlight += n;
+        bytes += n;
+        try {
+          p.socket.send(b, p.port, p.address, () => {
+            this.udpInFlight -= n;
+          });
+        } catch (err) {
+          // the listener's socket is closing (gateway stopping): what was not sent is lost like any datagram
+          this.udpInFlight -= n;
+          this.host.log.debug({ link: this.id, err: (err as Error).message }, 'downlink datagram not sent');
+        }
+      }
+    }
+    this.host.sent?.(this, packets.length, bytes);
   }
 }
 

@@ -21,6 +21,12 @@ class CheckingSink {
   onAccessUnit(au: AccessUnit): void {
     assert.ok(au.dts > this.last[au.kind], `${au.kind} dts ${au.dts} after ${this.last[au.kind]}`);
     assert.ok(Number.isFinite(au.dts));
+    // exact time whatever the input: integer ticks of a positive time base, the ms view derived from them
+    assert.ok(Number.isSafeInteger(au.dtsTicks) && au.dtsTicks >= 0 && au.ptsTicks === au.dtsTicks, `${au.kind} ticks ${au.dtsTicks}`);
+    assert.ok(au.timescale === (au.kind === 'video' ? 90_000 : 8000) || (au.kind === 'audio' && au.timescale > 0));
+    assert.equal(au.dts, (au.dtsTicks * 1000) / au.timescale);
+    assert.ok(Number.isInteger(au.duration) && au.duration >= 0);
+    assert.ok(au.payload.length > 0 && Number.isFinite(au.receivedAt));
     this.last[au.kind] = au.dts;
     if (this.keep) this.units.push(au);
   }

@@ -6,7 +6,7 @@ import { requireTool } from '../../../test/support/tools';
 import type { AccessUnit, TrackInfo } from '../../../plugin-sdk/media';
 import { Jt1078Packet } from '../src/packet';
 import { Jt1078Parser, ParserOptions } from '../src/parser';
-import { Jt1078StreamAssembler, StreamAssemblerOptions } from '../src/stream-assembler';
+import { AudioFraming, Jt1078StreamAssembler, StreamAssemblerOptions } from '../src/stream-assembler';
 import { PacketFields, encodePacket } from '../src/packer';
 import { prng } from '../../../test/support/prng';
 export { prng };
@@ -81,8 +81,12 @@ export function checksum(b: Buffer): number {
 export class Collector {
   tracks: TrackInfo[] = [];
   units: AccessUnit[] = [];
+  framings: AudioFraming[] = [];
   onTrack(info: TrackInfo): void {
     this.tracks.push(info);
+  }
+  onAudioFraming(f: AudioFraming): void {
+    this.framings.push(f);
   }
   onAccessUnit(au: AccessUnit): void {
     this.units.push(au);

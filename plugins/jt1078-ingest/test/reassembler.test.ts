@@ -148,7 +148,7 @@ describe('jt1078 frame reassembly', () => {
       const { out, asm } = frames(packets);
       const audio = out.filter((f) => f.kind === 'audio');
       assert.equal(audio.length, 214);
-      assert.ok(audio.every((f) => f.codec === 'g711a' && f.payload.length === 160));
+      assert.ok(audio.every((f) => f.codec === 'g711a' && f.payload.length === 160 && !f.hisilicon));
       assert.equal(asm.stats.hisiliconHeaders, 0);
     });
 
@@ -162,6 +162,7 @@ describe('jt1078 frame reassembly', () => {
       const got = out.filter((f) => f.kind === 'audio').map((f) => f.payload);
       assert.equal(got.length, want.length);
       for (let i = 0; i < want.length; i++) assert.ok(got[i].equals(want[i]), `audio frame ${i}`);
+      assert.ok(out.every((f) => f.hisilicon === (f.kind === 'audio')), 'each audio frame says it had the header');
       assert.equal(asm.stats.hisiliconHeaders, 214);
     });
 

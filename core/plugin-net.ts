@@ -1,0 +1,98 @@
+import * as dgram from 'node:dgram';
+import * as net from 'node:net';
+import type { Logger } from 'pino';
+import type { HttpListener, HttpListenOptions, ListenOptions, Net } from '../plugin-sdk/plugin';
+import type { ApplicationRegistry } from './apps';
+import { BootError } from './config';
+import { ApiServer } from './http/api-server';
+
+/** What a plugin opened through ctx.net, for the kernel to close after its stop(). */
+export interface PluginResources {
+  servers: Array<net.Server | dgram.Socket>;
+  /** accepted TCP sockets, destroyed at stop so server.close() can finish */
+  sockets: Set<net.Socket>;
+  /** HTTP listeners of its own (ctx.net.listenHttp) */
+  http: ApiServer[];
+  log: Logger;
+}
+
+export function describeListenError(err: NodeJS.ErrnoException, port: number, host: string): string {
+  if (err.code === 'EADDRINUSE') return `port ${port} on ${host} is already in use`;
+  if (err.code === 'EACCES') return `no permission to listen on port ${port} on ${host}`;
+  if (err.code === 'EADDRNOTAVAIL') return `address ${host} is not available on this machine`;
+  return `cannot listen on ${host}:${port} (${err.code ?? err.message})`;
+}
+
+export interface PluginNetOptions {
+  plugin: string;
+  /** "<site file>: plugin <name>", the start of a bind failure's message */
+  where: string;
+  defaultHost: string;
+  /** bound ports are published here as "<plugin>.<key>" */
+  ports: Record<string, number>;
+  bodyLimit: number;
+  apps: ApplicationRegistry;
+}
+
+/** A plugin's ctx.net: listeners that name their config key when they cannot bind, and are tracked for stop. */
+export function pluginNet(l: PluginResources, o: PluginNetOptions): Net {
+  const { plugin: name, where, defaultHost } = o;
+  const bindError = (key: string, err: NodeJS.ErrnoException, port: number, host: string, suffix = '') =>
+    new BootError(`${where}: key ${key}: ${describeListenError(err, port, host)}${suffix}`);
+
+  const listenTcp = (lo: ListenOptions, onConn: (s: net.Socket) => void) =>
+    new Promise<net.Server>((resolve, reject) => {
+      const host = lo.host ?? defaultHost;
+      const srv = net.createServer((sock) => {
+        l.sockets.add(sock);
+        sock.once('close', () => l.sockets.delete(sock));
+        onConn(sock);
+      });
+      srv.once('error', (err: NodeJS.ErrnoException) => reject(bindError(lo.key, err, lo.port, host)));
+      srv.listen(lo.port, host, () => {
+        srv.removeAllListeners('error');
+        srv.on('error', (err) => l.log.error({ err }, 'TCP listener error'));
+        l.servers.push(srv);
+        o.ports[`${name}.${lo.key}`] = (srv.address() as net.AddressInfo).port;
+        resolve(srv);
+      });
+    });
+
+  const listenUdp = (lo: ListenOptions, onMsg: (m: Buffer, r: dgram.RemoteInfo, s: dgram.Socket) => void) =>
+    new Promise<dgram.Socket>((resolve, reject) => {
+      const host = lo.host ?? defaultHost;
+      const sock = dgram.createSocket({ type: host.includes(':') ? 'udp6' : 'udp4', reuseAddr: false });
+      sock.once('error', (err: NodeJS.ErrnoException) => reject(bindError(lo.key, err, lo.port, host, ' (UDP)')));
+      sock.on('message', (m, r) => onMsg(m, r, sock));
+      sock.bind(lo.port, host, () => {
+        sock.removeAllListeners('error');
+        sock.on('error', (err) => l.log.error({ err }, 'UDP listener error'));
+        l.servers.push(sock);
+        o.ports[`${name}.${lo.key}:udp`] = sock.address().port;
+        resolve(sock);
+      });
+    });
+
+  const listenHttp = async (lo: HttpListenOptions): Promise<HttpListener> => {
+    const api = new ApiServer({
+      bodyLimit: lo.bodyLimit ?? o.bodyLimit, apps: o.apps, log: l.log.child({ part: 'http', key: lo.key }),
+      headersTimeoutMs: lo.headersTimeoutMs, requestTimeoutMs: lo.requestTimeoutMs,
+    });
+    const host = lo.host ?? defaultHost;
+    await new Promise<void>((resolve, reject) => {
+      const onErr = (err: NodeJS.ErrnoException) => reject(bindError(lo.key, err, lo.port, host));
+      api.server.once('error', onErr);
+      api.server.listen(lo.port, host, () => {
+        api.server.off('error', onErr);
+        api.server.on('error', (err) => l.log.error({ err }, 'HTTP listener error'));
+        resolve();
+      });
+    });
+    l.http.push(api);
+    const port = (api.server.address() as net.AddressInfo).port;
+    o.ports[`${name}.${lo.key}`] = port;
+    return { routes: api.routesFor(name), port, server: api.server };
+  };
+
+  return { listenTcp, listenUdp, listenHttp };
+}
