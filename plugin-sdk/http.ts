@@ -63,8 +63,11 @@ export interface RouteOptions {
 export interface Routes {
   get(path: string, handler: JsonHandler, opts: RouteOptions): void;
   post(path: string, handler: JsonHandler, opts: RouteOptions): void;
-  /** GET/HEAD answered by the handler itself; path may end in '/*' */
-  raw(method: 'GET' | 'POST' | 'HEAD', path: string, handler: RawHandler, opts: RouteOptions): void;
+  /**
+   * A route answered by the handler itself; path may end in '/*'. `method` is any HTTP method (a GET route also
+   * answers HEAD), or '*' for every method the path has no route of its own for (a 405, a CORS preflight).
+   */
+  raw(method: string, path: string, handler: RawHandler, opts: RouteOptions): void;
   /** WebSocket (or other) upgrades on the API port for a path prefix ending in '/*' */
   upgrade(path: string, handler: UpgradeHandler, opts: RouteOptions): void;
   /**

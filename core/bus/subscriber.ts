@@ -87,8 +87,9 @@ export class Reader<F = unknown> implements Subscription {
     this.queue.push(e);
     this.queuedBytes += e.unit.payload.length;
     if (!joining) {
+      // written first if the sink can take it: a unit bigger than the cap is not "behind" when nothing waits
+      if (this.started) this.drain();
       if (this.queuedBytes > this.o.maxQueueBytes + this.joinAllowance) this.skip();
-      else if (this.started) this.drain();
       if (this.queuedBytes > 0 && !this.closedFlag) this.checkStuck();
     }
     return this.queuedBytes - before;

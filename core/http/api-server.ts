@@ -94,7 +94,10 @@ export class ApiServer {
     return {
       get: (path, handler, o: RouteOptions) => add('GET', path, { kind: 'json', handler, auth: o.auth, owner }),
       post: (path, handler, o: RouteOptions) => add('POST', path, { kind: 'json', handler, auth: o.auth, owner }),
-      raw: (method, path, handler, o: RouteOptions) => add(method, path, { kind: 'raw', handler, auth: o.auth, owner }),
+      raw: (method, path, handler, o: RouteOptions) => {
+        if (method !== '*' && !/^[A-Z]{3,16}$/.test(method)) throw new Error(`route method '${method}': an upper-case HTTP method or '*'`);
+        add(method, path, { kind: 'raw', handler, auth: o.auth, owner });
+      },
       upgrade: (path, handler, o: RouteOptions) => {
         if (!path.endsWith('/*')) throw new Error('upgrade routes are prefixes and must end with /*');
         if (this.upgrades.some((u) => u.prefix === path.slice(0, -1))) throw new Error(`upgrade route ${path} is already registered`);
@@ -125,13 +128,15 @@ export class ApiServer {
   }
 
   private find(method: string, path: string): { route: Route; rest: string } | undefined {
-    const lookup = method === 'HEAD' ? ['HEAD', 'GET'] : [method];
-    for (const m of lookup) {
-      const r = this.exact.get(`${m} ${path}`);
-      if (r) return { route: r, rest: '' };
-    }
-    for (const p of this.prefixes) {
-      if (lookup.includes(p.route.method) && path.startsWith(p.prefix)) return { route: p.route, rest: path.slice(p.prefix.length) };
+    // the method's own routes first, then the catch-all ones ('*')
+    for (const lookup of [method === 'HEAD' ? ['HEAD', 'GET'] : [method], ['*']]) {
+      for (const m of lookup) {
+        const r = this.exact.get(`${m} ${path}`);
+        if (r) return { route: r, rest: '' };
+      }
+      for (const p of this.prefixes) {
+        if (lookup.includes(p.route.method) && path.startsWith(p.prefix)) return { route: p.route, rest: path.slice(p.prefix.length) };
+      }
     }
     return undefined;
   }

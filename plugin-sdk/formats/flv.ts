@@ -1,10 +1,13 @@
 /**
- * FLV muxing shared by the flv-out (live players through the NMS bridge) and recorder (files) plugins.
+ * FLV muxing shared by the flv-out (live players) and recorder (files) plugins.
  *
- * The muxer turns TrackInfo updates and AccessUnits into FLV tags ({type, timestamp, body, keyframe}).
- * A tag body is written once, into a buffer with room for the 11-byte tag header before it and the 4-byte
- * PreviousTagSize after it, so `serializeTag` frames a muxer tag for a file without copying the payload again,
- * while the live path hands the same body to the bridge.
+ * The muxer turns TrackInfo updates and AccessUnits into FLV tags, in two shapes:
+ * - `push`: tags ({type, timestamp, body, keyframe}) whose body is written once, into a buffer with room for the
+ *   11-byte tag header before it and the 4-byte PreviousTagSize after it, so `serializeTag` frames it for a file
+ *   without copying the payload again (the recorder);
+ * - `pushWire`: the unit's tags framed for the wire, where large NAL units are ranges of the unit's own payload
+ *   instead of copies (flv-out: the bus keeps a unit and its FLV form for as long as the GOP lives, so a copy
+ *   would double the memory a GOP holds).
  *
  * Codecs: H.264 as classic AVC tags (codec id 7); H.265 as Enhanced FLV (`hvc1`), which ffmpeg before 6.1
  * cannot read; G.711A/U (SoundFormat 7/8) and AAC (10). Other audio codecs are not representable in FLV:
@@ -107,7 +110,7 @@ export function serializeTag(tag: FlvTag): Buffer {
 // ---------------------------------------------------------------------------------------------------------------
 // AMF0 (only what onMetaData needs)
 
-type AmfValue = number | boolean | string;
+export type AmfValue = number | boolean | string;
 
 function amfString(s: string): Buffer {
   const b = Buffer.from(s, 'utf8');
@@ -216,6 +219,56 @@ export interface FlvMuxerOptions {
    * flv.js) decode only AAC and MP3 and report an error for every G.711 tag.
    */
   audioCodecs?: readonly AudioCodec[];
+  /** the onMetaData script tag's body for these properties (default: encodeOnMetaData, an AMF0 ECMA array) */
+  metaBody?: (props: Record<string, AmfValue>) => Buffer;
+}
+
+/**
+ * One unit's tags framed for the wire (`FlvMuxer.pushWire`). First the config tags that changed with this unit, each
+ * a whole Buffer; then the media tag(s), laid out as `ranges` [from, to) taken in turn from `mem` (tag headers,
+ * length fields, short NAL units, PreviousTagSize) and from `payload` (the unit's own large NAL units), starting
+ * with `mem`. Ranges rather than Buffers, because a Buffer view is a heap object of its own and the bus keeps a
+ * unit's form as long as the GOP: the views are made when written (`wireParts`), and die young.
+ */
+export interface WireUnit {
+  readonly config: Buffer[] | undefined;
+  readonly configBytes: number;
+  readonly mem: Buffer;
+  readonly payload: Buffer;
+  readonly ranges: number[];
+  readonly mediaBytes: number;
+  /** 9 video, 8 audio */
+  readonly mediaType: 8 | 9;
+  /** media tags in it (ADTS input may hold several AAC frames) */
+  readonly mediaTags: number;
+  /** the first media tag's timestamp */
+  readonly timestamp: number;
+  /** a video key frame */
+  readonly keyframe: boolean;
+}
+
+/** The media part of a WireUnit as Buffers, in order, each handed to `write` (views made now, not kept). */
+export function wireParts(w: Pick<WireUnit, 'mem' | 'payload' | 'ranges'>, write: (b: Buffer) => void): void {
+  const r = w.ranges;
+  for (let i = 0; i < r.length; i += 2) write(((i & 2) === 0 ? w.mem : w.payload).subarray(r[i], r[i + 1]));
+}
+
+/**
+ * NAL units at least this long are referenced by `pushWire`, shorter ones (SEI, tiny slices) copied. A reference
+ * costs each player a write more; a copy stays as long as the GOP. At 200 streams of 1 Mbit/s (test/bench
+ * ingest-flv), copying every NAL unit held ~40 MB more RSS than referencing those from 128 bytes, and took more CPU.
+ */
+export const WIRE_VIEW_MIN = 128;
+
+/** What pushVideo works out before the body is laid out (one instance per muxer, reused). */
+interface VideoPlan {
+  out: FlvTag[];
+  ts: number;
+  cts: number;
+  key: boolean;
+  hevc: boolean;
+  kept: Buffer[];
+  keptBytes: number;
 }
 
 /**
@@ -231,10 +284,18 @@ export class FlvMuxer {
   };
   private readonly skippedCodecs = new Set<AudioCodec>();
   private readonly slab = new BodySlab();
+  /**
+   * pushWire's small parts (headers, length fields, short NAL units): a few dozen bytes a frame, kept as long as the
+   * GOP, so small chunks: 32 KiB ones would each be pinned for seconds by a few live slices.
+   */
+  private readonly wireSlab = new BufferSlab(4096);
   private readonly audioCodecs: ReadonlySet<AudioCodec> | undefined;
+  private readonly metaBody: (props: Record<string, AmfValue>) => Buffer;
+  private readonly plan: VideoPlan = { out: [], ts: 0, cts: 0, key: false, hevc: false, kept: [], keptBytes: 0 };
 
   constructor(opts: FlvMuxerOptions = {}) {
     this.audioCodecs = opts.audioCodecs ? new Set(opts.audioCodecs) : undefined;
+    this.metaBody = opts.metaBody ?? encodeOnMetaData;
   }
 
   get stats(): FlvMuxerStats {
@@ -258,21 +319,67 @@ export class FlvMuxer {
 
   /** Tags for one access unit, preceded by any config tags that changed. Empty when the unit is dropped. */
   push(au: AccessUnit): FlvTag[] {
-    return au.kind === 'video' ? this.pushVideo(au) : this.pushAudio(au);
+    if (au.kind !== 'video') return this.pushAudio(au);
+    const p = this.planVideo(au);
+    if (p === undefined) return [];
+    const body = this.slab.allocBody(videoPrefixSize(p) + p.keptBytes);
+    let at = writeVideoPrefix(body, 0, p);
+    for (const nal of p.kept) {
+      body.writeUInt32BE(nal.length, at);
+      at += 4 + nal.copy(body, at + 4);
+    }
+    const out = p.out;
+    out.push({ type: FLV_TAG_VIDEO, timestamp: p.ts, body, keyframe: p.key });
+    return out;
   }
 
   /**
-   * A muxer in this one's state (tracks, parameter sets, per-track timestamps) with bodies and counters of its
-   * own: fed the same units and track changes from here on, it makes the same media tags with the same
-   * timestamps. flv-out keeps one taken at the latest keyframe and muxes that GOP again for a joining player.
+   * The same tags as `push`, framed for the wire, or undefined when the unit is dropped. NAL units of
+   * WIRE_VIEW_MIN bytes or more are referenced from the unit's payload, which the bus guarantees is never changed.
    */
-  fork(): FlvMuxer {
-    const m = new FlvMuxer({ audioCodecs: this.audioCodecs && [...this.audioCodecs] });
-    // the states hold only numbers, flags and buffers that are never written to again, so copies are independent
-    m.video = this.video && { ...this.video };
-    m.audio = this.audio && { ...this.audio };
-    m.metaDirty = this.metaDirty;
-    return m;
+  pushWire(au: AccessUnit): WireUnit | undefined {
+    if (au.kind !== 'video') return wireOfTags(this.pushAudio(au), au.payload);
+    const p = this.planVideo(au);
+    if (p === undefined) return undefined;
+    const prefix = videoPrefixSize(p);
+    const bodyLen = prefix + p.keptBytes;
+    if (bodyLen > 0xffffff) throw new RangeError(`FLV tag body of ${bodyLen} bytes exceeds the 24-bit DataSize field`);
+    let small = TAG_HEADER_SIZE + prefix + PREV_SIZE_SIZE;
+    let referenced = 0;
+    for (const nal of p.kept) {
+      if (nal.length >= WIRE_VIEW_MIN) referenced++;
+      else small += nal.length;
+      small += 4;
+    }
+    const mem = this.wireSlab.take(small);
+    writeTagHeader(mem, 0, FLV_TAG_VIDEO, bodyLen, p.ts);
+    let at = writeVideoPrefix(mem, TAG_HEADER_SIZE, p);
+    // sized once: an array grown by push keeps spare room, and this one lives as long as the GOP
+    const ranges = new Array<number>(2 + 4 * referenced);
+    ranges[0] = 0;
+    let r = 1;
+    const base = au.payload.byteOffset;
+    for (const nal of p.kept) {
+      mem.writeUInt32BE(nal.length, at);
+      at += 4;
+      if (nal.length >= WIRE_VIEW_MIN) {
+        // (splitAnnexB's NAL units are views of the payload: their place in it is their offset from its start)
+        const from = nal.byteOffset - base;
+        ranges[r++] = at;
+        ranges[r++] = from;
+        ranges[r++] = from + nal.length;
+        ranges[r++] = at;
+      } else {
+        at += nal.copy(mem, at);
+      }
+    }
+    mem.writeUInt32BE(TAG_HEADER_SIZE + bodyLen, at);
+    ranges[r] = at + PREV_SIZE_SIZE;
+    const config = configOf(p.out);
+    return {
+      config, configBytes: bytesOf(config), mem, payload: au.payload, ranges, mediaBytes: TAG_HEADER_SIZE + bodyLen + PREV_SIZE_SIZE,
+      mediaType: FLV_TAG_VIDEO, mediaTags: 1, timestamp: p.ts, keyframe: p.key,
+    };
   }
 
   /**
@@ -337,11 +444,12 @@ export class FlvMuxer {
     return ts;
   }
 
-  private pushVideo(au: AccessUnit): FlvTag[] {
+  /** Everything about a video unit but its body: parameter sets, config tags, timestamps, the NAL units kept. */
+  private planVideo(au: AccessUnit): VideoPlan | undefined {
     const codec = au.codec;
     if (codec !== 'h264' && codec !== 'h265') {
       this.counters.droppedVideo++;
-      return [];
+      return undefined;
     }
     let v = this.video;
     if (!v || v.codec !== codec) {
@@ -379,7 +487,7 @@ export class FlvMuxer {
     const key = au.keyframe || idr;
     if (!ready || (!v.started && !key) || kept.length === 0) {
       if (kept.length > 0) this.counters.droppedVideo++;
-      return [];
+      return undefined;
     }
     const ts = this.clampTs(v, au.dts);
     const out: FlvTag[] = [];
@@ -391,7 +499,7 @@ export class FlvMuxer {
         // An SPS we cannot parse would make every later frame undecodable too: drop until a good one arrives.
         v.sps = undefined;
         this.counters.droppedVideo++;
-        return [];
+        return undefined;
       }
       v.configDirty = false;
       v.seqHeader = seq;
@@ -402,32 +510,16 @@ export class FlvMuxer {
       this.emitMeta(out);
     }
     v.started = true;
-
-    const cts = Math.max(-0x800000, Math.min(0x7fffff, Math.round(au.pts) - ts));
-    const frameType = key ? 1 : 2;
-    let body: Buffer;
-    let at: number;
-    if (hevc) {
-      const withCts = cts !== 0;
-      body = this.slab.allocBody(5 + (withCts ? 3 : 0) + keptBytes);
-      body[0] = 0x80 | (frameType << 4) | (withCts ? 1 : 3); // IsExHeader | FrameType | CodedFrames(X)
-      ENHANCED_HEVC_FOURCC.copy(body, 1);
-      at = 5;
-      if (withCts) { body.writeIntBE(cts, 5, 3); at = 8; }
-    } else {
-      body = this.slab.allocBody(5 + keptBytes);
-      body[0] = (frameType << 4) | 7;
-      body[1] = 1; // AVC NALU
-      body.writeIntBE(cts, 2, 3);
-      at = 5;
-    }
-    for (const nal of kept) {
-      body.writeUInt32BE(nal.length, at);
-      at += 4 + nal.copy(body, at + 4);
-    }
-    out.push({ type: FLV_TAG_VIDEO, timestamp: ts, body, keyframe: key });
     this.counters.videoTags++;
-    return out;
+    const p = this.plan;
+    p.out = out;
+    p.ts = ts;
+    p.cts = Math.max(-0x800000, Math.min(0x7fffff, Math.round(au.pts) - ts));
+    p.key = key;
+    p.hevc = hevc;
+    p.kept = kept;
+    p.keptBytes = keptBytes;
+    return p;
   }
 
   /** onMetaData's width/height from the SPS (again on each new SPS) when the track info did not give them. */
@@ -574,6 +666,60 @@ export class FlvMuxer {
       props.stereo = a.channels >= 2;
     }
     props.encoder = 'jt1078-gateway';
-    return { type: FLV_TAG_SCRIPT, timestamp: 0, body: encodeOnMetaData(props), keyframe: false };
+    return { type: FLV_TAG_SCRIPT, timestamp: 0, body: this.metaBody(props), keyframe: false };
   }
+}
+
+/** Bytes of a video tag body before its NAL units: the AVC header, or the Enhanced one with its FourCC (and CTS). */
+function videoPrefixSize(p: VideoPlan): number {
+  return p.hevc && p.cts !== 0 ? 8 : 5;
+}
+
+function writeVideoPrefix(b: Buffer, at: number, p: VideoPlan): number {
+  const frameType = p.key ? 1 : 2;
+  if (p.hevc) {
+    const withCts = p.cts !== 0;
+    b[at] = 0x80 | (frameType << 4) | (withCts ? 1 : 3); // IsExHeader | FrameType | CodedFrames(X)
+    ENHANCED_HEVC_FOURCC.copy(b, at + 1);
+    if (!withCts) return at + 5;
+    b.writeIntBE(p.cts, at + 5, 3);
+    return at + 8;
+  }
+  b[at] = (frameType << 4) | 7;
+  b[at + 1] = 1; // AVC NALU
+  b.writeIntBE(p.cts, at + 2, 3);
+  return at + 5;
+}
+
+/** Whether a muxer tag is configuration (onMetaData, a sequence header) rather than media. */
+function isConfigTag(t: FlvTag): boolean {
+  if (t.type === FLV_TAG_SCRIPT) return true;
+  const b = t.body;
+  if (t.type === FLV_TAG_AUDIO) return b[0] >> 4 === 10 && b[1] === 0;
+  return b[0] & 0x80 ? (b[0] & 0x0f) === 0 : b[1] === 0;
+}
+
+/** The config tags, framed whole; undefined for none. */
+function configOf(tags: FlvTag[]): Buffer[] | undefined {
+  return tags.length === 0 ? undefined : tags.map(serializeTag);
+}
+
+function bytesOf(bufs: Buffer[] | undefined): number {
+  let n = 0;
+  if (bufs) for (const b of bufs) n += b.length;
+  return n;
+}
+
+/** Audio tags (config ones lead, as the muxer emits them) as a WireUnit: small frames, copied whole. */
+function wireOfTags(tags: FlvTag[], payload: Buffer): WireUnit | undefined {
+  let c = 0;
+  while (c < tags.length && isConfigTag(tags[c])) c++;
+  if (c === tags.length) return undefined;
+  const config = configOf(tags.slice(0, c));
+  // (several media tags only from ADTS input, which the bus's units do not carry: one copy is no matter then)
+  const mem = tags.length - c === 1 ? serializeTag(tags[c]) : Buffer.concat(tags.slice(c).map(serializeTag));
+  return {
+    config, configBytes: bytesOf(config), mem, payload, ranges: [0, mem.length], mediaBytes: mem.length,
+    mediaType: tags[c].type === FLV_TAG_VIDEO ? FLV_TAG_VIDEO : FLV_TAG_AUDIO, mediaTags: tags.length - c, timestamp: tags[c].timestamp, keyframe: false,
+  };
 }

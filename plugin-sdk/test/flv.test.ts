@@ -2,9 +2,9 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { FlvMuxer, FlvTag, flvFileHeader, serializeTag, flvTagHeader, flvPrevTagSize } from '../formats/flv';
+import { FlvMuxer, FlvTag, flvFileHeader, serializeTag, flvTagHeader, flvPrevTagSize, WIRE_VIEW_MIN, wireParts } from '../formats/flv';
 import { h264NalType, h265NalType, joinAnnexB, splitAnnexB } from '../formats/annexb';
-import type { AccessUnit, AudioCodec } from '../media';
+import { audioUnit, shiftUnit, videoUnit, type AccessUnit, type AudioCodec } from '../media';
 import { parseFlv, videoAnnexB, decodeScriptTag, splitLengthPrefixed, parseAvcC, ReadTag } from '../../test/support/flv-reader';
 import { requireTool } from '../../test/support/tools';
 import { scratchDir } from '../../test/support/paths';
@@ -36,7 +36,7 @@ function encodeVideo(codec: 'h264' | 'h265', size = '320x240', frames = 50): Acc
   }
   return units.map((nals, i) => {
     const key = nals.some((n) => (codec === 'h264' ? nalType(n) === 5 : nalType(n) >= 16 && nalType(n) <= 23));
-    return { kind: 'video', codec, dts: i * 40, pts: i * 40, keyframe: key, payload: joinAnnexB(nals) };
+    return videoUnit({ codec, dts: i * 40, keyframe: key, payload: joinAnnexB(nals) });
   });
 }
 
@@ -44,6 +44,11 @@ function encodeAudio(codec: 'pcm_alaw' | 'aac', seconds: number, rate: number): 
   const fmt = codec === 'pcm_alaw' ? ['-f', 'alaw'] : ['-b:a', '64k', '-f', 'adts'];
   return run('ffmpeg', ['-hide_banner', '-loglevel', 'error', '-f', 'lavfi', '-i', `sine=frequency=1000:sample_rate=${rate}`,
     '-t', String(seconds), '-ac', '1', '-c:a', codec, ...fmt, '-']);
+}
+
+/** One 20 ms G.711 frame at 8 kHz. */
+function g711(codec: 'g711a' | 'g711u', dts: number, payload: Buffer): AccessUnit {
+  return audioUnit({ codec, dts, payload, timescale: 8000, duration: payload.length });
 }
 
 function writeFlv(file: string, muxer: FlvMuxer, tags: FlvTag[]): Buffer {
@@ -112,7 +117,7 @@ describe('FLV muxer', function () {
 
   it('re-sends the AVC sequence header when SPS/PPS change, and the new one decodes', () => {
     const first = encodeVideo('h264', '320x240', 25);
-    const second = encodeVideo('h264', '160x120', 25).map((u, i) => ({ ...u, dts: 1000 + i * 40, pts: 1000 + i * 40 }));
+    const second = encodeVideo('h264', '160x120', 25).map((u) => shiftUnit(u, 1000));
     const muxer = new FlvMuxer();
     const flv = parseFlv(Buffer.concat([flvFileHeader(true, false), ...muxAll(muxer, [...first, ...second]).map(serializeTag)]));
     const seqs = flv.tags.filter((t) => t.sequenceHeader);
@@ -136,8 +141,8 @@ describe('FLV muxer', function () {
     const refTags = parseFlv(ref).tags;
     const seq = refTags.find((t) => t.sequenceHeader)!;
     const ps = parseAvcC(seq.data).parameterSets;
-    const units: AccessUnit[] = refTags.filter((t) => t.codec === 'h264' && t.packetType === 1).map((t) => ({
-      kind: 'video', codec: 'h264', dts: t.timestamp, pts: t.timestamp + t.cts, keyframe: t.keyframe,
+    const units: AccessUnit[] = refTags.filter((t) => t.codec === 'h264' && t.packetType === 1).map((t) => videoUnit({
+      codec: 'h264', dts: t.timestamp, pts: t.timestamp + t.cts, keyframe: t.keyframe,
       payload: joinAnnexB([...(t.keyframe ? ps : []), ...splitLengthPrefixed(t.data)]),
     }));
     assert.ok(units.some((u, i) => i > 0 && u.pts < units[i - 1].pts), 'the reference stream should have B frames');
@@ -201,7 +206,7 @@ describe('FLV muxer', function () {
     muxer.setTrack({ kind: 'audio', codec: 'g711a', sampleRate: 8000, channels: 1 });
     const units: AccessUnit[] = [];
     for (let i = 0; i < alaw.length / 160; i++) {
-      units.push({ kind: 'audio', codec: 'g711a', dts: i * 20, pts: i * 20, keyframe: false, payload: alaw.subarray(i * 160, (i + 1) * 160) });
+      units.push(g711('g711a', i * 20, alaw.subarray(i * 160, (i + 1) * 160)));
     }
     const file = path.join(dir, 'alaw.flv');
     const bytes = writeFlv(file, muxer, muxAll(muxer, units));
@@ -221,7 +226,7 @@ describe('FLV muxer', function () {
   it('writes G.711U as SoundFormat 8', () => {
     const muxer = new FlvMuxer();
     muxer.setTrack({ kind: 'audio', codec: 'g711u', sampleRate: 8000, channels: 1 });
-    const tags = muxer.push({ kind: 'audio', codec: 'g711u', dts: 0, pts: 0, keyframe: false, payload: Buffer.alloc(160, 0xff) });
+    const tags = muxer.push(g711('g711u', 0, Buffer.alloc(160, 0xff)));
     const file = path.join(dir, 'ulaw.flv');
     writeFlv(file, muxer, tags);
     const s = probe(['-show_streams', file]).streams[0];
@@ -232,7 +237,7 @@ describe('FLV muxer', function () {
     const muxer = new FlvMuxer({ audioCodecs: ['aac'] });
     muxer.setTrack({ kind: 'audio', codec: 'g711a', sampleRate: 8000, channels: 1 });
     const units: AccessUnit[] = [...encodeVideo('h264')];
-    for (let i = 0; i < 10; i++) units.push({ kind: 'audio', codec: 'g711a', dts: i * 20, pts: i * 20, keyframe: false, payload: Buffer.alloc(160, 0xd5) });
+    for (let i = 0; i < 10; i++) units.push(g711('g711a', i * 20, Buffer.alloc(160, 0xd5)));
     const tags = muxAll(muxer, units.sort((a, b) => a.dts - b.dts));
     assert.equal(tags.filter((t) => t.type === 8).length, 0, 'no audio tag');
     assert.equal(muxer.hasAudio, false, 'the file header gets no audio flag');
@@ -256,7 +261,7 @@ describe('FLV muxer', function () {
       frames.push(adts.subarray(at, at + len));
       at += len;
     }
-    const audio: AccessUnit[] = frames.map((f, i) => ({ kind: 'audio', codec: 'aac', dts: i * 128, pts: i * 128, keyframe: false, payload: f }));
+    const audio: AccessUnit[] = frames.map((f, i) => audioUnit({ codec: 'aac', dts: i * 128, payload: f, timescale: 8000, duration: 1024 }));
     const units = [...encodeVideo('h264'), ...audio].sort((a, b) => a.dts - b.dts);
     const muxer = new FlvMuxer();
     const file = path.join(dir, 'av.flv');
@@ -280,7 +285,7 @@ describe('FLV muxer', function () {
     muxer.setTrack({ kind: 'audio', codec: 'g726', sampleRate: 8000, channels: 1, bitsPerSample: 4 });
     const codecs: AudioCodec[] = ['g726', 'g726', 'adpcm'];
     for (const codec of codecs) {
-      assert.deepEqual(muxer.push({ kind: 'audio', codec, dts: 0, pts: 0, keyframe: false, payload: Buffer.alloc(80) }), []);
+      assert.deepEqual(muxer.push(audioUnit({ codec, dts: 0, payload: Buffer.alloc(80), timescale: 8000 })), []);
     }
     assert.equal(muxer.hasAudio, false);
     assert.equal(muxer.stats.skippedAudio, 3);
@@ -319,7 +324,7 @@ describe('FLV muxer', function () {
   it('frames muxer tags in place, identical to a generic serialisation', () => {
     const muxer = new FlvMuxer();
     const [unit] = encodeVideo('h264', '320x240', 1);
-    const tags = muxer.push({ ...unit, dts: 0x1234567, pts: 0x1234567 });
+    const tags = muxer.push(shiftUnit(unit, 0x1234567));
     const framed: Buffer[] = [];
     for (const tag of tags) {
       const sharesBody = (b: Buffer): boolean => b.buffer === tag.body.buffer && b.byteOffset + 11 === tag.body.byteOffset;
@@ -338,36 +343,51 @@ describe('FLV muxer', function () {
     assert.deepEqual(flv.tags.map((t) => t.timestamp), [0, 0x1234567, 0x1234567], 'timestamps above 24 bits use TimestampExtended');
   });
 
-  it('fork(): a muxer taken at a keyframe makes the same media tags from there as the live one, clamped timestamps too', () => {
-    const video = encodeVideo('h264');
-    const units: AccessUnit[] = [...video];
-    for (let i = 0; i < 50; i++) {
-      units.push({ kind: 'audio', codec: 'g711a', dts: i * 40 + 5, pts: i * 40 + 5, keyframe: false, payload: Buffer.alloc(320, i) });
-    }
+  it('pushWire(): the same bytes as push() framed, large NAL units as ranges of the payload, not copies', () => {
+    const video = encodeVideo('h264', '320x240', 30);
+    // a filler NAL unit makes every frame carry one large NAL unit; a short SEI-like one is copied
+    const filler = Buffer.concat([Buffer.from([0x0c]), Buffer.alloc(WIRE_VIEW_MIN + 100, 0xff), Buffer.from([0x80])]);
+    const small = Buffer.from([0x06, 0x05, 0x01, 0x02, 0x80]);
+    const units: AccessUnit[] = video.map((u) => videoUnit({
+      codec: 'h264', dts: u.dts, keyframe: u.keyframe, payload: Buffer.concat([u.payload, Buffer.from([0, 0, 1]), small, Buffer.from([0, 0, 0, 1]), filler]),
+    }));
+    for (let i = 0; i < 30; i++) units.push(audioUnit({ codec: 'aac', dts: i * 40 + 5, payload: Buffer.alloc(200, i), timescale: 16000, duration: 1024 }));
     units.sort((x, y) => x.dts - y.dts);
-    // the GOP at frame 25 starts with a step back in time, so the live muxer clamps its first timestamps
-    for (const u of video.slice(25, 28)) { u.dts -= 100; u.pts -= 100; }
-    const live = new FlvMuxer();
-    live.setTrack({ kind: 'audio', codec: 'g711a', sampleRate: 8000, channels: 1 });
-    const key = units.findIndex((u) => u.kind === 'video' && u.keyframe && u.dts > 0);
-    muxAll(live, units.slice(0, key));
-    const liveTags = live.push(units[key]);
-    const fork = live.fork();
-    liveTags.push(...muxAll(live, units.slice(key + 1)));
-    const media = (tags: FlvTag[]) => tags.filter((t) => t.type !== 18 && !(t.type === 9 && t.body[1] === 0))
-      .map((t) => ({ type: t.type, timestamp: t.timestamp, keyframe: t.keyframe, body: Buffer.from(t.body).toString('hex') }));
-    const again = media(muxAll(fork, units.slice(key)));
-    assert.ok(live.stats.clampedTimestamps > 0);
-    assert.equal(again.filter((t) => t.type === 9).length, 25);
-    assert.ok(again.some((t) => t.type === 8));
-    assert.deepEqual(again, media(liveTags));
+    const copying = new FlvMuxer();
+    const wire = new FlvMuxer();
+    for (const m of [copying, wire]) m.setTrack({ kind: 'audio', codec: 'aac', sampleRate: 16000, channels: 1, config: Buffer.from([0x14, 0x08]) });
+    let configs = 0;
+    for (const u of units) {
+      const expected = Buffer.concat(copying.push(u).map((t) => Buffer.from(serializeTag(t))));
+      const w = wire.pushWire(u);
+      assert.ok(w, 'no unit here is dropped');
+      const parts: Buffer[] = [];
+      wireParts(w, (b) => parts.push(b));
+      const media = Buffer.concat(parts);
+      const got = Buffer.concat([...(w.config ?? []), media]);
+      assert.ok(got.equals(expected), `unit at ${u.dts} (${u.kind}): the same bytes`);
+      assert.equal(w.configBytes + w.mediaBytes, got.length);
+      assert.equal(media.length, w.mediaBytes);
+      if (w.config) configs += w.config.length;
+      const fromPayload = parts.filter((_, i) => i % 2 === 1);
+      if (u.kind === 'video') {
+        assert.ok(fromPayload.some((v) => v.length === filler.length), 'the filler is a range of the payload');
+        assert.ok(fromPayload.every((v) => v.length >= WIRE_VIEW_MIN && v.buffer === u.payload.buffer), 'only large NAL units are');
+        assert.ok(media.includes(small), 'the short NAL unit is copied');
+      } else {
+        assert.equal(fromPayload.length, 0, 'small audio frames are copied');
+      }
+      assert.equal(w.mediaType, u.kind === 'video' ? 9 : 8);
+      assert.equal(w.keyframe, u.kind === 'video' && u.keyframe);
+    }
+    assert.equal(configs, 3, 'onMetaData, the AVC and the AAC sequence headers, once each');
   });
 
   it('keeps timestamps monotonic per track when a source jumps back', () => {
     const muxer = new FlvMuxer();
     muxer.setTrack({ kind: 'audio', codec: 'g711a', sampleRate: 8000, channels: 1 });
     const ts = [0, 20, 10, 40].flatMap((dts) =>
-      muxer.push({ kind: 'audio', codec: 'g711a', dts, pts: dts, keyframe: false, payload: Buffer.alloc(160) })
+      muxer.push(g711('g711a', dts, Buffer.alloc(160)))
         .filter((t) => t.type === 8).map((t) => t.timestamp));
     assert.deepEqual(ts, [0, 20, 20, 40]);
     assert.equal(muxer.stats.clampedTimestamps, 1);

@@ -100,7 +100,7 @@ describe('browser: mpegts.js in headless Chromium plays live streams', function 
           (s) => s.errors.length > 0 || s.mediaError !== 0 || s.currentTime >= s0.currentTime + WATCH_S, (WATCH_S + 10) * 1000);
 
         // the gateway served this very browser over the protocol asked for
-        const players = e.flv.playerStats().filter((p) => `/${p.app}/${p.stream}.flv` === new URL(url).pathname);
+        const players = e.flv.playerStats().filter((p) => `/live/${p.stream}.flv` === new URL(url).pathname);
         assert.deepEqual(players.map((p) => p.protocol), [proto], 'the gateway has one player of the stream, over the protocol the page used');
 
         assert.deepEqual(s1.errors, [], 'mpegts.js reported no error');

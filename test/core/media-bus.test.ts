@@ -80,6 +80,19 @@ describe('media bus', () => {
     assert.equal(sub.stats.skips, 0);
   });
 
+  it('a unit larger than a reader\'s cap still reaches it when it can take it', async () => {
+    const bus = newBus({ maxQueueBytes: 64 * KB });
+    const s = bus.create('big', 'test');
+    const pub = s.attachPublisher();
+    const { got, sink } = collect();
+    const sub = s.subscribe(sink);
+    await tick();
+    pub.push(unit(0, true, 100 * KB));
+    pub.push(unit(40, false, 100 * KB));
+    assert.equal(got.length, 2);
+    assert.equal(sub.stats.skips, 0);
+  });
+
   it('a reader that stops taking units is ended as stuck: by missed bytes, and by time', async () => {
     let now = 0;
     const bus = newBus({ maxQueueBytes: 64 * KB, readerDropAfterMs: 5000 }, () => now);

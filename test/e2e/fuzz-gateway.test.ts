@@ -42,9 +42,9 @@ const WARMUP_MUTATED = 20_000;
  * of the same kind (pools, code and lazily built state exist by then) to the end of the measured phase, both after
  * a full GC and with every player drained (no queued media).
  * What the gateway holds on purpose is capped in the site below and can legitimately differ between the two points
- * by at most those caps, per opened stream (3): the bus GOP (maxGopBytes 1 MiB), the flv-out GOP cache
- * (maxGopCacheBytes 1 MiB), one frame in reassembly (maxFrameBytes 256 KiB); plus a parser window per open link
- * (64 KiB + a header, 5 links). About 7 MiB in all. So:
+ * by at most those caps, per opened stream (3): the bus GOP (maxGopBytes 1 MiB of payload; its FLV form adds only
+ * tag headers and the NAL units under 128 bytes, which flv-out copies), one frame in reassembly
+ * (maxFrameBytes 256 KiB); plus a parser window per open link (64 KiB + a header, 5 links). About 7 MiB in all. So:
  * - V8 heap used + external memory (Buffers live outside the V8 heap: a leaked packet or chunk shows there) may
  *   grow by at most 16 MiB: the caps plus 9 MiB. A leak of 16 MiB or more over the phase fails it whatever the
  *   caches hold: >= 50 bytes per packet sent (~105,000 mutated + ~230,000 clean), or >= 512 KiB per connection
@@ -144,7 +144,7 @@ async function startGatewayProcess(dir: string, children: Set<ChildProcess>): Pr
           unknownGraceMs: 200, disconnectGraceMs: 120_000, maxFrameBytes: 256 * 1024,
         },
       },
-      { name: 'flv-out', config: { port: 0, schemes: ['http'], maxGopCacheBytes: 1024 * 1024 } },
+      { name: 'flv-out', config: { port: 0, schemes: ['http'] } },
     ],
   };
   const siteFile = path.join(dir, 'site.json');

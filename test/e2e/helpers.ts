@@ -14,7 +14,8 @@ import * as path from 'node:path';
 import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { WebSocket } from 'ws';
-import { definePlugin, type FlvServer, type Notice, type AccessUnit, type TrackInfo } from '../../plugin-sdk';
+import { definePlugin, type Notice, type AccessUnit, type TrackInfo } from '../../plugin-sdk';
+import { FLV_PLAYERS, type FlvPlayers } from '../../plugins/flv-out/service';
 import { startTestGateway, type TestGateway } from '../../plugin-sdk/testkit';
 import { splitAnnexB, h265NalType } from '../../plugin-sdk/formats/annexb';
 import { loadCapture, type Capture } from '../../plugins/jt1078-ingest/tools/simulator';
@@ -150,8 +151,8 @@ export interface E2eGateway {
   gw: TestGateway;
   /** notices (ready/closed/failed) as the kernel publishes them */
   notices: Notice[];
-  /** the FLV server flv-out uses (the same process-wide bridge), for per-player statistics */
-  flv: FlvServer;
+  /** flv-out's players service (this gateway's), for per-player statistics */
+  flv: FlvPlayers;
   live2013: number;
   live2019: number;
   flvPort: number;
@@ -159,19 +160,19 @@ export interface E2eGateway {
 }
 
 /**
- * One gateway with jt1078-ingest and flv-out on free ports, plus a probe plugin that records notices and holds the
- * FLV server handle. node-media-server is process-wide: start one per test file (before) and stop it (after).
+ * One gateway with jt1078-ingest and flv-out on free ports, plus a probe plugin that records notices and holds
+ * flv-out's players service. Start one per test file (before) and stop it (after).
  */
 export async function startE2eGateway(ingest: Record<string, unknown> = {}, flvOut: Record<string, unknown> = {}): Promise<E2eGateway> {
   const notices: Notice[] = [];
-  let flv: FlvServer | undefined;
+  let flv: FlvPlayers | undefined;
   const probe = definePlugin({
     name: 'e2e-probe',
     requires: ['flv-out'],
-    async setup(ctx) {
+    uses: [FLV_PLAYERS],
+    setup(ctx) {
       ctx.notices.on((n) => notices.push(n));
-      // flv-out started the process's FLV server already: this hands back that same server
-      flv = await ctx.flvServer({ port: 0, key: 'flv' });
+      flv = ctx.services.get(FLV_PLAYERS);
     },
   });
   const gw = await startTestGateway({

@@ -1,6 +1,6 @@
 /**
- * A player that stops reading must not make the gateway hold the stream for it: its backlog in the FLV bridge
- * stays capped (then it is skipped to keyframes, then dropped), the process's memory stays flat, and a normal
+ * A player that stops reading must not make the gateway hold the stream for it: its backlog (socket buffer and
+ * queue on the bus) stays capped (then it is skipped to keyframes, then dropped), the process's memory stays flat, and a normal
  * player of the same stream keeps getting every frame.
  */
 import assert from 'node:assert/strict';
@@ -11,8 +11,10 @@ import {
   waitFor,
 } from './helpers';
 
-/** the bridge's default per-player backlog cap (core/nms-bridge.ts) */
+/** flv-out's default maxPlayerBacklogBytes: a player's queue on the bus */
 const CAP = 2 * 1024 * 1024;
+/** what a player's socket may hold on top of it before the bus queues for it (flv-out's WRITABLE_BELOW), and a frame */
+const SOCKET_ALLOWANCE = 64 * 1024 + 256 * 1024;
 const PASSES = 12;
 
 /** A full garbage collection, so what is measured is memory still held, not garbage not yet collected. */
@@ -34,7 +36,7 @@ describe('e2e: a stalled player', function () {
     const normal = await HttpFlvPlayer.connect(open.playUrl, { keep: false });
     const slow = await HttpFlvPlayer.connect(open.playUrl, { keep: false });
     slow.pause();
-    // (the bridge's player statistics carry the peer address, which tells the two apart)
+    // (flv-out's player statistics carry the peer address, which tells the two apart)
     const stats = () => e.flv.playerStats();
     await waitFor('two players', () => stats().length === 2);
     const slowId = stats().find((p) => p.remote === slow.remote)!.id;
@@ -86,7 +88,7 @@ describe('e2e: a stalled player', function () {
     const streamed = normal.bytes - bytesAtBase;
     assert.ok(streamed > 40e6, `a long stream went through (${Math.round(streamed / 1e6)} MB)`);
     assert.ok(peakBacklog > CAP / 2, `the stalled player did back up (${peakBacklog} bytes)`);
-    assert.ok(peakBacklog <= CAP + 512 * 1024, `its backlog stayed at the cap (${peakBacklog} bytes)`);
+    assert.ok(peakBacklog <= CAP + SOCKET_ALLOWANCE, `its backlog stayed at the cap (${peakBacklog} bytes)`);
     assert.ok(slowDropped, 'the stalled player was dropped once it owed far more than the cap');
     // were the stalled player's backlog unbounded, the ~35 MB the kernel's socket buffers cannot absorb would be held
     assert.ok(heldAtEnd < 8e6, `memory held after 40 MB streamed: ${Math.round(heldAtEnd / 1e6)} MB over the baseline`);

@@ -1,0 +1,219 @@
+/**
+ * How a player's bytes reach it. HTTP/1.1: our own chunk framing written straight to the socket, one chunk per unit
+ * whose size line all players share; HTTP/1.0: the bare stream on the socket; a pipelined request, whose response
+ * has no socket yet: through the response, which frames each write itself; WebSocket: one binary message per unit,
+ * its header shared too, written straight to the socket. Every socket is corked for the rest of the tick.
+ */
+import type { ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { WebSocket } from 'ws';
+import type { FlvFrame } from './flv-format';
+import { CRLF, chunkSizeLine, wsHeader } from './framing';
+import type { Corked, TickFlush } from './tick';
+
+/**
+ * A player is writable while its transport holds less than this (or its high-water mark, if larger: past that a
+ * write has returned false, so a 'drain' will come to resume it). Kept small: what a slow player cannot take waits
+ * on the bus, by reference and bounded, where skipping to the next keyframe drops it; bytes already in a socket's
+ * buffer would have to be sent, stale, before the player could skip.
+ */
+export const WRITABLE_BELOW = 64 * 1024;
+
+export abstract class Transport implements Corked {
+  abstract readonly protocol: 'http-flv' | 'ws-flv';
+  /** writable() holds below this backlog */
+  readonly writableBelow: number;
+  private corked = false;
+
+  constructor(private readonly tick: TickFlush, private readonly sock: Socket | null, highWaterMark: number) {
+    this.writableBelow = Math.max(WRITABLE_BELOW, highWaterMark);
+  }
+
+  /** false once the peer is gone or the stream to it has ended */
+  abstract get open(): boolean;
+  /** bytes written but not yet taken by the kernel */
+  abstract backlog(): number;
+  /** ends the stream gracefully (what is written still goes) */
+  abstract end(): void;
+  abstract destroy(): void;
+  /** cb when the backlog has drained (after writable() turned false) */
+  abstract onDrain(cb: () => void): void;
+  /** cb once, when the connection is gone */
+  abstract onGone(cb: () => void): void;
+  /** one Buffer, as is */
+  protected abstract write(b: Buffer): void;
+  /** the framing in front of a piece of n bytes; `f` when the piece is that whole unit (its framing is shared) */
+  protected abstract begin(n: number, f: FlvFrame | undefined): void;
+  /** the framing after a piece */
+  protected finish(): void {
+    /* nothing but for HTTP chunks */
+  }
+
+  /** A unit as one piece of the stream: its config tags if `withConfig` (else a player starts here), then its media. */
+  send(f: FlvFrame, withConfig: boolean): void {
+    this.cork();
+    this.begin(withConfig ? f.bytes : f.mediaBytes, withConfig ? f : undefined);
+    if (withConfig && f.config !== undefined) for (const c of f.config) this.write(c);
+    const r = f.ranges;
+    const mem = f.mem;
+    const payload = f.payload;
+    for (let i = 0; i < r.length; i += 2) this.write(((i & 2) === 0 ? mem : payload).subarray(r[i], r[i + 1]));
+    this.finish();
+  }
+
+  /** One Buffer as a piece of the stream. */
+  sendOne(b: Buffer): void {
+    this.cork();
+    this.begin(b.length, undefined);
+    this.write(b);
+    this.finish();
+  }
+
+  private cork(): void {
+    const s = this.sock;
+    if (this.corked || s === null) return;
+    this.corked = true;
+    s.cork();
+    this.tick.cork(this);
+  }
+
+  uncork(): void {
+    this.corked = false;
+    // (after res.end() node has fully uncorked the socket already: this does nothing then)
+    this.sock?.uncork();
+  }
+}
+
+/** HTTP-FLV on a response that owns its socket: headers are out, our bytes follow on the socket itself. */
+export class SocketHttp extends Transport {
+  readonly protocol = 'http-flv';
+  /** HTTP/1.1: chunks of our own; HTTP/1.0: the bare stream */
+  private readonly chunked: boolean;
+
+  constructor(tick: TickFlush, private readonly res: ServerResponse, private readonly s: Socket) {
+    super(tick, s, s.writableHighWaterMark);
+    this.chunked = res.chunkedEncoding;
+  }
+
+  get open(): boolean {
+    return this.s.writable && !this.res.writableEnded;
+  }
+
+  protected write(b: Buffer): void {
+    this.s.write(b);
+  }
+
+  protected begin(n: number, f: FlvFrame | undefined): void {
+    if (this.chunked) this.s.write(f ? f.sizeLine() : chunkSizeLine(n));
+  }
+
+  protected override finish(): void {
+    if (this.chunked) this.s.write(CRLF);
+  }
+
+  backlog(): number {
+    return this.s.writableLength;
+  }
+
+  end(): void {
+    this.res.end();
+  }
+
+  destroy(): void {
+    this.res.destroy();
+  }
+
+  onDrain(cb: () => void): void {
+    this.s.on('drain', cb);
+  }
+
+  onGone(cb: () => void): void {
+    this.res.once('close', cb);
+  }
+}
+
+/** HTTP-FLV through the response, which frames each write as a chunk of its own: a pipelined request. */
+export class ResponseHttp extends Transport {
+  readonly protocol = 'http-flv';
+
+  constructor(tick: TickFlush, private readonly res: ServerResponse) {
+    super(tick, null, res.writableHighWaterMark);
+  }
+
+  get open(): boolean {
+    return !this.res.writableEnded && !this.res.destroyed;
+  }
+
+  protected write(b: Buffer): void {
+    this.res.write(b);
+  }
+
+  protected begin(): void {
+    /* the response frames its writes */
+  }
+
+  backlog(): number {
+    return this.res.writableLength;
+  }
+
+  end(): void {
+    this.res.end();
+  }
+
+  destroy(): void {
+    this.res.destroy();
+  }
+
+  onDrain(cb: () => void): void {
+    this.res.on('drain', cb);
+  }
+
+  onGone(cb: () => void): void {
+    this.res.once('close', cb);
+  }
+}
+
+/**
+ * WS-FLV: each unit one binary message (mpegts.js and flv.js read the messages as one byte stream), framed here and
+ * written to the socket under `ws`, whose sender never queues (no compression): a whole frame goes out in one
+ * synchronous run, so nothing `ws` writes (a pong, the close frame) can land inside one.
+ */
+export class WsTransport extends Transport {
+  readonly protocol = 'ws-flv';
+
+  constructor(tick: TickFlush, private readonly ws: WebSocket, private readonly s: Socket) {
+    super(tick, s, s.writableHighWaterMark);
+  }
+
+  get open(): boolean {
+    return this.ws.readyState === WebSocket.OPEN && this.s.writable;
+  }
+
+  protected write(b: Buffer): void {
+    this.s.write(b);
+  }
+
+  protected begin(n: number, f: FlvFrame | undefined): void {
+    this.s.write(f ? f.wsHeader() : wsHeader(n));
+  }
+
+  backlog(): number {
+    return this.ws.bufferedAmount;
+  }
+
+  end(): void {
+    this.ws.close(1000, 'stream closed');
+  }
+
+  destroy(): void {
+    this.ws.terminate();
+  }
+
+  onDrain(cb: () => void): void {
+    this.s.on('drain', cb);
+  }
+
+  onGone(cb: () => void): void {
+    this.ws.once('close', cb);
+  }
+}
