@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { FormatEncoder, StreamInfo, UnitFormat } from '../../plugin-sdk/bus';
 import type { AccessUnit, TrackInfo } from '../../plugin-sdk/media';
-import type { Entry } from './entry';
+import { setForm, type Entry } from './entry';
 
 interface Slot {
   format: UnitFormat<unknown>;
@@ -37,7 +37,7 @@ export class StreamFormats {
       this.slots[i] = slot;
       this.active++;
       if (tracks.length) this.tracksTo(slot, tracks);
-      for (const e of gop) (e.forms ??= [])[i] = this.encode(slot, e.unit);
+      for (const e of gop) setForm(e, i, this.encode(slot, e.unit));
     }
     this.slots[i]!.readers++;
     return i;
@@ -48,7 +48,7 @@ export class StreamFormats {
     if (!slot || --slot.readers > 0) return;
     this.slots[i] = undefined;
     this.active--;
-    for (const e of gop) if (e.forms) e.forms[i] = undefined;
+    for (const e of gop) setForm(e, i, undefined);
     try {
       slot.encoder.close?.();
     } catch (err) {
@@ -60,16 +60,16 @@ export class StreamFormats {
     for (const s of this.slots) if (s) this.tracksTo(s, tracks);
   }
 
-  /** The unit's forms in every format in use (undefined when none is). */
-  formsOf(unit: AccessUnit): unknown[] | undefined {
-    if (this.active === 0) return undefined;
+  /** The unit as an Entry, with its form in every format in use. */
+  entryOf(unit: AccessUnit): Entry {
+    const e: Entry = { unit, f0: undefined, more: undefined };
+    if (this.active === 0) return e;
     const n = this.slots.length;
-    const forms = new Array<unknown>(n);
     for (let i = 0; i < n; i++) {
       const s = this.slots[i];
-      if (s !== undefined) forms[i] = this.encode(s, unit);
+      if (s !== undefined) setForm(e, i, this.encode(s, unit));
     }
-    return forms;
+    return e;
   }
 
   readersOf(): Record<string, number> {

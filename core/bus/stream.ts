@@ -167,7 +167,7 @@ export class BusStream implements OwnedStream {
     const st = this.st;
     st.unitsIn++;
     st.bytesIn += au.payload.length;
-    const entry: Entry = { unit: au, forms: this.formats.formsOf(au) };
+    const entry = this.formats.entryOf(au);
     if (au.kind === 'video') {
       st.videoFrames++;
       if (au.keyframe) {

@@ -1,6 +1,6 @@
 import type { MediaSelect, MediaSink, Subscription, SubscriptionStats } from '../../plugin-sdk/bus';
 import type { TrackInfo } from '../../plugin-sdk/media';
-import { isTrackChange, type Entry, type QueueItem, type TrackChange } from './entry';
+import { formOf, isTrackChange, type Entry, type QueueItem, type TrackChange } from './entry';
 
 export interface ReaderOptions {
   media: MediaSelect;
@@ -72,7 +72,7 @@ export class Reader<F = unknown> implements Subscription {
   private wants(e: Entry): boolean {
     const kind = e.unit.kind;
     if (this.o.media !== 'av' && kind !== (this.o.media === 'v' ? 'video' : 'audio')) return false;
-    return this.o.slot < 0 || (e.forms !== undefined && e.forms[this.o.slot] !== undefined);
+    return this.o.slot < 0 || formOf(e, this.o.slot) !== undefined;
   }
 
   /** Offers an entry; returns the change in queued bytes so the stream can keep its total. */
@@ -176,7 +176,7 @@ export class Reader<F = unknown> implements Subscription {
         this.stats.bytes += n;
         this.missed = 0;
         this.stuckSince = -1;
-        sink.write(q.unit, (slot < 0 ? undefined : q.forms![slot]) as F);
+        sink.write(q.unit, (slot < 0 ? undefined : slot === 0 ? q.f0 : formOf(q, slot)) as F);
       }
       if (this.head === this.queue.length) {
         this.queue.length = 0;

@@ -3,10 +3,10 @@
  * keeps a unit's form with the unit (GOP cache, readers' queues), so a form holds no copy of a large payload: the
  * muxer's wire form refers to ranges of the unit's own payload (FlvMuxer.pushWire).
  */
-import { BufferSlab, defineFormat, type AccessUnit, type FormatEncoder, type StreamInfo, type TrackInfo, type UnitFormat } from '../../../plugin-sdk';
+import { defineFormat, type AccessUnit, type FormatEncoder, type StreamInfo, type TrackInfo, type UnitFormat } from '../../../plugin-sdk';
 import { FLV_TAG_AUDIO, FLV_TAG_SCRIPT, FlvMuxer, serializeTag, type WireUnit } from '../../../plugin-sdk/formats/flv';
 import type { AudioCodec } from '../../../plugin-sdk/media';
-import { chunkSizeLine, wsHeader } from './framing';
+import { wsHeader } from './framing';
 import { flvHeader, onMetaDataBody } from './nms';
 
 /** What a player starting at a unit writes before it; shared by every start point until the configuration changes. */
@@ -18,25 +18,58 @@ export interface FlvInit {
 }
 
 /**
- * A unit's FLV form, shared by every FLV player of its stream and kept as long as the unit (GOP cache included):
- * the WireUnit's fields, no Buffer views of its own (see WireUnit).
+ * Where units' small bytes live: 4 KiB chunks shared by many units, each unit holding its chunk and offsets rather
+ * than a Buffer view. A form lives as long as its GOP, so at hundreds of streams every object in it is one more
+ * for the collector to trace and promote: a view per piece (header, ranges, size line) made the FLV output's
+ * old-space heap grow by ~40 % against the node-media-server bridge it replaced. Views are made when written and
+ * die young.
+ */
+const FORM_CHUNK = 4096;
+
+class FormMemory {
+  private chunk = Buffer.allocUnsafeSlow(FORM_CHUNK);
+  private at = 0;
+
+  /** Room for n bytes: returns the chunk holding it; the room starts at `last` */
+  take(n: number): Buffer {
+    if (this.at + n > this.chunk.length) {
+      this.chunk = Buffer.allocUnsafeSlow(Math.max(FORM_CHUNK, n));
+      this.at = 0;
+    }
+    this.last = this.at;
+    this.at += n;
+    return this.chunk;
+  }
+
+  last = 0;
+}
+
+const HEX = Buffer.from('0123456789abcdef', 'latin1');
+
+/**
+ * A unit's FLV form, shared by every FLV player of its stream and kept as long as the unit (GOP cache included). Its
+ * bytes in `buf` from `lineAt`: the HTTP/1.1 chunk-size line for the whole unit, then the small parts of its tags
+ * (headers, length fields, short NAL units), then the ranges (uint32 LE, alternating: small parts, relative to
+ * `memAt`; the unit's payload) that the tags are made of, in order.
  */
 export class FlvFrame {
   /** its added latency was observed (by the first player it was written to) */
   observed = false;
-  private line: Buffer | undefined = undefined;
   private wsHead: Buffer | undefined = undefined;
-  /** config tags that changed with this unit; a player starting here leaves them out (init has them) */
-  readonly config: Buffer[] | undefined;
-  readonly mem: Buffer;
-  readonly payload: Buffer;
-  readonly ranges: number[];
-  readonly mediaBytes: number;
-  /** config and media */
-  readonly bytes: number;
 
   constructor(
-    w: WireUnit,
+    /** config tags that changed with this unit; a player starting here leaves them out (init has them) */
+    readonly config: Buffer[] | undefined,
+    readonly buf: Buffer,
+    readonly lineAt: number,
+    readonly memAt: number,
+    readonly rangesAt: number,
+    /** numbers in the ranges (two per piece) */
+    readonly rangeCount: number,
+    readonly payload: Buffer,
+    readonly mediaBytes: number,
+    /** config and media */
+    readonly bytes: number,
     /**
      * The stream's configuration version after this unit (it counts units that carried config tags): a player that
      * resumes here after a skip and last saw another version may have missed a new sequence header.
@@ -44,28 +77,49 @@ export class FlvFrame {
     readonly version: number,
     /** set on start points (video key frames; audio units of a stream without video) */
     readonly init: FlvInit | undefined,
-    private readonly lines: BufferSlab,
-  ) {
-    this.config = w.config;
-    this.mem = w.mem;
-    this.payload = w.payload;
-    this.ranges = w.ranges;
-    this.mediaBytes = w.mediaBytes;
-    this.bytes = w.configBytes + w.mediaBytes;
-  }
-
-  // Framing made for the first player that needs it, then shared. From the stream's own slab: a few bytes from
-  // node's shared pool would pin a whole pool chunk for as long as the GOP.
+  ) {}
 
   /** the HTTP/1.1 chunk-size line for the whole unit */
   sizeLine(): Buffer {
-    return (this.line ??= chunkSizeLine(this.bytes, this.lines));
+    return this.buf.subarray(this.lineAt, this.memAt);
   }
 
-  /** the WebSocket header of the whole unit as one message */
+  /** the WebSocket header of the whole unit as one message (made for the first WS player, then shared) */
   wsHeader(): Buffer {
-    return (this.wsHead ??= wsHeader(this.bytes, this.lines));
+    return (this.wsHead ??= wsHeader(this.bytes));
   }
+
+  /** Each piece of the unit's media tags, in order (views made now). */
+  pieces(write: (b: Buffer) => void): void {
+    const b = this.buf;
+    const base = this.memAt;
+    const payload = this.payload;
+    for (let i = 0, at = this.rangesAt; i < this.rangeCount; i += 2, at += 8) {
+      const from = b.readUInt32LE(at);
+      const to = b.readUInt32LE(at + 4);
+      write((i & 2) === 0 ? b.subarray(base + from, base + to) : payload.subarray(from, to));
+    }
+  }
+}
+
+/** The form of a unit's wire tags: copies the small parts into `mem` with the size line and the ranges. */
+function frameOf(w: WireUnit, mem: FormMemory, version: number, init: FlvInit | undefined): FlvFrame {
+  const bytes = w.configBytes + w.mediaBytes;
+  let digits = 1;
+  for (let v = bytes >>> 4; v > 0; v >>>= 4) digits++;
+  const lineLen = digits + 2;
+  const small = w.mem.length;
+  const r = w.ranges;
+  const buf = mem.take(lineLen + small + 4 * r.length);
+  const lineAt = mem.last;
+  for (let i = digits - 1, v = bytes; i >= 0; i--, v >>>= 4) buf[lineAt + i] = HEX[v & 15];
+  buf[lineAt + digits] = 13;
+  buf[lineAt + digits + 1] = 10;
+  const memAt = lineAt + lineLen;
+  w.mem.copy(buf, memAt);
+  const rangesAt = memAt + small;
+  for (let i = 0; i < r.length; i++) buf.writeUInt32LE(r[i], rangesAt + 4 * i);
+  return new FlvFrame(w.config, buf, lineAt, memAt, rangesAt, r.length, w.payload, w.mediaBytes, bytes, version, init);
 }
 
 interface Inc {
@@ -84,7 +138,7 @@ export interface FlvFormatHooks {
 
 class FlvEncoder implements FormatEncoder<FlvFrame> {
   private readonly muxer: FlvMuxer;
-  private readonly lines = new BufferSlab(1024);
+  private readonly mem = new FormMemory();
   private version = 0;
   private init: FlvInit | undefined;
   private initVersion = -1;
@@ -108,7 +162,7 @@ class FlvEncoder implements FormatEncoder<FlvFrame> {
     this.count(w);
     if (w.config !== undefined) this.version++;
     const start = w.keyframe || (unit.kind === 'audio' && !this.muxer.hasVideo);
-    return new FlvFrame(w, this.version, start ? this.initAt(w.timestamp) : undefined, this.lines);
+    return frameOf(w, this.mem, this.version, start ? this.initAt(w.timestamp) : undefined);
   }
 
   close(): void {

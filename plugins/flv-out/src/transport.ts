@@ -54,12 +54,11 @@ export abstract class Transport implements Corked {
     this.cork();
     this.begin(withConfig ? f.bytes : f.mediaBytes, withConfig ? f : undefined);
     if (withConfig && f.config !== undefined) for (const c of f.config) this.write(c);
-    const r = f.ranges;
-    const mem = f.mem;
-    const payload = f.payload;
-    for (let i = 0; i < r.length; i += 2) this.write(((i & 2) === 0 ? mem : payload).subarray(r[i], r[i + 1]));
+    f.pieces(this.writePiece);
     this.finish();
   }
+
+  private readonly writePiece = (b: Buffer): void => this.write(b);
 
   /** One Buffer as a piece of the stream. */
   sendOne(b: Buffer): void {
