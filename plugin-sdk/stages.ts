@@ -1,9 +1,10 @@
 /**
  * Helpers for writing stages (see bus.ts: a stage = subscribe to one stream + publish a derived one).
  *
- * `audioStage` covers the common case: video and its track go through by reference, each audio frame goes
- * through a transform (sync, or async when the work runs in a worker thread: see worker.ts), and the output keeps
- * the input's order. Backpressure crosses the async boundary: while `maxInFlight` frames are being transformed the
+ * `audioStage` covers the common case: video and its track go through by reference, at once, and each audio frame
+ * goes through a transform (sync, or async when the work runs in a worker thread: see worker.ts), the audio output
+ * keeping the input's order. Video does not wait for audio in flight: each track stays in order and the units say
+ * when they play, so a player interleaves them; holding video behind an encoder would only add latency. Backpressure crosses the async boundary: while `maxInFlight` frames are being transformed the
  * stage's input reader reports not writable, so the bus queues for it and, if the transform stays behind, applies
  * its slow-reader policy (skip to the next keyframe), as for any other reader.
  */
@@ -32,7 +33,6 @@ export interface AudioStageOptions {
 }
 
 type Item =
-  | { kind: 'unit'; unit: AccessUnit }
   | { kind: 'track'; track: TrackInfo }
   | { kind: 'pending'; done: boolean; out: readonly AccessUnit[] };
 
@@ -72,8 +72,7 @@ export function audioStage(opts: AudioStageOptions): StageDefinition {
           if (head.kind === 'pending' && !head.done) break;
           fifo.shift();
           if (stopped) continue;
-          if (head.kind === 'unit') out.push(head.unit);
-          else if (head.kind === 'track') out.setTrack(head.track);
+          if (head.kind === 'track') out.setTrack(head.track);
           else for (const u of head.out) { stats.framesOut++; out.push(u); }
         }
       };
@@ -86,7 +85,7 @@ export function audioStage(opts: AudioStageOptions): StageDefinition {
         tracks(list) {
           for (const t of list) {
             if (t.kind === 'video') {
-              fifo.push({ kind: 'track', track: t });
+              if (!stopped) out.setTrack(t);
               continue;
             }
             let o: AudioTrackInfo | undefined;
@@ -101,8 +100,7 @@ export function audioStage(opts: AudioStageOptions): StageDefinition {
         },
         write(u) {
           if (u.kind === 'video') {
-            fifo.push({ kind: 'unit', unit: u });
-            flush();
+            out.push(u);
             return;
           }
           stats.framesIn++;
