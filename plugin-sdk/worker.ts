@@ -5,9 +5,10 @@
  *               const res = await w.call(req, [req.pcm.buffer]);   // transfer lists avoid copies
  * Worker file:  serveWorker<Req, Res>(async (req) => res);
  *
- * One worker can host many jobs (e.g. one encoder per stream, keyed in the request). If the worker dies (a crash,
- * process.exit, an uncaught error), every call in flight rejects and the supervisor starts a new one, backing off
- * when it keeps dying; `close()` stops it for good. Calls made while it restarts wait for the new one.
+ * One worker can host many jobs (e.g. one encoder per stream, keyed in the request). Calls made in one turn of the
+ * event loop travel as one message each way: at hundreds of streams, a message per call would cost the main thread
+ * more than the work it moves away. If the worker dies (a crash, process.exit, an uncaught error), every call in
+ * flight rejects and the supervisor starts a new one, backing off when it keeps dying; `close()` stops it for good.
  */
 import { isMainThread, parentPort, Worker, type TransferListItem } from 'node:worker_threads';
 import type { Logger } from 'pino';
@@ -19,6 +20,11 @@ interface Pending<Res> {
 }
 
 type Reply<Res> = { id: number; ok: true; res: Res } | { id: number; ok: false; error: string };
+
+/** What crosses to the worker: the calls of one turn, in order. */
+interface Batch<Req> {
+  calls: Array<{ id: number; req: Req }>;
+}
 
 export interface StageWorkerOptions {
   /** names the worker in logs and errors */
@@ -39,6 +45,11 @@ export class StageWorker<Req, Res> {
   private closing = false;
   private restarts: number[] = [];
   private gaveUp: string | undefined;
+  private outbox: Array<{ id: number; req: Req }> = [];
+  private outTransfer: TransferListItem[] = [];
+  private flushQueued = false;
+  /** messages posted (one per turn with calls) */
+  batches = 0;
   /** times the worker died and was started again */
   deaths = 0;
 
@@ -71,18 +82,39 @@ export class StageWorker<Req, Res> {
   call(req: Req, transfer?: readonly TransferListItem[]): Promise<Res> {
     if (this.closing) return Promise.reject(new Error(`worker ${this.opts.name} is closed`));
     if (this.gaveUp) return Promise.reject(new Error(`worker ${this.opts.name} gave up: ${this.gaveUp}`));
-    const w = this.worker ?? this.spawn();
+    if (!this.worker) this.spawn();
     const id = ++this.seq;
     return new Promise<Res>((resolve, reject) => {
       this.pending.set(id, { resolve, reject, at: Date.now() });
-      try {
-        w.postMessage({ id, req }, transfer as TransferListItem[] | undefined);
-      } catch (err) {
-        this.pending.delete(id);
-        reject(err as Error);
+      this.outbox.push({ id, req });
+      if (transfer) for (const t of transfer) this.outTransfer.push(t);
+      if (!this.flushQueued) {
+        this.flushQueued = true;
+        process.nextTick(this.flush);
       }
     });
   }
+
+  private readonly flush = (): void => {
+    this.flushQueued = false;
+    const calls = this.outbox;
+    const transfer = this.outTransfer;
+    this.outbox = [];
+    this.outTransfer = [];
+    const w = this.worker;
+    if (calls.length === 0 || !w) return;
+    try {
+      w.postMessage({ calls } satisfies Batch<Req>, transfer);
+      this.batches++;
+    } catch (err) {
+      // (a value that cannot be cloned): fail this turn's calls, not the worker
+      for (const c of calls) {
+        const p = this.pending.get(c.id);
+        this.pending.delete(c.id);
+        p?.reject(err as Error);
+      }
+    }
+  };
 
   async close(): Promise<void> {
     this.closing = true;
@@ -98,12 +130,14 @@ export class StageWorker<Req, Res> {
     this.worker = w;
     // a worker must never keep the process alive on its own: the plugin closes it at stop
     w.unref();
-    w.on('message', (m: Reply<Res>) => {
-      const p = this.pending.get(m.id);
-      if (!p) return;
-      this.pending.delete(m.id);
-      if (m.ok) p.resolve(m.res);
-      else p.reject(new Error(m.error));
+    w.on('message', (m: { replies: Array<Reply<Res>> }) => {
+      for (const r of m.replies) {
+        const p = this.pending.get(r.id);
+        if (!p) continue;
+        this.pending.delete(r.id);
+        if (r.ok) p.resolve(r.res);
+        else p.reject(new Error(r.error));
+      }
     });
     w.on('error', (err) => this.died(w, `error: ${err.message}`));
     w.on('exit', (code) => this.died(w, `exit code ${code}`));
@@ -131,23 +165,34 @@ export class StageWorker<Req, Res> {
   private failAll(err: Error): void {
     const list = [...this.pending.values()];
     this.pending.clear();
+    this.outbox = [];
+    this.outTransfer = [];
     for (const p of list) p.reject(err);
   }
 }
 
 /**
  * The worker side: answers each request with what `handle` returns (or its error message). Call it once at the
- * top of the worker file. `transfer` picks what of a result to move instead of copy.
+ * top of the worker file. `transfer` picks what of a result to move instead of copy. A turn's calls arrive
+ * together; their answers go back together once all of them are settled, in the order they came.
  */
 export function serveWorker<Req, Res>(handle: (req: Req) => Res | Promise<Res>, transfer?: (res: Res) => TransferListItem[]): void {
   if (isMainThread || !parentPort) throw new Error('serveWorker runs in a worker thread');
   const port = parentPort;
-  port.on('message', async ({ id, req }: { id: number; req: Req }) => {
+  const one = async ({ id, req }: { id: number; req: Req }, moved: TransferListItem[]): Promise<Reply<Res>> => {
     try {
       const res = await handle(req);
-      port.postMessage({ id, ok: true, res }, transfer ? transfer(res) : undefined);
+      if (transfer) for (const t of transfer(res)) if (!moved.includes(t)) moved.push(t);
+      return { id, ok: true, res };
     } catch (err) {
-      port.postMessage({ id, ok: false, error: (err as Error)?.message ?? String(err) });
+      return { id, ok: false, error: (err as Error)?.message ?? String(err) };
     }
+  };
+  port.on('message', async ({ calls }: Batch<Req>) => {
+    const moved: TransferListItem[] = [];
+    const replies: Array<Reply<Res>> = [];
+    // in order: a job's calls (open, then frames) must run in the order they were made
+    for (const c of calls) replies.push(await one(c, moved));
+    port.postMessage({ replies }, moved);
   });
 }

@@ -118,6 +118,11 @@ describe('stages: audioStage and StageWorker', function () {
     await assert.rejects(w.call({ frame: new Uint8Array(1), test: 'hang' }), /died \(no answer for 300 ms\)/);
     assert.equal((await w.call({ frame: new Uint8Array([0x55]) })).length, 2);
     assert.equal(w.deaths, 2);
+    // a turn's calls cross as one message, and come back in order
+    const before = w.batches;
+    const many = await Promise.all(Array.from({ length: 20 }, (_, i) => w.call({ frame: new Uint8Array([i]) })));
+    assert.equal(w.batches - before, 1);
+    assert.deepEqual(many.map((r) => r.length), Array(20).fill(2));
     assert.equal(w.inFlight, 0);
     await w.close();
     await assert.rejects(w.call({ frame: new Uint8Array(1) }), /is closed/);
