@@ -66,6 +66,14 @@ export class Jt1078IngestConfig {
   @IsInt() @Min(0) @Max(600_000)
   disconnectGraceMs = 10_000;
 
+  /**
+   * The first address (IP, any port, TCP or UDP) that pushes a channel keeps its stream for the stream's life:
+   * other addresses are refused even when that terminal is gone or silent (default: any address may take over a
+   * stream whose link is gone or silent past disconnectGraceMs)
+   */
+  @IsBoolean()
+  pinFirstAddress = false;
+
   /** a UDP source silent this long counts as disconnected (ms) */
   @IsInt() @Min(100) @Max(600_000)
   udpIdleMs = 10_000;
@@ -111,6 +119,41 @@ type AttachListener = Parameters<TerminalLinks['onAttach']>[0];
 const channelKey = (typ: StreamTyp, normSim: string, chanId: number): string => `${typ}/${normSim}/${chanId}`;
 
 /**
+ * A publisher link that sent for its channel within this long keeps its stream: disconnectGraceMs, but never less
+ * than this (a site with no reconnect grace would otherwise let any sender take a stream between two packets).
+ */
+const MIN_ALIVE_MS = 1000;
+/** addresses remembered per stream as refused (an address spraying from many ports is one) */
+const MAX_SUSPECTS = 16;
+/** a link still refused writes one more warning (with what it was refused since) this often at most */
+const REFUSAL_RELOG_MS = 60_000;
+/** links whose first refusal is logged, at most, per window (a UDP sender can be a new link per source port) */
+const REFUSAL_LINES_PER_WINDOW = 20;
+const REFUSAL_WINDOW_MS = 10_000;
+const REFUSED_LINE = 'another link pushes this stream: refused';
+
+/**
+ * One channel stream as the ingest holds it: who publishes it, and who may take it over. A stream has one
+ * publisher link; another link pushing it is refused while the publisher is alive (it sent within the grace).
+ */
+interface Claim {
+  readonly stream: ChannelStream;
+  /** the source publishing now; undefined while its terminal is away (and before the first) */
+  src: ChannelSource | undefined;
+  /** the publisher's link closed: the disconnect grace runs */
+  away: { lastAt: number; address: string; link: string; cancel: () => void } | undefined;
+  /** pinFirstAddress: the first publisher's address */
+  pinned: string | undefined;
+  /**
+   * Addresses refused for this stream. While the publisher's terminal is away, a link from one of them (other than
+   * the terminal's own address) is not taken for the terminal coming back: it waits out the grace like any sender.
+   */
+  readonly suspects: Set<string>;
+  /** the link refused last, and when: it takes the stream if the grace ends with nobody publishing */
+  contender: { link: TerminalLink; at: number } | undefined;
+}
+
+/**
  * JT/T 1078 terminals push here: four listeners (live/replay x 2013/2019), TCP and UDP on each port.
  * Each link detects its layout from the packets; each channel it carries feeds the bus stream that requests opened.
  * The links are offered to other plugins as the terminal-links service (intercom sends audio down them).
@@ -122,11 +165,11 @@ export default definePlugin({
   async setup(ctx) {
     const c = ctx.config;
     const links = new Set<TerminalLink>();
-    const active = new Map<string, ChannelSource>();
+    /** by stream name */
+    const claims = new Map<string, Claim>();
     /** the same sources by channel (typ, SIM, channel), for the service */
     const byChannel = new Map<string, ChannelSource>();
     const attachListeners = new Set<AttachListener>();
-    const graceTimers = new Map<string, () => void>();
     /** per listener: what its closed links carried */
     const closedTotals = new Map<string, LinkTotals>();
     let linkSeq = 0;
@@ -144,6 +187,8 @@ export default definePlugin({
       unmatched: ctx.metrics.counter('unmatched_packets_total', 'packets for channels nobody opened (dropped)', ['listener']),
       reconnects: ctx.metrics.counter('reconnects_total', 'terminals that came back within the disconnect grace'),
       graceExpired: ctx.metrics.counter('disconnects_total', 'streams closed because the terminal stayed away past the grace'),
+      takeoversRefused: ctx.metrics.counter('takeovers_refused_total', 'packets dropped because another link publishes their stream (alive: it sent within the grace), or the stream is pinned to another address', ['listener', 'transport']),
+      takeoversAccepted: ctx.metrics.counter('takeovers_accepted_total', 'streams taken over by another link: reason silent (the publisher\'s link was silent past the grace) or gone (its link closed and it did not come back)', ['listener', 'transport', 'reason']),
       downPackets: ctx.metrics.counter('downlink_packets_total', 'JT/T 1078 packets sent to terminals (intercom audio, raw writes)', ['transport']),
       downBytes: ctx.metrics.counter('downlink_bytes_total', 'bytes sent to terminals', ['transport']),
       downRefused: ctx.metrics.counter('downlink_refused_total', 'downlink frames refused: link closed, or its backlog over downlinkMaxPendingBytes', ['reason']),
@@ -165,7 +210,9 @@ export default definePlugin({
     const streamGauge = (name: string, help: string, pick: (s: ChannelSource) => number) =>
       ctx.metrics.gauge(name, help, ['stream', 'layout', 'transport'], (g) => {
         g.reset();
-        for (const s of active.values()) g.set({ stream: s.stream.name, layout: s.link.layout ?? 'unknown', transport: s.link.transport }, pick(s));
+        for (const { src: s } of claims.values()) {
+          if (s) g.set({ stream: s.stream.name, layout: s.link.layout ?? 'unknown', transport: s.link.transport }, pick(s));
+        }
       });
     streamGauge('stream_packets', 'packets of a channel stream', (s) => s.assembler.stats.packets);
     streamGauge('stream_video_frames', 'video frames published', (s) => s.assembler.stats.videoUnits);
@@ -191,41 +238,21 @@ export default definePlugin({
         m.downBytes.inc({ transport: link.transport }, bytes);
       },
       refused: (_link, why) => m.downRefused.inc({ reason: why }),
-      attach(link, stream: ChannelStream): ChannelSource {
-        const grace = graceTimers.get(stream.name);
-        if (grace) {
-          grace();
-          graceTimers.delete(stream.name);
-          m.reconnects.inc();
-          ctx.log.info({ stream: stream.name, link: link.id }, 'terminal reconnected within the grace: stream resumes');
+      attach(link, stream: ChannelStream): ChannelSource | undefined {
+        const now = ctx.clock.now();
+        let cl = claims.get(stream.name);
+        if (cl && cl.stream !== stream) {
+          // a stream of the same name closed and was opened again: nothing of the old one carries over
+          forget(cl);
+          cl = undefined;
         }
-        const publisher = stream.media.attachPublisher();
-        const key = `${stream.normSim}_${stream.chanId}`;
-        const assembler = new Jt1078StreamAssembler({
-          onTrack: (t) => publisher.setTrack(t),
-          onAccessUnit: (au) => publisher.push(au),
-          onAudioFraming: (f) => {
-            link.noteAudioFraming(key, f);
-            ctx.log.info({ stream: stream.name, link: link.id, pt: f.pt, codec: f.codec, hisilicon: f.hisilicon }, 'terminal audio framing');
-          },
-        }, {
-          reorder: link.transport === 'udp' ? { maxPackets: c.reorderPackets, maxDelayMs: c.reorderMs } : false,
-          maxFrameBytes: c.maxFrameBytes,
-          audio: audioBySim.get(stream.normSim) ?? siteAudio,
-        });
-        const src: ChannelSource = { key, stream, publisher, assembler, link };
-        const previous = active.get(stream.name);
-        if (previous && previous.link !== link) previous.link.forgetSource(previous.key);
-        active.set(stream.name, src);
-        const ck = channelKey(stream.typ, stream.normSim, stream.chanId);
-        byChannel.set(ck, src);
-        // the last request on the stream went: the terminal's channel stops, and its link if nothing else is on it
-        publisher.onClose(() => {
-          if (active.get(stream.name) === src) active.delete(stream.name);
-          if (byChannel.get(ck) === src) byChannel.delete(ck);
-          link.dropSource(key);
-        });
-        return src;
+        if (!cl) cl = claimOf(stream);
+        const why = refusal(cl, link, now);
+        if (why) {
+          refuse(cl, link, why, now);
+          return undefined;
+        }
+        return publish(cl, link, now);
       },
       attached(src) {
         const e = { normSim: src.stream.normSim, chanId: src.stream.chanId, typ: src.stream.typ, link: src.link };
@@ -240,21 +267,159 @@ export default definePlugin({
       detach(src, why) {
         const ck = channelKey(src.stream.typ, src.stream.normSim, src.stream.chanId);
         if (byChannel.get(ck) === src) byChannel.delete(ck);
-        if (active.get(src.stream.name) !== src) return;
-        active.delete(src.stream.name);
+        const cl = claims.get(src.stream.name);
+        if (!cl || cl.src !== src) return;
+        cl.src = undefined;
         if (why !== 'link-closed' || src.publisher.closed || src.stream.state === 'closing') return;
         src.publisher.pause();
         const name = src.stream.name;
         ctx.log.info({ stream: name, graceMs: c.disconnectGraceMs }, 'terminal disconnected: waiting for it to come back');
-        graceTimers.set(name, ctx.clock.setTimeout(() => {
-          graceTimers.delete(name);
-          if (active.has(name)) return;
-          m.graceExpired.inc();
-          ctx.log.warn({ stream: name }, 'terminal did not come back: closing the stream (closeCause 2)');
-          ctx.sessions.closeStream(name, CloseCause.termStrmClose);
-        }, c.disconnectGraceMs));
+        cl.away = {
+          lastAt: src.lastAt, address: src.link.address, link: src.link.id,
+          cancel: ctx.clock.setTimeout(() => awayOver(cl), c.disconnectGraceMs),
+        };
       },
     };
+
+    const aliveMs = Math.max(c.disconnectGraceMs, MIN_ALIVE_MS);
+
+    function claimOf(stream: ChannelStream): Claim {
+      const cl: Claim = { stream, src: undefined, away: undefined, pinned: undefined, suspects: new Set(), contender: undefined };
+      claims.set(stream.name, cl);
+      stream.media.on('closed', () => {
+        if (claims.get(stream.name) === cl) forget(cl);
+      });
+      return cl;
+    }
+
+    function forget(cl: Claim): void {
+      cl.away?.cancel();
+      cl.away = undefined;
+      cl.contender = undefined;
+      if (claims.get(cl.stream.name) === cl) claims.delete(cl.stream.name);
+    }
+
+    /** Why `link` may not publish the claim's stream now, or undefined when it may. */
+    function refusal(cl: Claim, link: TerminalLink, now: number): string | undefined {
+      if (c.pinFirstAddress && cl.pinned !== undefined && link.address !== cl.pinned) return 'pinned to another address';
+      if (cl.src) return now - cl.src.lastAt <= aliveMs ? 'another link publishes it' : undefined;
+      const away = cl.away;
+      if (away && now - away.lastAt <= aliveMs && link.address !== away.address && cl.suspects.has(link.address)) {
+        return 'waiting for its terminal to come back';
+      }
+      return undefined;
+    }
+
+    const refusedCounters = new Map<string, { inc(): void }>();
+    let refusalWindow = { start: -Infinity, lines: 0, notLogged: 0 };
+
+    function refuse(cl: Claim, link: TerminalLink, why: string, now: number): void {
+      const ck = `${link.listener}|${link.transport}`;
+      let counter = refusedCounters.get(ck);
+      if (!counter) refusedCounters.set(ck, (counter = m.takeoversRefused.labels(link.listener, link.transport)));
+      counter.inc();
+      if (cl.contender?.link === link) cl.contender.at = now;
+      else cl.contender = { link, at: now };
+      if (cl.suspects.size < MAX_SUSPECTS) cl.suspects.add(link.address);
+      // one warning per refused link, then one per REFUSAL_RELOG_MS with the packets refused since: a sender
+      // flooding a stream costs a line, not a line per packet
+      const r = link.refusalLog;
+      if (r.at < 0) {
+        r.at = now;
+        if (now - refusalWindow.start >= REFUSAL_WINDOW_MS) refusalWindow = { start: now, lines: 0, notLogged: refusalWindow.notLogged };
+        if (refusalWindow.lines >= REFUSAL_LINES_PER_WINDOW) {
+          refusalWindow.notLogged++;
+          r.notLogged++;
+          return;
+        }
+        refusalWindow.lines++;
+        const linksNotLogged = refusalWindow.notLogged;
+        refusalWindow.notLogged = 0;
+        ctx.log.warn({
+          link: link.id, stream: cl.stream.name, why, publisher: cl.src?.link.id ?? cl.away?.link,
+          ...(linksNotLogged > 0 ? { linksNotLogged } : {}),
+        }, REFUSED_LINE);
+      } else if (now - r.at >= REFUSAL_RELOG_MS) {
+        ctx.log.warn({ link: link.id, stream: cl.stream.name, why, refusedSinceLastLine: r.notLogged + 1 }, 'another link still pushes this stream: refused');
+        r.at = now;
+        r.notLogged = 0;
+      } else {
+        r.notLogged++;
+      }
+    }
+
+    /** `link` publishes the claim's stream from now on (a first push, a reconnect or a takeover). */
+    function publish(cl: Claim, link: TerminalLink, now: number, handedOver = false): ChannelSource {
+      const stream = cl.stream;
+      const prev = cl.src;
+      if (prev) {
+        // alive checked by the caller: the previous link was silent past the grace
+        prev.link.forgetSource(prev.key);
+        m.takeoversAccepted.inc({ listener: link.listener, transport: link.transport, reason: 'silent' });
+        ctx.log.info({ stream: stream.name, link: link.id, from: prev.link.id, silentMs: now - prev.lastAt }, 'stream taken over: its link was silent past the grace');
+      } else if (cl.away || handedOver) {
+        const away = cl.away;
+        away?.cancel();
+        cl.away = undefined;
+        if (handedOver || (away && link.address !== away.address && cl.suspects.has(link.address))) {
+          m.takeoversAccepted.inc({ listener: link.listener, transport: link.transport, reason: 'gone' });
+          ctx.log.info({ stream: stream.name, link: link.id, from: away?.link }, 'stream taken over: its terminal did not come back within the grace');
+        } else {
+          m.reconnects.inc();
+          ctx.log.info({ stream: stream.name, link: link.id }, 'terminal reconnected within the grace: stream resumes');
+        }
+      }
+      const publisher = stream.media.attachPublisher();
+      const key = `${stream.normSim}_${stream.chanId}`;
+      const assembler = new Jt1078StreamAssembler({
+        onTrack: (t) => publisher.setTrack(t),
+        onAccessUnit: (au) => publisher.push(au),
+        onAudioFraming: (f) => {
+          link.noteAudioFraming(key, f);
+          ctx.log.info({ stream: stream.name, link: link.id, pt: f.pt, codec: f.codec, hisilicon: f.hisilicon }, 'terminal audio framing');
+        },
+      }, {
+        reorder: link.transport === 'udp' ? { maxPackets: c.reorderPackets, maxDelayMs: c.reorderMs } : false,
+        maxFrameBytes: c.maxFrameBytes,
+        audio: audioBySim.get(stream.normSim) ?? siteAudio,
+      });
+      const src: ChannelSource = { key, stream, publisher, assembler, link, lastAt: now };
+      cl.src = src;
+      cl.pinned ??= link.address;
+      if (cl.contender?.link === link) cl.contender = undefined;
+      const ck = channelKey(stream.typ, stream.normSim, stream.chanId);
+      byChannel.set(ck, src);
+      // the last request on the stream went: the terminal's channel stops, and its link if nothing else is on it
+      publisher.onClose(() => {
+        if (cl.src === src) cl.src = undefined;
+        if (byChannel.get(ck) === src) byChannel.delete(ck);
+        link.dropSource(key);
+      });
+      return src;
+    }
+
+    /**
+     * The disconnect grace ended with nobody publishing: a link that was refused and still pushes takes the stream
+     * (the terminal is gone past the grace); else the stream's requests close (closeCause 2).
+     */
+    function awayOver(cl: Claim): void {
+      if (cl.src || claims.get(cl.stream.name) !== cl) {
+        cl.away = undefined;
+        return;
+      }
+      const name = cl.stream.name;
+      const now = ctx.clock.now();
+      const ct = cl.contender;
+      if (ct && !ct.link.closed && now - ct.at <= aliveMs && (!c.pinFirstAddress || ct.link.address === cl.pinned)
+        && !cl.stream.media.closed && cl.stream.state !== 'closing') {
+        ct.link.adopt(publish(cl, ct.link, now, true));
+        return;
+      }
+      cl.away = undefined;
+      m.graceExpired.inc();
+      ctx.log.warn({ stream: name }, 'terminal did not come back: closing the stream (closeCause 2)');
+      ctx.sessions.closeStream(name, CloseCause.termStrmClose);
+    }
 
     const service: TerminalLinks = {
       find(normSim, chanId, typ) {
@@ -360,8 +525,7 @@ export default definePlugin({
     return {
       stop() {
         cancelPoll();
-        for (const cancel of graceTimers.values()) cancel();
-        graceTimers.clear();
+        for (const cl of [...claims.values()]) forget(cl);
         for (const link of [...links]) link.close('gateway stopping');
         attachListeners.clear();
       },

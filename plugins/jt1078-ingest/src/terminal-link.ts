@@ -15,6 +15,8 @@ export interface LinkCounters {
   bytes: number;
   packets: number;
   unmatchedPackets: number;
+  /** packets for a stream another link publishes (or pinned to another address): dropped */
+  refusedPackets: number;
 }
 
 /** What a link has carried so far, its channels' frames and losses included, for per-listener metrics. */
@@ -34,6 +36,8 @@ export interface ChannelSource {
   publisher: Publisher;
   assembler: Jt1078StreamAssembler;
   link: TerminalLink;
+  /** when the link last carried a packet for this channel (host clock): a link silent past the grace can be replaced */
+  lastAt: number;
 }
 
 /** Where bytes for the terminal go: its TCP connection, or its source address through the listener's UDP socket. */
@@ -53,8 +57,11 @@ export interface DownlinkOptions {
 export interface LinkHost {
   sessions: Sessions;
   log: Logger;
-  /** where a channel source lives while its link is up (one per stream) */
-  attach(link: TerminalLink, stream: ChannelStream): ChannelSource;
+  /**
+   * The link pushes a stream it has no source for: its source, or undefined when another link keeps the stream
+   * (the host counted and logged the refusal; the packet is dropped and the link asks again with the next one).
+   */
+  attach(link: TerminalLink, stream: ChannelStream): ChannelSource | undefined;
   /** the source is registered on its link: packets flow to it from now on */
   attached?(src: ChannelSource): void;
   detach(src: ChannelSource, why: 'link-closed' | 'stream-closed'): void;
@@ -85,10 +92,14 @@ const MAX_FRAMINGS = 64;
  */
 export class TerminalLink implements SdkTerminalLink {
   readonly parser: Jt1078Parser;
-  readonly counters: LinkCounters = { bytes: 0, packets: 0, unmatchedPackets: 0 };
+  readonly counters: LinkCounters = { bytes: 0, packets: 0, unmatchedPackets: 0, refusedPackets: 0 };
   readonly sources = new Map<string, ChannelSource>();
   readonly transport: 'tcp' | 'udp';
   readonly remote: string;
+  /** the terminal's IP address alone (IPv4-mapped IPv6 as IPv4): what pinning compares, whatever the port */
+  readonly address: string;
+  /** the host's rate limit on refusal warnings for this link: when it last wrote one (-1: never), packets since */
+  readonly refusalLog = { at: -1, notLogged: 0 };
   /** frames and losses of channels this link no longer carries (their assemblers are gone) */
   private readonly retired = { frames: 0, lostPackets: 0, droppedFrames: 0 };
   private isClosed = false;
@@ -123,6 +134,7 @@ export class TerminalLink implements SdkTerminalLink {
   ) {
     this.transport = peer.transport;
     this.remote = peer.transport === 'tcp' ? `${peer.socket.remoteAddress}:${peer.socket.remotePort}` : `${peer.address}:${peer.port}`;
+    this.address = plainAddress(peer.transport === 'tcp' ? peer.socket.remoteAddress ?? '' : peer.address);
     this.parser = new Jt1078Parser((p) => this.onPacket(p), { layout: guess });
     this.armGrace();
   }
@@ -151,6 +163,7 @@ export class TerminalLink implements SdkTerminalLink {
     if (p.dataType === 4) return;
     // the SIM decoder returns the same string while the SIM bytes repeat, so this is a pointer comparison
     if (this.lastSrc !== undefined && p.sim === this.lastSim && p.channel === this.lastChannel) {
+      this.lastSrc.lastAt = this.host.now();
       this.lastSrc.assembler.push(p);
       return;
     }
@@ -168,16 +181,35 @@ export class TerminalLink implements SdkTerminalLink {
         return;
       }
       src = this.host.attach(this, stream);
-      this.sources.set(key, src);
-      this.cancelGrace?.();
-      this.cancelGrace = undefined;
-      this.host.log.info({ link: this.id, stream: stream.name, layout: this.parser.layout, transport: this.transport }, 'terminal pushing');
-      this.host.attached?.(src);
+      if (!src) {
+        // not cached as lastSrc: the next packet asks again, so the link takes over once the publisher is gone
+        this.counters.refusedPackets++;
+        return;
+      }
+      this.addSource(key, src);
     }
     this.lastSim = p.sim;
     this.lastChannel = p.channel;
     this.lastSrc = src;
+    src.lastAt = this.host.now();
     src.assembler.push(p);
+  }
+
+  /**
+   * The host hands this link a stream it was refused for (the publisher's terminal did not come back within the
+   * grace, and this link was pushing it): packets for it flow from the next one on.
+   */
+  adopt(src: ChannelSource): void {
+    if (this.isClosed) return;
+    this.addSource(src.key, src);
+  }
+
+  private addSource(key: string, src: ChannelSource): void {
+    this.sources.set(key, src);
+    this.cancelGrace?.();
+    this.cancelGrace = undefined;
+    this.host.log.info({ link: this.id, stream: src.stream.name, layout: this.parser.layout, transport: this.transport }, 'terminal pushing');
+    this.host.attached?.(src);
   }
 
   /** The assembler of channel `key` saw the terminal's audio framing (first audio frame, or a change). */
@@ -187,18 +219,27 @@ export class TerminalLink implements SdkTerminalLink {
     this.lastFraming = f;
   }
 
-  /** another link took this channel over: packets for it here find no source again */
+  /**
+   * Another link took this channel over (this one was silent past the grace): packets for it here find no source
+   * again, and are refused while the new publisher is alive. A link left carrying nothing gets the unknown-channel
+   * grace again, like a new one.
+   */
   forgetSource(key: string): void {
-    const src = this.sources.get(key);
-    if (src) addChannelStats(this.retired, src);
-    this.sources.delete(key);
-    this.lastSrc = undefined;
+    this.removeSource(key);
+    if (this.sources.size === 0 && !this.isClosed) this.armGrace();
   }
 
   /** the stream closed (last request gone): the channel stops; a link left carrying nothing closes */
   dropSource(key: string): void {
-    this.forgetSource(key);
+    this.removeSource(key);
     if (this.sources.size === 0) this.close('no open channel left');
+  }
+
+  private removeSource(key: string): void {
+    const src = this.sources.get(key);
+    if (src) addChannelStats(this.retired, src);
+    this.sources.delete(key);
+    this.lastSrc = undefined;
   }
 
   poll(): void {
@@ -227,7 +268,13 @@ export class TerminalLink implements SdkTerminalLink {
     this.isClosed = true;
     this.closeReason = reason;
     this.cancelGrace?.();
-    this.host.log.info({ link: this.id, reason, bytes: this.counters.bytes, packets: this.counters.packets, unmatched: this.counters.unmatchedPackets, resyncs: this.parser.stats.resyncs }, 'terminal link closed');
+    const refused = this.counters.refusedPackets;
+    this.host.log.info({
+      link: this.id, reason, bytes: this.counters.bytes, packets: this.counters.packets, unmatched: this.counters.unmatchedPackets,
+      resyncs: this.parser.stats.resyncs,
+      // the refusal warnings were rate-limited: what they did not tell
+      ...(refused > 0 ? { refused, refusedNotLogged: this.refusalLog.notLogged } : {}),
+    }, 'terminal link closed');
     for (const src of [...this.sources.values()]) {
       addChannelStats(this.retired, src);
       this.host.detach(src, 'link-closed');
@@ -356,6 +403,11 @@ export class TerminalLink implements SdkTerminalLink {
     }
     this.host.sent?.(this, packets.length, bytes);
   }
+}
+
+/** An IP address as pinning compares it: `::ffff:10.0.0.1` (a dual-stack socket's IPv4) is `10.0.0.1`. */
+export function plainAddress(a: string): string {
+  return a.startsWith('::ffff:') && a.includes('.') ? a.slice(7) : a;
 }
 
 /** Adds what a channel's assembler counted to a link's totals. */
