@@ -14,6 +14,8 @@ export type {
 } from './bus';
 export { VIDEO_TIMESCALE, unitAt, videoUnit, audioUnit, shiftUnit, withPayload } from './media';
 export type { AccessUnit, TrackInfo, VideoTrackInfo, AudioTrackInfo, CodecId, VideoCodec, AudioCodec, G726Packing, UnitTicks, UnitMs } from './media';
+export { AAC_STAGE, aacVia } from './audio';
+export type { AacStageParams } from './audio';
 export { defineService } from './services';
 export type { ServiceToken, Services } from './services';
 export { TERMINAL_LINKS } from './services/terminal-links';

@@ -5,9 +5,9 @@
  *               const res = await w.call(req, [req.pcm.buffer]);   // transfer lists avoid copies
  * Worker file:  serveWorker<Req, Res>(async (req) => res);
  *
- * One worker can host many jobs (e.g. one encoder per stream, keyed in the request). Calls made in one turn of the
- * event loop travel as one message each way: at hundreds of streams, a message per call would cost the main thread
- * more than the work it moves away. If the worker dies (a crash, process.exit, an uncaught error), every call in
+ * One worker can host many jobs (e.g. one encoder per stream, keyed in the request). Calls made in one pass of the
+ * event loop (until its check phase: every socket read of the pass) travel as one message each way: at hundreds of
+ * streams, a message per call would cost the main thread more than the work it moves away. If the worker dies (a crash, process.exit, an uncaught error), every call in
  * flight rejects and the supervisor starts a new one, backing off when it keeps dying; `close()` stops it for good.
  */
 import { isMainThread, parentPort, Worker, type TransferListItem } from 'node:worker_threads';
@@ -90,7 +90,8 @@ export class StageWorker<Req, Res> {
       if (transfer) for (const t of transfer) this.outTransfer.push(t);
       if (!this.flushQueued) {
         this.flushQueued = true;
-        process.nextTick(this.flush);
+        // not nextTick: each socket read is a callback of its own, and its calls would each cross alone
+        setImmediate(this.flush);
       }
     });
   }

@@ -15,6 +15,14 @@ export const BENCHES: Record<string, { summary: string; load: () => Bench }> = {
     summary: 'N simulated terminals at ~1 Mbit/s, one HTTP-FLV player each; gateway CPU, RSS, throughput, added latency',
     load: () => require('./ingest-flv') as Bench,
   },
+  'aac-engine': {
+    summary: 'N AAC encoders in one worker thread fed real-time speech chunks: CPU per stream-second, memory per encoder, streams per core',
+    load: () => require('./aac-engine') as Bench,
+  },
+  codecs: {
+    summary: 'CPU ms per second of 8 kHz audio for each decoder, encoder (G.711, G.726, IMA ADPCM) and resampler rate',
+    load: () => require('./codecs') as Bench,
+  },
   'record-catalog': {
     summary: 'stored-media range queries on a 1,000,000-record SQLite catalog (page 1 and page 500)',
     load: () => require('./record-catalog') as Bench,

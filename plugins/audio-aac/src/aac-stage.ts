@@ -1,0 +1,143 @@
+/**
+ * The 'aac' stage: a stream's audio as AAC-LC for browsers, video passed through by reference.
+ *
+ * Per (stream, sampleRate, channels, keep) the bus runs one instance; it hands each audio frame to the worker
+ * thread, where a pipeline decodes, resamples and encodes it (transcode-worker.ts). AAC from the source, and codecs
+ * the reader asked to keep, pass through unchanged; audio nobody here can decode is left out (video goes on),
+ * counted and logged once per stream and codec.
+ */
+import type { Logger } from 'pino';
+import { AAC_STAGE } from '../../../plugin-sdk/audio';
+import type { StageDefinition } from '../../../plugin-sdk/bus';
+import { createDecoder, type AdpcmOptions } from '../../../plugin-sdk/codecs';
+import { unitAt, type AccessUnit, type AudioCodec, type AudioTrackInfo } from '../../../plugin-sdk/media';
+import { audioStage } from '../../../plugin-sdk/stages';
+import type { StageWorker } from '../../../plugin-sdk/worker';
+import { AAC_SAMPLE_RATES, aacLcAsc } from './engine/pool';
+import { UNKNOWN_JOB, type TranscodeReply, type TranscodeRequest } from './transcode-protocol';
+
+export interface AacStageOptions {
+  worker: StageWorker<TranscodeRequest, TranscodeReply>;
+  defaults: { sampleRate: number; channels: 1 | 2 };
+  /** bits per second for all channels of an output */
+  bitrate(sampleRate: number, channels: number): number;
+  maxGapMs: number;
+  maxInFlight: number;
+  adpcm?: AdpcmOptions;
+  log: Logger;
+  hooks: {
+    /** a running transcode started (+1) or ended (-1) */
+    transcoders(delta: 1 | -1): void;
+    framesOut(n: number): void;
+    /** audio of a codec no one here decodes: left out */
+    leftOut(stream: string, codec: string): void;
+    /** a worker call failed (not counting the reopen after a worker restart) */
+    failed(): void;
+  };
+}
+
+export interface AacParams {
+  sampleRate: number;
+  channels: 1 | 2;
+  keep: AudioCodec[];
+}
+
+/** A reader's params completed with the site's defaults; what the spec allows and AAC can carry. */
+export function aacParams(given: Readonly<Record<string, unknown>>, defaults: AacStageOptions['defaults']): AacParams {
+  const sampleRate = given.sampleRate ?? defaults.sampleRate;
+  if (typeof sampleRate !== 'number' || !AAC_SAMPLE_RATES.includes(sampleRate)) {
+    throw new TypeError(`aac: sampleRate must be one of ${AAC_SAMPLE_RATES.join(', ')}`);
+  }
+  const ch = given.channels ?? defaults.channels;
+  if (typeof ch !== 'number' || !Number.isInteger(ch) || ch < 1 || ch > 8) throw new TypeError('aac: channels must be 1..8');
+  const keep = given.keep ?? [];
+  if (!Array.isArray(keep) || !keep.every((k) => typeof k === 'string')) throw new TypeError('aac: keep must be a list of codec names');
+  // the source is mono: more than two channels would be copies of it; two are what players need at most
+  return { sampleRate, channels: ch >= 2 ? 2 : 1, keep: [...new Set(keep as AudioCodec[])].sort() };
+}
+
+let jobSeq = 0;
+
+export function aacStage(o: AacStageOptions): StageDefinition {
+  return audioStage({
+    name: AAC_STAGE,
+    maxInFlight: o.maxInFlight,
+    params: (given) => aacParams(given, o.defaults) as unknown as Record<string, unknown>,
+    create(ctx) {
+      const p = ctx.params as unknown as AacParams;
+      const stream = ctx.input.name;
+      let mode: 'none' | 'pass' | 'encode' = 'none';
+      let job = 0;
+      let input: AudioTrackInfo | undefined;
+      const bitrate = o.bitrate(p.sampleRate, p.channels);
+
+      const open = (): void => {
+        const j = job;
+        o.worker.call({
+          op: 'open', job: j, input: input!, sampleRate: p.sampleRate, channels: p.channels, bitrate, maxGapMs: o.maxGapMs, adpcm: o.adpcm,
+        }).catch((err: Error) => {
+          if (j !== job) return;
+          o.hooks.failed();
+          ctx.log.warn({ err: err.message, codec: input?.codec }, 'AAC transcode could not start: audio left out');
+          endJob();
+          mode = 'none';
+        });
+      };
+      const endJob = (): void => {
+        if (job === 0) return;
+        const j = job;
+        job = 0;
+        o.hooks.transcoders(-1);
+        o.worker.call({ op: 'close', job: j }).catch(() => undefined);
+      };
+
+      return {
+        track(t) {
+          endJob();
+          input = t;
+          if (t.codec === 'aac' || p.keep.includes(t.codec)) {
+            mode = 'pass';
+            return t;
+          }
+          if (!createDecoder(t, { adpcm: o.adpcm })) {
+            mode = 'none';
+            o.hooks.leftOut(stream, t.codec);
+            return undefined;
+          }
+          mode = 'encode';
+          job = ++jobSeq;
+          o.hooks.transcoders(1);
+          open();
+          return {
+            kind: 'audio', codec: 'aac', sampleRate: p.sampleRate, channels: p.channels, config: aacLcAsc(p.sampleRate, p.channels),
+            frameSamples: 1024,
+          };
+        },
+        unit(u) {
+          if (mode === 'pass') return [u];
+          if (mode === 'none' || u.codec !== input?.codec) return [];
+          const j = job;
+          return o.worker.call({ op: 'push', job: j, frame: u.payload, dtsTicks: u.dtsTicks, timescale: u.timescale }).then(
+            (r) => toUnits(r, p.sampleRate, u, o),
+            (err: Error) => {
+              // the worker was restarted and forgot this job: open it again; this frame is lost
+              if (j === job && (err.message === UNKNOWN_JOB || err.message.includes('died'))) open();
+              else o.hooks.failed();
+              return [];
+            },
+          );
+        },
+        stop: endJob,
+      };
+    },
+  });
+}
+
+function toUnits(r: TranscodeReply, sampleRate: number, from: AccessUnit, o: AacStageOptions): AccessUnit[] {
+  if (r.op !== 'push' || r.frames.length === 0) return [];
+  o.hooks.framesOut(r.frames.length);
+  return r.frames.map((f) => unitAt({
+    kind: 'audio', codec: 'aac', timescale: sampleRate, dtsTicks: f.dtsTicks, duration: 1024,
+    payload: Buffer.from(f.data.buffer, f.data.byteOffset, f.data.byteLength), keyframe: true, receivedAt: from.receivedAt,
+  }));
+}

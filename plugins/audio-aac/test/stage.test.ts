@@ -1,0 +1,156 @@
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { audioUnit, type AccessUnit, type PluginDefinition, type TrackInfo } from '../../../plugin-sdk';
+import { startTestGateway, stubMediaPlugin, testClip, type TestGateway } from '../../../plugin-sdk/testkit';
+import { requireTool } from '../../../test/support/tools';
+import audioAac from '../index';
+
+/** ADTS around raw AAC-LC frames, from the 2-byte ASC (what an MPEG-TS muxer writes) */
+function adts(asc: Buffer, frames: readonly Buffer[]): Buffer {
+  const aot = asc[0]! >> 3;
+  const sfi = ((asc[0]! & 7) << 1) | (asc[1]! >> 7);
+  const ch = (asc[1]! >> 3) & 15;
+  const parts: Buffer[] = [];
+  for (const f of frames) {
+    const len = f.length + 7;
+    parts.push(Buffer.from([0xff, 0xf1, ((aot - 1) << 6) | (sfi << 2) | (ch >> 2), ((ch & 3) << 6) | (len >> 11), (len >> 3) & 0xff, ((len & 7) << 5) | 0x1f, 0xfc]), f);
+  }
+  return Buffer.concat(parts);
+}
+
+function decodeAdts(data: Buffer): Float32Array {
+  const r = spawnSync(requireTool('ffmpeg', 'ffmpeg'), ['-v', 'error', '-f', 'aac', '-i', 'pipe:0', '-f', 'f32le', '-ac', '1', 'pipe:1'], { input: data, maxBuffer: 1 << 26 });
+  assert.equal(r.status, 0, r.stderr.toString());
+  const b = Buffer.from(r.stdout);
+  return new Float32Array(b.buffer, b.byteOffset, b.length / 4);
+}
+
+/** frequency from upward zero crossings over [from, to) */
+function frequency(x: Float32Array, rate: number, from: number, to: number): number {
+  let first = NaN;
+  let last = NaN;
+  let count = 0;
+  for (let i = from + 1; i < to; i++) {
+    if (x[i - 1]! < 0 && x[i]! >= 0) {
+      const t = i - 1 + x[i - 1]! / (x[i - 1]! - x[i]!);
+      if (Number.isNaN(first)) first = t;
+      else count++;
+      last = t;
+    }
+  }
+  return (count * rate) / (last - first);
+}
+
+async function until(what: string, fn: () => boolean, ms = 10_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!fn()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+interface Read {
+  units: AccessUnit[];
+  tracks: Array<ReadonlyArray<TrackInfo>>;
+}
+
+describe('audio-aac: the aac stage', function () {
+  this.timeout(60_000);
+  let gw: TestGateway;
+  const clip = testClip({ seconds: 2, audio: true });
+
+  before(async () => {
+    const stub = stubMediaPlugin();
+    gw = await startTestGateway({
+      plugins: [{ name: stub.name, def: stub.def }, { name: 'audio-aac', def: audioAac as PluginDefinition<object> }],
+      captureLogs: true,
+    });
+  });
+  after(() => gw.stop());
+
+  /** opens a channel, reads it via the stage with these params, pushes the whole clip at once, waits for `enough` */
+  async function read(chanId: number, params: Record<string, unknown> | undefined, units: readonly AccessUnit[], tracks: readonly TrackInfo[], enough: (r: Read) => boolean): Promise<Read & { reqId: string }> {
+    const open = await gw.openStream({ simNo: '13900000010', chanId });
+    const stream = gw.kernel.bus.get(open.streamName)!;
+    const r: Read = { units: [], tracks: [] };
+    stream.subscribe({ write: (u) => r.units.push(u), tracks: (t) => r.tracks.push(t) }, { via: { stage: 'aac', params } });
+    const pub = stream.attachPublisher();
+    for (const t of tracks) pub.setTrack(t);
+    for (const u of units) pub.push(u);
+    await until('the stage output', () => enough(r));
+    return { ...r, reqId: open.reqId };
+  }
+
+  it('turns G.711A into AAC-LC 8 kHz mono by default: a tone ffmpeg decodes at its frequency, frames back to back, video by reference', async () => {
+    const audioIn = clip.units.filter((u) => u.kind === 'audio');
+    const samplesIn = audioIn.reduce((n, u) => n + u.duration, 0);
+    // all but the last two frames (the encoder holds one as look-ahead, and one is still filling)
+    const expected = Math.floor(samplesIn / 1024) - 1;
+    const r = await read(1, undefined, clip.units, clip.tracks, (x) => x.units.filter((u) => u.kind === 'audio').length >= expected);
+    const aac = r.units.filter((u) => u.kind === 'audio');
+    const video = r.units.filter((u) => u.kind === 'video');
+    const last = r.tracks[r.tracks.length - 1]!;
+    const at = last.find((t) => t.kind === 'audio')!;
+    assert.deepEqual({ codec: at.codec, sampleRate: (at as { sampleRate: number }).sampleRate, channels: (at as { channels: number }).channels }, { codec: 'aac', sampleRate: 8000, channels: 1 });
+    assert.deepEqual([...((at as { config: Buffer }).config)], [0x15, 0x88], 'plain AAC-LC ASC: 8 kHz, mono');
+    assert.ok(last.some((t) => t.kind === 'video'), 'the video track is passed on');
+    assert.equal(video.length, clip.frameCount);
+    assert.ok(video.every((u, i) => u === clip.units.filter((x) => x.kind === 'video')[i]), 'video units by reference');
+    assert.ok(aac.every((u) => u.codec === 'aac' && u.timescale === 8000 && u.duration === 1024));
+    for (let i = 1; i < aac.length; i++) assert.equal(aac[i].dtsTicks - aac[i - 1].dtsTicks, 1024, `frame ${i} follows on`);
+    // the first frame is the encoder's priming: it starts 1024 samples before the first input sample
+    assert.equal(aac[0].dtsTicks, audioIn[0].dtsTicks - 1024);
+
+    const pcm = decodeAdts(adts(Buffer.from((at as { config: Buffer }).config), aac.map((u) => u.payload)));
+    const f = frequency(pcm, 8000, 2048, pcm.length - 1024);
+    assert.ok(Math.abs(f - 1000) < 10, `decoded tone at ${f.toFixed(1)} Hz`);
+    await gw.api('POST', '/strm/close', { reqIds: [r.reqId] });
+  });
+
+  it('takes audioCfg: 16 kHz stereo, timed at 16 kHz', async () => {
+    const r = await read(2, { sampleRate: 16000, channels: 2 }, clip.units, clip.tracks, (x) => x.units.filter((u) => u.kind === 'audio').length >= 20);
+    const at = r.tracks[r.tracks.length - 1]!.find((t) => t.kind === 'audio') as { sampleRate: number; channels: number; config: Buffer };
+    assert.deepEqual([at.sampleRate, at.channels], [16000, 2]);
+    const aac = r.units.filter((u) => u.kind === 'audio');
+    assert.ok(aac.every((u) => u.timescale === 16000));
+    const pcm = decodeAdts(adts(Buffer.from(at.config), aac.map((u) => u.payload)));
+    const f = frequency(pcm, 16000, 4096, pcm.length - 2048);
+    assert.ok(Math.abs(f - 1000) < 10, `decoded tone at ${f.toFixed(1)} Hz`);
+    await gw.api('POST', '/strm/close', { reqIds: [r.reqId] });
+  });
+
+  it('passes kept codecs through; leaves out audio it cannot decode, video unharmed, counted', async () => {
+    const kept = await read(3, { keep: ['g711a'] }, clip.units, clip.tracks, (x) => x.units.length === clip.units.length);
+    assert.deepEqual(kept.units, clip.units, 'as received, in order, same objects');
+    await gw.api('POST', '/strm/close', { reqIds: [kept.reqId] });
+
+    const g729 = clip.units.map((u) => (u.kind === 'audio' ? audioUnit({ codec: 'g729', dts: u.dts, timescale: 8000, duration: 320, payload: Buffer.alloc(40) }) : u));
+    const tracks: TrackInfo[] = [clip.video, { kind: 'audio', codec: 'g729', sampleRate: 8000, channels: 1 }];
+    const r = await read(4, undefined, g729, tracks, (x) => x.units.length >= clip.frameCount);
+    assert.equal(r.units.filter((u) => u.kind === 'video').length, clip.frameCount);
+    assert.equal(r.units.filter((u) => u.kind === 'audio').length, 0);
+    const metrics = await (await fetch(gw.baseUrl + '/metrics')).text();
+    assert.match(metrics, /^gw_audio_aac_left_out_total\{codec="g729"\} 1$/m);
+    assert.ok(gw.logs.some((l) => l.msg === 'audio codec cannot be decoded: left out of the AAC form (video goes on)' && l.codec === 'g729'));
+    await gw.api('POST', '/strm/close', { reqIds: [r.reqId] });
+  });
+
+  it('one instance per (stream, params) for all readers; it stops, and its transcoder goes, with the last reader', async () => {
+    const open = await gw.openStream({ simNo: '13900000011', chanId: 1 });
+    const stream = gw.kernel.bus.get(open.streamName)!;
+    const a = stream.subscribe({ write: () => undefined }, { via: 'aac' });
+    const b = stream.subscribe({ write: () => undefined }, { via: { stage: 'aac', params: { sampleRate: 8000, channels: 1 } } });
+    const pub = gw.publish(open.streamName, clip, { realtime: false });
+    await pub.done;
+    assert.equal(gw.kernel.bus.list().filter((s) => s.derivedFrom?.stream === open.streamName).length, 1, 'the defaults and the same values explicitly are one form');
+    let metrics = await (await fetch(gw.baseUrl + '/metrics')).text();
+    assert.match(metrics, /^gw_audio_aac_transcoders 1$/m);
+    a.close();
+    b.close();
+    metrics = await (await fetch(gw.baseUrl + '/metrics')).text();
+    assert.match(metrics, /^gw_audio_aac_transcoders 0$/m);
+    assert.throws(() => stream.subscribe({ write: () => undefined }, { via: { stage: 'aac', params: { sampleRate: 12345 } } }), /sampleRate must be one of/);
+    await gw.api('POST', '/strm/close', { reqIds: [open.reqId] });
+  });
+});
+
