@@ -20,7 +20,7 @@ export { defineService } from './services';
 export type { ServiceToken, Services } from './services';
 export { TERMINAL_LINKS } from './services/terminal-links';
 export type { TerminalLinks, TerminalLink, DownlinkAudio, Jt1078Layout } from './services/terminal-links';
-export { CloseCause, closeReasonOf } from './sessions';
+export { CloseCause, closeReasonOf, mediaTypOf } from './sessions';
 export { normaliseSim, SIM_PATTERN } from './sim';
 export type {
   Sessions, StrmRequest, ChannelStream, OpenParams, IngestProvider, OutputProvider, PresenceProvider, OpenGuard, PushAddress,

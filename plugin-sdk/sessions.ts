@@ -28,6 +28,15 @@ export const closeReasonOf: Record<CloseCauseValue, string> = {
   12: 'consumptionTimeout',
 };
 
+/**
+ * What a request wants, from its typ and dataTyp (strm-api 3.4.4): live 0 audio+video, 1 video, 2 intercom and
+ * 3 listen (audio); replay 0 audio+video, 1 audio, 2 video. Outputs read a stream's tracks accordingly.
+ */
+export function mediaTypOf(typ: StreamTyp, dataTyp: number): MediaTyp {
+  if (typ === 'live') return dataTyp === 0 ? 'av' : dataTyp === 1 ? 'v' : 'a';
+  return dataTyp === 0 ? 'av' : dataTyp === 1 ? 'a' : 'v';
+}
+
 /** The open request after validation and normalisation. */
 export interface OpenParams {
   reqId: string;

@@ -189,11 +189,16 @@ export function serveWorker<Req, Res>(handle: (req: Req) => Res | Promise<Res>, 
       return { id, ok: false, error: (err as Error)?.message ?? String(err) };
     }
   };
-  port.on('message', async ({ calls }: Batch<Req>) => {
+  const batch = async ({ calls }: Batch<Req>): Promise<void> => {
     const moved: TransferListItem[] = [];
     const replies: Array<Reply<Res>> = [];
-    // in order: a job's calls (open, then frames) must run in the order they were made
     for (const c of calls) replies.push(await one(c, moved));
     port.postMessage({ replies }, moved);
+  };
+  // Strictly in order, across messages too: a job's calls (an open that awaits, then its frames) must run in the
+  // order they were made, and the next message may arrive while this one awaits.
+  let chain = Promise.resolve();
+  port.on('message', (m: Batch<Req>) => {
+    chain = chain.then(() => batch(m));
   });
 }

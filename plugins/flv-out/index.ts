@@ -1,7 +1,7 @@
-import { definePlugin } from '../../plugin-sdk';
+import { aacVia, definePlugin, mediaTypOf, type AudioCodec, type SubscribeOptions } from '../../plugin-sdk';
 import { AudioSkips } from './src/audio-skips';
 import { FlvOutConfig } from './src/config';
-import { createFlvFormat } from './src/flv-format';
+import { createFlvFormats } from './src/flv-format';
 import { APP, FlvServer } from './src/server';
 import { TickFlush } from './src/tick';
 import { FLV_PLAYERS } from './service';
@@ -35,7 +35,7 @@ export default definePlugin({
       ctx.log, c.audioCodecs, ctx.bus,
     );
     let streams = 0;
-    const format = createFlvFormat({
+    const formats = createFlvFormats({
       audioCodecs: c.audioCodecs,
       // label children resolved once: a labelled inc() hashes its label object on every call, and this runs per tag
       tags: { video: tags.labels('video'), audio: tags.labels('audio'), script: tags.labels('script') },
@@ -44,9 +44,18 @@ export default definePlugin({
     });
 
     const http = await ctx.net.listenHttp({ port: c.port, host: c.host, key: 'port' });
+    // G.711 listed in audioCodecs is what a site's own players take as received: the AAC stage passes it on
+    const keep = c.audioCodecs.filter((x) => x !== 'aac') as AudioCodec[];
+    const readFor = (reqId: string): Pick<SubscribeOptions<unknown>, 'media' | 'via'> => {
+      const r = ctx.sessions.getRequest(reqId);
+      if (!r) return {};
+      const media = mediaTypOf(r.params.typ, r.params.dataTyp);
+      if (media === 'v' || c.audio !== 'aac') return { media };
+      return { media, via: aacVia(ctx.bus, r.params.audioCfg, keep) };
+    };
     const server = new FlvServer({
-      log: ctx.log, sessions: ctx.sessions, format, tick: new TickFlush(latency), maxBacklogBytes: c.maxPlayerBacklogBytes,
-      refused: () => refused.inc(),
+      log: ctx.log, sessions: ctx.sessions, formats, tick: new TickFlush(latency), maxBacklogBytes: c.maxPlayerBacklogBytes,
+      refused: () => refused.inc(), readFor,
     });
     server.mount(http);
     m.gauge('players', 'connected FLV players', [], (g) => g.set(server.playerCount));

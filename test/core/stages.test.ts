@@ -123,6 +123,13 @@ describe('stages: audioStage and StageWorker', function () {
     const many = await Promise.all(Array.from({ length: 20 }, (_, i) => w.call({ frame: new Uint8Array([i]) })));
     assert.equal(w.batches - before, 1);
     assert.deepEqual(many.map((r) => r.length), Array(20).fill(2));
+    // and one turn's calls wait for an earlier turn's call that awaits (an encoder being opened, say)
+    const order: string[] = [];
+    const slow = w.call({ frame: new Uint8Array(1), test: 'slow' }).then(() => order.push('slow'));
+    await new Promise((r) => setImmediate(r));
+    const next = w.call({ frame: new Uint8Array(1) }).then(() => order.push('next'));
+    await Promise.all([slow, next]);
+    assert.deepEqual(order, ['slow', 'next']);
     assert.equal(w.inFlight, 0);
     await w.close();
     await assert.rejects(w.call({ frame: new Uint8Array(1) }), /is closed/);

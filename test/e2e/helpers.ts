@@ -163,7 +163,9 @@ export interface E2eGateway {
  * One gateway with jt1078-ingest and flv-out on free ports, plus a probe plugin that records notices and holds
  * flv-out's players service. Start one per test file (before) and stop it (after).
  */
-export async function startE2eGateway(ingest: Record<string, unknown> = {}, flvOut: Record<string, unknown> = {}): Promise<E2eGateway> {
+export async function startE2eGateway(
+  ingest: Record<string, unknown> = {}, flvOut: Record<string, unknown> = {}, extra: Array<{ name: string; config?: Record<string, unknown> }> = [],
+): Promise<E2eGateway> {
   const notices: Notice[] = [];
   let flv: FlvPlayers | undefined;
   const probe = definePlugin({
@@ -182,6 +184,7 @@ export async function startE2eGateway(ingest: Record<string, unknown> = {}, flvO
         config: { livePort2013: 0, livePort2019: 0, replayPort2013: 0, replayPort2019: 0, disconnectGraceMs: 300, unknownGraceMs: 5000, ...ingest },
       },
       { name: 'flv-out', config: { port: 0, ...flvOut } },
+      ...extra,
       { name: 'e2e-probe', def: probe },
     ],
   });
@@ -198,10 +201,12 @@ export async function startE2eGateway(ingest: Record<string, unknown> = {}, flvO
  * Registers before/after hooks in the calling describe block that start one e2e gateway and stop it, and returns a
  * handle that reads through to it (valid inside that block's tests).
  */
-export function useE2eGateway(ingest: Record<string, unknown> = {}, flvOut: Record<string, unknown> = {}): E2eGateway {
+export function useE2eGateway(
+  ingest: Record<string, unknown> = {}, flvOut: Record<string, unknown> = {}, extra: Array<{ name: string; config?: Record<string, unknown> }> = [],
+): E2eGateway {
   let started: E2eGateway | undefined;
   before(async () => {
-    started = await startE2eGateway(ingest, flvOut);
+    started = await startE2eGateway(ingest, flvOut, extra);
   });
   after(async () => {
     await started?.stop();

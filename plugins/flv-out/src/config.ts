@@ -28,8 +28,17 @@ export class FlvOutConfig {
   maxPlayerBacklogBytes = 2 * 1024 * 1024;
 
   /**
+   * 'aac': players get the stream's audio as AAC through the site's AAC stage (plugin audio-aac), at the request's
+   * audioCfg or the stage's default; 'as-received': the terminal's audio as it came, if FLV can carry it
+   * (audioCodecs). Without an AAC stage on the site, 'aac' falls back to as received.
+   */
+  @IsIn(['aac', 'as-received'])
+  audio: 'aac' | 'as-received' = 'aac';
+
+  /**
    * Audio codecs put into the FLV; the rest is left out and counted. G.711 is out by default: browser players
    * (mpegts.js, flv.js) cannot decode it and, told by the FLV that audio is coming, never start the video either.
+   * With audio 'aac', G.711 listed here passes the AAC stage as received (for players such as VLC or ffplay).
    */
   @IsArray() @IsIn(FLV_AUDIO_CODECS, { each: true })
   audioCodecs: FlvAudioCodec[] = ['aac'];

@@ -144,16 +144,18 @@ class FlvEncoder implements FormatEncoder<FlvFrame> {
   private initVersion = -1;
   private closed = false;
 
-  constructor(private readonly stream: StreamInfo, private readonly h: FlvFormatHooks) {
+  constructor(private readonly stream: StreamInfo, private readonly h: FlvFormatHooks, private readonly only: 'video' | 'audio' | undefined) {
     this.muxer = new FlvMuxer({ audioCodecs: h.audioCodecs, metaBody: onMetaDataBody });
     h.encoders(1);
   }
 
   tracks(list: ReadonlyArray<TrackInfo>): void {
-    for (const t of list) this.muxer.setTrack(t);
+    // a track this form leaves out is not announced either: its file header and onMetaData say only what it carries
+    for (const t of list) if (this.only === undefined || t.kind === this.only) this.muxer.setTrack(t);
   }
 
   encode(unit: AccessUnit): FlvFrame | undefined {
+    if (this.only !== undefined && unit.kind !== this.only) return undefined;
     const w = this.muxer.pushWire(unit);
     if (w === undefined) {
       if (unit.kind === 'audio' && unit.payload.length > 0) this.h.audioSkipped(this.stream.name, unit.codec);
@@ -191,6 +193,20 @@ class FlvEncoder implements FormatEncoder<FlvFrame> {
 }
 
 /** The FLV format of one flv-out instance (players ask for it by identity, so each gateway has its own). */
-export function createFlvFormat(hooks: FlvFormatHooks): UnitFormat<FlvFrame> {
-  return defineFormat<FlvFrame>('flv', (stream) => new FlvEncoder(stream, hooks));
+export interface FlvFormats {
+  /** audio and video */
+  av: UnitFormat<FlvFrame>;
+  /** video only: a file header without the audio flag (a player told audio comes waits for it) */
+  v: UnitFormat<FlvFrame>;
+  /** audio only (listen): every audio unit is a start point */
+  a: UnitFormat<FlvFrame>;
+}
+
+/** The FLV formats of one flv-out instance (players ask for them by identity, so each gateway has its own). */
+export function createFlvFormats(hooks: FlvFormatHooks): FlvFormats {
+  return {
+    av: defineFormat<FlvFrame>('flv', (stream) => new FlvEncoder(stream, hooks, undefined)),
+    v: defineFormat<FlvFrame>('flv-video', (stream) => new FlvEncoder(stream, hooks, 'video')),
+    a: defineFormat<FlvFrame>('flv-audio', (stream) => new FlvEncoder(stream, hooks, 'audio')),
+  };
 }

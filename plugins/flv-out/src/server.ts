@@ -8,8 +8,8 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { WebSocketServer, type WebSocket } from 'ws';
-import type { HttpListener, RouteRequest, Sessions, UnitFormat } from '../../../plugin-sdk';
-import type { FlvFrame } from './flv-format';
+import type { HttpListener, RouteRequest, Sessions, SubscribeOptions } from '../../../plugin-sdk';
+import type { FlvFormats, FlvFrame } from './flv-format';
 import { Player, type PlayerOwner, type PlayerStats } from './player';
 import type { TickFlush } from './tick';
 import { ResponseHttp, SocketHttp, WsTransport, type Transport } from './transport';
@@ -22,12 +22,14 @@ const CORS = { 'Access-Control-Allow-Origin': '*' } as const;
 export interface FlvServerOptions {
   log: Logger;
   sessions: Sessions;
-  format: UnitFormat<FlvFrame>;
+  formats: FlvFormats;
   tick: TickFlush;
   /** each player's queue cap on the bus */
   maxBacklogBytes: number;
   /** a play refused (unknown request or wrong token) */
   refused(): void;
+  /** how a request's players read its stream: which tracks, and through which stage (AAC audio) */
+  readFor(reqId: string): Pick<SubscribeOptions<FlvFrame>, 'media' | 'via'>;
 }
 
 interface Play {
@@ -184,7 +186,9 @@ export class FlvServer implements PlayerOwner {
     if (!set) this.byReq.set(p.reqId, (set = new Set()));
     set.add(p);
     try {
-      p.sub = media.subscribe(p, { format: this.o.format, maxQueueBytes: this.o.maxBacklogBytes });
+      const read = this.o.readFor(p.reqId);
+      const format = this.o.formats[read.media ?? 'av'];
+      p.sub = media.subscribe(p, { format, maxQueueBytes: this.o.maxBacklogBytes, ...read });
     } catch (err) {
       this.o.log.warn({ stream: p.stream, err: (err as Error).message }, 'player could not subscribe to its stream');
       p.close();
