@@ -1,4 +1,4 @@
-import { IsInt, IsNumber, IsOptional, IsString, Matches, Max, Min, MinLength } from 'class-validator';
+import { IsIn, IsInt, IsNumber, IsOptional, IsString, Matches, Max, Min, MinLength } from 'class-validator';
 
 /** The recorder's keys (site file "plugins[].config"); each can be overridden by GW_RECORDER_<KEY>. */
 export class RecorderConfig {
@@ -17,6 +17,16 @@ export class RecorderConfig {
   /** IANA zone for the {yyyy}/{MM} of paths, query times without an offset, and reqTm in answers (default: the process's) */
   @IsOptional() @IsString()
   timeZone: string | undefined = undefined;
+
+  /**
+   * The audio a record file keeps. 'auto' (default): what the terminal sent when FLV can hold it (AAC, G.711: the
+   * original bytes are the better evidence, and VLC and ffplay play them), AAC for what FLV cannot hold (G.726,
+   * ADPCM), so no recording loses its audio. 'aac': always AAC (files every browser player can play, at an encoder
+   * per recording). 'as-received': never transcode (G.726/ADPCM audio is then left out). AAC needs the audio-aac
+   * plugin on the site; without it every mode records as received.
+   */
+  @IsIn(['auto', 'aac', 'as-received'])
+  audio: 'auto' | 'aac' | 'as-received' = 'auto';
 
   /** records older than this many days are removed (0: no age limit) */
   @IsNumber() @Min(0)

@@ -2,7 +2,10 @@
  * The running recorder: records requests opened with `record: true`, keeps the catalog in step with the files,
  * runs recovery and retention, and answers the record routes.
  */
-import { ErrCode, GatewayError, invalidParam, type Cancel, type PluginContext, type PluginInstance } from '../../../plugin-sdk';
+import {
+  aacVia, ErrCode, GatewayError, invalidParam, mediaTypOf, type Cancel, type OpenParams, type PluginContext, type PluginInstance, type StreamTyp,
+  type SubscribeOptions,
+} from '../../../plugin-sdk';
 import type { RecordCatalog, StoredRecord } from './catalog';
 import type { RecorderConfig } from './config';
 import { recordFileHandler } from './file-route';
@@ -91,6 +94,12 @@ export async function startRecorder(ctx: PluginContext<RecorderConfig>, catalog:
   await maintain();
 
   // --- recording ------------------------------------------------------------------------------------
+  /** the tracks a request wants and how its audio reaches the file (see RecorderConfig.audio) */
+  const readFor = (typ: StreamTyp, dataTyp: number, audioCfg: OpenParams['audioCfg']): Pick<SubscribeOptions, 'media' | 'via'> => {
+    const media = mediaTypOf(typ, dataTyp);
+    if (media === 'v' || cfg.audio === 'as-received') return { media };
+    return { media, via: aacVia(ctx.bus, audioCfg, cfg.audio === 'auto' ? ['g711a', 'g711u'] : []) };
+  };
   let stopping = false;
   ctx.sessions.onRequestOpened((r, s) => {
     if (!r.params.record || stopping) return;
@@ -108,7 +117,7 @@ export async function startRecorder(ctx: PluginContext<RecorderConfig>, catalog:
     awaitingNotice.set(r.reqId, rec);
     m.started.inc();
     ctx.log.info({ reqId: r.reqId, path: rec.row.path }, 'recording started');
-    rec.attach(s.media);
+    rec.attach(s.media, readFor(r.params.typ, r.params.dataTyp, r.params.audioCfg));
     void rec.ended.then((outcome) => {
       m.ended.inc({ outcome });
       if (active.get(r.reqId) === rec) active.delete(r.reqId);

@@ -4,7 +4,7 @@
  */
 import * as path from 'node:path';
 import type { Logger } from 'pino';
-import type { AccessUnit, MediaStream, Subscription } from '../../../plugin-sdk';
+import type { AccessUnit, MediaStream, SubscribeOptions, Subscription } from '../../../plugin-sdk';
 import { FLV_TAG_AUDIO, FLV_TAG_VIDEO, FlvMuxer, type FlvTag } from '../../../plugin-sdk/formats/flv';
 import { startedRecord, type MediaTyp, type RecordCatalog, type RecordStart, type StoredRecord } from './catalog';
 import { FlvFileWriter } from './flv-file-writer';
@@ -106,14 +106,14 @@ export class Recording {
     return this.inserted;
   }
 
-  /** Subscribes to the channel's stream (from its latest keyframe). */
-  attach(media: MediaStream): void {
+  /** Subscribes to the channel's stream (from its latest keyframe): the tracks the request wants, audio as `via` says. */
+  attach(media: MediaStream, read: Pick<SubscribeOptions, 'media' | 'via'> = {}): void {
     const sub = media.subscribe({
       tracks: (list) => { for (const t of list) this.muxer.setTrack(t); },
       write: (au) => this.write(au),
       writable: () => this.writable(),
       end: (reason) => { void this.finish(`stream ended: ${reason}`); },
-    });
+    }, read);
     // subscribe() may already have handed over the GOP cache, and that may have failed the recording
     if (this.failure !== undefined || this.finishing) sub.close();
     else this.sub = sub;
