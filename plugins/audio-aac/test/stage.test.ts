@@ -135,6 +135,47 @@ describe('audio-aac: the aac stage', function () {
     await gw.api('POST', '/strm/close', { reqIds: [r.reqId] });
   });
 
+  it('bad audio never stops the video: codec switches, an undecodable codec, a rate change and garbage frames', async () => {
+    const video = clip.units.filter((u) => u.kind === 'video');
+    const open = await gw.openStream({ simNo: '13900000012', chanId: 1 });
+    const stream = gw.kernel.bus.get(open.streamName)!;
+    const got: AccessUnit[] = [];
+    const tracks: Array<ReadonlyArray<TrackInfo>> = [];
+    stream.subscribe({ write: (u) => got.push(u), tracks: (t) => tracks.push(t) }, { via: 'aac' });
+    const pub = stream.attachPublisher();
+    pub.setTrack(clip.video);
+    let seed = 7;
+    const junk = (n: number) => Buffer.from(Array.from({ length: n }, () => (seed = (seed * 1103515245 + 12345) >>> 0) >>> 24));
+    // four audio phases over the clip's video: G.711A, garbage G.726 at 2 bits, G.729 (no decoder), G.711u at 16 kHz
+    const phases: Array<{ track: TrackInfo; frame: (i: number) => Buffer; rate: number }> = [
+      { track: { kind: 'audio', codec: 'g711a', sampleRate: 8000, channels: 1 }, frame: () => Buffer.alloc(320, 0xd5), rate: 8000 },
+      { track: { kind: 'audio', codec: 'g726', sampleRate: 8000, channels: 1, bitsPerSample: 2, packing: 'left' }, frame: () => junk(80), rate: 8000 },
+      { track: { kind: 'audio', codec: 'g729', sampleRate: 8000, channels: 1 }, frame: () => junk(40), rate: 8000 },
+      { track: { kind: 'audio', codec: 'g711u', sampleRate: 16000, channels: 1 }, frame: () => junk(640), rate: 16000 },
+    ];
+    const per = Math.ceil(video.length / phases.length);
+    for (let i = 0; i < video.length; i++) {
+      const ph = phases[Math.floor(i / per)]!;
+      if (i % per === 0) pub.setTrack(ph.track);
+      pub.push(video[i]!);
+      pub.push(audioUnit({ codec: ph.track.codec, dts: video[i]!.dts, timescale: ph.rate, duration: ph.rate / 25, payload: ph.frame(i) }));
+    }
+    await until('the last video unit', () => got.filter((u) => u.kind === 'video').length === video.length);
+    await new Promise((r) => setTimeout(r, 300));
+    assert.deepEqual(got.filter((u) => u.kind === 'video'), video, 'every video unit, in order, by reference');
+    const aacCodecs = tracks.map((t) => t.find((x) => x.kind === 'audio')).filter((a) => a !== undefined).map((a) => `${a!.codec}@${(a as { sampleRate: number }).sampleRate}`);
+    assert.ok(aacCodecs.every((c) => c === 'aac@8000'), `the output audio track is always AAC at the reader's rate (${aacCodecs.join(' ')})`);
+    const aac = got.filter((u) => u.kind === 'audio');
+    assert.ok(aac.length > 5, `AAC frames came out (${aac.length})`);
+    // the last phase (garbage mu-law at 16 kHz, decodable) produced AAC again after the G.729 gap: its first frame
+    // is the new encoder's lead-in, one frame (128 ms) before the phase's first sample
+    const lastPhase = video[3 * per]!.dts;
+    assert.ok(aac.some((u) => u.dts >= lastPhase - 128.5), `AAC goes on after the undecodable phase (last at ${aac[aac.length - 1]!.dts} ms, phase from ${lastPhase})`);
+    const metrics = await (await fetch(gw.baseUrl + '/metrics')).text();
+    assert.match(metrics, /^gw_audio_aac_failures_total 0$/m, 'no worker call failed');
+    await gw.api('POST', '/strm/close', { reqIds: [open.reqId] });
+  });
+
   it('one instance per (stream, params) for all readers; it stops, and its transcoder goes, with the last reader', async () => {
     const open = await gw.openStream({ simNo: '13900000011', chanId: 1 });
     const stream = gw.kernel.bus.get(open.streamName)!;
