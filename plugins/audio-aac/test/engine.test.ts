@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import pino from 'pino';
 import { flvFileHeader, serializeTag } from '../../../plugin-sdk/formats/flv';
+import { adts, ffmpegDecode, frequency } from '../../../test/support/audio';
 import { requireTool } from '../../../test/support/tools';
 import { AacEncoderLostError, AacEncoderPool, AacEngine, AAC_SAMPLE_RATES, type AacEncoder, type AacEncoderInfo, type AacFrame } from '../src/engine';
 
@@ -15,19 +16,6 @@ function tone(rate: number, freqs: number[], seconds: number, amp = 0.5): Float3
   const out = new Float32Array(n * ch);
   for (let i = 0; i < n; i++) for (let c = 0; c < ch; c++) out[i * ch + c] = amp * Math.sin((2 * Math.PI * freqs[c]! * i) / rate);
   return out;
-}
-
-/** ADTS header for AAC-LC built from the 2-byte ASC: what a TS/HLS muxer would write */
-function adts(asc: Buffer, frames: readonly AacFrame[]): Buffer {
-  const aot = asc[0]! >> 3;
-  const sfi = ((asc[0]! & 7) << 1) | (asc[1]! >> 7);
-  const ch = (asc[1]! >> 3) & 15;
-  const parts: Buffer[] = [];
-  for (const f of frames) {
-    const len = f.data.length + 7;
-    parts.push(Buffer.from([0xff, 0xf1, ((aot - 1) << 6) | (sfi << 2) | (ch >> 2), ((ch & 3) << 6) | (len >> 11), (len >> 3) & 0xff, ((len & 7) << 5) | 0x1f, 0xfc]), f.data);
-  }
-  return Buffer.concat(parts);
 }
 
 /** An FLV file with the AAC sequence header carrying `asc` and one tag per frame (ms timestamps from pts). */
@@ -52,34 +40,10 @@ function probe(file: Buffer, format: string): Probed {
   return (JSON.parse(r.stdout.toString()) as { streams: Probed[] }).streams[0]!;
 }
 
-/** What ffmpeg decodes, as it comes out (all frames, the priming included), interleaved float */
-function decode(file: Buffer, format: string): Float32Array {
-  const r = spawnSync(requireTool('ffmpeg', 'ffmpeg'), ['-v', 'error', '-f', format, '-i', 'pipe:0', '-f', 'f32le', 'pipe:1'], { input: file, maxBuffer: 1 << 26 });
-  assert.equal(r.status, 0, r.stderr.toString());
-  const b = Buffer.from(r.stdout);
-  return new Float32Array(b.buffer, b.byteOffset, b.length / 4);
-}
-
 function channel(x: Float32Array, ch: number, c: number): Float32Array {
   const out = new Float32Array(x.length / ch);
   for (let i = 0; i < out.length; i++) out[i] = x[i * ch + c]!;
   return out;
-}
-
-/** frequency from the first and last upward zero crossings (interpolated) in [from, to) */
-function frequency(x: Float32Array, rate: number, from: number, to: number): number {
-  let first = NaN;
-  let last = NaN;
-  let count = 0;
-  for (let i = from + 1; i < to; i++) {
-    if (x[i - 1]! < 0 && x[i]! >= 0) {
-      const t = i - 1 + x[i - 1]! / (x[i - 1]! - x[i]!);
-      if (Number.isNaN(first)) first = t;
-      else count++;
-      last = t;
-    }
-  }
-  return (count * rate) / (last - first);
 }
 
 function rms(x: Float32Array, from: number, to: number): number {
@@ -167,8 +131,8 @@ describe('audio-aac engine: AAC-LC encoders in a worker thread', function () {
     assert.equal(info.coder, 'fast');
     const seconds = 1.3; // not a whole number of frames: the flush pads the last one
     const frames = await encodeAll(engine, info, tone(16000, [1000], seconds), [320]);
-    const file = adts(info.asc, frames);
-    checkTone(frames, info, decode(file, 'aac'), [1000], seconds, probe(file, 'aac'));
+    const file = adts(info.asc, frames.map((f) => f.data));
+    checkTone(frames, info, ffmpegDecode(file, 'aac'), [1000], seconds, probe(file, 'aac'));
     // 24 kbit/s asked: the frames' bytes say so (within 15 %: the rate control works per frame)
     const kbps = (bytesOf(frames).length * 8) / ((frames.length * 1024) / 16000) / 1000;
     assert.ok(kbps > 20 && kbps < 28, `${kbps.toFixed(1)} kbit/s`);
@@ -180,15 +144,15 @@ describe('audio-aac engine: AAC-LC encoders in a worker thread', function () {
     assert.deepEqual([...info.asc], [0x15, 0x88], 'AAC-LC, 8 kHz (index 11), mono');
     const frames = await encodeAll(engine, info, tone(8000, [1000], 1), [160, 240]);
     const file = flv(info.asc, frames, 8000);
-    checkTone(frames, info, decode(file, 'flv'), [1000], 1, probe(file, 'flv'));
+    checkTone(frames, info, ffmpegDecode(file, 'flv'), [1000], 1, probe(file, 'flv'));
   });
 
   it('44.1 kHz stereo: each channel keeps its own tone (1 kHz left, 1.5 kHz right)', async () => {
     const info = await engine.open({ sampleRate: 44100, channels: 2, bitrate: 96000 });
     assert.deepEqual([...info.asc], [0x12, 0x10], 'AAC-LC, 44.1 kHz (index 4), 2 channels');
     const frames = await encodeAll(engine, info, tone(44100, [1000, 1500], 1), [441, 1000]);
-    const file = adts(info.asc, frames);
-    checkTone(frames, info, decode(file, 'aac'), [1000, 1500], 1, probe(file, 'aac'));
+    const file = adts(info.asc, frames.map((f) => f.data));
+    checkTone(frames, info, ffmpegDecode(file, 'aac'), [1000, 1500], 1, probe(file, 'aac'));
   });
 
   it('two encoders interleaved in one worker give, byte for byte, what each gives alone in one call', async () => {
@@ -245,7 +209,7 @@ describe('audio-aac engine: AAC-LC encoders in a worker thread', function () {
     [NaN, Infinity, -Infinity, 1e30, -7].forEach((v, k) => { bad[1000 + 997 * k] = v; });
     const frames = await encodeAll(engine, info, bad, [320]);
     assert.equal(frames.length, Math.ceil(16000 / 1024) + 1);
-    const x = decode(adts(info.asc, frames), 'aac');
+    const x = ffmpegDecode(adts(info.asc, frames.map((f) => f.data)), 'aac');
     const f = frequency(x, 16000, 2000, 15000);
     assert.ok(Math.abs(f - 1000) < 10, `still the tone: ${f.toFixed(1)} Hz`);
   });
@@ -262,7 +226,7 @@ describe('audio-aac engine: AAC-LC encoders in a worker thread', function () {
       assert.equal(fTwo.length, fFast.length);
       assert.ok(!bytesOf(fTwo).equals(bytesOf(fFast)), 'different quantiser searches, different bytes');
       for (const fr of [fTwo, fFast]) {
-        const x = decode(adts(i2.asc, fr), 'aac');
+        const x = ffmpegDecode(adts(i2.asc, fr.map((f) => f.data)), 'aac');
         assert.ok(Math.abs(frequency(x, 16000, 2000, 15000) - 1000) < 10);
       }
     } finally {
@@ -350,7 +314,7 @@ describe('audio-aac engine: AAC-LC encoders in a worker thread', function () {
     const again = await engine.open(MONO16);
     assert.notEqual(again.id, info.id);
     const frames = await encodeAll(engine, again, tone(16000, [1000], 0.5), [320]);
-    const x = decode(adts(again.asc, frames), 'aac');
+    const x = ffmpegDecode(adts(again.asc, frames.map((f) => f.data)), 'aac');
     assert.ok(Math.abs(frequency(x, 16000, 2000, 8000) - 1000) < 10, 'the new worker\'s encoder makes the tone');
     assert.equal((await engine.stats()).encoders, 0, 'the new worker holds nothing of the old one');
   });

@@ -1,45 +1,8 @@
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { audioUnit, type AccessUnit, type PluginDefinition, type TrackInfo } from '../../../plugin-sdk';
 import { startTestGateway, stubMediaPlugin, testClip, type TestGateway } from '../../../plugin-sdk/testkit';
-import { requireTool } from '../../../test/support/tools';
+import { adts, ffmpegDecode, frequency } from '../../../test/support/audio';
 import audioAac from '../index';
-
-/** ADTS around raw AAC-LC frames, from the 2-byte ASC (what an MPEG-TS muxer writes) */
-function adts(asc: Buffer, frames: readonly Buffer[]): Buffer {
-  const aot = asc[0]! >> 3;
-  const sfi = ((asc[0]! & 7) << 1) | (asc[1]! >> 7);
-  const ch = (asc[1]! >> 3) & 15;
-  const parts: Buffer[] = [];
-  for (const f of frames) {
-    const len = f.length + 7;
-    parts.push(Buffer.from([0xff, 0xf1, ((aot - 1) << 6) | (sfi << 2) | (ch >> 2), ((ch & 3) << 6) | (len >> 11), (len >> 3) & 0xff, ((len & 7) << 5) | 0x1f, 0xfc]), f);
-  }
-  return Buffer.concat(parts);
-}
-
-function decodeAdts(data: Buffer): Float32Array {
-  const r = spawnSync(requireTool('ffmpeg', 'ffmpeg'), ['-v', 'error', '-f', 'aac', '-i', 'pipe:0', '-f', 'f32le', '-ac', '1', 'pipe:1'], { input: data, maxBuffer: 1 << 26 });
-  assert.equal(r.status, 0, r.stderr.toString());
-  const b = Buffer.from(r.stdout);
-  return new Float32Array(b.buffer, b.byteOffset, b.length / 4);
-}
-
-/** frequency from upward zero crossings over [from, to) */
-function frequency(x: Float32Array, rate: number, from: number, to: number): number {
-  let first = NaN;
-  let last = NaN;
-  let count = 0;
-  for (let i = from + 1; i < to; i++) {
-    if (x[i - 1]! < 0 && x[i]! >= 0) {
-      const t = i - 1 + x[i - 1]! / (x[i - 1]! - x[i]!);
-      if (Number.isNaN(first)) first = t;
-      else count++;
-      last = t;
-    }
-  }
-  return (count * rate) / (last - first);
-}
 
 async function until(what: string, fn: () => boolean, ms = 10_000): Promise<void> {
   const end = Date.now() + ms;
@@ -101,7 +64,7 @@ describe('audio-aac: the aac stage', function () {
     // the first frame is the encoder's priming: it starts 1024 samples before the first input sample
     assert.equal(aac[0].dtsTicks, audioIn[0].dtsTicks - 1024);
 
-    const pcm = decodeAdts(adts(Buffer.from((at as { config: Buffer }).config), aac.map((u) => u.payload)));
+    const pcm = ffmpegDecode(adts(Buffer.from((at as { config: Buffer }).config), aac.map((u) => u.payload)), 'aac', ['-ac', '1']);
     const f = frequency(pcm, 8000, 2048, pcm.length - 1024);
     assert.ok(Math.abs(f - 1000) < 10, `decoded tone at ${f.toFixed(1)} Hz`);
     await gw.api('POST', '/strm/close', { reqIds: [r.reqId] });
@@ -113,7 +76,7 @@ describe('audio-aac: the aac stage', function () {
     assert.deepEqual([at.sampleRate, at.channels], [16000, 2]);
     const aac = r.units.filter((u) => u.kind === 'audio');
     assert.ok(aac.every((u) => u.timescale === 16000));
-    const pcm = decodeAdts(adts(Buffer.from(at.config), aac.map((u) => u.payload)));
+    const pcm = ffmpegDecode(adts(Buffer.from(at.config), aac.map((u) => u.payload)), 'aac', ['-ac', '1']);
     const f = frequency(pcm, 16000, 4096, pcm.length - 2048);
     assert.ok(Math.abs(f - 1000) < 10, `decoded tone at ${f.toFixed(1)} Hz`);
     await gw.api('POST', '/strm/close', { reqIds: [r.reqId] });
