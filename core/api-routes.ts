@@ -1,17 +1,44 @@
+import type { RouteRequest } from '../plugin-sdk/http';
 import { ErrCode, GatewayError } from '../plugin-sdk/errors';
+import { allowListed } from './gateway-config';
 import type { Kernel } from './kernel';
+
+type Access = 'granted' | 'needs-credentials' | 'denied';
+
+/**
+ * metricsAccess: metrics carry every tenant's SIMs (stream labels) and callback hosts, so past 'open' only the
+ * operator reads them: an admin application or an allow-listed scraper. Credentials go through the API's own check,
+ * brake included, so /metrics is no side door for password guessing.
+ */
+function metricsAccess(k: Kernel, req: RouteRequest): Access {
+  const mode = k.gateway.metricsAccess;
+  if (mode === 'open' || allowListed(k.metricsAllow, req.remote)) return 'granted';
+  if (mode === 'allow-list') return 'denied';
+  if (!req.headers.authorization) return 'needs-credentials';
+  return k.api.authenticate(req.raw, 'api')!.admin ? 'granted' : 'denied';
+}
 
 /** The kernel's own routes: health, metrics and the session API of strm-api 3.4.4. */
 export function registerCoreRoutes(k: Kernel): void {
   const routes = k.api.routesFor('core');
-  routes.raw('GET', '/healthz', (_req, res) => {
-    const body = JSON.stringify({ status: k.started ? 'ok' : 'starting', requests: k.sessions.requestCount, streams: k.sessions.streamCount });
+  routes.raw('GET', '/healthz', (req, res) => {
+    let counts = false;
+    try {
+      counts = metricsAccess(k, req) === 'granted';
+    } catch {
+      // bad or blocked credentials: still a health answer, only without the counts
+    }
+    const status = k.started ? 'ok' : 'starting';
+    const body = JSON.stringify(counts ? { status, requests: k.sessions.requestCount, streams: k.sessions.streamCount } : { status });
     res.writeHead(k.started ? 200 : 503, { 'Content-Type': 'application/json', 'Cache-Control': 'no-store' });
     res.end(body);
   }, { auth: 'none' });
-  routes.raw('GET', '/metrics', async (_req, res) => {
+  routes.raw('GET', '/metrics', async (req, res) => {
+    const access = metricsAccess(k, req);
+    if (access === 'needs-credentials') throw new GatewayError(ErrCode.AUTHENTICATION_FAILED, 'Authentication failed.', 401);
+    if (access === 'denied') throw new GatewayError(ErrCode.ACCESS_DENIED, 'Access denied.');
     const text = await k.registry.metrics();
-    res.writeHead(200, { 'Content-Type': k.registry.contentType });
+    res.writeHead(200, { 'Content-Type': k.registry.contentType, 'Cache-Control': 'no-store' });
     res.end(text);
   }, { auth: 'none' });
 

@@ -1,3 +1,4 @@
+import * as net from 'node:net';
 import * as os from 'node:os';
 import { IsArray, IsIn, IsInt, IsObject, IsOptional, IsString, Max, Min, MinLength } from 'class-validator';
 import { BootError } from './config';
@@ -55,9 +56,39 @@ export class GatewayConfig {
   @IsInt() @Min(1) @Max(3600)
   readerDropAfterSec = 30;
 
-  /** [{appId, user, password, gov?, admin?}] */
+  /** [{appId, user, password, gov?, admin?, maxRequests?}] */
   @IsArray()
   applications: unknown[] = [];
+
+  /**
+   * open requests one application may hold at once (an application's own `maxRequests` overrides it): each costs
+   * memory and timers, and one client in a loop must not take them all
+   */
+  @IsInt() @Min(1) @Max(10_000_000)
+  maxRequestsPerApp = 1000;
+
+  /**
+   * who may read /metrics (SIMs in stream labels, callback hosts) and the counts in /healthz: 'open' anyone;
+   * 'admin' Basic credentials of an application marked admin, or an address in metricsAllow; 'allow-list' only an
+   * address in metricsAllow
+   */
+  @IsIn(['open', 'admin', 'allow-list'])
+  metricsAccess: 'open' | 'admin' | 'allow-list' = 'open';
+
+  /** addresses or CIDRs (10.0.0.0/8, ::1/128) let in by metricsAccess 'admin' and 'allow-list' without credentials */
+  @IsArray() @IsString({ each: true })
+  metricsAllow: string[] = [];
+
+  /** failed Basic logins from one address (an IPv6 /64) within authFailWindowSec that block it; 0: no brake */
+  @IsInt() @Min(0) @Max(1_000_000)
+  authFailLimit = 20;
+
+  @IsInt() @Min(1) @Max(86400)
+  authFailWindowSec = 60;
+
+  /** a blocked address answers 429 with Retry-After, without a credential check, this long */
+  @IsInt() @Min(1) @Max(86400)
+  authBlockSec = 60;
 
   /** small-state store: {"kind":"sqlite"} (file in dataDir), {"kind":"redis","url":"redis://..."} or {"kind":"memory"} */
   @IsObject()
@@ -70,6 +101,8 @@ export interface ApplicationEntry {
   password: string;
   gov: boolean;
   admin: boolean;
+  /** overrides the gateway's maxRequestsPerApp for this appId */
+  maxRequests?: number;
 }
 
 const ID_RE = /^[A-Za-z0-9._~-]{1,64}$/;
@@ -77,12 +110,13 @@ const ID_RE = /^[A-Za-z0-9._~-]{1,64}$/;
 /** Checks the applications list by hand so a bad entry is named as applications[i].key. */
 export function parseApplications(list: unknown[], where: string): ApplicationEntry[] {
   const seenUsers = new Set<string>();
+  const limits = new Map<string, number>();
   return list.map((raw, i) => {
     const at = `${where}: key applications[${i}]`;
     if (!raw || typeof raw !== 'object' || Array.isArray(raw)) throw new BootError(`${at}: must be an object`);
     const a = raw as Record<string, unknown>;
     for (const k of Object.keys(a)) {
-      if (!['appId', 'user', 'password', 'gov', 'admin'].includes(k)) throw new BootError(`${at}.${k}: unknown key`);
+      if (!['appId', 'user', 'password', 'gov', 'admin', 'maxRequests'].includes(k)) throw new BootError(`${at}.${k}: unknown key`);
     }
     if (typeof a.appId !== 'string' || !ID_RE.test(a.appId)) throw new BootError(`${at}.appId: must be 1-64 characters of [A-Za-z0-9._~-]`);
     if (typeof a.user !== 'string' || a.user.length === 0 || a.user.includes(':')) throw new BootError(`${at}.user: must be a non-empty string without ':'`);
@@ -90,8 +124,51 @@ export function parseApplications(list: unknown[], where: string): ApplicationEn
     for (const flag of ['gov', 'admin'] as const) {
       if (a[flag] !== undefined && typeof a[flag] !== 'boolean') throw new BootError(`${at}.${flag}: must be a boolean`);
     }
+    if (a.maxRequests !== undefined && (typeof a.maxRequests !== 'number' || !Number.isInteger(a.maxRequests) || a.maxRequests < 1)) {
+      throw new BootError(`${at}.maxRequests: must be an integer from 1`);
+    }
     if (seenUsers.has(a.user)) throw new BootError(`${at}.user: '${a.user}' is used by another application`);
     seenUsers.add(a.user);
-    return { appId: a.appId, user: a.user, password: a.password, gov: a.gov === true, admin: a.admin === true };
+    // two credentials of one appId share one count, so they must agree on its limit
+    const other = a.maxRequests === undefined ? undefined : limits.get(a.appId);
+    if (other !== undefined && other !== a.maxRequests) throw new BootError(`${at}.maxRequests: application '${a.appId}' is given ${other} by another entry`);
+    if (a.maxRequests !== undefined) limits.set(a.appId, a.maxRequests);
+    return {
+      appId: a.appId, user: a.user, password: a.password, gov: a.gov === true, admin: a.admin === true,
+      ...(a.maxRequests !== undefined ? { maxRequests: a.maxRequests as number } : {}),
+    };
   });
+}
+
+/** maxRequests by appId, for the applications that set one */
+export function requestLimits(entries: ApplicationEntry[]): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const e of entries) if (e.maxRequests !== undefined) out.set(e.appId, e.maxRequests);
+  return out;
+}
+
+/**
+ * metricsAllow as a BlockList (used as an allow list). A bare address is a host; IPv4 entries also match the
+ * IPv4-mapped IPv6 form a dual-stack listener reports.
+ */
+export function parseAllowList(list: string[], where: string): net.BlockList {
+  const bl = new net.BlockList();
+  list.forEach((raw, i) => {
+    const at = `${where}: key metricsAllow[${i}]`;
+    const m = /^([^/]+)(?:\/(\d{1,3}))?$/.exec(typeof raw === 'string' ? raw.trim() : '');
+    const family = m ? net.isIP(m[1]) : 0;
+    if (!m || family === 0) throw new BootError(`${at}: '${String(raw)}' is not an IP address or CIDR (e.g. 10.0.0.0/8, ::1/128)`);
+    const max = family === 4 ? 32 : 128;
+    const prefix = m[2] === undefined ? max : Number(m[2]);
+    if (prefix > max) throw new BootError(`${at}: prefix /${prefix} is longer than ${max}`);
+    bl.addSubnet(m[1], prefix, family === 4 ? 'ipv4' : 'ipv6');
+  });
+  return bl;
+}
+
+export function allowListed(bl: net.BlockList, remote: string): boolean {
+  const v4 = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(remote);
+  if (v4) return bl.check(v4[1], 'ipv4');
+  const family = net.isIP(remote);
+  return family !== 0 && bl.check(remote, family === 4 ? 'ipv4' : 'ipv6');
 }

@@ -6,10 +6,11 @@ import { container as rootContainer, type DependencyContainer } from 'tsyringe';
 import pino, { type Logger, type DestinationStream } from 'pino';
 import type { Registry } from 'prom-client';
 import { BootError, buildConfig, checkEnvNames, envNameFor, freePortOverrides } from './config';
-import { GatewayConfig, parseApplications, type ApplicationEntry } from './gateway-config';
+import { GatewayConfig, parseAllowList, parseApplications, requestLimits, type ApplicationEntry } from './gateway-config';
 import { loadSite, type SiteSpec } from './site';
 import { ApplicationRegistry } from './apps';
-import { ApiServer } from './http/api-server';
+import { ApiServer, type ApiServerOptions } from './http/api-server';
+import { LoginGuard } from './http/login-guard';
 import { CoreMediaBus, type PluginBus } from './bus/media-bus';
 import { NoticeHub } from './notices';
 import { SessionManager } from './sessions/session-manager';
@@ -68,12 +69,17 @@ export class Kernel {
   notices!: NoticeHub;
   sessions!: SessionManager;
   apps!: ApplicationRegistry;
+  /** metricsAllow, checked by the /metrics and /healthz routes */
+  metricsAllow!: net.BlockList;
   container!: DependencyContainer;
   siteInfo!: SiteInfo;
   /** bound ports by "<plugin>.<key>" (and "gateway.httpPort"); useful with port 0 */
   readonly ports: Record<string, number> = {};
   started = false;
   private loaded: Loaded[] = [];
+  private loginGuard!: LoginGuard;
+  /** what every API server of this gateway (the kernel's and plugins' own ports) shares for credential checks */
+  private authHooks!: Pick<ApiServerOptions, 'loginGuard' | 'onAuthFailure' | 'onAuthThrottled'>;
   private stores!: StoreFactory;
   private services!: ServiceRegistry;
   private stopping: Promise<void> | undefined;
@@ -138,6 +144,7 @@ export class Kernel {
     this.site = typeof this.opts.site === 'object' ? this.opts.site : loadSite(this.opts.site ?? this.env.GW_SITE, repoRoot);
     this.gateway = buildConfig(GatewayConfig, this.site.gateway, { where: `${this.site.file}: gateway`, envPrefix: 'GW', env: this.env });
     const appEntries = parseApplications(this.gateway.applications, `${this.site.file}: gateway`);
+    this.metricsAllow = parseAllowList(this.gateway.metricsAllow, `${this.site.file}: gateway`);
     // Every plugin's config is checked before anything starts, so a typo never leaves half a gateway running.
     const resolved = this.site.plugins.map((entry) => {
       const def = this.resolvePlugin(entry);
@@ -177,12 +184,21 @@ export class Kernel {
     }, this.log.child({ part: 'bus' }), () => this.clock.now());
     this.notices = new NoticeHub(this.log.child({ part: 'notices' }));
     this.sessions = new SessionManager(
-      { keepIntvDefault: this.gateway.keepIntvDefault, openTimeoutSec: this.gateway.openTimeoutSec, consumptionTimeoutSec: this.gateway.consumptionTimeoutSec, instId: this.gateway.instId, publicHost: this.gateway.publicHost },
+      { keepIntvDefault: this.gateway.keepIntvDefault, openTimeoutSec: this.gateway.openTimeoutSec, consumptionTimeoutSec: this.gateway.consumptionTimeoutSec, instId: this.gateway.instId, publicHost: this.gateway.publicHost,
+        maxRequestsPerApp: this.gateway.maxRequestsPerApp, requestLimits: requestLimits(appEntries) },
       this.bus, this.notices, this.clock, this.log.child({ part: 'sessions' }),
     );
     this.stores = new StoreFactory(this.gateway.store, dataDir, `${this.site.file}: gateway: key store`);
     await this.stores.open();
-    this.api = new ApiServer({ bodyLimit: this.gateway.bodyLimit, apps: this.apps, log: this.log.child({ part: 'http' }) });
+    const coreMetrics = metricsFor(this.registry, 'core');
+    const authFailures = coreMetrics.counter('auth_failures_total', 'failed Basic logins, by reason', ['reason']);
+    const authThrottled = coreMetrics.counter('auth_throttled_total', 'requests refused (429) from addresses blocked after too many failed logins');
+    this.loginGuard = new LoginGuard({
+      failLimit: this.gateway.authFailLimit, windowMs: this.gateway.authFailWindowSec * 1000, blockMs: this.gateway.authBlockSec * 1000,
+      logIntervalMs: 10_000, now: () => this.clock.now(),
+    });
+    this.authHooks = { loginGuard: this.loginGuard, onAuthFailure: (reason: string) => authFailures.inc({ reason }), onAuthThrottled: () => authThrottled.inc() };
+    this.api = new ApiServer({ bodyLimit: this.gateway.bodyLimit, apps: this.apps, log: this.log.child({ part: 'http' }), ...this.authHooks });
 
     this.container = rootContainer.createChildContainer();
     this.container.registerInstance(TOKENS.Kernel, this);
@@ -198,7 +214,6 @@ export class Kernel {
     const apiBase = (this.gateway.apiBase ?? `http://${this.gateway.publicHost}:${httpPort}`).replace(/\/+$/, '');
     this.siteInfo = { name: this.site.name, file: this.site.file, publicHost: this.gateway.publicHost, listenHost: this.gateway.listenHost, dataDir, instId: this.gateway.instId, apiBase };
     registerCoreRoutes(this);
-    const coreMetrics = metricsFor(this.registry, 'core');
     coreMetrics.gauge('requests_open', 'open stream requests', [], (g) => g.set(this.sessions.requestCount));
     coreMetrics.gauge('streams_open', 'open channel streams', [], (g) => g.set(this.sessions.streamCount));
     this.sessions.start();
@@ -255,6 +270,7 @@ export class Kernel {
     const where = `${this.site.file}: plugin ${name}`;
     const netApi = pluginNet(l, {
       plugin: name, where, defaultHost: this.gateway.listenHost, ports: this.ports, bodyLimit: this.gateway.bodyLimit, apps: this.apps,
+      auth: this.authHooks,
     });
     const stores = this.stores;
     const dataDir = this.siteInfo.dataDir;

@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import type { HttpListener, HttpListenOptions, ListenOptions, Net } from '../plugin-sdk/plugin';
 import type { ApplicationRegistry } from './apps';
 import { BootError } from './config';
-import { ApiServer } from './http/api-server';
+import { ApiServer, type ApiServerOptions } from './http/api-server';
 
 /** What a plugin opened through ctx.net, for the kernel to close after its stop(). */
 export interface PluginResources {
@@ -32,6 +32,8 @@ export interface PluginNetOptions {
   ports: Record<string, number>;
   bodyLimit: number;
   apps: ApplicationRegistry;
+  /** the gateway's login brake and auth counters: a plugin's own port is no way around them */
+  auth?: Pick<ApiServerOptions, 'loginGuard' | 'onAuthFailure' | 'onAuthThrottled'>;
 }
 
 /** A plugin's ctx.net: listeners that name their config key when they cannot bind, and are tracked for stop. */
@@ -76,7 +78,7 @@ export function pluginNet(l: PluginResources, o: PluginNetOptions): Net {
   const listenHttp = async (lo: HttpListenOptions): Promise<HttpListener> => {
     const api = new ApiServer({
       bodyLimit: lo.bodyLimit ?? o.bodyLimit, apps: o.apps, log: l.log.child({ part: 'http', key: lo.key }),
-      headersTimeoutMs: lo.headersTimeoutMs, requestTimeoutMs: lo.requestTimeoutMs,
+      headersTimeoutMs: lo.headersTimeoutMs, requestTimeoutMs: lo.requestTimeoutMs, ...o.auth,
     });
     const host = lo.host ?? defaultHost;
     await new Promise<void>((resolve, reject) => {

@@ -2,11 +2,12 @@ import * as http from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { WebSocketServer } from 'ws';
-import { ErrCode, GatewayError } from '../../plugin-sdk/errors';
+import { ErrCode, GatewayError, invalidParam } from '../../plugin-sdk/errors';
 import type {
   AuthMode, JsonHandler, RawHandler, RouteOptions, RouteRequest, Routes, UpgradeHandler, Application,
 } from '../../plugin-sdk/http';
 import type { ApplicationRegistry } from '../apps';
+import { LoginGuard } from './login-guard';
 
 type Route =
   | { kind: 'json'; handler: JsonHandler; auth: AuthMode; owner: string }
@@ -22,7 +23,18 @@ export interface ApiServerOptions {
   headersTimeoutMs?: number;
   /** default 30 s */
   requestTimeoutMs?: number;
+  /** the brake on password guessing; one shared by every listener, so a second port is no way around it */
+  loginGuard?: LoginGuard;
+  /** counts for /metrics (the log lines are rate-limited, these are not) */
+  onAuthFailure?: (reason: string) => void;
+  onAuthThrottled?: () => void;
 }
+
+/** headers every reply of an API server carries */
+const SECURITY_HEADERS: Readonly<Record<string, string>> = {
+  // a reply is what its Content-Type says: no browser may sniff a JSON error or a record file into HTML or script
+  'X-Content-Type-Options': 'nosniff',
+};
 
 export function sendJson(res: http.ServerResponse, status: number, body: unknown, extraHeaders?: Record<string, string>): void {
   if (res.headersSent) { res.end(); return; }
@@ -31,9 +43,61 @@ export function sendJson(res: http.ServerResponse, status: number, body: unknown
     'Content-Type': 'application/json; charset=utf-8',
     'Content-Length': Buffer.byteLength(text),
     'Cache-Control': 'no-store',
+    ...SECURITY_HEADERS,
     ...extraHeaders,
   });
   res.end(text);
+}
+
+/** a JSON content type: application/json or a +json subtype, parameters (charset) allowed */
+export function isJsonContentType(header: string | undefined): boolean {
+  if (!header) return false;
+  const type = header.split(';')[0].trim().toLowerCase();
+  return type === 'application/json' || /^application\/[a-z0-9.!#$&^_-]+\+json$/.test(type);
+}
+
+/** a lone UTF-16 surrogate: what JSON's \u escapes can carry but no URL, header or UTF-8 log line can */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+export function isWellFormed(s: string): boolean {
+  return !LONE_SURROGATE.test(s);
+}
+
+/**
+ * The path (`user.token`, `reqIds[1]`) of the first string in document order, key or value, that is not well-formed
+ * Unicode. Iterative: a 64 KiB body can nest deeper than the call stack.
+ */
+export function firstIllFormed(root: unknown): string | undefined {
+  const stack: Array<{ v: unknown; path: string }> = [{ v: root, path: '' }];
+  while (stack.length) {
+    const { v, path } = stack.pop()!;
+    if (typeof v === 'string') {
+      if (!isWellFormed(v)) return path;
+      continue;
+    }
+    if (!v || typeof v !== 'object') continue;
+    const children: Array<{ v: unknown; path: string }> = [];
+    if (Array.isArray(v)) {
+      v.forEach((x, i) => children.push({ v: x, path: `${path}[${i}]` }));
+    } else {
+      for (const [k, x] of Object.entries(v)) {
+        // the name is shown to the caller and logged: make it printable first
+        const name = k.replace(new RegExp(LONE_SURROGATE.source, 'g'), '\uFFFD');
+        const p = path ? `${path}.${name}` : name;
+        if (!isWellFormed(k)) return p;
+        children.push({ v: x, path: p });
+      }
+    }
+    for (let i = children.length - 1; i >= 0; i--) stack.push(children[i]);
+  }
+  return undefined;
+}
+
+/** 429 for an address blocked after too many failed logins */
+export class LoginThrottled extends GatewayError {
+  constructor(readonly retryAfterSec: number) {
+    super(ErrCode.AUTHENTICATION_FAILED, `Too many failed logins from this address; retry in ${retryAfterSec} s.`, 429);
+  }
 }
 
 function envelope(errCode: number, message: string, data?: unknown[]): Record<string, unknown> {
@@ -56,11 +120,14 @@ export class ApiServer {
   /** one per websocket route: what it accepted is closed at close() (upgraded sockets leave the HTTP server's care) */
   private readonly wsServers: WebSocketServer[] = [];
   private readonly opts: ApiServerOptions;
+  private readonly guard: LoginGuard;
 
   constructor(opts: ApiServerOptions) {
     this.opts = opts;
+    this.guard = opts.loginGuard ?? new LoginGuard({ failLimit: 20, windowMs: 60_000, blockMs: 60_000, logIntervalMs: 10_000, now: Date.now });
     this.server = http.createServer({ requestTimeout: opts.requestTimeoutMs ?? 30_000, headersTimeout: opts.headersTimeoutMs ?? 15_000 }, (req, res) => {
       const remote = req.socket?.remoteAddress ?? '';
+      for (const [k, v] of Object.entries(SECURITY_HEADERS)) res.setHeader(k, v);
       this.handle(req, res).catch((err) => {
         try {
           this.fail(res, err, req, remote);
@@ -141,15 +208,35 @@ export class ApiServer {
     return undefined;
   }
 
-  private authenticate(req: http.IncomingMessage, mode: AuthMode): Application | undefined {
+  /**
+   * The application of a request's Basic credentials, for `mode`. Throws 401/-9 (bad or missing), 429/-9 (the address
+   * is blocked after too many failures: no check is made) or -11 (not admin). Public for routes with their own
+   * access rules (/metrics): every credential check goes through the same brake.
+   */
+  authenticate(req: http.IncomingMessage, mode: AuthMode): Application | undefined {
     if (mode === 'none') return undefined;
+    const remote = req.socket?.remoteAddress ?? '';
+    const path = (req.url ?? '').split('?')[0];
+    const wait = this.guard.retryAfterSec(remote);
+    if (wait > 0) {
+      this.guard.refused(remote);
+      this.opts.onAuthThrottled?.();
+      throw new LoginThrottled(wait);
+    }
     const r = this.opts.apps.authenticate(req.headers.authorization);
     if (!r.ok) {
-      this.opts.log.warn({ remote: req.socket?.remoteAddress, path: (req.url ?? '').split('?')[0], reason: r.reason }, 'authentication failed');
+      this.opts.onAuthFailure?.(r.reason);
+      const v = this.guard.failure(remote, r.reason, r.reason === 'unknown-user' || r.reason === 'bad-password');
+      if (v.blocked) {
+        // refusals are not logged one by one: the next block line of the address says how many there were
+        this.opts.log.warn({ remote, path, reason: r.reason, blockedSec: this.guard.retryAfterSec(remote), refusedBefore: v.suppressed }, 'too many failed logins: address blocked');
+      } else if (v.log) {
+        this.opts.log.warn({ remote, path, reason: r.reason, ...(v.suppressed ? { suppressed: v.suppressed } : {}) }, 'authentication failed');
+      }
       throw new GatewayError(ErrCode.AUTHENTICATION_FAILED, 'Authentication failed.', 401);
     }
     if (mode === 'admin' && !r.app.admin) {
-      this.opts.log.warn({ appId: r.app.appId, path: (req.url ?? '').split('?')[0] }, 'administrative route refused to a non-admin application');
+      this.opts.log.warn({ appId: r.app.appId, path }, 'administrative route refused to a non-admin application');
       throw new GatewayError(ErrCode.ACCESS_DENIED, 'Access denied.');
     }
     return r.app;
@@ -175,6 +262,10 @@ export class ApiServer {
     if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) {
       throw new GatewayError(ErrCode.BAD_REQUEST, 'Body must be a JSON object.', 400);
     }
+    // JSON can escape a lone surrogate; it would throw in encodeURIComponent (a play URL) or turn into U+FFFD in a
+    // header or log line, so no route sees one
+    const bad = firstIllFormed(parsed);
+    if (bad !== undefined) throw invalidParam(bad, 'It is not valid Unicode (lone surrogate).');
     return parsed as Record<string, unknown>;
   }
 
@@ -199,8 +290,17 @@ export class ApiServer {
       await route.handler(rr, res);
       return;
     }
-    if (method === 'POST' || method === 'PUT') rr.body = await this.readJson(req);
-    else req.resume();
+    if (method === 'POST' || method === 'PUT') {
+      // A browser sends a cross-origin text/plain or form POST without a preflight, with the credentials it has
+      // cached for this host; application/json needs the preflight this API never grants.
+      if (!isJsonContentType(req.headers['content-type'])) {
+        req.resume();
+        throw new GatewayError(ErrCode.BAD_REQUEST, 'Content-Type must be application/json.', 415);
+      }
+      rr.body = await this.readJson(req);
+    } else {
+      req.resume();
+    }
     const reply = (await route.handler(rr)) ?? {};
     sendJson(res, 200, envelope(ErrCode.OK, reply.message ?? 'OK', reply.data ?? []));
   }
@@ -215,6 +315,7 @@ export class ApiServer {
     }
     if (err instanceof GatewayError) {
       const headers: Record<string, string> = err.httpStatus === 401 ? { 'WWW-Authenticate': 'Basic realm="jt1078-gateway", charset="UTF-8"' } : {};
+      if (err instanceof LoginThrottled) headers['Retry-After'] = String(err.retryAfterSec);
       sendJson(res, err.httpStatus, envelope(err.errCode, err.message), headers);
       return;
     }
@@ -234,8 +335,12 @@ export class ApiServer {
     let app: Application | undefined;
     try {
       app = this.authenticate(req, up.route.auth);
-    } catch {
-      socket.end('HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+    } catch (err) {
+      if (err instanceof LoginThrottled) {
+        socket.end(`HTTP/1.1 429 Too Many Requests\r\nRetry-After: ${err.retryAfterSec}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+      } else {
+        socket.end('HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+      }
       return;
     }
     const rr: RouteRequest = {

@@ -4,11 +4,22 @@ import type { OpenParams, StreamTyp } from '../../plugin-sdk/sessions';
 import { normaliseSim, SIM_PATTERN } from '../../plugin-sdk/sim';
 
 const REQ_ID_RE = /^[A-Za-z0-9_\-$.~]{8,40}$/;
+/**
+ * user.token goes into every play URL (and a player's query string, which proxies cap at a few KiB); a JWT or an
+ * opaque session id fits with room to spare.
+ */
+export const MAX_TOKEN_LENGTH = 1024;
+/** userId is only for logs and debugging */
+export const MAX_USER_ID_LENGTH = 256;
+const MAX_RTSP_URL_LENGTH = 2048;
+const MAX_RTSP_CRED_LENGTH = 256;
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 const SAMPLE_RATES = new Set([8000, 11025, 22050, 44100, 48000, 64000, 96000]);
 const CHANNEL_COUNTS = new Set([1, 2, 3, 4, 5, 6, 8]);
 
 export interface ValidationEnv {
-  reqIdInUse(reqId: string): boolean;
+  /** who holds a live request of this id: the caller's application ('self'), another ('other'), or nobody */
+  reqIdHolder(reqId: string): 'self' | 'other' | undefined;
   hasIngestFor(source: 'terminal' | 'rtsp'): boolean;
   outputSchemes(fmt: number): string[] | undefined;
   keepIntvDefault: number;
@@ -16,6 +27,14 @@ export interface ValidationEnv {
 }
 
 const isInt = (v: unknown): v is number => typeof v === 'number' && Number.isInteger(v);
+
+/**
+ * A string that ends up in a URL, a header or a log line: well-formed Unicode (a lone surrogate throws in
+ * encodeURIComponent) and at most `max` characters.
+ */
+function okString(v: unknown, max: number): v is string {
+  return typeof v === 'string' && v.length <= max && !LONE_SURROGATE.test(v);
+}
 const isObj = (v: unknown): v is Record<string, unknown> => !!v && typeof v === 'object' && !Array.isArray(v);
 
 function optBool(body: Record<string, unknown>, key: string): boolean {
@@ -41,7 +60,10 @@ export function validateOpen(body: Record<string, unknown>, env: ValidationEnv):
   let reqId: string;
   if (body.reqId !== undefined && body.reqId !== null) {
     if (typeof body.reqId !== 'string' || !REQ_ID_RE.test(body.reqId)) throw invalidParam('reqId', 'Use 8 to 40 letters, digits or _ - $ . ~');
-    if (env.reqIdInUse(body.reqId)) throw invalidParam('reqId', 'It is in use.');
+    const holder = env.reqIdHolder(body.reqId);
+    // another application's reqId answers like any invalid one: "in use" would confirm that it exists
+    if (holder === 'other') throw invalidParam('reqId');
+    if (holder === 'self') throw invalidParam('reqId', 'It is in use.');
     reqId = body.reqId;
   } else {
     reqId = env.newReqId();
@@ -49,7 +71,10 @@ export function validateOpen(body: Record<string, unknown>, env: ValidationEnv):
   // 2. user.token
   const user = body.user;
   if (!isObj(user) || typeof user.token !== 'string' || user.token.length === 0) throw invalidParam('user.token');
-  if (user.userId !== undefined && user.userId !== null && typeof user.userId !== 'string') throw invalidParam('user.userId');
+  if (!okString(user.token, MAX_TOKEN_LENGTH)) throw invalidParam('user.token', `Use at most ${MAX_TOKEN_LENGTH} characters of valid Unicode.`);
+  if (user.userId !== undefined && user.userId !== null && !okString(user.userId, MAX_USER_ID_LENGTH)) {
+    throw invalidParam('user.userId', `Use a string of at most ${MAX_USER_ID_LENGTH} characters of valid Unicode.`);
+  }
   if (user.userGrade !== undefined && user.userGrade !== null && !isInt(user.userGrade)) throw invalidParam('user.userGrade');
   // 3. typ
   if (body.typ !== 'live' && body.typ !== 'replay') throw invalidParam('typ', 'Use live or replay.');
@@ -102,10 +127,10 @@ export function validateOpen(body: Record<string, unknown>, env: ValidationEnv):
   if (rtspGiven) {
     if (!env.hasIngestFor('rtsp')) throw invalidParam('rtspSrc', 'No ingest plugin on this site serves it.');
     const r = body.rtspSrc;
-    if (!isObj(r) || typeof r.url !== 'string' || !/^rtsps?:\/\/[^\s/]+/i.test(r.url)) throw invalidParam('rtspSrc.url');
+    if (!isObj(r) || !okString(r.url, MAX_RTSP_URL_LENGTH) || !/^rtsps?:\/\/[^\s/]+/i.test(r.url)) throw invalidParam('rtspSrc.url');
     try { new URL(r.url); } catch { throw invalidParam('rtspSrc.url'); }
-    if (r.user !== undefined && typeof r.user !== 'string') throw invalidParam('rtspSrc.user');
-    if (r.pwd !== undefined && typeof r.pwd !== 'string') throw invalidParam('rtspSrc.pwd');
+    if (r.user !== undefined && !okString(r.user, MAX_RTSP_CRED_LENGTH)) throw invalidParam('rtspSrc.user');
+    if (r.pwd !== undefined && !okString(r.pwd, MAX_RTSP_CRED_LENGTH)) throw invalidParam('rtspSrc.pwd');
     rtspSrc = { url: r.url, user: r.user as string | undefined, pwd: r.pwd as string | undefined };
   }
   // 11. keepIntv, record
@@ -115,6 +140,8 @@ export function validateOpen(body: Record<string, unknown>, env: ValidationEnv):
   // Fields the ordered rules leave out.
   let cb: string | undefined;
   if (body.cb !== undefined && body.cb !== null) {
+    // the WHATWG parser would quietly turn a lone surrogate into U+FFFD: a different address than the one given
+    if (typeof body.cb === 'string' && LONE_SURROGATE.test(body.cb)) throw invalidParam('cb', 'It is not valid Unicode.');
     // The notifier's own parser: a cb it would refuse must fail the open, not every notice later, silently.
     const parsed = parseCallbackUrl(body.cb);
     // the reasons never quote the cb, which may carry credentials
@@ -133,7 +160,8 @@ export function validateOpen(body: Record<string, unknown>, env: ValidationEnv):
   if (body.http !== undefined && body.http !== null) http = optBool(body, 'http');
   let timedToken: string | undefined;
   if (body.timedToken !== undefined && body.timedToken !== null) {
-    if (typeof body.timedToken !== 'string' || body.timedToken.length > 1024) throw invalidParam('timedToken');
+    // one or two comma-separated tokens
+    if (!okString(body.timedToken, 1024)) throw invalidParam('timedToken');
     timedToken = body.timedToken;
   }
   if (!scheme) scheme = defaultScheme(fmt, schemes);

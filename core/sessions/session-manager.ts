@@ -19,7 +19,14 @@ export interface SessionTimings {
   consumptionTimeoutSec: number;
   instId: string;
   publicHost: string;
+  /** open requests one application may hold */
+  maxRequestsPerApp: number;
+  /** per-application overrides of maxRequestsPerApp, by appId */
+  requestLimits?: ReadonlyMap<string, number>;
 }
+
+/** a refused open past the per-application cap is logged at most this often per application */
+const CAP_LOG_INTERVAL_MS = 60_000;
 
 class RequestState implements StrmRequest {
   closed = false;
@@ -63,6 +70,9 @@ const tokenDigest = (s: string) => createHash('sha256').update(s, 'utf8').digest
 /** Requests, channel streams and every timer that governs them (keep, consumption, open timeout). */
 export class SessionManager implements Sessions {
   private requests = new Map<string, RequestState>();
+  /** open requests by appId, for the per-application cap */
+  private perApp = new Map<string, number>();
+  private capLog = new Map<string, { at: number; suppressed: number }>();
   private streams = new Map<string, StreamState>();
   private ingests: IngestProvider[] = [];
   private outputs = new Map<number, OutputProvider>();
@@ -176,16 +186,22 @@ export class SessionManager implements Sessions {
   }
 
   async open(app: Application, body: Record<string, unknown>): Promise<Record<string, unknown>> {
+    this.checkAppCap(app);
     const params = validateOpen(body, {
-      reqIdInUse: (id) => this.requests.has(id),
+      reqIdHolder: (id) => {
+        const r = this.requests.get(id);
+        return !r ? undefined : r.appId === app.appId ? 'self' : 'other';
+      },
       hasIngestFor: (src) => this.ingests.some((i) => i.source === src),
       outputSchemes: (fmt) => this.outputs.get(fmt)?.schemes,
       keepIntvDefault: this.t.keepIntvDefault,
       newReqId: () => this.newReqId(),
     });
     for (const g of this.guards) await g(app, params, body);
-    // a guard may have awaited: the reqId could have been taken meanwhile
-    if (this.requests.has(params.reqId)) throw new GatewayError(ErrCode.INVALID_PARAM, 'Invalid parameter `reqId`. It is in use.');
+    // a guard may have awaited: the reqId could have been taken meanwhile, and other opens may have filled the cap
+    const taken = this.requests.get(params.reqId);
+    if (taken) throw new GatewayError(ErrCode.INVALID_PARAM, taken.appId === app.appId ? 'Invalid parameter `reqId`. It is in use.' : 'Invalid parameter `reqId`.');
+    this.checkAppCap(app);
     if (this.presence?.presence(params.normSim) === 'offline') {
       throw new GatewayError(ErrCode.NO_CONNECTION_AVAILABLE, 'The terminal is not online.');
     }
@@ -229,6 +245,7 @@ export class SessionManager implements Sessions {
     req.readyAtOpen = stream.state === 'ready';
     req.sawReady = req.readyAtOpen;
     this.requests.set(req.reqId, req);
+    this.perApp.set(app.appId, (this.perApp.get(app.appId) ?? 0) + 1);
     stream.requests.push(req);
     this.updateExpectVideo(stream);
     this.log.info({ reqId: req.reqId, appId: app.appId, stream: name, ctrl: req.ctrl, fmt: params.fmt, ready: req.readyAtOpen }, 'request opened');
@@ -254,6 +271,31 @@ export class SessionManager implements Sessions {
     if (params.audioCfg) result.audioCfg = params.audioCfg;
     if (params.detectMediaTyp) result.detectMediaTyp = true;
     return result;
+  }
+
+  requestLimitFor(appId: string): number {
+    return this.t.requestLimits?.get(appId) ?? this.t.maxRequestsPerApp;
+  }
+
+  /** open requests of one application */
+  requestCountOf(appId: string): number {
+    return this.perApp.get(appId) ?? 0;
+  }
+
+  private checkAppCap(app: Application): void {
+    const limit = this.requestLimitFor(app.appId);
+    if (this.requestCountOf(app.appId) < limit) return;
+    const now = this.clock.now();
+    const l = this.capLog.get(app.appId);
+    if (!l || now - l.at >= CAP_LOG_INTERVAL_MS) {
+      this.log.warn({ appId: app.appId, limit, suppressed: l?.suppressed ?? 0 }, 'open refused: the application holds its maximum of open requests');
+      this.capLog.set(app.appId, { at: now, suppressed: 0 });
+    } else {
+      l.suppressed++;
+    }
+    // -3 (other failures): decisions.md has no quota code, and -11 is an HTTP 403 for routes, which would read as
+    // "these credentials may not open at all"; -3 stays HTTP 200 like every business error
+    throw new GatewayError(ErrCode.EXECUTION_ERROR, `Too many open requests: this application holds its maximum of ${limit}; close some first.`);
   }
 
   keep(app: Application, reqIds: unknown): Array<{ reqId: string; keep: boolean }> {
@@ -321,6 +363,9 @@ export class SessionManager implements Sessions {
     if (!r || r.closed) return;
     r.closed = true;
     this.requests.delete(reqId);
+    const left = (this.perApp.get(r.appId) ?? 1) - 1;
+    if (left > 0) this.perApp.set(r.appId, left);
+    else this.perApp.delete(r.appId);
     const s = this.streams.get(r.streamName);
     this.log.info({ reqId, appId: r.appId, stream: r.streamName, closeCause: cause, closeReason: closeReasonOf[cause], detail }, 'request closed');
     for (const cb of this.cbReqClosed) this.safe(() => cb(r, cause), 'request-closed hook');

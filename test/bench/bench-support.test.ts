@@ -239,7 +239,8 @@ describe('bench support: synthetic terminals', () => {
 
 describe('bench dispatcher', () => {
   it('lists the benchmarks and refuses an unknown one with exit code 2', async () => {
-    assert.deepEqual(Object.keys(BENCHES).sort(), ['ingest-flv', 'record-catalog']);
+    for (const name of ['ingest-flv', 'record-catalog', 'aac-engine', 'codecs']) assert.ok(name in BENCHES, `${name} is registered`);
+    // every registered one loads and has its entry point
     for (const b of Object.values(BENCHES)) assert.equal(typeof b.load().run, 'function');
     const err: string[] = [];
     const write = process.stderr.write.bind(process.stderr);

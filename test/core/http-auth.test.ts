@@ -76,7 +76,7 @@ describe('HTTP API: auth, envelope, limits', () => {
     const port = gw.ports['gateway.httpPort'];
     const reply = await new Promise<string>((resolve) => {
       const s = net.connect(port, '127.0.0.1', () => {
-        s.write('POST /strm/open HTTP/1.1\r\nHost: x\r\nAuthorization: Basic ZGVtbzpkZW1v\r\nTransfer-Encoding: chunked\r\n\r\n');
+        s.write('POST /strm/open HTTP/1.1\r\nHost: x\r\nAuthorization: Basic ZGVtbzpkZW1v\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n');
         const chunk = 'y'.repeat(16 * 1024);
         for (let i = 0; i < 6; i++) s.write(chunk.length.toString(16) + '\r\n' + chunk + '\r\n');
       });

@@ -10,6 +10,9 @@ import { repoRoot, scratchDir } from '../support/paths';
 // ports and a scratch data directory through the environment overrides an operator would use.
 
 const PROD_APP = { appId: 'fleet', user: 'fleet', password: 'a-long-password-from-the-environment' };
+/** the operator's application: the production site shows /metrics to admin applications only */
+const OPS_APP = { appId: 'ops', user: 'prometheus', password: 'another-long-password', admin: true };
+const OPS = `${OPS_APP.user}:${OPS_APP.password}`;
 
 function freePortEnv(dataDir: string): Record<string, string> {
   return {
@@ -29,7 +32,9 @@ interface Booted {
   logs: Array<Record<string, unknown>>;
   api(path: string, body: unknown, auth: string): Promise<{ status: number; json: any }>;
   status(auth: string): Promise<number>;
-  metric(name: string): Promise<number>;
+  /** a metric's value from /metrics, read with `auth` (Basic "user:password") when given */
+  metric(name: string, auth?: string): Promise<number>;
+  get(path: string, auth?: string): Promise<{ status: number; text: string }>;
 }
 
 async function bootSite(site: string, env: Record<string, string>): Promise<Booted> {
@@ -59,8 +64,14 @@ async function bootSite(site: string, env: Record<string, string>): Promise<Boot
       await res.body?.cancel();
       return res.status;
     },
-    async metric(name) {
-      const text = await (await fetch(base + '/metrics')).text();
+    async get(path, auth) {
+      const res = await fetch(base + path, { headers: auth ? { authorization: 'Basic ' + Buffer.from(auth).toString('base64') } : {} });
+      return { status: res.status, text: await res.text() };
+    },
+    async metric(name, auth) {
+      const res = await fetch(base + '/metrics', { headers: auth ? { authorization: 'Basic ' + Buffer.from(auth).toString('base64') } : {} });
+      const text = await res.text();
+      if (res.status !== 200) throw new Error(`GET /metrics: HTTP ${res.status}: ${text}`);
       const line = text.split('\n').find((l) => l.startsWith(name + ' '));
       return line ? Number(line.slice(name.length + 1)) : 0;
     },
@@ -107,20 +118,38 @@ describe('shipped sites: sites/production and sites/default', function () {
     assert.deepEqual(site.plugins.map((p: { name: string }) => p.name), dflt.plugins.map((p: { name: string }) => p.name), 'the same plugins as the default site');
     assert.deepEqual(site.gateway.applications, [], 'no credentials in the file');
 
-    booted = await bootSite('production', { ...freePortEnv(dir), GW_APPLICATIONS: JSON.stringify([PROD_APP]) });
+    booted = await bootSite('production', { ...freePortEnv(dir), GW_APPLICATIONS: JSON.stringify([PROD_APP, OPS_APP]) });
     const b = booted;
     assert.equal(b.kernel.gateway.listenHost, '127.0.0.1', 'the environment overrode listenHost');
     assert.ok(!b.logs.some((l) => /demo credentials/.test(String(l.msg))), 'no demo-credentials warning');
     assert.equal(await b.status('demo:demo'), 401, 'demo:demo is not an application here');
 
-    const failedBefore = await b.metric('gw_callback_notifier_failed_total');
+    const failedBefore = await b.metric('gw_callback_notifier_failed_total', OPS);
     const reqId = await openAndClose(b, `${PROD_APP.user}:${PROD_APP.password}`);
     await until(() => b.logs.some((l) => l.reqId === reqId && l.msg === 'callback notice given up'), 10_000, 'the given-up log line');
     const line = b.logs.find((l) => l.reqId === reqId && l.msg === 'callback notice given up')!;
     assert.equal(line.act, 'closed');
     assert.match(String(line.reason), /127\.0\.0\.1 is a loopback address, refused by the callback host policy/);
-    assert.equal(await b.metric('gw_callback_notifier_failed_total'), failedBefore + 1);
+    assert.equal(await b.metric('gw_callback_notifier_failed_total', OPS), failedBefore + 1);
     assert.equal(receiver!.arrivals.length, 0, 'nothing reached the loopback receiver');
+  });
+
+  it('production: /metrics answers only an admin application, /healthz shows counts only to it', async () => {
+    booted = await bootSite('production', { ...freePortEnv(dir), GW_APPLICATIONS: JSON.stringify([PROD_APP, OPS_APP]) });
+    const b = booted;
+    const fleet = `${PROD_APP.user}:${PROD_APP.password}`;
+    const r = await b.api('/strm/open', { user: { token: 't1' }, typ: 'live', simNo: '013800138000', chanId: 1 }, fleet);
+    assert.equal(r.json.errCode, 0, JSON.stringify(r.json));
+    const anon = await b.get('/metrics');
+    assert.equal(anon.status, 401);
+    assert.ok(!anon.text.includes('13800138000'), 'no SIM to anyone');
+    assert.equal((await b.get('/metrics', fleet)).status, 403, 'a tenant reads no other tenant\'s SIMs');
+    const ops = await b.get('/metrics', OPS);
+    assert.equal(ops.status, 200);
+    assert.match(ops.text, /^gw_core_requests_open 1$/m);
+    assert.deepEqual(JSON.parse((await b.get('/healthz')).text), { status: 'ok' });
+    assert.deepEqual(JSON.parse((await b.get('/healthz', OPS)).text), { status: 'ok', requests: 1, streams: 1 });
+    await b.api('/strm/close', { reqIds: [r.json.data[0].reqId] }, fleet);
   });
 
   it('production without GW_APPLICATIONS still boots, and answers every API call 401', async () => {
