@@ -65,6 +65,9 @@ class StreamState implements ChannelStream {
   ) {}
 }
 
+/** how long a detectMediaTyp request's ready notice waits for an audio track after the first keyframe */
+const DETECT_WAIT_MS = 1000;
+
 const tokenDigest = (s: string) => createHash('sha256').update(s, 'utf8').digest();
 
 /** Requests, channel streams and every timer that governs them (keep, consumption, open timeout). */
@@ -407,10 +410,28 @@ export class SessionManager implements Sessions {
     if (s.state !== 'waiting') return;
     s.state = 'ready';
     this.log.info({ stream: s.name, tracks: s.media.tracks.map((t) => t.codec) }, 'stream ready');
+    // A request that asked to detect its media type is told once it is known: terminals announce audio with its
+    // first frame, which may come a little after the first keyframe; the ready notice of such a request waits for
+    // the audio track, at most DETECT_WAIT_MS, so its mediaTyp says what the terminal really sends.
+    const waiting: RequestState[] = [];
     for (const r of s.requests) {
       r.sawReady = true;
-      if (!r.readyAtOpen) this.emit(r, s, 'ready');
+      if (r.readyAtOpen) continue;
+      if (r.params.detectMediaTyp && this.lacksAudio(s)) waiting.push(r);
+      else this.emit(r, s, 'ready');
     }
+    if (waiting.length === 0) return;
+    const release = () => {
+      offTracks();
+      cancel();
+      for (const r of waiting) if (!r.closed) this.emit(r, s, 'ready');
+    };
+    const offTracks = s.media.on('tracks', () => { if (!this.lacksAudio(s)) release(); });
+    const cancel = this.clock.setTimeout(release, DETECT_WAIT_MS);
+  }
+
+  private lacksAudio(s: StreamState): boolean {
+    return !s.media.tracks.some((t) => t.kind === 'audio');
   }
 
   private updateExpectVideo(s: StreamState): void {

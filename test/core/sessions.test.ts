@@ -135,6 +135,23 @@ describe('sessions: ctrl, exclusive, keep, close, status, scoping, timeouts', ()
     await closeAll(A, [id]);
   });
 
+  it('detectMediaTyp: audio announced just after the first keyframe makes the ready notice say av; others are told at once', async () => {
+    const detect = await open(A, { chanId: 19, keepIntv: 600, detectMediaTyp: true });
+    const plain = await open(B, { chanId: 19, keepIntv: 600 });
+    const pub = probeCtx.sessions.findStream('13800138000', 19, 'live')!.media.attachPublisher();
+    pub.setTrack({ kind: 'video', codec: 'h264', width: 352, height: 288 });
+    pub.push(videoUnit({ codec: 'h264', dts: 0, keyframe: true, payload: Buffer.alloc(10) }));
+    assert.deepEqual(notices.map((n) => n.payload.reqId), [plain.data[0].reqId], 'the request without detection is told at once');
+    clock.advance(300);
+    pub.setTrack({ kind: 'audio', codec: 'g711a', sampleRate: 8000, channels: 1 });
+    assert.equal(notices.length, 2);
+    assert.deepEqual([notices[1].payload.reqId, notices[1].payload.mediaTyp, notices[1].payload.ac], [detect.data[0].reqId, 'av', 'g711a']);
+    clock.advance(2000);
+    assert.equal(notices.length, 2, 'told once');
+    await closeAll(A, [detect.data[0].reqId]);
+    await closeAll(B, [plain.data[0].reqId]);
+  });
+
   it('the stream turns ready at its first keyframe: waiting requests get a ready notice, later opens ready: true', async () => {
     const r = await open(A, { chanId: 9, keepIntv: 600, detectMediaTyp: true });
     const s = probeCtx.sessions.findStream('13800138000', 9, 'live')!;
@@ -143,7 +160,11 @@ describe('sessions: ctrl, exclusive, keep, close, status, scoping, timeouts', ()
     pub.push(videoUnit({ codec: 'h264', dts: 0, keyframe: false, payload: Buffer.alloc(10) }));
     assert.equal(notices.length, 0, 'a P frame does not make it ready');
     pub.push(videoUnit({ codec: 'h264', dts: 40, keyframe: true, payload: Buffer.alloc(10) }));
-    assert.equal(notices.length, 1);
+    assert.equal(notices.length, 0, 'detectMediaTyp: the notice waits a moment for an audio track');
+    clock.advance(999);
+    assert.equal(notices.length, 0);
+    clock.advance(1);
+    assert.equal(notices.length, 1, 'no audio within a second: video only');
     assert.equal(notices[0].payload.act, 'ready');
     assert.equal(notices[0].payload.reqId, r.data[0].reqId);
     assert.equal(notices[0].payload.vc, 'h264');
