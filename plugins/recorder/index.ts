@@ -1,11 +1,11 @@
-import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { definePlugin } from '../../plugin-sdk';
 import type { RecordCatalog } from './src/catalog';
 import { openPostgresCatalog } from './src/catalog-postgres';
 import { openSqliteCatalog } from './src/catalog-sqlite';
 import { RecorderConfig } from './src/config';
-import { startRecorder } from './src/recorder';
+import { prepareStore, startRecorder } from './src/recorder';
+import { isStorageFailure } from './src/storage-errors';
 import { assertTimeZone } from './src/zone-time';
 
 export { RecorderConfig };
@@ -25,28 +25,42 @@ export default definePlugin({
       throw new Error(`config key timeZone: ${(err as Error).message}`);
     }
     const storeRoot = path.resolve(ctx.site.dataDir, cfg.storeRoot ?? 'records');
+    // A full or failing disk must not take live play down with the recorder: those errors leave the recorder
+    // degraded (it retries by itself); anything else is a configuration error that stops the boot, as before.
+    let unavailable: unknown;
     try {
-      fs.mkdirSync(storeRoot, { recursive: true });
-      fs.accessSync(storeRoot, fs.constants.W_OK);
+      prepareStore(storeRoot);
     } catch (err) {
-      throw new Error(`config key storeRoot: cannot write to ${storeRoot} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+      if (!isStorageFailure(err)) throw new Error(`config key storeRoot: cannot write to ${storeRoot} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+      unavailable = err;
     }
 
-    let catalog: RecordCatalog;
+    let openCatalog: () => Promise<RecordCatalog>;
+    let catalog: RecordCatalog | undefined;
+    let catalogDir: (() => string) | undefined;
     if (cfg.postgresUrl) {
+      const url = cfg.postgresUrl;
+      openCatalog = () => openPostgresCatalog({ connectionString: url, table: cfg.postgresTable, timeZone: cfg.timeZone, poolConfig: { max: 4 } });
       try {
-        catalog = await openPostgresCatalog({ connectionString: cfg.postgresUrl, table: cfg.postgresTable, timeZone: cfg.timeZone, poolConfig: { max: 4 } });
+        catalog = await openCatalog();
       } catch (err) {
         // the URL may hold a password: name the key, not the value
         throw new Error(`config key postgresUrl: cannot open the catalog (${(err as Error).message})`);
       }
     } else {
-      catalog = openSqliteCatalog({ dir: ctx.stores.dir(), timeZone: cfg.timeZone });
+      catalogDir = () => ctx.stores.dir();
+      openCatalog = async () => openSqliteCatalog({ dir: ctx.stores.dir(), timeZone: cfg.timeZone });
+      try {
+        catalog = await openCatalog();
+      } catch (err) {
+        if (!isStorageFailure(err)) throw err;
+        unavailable ??= err;
+      }
     }
     try {
-      return await startRecorder(ctx, catalog, storeRoot);
+      return await startRecorder(ctx, { catalog, openCatalog, catalogDir, storeRoot, unavailable });
     } catch (err) {
-      await catalog.close().catch(() => undefined);
+      await catalog?.close().catch(() => undefined);
       throw err;
     }
   },

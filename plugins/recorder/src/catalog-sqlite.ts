@@ -114,7 +114,8 @@ export class SqliteRecordCatalog implements RecordCatalog {
         throw new Error(`catalog ${this.file} has schema version ${version}, newer than this gateway's ${SCHEMA_VERSION}`);
       }
       this.db.exec(SCHEMA);
-      this.db.pragma(`user_version = ${SCHEMA_VERSION}`);
+      // Only when it changes: on a full disk an existing catalog must still open, and this would be a write.
+      if (version !== SCHEMA_VERSION) this.db.pragma(`user_version = ${SCHEMA_VERSION}`);
     } catch (err) {
       this.db.close();
       throw err;

@@ -49,6 +49,20 @@ export class RecorderConfig {
   maxPendingBytes = 16 * 1024 * 1024;
 
   /**
+   * While the recorder is degraded (its disk or catalog full or failing), how often it runs retention and checks
+   * whether it can record again; also how often it retries final rows the catalog could not take
+   */
+  @IsInt() @Min(1) @Max(3600)
+  degradedRetrySec = 10;
+
+  /**
+   * Free bytes the record store's file system (and the SQLite catalog's) must have before a degraded recorder
+   * records again: room for new files, so it does not fail again at the first keyframe
+   */
+  @IsInt() @Min(0)
+  resumeFreeBytes = 64 * 1024 * 1024;
+
+  /**
    * PostgreSQL only: a 'recording' row whose file has not changed for this long is taken as left behind by a
    * gateway that died (another gateway sharing the catalog may still be writing fresher ones)
    */

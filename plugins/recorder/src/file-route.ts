@@ -14,7 +14,8 @@ import { parseRange } from './range';
 import { decodeStoredPath, reqIdOfPath, resolveStoredFile } from './safe-path';
 
 export interface FileRouteOptions {
-  catalog: RecordCatalog;
+  /** undefined while the catalog cannot be opened (a degraded recorder): every download answers -3 then */
+  catalog: () => RecordCatalog | undefined;
   storeRoot: string;
   log: Logger;
   /** downloads in progress, for the metric */
@@ -33,7 +34,9 @@ export function recordFileHandler(opts: FileRouteOptions): (req: RouteRequest, r
     const rel = decodeStoredPath(req.rest);
     if (rel === null) throw notFound();
     const reqId = reqIdOfPath(rel);
-    const rec = reqId ? await opts.catalog.getByReqId(req.app!.appId, reqId) : null;
+    const catalog = opts.catalog();
+    if (!catalog) throw new GatewayError(ErrCode.EXECUTION_ERROR, 'The record catalog is not available.');
+    const rec = reqId ? await catalog.getByReqId(req.app!.appId, reqId) : null;
     // The owner check comes first, so a name that is not one of the caller's records never reaches the disk.
     if (!rec || rec.path !== rel) throw notFound();
     const real = await resolveStoredFile(opts.storeRoot, req.rest);

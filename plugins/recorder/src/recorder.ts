@@ -2,9 +2,11 @@
  * The running recorder: records requests opened with `record: true`, keeps the catalog in step with the files,
  * runs recovery and retention, and answers the record routes.
  */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import {
-  aacVia, ErrCode, GatewayError, invalidParam, mediaTypOf, type Cancel, type OpenParams, type PluginContext, type PluginInstance, type StreamTyp,
-  type SubscribeOptions,
+  aacVia, ErrCode, GatewayError, invalidParam, mediaTypOf, type Cancel, type Notice, type NoticePayload, type OpenParams, type PluginContext,
+  type PluginInstance, type StreamTyp, type SubscribeOptions,
 } from '../../../plugin-sdk';
 import type { RecordCatalog, StoredRecord } from './catalog';
 import type { RecorderConfig } from './config';
@@ -14,17 +16,62 @@ import { findRecords } from './record-query';
 import { Recording, type RecordingContext } from './recording';
 import { recoverUnfinished } from './recovery';
 import { applyRetention, type RetentionPolicy } from './retention';
+import { codeOf, describeError, unavailableReason } from './storage-errors';
 import { toStoredAv } from './stored-av';
 
-export async function startRecorder(ctx: PluginContext<RecorderConfig>, catalog: RecordCatalog, storeRoot: string): Promise<PluginInstance> {
+/** What index.ts could open of the store at boot, and how to open the rest later. */
+export interface RecorderStore {
+  storeRoot: string;
+  /** undefined when it could not be opened at boot (the recorder then starts degraded) */
+  catalog: RecordCatalog | undefined;
+  openCatalog(): Promise<RecordCatalog>;
+  /** the embedded catalog's folder (created when called), whose file system needs free space too */
+  catalogDir?: () => string;
+  /** why the store or the catalog could not be used at boot (a storage failure: see storage-errors.ts) */
+  unavailable?: unknown;
+}
+
+/** Creates the store root and checks that it can be written to. */
+export function prepareStore(storeRoot: string): void {
+  fs.mkdirSync(storeRoot, { recursive: true });
+  fs.accessSync(storeRoot, fs.constants.W_OK);
+}
+
+/** bytes the recovery check writes into the store: proof that files can be created there again */
+const PROBE_BYTES = 64 * 1024;
+
+async function probeWrite(dir: string): Promise<void> {
+  const file = path.join(dir, `.write-probe-${process.pid}`);
+  try {
+    await fs.promises.writeFile(file, Buffer.alloc(PROBE_BYTES));
+  } finally {
+    await fs.promises.rm(file, { force: true });
+  }
+}
+
+async function freeBytes(dir: string): Promise<number> {
+  const st = await fs.promises.statfs(dir);
+  return st.bavail * st.bsize;
+}
+
+/** notices carry why a request that asked for a recording has none (NoticePayload does not name the field yet) */
+function withRecordingError(n: Notice, error: string): void {
+  (n.payload as NoticePayload & { recordingError?: string }).recordingError = error;
+}
+
+export async function startRecorder(ctx: PluginContext<RecorderConfig>, store: RecorderStore): Promise<PluginInstance> {
   const cfg = ctx.config;
   const timeZone = cfg.timeZone;
+  const storeRoot = store.storeRoot;
+  let catalog = store.catalog;
   const m = {
     started: ctx.metrics.counter('recordings_started_total', 'recordings started (requests opened with record: true)'),
     ended: ctx.metrics.counter<'outcome'>('recordings_ended_total', 'recordings ended, by outcome (done, failed, empty, uncatalogued)', ['outcome']),
+    skipped: ctx.metrics.counter('recordings_skipped_total', 'requests opened with record: true while the recorder was degraded: played live, not recorded'),
     bytes: ctx.metrics.counter('bytes_written_total', 'bytes of record files written to disk'),
     writeErrors: ctx.metrics.counter<'code'>('write_errors_total', 'recordings stopped by a file error, by error code', ['code']),
     catalogErrors: ctx.metrics.counter('catalog_errors_total', 'catalog calls that failed'),
+    noSpace: ctx.metrics.counter<'outcome'>('no_space_total', 'writes that found the disk full, by what the retention pass run for them did: freed (the write went on) or none (it gave up)', ['outcome']),
     removed: ctx.metrics.counter('retention_removed_total', 'record files (and rows) removed by retention'),
     freed: ctx.metrics.counter('retention_freed_bytes_total', 'bytes freed by retention'),
     recovered: ctx.metrics.counter<'state'>('recovered_total', 'rows left in recording by an unclean stop and closed at a later pass', ['state']),
@@ -33,12 +80,28 @@ export async function startRecorder(ctx: PluginContext<RecorderConfig>, catalog:
   const active = new Map<string, Recording>();
   /** recordings whose closed notice has not gone out yet */
   const awaitingNotice = new Map<string, Recording>();
+  /** ended recordings whose final row the catalog has not taken yet (written at each maintenance pass) */
+  const unsettled = new Map<string, Recording>();
+  /** requests opened with record: true but not recorded (the recorder was degraded), with the reason their notices give */
+  const unrecorded = new Map<string, string>();
+  /** set while the recorder cannot record: the store or the catalog is full or failing */
+  let degraded: { reason: string; since: number } | undefined;
   let downloads = 0;
   ctx.metrics.gauge('recordings_active', 'recordings in progress', [], (g) => g.set(active.size));
   ctx.metrics.gauge('downloads_active', 'record file downloads in progress', [], (g) => g.set(downloads));
+  ctx.metrics.gauge('degraded', '1 while the recorder cannot record (its disk or catalog is full or failing); live play goes on', [], (g) => g.set(degraded ? 1 : 0));
+  let stopping = false;
+
+  const enterDegraded = (cause: unknown): void => {
+    if (degraded) return;
+    degraded = { reason: unavailableReason(cause), since: ctx.clock.now() };
+    ctx.log.error({ reason: degraded.reason, err: describeError(cause), retrySec: cfg.degradedRetrySec },
+      'recorder degraded: requests opened with record: true are played live without recording until the store can be written again');
+  };
 
   const recCtx: RecordingContext = {
-    catalog,
+    // only recordings started while the catalog was open exist, and it stays open until stop
+    get catalog() { return catalog!; },
     storeRoot,
     timeZone,
     log: ctx.log,
@@ -52,46 +115,137 @@ export async function startRecorder(ctx: PluginContext<RecorderConfig>, catalog:
       ctx.sessions.setRequestFlag(reqId, 'recording', false);
       ctx.sessions.setRequestFlag(reqId, 'recordingError', error);
     },
+    makeRoom: (cause) => makeRoom(cause),
+    settleLater: (rec) => { unsettled.set(rec.reqId, rec); },
   };
 
-  // --- maintenance: orphaned rows, then retention -------------------------------------------------
+  // --- maintenance: final rows still to write, orphaned rows, then retention ----------------------------
   const policy: RetentionPolicy = {
     ...(cfg.maxAgeDays > 0 ? { maxAgeDays: cfg.maxAgeDays } : {}),
     ...(cfg.maxTotalBytes > 0 ? { maxTotalBytes: cfg.maxTotalBytes } : {}),
   };
-  let maintaining: Promise<void> | undefined;
-  const maintain = (): Promise<void> => {
-    maintaining ??= (async () => {
+  /** One pass; the bytes it freed on disk. */
+  const pass = async (): Promise<number> => {
+    const cat = catalog;
+    if (!cat) return 0;
+    let freed = 0;
+    try {
+      for (const rec of [...unsettled.values()]) if (await rec.settle()) unsettled.delete(rec.reqId);
+      const rec = await recoverUnfinished(cat, storeRoot, {
+        now: new Date(ctx.clock.now()),
+        quietMs: cfg.postgresUrl ? cfg.orphanQuietSec * 1000 : 0,
+        // a row whose final update is pending is ours: recovery would close it as 'done' from its file
+        isActive: (id) => active.has(id) || unsettled.has(id),
+      });
+      for (const r of rec.recovered) {
+        m.recovered.inc({ state: r.state });
+        ctx.log.warn({ reqId: r.reqId, state: r.state, sz: r.sz, truncated: r.truncated || undefined }, 'closed a recording left unfinished by an unclean stop');
+      }
+      for (const e of rec.errors) ctx.log.error({ reqId: e.reqId, err: e.message }, 'could not examine an unfinished recording; will retry');
+      if (policy.maxAgeDays !== undefined || policy.maxTotalBytes !== undefined) {
+        let uncataloguedBytes = 0;
+        for (const a of active.values()) uncataloguedBytes += a.uncataloguedBytes;
+        for (const u of unsettled.values()) uncataloguedBytes += u.uncataloguedBytes;
+        const r = await applyRetention(cat, storeRoot, policy, { now: new Date(ctx.clock.now()), uncataloguedBytes });
+        freed = r.freedBytes + (r.unlinkedBytes ?? 0);
+        if (r.removed.length) {
+          m.removed.inc(r.removed.length);
+          m.freed.inc(r.freedBytes);
+          ctx.log.info({ removed: r.removed.length, freedBytes: r.freedBytes, oldest: r.removed[0]?.reqId }, 'retention removed records');
+        }
+        if (r.unlinkedBytes) m.freed.inc(r.unlinkedBytes);
+        if (r.error) ctx.log.error({ reqId: r.error.reqId, err: r.error.message, unlinkedBytes: r.unlinkedBytes }, 'retention could not finish; will retry');
+      }
+    } catch (err) {
+      m.catalogErrors.inc();
+      ctx.log.error({ err: (err as Error).message }, 'recorder maintenance failed; will retry');
+    }
+    return freed;
+  };
+  // Passes run one at a time. A caller gets the next pass to start, never one already under way: a write that
+  // has just failed needs totals counted after its failure.
+  let passes: Promise<unknown> = Promise.resolve();
+  let nextPass: Promise<number> | undefined;
+  const maintain = (): Promise<number> => {
+    if (nextPass) return nextPass;
+    const p = passes.then(() => {
+      nextPass = undefined;
+      return pass();
+    });
+    nextPass = p;
+    passes = p;
+    return p;
+  };
+
+  // Writers that find the disk full at the same moment share one retention pass and its answer.
+  let room: Promise<boolean> | undefined;
+  const makeRoom = (cause: unknown): Promise<boolean> => {
+    if (stopping) return Promise.resolve(false);
+    room ??= (async () => {
       try {
-        const rec = await recoverUnfinished(catalog, storeRoot, {
-          now: new Date(ctx.clock.now()),
-          quietMs: cfg.postgresUrl ? cfg.orphanQuietSec * 1000 : 0,
-          isActive: (id) => active.has(id),
-        });
-        for (const r of rec.recovered) {
-          m.recovered.inc({ state: r.state });
-          ctx.log.warn({ reqId: r.reqId, state: r.state, sz: r.sz, truncated: r.truncated || undefined }, 'closed a recording left unfinished by an unclean stop');
+        const freed = await maintain();
+        if (freed > 0) {
+          m.noSpace.inc({ outcome: 'freed' });
+          ctx.log.warn({ code: codeOf(cause), freedBytes: freed }, 'the disk was full: retention made room');
+          return true;
         }
-        for (const e of rec.errors) ctx.log.error({ reqId: e.reqId, err: e.message }, 'could not examine an unfinished recording; will retry');
-        if (policy.maxAgeDays !== undefined || policy.maxTotalBytes !== undefined) {
-          const r = await applyRetention(catalog, storeRoot, policy, { now: new Date(ctx.clock.now()) });
-          if (r.removed.length) {
-            m.removed.inc(r.removed.length);
-            m.freed.inc(r.freedBytes);
-            ctx.log.info({ removed: r.removed.length, freedBytes: r.freedBytes, oldest: r.removed[0]?.reqId }, 'retention removed records');
-          }
-          if (r.error) ctx.log.error({ reqId: r.error.reqId, err: r.error.message }, 'retention could not remove a file; will retry');
-        }
-      } catch (err) {
-        m.catalogErrors.inc();
-        ctx.log.error({ err: (err as Error).message }, 'recorder maintenance failed; will retry');
+        m.noSpace.inc({ outcome: 'none' });
+        ctx.log.error({ code: codeOf(cause), retention: policy }, 'the disk is full and retention has nothing to remove');
+        enterDegraded(cause);
+        return false;
       } finally {
-        maintaining = undefined;
+        room = undefined;
       }
     })();
-    return maintaining;
+    return room;
   };
-  await maintain();
+
+  /**
+   * While degraded: the catalog opened (if it could not be), maintenance (retention frees space, final rows are
+   * written), then free space and a test write. Recording resumes for requests opened from then on.
+   */
+  let resuming: Promise<void> | undefined;
+  const tryResume = (): Promise<void> => {
+    if (!degraded || stopping) return Promise.resolve();
+    resuming ??= (async () => {
+      try {
+        prepareStore(storeRoot);
+        if (!catalog) {
+          const opened = await store.openCatalog();
+          if (stopping) {
+            await opened.close();
+            return;
+          }
+          catalog = opened;
+          ctx.log.info('record catalog opened');
+        }
+        await maintain();
+        if (unsettled.size > 0) {
+          ctx.log.debug({ rows: unsettled.size }, 'recorder still degraded: final rows not written yet');
+          return;
+        }
+        for (const dir of [storeRoot, ...(store.catalogDir ? [store.catalogDir()] : [])]) {
+          const free = await freeBytes(dir);
+          if (free < cfg.resumeFreeBytes) {
+            ctx.log.debug({ free, resumeFreeBytes: cfg.resumeFreeBytes }, 'recorder still degraded: not enough free space');
+            return;
+          }
+        }
+        await probeWrite(storeRoot);
+        const was = degraded!;
+        degraded = undefined;
+        ctx.log.warn({ reason: was.reason, degradedSec: Math.round((ctx.clock.now() - was.since) / 1000) }, 'recorder recovered: requests opened with record: true are recorded again');
+      } catch (err) {
+        ctx.log.debug({ err: describeError(err) }, 'recorder still degraded');
+      } finally {
+        resuming = undefined;
+      }
+    })();
+    return resuming;
+  };
+
+  if (catalog) await maintain();
+  if (store.unavailable !== undefined) enterDegraded(store.unavailable);
 
   // --- recording ------------------------------------------------------------------------------------
   /** the tracks a request wants and how its audio reaches the file (see RecorderConfig.audio) */
@@ -100,9 +254,19 @@ export async function startRecorder(ctx: PluginContext<RecorderConfig>, catalog:
     if (media === 'v' || cfg.audio === 'as-received') return { media };
     return { media, via: aacVia(ctx.bus, audioCfg, cfg.audio === 'auto' ? ['g711a', 'g711u'] : []) };
   };
-  let stopping = false;
   ctx.sessions.onRequestOpened((r, s) => {
     if (!r.params.record || stopping) return;
+    if (degraded || !catalog) {
+      // Live play first: the request opens as asked, without `recording` in its result (the spec's "not
+      // recording"), and its status and notices say why.
+      const reason = `not recorded: ${degraded?.reason ?? 'the record catalog is not open'}`;
+      ctx.sessions.setRequestFlag(r.reqId, 'recording', false);
+      ctx.sessions.setRequestFlag(r.reqId, 'recordingError', reason);
+      unrecorded.set(r.reqId, reason);
+      m.skipped.inc();
+      ctx.log.info({ reqId: r.reqId, reason }, 'request not recorded: the recorder is degraded');
+      return;
+    }
     let rec: Recording;
     try {
       rec = new Recording(recCtx, {
@@ -127,9 +291,17 @@ export async function startRecorder(ctx: PluginContext<RecorderConfig>, catalog:
     void active.get(r.reqId)?.finish('request closed');
   });
   ctx.notices.addEnricher((n) => {
-    if (n.payload.act === 'ready') return;
+    const skipped = unrecorded.get(n.payload.reqId);
+    if (skipped !== undefined) {
+      withRecordingError(n, skipped);
+      if (n.last) unrecorded.delete(n.payload.reqId);
+      return;
+    }
     const rec = awaitingNotice.get(n.payload.reqId);
     if (!rec) return;
+    const error = rec.error;
+    if (error !== undefined) withRecordingError(n, error);
+    if (n.payload.act === 'ready') return;
     if (n.last) awaitingNotice.delete(n.payload.reqId);
     const url = rec.noticeUrl(ctx.site.apiBase);
     if (url) n.payload.playedAvDumpUrl = url;
@@ -138,12 +310,16 @@ export async function startRecorder(ctx: PluginContext<RecorderConfig>, catalog:
   const timers: Cancel[] = [
     ctx.clock.setInterval(() => { for (const rec of active.values()) rec.tick(); }, cfg.sizeUpdateSec * 1000),
     ctx.clock.setInterval(() => { void maintain(); }, cfg.retentionIntervalSec * 1000),
+    // a final row that failed while the recorder stayed healthy (retention made room) must not wait for retention's interval
+    ctx.clock.setInterval(() => { if (degraded) void tryResume(); else if (unsettled.size) void maintain(); }, cfg.degradedRetrySec * 1000),
   ];
 
   // --- routes -----------------------------------------------------------------------------------------
   ctx.routes.get('/strm/record', async (req) => {
     const parsed = parseRecordQuery(req.query, { now: new Date(ctx.clock.now()), timeZone });
     if (!parsed.ok) throw invalidParam(parsed.field);
+    // not opened yet (degraded since boot): said in the log and the metric already, not at every query
+    if (!catalog) throw new GatewayError(ErrCode.EXECUTION_ERROR, 'The record catalog is not available.');
     let recs: StoredRecord[];
     try {
       recs = await findRecords(catalog, req.app!.appId, parsed.query);
@@ -156,21 +332,26 @@ export async function startRecorder(ctx: PluginContext<RecorderConfig>, catalog:
   }, { auth: 'api' });
 
   ctx.routes.raw('GET', '/strm/record/file/*', recordFileHandler({
-    catalog, storeRoot, log: ctx.log,
+    catalog: () => catalog, storeRoot, log: ctx.log,
     onStart: () => { downloads++; },
     onEnd: () => { downloads--; },
   }), { auth: 'api' });
 
-  ctx.log.info({ storeRoot, catalog: cfg.postgresUrl ? 'postgresql' : 'sqlite', retention: policy }, 'recorder ready');
+  ctx.log.info({ storeRoot, catalog: cfg.postgresUrl ? 'postgresql' : 'sqlite', retention: policy, degraded: degraded?.reason }, 'recorder ready');
   return {
     async stop() {
       stopping = true;
       for (const cancel of timers) cancel();
       // the kernel closed every request before stopping plugins, so these are finishing already
       await Promise.all([...active.values()].map((rec) => rec.finish('gateway stopping')));
-      await maintaining;
+      await resuming;
+      await passes;
+      for (const rec of [...unsettled.values()]) if (await rec.settle()) unsettled.delete(rec.reqId);
+      // recovery at the next start closes these from their files (size to the last whole tag)
+      if (unsettled.size) ctx.log.warn({ reqIds: [...unsettled.keys()] }, 'final rows not written at stop; the next start recovers them from their files');
       awaitingNotice.clear();
-      await catalog.close();
+      unrecorded.clear();
+      await catalog?.close();
     },
   };
 }

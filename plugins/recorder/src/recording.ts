@@ -6,8 +6,9 @@ import * as path from 'node:path';
 import type { Logger } from 'pino';
 import type { AccessUnit, MediaStream, SubscribeOptions, Subscription } from '../../../plugin-sdk';
 import { FLV_TAG_AUDIO, FLV_TAG_VIDEO, FlvMuxer, type FlvTag } from '../../../plugin-sdk/formats/flv';
-import { startedRecord, type MediaTyp, type RecordCatalog, type RecordStart, type StoredRecord } from './catalog';
+import { startedRecord, type MediaTyp, type RecordCatalog, type RecordStart, type RecordUpdate, type StoredRecord } from './catalog';
 import { FlvFileWriter } from './flv-file-writer';
+import { describeError as describe, isNoSpace, publicError } from './storage-errors';
 import { recordFileUrl } from './stored-av';
 
 /** What a recording needs from the plugin around it. */
@@ -27,17 +28,22 @@ export interface RecordingContext {
   onBytesWritten(n: number): void;
   /** the recording stopped before its request ended (write or catalog error) */
   onStopped(reqId: string, error: string): void;
+  /**
+   * A file or catalog write found the disk full: runs retention now. true when it freed something (try again),
+   * false when it could not (give up; the recorder is degraded then).
+   */
+  makeRoom(cause: unknown): Promise<boolean>;
+  /** the final row could not be written: the recorder writes it later, before recovery would guess it from the file */
+  settleLater(rec: Recording): void;
 }
 
 /** How a recording ended. */
 export type RecordingOutcome = 'done' | 'failed' | 'empty' | 'uncatalogued';
 
 const FRAMING = 15; // tag header and PreviousTagSize around each body
+/** tries of a catalog insert or a file creation that each found the disk full and had room made */
+const ROOM_TRIES = 3;
 
-function describe(err: unknown): string {
-  const e = err as NodeJS.ErrnoException;
-  return e?.code && !String(e.message).startsWith(e.code) ? `${e.code}: ${e.message}` : String(e?.message ?? err);
-}
 
 export class Recording {
   readonly reqId: string;
@@ -68,7 +74,12 @@ export class Recording {
   private inserted: Promise<boolean> | undefined;
   /** catalog writes of this recording, in order (a periodic size update never lands after the final one) */
   private catalogChain: Promise<unknown>;
-  private reportedSize = 0;
+  /** sz the catalog holds for this row (only ever raised once a write of it succeeded) */
+  private cataloguedSize = 0;
+  /** the final row, while the catalog could not take it */
+  private unsettled: RecordUpdate | undefined;
+  /** catalog writes are failing: logged once, not at every size update */
+  private catalogFailing = false;
   private countedBytes = 0;
   private tickBusy = false;
   /** times the bus skipped ahead to a keyframe because the disk fell behind */
@@ -88,22 +99,29 @@ export class Recording {
 
   private insert(): Promise<boolean> {
     if (this.inserted) return this.inserted;
+    this.inserted = this.tryInsert();
+    this.catalogChain = this.inserted;
+    return this.inserted;
+  }
+
+  private async tryInsert(): Promise<boolean> {
     const ctx = this.ctx;
-    this.inserted = ctx.catalog.insertStart(this.start).then(
-      () => true,
-      (err) => {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await ctx.catalog.insertStart(this.start);
+        return true;
+      } catch (err) {
+        if (attempt < ROOM_TRIES && isNoSpace(err) && this.failure === undefined && await ctx.makeRoom(err)) continue;
         ctx.onCatalogError();
         ctx.log.error({ reqId: this.reqId, err: describe(err) }, 'recording not started: the catalog refused its row');
         this.failure = err;
         this.early = [];
         this.earlyBytes = 0;
         this.closeSub();
-        ctx.onStopped(this.reqId, describe(err));
+        ctx.onStopped(this.reqId, publicError(err));
         return false;
-      },
-    );
-    this.catalogChain = this.inserted;
-    return this.inserted;
+      }
+    }
   }
 
   /** Subscribes to the channel's stream (from its latest keyframe): the tracks the request wants, audio as `via` says. */
@@ -124,6 +142,11 @@ export class Recording {
     if (this.base === undefined) return undefined;
     if (this.failure !== undefined && !this.writer) return undefined;
     return recordFileUrl(apiBase, this.row.path);
+  }
+
+  /** why the recording stopped early, when it did, as an application may be told */
+  get error(): string | undefined {
+    return this.failure === undefined ? undefined : publicError(this.failure);
   }
 
   get mediaTyp(): MediaTyp | null {
@@ -168,15 +191,20 @@ export class Recording {
   private async openFile(): Promise<void> {
     if (!(await this.insert()) || this.failure !== undefined) return;
     let w: FlvFileWriter;
-    try {
-      w = await FlvFileWriter.create(this.file, {
-        maxPendingBytes: this.ctx.maxPendingBytes,
-        onError: (err) => this.fail(err),
-        onDrain: () => this.sub?.resume(),
-      });
-    } catch (err) {
-      this.fail(err);
-      return;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        w = await FlvFileWriter.create(this.file, {
+          maxPendingBytes: this.ctx.maxPendingBytes,
+          onError: (err) => this.fail(err),
+          onDrain: () => this.sub?.resume(),
+          onNoSpace: (err) => this.roomFor(err),
+        });
+        break;
+      } catch (err) {
+        if (attempt < ROOM_TRIES && isNoSpace(err) && this.failure === undefined && await this.ctx.makeRoom(err)) continue;
+        this.fail(err);
+        return;
+      }
     }
     this.writer = w;
     if (this.failure !== undefined) return;
@@ -185,6 +213,14 @@ export class Recording {
     this.early = [];
     this.earlyBytes = 0;
     this.sub?.resume();
+  }
+
+  /** The disk is full mid-file: the file waits (the bus skips ahead to keyframes meanwhile) while retention runs. */
+  private async roomFor(err: NodeJS.ErrnoException): Promise<boolean> {
+    this.ctx.log.warn({ reqId: this.reqId, code: err.code }, 'the disk is full: running retention before giving up on this recording');
+    const room = await this.ctx.makeRoom(err);
+    if (room) this.ctx.log.info({ reqId: this.reqId }, 'retention made room: the recording goes on');
+    return room;
   }
 
   /** A write error: the recording stops here (live play is not touched) and the row says what was kept. */
@@ -197,7 +233,7 @@ export class Recording {
     this.ctx.onWriteError(code);
     this.ctx.log.error({ reqId: this.reqId, file: this.file, code, err: describe(err) }, 'recording stopped by a write error; live play goes on');
     this.closeSub();
-    this.ctx.onStopped(this.reqId, describe(err));
+    this.ctx.onStopped(this.reqId, publicError(err));
     void this.finish('write error');
   }
 
@@ -216,24 +252,55 @@ export class Recording {
     }
   }
 
-  private catalog(what: string, fn: () => Promise<unknown>): Promise<unknown> {
-    this.catalogChain = this.catalogChain.then(fn).catch((err) => {
+  /** Runs a catalog write after the ones before it; false (logged, counted) when it failed. */
+  private catalog(what: string, patch: RecordUpdate | 'delete'): Promise<boolean> {
+    const p = this.catalogChain.then(async () => {
+      if (patch === 'delete') await this.ctx.catalog.delete([this.reqId]);
+      else {
+        await this.ctx.catalog.update(this.reqId, patch);
+        if (patch.sz !== undefined) this.cataloguedSize = patch.sz;
+      }
+      if (this.catalogFailing) {
+        this.catalogFailing = false;
+        this.ctx.log.info({ reqId: this.reqId }, 'catalog writes of this recording succeed again');
+      }
+      return true;
+    }).catch((err) => {
       this.ctx.onCatalogError();
-      this.ctx.log.error({ reqId: this.reqId, err: describe(err) }, `catalog ${what} failed`);
+      // a full disk fails every size update until space comes back: said once, not every sizeUpdateSec
+      if (!this.catalogFailing) this.ctx.log.error({ reqId: this.reqId, err: describe(err) }, `catalog ${what} failed`);
+      this.catalogFailing = true;
+      if (isNoSpace(err)) void this.ctx.makeRoom(err);
+      return false;
     });
-    return this.catalogChain;
+    this.catalogChain = p;
+    return p;
   }
 
-  /** Periodic: the row's size follows the file. */
+  /** Bytes on disk the catalog does not show yet, for retention's total. */
+  get uncataloguedBytes(): number {
+    return Math.max(0, (this.writer?.size ?? 0) - this.cataloguedSize);
+  }
+
+  /** Periodic: the row's size follows the file (a failed update is tried again at the next tick). */
   tick(): void {
     const w = this.writer;
     if (!w || this.finishing || this.tickBusy) return;
     this.countBytes(w.size);
-    if (w.size === this.reportedSize) return;
-    this.reportedSize = w.size;
+    if (w.size === this.cataloguedSize) return;
     this.tickBusy = true;
-    void this.catalog('size update', () => this.ctx.catalog.update(this.reqId, { sz: w.size, mediaTyp: this.mediaTyp }))
+    void this.catalog('size update', { sz: w.size, mediaTyp: this.mediaTyp })
       .finally(() => { this.tickBusy = false; });
+  }
+
+  /** Writes the final row that failed at the end; true once it is in. */
+  async settle(): Promise<boolean> {
+    const patch = this.unsettled;
+    if (!patch) return true;
+    if (!(await this.catalog('final update', patch))) return false;
+    this.unsettled = undefined;
+    this.ctx.log.info({ reqId: this.reqId, sz: patch.sz, state: patch.state }, 'final row of the recording written after the catalog came back');
+    return true;
   }
 
   /**
@@ -271,22 +338,30 @@ export class Recording {
     }
     if (!w && this.failure === undefined) {
       // Nothing was ever recorded: no file, so no record either.
-      await this.catalog('delete', () => this.ctx.catalog.delete([this.reqId]));
+      await this.catalog('delete', 'delete');
       this.ctx.log.info({ reqId: this.reqId, reason }, 'recording ended without media; nothing stored');
       return 'empty';
     }
     const failed = this.failure !== undefined;
-    await this.catalog('final update', () => this.ctx.catalog.update(this.reqId, {
+    const final: RecordUpdate = {
       sz: size,
       mediaTyp: this.mediaTyp,
       state: failed ? 'failed' : 'done',
       endTm: this.ctx.now(),
       error: failed ? describe(this.failure) : null,
-    }));
+    };
+    const written = await this.catalog('final update', final);
+    if (!written) {
+      // Left as it is, the row would list the size of the last update that got through (smaller than the file)
+      // until recovery closed it as 'done' at the next start.
+      this.unsettled = final;
+      this.ctx.settleLater(this);
+    }
     const st = this.muxer.stats;
     this.ctx.log.info({
       reqId: this.reqId, path: this.row.path, sz: size, mediaTyp: this.mediaTyp, state: failed ? 'failed' : 'done', reason,
       videoTags: st.videoTags, audioTags: st.audioTags, skippedAudio: st.skippedAudio || undefined, gaps: this.gaps || undefined,
+      finalRowPending: written ? undefined : true,
     }, 'recording ended');
     return failed ? 'failed' : 'done';
   }

@@ -17,11 +17,21 @@ export interface RetentionOptions {
   now?: Date;
   /** rows fetched per round; default 200 */
   batchSize?: number;
+  /**
+   * Bytes on disk the catalog does not show yet (recordings whose size update is due or failed), added to its
+   * total: on a full disk the file being written is what pushed the store past maxTotalBytes.
+   */
+  uncataloguedBytes?: number;
 }
 
 export interface RetentionResult {
   removed: StoredRecord[];
   freedBytes: number;
+  /**
+   * Bytes of files removed whose rows could not be deleted (a catalog on a full disk): the space is free, the
+   * rows go at the next pass (their files are gone by then, which that pass accepts).
+   */
+  unlinkedBytes?: number;
   /** A file that could not be removed stops the pass (its row stays, so no file is orphaned); the next
    * pass tries again. */
   error?: { reqId: string; message: string };
@@ -55,7 +65,7 @@ export async function applyRetention(catalog: RecordCatalog, storeRoot: string, 
   const now = (opts.now ?? new Date()).getTime();
   const cutoff = policy.maxAgeDays === undefined ? -Infinity : now - policy.maxAgeDays * 86_400_000;
   const batchSize = opts.batchSize ?? 200;
-  let total = policy.maxTotalBytes === undefined ? 0 : await catalog.totalBytes();
+  let total = policy.maxTotalBytes === undefined ? 0 : await catalog.totalBytes() + Math.max(0, opts.uncataloguedBytes ?? 0);
   const overSize = (): boolean => policy.maxTotalBytes !== undefined && total > policy.maxTotalBytes;
 
   for (;;) {
@@ -83,7 +93,13 @@ export async function applyRetention(catalog: RecordCatalog, storeRoot: string, 
     // Files first, rows after: a crash in between leaves rows whose files are gone, which the next pass
     // clears, rather than files nothing points to.
     if (doomed.length > 0) {
-      await catalog.delete(doomed.map((r) => r.reqId));
+      try {
+        await catalog.delete(doomed.map((r) => r.reqId));
+      } catch (err) {
+        result.unlinkedBytes = doomed.reduce((n, r) => n + r.sz, 0);
+        result.error = { reqId: doomed[0]!.reqId, message: (err as Error).message };
+        return result;
+      }
       for (const r of doomed) { result.removed.push(r); result.freedBytes += r.sz; }
     }
     if (stop) return result;

@@ -8,6 +8,7 @@ import { FlvFileWriter } from '../src/flv-file-writer';
 import { unitAt } from './fixtures/h264-clip';
 import { testClip } from './harness';
 import { probeVideo } from './helpers';
+import { mountSmallFs, type SmallFs } from './small-fs';
 
 /** FLV tags of the first `n` frames of the test clip, one array per frame. */
 function clipTags(n: number): FlvTag[][] {
@@ -71,5 +72,57 @@ describe('FLV file writer', () => {
     assert.ok(kept >= 10 && kept < 100, `${kept} frames kept`);
     w.writeTags(tags[99]!);
     assert.equal(fs.statSync(file).size, size, 'nothing is written after the failure');
+  });
+
+  describe('on a disk that fills (a real small file system)', () => {
+    let small: SmallFs;
+    beforeEach(() => { small = mountSmallFs(path.join(dir, 'disk'), 1024 * 1024); });
+    afterEach(() => small.unmount());
+
+    /** every tag of 300 frames of the clip (about 120 KB), all at once: one write of many tags */
+    const frames = (): FlvTag[] => clipTags(300).flat();
+
+    it('waits for room when the disk is full, then goes on from where it stopped: the file is whole', async () => {
+      small.fill(16 * 1024);
+      const calls: string[] = [];
+      const errors: Error[] = [];
+      const w = await FlvFileWriter.create(path.join(small.dir, 'rec.flv'), {
+        onError: (e) => errors.push(e),
+        onNoSpace: async (err) => {
+          calls.push(String(err.code));
+          small.unfill();
+          return true;
+        },
+      });
+      w.header(true, false);
+      const tags = frames();
+      w.writeTags(tags);
+      const size = await w.close();
+      assert.deepEqual(calls, ['ENOSPC'], 'asked once for room');
+      assert.deepEqual(errors, []);
+      const flv = parseFlv(fs.readFileSync(w.file));
+      assert.equal(flv.tags.length, tags.length, 'every tag, once');
+      assert.equal(size, fs.statSync(w.file).size);
+    });
+
+    it('without room, fails with ENOSPC and cuts the file back to the last whole tag that fitted, inside one write', async () => {
+      small.fill(16 * 1024);
+      const errors: NodeJS.ErrnoException[] = [];
+      let asked = 0;
+      const w = await FlvFileWriter.create(path.join(small.dir, 'rec.flv'), {
+        onError: (e) => errors.push(e),
+        onNoSpace: async () => { asked++; return false; },
+      });
+      w.header(true, false);
+      const tags = frames();
+      w.writeTags(tags);
+      const size = await w.close();
+      assert.equal(asked, 1);
+      assert.deepEqual(errors.map((e) => e.code), ['ENOSPC']);
+      const flv = parseFlv(fs.readFileSync(w.file));
+      assert.equal(flv.trailing, 0);
+      assert.equal(size, fs.statSync(w.file).size);
+      assert.ok(flv.tags.length > 0 && flv.tags.length < tags.length, `${flv.tags.length} of ${tags.length} tags kept`);
+    });
   });
 });

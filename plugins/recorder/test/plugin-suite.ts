@@ -2,7 +2,7 @@
  * The recorder plugin in a real gateway (test kit: real HTTP, real files, a real catalog): real H.264 pushed
  * through the media bus is recorded, queried, downloaded (ranges too) and decoded by ffprobe; scoping,
  * traversal attempts, the closed notice, a write error, restart and retention; the server time zone and
- * retention by age on its interval. One suite, run once per catalog backend: plugin.test.ts (SQLite) and
+ * retention by age on its interval; a full data disk (full-disk-suite.ts). One suite, run once per catalog backend: plugin.test.ts (SQLite) and
  * plugin-postgres.test.ts (PostgreSQL) each call recorderPluginSuite with their backend.
  */
 import assert from 'node:assert/strict';
@@ -19,6 +19,7 @@ import { recordPath, type RecordCatalog, type StoredRecord } from '../src/catalo
 import { openPostgresCatalog } from '../src/catalog-postgres';
 import { openSqliteCatalog } from '../src/catalog-sqlite';
 import { FRAME_MS, unitAt, type H264Clip } from './fixtures/h264-clip';
+import { fullDiskSuite } from './full-disk-suite';
 import {
   A, B, NORM_SIM, SIM, closeReq, notices, openRecorded, probeCtx, publisherFor, queryReq, recordClip, startGateway, testClip, utcText, type Harness,
 } from './harness';
@@ -540,4 +541,6 @@ export function recorderPluginSuite(backend: CatalogBackend): void {
       assert.ok(clock.now() - Date.UTC(2025, 11, 31, 20) > 86_400_000, 'not before a day had passed');
     });
   });
+
+  fullDiskSuite(backend);
 }

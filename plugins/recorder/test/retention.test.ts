@@ -106,6 +106,29 @@ describe('stored media retention', () => {
     assert.deepEqual(await remaining(), ['stuck-001', 'later-001']);
   });
 
+  it('counts bytes on disk the catalog does not show yet (a recording whose size update is due) toward maxTotalBytes', async () => {
+    await add('un-000001', 10, 100);
+    await add('un-000002', 9, 100);
+    await add('un-recng1', 1, 0, 'recording');
+    assert.deepEqual((await applyRetention(catalog, store, { maxTotalBytes: 200 }, { now: NOW })).removed, []);
+    const res = await applyRetention(catalog, store, { maxTotalBytes: 200 }, { now: NOW, uncataloguedBytes: 50 });
+    assert.deepEqual(res.removed.map((r) => r.reqId), ['un-000001']);
+    assert.equal(res.freedBytes, 100);
+  });
+
+  it('reports the bytes of files it removed when their rows could not be deleted; the next pass clears the rows', async () => {
+    const f1 = await add('rows-00001', 10, 100);
+    const del = catalog.delete.bind(catalog);
+    catalog.delete = async () => { throw Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' }); };
+    const res = await applyRetention(catalog, store, { maxTotalBytes: 50 }, { now: NOW });
+    assert.deepEqual([res.removed, res.freedBytes, res.unlinkedBytes, res.error?.reqId], [[], 0, 100, 'rows-00001']);
+    assert.equal(fs.existsSync(f1), false, 'the space is free');
+    catalog.delete = del;
+    const again = await applyRetention(catalog, store, { maxTotalBytes: 50 }, { now: NOW });
+    assert.deepEqual(again.removed.map((r) => r.reqId), ['rows-00001']);
+    assert.deepEqual(await remaining(), []);
+  });
+
   it('does nothing without a policy and rejects a nonsensical one', async () => {
     const f = await add('keep-0001', 4000, 10);
     assert.deepEqual(await applyRetention(catalog, store, {}, { now: NOW }), { removed: [], freedBytes: 0 });
