@@ -21,6 +21,8 @@ export interface NoticePayload {
   sampleRate?: number;
   frameRate?: number;
   playedAvDumpUrl?: string;
+  /** the request asked to record and is not recorded, or its recording stopped: why (the recorder sets it) */
+  recordingError?: string;
 }
 
 /** A notice with where it goes: the request's cb (if any) and its application. */

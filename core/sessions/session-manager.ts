@@ -271,6 +271,8 @@ export class SessionManager implements Sessions {
     };
     if (req.urls) result.urls = req.urls;
     if (req.flags.recording === true) result.recording = true;
+    // an open that asked to record and cannot (e.g. the record store is out of space) says why; the stream still plays
+    else if (params.record && typeof req.flags.recordingError === 'string') result.recordingError = req.flags.recordingError;
     if (params.audioCfg) result.audioCfg = params.audioCfg;
     if (params.detectMediaTyp) result.detectMediaTyp = true;
     return result;

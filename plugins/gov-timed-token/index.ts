@@ -19,7 +19,27 @@ export default definePlugin({
   async setup(ctx) {
     const seed = ctx.config.tokens.length ? parseTimedTokenBody({ tokens: ctx.config.tokens }) : { ok: true as const, tokens: [] };
     if (!seed.ok) throw new Error(`config key tokens: ${seed.message}`);
-    const store = await TimedTokenStore.open(ctx.stores.keyv('timed-tokens'), seed.tokens);
+    const keyv = ctx.stores.keyv('timed-tokens');
+    let store: TimedTokenStore;
+    let cancelRetry: (() => void) | undefined;
+    try {
+      store = await TimedTokenStore.open(keyv, seed.tokens);
+    } catch (err) {
+      // A store that cannot be read (a full disk, a broken file) must not take the gateway down: check with the
+      // config tokens meanwhile and load the stored set once the store answers again.
+      const why = (err as Error).message;
+      ctx.log.error({ err: why }, 'timed token store unavailable: checking with the config tokens until it is back');
+      store = TimedTokenStore.unsaved(seed.tokens, why);
+      cancelRetry = ctx.clock.setInterval(() => {
+        TimedTokenStore.open(keyv, seed.tokens).then((s) => {
+          if (!cancelRetry) return;
+          cancelRetry();
+          cancelRetry = undefined;
+          store = s;
+          ctx.log.info({ tokens: s.list().length }, 'timed token store back: tokens loaded');
+        }, () => undefined);
+      }, 10_000);
+    }
     const refused = ctx.metrics.counter('refused_total', 'gov opens refused', ['reason']);
     const updates = ctx.metrics.counter('updates_total', 'timed token sets replaced by an admin call');
 
@@ -36,12 +56,18 @@ export default definePlugin({
     ctx.routes.post('/strm/timed_token', async (req) => {
       const parsed = parseTimedTokenBody(req.body);
       if (!parsed.ok) throw new GatewayError(ErrCode.INVALID_PARAM, parsed.message);
-      await store.setTokens(parsed.tokens);
+      try {
+        await store.setTokens(parsed.tokens);
+      } catch (err) {
+        ctx.log.error({ err: (err as Error).message }, 'timed tokens not replaced: the store failed');
+        throw new GatewayError(ErrCode.EXECUTION_ERROR, 'The timed token store is not available; the tokens in use are unchanged.');
+      }
       updates.inc();
       ctx.log.info({ appId: req.app!.appId, count: parsed.tokens.length, expiries: parsed.tokens.map((t) => t.expiredAt.toISOString()) }, 'timed tokens replaced');
       return { data: store.list().map((t) => ({ fingerprint: t.fingerprint, expiredAt: t.expiredAt.toISOString() })) };
     }, { auth: 'admin' });
 
     ctx.log.info({ tokens: store.list().length }, 'timed tokens loaded');
+    return { stop: () => cancelRetry?.() };
   },
 });

@@ -59,6 +59,21 @@ export class TimedTokenStore {
     return self;
   }
 
+  /**
+   * The config tokens, held in memory only: what the plugin checks with while its store cannot be opened (a full
+   * disk), so gov opens go on working. setTokens fails until the real store is back.
+   */
+  static unsaved(configTokens: readonly TimedToken[], why: string): TimedTokenStore {
+    const failing: KeyValueStore = {
+      get: () => Promise.reject(new Error(why)),
+      set: () => Promise.reject(new Error(why)),
+      delete: () => Promise.reject(new Error(why)),
+    };
+    const self = new TimedTokenStore(failing, 'tokens');
+    self.tokens = configTokens.map((t) => ({ digest: sha256(t.token), expiresMs: t.expiredAt.getTime() }));
+    return self;
+  }
+
   /** Replaces the whole set (persisted first: if the store fails, the set in use stays as it was). */
   async setTokens(tokens: readonly TimedToken[]): Promise<void> {
     const current = await this.store.get<StoredTokenSet>(this.key);

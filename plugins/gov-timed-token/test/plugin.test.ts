@@ -283,3 +283,36 @@ describe('gov-timed-token plugin (gateway end to end)', function () {
     });
   });
 });
+
+describe('gov-timed-token with a store that cannot be opened (a full or broken data disk)', function () {
+  this.timeout(30_000);
+
+  it('boots, checks with the config tokens, refuses admin changes with -3, and loads the stored set once the store is back', async () => {
+    const clock = new ManualClock();
+    const dataDir = scratchDir('gov-broken-store');
+    // the store's file cannot be opened: a directory sits where the database would be
+    fs.mkdirSync(path.join(dataDir, 'state.sqlite'));
+    const gw = await bootGateway(clock, { dataDir });
+    try {
+      const open = (timedToken?: string) => gw.api('POST', '/strm/open', { user: { token: 't' }, typ: 'live', simNo: '13800000099', chanId: 1, ...(timedToken ? { timedToken } : {}) }, GOV);
+      const ok = await open(CONFIG_TOKEN);
+      assert.equal(ok.json.errCode, 0, 'gov opens go on with the config tokens');
+      assert.equal((await open('wrong')).json.errCode, -10);
+      const set = await gw.api('POST', '/strm/timed_token', { tokens: [{ token: 'new-Token-0002', expiredAt: isoAt(clock.now() + HOUR) }] }, ADMIN);
+      assert.deepEqual([set.json.errCode, set.json.message], [-3, 'The timed token store is not available; the tokens in use are unchanged.']);
+      assert.ok(gw.logs.some((l) => l.msg === 'timed token store unavailable: checking with the config tokens until it is back'));
+
+      fs.rmdirSync(path.join(dataDir, 'state.sqlite'));
+      clock.advance(10_000);
+      await new Promise((r) => setTimeout(r, 100));
+      assert.ok(gw.logs.some((l) => l.msg === 'timed token store back: tokens loaded'));
+      const set2 = await gw.api('POST', '/strm/timed_token', { tokens: [{ token: 'new-Token-0002', expiredAt: isoAt(clock.now() + HOUR) }] }, ADMIN);
+      assert.equal(set2.json.errCode, 0, 'the store takes changes again');
+      assert.equal((await open('new-Token-0002')).json.errCode, 0);
+      await gw.api('POST', '/strm/close', { reqIds: [ok.json.data[0].reqId] }, GOV);
+    } finally {
+      await gw.stop();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});

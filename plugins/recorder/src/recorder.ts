@@ -54,9 +54,9 @@ async function freeBytes(dir: string): Promise<number> {
   return st.bavail * st.bsize;
 }
 
-/** notices carry why a request that asked for a recording has none (NoticePayload does not name the field yet) */
+/** notices carry why a request that asked for a recording has none */
 function withRecordingError(n: Notice, error: string): void {
-  (n.payload as NoticePayload & { recordingError?: string }).recordingError = error;
+  n.payload.recordingError = error;
 }
 
 export async function startRecorder(ctx: PluginContext<RecorderConfig>, store: RecorderStore): Promise<PluginInstance> {

@@ -181,6 +181,7 @@ export function fullDiskSuite(backend: CatalogBackend): void {
         assert.equal(f.recording, false);
         // SQLite's own error on a tmpfs; on a disk file system the catalog's folder cannot even be made
         assert.match(String(f.recordingError), /^not recorded: the record store is out of space \((SQLITE_FULL|ENOSPC)\)$/);
+        assert.equal(first.recordingError, f.recordingError, 'the open result says why it is not recording');
       } else {
         assert.equal(first.recording, true);
         await waitFor(async () => (await metric(gw, 'gw_recorder_degraded')) === 1, 'the recorder to be degraded');
