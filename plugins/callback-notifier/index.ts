@@ -11,7 +11,7 @@ export class CallbackNotifierConfig {
   @IsInt() @Min(100) @Max(60_000)
   attemptTimeoutMs = 5000;
 
-  /** how long a notice is retried after it was queued */
+  /** how long a notice is retried after it was queued; a backoff that would overshoot it is cut, for a last attempt at the deadline */
   @IsInt() @Min(0) @Max(24 * 3600_000)
   retryForMs = 120_000;
 

@@ -17,7 +17,10 @@ export interface CallbackDispatcherOptions {
   hostPolicy?: HostPolicy;
   /** one POST, connect to last byte of the answer (default 5000) */
   attemptTimeoutMs?: number;
-  /** a notice is retried until this long after it was enqueued; it always gets at least one attempt (default 120000) */
+  /**
+   * a notice is retried until this long after it was enqueued, with a last attempt at that moment when a backoff would
+   * overshoot it; it always gets at least one attempt (default 120000)
+   */
   retryForMs?: number;
   /** first backoff ceiling; doubles per attempt (default 500) */
   backoffBaseMs?: number;
@@ -25,7 +28,10 @@ export interface CallbackDispatcherOptions {
   backoffMaxMs?: number;
   /** a Retry-After longer than this is cut to it (default 30000) */
   retryAfterMaxMs?: number;
-  /** notices waiting per callback host, beyond which the oldest waiting one is dropped (default 1000) */
+  /**
+   * notices waiting per callback host (new ones and ones waiting out a backoff, not those being sent), beyond which the
+   * oldest waiting one is dropped (default 1000)
+   */
   maxQueuePerHost?: number;
   /** notices being sent at once to one host (default 4) */
   concurrencyPerHost?: number;
@@ -43,21 +49,21 @@ export interface CallbackStats {
   dropped: number;
   /** notices waiting per host origin (hosts with nothing waiting or sending are absent) */
   queueDepth: Record<string, number>;
-  /** notices being sent or waiting out a backoff */
+  /** notices being sent (those waiting out a backoff are in queueDepth) */
   inFlight: number;
   /** requests with at least one notice not yet delivered or given up: the only ones whose credentials are held */
   pendingRequests: number;
 }
 
 /**
- * Per-request state, alive only while the request has notices outstanding. `busy` serialises a request's
- * notices: the next one is not started before the current one is delivered or given up, retries included.
+ * Per-request state, alive only while the request has notices outstanding. Only the first of `pending` may be sent:
+ * the next one is not started before the current one is delivered or given up, retries included.
  */
 interface RequestState {
   key: string;
   hostKey: string;
-  outstanding: number;
-  busy: boolean;
+  /** not yet settled, in enqueue order */
+  pending: PendingNotice[];
 }
 
 interface PendingNotice {
@@ -67,14 +73,28 @@ interface PendingNotice {
   reqId: string;
   act: NoticePayload['act'];
   body: string;
+  /** enqueue order, to put a notice back where it was after a failed attempt */
+  seq: number;
+  queuedAt: number;
   deadline: number;
+  attempts: number;
+  /** no attempt before this time (a backoff); 0 for a notice not yet tried */
+  notBefore: number;
 }
 
 /** One per callback origin: its own queue and its own sending slots, so one dead host cannot hold up another. */
 interface HostWorker {
   key: string;
+  /**
+   * Everything not being sent, in enqueue order, including notices waiting out a backoff: those must not keep a
+   * sending slot while they wait, or a dead host's first few notices would hold every slot for the whole budget and
+   * the ones queued behind them would get no attempt before their own budget had run out.
+   */
   waiting: PendingNotice[];
   active: number;
+  /** wakes the worker when the earliest backoff among its sendable notices ends */
+  timer: NodeJS.Timeout | undefined;
+  timerAt: number;
 }
 
 type AttemptOutcome =
@@ -88,10 +108,14 @@ const noMetrics: CallbackMetrics = { delivered() {}, retried() {}, failed() {}, 
 /**
  * Sends `POST <cb>/strm_notif` notices. enqueue() only queues; all network work happens on per-host workers.
  *
- * Overflow policy: when a host's queue is full the OLDEST waiting notice is dropped. A host that far behind is
- * down or badly slow; its oldest notices are the stalest (their requests have often ended already), while the
- * newest carry the current state, above all the `closed`/`failed` an application needs to stop keeping a request.
- * Dropping the newest would lose exactly those.
+ * Retry budget: a notice is retried until `retryForMs` after it was queued, and a backoff that would end past that
+ * moment is cut to it, so the last attempt is made at the deadline rather than skipped. A notice waiting out a
+ * backoff gives its sending slot back, so every queued notice keeps being tried while a host is down.
+ *
+ * Overflow policy: when a host's queue is full the OLDEST waiting notice is dropped, whether new or waiting out a
+ * backoff. A host that far behind is down or badly slow; its oldest notices are the stalest (their requests have
+ * often ended already), while the newest carry the current state, above all the `closed`/`failed` an application
+ * needs to stop keeping a request. Dropping the newest would lose exactly those.
  */
 export class CallbackDispatcher {
   private readonly log: Logger;
@@ -112,10 +136,10 @@ export class CallbackDispatcher {
   private readonly workers = new Map<string, HostWorker>();
   private readonly requests = new Map<string, RequestState>();
   private readonly inflight = new Set<AbortController>();
-  private readonly sleeps = new Set<{ timer: NodeJS.Timeout; wake: () => void }>();
   private idleWaiters: Array<() => void> = [];
   private readonly counts = { delivered: 0, retried: 0, failed: 0, dropped: 0 };
   private active = 0;
+  private seq = 0;
   private stopped = false;
   private markStopped!: (v: 'stopped') => void;
   private readonly stopping = new Promise<'stopped'>((resolve) => (this.markStopped = resolve));
@@ -156,16 +180,18 @@ export class CallbackDispatcher {
     }
     let request = this.requests.get(requestKey);
     if (!request) {
-      request = { key: requestKey, hostKey: parsed.callback.origin, outstanding: 0, busy: false };
+      request = { key: requestKey, hostKey: parsed.callback.origin, pending: [] };
       this.requests.set(requestKey, request);
     }
-    request.outstanding++;
+    const now = Date.now();
+    const n: PendingNotice = {
+      request, callback: parsed.callback, reqId: payload.reqId, act: payload.act, body,
+      seq: ++this.seq, queuedAt: now, deadline: now + this.retryForMs, attempts: 0, notBefore: 0,
+    };
+    request.pending.push(n);
     const worker = this.workerFor(request.hostKey);
-    worker.waiting.push({ request, callback: parsed.callback, reqId: payload.reqId, act: payload.act, body, deadline: Date.now() + this.retryForMs });
-    if (worker.waiting.length > this.maxQueue) {
-      const oldest = worker.waiting.shift()!;
-      this.drop(worker, oldest, 'callback host queue full');
-    }
+    worker.waiting.push(n);
+    this.trim(worker);
     this.pump(worker);
     return true;
   }
@@ -197,12 +223,11 @@ export class CallbackDispatcher {
       unsent += this.active;
       if (unsent > 0) this.log.warn({ unsent }, 'callback dispatcher stopping with undelivered notices');
       for (const c of this.inflight) c.abort();
-      for (const s of this.sleeps) {
-        clearTimeout(s.timer);
-        s.wake();
+      for (const worker of [...this.workers.values()]) {
+        if (worker.timer) clearTimeout(worker.timer);
+        worker.timer = undefined;
+        this.retireIfIdle(worker);
       }
-      this.sleeps.clear();
-      for (const worker of [...this.workers.values()]) this.retireIfIdle(worker);
     }
     await this.whenIdle();
     this.httpAgent.destroy();
@@ -212,78 +237,108 @@ export class CallbackDispatcher {
   private workerFor(key: string): HostWorker {
     let w = this.workers.get(key);
     if (!w) {
-      w = { key, waiting: [], active: 0 };
+      w = { key, waiting: [], active: 0, timer: undefined, timerAt: 0 };
       this.workers.set(key, w);
     }
     return w;
   }
 
   private pump(worker: HostWorker): void {
-    while (worker.active < this.concurrency) {
-      // The first waiting notice whose request has nothing in flight: queue order across requests, strict order
-      // within one (a later notice of a busy request waits, but does not block other requests behind it).
-      const i = worker.waiting.findIndex((n) => !n.request.busy);
-      if (i < 0) break;
-      const [n] = worker.waiting.splice(i, 1);
-      n.request.busy = true;
-      worker.active++;
-      this.active++;
-      void this.deliver(worker, n).then(() => {
-        n.request.busy = false;
-        worker.active--;
-        this.active--;
-        this.settle(n);
-        if (!this.stopped) this.pump(worker);
-        this.retireIfIdle(worker);
-      });
+    if (this.stopped) return;
+    const now = Date.now();
+    let wakeAt = Infinity;
+    // Queue order across requests, strict order within one: only a request's first pending notice may go (a later
+    // one waits, but does not block other requests behind it), and only once its backoff, if any, is over.
+    for (let i = 0; i < worker.waiting.length && worker.active < this.concurrency; ) {
+      const n = worker.waiting[i];
+      if (n.request.pending[0] !== n) {
+        i++;
+      } else if (n.notBefore > now) {
+        wakeAt = Math.min(wakeAt, n.notBefore);
+        i++;
+      } else {
+        worker.waiting.splice(i, 1);
+        this.send(worker, n);
+      }
     }
+    // With every slot taken the scan stopped early; the slot's release pumps again.
+    if (worker.active < this.concurrency && wakeAt !== Infinity) this.wakeAt(worker, wakeAt);
     this.metrics.queueDepth(worker.key, worker.waiting.length);
   }
 
-  /** Never rejects: every outcome is logged and counted here. */
-  private async deliver(worker: HostWorker, n: PendingNotice): Promise<void> {
-    const cb = n.callback!;
-    const ctx = { reqId: n.reqId, act: n.act, cb: cb.redacted };
-    for (let attempt = 1; ; attempt++) {
-      let outcome: AttemptOutcome;
-      try {
-        outcome = await this.attempt(cb, n.body);
-      } catch (err) {
-        // attempt() handles the expected failures; anything else is a bug, reported without the error object
-        // (it could hold request options, headers included).
-        outcome = { kind: 'fail', reason: `internal error: ${(err as Error).message}` };
-      }
-      if (outcome.kind === 'delivered') {
-        this.counts.delivered++;
-        this.metrics.delivered(worker.key);
-        this.log.debug({ ...ctx, attempt, status: outcome.status }, 'callback notice delivered');
-        return;
-      }
-      if (this.stopped || outcome.kind === 'cancelled') {
-        this.countDropped(worker.key);
-        return;
-      }
-      if (outcome.kind === 'fail') {
-        this.giveUp(worker, ctx, attempt, outcome.reason);
-        return;
-      }
-      const delay =
-        outcome.retryAfterMs !== undefined
-          ? Math.min(outcome.retryAfterMs, this.retryAfterMaxMs)
-          : fullJitterDelay(attempt, this.backoffBaseMs, this.backoffMaxMs, this.random);
-      if (Date.now() + delay >= n.deadline) {
-        this.giveUp(worker, ctx, attempt, `${outcome.reason}; retry budget of ${this.retryForMs} ms spent`);
-        return;
-      }
-      this.counts.retried++;
-      this.metrics.retried(worker.key);
-      this.log.debug({ ...ctx, attempt, reason: outcome.reason, delayMs: delay }, 'callback notice will be retried');
-      await this.sleep(delay);
-      if (this.stopped) {
-        this.countDropped(worker.key);
-        return;
-      }
+  private wakeAt(worker: HostWorker, at: number): void {
+    if (worker.timer && worker.timerAt <= at) return;
+    if (worker.timer) clearTimeout(worker.timer);
+    worker.timerAt = at;
+    worker.timer = setTimeout(() => {
+      worker.timer = undefined;
+      this.pump(worker);
+    }, Math.max(0, at - Date.now()));
+  }
+
+  private send(worker: HostWorker, n: PendingNotice): void {
+    worker.active++;
+    this.active++;
+    n.attempts++;
+    void this.attemptSafely(n).then((outcome) => {
+      worker.active--;
+      this.active--;
+      this.conclude(worker, n, outcome);
+      this.pump(worker);
+      this.retireIfIdle(worker);
+    });
+  }
+
+  private async attemptSafely(n: PendingNotice): Promise<AttemptOutcome> {
+    try {
+      return await this.attempt(n.callback!, n.body);
+    } catch (err) {
+      // attempt() handles the expected failures; anything else is a bug, reported without the error object
+      // (it could hold request options, headers included).
+      return { kind: 'fail', reason: `internal error: ${(err as Error).message}` };
     }
+  }
+
+  /** Every outcome of an attempt is logged and counted here, once. */
+  private conclude(worker: HostWorker, n: PendingNotice, outcome: AttemptOutcome): void {
+    const ctx = { reqId: n.reqId, act: n.act, cb: n.callback!.redacted };
+    const attempt = n.attempts;
+    if (outcome.kind === 'delivered') {
+      this.counts.delivered++;
+      this.metrics.delivered(worker.key);
+      this.log.debug({ ...ctx, attempt, status: outcome.status }, 'callback notice delivered');
+      this.settle(n);
+      return;
+    }
+    if (this.stopped || outcome.kind === 'cancelled') {
+      this.countDropped(worker.key);
+      this.settle(n);
+      return;
+    }
+    if (outcome.kind === 'fail') {
+      this.giveUp(worker, n, ctx, outcome.reason);
+      return;
+    }
+    const now = Date.now();
+    if (now >= n.deadline) {
+      this.giveUp(worker, n, ctx, `${outcome.reason}; retry budget of ${this.retryForMs} ms spent`);
+      return;
+    }
+    const delay =
+      outcome.retryAfterMs !== undefined
+        ? Math.min(outcome.retryAfterMs, this.retryAfterMaxMs)
+        : fullJitterDelay(attempt, this.backoffBaseMs, this.backoffMaxMs, this.random);
+    // A backoff that would end past the deadline is cut to it: giving up now would cut the budget short by up to a
+    // whole backoff (30 s), and a receiver back within the budget would still lose the notice.
+    n.notBefore = Math.min(now + delay, n.deadline);
+    let at = worker.waiting.findIndex((w) => w.seq > n.seq);
+    if (at < 0) at = worker.waiting.length;
+    worker.waiting.splice(at, 0, n);
+    this.trim(worker);
+    if (n.callback === undefined) return; // the queue was full and this was its oldest notice
+    this.counts.retried++;
+    this.metrics.retried(worker.key);
+    this.log.debug({ ...ctx, attempt, reason: outcome.reason, delayMs: n.notBefore - now, lastAttempt: n.notBefore === n.deadline }, 'callback notice will be retried');
   }
 
   private async attempt(cb: ParsedCallback, body: string): Promise<AttemptOutcome> {
@@ -333,10 +388,19 @@ export class CallbackDispatcher {
     return false;
   }
 
-  private giveUp(worker: HostWorker, ctx: object, attempts: number, reason: string): void {
+  private giveUp(worker: HostWorker, n: PendingNotice, ctx: object, reason: string): void {
     this.counts.failed++;
     this.metrics.failed(worker.key);
-    this.log.warn({ ...ctx, attempts, reason }, 'callback notice given up');
+    this.log.warn({ ...ctx, attempts: n.attempts, queuedMs: Date.now() - n.queuedAt, reason }, 'callback notice given up');
+    this.settle(n);
+  }
+
+  /**
+   * Keeps a host's waiting notices within maxQueuePerHost (plus at most concurrencyPerHost being sent), dropping the
+   * oldest: a notice back from a failed attempt counts like a new one, so an outage cannot grow the queue.
+   */
+  private trim(worker: HostWorker): void {
+    while (worker.waiting.length > this.maxQueue) this.drop(worker, worker.waiting.shift()!, 'callback host queue full');
   }
 
   private drop(worker: HostWorker, n: PendingNotice, reason: string | undefined): void {
@@ -358,12 +422,15 @@ export class CallbackDispatcher {
   private settle(n: PendingNotice): void {
     n.callback = undefined;
     const r = n.request;
-    r.outstanding--;
-    if (r.outstanding === 0 && this.requests.get(r.key) === r) this.requests.delete(r.key);
+    const i = r.pending.indexOf(n);
+    if (i >= 0) r.pending.splice(i, 1);
+    if (r.pending.length === 0 && this.requests.get(r.key) === r) this.requests.delete(r.key);
   }
 
   private retireIfIdle(worker: HostWorker): void {
     if (worker.waiting.length > 0 || worker.active > 0 || this.workers.get(worker.key) !== worker) return;
+    if (worker.timer) clearTimeout(worker.timer);
+    worker.timer = undefined;
     this.workers.delete(worker.key);
     this.metrics.queueDepth(worker.key, 0);
     if (this.workers.size === 0) {
@@ -371,19 +438,6 @@ export class CallbackDispatcher {
       this.idleWaiters = [];
       for (const w of waiters) w();
     }
-  }
-
-  private sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const entry = {
-        timer: setTimeout(() => {
-          this.sleeps.delete(entry);
-          resolve();
-        }, ms),
-        wake: resolve,
-      };
-      this.sleeps.add(entry);
-    });
   }
 }
 

@@ -21,6 +21,8 @@ export interface Arrival {
   answered: number | 'hang';
   /** came over TLS */
   encrypted: boolean;
+  /** Date.now() when the whole body had arrived */
+  at: number;
 }
 
 export type Answer = number | { status: number; headers?: Record<string, string>; delayMs?: number } | 'hang';
@@ -52,6 +54,7 @@ export class Receiver {
           body,
           answered: a === 'hang' ? 'hang' : typeof a === 'number' ? a : a.status,
           encrypted: (req.socket as TLSSocket).encrypted === true,
+          at: Date.now(),
         };
         this.arrivals.push(arrival);
         this.open++;
@@ -68,8 +71,12 @@ export class Receiver {
     this.server = tlsOptions ? https.createServer(tlsOptions, handler) : http.createServer(handler);
   }
 
-  async start(): Promise<this> {
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+  /** `port` 0 takes a free one; a given port brings a receiver back where an earlier one listened (an outage's end). */
+  async start(port = 0): Promise<this> {
+    await new Promise<void>((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen(port, '127.0.0.1', () => (this.server.off('error', reject), resolve()));
+    });
     this.port = (this.server.address() as AddressInfo).port;
     return this;
   }
