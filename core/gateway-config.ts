@@ -90,6 +90,50 @@ export class GatewayConfig {
   @IsInt() @Min(1) @Max(86400)
   authBlockSec = 60;
 
+  /**
+   * open connections one address (an IPv6 /64) may hold on one HTTP listener: the API port and plugins' own HTTP
+   * ports (flv-out's players). A player takes one per stream and an API client a small pool, so 256 is a large video
+   * wall behind one NAT; past it a single client could hold a listener's share of the descriptors. 0: no cap
+   */
+  @IsInt() @Min(0) @Max(10_000_000)
+  maxHttpConnectionsPerAddress = 256;
+
+  /**
+   * the same for plugins' raw TCP listeners (jt1078-ingest's terminal ports): a carrier's NAT puts many vehicles
+   * behind one address, each with a link per channel it pushes, so the cap is far higher. 0: no cap
+   */
+  @IsInt() @Min(0) @Max(10_000_000)
+  maxTcpConnectionsPerAddress = 4096;
+
+  /**
+   * open connections on any one listener, from all addresses; 0: half of the descriptors the process may open below
+   * fdReserve (Linux; elsewhere no cap), so a flood of one port from many addresses leaves the other ports theirs
+   */
+  @IsInt() @Min(0) @Max(10_000_000)
+  maxConnectionsPerListener = 0;
+
+  /**
+   * addresses or CIDRs the per-address caps do not apply to: a reverse proxy or load balancer in front of the
+   * gateway brings every client from its own address (loopback by default: a TLS front on the same machine)
+   */
+  @IsArray() @IsString({ each: true })
+  perAddressExempt: string[] = ['127.0.0.0/8', '::1/128'];
+
+  /**
+   * Linux: descriptors kept back from the media and plugin ports (at most a quarter of the process's limit). Once
+   * fewer than this are free those ports refuse new connections; the API port may still use half of them (keeps,
+   * health, metrics), the rest stays for files, recordings and callbacks. 0: off
+   */
+  @IsInt() @Min(0) @Max(1_000_000)
+  fdReserve = 256;
+
+  /**
+   * per listener, by its port's name as in the "gateway started" line ("gateway.httpPort", "flv-out.port",
+   * "jt1078-ingest.livePort2013"): {"maxConnections": n, "maxConnectionsPerAddress": n}, over the keys above
+   */
+  @IsObject()
+  listenerLimits: Record<string, unknown> = {};
+
   /** small-state store: {"kind":"sqlite"} (file in dataDir), {"kind":"redis","url":"redis://..."} or {"kind":"memory"} */
   @IsObject()
   store: Record<string, unknown> = { kind: 'sqlite' };
@@ -148,13 +192,13 @@ export function requestLimits(entries: ApplicationEntry[]): Map<string, number> 
 }
 
 /**
- * metricsAllow as a BlockList (used as an allow list). A bare address is a host; IPv4 entries also match the
- * IPv4-mapped IPv6 form a dual-stack listener reports.
+ * An address list (metricsAllow, perAddressExempt) as a BlockList (used as an allow list). A bare address is a host;
+ * IPv4 entries also match the IPv4-mapped IPv6 form a dual-stack listener reports.
  */
-export function parseAllowList(list: string[], where: string): net.BlockList {
+export function parseAllowList(list: string[], where: string, key = 'metricsAllow'): net.BlockList {
   const bl = new net.BlockList();
   list.forEach((raw, i) => {
-    const at = `${where}: key metricsAllow[${i}]`;
+    const at = `${where}: key ${key}[${i}]`;
     const m = /^([^/]+)(?:\/(\d{1,3}))?$/.exec(typeof raw === 'string' ? raw.trim() : '');
     const family = m ? net.isIP(m[1]) : 0;
     if (!m || family === 0) throw new BootError(`${at}: '${String(raw)}' is not an IP address or CIDR (e.g. 10.0.0.0/8, ::1/128)`);
@@ -171,4 +215,35 @@ export function allowListed(bl: net.BlockList, remote: string): boolean {
   if (v4) return bl.check(v4[1], 'ipv4');
   const family = net.isIP(remote);
   return family !== 0 && bl.check(remote, family === 4 ? 'ipv4' : 'ipv6');
+}
+
+/** One listener's caps from the site's listenerLimits; a key left out takes the gateway's (or the plugin's) default. */
+export interface ListenerLimits {
+  /** 0: the automatic cap of maxConnectionsPerListener */
+  maxConnections?: number;
+  /** 0: no per-address cap */
+  maxConnectionsPerAddress?: number;
+}
+
+const LISTENER_NAME = /^[a-z][a-z0-9-]*\.[A-Za-z][A-Za-z0-9]*$/;
+
+/**
+ * Checks listenerLimits by hand so a bad entry is named as listenerLimits.<listener>.<key>. Whether each listener
+ * exists is known only once the plugins have bound theirs (ConnectionGuard.unknownOverrides).
+ */
+export function parseListenerLimits(raw: Record<string, unknown>, where: string): Map<string, ListenerLimits> {
+  const out = new Map<string, ListenerLimits>();
+  for (const [name, v] of Object.entries(raw)) {
+    const at = `${where}: key listenerLimits.${name}`;
+    if (!LISTENER_NAME.test(name)) throw new BootError(`${at}: a listener is named "<plugin>.<port key>" (e.g. flv-out.port) or gateway.httpPort`);
+    if (!v || typeof v !== 'object' || Array.isArray(v)) throw new BootError(`${at}: must be an object like {"maxConnectionsPerAddress": 64}`);
+    const limits: ListenerLimits = {};
+    for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
+      if (k !== 'maxConnections' && k !== 'maxConnectionsPerAddress') throw new BootError(`${at}.${k}: unknown key (known: maxConnections, maxConnectionsPerAddress)`);
+      if (typeof x !== 'number' || !Number.isInteger(x) || x < 0 || x > 10_000_000) throw new BootError(`${at}.${k}: must be an integer from 0 to 10000000`);
+      limits[k] = x;
+    }
+    out.set(name, limits);
+  }
+  return out;
 }

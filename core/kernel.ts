@@ -6,7 +6,8 @@ import { container as rootContainer, type DependencyContainer } from 'tsyringe';
 import pino, { type Logger, type DestinationStream } from 'pino';
 import type { Registry } from 'prom-client';
 import { BootError, buildConfig, checkEnvNames, envNameFor, freePortOverrides } from './config';
-import { GatewayConfig, parseAllowList, parseApplications, requestLimits, type ApplicationEntry } from './gateway-config';
+import { GatewayConfig, parseAllowList, parseApplications, parseListenerLimits, requestLimits, type ApplicationEntry, type ListenerLimits } from './gateway-config';
+import { ConnectionGuard, type FdProbe } from './connection-guard';
 import { loadSite, type SiteSpec } from './site';
 import { ApplicationRegistry } from './apps';
 import { ApiServer, type ApiServerOptions } from './http/api-server';
@@ -46,6 +47,8 @@ export interface KernelOptions {
    * test never collides with a gateway running on the same machine. The environment still wins.
    */
   freePorts?: boolean;
+  /** where the descriptor count and limit come from (tests fake a process near its limit); default /proc/self */
+  fdProbe?: FdProbe;
 }
 
 interface Loaded extends PluginResources {
@@ -71,6 +74,8 @@ export class Kernel {
   apps!: ApplicationRegistry;
   /** metricsAllow, checked by the /metrics and /healthz routes */
   metricsAllow!: net.BlockList;
+  /** connection caps and the descriptor reserve of every TCP and HTTP listener */
+  connections!: ConnectionGuard;
   container!: DependencyContainer;
   siteInfo!: SiteInfo;
   /** bound ports by "<plugin>.<key>" (and "gateway.httpPort"); useful with port 0 */
@@ -145,6 +150,8 @@ export class Kernel {
     this.gateway = buildConfig(GatewayConfig, this.site.gateway, { where: `${this.site.file}: gateway`, envPrefix: 'GW', env: this.env });
     const appEntries = parseApplications(this.gateway.applications, `${this.site.file}: gateway`);
     this.metricsAllow = parseAllowList(this.gateway.metricsAllow, `${this.site.file}: gateway`);
+    const perAddressExempt = parseAllowList(this.gateway.perAddressExempt, `${this.site.file}: gateway`, 'perAddressExempt');
+    const listenerLimits = parseListenerLimits(this.gateway.listenerLimits, `${this.site.file}: gateway`);
     // Every plugin's config is checked before anything starts, so a typo never leaves half a gateway running.
     const resolved = this.site.plugins.map((entry) => {
       const def = this.resolvePlugin(entry);
@@ -198,7 +205,9 @@ export class Kernel {
       logIntervalMs: 10_000, now: () => this.clock.now(),
     });
     this.authHooks = { loginGuard: this.loginGuard, onAuthFailure: (reason: string) => authFailures.inc({ reason }), onAuthThrottled: () => authThrottled.inc() };
+    this.connections = this.connectionGuard(coreMetrics, perAddressExempt, listenerLimits);
     this.api = new ApiServer({ bodyLimit: this.gateway.bodyLimit, apps: this.apps, log: this.log.child({ part: 'http' }), ...this.authHooks });
+    this.connections.guardServer(this.api.server, this.connections.gate('gateway.httpPort', 'api'));
 
     this.container = rootContainer.createChildContainer();
     this.container.registerInstance(TOKENS.Kernel, this);
@@ -231,8 +240,34 @@ export class Kernel {
       this.services.checkProvided(def);
       loaded.log.info('plugin started');
     }
+    const unknown = this.connections.unknownOverrides();
+    if (unknown.length) {
+      throw new BootError(`${this.site.file}: gateway: key listenerLimits.${unknown[0]}: no such listener on this site (its listeners: ${this.connections.listenerNames().join(', ')})`);
+    }
     this.started = true;
-    this.log.info({ httpPort, plugins: ordered.map((o) => o.def.name), ports: this.ports }, 'gateway started');
+    this.log.info({ httpPort, plugins: ordered.map((o) => o.def.name), ports: this.ports, connections: this.connections.describe() }, 'gateway started');
+  }
+
+  private connectionGuard(coreMetrics: ReturnType<typeof metricsFor>, perAddressExempt: net.BlockList, overrides: Map<string, ListenerLimits>): ConnectionGuard {
+    const refused = coreMetrics.counter(
+      'connections_refused_total',
+      'connections closed at once: over a per-address (address) or per-listener (listener) cap, or descriptors near the process limit (fds)',
+      ['listener', 'reason'],
+    );
+    const errors = coreMetrics.counter('listener_errors_total', 'errors listeners reported after binding (accept failures), by code', ['listener', 'code']);
+    const g = this.gateway;
+    const guard = new ConnectionGuard({
+      maxHttpConnectionsPerAddress: g.maxHttpConnectionsPerAddress, maxTcpConnectionsPerAddress: g.maxTcpConnectionsPerAddress,
+      maxConnectionsPerListener: g.maxConnectionsPerListener, fdReserve: g.fdReserve, perAddressExempt, overrides,
+      log: this.log.child({ part: 'net' }), probe: this.opts.fdProbe,
+      onRefused: (listener, reason) => refused.inc({ listener, reason }),
+      onListenerError: (listener, code) => errors.inc({ listener, code }),
+    });
+    coreMetrics.gauge('connections_open', 'open TCP and HTTP connections, by listener', ['listener'], (gauge) => {
+      gauge.reset();
+      for (const [listener, n] of guard.openByListener()) gauge.set({ listener }, n);
+    });
+    return guard;
   }
 
   /**
@@ -257,6 +292,8 @@ export class Kernel {
       this.api.server.once('error', onErr);
       this.api.server.listen(this.gateway.httpPort, host, () => {
         this.api.server.off('error', onErr);
+        // without a listener an 'error' after binding would be thrown as an uncaught exception
+        this.connections.watchErrors(this.api.server, 'gateway.httpPort');
         resolve();
       });
     });
@@ -270,7 +307,7 @@ export class Kernel {
     const where = `${this.site.file}: plugin ${name}`;
     const netApi = pluginNet(l, {
       plugin: name, where, defaultHost: this.gateway.listenHost, ports: this.ports, bodyLimit: this.gateway.bodyLimit, apps: this.apps,
-      auth: this.authHooks,
+      auth: this.authHooks, connections: this.connections,
     });
     const stores = this.stores;
     const dataDir = this.siteInfo.dataDir;
@@ -331,6 +368,7 @@ export class Kernel {
       l.log.debug('plugin stopped');
     }
     await this.api?.close();
+    this.connections?.stop();
     await this.stores?.close();
     this.registry?.clear();
     this.log?.info('gateway stopped');

@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import type { HttpListener, HttpListenOptions, ListenOptions, Net } from '../plugin-sdk/plugin';
 import type { ApplicationRegistry } from './apps';
 import { BootError } from './config';
+import type { ConnectionGuard } from './connection-guard';
 import { ApiServer, type ApiServerOptions } from './http/api-server';
 
 /** What a plugin opened through ctx.net, for the kernel to close after its stop(). */
@@ -34,6 +35,8 @@ export interface PluginNetOptions {
   apps: ApplicationRegistry;
   /** the gateway's login brake and auth counters: a plugin's own port is no way around them */
   auth?: Pick<ApiServerOptions, 'loginGuard' | 'onAuthFailure' | 'onAuthThrottled'>;
+  /** connection caps and the descriptor reserve, shared with the API port */
+  connections: ConnectionGuard;
 }
 
 /** A plugin's ctx.net: listeners that name their config key when they cannot bind, and are tracked for stop. */
@@ -45,7 +48,10 @@ export function pluginNet(l: PluginResources, o: PluginNetOptions): Net {
   const listenTcp = (lo: ListenOptions, onConn: (s: net.Socket) => void) =>
     new Promise<net.Server>((resolve, reject) => {
       const host = lo.host ?? defaultHost;
+      const listener = `${name}.${lo.key}`;
+      const gate = o.connections.gate(listener, 'tcp', lo.maxConnectionsPerAddress);
       const srv = net.createServer((sock) => {
+        if (!gate.admit(sock)) return;
         l.sockets.add(sock);
         sock.once('close', () => l.sockets.delete(sock));
         onConn(sock);
@@ -53,9 +59,9 @@ export function pluginNet(l: PluginResources, o: PluginNetOptions): Net {
       srv.once('error', (err: NodeJS.ErrnoException) => reject(bindError(lo.key, err, lo.port, host)));
       srv.listen(lo.port, host, () => {
         srv.removeAllListeners('error');
-        srv.on('error', (err) => l.log.error({ err }, 'TCP listener error'));
+        o.connections.watchErrors(srv, listener);
         l.servers.push(srv);
-        o.ports[`${name}.${lo.key}`] = (srv.address() as net.AddressInfo).port;
+        o.ports[listener] = (srv.address() as net.AddressInfo).port;
         resolve(srv);
       });
     });
@@ -68,7 +74,7 @@ export function pluginNet(l: PluginResources, o: PluginNetOptions): Net {
       sock.on('message', (m, r) => onMsg(m, r, sock));
       sock.bind(lo.port, host, () => {
         sock.removeAllListeners('error');
-        sock.on('error', (err) => l.log.error({ err }, 'UDP listener error'));
+        o.connections.watchErrors(sock, `${name}.${lo.key}:udp`);
         l.servers.push(sock);
         o.ports[`${name}.${lo.key}:udp`] = sock.address().port;
         resolve(sock);
@@ -81,18 +87,20 @@ export function pluginNet(l: PluginResources, o: PluginNetOptions): Net {
       headersTimeoutMs: lo.headersTimeoutMs, requestTimeoutMs: lo.requestTimeoutMs, ...o.auth,
     });
     const host = lo.host ?? defaultHost;
+    const listener = `${name}.${lo.key}`;
+    o.connections.guardServer(api.server, o.connections.gate(listener, 'http', lo.maxConnectionsPerAddress));
     await new Promise<void>((resolve, reject) => {
       const onErr = (err: NodeJS.ErrnoException) => reject(bindError(lo.key, err, lo.port, host));
       api.server.once('error', onErr);
       api.server.listen(lo.port, host, () => {
         api.server.off('error', onErr);
-        api.server.on('error', (err) => l.log.error({ err }, 'HTTP listener error'));
+        o.connections.watchErrors(api.server, listener);
         resolve();
       });
     });
     l.http.push(api);
     const port = (api.server.address() as net.AddressInfo).port;
-    o.ports[`${name}.${lo.key}`] = port;
+    o.ports[listener] = port;
     return { routes: api.routesFor(name), port, server: api.server };
   };
 

@@ -30,6 +30,12 @@ export interface ListenOptions {
   host?: string;
   /** the config key that holds the port, so a bind failure names it */
   key: string;
+  /**
+   * TCP and HTTP: connections one address (an IPv6 /64) may hold open on this listener, where the site's gateway
+   * `listenerLimits` does not say; default the gateway's maxTcpConnectionsPerAddress (listenTcp: devices, many
+   * behind one NAT) or maxHttpConnectionsPerAddress (listenHttp: players and API clients); 0: no cap. UDP: unused.
+   */
+  maxConnectionsPerAddress?: number;
 }
 
 export interface HttpListenOptions extends ListenOptions {
