@@ -2,7 +2,8 @@
  * A real browser player for the browser tests: Debian's Chromium (headless, driven by playwright-core) opening a
  * tiny page, served from 127.0.0.1, that plays FLV streams with mpegts.js from node_modules. The page keeps, per
  * player, what mpegts.js reported (events, errors) and what the <video> element shows (size, clock, decoded
- * frames); the tests read that back with snapshot(). Never a browser build downloaded by a test tool.
+ * frames); the tests read that back with snapshot(). A player can also be listened to (listen(), hear()): its sound
+ * through a Web Audio analyser, for its level and spectrum. Never a browser build downloaded by a test tool.
  */
 import * as fs from 'node:fs';
 import * as http from 'node:http';
@@ -41,6 +42,39 @@ export interface PlayerSnapshot {
   at: number;
 }
 
+/** What a listener of one player hears: the element's audio through a Web Audio analyser (see listen()). */
+export interface AudioSnapshot {
+  /** the element's webkitAudioDecodedByteCount: bytes of compressed audio its decoder has taken */
+  decodedAudioBytes: number;
+  muted: boolean;
+  volume: number;
+  /** mpegts.js's media info: the stream's codec (mp4a.40.x, as its AudioSpecificConfig says), rate and channels */
+  audioCodec?: string;
+  audioSampleRate?: number;
+  audioChannelCount?: number;
+  mimeType?: string;
+  /** the types mpegts.js created the element's SourceBuffers with (what the browser was asked to decode) */
+  sourceBufferTypes: string[];
+  /** the page's AudioContext: 'running' when its graph is being rendered */
+  contextState: string;
+  /** its clock, s (advances only while it renders) */
+  contextTime: number;
+  sampleRate: number;
+  /** the analyser's frequency resolution, Hz */
+  binHz: number;
+  /** the strongest component in the band asked for (between bins), Hz, and its level, dB */
+  peakHz: number;
+  peakDb: number;
+  /** the strongest component more than 50 Hz away from it, and the median level of the band without it, dB */
+  nextHz: number;
+  nextDb: number;
+  floorDb: number;
+  /** RMS of the analyser's last window of samples (full scale 1) */
+  rms: number;
+  /** performance.now() when read, ms */
+  at: number;
+}
+
 const PAGE = `<!doctype html>
 <html><head><meta charset="utf-8"><link rel="icon" href="data:,"><title>mpegts.js player</title></head>
 <body>
@@ -58,6 +92,26 @@ window.WebSocket = class extends NativeWebSocket {
     const key = String(url);
     this.addEventListener('close', (e) => (window.wsCloseCodes[key] = window.wsCloseCodes[key] || []).push(e.code));
   }
+};
+// The types mpegts.js gives MediaSource for its SourceBuffers (its media info names the stream's codec, which is not
+// always what it asks the browser to decode), kept per MediaSource and found again from the element it plays in.
+const sourceBufferTypes = new WeakMap();
+const mediaSourceByUrl = new Map();
+const nativeAddSourceBuffer = MediaSource.prototype.addSourceBuffer;
+MediaSource.prototype.addSourceBuffer = function (type) {
+  if (!sourceBufferTypes.has(this)) sourceBufferTypes.set(this, []);
+  sourceBufferTypes.get(this).push(type);
+  return nativeAddSourceBuffer.call(this, type);
+};
+const nativeCreateObjectURL = URL.createObjectURL;
+URL.createObjectURL = function (obj) {
+  const url = nativeCreateObjectURL.call(URL, obj);
+  if (obj instanceof MediaSource) mediaSourceByUrl.set(url, obj);
+  return url;
+};
+const sourceBufferTypesOf = (video) => {
+  const ms = video.srcObject instanceof MediaSource ? video.srcObject : mediaSourceByUrl.get(video.src);
+  return (ms && sourceBufferTypes.get(ms)) || [];
 };
 window.h264Supported = () => MediaSource.isTypeSupported('video/mp4; codecs="avc1.42E01E"');
 window.play = (id, url, source) => {
@@ -95,9 +149,80 @@ window.snapshot = (id) => {
     at: performance.now(),
   };
 };
+// Listening: the element's sound routed through Web Audio to an analyser. With --disable-audio-output the
+// AudioContext renders into Chromium's fake output, on a timer at its real rate, and a MediaElementAudioSourceNode
+// hands it what the element decoded, resampled to the context's rate: the analyser gets what a listener would hear.
+let audioCtx = null;
+window.listen = async (id, fftSize) => {
+  const rec = window.players[id];
+  if (!rec) throw new Error('no player ' + id);
+  audioCtx = audioCtx || new AudioContext();
+  // a muted element feeds silence to the graph too: a listener needs it unmuted (the autoplay policy flag lets it)
+  rec.video.muted = false;
+  rec.video.volume = 1;
+  rec.source = audioCtx.createMediaElementSource(rec.video);
+  rec.analyser = audioCtx.createAnalyser();
+  rec.analyser.fftSize = fftSize;
+  // each reading is one window on its own, not averaged with earlier ones (a reading before the sound came would linger)
+  rec.analyser.smoothingTimeConstant = 0;
+  rec.source.connect(rec.analyser);
+  rec.analyser.connect(audioCtx.destination);
+  await audioCtx.resume();
+  return { state: audioCtx.state, sampleRate: audioCtx.sampleRate };
+};
+window.hear = (id, band) => {
+  const rec = window.players[id];
+  if (!rec) return null;
+  const v = rec.video;
+  const mi = rec.player && rec.player.mediaInfo;
+  const out = {
+    decodedAudioBytes: v.webkitAudioDecodedByteCount, muted: v.muted, volume: v.volume,
+    audioCodec: mi ? mi.audioCodec : undefined, audioSampleRate: mi ? mi.audioSampleRate : undefined,
+    audioChannelCount: mi ? mi.audioChannelCount : undefined, mimeType: mi ? mi.mimeType : undefined,
+    sourceBufferTypes: sourceBufferTypesOf(v),
+    contextState: audioCtx ? audioCtx.state : 'none', contextTime: audioCtx ? audioCtx.currentTime : 0,
+    sampleRate: audioCtx ? audioCtx.sampleRate : 0, binHz: 0, peakHz: 0, peakDb: -Infinity, nextDb: -Infinity, nextHz: 0,
+    floorDb: -Infinity, rms: 0, at: performance.now(),
+  };
+  const an = rec.analyser;
+  if (!an) return out;
+  const time = new Float32Array(an.fftSize);
+  an.getFloatTimeDomainData(time);
+  let sq = 0;
+  for (const x of time) sq += x * x;
+  out.rms = Math.sqrt(sq / time.length);
+  const db = new Float32Array(an.frequencyBinCount);
+  an.getFloatFrequencyData(db);
+  const binHz = audioCtx.sampleRate / an.fftSize;
+  out.binHz = binHz;
+  // only the band the source can carry (the terminal sends 8 kHz audio): above it there is nothing to compare with
+  const lo = Math.max(1, Math.ceil(band[0] / binHz));
+  const hi = Math.min(db.length - 2, Math.floor(band[1] / binHz));
+  let k = lo;
+  for (let i = lo; i <= hi; i++) if (db[i] > db[k]) k = i;
+  // the peak between bins: a parabola through the peak bin and its neighbours (in dB)
+  const a = db[k - 1], b = db[k], c = db[k + 1];
+  const d = a - 2 * b + c;
+  const off = Number.isFinite(d) && d < 0 ? (0.5 * (a - c)) / d : 0;
+  out.peakHz = (k + off) * binHz;
+  out.peakDb = b;
+  // the strongest component away from the peak (a window's skirt is a few bins wide: 50 Hz is well clear of it)
+  const away = Math.ceil(50 / binHz);
+  const rest = [];
+  for (let i = lo; i <= hi; i++) {
+    if (Math.abs(i - k) <= away) continue;
+    rest.push(db[i]);
+    if (db[i] > out.nextDb) { out.nextDb = db[i]; out.nextHz = i * binHz; }
+  }
+  rest.sort((x, y) => x - y);
+  out.floorDb = rest.length ? rest[rest.length >> 1] : -Infinity;
+  return out;
+};
 window.stop = (id) => {
   const rec = window.players[id];
   if (!rec || !rec.player) return;
+  if (rec.source) rec.source.disconnect();
+  if (rec.analyser) rec.analyser.disconnect();
   rec.player.pause();
   rec.player.unload();
   rec.player.detachMediaElement();
@@ -159,7 +284,12 @@ export class BrowserPlayer {
         headless: true,
         timeout: 30_000,
         args: [
+          // players start without a click, unmuted too (listen() unmutes them)
           '--autoplay-policy=no-user-gesture-required',
+          // Chromium's fake audio output (FakeAudioManager, as its own browser tests use): streams are consumed on a
+          // timer at their real rate, so media clocks and Web Audio run as with a sound card, on any machine, with
+          // no sound card, PulseAudio server or ALSA device needed (this one has none) and none played through
+          '--disable-audio-output',
           '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
           // this machine's network is closed: no background connections to be refused
           '--disable-background-networking', '--disable-component-update', '--disable-sync',
@@ -198,6 +328,23 @@ export class BrowserPlayer {
 
   async snapshot(id: string): Promise<PlayerSnapshot> {
     const s = await within(`reading player '${id}' from the page`, 5_000, this.page.evaluate((i) => (globalThis as any).snapshot(i) as PlayerSnapshot | null, id));
+    if (!s) throw new Error(`no player '${id}' in the page`);
+    return s;
+  }
+
+  /**
+   * Unmutes the player's element and routes its sound through Web Audio to an analyser of `fftSize` samples; returns
+   * the AudioContext's state (it must be 'running') and rate.
+   */
+  listen(id: string, fftSize = 32768): Promise<{ state: string; sampleRate: number }> {
+    return within(`listening to player '${id}' in the page`, 5_000,
+      this.page.evaluate(([i, n]) => (globalThis as any).listen(i, n) as Promise<{ state: string; sampleRate: number }>, [id, fftSize] as const));
+  }
+
+  /** What the analyser of a listened player hears now, its spectrum searched within band ([lowHz, highHz]). */
+  async hear(id: string, band: [number, number] = [50, 4000]): Promise<AudioSnapshot> {
+    const s = await within(`reading player '${id}'s sound in the page`, 5_000,
+      this.page.evaluate(([i, b]) => (globalThis as any).hear(i, b) as AudioSnapshot | null, [id, band] as const));
     if (!s) throw new Error(`no player '${id}' in the page`);
     return s;
   }
