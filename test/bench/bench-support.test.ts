@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as net from 'node:net';
@@ -8,12 +9,17 @@ import { Jt1078Parser } from '../../plugins/jt1078-ingest/src/parser';
 import type { Jt1078Packet } from '../../plugins/jt1078-ingest/src/packet';
 import { splitAnnexB } from '../../plugin-sdk/formats/annexb';
 import { flvFileHeader, serializeTag } from '../../plugin-sdk/formats/flv';
+import { ALAW_TO_PCM } from '../../plugin-sdk/codecs';
 import { fixturePath, scratchDir } from '../support/paths';
+import { slope } from './audio';
+import { BenchPlayer } from './support/bench-player';
 import { FlvPlayCounter } from './support/flv-play-counter';
+import { benchApplications, threadCpu } from './support/gateway-harness';
 import {
   bucketsDelta, bucketsOf, coreTimes, cpuSeconds, histogramQuantile, parsePrometheus, quantile, rssBytes, summariseCpuProfile, sumOf,
+  threadCpuSeconds, threadsOf, wasmRssBytes,
 } from './support/process-probe';
-import { SynthTerminal, synthesise } from './support/synth-terminals';
+import { SENT_RING, SynthTerminal, speechPcm, synthAudioStream, synthesise } from './support/synth-terminals';
 import { BENCHES, main as benchMain } from './run';
 
 const GLACIALL = () => fixturePath('jt1078/glaciall-cif-h264-2013.bin');
@@ -46,12 +52,13 @@ describe('bench support: FlvPlayCounter', () => {
       const wire = Buffer.concat(raw);
       assert.match(wire.toString('latin1', 0, 300), /transfer-encoding: chunked/i, 'the server really used chunked encoding');
       for (const step of [wire.length, 4096, 7, 1]) {
-        const seen: Array<[number, number, number]> = [];
-        const c = new FlvPlayCounter((type, ts, size) => seen.push([type, ts, size]));
+        const seen: Array<[number, number, number, number]> = [];
+        const c = new FlvPlayCounter((type, ts, size, head) => seen.push([type, ts, size, head]));
         for (let i = 0; i < wire.length; i += step) c.push(wire.subarray(i, i + step));
         assert.equal(c.error, 'response ended (last chunk)', `step ${step}`);
         assert.equal(c.status, 200);
-        assert.deepEqual(seen, [[18, 0, 40], [9, 0, 30], [9, 40, 70_000], [8, 41, 160], [9, 0x1234567, 5]], `step ${step}`);
+        // each body is filled with its type byte: the first two bytes read back as type * 0x101
+        assert.deepEqual(seen, [[18, 0, 40, 0x1212], [9, 0, 30, 0x0909], [9, 40, 70_000, 0x0909], [8, 41, 160, 0x0808], [9, 0x1234567, 5, 0x0909]], `step ${step}`);
         assert.equal(c.videoTags, 3);
         assert.equal(c.audioTags, 1);
         assert.equal(c.flvBytes, flv.length);
@@ -67,6 +74,25 @@ describe('bench support: FlvPlayCounter', () => {
     c.push(Buffer.concat([Buffer.from('HTTP/1.0 200 OK\r\nContent-Type: video/x-flv\r\n\r\n'), flv]));
     assert.equal(c.error, undefined);
     assert.equal(c.tags, 5);
+  });
+
+  it('gives each tag\'s first two body bytes (AAC config 0xaf00 vs frame 0xaf01), -1 for a shorter body, split anywhere', () => {
+    const aac = (packetType: number, ts: number, size: number) => {
+      const body = Buffer.alloc(size, 0x21);
+      body[0] = 0xaf;
+      body[1] = packetType;
+      return serializeTag({ type: 8, timestamp: ts, body, keyframe: false });
+    };
+    const wire = Buffer.concat([
+      Buffer.from('HTTP/1.0 200 OK\r\n\r\n'), flvFileHeader(true, false), aac(0, 0, 4), aac(1, 0, 300), serializeTag({ type: 8, timestamp: 5, body: Buffer.from([0x72]), keyframe: false }),
+    ]);
+    for (const step of [wire.length, 1]) {
+      const seen: number[] = [];
+      const c = new FlvPlayCounter((_t, _ts, _size, head) => seen.push(head));
+      for (let i = 0; i < wire.length; i += step) c.push(wire.subarray(i, i + step));
+      assert.equal(c.error, undefined);
+      assert.deepEqual(seen, [0xaf00, 0xaf01, -1], `step ${step}`);
+    }
   });
 
   it('reports a refusal, a non-FLV body and lost sync instead of counting garbage', () => {
@@ -142,6 +168,51 @@ describe('bench support: metrics and /proc', () => {
     const cores = coreTimes();
     assert.ok(cores.length >= 1 && cores.every((c) => c.total > 0 && c.busy <= c.total));
     assert.throws(() => cpuSeconds(2 ** 30), /ENOENT/);
+  });
+
+  it('reads CPU time per thread, and the preload names worker threads so the bench can find them', async () => {
+    const main = threadCpuSeconds(process.pid, process.pid);
+    assert.ok(main > 0 && main <= cpuSeconds(process.pid) + 0.02, `main thread ${main} s`);
+    assert.ok(Number.isNaN(threadCpuSeconds(process.pid, 2 ** 30)));
+    const preload = path.join(__dirname, 'support', 'name-threads.js');
+    // a worker that spins for a while, then idles until killed
+    const code = "const { Worker } = require('node:worker_threads'); new Worker('const t = Date.now(); while (Date.now() - t < 300) {} setInterval(() => {}, 1000)', { eval: true }); setInterval(() => {}, 1000);";
+    const child = spawn(process.execPath, ['--require', preload, '-e', code], { stdio: 'ignore' });
+    try {
+      let named: Array<{ tid: number; comm: string }> = [];
+      for (let i = 0; i < 100 && named.length === 0; i++) {
+        await new Promise((r) => setTimeout(r, 50));
+        named = threadsOf(child.pid!).filter((t) => t.comm.startsWith('jsworker-'));
+      }
+      assert.equal(named.length, 1, 'one worker thread, named by the preload');
+      assert.equal(named[0].comm, 'jsworker-1');
+      await new Promise((r) => setTimeout(r, 500));
+      const t = threadCpu(child.pid!);
+      assert.equal(t.workerCount, 1);
+      assert.ok(t.workers >= 0.2, `the worker spun 300 ms, read ${t.workers} s`);
+      assert.ok(t.total >= t.main + t.workers - 0.05, 'the process total covers its threads');
+    } finally {
+      child.kill('SIGKILL');
+    }
+  });
+
+  it('finds WebAssembly memories in smaps and counts only their resident part', () => {
+    const before = wasmRssBytes(process.pid);
+    // (the project's lib settings carry no WebAssembly types; Node has it)
+    const { Memory } = (globalThis as unknown as { WebAssembly: { Memory: new (d: { initial: number }) => { buffer: ArrayBuffer } } }).WebAssembly;
+    const mem = new Memory({ initial: 160 }); // 10 MiB
+    new Uint8Array(mem.buffer).fill(1, 0, 8 << 20); // 8 MiB touched
+    const after = wasmRssBytes(process.pid);
+    assert.equal(after.memories, before.memories + 1);
+    const grew = after.bytes - before.bytes;
+    assert.ok(grew >= 8 << 20 && grew <= 10 << 20, `resident wasm grew by ${grew} bytes`);
+    assert.ok(mem.buffer.byteLength > 0);
+  });
+
+  it('fits a slope by least squares', () => {
+    assert.equal(slope([100, 200, 300], [15, 25, 35]), 0.1);
+    assert.ok(Number.isNaN(slope([100], [1])));
+    assert.ok(Number.isNaN(slope([100, 100], [1, 2])));
   });
 
   it('summarises self time of a .cpuprofile per function and per file, leaving idle out of the shares', () => {
@@ -237,7 +308,106 @@ describe('bench support: synthetic terminals', () => {
   });
 });
 
+describe('bench support: synthetic audio and players', () => {
+  const speech = () => speechPcm(fixturePath('g726/in_32.g726'));
+
+  it('decodes the G.726 fixture into 81 s of speech', () => {
+    const pcm = speech();
+    assert.ok(pcm.length > 80 * 8000 && pcm.length < 83 * 8000, `${pcm.length} samples`);
+    let energy = 0;
+    for (let i = 0; i < pcm.length; i += 7) energy += Math.abs(pcm[i]);
+    assert.ok(energy / (pcm.length / 7) > 300, 'speech, not silence');
+  });
+
+  it('adds G.711A speech to a video capture: 20 ms frames back to back across the loop, the wire rate kept', () => {
+    const pcm = speech();
+    const s = synthesise(GLACIALL(), 1, 950, { pcm, frameMs: 20 });
+    assert.equal(s.audio, 'synthetic');
+    assert.ok(Math.abs((s.bytesPerSecond * 8) / 1e6 - 1) < 0.02, `wire rate ${(s.bytesPerSecond * 8) / 1e6} Mbit/s, audio included`);
+    assert.ok(Math.abs(s.audioFramesPerSecond - 50) < 0.01);
+    assert.equal(s.loopMs % 20, 0, 'a whole number of audio frames per pass');
+    const audio = s.frames.filter((f) => !f.video);
+    audio.forEach((f, k) => assert.equal(f.t, k * 20));
+    assert.equal(audio[audio.length - 1].t + 20, s.loopMs, 'the next pass starts where the last frame ends');
+    for (let i = 1; i < s.frames.length; i++) assert.ok(s.frames[i].t >= s.frames[i - 1].t, 'frames in time order');
+    assert.equal(s.frames[0].key, true);
+    // the audio packets read back as G.711A (PT 6), 160 bytes, one packet a frame, carrying the speech
+    const packets: Jt1078Packet[] = [];
+    const parser = new Jt1078Parser((p) => packets.push(p));
+    for (const f of audio.slice(0, 10)) parser.push(f.buf);
+    parser.end();
+    assert.equal(packets.length, 10);
+    assert.ok(packets.every((p) => p.dataType === 3 && p.pt === 6 && p.body.length === 160 && p.subMark === 0));
+    const decoded = Array.from(packets[3].body, (b) => ALAW_TO_PCM[b]);
+    decoded.forEach((v, i) => assert.ok(Math.abs(v - pcm[480 + i]) <= Math.max(16, Math.abs(pcm[480 + i]) / 16), `sample ${i}`));
+  });
+
+  it('makes an audio-only stream that starts anywhere, and the terminal records what it sent', async () => {
+    const s = synthAudioStream({ pcm: speech(), frameMs: 40 });
+    assert.ok(s.frames.length > 2000 && s.frames.every((f, k) => !f.video && f.t === k * 40 && f.packets.length === 1 && f.buf.length === 26 + 320));
+    assert.equal(s.keyframes.length, s.frames.length);
+    assert.equal(s.loopMs, s.frames.length * 40);
+    const server = net.createServer((c) => c.resume());
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const client = net.connect((server.address() as net.AddressInfo).port, '127.0.0.1');
+    await once(client, 'connect');
+    try {
+      const term = new SynthTerminal('13912345678', client, s, 1 << 20);
+      term.start(0, 100);
+      assert.equal(term.sendDue(400, 1000), 11);
+      assert.equal(term.sentCount, 0);
+      assert.equal(term.audioCount, 11);
+      assert.deepEqual(Array.from(term.audioT.subarray(0, 11)), Array.from({ length: 11 }, (_x, k) => k * 40));
+    } finally {
+      client.destroy();
+      server.close();
+    }
+  });
+
+  it('players match AAC frames to the terminal frame completing their input, G.711 and video frame for frame', () => {
+    // a terminal that sent 20 ms audio frames at media times 0, 20, ... 980, frame k written at 1000 + k * 20 ms
+    const term = {
+      sentT: new Float64Array(SENT_RING), sentAt: new Float64Array(SENT_RING), sentCount: 0,
+      audioT: new Float64Array(SENT_RING), audioAt: new Float64Array(SENT_RING), audioCount: 0,
+    };
+    for (let k = 0; k < 50; k++) {
+      term.audioT[k] = k * 20;
+      term.audioAt[k] = 1000 + k * 20;
+      term.audioCount++;
+    }
+    term.sentT[0] = 0;
+    term.sentAt[0] = 990;
+    term.sentCount = 1;
+    const audio: number[] = [];
+    const video: number[] = [];
+    const p = new BenchPlayer(term as unknown as SynthTerminal, { audio: (ms) => audio.push(ms), video: (ms) => video.push(ms) }, 384, 20);
+    p.measuring = true;
+    const tag = (type: 8 | 9, ts: number, body: number[]) => serializeTag({ type, timestamp: ts, body: Buffer.from(body), keyframe: false });
+    const now = performance.now();
+    // an AAC frame at 128 ms needs input up to 512 ms: the frame starting at 500 ms (written at 1500)
+    p.counter.push(Buffer.concat([
+      Buffer.from('HTTP/1.0 200 OK\r\n\r\n'), flvFileHeader(true, true),
+      tag(8, 40, [0x72, 0xd5]), tag(8, 0, [0xaf, 0x00, 0x15, 0x88]), tag(8, 128, [0xaf, 0x01, 0x21]), tag(9, 0, [0x17, 0x01, 0, 0, 0]),
+      tag(8, 896, [0xaf, 0x01, 0x21]), // needs input to 1280 ms: not sent yet
+    ]));
+    const at = performance.now();
+    assert.equal(p.audioInWindow, 3, 'the AAC config is not a frame');
+    assert.equal(audio.length, 3);
+    assert.ok(audio[0] >= now - 1040 && audio[0] <= at - 1040, 'G.711: since the write of its own frame');
+    assert.ok(audio[1] >= now - 1500 && audio[1] <= at - 1500, 'AAC: since the write of the frame at 500 ms');
+    assert.ok(video[0] >= now - 990 && video[0] <= at - 990);
+    assert.equal(p.early, 1, 'a frame before its input was sent is counted as early');
+    assert.equal(p.unmatched, 0);
+  });
+});
+
 describe('bench dispatcher', () => {
+  it('spreads requests over applications under the per-application cap', () => {
+    assert.deepEqual(benchApplications(500).map((a) => a.appId), ['bench']);
+    assert.deepEqual(benchApplications(2500).map((a) => a.appId), ['bench', 'bench2', 'bench3']);
+  });
+
   it('lists the benchmarks and refuses an unknown one with exit code 2', async () => {
     for (const name of ['ingest-flv', 'record-catalog', 'aac-engine', 'codecs']) assert.ok(name in BENCHES, `${name} is registered`);
     // every registered one loads and has its entry point
@@ -248,10 +418,12 @@ describe('bench dispatcher', () => {
     try {
       assert.equal(await benchMain(['no-such-bench']), 2);
       assert.equal(await benchMain(['ingest-flv', '--terminals', 'many']), 1);
+      assert.equal(await benchMain(['audio', '--streams', '500,250']), 1);
     } finally {
       process.stderr.write = write;
     }
     assert.match(err.join(''), /unknown benchmark 'no-such-bench'/);
     assert.match(err.join(''), /--terminals needs a whole number from 1 to 5000, got 'many'/);
+    assert.match(err.join(''), /--streams needs rising whole numbers/);
   });
 });

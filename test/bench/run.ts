@@ -15,6 +15,10 @@ export const BENCHES: Record<string, { summary: string; load: () => Bench }> = {
     summary: 'N simulated terminals at ~1 Mbit/s, one HTTP-FLV player each; gateway CPU, RSS, throughput, added latency',
     load: () => require('./ingest-flv') as Bench,
   },
+  audio: {
+    summary: 'N watched G.711A streams through the gateway to AAC (audio-aac): CPU per stream-second of the main and the AAC worker thread, memory per encoder, ramp until it falls behind',
+    load: () => require('./audio') as Bench,
+  },
   'aac-engine': {
     summary: 'N AAC encoders in one worker thread fed real-time speech chunks: CPU per stream-second, memory per encoder, streams per core',
     load: () => require('./aac-engine') as Bench,

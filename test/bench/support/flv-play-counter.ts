@@ -4,8 +4,12 @@
  * hundreds of them beside a load generator in one process.
  */
 
-/** Receives each complete FLV tag: type (8 audio, 9 video, 18 script), timestamp in ms, body size. */
-export type TagSink = (type: number, timestamp: number, size: number) => void;
+/**
+ * Receives each complete FLV tag: type (8 audio, 9 video, 18 script), timestamp in ms, body size, and the body's
+ * first two bytes big-endian (-1 for a shorter body): what tells a sequence header from a frame, e.g. 0xaf00 AAC
+ * config and 0xaf01 an AAC frame, 0x1700 AVC config and 0x1701 a key frame.
+ */
+export type TagSink = (type: number, timestamp: number, size: number, head: number) => void;
 
 const enum Http { Head, ChunkSize, ChunkData, ChunkCrlf, Body }
 const enum Flv { FileHeader, TagHeader, TagBody }
@@ -26,7 +30,7 @@ export class FlvPlayCounter {
   error: string | undefined;
 
   private http = Http.Head;
-  private head = '';
+  private headText = '';
   private chunked = false;
   private chunkLine = '';
   private chunkLeft = 0;
@@ -40,6 +44,8 @@ export class FlvPlayCounter {
   private tagType = 0;
   private tagTs = 0;
   private tagSize = 0;
+  private head = 0;
+  private headFill = 0;
 
   constructor(private readonly onTag?: TagSink) {}
 
@@ -53,17 +59,17 @@ export class FlvPlayCounter {
         case Http.Head: {
           // headers are small and arrive once: a string is fine here
           const take = Math.min(end - off, MAX_HEAD);
-          const text = this.head + chunk.toString('latin1', off, off + take);
+          const text = this.headText + chunk.toString('latin1', off, off + take);
           const at = text.indexOf('\r\n\r\n');
           if (at < 0) {
             if (text.length > MAX_HEAD) return this.fail('HTTP response head larger than 16 KiB');
-            this.head = text;
+            this.headText = text;
             off += take;
             break;
           }
-          off += at + 4 - this.head.length;
+          off += at + 4 - this.headText.length;
           this.parseHead(text.slice(0, at));
-          this.head = '';
+          this.headText = '';
           break;
         }
         case Http.ChunkSize: {
@@ -132,9 +138,16 @@ export class FlvPlayCounter {
         if (this.tagType !== 8 && this.tagType !== 9 && this.tagType !== 18) return this.fail(`FLV tag type ${this.tagType} (lost sync)`);
         this.flv = Flv.TagBody;
         this.need = this.tagSize + 4;
+        this.head = 0;
+        this.headFill = 0;
         continue;
       }
       const n = Math.min(this.need, end - off);
+      if (this.flv === Flv.TagBody && this.headFill < 2) {
+        const take = Math.min(2 - this.headFill, n, this.tagSize - this.headFill);
+        for (let i = 0; i < take; i++) this.head = (this.head << 8) | buf[off + i];
+        this.headFill += Math.max(0, take);
+      }
       if (this.flv === Flv.FileHeader && this.need === 13 && n > 0 && buf[off] !== 0x46) return this.fail('FLV signature missing');
       off += n;
       this.need -= n;
@@ -143,7 +156,7 @@ export class FlvPlayCounter {
         this.tags++;
         if (this.tagType === 9) this.videoTags++;
         else if (this.tagType === 8) this.audioTags++;
-        this.onTag?.(this.tagType, this.tagTs, this.tagSize);
+        this.onTag?.(this.tagType, this.tagTs, this.tagSize, this.headFill === 2 ? this.head : -1);
       }
       this.flv = Flv.TagHeader;
     }

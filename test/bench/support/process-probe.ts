@@ -31,6 +31,70 @@ export function cpuSeconds(pid: number): number {
   return (utime + stime) / clockTicks();
 }
 
+/** A process's threads: id and name (comm; Node 20 names them all 'node' unless something renames them). */
+export function threadsOf(pid: number): Array<{ tid: number; comm: string }> {
+  return fs.readdirSync(`/proc/${pid}/task`).map((t) => {
+    let comm = '';
+    try {
+      comm = fs.readFileSync(`/proc/${pid}/task/${t}/comm`, 'utf8').trim();
+    } catch {
+      // the thread ended between the listing and the read
+    }
+    return { tid: Number(t), comm };
+  });
+}
+
+/**
+ * CPU seconds one thread has run: the first field of /proc/<pid>/task/<tid>/schedstat (nanoseconds, so short windows
+ * are exact), or utime+stime of its stat (clock ticks) where schedstat is missing. NaN once the thread is gone.
+ */
+export function threadCpuSeconds(pid: number, tid: number): number {
+  try {
+    const ns = Number(fs.readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+    if (Number.isFinite(ns)) return ns / 1e9;
+  } catch {
+    // fall through to stat
+  }
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(rest[11]) + Number(rest[12])) / clockTicks();
+  } catch {
+    return NaN;
+  }
+}
+
+/**
+ * Resident bytes of a process's WebAssembly memories, from /proc/<pid>/smaps. On 64-bit V8 reserves 8 GiB and
+ * more per memory and makes only its current size accessible: that part is a read-write mapping directly followed
+ * by the rest of the reservation, inaccessible (---p) and at least 4 GiB. Nothing else in a Node process looks
+ * like that, so the sum of those read-write parts is the wasm heaps (e.g. an AAC encoder pool's).
+ */
+export function wasmRssBytes(pid: number): { bytes: number; memories: number } {
+  const maps: Array<{ start: bigint; end: bigint; perm: string; rssKB: number }> = [];
+  for (const line of fs.readFileSync(`/proc/${pid}/smaps`, 'utf8').split('\n')) {
+    const h = /^([0-9a-f]+)-([0-9a-f]+) (\S+) /.exec(line);
+    if (h) {
+      maps.push({ start: BigInt('0x' + h[1]), end: BigInt('0x' + h[2]), perm: h[3], rssKB: 0 });
+      continue;
+    }
+    const r = /^Rss:\s+(\d+) kB/.exec(line);
+    if (r && maps.length > 0) maps[maps.length - 1].rssKB = Number(r[1]);
+  }
+  const minGuard = BigInt(4) << BigInt(30);
+  let bytes = 0;
+  let memories = 0;
+  for (let i = 0; i + 1 < maps.length; i++) {
+    const a = maps[i];
+    const b = maps[i + 1];
+    if (a.perm.startsWith('rw') && a.end === b.start && b.perm === '---p' && b.end - b.start >= minGuard) {
+      bytes += a.rssKB * 1024;
+      memories++;
+    }
+  }
+  return { bytes, memories };
+}
+
 /** Resident set size in bytes, from VmRSS in /proc/<pid>/status. */
 export function rssBytes(pid: number): number {
   const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');

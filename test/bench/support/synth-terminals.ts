@@ -1,13 +1,16 @@
 /**
  * Many simulated JT/T 1078 terminals from one process, cheaply: a capture's frames are re-packed once into
- * packet templates (padded with H.264 filler data to reach a target bitrate), and each send copies one
- * frame's template and patches SIM, sequence numbers and timestamps in place, then writes it with a single
- * socket write. One timer paces every terminal.
+ * packet templates (padded with H.264 filler data to reach a target bitrate, optionally with G.711A speech
+ * added), and each send copies one frame's template and patches SIM, sequence numbers and timestamps in place,
+ * then writes it with a single socket write. One timer paces every terminal.
  */
+import * as fs from 'node:fs';
 import type { Socket } from 'node:net';
+import { G711Encoder, G726Decoder } from '../../../plugin-sdk/codecs';
 import { loadCapture } from '../../../plugins/jt1078-ingest/tools/simulator';
-import { DATA_TYPE, SUB_MARK } from '../../../plugins/jt1078-ingest/src/packet';
+import { DATA_TYPE, SUB_MARK, headerLength } from '../../../plugins/jt1078-ingest/src/packet';
 import { Jt1078Packer, encodeSim } from '../../../plugins/jt1078-ingest/src/packer';
+import { PT } from '../../../plugins/jt1078-ingest/src/payload-types';
 
 /** 2013 layout offsets inside a packet header (the templates are always 2013) */
 const SEQ_AT = 6;
@@ -37,8 +40,48 @@ export interface SynthStream {
   padFactor: number;
   packetsPerSecond: number;
   framesPerSecond: number;
-  /** indexes of the I frames: where a terminal may start */
+  /** indexes of the I frames (of every frame in an audio-only stream): where a terminal may start */
   keyframes: number[];
+  /** where the audio comes from: none, the capture's own, or G.711A speech added here */
+  audio: 'none' | 'capture' | 'synthetic';
+  /** audio frames per second and their payload bytes per second (0 without audio) */
+  audioFramesPerSecond: number;
+  audioPayloadBytesPerSecond: number;
+}
+
+/** G.711A speech added to a stream (synthesise) or making one (synthAudioStream). */
+export interface SynthAudio {
+  /** 8 kHz mono speech, looped as needed */
+  pcm: Int16Array;
+  /** ms of audio per frame (one packet each): terminals send 20 or 40 */
+  frameMs: number;
+}
+
+/**
+ * 8 kHz speech, 16-bit: the G.726 fixture (81 s of speech at 32 kbit/s, ffmpeg's `g726` bit packing) decoded by
+ * the project's own decoder, so no ffmpeg is needed to make the load. Real speech rather than a tone: the AAC
+ * encoder's cost depends on what it encodes.
+ */
+export function speechPcm(file: string): Int16Array {
+  const coded = fs.readFileSync(file);
+  const dec = new G726Decoder({ bitsPerSample: 4, packing: 'left' });
+  const out = new Int16Array(dec.samplesIn(coded.length));
+  dec.decodeInto(coded, out, 0);
+  return out;
+}
+
+/** G.711A payload of `samples` samples of `pcm` from `from` (wrapping around its end). */
+function alawChunk(enc: G711Encoder, pcm: Int16Array, from: number, samples: number): Buffer {
+  const chunk = new Int16Array(samples);
+  for (let i = 0; i < samples; i++) chunk[i] = pcm[(from + i) % pcm.length];
+  return enc.encode(chunk);
+}
+
+function checkAudio(a: SynthAudio): number {
+  const samples = (a.frameMs * 8000) / 1000;
+  if (!Number.isInteger(samples) || samples < 8 || samples > 8000) throw new RangeError(`audio frame of ${a.frameMs} ms: need whole samples, 1-1000 ms`);
+  if (a.pcm.length < samples) throw new RangeError('speech shorter than one frame');
+  return samples;
 }
 
 interface RawFrame {
@@ -86,10 +129,15 @@ function fillerNal(n: number): Buffer {
 
 /**
  * Frame templates for a capture at `mbps` per terminal. Video frames are padded in proportion to their size
- * (I frames stay larger than P frames); a capture already above the target is used as it is.
+ * (I frames stay larger than P frames); a capture already above the target is used as it is. With `audio`, a
+ * capture without audio gets G.711A speech (PT 6, one packet per frame) on a grid of frameMs from its first I frame,
+ * counted in the target rate (the video is padded a little less); a capture with audio keeps its own.
  */
-export function synthesise(file: string, mbps: number, maxBody = 950): SynthStream {
+export function synthesise(file: string, mbps: number, maxBody = 950, audio?: SynthAudio): SynthStream {
   const raw = captureFrames(file);
+  const hasAudio = raw.some((f) => f.dataType === DATA_TYPE.AUDIO);
+  const addAudio = audio !== undefined && !hasAudio;
+  const frameSamples = audio ? checkAudio(audio) : 0;
   const firstKey = raw.findIndex((f) => f.dataType === DATA_TYPE.VIDEO_I);
   if (firstKey < 0) throw new Error(`capture '${file}' holds no I frame`);
   const frames = raw.slice(firstKey);
@@ -105,15 +153,32 @@ export function synthesise(file: string, mbps: number, maxBody = 950): SynthStre
   }
   const videoTimes = frames.filter((f) => f.dataType !== DATA_TYPE.AUDIO).map((f) => f.t);
   const step = videoTimes.length > 1 ? Math.max(1, Math.round(videoTimes[videoTimes.length - 1] / (videoTimes.length - 1))) : 40;
-  const loopMs = Math.max(last.video, last.audio) + step;
+  let loopMs = Math.max(last.video, last.audio) + step;
+  if (addAudio) {
+    // a whole number of audio frames per pass: the next pass's first frame then follows the last one back to back
+    // (an overlap would look like time going back and restart the stream's AAC encoder every pass)
+    loopMs = Math.ceil(loopMs / audio.frameMs) * audio.frameMs;
+    const enc = new G711Encoder('alaw');
+    const added: RawFrame[] = [];
+    for (let k = 0; k * audio.frameMs < loopMs; k++) {
+      added.push({ dataType: DATA_TYPE.AUDIO, pt: PT.G711A, t: k * audio.frameMs, payload: alawChunk(enc, audio.pcm, k * frameSamples, frameSamples) });
+    }
+    // by time; at equal times the video frame first (a stable sort keeps the order given)
+    const merged = [...frames, ...added].sort((a, b) => a.t - b.t);
+    frames.length = 0;
+    frames.push(...merged);
+  }
   const seconds = loopMs / 1000;
 
   const videoBytes = frames.reduce((s, f) => s + (f.dataType === DATA_TYPE.AUDIO ? 0 : f.payload.length), 0);
   const audioBytes = frames.reduce((s, f) => s + (f.dataType === DATA_TYPE.AUDIO ? f.payload.length : 0), 0);
   const capturePayloadBps = (videoBytes + audioBytes) / seconds;
-  // headers are about 30 bytes per 950-byte packet: aim the payload a little lower so the wire rate hits the target
-  const wantPayloadBps = ((mbps * 1e6) / 8) * (maxBody / (maxBody + 30));
-  const padFactor = Math.max(1, (wantPayloadBps - audioBytes / seconds) / (videoBytes / seconds));
+  // audio goes on the wire as it is, headers (26 bytes a packet) included; video headers are about 30 bytes per
+  // 950-byte packet: aim its payload a little lower so the wire rate hits the target
+  const audioWire = frames.reduce((s, f) => s + (f.dataType === DATA_TYPE.AUDIO
+    ? f.payload.length + Math.max(1, Math.ceil(f.payload.length / maxBody)) * headerLength('2013', DATA_TYPE.AUDIO) : 0), 0);
+  const wantVideoPayloadBps = ((mbps * 1e6) / 8 - audioWire / seconds) * (maxBody / (maxBody + 30));
+  const padFactor = Math.max(1, wantVideoPayloadBps / (videoBytes / seconds));
 
   const packer = new Jt1078Packer({ layout: '2013', sim: '0', channel: 1, maxBodySize: maxBody });
   const out: FrameTemplate[] = [];
@@ -141,6 +206,43 @@ export function synthesise(file: string, mbps: number, maxBody = 950): SynthStre
     bytesPerSecond: wireBytes / seconds, captureBytesPerSecond: capturePayloadBps,
     packetsPerSecond: packetCount / seconds, framesPerSecond: out.length / seconds,
     keyframes: out.flatMap((f, i) => (f.key ? [i] : [])),
+    audio: addAudio ? 'synthetic' : hasAudio ? 'capture' : 'none',
+    audioFramesPerSecond: frames.filter((f) => f.dataType === DATA_TYPE.AUDIO).length / seconds,
+    audioPayloadBytesPerSecond: audioBytes / seconds,
+  };
+}
+
+/**
+ * An audio-only stream: `audio.pcm` as G.711A frames of frameMs, one packet each, once through (terminals start at
+ * different frames, so they do not all say the same thing at once). What a terminal sends for a listen request.
+ */
+export function synthAudioStream(audio: SynthAudio, maxBody = 950): SynthStream {
+  const samples = checkAudio(audio);
+  const n = Math.floor(audio.pcm.length / samples);
+  const enc = new G711Encoder('alaw');
+  const packer = new Jt1078Packer({ layout: '2013', sim: '0', channel: 1, maxBodySize: maxBody });
+  const frames: FrameTemplate[] = [];
+  let wire = 0;
+  let packets = 0;
+  for (let k = 0; k < n; k++) {
+    const pkts = packer.packFrame({ dataType: DATA_TYPE.AUDIO, pt: PT.G711A, timestamp: 0, payload: alawChunk(enc, audio.pcm, k * samples, samples) });
+    const offsets = new Uint32Array(pkts.length);
+    let at = 0;
+    for (let i = 0; i < pkts.length; i++) {
+      offsets[i] = at;
+      at += pkts[i].length;
+    }
+    frames.push({ buf: Buffer.concat(pkts, at), packets: offsets, t: k * audio.frameMs, video: false, key: false });
+    wire += at;
+    packets += pkts.length;
+  }
+  const seconds = (n * audio.frameMs) / 1000;
+  return {
+    frames, loopMs: n * audio.frameMs, padFactor: 1,
+    bytesPerSecond: wire / seconds, captureBytesPerSecond: (n * samples) / seconds,
+    packetsPerSecond: packets / seconds, framesPerSecond: n / seconds,
+    keyframes: frames.map((_f, i) => i),
+    audio: 'synthetic', audioFramesPerSecond: n / seconds, audioPayloadBytesPerSecond: (n * samples) / seconds,
   };
 }
 
@@ -168,6 +270,10 @@ export class SynthTerminal {
   readonly sentT = new Float64Array(SENT_RING);
   readonly sentAt = new Float64Array(SENT_RING);
   sentCount = 0;
+  /** audio frames sent, the same way: media time of the frame's first sample and performance.now() of its write */
+  readonly audioT = new Float64Array(SENT_RING);
+  readonly audioAt = new Float64Array(SENT_RING);
+  audioCount = 0;
 
   constructor(readonly sim: string, readonly socket: Socket, private readonly stream: SynthStream, private readonly maxBacklog: number) {
     this.simBcd = encodeSim(sim, '2013');
@@ -235,6 +341,10 @@ export class SynthTerminal {
       const k = this.sentCount++ % SENT_RING;
       this.sentT[k] = t - this.tStart;
       this.sentAt[k] = performance.now();
+    } else {
+      const k = this.audioCount++ % SENT_RING;
+      this.audioT[k] = t - this.tStart;
+      this.audioAt[k] = performance.now();
     }
   }
 }

@@ -1,0 +1,357 @@
+/**
+ * What the gateway benchmarks share: the gateway as a child process (pinned, profiled, with a preload that names
+ * its worker threads), its HTTP API, loopback sockets with timeouts, an overall deadline, bounded concurrency, CPU
+ * per thread, and a sample reservoir. Everything talks to 127.0.0.1 only.
+ */
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { once, setMaxListeners } from 'node:events';
+import * as fs from 'node:fs';
+import * as net from 'node:net';
+import * as path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { repoRoot } from '../../support/paths';
+import { WORKER_THREAD_PREFIX } from './name-threads';
+import { cpuSeconds, parsePrometheus, summariseCpuProfile, threadCpuSeconds, threadsOf, type Sample } from './process-probe';
+
+export const GATEWAY_MAIN = path.join(repoRoot, 'dist', 'core', 'main.js');
+const NAME_THREADS = path.join(__dirname, 'name-threads.js');
+export const HTTP_TIMEOUT_MS = 15_000;
+export const BOOT_TIMEOUT_MS = 30_000;
+export const CONNECT_TIMEOUT_MS = 10_000;
+/**
+ * Open requests per application in the site file: the gateway caps requests per application (maxRequestsPerApp,
+ * 1000 by default), so a bench with more streams spreads them over several applications.
+ */
+export const REQUESTS_PER_APP = 1000;
+
+export const f1 = (x: number): string => (Number.isFinite(x) ? x.toFixed(1) : 'n/a');
+export const f2 = (x: number): string => (Number.isFinite(x) ? x.toFixed(2) : 'n/a');
+export const mb = (bytes: number): number => bytes / (1024 * 1024);
+
+export function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || host === '[::1]' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+}
+
+export async function freePort(): Promise<number> {
+  const s = net.createServer();
+  s.listen(0, '127.0.0.1');
+  await once(s, 'listening');
+  const port = (s.address() as net.AddressInfo).port;
+  await new Promise<void>((r) => s.close(() => r()));
+  return port;
+}
+
+/** Throws when the benchmark's overall deadline passed (every wait loop checks it). */
+export function checkDeadline(signal: AbortSignal): void {
+  if (!signal.aborted) return;
+  const r = signal.reason as unknown;
+  const why = r instanceof Error ? (r.name === 'TimeoutError' ? 'the overall time budget ran out' : r.message) : String(r);
+  throw new Error(`benchmark aborted: ${why}`);
+}
+
+/**
+ * The run's deadline: its time budget, or Ctrl-C / a kill, which then end the run through the same teardown as an
+ * error, so nothing is left running. `dispose()` removes the signal handlers.
+ */
+export function runDeadline(budgetMs: number): { signal: AbortSignal; dispose(): void } {
+  const interrupted = new AbortController();
+  const onSignal = (sig: string) => interrupted.abort(new Error(`interrupted by ${sig}`));
+  // (on, not once: a second Ctrl-C while tearing down must not kill us before the gateway is stopped)
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  const signal = AbortSignal.any([AbortSignal.timeout(budgetMs), interrupted.signal]);
+  // every connect, HTTP call and wait listens on it for a moment: many at once is expected, not a leak
+  setMaxListeners(0, signal);
+  return {
+    signal,
+    dispose() {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+    },
+  };
+}
+
+export async function connectTcp(port: number, signal: AbortSignal): Promise<net.Socket> {
+  const s = net.connect({ host: '127.0.0.1', port });
+  s.setNoDelay(true);
+  try {
+    await once(s, 'connect', { signal: AbortSignal.any([signal, AbortSignal.timeout(CONNECT_TIMEOUT_MS)]) });
+  } catch (err) {
+    s.destroy();
+    throw new Error(`cannot connect to 127.0.0.1:${port}: ${(err as Error).message}`);
+  }
+  return s;
+}
+
+/** Runs `fn` over items with at most `limit` in flight, optionally spacing starts `gapMs` apart. */
+export async function pool<T>(items: T[], limit: number, gapMs: number, fn: (item: T, i: number) => Promise<void>, signal: AbortSignal): Promise<void> {
+  let next = 0;
+  const started = performance.now();
+  const worker = async () => {
+    while (next < items.length) {
+      checkDeadline(signal);
+      const i = next++;
+      if (gapMs > 0) {
+        const wait = started + i * gapMs - performance.now();
+        if (wait > 0) await sleep(wait, undefined, { signal });
+      }
+      await fn(items[i], i);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+}
+
+/** The site file's applications for `requests` open requests: bench, bench2, ... each under the per-app cap. */
+export function benchApplications(requests: number): Array<{ appId: string; user: string; password: string }> {
+  const n = Math.max(1, Math.ceil(requests / REQUESTS_PER_APP));
+  return Array.from({ length: n }, (_x, i) => {
+    const id = i === 0 ? 'bench' : `bench${i + 1}`;
+    return { appId: id, user: id, password: id };
+  });
+}
+
+export interface OpenResult {
+  reqId: string;
+  playUrl: string;
+  host: string;
+  port: number;
+  tcp: boolean;
+}
+
+export class Api {
+  constructor(readonly port: number, private readonly signal: AbortSignal) {}
+
+  private auth(app: number): string {
+    const id = app === 0 ? 'bench' : `bench${app + 1}`;
+    return 'Basic ' + Buffer.from(`${id}:${id}`).toString('base64');
+  }
+
+  private async call(method: string, p: string, body?: unknown, app = 0): Promise<Response> {
+    return fetch(`http://127.0.0.1:${this.port}${p}`, {
+      method,
+      headers: body === undefined ? {} : { 'Content-Type': 'application/json', Authorization: this.auth(app) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal: AbortSignal.any([this.signal, AbortSignal.timeout(HTTP_TIMEOUT_MS)]),
+    });
+  }
+
+  /** POST as application number `app` (see benchApplications) */
+  async post<T>(p: string, body: unknown, app = 0): Promise<T> {
+    const res = await this.call('POST', p, body, app);
+    const text = await res.text();
+    let doc: { errCode?: number; message?: string; data?: T };
+    try {
+      doc = JSON.parse(text);
+    } catch {
+      throw new Error(`POST ${p}: HTTP ${res.status}, not JSON: ${text.slice(0, 200)}`);
+    }
+    if (doc.errCode !== 0) throw new Error(`POST ${p}: errCode ${doc.errCode}: ${doc.message}`);
+    return doc.data as T;
+  }
+
+  /** `/strm/open` of a live stream over TCP on loopback, as the benchmarks need it; anything else aborts the run */
+  async openLive(sim: string, app: number, extra: Record<string, unknown> = {}): Promise<OpenResult & { url: URL }> {
+    const [r] = await this.post<OpenResult[]>('/strm/open', { user: { token: 't' }, typ: 'live', simNo: sim, chanId: 1, keepIntv: 600, ...extra }, app);
+    if (!r || !r.playUrl) throw new Error(`open ${sim}: no play URL in the response`);
+    if (!r.tcp) throw new Error(`open ${sim}: the gateway advertises UDP; the benchmarks push over TCP`);
+    if (!isLoopback(r.host)) throw new Error(`open ${sim}: push host ${r.host} is not a loopback address`);
+    const url = new URL(r.playUrl.replace(/^ws/, 'http'));
+    if (!isLoopback(url.hostname)) throw new Error(`open ${sim}: play URL host ${url.hostname} is not a loopback address`);
+    return { ...r, url };
+  }
+
+  /** `/strm/keep` for requests opened by each application: reqIds[app] */
+  async keep(reqIds: string[][]): Promise<void> {
+    for (let app = 0; app < reqIds.length; app++) {
+      const ids = reqIds[app] ?? [];
+      for (let i = 0; i < ids.length; i += 1000) await this.post('/strm/keep', { reqIds: ids.slice(i, i + 1000) }, app);
+    }
+  }
+
+  async metrics(): Promise<Map<string, Sample[]>> {
+    const res = await this.call('GET', '/metrics');
+    if (res.status !== 200) throw new Error(`GET /metrics: HTTP ${res.status}`);
+    return parsePrometheus(await res.text());
+  }
+
+  async healthy(): Promise<boolean> {
+    try {
+      const res = await this.call('GET', '/healthz');
+      await res.arrayBuffer();
+      return res.status === 200;
+    } catch {
+      return false;
+    }
+  }
+}
+
+/** kept samples; later ones replace random earlier ones (reservoir), so a long run stays bounded */
+export class Reservoir {
+  private readonly samples: Float64Array;
+  seen = 0;
+  unmatched = 0;
+  constructor(readonly size = 1_000_000) {
+    this.samples = new Float64Array(size);
+  }
+  add(v: number): void {
+    if (this.seen < this.size) this.samples[this.seen] = v;
+    else {
+      const j = Math.floor(Math.random() * (this.seen + 1));
+      if (j < this.size) this.samples[j] = v;
+    }
+    this.seen++;
+  }
+  values(): Float64Array {
+    return this.samples.subarray(0, Math.min(this.seen, this.size));
+  }
+  reset(): void {
+    this.seen = 0;
+    this.unmatched = 0;
+  }
+}
+
+export function pinSelf(core: number): boolean {
+  try {
+    execFileSync('taskset', ['-a', '-p', '-c', String(core), String(process.pid)], { stdio: 'ignore', timeout: 5000 });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Moves one thread (of any process of ours) to `core`. */
+export function pinThread(tid: number, core: number): boolean {
+  try {
+    execFileSync('taskset', ['-p', '-c', String(core), String(tid)], { stdio: 'ignore', timeout: 5000 });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export function haveTaskset(): boolean {
+  try {
+    execFileSync('taskset', ['--version'], { stdio: 'ignore', timeout: 5000 });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export interface Gateway {
+  child: ChildProcess;
+  pid: number;
+  exited: Promise<number | null>;
+  logFile: string;
+}
+
+export interface StartGatewayOptions {
+  siteFile: string;
+  dir: string;
+  /** run it under `taskset -c 0` */
+  pin: boolean;
+  /** node --cpu-prof into this directory */
+  profileDir?: string;
+  nodeOpts: string[];
+}
+
+export function startGateway(o: StartGatewayOptions): Gateway {
+  if (!fs.existsSync(GATEWAY_MAIN)) throw new Error(`${GATEWAY_MAIN} not found: build first (npm run bench does)`);
+  const nodeArgs = [
+    // names the worker threads so their CPU can be read from /proc; it does nothing else (see name-threads.ts)
+    '--require', NAME_THREADS,
+    ...o.nodeOpts, ...(o.profileDir ? ['--cpu-prof', `--cpu-prof-dir=${o.profileDir}`] : []), GATEWAY_MAIN, o.siteFile,
+  ];
+  const [cmd, args] = o.pin ? ['taskset', ['-c', '0', process.execPath, ...nodeArgs]] : [process.execPath, nodeArgs];
+  const logFile = path.join(o.dir, 'gateway.log');
+  const log = fs.openSync(logFile, 'w');
+  const child = spawn(cmd, args, { cwd: o.dir, stdio: ['ignore', log, log], env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? o.dir } });
+  fs.closeSync(log);
+  if (child.pid === undefined) throw new Error('could not start the gateway process');
+  // taskset execs node in place, so this pid is the gateway's own
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return { child, pid: child.pid, exited, logFile };
+}
+
+export async function stopGateway(g: Gateway): Promise<void> {
+  if (g.child.exitCode !== null || g.child.signalCode !== null) return;
+  g.child.kill('SIGTERM');
+  const timer = setTimeout(() => g.child.kill('SIGKILL'), 15_000);
+  await g.exited;
+  clearTimeout(timer);
+}
+
+/** Waits for /healthz, failing early if the gateway exits. */
+export async function waitHealthy(gw: Gateway, api: Api, signal: AbortSignal): Promise<void> {
+  const bootBy = performance.now() + BOOT_TIMEOUT_MS;
+  while (!(await api.healthy())) {
+    if (gw.child.exitCode !== null) throw new Error(`gateway exited during boot (code ${gw.child.exitCode}):\n${tail(gw.logFile)}`);
+    if (performance.now() > bootBy) throw new Error(`gateway not healthy within ${BOOT_TIMEOUT_MS / 1000} s:\n${tail(gw.logFile)}`);
+    checkDeadline(signal);
+    await sleep(100);
+  }
+}
+
+export function tail(file: string, lines = 20): string {
+  try {
+    return fs.readFileSync(file, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
+  } catch {
+    return '';
+  }
+}
+
+/** CPU seconds of a gateway by thread: its main thread (tid = pid), its worker threads (named by the preload), the rest. */
+export interface ThreadCpu {
+  main: number;
+  /** every worker thread (jsworker-*) together */
+  workers: number;
+  /** the process, all threads (GC helpers, libuv pool, ...) */
+  total: number;
+  /** worker threads found */
+  workerCount: number;
+}
+
+export function threadCpu(pid: number): ThreadCpu {
+  const total = cpuSeconds(pid);
+  const main = threadCpuSeconds(pid, pid);
+  let workers = 0;
+  let workerCount = 0;
+  for (const t of threadsOf(pid)) {
+    if (!t.comm.startsWith(WORKER_THREAD_PREFIX)) continue;
+    const s = threadCpuSeconds(pid, t.tid);
+    if (Number.isFinite(s)) {
+      workers += s;
+      workerCount++;
+    }
+  }
+  return { main, workers, total, workerCount };
+}
+
+/** The worker threads' ids (jsworker-*), for pinning one elsewhere. */
+export function workerThreadIds(pid: number): number[] {
+  return threadsOf(pid).filter((t) => t.comm.startsWith(WORKER_THREAD_PREFIX)).map((t) => t.tid);
+}
+
+export function printProfile(file: string, what = 'main thread', top = 25): void {
+  const s = summariseCpuProfile(file, repoRoot, top);
+  const out = [`  gateway CPU profile, ${what}, ${path.relative(repoRoot, file)}: ${f1(s.busyMs / 1000)} s busy of ${f1(s.totalMs / 1000)} s (whole run)`, '  top self time by function:'];
+  for (const e of s.functions) out.push(`    ${f1(e.pct).padStart(5)} %  ${f1(e.selfMs).padStart(9)} ms  ${e.name}  ${e.where}`);
+  out.push('  self time by file:');
+  for (const e of s.files.slice(0, 15)) out.push(`    ${f1(e.pct).padStart(5)} %  ${f1(e.selfMs).padStart(9)} ms  ${e.name}`);
+  console.log(out.join('\n'));
+}
+
+/**
+ * The .cpuprofile files in a profile directory by thread: --cpu-prof writes one per thread, named
+ * CPU.<date>.<time>.<pid>.<threadId>.<seq>.cpuprofile, thread 0 being the main thread.
+ */
+export function profileFiles(dir: string): { main?: string; workers: string[] } {
+  const out: { main?: string; workers: string[] } = { workers: [] };
+  for (const f of fs.readdirSync(dir).sort()) {
+    const m = /^CPU\.\d+\.\d+\.\d+\.(\d+)\.\d+\.cpuprofile$/.exec(f);
+    if (!m) continue;
+    if (m[1] === '0') out.main ??= path.join(dir, f);
+    else out.workers.push(path.join(dir, f));
+  }
+  return out;
+}
