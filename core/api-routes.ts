@@ -28,8 +28,11 @@ export function registerCoreRoutes(k: Kernel): void {
     } catch {
       // bad or blocked credentials: still a health answer, only without the counts
     }
-    const status = k.started ? 'ok' : 'starting';
-    const body = JSON.stringify(counts ? { status, requests: k.sessions.requestCount, streams: k.sessions.streamCount } : { status });
+    // degraded is still 200: live media flows, and a load balancer should keep sending players
+    const status = !k.started ? 'starting' : k.health.degraded ? 'degraded' : 'ok';
+    const body = JSON.stringify(counts
+      ? { status, requests: k.sessions.requestCount, streams: k.sessions.streamCount, ...(k.health.degraded ? { degraded: k.health.details() } : {}) }
+      : { status });
     res.writeHead(k.started ? 200 : 503, { 'Content-Type': 'application/json', 'Cache-Control': 'no-store' });
     res.end(body);
   }, { auth: 'none' });

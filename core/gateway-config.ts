@@ -28,6 +28,13 @@ export class GatewayConfig {
   @IsIn(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'])
   logLevel = 'info';
 
+  /**
+   * the level of lines written once per request or player (request opened/closed, stream ready/closed, player
+   * started/stopped): 'debug' keeps them out of an info log when applications open and close at high rates
+   */
+  @IsIn(['info', 'debug', 'trace', 'silent'])
+  requestLogLevel: 'info' | 'debug' | 'trace' | 'silent' = 'info';
+
   @IsInt() @Min(1024) @Max(16 * 1024 * 1024)
   bodyLimit = 64 * 1024;
 

@@ -8,6 +8,8 @@ import type { Registry } from 'prom-client';
 import { BootError, buildConfig, checkEnvNames, envNameFor, freePortOverrides } from './config';
 import { GatewayConfig, parseAllowList, parseApplications, parseListenerLimits, requestLimits, type ApplicationEntry, type ListenerLimits } from './gateway-config';
 import { ConnectionGuard, type FdProbe } from './connection-guard';
+import { HealthState } from './health';
+import { requestLogFor } from './request-log';
 import { loadSite, type SiteSpec } from './site';
 import { ApplicationRegistry } from './apps';
 import { ApiServer, type ApiServerOptions } from './http/api-server';
@@ -74,6 +76,8 @@ export class Kernel {
   apps!: ApplicationRegistry;
   /** metricsAllow, checked by the /metrics and /healthz routes */
   metricsAllow!: net.BlockList;
+  /** what /healthz says beyond started: plugins' degraded parts */
+  health!: HealthState;
   /** connection caps and the descriptor reserve of every TCP and HTTP listener */
   connections!: ConnectionGuard;
   container!: DependencyContainer;
@@ -189,11 +193,14 @@ export class Kernel {
       maxGopBytes: this.gateway.maxGopBytes, maxQueueBytes: this.gateway.maxQueueBytes, maxStreamBytes: this.gateway.maxStreamBytes,
       readerDropAfterMs: this.gateway.readerDropAfterSec * 1000,
     }, this.log.child({ part: 'bus' }), () => this.clock.now());
-    this.notices = new NoticeHub(this.log.child({ part: 'notices' }));
+    this.health = new HealthState(this.log.child({ part: 'health' }), () => this.clock.now());
+    const noticesLog = this.log.child({ part: 'notices' });
+    this.notices = new NoticeHub(noticesLog, requestLogFor(noticesLog, this.gateway.requestLogLevel));
     this.sessions = new SessionManager(
       { keepIntvDefault: this.gateway.keepIntvDefault, openTimeoutSec: this.gateway.openTimeoutSec, consumptionTimeoutSec: this.gateway.consumptionTimeoutSec, instId: this.gateway.instId, publicHost: this.gateway.publicHost,
         maxRequestsPerApp: this.gateway.maxRequestsPerApp, requestLimits: requestLimits(appEntries) },
       this.bus, this.notices, this.clock, this.log.child({ part: 'sessions' }),
+      requestLogFor(this.log.child({ part: 'sessions' }), this.gateway.requestLogLevel),
     );
     this.stores = new StoreFactory(this.gateway.store, dataDir, `${this.site.file}: gateway: key store`);
     await this.stores.open();
@@ -321,6 +328,8 @@ export class Kernel {
       name,
       config: l.config,
       log: l.log,
+      requestLog: requestLogFor(l.log, this.gateway.requestLogLevel),
+      health: this.health.forPlugin(name),
       site: this.siteInfo,
       routes: this.api.routesFor(name),
       net: netApi,
@@ -365,6 +374,7 @@ export class Kernel {
           else s.close(() => resolve());
         }).catch(() => undefined);
       }
+      this.health?.clearPlugin(l.def.name);
       l.log.debug('plugin stopped');
     }
     await this.api?.close();

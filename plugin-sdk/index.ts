@@ -1,7 +1,7 @@
 /** The public surface for plugin authors. Plugins import from here, never from core/ or from each other. */
 export { definePlugin } from './plugin';
 export type {
-  PluginDefinition, PluginContext, PluginInstance, SiteInfo, Net, ListenOptions, HttpListenOptions, HttpListener, Stores, KeyValueStore,
+  PluginDefinition, PluginContext, PluginInstance, RequestLog, Health, SiteInfo, Net, ListenOptions, HttpListenOptions, HttpListener, Stores, KeyValueStore,
 } from './plugin';
 export type {
   Routes, RouteRequest, RouteOptions, AuthMode, JsonHandler, RawHandler, UpgradeHandler, WebSocketHandler, WebSocketRouteOptions, JsonReply, Application,
@@ -23,7 +23,7 @@ export type { TerminalLinks, TerminalLink, DownlinkAudio, Jt1078Layout } from '.
 export { CloseCause, closeReasonOf, mediaTypOf } from './sessions';
 export { normaliseSim, SIM_PATTERN } from './sim';
 export type {
-  Sessions, StrmRequest, ChannelStream, OpenParams, IngestProvider, OutputProvider, PresenceProvider, OpenGuard, PushAddress,
+  Sessions, StrmRequest, ChannelStream, OpenParams, IngestProvider, OutputProvider, TalkProvider, PresenceProvider, OpenGuard, PushAddress,
   StreamTyp, MediaTyp, CloseCauseValue, PlayerInfo, PlayerHandle,
 } from './sessions';
 export type { Notice, NoticePayload, Notices } from './notices';
@@ -33,3 +33,5 @@ export type { ErrCodeValue } from './errors';
 export { systemClock, ManualClock } from './clock';
 export { BufferSlab } from './buffer-slab';
 export type { Clock, Cancel } from './clock';
+export { LogLimiter, OVERFLOW_KEY } from './log-limiter';
+export type { LogLimiterOptions, LogVerdict } from './log-limiter';

@@ -74,10 +74,27 @@ export interface Stores {
   dir(): string;
 }
 
+/** A line written once per request or player; at the level the site's requestLogLevel chooses (default info). */
+export type RequestLog = (obj: Record<string, unknown>, msg: string) => void;
+
+/**
+ * What /healthz says about this plugin. A plugin that runs but cannot do part of its job (a recorder on a full disk)
+ * says so here; /healthz answers 200 with status "degraded" and, to readers allowed the details (metricsAccess),
+ * each part's reason. Degraded is not down: live media still flows. Cleared at the plugin's stop.
+ */
+export interface Health {
+  /** `part` names one of several things the plugin does (default: the plugin as a whole); repeating is a no-op */
+  degraded(reason: string, part?: string): void;
+  ok(part?: string): void;
+}
+
 export interface PluginContext<C> {
   readonly name: string;
   readonly config: C;
   readonly log: Logger;
+  /** for per-request lines (request or player started and ended), at the operator's chosen level */
+  readonly requestLog: RequestLog;
+  readonly health: Health;
   readonly site: SiteInfo;
   readonly routes: Routes;
   readonly net: Net;

@@ -111,6 +111,16 @@ export interface OutputProvider {
   playUrl(args: { streamName: string; reqId: string; token: string; scheme: string; host: string; subFmt?: string }): string;
 }
 
+/**
+ * An intercom plugin: the talk URLs of a live dataTyp 2 request (decisions.md: `taUrl`, the binary WebSocket, and
+ * `wsUrl`, the STOMP one). The sessions put them into the open result, the status entry and the ready notice of such
+ * requests only; one provider per gateway.
+ */
+export interface TalkProvider {
+  name: string;
+  talkUrls(args: { streamName: string; reqId: string; token: string; host: string; params: OpenParams }): { taUrl: string; wsUrl: string } | undefined;
+}
+
 /** A player (or any reader serving a request) as the output tells the sessions about it. */
 export interface PlayerInfo {
   /** e.g. 'http-flv', 'ws-flv', 'hls', 'rtsp' */
@@ -152,6 +162,8 @@ export interface ChannelStream {
 export interface Sessions {
   registerIngest(p: IngestProvider): void;
   registerOutput(p: OutputProvider): void;
+  /** the intercom provider (taUrl/wsUrl of live dataTyp 2 requests); a second one throws */
+  registerTalk(p: TalkProvider): void;
   setPresenceProvider(p: PresenceProvider): void;
   addOpenGuard(g: OpenGuard): void;
 

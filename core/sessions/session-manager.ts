@@ -1,5 +1,6 @@
 import { randomBytes, createHash, timingSafeEqual } from 'node:crypto';
 import type { Logger } from 'pino';
+import type { RequestLog } from '../../plugin-sdk/plugin';
 import type { Application } from '../../plugin-sdk/http';
 import { ErrCode, GatewayError } from '../../plugin-sdk/errors';
 import type { Clock, Cancel } from '../../plugin-sdk/clock';
@@ -7,7 +8,7 @@ import type { NoticePayload } from '../../plugin-sdk/notices';
 import {
   CloseCause, closeReasonOf, type ChannelStream, type CloseCauseValue, type IngestProvider, type MediaTyp, type OpenGuard,
   type OpenParams, type OutputProvider, type PlayerHandle, type PlayerInfo, type PresenceProvider, type PushAddress, type Sessions,
-  type StreamTyp, type StrmRequest,
+  type StreamTyp, type StrmRequest, type TalkProvider,
 } from '../../plugin-sdk/sessions';
 import type { CoreMediaBus, BusStream } from '../bus/media-bus';
 import type { NoticeHub } from '../notices';
@@ -40,6 +41,8 @@ class RequestState implements StrmRequest {
   playUrl = '';
   /** URLs of outputs without a fmt, by output name */
   urls: Record<string, string> | undefined;
+  /** intercom URLs (live dataTyp 2 with a talk provider on the site) */
+  talk: { taUrl: string; wsUrl: string } | undefined;
   constructor(
     readonly reqId: string,
     readonly appId: string,
@@ -81,6 +84,7 @@ export class SessionManager implements Sessions {
   private outputs = new Map<number, OutputProvider>();
   /** outputs without a fmt: their URLs go into `urls` of every open */
   private extraOutputs: OutputProvider[] = [];
+  private talk: TalkProvider | undefined;
   private presence: PresenceProvider | undefined;
   private guards: OpenGuard[] = [];
   private cbOpened: Array<(s: ChannelStream) => void> = [];
@@ -95,6 +99,8 @@ export class SessionManager implements Sessions {
     private readonly notices: NoticeHub,
     private readonly clock: Clock,
     private readonly log: Logger,
+    /** request opened/closed and stream ready/closed, at the site's requestLogLevel */
+    private readonly requestLog: RequestLog = (obj, msg) => log.info(obj, msg),
   ) {}
 
   start(): void {
@@ -119,6 +125,10 @@ export class SessionManager implements Sessions {
     }
     if (this.outputs.has(p.fmt)) throw new Error(`fmt ${p.fmt} already has an output plugin (${this.outputs.get(p.fmt)!.name})`);
     this.outputs.set(p.fmt, p);
+  }
+  registerTalk(p: TalkProvider): void {
+    if (this.talk) throw new Error(`talk provider ${p.name}: ${this.talk.name} is registered already`);
+    this.talk = p;
   }
   setPresenceProvider(p: PresenceProvider): void {
     this.presence = p;
@@ -245,13 +255,20 @@ export class SessionManager implements Sessions {
         this.log.error({ err, output: o.name }, 'output failed to make its URL; left out of the open result');
       }
     }
+    if (this.talk && params.typ === 'live' && params.dataTyp === 2) {
+      try {
+        req.talk = this.talk.talkUrls({ streamName: name, reqId: req.reqId, token: params.user.token, host: this.t.publicHost, params });
+      } catch (err) {
+        this.log.error({ err, talk: this.talk.name }, 'talk provider failed to make its URLs; left out of the open result');
+      }
+    }
     req.readyAtOpen = stream.state === 'ready';
     req.sawReady = req.readyAtOpen;
     this.requests.set(req.reqId, req);
     this.perApp.set(app.appId, (this.perApp.get(app.appId) ?? 0) + 1);
     stream.requests.push(req);
     this.updateExpectVideo(stream);
-    this.log.info({ reqId: req.reqId, appId: app.appId, stream: name, ctrl: req.ctrl, fmt: params.fmt, ready: req.readyAtOpen }, 'request opened');
+    this.requestLog({ reqId: req.reqId, appId: app.appId, stream: name, ctrl: req.ctrl, fmt: params.fmt, ready: req.readyAtOpen }, 'request opened');
     if (created) for (const cb of this.cbOpened) this.safe(() => cb(stream!), 'stream-opened hook');
     for (const cb of this.cbReqOpened) this.safe(() => cb(req, stream!), 'request-opened hook');
     if (req.closed) throw new GatewayError(ErrCode.EXECUTION_ERROR, 'The request could not be started.');
@@ -270,6 +287,10 @@ export class SessionManager implements Sessions {
       tcp2019: push.tcp2019,
     };
     if (req.urls) result.urls = req.urls;
+    if (req.talk) {
+      result.taUrl = req.talk.taUrl;
+      result.wsUrl = req.talk.wsUrl;
+    }
     if (req.flags.recording === true) result.recording = true;
     // an open that asked to record and cannot (e.g. the record store is out of space) says why; the stream still plays
     else if (params.record && typeof req.flags.recordingError === 'string') result.recordingError = req.flags.recordingError;
@@ -344,6 +365,7 @@ export class SessionManager implements Sessions {
         fmt: r.params.fmt,
         playUrl: r.playUrl,
         ...(r.urls ? { urls: r.urls } : {}),
+        ...(r.talk ? { taUrl: r.talk.taUrl, wsUrl: r.talk.wsUrl } : {}),
         ctrl: r.ctrl,
         exclusive: r.params.exclusive,
         ready: s?.state === 'ready',
@@ -372,7 +394,7 @@ export class SessionManager implements Sessions {
     if (left > 0) this.perApp.set(r.appId, left);
     else this.perApp.delete(r.appId);
     const s = this.streams.get(r.streamName);
-    this.log.info({ reqId, appId: r.appId, stream: r.streamName, closeCause: cause, closeReason: closeReasonOf[cause], detail }, 'request closed');
+    this.requestLog({ reqId, appId: r.appId, stream: r.streamName, closeCause: cause, closeReason: closeReasonOf[cause], detail }, 'request closed');
     for (const cb of this.cbReqClosed) this.safe(() => cb(r, cause), 'request-closed hook');
     const failed = !r.sawReady && (cause === CloseCause.termDataTimeout || cause === CloseCause.badStrmFormat || cause === CloseCause.internalError || cause === CloseCause.termStrmClose);
     this.emit(r, s, failed ? 'failed' : 'closed', cause);
@@ -403,7 +425,7 @@ export class SessionManager implements Sessions {
     } finally {
       cancel?.();
       if (this.streams.get(s.name) === s) this.streams.delete(s.name);
-      this.log.info({ stream: s.name }, 'stream closed');
+      this.requestLog({ stream: s.name }, 'stream closed');
     }
   }
 
@@ -411,7 +433,7 @@ export class SessionManager implements Sessions {
   private streamReady(s: StreamState): void {
     if (s.state !== 'waiting') return;
     s.state = 'ready';
-    this.log.info({ stream: s.name, tracks: s.media.tracks.map((t) => t.codec) }, 'stream ready');
+    this.requestLog({ stream: s.name, tracks: s.media.tracks.map((t) => t.codec) }, 'stream ready');
     // A request that asked to detect its media type is told once it is known: terminals announce audio with its
     // first frame, which may come a little after the first keyframe; the ready notice of such a request waits for
     // the audio track, at most DETECT_WAIT_MS, so its mediaTyp says what the terminal really sends.
@@ -460,7 +482,13 @@ export class SessionManager implements Sessions {
       chan: r.params.chanId,
       mediaTyp: s ? this.mediaTypFor(r, s) : mediaTypOf(r.params.typ, r.params.dataTyp),
     };
-    if (act === 'ready') payload.playUrl = r.playUrl;
+    if (act === 'ready') {
+      payload.playUrl = r.playUrl;
+      if (r.talk) {
+        payload.taUrl = r.talk.taUrl;
+        payload.wsUrl = r.talk.wsUrl;
+      }
+    }
     if (cause !== undefined) {
       payload.closeCause = cause;
       payload.closeReason = closeReasonOf[cause];

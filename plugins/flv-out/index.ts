@@ -54,7 +54,7 @@ export default definePlugin({
       return { media, via: aacVia(ctx.bus, r.params.audioCfg, keep) };
     };
     const server = new FlvServer({
-      log: ctx.log, sessions: ctx.sessions, formats, tick: new TickFlush(latency), maxBacklogBytes: c.maxPlayerBacklogBytes,
+      log: ctx.log, requestLog: ctx.requestLog, sessions: ctx.sessions, formats, tick: new TickFlush(latency), maxBacklogBytes: c.maxPlayerBacklogBytes,
       refused: () => refused.inc(), readFor,
     });
     server.mount(http);

@@ -5,6 +5,7 @@ import {
 } from '../../plugin-sdk';
 import type { Jt1078Layout } from './src/packet';
 import { Jt1078StreamAssembler, type AudioOptions } from './src/stream-assembler';
+import { LogLimiter } from '../../plugin-sdk/log-limiter';
 import { TerminalLink, type ChannelSource, type HisiliconDownlink, type LinkHost, type LinkTotals } from './src/terminal-link';
 
 /** Per-terminal audio overrides, by SIM. */
@@ -225,9 +226,11 @@ export default definePlugin({
     streamGauge('stream_link_bytes', 'bytes received on the stream\'s link', (s) => s.link.counters.bytes);
     streamGauge('stream_resyncs', 'resynchronisations on the stream\'s link', (s) => s.link.parser.stats.resyncs);
 
+    const logLimit = new LogLimiter({ intervalMs: 10_000, now: () => ctx.clock.now() });
     const host: LinkHost = {
       sessions: ctx.sessions,
       log: ctx.log,
+      logLimit,
       unknownGraceMs: c.unknownGraceMs,
       downlink: { maxPendingBytes: c.downlinkMaxPendingBytes, hisilicon: c.hisiliconDownlink },
       unmatched: (link) => m.unmatched.inc({ listener: link.listener }),
@@ -528,6 +531,9 @@ export default definePlugin({
         for (const cl of [...claims.values()]) forget(cl);
         for (const link of [...links]) link.close('gateway stopping');
         attachListeners.clear();
+        if (logLimit.suppressedTotal > 0) {
+          ctx.log.info({ suppressed: logLimit.suppressedTotal, untold: logLimit.pending().size }, 'lines left out by the per-source log rate limit since start');
+        }
       },
     };
   },

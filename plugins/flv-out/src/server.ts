@@ -8,7 +8,7 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { WebSocketServer, type WebSocket } from 'ws';
-import type { HttpListener, RouteRequest, Sessions, SubscribeOptions } from '../../../plugin-sdk';
+import { LogLimiter, type HttpListener, type RequestLog, type RouteRequest, type Sessions, type SubscribeOptions } from '../../../plugin-sdk';
 import type { FlvFormats, FlvFrame } from './flv-format';
 import { Player, type PlayerOwner, type PlayerStats } from './player';
 import type { TickFlush } from './tick';
@@ -21,6 +21,8 @@ const CORS = { 'Access-Control-Allow-Origin': '*' } as const;
 
 export interface FlvServerOptions {
   log: Logger;
+  /** player started/stopped lines */
+  requestLog: RequestLog;
   sessions: Sessions;
   formats: FlvFormats;
   tick: TickFlush;
@@ -46,6 +48,8 @@ export class FlvServer implements PlayerOwner {
   private readonly wss: WebSocketServer;
   private nextId = 1;
   private stopped = false;
+
+  private readonly refusalLog = new LogLimiter();
 
   constructor(private readonly o: FlvServerOptions) {
     this.tick = o.tick;
@@ -97,7 +101,7 @@ export class FlvServer implements PlayerOwner {
     const set = this.byReq.get(p.reqId);
     set?.delete(p);
     if (set?.size === 0) this.byReq.delete(p.reqId);
-    this.o.log.info({ stream: p.stream, reqId: p.reqId, remote: p.remote, bytesOut: p.bytesOut, skips: p.skips }, 'player stopped');
+    this.o.requestLog({ stream: p.stream, reqId: p.reqId, remote: p.remote, bytesOut: p.bytesOut, skips: p.skips }, 'player stopped');
   }
 
   dropped(p: Player, reason: string): void {
@@ -121,7 +125,8 @@ export class FlvServer implements PlayerOwner {
     const remote = `${sock.remoteAddress}:${sock.remotePort}`;
     if (this.o.sessions.authorizePlay(stream, reqId, req.query.get('token') ?? '')) return { stream, reqId, remote };
     this.o.refused();
-    this.o.log.warn({ stream, reqId, remote, protocol }, 'play refused: unknown request or wrong token');
+    // anyone can send these: at most one line per address per 10 s, with the count left out
+    this.refusalLog.log(this.o.log, 'warn', sock.remoteAddress ?? '', { stream, reqId, remote, protocol }, 'play refused: unknown request or wrong token');
     return 401;
   }
 
@@ -194,7 +199,7 @@ export class FlvServer implements PlayerOwner {
       p.close();
       return;
     }
-    this.o.log.info({ stream: p.stream, reqId: p.reqId, remote: p.remote, protocol: t.protocol }, 'player started');
+    this.o.requestLog({ stream: p.stream, reqId: p.reqId, remote: p.remote, protocol: t.protocol }, 'player started');
   }
 }
 

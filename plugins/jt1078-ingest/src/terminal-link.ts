@@ -1,6 +1,7 @@
 import type { Socket } from 'node:net';
 import type { Socket as UdpSocket } from 'node:dgram';
 import type { Logger } from 'pino';
+import type { LogLimiter } from '../../../plugin-sdk/log-limiter';
 import { normaliseSim, type ChannelStream, type Publisher, type Sessions, type StreamTyp } from '../../../plugin-sdk';
 import type { Off } from '../../../plugin-sdk/bus';
 import type { DownlinkAudio, TerminalLink as SdkTerminalLink } from '../../../plugin-sdk/services/terminal-links';
@@ -58,6 +59,11 @@ export interface LinkHost {
   sessions: Sessions;
   log: Logger;
   /**
+   * Lines any peer can cause (data for unopened channels, links that carried nothing) are rate-limited per source
+   * address across its links: a UDP flood from random ports makes a link per port.
+   */
+  logLimit: LogLimiter;
+  /**
    * The link pushes a stream it has no source for: its source, or undefined when another link keeps the stream
    * (the host counted and logged the refusal; the packet is dropped and the link asks again with the next one).
    */
@@ -106,6 +112,8 @@ export class TerminalLink implements SdkTerminalLink {
   private closeReason = '';
   private cancelGrace: (() => void) | undefined;
   private warnedUnmatched = new Set<string>();
+  /** it published a channel at some point: its close is a terminal's, always logged */
+  private carried = false;
   /**
    * The previous packet's channel and source: a link nearly always carries one channel, so most packets skip
    * building a key string and looking it up. Cleared whenever a source goes.
@@ -176,7 +184,8 @@ export class TerminalLink implements SdkTerminalLink {
         this.host.unmatched(this);
         if (!this.warnedUnmatched.has(key) && this.warnedUnmatched.size < 16) {
           this.warnedUnmatched.add(key);
-          this.host.log.warn({ link: this.id, sim: p.sim, channel: p.channel, typ: this.typ }, 'data for a channel nobody opened: dropped');
+          this.host.logLimit.log(this.host.log, 'warn', `unmatched ${this.address}`,
+            { link: this.id, sim: p.sim, channel: p.channel, typ: this.typ }, 'data for a channel nobody opened: dropped');
         }
         return;
       }
@@ -205,6 +214,7 @@ export class TerminalLink implements SdkTerminalLink {
   }
 
   private addSource(key: string, src: ChannelSource): void {
+    this.carried = true;
     this.sources.set(key, src);
     this.cancelGrace?.();
     this.cancelGrace = undefined;
@@ -269,12 +279,14 @@ export class TerminalLink implements SdkTerminalLink {
     this.closeReason = reason;
     this.cancelGrace?.();
     const refused = this.counters.refusedPackets;
-    this.host.log.info({
+    const line = {
       link: this.id, reason, bytes: this.counters.bytes, packets: this.counters.packets, unmatched: this.counters.unmatchedPackets,
       resyncs: this.parser.stats.resyncs,
       // the refusal warnings were rate-limited: what they did not tell
       ...(refused > 0 ? { refused, refusedNotLogged: this.refusalLog.notLogged } : {}),
-    }, 'terminal link closed');
+    };
+    if (this.carried) this.host.log.info(line, 'terminal link closed');
+    else this.host.logLimit.log(this.host.log, 'info', `closed ${this.address}`, line, 'terminal link closed');
     for (const src of [...this.sources.values()]) {
       addChannelStats(this.retired, src);
       this.host.detach(src, 'link-closed');

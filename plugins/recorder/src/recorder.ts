@@ -95,6 +95,7 @@ export async function startRecorder(ctx: PluginContext<RecorderConfig>, store: R
   const enterDegraded = (cause: unknown): void => {
     if (degraded) return;
     degraded = { reason: unavailableReason(cause), since: ctx.clock.now() };
+    ctx.health.degraded(`not recording: ${degraded.reason}`);
     ctx.log.error({ reason: degraded.reason, err: describeError(cause), retrySec: cfg.degradedRetrySec },
       'recorder degraded: requests opened with record: true are played live without recording until the store can be written again');
   };
@@ -234,6 +235,7 @@ export async function startRecorder(ctx: PluginContext<RecorderConfig>, store: R
         await probeWrite(storeRoot);
         const was = degraded!;
         degraded = undefined;
+        ctx.health.ok();
         ctx.log.warn({ reason: was.reason, degradedSec: Math.round((ctx.clock.now() - was.since) / 1000) }, 'recorder recovered: requests opened with record: true are recorded again');
       } catch (err) {
         ctx.log.debug({ err: describeError(err) }, 'recorder still degraded');

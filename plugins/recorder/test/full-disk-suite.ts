@@ -217,6 +217,11 @@ export function fullDiskSuite(backend: CatalogBackend): void {
       assert.equal(await metric(gw, 'gw_recorder_recordings_skipped_total'), sqlite ? 2 : 1);
       assert.equal(await metric(gw, 'gw_recorder_degraded'), 1);
       notRecorded = second.reqId;
+      // health: still 200 (live media flows), degraded, with the reason for a reader allowed the details
+      const h = await gw.api('GET', '/healthz');
+      assert.equal(h.status, 200);
+      assert.equal(h.json.status, 'degraded');
+      assert.match(String(h.json.degraded?.recorder?.reason), /^not recording: (the record store is out of space|ENOSPC)/);
     });
 
     it('records again once space comes back, without a restart', async () => {
@@ -224,6 +229,8 @@ export function fullDiskSuite(backend: CatalogBackend): void {
       c.small.unfill();
       await waitFor(async () => (await metric(gw, 'gw_recorder_degraded')) === 0, 'the recorder to recover', 15_000);
       assert.ok(logged(gw, 'recorder recovered: requests opened with record: true are recorded again'));
+      const healthy = await gw.api('GET', '/healthz');
+      assert.deepEqual([healthy.status, healthy.json.status, healthy.json.degraded], [200, 'ok', undefined]);
 
       const r = await open(gw, 3);
       assert.equal(r.recording, true);
