@@ -141,6 +141,16 @@ export class GatewayConfig {
   @IsObject()
   listenerLimits: Record<string, unknown> = {};
 
+  /**
+   * PEM certificate (chain) and private key: when both are given, the API port and plugins' HTTP ports (flv-out's
+   * players) serve HTTPS and WSS only, and play URLs, apiBase and talk URLs say https/wss
+   */
+  @IsOptional() @IsString() @MinLength(1)
+  tlsCertFile: string | undefined = undefined;
+
+  @IsOptional() @IsString() @MinLength(1)
+  tlsKeyFile: string | undefined = undefined;
+
   /** small-state store: {"kind":"sqlite"} (file in dataDir), {"kind":"redis","url":"redis://..."} or {"kind":"memory"} */
   @IsObject()
   store: Record<string, unknown> = { kind: 'sqlite' };

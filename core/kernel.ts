@@ -9,6 +9,7 @@ import { BootError, buildConfig, checkEnvNames, envNameFor, freePortOverrides } 
 import { GatewayConfig, parseAllowList, parseApplications, parseListenerLimits, requestLimits, type ApplicationEntry, type ListenerLimits } from './gateway-config';
 import { ConnectionGuard, type FdProbe } from './connection-guard';
 import { HealthState } from './health';
+import { loadTlsFiles, type TlsFiles } from './tls-files';
 import { requestLogFor } from './request-log';
 import { loadSite, type SiteSpec } from './site';
 import { ApplicationRegistry } from './apps';
@@ -76,6 +77,8 @@ export class Kernel {
   apps!: ApplicationRegistry;
   /** metricsAllow, checked by the /metrics and /healthz routes */
   metricsAllow!: net.BlockList;
+  /** the site's certificate and key when it serves TLS */
+  tls: TlsFiles | undefined;
   /** what /healthz says beyond started: plugins' degraded parts */
   health!: HealthState;
   /** connection caps and the descriptor reserve of every TCP and HTTP listener */
@@ -156,6 +159,7 @@ export class Kernel {
     this.metricsAllow = parseAllowList(this.gateway.metricsAllow, `${this.site.file}: gateway`);
     const perAddressExempt = parseAllowList(this.gateway.perAddressExempt, `${this.site.file}: gateway`, 'perAddressExempt');
     const listenerLimits = parseListenerLimits(this.gateway.listenerLimits, `${this.site.file}: gateway`);
+    this.tls = loadTlsFiles(this.gateway.tlsCertFile, this.gateway.tlsKeyFile, `${this.site.file}: gateway`);
     // Every plugin's config is checked before anything starts, so a typo never leaves half a gateway running.
     const resolved = this.site.plugins.map((entry) => {
       const def = this.resolvePlugin(entry);
@@ -213,7 +217,7 @@ export class Kernel {
     });
     this.authHooks = { loginGuard: this.loginGuard, onAuthFailure: (reason: string) => authFailures.inc({ reason }), onAuthThrottled: () => authThrottled.inc() };
     this.connections = this.connectionGuard(coreMetrics, perAddressExempt, listenerLimits);
-    this.api = new ApiServer({ bodyLimit: this.gateway.bodyLimit, apps: this.apps, log: this.log.child({ part: 'http' }), ...this.authHooks });
+    this.api = new ApiServer({ bodyLimit: this.gateway.bodyLimit, apps: this.apps, log: this.log.child({ part: 'http' }), ...this.authHooks, tls: this.tls });
     this.connections.guardServer(this.api.server, this.connections.gate('gateway.httpPort', 'api'));
 
     this.container = rootContainer.createChildContainer();
@@ -227,8 +231,11 @@ export class Kernel {
     this.services.attach(this.container);
 
     const httpPort = await this.listenHttp();
-    const apiBase = (this.gateway.apiBase ?? `http://${this.gateway.publicHost}:${httpPort}`).replace(/\/+$/, '');
-    this.siteInfo = { name: this.site.name, file: this.site.file, publicHost: this.gateway.publicHost, listenHost: this.gateway.listenHost, dataDir, instId: this.gateway.instId, apiBase };
+    const apiBase = (this.gateway.apiBase ?? `${this.tls ? 'https' : 'http'}://${this.gateway.publicHost}:${httpPort}`).replace(/\/+$/, '');
+    this.siteInfo = {
+      name: this.site.name, file: this.site.file, publicHost: this.gateway.publicHost, listenHost: this.gateway.listenHost, dataDir, instId: this.gateway.instId, apiBase,
+      tls: this.tls !== undefined,
+    };
     registerCoreRoutes(this);
     coreMetrics.gauge('requests_open', 'open stream requests', [], (g) => g.set(this.sessions.requestCount));
     coreMetrics.gauge('streams_open', 'open channel streams', [], (g) => g.set(this.sessions.streamCount));
@@ -314,7 +321,7 @@ export class Kernel {
     const where = `${this.site.file}: plugin ${name}`;
     const netApi = pluginNet(l, {
       plugin: name, where, defaultHost: this.gateway.listenHost, ports: this.ports, bodyLimit: this.gateway.bodyLimit, apps: this.apps,
-      auth: this.authHooks, connections: this.connections,
+      auth: this.authHooks, connections: this.connections, tls: this.tls,
     });
     const stores = this.stores;
     const dataDir = this.siteInfo.dataDir;

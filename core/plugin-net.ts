@@ -37,6 +37,8 @@ export interface PluginNetOptions {
   auth?: Pick<ApiServerOptions, 'loginGuard' | 'onAuthFailure' | 'onAuthThrottled'>;
   /** connection caps and the descriptor reserve, shared with the API port */
   connections: ConnectionGuard;
+  /** the site's certificate and key: plugins' HTTP listeners serve TLS with them unless they opt out */
+  tls?: { cert: Buffer; key: Buffer };
 }
 
 /** A plugin's ctx.net: listeners that name their config key when they cannot bind, and are tracked for stop. */
@@ -85,6 +87,7 @@ export function pluginNet(l: PluginResources, o: PluginNetOptions): Net {
     const api = new ApiServer({
       bodyLimit: lo.bodyLimit ?? o.bodyLimit, apps: o.apps, log: l.log.child({ part: 'http', key: lo.key }),
       headersTimeoutMs: lo.headersTimeoutMs, requestTimeoutMs: lo.requestTimeoutMs, ...o.auth,
+      tls: lo.tls === false ? undefined : o.tls,
     });
     const host = lo.host ?? defaultHost;
     const listener = `${name}.${lo.key}`;
@@ -101,7 +104,7 @@ export function pluginNet(l: PluginResources, o: PluginNetOptions): Net {
     l.http.push(api);
     const port = (api.server.address() as net.AddressInfo).port;
     o.ports[listener] = port;
-    return { routes: api.routesFor(name), port, server: api.server };
+    return { routes: api.routesFor(name), port, server: api.server, tls: lo.tls !== false && o.tls !== undefined };
   };
 
   return { listenTcp, listenUdp, listenHttp };

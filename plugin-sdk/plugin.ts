@@ -23,6 +23,11 @@ export interface SiteInfo {
   instId: string;
   /** e.g. http://127.0.0.1:7080 (what clients use to reach the API) */
   apiBase: string;
+  /**
+   * the site serves TLS (gateway tlsCertFile/tlsKeyFile): the API port and plugins' HTTP listeners speak HTTPS/WSS
+   * only, so URLs a plugin writes for them say https/wss
+   */
+  tls: boolean;
 }
 
 export interface ListenOptions {
@@ -45,6 +50,8 @@ export interface HttpListenOptions extends ListenOptions {
   requestTimeoutMs?: number;
   /** bytes a JSON body may have (default: the gateway's bodyLimit) */
   bodyLimit?: number;
+  /** false: plain HTTP even when the site serves TLS (e.g. behind a TLS front of its own); default: as the site */
+  tls?: boolean;
 }
 
 /** An HTTP server on a port of the plugin's own, with the same routes, auth and reply envelope as the API port. */
@@ -52,6 +59,8 @@ export interface HttpListener {
   readonly routes: Routes;
   readonly port: number;
   readonly server: HttpServer;
+  /** it speaks HTTPS/WSS */
+  readonly tls: boolean;
 }
 
 export interface Net {

@@ -1,4 +1,5 @@
 import * as http from 'node:http';
+import * as https from 'node:https';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { WebSocketServer } from 'ws';
@@ -28,6 +29,8 @@ export interface ApiServerOptions {
   /** counts for /metrics (the log lines are rate-limited, these are not) */
   onAuthFailure?: (reason: string) => void;
   onAuthThrottled?: () => void;
+  /** serve HTTPS (and WSS upgrades) with this certificate and key instead of plain HTTP */
+  tls?: { cert: Buffer; key: Buffer };
 }
 
 /** headers every reply of an API server carries */
@@ -125,7 +128,12 @@ export class ApiServer {
   constructor(opts: ApiServerOptions) {
     this.opts = opts;
     this.guard = opts.loginGuard ?? new LoginGuard({ failLimit: 20, windowMs: 60_000, blockMs: 60_000, logIntervalMs: 10_000, now: Date.now });
-    this.server = http.createServer({ requestTimeout: opts.requestTimeoutMs ?? 30_000, headersTimeout: opts.headersTimeoutMs ?? 15_000 }, (req, res) => {
+    const serverOptions = { requestTimeout: opts.requestTimeoutMs ?? 30_000, headersTimeout: opts.headersTimeoutMs ?? 15_000 };
+    const create = (listener: http.RequestListener): http.Server => (opts.tls
+      // a handshake that never completes holds a descriptor like a slowloris: the same header timeout bounds it
+      ? https.createServer({ ...serverOptions, ...opts.tls, handshakeTimeout: opts.headersTimeoutMs ?? 15_000 }, listener)
+      : http.createServer(serverOptions, listener));
+    this.server = create((req, res) => {
       const remote = req.socket?.remoteAddress ?? '';
       for (const [k, v] of Object.entries(SECURITY_HEADERS)) res.setHeader(k, v);
       this.handle(req, res).catch((err) => {

@@ -43,7 +43,11 @@ export default definePlugin({
       encoders: (d) => { streams += d; },
     });
 
-    const http = await ctx.net.listenHttp({ port: c.port, host: c.host, key: 'port' });
+    const http = await ctx.net.listenHttp({ port: c.port, host: c.host, key: 'port', tls: c.tls });
+    const schemes = c.schemes ?? (http.tls ? ['https', 'wss'] : ['http', 'ws']);
+    if (http.tls && schemes.some((x) => x === 'http' || x === 'ws')) {
+      throw new Error(`key schemes: this port serves TLS only (the site's tlsCertFile), so ${schemes.filter((x) => x === 'http' || x === 'ws').join(', ')} URLs would not play; list https, wss or set tls: false`);
+    }
     // G.711 listed in audioCodecs is what a site's own players take as received: the AAC stage passes it on
     const keep = c.audioCodecs.filter((x) => x !== 'aac') as AudioCodec[];
     const readFor = (reqId: string): Pick<SubscribeOptions<unknown>, 'media' | 'via'> => {
@@ -66,7 +70,7 @@ export default definePlugin({
     ctx.sessions.registerOutput({
       name: 'flv-out',
       fmt: 0,
-      schemes: c.schemes,
+      schemes,
       playUrl: ({ streamName, reqId, token, scheme, host }) =>
         `${scheme}://${host}:${publicPort}/${APP}/${streamName}.flv?reqId=${encodeURIComponent(reqId)}&token=${encodeURIComponent(token)}`,
     });
@@ -74,7 +78,7 @@ export default definePlugin({
     ctx.sessions.onRequestClosed((r) => server.closeRequest(r.reqId));
     ctx.services.provide(FLV_PLAYERS, { port: http.port, playerStats: () => server.playerStats() });
 
-    ctx.log.info({ port: http.port, schemes: c.schemes }, 'FLV players served');
+    ctx.log.info({ port: http.port, schemes, tls: http.tls }, 'FLV players served');
     return { stop: () => server.stop() };
   },
 });

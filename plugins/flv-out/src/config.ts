@@ -1,4 +1,4 @@
-import { ArrayNotEmpty, IsArray, IsIn, IsInt, IsOptional, IsString, Max, Min } from 'class-validator';
+import { ArrayNotEmpty, IsArray, IsBoolean, IsIn, IsInt, IsOptional, IsString, Max, Min } from 'class-validator';
 
 /** the audio codecs FLV can carry */
 export const FLV_AUDIO_CODECS = ['aac', 'g711a', 'g711u'] as const;
@@ -16,9 +16,19 @@ export class FlvOutConfig {
   @IsOptional() @IsInt() @Min(1) @Max(65535)
   publicPort: number | undefined = undefined;
 
-  /** schemes play URLs may use; add https/wss only when a TLS front serves them */
-  @IsArray() @ArrayNotEmpty() @IsIn(['http', 'ws', 'https', 'wss'], { each: true })
-  schemes: string[] = ['http', 'ws'];
+  /**
+   * false: plain HTTP on this port even when the site serves TLS (a TLS front of its own publishes it); default: as
+   * the site (gateway tlsCertFile/tlsKeyFile)
+   */
+  @IsOptional() @IsBoolean()
+  tls: boolean | undefined = undefined;
+
+  /**
+   * schemes play URLs may use; default http, ws on a plain port and https, wss on a TLS one. List https/wss on a plain
+   * port only when a TLS front serves them (with publicPort)
+   */
+  @IsOptional() @IsArray() @ArrayNotEmpty() @IsIn(['http', 'ws', 'https', 'wss'], { each: true })
+  schemes: string[] | undefined = undefined;
 
   /**
    * A player's queue on the bus (media its socket could not take yet) past which it skips to the next keyframe;
