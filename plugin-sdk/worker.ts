@@ -34,7 +34,10 @@ export interface StageWorkerOptions {
   workerData?: unknown;
   /** restarts allowed within a minute before the worker is given up (calls then reject at once; default 5) */
   maxRestartsPerMinute?: number;
-  /** a call unanswered this long means the worker hangs: it is terminated and restarted (default 10 s) */
+  /**
+   * a call unanswered this long, with no other answer meanwhile, means the worker hangs: it is terminated and
+   * restarted (default 10 s). A worker that is behind but answering is left to catch up.
+   */
   hangMs?: number;
 }
 
@@ -52,6 +55,8 @@ export class StageWorker<Req, Res> {
   batches = 0;
   /** times the worker died and was started again */
   deaths = 0;
+  /** when the worker last sent replies (Date.now()) */
+  private lastReplyAt = 0;
 
   private readonly watchdog: NodeJS.Timeout;
 
@@ -64,7 +69,10 @@ export class StageWorker<Req, Res> {
       if (!w) return;
       const now = Date.now();
       for (const p of this.pending.values()) {
-        if (now - p.at > hangMs) {
+        // Hung means no progress: the oldest call waited hangMs and nothing at all came back meanwhile. A worker
+        // that is only behind (a saturated core, a burst of opens) keeps answering batches; killing it would fail
+        // every call in flight and lose work it was about to finish.
+        if (now - p.at > hangMs && now - this.lastReplyAt > hangMs) {
           this.died(w, `no answer for ${hangMs} ms`);
           void w.terminate();
         }
@@ -132,6 +140,7 @@ export class StageWorker<Req, Res> {
     // a worker must never keep the process alive on its own: the plugin closes it at stop
     w.unref();
     w.on('message', (m: { replies: Array<Reply<Res>> }) => {
+      this.lastReplyAt = Date.now();
       for (const r of m.replies) {
         const p = this.pending.get(r.id);
         if (!p) continue;

@@ -131,6 +131,15 @@ describe('stages: audioStage and StageWorker', function () {
     await Promise.all([slow, next]);
     assert.deepEqual(order, ['slow', 'next']);
     assert.equal(w.inFlight, 0);
+    // behind is not hung: ten slow calls in ten turns wait up to ~1 s in all, past hangMs, while answers keep coming
+    const deaths = w.deaths;
+    const behind: Array<Promise<Uint8Array>> = [];
+    for (let i = 0; i < 10; i++) {
+      behind.push(w.call({ frame: new Uint8Array(1), test: 'slow' }));
+      await new Promise((r) => setImmediate(r));
+    }
+    assert.equal((await Promise.all(behind)).length, 10);
+    assert.equal(w.deaths, deaths, 'a worker that answers is not restarted');
     await w.close();
     await assert.rejects(w.call({ frame: new Uint8Array(1) }), /is closed/);
   });

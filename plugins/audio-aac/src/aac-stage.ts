@@ -71,12 +71,25 @@ export function aacStage(o: AacStageOptions): StageDefinition {
       let input: AudioTrackInfo | undefined;
       const bitrate = o.bitrate(p.sampleRate, p.channels);
 
+      /** the job whose open is in flight: a worker restart fails every push in flight, and one open is enough */
+      let opening = 0;
       const open = (): void => {
         const j = job;
+        if (opening === j) return;
+        opening = j;
         o.worker.call({
           op: 'open', job: j, input: input!, sampleRate: p.sampleRate, channels: p.channels, bitrate, maxGapMs: o.maxGapMs, adpcm: o.adpcm,
-        }).catch((err: Error) => {
+        }).then(() => {
+          if (opening === j) opening = 0;
+        }, (err: Error) => {
+          if (opening === j) opening = 0;
           if (j !== job) return;
+          // the worker died with the open in flight and has been restarted: open again, or this stream would stay
+          // mute for the rest of its life over a moment's trouble (a worker that gave up rejects at once: no loop)
+          if (err.message.includes('died') && !err.message.includes('gave up')) {
+            open();
+            return;
+          }
           o.hooks.failed();
           ctx.log.warn({ err: err.message, codec: input?.codec }, 'AAC transcode could not start: audio left out');
           endJob();

@@ -158,3 +158,51 @@ describe('audio-aac: the aac stage', function () {
   });
 });
 
+
+describe('audio-aac: the stage across a worker restart', function () {
+  this.timeout(60_000);
+
+  it('an open in flight when the worker dies is made again on the new worker: the stream is not left mute', async () => {
+    const path = await import('node:path');
+    const { definePlugin } = await import('../../../plugin-sdk');
+    const { StageWorker } = await import('../../../plugin-sdk/worker');
+    const { aacStage } = await import('../src/aac-stage');
+    const pino = (await import('pino')).default;
+    const real = new StageWorker<import('../src/transcode-protocol').TranscodeRequest, import('../src/transcode-protocol').TranscodeReply>(
+      path.join(__dirname, '..', 'src', 'transcode-worker.js'), { name: 'aac', log: pino({ level: 'silent' }), workerData: { coder: 'fast' } });
+    let opens = 0;
+    // the first open meets a worker death, as when the supervisor restarts a crashed worker under it
+    const flaky = {
+      call: (req: import('../src/transcode-protocol').TranscodeRequest) => {
+        if (req.op === 'open' && ++opens === 1) return Promise.reject(new Error('worker aac died (exit code 1)'));
+        return real.call(req);
+      },
+    } as unknown as typeof real;
+    const plugin = definePlugin({
+      name: 'aac-flaky',
+      setup(ctx) {
+        ctx.bus.registerStage(aacStage({
+          worker: flaky, defaults: { sampleRate: 8000, channels: 1 }, bitrate: () => 24_000, maxGapMs: 2000, maxInFlight: 32, log: ctx.log,
+          hooks: { transcoders: () => undefined, framesOut: () => undefined, failed: () => undefined, leftOut: () => undefined },
+        }));
+        return { stop: () => real.close() };
+      },
+    });
+    const stub = stubMediaPlugin();
+    const gw = await startTestGateway({ plugins: [{ name: stub.name, def: stub.def }, { name: 'aac-flaky', def: plugin as PluginDefinition<object> }] });
+    try {
+      const clip = testClip({ seconds: 2, audio: true });
+      const open = await gw.openStream({ simNo: '13900000020', chanId: 1 });
+      const stream = gw.kernel.bus.get(open.streamName)!;
+      const aac: AccessUnit[] = [];
+      stream.subscribe({ write: (u) => { if (u.kind === 'audio') aac.push(u); } }, { via: 'aac' });
+      // in real time, as a terminal sends: frames pushed before the reopen are lost, the rest are encoded
+      await gw.publish(open.streamName, clip, { realtime: true }).done;
+      await until('AAC frames after the reopen', () => aac.length >= 5);
+      assert.equal(opens, 2, 'opened again once');
+      assert.ok(aac.every((u) => u.codec === 'aac'));
+    } finally {
+      await gw.stop();
+    }
+  });
+});
