@@ -47,6 +47,10 @@ export interface IngestFlvOptions {
   audioFrameMs: number;
   /** the site runs audio-aac, so players (dataTyp 0) take AAC; default: with --audio */
   aac: boolean;
+  /** run the bare-relay floor (floor/bare-relay.ts) instead of the gateway */
+  floor: boolean;
+  /** rounds of gateway and floor alternated on the same load, then the CPU ratio (0: off) */
+  vsFloor: number;
 }
 
 export interface IngestFlvResult {
@@ -90,6 +94,7 @@ export interface IngestFlvResult {
 }
 
 const TARGET = { terminals: 500, cpuPct: 80, p99Ms: 50, rssMB: 500 };
+const FLOOR_MAIN = path.join(repoRoot, 'dist', 'test', 'bench', 'floor', 'bare-relay.js');
 const LATENCY_METRIC = 'gw_flv_out_added_latency_seconds';
 /** a terminal socket holding this much unsent data means the gateway is not keeping up: frames are dropped */
 const MAX_SEND_BACKLOG = 1024 * 1024;
@@ -100,7 +105,7 @@ const AAC_LOOKAHEAD_MS = 384;
 
 export const USAGE = `usage: npm run bench -- ingest-flv [--terminals N] [--seconds S] [--mbps X] [--capture FILE] [--audio]
                        [--audio-frame-ms MS] [--aac|--no-aac] [--ramp] [--ramp-seconds S] [--warmup S] [--profile]
-                       [--no-pin] [--keep-dir] [--node-opt OPT]...
+                       [--floor | --vs-floor K] [--no-pin] [--keep-dir] [--node-opt OPT]...
   --terminals N     simulated terminals, one HTTP-FLV player each (default 500)
   --seconds S       measured window (default 30)
   --mbps X          per-terminal rate in Mbit/s, audio included; the capture's video frames are padded up to it (default 1)
@@ -113,6 +118,8 @@ export const USAGE = `usage: npm run bench -- ingest-flv [--terminals N] [--seco
   --ramp            open terminals gradually (over --ramp-seconds, default 20) instead of all at once
   --warmup S        seconds of load before the window opens (default 5)
   --profile         run the gateway under node --cpu-prof and print its top self-time functions
+  --floor           run the bare-relay floor (test/bench/floor/bare-relay.ts) instead of the gateway, on the same load
+  --vs-floor K      K rounds of the gateway and the floor alternated, then gateway CPU / floor CPU (issue 16's steering figure)
   --no-pin          do not pin the gateway to core 0 and this process to core 1
   --keep-dir        keep the scratch directory (site file, gateway log, data)
   --node-opt OPT    pass a node option to the gateway process, e.g. --node-opt --trace-gc (with --keep-dir to read its log)`;
@@ -120,7 +127,7 @@ export const USAGE = `usage: npm run bench -- ingest-flv [--terminals N] [--seco
 export function parseArgs(args: string[]): IngestFlvOptions {
   const o: IngestFlvOptions = {
     terminals: 500, seconds: 30, mbps: 1, capture: '', ramp: false, rampSeconds: 20, warmup: 5, profile: false, pin: true, keepDir: false,
-    nodeOpts: [], audio: false, audioFrameMs: 20, aac: false,
+    nodeOpts: [], audio: false, audioFrameMs: 20, aac: false, floor: false, vsFloor: 0,
   };
   let aac: boolean | undefined;
   const num = (i: number, flag: string, min: number, max: number, int: boolean): number => {
@@ -138,6 +145,8 @@ export function parseArgs(args: string[]): IngestFlvOptions {
       case '--seconds': o.seconds = num(i++, a, 1, 3600, false); break;
       case '--mbps': o.mbps = num(i++, a, 0.01, 100, false); break;
       case '--warmup': o.warmup = num(i++, a, 0, 600, false); break;
+      case '--floor': o.floor = true; break;
+      case '--vs-floor': o.vsFloor = num(i++, a, 1, 20, true); break;
       case '--ramp-seconds': o.rampSeconds = num(i++, a, 0, 3600, false); o.ramp = true; break;
       case '--capture': {
         const v = args[++i];
@@ -175,7 +184,23 @@ export async function run(args: string[]): Promise<IngestFlvResult> {
   const o = parseArgs(args);
   const audio = o.audio ? { pcm: speechPcm(fixturePath('g726/in_32.g726')), frameMs: o.audioFrameMs } : undefined;
   const stream = synthesise(o.capture, o.mbps, 950, audio);
-  return runWith(o, stream);
+  if (o.vsFloor === 0) return runWith(o, stream);
+  // alternated in one session, since this machine's speed drifts: the ratio is the figure, not either CPU alone
+  const rounds: Array<{ gateway: IngestFlvResult; floor: IngestFlvResult }> = [];
+  for (let k = 0; k < o.vsFloor; k++) {
+    const gateway = await runWith({ ...o, floor: false }, stream);
+    const floor = await runWith({ ...o, floor: true, audio: false, aac: false }, stream);
+    rounds.push({ gateway, floor });
+  }
+  console.log(`\ningest-flv vs the floor, ${o.terminals} terminals, ${rounds.length} round(s) alternated:`);
+  for (const [k, r] of rounds.entries()) {
+    console.log(`  round ${k + 1}: gateway ${f1(r.gateway.cpuPct)} % (RSS ${f1(r.gateway.rssMB)} MB, e2e p99 ${f1(r.gateway.endToEndMs.p99)} ms), ` +
+      `floor ${f1(r.floor.cpuPct)} % (RSS ${f1(r.floor.rssMB)} MB, e2e p99 ${f1(r.floor.endToEndMs.p99)} ms) -> gateway / floor ${f2(r.gateway.cpuPct / r.floor.cpuPct)}`);
+  }
+  const sum = (f: (r: { gateway: IngestFlvResult; floor: IngestFlvResult }) => number) => rounds.reduce((n, r) => n + f(r), 0);
+  const ratio = sum((r) => r.gateway.cpuPct) / sum((r) => r.floor.cpuPct);
+  console.log(`  gateway CPU / floor CPU: ${f2(ratio)} (target 2 or less): ${ratio <= 2 ? 'ok' : 'MISSED'}`);
+  return rounds[rounds.length - 1].gateway;
 }
 
 async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<IngestFlvResult> {
@@ -225,7 +250,8 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
     console.warn(`ingest-flv: the capture alone runs above ${o.mbps} Mbit/s; it is sent unpadded`);
   }
 
-  const gw = startGateway({ siteFile, dir, pin, profileDir, nodeOpts: o.nodeOpts });
+  const gw = startGateway({ siteFile, dir, pin, profileDir, nodeOpts: o.nodeOpts, main: o.floor ? FLOOR_MAIN : undefined });
+  if (o.floor) console.log('  the FLOOR runs instead of the gateway: a bare relay (packets to FLV tags, nothing else); gateway metrics below read 0');
   const killGateway = () => gw.child.kill('SIGKILL'); // last resort if this process exits mid-run
   process.once('exit', killGateway);
   const api = new Api(httpPort, deadline);

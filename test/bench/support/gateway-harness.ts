@@ -253,14 +253,17 @@ export interface StartGatewayOptions {
   /** node --cpu-prof into this directory */
   profileDir?: string;
   nodeOpts: string[];
+  /** the script to run instead of the gateway (the bare-relay floor), given the same site file */
+  main?: string;
 }
 
 export function startGateway(o: StartGatewayOptions): Gateway {
-  if (!fs.existsSync(GATEWAY_MAIN)) throw new Error(`${GATEWAY_MAIN} not found: build first (npm run bench does)`);
+  const main = o.main ?? GATEWAY_MAIN;
+  if (!fs.existsSync(main)) throw new Error(`${main} not found: build first (npm run bench does)`);
   const nodeArgs = [
     // names the worker threads so their CPU can be read from /proc; it does nothing else (see name-threads.ts)
     '--require', NAME_THREADS,
-    ...o.nodeOpts, ...(o.profileDir ? ['--cpu-prof', `--cpu-prof-dir=${o.profileDir}`] : []), GATEWAY_MAIN, o.siteFile,
+    ...o.nodeOpts, ...(o.profileDir ? ['--cpu-prof', `--cpu-prof-dir=${o.profileDir}`] : []), main, o.siteFile,
   ];
   const [cmd, args] = o.pin ? ['taskset', ['-c', '0', process.execPath, ...nodeArgs]] : [process.execPath, nodeArgs];
   const logFile = path.join(o.dir, 'gateway.log');
