@@ -35,3 +35,4 @@ export { BufferSlab } from './buffer-slab';
 export type { Clock, Cancel } from './clock';
 export { LogLimiter, OVERFLOW_KEY } from './log-limiter';
 export type { LogLimiterOptions, LogVerdict } from './log-limiter';
+export type { HotCounter, HotHistogram } from './hot-metrics';

@@ -1,4 +1,5 @@
 import type { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { HotCounter, HotHistogram } from './hot-metrics';
 
 /** Per-plugin metrics; names are prefixed `gw_<plugin>_` so plugins cannot collide. */
 export interface Metrics {
@@ -6,4 +7,11 @@ export interface Metrics {
   counter<L extends string = string>(name: string, help: string, labelNames?: L[]): Counter<L>;
   gauge<L extends string = string>(name: string, help: string, labelNames?: L[], collect?: (g: Gauge<L>) => void): Gauge<L>;
   histogram<L extends string = string>(name: string, help: string, buckets: number[], labelNames?: L[]): Histogram<L>;
+  /**
+   * A counter for the media path: `child(labels)` once, then `add(n)` per event is a plain addition; the sums reach
+   * the registry when /metrics is scraped (see hot-metrics.ts)
+   */
+  hotCounter<L extends string = string>(name: string, help: string, labelNames?: L[]): { child(labels: Partial<Record<L, string>>): HotCounter };
+  /** a histogram without labels for the media path: observe() is a binary search and two additions */
+  hotHistogram(name: string, help: string, buckets: number[]): HotHistogram;
 }

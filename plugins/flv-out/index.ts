@@ -1,4 +1,5 @@
 import { aacVia, definePlugin, mediaTypOf, type AudioCodec, type SubscribeOptions } from '../../plugin-sdk';
+import type { HotCounter } from '../../plugin-sdk/hot-metrics';
 import { AudioSkips } from './src/audio-skips';
 import { FlvOutConfig } from './src/config';
 import { createFlvFormats } from './src/flv-format';
@@ -15,6 +16,8 @@ const LATENCY_BUCKETS = [0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.
  * a stream's units are framed once (by one encoder per stream) for all its players; the bus's GOP cache starts a
  * joiner and its bounded per-reader queue holds back, skips or drops a slow one.
  */
+const inc = (c: HotCounter) => ({ inc: () => c.add(1) });
+
 export default definePlugin({
   name: 'flv-out',
   config: FlvOutConfig,
@@ -23,8 +26,9 @@ export default definePlugin({
   async setup(ctx) {
     const c = ctx.config;
     const m = ctx.metrics;
-    const tags = m.counter('tags_total', 'FLV tags made (once per stream, whatever the number of players)', ['type']);
-    const latency = m.histogram(
+    // both written per unit: hot metrics, folded into the registry at scrape time
+    const tags = m.hotCounter('tags_total', 'FLV tags made (once per stream, whatever the number of players)', ['type']);
+    const latency = m.hotHistogram(
       'added_latency_seconds',
       'time from a frame\'s arrival at the gateway (its last packet read) to its FLV tags handed to the players\' sockets',
       LATENCY_BUCKETS,
@@ -37,8 +41,7 @@ export default definePlugin({
     let streams = 0;
     const formats = createFlvFormats({
       audioCodecs: c.audioCodecs,
-      // label children resolved once: a labelled inc() hashes its label object on every call, and this runs per tag
-      tags: { video: tags.labels('video'), audio: tags.labels('audio'), script: tags.labels('script') },
+      tags: { video: inc(tags.child({ type: 'video' })), audio: inc(tags.child({ type: 'audio' })), script: inc(tags.child({ type: 'script' })) },
       audioSkipped: (stream, codec) => skips.note(stream, codec),
       encoders: (d) => { streams += d; },
     });

@@ -182,7 +182,8 @@ export default definePlugin({
     }
 
     const m = {
-      bytes: ctx.metrics.counter('bytes_total', 'bytes received from terminals', ['listener', 'transport']),
+      // added to per socket read: a hot counter, folded in at scrape time
+      bytes: ctx.metrics.hotCounter('bytes_total', 'bytes received from terminals', ['listener', 'transport']),
       links: ctx.metrics.counter('links_total', 'terminal connections (TCP) or sources (UDP) accepted', ['listener', 'transport']),
       layouts: ctx.metrics.counter('layouts_detected_total', 'links by the packet layout detected', ['listener', 'layout']),
       unmatched: ctx.metrics.counter('unmatched_packets_total', 'packets for channels nobody opened (dropped)', ['listener']),
@@ -462,7 +463,7 @@ export default definePlugin({
     };
 
     for (const l of listeners) {
-      const bytes = m.bytes.labels(l.name, 'tcp');
+      const bytes = m.bytes.child({ listener: l.name, transport: 'tcp' });
       const srv = await ctx.net.listenTcp({ port: l.port, host: c.host, key: l.key }, (socket) => {
         const id = `${l.name}/tcp#${++linkSeq} ${socket.remoteAddress}:${socket.remotePort}`;
         const link = new TerminalLink(id, l.name, l.typ, l.layout, host, linkClosed, { transport: 'tcp', socket });
@@ -471,7 +472,7 @@ export default definePlugin({
         m.links.inc({ listener: l.name, transport: 'tcp' });
         socket.setNoDelay(true);
         socket.on('data', (chunk: Buffer) => {
-          bytes.inc(chunk.length);
+          bytes.add(chunk.length);
           link.push(chunk);
           if (!counted) counted = countLayout(link);
         });
@@ -480,9 +481,9 @@ export default definePlugin({
       });
       bound.set(l.name, (srv.address() as AddressInfo).port);
       if (c.udp) {
-        const udpBytes = m.bytes.labels(l.name, 'udp');
+        const udpBytes = m.bytes.child({ listener: l.name, transport: 'udp' });
         await ctx.net.listenUdp({ port: bound.get(l.name)!, host: c.host, key: l.key }, (msg, rinfo, sock) => {
-          udpBytes.inc(msg.length);
+          udpBytes.add(msg.length);
           const k = `${l.name}|${rinfo.address}|${rinfo.port}`;
           let u = udpLinks.get(k);
           if (!u) {
