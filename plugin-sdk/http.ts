@@ -54,6 +54,8 @@ export type WebSocketHandler = (ws: WebSocket, req: RouteRequest) => void;
 export interface WebSocketRouteOptions extends RouteOptions {
   /** largest message accepted (default 1 MiB); a bigger one closes the socket with 1009 */
   maxPayload?: number;
+  /** subprotocols the route speaks, preferred first (the first the client offers is chosen; default none) */
+  protocols?: string[];
 }
 
 export interface RouteOptions {
@@ -71,7 +73,7 @@ export interface Routes {
   /** WebSocket (or other) upgrades on the API port for a path prefix ending in '/*' */
   upgrade(path: string, handler: UpgradeHandler, opts: RouteOptions): void;
   /**
-   * WebSockets for a path prefix ending in '/*': the upgrade is accepted (no subprotocol, no compression) and the
+   * WebSockets for a path prefix ending in '/*', or for one exact path (without '/*'): the upgrade is accepted (no subprotocol, no compression) and the
    * socket handed over; the server closes the sockets it accepted when it stops.
    */
   websocket(path: string, handler: WebSocketHandler, opts: WebSocketRouteOptions): void;

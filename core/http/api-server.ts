@@ -15,6 +15,8 @@ type Route =
   | { kind: 'raw'; handler: RawHandler; auth: AuthMode; owner: string };
 
 interface PrefixRoute<T> { prefix: string; route: T }
+/** an upgrade route: a path prefix (registered as `…/*`), or one exact path (a websocket route without `/*`) */
+interface UpgradeRoute { prefix: string; exact?: boolean; route: { handler: UpgradeHandler; auth: AuthMode } }
 
 export interface ApiServerOptions {
   bodyLimit: number;
@@ -119,7 +121,7 @@ export class ApiServer {
   readonly server: http.Server;
   private readonly exact = new Map<string, Route>();
   private readonly prefixes: PrefixRoute<Route & { method: string }>[] = [];
-  private readonly upgrades: PrefixRoute<{ handler: UpgradeHandler; auth: AuthMode }>[] = [];
+  private readonly upgrades: UpgradeRoute[] = [];
   /** one per websocket route: what it accepted is closed at close() (upgraded sockets leave the HTTP server's care) */
   private readonly wsServers: WebSocketServer[] = [];
   private readonly opts: ApiServerOptions;
@@ -180,10 +182,15 @@ export class ApiServer {
         this.upgrades.sort((a, b) => b.prefix.length - a.prefix.length);
       },
       websocket: (path, handler, o) => {
-        const wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: o.maxPayload ?? 1024 * 1024, handleProtocols: () => false });
+        // an exact path (e.g. intercom's /talk-stomp, whose URL decisions.md fixes) is allowed for WebSockets
+        const exact = !path.endsWith('/*');
+        if (exact && this.upgrades.some((u) => u.exact && u.prefix === path)) throw new Error(`upgrade route ${path} is already registered`);
+        const wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: o.maxPayload ?? 1024 * 1024,
+          // the first subprotocol the route speaks that the client offers (STOMP clients offer v12.stomp), else none
+          handleProtocols: (offered: Set<string>) => o.protocols?.find((p) => offered.has(p)) ?? false });
         this.wsServers.push(wss);
         const routes = this.routesFor(owner);
-        routes.upgrade(path, (rr, socket, head) => {
+        const onUpgrade: UpgradeHandler = (rr, socket, head) => {
           if ((rr.headers.upgrade ?? '').toLowerCase() !== 'websocket') {
             socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
             return;
@@ -197,7 +204,9 @@ export class ApiServer {
               ws.terminate();
             }
           });
-        }, o);
+        };
+        if (!exact) routes.upgrade(path, onUpgrade, o);
+        else this.upgrades.unshift({ prefix: path, exact: true, route: { handler: onUpgrade, auth: o.auth } });
       },
     };
   }
@@ -335,7 +344,7 @@ export class ApiServer {
     const url = req.url ?? '/';
     const q = url.indexOf('?');
     const path = q < 0 ? url : url.slice(0, q);
-    const up = this.upgrades.find((u) => path.startsWith(u.prefix));
+    const up = this.upgrades.find((u) => u.exact && path === u.prefix) ?? this.upgrades.find((u) => !u.exact && path.startsWith(u.prefix));
     if (!up) {
       socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
       return;

@@ -9,6 +9,11 @@
  * are paced by their own timestamps divided by the speed (0 = as fast as the socket takes them).
  * With --loop, each pass shifts timestamps and sequence numbers so the receiver sees one continuous
  * stream rather than a clock jump and a counter restart.
+ *
+ * The terminal's side of intercom: whatever the gateway sends down a connection (talk audio) is read as JT/T 1078
+ * packets in the layout the terminal expects (--talk-proto, default the one it sends), decoded by payload type
+ * (G.711A/U, G.726, IMA ADPCM; HiSilicon header removed) and reported at the end; --talk-wav writes what the first
+ * terminal heard to a WAV file (16-bit mono).
  */
 import * as dgram from 'node:dgram';
 import * as dns from 'node:dns/promises';
@@ -19,6 +24,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Jt1078Layout, Jt1078Packet, headerLength } from '../src/packet';
 import { Jt1078Parser } from '../src/parser';
 import { PacketFields, encodeSim, writeHeader } from '../src/packer';
+import { TalkReceiver, describeTalk, type TalkReport } from './talk-receiver';
 
 export interface SimulatorOptions {
   /** capture file of raw JT/T 1078 packets (a TCP payload dump) */
@@ -39,6 +45,10 @@ export interface SimulatorOptions {
   /** replay until aborted */
   loop?: boolean;
   signal?: AbortSignal;
+  /** write the intercom audio the first terminal receives to this WAV file */
+  talkWav?: string;
+  /** layout the terminals read intercom audio in (default: the one they send) */
+  talkProto?: Jt1078Layout;
 }
 
 export interface SimulatorSummary {
@@ -48,6 +58,8 @@ export interface SimulatorSummary {
   seconds: number;
   /** complete passes over the capture, all terminals together */
   passes: number;
+  /** intercom audio the first terminal received (TCP only) */
+  talk?: TalkReport;
 }
 
 export class UsageError extends Error {
@@ -58,7 +70,7 @@ export class UsageError extends Error {
 }
 
 export const USAGE = `usage: simulator <capture file> --host H --port P [--proto 2013|2019] [--udp]
-                 [--sim S] [--chan C] [--speed X] [--count N] [--loop]
+                 [--sim S] [--chan C] [--speed X] [--count N] [--loop] [--talk-wav F] [--talk-proto 2013|2019]
   --host H        gateway address (default 127.0.0.1)
   --port P        gateway JT/T 1078 push port (required)
   --proto V       packet layout to send: 2013 (6-byte SIM) or 2019 (10-byte SIM); default the capture's
@@ -67,7 +79,9 @@ export const USAGE = `usage: simulator <capture file> --host H --port P [--proto
   --chan C        logical channel 1..255 (default the capture's)
   --speed X       pacing: 1 real time, 2 twice as fast, 0 as fast as possible (default 1)
   --count N       number of simulated terminals (default 1)
-  --loop          replay the capture until interrupted`;
+  --loop          replay the capture until interrupted
+  --talk-wav F    write the intercom audio the (first) terminal receives to WAV file F
+  --talk-proto V  layout the terminal reads intercom audio in (default: the one it sends)`;
 
 export interface Capture {
   layout: Jt1078Layout;
@@ -167,28 +181,39 @@ export async function runSimulator(opts: SimulatorOptions): Promise<SimulatorSum
   if (opts.signal?.aborted) stop.abort();
   opts.signal?.addEventListener('abort', forward, { once: true });
   const terminals: Promise<void>[] = [];
+  // the first terminal hears intercom (the others' downlink is read and dropped)
+  let talk: TalkReceiver | undefined;
+  try {
+    talk = opts.udp ? undefined : new TalkReceiver({ layout: opts.talkProto ?? layout, wavFile: opts.talkWav });
+  } catch (err) {
+    throw new UsageError(`cannot write the talk WAV file: ${(err as Error).message}`);
+  }
   for (let i = 0; i < count; i++) {
     // Spread terminals over one frame interval so they do not all burst at the same instant.
     const stagger = speed > 0 && count > 1 ? (i * 40) / count : 0;
-    terminals.push(runTerminal(cap, layout, sims[i], opts.chan, speed, !!opts.loop, !!opts.udp, address, opts.port, stagger, counters, stop.signal));
+    terminals.push(runTerminal(cap, layout, sims[i], opts.chan, speed, !!opts.loop, !!opts.udp, address, opts.port, stagger, counters, stop.signal, i === 0 ? talk : undefined));
   }
   const results = await Promise.allSettled(terminals);
   opts.signal?.removeEventListener('abort', forward);
+  const talkReport = talk?.close();
   const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
   if (failed) throw failed.reason;
   return {
     terminals: count, packets: counters.packets, bytes: counters.bytes, passes: counters.passes,
-    seconds: (performance.now() - started) / 1000,
+    seconds: (performance.now() - started) / 1000, ...(talkReport ? { talk: talkReport } : {}),
   };
 }
 
 async function runTerminal(
   cap: Capture, layout: Jt1078Layout, simBcd: Buffer, chan: number | undefined, speed: number, loop: boolean,
   udp: boolean, address: string, port: number, stagger: number, counters: Counters, signal: AbortSignal | undefined,
+  talk: TalkReceiver | undefined,
 ): Promise<void> {
   if (signal?.aborted) return;
   const out = udp ? await openUdp(address) : await openTcp(address, port, signal);
   if (!out) return;
+  // what the gateway sends down (intercom): read, so the gateway's socket never backs up, and heard by `talk`
+  if (out instanceof net.Socket) out.on('data', (d: Buffer) => talk?.push(d));
   const pk = cap.packets;
   const n = pk.length;
   const fields: PacketFields = {
@@ -353,6 +378,13 @@ export function parseSimulatorArgs(argv: string[]): SimulatorOptions {
       }
       case '--count': o.count = int(value(i++, a), a); break;
       case '--loop': o.loop = true; break;
+      case '--talk-wav': o.talkWav = value(i++, a); break;
+      case '--talk-proto': {
+        const v = value(i++, a);
+        if (v !== '2013' && v !== '2019') throw new UsageError(`--talk-proto must be 2013 or 2019, got '${v}'`);
+        o.talkProto = v;
+        break;
+      }
       case '-h':
       case '--help': throw new UsageError('');
       default:
@@ -382,6 +414,8 @@ export async function main(argv: string[]): Promise<number> {
   try {
     const s = await runSimulator({ ...opts, signal: ac.signal });
     process.stdout.write(`simulator: ${s.terminals} terminal(s), ${s.packets} packets, ${s.bytes} bytes, ${s.seconds.toFixed(1)} s\n`);
+    // one summary line unless there is intercom to tell about (or a WAV file was asked for)
+    if (s.talk && (s.talk.packets > 0 || opts.talkWav)) process.stdout.write(describeTalk(s.talk) + '\n');
     return 0;
   } catch (err) {
     if (err instanceof UsageError) {
