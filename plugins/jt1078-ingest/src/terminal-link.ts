@@ -178,7 +178,10 @@ export class TerminalLink implements SdkTerminalLink {
     const key = `${p.sim}_${p.channel}`;
     let src = this.sources.get(key);
     if (!src) {
-      const stream = this.host.sessions.findStream(p.sim, p.channel, this.typ);
+      const found = this.host.sessions.findStream(p.sim, p.channel, this.typ);
+      // a channel fed by an RTSP pull (rtspSrc opens) is the camera's: a terminal claiming its SIM and channel must
+      // not take it over, so its packets count as unmatched
+      const stream = found?.requests.some((r) => r.params.rtspSrc) ? undefined : found;
       if (!stream) {
         this.counters.unmatchedPackets++;
         this.host.unmatched(this);

@@ -1,0 +1,205 @@
+/**
+ * rtsp-source: `rtspSrc {url, user, pwd}` on POST /strm/open pulls an RTSP camera into the request's bus stream
+ * (named by simNo/chanId like a terminal's channel), so FLV, HLS, RTSP out and the recorder serve it unchanged.
+ *
+ * How it fits the sessions: an open guard runs for each rtspSrc open before the stream exists. It refuses a key fed
+ * by a terminal or another URL (-7 naming rtspSrc.url), then starts or joins the pull of that URL and waits until
+ * the camera plays: no answer within openTimeoutSec -5, anything else that fails -3 (decisions.md). The stream the
+ * sessions then make is handed to the pull in onStreamOpened; it closes with its last request, and the pull with its
+ * last stream. Opens of one URL (and credentials) share one pull, whatever their key.
+ */
+import { createHash } from 'node:crypto';
+import { IsBoolean, IsIn, IsInt, Max, Min } from 'class-validator';
+import { definePlugin, ErrCode, GatewayError, invalidParam, LogLimiter, type ChannelStream, type OpenParams } from '../../plugin-sdk';
+import { openErrorOf, SourceError } from './src/errors';
+import { Pull, type PullConfig } from './src/pull';
+import { parseSourceUrl, type SourceUrl } from './src/url';
+
+export class RtspSourceConfig {
+  /** RTP over the RTSP connection (interleaved, works through NAT and firewalls) or over UDP */
+  @IsIn(['tcp', 'udp'])
+  transport: 'tcp' | 'udp' = 'tcp';
+
+  /** how long an open waits for the camera to play: then -5 */
+  @IsInt() @Min(1) @Max(120)
+  openTimeoutSec = 10;
+
+  /** connect, and each RTSP request's answer */
+  @IsInt() @Min(1) @Max(120)
+  requestTimeoutSec = 10;
+
+  /** no media this long while playing: the session is given up and started again */
+  @IsInt() @Min(1) @Max(600)
+  stallTimeoutSec = 10;
+
+  /** keep-alive period (GET_PARAMETER, else OPTIONS); 0: half the session timeout the camera gives (default 60 s) */
+  @IsInt() @Min(0) @Max(600)
+  keepAliveSec = 0;
+
+  /** reconnect backoff: first wait, doubling up to the max */
+  @IsInt() @Min(100) @Max(60_000)
+  reconnectMinMs = 1000;
+  @IsInt() @Min(100) @Max(600_000)
+  reconnectMaxMs = 30_000;
+
+  /** rtsps://: check the camera's certificate (cameras with self-signed certificates need false) */
+  @IsBoolean()
+  tlsVerify = true;
+
+  /** a video frame larger than this is dropped (a broken stream must not grow memory) */
+  @IsInt() @Min(64 * 1024) @Max(64 * 1024 * 1024)
+  maxFrameBytes = 4 * 1024 * 1024;
+}
+
+/** how long a pull an open allowed waits for the stream the open makes */
+const LINGER_MS = 5000;
+/** the pull's own GOP cache, so a stream joining a running pull starts at once */
+const MAX_PULL_GOP_BYTES = 8 * 1024 * 1024;
+
+function streamNameOf(p: OpenParams): string {
+  return `${p.normSim}_${p.chanId}_${p.typ === 'live' ? 1 : 0}`;
+}
+
+/** one pull per request URL and credentials; the key is a digest so the map holds no password */
+function pullKeyOf(src: SourceUrl): string {
+  return createHash('sha256').update(`${src.requestUrl}\0${src.user ?? ''}\0${src.pwd ?? ''}`).digest('base64url');
+}
+
+export default definePlugin({
+  name: 'rtsp-source',
+  config: RtspSourceConfig,
+  setup(ctx) {
+    const c = ctx.config;
+    if (c.reconnectMaxMs < c.reconnectMinMs) throw new Error('config key reconnectMaxMs: must not be below reconnectMinMs');
+    const pulls = new Map<string, Pull>();
+    /** stream name -> the pull key feeding it */
+    const feeds = new Map<string, string>();
+    /** stream name -> the pull key of opens still waiting for their camera */
+    const pending = new Map<string, { key: string; n: number }>();
+    const logLimit = new LogLimiter({ intervalMs: 10_000, now: () => ctx.clock.now() });
+
+    const m = {
+      connects: ctx.metrics.counter('connects_total', 'RTSP sessions started, by result (ok, unreachable, dropped, auth, status, unsupported, timeout, tls)', ['result']),
+      reconnects: ctx.metrics.counter('reconnects_total', 'sessions started again after a source was lost'),
+      bytes: ctx.metrics.counter('bytes_total', 'bytes read from cameras (RTSP, RTP, RTCP)'),
+      units: ctx.metrics.counter('units_total', 'access units published, by kind', ['kind']),
+      malformed: ctx.metrics.counter('malformed_total', 'bad input from cameras skipped (rtsp: bytes between messages; interleaved: unknown channel; rtp: packet that broke a handler; rtcp)', ['what']),
+      refused: ctx.metrics.counter('opens_refused_total', 'rtspSrc opens refused, by errCode', ['errCode']),
+    };
+    const unitsBy = { video: m.units.labels('video'), audio: m.units.labels('audio') };
+    ctx.metrics.gauge('pulls', 'camera pulls open', [], (g) => g.set(pulls.size));
+    ctx.metrics.gauge('pulls_playing', 'camera pulls playing now', [], (g) => g.set([...pulls.values()].filter((p) => p.playing).length));
+    const trackSum = (f: (s: Pull['receiverStats'][number]) => number) => () => {
+      let n = 0;
+      for (const p of pulls.values()) for (const s of p.receiverStats) n += f(s);
+      return n;
+    };
+    const gaugeOf = (name: string, help: string, f: () => number) => ctx.metrics.gauge(name, help, [], (g) => g.set(f()));
+    gaugeOf('rtp_lost_packets', 'RTP packets missing by sequence number, tracks of open pulls', trackSum((s) => s.lost));
+    gaugeOf('rtp_bad_packets', 'packets not RTP, of another payload type, duplicate or too late, tracks of open pulls', trackSum((s) => s.bad));
+    gaugeOf('payload_malformed', 'RTP payloads that broke their format (RFC 6184/7798/3640), tracks of open pulls', trackSum((s) => s.malformed));
+    gaugeOf('frames_dropped', 'access units left out (a hole, over maxFrameBytes, waiting for a keyframe), tracks of open pulls', trackSum((s) => s.dropped));
+
+    const pullCfg: PullConfig = {
+      transport: c.transport, requestTimeoutMs: c.requestTimeoutSec * 1000, stallTimeoutMs: c.stallTimeoutSec * 1000,
+      keepAliveMs: c.keepAliveSec * 1000, tlsVerify: c.tlsVerify, reconnectMinMs: c.reconnectMinMs, reconnectMaxMs: c.reconnectMaxMs,
+      maxFrameBytes: c.maxFrameBytes, maxGopBytes: MAX_PULL_GOP_BYTES, lingerMs: LINGER_MS,
+    };
+
+    function pullFor(src: SourceUrl): Pull {
+      const key = pullKeyOf(src);
+      let p = pulls.get(key);
+      if (p && !p.closed) return p;
+      p = new Pull(key, src, pullCfg, ctx.clock, ctx.log, {
+        connect: (result) => m.connects.inc({ result }),
+        reconnect: () => m.reconnects.inc(),
+        bytes: (n) => m.bytes.inc(n),
+        malformed: (what) => {
+          m.malformed.inc({ what });
+          const v = logLimit.take(`${key}|${what}`);
+          if (v.write) ctx.log.warn({ source: src.redacted, what, suppressed: v.suppressed || undefined }, 'bad input from the RTSP source skipped');
+        },
+        unit: (kind) => unitsBy[kind].inc(),
+        closed: (x) => {
+          if (pulls.get(x.key) === x) pulls.delete(x.key);
+        },
+      }, c.openTimeoutSec * 1000);
+      pulls.set(key, p);
+      return p;
+    }
+
+    const refuse = (e: GatewayError): GatewayError => {
+      m.refused.inc({ errCode: String(e.errCode) });
+      return e;
+    };
+
+    ctx.sessions.addOpenGuard(async (_app, params) => {
+      const r = params.rtspSrc;
+      if (!r) return;
+      let src: SourceUrl;
+      try {
+        src = parseSourceUrl(r.url, r.user, r.pwd);
+      } catch {
+        throw refuse(invalidParam('rtspSrc.url'));
+      }
+      const key = pullKeyOf(src);
+      const name = streamNameOf(params);
+      const existing = ctx.sessions.getStreamByName(name);
+      if (existing?.state === 'closing') throw new GatewayError(ErrCode.RETRY, 'The stream is closing; retry.');
+      const waiting = pending.get(name);
+      if ((existing && feeds.get(name) !== key) || (waiting && waiting.key !== key)) {
+        throw refuse(invalidParam('rtspSrc.url', existing && !feeds.has(name)
+          ? 'The channel is fed by a terminal; open another simNo/chanId for this source.'
+          : 'The channel is fed by another RTSP source; open another simNo/chanId for this one.'));
+      }
+      const w = waiting ?? { key, n: 0 };
+      w.n++;
+      pending.set(name, w);
+      const pull = pullFor(src);
+      try {
+        const { release } = await pull.ready();
+        // the open goes on without awaiting (the sessions make the stream in the same turn); the pull lingers a
+        // moment for it, then closes if no stream came (another guard refused, the app's cap was reached)
+        queueMicrotask(release);
+      } catch (err) {
+        const e = err instanceof SourceError ? err : new SourceError('dropped', (err as Error).message);
+        throw refuse(openErrorOf(e, src.redacted, c.openTimeoutSec));
+      } finally {
+        if (--w.n === 0 && pending.get(name) === w) pending.delete(name);
+      }
+    });
+
+    ctx.sessions.onStreamOpened((s: ChannelStream) => {
+      const r = s.requests[0]?.params.rtspSrc;
+      if (!r) return;
+      let src: SourceUrl;
+      try {
+        src = parseSourceUrl(r.url, r.user, r.pwd);
+      } catch {
+        return; // the guard refused it already
+      }
+      const pull = pullFor(src);
+      feeds.set(s.name, pull.key);
+      s.media.on('closed', () => {
+        if (feeds.get(s.name) === pull.key) feeds.delete(s.name);
+      });
+      pull.addTarget(s.media);
+    });
+
+    ctx.sessions.registerIngest({
+      name: 'rtsp-source',
+      source: 'rtsp',
+      // nothing pushes to us for an RTSP source; the result's push fields (required by the spec) say so with port 0
+      pushAddress: () => ({ host: ctx.site.publicHost, port: 0, tcp: true, port2019: 0, tcp2019: true }),
+    });
+
+    return {
+      stop() {
+        for (const p of [...pulls.values()]) p.close('gateway stopping');
+        pulls.clear();
+        feeds.clear();
+        pending.clear();
+      },
+    };
+  },
+});

@@ -1,0 +1,422 @@
+/**
+ * One RTSP client session with a camera (RFC 2326): connect (TCP or TLS), OPTIONS, DESCRIBE (answering Basic or
+ * Digest challenges), SETUP of each usable track (TCP interleaved, or UDP), PLAY; then keep-alive within the
+ * server's session timeout, stall detection, and TEARDOWN on close. It hands RTP and RTCP to its owner, which
+ * depacketises; reconnecting is the owner's business (a session is used once).
+ */
+import * as dgram from 'node:dgram';
+import * as net from 'node:net';
+import * as tls from 'node:tls';
+import type { Logger } from 'pino';
+import type { Cancel, Clock } from '../../../plugin-sdk';
+import { Authenticator, parseChallenges } from './auth';
+import { SourceError } from './errors';
+import { header, parseRtpInfo, parseSessionHeader, RtspWireParser, type RtspMessage } from './rtsp-wire';
+import { parseSdp, type Sdp, type SdpMedia } from './sdp';
+import { redactText, tlsServerName, type SourceUrl } from './url';
+
+export interface SessionOptions {
+  source: SourceUrl;
+  transport: 'tcp' | 'udp';
+  /** connect, and each request's answer */
+  requestTimeoutMs: number;
+  /** no RTP for this long while playing ends the session ('stalled') */
+  stallTimeoutMs: number;
+  /** 0: half the server's session timeout (default 60 s), at least 5 s */
+  keepAliveMs: number;
+  tlsVerify: boolean;
+  clock: Clock;
+  log: Logger;
+}
+
+export interface SessionHandler {
+  rtp(track: number, data: Buffer): void;
+  rtcp(track: number, data: Buffer): void;
+  /** bytes read from the camera (RTSP and media) */
+  bytes(n: number): void;
+  malformed(what: 'rtsp' | 'interleaved'): void;
+  /** the session ended after PLAY was answered (never called for a failure of start()) */
+  ended(err: SourceError): void;
+}
+
+export interface PlayingTrack {
+  index: number;
+  media: SdpMedia;
+  /** rtptime of RTP-Info: the timestamp of the PLAY instant in this track's clock, when the server says */
+  rtptime?: number;
+}
+
+export interface PlayInfo {
+  tracks: PlayingTrack[];
+  sdp: Sdp;
+  /** media in the SDP we cannot take (encoding names) */
+  skipped: string[];
+  transport: 'tcp' | 'udp';
+}
+
+const USER_AGENT = 'jt1078-gateway rtsp-source';
+
+interface Pending {
+  resolve(m: RtspMessage): void;
+  reject(e: SourceError): void;
+  cancel: Cancel;
+}
+
+export class RtspSession {
+  private socket: net.Socket | undefined;
+  private parser: RtspWireParser;
+  private cseq = 0;
+  private pending = new Map<number, Pending>();
+  private auth: Authenticator | undefined;
+  private sessionId: string | undefined;
+  private sessionTimeoutSec: number | undefined;
+  private publicMethods = new Set<string>();
+  /** interleaved channel -> track and kind */
+  private channels = new Map<number, { track: number; rtcp: boolean }>();
+  private udp: dgram.Socket[] = [];
+  private timers: Cancel[] = [];
+  private playing = false;
+  private closedWith: SourceError | undefined;
+  private connected = false;
+  /** the last RTP or RTCP from the camera: keep-alive answers do not count, a camera may answer them and send nothing */
+  private lastMediaAt = 0;
+  private remoteAddress = '';
+  private handler: SessionHandler | undefined;
+
+  constructor(private readonly o: SessionOptions) {
+    this.parser = new RtspWireParser({
+      message: (m) => this.onMessage(m),
+      interleaved: (ch, data) => this.onInterleaved(ch, data),
+      malformed: (what) => {
+        this.handler?.malformed('rtsp');
+        this.o.log.debug({ source: o.source.redacted, what }, 'malformed RTSP from the source: skipped to the next message');
+      },
+    });
+  }
+
+  /** resolves once PLAY is answered 2xx; rejects with a SourceError saying what went wrong */
+  async start(handler: SessionHandler): Promise<PlayInfo> {
+    this.handler = handler;
+    try {
+      await this.connect();
+      const src = this.o.source;
+      const opt = await this.request('OPTIONS', src.requestUrl);
+      // OPTIONS failing is no reason to give up: some cameras answer it only after DESCRIBE, or 501
+      if (opt.status === 200) for (const m of (header(opt, 'public') ?? '').split(',')) this.publicMethods.add(m.trim().toUpperCase());
+      const desc = await this.request('DESCRIBE', src.requestUrl, { Accept: 'application/sdp' });
+      this.expectOk(desc, 'DESCRIBE');
+      const base = header(desc, 'content-base') ?? header(desc, 'content-location') ?? src.requestUrl;
+      const sdp = parseSdp(desc.body.toString('utf8'), stripCredentials(base));
+      const usable = sdp.media.filter((m) => m.codec !== undefined);
+      const skipped = sdp.media.filter((m) => m.codec === undefined).map((m) => `${m.type} ${m.encoding}`);
+      if (usable.length === 0) {
+        const offered = sdp.media.map((m) => `${m.type} ${m.encoding}`).join(', ') || 'no media';
+        throw new SourceError('unsupported', `it offers ${offered}; supported are H.264, H.265, AAC (mpeg4-generic), PCMA and PCMU`);
+      }
+      const tracks: PlayingTrack[] = [];
+      for (const media of usable) {
+        const index = tracks.length;
+        await this.setup(index, media);
+        tracks.push({ index, media });
+      }
+      const play = await this.request('PLAY', stripCredentials(base), { Range: 'npt=0.000-' });
+      this.expectOk(play, 'PLAY');
+      for (const info of parseRtpInfo(header(play, 'rtp-info'))) {
+        const t = tracks.find((x) => sameControl(x.media.control, info.url));
+        if (t && info.rtptime !== undefined) t.rtptime = info.rtptime;
+      }
+      this.playing = true;
+      this.lastMediaAt = this.o.clock.now();
+      this.startTimers();
+      return { tracks, sdp, skipped, transport: this.o.transport };
+    } catch (err) {
+      const e = err instanceof SourceError ? err : new SourceError('dropped', (err as Error).message);
+      this.teardown(e, false);
+      throw e;
+    }
+  }
+
+  /** ends the session (TEARDOWN when playing); idempotent; no `ended` call follows */
+  close(): void {
+    this.teardown(new SourceError('closed', 'closed'), true);
+  }
+
+  get isPlaying(): boolean {
+    return this.playing && !this.closedWith;
+  }
+
+  // --- connection ------------------------------------------------------------------------------------------
+
+  private connect(): Promise<void> {
+    const src = this.o.source;
+    return new Promise<void>((resolve, reject) => {
+      let settled = false;
+      const fail = (e: SourceError) => {
+        if (settled) return;
+        settled = true;
+        cancel();
+        reject(e);
+      };
+      const onConnected = () => {
+        if (settled) return;
+        settled = true;
+        cancel();
+        this.connected = true;
+        this.remoteAddress = sock.remoteAddress ?? src.host;
+        sock.setNoDelay(true);
+        resolve();
+      };
+      const sock: net.Socket = src.tls
+        ? tls.connect({ host: src.host, port: src.port, servername: tlsServerName(src.host), rejectUnauthorized: this.o.tlsVerify }, onConnected)
+        : net.connect({ host: src.host, port: src.port }, onConnected);
+      this.socket = sock;
+      const cancel = this.o.clock.setTimeout(() => {
+        fail(new SourceError('unreachable', `no connection within ${Math.round(this.o.requestTimeoutMs / 1000)} s`));
+        sock.destroy();
+      }, this.o.requestTimeoutMs);
+      sock.on('data', (chunk: Buffer) => {
+        this.handler?.bytes(chunk.length);
+        try {
+          this.parser.push(chunk);
+        } catch (err) {
+          // a bug of ours on odd input must not take the process down: drop what is buffered, go on
+          this.handler?.malformed('rtsp');
+          this.o.log.warn({ source: src.redacted, err: (err as Error).message }, 'RTSP input could not be handled');
+        }
+      });
+      sock.on('error', (err: NodeJS.ErrnoException) => {
+        const msg = redactText(describeSocketError(err), [src.pwd]);
+        if (!this.connected) {
+          const tlsFail = src.tls && !/ECONNREFUSED|EHOSTUNREACH|ENETUNREACH|ENOTFOUND|EAI_AGAIN|ETIMEDOUT/.test(err.code ?? '');
+          fail(new SourceError(tlsFail && err.code !== 'ECONNRESET' ? 'tls' : 'unreachable', msg));
+        } else {
+          this.teardown(new SourceError('dropped', msg), false);
+        }
+      });
+      sock.on('close', () => {
+        if (!this.connected) fail(new SourceError('unreachable', 'the connection closed before it was made'));
+        else this.teardown(new SourceError('dropped', this.playing ? 'the source closed the connection' : 'the source closed the connection before answering'), false);
+      });
+    });
+  }
+
+  private async setup(index: number, media: SdpMedia): Promise<void> {
+    let transport: string;
+    if (this.o.transport === 'tcp') {
+      transport = `RTP/AVP/TCP;unicast;interleaved=${index * 2}-${index * 2 + 1}`;
+    } else {
+      const port = await this.bindUdpPair(index);
+      transport = `RTP/AVP;unicast;client_port=${port}-${port + 1}`;
+    }
+    const r = await this.request('SETUP', media.control, { Transport: transport });
+    if (r.status === 461) throw new SourceError('unsupported', `it does not offer RTP over ${this.o.transport.toUpperCase()} (461 to SETUP); set the plugin's transport to ${this.o.transport === 'tcp' ? 'udp' : 'tcp'}`);
+    this.expectOk(r, 'SETUP');
+    const s = parseSessionHeader(header(r, 'session'));
+    if (s) {
+      this.sessionId ??= s.id;
+      this.sessionTimeoutSec ??= s.timeoutSec;
+    }
+    if (this.o.transport === 'tcp') {
+      const m = /interleaved=(\d+)(?:-(\d+))?/i.exec(header(r, 'transport') ?? '');
+      const rtp = m ? Number(m[1]) : index * 2;
+      const rtcp = m && m[2] !== undefined ? Number(m[2]) : rtp + 1;
+      this.channels.set(rtp, { track: index, rtcp: false });
+      this.channels.set(rtcp, { track: index, rtcp: true });
+    }
+  }
+
+  /** an RTP socket on an even port and its RTCP socket on the next (RFC 3550 §11) */
+  private async bindUdpPair(track: number): Promise<number> {
+    const type = net.isIPv6(this.remoteAddress) ? 'udp6' : 'udp4';
+    for (let attempt = 0; attempt < 20; attempt++) {
+      const a = dgram.createSocket(type);
+      const port = await bindSocket(a, 0).catch(() => -1);
+      if (port < 0 || port % 2 !== 0 || port >= 65535) {
+        a.close();
+        continue;
+      }
+      const b = dgram.createSocket(type);
+      if ((await bindSocket(b, port + 1).catch(() => -1)) < 0) {
+        a.close();
+        b.close();
+        continue;
+      }
+      for (const [sock, rtcp] of [[a, false], [b, true]] as const) {
+        this.udp.push(sock);
+        sock.on('error', () => undefined);
+        sock.on('message', (msg, rinfo) => {
+          // only the camera may feed this track; anyone else on the network is ignored
+          if (rinfo.address !== this.remoteAddress && rinfo.address !== `::ffff:${this.remoteAddress}`) return;
+          this.handler?.bytes(msg.length);
+          this.lastMediaAt = this.o.clock.now();
+          if (rtcp) this.handler?.rtcp(track, msg);
+          else this.handler?.rtp(track, msg);
+        });
+      }
+      return port;
+    }
+    throw new SourceError('unsupported', 'no free UDP port pair for RTP');
+  }
+
+  // --- requests --------------------------------------------------------------------------------------------
+
+  private expectOk(r: RtspMessage, method: string): void {
+    if (r.status !== undefined && r.status >= 200 && r.status < 300) return;
+    throw new SourceError('status', `${r.status} ${redactText(r.reason ?? '', [this.o.source.pwd])} to ${method}`);
+  }
+
+  /** a request, answering one 401 with the credentials we have */
+  private async request(method: string, url: string, extra: Record<string, string> = {}): Promise<RtspMessage> {
+    let r = await this.send(method, url, extra);
+    if (r.status !== 401) return r;
+    const src = this.o.source;
+    const challenges = parseChallenges(r.headers.get('www-authenticate') ?? []);
+    const stale = challenges.some((c) => c.scheme === 'digest' && /^true$/i.test(c.params.stale ?? ''));
+    if (src.user === undefined) throw new SourceError('auth', `it needs credentials (401 to ${method}) and none were given`);
+    if (this.auth && !stale) throw new SourceError('auth', `401 to ${method} with ${this.auth.scheme === 'digest' ? 'Digest' : 'Basic'} authentication`);
+    const chosen = Authenticator.choose(challenges);
+    if (!chosen) throw new SourceError('auth', `401 to ${method} with no Basic or Digest challenge we can answer`);
+    this.auth = new Authenticator(chosen, src.user, src.pwd ?? '');
+    r = await this.send(method, url, extra);
+    if (r.status === 401) throw new SourceError('auth', `401 to ${method} with ${this.auth.scheme === 'digest' ? 'Digest' : 'Basic'} authentication`);
+    return r;
+  }
+
+  private send(method: string, url: string, extra: Record<string, string>): Promise<RtspMessage> {
+    const sock = this.socket;
+    if (!sock || this.closedWith) return Promise.reject(this.closedWith ?? new SourceError('dropped', 'not connected'));
+    const cseq = ++this.cseq;
+    const lines = [`${method} ${url} RTSP/1.0`, `CSeq: ${cseq}`, `User-Agent: ${USER_AGENT}`];
+    // on every request once there is a session: servers such as live555 count only requests that name it as the
+    // client's liveness, keep-alive OPTIONS included
+    if (this.sessionId) lines.push(`Session: ${this.sessionId}`);
+    if (this.auth) lines.push(`Authorization: ${this.auth.header(method, url)}`);
+    for (const [k, v] of Object.entries(extra)) lines.push(`${k}: ${v}`);
+    return new Promise<RtspMessage>((resolve, reject) => {
+      const cancel = this.o.clock.setTimeout(() => {
+        this.pending.delete(cseq);
+        reject(new SourceError('timeout', `no answer to ${method} within ${Math.round(this.o.requestTimeoutMs / 1000)} s`));
+      }, this.o.requestTimeoutMs);
+      this.pending.set(cseq, { resolve, reject, cancel });
+      sock.write(lines.join('\r\n') + '\r\n\r\n');
+    });
+  }
+
+  private onMessage(m: RtspMessage): void {
+    if (m.method) {
+      // a server's own request (keep-alive probes, ANNOUNCE of a new SDP): answer so it does not wait on us
+      const cseq = header(m, 'cseq') ?? '0';
+      const ok = m.method === 'OPTIONS' || m.method === 'GET_PARAMETER';
+      this.socket?.write(`RTSP/1.0 ${ok ? '200 OK' : '501 Not Implemented'}\r\nCSeq: ${cseq}\r\n\r\n`);
+      return;
+    }
+    const cseq = Number(header(m, 'cseq'));
+    let key = Number.isInteger(cseq) && this.pending.has(cseq) ? cseq : undefined;
+    // a server that leaves CSeq out answers in order
+    if (key === undefined && header(m, 'cseq') === undefined) key = this.pending.keys().next().value;
+    if (key === undefined) return;
+    const p = this.pending.get(key)!;
+    this.pending.delete(key);
+    p.cancel();
+    p.resolve(m);
+  }
+
+  private onInterleaved(channel: number, data: Buffer): void {
+    const c = this.channels.get(channel);
+    if (!c) {
+      this.handler?.malformed('interleaved');
+      return;
+    }
+    this.lastMediaAt = this.o.clock.now();
+    if (c.rtcp) this.handler?.rtcp(c.track, data);
+    else this.handler?.rtp(c.track, data);
+  }
+
+  // --- while playing -----------------------------------------------------------------------------------------
+
+  private startTimers(): void {
+    const every = this.o.keepAliveMs > 0 ? this.o.keepAliveMs : Math.max(5000, ((this.sessionTimeoutSec ?? 60) * 1000) / 2);
+    const method = this.publicMethods.has('GET_PARAMETER') ? 'GET_PARAMETER' : 'OPTIONS';
+    this.timers.push(this.o.clock.setInterval(() => {
+      this.request(method, this.o.source.requestUrl).then((r) => {
+        // the server forgot the session (454): it will stop sending; start again
+        if (r.status === 454) this.teardown(new SourceError('dropped', 'the source ended the session (454 to keep-alive)'), false);
+      }, () => undefined);
+    }, every));
+    this.timers.push(this.o.clock.setInterval(() => {
+      if (this.o.clock.now() - this.lastMediaAt > this.o.stallTimeoutMs) {
+        this.teardown(new SourceError('stalled', `no data for ${Math.round(this.o.stallTimeoutMs / 1000)} s`), false);
+      }
+    }, Math.min(1000, this.o.stallTimeoutMs)));
+  }
+
+  private teardown(err: SourceError, byUs: boolean): void {
+    if (this.closedWith) return;
+    this.closedWith = err;
+    for (const t of this.timers) t();
+    this.timers = [];
+    for (const p of this.pending.values()) {
+      p.cancel();
+      p.reject(err);
+    }
+    this.pending.clear();
+    for (const u of this.udp) {
+      try { u.close(); } catch { /* already closed */ }
+    }
+    this.udp = [];
+    const sock = this.socket;
+    if (sock && !sock.destroyed) {
+      if (byUs && this.playing && this.sessionId) {
+        const auth = this.auth ? `Authorization: ${this.auth.header('TEARDOWN', this.o.source.requestUrl)}\r\n` : '';
+        sock.end(`TEARDOWN ${this.o.source.requestUrl} RTSP/1.0\r\nCSeq: ${++this.cseq}\r\nUser-Agent: ${USER_AGENT}\r\nSession: ${this.sessionId}\r\n${auth}\r\n`);
+        const c = this.o.clock.setTimeout(() => sock.destroy(), 1000);
+        sock.once('close', () => c());
+      } else {
+        sock.destroy();
+      }
+    }
+    const wasPlaying = this.playing;
+    this.playing = false;
+    if (wasPlaying && !byUs) this.handler?.ended(err);
+  }
+}
+
+function bindSocket(s: dgram.Socket, port: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    s.once('error', reject);
+    s.bind(port, () => {
+      s.off('error', reject);
+      resolve(s.address().port);
+    });
+  });
+}
+
+function describeSocketError(err: NodeJS.ErrnoException): string {
+  switch (err.code) {
+    case 'ECONNREFUSED': return 'connection refused';
+    case 'ECONNRESET': return 'connection reset';
+    case 'EHOSTUNREACH': case 'ENETUNREACH': return 'host unreachable';
+    case 'ENOTFOUND': case 'EAI_AGAIN': return 'host name not found';
+    case 'ETIMEDOUT': return 'connection timed out';
+    default: return err.code ? `${err.code}: ${err.message}` : err.message;
+  }
+}
+
+/** a Content-Base with credentials in it (some cameras echo them) must not reach a log */
+function stripCredentials(u: string): string {
+  try {
+    const x = new URL(u);
+    if (!x.username && !x.password) return u;
+    x.username = '';
+    x.password = '';
+    return x.toString();
+  } catch {
+    return u;
+  }
+}
+
+/** RTP-Info names a stream by its full control URL or a part of it */
+function sameControl(control: string, url: string): boolean {
+  if (!url) return false;
+  return control === url || control.endsWith(url) || url.endsWith(control) || (url.includes('/') && control.endsWith(url.slice(url.lastIndexOf('/'))));
+}
