@@ -9,13 +9,22 @@
  * last stream. Opens of one URL (and credentials) share one pull, whatever their key.
  */
 import { createHash } from 'node:crypto';
-import { IsBoolean, IsIn, IsInt, Max, Min } from 'class-validator';
+import { BlockList, isIP } from 'node:net';
+import { IsArray, IsBoolean, IsIn, IsInt, IsString, Max, Min } from 'class-validator';
 import { definePlugin, ErrCode, GatewayError, invalidParam, LogLimiter, type ChannelStream, type OpenParams } from '../../plugin-sdk';
 import { openErrorOf, SourceError } from './src/errors';
 import { Pull, type PullConfig } from './src/pull';
 import { parseSourceUrl, type SourceUrl } from './src/url';
 
 export class RtspSourceConfig {
+  /**
+   * hosts cameras may be pulled from: IP addresses or CIDRs (10.20.0.0/16), host names, or `*.example.com`; empty:
+   * any. An rtspSrc makes the gateway connect where an application says, so a site that knows its cameras' networks
+   * lists them, and the gateway cannot be pointed at its own neighbours
+   */
+  @IsArray() @IsString({ each: true })
+  allowHosts: string[] = [];
+
   /** RTP over the RTSP connection (interleaved, works through NAT and firewalls) or over UDP */
   @IsIn(['tcp', 'udp'])
   transport: 'tcp' | 'udp' = 'tcp';
@@ -60,6 +69,32 @@ function streamNameOf(p: OpenParams): string {
   return `${p.normSim}_${p.chanId}_${p.typ === 'live' ? 1 : 0}`;
 }
 
+/** allowHosts as a predicate on a URL's host (an IP literal is matched by CIDR, a name by name or `*.` suffix). */
+function hostAllowList(list: string[]): (host: string) => boolean {
+  if (list.length === 0) return () => true;
+  const ips = new BlockList();
+  const names: string[] = [];
+  const suffixes: string[] = [];
+  list.forEach((raw, i) => {
+    const v = raw.trim().toLowerCase();
+    const m = /^([^/]+)\/(\d{1,3})$/.exec(v);
+    const fam = (a: string) => (isIP(a) === 6 ? 'ipv6' : 'ipv4');
+    if (m && isIP(m[1])) {
+      const bits = Number(m[2]);
+      if (bits > (isIP(m[1]) === 6 ? 128 : 32)) throw new Error(`config key allowHosts[${i}]: '${raw}' has a prefix too long for its address`);
+      ips.addSubnet(m[1], bits, fam(m[1]));
+    } else if (isIP(v)) ips.addAddress(v, fam(v));
+    else if (/^\*\.[a-z0-9.-]+$/.test(v)) suffixes.push(v.slice(1));
+    else if (/^[a-z0-9.-]+$/.test(v)) names.push(v);
+    else throw new Error(`config key allowHosts[${i}]: '${raw}' is not an IP address, CIDR, host name or *.domain`);
+  });
+  return (host) => {
+    const h = host.toLowerCase();
+    if (isIP(h)) return ips.check(h, isIP(h) === 6 ? 'ipv6' : 'ipv4');
+    return names.includes(h) || suffixes.some((s) => h.endsWith(s));
+  };
+}
+
 /** one pull per request URL and credentials; the key is a digest so the map holds no password */
 function pullKeyOf(src: SourceUrl): string {
   return createHash('sha256').update(`${src.requestUrl}\0${src.user ?? ''}\0${src.pwd ?? ''}`).digest('base64url');
@@ -77,6 +112,7 @@ export default definePlugin({
     /** stream name -> the pull key of opens still waiting for their camera */
     const pending = new Map<string, { key: string; n: number }>();
     const logLimit = new LogLimiter({ intervalMs: 10_000, now: () => ctx.clock.now() });
+    const allowed = hostAllowList(c.allowHosts);
 
     const m = {
       connects: ctx.metrics.counter('connects_total', 'RTSP sessions started, by result (ok, unreachable, dropped, auth, status, unsupported, timeout, tls)', ['result']),
@@ -141,6 +177,10 @@ export default definePlugin({
         src = parseSourceUrl(r.url, r.user, r.pwd);
       } catch {
         throw refuse(invalidParam('rtspSrc.url'));
+      }
+      if (!allowed(src.host)) {
+        logLimit.log(ctx.log, 'warn', `host ${src.host}`, { source: src.redacted }, 'rtspSrc refused: its host is not in allowHosts');
+        throw refuse(invalidParam('rtspSrc.url', 'This gateway does not pull from that host (allowHosts).'));
       }
       const key = pullKeyOf(src);
       const name = streamNameOf(params);

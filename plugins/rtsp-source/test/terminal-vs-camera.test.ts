@@ -55,3 +55,34 @@ describe('rtsp-source: a terminal pushing onto a camera\'s channel', function ()
     await gw.api('POST', '/strm/close', { reqIds: [r.data![0].reqId] });
   });
 });
+
+describe('rtsp-source: allowHosts', function () {
+  this.timeout(60_000);
+
+  it('refuses a source whose host is not listed (-7 naming rtspSrc.url) without connecting; a listed one plays', async () => {
+    const server = new TestRtspServer({});
+    await server.start();
+    const cam = publish('h264-aac', server.publishUrl);
+    await server.whenPublishing();
+    const gw = await startGateway({ allowHosts: ['10.20.0.0/16', 'cam.example.com', '*.depot.example', '127.0.0.1'] });
+    try {
+      const connects = server.stats.plays;
+      for (const url of [`rtsp://127.0.0.2:${server.port}/cam`, 'rtsp://192.168.1.10/cam', 'rtsp://evil.example.com/cam', 'rtsp://[::1]:554/cam']) {
+        const r = await openRtsp(gw, '900000000050', { url });
+        assert.equal(r.errCode, -7, `${url}: ${r.message}`);
+        assert.match(r.message, /`rtspSrc\.url`.*allowHosts/);
+      }
+      assert.equal(server.stats.plays, connects, 'nothing was pulled');
+      const ok = await openRtsp(gw, '900000000051', { url: server.url() });
+      assert.equal(ok.errCode, 0, ok.message);
+      await gw.waitReady(String(ok.data![0].reqId), 15_000);
+      await gw.api('POST', '/strm/close', { reqIds: [ok.data![0].reqId] });
+    } finally {
+      await gw.stop();
+      await cam.stop();
+      await server.close();
+    }
+    await assert.rejects(startGateway({ allowHosts: ['10.0.0.0/99'] }), /allowHosts\[0\]/);
+    await assert.rejects(startGateway({ allowHosts: ['http://x'] }), /allowHosts\[0\]: 'http:\/\/x' is not/);
+  });
+});
