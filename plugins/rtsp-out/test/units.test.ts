@@ -1,0 +1,173 @@
+/**
+ * The pieces on their own: RTSP message parsing (however TCP cuts it), Transport headers, play URLs, and the
+ * packetisers (H.264 FU-A/STAP-A, H.265 FU/AP, AAC AU headers, G.711) rebuilt by independent depacketisers here.
+ */
+import assert from 'node:assert/strict';
+import { joinAnnexB } from '../../../plugin-sdk/formats/annexb';
+import { parsePlayUri } from '../src/play-url';
+import { Packetizer, VIDEO, AUDIO, type RtpTrackState, type RtpUnit } from '../src/packetizer';
+import { epochMsOfNtp, ntpOf } from '../src/rtcp';
+import { RtspParser, parseTransports, serializeResponse, type ParsedItem } from '../src/rtsp-message';
+import { prng } from '../../../test/support/prng';
+
+function bytes(n: number, seed: number, first: number[]): Buffer {
+  const rnd = prng(seed);
+  const b = Buffer.alloc(n);
+  for (let i = 0; i < n; i++) b[i] = Math.floor(rnd() * 256);
+  Buffer.from(first).copy(b);
+  // no start codes inside: 00 00 0x would split the NAL unit
+  for (let i = 2; i < n; i++) if (b[i - 2] === 0 && b[i - 1] === 0) b[i] = 0xff;
+  return b;
+}
+
+/** the RTP packets of a unit, as a UDP reader gets them */
+function packets(u: RtpUnit): Buffer[] {
+  const out: Buffer[] = [];
+  u.forEach((head, body) => out.push(Buffer.concat(body ? [head.subarray(4), body] : [head.subarray(4)])));
+  return out;
+}
+
+const state = (): RtpTrackState => ({ ssrc: 0x11223344, seq: 65534, tsOffset: 0 });
+
+describe('rtsp-out units: RTSP messages', () => {
+  const req = 'DESCRIBE rtsp://h/live/a_1_1?reqId=x&token=y RTSP/1.0\r\nCSeq: 2\r\nAccept: application/sdp\r\n\r\n';
+  const set = 'SET_PARAMETER * RTSP/1.0\r\nCSeq: 3\r\nContent-Length: 5\r\n\r\nhello';
+  const frame = Buffer.from([0x24, 1, 0, 3, 9, 9, 9]);
+  const all = Buffer.concat([Buffer.from(req), frame, Buffer.from(set)]);
+
+  function kinds(items: ParsedItem[]): string[] {
+    return items.map((i) => (i.kind === 'request' ? `${i.request.method} ${i.request.headers.get('cseq')} ${i.request.body.toString()}` : i.kind === 'interleaved' ? `$${i.channel}:${i.data.length}` : `error ${i.status}`));
+  }
+
+  it('reads requests, bodies and interleaved frames whole or a byte at a time', () => {
+    const want = ['DESCRIBE 2 ', '$1:3', 'SET_PARAMETER 3 hello'];
+    assert.deepEqual(kinds(new RtspParser().push(all)), want);
+    const p = new RtspParser();
+    const got: ParsedItem[] = [];
+    for (let i = 0; i < all.length; i++) got.push(...p.push(all.subarray(i, i + 1)));
+    assert.deepEqual(kinds(got), want);
+    assert.equal(p.buffered, 0);
+  });
+
+  it('stops at the first error and holds nothing more', () => {
+    const p = new RtspParser({ maxHeaderBytes: 100, maxBodyBytes: 10, maxHeaders: 4 });
+    assert.deepEqual(kinds(p.push(Buffer.from('X'.repeat(101)))), ['error 400']);
+    assert.deepEqual(p.push(Buffer.from(req)), []);
+    assert.equal(p.buffered, 0);
+    const many = new RtspParser({ maxHeaderBytes: 1000, maxBodyBytes: 10, maxHeaders: 2 });
+    assert.deepEqual(kinds(many.push(Buffer.from('OPTIONS * RTSP/1.0\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n'))), ['error 400']);
+  });
+
+  it('never writes a header value carrying CR or LF', () => {
+    const r = serializeResponse(200, [['CSeq', '1'], ['X', 'a\r\nInjected: yes']]).toString();
+    assert.equal(r, 'RTSP/1.0 200 OK\r\nCSeq: 1\r\n\r\n');
+  });
+
+  it('Transport headers: TCP and UDP, preference order, malformed left out', () => {
+    assert.deepEqual(parseTransports('RTP/AVP/TCP;unicast;interleaved=0-1'), [{ lower: 'tcp', multicast: false, record: false, interleaved: [0, 1] }]);
+    assert.deepEqual(parseTransports('RTP/AVP;unicast;client_port=5000-5001,RTP/AVP/TCP;unicast'), [
+      { lower: 'udp', multicast: false, record: false, clientPort: [5000, 5001] },
+      { lower: 'tcp', multicast: false, record: false },
+    ]);
+    assert.deepEqual(parseTransports('RTP/AVP/UDP;unicast;client_port=6000'), [{ lower: 'udp', multicast: false, record: false, clientPort: [6000, 6001] }]);
+    assert.deepEqual(parseTransports('RTP/AVP;unicast;client_port=99999-1'), []);
+    assert.deepEqual(parseTransports('RAW/RAW/UDP;unicast'), []);
+    assert.equal(parseTransports('RTP/AVP;multicast')[0].multicast, true);
+  });
+
+  it('play URLs: absolute track URLs, a track appended after the query, path-only URIs, credentials dropped', () => {
+    assert.deepEqual(parsePlayUri('rtsp://h:7554/live/1_2_1?reqId=r1&token=t%20x'), { stream: '1_2_1', reqId: 'r1', token: 't x', track: undefined, host: 'h:7554' });
+    assert.equal(parsePlayUri('rtsp://h/live/1_2_1/trackID=1?reqId=r&token=t')?.track, 1);
+    const appended = parsePlayUri('rtsp://h/live/1_2_1?reqId=r&token=t/trackID=0');
+    assert.deepEqual([appended?.track, appended?.token], [0, 't']);
+    assert.equal(parsePlayUri('/live/1_2_1?reqId=r&token=t')?.stream, '1_2_1');
+    assert.equal(parsePlayUri('rtsp://u:p@h/live/s?reqId=r&token=t')?.host, 'h');
+    assert.equal(parsePlayUri('rtsp://h/vod/s'), undefined);
+    assert.equal(parsePlayUri('rtsp://h/live/a/b'), undefined);
+    assert.equal(parsePlayUri('rtsp://h/live/%zz'), undefined);
+    assert.equal(parsePlayUri('*'), undefined);
+  });
+});
+
+describe('rtsp-out units: packetisers', () => {
+  it('H.264: STAP-A for the small NAL units, FU-A over the MTU, single NAL units between; marker on the last', () => {
+    const sps = bytes(20, 1, [0x67, 0x42, 0xc0, 0x1e]);
+    const pps = bytes(4, 2, [0x68]);
+    const idr = bytes(5000, 3, [0x65]);
+    const small = bytes(900, 4, [0x41]);
+    const au = joinAnnexB([Buffer.from([0x09, 0xf0]), sps, pps, idr, small]);
+    const u = new Packetizer(1400).h264(au, VIDEO, 96, 1234, state())!;
+    const ps = packets(u);
+    assert.ok(ps.every((p) => p.length <= 1400));
+    assert.deepEqual(ps.map((p) => p.readUInt16BE(2)), ps.map((_p, i) => (65534 + i) & 0xffff), 'sequence wraps');
+    assert.deepEqual(ps.map((p) => p[1] >> 7), ps.map((_p, i) => (i === ps.length - 1 ? 1 : 0)));
+    assert.ok(ps.every((p) => p.readUInt32BE(4) === 1234 && p.readUInt32BE(8) === 0x11223344));
+    // rebuild
+    const nals: Buffer[] = [];
+    let fu: Buffer[] = [];
+    for (const p of ps) {
+      const pl = p.subarray(12);
+      const t = pl[0] & 0x1f;
+      if (t === 24) for (let at = 1; at < pl.length; at += 2 + pl.readUInt16BE(at)) nals.push(pl.subarray(at + 2, at + 2 + pl.readUInt16BE(at)));
+      else if (t === 28) {
+        if (pl[1] & 0x80) fu = [Buffer.from([(pl[0] & 0xe0) | (pl[1] & 0x1f)])];
+        fu.push(pl.subarray(2));
+        if (pl[1] & 0x40) nals.push(Buffer.concat(fu));
+      } else nals.push(pl);
+    }
+    assert.deepEqual(nals, [sps, pps, idr, small], 'the AUD is left out; the rest comes back as sent');
+    assert.equal(ps[0][12] & 0x1f, 24);
+    assert.equal(ps[0][12] & 0x60, 0x60, 'STAP-A NRI is the highest of its units');
+  });
+
+  it('H.265: AP for VPS/SPS/PPS, FU over the MTU (2-byte payload header, 1-byte FU header)', () => {
+    const vps = bytes(24, 5, [0x40, 0x01]);
+    const sps = bytes(40, 6, [0x42, 0x01]);
+    const pps = bytes(8, 7, [0x44, 0x01]);
+    const idr = bytes(4000, 8, [0x26, 0x01]);
+    const au = joinAnnexB([vps, sps, pps, idr]);
+    const ps = packets(new Packetizer(1000).h265(au, VIDEO, 96, 0, state())!);
+    assert.ok(ps.every((p) => p.length <= 1000));
+    const nals: Buffer[] = [];
+    let fu: Buffer[] = [];
+    for (const p of ps) {
+      const pl = p.subarray(12);
+      const t = (pl[0] >> 1) & 0x3f;
+      if (t === 48) for (let at = 2; at < pl.length; at += 2 + pl.readUInt16BE(at)) nals.push(pl.subarray(at + 2, at + 2 + pl.readUInt16BE(at)));
+      else if (t === 49) {
+        if (pl[2] & 0x80) fu = [Buffer.from([(pl[0] & 0x81) | ((pl[2] & 0x3f) << 1), pl[1]])];
+        fu.push(pl.subarray(3));
+        if (pl[2] & 0x40) nals.push(Buffer.concat(fu));
+      } else nals.push(pl);
+    }
+    assert.deepEqual(nals, [vps, sps, pps, idr]);
+    assert.equal((ps[0][12] >> 1) & 0x3f, 48, 'the first packet is an AP');
+  });
+
+  it('AAC: one AU per packet behind its AU header; fragments over the MTU name the whole AU', () => {
+    const frame = bytes(1000, 9, [0x21]);
+    const ps = packets(new Packetizer(400).aac(frame, AUDIO, 97, 1024, state())!);
+    assert.ok(ps.length > 1 && ps.every((p) => p.length <= 400));
+    for (const p of ps) {
+      assert.equal(p.readUInt16BE(12), 16, 'AU-headers-length: 16 bits');
+      assert.equal(p.readUInt16BE(14) >> 3, 1000, 'AU-size: the whole AU');
+    }
+    assert.deepEqual(Buffer.concat(ps.map((p) => p.subarray(16))), frame);
+    assert.deepEqual(ps.map((p) => p[1] >> 7), ps.map((_p, i) => (i === ps.length - 1 ? 1 : 0)));
+  });
+
+  it('G.711: as received; a long frame split, each part timed by its first sample', () => {
+    const frame = bytes(3000, 10, [0xd5]);
+    const ps = packets(new Packetizer(1400).g711(frame, AUDIO, 8, 8000, state(), 1)!);
+    assert.deepEqual(ps.map((p) => p.readUInt32BE(4)), [8000, 8000 + 1388, 8000 + 2 * 1388]);
+    assert.deepEqual(Buffer.concat(ps.map((p) => p.subarray(12))), frame);
+    assert.ok(ps.every((p) => (p[1] & 0x80) === 0 && (p[1] & 0x7f) === 8));
+  });
+
+  it('NTP timestamps: epoch ms round trip', () => {
+    const ms = Date.UTC(2026, 10, 23, 22, 0, 0, 125);
+    const n = ntpOf(ms);
+    assert.equal(n.sec, Math.floor(ms / 1000) + 2_208_988_800);
+    assert.ok(Math.abs(epochMsOfNtp(n.sec, n.frac) - ms) < 0.001);
+  });
+});
