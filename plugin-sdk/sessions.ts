@@ -109,6 +109,12 @@ export interface OutputProvider {
   /** schemes this output can serve on this site, e.g. ['http', 'ws'] */
   schemes: string[];
   playUrl(args: { streamName: string; reqId: string; token: string; scheme: string; host: string; subFmt?: string }): string;
+  /**
+   * 'own': this output says itself when a request of its fmt is playable (`Sessions.outputReady`; HLS: its first
+   * segment exists). Until then the request is not `ready` (open result, status) and gets no ready notice. By
+   * default a request is ready with its stream (first keyframe, or audio for an audio-only request).
+   */
+  readyWhen?: 'own';
 }
 
 /**
@@ -186,6 +192,11 @@ export interface Sessions {
   /** close every request of a stream */
   closeStream(streamName: string, cause: CloseCauseValue): void;
   setRequestFlag(reqId: string, key: string, value: unknown): void;
+  /**
+   * A request of an output with `readyWhen: 'own'` is playable in its format: it becomes ready (the ready notice
+   * goes out now, or when its stream is ready if that comes later). Idempotent; ignored for other requests.
+   */
+  outputReady(reqId: string): void;
 
   onStreamOpened(cb: (s: ChannelStream) => void): void;
   /** the kernel waits (up to 5 s) for a returned promise before the stream's teardown goes on */

@@ -36,8 +36,15 @@ class RequestState implements StrmRequest {
   flags: Record<string, unknown> = {};
   keepDeadline = 0;
   readyAtOpen = false;
-  /** the stream was ready while this request lived (closed vs failed) */
+  /** the stream was ready (playable in the request's format) while this request lived (closed vs failed) */
   sawReady = false;
+  /**
+   * For an output that says itself when a request is playable (OutputProvider.readyWhen 'own'): whether it has
+   * (sessions.outputReady). Undefined for other outputs: their requests are ready with the stream.
+   */
+  ownReady: boolean | undefined = undefined;
+  /** inside open(): an outputReady() now is reported by the open result, not by a notice */
+  opening = true;
   playUrl = '';
   /** URLs of outputs without a fmt, by output name */
   urls: Record<string, string> | undefined;
@@ -188,6 +195,16 @@ export class SessionManager implements Sessions {
       },
     };
   }
+  outputReady(reqId: string): void {
+    const r = this.requests.get(reqId);
+    if (!r || r.closed || r.ownReady !== false) return;
+    r.ownReady = true;
+    const s = this.streams.get(r.streamName);
+    // before the stream is ready, streamReady tells it; inside open, the open result does
+    if (r.opening || r.readyAtOpen || !s || s.state !== 'ready') return;
+    r.sawReady = true;
+    this.emit(r, s, 'ready');
+  }
   setRequestFlag(reqId: string, key: string, value: unknown): void {
     const r = this.requests.get(reqId);
     if (r) r.flags[key] = value;
@@ -262,7 +279,8 @@ export class SessionManager implements Sessions {
         this.log.error({ err, talk: this.talk.name }, 'talk provider failed to make its URLs; left out of the open result');
       }
     }
-    req.readyAtOpen = stream.state === 'ready';
+    if (output.readyWhen === 'own') req.ownReady = false;
+    req.readyAtOpen = stream.state === 'ready' && req.ownReady !== false;
     req.sawReady = req.readyAtOpen;
     this.requests.set(req.reqId, req);
     this.perApp.set(app.appId, (this.perApp.get(app.appId) ?? 0) + 1);
@@ -272,6 +290,9 @@ export class SessionManager implements Sessions {
     if (created) for (const cb of this.cbOpened) this.safe(() => cb(stream!), 'stream-opened hook');
     for (const cb of this.cbReqOpened) this.safe(() => cb(req, stream!), 'request-opened hook');
     if (req.closed) throw new GatewayError(ErrCode.EXECUTION_ERROR, 'The request could not be started.');
+    req.opening = false;
+    // its output may have found it playable in a hook (e.g. an HLS form another request had already started)
+    if (req.ownReady === true && stream.state === 'ready') req.readyAtOpen = req.sawReady = true;
 
     const result: Record<string, unknown> = {
       reqId: req.reqId,
@@ -368,7 +389,7 @@ export class SessionManager implements Sessions {
         ...(r.talk ? { taUrl: r.talk.taUrl, wsUrl: r.talk.wsUrl } : {}),
         ctrl: r.ctrl,
         exclusive: r.params.exclusive,
-        ready: s?.state === 'ready',
+        ready: s?.state === 'ready' && r.ownReady !== false,
         consumed: r.consumed,
         players: r.players,
         keepIntv: r.params.keepIntv,
@@ -439,6 +460,8 @@ export class SessionManager implements Sessions {
     // the audio track, at most DETECT_WAIT_MS, so its mediaTyp says what the terminal really sends.
     const waiting: RequestState[] = [];
     for (const r of s.requests) {
+      // (a request whose output says itself when it is playable is told by outputReady)
+      if (r.ownReady === false) continue;
       r.sawReady = true;
       if (r.readyAtOpen) continue;
       if (r.params.detectMediaTyp && this.lacksAudio(s)) waiting.push(r);

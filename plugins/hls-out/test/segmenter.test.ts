@@ -1,0 +1,129 @@
+/**
+ * The segmenter on its own, fed units directly: where it cuts, what it holds, and that its memory stays within
+ * maxStreamBytes after every single unit (not only at the end).
+ */
+import assert from 'node:assert/strict';
+import pino from 'pino';
+import { audioUnit, type AccessUnit } from '../../../plugin-sdk';
+import { testClip } from '../../../plugin-sdk/testkit';
+import { Segmenter, type SegmenterOptions } from '../src/segmenter';
+
+const log = pino({ level: 'silent' });
+
+function segmenter(o: Partial<SegmenterOptions> = {}): { seg: Segmenter; drops: () => number } {
+  let drops = 0;
+  const seg = new Segmenter({
+    container: 'fmp4', targetDurationSec: 2, partTargetSec: 0.333, windowSegments: 6, maxStreamBytes: 16 * 1024 * 1024,
+    audioWaitMs: 0, wantsAudioWithVideo: false, wallClock: (d) => 1_700_000_000_000 + d, sourceHasAudio: () => false, log,
+    stats: { parts: () => undefined, segments: () => undefined, memoryDrops: () => { drops++; }, unitsLeftOut: () => undefined },
+    ...o,
+  });
+  return { seg, drops: () => drops };
+}
+
+/** the clip's units looped `passes` times on one timeline */
+function looped(units: ReadonlyArray<AccessUnit>, passes: number, spanMs: number): AccessUnit[] {
+  const out: AccessUnit[] = [];
+  for (let p = 0; p < passes; p++) {
+    for (const u of units) {
+      out.push({ ...u, dts: u.dts + p * spanMs, pts: u.pts + p * spanMs, dtsTicks: u.dtsTicks + Math.round(p * spanMs * u.timescale / 1000), ptsTicks: u.ptsTicks + Math.round(p * spanMs * u.timescale / 1000) });
+    }
+  }
+  return out;
+}
+
+describe('hls-out: the segmenter', () => {
+  it('cuts 2 s segments at keyframes and parts of at most the part target; the window keeps its size', () => {
+    const clip = testClip({ seconds: 2 });
+    const { seg } = segmenter();
+    seg.tracks([clip.video]);
+    for (const u of looped(clip.units, 12, clip.durationMs)) seg.write(u);
+    assert.equal(seg.segments.length, 8, 'six listed and two kept for late fetches');
+    for (const s of seg.segments) {
+      assert.equal(s.duration, 2);
+      assert.equal(s.parts[0].independent, true);
+      for (const p of s.parts) assert.ok(p.duration <= 0.333, `part of ${p.duration}`);
+      assert.equal(s.bytes, s.parts.reduce((n, p) => n + p.data.length, 0));
+    }
+    assert.equal(seg.segments[7].msn, seg.segments[0].msn + 7);
+    assert.equal(seg.targetDuration, 2);
+  });
+
+  it('a GOP longer than the target makes longer segments, still cut at keyframes, and a target duration that covers them', () => {
+    const clip = testClip({ seconds: 4, gopFrames: 75 });
+    const { seg } = segmenter();
+    seg.tracks([clip.video]);
+    for (const u of looped(clip.units, 3, clip.durationMs)) seg.write(u);
+    // keyframes at 0 and 3 s of each 4 s pass: at 4 s the segment is 1 s old and the GOP before was 1 s, so it goes on
+    assert.deepEqual(seg.segments.map((s) => s.duration), [3, 4, 4]);
+    assert.equal(seg.targetDuration, 4);
+  });
+
+  it('audio only: segments by time from any frame', () => {
+    const { seg } = segmenter();
+    seg.tracks([{ kind: 'audio', codec: 'aac', sampleRate: 16000, channels: 1, config: Buffer.from([0x14, 0x08]) }]);
+    for (let i = 0; i < 200; i++) seg.write(audioUnit({ codec: 'aac', dts: i * 64, timescale: 16000, duration: 1024, payload: Buffer.alloc(40, i) }));
+    assert.ok(seg.segments.length >= 5);
+    for (const s of seg.segments) assert.ok(s.duration >= 2 && s.duration < 2.1, `segment of ${s.duration}`);
+  });
+
+  it('holds no more than maxStreamBytes after any unit, dropping old segments (and an oversized one) and counting it', () => {
+    const max = 256 * 1024;
+    const clip = testClip({ seconds: 2, size: '1280x720', gopFrames: 5 });
+    const { seg, drops } = segmenter({ maxStreamBytes: max });
+    seg.tracks([clip.video]);
+    let peak = 0;
+    for (const u of looped(clip.units, 20, clip.durationMs)) {
+      seg.write(u);
+      peak = Math.max(peak, seg.bytes);
+      assert.ok(seg.bytes <= max, `holds ${seg.bytes} bytes after the unit at ${u.dts} ms`);
+    }
+    assert.ok(peak > max / 2, `it did fill up (${peak})`);
+    assert.ok(drops() > 0);
+    // a GOP that never ends cannot grow without bound either
+    const { seg: long, drops: longDrops } = segmenter({ maxStreamBytes: max });
+    long.tracks([clip.video]);
+    const oneKey = looped(clip.units, 20, clip.durationMs).map((u, i) => (i === 0 ? u : { ...u, keyframe: false }));
+    for (const u of oneKey) {
+      long.write(u);
+      assert.ok(long.bytes <= max, `holds ${long.bytes} bytes in an endless GOP`);
+    }
+    assert.ok(longDrops() > 0);
+  });
+
+  it('with AAC that comes 200 ms after its video (as from the AAC stage), stays within maxStreamBytes too', () => {
+    const max = 256 * 1024;
+    const clip = testClip({ seconds: 2, size: '1280x720', gopFrames: 5 });
+    const { seg } = segmenter({ maxStreamBytes: max, wantsAudioWithVideo: true });
+    const aac = { kind: 'audio' as const, codec: 'aac' as const, sampleRate: 8000, channels: 1, config: Buffer.from([0x15, 0x88]) };
+    seg.tracks([clip.video, aac]);
+    const video = looped(clip.units, 10, clip.durationMs);
+    let nextAudio = 0;
+    for (const v of video) {
+      // AAC frames of 128 ms, each delivered once the video is 200 ms past its end
+      while ((nextAudio + 1) * 128 + 200 <= v.dts) {
+        seg.write(audioUnit({ codec: 'aac', dts: nextAudio * 128, timescale: 8000, duration: 1024, payload: Buffer.alloc(200, nextAudio) }));
+        nextAudio++;
+      }
+      seg.write(v);
+      assert.ok(seg.bytes <= max, `holds ${seg.bytes} bytes after the unit at ${v.dts} ms`);
+    }
+    assert.ok(seg.segments.length > 0);
+  });
+});
+
+describe('hls-out: the segmenter across configuration changes', () => {
+  it('new parameter sets (another picture size) start a segment with EXT-X-DISCONTINUITY and a new init segment', () => {
+    const a = testClip({ seconds: 2 });
+    const b = testClip({ seconds: 2, size: '352x288' });
+    const { seg } = segmenter();
+    seg.tracks([a.video]);
+    for (const u of looped(a.units, 2, a.durationMs)) seg.write(u);
+    seg.tracks([b.video]);
+    for (const u of looped(b.units, 3, b.durationMs)) seg.write({ ...u, dts: u.dts + 4000, pts: u.pts + 4000, dtsTicks: u.dtsTicks + 360_000, ptsTicks: u.ptsTicks + 360_000 });
+    const versions = seg.segments.map((s) => `${s.init.version}${s.discontinuity ? 'd' : ''}`);
+    assert.deepEqual(versions, ['1', '1', '2d', '2'], 'the first segment of the new size starts after a discontinuity, with init 2');
+    assert.ok(seg.initOf(1)?.data && seg.initOf(2)?.data);
+    assert.notDeepEqual(seg.initOf(1)!.data, seg.initOf(2)!.data);
+  });
+});
