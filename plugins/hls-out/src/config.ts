@@ -14,8 +14,8 @@ export class HlsOutConfig {
 
   /**
    * Segment target, s. Segments start at keyframes: a segment is cut at the first keyframe at or past this, or
-   * earlier when the next GOP would take it over by more than half a second. A stream whose GOP is longer gets
-   * segments of one GOP, and EXT-X-TARGETDURATION grows to cover them.
+   * earlier when the next GOP would take it over by more than half a second. EXT-X-TARGETDURATION is this, rounded
+   * up, and never changes: a GOP longer than it is cut inside, without a keyframe.
    */
   @IsNumber() @Min(1) @Max(30)
   targetDurationSec = 2;

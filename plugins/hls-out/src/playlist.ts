@@ -40,7 +40,8 @@ export function renderPlaylist(s: Segmenter, o: PlaylistOptions): string {
   }
   lines.push(`#EXT-X-MEDIA-SEQUENCE:${msn0}`);
   if (disc > 0) lines.push(`#EXT-X-DISCONTINUITY-SEQUENCE:${disc}`);
-  lines.push('#EXT-X-INDEPENDENT-SEGMENTS');
+  // a segment cut inside a long GOP does not start with a keyframe: only audio-only forms can promise this
+  if (s.audioOnly) lines.push('#EXT-X-INDEPENDENT-SEGMENTS');
   let init = -1;
   const withParts = all.length - SEGMENTS_WITH_PARTS - (cur ? 1 : 0);
   all.forEach((seg, i) => {

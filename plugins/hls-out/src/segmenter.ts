@@ -6,7 +6,8 @@
  *
  * Cuts happen when a unit arrives (only then is the previous one's duration known): a part ends before the unit
  * that would take it past the part target, a segment before the start point at or past the target duration (or
- * earlier when the next GOP would take it more than half a second past it). Audio that goes with video is put
+ * earlier when the next GOP would take it more than half a second past it), or, in a GOP longer than the target,
+ * before the frame that would take it past the target (EXT-X-TARGETDURATION never changes). Audio that goes with video is put
  * into the part being cut when its time is before the part's end; since the AAC stage's audio comes later than
  * the video (it runs in a worker), video waits for it (at most MAX_AUDIO_LAG_MS), so each part holds the audio up
  * to its end. Each track keeps its own decode times.
@@ -153,8 +154,14 @@ export class Segmenter implements MediaSink {
     return () => this.listeners.delete(cb);
   }
 
+  /** no video: every segment starts at a start point (any audio frame) */
+  get audioOnly(): boolean {
+    return !!this.active && !this.active.video;
+  }
+
   get targetDuration(): number {
-    return Math.max(this.o.targetDurationSec, Math.ceil(round3(this.maxSegmentSec)));
+    // fixed: segments are cut at it (pastTarget), GOP or not
+    return Math.ceil(this.o.targetDurationSec);
   }
 
   get partTarget(): number {
@@ -359,10 +366,16 @@ export class Segmenter implements MediaSink {
       return;
     }
     const cur = this.current!;
-    if (startPoint && this.segmentDue(unit, cur)) {
+    if ((startPoint && this.segmentDue(unit, cur)) || this.pastTarget(unit, cur)) {
+      const lastStart = this.lastStartPointDts;
       this.endSegment(unit);
       this.startSegment(unit, false);
-    } else if (this.driverUnits.length > 0 && this.partDue(unit)) {
+      // a cut inside a GOP is no start point: the GOP still began where it did
+      if (!startPoint) this.lastStartPointDts = lastStart;
+    } else if (this.driverUnits.length > 0 && (this.partDue(unit) || (startPoint && unit.kind === 'video' && this.partLongEnough(unit)))) {
+      // a keyframe inside a segment (one cut inside the GOP before) starts a part of its own, an INDEPENDENT one
+      // where a player may join, when the part it ends is long enough (8216bis: parts other than the last of a
+      // segment and INDEPENDENT ones last at least 85 % of the part target)
       this.endPart(unit);
       this.partStartDts = unit.dts;
     }
@@ -395,6 +408,21 @@ export class Segmenter implements MediaSink {
     const dur = unit.dts - cur.startDts;
     const gop = unit.dts - this.lastStartPointDts;
     return dur >= target - 1 || (dur > 0 && dur + gop > target + 500);
+  }
+
+  /**
+   * EXT-X-TARGETDURATION must not change (RFC 8216 4.3.3.1), and players join at parts long before a GOP of unknown
+   * length ends: a GOP longer than the target is cut at the target without a keyframe. Such a segment starts with a
+   * part that is not INDEPENDENT; players start at one that is.
+   */
+  private pastTarget(unit: AccessUnit, cur: HlsSegment): boolean {
+    const dur = unit.dts - cur.startDts;
+    // EXTINF rounded to the nearest second must not pass the target
+    return dur > 0 && dur + (unit.dts - this.lastDriverDts) > this.o.targetDurationSec * 1000 + 499;
+  }
+
+  private partLongEnough(unit: AccessUnit): boolean {
+    return unit.dts - this.partStartDts >= 0.85 * this.o.partTargetSec * 1000;
   }
 
   private partDue(unit: AccessUnit): boolean {

@@ -112,7 +112,8 @@ export function parsePlaylist(text: string): ParsedPlaylist {
 export function checkRfc(p: ParsedPlaylist, container: 'fmp4' | 'mpegts'): void {
   assert.ok(p.targetDuration >= 1, 'EXT-X-TARGETDURATION present');
   for (const s of p.segments) {
-    assert.ok(s.duration <= p.targetDuration, `segment ${s.msn} (${s.duration} s) within the target duration ${p.targetDuration}`);
+    // RFC 8216 4.3.3.1: EXTINF rounded to the nearest integer
+    assert.ok(Math.round(s.duration) <= p.targetDuration, `segment ${s.msn} (${s.duration} s) within the target duration ${p.targetDuration}`);
     assert.ok(s.duration > 0);
     if (container === 'fmp4') assert.ok(s.map, `segment ${s.msn} has an EXT-X-MAP`);
   }

@@ -52,7 +52,8 @@ describe('hls-out: playlists, LL-HLS and the HTTP side', function () {
       for (let i = 0; i < 6; i++) {
         const p = parsePlaylist((await get(url)).text);
         checkRfc(p, 'fmp4');
-        assert.equal(p.independentSegments, true);
+        // a video form may cut inside a long GOP, so it never promises independent segments (parts say it)
+        assert.equal(p.independentSegments, false);
         if (prev) {
           assert.ok(p.mediaSequence >= prev.mediaSequence, 'media sequence never goes back');
           // a segment keeps its number, URI and duration from one reload to the next

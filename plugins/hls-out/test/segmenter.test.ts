@@ -49,14 +49,23 @@ describe('hls-out: the segmenter', () => {
     assert.equal(seg.targetDuration, 2);
   });
 
-  it('a GOP longer than the target makes longer segments, still cut at keyframes, and a target duration that covers them', () => {
+  it('a GOP longer than the target is cut at the target without a keyframe: EXT-X-TARGETDURATION never changes', () => {
     const clip = testClip({ seconds: 4, gopFrames: 75 });
     const { seg } = segmenter();
     seg.tracks([clip.video]);
-    for (const u of looped(clip.units, 3, clip.durationMs)) seg.write(u);
-    // keyframes at 0 and 3 s of each 4 s pass: at 4 s the segment is 1 s old and the GOP before was 1 s, so it goes on
-    assert.deepEqual(seg.segments.map((s) => s.duration), [3, 4, 4]);
-    assert.equal(seg.targetDuration, 4);
+    const targets = new Set<number>();
+    for (const u of looped(clip.units, 3, clip.durationMs)) {
+      seg.write(u);
+      targets.add(seg.targetDuration);
+    }
+    assert.deepEqual([...targets], [2], 'the declared target stays');
+    // keyframes at 0 and 3 s of each 4 s pass (a 3 s GOP, then a 1 s one)
+    for (const s of seg.segments) assert.ok(Math.round(s.duration) <= 2, `segment of ${s.duration} s`);
+    const starts = seg.segments.map((s) => s.parts[0].independent);
+    assert.ok(starts.includes(false), 'some segments start inside a GOP');
+    assert.ok(starts.includes(true), 'the ones at a keyframe are independent');
+    // the 3 s keyframe of each pass starts a segment (the 1 s GOP after it would overshoot), an independent one
+    assert.equal(seg.segments.flatMap((s) => s.parts).filter((p) => p.independent).length, 3);
   });
 
   it('audio only: segments by time from any frame', () => {
