@@ -103,7 +103,8 @@ describe('recovery of recordings left unfinished', () => {
     const old = new Date(Date.now() - 3_600_000);
     await unfinished('quiet-0001', flvBytes(5), old);
     await unfinished('no-file-01'); // opened a minute ago, maybe by another gateway on the same catalog: no file yet
-    const res = await recoverUnfinished(catalog, store, { now: new Date(), quietMs: 300_000, isActive: (id) => id === 'active-001' });
+    // NOW, the clock the rows' reqTm was set by (captured when the file loaded: a long suite reaches this test minutes later)
+    const res = await recoverUnfinished(catalog, store, { now: NOW, quietMs: 300_000, isActive: (id) => id === 'active-001' });
     assert.deepEqual(res.recovered.map((r) => r.reqId), ['quiet-0001']);
     assert.equal(res.skipped, 2);
     assert.deepEqual((await catalog.listUnfinished()).map((r) => r.reqId).sort(), ['active-001', 'fresh-0001', 'no-file-01']);
