@@ -1,21 +1,16 @@
 import { parseCallbackUrl } from '../../plugin-sdk/callback-url';
 import { invalidParam, GatewayError } from '../../plugin-sdk/errors';
+import type { FieldRule } from '../../plugin-sdk/api-docs';
+import {
+  DATA_TYP_BY_TYP, MAX_TOKEN_LENGTH, MAX_USER_ID_LENGTH, OPEN_CROSS_RULES, OPEN_FIELDS as F, SCHEMES_BY_FMT,
+} from '../../plugin-sdk/open-fields';
 import type { OpenParams, StreamTyp } from '../../plugin-sdk/sessions';
-import { normaliseSim, SIM_PATTERN } from '../../plugin-sdk/sim';
+import { normaliseSim } from '../../plugin-sdk/sim';
 
-const REQ_ID_RE = /^[A-Za-z0-9_\-$.~]{8,40}$/;
-/**
- * user.token goes into every play URL (and a player's query string, which proxies cap at a few KiB); a JWT or an
- * opaque session id fits with room to spare.
- */
-export const MAX_TOKEN_LENGTH = 1024;
-/** userId is only for logs and debugging */
-export const MAX_USER_ID_LENGTH = 256;
-const MAX_RTSP_URL_LENGTH = 2048;
-const MAX_RTSP_CRED_LENGTH = 256;
+// The field rules (limits, enums, patterns, the -7 details) are data in plugin-sdk/open-fields.ts, which the
+// OpenAPI document is generated from too; this module applies them in decisions.md's order.
+export { MAX_TOKEN_LENGTH, MAX_USER_ID_LENGTH };
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-const SAMPLE_RATES = new Set([8000, 11025, 22050, 44100, 48000, 64000, 96000]);
-const CHANNEL_COUNTS = new Set([1, 2, 3, 4, 5, 6, 8]);
 
 export interface ValidationEnv {
   /** who holds a live request of this id: the caller's application ('self'), another ('other'), or nobody */
@@ -37,14 +32,20 @@ function okString(v: unknown, max: number): v is string {
 }
 const isObj = (v: unknown): v is Record<string, unknown> => !!v && typeof v === 'object' && !Array.isArray(v);
 
-function optBool(body: Record<string, unknown>, key: string): boolean {
+function optBool(body: Record<string, unknown>, key: string, rule: FieldRule): boolean {
   const v = body[key];
   if (v === undefined || v === null) return false;
-  if (typeof v !== 'boolean') throw invalidParam(key, 'Must be true or false.');
+  if (typeof v !== 'boolean') throw invalidParam(key, rule.detail);
   return v;
 }
 
-function optInt(body: Record<string, unknown>, key: string, dflt: number, ok: (n: number) => boolean, detail: string): number {
+/** a number the rule accepts: in its enum, or within its minimum and maximum */
+function intAllowed(rule: FieldRule, n: number): boolean {
+  if (rule.enum) return rule.enum.includes(n);
+  return (rule.minimum === undefined || n >= rule.minimum) && (rule.maximum === undefined || n <= rule.maximum);
+}
+
+function optInt(body: Record<string, unknown>, key: string, rule: FieldRule, dflt: number, ok = (n: number) => intAllowed(rule, n), detail = rule.detail): number {
   const v = body[key];
   if (v === undefined || v === null) return dflt;
   if (!isInt(v) || !ok(v)) throw invalidParam(key, detail);
@@ -59,7 +60,7 @@ export function validateOpen(body: Record<string, unknown>, env: ValidationEnv):
   // 1. reqId
   let reqId: string;
   if (body.reqId !== undefined && body.reqId !== null) {
-    if (typeof body.reqId !== 'string' || !REQ_ID_RE.test(body.reqId)) throw invalidParam('reqId', 'Use 8 to 40 letters, digits or _ - $ . ~');
+    if (typeof body.reqId !== 'string' || !F.reqId.pattern.test(body.reqId)) throw invalidParam('reqId', F.reqId.detail);
     const holder = env.reqIdHolder(body.reqId);
     // another application's reqId answers like any invalid one: "in use" would confirm that it exists
     if (holder === 'other') throw invalidParam('reqId');
@@ -70,45 +71,48 @@ export function validateOpen(body: Record<string, unknown>, env: ValidationEnv):
   }
   // 2. user.token
   const user = body.user;
-  if (!isObj(user) || typeof user.token !== 'string' || user.token.length === 0) throw invalidParam('user.token');
-  if (!okString(user.token, MAX_TOKEN_LENGTH)) throw invalidParam('user.token', `Use at most ${MAX_TOKEN_LENGTH} characters of valid Unicode.`);
-  if (user.userId !== undefined && user.userId !== null && !okString(user.userId, MAX_USER_ID_LENGTH)) {
-    throw invalidParam('user.userId', `Use a string of at most ${MAX_USER_ID_LENGTH} characters of valid Unicode.`);
+  const U = F.user.properties;
+  if (!isObj(user) || typeof user.token !== 'string' || user.token.length < U.token.minLength) throw invalidParam('user.token');
+  if (!okString(user.token, U.token.maxLength)) throw invalidParam('user.token', U.token.detail);
+  if (user.userId !== undefined && user.userId !== null && !okString(user.userId, U.userId.maxLength)) {
+    throw invalidParam('user.userId', U.userId.detail);
   }
   if (user.userGrade !== undefined && user.userGrade !== null && !isInt(user.userGrade)) throw invalidParam('user.userGrade');
   // 3. typ
-  if (body.typ !== 'live' && body.typ !== 'replay') throw invalidParam('typ', 'Use live or replay.');
+  if (!F.typ.enum.includes(body.typ as StreamTyp)) throw invalidParam('typ', F.typ.detail);
   const typ = body.typ as StreamTyp;
   const rtspGiven = body.rtspSrc !== undefined && body.rtspSrc !== null;
   // An RTSP source is vetted at rule 10, where decisions.md puts rtspSrc: checking the site for it here would
   // report rtspSrc ahead of a bad simNo, chanId, ... that the client also has to fix.
   if (!rtspGiven && !env.hasIngestFor('terminal')) throw invalidParam('typ', 'No ingest plugin on this site serves it.');
   // 4. simNo
-  if (typeof body.simNo !== 'string' || !SIM_PATTERN.test(body.simNo)) throw invalidParam('simNo');
+  if (typeof body.simNo !== 'string' || !F.simNo.pattern.test(body.simNo)) throw invalidParam('simNo');
   const simNo = body.simNo;
   // 5. chanId (channelId alias)
   const chanRaw = body.chanId !== undefined && body.chanId !== null ? body.chanId : body.channelId;
-  if (!isInt(chanRaw) || chanRaw < 1 || chanRaw > 255) throw invalidParam(body.chanId === undefined && body.channelId !== undefined ? 'channelId' : 'chanId', 'Use an integer 1..255.');
+  if (!isInt(chanRaw) || !intAllowed(F.chanId, chanRaw)) throw invalidParam(body.chanId === undefined && body.channelId !== undefined ? 'channelId' : 'chanId', F.chanId.detail);
   // 6. dataTyp
-  const dataTyp = optInt(body, 'dataTyp', 0, (n) => n >= 0 && n <= (typ === 'live' ? 5 : 2), typ === 'live' ? 'Use 0..3.' : 'Use 0..2.');
-  if (typ === 'live' && (dataTyp === 4 || dataTyp === 5)) throw invalidParam('dataTyp', 'Center broadcast (4) and pass-through (5) are unsupported.');
+  const dt = DATA_TYP_BY_TYP[typ];
+  const known = (n: number) => (dt.values as readonly number[]).includes(n) || (dt.unsupported as readonly number[]).includes(n);
+  const dataTyp = optInt(body, 'dataTyp', F.dataTyp, F.dataTyp.default, known, dt.detail);
+  if ((dt.unsupported as readonly number[]).includes(dataTyp)) throw invalidParam('dataTyp', dt.unsupportedDetail);
   // 7. codeStrm, fmt, subFmt
-  const codeStrm = optInt(body, 'codeStrm', 0, (n) => n === 0 || n === 1, 'Use 0 or 1.');
-  const fmt = optInt(body, 'fmt', 0, (n) => n === 0 || n === 1 || n === 4, 'Use 0 (FLV), 1 (HLS) or 4 (RTSP).');
+  const codeStrm = optInt(body, 'codeStrm', F.codeStrm, F.codeStrm.default);
+  const fmt = optInt(body, 'fmt', F.fmt, F.fmt.default);
   const schemes = env.outputSchemes(fmt);
   if (!schemes) throw invalidParam('fmt', 'This site runs no output plugin for it.');
   let subFmt: string | undefined;
   if (body.subFmt !== undefined && body.subFmt !== null) {
-    if (fmt !== 1 || (body.subFmt !== 'fmp4' && body.subFmt !== 'mpegts')) throw invalidParam('subFmt', 'Only with fmt 1: fmp4 or mpegts.');
-    subFmt = body.subFmt;
-  } else if (fmt === 1) {
-    subFmt = 'fmp4';
+    if (fmt !== OPEN_CROSS_RULES.subFmtFmt || !F.subFmt.enum.includes(body.subFmt as 'fmp4')) throw invalidParam('subFmt', F.subFmt.detail);
+    subFmt = body.subFmt as string;
+  } else if (fmt === OPEN_CROSS_RULES.subFmtFmt) {
+    subFmt = F.subFmt.enum[0];
   }
   // 8. scheme
   let scheme: string | undefined;
   if (body.scheme !== undefined && body.scheme !== null) {
     const s = body.scheme;
-    const allowed = fmt === 0 ? ['http', 'https', 'ws', 'wss'] : fmt === 1 ? ['https', 'http'] : ['rtsp'];
+    const allowed = SCHEMES_BY_FMT[fmt];
     // http for HLS is not in the spec's list, but an HLS output without TLS can only serve http
     if (typeof s !== 'string' || !allowed.includes(s) || (fmt === 1 && s === 'http' && schemes.includes('https'))) throw invalidParam('scheme');
     if (!schemes.includes(s)) throw invalidParam('scheme', `This site serves ${schemes.join(', ')} for this fmt.`);
@@ -118,8 +122,9 @@ export function validateOpen(body: Record<string, unknown>, env: ValidationEnv):
   let audioCfg: OpenParams['audioCfg'];
   if (body.audioCfg !== undefined && body.audioCfg !== null) {
     const a = body.audioCfg;
-    if (!isObj(a) || !isInt(a.sampleRate) || !SAMPLE_RATES.has(a.sampleRate)) throw invalidParam('audioCfg.sampleRate');
-    if (!isInt(a.channels) || !CHANNEL_COUNTS.has(a.channels)) throw invalidParam('audioCfg.channels');
+    const A = F.audioCfg.properties;
+    if (!isObj(a) || !isInt(a.sampleRate) || !intAllowed(A.sampleRate, a.sampleRate)) throw invalidParam('audioCfg.sampleRate');
+    if (!isInt(a.channels) || !intAllowed(A.channels, a.channels)) throw invalidParam('audioCfg.channels');
     audioCfg = { sampleRate: a.sampleRate, channels: a.channels };
   }
   // 10. rtspSrc.url
@@ -127,16 +132,17 @@ export function validateOpen(body: Record<string, unknown>, env: ValidationEnv):
   if (rtspGiven) {
     if (!env.hasIngestFor('rtsp')) throw invalidParam('rtspSrc', 'No ingest plugin on this site serves it.');
     const r = body.rtspSrc;
-    if (!isObj(r) || !okString(r.url, MAX_RTSP_URL_LENGTH) || !/^rtsps?:\/\/[^\s/]+/i.test(r.url)) throw invalidParam('rtspSrc.url');
+    const S = F.rtspSrc.properties;
+    if (!isObj(r) || !okString(r.url, S.url.maxLength) || !S.url.pattern.test(r.url)) throw invalidParam('rtspSrc.url');
     try { new URL(r.url); } catch { throw invalidParam('rtspSrc.url'); }
-    if (r.user !== undefined && !okString(r.user, MAX_RTSP_CRED_LENGTH)) throw invalidParam('rtspSrc.user');
-    if (r.pwd !== undefined && !okString(r.pwd, MAX_RTSP_CRED_LENGTH)) throw invalidParam('rtspSrc.pwd');
+    if (r.user !== undefined && !okString(r.user, S.user.maxLength)) throw invalidParam('rtspSrc.user');
+    if (r.pwd !== undefined && !okString(r.pwd, S.pwd.maxLength)) throw invalidParam('rtspSrc.pwd');
     rtspSrc = { url: r.url, user: r.user as string | undefined, pwd: r.pwd as string | undefined };
   }
   // 11. keepIntv, record
-  const keepIntv = optInt(body, 'keepIntv', env.keepIntvDefault, (n) => n >= 15 && n <= 600, 'Use 15..600 seconds.');
-  const record = optBool(body, 'record');
-  if (record && fmt !== 0) throw invalidParam('record', 'Only with fmt 0 (FLV).');
+  const keepIntv = optInt(body, 'keepIntv', F.keepIntv, env.keepIntvDefault);
+  const record = optBool(body, 'record', F.record);
+  if (record && fmt !== OPEN_CROSS_RULES.recordFmt) throw invalidParam('record', OPEN_CROSS_RULES.recordDetail);
   // Fields the ordered rules leave out.
   let cb: string | undefined;
   if (body.cb !== undefined && body.cb !== null) {
@@ -148,20 +154,20 @@ export function validateOpen(body: Record<string, unknown>, env: ValidationEnv):
     if (!parsed.ok) throw invalidParam('cb', `${parsed.reason.replace(/^cb /, 'The cb ')}.`);
     cb = body.cb as string;
   }
-  const connIdx = optInt(body, 'connIdx', 0, (n) => n >= 0, 'Use an integer from 0.');
+  const connIdx = optInt(body, 'connIdx', F.connIdx, F.connIdx.default);
   let talkSendProtoVer: number | undefined;
   if (body.talkSendProtoVer !== undefined && body.talkSendProtoVer !== null) {
-    if (body.talkSendProtoVer !== 0 && body.talkSendProtoVer !== 1) throw invalidParam('talkSendProtoVer', 'Use 0 or 1.');
+    if (!isInt(body.talkSendProtoVer) || !intAllowed(F.talkSendProtoVer, body.talkSendProtoVer)) throw invalidParam('talkSendProtoVer', F.talkSendProtoVer.detail);
     talkSendProtoVer = body.talkSendProtoVer;
   }
-  const exclusive = optBool(body, 'exclusive');
-  const detectMediaTyp = optBool(body, 'detectMediaTyp');
+  const exclusive = optBool(body, 'exclusive', F.exclusive);
+  const detectMediaTyp = optBool(body, 'detectMediaTyp', F.detectMediaTyp);
   let http: boolean | undefined;
-  if (body.http !== undefined && body.http !== null) http = optBool(body, 'http');
+  if (body.http !== undefined && body.http !== null) http = optBool(body, 'http', F.http);
   let timedToken: string | undefined;
   if (body.timedToken !== undefined && body.timedToken !== null) {
     // one or two comma-separated tokens
-    if (!okString(body.timedToken, 1024)) throw invalidParam('timedToken');
+    if (!okString(body.timedToken, F.timedToken.maxLength)) throw invalidParam('timedToken');
     timedToken = body.timedToken;
   }
   if (!scheme) scheme = defaultScheme(fmt, schemes);

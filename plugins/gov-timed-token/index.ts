@@ -1,5 +1,7 @@
 import { IsArray } from 'class-validator';
 import { definePlugin, ErrCode, GatewayError, invalidParam } from '../../plugin-sdk';
+import { API_DOCS } from '../../plugin-sdk/api-docs';
+import { timedTokenApi } from './src/api-doc';
 import { TimedTokenStore } from './src/token-store';
 import { parseTimedTokenBody } from './src/timed-token-body';
 
@@ -16,7 +18,10 @@ export class GovTimedTokenConfig {
 export default definePlugin({
   name: 'gov-timed-token',
   config: GovTimedTokenConfig,
+  // the OpenAPI document (console plugin), when the site serves one
+  uses: [API_DOCS],
   async setup(ctx) {
+    ctx.services.find(API_DOCS)?.describe(timedTokenApi());
     const seed = ctx.config.tokens.length ? parseTimedTokenBody({ tokens: ctx.config.tokens }) : { ok: true as const, tokens: [] };
     if (!seed.ok) throw new Error(`config key tokens: ${seed.message}`);
     const keyv = ctx.stores.keyv('timed-tokens');

@@ -1,5 +1,7 @@
 import * as path from 'node:path';
 import { definePlugin } from '../../plugin-sdk';
+import { API_DOCS } from '../../plugin-sdk/api-docs';
+import { recorderApi } from './src/api-doc';
 import type { RecordCatalog } from './src/catalog';
 import { openPostgresCatalog } from './src/catalog-postgres';
 import { openSqliteCatalog } from './src/catalog-sqlite';
@@ -17,8 +19,11 @@ export { RecorderConfig };
 export default definePlugin({
   name: 'recorder',
   config: RecorderConfig,
+  // the OpenAPI document (console plugin), when the site serves one
+  uses: [API_DOCS],
   async setup(ctx) {
     const cfg = ctx.config;
+    ctx.services.find(API_DOCS)?.describe(recorderApi());
     try {
       assertTimeZone(cfg.timeZone);
     } catch (err) {

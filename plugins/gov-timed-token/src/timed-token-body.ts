@@ -6,10 +6,10 @@ export type TimedTokenBodyResult =
   | { ok: false; field: string; message: string };
 
 /** One token now, or old and new during a rotation: the timedToken field itself carries at most two. */
-const MAX_TOKENS = 2;
-const MAX_TOKEN_LENGTH = 256;
+export const MAX_TOKENS = 2;
+export const MAX_TOKEN_LENGTH = 256;
 // yyyy-mm-ddTHH:mm:ss then Z or a numeric offset (the spec's responses carry one, so clients may echo it).
-const EXPIRED_AT = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(Z|[+-]\d{2}:?\d{2})$/;
+export const EXPIRED_AT = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(Z|[+-]\d{2}:?\d{2})$/;
 
 /** Validates the admin body `{"tokens":[{"token":"..","expiredAt":"yyyy-mm-ddTHH:mm:ssZ"}]}`. */
 export function parseTimedTokenBody(body: unknown): TimedTokenBodyResult {

@@ -46,12 +46,12 @@ export interface ParseOptions {
 }
 
 /** Ids the open call can hand out (decisions.md rule 1, plus generated base64url ids). */
-const REQ_ID_PATTERN = /^[A-Za-z0-9_\-$.~]{8,40}$/;
-const MAX_APP_ID_LENGTH = 128;
+export const REQ_ID_PATTERN = /^[A-Za-z0-9_\-$.~]{8,40}$/;
+export const MAX_APP_ID_LENGTH = 128;
 
 // `yyyy-mm-dd HH:mm:ss`, `yyyy-mm-ddTHH:mm:ssZ`, optional fraction, optional `±HH:mm` / `±HHmm`.
 // A space where the offset sign should be is a `+` that an unencoded query string turned into a space.
-const TIME_PATTERN = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:([Zz])|([+\- ])(\d{2}):?(\d{2}))?$/;
+export const TIME_PATTERN = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:([Zz])|([+\- ])(\d{2}):?(\d{2}))?$/;
 
 interface ParsedTime {
   at: Date;

@@ -1,0 +1,93 @@
+/**
+ * GET /strm/record and the file route, described for the OpenAPI document (API_DOCS) from the constants
+ * query-params.ts validates with: change a limit there and the document follows.
+ */
+import { queryParameters, type ApiDescription, type FieldRules, type JsonSchema } from '../../../plugin-sdk/api-docs';
+import { SIM_PATTERN } from '../../../plugin-sdk/sim';
+import { DEFAULT_LIMIT, DEFAULT_PAGE, MAX_APP_ID_LENGTH, MAX_LIMIT, MAX_PAGE, MAX_SPAN_MS, REQ_ID_PATTERN, TIME_PATTERN } from './query-params';
+
+const SPAN_DAYS = MAX_SPAN_MS / 86_400_000;
+
+/** The query of GET /strm/record, in the order parseRecordQuery checks it. */
+export const RECORD_QUERY_FIELDS = {
+  reqId: { type: 'string', pattern: REQ_ID_PATTERN, description: 'By-reqId mode: the records of this request (startTm, endTm and simNo are then ignored).' },
+  startTm: {
+    type: 'string', pattern: TIME_PATTERN,
+    description: `Time-range mode (required without reqId): \`yyyy-mm-dd HH:mm:ss\` (the recorder's zone) or \`yyyy-mm-ddTHH:mm:ssZ\` / with an offset.`,
+    example: '2026-11-23 00:00:00',
+  },
+  endTm: { type: 'string', pattern: TIME_PATTERN, description: `End of the range, same forms; default now. At most ${SPAN_DAYS} days after startTm.` },
+  appId: { type: 'string', maxLength: MAX_APP_ID_LENGTH, description: 'Only narrows to the caller\'s own records.' },
+  simNo: { type: 'string', pattern: SIM_PATTERN, description: 'Terminal (time-range mode only).' },
+  __page: { type: 'integer', minimum: 1, maximum: MAX_PAGE, default: DEFAULT_PAGE, description: 'Page, from 1.' },
+  __limit: { type: 'integer', minimum: 1, maximum: MAX_LIMIT, default: DEFAULT_LIMIT, description: 'Records per page.' },
+} as const satisfies FieldRules;
+
+const STORED_AV: JsonSchema = {
+  type: 'object',
+  required: ['reqId', 'reqTm', 'appId', 'simNo', 'chan', 'live', 'path', 'ext', 'sz', 'url'],
+  properties: {
+    reqId: { type: 'string' },
+    reqTm: { type: 'string', description: '`yyyy-mm-ddTHH:mm:ss+08:00`: the open\'s time in the recorder\'s zone.' },
+    appId: { type: 'string' }, simNo: { type: 'string' }, chan: { type: 'integer' }, live: { type: 'boolean' },
+    path: { type: 'string', description: 'Relative path in the store.' }, ext: { const: 'flv' },
+    sz: { type: 'integer', description: 'Bytes.' },
+    url: { type: 'string', description: 'The file (`/strm/record/file/{path}`), same credentials as the API.' },
+    mediaTyp: { enum: ['av', 'a', 'v'] },
+  },
+};
+
+const error = (description: string) => ({ description, content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorEnvelope' } } } });
+
+export function recorderApi(): ApiDescription {
+  return {
+    owner: 'recorder',
+    summary: 'Stored media (records of requests opened with record: true)',
+    schemas: { StoredAv: STORED_AV },
+    paths: {
+      '/strm/record': {
+        get: {
+          operationId: 'queryRecords', summary: 'Stored media query', tags: ['recorder'], security: [{ basicAuth: [] }],
+          description: 'The caller\'s records, by reqId or by time range, ordered by request time. A bad parameter answers -7 naming it; an unknown reqId answers `data: []`; -3 when the catalog is not available.',
+          parameters: queryParameters(RECORD_QUERY_FIELDS),
+          responses: {
+            200: {
+              description: 'errCode 0 with StoredAv items, or a business error',
+              content: {
+                'application/json': {
+                  schema: {
+                    oneOf: [
+                      {
+                        type: 'object', required: ['errCode', 'message', 'data', 'count'],
+                        properties: { errCode: { const: 0 }, message: { type: 'string' }, data: { type: 'array', items: { $ref: '#/components/schemas/StoredAv' } }, count: { type: 'integer' } },
+                      },
+                      { $ref: '#/components/schemas/ErrorEnvelope' },
+                    ],
+                  },
+                },
+              },
+            },
+            401: error('errCode -9'),
+          },
+        },
+      },
+      '/strm/record/file/{path}': {
+        get: {
+          operationId: 'downloadRecord', summary: 'A record\'s file', tags: ['recorder'], security: [{ basicAuth: [] }],
+          description: 'The FLV file of a record (its `url`), to its owner only; one byte range per request. Anything else answers 404 / -8.',
+          parameters: [
+            { name: 'path', in: 'path', required: true, description: 'The record\'s path (slashes included).', schema: { type: 'string' } },
+            { name: 'Range', in: 'header', required: false, description: 'One byte range, e.g. `bytes=0-1023`.', schema: { type: 'string' } },
+          ],
+          responses: {
+            200: { description: 'The file', content: { 'video/x-flv': { schema: { type: 'string', contentMediaType: 'video/x-flv' } } } },
+            206: { description: 'The range', content: { 'video/x-flv': { schema: { type: 'string', contentMediaType: 'video/x-flv' } } } },
+            401: error('errCode -9'),
+            404: error('errCode -8: no such record of the caller'),
+            416: { description: 'The range starts past the end' },
+          },
+        },
+      },
+    },
+  };
+}
