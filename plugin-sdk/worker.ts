@@ -90,7 +90,7 @@ export class StageWorker<Req, Res> {
   /**
    * Queues a call; this turn's calls cross in one message. A Buffer or typed array in `req` is cloned with its whole
    * ArrayBuffer, not just the view: a unit's payload is a view into a slab or a socket read, so pass a compact copy
-   * (`Uint8Array.prototype.slice.call(payload)`), or a 160-byte frame costs a 32 KiB copy.
+   * (`new Uint8Array(payload)`), or a 160-byte frame costs a 32 KiB copy.
    */
   call(req: Req, transfer?: readonly TransferListItem[]): Promise<Res> {
     if (this.closing) return Promise.reject(new Error(`worker ${this.opts.name} is closed`));
