@@ -27,6 +27,10 @@ export const BENCHES: Record<string, { summary: string; load: () => Bench }> = {
     summary: 'CPU ms per second of 8 kHz audio for each decoder, encoder (G.711, G.726, IMA ADPCM) and resampler rate',
     load: () => require('./codecs') as Bench,
   },
+  soak: {
+    summary: 'long churn (terminals, players, 200 API clients, a callback outage) against the gateway: RSS, heap, fds, event loop, leaked requests, lost notices; fails on a leak',
+    load: () => require('./soak') as Bench,
+  },
   'record-catalog': {
     summary: 'stored-media range queries on a 1,000,000-record SQLite catalog (page 1 and page 500)',
     load: () => require('./record-catalog') as Bench,
