@@ -43,7 +43,10 @@ export function renderPlaylist(s: Segmenter, o: PlaylistOptions): string {
   // a segment cut inside a long GOP does not start with a keyframe: only audio-only forms can promise this
   if (s.audioOnly) lines.push('#EXT-X-INDEPENDENT-SEGMENTS');
   let init = -1;
-  const withParts = all.length - SEGMENTS_WITH_PARTS - (cur ? 1 : 0);
+  // the segment being made counts: parts further back than about three target durations must go (hls-parser's
+  // strict check counts three segment entries, the one being made included)
+  // (a preload hint for the first part of a segment not listed yet opens an entry of its own)
+  const withParts = all.length + (ll && !cur ? 1 : 0) - SEGMENTS_WITH_PARTS;
   all.forEach((seg, i) => {
     if (seg.discontinuity) lines.push('#EXT-X-DISCONTINUITY');
     if (o.container === 'fmp4' && seg.init.version !== init) {
