@@ -2,6 +2,7 @@ import type { RouteRequest } from '../plugin-sdk/http';
 import { ErrCode, GatewayError } from '../plugin-sdk/errors';
 import { allowListed } from './gateway-config';
 import type { Kernel } from './kernel';
+import { ClusterSessions } from './cluster/session-calls';
 
 type Access = 'granted' | 'needs-credentials' | 'denied';
 
@@ -21,7 +22,9 @@ function metricsAccess(k: Kernel, req: RouteRequest): Access {
 /** The kernel's own routes: health, metrics and the session API of strm-api 3.4.4. */
 export function registerCoreRoutes(k: Kernel): void {
   const routes = k.api.routesFor('core');
-  routes.raw('GET', '/healthz', (req, res) => {
+  // with several workers each session call goes to the worker that holds the channel or request
+  const cs = k.cluster ? new ClusterSessions(k, k.cluster.link) : undefined;
+  routes.raw('GET', '/healthz', async (req, res) => {
     let counts = false;
     try {
       counts = metricsAccess(k, req) === 'granted';
@@ -30,8 +33,10 @@ export function registerCoreRoutes(k: Kernel): void {
     }
     // degraded is still 200: live media flows, and a load balancer should keep sending players
     const status = !k.started ? 'starting' : k.health.degraded ? 'degraded' : 'ok';
+    let totals = { requests: k.sessions.requestCount, streams: k.sessions.streamCount };
+    if (counts && cs) totals = await cs.counts().catch(() => totals);
     const body = JSON.stringify(counts
-      ? { status, requests: k.sessions.requestCount, streams: k.sessions.streamCount, ...(k.health.degraded ? { degraded: k.health.details() } : {}) }
+      ? { status, ...totals, ...(cs ? { workers: k.cluster!.link.count } : {}), ...(k.health.degraded ? { degraded: k.health.details() } : {}) }
       : { status });
     res.writeHead(k.started ? 200 : 503, { 'Content-Type': 'application/json', 'Cache-Control': 'no-store' });
     res.end(body);
@@ -46,14 +51,14 @@ export function registerCoreRoutes(k: Kernel): void {
   }, { auth: 'none' });
 
   routes.post('/strm/open', async (req) => {
-    const result = await k.sessions.open(req.app!, req.body!);
+    const result = await (cs ? cs.open(req.app!, req.body!) : k.sessions.open(req.app!, req.body!));
     return { data: [result] };
   }, { auth: 'api' });
-  routes.post('/strm/keep', (req) => ({ data: k.sessions.keep(req.app!, req.body!.reqIds) }), { auth: 'api' });
-  routes.post('/strm/close', (req) => ({ data: k.sessions.close(req.app!, req.body!.reqIds) }), { auth: 'api' });
-  routes.get('/strm/status', (req) => {
+  routes.post('/strm/keep', async (req) => ({ data: cs ? await cs.keep(req.app!, req.body!.reqIds) : k.sessions.keep(req.app!, req.body!.reqIds) }), { auth: 'api' });
+  routes.post('/strm/close', async (req) => ({ data: cs ? await cs.close(req.app!, req.body!.reqIds) : k.sessions.close(req.app!, req.body!.reqIds) }), { auth: 'api' });
+  routes.get('/strm/status', async (req) => {
     const reqId = req.query.get('reqId');
-    const all = k.sessions.status(req.app!) as Array<{ reqId: string }>;
+    const all = (cs ? await cs.status(req.app!) : k.sessions.status(req.app!)) as Array<{ reqId: string }>;
     if (reqId !== null && reqId.length > 64) throw new GatewayError(ErrCode.INVALID_PARAM, 'Invalid parameter `reqId`.');
     return { data: reqId ? all.filter((r) => r.reqId === reqId) : all };
   }, { auth: 'api' });

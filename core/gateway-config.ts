@@ -22,6 +22,14 @@ export class GatewayConfig {
   @IsString() @MinLength(1)
   dataDir = './data';
 
+  /**
+   * worker processes (env GW_WORKERS): 0, the default, one per core of the machine; 1, a single process. With more
+   * than one, a primary process binds the ports and hands each terminal connection and player to the worker that owns
+   * its channel (core/cluster/).
+   */
+  @IsInt() @Min(0) @Max(256)
+  workers = 0;
+
   @IsString() @MinLength(1)
   instId = os.hostname();
 

@@ -26,6 +26,8 @@ import type { PluginContext, PluginDefinition, PluginInstance, SiteInfo } from '
 import { TOKENS } from './tokens';
 import { ServiceRegistry } from './services';
 import { describeListenError, pluginNet, type PluginResources } from './plugin-net';
+import { adoptHttp, type ClusterContext } from './cluster/worker-net';
+import { registerClusterCalls } from './cluster/session-calls';
 
 export const repoRoot: string = (() => {
   let dir = __dirname;
@@ -52,6 +54,8 @@ export interface KernelOptions {
   freePorts?: boolean;
   /** where the descriptor count and limit come from (tests fake a process near its limit); default /proc/self */
   fdProbe?: FdProbe;
+  /** set in a worker of a multi-worker gateway (core/main.ts) */
+  cluster?: ClusterContext;
 }
 
 interface Loaded extends PluginResources {
@@ -95,6 +99,14 @@ export class Kernel {
   private stores!: StoreFactory;
   private services!: ServiceRegistry;
   private stopping: Promise<void> | undefined;
+  /** the plugin module files by plugin name (the primary loads routers from them) */
+  private readonly modules = new Map<string, string>();
+  private internalApi: net.Server | undefined;
+
+  /** set in a worker of a multi-worker gateway */
+  get cluster(): ClusterContext | undefined {
+    return this.opts.cluster;
+  }
 
   constructor(private readonly opts: KernelOptions = {}) {
     this.env = opts.env ?? process.env;
@@ -116,6 +128,7 @@ export class Kernel {
     if (inline) return inline;
     const file = entry.module ? path.resolve(this.site.dir, entry.module) : path.join(__dirname, '..', 'plugins', entry.name, 'index.js');
     if (!entry.module && !fs.existsSync(file)) throw new BootError(`${where}: unknown plugin (no module at plugins/${entry.name})`);
+    this.modules.set(entry.name, require.resolve(file));
     let mod: { default?: PluginDefinition<object> };
     try {
       // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -187,12 +200,14 @@ export class Kernel {
     } catch (err) {
       throw new BootError(`${this.site.file}: gateway: key dataDir: cannot write to ${dataDir} (${(err as NodeJS.ErrnoException).code})`);
     }
-    this.log = pino({ level: this.gateway.logLevel, base: { site: this.site.name } }, this.opts.logDestination ?? pino.destination({ fd: 1, sync: false }));
-    for (const stray of strayEnv) this.log.warn({ env: stray.name }, stray.message);
+    this.log = pino({ level: this.gateway.logLevel, base: { site: this.site.name, ...(this.opts.cluster ? { worker: this.opts.cluster.link.index } : {}) } }, this.opts.logDestination ?? pino.destination({ fd: 1, sync: false }));
+    // with several workers the first one says what is the site's (they all read the same site and environment)
+    const firstWorker = !this.opts.cluster || this.opts.cluster.link.index === 0;
+    if (firstWorker) for (const stray of strayEnv) this.log.warn({ env: stray.name }, stray.message);
     this.registry = createRegistry();
     this.apps = new ApplicationRegistry(appEntries);
     if (this.apps.size === 0) this.log.warn('no applications configured: every API call will answer 401');
-    if (this.apps.usesDemoCredentials()) this.log.warn('demo credentials (demo:demo) are in use: configure real applications before exposing this gateway');
+    if (firstWorker && this.apps.usesDemoCredentials()) this.log.warn('demo credentials (demo:demo) are in use: configure real applications before exposing this gateway');
     this.bus = new CoreMediaBus({
       maxGopBytes: this.gateway.maxGopBytes, maxQueueBytes: this.gateway.maxQueueBytes, maxStreamBytes: this.gateway.maxStreamBytes,
       readerDropAfterMs: this.gateway.readerDropAfterSec * 1000,
@@ -237,12 +252,13 @@ export class Kernel {
       tls: this.tls !== undefined,
     };
     registerCoreRoutes(this);
+    if (this.opts.cluster) registerClusterCalls(this, this.opts.cluster.link);
     coreMetrics.gauge('requests_open', 'open stream requests', [], (g) => g.set(this.sessions.requestCount));
     coreMetrics.gauge('streams_open', 'open channel streams', [], (g) => g.set(this.sessions.streamCount));
     this.sessions.start();
 
     for (const { def, config } of ordered) {
-      const loaded: Loaded = { def, config, servers: [], sockets: new Set(), http: [], log: this.log.child({ plugin: def.name }) };
+      const loaded: Loaded = { def, config, servers: [], sockets: new Set(), http: [], log: this.log.child({ plugin: def.name }), module: this.modules.get(def.name) };
       this.loaded.push(loaded);
       const ctx = this.contextFor(loaded);
       try {
@@ -301,6 +317,17 @@ export class Kernel {
 
   private async listenHttp(): Promise<number> {
     const host = this.gateway.listenHost;
+    if (this.opts.cluster) {
+      let adopted: { port: number; internal: net.Server };
+      try {
+        adopted = await adoptHttp(this.opts.cluster, 'gateway.httpPort', this.gateway.httpPort, host, { builtin: 'stream-path' }, this.api, this.log.child({ part: 'cluster' }));
+      } catch (err) {
+        throw new BootError(`${this.site.file}: gateway: key httpPort: ${(err as Error).message}`);
+      }
+      this.internalApi = adopted.internal;
+      this.ports['gateway.httpPort'] = adopted.port;
+      return adopted.port;
+    }
     await new Promise<void>((resolve, reject) => {
       const onErr = (err: NodeJS.ErrnoException) => reject(new BootError(`${this.site.file}: gateway: key httpPort: ${describeListenError(err, this.gateway.httpPort, host)}`));
       this.api.server.once('error', onErr);
@@ -321,7 +348,7 @@ export class Kernel {
     const where = `${this.site.file}: plugin ${name}`;
     const netApi = pluginNet(l, {
       plugin: name, where, defaultHost: this.gateway.listenHost, ports: this.ports, bodyLimit: this.gateway.bodyLimit, apps: this.apps,
-      auth: this.authHooks, connections: this.connections, tls: this.tls,
+      auth: this.authHooks, connections: this.connections, tls: this.tls, cluster: this.opts.cluster,
     });
     const stores = this.stores;
     const dataDir = this.siteInfo.dataDir;
@@ -385,6 +412,7 @@ export class Kernel {
       l.log.debug('plugin stopped');
     }
     await this.api?.close();
+    this.internalApi?.close();
     this.connections?.stop();
     await this.stores?.close();
     this.registry?.clear();

@@ -1,33 +1,37 @@
 #!/usr/bin/env node
 import 'reflect-metadata';
-import { Kernel } from './kernel';
-import { BootError } from './config';
+import cluster from 'node:cluster';
+import { randomBytes } from 'node:crypto';
+import * as os from 'node:os';
+import pino from 'pino';
+import { Kernel, repoRoot } from './kernel';
+import { BootError, buildConfig } from './config';
+import { GatewayConfig } from './gateway-config';
+import { loadSite } from './site';
+import { Primary } from './cluster/primary';
+import { WorkerLink } from './cluster/worker-link';
 
 const STOP_LIMIT_MS = 10_000;
 
-async function main(): Promise<void> {
-  const siteArg = process.argv[2] ?? process.env.GW_SITE;
-  const kernel = new Kernel({ site: siteArg });
-  try {
-    await kernel.start();
-  } catch (err) {
-    const msg = err instanceof BootError ? err.message : `unexpected error: ${(err as Error)?.message ?? String(err)}`;
-    process.stderr.write(`boot failed: ${msg}\n`);
-    if (!(err instanceof BootError) && process.env.GW_DEBUG) process.stderr.write(`${(err as Error)?.stack}\n`);
-    process.exit(1);
-  }
+function bootFailed(err: unknown): never {
+  const msg = err instanceof BootError ? err.message : `unexpected error: ${(err as Error)?.message ?? String(err)}`;
+  process.stderr.write(`boot failed: ${msg}\n`);
+  if (!(err instanceof BootError) && process.env.GW_DEBUG) process.stderr.write(`${(err as Error)?.stack}\n`);
+  process.exit(1);
+}
 
+function onSignals(stop: (signal: string) => Promise<void>, log: { info(o: object, m: string): void }): void {
   let stopping = false;
   const shutdown = (signal: string) => {
     if (stopping) return;
     stopping = true;
-    kernel.log.info({ signal }, 'stopping');
+    log.info({ signal }, 'stopping');
     const timer = setTimeout(() => {
       process.stderr.write(`shutdown did not finish within ${STOP_LIMIT_MS / 1000} s; exiting\n`);
       process.exit(1);
     }, STOP_LIMIT_MS);
     timer.unref();
-    kernel.stop().then(
+    stop(signal).then(
       () => process.exit(0),
       (err) => {
         process.stderr.write(`shutdown failed: ${(err as Error).message}\n`);
@@ -37,9 +41,78 @@ async function main(): Promise<void> {
   };
   process.on('SIGINT', () => shutdown('SIGINT'));
   process.on('SIGTERM', () => shutdown('SIGTERM'));
+}
+
+/** how many workers the site asks for (0: one per core) */
+function workersOf(siteArg: string | undefined): { workers: number; gateway: GatewayConfig; site: string } {
+  const site = loadSite(siteArg ?? process.env.GW_SITE, repoRoot);
+  const gateway = buildConfig(GatewayConfig, site.gateway, { where: `${site.file}: gateway`, envPrefix: 'GW', env: process.env });
+  return { workers: gateway.workers === 0 ? os.availableParallelism() : gateway.workers, gateway, site: site.name };
+}
+
+async function runPrimary(workers: number, gateway: GatewayConfig, siteName: string): Promise<void> {
+  const log = pino({ level: gateway.logLevel, base: { site: siteName, role: 'primary' } }, pino.destination({ fd: 1, sync: false }));
+  const primary = new Primary({
+    workers, log,
+    env: { ...process.env, JTGW_CLUSTER_ID: String(process.pid), JTGW_CLUSTER_SECRET: randomBytes(18).toString('base64url') },
+  });
+  // a signal during boot stops the workers booted so far
+  onSignals(() => primary.stop(STOP_LIMIT_MS - 1000), log);
+  try {
+    await primary.start();
+  } catch (err) {
+    // the worker that failed printed why on the shared stderr; the others stop
+    log.error({ err: (err as Error).message }, 'boot failed');
+    await primary.stop(2000).catch(() => undefined);
+    log.flush?.();
+    process.exit(1);
+  }
+  log.info({ workers }, 'gateway started with workers');
+}
+
+async function runSingle(siteArg: string | undefined, link?: WorkerLink): Promise<void> {
+  const kernel = new Kernel({
+    site: siteArg,
+    cluster: link ? { link, id: process.env.JTGW_CLUSTER_ID ?? String(process.ppid), secret: process.env.JTGW_CLUSTER_SECRET ?? '' } : undefined,
+  });
+  if (link) {
+    // asked to stop while booting: nothing of its own is listening yet (the primary holds the ports)
+    link.onStop = () => process.exit(0);
+    process.on('disconnect', () => process.exit(0));
+  }
+  try {
+    await kernel.start();
+  } catch (err) {
+    bootFailed(err);
+  }
+  onSignals(() => kernel.stop(), kernel.log);
+  if (link) {
+    // the primary asks its workers to stop; a worker whose primary is gone (killed) stops by itself
+    link.onStop = () => process.kill(process.pid, 'SIGTERM');
+    process.removeAllListeners('disconnect');
+    process.on('disconnect', () => process.kill(process.pid, 'SIGTERM'));
+    link.ready();
+  }
   // One bad packet or plugin bug must not take every vehicle's stream down with it: log and carry on.
   process.on('uncaughtException', (err) => kernel.log.fatal({ err }, 'uncaught exception'));
   process.on('unhandledRejection', (err) => kernel.log.error({ err }, 'unhandled promise rejection'));
+}
+
+async function main(): Promise<void> {
+  const siteArg = process.argv[2] ?? process.env.GW_SITE;
+  if (cluster.isWorker) {
+    const link = new WorkerLink(Number(process.env.JTGW_WORKER_INDEX), Number(process.env.JTGW_WORKER_COUNT));
+    await runSingle(siteArg, link);
+    return;
+  }
+  let plan: ReturnType<typeof workersOf>;
+  try {
+    plan = workersOf(siteArg);
+  } catch (err) {
+    bootFailed(err);
+  }
+  if (plan.workers > 1) await runPrimary(plan.workers, plan.gateway, plan.site);
+  else await runSingle(siteArg);
 }
 
 void main();

@@ -6,6 +6,7 @@ import type { ApplicationRegistry } from './apps';
 import { BootError } from './config';
 import type { ConnectionGuard } from './connection-guard';
 import { ApiServer, type ApiServerOptions } from './http/api-server';
+import { adoptHttp, adoptTcp, adoptUdp, routeSpec, type ClusterContext } from './cluster/worker-net';
 
 /** What a plugin opened through ctx.net, for the kernel to close after its stop(). */
 export interface PluginResources {
@@ -14,6 +15,8 @@ export interface PluginResources {
   sockets: Set<net.Socket>;
   /** HTTP listeners of its own (ctx.net.listenHttp) */
   http: ApiServer[];
+  /** with several workers: the file the plugin came from, where the primary finds its routers */
+  module?: string;
   log: Logger;
 }
 
@@ -39,6 +42,8 @@ export interface PluginNetOptions {
   connections: ConnectionGuard;
   /** the site's certificate and key: plugins' HTTP listeners serve TLS with them unless they opt out */
   tls?: { cert: Buffer; key: Buffer };
+  /** set in a worker of a multi-worker gateway: routed listeners are bound by the primary */
+  cluster?: ClusterContext;
 }
 
 /** A plugin's ctx.net: listeners that name their config key when they cannot bind, and are tracked for stop. */
@@ -58,6 +63,16 @@ export function pluginNet(l: PluginResources, o: PluginNetOptions): Net {
         sock.once('close', () => l.sockets.delete(sock));
         onConn(sock);
       });
+      const spec = o.cluster && routeSpec(lo.route, name, l.module);
+      if (o.cluster && spec) {
+        adoptTcp(o.cluster, listener, lo.port, host, spec, srv).then((port) => {
+          o.connections.watchErrors(srv, listener);
+          l.servers.push(srv);
+          o.ports[listener] = port;
+          resolve(srv);
+        }, (err: Error) => reject(new BootError(`${where}: key ${lo.key}: ${err.message}`)));
+        return;
+      }
       srv.once('error', (err: NodeJS.ErrnoException) => reject(bindError(lo.key, err, lo.port, host)));
       srv.listen(lo.port, host, () => {
         srv.removeAllListeners('error');
@@ -71,6 +86,14 @@ export function pluginNet(l: PluginResources, o: PluginNetOptions): Net {
   const listenUdp = (lo: ListenOptions, onMsg: (m: Buffer, r: dgram.RemoteInfo, s: dgram.Socket) => void) =>
     new Promise<dgram.Socket>((resolve, reject) => {
       const host = lo.host ?? defaultHost;
+      const spec = o.cluster && routeSpec(lo.route, name, l.module);
+      if (o.cluster && spec) {
+        adoptUdp(o.cluster, `${name}.${lo.key}:udp`, lo.port, host, spec, onMsg).then(({ port, socket }) => {
+          o.ports[`${name}.${lo.key}:udp`] = port;
+          resolve(socket);
+        }, (err: Error) => reject(new BootError(`${where}: key ${lo.key}: ${err.message}`)));
+        return;
+      }
       const sock = dgram.createSocket({ type: host.includes(':') ? 'udp6' : 'udp4', reuseAddr: false });
       sock.once('error', (err: NodeJS.ErrnoException) => reject(bindError(lo.key, err, lo.port, host, ' (UDP)')));
       sock.on('message', (m, r) => onMsg(m, r, sock));
@@ -92,6 +115,19 @@ export function pluginNet(l: PluginResources, o: PluginNetOptions): Net {
     const host = lo.host ?? defaultHost;
     const listener = `${name}.${lo.key}`;
     o.connections.guardServer(api.server, o.connections.gate(listener, 'http', lo.maxConnectionsPerAddress));
+    const spec = o.cluster && routeSpec(lo.route, name, l.module);
+    if (o.cluster && spec) {
+      let adopted: { port: number; internal: net.Server };
+      try {
+        adopted = await adoptHttp(o.cluster, listener, lo.port, host, spec, api, l.log);
+      } catch (err) {
+        throw new BootError(`${where}: key ${lo.key}: ${(err as Error).message}`);
+      }
+      l.http.push(api);
+      l.servers.push(adopted.internal);
+      o.ports[listener] = adopted.port;
+      return { routes: api.routesFor(name), port: adopted.port, server: api.server, tls: lo.tls !== false && o.tls !== undefined };
+    }
     await new Promise<void>((resolve, reject) => {
       const onErr = (err: NodeJS.ErrnoException) => reject(bindError(lo.key, err, lo.port, host));
       api.server.once('error', onErr);

@@ -16,6 +16,8 @@ export { VIDEO_TIMESCALE, unitAt, videoUnit, audioUnit, shiftUnit, withPayload }
 export type { AccessUnit, TrackInfo, VideoTrackInfo, AudioTrackInfo, CodecId, VideoCodec, AudioCodec, G726Packing, UnitTicks, UnitMs } from './media';
 export { AAC_STAGE, aacVia } from './audio';
 export type { AacStageParams } from './audio';
+export { channelKey, streamKey } from './cluster';
+export type { ConnectionRouter, RouteDecision } from './cluster';
 export { defineService } from './services';
 export type { ServiceToken, Services } from './services';
 export { TERMINAL_LINKS } from './services/terminal-links';

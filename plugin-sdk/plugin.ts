@@ -9,6 +9,7 @@ import type { Notices } from './notices';
 import type { Metrics } from './metrics';
 import type { Clock } from './clock';
 import type { ServiceToken, Services } from './services';
+import type { ConnectionRouter } from './cluster';
 
 export interface SiteInfo {
   /** site folder name, e.g. 'default' */
@@ -41,6 +42,12 @@ export interface ListenOptions {
    * behind one NAT) or maxHttpConnectionsPerAddress (listenHttp: players and API clients); 0: no cap. UDP: unused.
    */
   maxConnectionsPerAddress?: number;
+  /**
+   * With several workers: how the primary finds which worker a connection (TCP, HTTP) or datagram (UDP) belongs to:
+   * a router this plugin declares in `routers`, or 'stream-path' (HTTP/WebSocket/RTSP URLs that carry a session stream
+   * name). Without one, any worker takes it (UDP without a router: one socket shared by all workers). See cluster.ts.
+   */
+  route?: string;
 }
 
 export interface HttpListenOptions extends ListenOptions {
@@ -136,6 +143,8 @@ export interface PluginDefinition<C extends object = Record<string, never>> {
   needs?: ReadonlyArray<ServiceToken<unknown>>;
   /** services this plugin uses when the site has them (ctx.services.find) */
   uses?: ReadonlyArray<ServiceToken<unknown>>;
+  /** connection routers by name, for listeners that say `route: name` (run in the primary; see cluster.ts) */
+  routers?: Record<string, ConnectionRouter>;
   setup(ctx: PluginContext<C>): Promise<PluginInstance | void> | PluginInstance | void;
 }
 

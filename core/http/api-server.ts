@@ -35,6 +35,12 @@ export interface ApiServerOptions {
   tls?: { cert: Buffer; key: Buffer };
 }
 
+/** with several workers: passes a request that belongs to another worker's stream there (core/cluster/forwarder.ts) */
+export interface ApiForwarder {
+  request(req: http.IncomingMessage, res: http.ServerResponse): Promise<boolean>;
+  upgrade(req: http.IncomingMessage, socket: Duplex, head: Buffer): Promise<boolean>;
+}
+
 /** headers every reply of an API server carries */
 const SECURITY_HEADERS: Readonly<Record<string, string>> = {
   // a reply is what its Content-Type says: no browser may sniff a JSON error or a record file into HTML or script
@@ -126,6 +132,9 @@ export class ApiServer {
   private readonly wsServers: WebSocketServer[] = [];
   private readonly opts: ApiServerOptions;
   private readonly guard: LoginGuard;
+  private readonly onRequest: http.RequestListener;
+  /** set by the kernel in a multi-worker gateway */
+  forwarder: ApiForwarder | undefined;
 
   constructor(opts: ApiServerOptions) {
     this.opts = opts;
@@ -135,10 +144,10 @@ export class ApiServer {
       // a handshake that never completes holds a descriptor like a slowloris: the same header timeout bounds it
       ? https.createServer({ ...serverOptions, ...opts.tls, handshakeTimeout: opts.headersTimeoutMs ?? 15_000 }, listener)
       : http.createServer(serverOptions, listener));
-    this.server = create((req, res) => {
+    this.onRequest = (req, res) => {
       const remote = req.socket?.remoteAddress ?? '';
       for (const [k, v] of Object.entries(SECURITY_HEADERS)) res.setHeader(k, v);
-      this.handle(req, res).catch((err) => {
+      this.forwardOrHandle(req, res).catch((err) => {
         try {
           this.fail(res, err, req, remote);
         } catch (inner) {
@@ -146,12 +155,42 @@ export class ApiServer {
           res.destroy();
         }
       });
+    };
+    this.server = create(this.onRequest);
+    this.attach(this.server);
+  }
+
+  private attach(server: http.Server): void {
+    server.on('upgrade', (req, socket, head) => {
+      const fwd = this.forwarder;
+      if (!fwd) { this.handleUpgrade(req, socket, head); return; }
+      fwd.upgrade(req, socket, head).then((taken) => { if (!taken) this.handleUpgrade(req, socket, head); }, (err) => {
+        this.opts.log.error({ err, path: req.url?.split('?')[0] }, 'forwarding an upgrade failed');
+        socket.destroy();
+      });
     });
-    this.server.on('upgrade', (req, socket, head) => this.handleUpgrade(req, socket, head));
-    this.server.on('clientError', (err, socket) => {
+    server.on('clientError', (err, socket) => {
       if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
       else socket.destroy();
     });
+  }
+
+  private internal: http.Server | undefined;
+  /**
+   * The same routes on plain HTTP, for requests other workers forward here over a local socket (the public server may
+   * speak TLS, which that hop does not need). Made on first use; closed with the server.
+   */
+  internalServer(): http.Server {
+    if (!this.internal) {
+      this.internal = http.createServer({ requestTimeout: this.opts.requestTimeoutMs ?? 30_000, headersTimeout: this.opts.headersTimeoutMs ?? 15_000 }, this.onRequest);
+      this.attach(this.internal);
+    }
+    return this.internal;
+  }
+
+  private async forwardOrHandle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    if (this.forwarder && await this.forwarder.request(req, res)) return;
+    await this.handle(req, res);
   }
 
   /** Routes bound to one owner (a plugin name or 'core') for error messages and logs. */
@@ -377,6 +416,7 @@ export class ApiServer {
       for (const ws of wss.clients) ws.terminate();
       wss.close();
     }
+    this.internal?.closeAllConnections();
     await new Promise<void>((resolve) => {
       this.server.close(() => resolve());
       this.server.closeAllConnections();

@@ -4,7 +4,7 @@ import type { RequestLog } from '../../plugin-sdk/plugin';
 import type { Application } from '../../plugin-sdk/http';
 import { ErrCode, GatewayError } from '../../plugin-sdk/errors';
 import type { Clock, Cancel } from '../../plugin-sdk/clock';
-import type { NoticePayload } from '../../plugin-sdk/notices';
+import type { Notice, NoticePayload } from '../../plugin-sdk/notices';
 import {
   CloseCause, closeReasonOf, type ChannelStream, type CloseCauseValue, type IngestProvider, type MediaTyp, type OpenGuard,
   type OpenParams, type OutputProvider, type PlayerHandle, type PlayerInfo, type PresenceProvider, type PushAddress, type Sessions,
@@ -81,8 +81,27 @@ const DETECT_WAIT_MS = 1000;
 const tokenDigest = (s: string) => createHash('sha256').update(s, 'utf8').digest();
 
 /** Requests, channel streams and every timer that governs them (keep, consumption, open timeout). */
+/**
+ * With several workers, request ids live in one directory (the primary's): unique across workers, each one's worker
+ * known (keep and close find it), and a closed notice kept for each in case its worker dies.
+ */
+export interface RequestDirectory {
+  /** 'cap': the application holds its maximum of open requests across all workers */
+  reserve(reqId: string, appId: string, limit: number, closedNotice: Notice): Promise<'ok' | 'self' | 'other' | 'cap'>;
+  release(reqId: string): void;
+}
+
+/** the reqIds of keep and close: 1..1000 strings of at most 64 characters */
+export function checkReqIds(reqIds: unknown): string[] {
+  if (!Array.isArray(reqIds) || reqIds.length === 0 || reqIds.length > 1000 || !reqIds.every((x) => typeof x === 'string' && x.length <= 64)) {
+    throw new GatewayError(ErrCode.INVALID_PARAM, 'Invalid parameter `reqIds`. Give 1..1000 request ids.');
+  }
+  return reqIds as string[];
+}
+
 export class SessionManager implements Sessions {
   private requests = new Map<string, RequestState>();
+  private directory: RequestDirectory | undefined;
   /** open requests by appId, for the per-application cap */
   private perApp = new Map<string, number>();
   private capLog = new Map<string, { at: number; suppressed: number }>();
@@ -137,6 +156,10 @@ export class SessionManager implements Sessions {
     if (this.talk) throw new Error(`talk provider ${p.name}: ${this.talk.name} is registered already`);
     this.talk = p;
   }
+  setDirectory(d: RequestDirectory): void {
+    this.directory = d;
+  }
+
   setPresenceProvider(p: PresenceProvider): void {
     this.presence = p;
   }
@@ -232,6 +255,24 @@ export class SessionManager implements Sessions {
     const taken = this.requests.get(params.reqId);
     if (taken) throw new GatewayError(ErrCode.INVALID_PARAM, taken.appId === app.appId ? 'Invalid parameter `reqId`. It is in use.' : 'Invalid parameter `reqId`.');
     this.checkAppCap(app);
+    if (!this.directory) return this.openChecked(app, params);
+    const closedNotice: Notice = {
+      payload: { instId: this.t.instId, act: 'closed', reqId: params.reqId, typ: params.typ, simNo: params.simNo, chan: params.chanId, mediaTyp: mediaTypOf(params.typ, params.dataTyp) },
+      appId: app.appId, cb: params.cb, last: true,
+    };
+    const held = await this.directory.reserve(params.reqId, app.appId, this.requestLimitFor(app.appId), closedNotice);
+    if (held === 'self') throw new GatewayError(ErrCode.INVALID_PARAM, 'Invalid parameter `reqId`. It is in use.');
+    if (held === 'other') throw new GatewayError(ErrCode.INVALID_PARAM, 'Invalid parameter `reqId`.');
+    if (held === 'cap') this.checkAppCap(app, Infinity);
+    try {
+      return await this.openChecked(app, params);
+    } catch (err) {
+      if (!this.requests.has(params.reqId)) this.directory.release(params.reqId);
+      throw err;
+    }
+  }
+
+  private async openChecked(app: Application, params: OpenParams): Promise<Record<string, unknown>> {
     if (this.presence?.presence(params.normSim) === 'offline') {
       throw new GatewayError(ErrCode.NO_CONNECTION_AVAILABLE, 'The terminal is not online.');
     }
@@ -329,9 +370,10 @@ export class SessionManager implements Sessions {
     return this.perApp.get(appId) ?? 0;
   }
 
-  private checkAppCap(app: Application): void {
+  /** `held`: the application's open requests, when known better than this worker's count (the cluster's) */
+  private checkAppCap(app: Application, held = this.requestCountOf(app.appId)): void {
     const limit = this.requestLimitFor(app.appId);
-    if (this.requestCountOf(app.appId) < limit) return;
+    if (held < limit) return;
     const now = this.clock.now();
     const l = this.capLog.get(app.appId);
     if (!l || now - l.at >= CAP_LOG_INTERVAL_MS) {
@@ -360,10 +402,7 @@ export class SessionManager implements Sessions {
   }
 
   private eachOwned<K extends string>(app: Application, reqIds: unknown, key: K, fn: (r: RequestState) => boolean): Array<{ reqId: string } & Record<K, boolean>> {
-    if (!Array.isArray(reqIds) || reqIds.length === 0 || reqIds.length > 1000 || !reqIds.every((x) => typeof x === 'string' && x.length <= 64)) {
-      throw new GatewayError(ErrCode.INVALID_PARAM, 'Invalid parameter `reqIds`. Give 1..1000 request ids.');
-    }
-    return (reqIds as string[]).map((id) => {
+    return checkReqIds(reqIds).map((id) => {
       const r = this.requests.get(id);
       // another application's request answers exactly like an unknown one
       const ok = !!r && !r.closed && r.appId === app.appId ? fn(r) : false;
@@ -411,6 +450,7 @@ export class SessionManager implements Sessions {
     if (!r || r.closed) return;
     r.closed = true;
     this.requests.delete(reqId);
+    this.directory?.release(reqId);
     const left = (this.perApp.get(r.appId) ?? 1) - 1;
     if (left > 0) this.perApp.set(r.appId, left);
     else this.perApp.delete(r.appId);

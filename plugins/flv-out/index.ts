@@ -46,7 +46,7 @@ export default definePlugin({
       encoders: (d) => { streams += d; },
     });
 
-    const http = await ctx.net.listenHttp({ port: c.port, host: c.host, key: 'port', tls: c.tls });
+    const http = await ctx.net.listenHttp({ port: c.port, host: c.host, key: 'port', tls: c.tls, route: 'stream-path' });
     const schemes = c.schemes ?? (http.tls ? ['https', 'wss'] : ['http', 'ws']);
     if (http.tls && schemes.some((x) => x === 'http' || x === 'ws')) {
       throw new Error(`key schemes: this port serves TLS only (the site's tlsCertFile), so ${schemes.filter((x) => x === 'http' || x === 'ws').join(', ')} URLs would not play; list https, wss or set tls: false`);

@@ -4,6 +4,7 @@ import {
   CloseCause, TERMINAL_LINKS, definePlugin, normaliseSim, type ChannelStream, type G726Packing, type StreamTyp, type TerminalLinks,
 } from '../../plugin-sdk';
 import type { Jt1078Layout } from './src/packet';
+import { routeTerminal } from './src/route';
 import { Jt1078StreamAssembler, type AudioOptions } from './src/stream-assembler';
 import { LogLimiter } from '../../plugin-sdk/log-limiter';
 import { TerminalLink, type ChannelSource, type HisiliconDownlink, type LinkHost, type LinkTotals } from './src/terminal-link';
@@ -163,6 +164,8 @@ export default definePlugin({
   name: 'jt1078-ingest',
   config: Jt1078IngestConfig,
   provides: [TERMINAL_LINKS],
+  // with several workers, a terminal's connection goes to the worker of its channel (src/route.ts)
+  routers: { jt1078: routeTerminal },
   async setup(ctx) {
     const c = ctx.config;
     const links = new Set<TerminalLink>();
@@ -464,7 +467,7 @@ export default definePlugin({
 
     for (const l of listeners) {
       const bytes = m.bytes.child({ listener: l.name, transport: 'tcp' });
-      const srv = await ctx.net.listenTcp({ port: l.port, host: c.host, key: l.key }, (socket) => {
+      const srv = await ctx.net.listenTcp({ port: l.port, host: c.host, key: l.key, route: 'jt1078' }, (socket) => {
         const id = `${l.name}/tcp#${++linkSeq} ${socket.remoteAddress}:${socket.remotePort}`;
         const link = new TerminalLink(id, l.name, l.typ, l.layout, host, linkClosed, { transport: 'tcp', socket });
         let counted = false;
@@ -482,7 +485,7 @@ export default definePlugin({
       bound.set(l.name, (srv.address() as AddressInfo).port);
       if (c.udp) {
         const udpBytes = m.bytes.child({ listener: l.name, transport: 'udp' });
-        await ctx.net.listenUdp({ port: bound.get(l.name)!, host: c.host, key: l.key }, (msg, rinfo, sock) => {
+        await ctx.net.listenUdp({ port: bound.get(l.name)!, host: c.host, key: l.key, route: 'jt1078' }, (msg, rinfo, sock) => {
           udpBytes.add(msg.length);
           const k = `${l.name}|${rinfo.address}|${rinfo.port}`;
           let u = udpLinks.get(k);

@@ -37,7 +37,7 @@ export default definePlugin({
     let server: RtspServer | undefined;
     const rtpSocket = await ctx.net.listenUdp({ port: c.rtpPort, host: c.host, key: 'rtpPort' }, (msg, rinfo) => server?.onUdp(msg, rinfo));
     const rtcpSocket = await ctx.net.listenUdp({ port: c.rtcpPort, host: c.host, key: 'rtcpPort' }, (msg, rinfo) => server?.onUdp(msg, rinfo));
-    const tcp = await ctx.net.listenTcp({ port: c.port, host: c.host, key: 'port' }, (socket) => {
+    const tcp = await ctx.net.listenTcp({ port: c.port, host: c.host, key: 'port', route: 'stream-path' }, (socket) => {
       if (server) server.onConnection(socket);
       else socket.destroy();
     });

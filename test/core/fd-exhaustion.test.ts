@@ -27,7 +27,8 @@ interface Gateway {
 async function startGateway(dir: string, gateway: Record<string, unknown> = {}): Promise<Gateway> {
   const site = {
     gateway: {
-      httpPort: 0, listenHost: '127.0.0.1', dataDir: path.join(dir, 'data'), store: { kind: 'memory' },
+      // one process: the descriptor limit under test is a process's
+      workers: 1, httpPort: 0, listenHost: '127.0.0.1', dataDir: path.join(dir, 'data'), store: { kind: 'memory' },
       applications: [{ appId: 'a', user: 'u', password: 'p' }], ...gateway,
     },
     plugins: [

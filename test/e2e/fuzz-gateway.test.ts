@@ -130,7 +130,8 @@ function rssOf(pid: number): number {
 async function startGatewayProcess(dir: string, children: Set<ChildProcess>): Promise<GatewayProc> {
   const site = {
     gateway: {
-      httpPort: 0, listenHost: '127.0.0.1', publicHost: '127.0.0.1', dataDir: path.join(dir, 'data'), logLevel: 'info',
+      // one process: its memory is what the bounds below measure
+      workers: 1, httpPort: 0, listenHost: '127.0.0.1', publicHost: '127.0.0.1', dataDir: path.join(dir, 'data'), logLevel: 'info',
       maxGopBytes: 1024 * 1024,
       applications: [{ appId: 'fuzz', user: 'fuzz', password: 'fuzz' }],
     },

@@ -98,7 +98,8 @@ describe('recorder in a gateway process: crash recovery and a real write error',
     const file = path.join(scratch, `${name}.json`);
     fs.writeFileSync(file, JSON.stringify({
       gateway: {
-        httpPort: 0, listenHost: '127.0.0.1', dataDir, logLevel: 'info',
+        // one process: SIGKILL must hit the process that writes the file
+        workers: 1, httpPort: 0, listenHost: '127.0.0.1', dataDir, logLevel: 'info',
         applications: [{ appId: 'A', user: 'demo', password: 'demo' }],
       },
       plugins: [

@@ -255,6 +255,8 @@ export interface StartGatewayOptions {
   nodeOpts: string[];
   /** the script to run instead of the gateway (the bare-relay floor), given the same site file */
   main?: string;
+  /** the gateway's worker processes (GW_WORKERS); default 1, the single process every figure so far was measured on */
+  workers?: number;
 }
 
 export function startGateway(o: StartGatewayOptions): Gateway {
@@ -268,7 +270,7 @@ export function startGateway(o: StartGatewayOptions): Gateway {
   const [cmd, args] = o.pin ? ['taskset', ['-c', '0', process.execPath, ...nodeArgs]] : [process.execPath, nodeArgs];
   const logFile = path.join(o.dir, 'gateway.log');
   const log = fs.openSync(logFile, 'w');
-  const child = spawn(cmd, args, { cwd: o.dir, stdio: ['ignore', log, log], env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? o.dir } });
+  const child = spawn(cmd, args, { cwd: o.dir, stdio: ['ignore', log, log], env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? o.dir, GW_WORKERS: String(o.workers ?? 1) } });
   fs.closeSync(log);
   if (child.pid === undefined) throw new Error('could not start the gateway process');
   // taskset execs node in place, so this pid is the gateway's own

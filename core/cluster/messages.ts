@@ -1,0 +1,28 @@
+/** What the primary and the workers say to each other over the cluster IPC channel (advanced serialization). */
+import type { Notice } from '../../plugin-sdk/notices';
+
+/** how a listener's connections are routed: the built-in 'stream-path', or a router a plugin module exports */
+export type RouteSpec = { builtin: 'stream-path' } | { module: string; plugin: string; name: string };
+
+export type ToPrimary =
+  | { t: 'listen'; id: number; listener: string; proto: 'tcp' | 'udp'; port: number; host: string; route: RouteSpec }
+  | { t: 'ready' }
+  | { t: 'rpc'; id: number; to: number | 'all'; method: string; args: unknown }
+  | { t: 'rpc-out'; id: number; ok: boolean; value?: unknown; error?: WireError }
+  | { t: 'reserve'; id: number; reqId: string; appId: string; limit: number; notice: Notice }
+  | { t: 'release'; reqId: string }
+  | { t: 'lookup'; id: number; reqIds: string[] }
+  | { t: 'udp-send'; listener: string; msg: Uint8Array; port: number; address: string };
+
+export type ToWorker =
+  | { t: 'listened'; id: number; port?: number; error?: string }
+  | { t: 'conn'; listener: string; head: Uint8Array }
+  | { t: 'udp'; listener: string; msg: Uint8Array; address: string; port: number; family: string; size: number }
+  | { t: 'rpc-in'; id: number; method: string; args: unknown }
+  | { t: 'rpc-reply'; id: number; ok: boolean; value?: unknown; error?: WireError }
+  | { t: 'reserved'; id: number; result: 'ok' | 'self' | 'other' | 'cap' }
+  | { t: 'looked-up'; id: number; owners: number[] }
+  | { t: 'stop' };
+
+/** a GatewayError (or any error) as it crosses processes */
+export interface WireError { message: string; errCode?: number; status?: number }

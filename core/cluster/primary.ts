@@ -1,0 +1,398 @@
+import cluster, { type Worker } from 'node:cluster';
+import * as dgram from 'node:dgram';
+import * as net from 'node:net';
+import type { Logger } from 'pino';
+import type { ConnectionRouter, RouteDecision } from '../../plugin-sdk/cluster';
+import type { Notice } from '../../plugin-sdk/notices';
+import { CloseCause, closeReasonOf } from '../../plugin-sdk/sessions';
+import { describeListenError } from '../plugin-net';
+import type { RouteSpec, ToPrimary, ToWorker } from './messages';
+import { shardOf, streamPathRouter } from './shard';
+
+/** a connection that has not shown its stream within this is handed to any worker, whose own timeouts then apply */
+const FIRST_BYTES_MS = 10_000;
+/** routers get at most this many bytes to decide */
+const MAX_HEAD = 4096;
+/** a worker that dies is started again after this, doubling while it keeps dying within a minute, up to 30 s */
+const RESTART_MIN_MS = 500;
+const RESTART_MAX_MS = 30_000;
+
+interface Slot {
+  index: number;
+  worker?: Worker;
+  ready: boolean;
+  restartMs: number;
+  startedAt: number;
+}
+
+interface Listener {
+  name: string;
+  proto: 'tcp' | 'udp';
+  router: ConnectionRouter;
+  bound: Promise<number>;
+  server?: net.Server;
+  udp?: dgram.Socket;
+}
+
+interface PendingRpc { from: number; fromId: number; waiting: number; results: Array<{ ok: boolean; value?: unknown; error?: unknown }>; all: boolean }
+
+export interface PrimaryOptions {
+  workers: number;
+  log: Logger;
+  /** environment for the workers (the site argument travels in argv) */
+  env: NodeJS.ProcessEnv;
+}
+
+/**
+ * The primary of a multi-worker gateway: it runs no plugin. It forks the workers, binds every routed port they ask
+ * for (once, whatever the number of workers), reads each connection's first bytes to find the worker that owns its
+ * stream and hands the socket over, forwards routed datagrams, relays calls between workers, keeps the directory of
+ * request ids (unique across workers; which worker holds which) and, when a worker dies, sends its requests' closed
+ * notices through another worker and starts it again.
+ */
+export class Primary {
+  private readonly slots: Slot[] = [];
+  private readonly listeners = new Map<string, Listener>();
+  /** reqId -> the worker that holds it, its application, and its closed notice should that worker die */
+  private readonly directory = new Map<string, { worker: number; appId: string; notice: Notice }>();
+  /** open requests per application across workers, for its cap */
+  private readonly perApp = new Map<string, number>();
+  private readonly pending = new Map<number, PendingRpc>();
+  private rpcSeq = 0;
+  private rr = 0;
+  /** connections accepted before every worker had booted */
+  private held: Array<() => void> = [];
+  private stopping = false;
+  private booted = false;
+  private bootResolve!: () => void;
+  private bootReject!: (err: Error) => void;
+  private readonly log: Logger;
+
+  constructor(private readonly o: PrimaryOptions) {
+    this.log = o.log;
+  }
+
+  /** resolves when every worker has booted; rejects (and stops the others) when one fails to */
+  start(): Promise<void> {
+    cluster.setupPrimary({ serialization: 'advanced' });
+    const booted = new Promise<void>((resolve, reject) => { this.bootResolve = resolve; this.bootReject = reject; });
+    for (let i = 0; i < this.o.workers; i++) this.slots.push({ index: i, ready: false, restartMs: RESTART_MIN_MS, startedAt: 0 });
+    // the first worker boots alone: a bad site fails once, with one message, and first-run work (stores, schemas)
+    // is done before the others start
+    this.fork(this.slots[0]);
+    return booted;
+  }
+
+  private fork(slot: Slot): void {
+    slot.ready = false;
+    slot.startedAt = Date.now();
+    const w = cluster.fork({ ...this.o.env, JTGW_WORKER_INDEX: String(slot.index), JTGW_WORKER_COUNT: String(this.o.workers) });
+    slot.worker = w;
+    w.on('message', (m: ToPrimary, handle: unknown) => this.onMessage(slot, w, m, handle));
+    w.on('exit', (code, signal) => this.onExit(slot, w, code, signal));
+  }
+
+  private onExit(slot: Slot, w: Worker, code: number | null, signal: string | null): void {
+    if (slot.worker !== w) return;
+    const wasReady = slot.ready;
+    slot.ready = false;
+    slot.worker = undefined;
+    this.failRpcsTo(slot.index);
+    if (this.stopping) return;
+    if (!this.booted) {
+      // a boot failure is the site's fault (it printed why): every worker would fail the same way
+      this.bootReject(new Error(`worker ${slot.index} exited during boot (code ${code ?? signal})`));
+      return;
+    }
+    this.log.error({ worker: slot.index, code, signal, wasReady }, 'worker died: its streams are lost; closing its requests and starting it again');
+    this.orphan(slot.index);
+    const quick = Date.now() - slot.startedAt < 60_000;
+    const delay = quick ? slot.restartMs : RESTART_MIN_MS;
+    slot.restartMs = quick ? Math.min(slot.restartMs * 2, RESTART_MAX_MS) : RESTART_MIN_MS;
+    setTimeout(() => { if (!this.stopping) this.fork(slot); }, delay).unref();
+  }
+
+  /** the requests a dead worker held get their closed notices (internalError) from a live worker */
+  private orphan(index: number): void {
+    const notices: Notice[] = [];
+    for (const [reqId, e] of this.directory) {
+      if (e.worker !== index) continue;
+      this.forget(reqId, e.appId);
+      notices.push({ ...e.notice, payload: { ...e.notice.payload, act: 'closed', closeCause: CloseCause.internalError, closeReason: closeReasonOf[CloseCause.internalError] }, last: true });
+    }
+    if (notices.length === 0) return;
+    const deliver = (attempt: number) => {
+      const live = this.slots.find((s) => s.ready && s.worker);
+      if (!live) {
+        // the only worker was the one that died: its replacement sends them once it is up
+        if (attempt < 120) setTimeout(() => deliver(attempt + 1), 500).unref();
+        else this.log.error({ requests: notices.length }, 'closed notices of a dead worker could not be sent: no worker came up');
+        return;
+      }
+      this.send(live.worker!, { t: 'rpc-in', id: 0, method: 'emit-notices', args: notices });
+      this.log.warn({ worker: index, requests: notices.length, via: live.index }, 'closed notices sent for the requests of a dead worker');
+    };
+    deliver(0);
+  }
+
+  private forget(reqId: string, appId: string): void {
+    this.directory.delete(reqId);
+    const left = (this.perApp.get(appId) ?? 1) - 1;
+    if (left > 0) this.perApp.set(appId, left);
+    else this.perApp.delete(appId);
+  }
+
+  private send(w: Worker, m: ToWorker, handle?: net.Socket): boolean {
+    if (!w.isConnected()) return false;
+    try {
+      if (handle) w.send(m, handle, { keepOpen: false } as never);
+      else w.send(m);
+      return true;
+    } catch (err) {
+      this.log.warn({ err: (err as Error).message, t: m.t }, 'message to a worker failed');
+      return false;
+    }
+  }
+
+  private onMessage(slot: Slot, w: Worker, m: ToPrimary, _handle: unknown): void {
+    switch (m.t) {
+      case 'ready':
+        slot.ready = true;
+        if (!this.booted && slot.index === 0) for (const s of this.slots) if (!s.worker) this.fork(s);
+        if (!this.booted && this.slots.every((s) => s.ready)) {
+          this.booted = true;
+          this.bootResolve();
+          const held = this.held;
+          this.held = [];
+          for (const go of held) go();
+        }
+        return;
+      case 'listen':
+        this.listen(m).then(
+          (port) => this.send(w, { t: 'listened', id: m.id, port }),
+          (err: Error) => this.send(w, { t: 'listened', id: m.id, error: err.message }),
+        );
+        return;
+      case 'udp-send': {
+        const l = this.listeners.get(m.listener);
+        l?.udp?.send(m.msg, m.port, m.address);
+        return;
+      }
+      case 'reserve': {
+        const e = this.directory.get(m.reqId);
+        if (e) {
+          this.send(w, { t: 'reserved', id: m.id, result: e.appId === m.appId ? 'self' : 'other' });
+          return;
+        }
+        const held = this.perApp.get(m.appId) ?? 0;
+        if (held >= m.limit) {
+          this.send(w, { t: 'reserved', id: m.id, result: 'cap' });
+          return;
+        }
+        this.directory.set(m.reqId, { worker: slot.index, appId: m.appId, notice: m.notice });
+        this.perApp.set(m.appId, held + 1);
+        this.send(w, { t: 'reserved', id: m.id, result: 'ok' });
+        return;
+      }
+      case 'release': {
+        const e = this.directory.get(m.reqId);
+        if (e && e.worker === slot.index) this.forget(m.reqId, e.appId);
+        return;
+      }
+      case 'lookup':
+        this.send(w, { t: 'looked-up', id: m.id, owners: m.reqIds.map((id) => this.directory.get(id)?.worker ?? -1) });
+        return;
+      case 'rpc':
+        this.relay(slot.index, m);
+        return;
+      case 'rpc-out': {
+        const p = this.pending.get(m.id);
+        if (!p) return;
+        p.results.push({ ok: m.ok, value: m.value, error: m.error });
+        if (--p.waiting === 0) this.finish(m.id, p);
+        return;
+      }
+    }
+  }
+
+  /** a call from one worker to another (or to all), relayed; its answer goes back the same way */
+  private relay(from: number, m: Extract<ToPrimary, { t: 'rpc' }>): void {
+    const targets = m.to === 'all' ? this.slots.filter((s) => s.ready && s.worker) : [this.slots[m.to]].filter((s) => s?.ready && s.worker);
+    const fromW = this.slots[from]?.worker;
+    if (targets.length === 0) {
+      if (fromW) this.send(fromW, { t: 'rpc-reply', id: m.id, ok: false, error: { message: `worker ${String(m.to)} is restarting`, errCode: -3 } });
+      return;
+    }
+    const id = ++this.rpcSeq;
+    const p: PendingRpc = { from, fromId: m.id, waiting: targets.length, results: [], all: m.to === 'all' };
+    this.pending.set(id, p);
+    (p as PendingRpc & { targets?: number[] }).targets = targets.map((t) => t.index);
+    for (const t of targets) {
+      if (!this.send(t.worker!, { t: 'rpc-in', id, method: m.method, args: m.args })) {
+        p.results.push({ ok: false, error: { message: `worker ${t.index} is restarting`, errCode: -3 } });
+        if (--p.waiting === 0) this.finish(id, p);
+      }
+    }
+  }
+
+  private finish(id: number, p: PendingRpc): void {
+    this.pending.delete(id);
+    const w = this.slots[p.from]?.worker;
+    if (!w) return;
+    if (p.all) {
+      // a call to all answers with every worker's result; failed ones are left out (a restarting worker holds nothing)
+      this.send(w, { t: 'rpc-reply', id: p.fromId, ok: true, value: p.results.filter((r) => r.ok).map((r) => r.value) });
+      return;
+    }
+    const r = p.results[0];
+    this.send(w, { t: 'rpc-reply', id: p.fromId, ok: r.ok, value: r.value, error: r.error as never });
+  }
+
+  /** calls waiting on a worker that died answer now, as failed */
+  private failRpcsTo(index: number): void {
+    for (const [id, p] of this.pending) {
+      const targets = (p as PendingRpc & { targets?: number[] }).targets ?? [];
+      if (!targets.includes(index)) continue;
+      p.results.push({ ok: false, error: { message: `worker ${index} died`, errCode: -3 } });
+      if (--p.waiting === 0) this.finish(id, p);
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------------------------
+  // listeners
+
+  private listen(m: Extract<ToPrimary, { t: 'listen' }>): Promise<number> {
+    const existing = this.listeners.get(m.listener);
+    if (existing) return existing.bound;
+    const router = this.loadRouter(m.route);
+    const l: Listener = { name: m.listener, proto: m.proto, router, bound: Promise.resolve(0) };
+    l.bound = m.proto === 'tcp' ? this.bindTcp(l, m.port, m.host) : this.bindUdp(l, m.port, m.host);
+    this.listeners.set(m.listener, l);
+    // a failed bind is asked again by nobody (boot stops): keep the rejection for the other workers' asks
+    return l.bound;
+  }
+
+  private loadRouter(spec: RouteSpec): ConnectionRouter {
+    if ('builtin' in spec) return streamPathRouter;
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const def = (require(spec.module) as { default?: { routers?: Record<string, ConnectionRouter> } }).default;
+    const r = def?.routers?.[spec.name];
+    if (typeof r !== 'function') throw new Error(`plugin ${spec.plugin} declares no router '${spec.name}'`);
+    return r;
+  }
+
+  private bindTcp(l: Listener, port: number, host: string): Promise<number> {
+    return new Promise((resolve, reject) => {
+      const srv = net.createServer({ pauseOnConnect: true }, (sock) => this.route(l, sock));
+      srv.once('error', (err: NodeJS.ErrnoException) => reject(new Error(describeListenError(err, port, host))));
+      srv.listen(port, host, () => {
+        srv.removeAllListeners('error');
+        srv.on('error', (err) => this.log.warn({ listener: l.name, err: err.message }, 'listener error'));
+        l.server = srv;
+        resolve((srv.address() as net.AddressInfo).port);
+      });
+    });
+  }
+
+  private bindUdp(l: Listener, port: number, host: string): Promise<number> {
+    return new Promise((resolve, reject) => {
+      const sock = dgram.createSocket({ type: host.includes(':') ? 'udp6' : 'udp4' });
+      sock.once('error', (err: NodeJS.ErrnoException) => reject(new Error(`${describeListenError(err, port, host)} (UDP)`)));
+      sock.on('message', (msg, rinfo) => {
+        let d: RouteDecision;
+        try { d = l.router(msg); } catch { d = 'any'; }
+        // a datagram that names no stream is junk to a routed listener: no worker would know what to do with it
+        if (typeof d !== 'object') return;
+        const slot = this.slots[shardOf(d.key, this.slots.length)];
+        if (!slot.ready || !slot.worker) return;
+        this.send(slot.worker, { t: 'udp', listener: l.name, msg, address: rinfo.address, port: rinfo.port, family: rinfo.family, size: rinfo.size });
+      });
+      sock.bind(port, host, () => {
+        sock.removeAllListeners('error');
+        sock.on('error', (err) => this.log.warn({ listener: l.name, err: err.message }, 'UDP listener error'));
+        l.udp = sock;
+        resolve(sock.address().port);
+      });
+    });
+  }
+
+  /**
+   * Reads a connection's first bytes until its router knows the stream, then hands the socket, and the bytes read,
+   * to that stream's worker. Reading stops at the socket itself (readStop), so nothing more is read here: what the
+   * peer sends next waits in the kernel for the worker.
+   */
+  private route(l: Listener, sock: net.Socket): void {
+    // a port is bound while the first worker boots: its connections wait (paused) until every worker can take one
+    if (!this.booted) {
+      this.held.push(() => this.route(l, sock));
+      return;
+    }
+    let head: Buffer = Buffer.alloc(0);
+    let done = false;
+    const finish = (d: RouteDecision) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      sock.removeListener('data', onData);
+      sock.removeListener('error', onError);
+      sock.pause();
+      // net.Socket keeps reading into its buffer while paused; stop the handle so every further byte stays in the kernel
+      (sock as unknown as { _handle?: { readStop?: () => void } })._handle?.readStop?.();
+      let more: Buffer | null;
+      while ((more = sock.read() as Buffer | null) !== null) head = Buffer.concat([head, more]);
+      const slot = typeof d === 'object' ? this.slots[shardOf(d.key, this.slots.length)] : this.nextReady();
+      if (!slot?.ready || !slot.worker) {
+        this.log.warn({ listener: l.name, key: typeof d === 'object' ? d.key : undefined }, 'connection refused: its worker is restarting');
+        sock.destroy();
+        return;
+      }
+      if (!this.send(slot.worker, { t: 'conn', listener: l.name, head }, sock)) sock.destroy();
+    };
+    const onData = (chunk: Buffer) => {
+      head = head.length ? Buffer.concat([head, chunk]) : chunk;
+      let d: RouteDecision;
+      try { d = l.router(head); } catch { d = 'any'; }
+      if (d === 'more' && head.length < MAX_HEAD) return;
+      finish(d === 'more' ? 'any' : d);
+    };
+    const onError = () => { done = true; clearTimeout(timer); sock.destroy(); };
+    const timer = setTimeout(() => finish('any'), FIRST_BYTES_MS);
+    sock.on('data', onData);
+    sock.on('error', onError);
+    // accepted paused (pauseOnConnect): a 'data' listener alone does not start a paused socket
+    sock.resume();
+    sock.once('end', () => { if (!done) { done = true; clearTimeout(timer); sock.destroy(); } });
+  }
+
+  private nextReady(): Slot | undefined {
+    for (let i = 0; i < this.slots.length; i++) {
+      const s = this.slots[(this.rr++) % this.slots.length];
+      if (s.ready && s.worker) return s;
+    }
+    return undefined;
+  }
+
+  /** stops the workers (each stops its plugins), then the listeners */
+  async stop(limitMs: number): Promise<void> {
+    this.stopping = true;
+    this.held = [];
+    for (const l of this.listeners.values()) {
+      l.server?.close();
+      l.udp?.close();
+    }
+    const exits = this.slots.map((s) => new Promise<void>((resolve) => {
+      const w = s.worker;
+      if (!w || w.isDead()) { resolve(); return; }
+      w.once('exit', () => resolve());
+      if (!this.send(w, { t: 'stop' })) w.kill('SIGTERM');
+    }));
+    const timer = setTimeout(() => { for (const s of this.slots) s.worker?.process.kill('SIGKILL'); }, limitMs);
+    await Promise.all(exits);
+    clearTimeout(timer);
+  }
+
+  /** for /healthz and tests: which worker owns a key */
+  ownerOf(key: string): number {
+    return shardOf(key, this.slots.length);
+  }
+}

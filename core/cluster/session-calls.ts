@@ -1,0 +1,92 @@
+import { channelKey } from '../../plugin-sdk/cluster';
+import type { Application } from '../../plugin-sdk/http';
+import type { Notice } from '../../plugin-sdk/notices';
+import { normaliseSim, SIM_PATTERN } from '../../plugin-sdk/sim';
+import type { Kernel } from '../kernel';
+import { checkReqIds } from '../sessions/session-manager';
+import type { WorkerLink } from './worker-link';
+
+type KeepItem = { reqId: string; keep: boolean };
+type CloseItem = { reqId: string; closed: boolean };
+
+/** the worker an open belongs to: its channel's; undefined when the body names none (this worker answers the error) */
+export function openOwner(link: WorkerLink, body: Record<string, unknown>): number | undefined {
+  const sim = body.simNo;
+  const chan = body.chanId ?? body.channelId;
+  if (typeof sim !== 'string' || !SIM_PATTERN.test(sim) || typeof chan !== 'number' || !Number.isInteger(chan)) return undefined;
+  return link.ownerOf(channelKey(normaliseSim(sim), chan));
+}
+
+/** What a worker answers to its siblings, and the request directory its sessions use. */
+export function registerClusterCalls(k: Kernel, link: WorkerLink): void {
+  k.sessions.setDirectory({
+    reserve: (reqId, appId, limit, notice) => link.reserve(reqId, appId, limit, notice),
+    release: (reqId) => link.release(reqId),
+  });
+  link.handle('open', (a) => {
+    const { app, body } = a as { app: Application; body: Record<string, unknown> };
+    return k.sessions.open(app, body);
+  });
+  link.handle('keep', (a) => {
+    const { app, reqIds } = a as { app: Application; reqIds: string[] };
+    return k.sessions.keep(app, reqIds);
+  });
+  link.handle('close', (a) => {
+    const { app, reqIds } = a as { app: Application; reqIds: string[] };
+    return k.sessions.close(app, reqIds);
+  });
+  link.handle('status', (a) => k.sessions.status((a as { app: Application }).app));
+  link.handle('counts', () => ({ requests: k.sessions.requestCount, streams: k.sessions.streamCount }));
+  link.handle('emit-notices', (a) => {
+    for (const n of a as Notice[]) k.notices.emit(n);
+    return true;
+  });
+}
+
+/** The session API over every worker: each call goes to the worker that holds the channel or the request. */
+export class ClusterSessions {
+  constructor(private readonly k: Kernel, private readonly link: WorkerLink) {}
+
+  open(app: Application, body: Record<string, unknown>): Promise<Record<string, unknown>> {
+    const owner = openOwner(this.link, body);
+    if (owner === undefined || owner === this.link.index) return this.k.sessions.open(app, body);
+    return this.link.call(owner, 'open', { app, body });
+  }
+
+  keep(app: Application, reqIds: unknown): Promise<KeepItem[]> {
+    return this.each<KeepItem>(app, reqIds, 'keep');
+  }
+
+  close(app: Application, reqIds: unknown): Promise<CloseItem[]> {
+    return this.each<CloseItem>(app, reqIds, 'close');
+  }
+
+  /** one call per worker that holds some of the ids, answers put back in the caller's order */
+  private async each<T extends { reqId: string }>(app: Application, reqIds: unknown, method: 'keep' | 'close'): Promise<T[]> {
+    const ids = checkReqIds(reqIds);
+    const owners = await this.link.lookup(ids);
+    const byOwner = new Map<number, string[]>();
+    owners.forEach((w, i) => { if (w >= 0) (byOwner.get(w) ?? byOwner.set(w, []).get(w)!).push(ids[i]); });
+    const answered = new Map<string, T>();
+    await Promise.all([...byOwner].map(async ([w, sub]) => {
+      try {
+        const items = await this.link.call<T[]>(w, method, { app, reqIds: sub });
+        for (const it of items) if ((it as Record<string, unknown>)[method === 'keep' ? 'keep' : 'closed']) answered.set(it.reqId, it);
+      } catch {
+        // a worker that died meanwhile holds them no more: they answer false, like unknown ids
+      }
+    }));
+    const key = method === 'keep' ? 'keep' : 'closed';
+    return ids.map((id) => answered.get(id) ?? ({ reqId: id, [key]: false } as unknown as T));
+  }
+
+  async status(app: Application): Promise<unknown[]> {
+    const parts = await this.link.callAll<unknown[]>('status', { app });
+    return parts.flat();
+  }
+
+  async counts(): Promise<{ requests: number; streams: number }> {
+    const parts = await this.link.callAll<{ requests: number; streams: number }>('counts', {});
+    return parts.reduce((a, b) => ({ requests: a.requests + b.requests, streams: a.streams + b.streams }), { requests: 0, streams: 0 });
+  }
+}

@@ -1,0 +1,151 @@
+import type { RemoteInfo } from 'node:dgram';
+import type { Socket } from 'node:net';
+import { ErrCode, GatewayError, type ErrCodeValue } from '../../plugin-sdk/errors';
+import type { Notice } from '../../plugin-sdk/notices';
+import type { RouteSpec, ToPrimary, ToWorker, WireError } from './messages';
+import { shardOf } from './shard';
+
+type RpcHandler = (args: unknown) => unknown;
+
+/** an error as it crosses to another worker: a GatewayError keeps its code, status and message */
+export function toWire(err: unknown): WireError {
+  if (err instanceof GatewayError) return { message: err.message, errCode: err.errCode, status: err.httpStatus };
+  return { message: (err as Error)?.message ?? String(err) };
+}
+
+export function fromWire(e: WireError | undefined): Error {
+  if (e?.errCode !== undefined) return new GatewayError(e.errCode as ErrCodeValue, e.message, e.status);
+  return new GatewayError(ErrCode.EXECUTION_ERROR, 'Internal error.');
+}
+
+/**
+ * A worker's side of the cluster: asks the primary to bind routed ports and receives their connections and
+ * datagrams, calls other workers, and keeps request ids unique across workers through the primary's directory.
+ */
+export class WorkerLink {
+  private seq = 0;
+  private readonly waiting = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
+  private readonly onConn = new Map<string, (sock: Socket, head: Buffer) => void>();
+  private readonly onUdp = new Map<string, (msg: Buffer, rinfo: RemoteInfo) => void>();
+  private readonly handlers = new Map<string, RpcHandler>();
+  /** set by main: what a 'stop' from the primary does */
+  onStop: () => void = () => undefined;
+
+  constructor(readonly index: number, readonly count: number) {
+    process.on('message', (m: ToWorker, handle: unknown) => this.onMessage(m, handle as Socket | undefined));
+  }
+
+  /** the worker that owns a routing key (plugin-sdk/cluster.ts) */
+  ownerOf(key: string): number {
+    return shardOf(key, this.count);
+  }
+
+  private post(m: ToPrimary): void {
+    if (process.connected) process.send!(m);
+  }
+
+  private ask<T>(build: (id: number) => ToPrimary): Promise<T> {
+    const id = ++this.seq;
+    return new Promise<T>((resolve, reject) => {
+      if (!process.connected) { reject(new GatewayError(ErrCode.EXECUTION_ERROR, 'The gateway is stopping.')); return; }
+      this.waiting.set(id, { resolve: resolve as (v: unknown) => void, reject });
+      process.send!(build(id));
+    });
+  }
+
+  private settle(id: number, ok: boolean, value: unknown, error?: WireError | string): void {
+    const w = this.waiting.get(id);
+    if (!w) return;
+    this.waiting.delete(id);
+    if (ok) w.resolve(value);
+    else w.reject(typeof error === 'string' ? new Error(error) : fromWire(error));
+  }
+
+  private onMessage(m: ToWorker, handle: Socket | undefined): void {
+    switch (m.t) {
+      case 'listened': this.settle(m.id, m.error === undefined, m.port, m.error); return;
+      case 'reserved': this.settle(m.id, true, m.result); return;
+      case 'looked-up': this.settle(m.id, true, m.owners); return;
+      case 'rpc-reply': this.settle(m.id, m.ok, m.value, m.error); return;
+      case 'conn': {
+        const h = this.onConn.get(m.listener);
+        if (!handle) return;
+        if (!h) { handle.destroy(); return; }
+        h(handle, Buffer.from(m.head.buffer, m.head.byteOffset, m.head.byteLength));
+        return;
+      }
+      case 'udp': {
+        const h = this.onUdp.get(m.listener);
+        h?.(Buffer.from(m.msg.buffer, m.msg.byteOffset, m.msg.byteLength), { address: m.address, port: m.port, family: m.family as 'IPv4' | 'IPv6', size: m.size });
+        return;
+      }
+      case 'rpc-in': void this.serve(m.id, m.method, m.args); return;
+      case 'stop': this.onStop(); return;
+    }
+  }
+
+  private async serve(id: number, method: string, args: unknown): Promise<void> {
+    const h = this.handlers.get(method);
+    try {
+      if (!h) throw new Error(`no handler for ${method}`);
+      const value = await h(args);
+      if (id) this.post({ t: 'rpc-out', id, ok: true, value });
+    } catch (err) {
+      if (id) this.post({ t: 'rpc-out', id, ok: false, error: toWire(err) });
+    }
+  }
+
+  /** what this worker answers when another calls `method` */
+  handle(method: string, fn: RpcHandler): void {
+    this.handlers.set(method, fn);
+  }
+
+  /** calls `method` on another worker (its errors come back as GatewayErrors) */
+  call<T>(to: number, method: string, args: unknown): Promise<T> {
+    if (to === this.index) {
+      const h = this.handlers.get(method);
+      if (!h) return Promise.reject(new Error(`no handler for ${method}`));
+      return Promise.resolve(h(args) as T);
+    }
+    return this.ask<T>((id) => ({ t: 'rpc', id, to, method, args }));
+  }
+
+  /** calls `method` on every live worker, this one included; the results of those that answered */
+  callAll<T>(method: string, args: unknown): Promise<T[]> {
+    return this.ask<T[]>((id) => ({ t: 'rpc', id, to: 'all', method, args }));
+  }
+
+  /** binds (in the primary) a routed listener; its connections or datagrams for this worker come to the handler */
+  listenTcp(listener: string, port: number, host: string, route: RouteSpec, onConn: (sock: Socket, head: Buffer) => void): Promise<number> {
+    this.onConn.set(listener, onConn);
+    return this.ask<number>((id) => ({ t: 'listen', id, listener, proto: 'tcp', port, host, route }));
+  }
+
+  listenUdp(listener: string, port: number, host: string, route: RouteSpec, onMsg: (msg: Buffer, rinfo: RemoteInfo) => void): Promise<number> {
+    this.onUdp.set(listener, onMsg);
+    return this.ask<number>((id) => ({ t: 'listen', id, listener, proto: 'udp', port, host, route }));
+  }
+
+  /** a datagram out of a routed UDP listener's socket (the one the peer talks to) */
+  udpSend(listener: string, msg: Uint8Array, port: number, address: string): void {
+    this.post({ t: 'udp-send', listener, msg, port, address });
+  }
+
+  /** takes a request id for this worker; 'self'/'other': held for the same/another application; 'cap': the application is at its limit */
+  reserve(reqId: string, appId: string, limit: number, notice: Notice): Promise<'ok' | 'self' | 'other' | 'cap'> {
+    return this.ask((id) => ({ t: 'reserve', id, reqId, appId, limit, notice }));
+  }
+
+  release(reqId: string): void {
+    this.post({ t: 'release', reqId });
+  }
+
+  /** the worker holding each request id, -1 for none */
+  lookup(reqIds: string[]): Promise<number[]> {
+    return this.ask((id) => ({ t: 'lookup', id, reqIds }));
+  }
+
+  ready(): void {
+    this.post({ t: 'ready' });
+  }
+}

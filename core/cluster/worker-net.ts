@@ -1,0 +1,81 @@
+import * as dgram from 'node:dgram';
+import * as net from 'node:net';
+import type { Logger } from 'pino';
+import type { ApiServer } from '../http/api-server';
+import { ClusterForwarder, internalSocketPath, listenInternal } from './forwarder';
+import type { RouteSpec } from './messages';
+import type { WorkerLink } from './worker-link';
+
+/** what a worker's kernel knows of its cluster */
+export interface ClusterContext {
+  link: WorkerLink;
+  /** names this gateway's internal sockets (the primary's pid) */
+  id: string;
+  /** proves a forwarded request came from a sibling worker */
+  secret: string;
+}
+
+/** the route of a listener, or undefined when it has none (then Node's cluster shares the port among workers) */
+export function routeSpec(route: string | undefined, plugin: string, module: string | undefined): RouteSpec | undefined {
+  if (!route) return undefined;
+  if (route === 'stream-path') return { builtin: 'stream-path' };
+  // an in-process plugin (the test kit's) has no module the primary could load its router from
+  if (!module) return undefined;
+  return { module, plugin, name: route };
+}
+
+/** a server that listens nowhere: the primary accepts its connections and passes them here; it reports the primary's port */
+function adoptingServer(srv: net.Server, port: number, host: string): void {
+  Object.defineProperty(srv, 'address', { value: () => ({ port, address: host, family: host.includes(':') ? 'IPv6' : 'IPv4' }), configurable: true });
+}
+
+/** a routed TCP listener in a worker: `srv` gets 'connection' for each socket the primary hands over */
+export async function adoptTcp(c: ClusterContext, listener: string, port: number, host: string, spec: RouteSpec, srv: net.Server): Promise<number> {
+  const bound = await c.link.listenTcp(listener, port, host, spec, (sock, head) => {
+    if (head.length) sock.unshift(head);
+    srv.emit('connection', sock);
+  });
+  adoptingServer(srv, bound, host);
+  return bound;
+}
+
+/**
+ * A routed HTTP listener in a worker: the public port's connections come from the primary; requests that belong to
+ * another worker go there; other workers' forwarded requests arrive on an internal socket.
+ */
+export async function adoptHttp(c: ClusterContext, listener: string, port: number, host: string, spec: RouteSpec, api: ApiServer, log: Logger): Promise<{ port: number; internal: net.Server }> {
+  const bound = await adoptTcp(c, listener, port, host, spec, api.server);
+  api.forwarder = new ClusterForwarder(c.link, c.id, listener, c.secret, log);
+  const internal = await listenInternal(internalSocketPath(c.id, c.link.index, listener), api.internalServer(), c.secret);
+  return { port: bound, internal };
+}
+
+/**
+ * A routed UDP listener in a worker: datagrams of its streams come from the primary, and what it sends leaves from
+ * the primary's socket (the address the peer talks to). The socket handed to the plugin is never bound.
+ */
+export async function adoptUdp(c: ClusterContext, listener: string, port: number, host: string, spec: RouteSpec,
+  onMsg: (m: Buffer, r: dgram.RemoteInfo, s: dgram.Socket) => void): Promise<{ port: number; socket: dgram.Socket }> {
+  const socket = dgram.createSocket(host.includes(':') ? 'udp6' : 'udp4');
+  const bound = await c.link.listenUdp(listener, port, host, spec, (m, r) => onMsg(m, r, socket));
+  Object.defineProperty(socket, 'address', { value: () => ({ port: bound, address: host, family: host.includes(':') ? 'IPv6' : 'IPv4' }), configurable: true });
+  Object.defineProperty(socket, 'send', {
+    configurable: true,
+    value: (msg: Uint8Array | string, ...rest: unknown[]) => {
+      // send(msg, port, address[, cb]) or send(msg, offset, length, port, address[, cb])
+      let data = typeof msg === 'string' ? Buffer.from(msg) : msg;
+      let p = rest[0];
+      let a = rest[1];
+      if (typeof rest[1] === 'number') {
+        data = data.subarray(rest[0] as number, (rest[0] as number) + (rest[1] as number));
+        p = rest[2];
+        a = rest[3];
+      }
+      c.link.udpSend(listener, data, p as number, a as string);
+      const cb = rest[rest.length - 1];
+      if (typeof cb === 'function') process.nextTick(cb as () => void, null);
+    },
+  });
+  Object.defineProperty(socket, 'close', { configurable: true, value: (cb?: () => void) => { if (cb) process.nextTick(cb); } });
+  return { port: bound, socket };
+}

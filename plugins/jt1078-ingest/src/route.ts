@@ -1,0 +1,49 @@
+/**
+ * Which worker a terminal's connection belongs to, from its first bytes (run by the primary of a multi-worker
+ * gateway, see plugin-sdk/cluster.ts). The key is the channel's: the SIM and logical channel of the first packet
+ * whose header validates.
+ *
+ * The layout is not known yet (every port takes both): a header is trusted when the packet after it also validates
+ * in the same layout (the chained check the parser does), or when only one layout validates at all. Junk before the
+ * first magic is skipped. A terminal that sends a lone, ambiguous first packet is decided after MAX_WAIT bytes by
+ * the layout that validated, 2013 first (the older, commoner terminals).
+ */
+import { channelKey, type ConnectionRouter, type RouteDecision } from '../../../plugin-sdk/cluster';
+import { MAGIC, probeHeader, PROBE_NEED_MORE, SimDecoder, type Jt1078Layout } from './packet';
+
+const MAX_WAIT = 2048;
+
+function keyAt(buf: Buffer, off: number, layout: Jt1078Layout): string {
+  const simLen = layout === '2019' ? 10 : 6;
+  const sim = new SimDecoder().decode(buf, off + 8, simLen);
+  return channelKey(sim, buf[off + 8 + simLen]);
+}
+
+/** 'yes' the header and the next one validate, 'maybe' the header does and the next is not here yet, 'no' */
+function chained(buf: Buffer, off: number, layout: Jt1078Layout): 'yes' | 'maybe' | 'no' {
+  const len = probeHeader(buf, off, buf.length, layout);
+  if (len < 0) return len === PROBE_NEED_MORE ? 'maybe' : 'no';
+  const next = off + len;
+  if (next >= buf.length) return 'maybe';
+  const n = probeHeader(buf, next, buf.length, layout);
+  return n >= 0 || n === PROBE_NEED_MORE ? 'yes' : 'no';
+}
+
+export const routeTerminal: ConnectionRouter = (head: Buffer): RouteDecision => {
+  let off = head.indexOf(MAGIC);
+  while (off >= 0) {
+    const a = chained(head, off, '2013');
+    const b = chained(head, off, '2019');
+    if (a === 'yes' && b !== 'yes') return { key: keyAt(head, off, '2013') };
+    if (b === 'yes' && a !== 'yes') return { key: keyAt(head, off, '2019') };
+    if (a === 'no' && b === 'no') { off = head.indexOf(MAGIC, off + 1); continue; }
+    // both chain (same SIM bytes either way), or one still waits for its next packet
+    const sure = a === 'yes' && b === 'yes';
+    if (!sure && head.length < MAX_WAIT) return 'more';
+    const layout: Jt1078Layout = a !== 'no' ? '2013' : '2019';
+    if (probeHeader(head, off, head.length, layout) === PROBE_NEED_MORE && head.length < MAX_WAIT) return 'more';
+    return { key: keyAt(head, off, layout) };
+  }
+  // no header yet: a terminal's first bytes may be split before its magic
+  return head.length < MAX_WAIT ? 'more' : 'any';
+};

@@ -1,0 +1,45 @@
+import assert from 'node:assert/strict';
+import { channelKey, streamKey } from '../../plugin-sdk/cluster';
+import { keyOfTarget, shardOf, streamPathRouter } from '../../core/cluster/shard';
+
+describe('cluster routing keys', () => {
+  it('finds the stream in the URLs of every output (decisions.md play URLs)', () => {
+    assert.equal(keyOfTarget('/live/13800138000_1_1.flv?reqId=x&token=t'), '13800138000_1');
+    assert.equal(keyOfTarget('/hls/13800138000_12_0/index.m3u8?reqId=x'), '13800138000_12');
+    assert.equal(keyOfTarget('/hls/13800138000_1_1/seg-12.m4s'), '13800138000_1');
+    assert.equal(keyOfTarget('rtsp://10.0.0.1:7554/live/13800138000_1_1?reqId=x&token=t'), '13800138000_1');
+    assert.equal(keyOfTarget('rtsp://10.0.0.1:7554/live/13800138000_1_1/trackID=0'), '13800138000_1');
+    assert.equal(keyOfTarget('/talk/13800138000_3_1?reqId=x'), '13800138000_3');
+    // a SIM may carry dots (rtspSrc virtual terminals)
+    assert.equal(keyOfTarget('/live/cam.east_2_1.flv'), 'cam.east_2');
+    assert.equal(keyOfTarget('/strm/open'), undefined);
+    assert.equal(keyOfTarget('/talk-stomp?reqId=abc'), undefined);
+    assert.equal(keyOfTarget('/live/13800138000_1_7.flv'), undefined, 'the last part is live (1) or replay (0)');
+  });
+
+  it('live and replay of a channel share a key; a leading-zero SIM is the same channel once normalised', () => {
+    assert.equal(streamKey('13800138000_1_1'), streamKey('13800138000_1_0'));
+    assert.equal(streamKey('13800138000_1_1'), channelKey('13800138000', 1));
+    assert.equal(streamKey('13800138000_01_1'), '13800138000_1');
+  });
+
+  it('reads the request line of HTTP, WebSocket and RTSP, and waits for it whole', () => {
+    assert.deepEqual(streamPathRouter(Buffer.from('GET /live/1_1_1.flv?token=x HTTP/1.1\r\nHost: a\r\n')), { key: '1_1' });
+    assert.deepEqual(streamPathRouter(Buffer.from('OPTIONS rtsp://h:7554/live/9_2_1?reqId=r RTSP/1.0\r\nCSeq: 1\r\n')), { key: '9_2' });
+    assert.equal(streamPathRouter(Buffer.from('GET /live/1_1_1.flv?tok')), 'more');
+    assert.equal(streamPathRouter(Buffer.from('POST /strm/open HTTP/1.1\r\n')), 'any');
+    assert.equal(streamPathRouter(Buffer.from([0x16, 0x03, 0x01, 0x02, 0x00, 0x0a, 0x01])), 'any', 'a TLS hello names no path');
+    assert.equal(streamPathRouter(Buffer.alloc(5000, 0x41)), 'any');
+  });
+
+  it('spreads a fleet evenly and agrees with itself (every process computes it alone)', () => {
+    for (const workers of [2, 3, 8]) {
+      const counts = new Array<number>(workers).fill(0);
+      for (let i = 0; i < 20_000; i++) counts[shardOf(channelKey(String(13800000000 + i), 1 + (i % 4)), workers)]++;
+      const even = 20_000 / workers;
+      for (const c of counts) assert.ok(Math.abs(c - even) < even * 0.1, `${workers} workers: ${counts.join(', ')}`);
+    }
+    assert.equal(shardOf('13800138000_1', 4), shardOf('13800138000_1', 4));
+    assert.equal(shardOf('anything', 1), 0);
+  });
+});

@@ -1,0 +1,260 @@
+/**
+ * Issue 16, every core: the real gateway process with two workers (`workers: 2`), driven as users drive it. Terminals
+ * and players of two channels owned by different workers meet in their owner whichever worker the API call landed on;
+ * keep and close find the worker that holds each request; a request id is unique across workers; an HLS client whose
+ * one keep-alive connection asks for both streams gets both (the second forwarded); a worker killed with SIGKILL loses
+ * only its own streams, its requests get closed notices (closeCause 4), it is started again and its channels open and
+ * play again; SIGTERM stops the whole gateway with exit 0.
+ */
+import assert from 'node:assert/strict';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as http from 'node:http';
+import * as net from 'node:net';
+import * as path from 'node:path';
+import { channelKey } from '../../plugin-sdk/cluster';
+import { shardOf } from '../../core/cluster/shard';
+import { repoRoot } from '../../core/kernel';
+import { scratchDir } from '../support/paths';
+import { HttpFlvPlayer, TcpTerminal, capture, encodeLazily, ffprobe, loopedPackets, waitFor } from '../e2e/helpers';
+
+const MAIN = path.join(repoRoot, 'dist', 'core', 'main.js');
+const CAPTURE = 'jt1078/glaciall-cif-h264-2013.bin';
+const AUTH_A = `Basic ${Buffer.from('a:a').toString('base64')}`;
+const AUTH_B = `Basic ${Buffer.from('b:b').toString('base64')}`;
+
+interface Notice { act: string; reqId: string; closeCause?: number; simNo: string }
+
+class CallbackReceiver {
+  readonly notices: Notice[] = [];
+  private server = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (d) => { body += d; });
+    req.on('end', () => {
+      if (req.url === '/strm_notif') this.notices.push(JSON.parse(body) as Notice);
+      res.writeHead(200, { 'Content-Type': 'application/json' }).end('{"errCode":0}');
+    });
+  });
+  port = 0;
+  async start(): Promise<void> {
+    await new Promise<void>((r) => this.server.listen(0, '127.0.0.1', r));
+    this.port = (this.server.address() as net.AddressInfo).port;
+  }
+  stop(): void { this.server.close(); }
+}
+
+async function api(port: number, method: string, p: string, body?: unknown, auth = AUTH_A, agent?: http.Agent): Promise<{ status: number; json: any; text: string }> {
+  return new Promise((resolve, reject) => {
+    const data = body === undefined ? undefined : JSON.stringify(body);
+    const req = http.request({ host: '127.0.0.1', port, method, path: p, agent: agent ?? false,
+      headers: { Authorization: auth, ...(data ? { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(data) } : {}) } }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => { text += d; });
+      res.on('end', () => {
+        let json: unknown;
+        try { json = JSON.parse(text); } catch { json = undefined; }
+        resolve({ status: res.statusCode ?? 0, json, text });
+      });
+    });
+    req.on('error', reject);
+    req.end(data);
+  });
+}
+
+/** worker index -> pid, read from the children of the primary */
+function workerPids(primary: number): Map<number, number> {
+  const out = new Map<number, number>();
+  let pids: string[] = [];
+  try { pids = execFileSync('pgrep', ['-P', String(primary)], { encoding: 'utf8' }).trim().split('\n').filter(Boolean); } catch { /* none */ }
+  for (const pid of pids) {
+    try {
+      const env = fs.readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0');
+      const idx = env.find((e) => e.startsWith('JTGW_WORKER_INDEX='));
+      if (idx) out.set(Number(idx.split('=')[1]), Number(pid));
+    } catch { /* gone */ }
+  }
+  return out;
+}
+
+describe('a gateway with two workers (real process)', function () {
+  this.timeout(120_000);
+  let dir: string;
+  let child: ChildProcess;
+  let stdout = '';
+  let ports: Record<string, number> = {};
+  const cb = new CallbackReceiver();
+  const terminals: TcpTerminal[] = [];
+  // two channels whose owners differ
+  const sims: string[] = [];
+  for (let i = 0; sims.length < 2; i++) {
+    const sim = String(13800138000 + i);
+    if (shardOf(channelKey(sim, 1), 2) === sims.length) sims.push(sim);
+  }
+  const [simA, simB] = sims;
+
+  before(async () => {
+    dir = scratchDir('cluster');
+    await cb.start();
+    const site = {
+      gateway: {
+        workers: 2, httpPort: 0, listenHost: '127.0.0.1', publicHost: '127.0.0.1', dataDir: path.join(dir, 'data'), store: { kind: 'memory' },
+        applications: [{ appId: 'A', user: 'a', password: 'a' }, { appId: 'B', user: 'b', password: 'b' }], metricsAccess: 'open',
+      },
+      plugins: [
+        { name: 'jt1078-ingest', config: { livePort2013: 0, livePort2019: 0, replayPort2013: 0, replayPort2019: 0, udp: false } },
+        { name: 'flv-out', config: { port: 0 } },
+        { name: 'hls-out', config: {} },
+        { name: 'callback-notifier', config: { allowLoopback: true } },
+      ],
+    };
+    const file = path.join(dir, 'site.json');
+    fs.writeFileSync(file, JSON.stringify(site));
+    child = spawn(process.execPath, [MAIN, file], { env: { PATH: process.env.PATH ?? '' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout!.on('data', (d) => { stdout += d; });
+    child.stderr!.on('data', (d) => { stdout += d; });
+    await waitFor('both workers up', () => stdout.includes('gateway started with workers') || child.exitCode !== null, 60_000, 50);
+    assert.equal(child.exitCode, null, stdout);
+    const started = stdout.split('\n').filter((l) => l.includes('"msg":"gateway started"')).map((l) => JSON.parse(l) as { ports: Record<string, number> });
+    ports = started[0].ports;
+    assert.ok(ports['gateway.httpPort'] > 0 && ports['flv-out.port'] > 0, stdout);
+  });
+
+  after(async () => {
+    for (const t of terminals) t.socket.destroy();
+    if (child && child.exitCode === null) child.kill('SIGKILL');
+    cb.stop();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  const open = (sim: string, over: Record<string, unknown> = {}, auth = AUTH_A) =>
+    api(ports['gateway.httpPort'], 'POST', '/strm/open', { user: { token: 'tk' }, typ: 'live', simNo: sim, chanId: 1, scheme: 'http', cb: `http://127.0.0.1:${cb.port}`, ...over }, auth);
+
+  async function push(sim: string, port: number): Promise<TcpTerminal> {
+    const t = await TcpTerminal.connect(port);
+    terminals.push(t);
+    // one pass quickly (ready at its first keyframe), then more in the background so the stream stays live
+    void t.send(encodeLazily(loopedPackets(capture(CAPTURE), 30), { sim, channel: 1 }), 16, 20).catch(() => undefined);
+    return t;
+  }
+
+  async function playFlv(playUrl: string): Promise<ReturnType<typeof ffprobe>> {
+    const player = await HttpFlvPlayer.connect(playUrl);
+    assert.equal(player.status, 200);
+    await waitFor('video frames', () => player.videoFrames() >= 40, 30_000, 50);
+    player.close();
+    return ffprobe(player.data(), 'flv');
+  }
+
+  it('opens, plays and keeps channels owned by different workers, whichever worker the call lands on', async () => {
+    const a = await open(simA, { reqId: 'cluster-req-A' });
+    const b = await open(simB, { reqId: 'cluster-req-B' });
+    assert.equal(a.json.errCode, 0, a.text);
+    assert.equal(b.json.errCode, 0, b.text);
+    // the opens were served by their channels' workers
+    const opened = stdout.split('\n').filter((l) => l.includes('"request opened"')).map((l) => JSON.parse(l) as { worker: number; reqId: string });
+    assert.equal(opened.find((o) => o.reqId === 'cluster-req-A')?.worker, 0);
+    assert.equal(opened.find((o) => o.reqId === 'cluster-req-B')?.worker, 1);
+
+    await push(simA, a.json.data[0].port);
+    await push(simB, b.json.data[0].port);
+    for (const r of [a, b]) {
+      const p = await playFlv(r.json.data[0].playUrl);
+      assert.equal(p.codec, 'h264');
+      assert.equal(p.width, 352);
+      assert.ok(p.frames >= 40, `decoded ${p.frames} frames`);
+    }
+    const st = await api(ports['gateway.httpPort'], 'GET', '/strm/status');
+    const mine = (st.json.data as Array<{ reqId: string; ready: boolean; bytesIn: number }>).filter((r) => r.reqId.startsWith('cluster-req-'));
+    assert.deepEqual(mine.map((r) => r.reqId).sort(), ['cluster-req-A', 'cluster-req-B']);
+    assert.ok(mine.every((r) => r.ready && r.bytesIn > 0));
+    const health = await api(ports['gateway.httpPort'], 'GET', '/healthz');
+    assert.equal(health.json.workers, 2);
+    assert.equal(health.json.requests, 2);
+
+    const keep = await api(ports['gateway.httpPort'], 'POST', '/strm/keep', { reqIds: ['cluster-req-B', 'no-such-request', 'cluster-req-A'] });
+    assert.deepEqual(keep.json.data, [{ reqId: 'cluster-req-B', keep: true }, { reqId: 'no-such-request', keep: false }, { reqId: 'cluster-req-A', keep: true }]);
+    // another application's requests answer like unknown ones, whichever worker holds them
+    const foreign = await api(ports['gateway.httpPort'], 'POST', '/strm/keep', { reqIds: ['cluster-req-A', 'cluster-req-B'] }, AUTH_B);
+    assert.deepEqual(foreign.json.data.map((x: { keep: boolean }) => x.keep), [false, false]);
+    assert.equal((await api(ports['gateway.httpPort'], 'GET', '/strm/status', undefined, AUTH_B)).json.count, 0);
+  });
+
+  it('keeps a request id unique across workers', async () => {
+    // cluster-req-A is held by worker 0; simB's channel belongs to worker 1
+    const same = await open(simB, { reqId: 'cluster-req-A' });
+    assert.equal(same.json.errCode, -7);
+    assert.match(same.json.message, /reqId.*in use/);
+    const other = await open(simB, { reqId: 'cluster-req-A' }, AUTH_B);
+    assert.equal(other.json.errCode, -7);
+    assert.doesNotMatch(other.json.message, /in use/, 'another application learns nothing about the id');
+  });
+
+  it('serves HLS of both workers\' streams on one keep-alive connection', async () => {
+    const ha = await open(simA, { reqId: 'cluster-hls-A', fmt: 1 });
+    const hb = await open(simB, { reqId: 'cluster-hls-B', fmt: 1 });
+    assert.equal(ha.json.errCode, 0, ha.text);
+    assert.equal(hb.json.errCode, 0, hb.text);
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    const sockets = new Set<net.Socket>();
+    agent.on('free', (s: net.Socket) => sockets.add(s));
+    try {
+      for (const r of [ha, hb, ha, hb]) {
+        const u = new URL(r.json.data[0].playUrl);
+        const got = await waitFor('a playlist', async () => {
+          const x = await api(Number(u.port), 'GET', u.pathname + u.search, undefined, '', agent);
+          return x.status === 200 ? x : undefined;
+        }, 30_000, 200);
+        assert.match(got.text, /^#EXTM3U/);
+        assert.match(got.text, /#EXTINF|#EXT-X-PART/);
+      }
+      assert.equal(sockets.size, 1, 'the four playlists came over one connection');
+    } finally {
+      agent.destroy();
+    }
+  });
+
+  it('a worker killed with SIGKILL: its requests get closed notices, the other worker plays on, it comes back', async () => {
+    const before = workerPids(child.pid!);
+    assert.equal(before.size, 2);
+    process.kill(before.get(1)!, 'SIGKILL');
+    const closed = await waitFor('closed notices of the dead worker\'s requests', () => {
+      const got = cb.notices.filter((n) => n.act === 'closed' && n.closeCause === 4);
+      return got.length >= 2 ? got : undefined;
+    }, 20_000, 50);
+    assert.deepEqual(closed.map((n) => n.reqId).sort(), ['cluster-hls-B', 'cluster-req-B']);
+    // worker 0's requests are untouched and its stream still plays
+    const st = await api(ports['gateway.httpPort'], 'GET', '/strm/status');
+    assert.deepEqual((st.json.data as Array<{ reqId: string }>).map((r) => r.reqId).sort(), ['cluster-hls-A', 'cluster-req-A']);
+    assert.ok(cb.notices.every((n) => n.reqId !== 'cluster-req-A' || n.act !== 'closed'));
+    const a = await playFlv(`http://127.0.0.1:${ports['flv-out.port']}/live/${simA}_1_1.flv?reqId=cluster-req-A&token=tk`);
+    assert.ok(a.frames >= 40);
+
+    const after = await waitFor('worker 1 again', () => {
+      const now = workerPids(child.pid!);
+      return now.get(1) && now.get(1) !== before.get(1) ? now : undefined;
+    }, 30_000, 100);
+    assert.equal(after.get(0), before.get(0), 'worker 0 was not restarted');
+    const again = await waitFor('an open on the restarted worker', async () => {
+      const r = await open(simB, { reqId: 'cluster-req-B2' });
+      return r.json.errCode === 0 ? r : undefined;
+    }, 30_000, 200);
+    await push(simB, again.json.data[0].port);
+    const b = await playFlv(again.json.data[0].playUrl);
+    assert.equal(b.codec, 'h264');
+    // its dead predecessor's ids are free again
+    assert.equal((await open(simB, { reqId: 'cluster-req-B' })).json.errCode, 0);
+  });
+
+  it('closes across workers, and SIGTERM stops every worker with exit 0', async () => {
+    const close = await api(ports['gateway.httpPort'], 'POST', '/strm/close', { reqIds: ['cluster-req-A', 'cluster-req-B2', 'cluster-req-B'] });
+    assert.deepEqual(close.json.data.map((x: { closed: boolean }) => x.closed), [true, true, true]);
+    await waitFor('closed notices (clientReq)', () => ['cluster-req-A', 'cluster-req-B2', 'cluster-req-B']
+      .every((id) => cb.notices.some((n) => n.reqId === id && n.act === 'closed' && n.closeCause === 1)), 10_000, 50);
+    const workers = [...workerPids(child.pid!).values()];
+    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+    child.kill('SIGTERM');
+    assert.equal(await exited, 0);
+    for (const pid of workers) assert.throws(() => process.kill(pid, 0), 'worker gone');
+  });
+});
