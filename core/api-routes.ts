@@ -45,7 +45,8 @@ export function registerCoreRoutes(k: Kernel): void {
     const access = metricsAccess(k, req);
     if (access === 'needs-credentials') throw new GatewayError(ErrCode.AUTHENTICATION_FAILED, 'Authentication failed.', 401);
     if (access === 'denied') throw new GatewayError(ErrCode.ACCESS_DENIED, 'Access denied.');
-    const text = await k.registry.metrics();
+    // with several workers: the sum over all of them, so a scrape does not depend on which worker it landed on
+    const text = cs ? await cs.metrics() : await k.registry.metrics();
     res.writeHead(200, { 'Content-Type': k.registry.contentType, 'Cache-Control': 'no-store' });
     res.end(text);
   }, { auth: 'none' });

@@ -22,7 +22,7 @@ import { createRegistry, metricsFor } from './metrics';
 import { registerCoreRoutes } from './api-routes';
 import { StoreFactory } from './stores';
 import { systemClock, type Clock } from '../plugin-sdk/clock';
-import type { PluginContext, PluginDefinition, PluginInstance, SiteInfo } from '../plugin-sdk/plugin';
+import type { PluginContext, PluginDefinition, PluginInstance, SiteInfo, Workers } from '../plugin-sdk/plugin';
 import { TOKENS } from './tokens';
 import { ServiceRegistry } from './services';
 import { describeListenError, pluginNet, type PluginResources } from './plugin-net';
@@ -381,7 +381,36 @@ export class Kernel {
       metrics: metricsFor(c.resolve<Registry>(TOKENS.Registry), name),
       clock: c.resolve<Clock>(TOKENS.Clock),
       services: this.services.viewFor(l.def, c),
+      workers: this.workersFor(name),
     };
+  }
+
+  /** plugins' broadcast handlers by "<plugin>\0<topic>" */
+  private readonly broadcasts = new Map<string, (payload: unknown) => void>();
+
+  private workersFor(plugin: string): Workers {
+    const link = this.opts.cluster?.link;
+    return {
+      count: link?.count ?? 1,
+      index: link?.index ?? 0,
+      broadcast: (topic, payload) => {
+        if (!link) return;
+        link.callAll('broadcast', { from: link.index, plugin, topic, payload }).catch((err) =>
+          this.log.warn({ plugin, topic, err: (err as Error).message }, 'broadcast to the other workers failed'));
+      },
+      on: (topic, fn) => { this.broadcasts.set(`${plugin}\0${topic}`, fn); },
+    };
+  }
+
+  /** a sibling worker's broadcast, for the plugin it names */
+  deliverBroadcast(plugin: string, topic: string, payload: unknown): void {
+    const fn = this.broadcasts.get(`${plugin}\0${topic}`);
+    if (!fn) return;
+    try {
+      fn(payload);
+    } catch (err) {
+      this.log.error({ plugin, topic, err }, 'broadcast handler failed');
+    }
   }
 
   /** Stops plugins in reverse order, then closes every listener, the API server and the stores. */

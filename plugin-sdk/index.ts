@@ -1,7 +1,7 @@
 /** The public surface for plugin authors. Plugins import from here, never from core/ or from each other. */
 export { definePlugin } from './plugin';
 export type {
-  PluginDefinition, PluginContext, PluginInstance, RequestLog, Health, SiteInfo, Net, ListenOptions, HttpListenOptions, HttpListener, Stores, KeyValueStore,
+  PluginDefinition, PluginContext, PluginInstance, RequestLog, Health, SiteInfo, Net, ListenOptions, HttpListenOptions, HttpListener, Stores, KeyValueStore, Workers,
 } from './plugin';
 export type {
   Routes, RouteRequest, RouteOptions, AuthMode, JsonHandler, RawHandler, UpgradeHandler, WebSocketHandler, WebSocketRouteOptions, JsonReply, Application,

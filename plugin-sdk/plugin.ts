@@ -104,6 +104,24 @@ export interface Health {
   ok(part?: string): void;
 }
 
+/**
+ * The gateway's worker processes (see cluster.ts). A plugin runs in every worker; each holds only its own channels'
+ * streams and requests. In a single process: count 1, index 0, and broadcast reaches nobody.
+ */
+export interface Workers {
+  readonly count: number;
+  /** this worker's, 0..count-1 */
+  readonly index: number;
+  /**
+   * Sends `payload` (structured-cloneable) to this plugin in every other worker, for state an admin call changes
+   * (e.g. gov-timed-token's tokens). Best effort: a worker that is restarting misses it, so such state must also be
+   * in the store the plugin reads at start.
+   */
+  broadcast(topic: string, payload: unknown): void;
+  /** what this plugin does with another worker's broadcast on `topic` */
+  on(topic: string, fn: (payload: unknown) => void): void;
+}
+
 export interface PluginContext<C> {
   readonly name: string;
   readonly config: C;
@@ -122,6 +140,8 @@ export interface PluginContext<C> {
   readonly clock: Clock;
   /** services other plugins provide, and this plugin's own (see services.ts) */
   readonly services: Services;
+  /** the other worker processes of this gateway */
+  readonly workers: Workers;
 }
 
 export interface PluginInstance {

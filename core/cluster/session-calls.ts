@@ -1,3 +1,4 @@
+import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import { channelKey } from '../../plugin-sdk/cluster';
 import type { Application } from '../../plugin-sdk/http';
 import type { Notice } from '../../plugin-sdk/notices';
@@ -37,6 +38,12 @@ export function registerClusterCalls(k: Kernel, link: WorkerLink): void {
   });
   link.handle('status', (a) => k.sessions.status((a as { app: Application }).app));
   link.handle('counts', () => ({ requests: k.sessions.requestCount, streams: k.sessions.streamCount }));
+  link.handle('metrics', () => k.registry.getMetricsAsJSON());
+  link.handle('broadcast', (a) => {
+    const { from, plugin, topic, payload } = a as { from: number; plugin: string; topic: string; payload: unknown };
+    if (from !== link.index) k.deliverBroadcast(plugin, topic, payload);
+    return true;
+  });
   link.handle('emit-notices', (a) => {
     for (const n of a as Notice[]) k.notices.emit(n);
     return true;
@@ -83,6 +90,12 @@ export class ClusterSessions {
   async status(app: Application): Promise<unknown[]> {
     const parts = await this.link.callAll<unknown[]>('status', { app });
     return parts.flat();
+  }
+
+  /** every worker's metrics, summed per series (prom-client's cluster aggregation) in the Prometheus text format */
+  async metrics(): Promise<string> {
+    const parts = await this.link.callAll<MetricObjectWithValues<MetricValue<string>>[]>('metrics', {});
+    return AggregatorRegistry.aggregate(parts).metrics();
   }
 
   async counts(): Promise<{ requests: number; streams: number }> {

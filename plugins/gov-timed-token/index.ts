@@ -68,10 +68,16 @@ export default definePlugin({
         throw new GatewayError(ErrCode.EXECUTION_ERROR, 'The timed token store is not available; the tokens in use are unchanged.');
       }
       updates.inc();
+      // every worker checks opens: they all take the new set now, not at their next start
+      ctx.workers.broadcast('tokens', store.digests());
       ctx.log.info({ appId: req.app!.appId, count: parsed.tokens.length, expiries: parsed.tokens.map((t) => t.expiredAt.toISOString()) }, 'timed tokens replaced');
       return { data: store.list().map((t) => ({ fingerprint: t.fingerprint, expiredAt: t.expiredAt.toISOString() })) };
     }, { auth: 'admin' });
 
+    ctx.workers.on('tokens', (set) => {
+      const n = store.adopt(set);
+      ctx.log.info({ count: n }, 'timed tokens replaced by an admin call on another worker');
+    });
     ctx.log.info({ tokens: store.list().length }, 'timed tokens loaded');
     return { stop: () => cancelRetry?.() };
   },

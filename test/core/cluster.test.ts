@@ -99,13 +99,15 @@ describe('a gateway with two workers (real process)', function () {
     const site = {
       gateway: {
         workers: 2, httpPort: 0, listenHost: '127.0.0.1', publicHost: '127.0.0.1', dataDir: path.join(dir, 'data'), store: { kind: 'memory' },
-        applications: [{ appId: 'A', user: 'a', password: 'a' }, { appId: 'B', user: 'b', password: 'b' }], metricsAccess: 'open',
+        applications: [{ appId: 'A', user: 'a', password: 'a' }, { appId: 'B', user: 'b', password: 'b' },
+          { appId: 'ops', user: 'ops', password: 'ops', admin: true }, { appId: 'gov', user: 'gov', password: 'gov', gov: true }], metricsAccess: 'open',
       },
       plugins: [
         { name: 'jt1078-ingest', config: { livePort2013: 0, livePort2019: 0, replayPort2013: 0, replayPort2019: 0, udp: false } },
         { name: 'flv-out', config: { port: 0 } },
         { name: 'hls-out', config: {} },
         { name: 'callback-notifier', config: { allowLoopback: true } },
+        { name: 'gov-timed-token', config: {} },
       ],
     };
     const file = path.join(dir, 'site.json');
@@ -152,7 +154,11 @@ describe('a gateway with two workers (real process)', function () {
     assert.equal(a.json.errCode, 0, a.text);
     assert.equal(b.json.errCode, 0, b.text);
     // the opens were served by their channels' workers
-    const opened = stdout.split('\n').filter((l) => l.includes('"request opened"')).map((l) => JSON.parse(l) as { worker: number; reqId: string });
+    // (the log is written asynchronously: the lines may trail the answers)
+    const opened = await waitFor('the request log lines', () => {
+      const lines = stdout.split('\n').filter((l) => l.includes('"request opened"')).map((l) => JSON.parse(l) as { worker: number; reqId: string });
+      return lines.filter((o) => o.reqId.startsWith('cluster-req-')).length === 2 ? lines : undefined;
+    }, 10_000, 20);
     assert.equal(opened.find((o) => o.reqId === 'cluster-req-A')?.worker, 0);
     assert.equal(opened.find((o) => o.reqId === 'cluster-req-B')?.worker, 1);
 
@@ -171,6 +177,10 @@ describe('a gateway with two workers (real process)', function () {
     const health = await api(ports['gateway.httpPort'], 'GET', '/healthz');
     assert.equal(health.json.workers, 2);
     assert.equal(health.json.requests, 2);
+    // a scrape sums every worker's series, whichever worker it landed on
+    const metrics = await api(ports['gateway.httpPort'], 'GET', '/metrics');
+    assert.match(metrics.text, /^gw_core_requests_open 2$/m);
+    assert.match(metrics.text, /^gw_core_streams_open 2$/m);
 
     const keep = await api(ports['gateway.httpPort'], 'POST', '/strm/keep', { reqIds: ['cluster-req-B', 'no-such-request', 'cluster-req-A'] });
     assert.deepEqual(keep.json.data, [{ reqId: 'cluster-req-B', keep: true }, { reqId: 'no-such-request', keep: false }, { reqId: 'cluster-req-A', keep: true }]);
@@ -188,6 +198,23 @@ describe('a gateway with two workers (real process)', function () {
     const other = await open(simB, { reqId: 'cluster-req-A' }, AUTH_B);
     assert.equal(other.json.errCode, -7);
     assert.doesNotMatch(other.json.message, /in use/, 'another application learns nothing about the id');
+  });
+
+  it('a timed token an admin sets on one worker is checked by every worker', async () => {
+    const auth = (u: string) => `Basic ${Buffer.from(`${u}:${u}`).toString('base64')}`;
+    const expiredAt = new Date(Date.now() + 3600_000).toISOString().replace(/\.\d{3}Z$/, 'Z');
+    // several calls, so whichever worker the primary picks for each, both workers have been the one that set it
+    for (let i = 0; i < 4; i++) {
+      const token = `cluster-token-${i}`;
+      const set = await api(ports['gateway.httpPort'], 'POST', '/strm/timed_token', { tokens: [{ token, expiredAt }] }, auth('ops'));
+      assert.equal(set.json.errCode, 0, set.text);
+      for (const sim of [simA, simB]) {
+        const r = await open(sim, { chanId: 9, timedToken: token }, auth('gov'));
+        assert.equal(r.json.errCode, 0, `${sim} with the new token: ${r.text}`);
+        assert.equal((await open(sim, { chanId: 9, timedToken: `cluster-token-${i - 1}` }, auth('gov'))).json.errCode, -10, 'the old token is gone everywhere');
+        await api(ports['gateway.httpPort'], 'POST', '/strm/close', { reqIds: [r.json.data[0].reqId] }, auth('gov'));
+      }
+    }
   });
 
   it('serves HLS of both workers\' streams on one keep-alive connection', async () => {

@@ -103,6 +103,20 @@ export class TimedTokenStore {
     return ok ? 'ok' : 'invalid';
   }
 
+  /** the set in use as digests, for the other workers (no token in clear crosses) */
+  digests(): Array<{ digest: string; expiresMs: number }> {
+    return this.tokens.map((t) => ({ digest: t.digest.toString('hex'), expiresMs: t.expiresMs }));
+  }
+
+  /** takes the set another worker saved (the store already holds it); malformed entries are ignored */
+  adopt(set: unknown): number {
+    if (!Array.isArray(set)) return 0;
+    const ok = set.filter((t): t is { digest: string; expiresMs: number } =>
+      typeof t?.digest === 'string' && /^[0-9a-f]{64}$/.test(t.digest) && Number.isFinite(t.expiresMs));
+    this.tokens = ok.map((t) => ({ digest: Buffer.from(t.digest, 'hex'), expiresMs: t.expiresMs }));
+    return ok.length;
+  }
+
   /** The set in use, without the secrets: a short fingerprint (first 8 hex digits of the digest) and the expiry. */
   list(): Array<{ fingerprint: string; expiredAt: Date }> {
     return this.tokens.map((t) => ({ fingerprint: t.digest.toString('hex').slice(0, 8), expiredAt: new Date(t.expiresMs) }));
