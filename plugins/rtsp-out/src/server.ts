@@ -1,6 +1,6 @@
 /**
  * The RTSP 1.0 server (RFC 2326) on rtsp-out's port: connections, their requests, the sessions they set up, and
- * session timeouts. Parsing and serialisation are rtsp-message.ts's; packets are the bus format's (rtp-format.ts);
+ * session timeouts. Parsing and serialisation are the SDK's RTSP wire module (plugin-sdk/rtsp); packets are the bus format's (rtp-format.ts);
  * each playing session is a bus reader (session.ts).
  */
 import { randomBytes } from 'node:crypto';
@@ -13,7 +13,7 @@ import {
 import type { RtspOutConfig } from './config';
 import { AUDIO, VIDEO, type RtpUnit, type TrackIndex } from './packetizer';
 import { parsePlayUri, presentationUrl, trackUrl, type PlayTarget } from './play-url';
-import { RtspParser, cseqOf, parseTransports, serializeResponse, sessionIdOf, type RtspRequest } from './rtsp-message';
+import { RtspReader, cseqOf, parseTransports, serializeResponse, sessionIdOf, type RtspRequest } from '../../../plugin-sdk/rtsp';
 import { Planner } from './planner';
 import { buildSdp, type Presentation } from './sdp';
 import { RtspSession, type Plan, type SessionOwner, type TrackTransport } from './session';
@@ -65,7 +65,7 @@ interface Reply {
 
 /** One client connection: its parser, its requests in order, the sessions it made. */
 class Connection {
-  readonly parser: RtspParser;
+  readonly parser: RtspReader;
   readonly remote: string;
   readonly ip: string;
   /** answered in order: each request's reply waits for the previous one */
@@ -81,7 +81,7 @@ class Connection {
   readonly plans = new Map<string, Plan>();
 
   constructor(readonly socket: Socket, maxHeaderBytes: number, now: number) {
-    this.parser = new RtspParser({ maxHeaderBytes, maxBodyBytes: 4096, maxHeaders: 64 });
+    this.parser = new RtspReader({ mode: 'strict', requestsOnly: true, maxHeaderBytes, maxBodyBytes: 4096, maxHeaders: 64 });
     this.ip = (socket.remoteAddress ?? '').replace(/^::ffff:/, '');
     this.remote = `${this.ip}:${socket.remotePort}`;
     this.lastActivity = now;
@@ -208,6 +208,8 @@ export class RtspServer implements SessionOwner {
         this.enqueue(c, async () => ({ status: item.status, headers, close: true }));
         return;
       }
+      // requestsOnly: 'request' is all that is left; 'response' and 'skipped' come only in other modes
+      if (item.kind !== 'request') continue;
       const req = item.request;
       if (++c.pending > MAX_PIPELINED) {
         this.bad(c, 'too many pipelined requests');

@@ -7,7 +7,14 @@ import { joinAnnexB } from '../../../plugin-sdk/formats/annexb';
 import { parsePlayUri } from '../src/play-url';
 import { Packetizer, VIDEO, AUDIO, type RtpTrackState, type RtpUnit } from '../src/packetizer';
 import { epochMsOfNtp, ntpOf } from '../src/rtcp';
-import { RtspParser, parseTransports, serializeResponse, type ParsedItem } from '../src/rtsp-message';
+import { RtspReader, parseTransports, serializeResponse, type RtspItem as ParsedItem, type RtspReaderOptions } from '../../../plugin-sdk/rtsp';
+
+/** the server's reader (rtsp-out reads its clients strictly) */
+class RtspParser extends RtspReader {
+  constructor(limits: Omit<RtspReaderOptions, 'mode'> = {}) {
+    super({ mode: 'strict', requestsOnly: true, ...limits });
+  }
+}
 import { prng } from '../../../test/support/prng';
 
 function bytes(n: number, seed: number, first: number[]): Buffer {
@@ -36,7 +43,7 @@ describe('rtsp-out units: RTSP messages', () => {
   const all = Buffer.concat([Buffer.from(req), frame, Buffer.from(set)]);
 
   function kinds(items: ParsedItem[]): string[] {
-    return items.map((i) => (i.kind === 'request' ? `${i.request.method} ${i.request.headers.get('cseq')} ${i.request.body.toString()}` : i.kind === 'interleaved' ? `$${i.channel}:${i.data.length}` : `error ${i.status}`));
+    return items.map((i) => (i.kind === 'request' ? `${i.request.method} ${i.request.headers.get('cseq')} ${i.request.body.toString()}` : i.kind === 'interleaved' ? `$${i.channel}:${i.data.length}` : i.kind === 'error' ? `error ${i.status}` : i.kind));
   }
 
   it('reads requests, bodies and interleaved frames whole or a byte at a time', () => {

@@ -11,7 +11,7 @@ import type { Logger } from 'pino';
 import type { Cancel, Clock } from '../../../plugin-sdk';
 import { Authenticator, parseChallenges } from './auth';
 import { SourceError } from './errors';
-import { header, parseRtpInfo, parseSessionHeader, RtspWireParser, type RtspMessage } from './rtsp-wire';
+import { cseqOf, serializeResponse, parseRtpInfo, parseSessionHeader, RtspReader, type RtspItem, type RtspRequest, type RtspResponse } from '../../../plugin-sdk/rtsp';
 import { parseSdp, type Sdp, type SdpMedia } from './sdp';
 import { redactText, tlsServerName, type SourceUrl } from './url';
 
@@ -57,14 +57,14 @@ export interface PlayInfo {
 const USER_AGENT = 'jt1078-gateway rtsp-source';
 
 interface Pending {
-  resolve(m: RtspMessage): void;
+  resolve(m: RtspResponse): void;
   reject(e: SourceError): void;
   cancel: Cancel;
 }
 
 export class RtspSession {
   private socket: net.Socket | undefined;
-  private parser: RtspWireParser;
+  private readonly parser = new RtspReader({ mode: 'resync' });
   private cseq = 0;
   private pending = new Map<number, Pending>();
   private auth: Authenticator | undefined;
@@ -84,14 +84,6 @@ export class RtspSession {
   private handler: SessionHandler | undefined;
 
   constructor(private readonly o: SessionOptions) {
-    this.parser = new RtspWireParser({
-      message: (m) => this.onMessage(m),
-      interleaved: (ch, data) => this.onInterleaved(ch, data),
-      malformed: (what) => {
-        this.handler?.malformed('rtsp');
-        this.o.log.debug({ source: o.source.redacted, what }, 'malformed RTSP from the source: skipped to the next message');
-      },
-    });
   }
 
   /** resolves once PLAY is answered 2xx; rejects with a SourceError saying what went wrong */
@@ -102,10 +94,10 @@ export class RtspSession {
       const src = this.o.source;
       const opt = await this.request('OPTIONS', src.requestUrl);
       // OPTIONS failing is no reason to give up: some cameras answer it only after DESCRIBE, or 501
-      if (opt.status === 200) for (const m of (header(opt, 'public') ?? '').split(',')) this.publicMethods.add(m.trim().toUpperCase());
+      if (opt.status === 200) for (const m of (opt.headers.get('public') ?? '').split(',')) this.publicMethods.add(m.trim().toUpperCase());
       const desc = await this.request('DESCRIBE', src.requestUrl, { Accept: 'application/sdp' });
       this.expectOk(desc, 'DESCRIBE');
-      const base = header(desc, 'content-base') ?? header(desc, 'content-location') ?? src.requestUrl;
+      const base = desc.headers.get('content-base') ?? desc.headers.get('content-location') ?? src.requestUrl;
       const sdp = parseSdp(desc.body.toString('utf8'), stripCredentials(base));
       const usable = sdp.media.filter((m) => m.codec !== undefined);
       const skipped = sdp.media.filter((m) => m.codec === undefined).map((m) => `${m.type} ${m.encoding}`);
@@ -121,7 +113,7 @@ export class RtspSession {
       }
       const play = await this.request('PLAY', stripCredentials(base), { Range: 'npt=0.000-' });
       this.expectOk(play, 'PLAY');
-      for (const info of parseRtpInfo(header(play, 'rtp-info'))) {
+      for (const info of parseRtpInfo(play.headers.get('rtp-info'))) {
         const t = tracks.find((x) => sameControl(x.media.control, info.url));
         if (t && info.rtptime !== undefined) t.rtptime = info.rtptime;
       }
@@ -177,7 +169,7 @@ export class RtspSession {
       sock.on('data', (chunk: Buffer) => {
         this.handler?.bytes(chunk.length);
         try {
-          this.parser.push(chunk);
+          for (const item of this.parser.push(chunk)) this.onItem(item);
         } catch (err) {
           // a bug of ours on odd input must not take the process down: drop what is buffered, go on
           this.handler?.malformed('rtsp');
@@ -211,13 +203,13 @@ export class RtspSession {
     const r = await this.request('SETUP', media.control, { Transport: transport });
     if (r.status === 461) throw new SourceError('unsupported', `it does not offer RTP over ${this.o.transport.toUpperCase()} (461 to SETUP); set the plugin's transport to ${this.o.transport === 'tcp' ? 'udp' : 'tcp'}`);
     this.expectOk(r, 'SETUP');
-    const s = parseSessionHeader(header(r, 'session'));
+    const s = parseSessionHeader(r.headers.get('session'));
     if (s) {
       this.sessionId ??= s.id;
       this.sessionTimeoutSec ??= s.timeoutSec;
     }
     if (this.o.transport === 'tcp') {
-      const m = /interleaved=(\d+)(?:-(\d+))?/i.exec(header(r, 'transport') ?? '');
+      const m = /interleaved=(\d+)(?:-(\d+))?/i.exec(r.headers.get('transport') ?? '');
       const rtp = m ? Number(m[1]) : index * 2;
       const rtcp = m && m[2] !== undefined ? Number(m[2]) : rtp + 1;
       this.channels.set(rtp, { track: index, rtcp: false });
@@ -260,17 +252,17 @@ export class RtspSession {
 
   // --- requests --------------------------------------------------------------------------------------------
 
-  private expectOk(r: RtspMessage, method: string): void {
+  private expectOk(r: RtspResponse, method: string): void {
     if (r.status !== undefined && r.status >= 200 && r.status < 300) return;
     throw new SourceError('status', `${r.status} ${redactText(r.reason ?? '', [this.o.source.pwd])} to ${method}`);
   }
 
   /** a request, answering one 401 with the credentials we have */
-  private async request(method: string, url: string, extra: Record<string, string> = {}): Promise<RtspMessage> {
+  private async request(method: string, url: string, extra: Record<string, string> = {}): Promise<RtspResponse> {
     let r = await this.send(method, url, extra);
     if (r.status !== 401) return r;
     const src = this.o.source;
-    const challenges = parseChallenges(r.headers.get('www-authenticate') ?? []);
+    const challenges = parseChallenges(r.headers.all('www-authenticate'));
     const stale = challenges.some((c) => c.scheme === 'digest' && /^true$/i.test(c.params.stale ?? ''));
     if (src.user === undefined) throw new SourceError('auth', `it needs credentials (401 to ${method}) and none were given`);
     if (this.auth && !stale) throw new SourceError('auth', `401 to ${method} with ${this.auth.scheme === 'digest' ? 'Digest' : 'Basic'} authentication`);
@@ -282,7 +274,7 @@ export class RtspSession {
     return r;
   }
 
-  private send(method: string, url: string, extra: Record<string, string>): Promise<RtspMessage> {
+  private send(method: string, url: string, extra: Record<string, string>): Promise<RtspResponse> {
     const sock = this.socket;
     if (!sock || this.closedWith) return Promise.reject(this.closedWith ?? new SourceError('dropped', 'not connected'));
     const cseq = ++this.cseq;
@@ -292,7 +284,7 @@ export class RtspSession {
     if (this.sessionId) lines.push(`Session: ${this.sessionId}`);
     if (this.auth) lines.push(`Authorization: ${this.auth.header(method, url)}`);
     for (const [k, v] of Object.entries(extra)) lines.push(`${k}: ${v}`);
-    return new Promise<RtspMessage>((resolve, reject) => {
+    return new Promise<RtspResponse>((resolve, reject) => {
       const cancel = this.o.clock.setTimeout(() => {
         this.pending.delete(cseq);
         reject(new SourceError('timeout', `no answer to ${method} within ${Math.round(this.o.requestTimeoutMs / 1000)} s`));
@@ -302,18 +294,31 @@ export class RtspSession {
     });
   }
 
-  private onMessage(m: RtspMessage): void {
-    if (m.method) {
-      // a server's own request (keep-alive probes, ANNOUNCE of a new SDP): answer so it does not wait on us
-      const cseq = header(m, 'cseq') ?? '0';
-      const ok = m.method === 'OPTIONS' || m.method === 'GET_PARAMETER';
-      this.socket?.write(`RTSP/1.0 ${ok ? '200 OK' : '501 Not Implemented'}\r\nCSeq: ${cseq}\r\n\r\n`);
-      return;
+  private onItem(item: RtspItem): void {
+    switch (item.kind) {
+      case 'response': this.onMessage(item.response); return;
+      case 'request': this.onServerRequest(item.request); return;
+      case 'interleaved': this.onInterleaved(item.channel, item.data); return;
+      case 'skipped':
+        this.handler?.malformed('rtsp');
+        this.o.log.debug({ source: this.o.source.redacted, what: item.what }, 'malformed RTSP from the source: skipped to the next message');
+        return;
+      case 'error': return;
     }
-    const cseq = Number(header(m, 'cseq'));
+  }
+
+  /** a server's own request (keep-alive probes, ANNOUNCE of a new SDP): answered so it does not wait on us */
+  private onServerRequest(m: RtspRequest): void {
+    const ok = m.method === 'OPTIONS' || m.method === 'GET_PARAMETER';
+    // its CSeq is echoed only when it is digits: a camera's header cannot write lines into our answer
+    this.socket?.write(serializeResponse(ok ? 200 : 501, [['CSeq', cseqOf(m) ?? '0']]));
+  }
+
+  private onMessage(m: RtspResponse): void {
+    const cseq = Number(m.headers.get('cseq'));
     let key = Number.isInteger(cseq) && this.pending.has(cseq) ? cseq : undefined;
     // a server that leaves CSeq out answers in order
-    if (key === undefined && header(m, 'cseq') === undefined) key = this.pending.keys().next().value;
+    if (key === undefined && m.headers.get('cseq') === undefined) key = this.pending.keys().next().value;
     if (key === undefined) return;
     const p = this.pending.get(key)!;
     this.pending.delete(key);
