@@ -22,8 +22,11 @@ export type RouteDecision =
   /** belongs to no stream in particular: any worker */
   | 'any';
 
-/** Runs in the primary, on a connection's first bytes or a whole datagram. Must be pure and quick. */
-export type ConnectionRouter = (head: Buffer) => RouteDecision;
+/**
+ * Runs in the primary, on a connection's first bytes or a whole datagram. Must be pure and quick. `complete`: no more
+ * bytes will come (a datagram, or the 4 KiB cap reached): answer with a key or 'any', not 'more'.
+ */
+export type ConnectionRouter = (head: Buffer, complete: boolean) => RouteDecision;
 
 /** the routing key of a terminal channel: live and replay of one channel share a worker */
 export function channelKey(normSim: string, chanId: number): string {

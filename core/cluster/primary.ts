@@ -300,7 +300,7 @@ export class Primary {
       sock.once('error', (err: NodeJS.ErrnoException) => reject(new Error(`${describeListenError(err, port, host)} (UDP)`)));
       sock.on('message', (msg, rinfo) => {
         let d: RouteDecision;
-        try { d = l.router(msg); } catch { d = 'any'; }
+        try { d = l.router(msg, true); } catch { d = 'any'; }
         // a datagram that names no stream is junk to a routed listener: no worker would know what to do with it
         if (typeof d !== 'object') return;
         const slot = this.slots[shardOf(d.key, this.slots.length)];
@@ -350,13 +350,19 @@ export class Primary {
     };
     const onData = (chunk: Buffer) => {
       head = head.length ? Buffer.concat([head, chunk]) : chunk;
+      const complete = head.length >= MAX_HEAD;
       let d: RouteDecision;
-      try { d = l.router(head); } catch { d = 'any'; }
-      if (d === 'more' && head.length < MAX_HEAD) return;
+      try { d = l.router(head, complete); } catch { d = 'any'; }
+      if (d === 'more' && !complete) return;
       finish(d === 'more' ? 'any' : d);
     };
     const onError = () => { done = true; clearTimeout(timer); sock.destroy(); };
-    const timer = setTimeout(() => finish('any'), FIRST_BYTES_MS);
+    // a peer that goes quiet before its router could decide: a last, final guess on what came
+    const timer = setTimeout(() => {
+      let d: RouteDecision = 'any';
+      if (head.length) try { d = l.router(head, true); } catch { /* any */ }
+      finish(d === 'more' ? 'any' : d);
+    }, FIRST_BYTES_MS);
     sock.on('data', onData);
     sock.on('error', onError);
     // accepted paused (pauseOnConnect): a 'data' listener alone does not start a paused socket

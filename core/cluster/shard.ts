@@ -22,9 +22,9 @@ const MAX_LINE = 4096;
  * (`GET /live/{stream}.flv?…`, `GET /hls/{stream}/index.m3u8`, `OPTIONS rtsp://h:p/live/{stream}?… RTSP/1.0`,
  * `GET /talk/{stream}?…`). The first path segment that is a session stream name decides; anything else, any worker.
  */
-export const streamPathRouter: ConnectionRouter = (head: Buffer): RouteDecision => {
+export const streamPathRouter: ConnectionRouter = (head: Buffer, complete: boolean): RouteDecision => {
   const eol = head.indexOf(0x0a);
-  if (eol < 0) return head.length >= MAX_LINE ? 'any' : 'more';
+  if (eol < 0) return complete || head.length >= MAX_LINE ? 'any' : 'more';
   const line = head.toString('latin1', 0, eol);
   const parts = line.split(' ');
   if (parts.length < 2) return 'any';

@@ -24,12 +24,12 @@ describe('cluster routing keys', () => {
   });
 
   it('reads the request line of HTTP, WebSocket and RTSP, and waits for it whole', () => {
-    assert.deepEqual(streamPathRouter(Buffer.from('GET /live/1_1_1.flv?token=x HTTP/1.1\r\nHost: a\r\n')), { key: '1_1' });
-    assert.deepEqual(streamPathRouter(Buffer.from('OPTIONS rtsp://h:7554/live/9_2_1?reqId=r RTSP/1.0\r\nCSeq: 1\r\n')), { key: '9_2' });
-    assert.equal(streamPathRouter(Buffer.from('GET /live/1_1_1.flv?tok')), 'more');
-    assert.equal(streamPathRouter(Buffer.from('POST /strm/open HTTP/1.1\r\n')), 'any');
-    assert.equal(streamPathRouter(Buffer.from([0x16, 0x03, 0x01, 0x02, 0x00, 0x0a, 0x01])), 'any', 'a TLS hello names no path');
-    assert.equal(streamPathRouter(Buffer.alloc(5000, 0x41)), 'any');
+    assert.deepEqual(streamPathRouter(Buffer.from('GET /live/1_1_1.flv?token=x HTTP/1.1\r\nHost: a\r\n'), false), { key: '1_1' });
+    assert.deepEqual(streamPathRouter(Buffer.from('OPTIONS rtsp://h:7554/live/9_2_1?reqId=r RTSP/1.0\r\nCSeq: 1\r\n'), false), { key: '9_2' });
+    assert.equal(streamPathRouter(Buffer.from('GET /live/1_1_1.flv?tok'), false), 'more');
+    assert.equal(streamPathRouter(Buffer.from('POST /strm/open HTTP/1.1\r\n'), false), 'any');
+    assert.equal(streamPathRouter(Buffer.from([0x16, 0x03, 0x01, 0x02, 0x00, 0x0a, 0x01]), false), 'any', 'a TLS hello names no path');
+    assert.equal(streamPathRouter(Buffer.alloc(5000, 0x41), false), 'any');
   });
 
   it('spreads a fleet evenly and agrees with itself (every process computes it alone)', () => {

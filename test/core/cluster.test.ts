@@ -16,7 +16,7 @@ import { channelKey } from '../../plugin-sdk/cluster';
 import { shardOf } from '../../core/cluster/shard';
 import { repoRoot } from '../../core/kernel';
 import { scratchDir } from '../support/paths';
-import { HttpFlvPlayer, TcpTerminal, capture, encodeLazily, ffprobe, loopedPackets, waitFor } from '../e2e/helpers';
+import { HttpFlvPlayer, TcpTerminal, capture, encodeCapture, encodeLazily, ffprobe, loopedPackets, sendUdp, waitFor } from '../e2e/helpers';
 
 const MAIN = path.join(repoRoot, 'dist', 'core', 'main.js');
 const CAPTURE = 'jt1078/glaciall-cif-h264-2013.bin';
@@ -103,7 +103,7 @@ describe('a gateway with two workers (real process)', function () {
           { appId: 'ops', user: 'ops', password: 'ops', admin: true }, { appId: 'gov', user: 'gov', password: 'gov', gov: true }], metricsAccess: 'open',
       },
       plugins: [
-        { name: 'jt1078-ingest', config: { livePort2013: 0, livePort2019: 0, replayPort2013: 0, replayPort2019: 0, udp: false } },
+        { name: 'jt1078-ingest', config: { livePort2013: 0, livePort2019: 0, replayPort2013: 0, replayPort2019: 0 } },
         { name: 'flv-out', config: { port: 0 } },
         { name: 'hls-out', config: {} },
         { name: 'callback-notifier', config: { allowLoopback: true } },
@@ -188,6 +188,26 @@ describe('a gateway with two workers (real process)', function () {
     const foreign = await api(ports['gateway.httpPort'], 'POST', '/strm/keep', { reqIds: ['cluster-req-A', 'cluster-req-B'] }, AUTH_B);
     assert.deepEqual(foreign.json.data.map((x: { keep: boolean }) => x.keep), [false, false]);
     assert.equal((await api(ports['gateway.httpPort'], 'GET', '/strm/status', undefined, AUTH_B)).json.count, 0);
+  });
+
+  it('a terminal pushing over UDP reaches its channel\'s worker through the primary, datagram by datagram', async () => {
+    // a third channel, on worker 1, in the 2019 layout
+    let sim = '';
+    for (let i = 100; !sim; i++) if (shardOf(channelKey(String(13900000000 + i), 2), 2) === 1) sim = String(13900000000 + i);
+    const r = await open(sim, { chanId: 2, reqId: 'cluster-udp' });
+    assert.equal(r.json.errCode, 0, r.text);
+    assert.equal(r.json.data[0].tcp2019, true);
+    const player = await HttpFlvPlayer.connect(r.json.data[0].playUrl);
+    const packets = encodeCapture(capture(CAPTURE).packets, { sim, channel: 2, layout: '2019' });
+    await sendUdp(r.json.data[0].port2019, packets, { perTick: 40, tickMs: 5 });
+    await waitFor('video over UDP', () => player.videoFrames() >= 100, 30_000, 50);
+    player.close();
+    const p = ffprobe(player.data(), 'flv');
+    assert.equal(p.codec, 'h264');
+    assert.ok(p.frames >= 100, `decoded ${p.frames}`);
+    const opened = await waitFor('its log line', () => stdout.split('\n').find((l) => l.includes('"request opened"') && l.includes('cluster-udp')));
+    assert.equal((JSON.parse(opened) as { worker: number }).worker, 1);
+    await api(ports['gateway.httpPort'], 'POST', '/strm/close', { reqIds: ['cluster-udp'] });
   });
 
   it('keeps a request id unique across workers', async () => {

@@ -6,7 +6,8 @@
  * The layout is not known yet (every port takes both): a header is trusted when the packet after it also validates
  * in the same layout (the chained check the parser does), or when only one layout validates at all. Junk before the
  * first magic is skipped. A terminal that sends a lone, ambiguous first packet is decided after MAX_WAIT bytes by
- * the layout that validated, 2013 first (the older, commoner terminals).
+ * the layout that validated, 2013 first (the older, commoner terminals). A datagram (complete: one packet, nothing
+ * follows) is decided by the layout whose packet length fills it exactly.
  */
 import { channelKey, type ConnectionRouter, type RouteDecision } from '../../../plugin-sdk/cluster';
 import { MAGIC, probeHeader, PROBE_NEED_MORE, SimDecoder, type Jt1078Layout } from './packet';
@@ -29,7 +30,21 @@ function chained(buf: Buffer, off: number, layout: Jt1078Layout): 'yes' | 'maybe
   return n >= 0 || n === PROBE_NEED_MORE ? 'yes' : 'no';
 }
 
-export const routeTerminal: ConnectionRouter = (head: Buffer): RouteDecision => {
+/** a datagram holds exactly one packet: the layout whose packet length fills it is the one */
+function exactFill(d: Buffer): RouteDecision | undefined {
+  const off = d.indexOf(MAGIC);
+  if (off < 0) return undefined;
+  for (const layout of ['2013', '2019'] as const) {
+    if (probeHeader(d, off, d.length, layout) === d.length - off) return { key: keyAt(d, off, layout) };
+  }
+  return undefined;
+}
+
+export const routeTerminal: ConnectionRouter = (head: Buffer, complete: boolean): RouteDecision => {
+  if (complete) {
+    const exact = exactFill(head);
+    if (exact) return exact;
+  }
   let off = head.indexOf(MAGIC);
   while (off >= 0) {
     const a = chained(head, off, '2013');
@@ -39,11 +54,15 @@ export const routeTerminal: ConnectionRouter = (head: Buffer): RouteDecision => 
     if (a === 'no' && b === 'no') { off = head.indexOf(MAGIC, off + 1); continue; }
     // both chain (same SIM bytes either way), or one still waits for its next packet
     const sure = a === 'yes' && b === 'yes';
-    if (!sure && head.length < MAX_WAIT) return 'more';
+    const wait = !complete && head.length < MAX_WAIT;
+    if (!sure && wait) return 'more';
     const layout: Jt1078Layout = a !== 'no' ? '2013' : '2019';
-    if (probeHeader(head, off, head.length, layout) === PROBE_NEED_MORE && head.length < MAX_WAIT) return 'more';
+    if (probeHeader(head, off, head.length, layout) === PROBE_NEED_MORE) {
+      if (wait) return 'more';
+      if (complete) { off = head.indexOf(MAGIC, off + 1); continue; }
+    }
     return { key: keyAt(head, off, layout) };
   }
   // no header yet: a terminal's first bytes may be split before its magic
-  return head.length < MAX_WAIT ? 'more' : 'any';
+  return !complete && head.length < MAX_WAIT ? 'more' : 'any';
 };
