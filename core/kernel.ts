@@ -232,6 +232,10 @@ export class Kernel {
     });
     this.authHooks = { loginGuard: this.loginGuard, onAuthFailure: (reason: string) => authFailures.inc({ reason }), onAuthThrottled: () => authThrottled.inc() };
     this.connections = this.connectionGuard(coreMetrics, perAddressExempt, listenerLimits);
+    if (this.opts.cluster) {
+      const forwarded = coreMetrics.counter('forwarded_total', 'requests and WebSocket upgrades this worker passed to the worker that owns their stream', ['kind']);
+      this.opts.cluster.forwarded = (kind) => forwarded.inc({ kind });
+    }
     this.api = new ApiServer({ bodyLimit: this.gateway.bodyLimit, apps: this.apps, log: this.log.child({ part: 'http' }), ...this.authHooks, tls: this.tls });
     this.connections.guardServer(this.api.server, this.connections.gate('gateway.httpPort', 'api'));
 

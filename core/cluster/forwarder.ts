@@ -32,6 +32,7 @@ export class ClusterForwarder implements ApiForwarder {
     private readonly listener: string,
     private readonly secret: string,
     private readonly log: Logger,
+    private readonly counted: (kind: 'request' | 'upgrade') => void = () => undefined,
   ) {}
 
   /** the worker that should serve this request, when it is not this one */
@@ -59,6 +60,7 @@ export class ClusterForwarder implements ApiForwarder {
   async request(req: http.IncomingMessage, res: http.ServerResponse): Promise<boolean> {
     const owner = await this.ownerOf(req);
     if (owner === undefined) return false;
+    this.counted('request');
     const out = http.request({
       socketPath: internalSocketPath(this.clusterId, owner, this.listener), method: req.method, path: req.url,
       headers: this.headersFor(req), agent: false,
@@ -82,6 +84,7 @@ export class ClusterForwarder implements ApiForwarder {
   async upgrade(req: http.IncomingMessage, socket: Duplex, head: Buffer): Promise<boolean> {
     const owner = await this.ownerOf(req);
     if (owner === undefined) return false;
+    this.counted('upgrade');
     const up = net.connect(internalSocketPath(this.clusterId, owner, this.listener));
     const lines = [`${req.method} ${req.url} HTTP/1.1`];
     for (let i = 0; i < req.rawHeaders.length; i += 2) {

@@ -13,6 +13,8 @@ export interface ClusterContext {
   id: string;
   /** proves a forwarded request came from a sibling worker */
   secret: string;
+  /** counts requests and upgrades passed to the worker that owns them (set by the kernel) */
+  forwarded?: (kind: 'request' | 'upgrade') => void;
 }
 
 /** the route of a listener, or undefined when it has none (then Node's cluster shares the port among workers) */
@@ -45,7 +47,7 @@ export async function adoptTcp(c: ClusterContext, listener: string, port: number
  */
 export async function adoptHttp(c: ClusterContext, listener: string, port: number, host: string, spec: RouteSpec, api: ApiServer, log: Logger): Promise<{ port: number; internal: net.Server }> {
   const bound = await adoptTcp(c, listener, port, host, spec, api.server);
-  api.forwarder = new ClusterForwarder(c.link, c.id, listener, c.secret, log);
+  api.forwarder = new ClusterForwarder(c.link, c.id, listener, c.secret, log, (kind) => c.forwarded?.(kind));
   const internal = await listenInternal(internalSocketPath(c.id, c.link.index, listener), api.internalServer(), c.secret);
   return { port: bound, internal };
 }

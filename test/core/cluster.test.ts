@@ -16,6 +16,7 @@ import { channelKey } from '../../plugin-sdk/cluster';
 import { shardOf } from '../../core/cluster/shard';
 import { repoRoot } from '../../core/kernel';
 import { scratchDir } from '../support/paths';
+import { Client, Terminal, dominantHz, pcmBytes, terminalPackets, tone } from '../../plugins/intercom/test/helpers';
 import { HttpFlvPlayer, TcpTerminal, capture, encodeCapture, encodeLazily, ffprobe, loopedPackets, sendUdp, waitFor } from '../e2e/helpers';
 
 const MAIN = path.join(repoRoot, 'dist', 'core', 'main.js');
@@ -108,6 +109,7 @@ describe('a gateway with two workers (real process)', function () {
         { name: 'hls-out', config: {} },
         { name: 'callback-notifier', config: { allowLoopback: true } },
         { name: 'gov-timed-token', config: {} },
+        { name: 'intercom', config: { maxBufferMs: 2000 } },
       ],
     };
     const file = path.join(dir, 'site.json');
@@ -210,6 +212,56 @@ describe('a gateway with two workers (real process)', function () {
     await api(ports['gateway.httpPort'], 'POST', '/strm/close', { reqIds: ['cluster-udp'] });
   });
 
+  it('talk reaches the terminal on its worker, over taUrl and over STOMP whichever worker the socket lands on', async () => {
+    let sim = '';
+    for (let i = 500; !sim; i++) if (shardOf(channelKey(String(13700000000 + i), 1), 2) === 1) sim = String(13700000000 + i);
+    const r = await open(sim, { dataTyp: 2, reqId: 'cluster-talk' });
+    assert.equal(r.json.errCode, 0, r.text);
+    const { taUrl, wsUrl } = r.json.data[0] as { taUrl: string; wsUrl: string };
+    const t = await Terminal.connect(r.json.data[0].port, { layout: '2013' });
+    try {
+      t.write(terminalPackets({ sim, channel: 1, layout: '2013' }).packets);
+      await waitFor('the talk stream ready', async () => {
+        const st = await api(ports['gateway.httpPort'], 'GET', '/strm/status?reqId=cluster-talk');
+        return st.json.data[0]?.ready;
+      }, 20_000, 100);
+      const ta = await Client.open(taUrl);
+      for (let at = 0; at < 8000; at += 160) ta.send(pcmBytes(tone(700, 160, at)));
+      await waitFor('a second of taUrl audio at the terminal', () => t.receiver.report().frames >= 50, 15_000, 50);
+      assert.equal(dominantHz(t.receiver.pcm).hz, 700);
+      // one talker per channel: the next one starts once this one's close is done
+      ta.ws.close();
+      await ta.closedP;
+      // two STOMP sockets: the primary deals them to both workers, so one is forwarded by its request id
+      for (const hz of [1000, 1500]) {
+        const c = await Client.open(wsUrl, ['v12.stomp']);
+        const stomp = (command: string, headers: Record<string, string>, body?: Buffer) => {
+          let head = `${command}\n`;
+          for (const [k, v] of Object.entries(headers)) head += `${k}:${v}\n`;
+          if (body) head += `content-length:${body.length}\n`;
+          c.send(Buffer.concat([Buffer.from(head + '\n'), body ?? Buffer.alloc(0), Buffer.from([0])]));
+        };
+        stomp('CONNECT', { 'accept-version': '1.2', host: '127.0.0.1' });
+        await waitFor('CONNECTED', () => {
+          assert.equal(c.closed, undefined, `STOMP socket closed: ${JSON.stringify(c.closed)}`);
+          return [...c.messages.map((m) => m.toString('latin1')), ...c.texts].some((m) => m.startsWith('CONNECTED'));
+        }, 5000, 20);
+        const before = t.receiver.report().frames;
+        for (let at = 0; at < 8000; at += 160) stomp('SEND', { destination: '/talk/cluster-talk' }, pcmBytes(tone(hz, 160, at)));
+        await waitFor(`a second of ${hz} Hz over STOMP`, () => t.receiver.report().frames >= before + 50, 15_000, 50);
+        assert.equal(dominantHz(t.receiver.pcm.subarray(t.receiver.pcm.length - 4000)).hz, hz);
+        c.ws.close();
+        await c.closedP;
+      }
+      // the primary deals 'any' connections in turn: one of the two STOMP sockets went to worker 0 and was forwarded
+      const m = await api(ports['gateway.httpPort'], 'GET', '/metrics');
+      assert.match(m.text, /^gw_core_forwarded_total\{kind="upgrade"\} [1-9]/m);
+    } finally {
+      t.close();
+      await api(ports['gateway.httpPort'], 'POST', '/strm/close', { reqIds: ['cluster-talk'] });
+    }
+  });
+
   it('keeps a request id unique across workers', async () => {
     // cluster-req-A is held by worker 0; simB's channel belongs to worker 1
     const same = await open(simB, { reqId: 'cluster-req-A' });
@@ -256,6 +308,8 @@ describe('a gateway with two workers (real process)', function () {
         assert.match(got.text, /#EXTINF|#EXT-X-PART/);
       }
       assert.equal(sockets.size, 1, 'the four playlists came over one connection');
+      const m = await api(ports['gateway.httpPort'], 'GET', '/metrics');
+      assert.match(m.text, /^gw_core_forwarded_total\{kind="request"\} [1-9]/m, 'half of them were forwarded');
     } finally {
       agent.destroy();
     }
