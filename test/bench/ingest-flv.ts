@@ -22,10 +22,10 @@ import { fixturePath, repoRoot, scratchDir } from '../support/paths';
 import { BenchPlayer } from './support/bench-player';
 import {
   Api, Reservoir, benchApplications, checkDeadline, connectTcp, f1, f2, haveTaskset, mb, pinSelf, pool, printProfile, profileFiles, runDeadline,
-  freePort, startGateway, BOOT_TIMEOUT_MS, stopGateway, tail, threadCpu, waitHealthy, REQUESTS_PER_APP,
+  freePort, startGateway, BOOT_TIMEOUT_MS, stopGateway, tail, gatewayCpu, gatewayRss, waitHealthy, REQUESTS_PER_APP,
 } from './support/gateway-harness';
 import {
-  bucketsDelta, bucketsOf, coreTimes, histogramQuantile, quantile, rssBytes, sumOf, type Buckets, type Sample,
+  bucketsDelta, bucketsOf, coreTimes, histogramQuantile, quantile, sumOf, type Buckets, type Sample,
 } from './support/process-probe';
 import { SynthTerminal, speechPcm, synthesise, type SynthStream } from './support/synth-terminals';
 
@@ -51,6 +51,10 @@ export interface IngestFlvOptions {
   floor: boolean;
   /** rounds of gateway and floor alternated on the same load, then the CPU ratio (0: off) */
   vsFloor: number;
+  /** the gateway's worker processes (GW_WORKERS); CPU and RSS are summed over the primary and its workers */
+  workers: number;
+  /** rounds of one process and `workers` workers alternated on the same load and core, then streams per CPU-second (0: off) */
+  vsWorkers: number;
 }
 
 export interface IngestFlvResult {
@@ -105,7 +109,7 @@ const AAC_LOOKAHEAD_MS = 384;
 
 export const USAGE = `usage: npm run bench -- ingest-flv [--terminals N] [--seconds S] [--mbps X] [--capture FILE] [--audio]
                        [--audio-frame-ms MS] [--aac|--no-aac] [--ramp] [--ramp-seconds S] [--warmup S] [--profile]
-                       [--floor | --vs-floor K] [--no-pin] [--keep-dir] [--node-opt OPT]...
+                       [--floor | --vs-floor K] [--workers N] [--vs-workers K] [--no-pin] [--keep-dir] [--node-opt OPT]...
   --terminals N     simulated terminals, one HTTP-FLV player each (default 500)
   --seconds S       measured window (default 30)
   --mbps X          per-terminal rate in Mbit/s, audio included; the capture's video frames are padded up to it (default 1)
@@ -118,6 +122,10 @@ export const USAGE = `usage: npm run bench -- ingest-flv [--terminals N] [--seco
   --ramp            open terminals gradually (over --ramp-seconds, default 20) instead of all at once
   --warmup S        seconds of load before the window opens (default 5)
   --profile         run the gateway under node --cpu-prof and print its top self-time functions
+  --workers N       the gateway runs N worker processes (GW_WORKERS; default 1); CPU and RSS add up the primary and its
+                    workers, all on the gateway's core when pinned
+  --vs-workers K    K rounds of 1 process and --workers N (default 2) alternated, then streams per gateway CPU-second of each
+                    and their ratio: what a worker costs on top of the work (1.0: N workers on N cores hold N times the streams)
   --floor           run the bare-relay floor (test/bench/floor/bare-relay.ts) instead of the gateway, on the same load
   --vs-floor K      K rounds of the gateway and the floor alternated, then gateway CPU / floor CPU (issue 16's steering figure)
   --no-pin          do not pin the gateway to core 0 and this process to core 1
@@ -127,7 +135,7 @@ export const USAGE = `usage: npm run bench -- ingest-flv [--terminals N] [--seco
 export function parseArgs(args: string[]): IngestFlvOptions {
   const o: IngestFlvOptions = {
     terminals: 500, seconds: 30, mbps: 1, capture: '', ramp: false, rampSeconds: 20, warmup: 5, profile: false, pin: true, keepDir: false,
-    nodeOpts: [], audio: false, audioFrameMs: 20, aac: false, floor: false, vsFloor: 0,
+    nodeOpts: [], audio: false, audioFrameMs: 20, aac: false, floor: false, vsFloor: 0, workers: 1, vsWorkers: 0,
   };
   let aac: boolean | undefined;
   const num = (i: number, flag: string, min: number, max: number, int: boolean): number => {
@@ -147,6 +155,8 @@ export function parseArgs(args: string[]): IngestFlvOptions {
       case '--warmup': o.warmup = num(i++, a, 0, 600, false); break;
       case '--floor': o.floor = true; break;
       case '--vs-floor': o.vsFloor = num(i++, a, 1, 20, true); break;
+      case '--workers': o.workers = num(i++, a, 1, 64, true); break;
+      case '--vs-workers': o.vsWorkers = num(i++, a, 1, 20, true); break;
       case '--ramp-seconds': o.rampSeconds = num(i++, a, 0, 3600, false); o.ramp = true; break;
       case '--capture': {
         const v = args[++i];
@@ -180,10 +190,38 @@ export function parseArgs(args: string[]): IngestFlvOptions {
 
 // ------------------------------------------------------------------------------------------------------------
 
+/**
+ * One process against N workers on the same load and the same core, alternated: streams per gateway CPU-second of
+ * each. On N cores the workers hold N x (their figure) streams; their figure over the single process's says what the
+ * split costs (the primary, N runtimes instead of one) and so how close the machine comes to N times one core.
+ */
+async function vsWorkers(o: IngestFlvOptions, stream: SynthStream): Promise<IngestFlvResult> {
+  const n = o.workers > 1 ? o.workers : 2;
+  const rounds: Array<{ one: IngestFlvResult; many: IngestFlvResult }> = [];
+  for (let k = 0; k < o.vsWorkers; k++) {
+    const one = await runWith({ ...o, workers: 1 }, stream);
+    const many = await runWith({ ...o, workers: n }, stream);
+    rounds.push({ one, many });
+  }
+  const perCore = (r: IngestFlvResult) => r.terminals / (r.cpuPct / 100);
+  console.log(`\ningest-flv, 1 process vs ${n} workers on the same core, ${o.terminals} terminals, ${rounds.length} round(s) alternated:`);
+  for (const [k, r] of rounds.entries()) {
+    console.log(`  round ${k + 1}: 1 process ${f1(r.one.cpuPct)} % (${f1(perCore(r.one))} streams per core, RSS ${f1(r.one.rssMB)} MB), ` +
+      `${n} workers ${f1(r.many.cpuPct)} % (${f1(perCore(r.many))} streams per core, RSS ${f1(r.many.rssMB)} MB)`);
+  }
+  const one = rounds.reduce((x, r) => x + r.one.cpuPct, 0);
+  const many = rounds.reduce((x, r) => x + r.many.cpuPct, 0);
+  const efficiency = one / many;
+  console.log(`  streams per CPU-second, ${n} workers / 1 process: ${f2(efficiency)}; on ${n} cores: ${f2(n * efficiency)} x one process ` +
+    `(target ${f1(0.9 * n)} x: ${n * efficiency >= 0.9 * n ? 'ok' : 'MISSED'}; this assumes the cores are independent, which a shared memory bus and turbo clocks are not quite)`);
+  return rounds[rounds.length - 1].many;
+}
+
 export async function run(args: string[]): Promise<IngestFlvResult> {
   const o = parseArgs(args);
   const audio = o.audio ? { pcm: speechPcm(fixturePath('g726/in_32.g726')), frameMs: o.audioFrameMs } : undefined;
   const stream = synthesise(o.capture, o.mbps, 950, audio);
+  if (o.vsWorkers > 0) return vsWorkers(o, stream);
   if (o.vsFloor === 0) return runWith(o, stream);
   // alternated in one session, since this machine's speed drifts: the ratio is the figure, not either CPU alone
   const rounds: Array<{ gateway: IngestFlvResult; floor: IngestFlvResult }> = [];
@@ -250,7 +288,8 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
     console.warn(`ingest-flv: the capture alone runs above ${o.mbps} Mbit/s; it is sent unpadded`);
   }
 
-  const gw = startGateway({ siteFile, dir, pin, profileDir, nodeOpts: o.nodeOpts, main: o.floor ? FLOOR_MAIN : undefined });
+  const gw = startGateway({ siteFile, dir, pin, profileDir, nodeOpts: o.nodeOpts, main: o.floor ? FLOOR_MAIN : undefined, workers: o.floor ? 1 : o.workers });
+  if (o.workers > 1 && !o.floor) console.log(`  the gateway runs ${o.workers} worker processes${pin ? ', all on core 0 with the primary' : ''}: CPU and RSS below add up every process`);
   if (o.floor) console.log('  the FLOOR runs instead of the gateway: a bare relay (packets to FLV tags, nothing else); gateway metrics below read 0');
   const killGateway = () => gw.child.kill('SIGKILL'); // last resort if this process exits mid-run
   process.once('exit', killGateway);
@@ -266,7 +305,7 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
     // --- boot
     await waitHealthy(gw, api, deadline);
     if (pin && !pinSelf(1)) console.warn('ingest-flv: could not pin this process to core 1');
-    const idleRss = rssBytes(gw.pid);
+    const idleRss = gatewayRss(gw.pid);
     console.log(`  gateway pid ${gw.pid}${pin ? ' on core 0, load generator and players on core 1' : ' (unpinned)'}; idle RSS ${f1(mb(idleRss))} MB`);
 
     // --- one timer paces every terminal
@@ -317,7 +356,7 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
     // --- measured window
     const m0 = await api.metrics(); // also resets the gateway's event-loop delay window
     const snap = () => ({
-      at: performance.now(), threads: threadCpu(gw.pid), self: process.cpuUsage(), cores: coreTimes(),
+      at: performance.now(), threads: gatewayCpu(gw.pid), self: process.cpuUsage(), cores: coreTimes(),
       bytesIn: terminals.reduce((s, t) => s + t.bytes, 0), bytesOut: players.reduce((s, p) => s + p.counter.bytes, 0),
       dropped: terminals.reduce((s, t) => s + t.dropped, 0),
     });
@@ -336,7 +375,7 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
     while (performance.now() < windowEnd) {
       await sleep(Math.min(1000, Math.max(1, windowEnd - performance.now())), undefined, { signal: deadline });
       if (gw.child.exitCode !== null) throw new Error(`gateway exited during the window (code ${gw.child.exitCode}):\n${tail(gw.logFile)}`);
-      const r = rssBytes(gw.pid);
+      const r = gatewayRss(gw.pid);
       rssSamples.push(r);
       if (r > peakRss) peakRss = r;
     }
@@ -369,7 +408,7 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
         worker: (100 * (s1.threads.workers - s0.threads.workers)) / secs,
         other: (100 * Math.max(0, s1.threads.total - s0.threads.total - (s1.threads.main - s0.threads.main) - (s1.threads.workers - s0.threads.workers))) / secs,
       },
-      rssMB: mb(rssSamples[rssSamples.length - 1] ?? rssBytes(gw.pid)),
+      rssMB: mb(rssSamples[rssSamples.length - 1] ?? gatewayRss(gw.pid)),
       peakRssMB: mb(peakRss),
       idleRssMB: mb(idleRss),
       addedLatencyMs: { p50: histogramQuantile(lat, 0.5) * 1000, p99: histogramQuantile(lat, 0.99) * 1000, count: lat.counts[lat.counts.length - 1] ?? 0 },
@@ -434,8 +473,11 @@ function report(r: IngestFlvResult, m: Map<string, Sample[]>, lateTicks: number,
     `  gateway RSS: ${f1(r.rssMB)} MB at the end, ${f1(r.peakRssMB)} MB peak in the window (${f1(r.idleRssMB)} MB idle)`,
     `  added latency, frame read -> FLV tags written (gateway metric, ${r.addedLatencyMs.count} frames): ` +
       `p50 ${f2(r.addedLatencyMs.p50)} ms, p99 ${f2(r.addedLatencyMs.p99)} ms`,
-    `  gateway event-loop delay (a 10 ms timer's lateness plus its 10 ms): p50 ${f2(r.eventLoopDelayMs.p50)} ms, ` +
-      `p99 ${f2(r.eventLoopDelayMs.p99)} ms, max ${f2(r.eventLoopDelayMs.max)} ms`,
+    o.workers > 1
+      // /metrics sums series over the workers: a sum of percentiles means nothing
+      ? `  gateway event-loop delay: not shown with ${o.workers} workers (/metrics adds the workers' figures up)`
+      : `  gateway event-loop delay (a 10 ms timer's lateness plus its 10 ms): p50 ${f2(r.eventLoopDelayMs.p50)} ms, ` +
+        `p99 ${f2(r.eventLoopDelayMs.p99)} ms, max ${f2(r.eventLoopDelayMs.max)} ms`,
     `  end to end, terminal write -> player read, both processes' delays included (${r.endToEndMs.count} frames, ${unmatched} unmatched): ` +
       `p50 ${f2(r.endToEndMs.p50)} ms, p99 ${f2(r.endToEndMs.p99)} ms`,
     ...(stream.audio === 'none' ? [] : [

@@ -11,7 +11,7 @@ import * as path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { repoRoot } from '../../support/paths';
 import { WORKER_THREAD_PREFIX } from './name-threads';
-import { cpuSeconds, parsePrometheus, summariseCpuProfile, threadCpuSeconds, threadsOf, type Sample } from './process-probe';
+import { cpuSeconds, parsePrometheus, rssBytes, summariseCpuProfile, threadCpuSeconds, threadsOf, type Sample } from './process-probe';
 
 export const GATEWAY_MAIN = path.join(repoRoot, 'dist', 'core', 'main.js');
 const NAME_THREADS = path.join(__dirname, 'name-threads.js');
@@ -330,6 +330,43 @@ export function threadCpu(pid: number): ThreadCpu {
     }
   }
   return { main, workers, total, workerCount };
+}
+
+/** The gateway's processes: the one started and, with workers, its worker processes (children that are node). */
+export function gatewayPids(pid: number): number[] {
+  let kids: number[] = [];
+  try {
+    kids = fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  } catch {
+    // no children file (old kernels): the process alone
+  }
+  return [pid, ...kids];
+}
+
+/** threadCpu summed over a gateway's processes (the primary and its workers); a process that is gone counts 0 */
+export function gatewayCpu(pid: number): ThreadCpu {
+  const sum: ThreadCpu = { main: 0, workers: 0, total: 0, workerCount: 0 };
+  for (const p of gatewayPids(pid)) {
+    try {
+      const t = threadCpu(p);
+      sum.main += t.main;
+      sum.workers += t.workers;
+      sum.total += t.total;
+      sum.workerCount += t.workerCount;
+    } catch {
+      // exited between listing and reading
+    }
+  }
+  return sum;
+}
+
+/** resident bytes summed over a gateway's processes */
+export function gatewayRss(pid: number): number {
+  let sum = 0;
+  for (const p of gatewayPids(pid)) {
+    try { sum += rssBytes(p); } catch { /* gone */ }
+  }
+  return sum;
 }
 
 /** The worker threads' ids (jsworker-*), for pinning one elsewhere. */
