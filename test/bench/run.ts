@@ -15,6 +15,14 @@ export const BENCHES: Record<string, { summary: string; load: () => Bench }> = {
     summary: 'N simulated terminals at ~1 Mbit/s, one HTTP-FLV player each; gateway CPU, RSS, throughput, added latency',
     load: () => require('./ingest-flv') as Bench,
   },
+  'ingest-hls': {
+    summary: 'ingest-flv\'s load with one low-latency HLS reader per terminal (blocking reloads, every part fetched), alternated with FLV players: gateway CPU and RSS ratios, part age, reader errors',
+    load: () => require('./ingest-hls') as Bench,
+  },
+  rtsp: {
+    summary: 'ingest-flv\'s load with one RTSP/TCP (interleaved) reader per terminal, alternated with FLV players: gateway CPU and RSS ratios, RTP flow, stalls, end to end',
+    load: () => require('./rtsp') as Bench,
+  },
   audio: {
     summary: 'N watched G.711A streams through the gateway to AAC (audio-aac): CPU per stream-second of the main and the AAC worker thread, memory per encoder, ramp until it falls behind',
     load: () => require('./audio') as Bench,
