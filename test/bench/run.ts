@@ -39,6 +39,14 @@ export const BENCHES: Record<string, { summary: string; load: () => Bench }> = {
     summary: 'long churn (terminals, players, 200 API clients, a callback outage) against the gateway: RSS, heap, fds, event loop, leaked requests, lost notices; fails on a leak',
     load: () => require('./soak') as Bench,
   },
+  fanout: {
+    summary: 'one terminal at ~1 Mbit/s, N HTTP-FLV (or WS-FLV) players of its one stream: gateway CPU, RSS, per-player throughput, every frame to every player, lag',
+    load: () => require('./fanout') as Bench,
+  },
+  'open-latency': {
+    summary: 'POST /strm/open of already-live channels at a steady rate, with no load and while N terminals x 1 Mbit/s with one player each run: open latency p50/p99/max',
+    load: () => require('./open-latency') as Bench,
+  },
   'record-catalog': {
     summary: 'stored-media range queries on a 1,000,000-record SQLite catalog (page 1 and page 500)',
     load: () => require('./record-catalog') as Bench,
