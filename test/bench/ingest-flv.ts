@@ -55,6 +55,8 @@ export interface ReaderFleet {
   figures(seconds: number): ReaderFigures;
   /** the report lines for the window */
   report(seconds: number): string[];
+  /** report lines from the gateway's /metrics at the end of the window (e.g. what the output plugin holds) */
+  metricLines?(m: Map<string, Sample[]>, terminals: number): string[];
   close(): void;
 }
 
@@ -526,7 +528,7 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
       readerFigures: figures,
     };
     const errors = players.map((p) => p.counter.error).filter((e): e is string => e !== undefined);
-    report(result, m1, lateTicks, players.reduce((n, p) => n + p.unmatched, 0), errors, o, stream, fleet?.report(secs));
+    report(result, m1, lateTicks, players.reduce((n, p) => n + p.unmatched, 0), errors, o, stream, fleet ? [...fleet.report(secs), ...(fleet.metricLines?.(m1, o.terminals) ?? [])] : undefined);
   } catch (err) {
     // an abort surfaces as a bare AbortError from whatever was waiting: say why instead
     if (deadline.aborted) checkDeadline(deadline);

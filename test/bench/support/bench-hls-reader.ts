@@ -15,7 +15,7 @@
  */
 import * as net from 'node:net';
 import { Reservoir, f1, f2 } from './gateway-harness';
-import { quantile } from './process-probe';
+import { quantile, sumOf, type Sample } from './process-probe';
 import { SENT_RING, type SynthTerminal } from './synth-terminals';
 import type { ReaderFleet, ReaderFigures } from '../ingest-flv';
 
@@ -941,6 +941,12 @@ export class HlsReaderFleet implements ReaderFleet {
       `  reader errors (whole run): ${f.errors} (${sum((r) => r.errorCount)} failed fetches or playlists, ${sum((r) => r.gaps)} media gaps between parts, ` +
         `${sum((r) => r.notIndependent)} INDEPENDENT parts without a sync sample)${errs.length ? `: ${errs.slice(0, 3).join('; ')}` : ''}`,
     ];
+  }
+
+  metricLines(m: Map<string, Sample[]>, terminals: number): string[] {
+    const held = sumOf(m, 'gw_hls_out_memory_bytes');
+    return [`  hls-out holds ${f1(held / 1048576)} MB of media in its windows (${f1(held / Math.max(1, terminals) / 1024)} KB per stream; ` +
+      `the largest ${f1(sumOf(m, 'gw_hls_out_largest_stream_bytes') / 1024)} KB), of the gateway's RSS above`];
   }
 
   close(): void {
