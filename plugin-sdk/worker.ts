@@ -109,6 +109,14 @@ export class StageWorker<Req, Res> {
     });
   }
 
+  /**
+   * Posts the calls queued so far now instead of at the end of the turn: for a caller that gathers a turn's work
+   * itself (in its own check-phase callback) and would otherwise wait a whole extra pass of the loop.
+   */
+  send(): void {
+    this.flush();
+  }
+
   private readonly flush = (): void => {
     this.flushQueued = false;
     const calls = this.outbox;

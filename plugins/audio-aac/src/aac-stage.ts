@@ -12,12 +12,13 @@ import type { StageDefinition } from '../../../plugin-sdk/bus';
 import { createDecoder, type AdpcmOptions } from '../../../plugin-sdk/codecs';
 import { unitAt, type AccessUnit, type AudioCodec, type AudioTrackInfo } from '../../../plugin-sdk/media';
 import { audioStage } from '../../../plugin-sdk/stages';
-import type { StageWorker } from '../../../plugin-sdk/worker';
 import { AAC_SAMPLE_RATES, aacLcAsc } from './engine/pool';
-import { UNKNOWN_JOB, type TranscodeReply, type TranscodeRequest } from './transcode-protocol';
+import { FrameLane, type LaneWorker } from './frame-lane';
+import { UNKNOWN_JOB, type EncodedFrame } from './transcode-protocol';
 
 export interface AacStageOptions {
-  worker: StageWorker<TranscodeRequest, TranscodeReply>;
+  /** the transcode worker (a StageWorker of transcode-worker.ts) */
+  worker: LaneWorker;
   defaults: { sampleRate: number; channels: 1 | 2 };
   /** bits per second for all channels of an output */
   bitrate(sampleRate: number, channels: number): number;
@@ -59,6 +60,7 @@ export function aacParams(given: Readonly<Record<string, unknown>>, defaults: Aa
 let jobSeq = 0;
 
 export function aacStage(o: AacStageOptions): StageDefinition {
+  const lane = new FrameLane(o.worker);
   return audioStage({
     name: AAC_STAGE,
     maxInFlight: o.maxInFlight,
@@ -77,7 +79,7 @@ export function aacStage(o: AacStageOptions): StageDefinition {
         const j = job;
         if (opening === j) return;
         opening = j;
-        o.worker.call({
+        lane.control({
           op: 'open', job: j, input: input!, sampleRate: p.sampleRate, channels: p.channels, bitrate, maxGapMs: o.maxGapMs, adpcm: o.adpcm,
         }).then(() => {
           if (opening === j) opening = 0;
@@ -101,7 +103,7 @@ export function aacStage(o: AacStageOptions): StageDefinition {
         const j = job;
         job = 0;
         o.hooks.transcoders(-1);
-        o.worker.call({ op: 'close', job: j }).catch(() => undefined);
+        lane.control({ op: 'close', job: j }).catch(() => undefined);
       };
 
       return {
@@ -130,12 +132,9 @@ export function aacStage(o: AacStageOptions): StageDefinition {
           if (mode === 'pass') return [u];
           if (mode === 'none' || u.codec !== input?.codec) return [];
           const j = job;
-          // a compact copy: postMessage clones a view's whole ArrayBuffer, and a terminal's frame is a view into the
-          // stream's 32 KiB slab (or a 64 KiB socket read): 160 bytes cost a 32 KiB copy, 40 % of the main thread
-          // (a plain Uint8Array: slice() on a Buffer goes through its species constructor, FastBuffer, at 3 % of the thread)
-          const frame = new Uint8Array(u.payload);
-          return o.worker.call({ op: 'push', job: j, frame, dtsTicks: u.dtsTicks, timescale: u.timescale }).then(
-            (r) => toUnits(r, p.sampleRate, u, o),
+          // the lane copies the payload into its turn's buffer: the payload itself is a view into a slab or a socket read
+          return lane.push(j, u.payload, u.dtsTicks, u.timescale).then(
+            (frames) => toUnits(frames, p.sampleRate, u, o),
             (err: Error) => {
               // the worker was restarted and forgot this job: open it again; this frame is lost
               if (j === job && (err.message === UNKNOWN_JOB || err.message.includes('died'))) open();
@@ -150,10 +149,10 @@ export function aacStage(o: AacStageOptions): StageDefinition {
   });
 }
 
-function toUnits(r: TranscodeReply, sampleRate: number, from: AccessUnit, o: AacStageOptions): AccessUnit[] {
-  if (r.op !== 'push' || r.frames.length === 0) return [];
-  o.hooks.framesOut(r.frames.length);
-  return r.frames.map((f) => unitAt({
+function toUnits(frames: EncodedFrame[], sampleRate: number, from: AccessUnit, o: AacStageOptions): AccessUnit[] {
+  if (frames.length === 0) return [];
+  o.hooks.framesOut(frames.length);
+  return frames.map((f) => unitAt({
     kind: 'audio', codec: 'aac', timescale: sampleRate, dtsTicks: f.dtsTicks, duration: 1024,
     payload: Buffer.from(f.data.buffer, f.data.byteOffset, f.data.byteLength), keyframe: true, receivedAt: from.receivedAt,
   }));

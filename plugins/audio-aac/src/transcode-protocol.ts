@@ -14,12 +14,33 @@ export interface OpenJob {
   adpcm?: AdpcmOptions;
 }
 
-export interface PushFrame {
-  op: 'push';
-  job: number;
-  frame: Uint8Array;
-  dtsTicks: number;
-  timescale: number;
+/**
+ * One turn's frames of every stream (frame-lane.ts): frame i is `lengths[i]` bytes of `bytes`, after the frames
+ * before it, for `jobs[i]` at `dtsTicks[i]` of `timescales[i]`. Typed arrays, so the message clones a handful of
+ * objects whatever the number of frames.
+ */
+export interface PushBatch {
+  op: 'push-batch';
+  jobs: Int32Array;
+  dtsTicks: Float64Array;
+  timescales: Float64Array;
+  lengths: Uint32Array;
+  bytes: Uint8Array;
+}
+
+/**
+ * Per pushed frame: `status` 0 ok, 1 unknown job (the worker was restarted since its open), 2 failed (`errors[i]`);
+ * `counts[i]` AAC frames it completed. The AAC frames of all of them follow each other in `bytes`, each
+ * `frameLengths[k]` long at `frameDts[k]` (output sample rate).
+ */
+export interface PushBatchReply {
+  op: 'push-batch';
+  status: Uint8Array;
+  counts: Uint16Array;
+  errors: Record<number, string>;
+  frameLengths: Uint32Array;
+  frameDts: Float64Array;
+  bytes: Uint8Array;
 }
 
 export interface CloseJob {
@@ -27,7 +48,7 @@ export interface CloseJob {
   job: number;
 }
 
-export type TranscodeRequest = OpenJob | PushFrame | CloseJob;
+export type TranscodeRequest = OpenJob | PushBatch | CloseJob;
 
 export interface EncodedFrame {
   data: Uint8Array;
@@ -37,7 +58,7 @@ export interface EncodedFrame {
 
 export type TranscodeReply =
   | { op: 'open'; ok: true }
-  | { op: 'push'; frames: EncodedFrame[] }
+  | PushBatchReply
   | { op: 'close' };
 
 /** A push for a job this worker does not hold (it was restarted since the open): the stage opens it again. */

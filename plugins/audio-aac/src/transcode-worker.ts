@@ -6,7 +6,7 @@ import { workerData } from 'node:worker_threads';
 import { serveWorker } from '../../../plugin-sdk/worker';
 import { AacEncoderPool } from './engine/pool';
 import { AacPipeline, type FrameEncoder } from './pipeline';
-import { UNKNOWN_JOB, type EncodedFrame, type TranscodeReply, type TranscodeRequest } from './transcode-protocol';
+import type { EncodedFrame, PushBatch, PushBatchReply, TranscodeReply, TranscodeRequest } from './transcode-protocol';
 import type { AacEncoder } from './engine/pool';
 
 const pool = new AacEncoderPool({ coder: (workerData as { coder?: 'fast' | 'twoloop' } | null)?.coder ?? 'fast' });
@@ -36,16 +36,54 @@ serveWorker<TranscodeRequest, TranscodeReply>(async (req) => {
       }
       return { op: 'open', ok: true };
     }
-    case 'push': {
-      const j = jobs.get(req.job);
-      if (!j) throw new Error(UNKNOWN_JOB);
-      const frames: EncodedFrame[] = j.pipeline.push(req.frame, req.dtsTicks, req.timescale);
-      return { op: 'push', frames };
-    }
+    case 'push-batch':
+      return pushBatch(req);
     case 'close': {
       jobs.get(req.job)?.encoder.close();
       jobs.delete(req.job);
       return { op: 'close' };
     }
   }
-}, (res) => (res.op === 'push' ? res.frames.map((f) => f.data.buffer as ArrayBuffer) : []));
+}, (res) => (res.op === 'push-batch' ? [res.status, res.counts, res.frameLengths, res.frameDts, res.bytes].map((a) => a.buffer as ArrayBuffer) : []));
+
+/** each frame to its job's pipeline, in order; the AAC frames made packed back into one buffer */
+function pushBatch(b: PushBatch): PushBatchReply {
+  const n = b.jobs.length;
+  const status = new Uint8Array(n);
+  const counts = new Uint16Array(n);
+  const errors: Record<number, string> = {};
+  const made: EncodedFrame[] = [];
+  let at = 0;
+  for (let i = 0; i < n; i++) {
+    const len = b.lengths[i];
+    const frame = b.bytes.subarray(at, at + len);
+    at += len;
+    const j = jobs.get(b.jobs[i]);
+    if (!j) {
+      status[i] = 1;
+      continue;
+    }
+    try {
+      const out = j.pipeline.push(frame, b.dtsTicks[i], b.timescales[i]);
+      counts[i] = out.length;
+      for (const f of out) made.push(f);
+    } catch (err) {
+      status[i] = 2;
+      errors[i] = (err as Error)?.message ?? String(err);
+    }
+  }
+  const frameLengths = new Uint32Array(made.length);
+  const frameDts = new Float64Array(made.length);
+  let total = 0;
+  for (const f of made) total += f.data.length;
+  const bytes = new Uint8Array(total);
+  let off = 0;
+  for (let k = 0; k < made.length; k++) {
+    const f = made[k];
+    bytes.set(f.data, off);
+    off += f.data.length;
+    frameLengths[k] = f.data.length;
+    frameDts[k] = f.dtsTicks;
+  }
+  return { op: 'push-batch', status, counts, errors, frameLengths, frameDts, bytes };
+}
