@@ -35,6 +35,7 @@ export default definePlugin({
       bitrate: (rate, ch) => bitrateFor(c, rate, ch),
       maxGapMs: c.maxGapMs,
       maxInFlight: c.maxInFlight,
+      frameBatchMs: c.frameBatchMs,
       adpcm: { layout: c.adpcmLayout, headerByteOrder: c.adpcmHeaderByteOrder },
       log: ctx.log,
       hooks: {

@@ -24,6 +24,8 @@ export interface AacStageOptions {
   bitrate(sampleRate: number, channels: number): number;
   maxGapMs: number;
   maxInFlight: number;
+  /** how long frames wait to cross to the worker together (FrameLane) */
+  frameBatchMs?: number;
   adpcm?: AdpcmOptions;
   log: Logger;
   hooks: {
@@ -60,7 +62,7 @@ export function aacParams(given: Readonly<Record<string, unknown>>, defaults: Aa
 let jobSeq = 0;
 
 export function aacStage(o: AacStageOptions): StageDefinition {
-  const lane = new FrameLane(o.worker);
+  const lane = new FrameLane(o.worker, o.frameBatchMs ?? 0);
   return audioStage({
     name: AAC_STAGE,
     maxInFlight: o.maxInFlight,

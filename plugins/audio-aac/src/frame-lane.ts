@@ -41,7 +41,8 @@ export class FrameLane {
   /** calls made to the worker with frames (one per turn that had any) */
   batches = 0;
 
-  constructor(private readonly worker: LaneWorker) {}
+  /** `batchMs`: how long the first frame of a batch waits for others (0: until the end of the loop's pass) */
+  constructor(private readonly worker: LaneWorker, private readonly batchMs = 0) {}
 
   /** One coded frame of `job` at `dtsTicks` of `timescale`: the AAC frames it completes, or UNKNOWN_JOB. */
   push(job: number, frame: Uint8Array, dtsTicks: number, timescale: number): Promise<EncodedFrame[]> {
@@ -58,8 +59,9 @@ export class FrameLane {
     this.lens.push(frame.length);
     if (!this.queued) {
       this.queued = true;
-      // the check phase: after every socket read of this pass of the loop
-      setImmediate(this.flush);
+      // at the least the check phase: after every socket read of this pass of the loop
+      if (this.batchMs > 0) setTimeout(this.flush, this.batchMs);
+      else setImmediate(this.flush);
     }
     return new Promise<EncodedFrame[]>((resolve, reject) => this.waiting.push({ resolve, reject }));
   }

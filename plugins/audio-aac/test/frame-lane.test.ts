@@ -76,6 +76,23 @@ describe('audio-aac: the packed frame lane', function () {
     for (const job of [7, 8]) await lane.control({ op: 'close', job });
   });
 
+  it('with a batch interval, frames of several passes of the loop cross together', async () => {
+    const lane = new FrameLane(worker, 200);
+    await lane.control(openReq(5));
+    const before = worker.batches;
+    const pushes: Array<Promise<EncodedFrame[]>> = [];
+    for (let i = 0; i < 30; i++) {
+      pushes.push(lane.push(5, alawFrame(i), i * 160, 8000));
+      // the next frame comes in a later pass, as socket reads do
+      await new Promise((r) => setImmediate(r));
+    }
+    const frames = (await Promise.all(pushes)).flat();
+    assert.equal(lane.batches, 1, 'one batch for 30 passes within 200 ms');
+    assert.equal(worker.batches - before, 1);
+    assert.ok(frames.length >= 1, `${frames.length} AAC frames from 0.6 s`);
+    await lane.control({ op: 'close', job: 5 });
+  });
+
   it('a worker that dies rejects every frame of the batch in flight with the reason', async () => {
     const lane = new FrameLane(worker);
     await lane.control(openReq(3));

@@ -270,7 +270,11 @@ export function startGateway(o: StartGatewayOptions): Gateway {
   const [cmd, args] = o.pin ? ['taskset', ['-c', '0', process.execPath, ...nodeArgs]] : [process.execPath, nodeArgs];
   const logFile = path.join(o.dir, 'gateway.log');
   const log = fs.openSync(logFile, 'w');
-  const child = spawn(cmd, args, { cwd: o.dir, stdio: ['ignore', log, log], env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? o.dir, GW_WORKERS: String(o.workers ?? 1) } });
+  // GW_* settings given to the bench reach the gateway (to try a plugin key without editing the bench), all else
+  // stays out: the gateway must not pick up the shell's data dir or site
+  const settings = Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith('GW_') && k !== 'GW_DATA_DIR' && k !== 'GW_SITE'));
+  const env = { ...settings, PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? o.dir, GW_WORKERS: String(o.workers ?? 1) };
+  const child = spawn(cmd, args, { cwd: o.dir, stdio: ['ignore', log, log], env });
   fs.closeSync(log);
   if (child.pid === undefined) throw new Error('could not start the gateway process');
   // taskset execs node in place, so this pid is the gateway's own
