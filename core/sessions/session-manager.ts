@@ -1,4 +1,4 @@
-import { randomBytes, createHash, timingSafeEqual } from 'node:crypto';
+import { randomBytes, hash, timingSafeEqual } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { RequestLog } from '../../plugin-sdk/plugin';
 import type { Application } from '../../plugin-sdk/http';
@@ -78,7 +78,11 @@ class StreamState implements ChannelStream {
 /** how long a detectMediaTyp request's ready notice waits for an audio track after the first keyframe */
 const DETECT_WAIT_MS = 1000;
 
-const tokenDigest = (s: string) => createHash('sha256').update(s, 'utf8').digest();
+// one-shot hash (no Hash object): every HLS part and playlist fetch checks its token
+const tokenDigest = (s: string): Buffer => hash('sha256', s, 'buffer');
+/** the request's own token digest, made once: a request's token never changes */
+const requestDigests = new WeakMap<StrmRequest, Buffer>();
+const NO_REQUEST_DIGEST = tokenDigest('');
 
 /** Requests, channel streams and every timer that governs them (keep, consumption, open timeout). */
 /**
@@ -196,7 +200,12 @@ export class SessionManager implements Sessions {
     const r = this.requests.get(reqId);
     const ok = !!r && !r.closed && r.streamName === streamName;
     // compare digests so the time taken does not depend on how much of the token matched
-    const match = timingSafeEqual(tokenDigest(r ? r.params.user.token : ''), tokenDigest(token));
+    let own = NO_REQUEST_DIGEST;
+    if (r) {
+      own = requestDigests.get(r) ?? tokenDigest(r.params.user.token);
+      requestDigests.set(r, own);
+    }
+    const match = timingSafeEqual(own, tokenDigest(token));
     return ok && match ? r : undefined;
   }
   attachPlayer(reqId: string, info: PlayerInfo): PlayerHandle | undefined {
