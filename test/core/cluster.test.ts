@@ -229,10 +229,14 @@ describe('a gateway with two workers (real process)', function () {
       for (let at = 0; at < 8000; at += 160) ta.send(pcmBytes(tone(700, 160, at)));
       await waitFor('a second of taUrl audio at the terminal', () => t.receiver.report().frames >= 50, 15_000, 50);
       assert.equal(dominantHz(t.receiver.pcm).hz, 700);
-      // one talker per channel: the next one starts once this one's close is done
+      // one talker per channel: the next one starts once this one's talk has ended on the owner (a client's close
+      // reaches the worker after the client sees it, through the primary when forwarded, and a normal close first
+      // plays out what is buffered: the channel stays taken until then, by design)
+      const talkEnded = () => waitFor('the talk ended on its worker', async () => /^gw_intercom_talkers 0$/m.test((await api(ports['gateway.httpPort'], 'GET', '/metrics')).text), 5000, 20);
       ta.ws.close();
       await ta.closedP;
-      // two STOMP sockets: the primary deals them to both workers, so one is forwarded by its request id
+      await talkEnded();
+      // two STOMP sessions, wherever the primary deals them (a socket on worker 0 is forwarded by its request id)
       for (const hz of [1000, 1500]) {
         const c = await Client.open(wsUrl, ['v12.stomp']);
         const stomp = (command: string, headers: Record<string, string>, body?: Buffer) => {
@@ -252,8 +256,15 @@ describe('a gateway with two workers (real process)', function () {
         assert.equal(dominantHz(t.receiver.pcm.subarray(t.receiver.pcm.length - 4000)).hz, hz);
         c.ws.close();
         await c.closedP;
+        await talkEnded();
       }
-      // the primary deals 'any' connections in turn: one of the two STOMP sockets went to worker 0 and was forwarded
+      // the primary deals 'any' connections in turn (the /metrics polls above moved the turn): two STOMP upgrades back
+      // to back, nothing between them, land one on each worker, and the one on worker 0 is forwarded to the owner
+      const pair = [await Client.open(wsUrl, ['v12.stomp']), await Client.open(wsUrl, ['v12.stomp'])];
+      for (const c of pair) {
+        c.ws.close();
+        await c.closedP;
+      }
       const m = await api(ports['gateway.httpPort'], 'GET', '/metrics');
       assert.match(m.text, /^gw_core_forwarded_total\{kind="upgrade"\} [1-9]/m);
     } finally {
