@@ -22,6 +22,7 @@ import * as path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fixturePath, repoRoot, scratchDir } from '../support/paths';
+import { BenchArgs, gatewayArg } from './support/bench-args';
 import { BenchPlayer } from './support/bench-player';
 import {
   Api, Reservoir, benchApplications, checkDeadline, connectTcp, f1, f2, freePort, haveTaskset, mb, pinSelf, pinThread, pool, printProfile, profileFiles,
@@ -124,48 +125,31 @@ export function parseArgs(args: string[]): AudioBenchOptions {
     steps: [100, 200, 300, 400, 500, 600, 800, 1000], seconds: 15, warmup: 5, frameMs: 20, asReceived: false, pin: 'gateway', keepGoing: false, retries: 2,
     profile: false, keepDir: false, nodeOpts: [],
   };
-  const num = (i: number, flag: string, min: number, max: number, int: boolean): number => {
-    const v = args[i + 1];
-    const n = Number(v);
-    if (v === undefined || v.startsWith('--') || !Number.isFinite(n) || n < min || n > max || (int && !Number.isInteger(n))) {
-      throw new Error(`${flag} needs ${int ? 'a whole number' : 'a number'} from ${min} to ${max}${v === undefined ? '' : `, got '${v}'`}\n\n${USAGE}`);
-    }
-    return n;
-  };
-  for (let i = 0; i < args.length; i++) {
-    const a = args[i];
+  const r = new BenchArgs(args, USAGE);
+  for (let a = r.next(); a !== undefined; a = r.next()) {
     switch (a) {
       case '--streams': {
-        const v = args[++i] ?? '';
+        const v = r.value() ?? '';
         const steps = v.split(',').map(Number);
         if (!v || steps.some((n) => !Number.isInteger(n) || n < 1 || n > 5000) || steps.some((n, k) => k > 0 && n <= steps[k - 1])) {
-          throw new Error(`--streams needs rising whole numbers from 1 to 5000 such as 250,500,1000, got '${v}'\n\n${USAGE}`);
+          throw r.error(`--streams needs rising whole numbers from 1 to 5000 such as 250,500,1000, got '${v}'`);
         }
         o.steps = steps;
         break;
       }
-      case '--seconds': o.seconds = num(i++, a, 1, 3600, false); break;
-      case '--warmup': o.warmup = num(i++, a, 0, 600, false); break;
-      case '--frame-ms': o.frameMs = num(i++, a, 10, 200, true); break;
-      case '--retries': o.retries = num(i++, a, 0, 20, true); break;
+      case '--seconds': o.seconds = r.num(a, 1, 3600, false); break;
+      case '--warmup': o.warmup = r.num(a, 0, 600, false); break;
+      case '--frame-ms': o.frameMs = r.num(a, 10, 200, true); break;
+      case '--retries': o.retries = r.num(a, 0, 20, true); break;
       case '--pin': {
-        const v = args[++i];
-        if (v !== 'gateway' && v !== 'split' && v !== 'none') throw new Error(`--pin is gateway, split or none\n\n${USAGE}`);
+        const v = r.value();
+        if (v !== 'gateway' && v !== 'split' && v !== 'none') throw r.error('--pin is gateway, split or none');
         o.pin = v;
-        break;
-      }
-      case '--node-opt': {
-        const v = args[++i];
-        if (v === undefined || !v.startsWith('--')) throw new Error(`--node-opt needs a node option such as --trace-gc\n\n${USAGE}`);
-        o.nodeOpts.push(v);
         break;
       }
       case '--as-received': o.asReceived = true; break;
       case '--keep-going': o.keepGoing = true; break;
-      case '--profile': o.profile = true; break;
-      case '--keep-dir': o.keepDir = true; break;
-      case '-h': case '--help': throw new Error(USAGE);
-      default: throw new Error(`unknown argument '${a}'\n\n${USAGE}`);
+      default: if (!gatewayArg(a, r, o)) r.unknown(a);
     }
   }
   return o;

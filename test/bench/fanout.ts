@@ -15,7 +15,8 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fixturePath, repoRoot, scratchDir } from '../support/paths';
+import { repoRoot, scratchDir } from '../support/paths';
+import { BenchArgs, captureFile, loadArg } from './support/bench-args';
 import { PlayerProcs, type PlayerFigures } from './support/fanout-players';
 import {
   Api, BOOT_TIMEOUT_MS, benchApplications, checkDeadline, connectTcp, f1, f2, freePort, gatewayCpu, gatewayRss, haveTaskset, mb, pinSelf, pool,
@@ -112,44 +113,19 @@ export function parseArgs(args: string[]): FanoutOptions {
   const o: FanoutOptions = {
     players: 2000, seconds: 30, warmup: 5, ws: false, procs: 2, mbps: 1, capture: '', profile: false, pin: true, keepDir: false, nodeOpts: [],
   };
-  const num = (i: number, flag: string, min: number, max: number, int: boolean): number => {
-    const v = args[i + 1];
-    const n = Number(v);
-    if (v === undefined || v.startsWith('--') || !Number.isFinite(n) || n < min || n > max || (int && !Number.isInteger(n))) {
-      throw new Error(`${flag} needs ${int ? 'a whole number' : 'a number'} from ${min} to ${max}${v === undefined ? '' : `, got '${v}'`}\n\n${USAGE}`);
-    }
-    return n;
-  };
-  for (let i = 0; i < args.length; i++) {
-    const a = args[i];
+  const r = new BenchArgs(args, USAGE);
+  for (let a = r.next(); a !== undefined; a = r.next()) {
     switch (a) {
-      case '--players': o.players = num(i++, a, 1, 20000, true); break;
-      case '--seconds': o.seconds = num(i++, a, 1, 3600, false); break;
-      case '--warmup': o.warmup = num(i++, a, 0, 600, false); break;
-      case '--procs': o.procs = num(i++, a, 1, 16, true); break;
-      case '--mbps': o.mbps = num(i++, a, 0.01, 100, false); break;
+      case '--players': o.players = r.num(a, 1, 20000, true); break;
+      case '--seconds': o.seconds = r.num(a, 1, 3600, false); break;
+      case '--warmup': o.warmup = r.num(a, 0, 600, false); break;
+      case '--procs': o.procs = r.num(a, 1, 16, true); break;
+      case '--mbps': o.mbps = r.num(a, 0.01, 100, false); break;
       case '--ws': o.ws = true; break;
-      case '--capture': {
-        const v = args[++i];
-        if (v === undefined || v.startsWith('--')) throw new Error(`--capture needs a file\n\n${USAGE}`);
-        o.capture = v;
-        break;
-      }
-      case '--node-opt': {
-        const v = args[++i];
-        if (v === undefined || !v.startsWith('--')) throw new Error(`--node-opt needs a node option such as --trace-gc\n\n${USAGE}`);
-        o.nodeOpts.push(v);
-        break;
-      }
-      case '--profile': o.profile = true; break;
-      case '--no-pin': o.pin = false; break;
-      case '--keep-dir': o.keepDir = true; break;
-      case '-h': case '--help': throw new Error(USAGE);
-      default: throw new Error(`unknown argument '${a}'\n\n${USAGE}`);
+      default: if (!loadArg(a, r, o)) r.unknown(a);
     }
   }
-  if (!o.capture) o.capture = fixturePath('jt1078/glaciall-cif-h264-2013.bin');
-  else if (!fs.existsSync(o.capture)) throw new Error(`capture file '${o.capture}' not found`);
+  o.capture = captureFile(o.capture);
   return o;
 }
 

@@ -19,6 +19,7 @@ import * as path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fixturePath, repoRoot, scratchDir } from '../support/paths';
+import { BenchArgs, captureFile, loadArg } from './support/bench-args';
 import { BenchPlayer } from './support/bench-player';
 import {
   Api, Reservoir, benchApplications, checkDeadline, connectTcp, f1, f2, haveTaskset, mb, pinSelf, pool, printProfile, profileFiles, runDeadline,
@@ -193,53 +194,28 @@ export function parseArgs(args: string[]): IngestFlvOptions {
     nodeOpts: [], audio: false, audioFrameMs: 20, aac: false, floor: false, vsFloor: 0, workers: 1, vsWorkers: 0, readers: 'flv', vsFlv: 0,
   };
   let aac: boolean | undefined;
-  const num = (i: number, flag: string, min: number, max: number, int: boolean): number => {
-    const v = args[i + 1];
-    const n = Number(v);
-    if (v === undefined || v.startsWith('--') || !Number.isFinite(n) || n < min || n > max || (int && !Number.isInteger(n))) {
-      throw new Error(`${flag} needs ${int ? 'a whole number' : 'a number'} from ${min} to ${max}${v === undefined ? '' : `, got '${v}'`}\n\n${USAGE}`);
-    }
-    return n;
-  };
-  for (let i = 0; i < args.length; i++) {
-    const a = args[i];
+  const r = new BenchArgs(args, USAGE);
+  for (let a = r.next(); a !== undefined; a = r.next()) {
     switch (a) {
-      case '--terminals': o.terminals = num(i++, a, 1, 5000, true); break;
-      case '--seconds': o.seconds = num(i++, a, 1, 3600, false); break;
-      case '--mbps': o.mbps = num(i++, a, 0.01, 100, false); break;
-      case '--warmup': o.warmup = num(i++, a, 0, 600, false); break;
+      case '--terminals': o.terminals = r.num(a, 1, 5000, true); break;
+      case '--seconds': o.seconds = r.num(a, 1, 3600, false); break;
+      case '--mbps': o.mbps = r.num(a, 0.01, 100, false); break;
+      case '--warmup': o.warmup = r.num(a, 0, 600, false); break;
       case '--floor': o.floor = true; break;
-      case '--vs-floor': o.vsFloor = num(i++, a, 1, 20, true); break;
-      case '--workers': o.workers = num(i++, a, 1, 64, true); break;
-      case '--vs-workers': o.vsWorkers = num(i++, a, 1, 20, true); break;
-      case '--ramp-seconds': o.rampSeconds = num(i++, a, 0, 3600, false); o.ramp = true; break;
-      case '--capture': {
-        const v = args[++i];
-        if (v === undefined || v.startsWith('--')) throw new Error(`--capture needs a file\n\n${USAGE}`);
-        o.capture = v;
-        break;
-      }
-      case '--node-opt': {
-        const v = args[++i];
-        if (v === undefined || !v.startsWith('--')) throw new Error(`--node-opt needs a node option such as --trace-gc\n\n${USAGE}`);
-        o.nodeOpts.push(v);
-        break;
-      }
-      case '--audio-frame-ms': o.audioFrameMs = num(i++, a, 10, 200, true); o.audio = true; break;
+      case '--vs-floor': o.vsFloor = r.num(a, 1, 20, true); break;
+      case '--workers': o.workers = r.num(a, 1, 64, true); break;
+      case '--vs-workers': o.vsWorkers = r.num(a, 1, 20, true); break;
+      case '--ramp-seconds': o.rampSeconds = r.num(a, 0, 3600, false); o.ramp = true; break;
+      case '--audio-frame-ms': o.audioFrameMs = r.num(a, 10, 200, true); o.audio = true; break;
       case '--audio': o.audio = true; break;
       case '--aac': aac = true; break;
       case '--no-aac': aac = false; break;
       case '--ramp': o.ramp = true; break;
-      case '--profile': o.profile = true; break;
-      case '--no-pin': o.pin = false; break;
-      case '--keep-dir': o.keepDir = true; break;
-      case '-h': case '--help': throw new Error(USAGE);
-      default: throw new Error(`unknown argument '${a}'\n\n${USAGE}`);
+      default: if (!loadArg(a, r, o)) r.unknown(a);
     }
   }
   o.aac = aac ?? o.audio;
-  if (!o.capture) o.capture = fixturePath('jt1078/glaciall-cif-h264-2013.bin');
-  else if (!fs.existsSync(o.capture)) throw new Error(`capture file '${o.capture}' not found`);
+  o.capture = captureFile(o.capture);
   return o;
 }
 

@@ -14,7 +14,8 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fixturePath, repoRoot, scratchDir } from '../support/paths';
+import { repoRoot, scratchDir } from '../support/paths';
+import { BenchArgs, captureFile, loadArg } from './support/bench-args';
 import { BenchPlayer } from './support/bench-player';
 import {
   Api, BOOT_TIMEOUT_MS, Reservoir, benchApplications, checkDeadline, connectTcp, f1, f2, freePort, gatewayCpu, gatewayRss, haveTaskset, mb,
@@ -101,45 +102,20 @@ export function parseArgs(args: string[]): OpenLatencyOptions {
     terminals: 1000, seconds: 30, rate: 20, baselineSeconds: 15, warmup: 5, mbps: 1, capture: '', workers: 1, profile: false, pin: true,
     keepDir: false, nodeOpts: [],
   };
-  const num = (i: number, flag: string, min: number, max: number, int: boolean): number => {
-    const v = args[i + 1];
-    const n = Number(v);
-    if (v === undefined || v.startsWith('--') || !Number.isFinite(n) || n < min || n > max || (int && !Number.isInteger(n))) {
-      throw new Error(`${flag} needs ${int ? 'a whole number' : 'a number'} from ${min} to ${max}${v === undefined ? '' : `, got '${v}'`}\n\n${USAGE}`);
-    }
-    return n;
-  };
-  for (let i = 0; i < args.length; i++) {
-    const a = args[i];
+  const r = new BenchArgs(args, USAGE);
+  for (let a = r.next(); a !== undefined; a = r.next()) {
     switch (a) {
-      case '--terminals': o.terminals = num(i++, a, 1, 5000, true); break;
-      case '--seconds': o.seconds = num(i++, a, 1, 3600, false); break;
-      case '--rate': o.rate = num(i++, a, 0.1, 1000, false); break;
-      case '--baseline-seconds': o.baselineSeconds = num(i++, a, 0, 600, false); break;
-      case '--warmup': o.warmup = num(i++, a, 0, 600, false); break;
-      case '--mbps': o.mbps = num(i++, a, 0.01, 100, false); break;
-      case '--workers': o.workers = num(i++, a, 1, 64, true); break;
-      case '--capture': {
-        const v = args[++i];
-        if (v === undefined || v.startsWith('--')) throw new Error(`--capture needs a file\n\n${USAGE}`);
-        o.capture = v;
-        break;
-      }
-      case '--node-opt': {
-        const v = args[++i];
-        if (v === undefined || !v.startsWith('--')) throw new Error(`--node-opt needs a node option such as --trace-gc\n\n${USAGE}`);
-        o.nodeOpts.push(v);
-        break;
-      }
-      case '--profile': o.profile = true; break;
-      case '--no-pin': o.pin = false; break;
-      case '--keep-dir': o.keepDir = true; break;
-      case '-h': case '--help': throw new Error(USAGE);
-      default: throw new Error(`unknown argument '${a}'\n\n${USAGE}`);
+      case '--terminals': o.terminals = r.num(a, 1, 5000, true); break;
+      case '--seconds': o.seconds = r.num(a, 1, 3600, false); break;
+      case '--rate': o.rate = r.num(a, 0.1, 1000, false); break;
+      case '--baseline-seconds': o.baselineSeconds = r.num(a, 0, 600, false); break;
+      case '--warmup': o.warmup = r.num(a, 0, 600, false); break;
+      case '--mbps': o.mbps = r.num(a, 0.01, 100, false); break;
+      case '--workers': o.workers = r.num(a, 1, 64, true); break;
+      default: if (!loadArg(a, r, o)) r.unknown(a);
     }
   }
-  if (!o.capture) o.capture = fixturePath('jt1078/glaciall-cif-h264-2013.bin');
-  else if (!fs.existsSync(o.capture)) throw new Error(`capture file '${o.capture}' not found`);
+  o.capture = captureFile(o.capture);
   return o;
 }
 

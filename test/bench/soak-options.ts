@@ -1,6 +1,7 @@
 /**
  * The soak's command line (kept apart from soak.ts so it is unit-tested without loading the run's machinery).
  */
+import { BenchArgs } from './support/bench-args';
 
 export interface SoakOptions {
   minutes: number;
@@ -82,64 +83,50 @@ export function parseSoakArgs(args: string[]): SoakOptions {
     rssMBPerHour: 50, rssMinRiseMB: 20, fdSlack: 16, maxOpen: 3, holdMin: 5, holdMax: 45, thinkMin: 1, thinkMax: 5, idleShare: 0.2,
     seed: 1, pin: false, keepDir: false, nodeOpts: [],
   };
-  const num = (i: number, flag: string, min: number, max: number, int = false): number => {
-    const v = args[i + 1];
-    const n = Number(v);
-    if (v === undefined || v.startsWith('--') || !Number.isFinite(n) || n < min || n > max || (int && !Number.isInteger(n))) {
-      throw new Error(`${flag} needs ${int ? 'a whole number' : 'a number'} from ${min} to ${max}${v === undefined ? '' : `, got '${v}'`}\n\n${USAGE}`);
-    }
-    return n;
-  };
-  const pair = (i: number, flag: string, max: number): [number, number] => {
-    const v = args[i + 1] ?? '';
+  const r = new BenchArgs(args, USAGE);
+  const pair = (flag: string, max: number): [number, number] => {
+    const v = r.value() ?? '';
     const m = /^(\d+(?:\.\d+)?),(\d+(?:\.\d+)?)$/.exec(v);
     const lo = m ? Number(m[1]) : NaN;
     const hi = m ? Number(m[2]) : NaN;
-    if (!m || lo > hi || hi > max) throw new Error(`${flag} needs MIN,MAX seconds (MIN <= MAX <= ${max}), got '${v}'\n\n${USAGE}`);
+    if (!m || lo > hi || hi > max) throw r.error(`${flag} needs MIN,MAX seconds (MIN <= MAX <= ${max}), got '${v}'`);
     return [lo, hi];
   };
-  for (let i = 0; i < args.length; i++) {
-    const a = args[i];
+  for (let a = r.next(); a !== undefined; a = r.next()) {
     switch (a) {
-      case '--minutes': o.minutes = num(i++, a, 0.5, 24 * 60); break;
-      case '--terminals': o.terminals = num(i++, a, 1, 5000, true); break;
-      case '--clients': o.clients = num(i++, a, 0, 2000, true); break;
-      case '--mbps': o.mbps = num(i++, a, 0.01, 100); break;
-      case '--grace-ms': o.graceMs = num(i++, a, 1000, 60_000, true); break;
-      case '--keep-intv': o.keepIntv = num(i++, a, 15, 600, true); break;
-      case '--terminal-churn': o.terminalChurn = num(i++, a, 0, 10); break;
-      case '--long-share': o.longShare = num(i++, a, 0, 1); break;
-      case '--player-churn': o.playerChurn = num(i++, a, 0, 10); break;
-      case '--outage-at': o.outageAt = num(i++, a, 0, 24 * 3600); break;
-      case '--outage-seconds': o.outageSeconds = num(i++, a, 0, 3600); break;
+      case '--minutes': o.minutes = r.num(a, 0.5, 24 * 60); break;
+      case '--terminals': o.terminals = r.num(a, 1, 5000, true); break;
+      case '--clients': o.clients = r.num(a, 0, 2000, true); break;
+      case '--mbps': o.mbps = r.num(a, 0.01, 100); break;
+      case '--grace-ms': o.graceMs = r.num(a, 1000, 60_000, true); break;
+      case '--keep-intv': o.keepIntv = r.num(a, 15, 600, true); break;
+      case '--terminal-churn': o.terminalChurn = r.num(a, 0, 10); break;
+      case '--long-share': o.longShare = r.num(a, 0, 1); break;
+      case '--player-churn': o.playerChurn = r.num(a, 0, 10); break;
+      case '--outage-at': o.outageAt = r.num(a, 0, 24 * 3600); break;
+      case '--outage-seconds': o.outageSeconds = r.num(a, 0, 3600); break;
       case '--outage-mode': {
-        const v = args[++i];
-        if (v !== 'refuse' && v !== '503') throw new Error(`--outage-mode is refuse or 503, got '${v}'\n\n${USAGE}`);
+        const v = r.value();
+        if (v !== 'refuse' && v !== '503') throw r.error(`--outage-mode is refuse or 503, got '${v}'`);
         o.outageMode = v;
         break;
       }
-      case '--retry-for-ms': o.retryForMs = num(i++, a, 1000, 3_600_000, true); break;
-      case '--max-queue': o.maxQueue = num(i++, a, 1, 1_000_000, true); break;
-      case '--report-seconds': o.reportSeconds = num(i++, a, 5, 3600); break;
-      case '--warmup-seconds': o.warmupSeconds = num(i++, a, 0, 24 * 3600); break;
-      case '--rss-mb-per-hour': o.rssMBPerHour = num(i++, a, 0, 100_000); break;
-      case '--rss-min-rise-mb': o.rssMinRiseMB = num(i++, a, 0, 100_000); break;
-      case '--fd-slack': o.fdSlack = num(i++, a, 0, 100_000, true); break;
-      case '--max-open': o.maxOpen = num(i++, a, 1, 100, true); break;
-      case '--hold': [o.holdMin, o.holdMax] = pair(i++, a, 3600); break;
-      case '--think': [o.thinkMin, o.thinkMax] = pair(i++, a, 3600); break;
-      case '--idle-share': o.idleShare = num(i++, a, 0, 1); break;
-      case '--seed': o.seed = num(i++, a, 0, 2 ** 32 - 1, true); break;
+      case '--retry-for-ms': o.retryForMs = r.num(a, 1000, 3_600_000, true); break;
+      case '--max-queue': o.maxQueue = r.num(a, 1, 1_000_000, true); break;
+      case '--report-seconds': o.reportSeconds = r.num(a, 5, 3600); break;
+      case '--warmup-seconds': o.warmupSeconds = r.num(a, 0, 24 * 3600); break;
+      case '--rss-mb-per-hour': o.rssMBPerHour = r.num(a, 0, 100_000); break;
+      case '--rss-min-rise-mb': o.rssMinRiseMB = r.num(a, 0, 100_000); break;
+      case '--fd-slack': o.fdSlack = r.num(a, 0, 100_000, true); break;
+      case '--max-open': o.maxOpen = r.num(a, 1, 100, true); break;
+      case '--hold': [o.holdMin, o.holdMax] = pair(a, 3600); break;
+      case '--think': [o.thinkMin, o.thinkMax] = pair(a, 3600); break;
+      case '--idle-share': o.idleShare = r.num(a, 0, 1); break;
+      case '--seed': o.seed = r.num(a, 0, 2 ** 32 - 1, true); break;
       case '--pin': o.pin = true; break;
       case '--keep-dir': o.keepDir = true; break;
-      case '--node-opt': {
-        const v = args[++i];
-        if (v === undefined || !v.startsWith('--')) throw new Error(`--node-opt needs a node option such as --trace-gc\n\n${USAGE}`);
-        o.nodeOpts.push(v);
-        break;
-      }
-      case '-h': case '--help': throw new Error(USAGE);
-      default: throw new Error(`unknown argument '${a}'\n\n${USAGE}`);
+      case '--node-opt': o.nodeOpts.push(r.nodeOpt()); break;
+      default: r.unknown(a);
     }
   }
   const runS = o.minutes * 60;
