@@ -17,16 +17,15 @@
  *        [--as-received] [--pin gateway|split|none] [--keep-going] [--retries K] [--profile] [--keep-dir] [--node-opt OPT]...
  */
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fixturePath, repoRoot, scratchDir } from '../support/paths';
+import { fixturePath, scratchDir } from '../support/paths';
 import { BenchArgs, gatewayArg } from './support/bench-args';
 import { BenchPlayer } from './support/bench-player';
 import {
-  Api, Reservoir, benchApplications, checkDeadline, connectTcp, f1, f2, freePort, haveTaskset, mb, pinSelf, pinThread, pool, printProfile, profileFiles,
-  runDeadline, startGateway, stopGateway, tail, threadCpu, waitHealthy, workerThreadIds, REQUESTS_PER_APP, type ThreadCpu,
+  Api, Reservoir, benchApplications, checkDeadline, connectTcp, f1, f2, freePort, mb, pinSelf, pinThread, pool, printProfile, profileFiles,
+  runDeadline, startGateway, stopGateway, tail, threadCpu, waitHealthy, workerThreadIds, REQUESTS_PER_APP, type ThreadCpu, canPin, writeSite, profileDirFor,
 } from './support/gateway-harness';
 import { coreTimes, quantile, rssBytes, sumOf, wasmRssBytes, type Sample } from './support/process-probe';
 import { SynthTerminal, speechPcm, synthAudioStream } from './support/synth-terminals';
@@ -207,9 +206,8 @@ export async function run(args: string[]): Promise<AudioBenchResult> {
   const deadline = runDeadline(budgetMs);
   const signal = deadline.signal;
   const dir = scratchDir('bench-audio');
-  const profileDir = o.profile ? fs.mkdtempSync(path.join(repoRoot, '.test-tmp', 'bench-profile-')) : undefined;
-  const pin = o.pin !== 'none' && haveTaskset() && os.cpus().length >= 2;
-  if (o.pin !== 'none' && !pin) console.warn('audio: taskset or a second core is missing: running unpinned');
+  const profileDir = profileDirFor(o.profile);
+  const pin = canPin(o.pin !== 'none', 'audio');
 
   const httpPort = await freePort();
   const flvConfig: Record<string, unknown> = { port: 0, schemes: ['http'] };
@@ -227,8 +225,7 @@ export async function run(args: string[]): Promise<AudioBenchResult> {
       { name: 'audio-aac', config: {} },
     ],
   };
-  const siteFile = path.join(dir, 'site.json');
-  fs.writeFileSync(siteFile, JSON.stringify(site, null, 2));
+  const siteFile = writeSite(dir, site);
   const out = o.asReceived ? 'G.711A as received (no encoder)' : `AAC-LC ${AAC_RATE / 1000} kHz mono (audio-aac's default)`;
   console.log(
     `audio: terminals push G.711A 8 kHz speech, ${o.frameMs} ms frames (${f1(stream.framesPerSecond)} packets/s, ` +

@@ -12,15 +12,14 @@
  *        [--capture FILE] [--profile] [--no-pin] [--keep-dir] [--node-opt OPT]...
  */
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { repoRoot, scratchDir } from '../support/paths';
+import { scratchDir } from '../support/paths';
 import { BenchArgs, captureFile, loadArg } from './support/bench-args';
 import { PlayerProcs, type PlayerFigures } from './support/fanout-players';
 import {
-  Api, BOOT_TIMEOUT_MS, benchApplications, checkDeadline, connectTcp, f1, f2, freePort, gatewayCpu, gatewayRss, haveTaskset, mb, pinSelf, pool,
-  printProfile, profileFiles, REQUESTS_PER_APP, runDeadline, startGateway, stopGateway, tail, waitHealthy,
+  Api, BOOT_TIMEOUT_MS, benchApplications, checkDeadline, connectTcp, f1, f2, freePort, gatewayCpu, gatewayRss, mb, pinSelf, pool,
+  printProfile, profileFiles, REQUESTS_PER_APP, runDeadline, startGateway, stopGateway, tail, waitHealthy, canPin, writeSite, profileDirFor,
 } from './support/gateway-harness';
 import {
   DISTURBED_CORES, firstAtOrAfter, perfToMonotonic, representativeStart, summarise, windowLoad, type CpuSnap, type SentFrames,
@@ -171,9 +170,8 @@ export async function run(args: string[]): Promise<FanoutResult> {
   const run = runDeadline(budgetMs);
   const deadline = run.signal;
   const dir = scratchDir('bench-fanout');
-  const profileDir = o.profile ? fs.mkdtempSync(path.join(repoRoot, '.test-tmp', 'bench-profile-')) : undefined;
-  const pin = o.pin && haveTaskset() && os.cpus().length >= 2;
-  if (o.pin && !pin) console.warn('fanout: taskset or a second core is missing: running unpinned');
+  const profileDir = profileDirFor(o.profile);
+  const pin = canPin(o.pin, 'fanout');
 
   const httpPort = await freePort();
   const site = {
@@ -186,8 +184,7 @@ export async function run(args: string[]): Promise<FanoutResult> {
       { name: 'flv-out', config: { port: 0, schemes: ['http', 'ws'] } },
     ],
   };
-  const siteFile = path.join(dir, 'site.json');
-  fs.writeFileSync(siteFile, JSON.stringify(site, null, 2));
+  const siteFile = writeSite(dir, site);
   const video = stream.frames.filter((f) => f.video);
   const videoFps = video.length / (stream.loopMs / 1000);
   console.log(

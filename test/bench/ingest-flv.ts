@@ -14,7 +14,6 @@
  *        [--ramp] [--ramp-seconds S] [--warmup S] [--profile] [--no-pin] [--keep-dir] [--node-opt OPT]...
  */
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -22,8 +21,8 @@ import { fixturePath, repoRoot, scratchDir } from '../support/paths';
 import { BenchArgs, captureFile, loadArg } from './support/bench-args';
 import { BenchPlayer } from './support/bench-player';
 import {
-  Api, Reservoir, benchApplications, checkDeadline, connectTcp, f1, f2, haveTaskset, mb, pinSelf, pool, printProfile, profileFiles, runDeadline,
-  freePort, startGateway, BOOT_TIMEOUT_MS, stopGateway, tail, gatewayCpu, gatewayRss, waitHealthy, REQUESTS_PER_APP,
+  Api, Reservoir, benchApplications, checkDeadline, connectTcp, f1, f2, mb, pinSelf, pool, printProfile, profileFiles, runDeadline,
+  freePort, startGateway, BOOT_TIMEOUT_MS, stopGateway, tail, gatewayCpu, gatewayRss, waitHealthy, REQUESTS_PER_APP, canPin, writeSite, profileDirFor,
 } from './support/gateway-harness';
 import {
   bucketsDelta, bucketsOf, coreTimes, histogramQuantile, quantile, sumOf, type Buckets, type Sample,
@@ -312,9 +311,8 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
   const run = runDeadline(budgetMs);
   const deadline = run.signal;
   const dir = scratchDir('bench-ingest-flv');
-  const profileDir = o.profile ? fs.mkdtempSync(path.join(repoRoot, '.test-tmp', 'bench-profile-')) : undefined;
-  const pin = o.pin && haveTaskset() && os.cpus().length >= 2;
-  if (o.pin && !pin) console.warn('ingest-flv: taskset or a second core is missing: running unpinned (CPU % is then less exact)');
+  const profileDir = profileDirFor(o.profile);
+  const pin = canPin(o.pin, 'ingest-flv', ' (CPU % is then less exact)');
 
   const httpPort = await freePort();
   const fleet = o.floor ? undefined : makeFleet(o.readers);
@@ -331,8 +329,7 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
       ...(fleet ? [fleet.plugin] : []),
     ],
   };
-  const siteFile = path.join(dir, 'site.json');
-  fs.writeFileSync(siteFile, JSON.stringify(site, null, 2));
+  const siteFile = writeSite(dir, site);
 
   console.log(
     `ingest-flv: ${o.terminals} terminals x ${f2((stream.bytesPerSecond * 8) / 1e6)} Mbit/s (${path.basename(o.capture)}: ` +

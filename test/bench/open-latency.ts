@@ -11,15 +11,14 @@
  *        [--warmup S] [--mbps X] [--capture FILE] [--workers N] [--profile] [--no-pin] [--keep-dir] [--node-opt OPT]...
  */
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { repoRoot, scratchDir } from '../support/paths';
+import { scratchDir } from '../support/paths';
 import { BenchArgs, captureFile, loadArg } from './support/bench-args';
 import { BenchPlayer } from './support/bench-player';
 import {
-  Api, BOOT_TIMEOUT_MS, Reservoir, benchApplications, checkDeadline, connectTcp, f1, f2, freePort, gatewayCpu, gatewayRss, haveTaskset, mb,
-  pinSelf, pool, printProfile, profileFiles, REQUESTS_PER_APP, runDeadline, startGateway, stopGateway, tail, waitHealthy,
+  Api, BOOT_TIMEOUT_MS, Reservoir, benchApplications, checkDeadline, connectTcp, f1, f2, freePort, gatewayCpu, gatewayRss, mb,
+  pinSelf, pool, printProfile, profileFiles, REQUESTS_PER_APP, runDeadline, startGateway, stopGateway, tail, waitHealthy, canPin, writeSite, profileDirFor,
 } from './support/gateway-harness';
 import { OpenProbe, PROBE_NICE, type ProbeResult } from './support/open-probe';
 import { DISTURBED_CORES, summarise, windowLoad, type CpuSnap, type Summary, type WindowLoad } from './support/perf-probes';
@@ -133,9 +132,8 @@ export async function run(args: string[]): Promise<OpenLatencyResult> {
   const run = runDeadline(budgetMs);
   const deadline = run.signal;
   const dir = scratchDir('bench-open-latency');
-  const profileDir = o.profile ? fs.mkdtempSync(path.join(repoRoot, '.test-tmp', 'bench-profile-')) : undefined;
-  const pin = o.pin && haveTaskset() && os.cpus().length >= 2;
-  if (o.pin && !pin) console.warn('open-latency: taskset or a second core is missing: running unpinned');
+  const profileDir = profileDirFor(o.profile);
+  const pin = canPin(o.pin, 'open-latency');
 
   const httpPort = await freePort();
   const site = {
@@ -148,8 +146,7 @@ export async function run(args: string[]): Promise<OpenLatencyResult> {
       { name: 'flv-out', config: { port: 0, schemes: ['http'] } },
     ],
   };
-  const siteFile = path.join(dir, 'site.json');
-  fs.writeFileSync(siteFile, JSON.stringify(site, null, 2));
+  const siteFile = writeSite(dir, site);
   console.log(
     `open-latency: ${o.terminals} terminals x ${f2((stream.bytesPerSecond * 8) / 1e6)} Mbit/s, one HTTP-FLV player each; probe ${o.rate} opens/s ` +
     `of live channels (application 'probe', a new request on a stream the load's request holds), each closed once answered; ` +

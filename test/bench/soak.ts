@@ -12,14 +12,13 @@
  *   node dist/test/bench/run.js soak [--minutes M] [--terminals N] [--clients N] ...   (see soak-options.ts)
  */
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { prng } from '../support/prng';
 import { fixturePath, scratchDir } from '../support/paths';
 import { CallbackReceiver } from './support/callback-receiver';
 import {
-  BOOT_TIMEOUT_MS, f1, freePort, haveTaskset, mb, pinSelf, pool, runDeadline, startGateway, stopGateway, tail, waitHealthy, Api,
+  BOOT_TIMEOUT_MS, f1, freePort, mb, pinSelf, pool, runDeadline, startGateway, stopGateway, tail, waitHealthy, Api, canPin, writeSite,
 } from './support/gateway-harness';
 import { NoticeLedger } from './support/notice-ledger';
 import { parsePrometheus, rssBytes, sumOf, type Sample } from './support/process-probe';
@@ -51,7 +50,7 @@ export async function run(args: string[]): Promise<void> {
   const budgetMs = BOOT_TIMEOUT_MS + o.terminals * 300 + o.minutes * 60_000 + o.retryForMs + 180_000;
   const deadline = runDeadline(budgetMs);
   const dir = scratchDir('bench-soak');
-  const pin = o.pin && haveTaskset() && os.cpus().length >= 2;
+  const pin = canPin(o.pin, 'soak');
 
   const holderApps: AppCredentials[] = Array.from({ length: Math.max(1, Math.ceil(o.terminals / HOLDERS_PER_APP)) }, (_x, i) => ({ appId: `hold${i + 1}`, user: `hold${i + 1}`, password: `hold${i + 1}` }));
   const clientApps: AppCredentials[] = Array.from({ length: o.clients }, (_x, i) => ({ appId: `cli${i + 1}`, user: `cli${i + 1}`, password: `cli${i + 1}` }));
@@ -69,8 +68,7 @@ export async function run(args: string[]): Promise<void> {
       { name: 'callback-notifier', config: { allowLoopback: true, retryForMs: o.retryForMs, maxQueuePerHost: o.maxQueue } },
     ],
   };
-  const siteFile = path.join(dir, 'site.json');
-  fs.writeFileSync(siteFile, JSON.stringify(site, null, 2));
+  const siteFile = writeSite(dir, site);
 
   const runS = o.minutes * 60;
   console.log(

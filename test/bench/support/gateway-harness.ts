@@ -7,6 +7,7 @@ import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { once, setMaxListeners } from 'node:events';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { repoRoot } from '../../support/paths';
@@ -227,6 +228,28 @@ export function pinThread(tid: number, core: number): boolean {
   } catch {
     return false;
   }
+}
+
+/**
+ * Whether the bench can pin the gateway to core 0 and itself to core 1 (taskset and a second core). When `wanted` and
+ * it cannot, says so as `<bench>: ... running unpinned<why it matters>`.
+ */
+export function canPin(wanted: boolean, bench: string, unpinnedNote = ''): boolean {
+  const pin = wanted && haveTaskset() && os.cpus().length >= 2;
+  if (wanted && !pin) console.warn(`${bench}: taskset or a second core is missing: running unpinned${unpinnedNote}`);
+  return pin;
+}
+
+/** with --profile, a folder for the gateway's .cpuprofile files (kept after the run: the report names them) */
+export function profileDirFor(profile: boolean): string | undefined {
+  return profile ? fs.mkdtempSync(path.join(repoRoot, '.test-tmp', 'bench-profile-')) : undefined;
+}
+
+/** writes a bench's site as `<dir>/site.json`; its path */
+export function writeSite(dir: string, site: unknown): string {
+  const siteFile = path.join(dir, 'site.json');
+  fs.writeFileSync(siteFile, JSON.stringify(site, null, 2));
+  return siteFile;
 }
 
 export function haveTaskset(): boolean {
