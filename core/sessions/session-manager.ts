@@ -1,4 +1,4 @@
-import { randomBytes, hash, timingSafeEqual } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { RequestLog } from '../../plugin-sdk/plugin';
 import type { Application } from '../../plugin-sdk/http';
@@ -6,109 +6,30 @@ import { ErrCode, GatewayError } from '../../plugin-sdk/errors';
 import type { Clock, Cancel } from '../../plugin-sdk/clock';
 import type { Notice, NoticePayload } from '../../plugin-sdk/notices';
 import {
-  CloseCause, closeReasonOf, type ChannelStream, type CloseCauseValue, type IngestProvider, type MediaTyp, type OpenGuard,
+  CloseCause, closeReasonOf, type ChannelStream, type CloseCauseValue, type IngestProvider, type OpenGuard,
   type OpenParams, type OutputProvider, type PlayerHandle, type PlayerInfo, type PresenceProvider, type PushAddress, type Sessions,
   type StreamTyp, type StrmRequest, type TalkProvider,
 } from '../../plugin-sdk/sessions';
 import type { CoreMediaBus, BusStream } from '../bus/media-bus';
 import type { NoticeHub } from '../notices';
 import { mediaTypOf, validateOpen } from './open-validation';
+import { attachPlayerTo, tokenMatches } from './play-access';
+import { RequestCap } from './request-cap';
+import { checkReqIds, type RequestDirectory } from './request-ids';
+import { lacksAudio, noticePayload, openResult, requestStatus } from './request-views';
+import { RequestState, StreamState, type SessionTimings } from './session-state';
 
-export interface SessionTimings {
-  keepIntvDefault: number;
-  openTimeoutSec: number;
-  consumptionTimeoutSec: number;
-  instId: string;
-  publicHost: string;
-  /** open requests one application may hold */
-  maxRequestsPerApp: number;
-  /** per-application overrides of maxRequestsPerApp, by appId */
-  requestLimits?: ReadonlyMap<string, number>;
-}
-
-/** a refused open past the per-application cap is logged at most this often per application */
-const CAP_LOG_INTERVAL_MS = 60_000;
-
-class RequestState implements StrmRequest {
-  closed = false;
-  players = 0;
-  consumed = false;
-  flags: Record<string, unknown> = {};
-  keepDeadline = 0;
-  readyAtOpen = false;
-  /** the stream was ready (playable in the request's format) while this request lived (closed vs failed) */
-  sawReady = false;
-  /**
-   * For an output that says itself when a request is playable (OutputProvider.readyWhen 'own'): whether it has
-   * (sessions.outputReady). Undefined for other outputs: their requests are ready with the stream.
-   */
-  ownReady: boolean | undefined = undefined;
-  /** inside open(): an outputReady() now is reported by the open result, not by a notice */
-  opening = true;
-  playUrl = '';
-  /** URLs of outputs without a fmt, by output name */
-  urls: Record<string, string> | undefined;
-  /** intercom URLs (live dataTyp 2 with a talk provider on the site) */
-  talk: { taUrl: string; wsUrl: string } | undefined;
-  constructor(
-    readonly reqId: string,
-    readonly appId: string,
-    readonly params: OpenParams,
-    readonly streamName: string,
-    readonly ctrl: boolean,
-    readonly openedAt: Date,
-    readonly openedAtMs: number,
-  ) {}
-}
-
-class StreamState implements ChannelStream {
-  state: 'waiting' | 'ready' | 'closing' = 'waiting';
-  requests: RequestState[] = [];
-  bytesOut = 0;
-  constructor(
-    readonly name: string,
-    readonly typ: StreamTyp,
-    readonly normSim: string,
-    readonly chanId: number,
-    readonly media: BusStream,
-    readonly openedAtMs: number,
-  ) {}
-}
+export { checkReqIds, type RequestDirectory } from './request-ids';
+export type { SessionTimings } from './session-state';
 
 /** how long a detectMediaTyp request's ready notice waits for an audio track after the first keyframe */
 const DETECT_WAIT_MS = 1000;
 
-// one-shot hash (no Hash object): every HLS part and playlist fetch checks its token
-const tokenDigest = (s: string): Buffer => hash('sha256', s, 'buffer');
-/** the request's own token digest, made once: a request's token never changes */
-const requestDigests = new WeakMap<StrmRequest, Buffer>();
-const NO_REQUEST_DIGEST = tokenDigest('');
-
 /** Requests, channel streams and every timer that governs them (keep, consumption, open timeout). */
-/**
- * With several workers, request ids live in one directory (the primary's): unique across workers, each one's worker
- * known (keep and close find it), and a closed notice kept for each in case its worker dies.
- */
-export interface RequestDirectory {
-  /** 'cap': the application holds its maximum of open requests across all workers */
-  reserve(reqId: string, appId: string, limit: number, closedNotice: Notice): Promise<'ok' | 'self' | 'other' | 'cap'>;
-  release(reqId: string): void;
-}
-
-/** the reqIds of keep and close: 1..1000 strings of at most 64 characters */
-export function checkReqIds(reqIds: unknown): string[] {
-  if (!Array.isArray(reqIds) || reqIds.length === 0 || reqIds.length > 1000 || !reqIds.every((x) => typeof x === 'string' && x.length <= 64)) {
-    throw new GatewayError(ErrCode.INVALID_PARAM, 'Invalid parameter `reqIds`. Give 1..1000 request ids.');
-  }
-  return reqIds as string[];
-}
-
 export class SessionManager implements Sessions {
   private requests = new Map<string, RequestState>();
   private directory: RequestDirectory | undefined;
-  /** open requests by appId, for the per-application cap */
-  private perApp = new Map<string, number>();
-  private capLog = new Map<string, { at: number; suppressed: number }>();
+  private cap: RequestCap;
   private streams = new Map<string, StreamState>();
   private ingests: IngestProvider[] = [];
   private outputs = new Map<number, OutputProvider>();
@@ -131,7 +52,9 @@ export class SessionManager implements Sessions {
     private readonly log: Logger,
     /** request opened/closed and stream ready/closed, at the site's requestLogLevel */
     private readonly requestLog: RequestLog = (obj, msg) => log.info(obj, msg),
-  ) {}
+  ) {
+    this.cap = new RequestCap(t, clock, log);
+  }
 
   start(): void {
     this.sweepCancel = this.clock.setInterval(() => this.sweep(), 1000);
@@ -199,33 +122,13 @@ export class SessionManager implements Sessions {
   authorizePlay(streamName: string, reqId: string, token: string): StrmRequest | undefined {
     const r = this.requests.get(reqId);
     const ok = !!r && !r.closed && r.streamName === streamName;
-    // compare digests so the time taken does not depend on how much of the token matched
-    let own = NO_REQUEST_DIGEST;
-    if (r) {
-      own = requestDigests.get(r) ?? tokenDigest(r.params.user.token);
-      requestDigests.set(r, own);
-    }
-    const match = timingSafeEqual(own, tokenDigest(token));
+    const match = tokenMatches(r, token);
     return ok && match ? r : undefined;
   }
   attachPlayer(reqId: string, info: PlayerInfo): PlayerHandle | undefined {
     const r = this.requests.get(reqId);
     if (!r || r.closed) return undefined;
-    r.players++;
-    r.consumed = true;
-    const stream = this.streams.get(r.streamName);
-    let open = true;
-    this.log.debug({ reqId, stream: r.streamName, protocol: info.protocol, remote: info.remote }, 'player attached');
-    return {
-      sent: (n: number) => {
-        if (stream) stream.bytesOut += n;
-      },
-      close: () => {
-        if (!open) return;
-        open = false;
-        if (r.players > 0) r.players--;
-      },
-    };
+    return attachPlayerTo(r, this.streams.get(r.streamName), info, this.log);
   }
   outputReady(reqId: string): void {
     const r = this.requests.get(reqId);
@@ -248,7 +151,7 @@ export class SessionManager implements Sessions {
   }
 
   async open(app: Application, body: Record<string, unknown>): Promise<Record<string, unknown>> {
-    this.checkAppCap(app);
+    this.cap.check(app.appId);
     const params = validateOpen(body, {
       reqIdHolder: (id) => {
         const r = this.requests.get(id);
@@ -263,7 +166,7 @@ export class SessionManager implements Sessions {
     // a guard may have awaited: the reqId could have been taken meanwhile, and other opens may have filled the cap
     const taken = this.requests.get(params.reqId);
     if (taken) throw new GatewayError(ErrCode.INVALID_PARAM, taken.appId === app.appId ? 'Invalid parameter `reqId`. It is in use.' : 'Invalid parameter `reqId`.');
-    this.checkAppCap(app);
+    this.cap.check(app.appId);
     if (!this.directory) return this.openChecked(app, params);
     const closedNotice: Notice = {
       payload: { instId: this.t.instId, act: 'closed', reqId: params.reqId, typ: params.typ, simNo: params.simNo, chan: params.chanId, mediaTyp: mediaTypOf(params.typ, params.dataTyp) },
@@ -272,7 +175,7 @@ export class SessionManager implements Sessions {
     const held = await this.directory.reserve(params.reqId, app.appId, this.requestLimitFor(app.appId), closedNotice);
     if (held === 'self') throw new GatewayError(ErrCode.INVALID_PARAM, 'Invalid parameter `reqId`. It is in use.');
     if (held === 'other') throw new GatewayError(ErrCode.INVALID_PARAM, 'Invalid parameter `reqId`.');
-    if (held === 'cap') this.checkAppCap(app, Infinity);
+    if (held === 'cap') this.cap.check(app.appId, Infinity);
     try {
       return await this.openChecked(app, params);
     } catch (err) {
@@ -333,7 +236,7 @@ export class SessionManager implements Sessions {
     req.readyAtOpen = stream.state === 'ready' && req.ownReady !== false;
     req.sawReady = req.readyAtOpen;
     this.requests.set(req.reqId, req);
-    this.perApp.set(app.appId, (this.perApp.get(app.appId) ?? 0) + 1);
+    this.cap.added(app.appId);
     stream.requests.push(req);
     this.updateExpectVideo(stream);
     this.requestLog({ reqId: req.reqId, appId: app.appId, stream: name, ctrl: req.ctrl, fmt: params.fmt, ready: req.readyAtOpen }, 'request opened');
@@ -344,56 +247,16 @@ export class SessionManager implements Sessions {
     // its output may have found it playable in a hook (e.g. an HLS form another request had already started)
     if (req.ownReady === true && stream.state === 'ready') req.readyAtOpen = req.sawReady = true;
 
-    const result: Record<string, unknown> = {
-      reqId: req.reqId,
-      ctrl: req.ctrl,
-      playUrl: req.playUrl,
-      ready: req.readyAtOpen,
-      mediaTyp: this.mediaTypFor(req, stream),
-      keepIntv: params.keepIntv,
-      host: push.host,
-      port: push.port,
-      tcp: push.tcp,
-      port2019: push.port2019,
-      tcp2019: push.tcp2019,
-    };
-    if (req.urls) result.urls = req.urls;
-    if (req.talk) {
-      result.taUrl = req.talk.taUrl;
-      result.wsUrl = req.talk.wsUrl;
-    }
-    if (req.flags.recording === true) result.recording = true;
-    // an open that asked to record and cannot (e.g. the record store is out of space) says why; the stream still plays
-    else if (params.record && typeof req.flags.recordingError === 'string') result.recordingError = req.flags.recordingError;
-    if (params.audioCfg) result.audioCfg = params.audioCfg;
-    if (params.detectMediaTyp) result.detectMediaTyp = true;
-    return result;
+    return openResult(req, stream, params, push);
   }
 
   requestLimitFor(appId: string): number {
-    return this.t.requestLimits?.get(appId) ?? this.t.maxRequestsPerApp;
+    return this.cap.limitFor(appId);
   }
 
   /** open requests of one application */
   requestCountOf(appId: string): number {
-    return this.perApp.get(appId) ?? 0;
-  }
-
-  /** `held`: the application's open requests, when known better than this worker's count (the cluster's) */
-  private checkAppCap(app: Application, held = this.requestCountOf(app.appId)): void {
-    const limit = this.requestLimitFor(app.appId);
-    if (held < limit) return;
-    const now = this.clock.now();
-    const l = this.capLog.get(app.appId);
-    if (!l || now - l.at >= CAP_LOG_INTERVAL_MS) {
-      this.log.warn({ appId: app.appId, limit, suppressed: l?.suppressed ?? 0 }, 'open refused: the application holds its maximum of open requests');
-      this.capLog.set(app.appId, { at: now, suppressed: 0 });
-    } else {
-      l.suppressed++;
-    }
-    // -3 (other failures): decisions.md has no quota code, and -11 is an HTTP 403 for routes, which would read as
-    // "these credentials may not open at all"; -3 stays HTTP 200 like every business error
-    throw new GatewayError(ErrCode.EXECUTION_ERROR, `Too many open requests: this application holds its maximum of ${limit}; close some first.`);
+    return this.cap.countOf(appId);
   }
 
   keep(app: Application, reqIds: unknown): Array<{ reqId: string; keep: boolean }> {
@@ -423,33 +286,7 @@ export class SessionManager implements Sessions {
     const out: unknown[] = [];
     for (const r of this.requests.values()) {
       if (r.appId !== app.appId) continue;
-      const s = this.streams.get(r.streamName);
-      const st = s?.media.stats();
-      out.push({
-        reqId: r.reqId,
-        typ: r.params.typ,
-        simNo: r.params.simNo,
-        chanId: r.params.chanId,
-        stream: r.streamName,
-        fmt: r.params.fmt,
-        playUrl: r.playUrl,
-        ...(r.urls ? { urls: r.urls } : {}),
-        ...(r.talk ? { taUrl: r.talk.taUrl, wsUrl: r.talk.wsUrl } : {}),
-        ctrl: r.ctrl,
-        exclusive: r.params.exclusive,
-        ready: s?.state === 'ready' && r.ownReady !== false,
-        consumed: r.consumed,
-        players: r.players,
-        keepIntv: r.params.keepIntv,
-        openedAt: r.openedAt.toISOString(),
-        keepDeadline: new Date(r.keepDeadline).toISOString(),
-        mediaTyp: s ? this.mediaTypFor(r, s) : undefined,
-        flags: r.flags,
-        codecs: s?.media.tracks.map((t) => (t.kind === 'video' ? { kind: t.kind, codec: t.codec, width: t.width, height: t.height } : { kind: t.kind, codec: t.codec, sampleRate: t.sampleRate })),
-        bytesIn: st?.bytesIn ?? 0,
-        bytesOut: s?.bytesOut ?? 0,
-        streamRequests: s?.requests.length ?? 0,
-      });
+      out.push(requestStatus(r, this.streams.get(r.streamName)));
     }
     return out;
   }
@@ -460,9 +297,7 @@ export class SessionManager implements Sessions {
     r.closed = true;
     this.requests.delete(reqId);
     this.directory?.release(reqId);
-    const left = (this.perApp.get(r.appId) ?? 1) - 1;
-    if (left > 0) this.perApp.set(r.appId, left);
-    else this.perApp.delete(r.appId);
+    this.cap.removed(r.appId);
     const s = this.streams.get(r.streamName);
     this.requestLog({ reqId, appId: r.appId, stream: r.streamName, closeCause: cause, closeReason: closeReasonOf[cause], detail }, 'request closed');
     for (const cb of this.cbReqClosed) this.safe(() => cb(r, cause), 'request-closed hook');
@@ -513,7 +348,7 @@ export class SessionManager implements Sessions {
       if (r.ownReady === false) continue;
       r.sawReady = true;
       if (r.readyAtOpen) continue;
-      if (r.params.detectMediaTyp && this.lacksAudio(s)) waiting.push(r);
+      if (r.params.detectMediaTyp && lacksAudio(s)) waiting.push(r);
       else this.emit(r, s, 'ready');
     }
     if (waiting.length === 0) return;
@@ -522,58 +357,16 @@ export class SessionManager implements Sessions {
       cancel();
       for (const r of waiting) if (!r.closed) this.emit(r, s, 'ready');
     };
-    const offTracks = s.media.on('tracks', () => { if (!this.lacksAudio(s)) release(); });
+    const offTracks = s.media.on('tracks', () => { if (!lacksAudio(s)) release(); });
     const cancel = this.clock.setTimeout(release, DETECT_WAIT_MS);
-  }
-
-  private lacksAudio(s: StreamState): boolean {
-    return !s.media.tracks.some((t) => t.kind === 'audio');
   }
 
   private updateExpectVideo(s: StreamState): void {
     s.media.expectVideo = s.requests.some((r) => mediaTypOf(r.params.typ, r.params.dataTyp) !== 'a');
   }
 
-  private mediaTypFor(r: RequestState, s: StreamState): MediaTyp {
-    const declared = mediaTypOf(r.params.typ, r.params.dataTyp);
-    if (!r.params.detectMediaTyp || !s.media.ready) return declared;
-    const kinds = new Set(s.media.tracks.map((t) => t.kind));
-    if (kinds.has('video') && kinds.has('audio')) return 'av';
-    if (kinds.has('video')) return 'v';
-    if (kinds.has('audio')) return 'a';
-    return declared;
-  }
-
   private emit(r: RequestState, s: StreamState | undefined, act: NoticePayload['act'], cause?: CloseCauseValue): void {
-    const payload: NoticePayload = {
-      instId: this.t.instId,
-      act,
-      reqId: r.reqId,
-      typ: r.params.typ,
-      simNo: r.params.simNo,
-      chan: r.params.chanId,
-      mediaTyp: s ? this.mediaTypFor(r, s) : mediaTypOf(r.params.typ, r.params.dataTyp),
-    };
-    if (act === 'ready') {
-      payload.playUrl = r.playUrl;
-      if (r.talk) {
-        payload.taUrl = r.talk.taUrl;
-        payload.wsUrl = r.talk.wsUrl;
-      }
-    }
-    if (cause !== undefined) {
-      payload.closeCause = cause;
-      payload.closeReason = closeReasonOf[cause];
-    }
-    for (const t of s?.media.tracks ?? []) {
-      if (t.kind === 'video') {
-        payload.vc = t.codec;
-        if (t.frameRate) payload.frameRate = t.frameRate;
-      } else {
-        payload.ac = t.codec;
-        payload.sampleRate = t.sampleRate;
-      }
-    }
+    const payload = noticePayload(this.t.instId, r, s, act, cause);
     this.notices.emit({ payload, appId: r.appId, cb: r.params.cb, last: act !== 'ready' });
   }
 
