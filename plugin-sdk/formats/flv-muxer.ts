@@ -1,0 +1,147 @@
+/**
+ * FlvMuxer: TrackInfo and AccessUnits in, FLV tags out, as tags (`push`) or framed for the wire (`pushWire`). The
+ * per-track work is in flv-video.ts and flv-audio.ts; this lays out video bodies and holds the state (part of
+ * formats/flv, which re-exports the public names).
+ */
+import type { AccessUnit, AudioCodec, TrackInfo } from '../media';
+import { BufferSlab } from '../buffer-slab';
+import type { AmfValue } from './flv-amf';
+import { encodeOnMetaData } from './flv-amf';
+import { FLV_TAG_VIDEO, PREV_SIZE_SIZE, TAG_HEADER_SIZE, writeTagHeader, type FlvTag } from './flv-tag';
+import { bytesOf, configOf, WIRE_VIEW_MIN, wireOfTags, type WireUnit } from './flv-wire';
+import { buildMeta, flagsOf, MuxState } from './flv-mux-state';
+import { planVideo, setVideo, videoPrefixSize, writeVideoPrefix } from './flv-video';
+import { pushAudio, setAudio } from './flv-audio';
+
+export interface FlvMuxerStats {
+  videoTags: number;
+  audioTags: number;
+  scriptTags: number;
+  /** video units dropped: before parameter sets were known, before the first keyframe, or unparseable */
+  droppedVideo: number;
+  /** audio units of a codec FLV cannot carry (G.726, ADPCM, ...) or not chosen (audioCodecs), or AAC without a config */
+  skippedAudio: number;
+  /** which audio codecs were skipped */
+  skippedAudioCodecs: AudioCodec[];
+  /** units whose dts went backwards and were clamped to the previous tag's timestamp */
+  clampedTimestamps: number;
+}
+
+export interface FlvMuxerOptions {
+  /**
+   * Audio codecs to carry (default: every one FLV can: aac, g711a, g711u). Others are skipped and counted like
+   * codecs FLV cannot carry, and leave no trace in the header flags or onMetaData. Browser players (mpegts.js,
+   * flv.js) decode only AAC and MP3 and report an error for every G.711 tag.
+   */
+  audioCodecs?: readonly AudioCodec[];
+  /** the onMetaData script tag's body for these properties (default: encodeOnMetaData, an AMF0 ECMA array) */
+  metaBody?: (props: Record<string, AmfValue>) => Buffer;
+}
+
+/**
+ * Turns TrackInfo and AccessUnits into FLV tags. Config tags (onMetaData, sequence headers) are emitted lazily,
+ * in front of the next frame that needs them, and again whenever they change.
+ */
+export class FlvMuxer {
+  /** tracks, counters and frame bodies, shared with the video and audio halves (flv-video.ts, flv-audio.ts) */
+  private readonly m: MuxState;
+  /**
+   * pushWire's small parts (headers, length fields, short NAL units): a few dozen bytes a frame, kept as long as the
+   * GOP, so small chunks: 32 KiB ones would each be pinned for seconds by a few live slices.
+   */
+  private readonly wireSlab = new BufferSlab(4096);
+
+  constructor(opts: FlvMuxerOptions = {}) {
+    this.m = new MuxState(opts.audioCodecs ? new Set(opts.audioCodecs) : undefined, opts.metaBody ?? encodeOnMetaData);
+  }
+
+  get stats(): FlvMuxerStats {
+    return { ...this.m.counters, skippedAudioCodecs: [...this.m.skippedCodecs] };
+  }
+
+  /** whether a video / an FLV-representable audio track is known (for the file header flags) */
+  get hasVideo(): boolean { return this.m.video !== undefined; }
+  get hasAudio(): boolean { return this.m.audio !== undefined && flagsOf(this.m, this.m.audio) !== undefined; }
+
+  setTrack(info: TrackInfo): void {
+    if (info.kind === 'video') setVideo(this.m, info);
+    else setAudio(this.m, info);
+  }
+
+  /** Tags for one access unit, preceded by any config tags that changed. Empty when the unit is dropped. */
+  push(au: AccessUnit): FlvTag[] {
+    if (au.kind !== 'video') return pushAudio(this.m, au);
+    const p = planVideo(this.m, au);
+    if (p === undefined) return [];
+    const body = this.m.slab.allocBody(videoPrefixSize(p) + p.keptBytes);
+    let at = writeVideoPrefix(body, 0, p);
+    for (const nal of p.kept) {
+      body.writeUInt32BE(nal.length, at);
+      at += 4 + nal.copy(body, at + 4);
+    }
+    const out = p.out;
+    out.push({ type: FLV_TAG_VIDEO, timestamp: p.ts, body, keyframe: p.key });
+    return out;
+  }
+
+  /**
+   * The same tags as `push`, framed for the wire, or undefined when the unit is dropped. NAL units of
+   * WIRE_VIEW_MIN bytes or more are referenced from the unit's payload, which the bus guarantees is never changed.
+   */
+  pushWire(au: AccessUnit): WireUnit | undefined {
+    if (au.kind !== 'video') return wireOfTags(pushAudio(this.m, au), au.payload);
+    const p = planVideo(this.m, au);
+    if (p === undefined) return undefined;
+    const prefix = videoPrefixSize(p);
+    const bodyLen = prefix + p.keptBytes;
+    if (bodyLen > 0xffffff) throw new RangeError(`FLV tag body of ${bodyLen} bytes exceeds the 24-bit DataSize field`);
+    let small = TAG_HEADER_SIZE + prefix + PREV_SIZE_SIZE;
+    let referenced = 0;
+    for (const nal of p.kept) {
+      if (nal.length >= WIRE_VIEW_MIN) referenced++;
+      else small += nal.length;
+      small += 4;
+    }
+    const mem = this.wireSlab.take(small);
+    writeTagHeader(mem, 0, FLV_TAG_VIDEO, bodyLen, p.ts);
+    let at = writeVideoPrefix(mem, TAG_HEADER_SIZE, p);
+    // sized once: an array grown by push keeps spare room, and this one lives as long as the GOP
+    const ranges = new Array<number>(2 + 4 * referenced);
+    ranges[0] = 0;
+    let r = 1;
+    const base = au.payload.byteOffset;
+    for (const nal of p.kept) {
+      mem.writeUInt32BE(nal.length, at);
+      at += 4;
+      if (nal.length >= WIRE_VIEW_MIN) {
+        // (splitAnnexB's NAL units are views of the payload: their place in it is their offset from its start)
+        const from = nal.byteOffset - base;
+        ranges[r++] = at;
+        ranges[r++] = from;
+        ranges[r++] = from + nal.length;
+        ranges[r++] = at;
+      } else {
+        at += nal.copy(mem, at);
+      }
+    }
+    mem.writeUInt32BE(TAG_HEADER_SIZE + bodyLen, at);
+    ranges[r] = at + PREV_SIZE_SIZE;
+    const config = configOf(p.out);
+    return {
+      config, configBytes: bytesOf(config), mem, payload: au.payload, ranges, mediaBytes: TAG_HEADER_SIZE + bodyLen + PREV_SIZE_SIZE,
+      mediaType: FLV_TAG_VIDEO, mediaTags: 1, timestamp: p.ts, keyframe: p.key,
+    };
+  }
+
+  /**
+   * The current onMetaData and sequence headers, for a consumer that starts mid-stream (e.g. a new file).
+   * Sequence headers get `timestamp`; onMetaData keeps 0 (see buildMeta).
+   */
+  configTags(timestamp = 0): FlvTag[] {
+    const out: FlvTag[] = [];
+    if (this.m.video || this.hasAudio) out.push(buildMeta(this.m));
+    if (this.m.video?.seqHeader) out.push({ ...this.m.video.seqHeader, timestamp });
+    if (this.m.audio?.seqHeader) out.push({ ...this.m.audio.seqHeader, timestamp });
+    return out;
+  }
+}

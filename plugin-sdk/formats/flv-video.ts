@@ -1,0 +1,171 @@
+/**
+ * The FLV muxer's video half: H.264 as classic AVC tags (codec id 7), H.265 as Enhanced FLV (`hvc1`). Tracks the
+ * parameter sets, builds the sequence headers (AVCDecoderConfigurationRecord / HEVCDecoderConfigurationRecord),
+ * and plans each unit's tag (planVideo) for FlvMuxer to lay out. Internal to formats/flv.
+ */
+import type { AccessUnit, VideoTrackInfo } from '../media';
+import { h264NalType, h265NalType, splitAnnexB } from './annexb';
+import { buildAvcC, parseH264Sps } from './h264';
+import { buildHvcC, parseH265Sps } from './h265';
+import { allocBody, FLV_TAG_VIDEO, type FlvTag } from './flv-tag';
+import {
+  clampTs, emitMeta, ENHANCED_HEVC_FOURCC, sameBuf, type MuxState, type VideoPlan, type VideoState,
+} from './flv-mux-state';
+
+export function setVideo(m: MuxState, info: VideoTrackInfo): void {
+  let v = m.video;
+  if (!v || v.codec !== info.codec) {
+    v = { codec: info.codec, configDirty: true, started: false, lastTs: v?.lastTs ?? 0 };
+    m.video = v;
+    m.metaDirty = true;
+  }
+  if (info.width !== undefined && info.height !== undefined) {
+    if (info.width !== v.width || info.height !== v.height) m.metaDirty = true;
+    v.width = info.width;
+    v.height = info.height;
+    v.sizeGiven = true;
+  }
+  if (info.frameRate !== undefined && info.frameRate !== v.frameRate) {
+    v.frameRate = info.frameRate;
+    m.metaDirty = true;
+  }
+  updateParams(v, info.sps, info.pps, info.vps);
+}
+
+function updateParams(v: VideoState, sps?: Buffer, pps?: Buffer, vps?: Buffer): void {
+  if (sps && !sameBuf(sps, v.sps)) { v.sps = sps; v.configDirty = true; }
+  if (pps && !sameBuf(pps, v.pps)) { v.pps = pps; v.configDirty = true; }
+  if (vps && !sameBuf(vps, v.vps)) { v.vps = vps; v.configDirty = true; }
+}
+
+/** Everything about a video unit but its body: parameter sets, config tags, timestamps, the NAL units kept. */
+export function planVideo(m: MuxState, au: AccessUnit): VideoPlan | undefined {
+  const codec = au.codec;
+  if (codec !== 'h264' && codec !== 'h265') {
+    m.counters.droppedVideo++;
+    return undefined;
+  }
+  let v = m.video;
+  if (!v || v.codec !== codec) {
+    setVideo(m, { kind: 'video', codec });
+    v = m.video!;
+  }
+  const hevc = codec === 'h265';
+  const nals = splitAnnexB(au.payload);
+  const kept: Buffer[] = [];
+  let keptBytes = 0;
+  let idr = false;
+  let sps: Buffer | undefined, pps: Buffer | undefined, vps: Buffer | undefined;
+  for (const nal of nals) {
+    if (nal.length === 0) continue;
+    if (hevc) {
+      const t = h265NalType(nal);
+      if (t === 32) { vps = nal; continue; }
+      if (t === 33) { sps = nal; continue; }
+      if (t === 34) { pps = nal; continue; }
+      if (t === 35) continue; // AUD
+      if (t >= 16 && t <= 23) idr = true; // IRAP
+    } else {
+      const t = h264NalType(nal);
+      if (t === 7) { sps = nal; continue; }
+      if (t === 8) { pps = nal; continue; }
+      if (t === 9) continue; // AUD
+      if (t === 5) idr = true;
+    }
+    kept.push(nal);
+    keptBytes += 4 + nal.length;
+  }
+  // Parameter sets are copied: the payload they came from may be a reused network buffer.
+  updateParams(v, sps && Buffer.from(sps), pps && Buffer.from(pps), vps && Buffer.from(vps));
+  const ready = hevc ? !!(v.vps && v.sps && v.pps) : !!(v.sps && v.pps);
+  const key = au.keyframe || idr;
+  if (!ready || (!v.started && !key) || kept.length === 0) {
+    if (kept.length > 0) m.counters.droppedVideo++;
+    return undefined;
+  }
+  const ts = clampTs(m, v, au.dts);
+  const out: FlvTag[] = [];
+  if (v.configDirty) {
+    let seq: FlvTag;
+    try {
+      seq = videoSeqHeader(v, ts);
+    } catch {
+      // An SPS we cannot parse would make every later frame undecodable too: drop until a good one arrives.
+      v.sps = undefined;
+      m.counters.droppedVideo++;
+      return undefined;
+    }
+    v.configDirty = false;
+    v.seqHeader = seq;
+    sizeFromSps(m, v);
+    emitMeta(m, out);
+    out.push(seq);
+  } else {
+    emitMeta(m, out);
+  }
+  v.started = true;
+  m.counters.videoTags++;
+  const p = m.plan;
+  p.out = out;
+  p.ts = ts;
+  p.cts = Math.max(-0x800000, Math.min(0x7fffff, Math.round(au.pts) - ts));
+  p.key = key;
+  p.hevc = hevc;
+  p.kept = kept;
+  p.keptBytes = keptBytes;
+  return p;
+}
+
+/** onMetaData's width/height from the SPS (again on each new SPS) when the track info did not give them. */
+function sizeFromSps(m: MuxState, v: VideoState): void {
+  if (v.sizeGiven) return;
+  try {
+    const info = v.codec === 'h265' ? parseH265Sps(v.sps!) : parseH264Sps(v.sps!);
+    if (info.width === v.width && info.height === v.height) return;
+    v.width = info.width;
+    v.height = info.height;
+    m.metaDirty = true;
+  } catch {
+    // the size is only informative here; decoders read it from the sequence header
+  }
+}
+
+function videoSeqHeader(v: VideoState, ts: number): FlvTag {
+  let body: Buffer;
+  if (v.codec === 'h265') {
+    const rec = buildHvcC(v.vps!, v.sps!, v.pps!);
+    body = allocBody(5 + rec.length);
+    body[0] = 0x80 | (1 << 4) | 0; // IsExHeader | key frame | SequenceStart
+    ENHANCED_HEVC_FOURCC.copy(body, 1);
+    rec.copy(body, 5);
+  } else {
+    const rec = buildAvcC(v.sps!, v.pps!);
+    body = allocBody(5 + rec.length);
+    body[0] = 0x17;
+    body[1] = 0; // AVC sequence header
+    body.writeUIntBE(0, 2, 3);
+    rec.copy(body, 5);
+  }
+  return { type: FLV_TAG_VIDEO, timestamp: ts, body, keyframe: false };
+}
+
+/** Bytes of a video tag body before its NAL units: the AVC header, or the Enhanced one with its FourCC (and CTS). */
+export function videoPrefixSize(p: VideoPlan): number {
+  return p.hevc && p.cts !== 0 ? 8 : 5;
+}
+
+export function writeVideoPrefix(b: Buffer, at: number, p: VideoPlan): number {
+  const frameType = p.key ? 1 : 2;
+  if (p.hevc) {
+    const withCts = p.cts !== 0;
+    b[at] = 0x80 | (frameType << 4) | (withCts ? 1 : 3); // IsExHeader | FrameType | CodedFrames(X)
+    ENHANCED_HEVC_FOURCC.copy(b, at + 1);
+    if (!withCts) return at + 5;
+    b.writeIntBE(p.cts, at + 5, 3);
+    return at + 8;
+  }
+  b[at] = (frameType << 4) | 7;
+  b[at + 1] = 1; // AVC NALU
+  b.writeIntBE(p.cts, at + 2, 3);
+  return at + 5;
+}
