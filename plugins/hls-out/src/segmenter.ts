@@ -11,81 +11,21 @@
  * into the part being cut when its time is before the part's end; since the AAC stage's audio comes later than
  * the video (it runs in a worker), video waits for it (at most MAX_AUDIO_LAG_MS), so each part holds the audio up
  * to its end. Each track keeps its own decode times.
+ *
+ * Around it: hls-types.ts (segments, parts, init segments, options), live-window.ts (what players read, the bytes
+ * held and their bound: the Segmenter extends it), cut-rules.ts (where cuts fall), track-config.ts (track
+ * configurations and their init segment versions).
  */
-import type { Logger } from 'pino';
-import type { AccessUnit, AudioTrackInfo, MediaSink, TrackInfo, VideoTrackInfo } from '../../../plugin-sdk';
-import { fmp4Fragment, fmp4Init, type FragmentTrack } from './fmp4';
-import { TsWriter } from './mpegts';
-import { audioTrack, videoTrack } from './mux-tracks';
-import type { MuxTrack } from './mux-types';
-import { audioSamplesOf, videoSamplesOf, type AudioSample, type VideoSample } from './samples';
+import type { AccessUnit, MediaSink, TrackInfo } from '../../../plugin-sdk';
+import { partDue, partLongEnough, pastTarget, round3, segmentDue } from './cut-rules';
+import { fmp4Fragment } from './fmp4';
+import type { HlsInit, HlsSegment } from './hls-types';
+import { LiveWindow } from './live-window';
+import { audioSamplesOf, videoSamplesOf } from './samples';
+import { activate, configOf, fragmentTracks, type Active, type Config } from './track-config';
 
-export type Container = 'fmp4' | 'mpegts';
+export type { Container, HlsInit, HlsPart, HlsSegment, SegmenterOptions, SegmenterStats } from './hls-types';
 
-export interface HlsPart {
-  /** index within its segment */
-  readonly index: number;
-  /** s */
-  readonly duration: number;
-  /** starts with a keyframe (or is audio) */
-  readonly independent: boolean;
-  readonly data: Buffer;
-}
-
-export interface HlsInit {
-  /** counts the stream's track configurations: init-{version}.mp4 */
-  readonly version: number;
-  /** the fMP4 init segment (none for MPEG-TS) */
-  readonly data: Buffer | undefined;
-}
-
-export interface HlsSegment {
-  readonly msn: number;
-  readonly parts: HlsPart[];
-  /** s, known once complete */
-  duration: number;
-  bytes: number;
-  complete: boolean;
-  /** a timeline or configuration break precedes it (publisher change, new tracks, dropped media) */
-  readonly discontinuity: boolean;
-  readonly init: HlsInit;
-  /** wall-clock time of its first unit, epoch ms */
-  readonly programDateTime: number | undefined;
-  /** ms on the stream's timeline */
-  readonly startDts: number;
-}
-
-export interface SegmenterOptions {
-  container: Container;
-  targetDurationSec: number;
-  partTargetSec: number;
-  /** complete segments listed in the playlist (a couple more stay in memory for players still fetching them) */
-  windowSegments: number;
-  maxStreamBytes: number;
-  /** 'av' readers: how long the first segment waits for the AAC track (ms of stream time) */
-  audioWaitMs: number;
-  /** the reader takes audio and video (the first segment may wait for audio) */
-  wantsAudioWithVideo: boolean;
-  /** the request stream's wall clock (EXT-X-PROGRAM-DATE-TIME) */
-  wallClock(dtsMs: number): number | undefined;
-  /** the request stream itself has an audio track (the AAC form will follow) */
-  sourceHasAudio(): boolean;
-  log: Logger;
-  stats: SegmenterStats;
-}
-
-/** counters the plugin's metrics read */
-export interface SegmenterStats {
-  parts(): void;
-  segments(): void;
-  /** a segment left the window early, or one being made was dropped, to stay within maxStreamBytes */
-  memoryDrops(): void;
-  /** a unit left out: audio that is not AAC, or video the track gives no parameter sets for */
-  unitsLeftOut(): void;
-}
-
-/** complete segments kept beyond the listed window, for players still fetching one that just left it */
-const EXTRA_KEPT = 2;
 /**
  * Video waits at most this long (stream time) for the audio of the same instant: the AAC stage delivers a frame
  * once it has 1024 samples and its worker has encoded them (about 200 ms after the video of the instant the
@@ -97,29 +37,8 @@ const MAX_AUDIO_LAG_MS = 1000;
 /** no audio for this long (stream time): the terminal stopped sending it; video stops waiting until it comes back */
 const AUDIO_GONE_MS = 3000;
 
-interface Config {
-  sig: string;
-  video: MuxTrack | undefined;
-  audio: MuxTrack | undefined;
-}
-
-interface Active extends Config {
-  init: HlsInit;
-  ts: TsWriter | undefined;
-}
-
-export class Segmenter implements MediaSink {
-  /** complete segments, oldest first */
-  readonly segments: HlsSegment[] = [];
-  current: HlsSegment | undefined;
-  /** discontinuities of segments gone from memory (EXT-X-DISCONTINUITY-SEQUENCE counts from these) */
-  discontinuitiesGone = 0;
+export class Segmenter extends LiveWindow implements MediaSink {
   closed = false;
-  /** bytes of media held: complete segments, the one being made, the units waiting for their part */
-  bytes = 0;
-  /** longest segment and part so far, s (the playlist's target durations cover them) */
-  maxSegmentSec = 0;
-  maxPartSec = 0;
   private nextMsn = 0;
   private fragmentSeq = 1;
   private wanted: Config = { sig: '', video: undefined, audio: undefined };
@@ -144,28 +63,10 @@ export class Segmenter implements MediaSink {
   private delayBytes = 0;
   /** where the latest audio frame ends (stream ms): all audio before it has come */
   private audioEnd = -Infinity;
-  private listeners = new Set<() => void>();
-
-  constructor(private readonly o: SegmenterOptions) {}
-
-  /** called after every new part or segment, and at the end */
-  onChange(cb: () => void): () => void {
-    this.listeners.add(cb);
-    return () => this.listeners.delete(cb);
-  }
 
   /** no video: every segment starts at a start point (any audio frame) */
   get audioOnly(): boolean {
     return !!this.active && !this.active.video;
-  }
-
-  get targetDuration(): number {
-    // fixed: segments are cut at it (pastTarget), GOP or not
-    return Math.ceil(this.o.targetDurationSec);
-  }
-
-  get partTarget(): number {
-    return Math.max(this.o.partTargetSec, round3(this.maxPartSec));
   }
 
   /** the init segments still referenced (the active one and those of segments in memory), by version */
@@ -175,59 +76,14 @@ export class Segmenter implements MediaSink {
     return this.segments.find((s) => s.init.version === version)?.init;
   }
 
-  segment(msn: number): HlsSegment | undefined {
-    const first = this.segments[0];
-    if (!first) return undefined;
-    return this.segments[msn - first.msn];
-  }
-
-  part(msn: number, index: number): HlsPart | undefined {
-    const seg = this.current?.msn === msn ? this.current : this.segment(msn);
-    return seg?.parts[index];
-  }
-
-  /**
-   * A playlist can be served: a complete segment exists. (Parts alone are not enough: hls.js takes a playlist
-   * without a segment for an empty one, levelEmptyError, and ffmpeg would wait on it.)
-   */
-  get hasMedia(): boolean {
-    return this.segments.length > 0;
-  }
-
-  /** the last msn made or being made (-1 before any) */
-  get lastMsn(): number {
-    return this.current?.msn ?? (this.segments.length ? this.segments[this.segments.length - 1].msn : -1);
-  }
-
-  /**
-   * RFC 8216bis blocking reload: the playlist holds segment msn complete (part undefined), or part `part` of it
-   * (a part index past a complete segment's last means the next segment's first part).
-   */
-  has(msn: number, part: number | undefined): boolean {
-    const lastComplete = this.segments.length ? this.segments[this.segments.length - 1].msn : -1;
-    if (part === undefined) return lastComplete >= msn;
-    if (lastComplete >= msn) {
-      const seg = this.segment(msn);
-      if (seg && part < seg.parts.length) return true;
-      return this.has(msn + 1, 0);
-    }
-    const cur = this.current;
-    if (cur && cur.msn === msn) return cur.parts.length > part;
-    return !!cur && cur.msn > msn;
-  }
-
   // --- MediaSink ------------------------------------------------------------------------------------------------
 
   tracks(list: ReadonlyArray<TrackInfo>): void {
-    const v = list.find((t): t is VideoTrackInfo => t.kind === 'video');
-    const a = list.find((t): t is AudioTrackInfo => t.kind === 'audio');
-    const video = v ? videoTrack(v) : undefined;
-    const audio = a ? audioTrack(a, video ? 2 : 1) : undefined;
-    const sig = `${video?.codec}:${video?.config.toString('hex')}|${audio?.config.toString('hex')}:${audio?.sampleRate}`;
-    if (sig === this.wanted.sig) return;
-    this.wanted = { sig, video, audio };
-    if (this.active && this.active.sig !== sig) this.pendingReinit = true;
-    if (this.hold && audio) this.release();
+    const w = configOf(list);
+    if (w.sig === this.wanted.sig) return;
+    this.wanted = w;
+    if (this.active && this.active.sig !== w.sig) this.pendingReinit = true;
+    if (this.hold && w.audio) this.release();
   }
 
   write(unit: AccessUnit): void {
@@ -366,13 +222,20 @@ export class Segmenter implements MediaSink {
       return;
     }
     const cur = this.current!;
-    if ((startPoint && this.segmentDue(unit, cur)) || this.pastTarget(unit, cur)) {
+    if (
+      (startPoint && segmentDue(unit.dts, cur.startDts, this.lastStartPointDts, this.o.targetDurationSec)) ||
+      pastTarget(unit.dts, cur.startDts, this.lastDriverDts, this.o.targetDurationSec)
+    ) {
       const lastStart = this.lastStartPointDts;
       this.endSegment(unit);
       this.startSegment(unit, false);
       // a cut inside a GOP is no start point: the GOP still began where it did
       if (!startPoint) this.lastStartPointDts = lastStart;
-    } else if (this.driverUnits.length > 0 && (this.partDue(unit) || (startPoint && unit.kind === 'video' && this.partLongEnough(unit)))) {
+    } else if (
+      this.driverUnits.length > 0 &&
+      (partDue(unit.dts, this.partStartDts, this.lastDriverDts, this.o.partTargetSec) ||
+        (startPoint && unit.kind === 'video' && partLongEnough(unit.dts, this.partStartDts, this.o.partTargetSec)))
+    ) {
       // a keyframe inside a segment (one cut inside the GOP before) starts a part of its own, an INDEPENDENT one
       // where a player may join, when the part it ends is long enough (8216bis: parts other than the last of a
       // segment and INDEPENDENT ones last at least 85 % of the part target)
@@ -403,38 +266,8 @@ export class Segmenter implements MediaSink {
     return !this.held && this.o.wantsAudioWithVideo && !!w.video && !w.audio && this.o.audioWaitMs > 0;
   }
 
-  private segmentDue(unit: AccessUnit, cur: HlsSegment): boolean {
-    const target = this.o.targetDurationSec * 1000;
-    const dur = unit.dts - cur.startDts;
-    const gop = unit.dts - this.lastStartPointDts;
-    return dur >= target - 1 || (dur > 0 && dur + gop > target + 500);
-  }
-
-  /**
-   * EXT-X-TARGETDURATION must not change (RFC 8216 4.3.3.1), and players join at parts long before a GOP of unknown
-   * length ends: a GOP longer than the target is cut at the target without a keyframe. Such a segment starts with a
-   * part that is not INDEPENDENT; players start at one that is.
-   */
-  private pastTarget(unit: AccessUnit, cur: HlsSegment): boolean {
-    const dur = unit.dts - cur.startDts;
-    // EXTINF rounded to the nearest second must not pass the target
-    return dur > 0 && dur + (unit.dts - this.lastDriverDts) > this.o.targetDurationSec * 1000 + 499;
-  }
-
-  private partLongEnough(unit: AccessUnit): boolean {
-    return unit.dts - this.partStartDts >= 0.85 * this.o.partTargetSec * 1000;
-  }
-
-  private partDue(unit: AccessUnit): boolean {
-    const partDur = unit.dts - this.partStartDts;
-    const next = unit.dts - this.lastDriverDts;
-    return partDur + next > this.o.partTargetSec * 1000 + 0.5;
-  }
-
   private activate(w: Config): void {
-    const tracks = [w.video, w.audio].filter((t): t is MuxTrack => !!t);
-    const data = this.o.container === 'fmp4' ? fmp4Init(tracks) : undefined;
-    this.active = { ...w, init: { version: ++this.initVersion, data }, ts: this.o.container === 'mpegts' ? new TsWriter(tracks) : undefined };
+    this.active = activate(w, this.o.container, ++this.initVersion);
     this.pendingReinit = false;
   }
 
@@ -536,31 +369,4 @@ export class Segmenter implements MediaSink {
     this.breakPending = true;
     this.changed();
   }
-
-  private evict(): void {
-    const keep = this.o.windowSegments + EXTRA_KEPT;
-    // (the segment being made holds at most half of maxStreamBytes, so the complete ones can always make room)
-    while (this.segments.length > keep || (this.bytes > this.o.maxStreamBytes && this.segments.length > 0)) {
-      const forMemory = this.segments.length <= keep;
-      const gone = this.segments.shift()!;
-      this.bytes -= gone.bytes;
-      if (forMemory) this.o.stats.memoryDrops();
-      if (gone.discontinuity) this.discontinuitiesGone++;
-    }
-  }
-
-  private changed(): void {
-    for (const cb of [...this.listeners]) cb();
-  }
-}
-
-function round3(x: number): number {
-  return Math.round(x * 1000) / 1000;
-}
-
-function fragmentTracks(a: Active, video: VideoSample[], audio: AudioSample[]): FragmentTrack[] {
-  const out: FragmentTrack[] = [];
-  if (a.video && video.length) out.push({ track: a.video, baseTime: video[0].dts, samples: video });
-  if (a.audio && audio.length) out.push({ track: a.audio, baseTime: audio[0].dts, samples: audio });
-  return out;
 }
