@@ -17,6 +17,7 @@ import * as path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { WebSocket } from 'ws';
+import { replyFrom } from './child-reply';
 import { FlvPlayCounter } from './flv-play-counter';
 import { connectTcp } from './gateway-harness';
 import { LatencyHistogram, checkFrames, indexSent, perfToMonotonic, type FrameCheck, type SentFrames } from './perf-probes';
@@ -83,28 +84,12 @@ export class PlayerProcs {
     return this.children.map((c) => c.pid).filter((p): p is number => p !== undefined);
   }
 
-  private async ask<T extends FromChild>(c: ChildProcess, msg: ToChild, want: T['t'], signal: AbortSignal): Promise<T> {
-    const reply = new Promise<T>((resolve, reject) => {
-      const onMsg = (m: FromChild) => {
-        if (m.t === want) done(() => resolve(m as T));
-        else if (m.t === 'error') done(() => reject(new Error(`player process ${c.pid}: ${m.message}`)));
-      };
-      const onExit = (code: number | null) => done(() => reject(new Error(`player process ${c.pid} exited (code ${code})`)));
-      const timer = setTimeout(() => done(() => reject(new Error(`player process ${c.pid}: no '${want}' within ${REPLY_TIMEOUT_MS / 1000} s`))), REPLY_TIMEOUT_MS);
-      const onAbort = () => done(() => reject(signal.reason instanceof Error ? signal.reason : new Error('aborted')));
-      const done = (f: () => void) => {
-        clearTimeout(timer);
-        c.off('message', onMsg);
-        c.off('exit', onExit);
-        signal.removeEventListener('abort', onAbort);
-        f();
-      };
-      c.on('message', onMsg);
-      c.once('exit', onExit);
-      signal.addEventListener('abort', onAbort, { once: true });
-    });
-    c.send(msg);
-    return reply;
+  private ask<T extends FromChild>(c: ChildProcess, msg: ToChild, want: T['t'], signal: AbortSignal): Promise<T> {
+    return replyFrom<FromChild, T>(c, msg, (m) => {
+      if (m.t === want) return { ok: m as T };
+      if (m.t === 'error') return { err: new Error(`player process ${c.pid}: ${m.message}`) };
+      return undefined;
+    }, { who: `player process ${c.pid}`, timeoutMs: REPLY_TIMEOUT_MS, timeoutText: `no '${want}' within ${REPLY_TIMEOUT_MS / 1000} s`, signal });
   }
 
   private all<T extends FromChild>(msg: (i: number) => ToChild, want: T['t'], signal: AbortSignal): Promise<T[]> {

@@ -13,6 +13,7 @@ import * as http from 'node:http';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { replyFrom } from './child-reply';
 import { ProbeScheduler } from './perf-probes';
 
 const CHILD_MAIN = path.join(__dirname, 'open-probe.js');
@@ -83,27 +84,9 @@ export class OpenProbe {
   }
 
   run(job: ProbeJob, signal: AbortSignal): Promise<ProbeResult> {
-    const c = this.child;
-    return new Promise<ProbeResult>((resolve, reject) => {
-      const limit = setTimeout(() => done(() => reject(new Error('open probe: no result in time'))), job.seconds * 1000 + HTTP_TIMEOUT_MS * 2 + 10_000);
-      const onMsg = (m: FromChild) => {
-        if (m.t === 'result') done(() => resolve(m.result));
-        else done(() => reject(new Error(`open probe: ${m.message}`)));
-      };
-      const onExit = (code: number | null) => done(() => reject(new Error(`open probe exited (code ${code})`)));
-      const onAbort = () => done(() => reject(signal.reason instanceof Error ? signal.reason : new Error('aborted')));
-      const done = (f: () => void) => {
-        clearTimeout(limit);
-        c.off('message', onMsg);
-        c.off('exit', onExit);
-        signal.removeEventListener('abort', onAbort);
-        f();
-      };
-      c.on('message', onMsg);
-      c.once('exit', onExit);
-      signal.addEventListener('abort', onAbort, { once: true });
-      c.send({ t: 'run', job } satisfies ToChild);
-    });
+    return replyFrom<FromChild, ProbeResult>(this.child, { t: 'run', job } satisfies ToChild,
+      (m) => (m.t === 'result' ? { ok: m.result } : { err: new Error(`open probe: ${m.message}`) }),
+      { who: 'open probe', timeoutMs: job.seconds * 1000 + HTTP_TIMEOUT_MS * 2 + 10_000, timeoutText: 'no result in time', signal });
   }
 
   async close(): Promise<void> {
