@@ -1,4 +1,4 @@
-/** Audio checks shared by tests: AAC frames wrapped for ffmpeg, ffmpeg's decode, and a tone's frequency. */
+/** Audio checks shared by tests: AAC frames wrapped for ffmpeg, ffmpeg's decode, a tone's frequency, G.711 A-law expansion. */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { requireTool } from './tools';
@@ -38,4 +38,18 @@ export function frequency(x: Float32Array, rate: number, from: number, to: numbe
     }
   }
   return (count * rate) / (last - first);
+}
+
+/**
+ * ITU-T G.711 A-law expansion to 16-bit linear (as the reference g711.c), written here so the gateway's own table
+ * (plugin-sdk/codecs) is not the judge of what it decodes.
+ */
+export function alawToS16(a: number): number {
+  a ^= 0x55;
+  let t = (a & 0x0f) << 4;
+  const seg = (a & 0x70) >> 4;
+  if (seg === 0) t += 8;
+  else if (seg === 1) t += 0x108;
+  else t = (t + 0x108) << (seg - 1);
+  return a & 0x80 ? t : -t;
 }

@@ -20,17 +20,8 @@ import { requireVlc, startVlc, stopAllVlc, vlcDir, type Vlc } from '../../../tes
 import rtspOut from '../index';
 import { RawRtsp, run, waitFor } from './helpers';
 import { requireTool } from '../../../test/support/tools';
+import { alawToS16 } from '../../../test/support/audio';
 
-/** ITU-T G.711 A-law expansion (as the reference g711.c), written here so the gateway's own table is not the judge */
-function alawToS16(a: number): number {
-  a ^= 0x55;
-  let t = (a & 0x0f) << 4;
-  const seg = (a & 0x70) >> 4;
-  if (seg === 0) t += 8;
-  else if (seg === 1) t += 0x108;
-  else t = (t + 0x108) << (seg - 1);
-  return a & 0x80 ? t : -t;
-}
 
 /** whether something holds the UDP port (VLC has bound it once we cannot) */
 function udpPortTaken(port: number): Promise<boolean> {

@@ -13,7 +13,7 @@ import { requireTool } from '../../../test/support/tools';
 import { stubMediaPlugin, type TestGateway } from '../../../plugin-sdk/testkit';
 import { collectVideo, firstBytes, probeFile, probeUrl, publish } from './support/publisher';
 import { closedPort, droppingServer, TestRtspServer } from './support/test-rtsp-server';
-import { openRtsp, startGateway, statusOf } from './helpers';
+import { openRtsp, startGateway, statusOf, assertTracks } from './helpers';
 
 describe('rtsp-source: failures and other cameras', function () {
   this.timeout(90_000);
@@ -115,9 +115,7 @@ describe('rtsp-source: failures and other cameras', function () {
       const reqId = String(r.data![0].reqId);
       await gw.waitReady(reqId, 15_000);
       const st = await statusOf(gw, reqId);
-      const codecs = st.codecs as Array<Record<string, unknown>>;
-      assert.deepEqual(codecs.find((x) => x.kind === 'video'), { kind: 'video', codec: 'h265', width: 320, height: 240 });
-      assert.deepEqual(codecs.find((x) => x.kind === 'audio'), { kind: 'audio', codec: 'g711a', sampleRate: 8000 });
+      assertTracks(st, { kind: 'video', codec: 'h265', width: 320, height: 240 }, { kind: 'audio', codec: 'g711a', sampleRate: 8000 });
       // Debian's ffmpeg 5.1 cannot read Enhanced FLV (ARCHITECTURE.md): the units themselves go to ffprobe, and the
       // FLV is checked for its hvc1 sequence header
       const es = await collectVideo(gw, String(st.stream), 50);

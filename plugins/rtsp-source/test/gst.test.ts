@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import type { TestGateway } from '../../../plugin-sdk/testkit';
 import { startGstServer, type GstServer } from './support/gst-server';
 import { collectVideo, decodeUrl, probeFile, probeUrl } from './support/publisher';
-import { openRtsp, startGateway, statusOf } from './helpers';
+import { openRtsp, startGateway, statusOf, assertTracks } from './helpers';
 
 describe('rtsp-source: GStreamer\'s RTSP server as the camera', function () {
   this.timeout(120_000);
@@ -31,9 +31,7 @@ describe('rtsp-source: GStreamer\'s RTSP server as the camera', function () {
     const reqId = String(r.data![0].reqId);
     await gw.waitReady(reqId, 20_000);
     const st = await statusOf(gw, reqId);
-    const codecs = st.codecs as Array<Record<string, unknown>>;
-    assert.deepEqual(codecs.find((x) => x.kind === 'video'), { kind: 'video', codec: 'h264', width: 320, height: 240 });
-    assert.deepEqual(codecs.find((x) => x.kind === 'audio'), { kind: 'audio', codec: 'aac', sampleRate: 16000 });
+    assertTracks(st, { kind: 'video', codec: 'h264', width: 320, height: 240 }, { kind: 'audio', codec: 'aac', sampleRate: 16000 });
     const p = await probeUrl(String(r.data![0].playUrl));
     assert.equal(p.streams.find((s) => s.codec_type === 'video')?.codec_name, 'h264');
     assert.equal(p.streams.find((s) => s.codec_type === 'audio')?.codec_name, 'aac');
@@ -52,9 +50,7 @@ describe('rtsp-source: GStreamer\'s RTSP server as the camera', function () {
     const reqId = String(r.data![0].reqId);
     await gw.waitReady(reqId, 20_000);
     const st = await statusOf(gw, reqId);
-    const codecs = st.codecs as Array<Record<string, unknown>>;
-    assert.deepEqual(codecs.find((x) => x.kind === 'video'), { kind: 'video', codec: 'h265', width: 320, height: 240 });
-    assert.deepEqual(codecs.find((x) => x.kind === 'audio'), { kind: 'audio', codec: 'g711a', sampleRate: 8000 });
+    assertTracks(st, { kind: 'video', codec: 'h265', width: 320, height: 240 }, { kind: 'audio', codec: 'g711a', sampleRate: 8000 });
     const p = await probeFile(await collectVideo(gw, String(st.stream), 50), 'hevc');
     assert.deepEqual([p.codec, p.width, p.height, p.errors], ['hevc', 320, 240, '']);
     assert.ok(p.frames >= 50, `ffprobe decoded ${p.frames} frames`);

@@ -1,4 +1,5 @@
 /** A gateway with flv-out and rtsp-source on loopback, and the open call with an rtspSrc. */
+import assert from 'node:assert/strict';
 import type { PluginDefinition } from '../../../plugin-sdk';
 import { startTestGateway, type TestGateway } from '../../../plugin-sdk/testkit';
 import rtspSource from '../index';
@@ -29,6 +30,15 @@ export async function openRtsp(gw: TestGateway, simNo: string, rtspSrc: Record<s
 export async function statusOf(gw: TestGateway, reqId: string): Promise<Record<string, unknown>> {
   const r = await gw.api('GET', `/strm/status?reqId=${encodeURIComponent(reqId)}`);
   return (r.json.data as Array<Record<string, unknown>>)[0];
+}
+
+type Track = Record<string, unknown>;
+
+/** the stream's video and audio tracks as /strm/status lists them under `codecs` */
+export function assertTracks(st: Record<string, unknown>, video: Track, audio: Track): void {
+  const codecs = st.codecs as Track[];
+  assert.deepEqual(codecs.find((x) => x.kind === 'video'), video);
+  assert.deepEqual(codecs.find((x) => x.kind === 'audio'), audio);
 }
 
 export async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 15_000): Promise<void> {

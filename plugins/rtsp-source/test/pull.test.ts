@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import type { TestGateway } from '../../../plugin-sdk/testkit';
 import { decodeUrl, probeFile, probeUrl, publish } from './support/publisher';
 import { TestRtspServer } from './support/test-rtsp-server';
-import { openRtsp, startGateway, statusOf, until } from './helpers';
+import { openRtsp, startGateway, statusOf, until, assertTracks } from './helpers';
 
 describe('rtsp-source: a camera through the REST API', function () {
   this.timeout(90_000);
@@ -45,9 +45,7 @@ describe('rtsp-source: a camera through the REST API', function () {
     assert.ok(a, `ffprobe found no audio: ${JSON.stringify(p)}`);
     assert.equal(a.codec_name, 'aac');
     // the track as the bus has it (FLV's tag header can only say 5.5/11/22/44 kHz; the AudioSpecificConfig says 16)
-    const codecs = st.codecs as Array<Record<string, unknown>>;
-    assert.deepEqual(codecs.find((x) => x.kind === 'video'), { kind: 'video', codec: 'h264', width: 320, height: 240 });
-    assert.deepEqual(codecs.find((x) => x.kind === 'audio'), { kind: 'audio', codec: 'aac', sampleRate: 16000 });
+    assertTracks(st, { kind: 'video', codec: 'h264', width: 320, height: 240 }, { kind: 'audio', codec: 'aac', sampleRate: 16000 });
     assert.ok(server.stats.authFailures >= 1, 'the server challenged the first request');
     // two seconds of both tracks decode without a single error (a wrong AU split would not)
     const d = await decodeUrl(String(res.playUrl), 2);

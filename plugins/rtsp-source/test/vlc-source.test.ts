@@ -16,7 +16,7 @@ import type { TestGateway } from '../../../plugin-sdk/testkit';
 import { giveToVlc, requireVlc, startVlc, stopAllVlc, vlcDir, type Vlc } from '../../../test/support/vlc';
 import { collectVideo, decodeUrl, probeFile, probeUrl } from './support/publisher';
 import { requireTool } from '../../../test/support/tools';
-import { openRtsp, startGateway, statusOf } from './helpers';
+import { openRtsp, startGateway, statusOf, assertTracks } from './helpers';
 
 function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -167,9 +167,7 @@ describe('rtsp-source: VLC\'s RTSP server as the camera', function () {
     await gw.waitReady(reqId, 20_000);
     const joined = await joinDrops(gw);
     const st = await statusOf(gw, reqId);
-    const codecs = st.codecs as Array<Record<string, unknown>>;
-    assert.deepEqual(codecs.find((x) => x.kind === 'video'), { kind: 'video', codec: 'h264', width: 320, height: 240 });
-    assert.deepEqual(codecs.find((x) => x.kind === 'audio'), { kind: 'audio', codec: 'aac', sampleRate: 16000 });
+    assertTracks(st, { kind: 'video', codec: 'h264', width: 320, height: 240 }, { kind: 'audio', codec: 'aac', sampleRate: 16000 });
     const playUrl = String(r.data![0].playUrl);
     const p = await probeUrl(playUrl);
     const v = p.streams.find((s) => s.codec_type === 'video');
@@ -194,9 +192,7 @@ describe('rtsp-source: VLC\'s RTSP server as the camera', function () {
     await gw.waitReady(reqId, 20_000);
     const joined = await joinDrops(gw);
     const st = await statusOf(gw, reqId);
-    const codecs = st.codecs as Array<Record<string, unknown>>;
-    assert.deepEqual(codecs.find((x) => x.kind === 'video'), { kind: 'video', codec: 'h265', width: 320, height: 240 });
-    assert.deepEqual(codecs.find((x) => x.kind === 'audio'), { kind: 'audio', codec: 'g711a', sampleRate: 8000 });
+    assertTracks(st, { kind: 'video', codec: 'h265', width: 320, height: 240 }, { kind: 'audio', codec: 'g711a', sampleRate: 8000 });
     // Debian's ffmpeg 5.1 cannot read H.265 in FLV: the bus's units themselves go to ffprobe
     const p = await probeFile(await collectVideo(gw, String(st.stream), 50), 'hevc');
     assert.deepEqual([p.codec, p.width, p.height, p.errors], ['hevc', 320, 240, '']);
