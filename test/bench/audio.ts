@@ -16,7 +16,6 @@
  *   node dist/test/bench/run.js audio [--streams 100,200,...] [--seconds S] [--warmup S] [--frame-ms MS]
  *        [--as-received] [--pin gateway|split|none] [--keep-going] [--retries K] [--profile] [--keep-dir] [--node-opt OPT]...
  */
-import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -24,8 +23,8 @@ import { fixturePath, scratchDir } from '../support/paths';
 import { BenchArgs, gatewayArg } from './support/bench-args';
 import { BenchPlayer } from './support/bench-player';
 import {
-  Api, Reservoir, benchApplications, checkDeadline, connectTcp, f1, f2, freePort, mb, pinSelf, pinThread, pool, printProfile, profileFiles,
-  runDeadline, startGateway, stopGateway, tail, threadCpu, waitHealthy, workerThreadIds, REQUESTS_PER_APP, type ThreadCpu, canPin, writeSite, profileDirFor,
+  Api, Reservoir, benchApplications, checkDeadline, connectTcp, f1, f2, freePort, mb, pinSelf, pinThread, pool,
+  runDeadline, startGateway, stopGateway, tail, threadCpu, waitHealthy, workerThreadIds, REQUESTS_PER_APP, type ThreadCpu, canPin, writeSite, profileDirFor, endScratch, printRunProfiles,
 } from './support/gateway-harness';
 import { coreTimes, quantile, rssBytes, sumOf, wasmRssBytes, type Sample } from './support/process-probe';
 import { SynthTerminal, speechPcm, synthAudioStream } from './support/synth-terminals';
@@ -357,14 +356,10 @@ export async function run(args: string[]): Promise<AudioBenchResult> {
     await stopGateway(gw);
     process.off('exit', killGateway);
     deadline.dispose();
-    if (!o.keepDir) fs.rmSync(dir, { recursive: true, force: true });
-    else console.log(`  scratch directory kept: ${dir}`);
+    endScratch(dir, o.keepDir);
   }
   if (profileDir) {
-    const files = profileFiles(profileDir);
-    if (files.main) printProfile(files.main, 'main thread');
-    for (const w of files.workers) printProfile(w, 'worker thread', 15);
-    if (!files.main) console.warn(`audio: no .cpuprofile written in ${profileDir}`);
+    printRunProfiles(profileDir, 'audio', 'main thread', true);
   }
   return result;
 }

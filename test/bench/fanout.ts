@@ -11,7 +11,6 @@
  *   node dist/test/bench/run.js fanout [--players N] [--seconds S] [--ws] [--procs K] [--warmup S] [--mbps X]
  *        [--capture FILE] [--profile] [--no-pin] [--keep-dir] [--node-opt OPT]...
  */
-import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { scratchDir } from '../support/paths';
@@ -19,7 +18,7 @@ import { BenchArgs, captureFile, loadArg } from './support/bench-args';
 import { PlayerProcs, type PlayerFigures } from './support/fanout-players';
 import {
   Api, BOOT_TIMEOUT_MS, benchApplications, checkDeadline, connectTcp, f1, f2, freePort, gatewayCpu, gatewayRss, mb, pinSelf, pool,
-  printProfile, profileFiles, REQUESTS_PER_APP, runDeadline, startGateway, stopGateway, tail, waitHealthy, canPin, writeSite, profileDirFor,
+  REQUESTS_PER_APP, runDeadline, startGateway, stopGateway, tail, waitHealthy, canPin, writeSite, profileDirFor, endScratch, printRunProfiles,
 } from './support/gateway-harness';
 import {
   DISTURBED_CORES, firstAtOrAfter, perfToMonotonic, representativeStart, summarise, windowLoad, type CpuSnap, type SentFrames,
@@ -359,16 +358,11 @@ export async function run(args: string[]): Promise<FanoutResult> {
     await stopGateway(gw);
     process.off('exit', killGateway);
     run.dispose();
-    if (!o.keepDir) fs.rmSync(dir, { recursive: true, force: true });
-    else console.log(`  scratch directory kept: ${dir}`);
+    endScratch(dir, o.keepDir);
   }
   if (profileDir) {
-    const files = profileFiles(profileDir);
-    if (!files.main) console.warn(`fanout: no .cpuprofile written in ${profileDir}`);
-    else {
-      printProfile(files.main, 'main thread (the whole run: opens, joins and the window)');
-      if (result) result.profile = files.main;
-    }
+    const main = printRunProfiles(profileDir, 'fanout', 'main thread (the whole run: opens, joins and the window)');
+    if (main && result) result.profile = main;
   }
   if (!result) throw new Error('no result');
   return result;

@@ -13,7 +13,6 @@
  *        [--audio] [--audio-frame-ms MS] [--aac|--no-aac]
  *        [--ramp] [--ramp-seconds S] [--warmup S] [--profile] [--no-pin] [--keep-dir] [--node-opt OPT]...
  */
-import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -21,8 +20,8 @@ import { fixturePath, repoRoot, scratchDir } from '../support/paths';
 import { BenchArgs, captureFile, loadArg } from './support/bench-args';
 import { BenchPlayer } from './support/bench-player';
 import {
-  Api, Reservoir, benchApplications, checkDeadline, connectTcp, f1, f2, mb, pinSelf, pool, printProfile, profileFiles, runDeadline,
-  freePort, startGateway, BOOT_TIMEOUT_MS, stopGateway, tail, gatewayCpu, gatewayRss, waitHealthy, REQUESTS_PER_APP, canPin, writeSite, profileDirFor,
+  Api, Reservoir, benchApplications, checkDeadline, connectTcp, f1, f2, mb, pinSelf, pool, runDeadline,
+  freePort, startGateway, BOOT_TIMEOUT_MS, stopGateway, tail, gatewayCpu, gatewayRss, waitHealthy, REQUESTS_PER_APP, canPin, writeSite, profileDirFor, endScratch, printRunProfiles,
 } from './support/gateway-harness';
 import {
   bucketsDelta, bucketsOf, coreTimes, histogramQuantile, quantile, sumOf, type Buckets, type Sample,
@@ -515,17 +514,11 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
     await stopGateway(gw);
     process.off('exit', killGateway);
     run.dispose();
-    if (!o.keepDir) fs.rmSync(dir, { recursive: true, force: true });
-    else console.log(`  scratch directory kept: ${dir}`);
+    endScratch(dir, o.keepDir);
   }
   if (profileDir) {
-    const files = profileFiles(profileDir);
-    if (!files.main) console.warn(`ingest-flv: no .cpuprofile written in ${profileDir}`);
-    else {
-      printProfile(files.main, 'main thread');
-      if (result) result.profile = files.main;
-    }
-    for (const w of files.workers) printProfile(w, 'worker thread', 15);
+    const main = printRunProfiles(profileDir, 'ingest-flv', 'main thread', true);
+    if (main && result) result.profile = main;
   }
   if (!result) throw new Error('no result'); // unreachable: every path without one throws above
   return result;

@@ -10,7 +10,6 @@
  *   node dist/test/bench/run.js open-latency [--terminals N] [--seconds S] [--rate R] [--baseline-seconds S]
  *        [--warmup S] [--mbps X] [--capture FILE] [--workers N] [--profile] [--no-pin] [--keep-dir] [--node-opt OPT]...
  */
-import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { scratchDir } from '../support/paths';
@@ -18,7 +17,7 @@ import { BenchArgs, captureFile, loadArg } from './support/bench-args';
 import { BenchPlayer } from './support/bench-player';
 import {
   Api, BOOT_TIMEOUT_MS, Reservoir, benchApplications, checkDeadline, connectTcp, f1, f2, freePort, gatewayCpu, gatewayRss, mb,
-  pinSelf, pool, printProfile, profileFiles, REQUESTS_PER_APP, runDeadline, startGateway, stopGateway, tail, waitHealthy, canPin, writeSite, profileDirFor,
+  pinSelf, pool, REQUESTS_PER_APP, runDeadline, startGateway, stopGateway, tail, waitHealthy, canPin, writeSite, profileDirFor, endScratch, printRunProfiles,
 } from './support/gateway-harness';
 import { OpenProbe, PROBE_NICE, type ProbeResult } from './support/open-probe';
 import { DISTURBED_CORES, summarise, windowLoad, type CpuSnap, type Summary, type WindowLoad } from './support/perf-probes';
@@ -287,16 +286,11 @@ export async function run(args: string[]): Promise<OpenLatencyResult> {
     await stopGateway(gw);
     process.off('exit', killGateway);
     run.dispose();
-    if (!o.keepDir) fs.rmSync(dir, { recursive: true, force: true });
-    else console.log(`  scratch directory kept: ${dir}`);
+    endScratch(dir, o.keepDir);
   }
   if (profileDir) {
-    const files = profileFiles(profileDir);
-    if (!files.main) console.warn(`open-latency: no .cpuprofile written in ${profileDir}`);
-    else {
-      printProfile(files.main, 'main thread (the whole run)');
-      if (result) result.profile = files.main;
-    }
+    const main = printRunProfiles(profileDir, 'open-latency', 'main thread (the whole run)');
+    if (main && result) result.profile = main;
   }
   if (!result) throw new Error('no result');
   return result;

@@ -18,7 +18,7 @@ import { prng } from '../support/prng';
 import { fixturePath, scratchDir } from '../support/paths';
 import { CallbackReceiver } from './support/callback-receiver';
 import {
-  BOOT_TIMEOUT_MS, f1, freePort, mb, pinSelf, pool, runDeadline, startGateway, stopGateway, tail, waitHealthy, Api, canPin, writeSite,
+  BOOT_TIMEOUT_MS, f1, freePort, mb, pinSelf, pool, runDeadline, startGateway, stopGateway, tail, waitHealthy, Api, canPin, writeSite, endScratch,
 } from './support/gateway-harness';
 import { NoticeLedger } from './support/notice-ledger';
 import { parsePrometheus, rssBytes, sumOf, type Sample } from './support/process-probe';
@@ -320,8 +320,7 @@ export async function run(args: string[]): Promise<void> {
     await receiver.stop();
     process.off('exit', killGateway);
     deadline.dispose();
-    if (!o.keepDir) fs.rmSync(dir, { recursive: true, force: true });
-    else console.log(`  scratch directory kept: ${dir}`);
+    endScratch(dir, o.keepDir);
   }
 }
 

@@ -1,5 +1,6 @@
 /** One request to a forked helper process (players, probes) and its reply. */
 import type { ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
 
 /**
  * Sends `msg` to `child` and waits for the message `pick` settles on: `{ ok }` resolves, `{ err }` rejects, undefined
@@ -33,4 +34,14 @@ export function replyFrom<M, T>(
   });
   child.send(msg as never);
   return reply;
+}
+
+/** stops a helper process: SIGTERM, then SIGKILL after 5 s; resolves once it has exited */
+export async function stopChild(c: ChildProcess): Promise<void> {
+  if (c.exitCode !== null || c.signalCode !== null) return;
+  const exited = once(c, 'exit');
+  c.kill('SIGTERM');
+  const t = setTimeout(() => c.kill('SIGKILL'), 5000);
+  await exited;
+  clearTimeout(t);
 }

@@ -17,7 +17,7 @@ import * as path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { WebSocket } from 'ws';
-import { replyFrom } from './child-reply';
+import { replyFrom, stopChild } from './child-reply';
 import { FlvPlayCounter } from './flv-play-counter';
 import { connectTcp } from './gateway-harness';
 import { LatencyHistogram, checkFrames, indexSent, perfToMonotonic, type FrameCheck, type SentFrames } from './perf-probes';
@@ -126,14 +126,7 @@ export class PlayerProcs {
   }
 
   async close(): Promise<void> {
-    await Promise.all(this.children.map(async (c) => {
-      if (c.exitCode !== null || c.signalCode !== null) return;
-      const exited = once(c, 'exit');
-      c.kill('SIGTERM');
-      const t = setTimeout(() => c.kill('SIGKILL'), 5000);
-      await exited;
-      clearTimeout(t);
-    }));
+    await Promise.all(this.children.map(stopChild));
   }
 }
 

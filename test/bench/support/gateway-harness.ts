@@ -245,6 +245,24 @@ export function profileDirFor(profile: boolean): string | undefined {
   return profile ? fs.mkdtempSync(path.join(repoRoot, '.test-tmp', 'bench-profile-')) : undefined;
 }
 
+/** removes a run's scratch folder, or says where it is (--keep-dir) */
+export function endScratch(dir: string, keep: boolean): void {
+  if (!keep) fs.rmSync(dir, { recursive: true, force: true });
+  else console.log(`  scratch directory kept: ${dir}`);
+}
+
+/**
+ * Prints the gateway's main-thread profile under `mainLabel` and, with `workers`, each worker thread's; the main
+ * profile's path, or undefined (said as `<bench>: no .cpuprofile written`).
+ */
+export function printRunProfiles(profileDir: string, bench: string, mainLabel: string, workers = false): string | undefined {
+  const files = profileFiles(profileDir);
+  if (!files.main) console.warn(`${bench}: no .cpuprofile written in ${profileDir}`);
+  else printProfile(files.main, mainLabel);
+  if (workers) for (const w of files.workers) printProfile(w, 'worker thread', 15);
+  return files.main;
+}
+
 /** writes a bench's site as `<dir>/site.json`; its path */
 export function writeSite(dir: string, site: unknown): string {
   const siteFile = path.join(dir, 'site.json');

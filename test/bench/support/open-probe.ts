@@ -8,12 +8,11 @@
  * keep-alive connection (a few are opened before the probe starts).
  */
 import { fork, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
 import * as http from 'node:http';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { replyFrom } from './child-reply';
+import { replyFrom, stopChild } from './child-reply';
 import { ProbeScheduler } from './perf-probes';
 
 const CHILD_MAIN = path.join(__dirname, 'open-probe.js');
@@ -90,13 +89,7 @@ export class OpenProbe {
   }
 
   async close(): Promise<void> {
-    const c = this.child;
-    if (c.exitCode !== null || c.signalCode !== null) return;
-    const exited = once(c, 'exit');
-    c.kill('SIGTERM');
-    const t = setTimeout(() => c.kill('SIGKILL'), 5000);
-    await exited;
-    clearTimeout(t);
+    await stopChild(this.child);
   }
 }
 
