@@ -1,13 +1,12 @@
 /**
- * The main thread's side of the audio frames' trip to the worker: every stream's frames of one event-loop turn packed
- * into one call (the bytes in one buffer, their job, time and length in typed arrays), and the AAC that comes back
- * unpacked the same way.
+ * The main thread's side of the audio frames' trip to the worker: every stream's frames of one batch (an event-loop
+ * pass, or up to `frameBatchMs`) packed into one call (the bytes in one buffer, their job, time and length in typed
+ * arrays), and the AAC that comes back unpacked the same way.
  *
  * Why: a call per frame was one structured-clone object graph (the call, its request, a Uint8Array with an
- * ArrayBuffer of its own) each way, for a 160-byte frame; at 250 streams of 20 ms frames that was 12,500 graphs a
- * second and postMessage's cloning was the main thread's largest cost after the sockets. Packed, a turn's frames
- * cost a few typed arrays whatever their number, and no per-frame copy is made on the main thread but the one into
- * the turn's buffer.
+ * ArrayBuffer of its own) each way, for a 160-byte frame: 12,500 graphs a second at 250 streams of 20 ms frames.
+ * Packed, a batch costs a few typed arrays whatever its number of frames, and the only per-frame copy on the main
+ * thread is the one into the batch's buffer (measured gains: test/bench/README.md, audio).
  *
  * Order: control calls (open, close) go through `control`, which first sends the frames gathered so far, so a close
  * never overtakes its stream's last frames and an open always precedes the frames that need it.
@@ -59,7 +58,7 @@ export class FrameLane {
     this.lens.push(frame.length);
     if (!this.queued) {
       this.queued = true;
-      // at the least the check phase: after every socket read of this pass of the loop
+      // never before the check phase: every socket read of this pass of the loop joins the batch
       if (this.batchMs > 0) setTimeout(this.flush, this.batchMs);
       else setImmediate(this.flush);
     }
