@@ -7,6 +7,7 @@ import type { Jt1078Layout } from './src/packet';
 import { routeTerminal } from './src/route';
 import { Jt1078StreamAssembler, type AudioOptions } from './src/stream-assembler';
 import { LogLimiter } from '../../plugin-sdk/log-limiter';
+import { readBorrowed } from '../../plugin-sdk/borrowed-reads';
 import { TerminalLink, type ChannelSource, type HisiliconDownlink, type LinkHost, type LinkTotals } from './src/terminal-link';
 
 /** Per-terminal audio overrides, by SIM. */
@@ -474,7 +475,8 @@ export default definePlugin({
         links.add(link);
         m.links.inc({ listener: l.name, transport: 'tcp' });
         socket.setNoDelay(true);
-        socket.on('data', (chunk: Buffer) => {
+        // into one read buffer shared by all terminals (no allocation per read): link.push copies what it keeps
+        readBorrowed(socket, (chunk: Buffer) => {
           bytes.add(chunk.length);
           link.push(chunk);
           if (!counted) counted = countLayout(link);

@@ -99,7 +99,11 @@ export class Jt1078Parser {
     return (this.sbuf ? this.sbuf.length : 0) + (this.carry ? this.carry.length : this.carryLen);
   }
 
-  /** Feeds a piece of the TCP byte stream, split anywhere. */
+  /**
+   * Feeds a piece of the TCP byte stream, split anywhere. The chunk is borrowed (it may be a socket's read buffer,
+   * reused after this returns): what the parser keeps of it is copied, and packets' bodies, views of it, are valid
+   * only during the handler call.
+   */
   push(chunk: Buffer): void {
     this.stats.bytes += chunk.length;
     if (chunk.length === 0) return;
@@ -219,9 +223,8 @@ export class Jt1078Parser {
       pos = idx;
       const t = this.tryCandidate(buf, pos, end, final);
       if (t === WAIT) {
-        // Copy when the kept part is small next to the buffer, so a large chunk is not pinned by a tail.
-        const rest = buf.subarray(pos);
-        this.sbuf = rest.length * 2 < buf.length ? Buffer.from(rest) : rest;
+        // copied: the chunk may be a borrowed read buffer (see push)
+        this.sbuf = Buffer.from(buf.subarray(pos));
         return;
       }
       if (t === REJECT) {

@@ -68,8 +68,11 @@ const MODE_MARKS = 1;
 const MODE_M = 2;
 
 class FrameBuilder {
+  /** the frame's packet bodies so far; parts[0] may be `store`'s filled part, the rest views of the current read */
   parts: Buffer[] = [];
   bytes = 0;
+  /** the unfinished frame's bodies copied out of earlier reads (see detach) */
+  store: Buffer | undefined;
   inFrame = false;
   pt = 0;
   dataType = 0;
@@ -90,6 +93,7 @@ class FrameBuilder {
   reset(): void {
     this.parts.length = 0;
     this.bytes = 0;
+    this.store = undefined;
     this.inFrame = false;
     this.skipping = false;
     this.tentative = false;
@@ -208,6 +212,36 @@ export class Jt1078Reassembler {
       return;
     }
     if (ends) this.complete(b, isVideo);
+  }
+
+  /**
+   * Copies the bodies of unfinished frames out of the read they came from, so the caller may reuse its read buffer
+   * (plugin-sdk/borrowed-reads.ts): called after each TCP chunk. A frame that began and ended within the chunk
+   * costs nothing here; one that straddles reads is copied once more than before, into a store that grows by
+   * doubling and goes with the frame.
+   */
+  detach(): void {
+    if (this.video.parts.length > 0) this.own(this.video);
+    if (this.audio.parts.length > 0) this.own(this.audio);
+  }
+
+  private own(b: FrameBuilder): void {
+    const parts = b.parts;
+    const kept = b.store !== undefined ? parts[0].length : 0;
+    if (kept === b.bytes) return;
+    let store = b.store;
+    if (store === undefined || store.length < b.bytes) {
+      const grown = Buffer.allocUnsafe(Math.max(b.bytes, 2 * (store?.length ?? 0), 4096));
+      if (kept > 0) grown.set(parts[0]);
+      store = b.store = grown;
+    }
+    let at = kept;
+    for (let i = kept > 0 ? 1 : 0; i < parts.length; i++) {
+      store.set(parts[i], at);
+      at += parts[i].length;
+    }
+    parts.length = 1;
+    parts[0] = store.subarray(0, at);
   }
 
   /** Which witness the frame boundaries follow, per kind: 'marks', 'm' or 'unproven'. */

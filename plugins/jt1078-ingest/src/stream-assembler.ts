@@ -162,6 +162,11 @@ export class Jt1078StreamAssembler {
     this.reorderer.push(p);
   }
 
+  /** The pushed packets' bodies may be reused after this (a TCP read buffer): unfinished frames copy theirs. */
+  detach(): void {
+    this.reassembler.detach();
+  }
+
   /** Releases packets that waited too long for a missing one (UDP); call when nextDeadline() has passed. */
   poll(): void {
     this.reorderer.poll();

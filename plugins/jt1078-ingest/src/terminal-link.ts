@@ -159,11 +159,20 @@ export class TerminalLink implements SdkTerminalLink {
     return this.peer.transport === 'tcp' ? this.peer.socket : undefined;
   }
 
+  /**
+   * Bytes from the terminal. A TCP chunk is borrowed (the socket's shared read buffer, plugin-sdk/borrowed-reads.ts):
+   * whatever outlives this call is copied before it returns. A datagram is the link's to keep (the UDP reorder
+   * buffer holds packets that are views of it).
+   */
   push(chunk: Buffer): void {
     if (this.isClosed) return;
     this.counters.bytes += chunk.length;
-    if (this.transport === 'tcp') this.parser.push(chunk);
-    else this.parser.pushDatagram(chunk);
+    if (this.transport !== 'tcp') {
+      this.parser.pushDatagram(chunk);
+      return;
+    }
+    this.parser.push(chunk);
+    for (const src of this.sources.values()) src.assembler.detach();
   }
 
   private onPacket(p: Jt1078Packet): void {

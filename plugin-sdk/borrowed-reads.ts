@@ -1,0 +1,79 @@
+/**
+ * Socket reads into one buffer shared by every socket that opts in, instead of a new Buffer per read.
+ *
+ * Why: for each read Node mallocs 64 KiB, shrinks it to what came (realloc), wraps it in an ArrayBuffer and a
+ * Buffer, and runs the Readable machinery to emit 'data'; the ArrayBuffer is freed only when a GC finds it. A
+ * terminal sends a read's worth every frame and, with audio, every 20 ms: at 500 terminals that is 20-40
+ * thousand reads and ~60 MB of short-lived external memory a second, which is what drives the gateway's
+ * mark-compacts (see test/bench/README.md). Node has the fast path for sockets it connects itself
+ * (`net.connect({ onread })`); an accepted socket carries the same fields, set here.
+ *
+ * The chunk handed to `onChunk` is a view of the shared buffer: valid only during the call. Whoever keeps any
+ * of it (a packet straddling two reads, a frame's earlier packets) copies it before returning.
+ *
+ * Where the fast path cannot be used (a TLS socket, a Node whose internals differ), chunks come from 'data' as
+ * usual, and are equally treated as borrowed; `borrowedReadsActive()` says which one this Node gives.
+ */
+import * as net from 'node:net';
+import * as tls from 'node:tls';
+
+/** one read's worth: libuv's own suggestion for a TCP read */
+const SHARED_BYTES = 64 * 1024;
+
+interface OnreadSymbols {
+  buffer: symbol;
+  callback: symbol;
+  generator: symbol;
+}
+
+let shared: Buffer | undefined;
+let symbols: OnreadSymbols | null | undefined;
+
+/** The symbols net.Socket keeps its `onread` option under, found on a socket made with one (null if absent). */
+function onreadSymbols(): OnreadSymbols | null {
+  if (symbols !== undefined) return symbols;
+  // (the option is documented for net.connect; @types/node lists it only there)
+  const probe = new net.Socket({ onread: { buffer: Buffer.alloc(1), callback: () => undefined } } as net.SocketConstructorOpts);
+  const find = (name: string) => Object.getOwnPropertySymbols(probe).find((s) => s.description === name);
+  const buffer = find('kBuffer');
+  const callback = find('kBufferCb');
+  const generator = find('kBufferGen');
+  symbols = buffer && callback && generator ? { buffer, callback, generator } : null;
+  probe.destroy();
+  return symbols;
+}
+
+type Fields = Record<symbol, unknown> & { _handle?: { useUserBuffer?: (b: Buffer) => void } | null };
+
+/** whether this Node lets an accepted socket read into the shared buffer */
+export function borrowedReadsActive(): boolean {
+  return onreadSymbols() !== null;
+}
+
+/**
+ * Delivers the socket's bytes to `onChunk` as borrowed views (see above), from now on; bytes already waiting in the
+ * socket (e.g. put back with unshift) come first. Returns true on the shared-buffer path, false on 'data' events.
+ * 'end', 'close', 'error' and timeouts behave as for any socket.
+ */
+export function readBorrowed(socket: net.Socket, onChunk: (chunk: Buffer) => void): boolean {
+  const syms = socket instanceof tls.TLSSocket ? null : onreadSymbols();
+  const s = socket as unknown as Fields;
+  const handle = s._handle;
+  if (!syms || !handle || typeof handle.useUserBuffer !== 'function' || s[syms.buffer] !== null || s[syms.callback] !== null) {
+    socket.on('data', onChunk);
+    return false;
+  }
+  // what the Readable holds already goes first, in order
+  for (let b = socket.read() as Buffer | null; b !== null; b = socket.read() as Buffer | null) onChunk(b);
+  shared ??= Buffer.allocUnsafe(SHARED_BYTES);
+  s[syms.buffer] = shared;
+  s[syms.generator] = null;
+  // Node reads the next chunk into the same buffer after this returns; returning false would pause the socket
+  s[syms.callback] = (nread: number, buf: Buffer) => {
+    onChunk(buf.subarray(0, nread));
+  };
+  handle.useUserBuffer(shared);
+  // flowing, so end-of-stream is emitted; no bytes pass through the Readable any more
+  socket.resume();
+  return true;
+}
