@@ -14,6 +14,7 @@ import { unitAt, type AccessUnit, type AudioCodec, type AudioTrackInfo } from '.
 import { audioStage } from '../../../plugin-sdk/stages';
 import { AAC_SAMPLE_RATES, aacLcAsc } from './engine/pool';
 import { FrameLane, type LaneWorker } from './frame-lane';
+import { HeldFrames } from './held-frames';
 import { UNKNOWN_JOB, type EncodedFrame } from './transcode-protocol';
 
 export interface AacStageOptions {
@@ -108,9 +109,13 @@ export function aacStage(o: AacStageOptions): StageDefinition {
         lane.control({ op: 'close', job: j }).catch(() => undefined);
       };
 
+      /** frames kept on this thread until one completes an AAC frame (see HeldFrames) */
+      const held = new HeldFrames(p.sampleRate);
+
       return {
         track(t) {
           endJob();
+          held.clear();
           input = t;
           if (t.codec === 'aac' || p.keep.includes(t.codec)) {
             mode = 'pass';
@@ -133,19 +138,30 @@ export function aacStage(o: AacStageOptions): StageDefinition {
         unit(u) {
           if (mode === 'pass') return [u];
           if (mode === 'none' || u.codec !== input?.codec) return [];
+          if (held.add(u)) return [];
           const j = job;
-          // the lane copies the payload into its turn's buffer: the payload itself is a view into a slab or a socket read
-          return lane.push(j, u.payload, u.dtsTicks, u.timescale).then(
-            (frames) => toUnits(frames, p.sampleRate, u, o),
+          const group = held.take(u);
+          const epoch = held.epoch;
+          // the lane copies the payloads into its turn's buffer: they are views into a slab
+          return lane.pushGroup(j, group).then(
+            (r) => {
+              // the worker's word on where the next AAC frame completes
+              if (j === job) held.due(r.dueTicks, u.timescale, epoch);
+              return toUnits(r.frames, p.sampleRate, u, o);
+            },
             (err: Error) => {
-              // the worker was restarted and forgot this job: open it again; this frame is lost
+              if (j === job) held.forget();
+              // the worker was restarted and forgot this job: open it again; these frames are lost
               if (j === job && (err.message === UNKNOWN_JOB || err.message.includes('died'))) open();
               else o.hooks.failed();
               return [];
             },
           );
         },
-        stop: endJob,
+        stop: () => {
+          held.clear();
+          endJob();
+        },
       };
     },
   });

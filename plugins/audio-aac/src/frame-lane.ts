@@ -21,8 +21,24 @@ export interface LaneWorker {
   send?(): void;
 }
 
+/** one coded input frame: `dtsTicks` of `timescale` */
+export interface LaneFrame {
+  payload: Uint8Array;
+  dtsTicks: number;
+  timescale: number;
+}
+
+/** What a group of frames made: its AAC frames, and where the input must reach for the next one to complete. */
+export interface GroupResult {
+  frames: EncodedFrame[];
+  /** in ticks of the group's last frame's timescale; NaN when the worker could not say */
+  dueTicks: number;
+}
+
 interface Waiting {
-  resolve(frames: EncodedFrame[]): void;
+  /** frames of the group this answers */
+  count: number;
+  resolve(r: GroupResult): void;
   reject(err: Error): void;
 }
 
@@ -45,6 +61,26 @@ export class FrameLane {
 
   /** One coded frame of `job` at `dtsTicks` of `timescale`: the AAC frames it completes, or UNKNOWN_JOB. */
   push(job: number, frame: Uint8Array, dtsTicks: number, timescale: number): Promise<EncodedFrame[]> {
+    return this.pushGroup(job, [{ payload: frame, dtsTicks, timescale }]).then((r) => r.frames);
+  }
+
+  /**
+   * Frames of one job, in order, answered together: the AAC frames they complete (one promise for the group, not
+   * one per frame), or the first error among them (UNKNOWN_JOB when the worker does not hold the job).
+   */
+  pushGroup(job: number, group: readonly LaneFrame[]): Promise<GroupResult> {
+    for (const f of group) this.add(job, f);
+    if (!this.queued) {
+      this.queued = true;
+      // never before the check phase: every socket read of this pass of the loop joins the batch
+      if (this.batchMs > 0) setTimeout(this.flush, this.batchMs);
+      else setImmediate(this.flush);
+    }
+    return new Promise<GroupResult>((resolve, reject) => this.waiting.push({ count: group.length, resolve, reject }));
+  }
+
+  private add(job: number, f: LaneFrame): void {
+    const frame = f.payload;
     if (this.used + frame.length > this.bytes.length) {
       const grown = new Uint8Array(Math.max(this.bytes.length * 2, this.used + frame.length));
       grown.set(this.bytes.subarray(0, this.used));
@@ -53,16 +89,9 @@ export class FrameLane {
     this.bytes.set(frame, this.used);
     this.used += frame.length;
     this.jobs.push(job);
-    this.dts.push(dtsTicks);
-    this.scales.push(timescale);
+    this.dts.push(f.dtsTicks);
+    this.scales.push(f.timescale);
     this.lens.push(frame.length);
-    if (!this.queued) {
-      this.queued = true;
-      // never before the check phase: every socket read of this pass of the loop joins the batch
-      if (this.batchMs > 0) setTimeout(this.flush, this.batchMs);
-      else setImmediate(this.flush);
-    }
-    return new Promise<EncodedFrame[]>((resolve, reject) => this.waiting.push({ resolve, reject }));
   }
 
   /** An open or close, after the frames gathered so far. */
@@ -108,7 +137,7 @@ export class FrameLane {
   }
 }
 
-/** hands each frame's AAC (views into the reply's one buffer) or its error to whoever pushed it */
+/** hands each group the AAC its frames made (views into the reply's one buffer), or its first frame's error */
 function settle(r: TranscodeReply, waiting: Waiting[]): void {
   if (r.op !== 'push-batch') {
     const err = new Error(`unexpected reply ${r.op} to a frame batch`);
@@ -116,21 +145,23 @@ function settle(r: TranscodeReply, waiting: Waiting[]): void {
     return;
   }
   const b: PushBatchReply = r;
+  let entry = 0;
   let frame = 0;
   let at = 0;
-  for (let i = 0; i < waiting.length; i++) {
-    const status = b.status[i];
-    const count = b.counts[i];
-    if (status !== 0) {
-      waiting[i].reject(new Error(status === 1 ? UNKNOWN_JOB : b.errors[i] ?? 'transcode failed'));
-      continue;
-    }
+  for (const w of waiting) {
     const out: EncodedFrame[] = [];
-    for (let k = 0; k < count; k++, frame++) {
-      const len = b.frameLengths[frame];
-      out.push({ data: b.bytes.subarray(at, at + len), dtsTicks: b.frameDts[frame] });
-      at += len;
+    let error: Error | undefined;
+    for (let e = 0; e < w.count; e++, entry++) {
+      const status = b.status[entry];
+      const count = b.counts[entry];
+      if (status !== 0) error ??= new Error(status === 1 ? UNKNOWN_JOB : b.errors[entry] ?? 'transcode failed');
+      for (let k = 0; k < count; k++, frame++) {
+        const len = b.frameLengths[frame];
+        out.push({ data: b.bytes.subarray(at, at + len), dtsTicks: b.frameDts[frame] });
+        at += len;
+      }
     }
-    waiting[i].resolve(out);
+    if (error) w.reject(error);
+    else w.resolve({ frames: out, dueTicks: b.due[entry - 1] });
   }
 }

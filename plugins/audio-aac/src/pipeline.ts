@@ -16,6 +16,8 @@ export interface FrameEncoder {
   readonly frameSamples: number;
   /** samples of the output's start that the encoder adds before the input (its priming) */
   readonly primingSamples: number;
+  /** samples per channel it holds toward the next frame */
+  buffered(): number;
   /** Interleaved PCM in [-1, 1), any length; the whole raw AAC frames now complete, in order. */
   encode(pcm: Float32Array): Uint8Array[];
   /** Forgets buffered input and state: the next input starts a new signal. */
@@ -99,6 +101,18 @@ export class AacPipeline {
     this.feed(pcm, out);
     this.nextIn = at + pcm.length;
     return out;
+  }
+
+  /**
+   * Where the input (in ticks of `timescale`) must reach for the next AAC frame to complete: the encoder's missing
+   * samples taken back to the input rate, a sample early rather than late (a resampler's phase can shift the count
+   * by one): an input frame ending before it would make no AAC frame, so the stage keeps such frames together.
+   */
+  dueTicks(timescale: number): number {
+    if (Number.isNaN(this.nextIn)) return NaN;
+    const needOut = this.encoder.frameSamples - this.encoder.buffered();
+    const needIn = Math.max(0, Math.floor((needOut * this.inRate) / this.out.sampleRate) - 1);
+    return ((this.nextIn + needIn) * timescale) / this.inRate;
   }
 
   private start(at: number): void {

@@ -41,6 +41,11 @@ export interface PushBatchReply {
   frameLengths: Uint32Array;
   frameDts: Float64Array;
   bytes: Uint8Array;
+  /**
+   * Per pushed frame: where its job's input must reach (in ticks of that frame's timescale) for the next AAC frame
+   * to complete; NaN on an error. The stage holds frames short of it (aac-stage.ts).
+   */
+  due: Float64Array;
 }
 
 export interface CloseJob {

@@ -17,6 +17,7 @@ function frameEncoder(e: AacEncoder): FrameEncoder {
   return {
     frameSamples: 1024,
     primingSamples: 1024,
+    buffered: () => e.buffered,
     encode: (pcm) => e.encode(pcm),
     reset: () => e.reset(),
   };
@@ -44,13 +45,14 @@ serveWorker<TranscodeRequest, TranscodeReply>(async (req) => {
       return { op: 'close' };
     }
   }
-}, (res) => (res.op === 'push-batch' ? [res.status, res.counts, res.frameLengths, res.frameDts, res.bytes].map((a) => a.buffer as ArrayBuffer) : []));
+}, (res) => (res.op === 'push-batch' ? [res.status, res.counts, res.frameLengths, res.frameDts, res.bytes, res.due].map((a) => a.buffer as ArrayBuffer) : []));
 
 /** each frame to its job's pipeline, in order; the AAC frames made packed back into one buffer */
 function pushBatch(b: PushBatch): PushBatchReply {
   const n = b.jobs.length;
   const status = new Uint8Array(n);
   const counts = new Uint16Array(n);
+  const due = new Float64Array(n).fill(NaN);
   const errors: Record<number, string> = {};
   const made: EncodedFrame[] = [];
   let at = 0;
@@ -66,6 +68,7 @@ function pushBatch(b: PushBatch): PushBatchReply {
     try {
       const out = j.pipeline.push(frame, b.dtsTicks[i], b.timescales[i]);
       counts[i] = out.length;
+      due[i] = j.pipeline.dueTicks(b.timescales[i]);
       for (const f of out) made.push(f);
     } catch (err) {
       status[i] = 2;
@@ -85,5 +88,5 @@ function pushBatch(b: PushBatch): PushBatchReply {
     frameLengths[k] = f.data.length;
     frameDts[k] = f.dtsTicks;
   }
-  return { op: 'push-batch', status, counts, errors, frameLengths, frameDts, bytes };
+  return { op: 'push-batch', status, counts, errors, frameLengths, frameDts, bytes, due };
 }
