@@ -1,6 +1,6 @@
 import * as net from 'node:net';
 import * as os from 'node:os';
-import { IsArray, IsIn, IsInt, IsObject, IsOptional, IsString, Max, Min, MinLength } from 'class-validator';
+import { IsArray, IsBoolean, IsIn, IsInt, IsObject, IsOptional, IsString, Max, Min, MinLength } from 'class-validator';
 import { BootError } from './config';
 
 /** The kernel's own keys (site file "gateway"); env overrides are GW_<KEY>, e.g. GW_HTTP_PORT, GW_DATA_DIR. */
@@ -29,6 +29,15 @@ export class GatewayConfig {
    */
   @IsInt() @Min(0) @Max(256)
   workers = 0;
+
+  /**
+   * false, the default: the gateway's processes collect garbage on their own thread (node --single-threaded-gc,
+   * core/gc-flags.ts), so V8's helper threads never take a core from an event loop; workers get the flag from the
+   * primary, a single process from its command line (npm start). true: V8's helper threads, for a machine with more
+   * cores than workers. Env GW_GC_HELPER_THREADS.
+   */
+  @IsBoolean()
+  gcHelperThreads = false;
 
   @IsString() @MinLength(1)
   instId = os.hostname();

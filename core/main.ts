@@ -10,6 +10,7 @@ import { GatewayConfig } from './gateway-config';
 import { loadSite } from './site';
 import { Primary } from './cluster/primary';
 import { WorkerLink } from './cluster/worker-link';
+import { gcNodeFlags, singleThreadedGc, SINGLE_THREADED_GC } from './gc-flags';
 
 const STOP_LIMIT_MS = 10_000;
 
@@ -53,7 +54,7 @@ function workersOf(siteArg: string | undefined): { workers: number; gateway: Gat
 async function runPrimary(workers: number, gateway: GatewayConfig, siteName: string): Promise<void> {
   const log = pino({ level: gateway.logLevel, base: { site: siteName, role: 'primary' } }, pino.destination({ fd: 1, sync: false }));
   const primary = new Primary({
-    workers, log,
+    workers, log, workerFlags: gcNodeFlags(gateway.gcHelperThreads),
     env: { ...process.env, JTGW_CLUSTER_ID: String(process.pid), JTGW_CLUSTER_SECRET: randomBytes(18).toString('base64url') },
   });
   // a signal during boot stops the workers booted so far
@@ -70,7 +71,7 @@ async function runPrimary(workers: number, gateway: GatewayConfig, siteName: str
   log.info({ workers }, 'gateway started with workers');
 }
 
-async function runSingle(siteArg: string | undefined, link?: WorkerLink): Promise<void> {
+async function runSingle(siteArg: string | undefined, link?: WorkerLink, gcFlagMissing = false): Promise<void> {
   const kernel = new Kernel({
     site: siteArg,
     cluster: link ? { link, id: process.env.JTGW_CLUSTER_ID ?? String(process.ppid), secret: process.env.JTGW_CLUSTER_SECRET ?? '' } : undefined,
@@ -86,6 +87,11 @@ async function runSingle(siteArg: string | undefined, link?: WorkerLink): Promis
     bootFailed(err);
   }
   onSignals(() => kernel.stop(), kernel.log);
+  if (gcFlagMissing) {
+    kernel.log.warn({ nodeFlag: SINGLE_THREADED_GC, key: 'gateway.gcHelperThreads' },
+      `started without ${SINGLE_THREADED_GC}: V8's GC helper threads share the cores with the event loop and delay frames at load (core/gc-flags.ts); `
+      + `start it as npm start does (node ${SINGLE_THREADED_GC} dist/core/main.js <site>), or set gcHelperThreads: true to keep the helpers`);
+  }
   if (link) {
     // the primary asks its workers to stop; a worker whose primary is gone (killed) stops by itself
     link.onStop = () => process.kill(process.pid, 'SIGTERM');
@@ -111,8 +117,11 @@ async function main(): Promise<void> {
   } catch (err) {
     bootFailed(err);
   }
-  if (plan.workers > 1) await runPrimary(plan.workers, plan.gateway, plan.site);
-  else await runSingle(siteArg);
+  if (plan.workers > 1) {
+    await runPrimary(plan.workers, plan.gateway, plan.site);
+    return;
+  }
+  await runSingle(siteArg, undefined, !plan.gateway.gcHelperThreads && !singleThreadedGc());
 }
 
 void main();

@@ -41,6 +41,8 @@ export interface PrimaryOptions {
   log: Logger;
   /** environment for the workers (the site argument travels in argv) */
   env: NodeJS.ProcessEnv;
+  /** node options added to the primary's own for each worker (gc-flags.ts) */
+  workerFlags?: string[];
 }
 
 /**
@@ -74,7 +76,8 @@ export class Primary {
 
   /** resolves when every worker has booted; rejects (and stops the others) when one fails to */
   start(): Promise<void> {
-    cluster.setupPrimary({ serialization: 'advanced' });
+    const extra = (this.o.workerFlags ?? []).filter((f) => !process.execArgv.includes(f));
+    cluster.setupPrimary({ serialization: 'advanced', execArgv: [...process.execArgv, ...extra] });
     const booted = new Promise<void>((resolve, reject) => { this.bootResolve = resolve; this.bootReject = reject; });
     for (let i = 0; i < this.o.workers; i++) this.slots.push({ index: i, ready: false, restartMs: RESTART_MIN_MS, startedAt: 0 });
     // the first worker boots alone: a bad site fails once, with one message, and first-run work (stores, schemas)

@@ -10,9 +10,9 @@ const EXAMPLE = path.join(repoRoot, 'dist', 'plugin-sdk', 'examples', 'presence-
 
 interface Run { code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }
 
-function runGateway(siteFile: string, env: Record<string, string> = {}, onStdout?: (s: string, kill: () => void) => void): Promise<Run> {
+function runGateway(siteFile: string, env: Record<string, string> = {}, onStdout?: (s: string, kill: () => void) => void, nodeArgs: string[] = []): Promise<Run> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [MAIN, siteFile], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [...nodeArgs, MAIN, siteFile], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
@@ -218,5 +218,37 @@ describe('boot failures stop the process with a one-line message naming site, pl
     assert.equal(signalled, true, r.stdout + r.stderr);
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, /gateway stopped/);
+  });
+});
+
+describe('a single-process gateway and the GC flag it needs from its command line', function () {
+  this.timeout(60_000);
+  let dir: string;
+  before(() => {
+    dir = scratchDir('boot-gc');
+  });
+  after(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  /** boots with GW_WORKERS=1, stops at 'gateway started'; the warnings that name the GC flag */
+  async function gcWarnings(env: Record<string, string>, nodeArgs: string[]): Promise<string[]> {
+    const f = writeSite(dir, { gateway: gateway(dir), plugins: [{ name: 'presence-allowlist', module: EXAMPLE }] });
+    let started = false;
+    const r = await runGateway(f, { GW_WORKERS: '1', ...env }, (out, kill) => {
+      if (!started && out.includes('gateway started')) { started = true; kill(); }
+    }, nodeArgs);
+    assert.equal(started, true, r.stdout + r.stderr);
+    return r.stdout.split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l) as { level: number; nodeFlag?: string; msg: string })
+      .filter((l) => l.nodeFlag !== undefined).map((l) => `${l.level} ${l.msg}`);
+  }
+
+  it('started without --single-threaded-gc it warns once, saying how npm start runs it and which key keeps the helpers', async () => {
+    const w = await gcWarnings({}, []);
+    assert.equal(w.length, 1, w.join('\n'));
+    assert.match(w[0], /^40 started without --single-threaded-gc: .*npm start.*gcHelperThreads: true/);
+  });
+
+  it('started as npm start does, or with gcHelperThreads true, it does not', async () => {
+    assert.deepEqual(await gcWarnings({}, ['--single-threaded-gc']), []);
+    assert.deepEqual(await gcWarnings({ GW_GC_HELPER_THREADS: 'true' }, []), []);
   });
 });

@@ -150,6 +150,17 @@ describe('a gateway with two workers (real process)', function () {
     return ffprobe(player.data(), 'flv');
   }
 
+  it('starts its workers with the collector on their own thread (--single-threaded-gc, gateway.gcHelperThreads false)', () => {
+    const pids = workerPids(child.pid!);
+    assert.equal(pids.size, 2);
+    for (const pid of pids.values()) {
+      const argv = fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1').split('\0');
+      assert.ok(argv.includes('--single-threaded-gc'), `worker ${pid}: ${argv.join(' ')}`);
+    }
+    // the primary runs no plugin: it keeps node's defaults
+    assert.ok(!fs.readFileSync(`/proc/${child.pid}/cmdline`, 'latin1').split('\0').includes('--single-threaded-gc'));
+  });
+
   it('opens, plays and keeps channels owned by different workers, whichever worker the call lands on', async () => {
     const a = await open(simA, { reqId: 'cluster-req-A' });
     const b = await open(simB, { reqId: 'cluster-req-B' });

@@ -13,6 +13,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { repoRoot } from '../../support/paths';
 import { WORKER_THREAD_PREFIX } from './name-threads';
 import { cpuSeconds, parsePrometheus, rssBytes, summariseCpuProfile, threadCpuSeconds, threadsOf, type Sample } from './process-probe';
+import { gcNodeFlags } from '../../../core/gc-flags';
 
 export const GATEWAY_MAIN = path.join(repoRoot, 'dist', 'core', 'main.js');
 const NAME_THREADS = path.join(__dirname, 'name-threads.js');
@@ -306,6 +307,8 @@ export function startGateway(o: StartGatewayOptions): Gateway {
   const nodeArgs = [
     // names the worker threads so their CPU can be read from /proc; it does nothing else (see name-threads.ts)
     '--require', NAME_THREADS,
+    // as npm start runs it: GC on the process's own thread unless the gateway key says otherwise (core/gc-flags.ts)
+    ...(o.main ? [] : gcNodeFlags(process.env.GW_GC_HELPER_THREADS === 'true')),
     ...o.nodeOpts, ...(o.profileDir ? ['--cpu-prof', `--cpu-prof-dir=${o.profileDir}`] : []), main, o.siteFile,
   ];
   const [cmd, args] = o.pin ? ['taskset', ['-c', '0', process.execPath, ...nodeArgs]] : [process.execPath, nodeArgs];

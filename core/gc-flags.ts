@@ -1,0 +1,25 @@
+/**
+ * How the gateway's processes collect garbage.
+ *
+ * V8 by default marks and scavenges with helper threads. Our processes keep every core busy (one worker per core,
+ * `workers`), so those threads do not find idle cores: they take the core from an event loop for whole scheduler
+ * slices, in the middle of its reads and writes, and a frame waits for them. With `--single-threaded-gc` the same
+ * work is done on the process's own thread, in the small incremental steps V8 interleaves with JavaScript.
+ * Measured (test/bench/README.md, 500 terminals x 1 Mbit/s, one pinned core, alternated, 2 rounds): end-to-end p99
+ * 47.6 / 47.8 -> 14.5 / 17.8 ms, event-loop delay p99 33-35 -> 18-19 ms, CPU 56.6 / 56.7 -> 57.2 / 55.4 %.
+ * A machine with more cores than workers may do better with the helpers: `gateway.gcHelperThreads: true`.
+ *
+ * The flag can only be given when a process starts (V8 aborts if it is set at run time, and NODE_OPTIONS refuses
+ * it): workers get it from the primary; a single process from its command line (`npm start` passes it).
+ */
+export const SINGLE_THREADED_GC = '--single-threaded-gc';
+
+/** node options for a gateway process (worker or single) */
+export function gcNodeFlags(helperThreads: boolean): string[] {
+  return helperThreads ? [] : [SINGLE_THREADED_GC];
+}
+
+/** whether this process was started with the collector on its own thread */
+export function singleThreadedGc(execArgv: readonly string[] = process.execArgv): boolean {
+  return execArgv.includes(SINGLE_THREADED_GC);
+}
