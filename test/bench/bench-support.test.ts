@@ -21,6 +21,7 @@ import {
 } from './support/process-probe';
 import { SENT_RING, SynthTerminal, speechPcm, synthAudioStream, synthesise } from './support/synth-terminals';
 import { BENCHES, main as benchMain } from './run';
+import { parseArgs as parseIngestFlv } from './ingest-flv';
 
 const GLACIALL = () => fixturePath('jt1078/glaciall-cif-h264-2013.bin');
 
@@ -425,5 +426,13 @@ describe('bench dispatcher', () => {
     assert.match(err.join(''), /unknown benchmark 'no-such-bench'/);
     assert.match(err.join(''), /--terminals needs a whole number from 1 to 5000, got 'many'/);
     assert.match(err.join(''), /--streams needs rising whole numbers/);
+  });
+
+  it('ingest-flv --vs-video implies audio and AAC players unless --no-aac says otherwise', () => {
+    const o = parseIngestFlv(['--vs-video', '2', '--terminals', '250']);
+    assert.deepEqual([o.vsVideo, o.audio, o.aac, o.terminals], [2, true, true, 250]);
+    const n = parseIngestFlv(['--vs-video', '1', '--no-aac']);
+    assert.deepEqual([n.vsVideo, n.audio, n.aac], [1, true, false]);
+    assert.throws(() => parseIngestFlv(['--vs-video', '0']), /--vs-video needs a whole number from 1 to 20/);
   });
 });

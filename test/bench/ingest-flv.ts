@@ -106,6 +106,8 @@ export interface IngestFlvOptions {
   readers: ReaderKind;
   /** internal: rounds of `readers` and FLV players alternated, then the CPU and RSS ratios (0: off) */
   vsFlv: number;
+  /** rounds of the same load without audio and with it (--audio implied), alternated: issue 11's main-thread ratio */
+  vsVideo: number;
 }
 
 export interface IngestFlvResult {
@@ -163,7 +165,8 @@ const AAC_LOOKAHEAD_MS = 384;
 
 export const USAGE = `usage: npm run bench -- ingest-flv [--terminals N] [--seconds S] [--mbps X] [--capture FILE] [--audio]
                        [--audio-frame-ms MS] [--aac|--no-aac] [--ramp] [--ramp-seconds S] [--warmup S] [--profile]
-                       [--floor | --vs-floor K] [--workers N] [--vs-workers K] [--no-pin] [--keep-dir] [--node-opt OPT]...
+                       [--floor | --vs-floor K] [--workers N] [--vs-workers K] [--vs-video K] [--no-pin] [--keep-dir]
+                       [--node-opt OPT]...
   --terminals N     simulated terminals, one HTTP-FLV player each (default 500)
   --seconds S       measured window (default 30)
   --mbps X          per-terminal rate in Mbit/s, audio included; the capture's video frames are padded up to it (default 1)
@@ -180,6 +183,8 @@ export const USAGE = `usage: npm run bench -- ingest-flv [--terminals N] [--seco
                     workers, all on the gateway's core when pinned
   --vs-workers K    K rounds of 1 process and --workers N (default 2) alternated, then streams per gateway CPU-second of each
                     and their ratio: what a worker costs on top of the work (1.0: N workers on N cores hold N times the streams)
+  --vs-video K      K rounds of the same terminals without audio and with it (--audio: players take AAC unless --no-aac)
+                    alternated, then the main thread's CPU with audio / without (issue 11: 1.10 or less)
   --floor           run the bare-relay floor (test/bench/floor/bare-relay.ts) instead of the gateway, on the same load
   --vs-floor K      K rounds of the gateway and the floor alternated, then gateway CPU / floor CPU (issue 16's steering figure)
   --no-pin          do not pin the gateway to core 0 and this process to core 1
@@ -189,7 +194,7 @@ export const USAGE = `usage: npm run bench -- ingest-flv [--terminals N] [--seco
 export function parseArgs(args: string[]): IngestFlvOptions {
   const o: IngestFlvOptions = {
     terminals: 500, seconds: 30, mbps: 1, capture: '', ramp: false, rampSeconds: 20, warmup: 5, profile: false, pin: true, keepDir: false,
-    nodeOpts: [], audio: false, audioFrameMs: 20, aac: false, floor: false, vsFloor: 0, workers: 1, vsWorkers: 0, readers: 'flv', vsFlv: 0,
+    nodeOpts: [], audio: false, audioFrameMs: 20, aac: false, floor: false, vsFloor: 0, workers: 1, vsWorkers: 0, readers: 'flv', vsFlv: 0, vsVideo: 0,
   };
   let aac: boolean | undefined;
   const r = new BenchArgs(args, USAGE);
@@ -203,6 +208,7 @@ export function parseArgs(args: string[]): IngestFlvOptions {
       case '--vs-floor': o.vsFloor = r.num(a, 1, 20, true); break;
       case '--workers': o.workers = r.num(a, 1, 64, true); break;
       case '--vs-workers': o.vsWorkers = r.num(a, 1, 20, true); break;
+      case '--vs-video': o.vsVideo = r.num(a, 1, 20, true); o.audio = true; break;
       case '--ramp-seconds': o.rampSeconds = r.num(a, 0, 3600, false); o.ramp = true; break;
       case '--audio-frame-ms': o.audioFrameMs = r.num(a, 10, 200, true); o.audio = true; break;
       case '--audio': o.audio = true; break;
@@ -274,6 +280,30 @@ async function vsFlv(o: IngestFlvOptions, stream: SynthStream): Promise<IngestFl
   return rounds[rounds.length - 1].alt;
 }
 
+/**
+ * The same terminals without audio and with it, alternated: the gateway's main-thread CPU of each and their ratio.
+ * Both streams are made here (the video of the audio stream is padded a little less, so the bytes on the wire match).
+ */
+async function vsVideo(o: IngestFlvOptions, withAudio: SynthStream): Promise<IngestFlvResult> {
+  const videoOnly = synthesise(o.capture, o.mbps, 950);
+  const rounds: Array<{ video: IngestFlvResult; audio: IngestFlvResult }> = [];
+  for (let k = 0; k < o.vsVideo; k++) {
+    const video = await runWith({ ...o, vsVideo: 0, audio: false, aac: false }, videoOnly);
+    const audio = await runWith({ ...o, vsVideo: 0 }, withAudio);
+    rounds.push({ video, audio });
+  }
+  console.log(`\ningest-flv without and with audio (${o.aac ? 'players take AAC' : 'audio not played'}), ${o.terminals} terminals, ${rounds.length} round(s) alternated:`);
+  for (const [k, r] of rounds.entries()) {
+    console.log(`  round ${k + 1}: video only: main thread ${f1(r.video.threadCpuPct.main)} % (gateway ${f1(r.video.cpuPct)} %); ` +
+      `with audio: main thread ${f1(r.audio.threadCpuPct.main)} % (gateway ${f1(r.audio.cpuPct)} %, AAC worker ${f1(r.audio.threadCpuPct.worker)} %, ` +
+      `${r.audio.silentPlayers} players without audio) -> ${f2(r.audio.threadCpuPct.main / r.video.threadCpuPct.main)}`);
+  }
+  const main = (f: (r: { video: IngestFlvResult; audio: IngestFlvResult }) => IngestFlvResult) => rounds.reduce((n, r) => n + f(r).threadCpuPct.main, 0);
+  const ratio = main((r) => r.audio) / main((r) => r.video);
+  console.log(`  main thread with audio / video only: ${f2(ratio)} (target 1.10 or less): ${ratio <= 1.1 ? 'ok' : 'MISSED'}`);
+  return rounds[rounds.length - 1].audio;
+}
+
 export async function run(args: string[]): Promise<IngestFlvResult> {
   return runOptions(parseArgs(args));
 }
@@ -283,6 +313,7 @@ export async function runOptions(o: IngestFlvOptions): Promise<IngestFlvResult> 
   const audio = o.audio ? { pcm: speechPcm(fixturePath('g726/in_32.g726')), frameMs: o.audioFrameMs } : undefined;
   const stream = synthesise(o.capture, o.mbps, 950, audio);
   if (o.vsWorkers > 0) return vsWorkers(o, stream);
+  if (o.vsVideo > 0) return vsVideo(o, stream);
   if (o.vsFlv > 0) return vsFlv(o, stream);
   if (o.vsFloor === 0) return runWith(o, stream);
   // alternated in one session, since this machine's speed drifts: the ratio is the figure, not either CPU alone
