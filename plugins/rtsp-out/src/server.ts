@@ -1,6 +1,6 @@
 /**
- * The RTSP 1.0 server (RFC 2326) on rtsp-out's port: connections, their requests, the sessions they set up, and
- * session timeouts. Parsing and serialisation are the SDK's RTSP wire module (plugin-sdk/rtsp); packets are the bus format's (rtp-format.ts);
+ * The RTSP 1.0 server (RFC 2326) on rtsp-out's port: what each request means, the sessions requests set up, and
+ * session and connection timeouts; a connection's wire side (requests answered in order) is connection.ts. Parsing and serialisation are the SDK's RTSP wire module (plugin-sdk/rtsp); packets are the bus format's (rtp-format.ts);
  * each playing session is a bus reader (session.ts).
  */
 import { randomBytes } from 'node:crypto';
@@ -13,17 +13,15 @@ import {
 import type { RtspOutConfig } from './config';
 import { AUDIO, VIDEO, type RtpUnit, type TrackIndex } from './packetizer';
 import { parsePlayUri, presentationUrl, trackUrl, type PlayTarget } from './play-url';
-import { RtspReader, cseqOf, parseTransports, serializeResponse, sessionIdOf, type RtspRequest } from '../../../plugin-sdk/rtsp';
+import { parseTransports, sessionIdOf, cseqOf, type RtspRequest } from '../../../plugin-sdk/rtsp';
+import { Connection, type ConnectionHost, type Reply } from './connection';
 import { Planner } from './planner';
 import { buildSdp, type Presentation } from './sdp';
 import { RtspSession, type Plan, type SessionOwner, type TrackTransport } from './session';
 
-const SERVER = 'jt1078-gateway rtsp-out';
 const PUBLIC = 'OPTIONS, DESCRIBE, SETUP, PLAY, PAUSE, TEARDOWN, GET_PARAMETER, SET_PARAMETER';
 /** sessions one connection may hold (a client needs one per presentation) */
 const MAX_SESSIONS_PER_CONNECTION = 4;
-/** requests waiting behind one being answered (a DESCRIBE may wait for media); more closes the connection */
-const MAX_PIPELINED = 16;
 /** a partial request older than this closes its connection (slow-header clients hold no memory for long) */
 const PARTIAL_REQUEST_MS = 10_000;
 /** a UDP send queue (libuv's, when the kernel's buffer is full) past which datagrams are dropped and counted */
@@ -53,41 +51,6 @@ export interface RtspServerOptions {
   cname: string;
 }
 
-interface Reply {
-  status: number;
-  headers?: Array<[string, string]>;
-  body?: string;
-  /** close the connection once the reply is written */
-  close?: boolean;
-  /** runs right after the reply is written (PLAY: the held packets follow their answer) */
-  after?: () => void;
-}
-
-/** One client connection: its parser, its requests in order, the sessions it made. */
-class Connection {
-  readonly parser: RtspReader;
-  readonly remote: string;
-  readonly ip: string;
-  /** answered in order: each request's reply waits for the previous one */
-  chain: Promise<void> = Promise.resolve();
-  pending = 0;
-  lastActivity: number;
-  partialSince = -1;
-  closed = false;
-  /** a reply closed it: requests behind that one get no answer */
-  ending = false;
-  readonly sessions = new Set<RtspSession>();
-  /** DESCRIBE's decisions, by stream and reqId, for the SETUPs that follow */
-  readonly plans = new Map<string, Plan>();
-
-  constructor(readonly socket: Socket, maxHeaderBytes: number, now: number) {
-    this.parser = new RtspReader({ mode: 'strict', requestsOnly: true, maxHeaderBytes, maxBodyBytes: 4096, maxHeaders: 64 });
-    this.ip = (socket.remoteAddress ?? '').replace(/^::ffff:/, '');
-    this.remote = `${this.ip}:${socket.remotePort}`;
-    this.lastActivity = now;
-  }
-}
-
 export class RtspServer implements SessionOwner {
   readonly cname: string;
   private readonly connections = new Set<Connection>();
@@ -100,6 +63,13 @@ export class RtspServer implements SessionOwner {
   private readonly badLog = new LogLimiter();
   private readonly refusalLog = new LogLimiter();
   private stopped = false;
+  /** what a connection asks of this server: its requests answered, its malformed input counted */
+  private readonly connectionHost: ConnectionHost = {
+    now: () => this.now(),
+    handle: (c, req) => this.handle(c, req),
+    bad: (c, reason) => this.bad(c, reason),
+    failed: (c, err) => this.o.log.warn({ remote: c.remote, err: (err as Error)?.message }, 'RTSP request failed'),
+  };
 
   constructor(private readonly o: RtspServerOptions) {
     this.cname = o.cname;
@@ -163,10 +133,10 @@ export class RtspServer implements SessionOwner {
       socket.destroy();
       return;
     }
-    const c = new Connection(socket, this.o.config.maxHeaderBytes, this.now());
+    const c = new Connection(socket, this.o.config.maxHeaderBytes, this.connectionHost);
     this.connections.add(c);
     socket.setNoDelay(true);
-    socket.on('data', (chunk: Buffer) => this.onData(c, chunk));
+    socket.on('data', (chunk: Buffer) => c.onData(chunk));
     socket.on('error', (err) => this.o.log.debug({ remote: c.remote, err: err.message }, 'RTSP connection error'));
     socket.on('close', () => this.onClose(c));
     socket.on('drain', () => {
@@ -193,61 +163,6 @@ export class RtspServer implements SessionOwner {
     this.planner.cancel(() => true);
     for (const s of [...this.byId.values()]) this.endSession(s, 'server stopping', true, 'end');
     for (const c of [...this.connections]) c.socket.destroy();
-  }
-
-  private onData(c: Connection, chunk: Buffer): void {
-    c.lastActivity = this.now();
-    for (const item of c.parser.push(chunk)) {
-      if (item.kind === 'interleaved') {
-        // RTCP receiver reports over TCP: the client is alive (its connection says so already)
-        continue;
-      }
-      if (item.kind === 'error') {
-        this.bad(c, item.reason);
-        const headers: Array<[string, string]> = item.cseq && /^\d{1,10}$/.test(item.cseq) ? [['CSeq', item.cseq]] : [];
-        this.enqueue(c, async () => ({ status: item.status, headers, close: true }));
-        return;
-      }
-      // requestsOnly: 'request' is all that is left; 'response' and 'skipped' come only in other modes
-      if (item.kind !== 'request') continue;
-      const req = item.request;
-      if (++c.pending > MAX_PIPELINED) {
-        this.bad(c, 'too many pipelined requests');
-        c.socket.destroy();
-        return;
-      }
-      this.enqueue(c, () => this.handle(c, req), cseqOf(req));
-    }
-    c.partialSince = c.parser.buffered > 0 ? (c.partialSince < 0 ? this.now() : c.partialSince) : -1;
-  }
-
-  private enqueue(c: Connection, answer: () => Promise<Reply>, cseq?: string): void {
-    c.chain = c.chain.then(async () => {
-      if (c.closed || c.ending) return;
-      let r: Reply;
-      try {
-        r = await answer();
-      } catch (err) {
-        this.o.log.warn({ remote: c.remote, err: (err as Error)?.message }, 'RTSP request failed');
-        r = { status: 500 };
-      }
-      c.pending = Math.max(0, c.pending - 1);
-      if (c.closed) {
-        // a UDP session set playing by this reply plays on without its connection: its held packets must go
-        r.after?.();
-        return;
-      }
-      const headers: Array<[string, string]> = [];
-      if (cseq !== undefined) headers.push(['CSeq', cseq]);
-      headers.push(...(r.headers ?? []), ['Server', SERVER]);
-      if (r.body !== undefined) headers.push(['Content-Type', 'application/sdp']);
-      c.socket.write(serializeResponse(r.status, headers, r.body));
-      if (r.close) {
-        c.ending = true;
-        c.socket.end();
-      }
-      r.after?.();
-    });
   }
 
   private onClose(c: Connection): void {

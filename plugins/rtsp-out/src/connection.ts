@@ -1,0 +1,113 @@
+/**
+ * One RTSP client connection: its parser, its requests answered one after another in order (a DESCRIBE may wait for
+ * media while the next request waits behind it), and the sessions and DESCRIBE plans it made. What a request means is
+ * the server's (server.ts); this is the wire side of it.
+ */
+import type { Socket } from 'node:net';
+import { RtspReader, cseqOf, serializeResponse, type RtspRequest } from '../../../plugin-sdk/rtsp';
+import type { Plan, RtspSession } from './session';
+
+const SERVER = 'jt1078-gateway rtsp-out';
+/** requests waiting behind one being answered (a DESCRIBE may wait for media); more closes the connection */
+const MAX_PIPELINED = 16;
+
+export interface Reply {
+  status: number;
+  headers?: Array<[string, string]>;
+  body?: string;
+  /** close the connection once the reply is written */
+  close?: boolean;
+  /** runs right after the reply is written (PLAY: the held packets follow their answer) */
+  after?: () => void;
+}
+
+/** What a connection asks of its server. */
+export interface ConnectionHost {
+  now(): number;
+  /** the reply to a well-formed request */
+  handle(c: Connection, req: RtspRequest): Promise<Reply>;
+  /** malformed input from this connection: counted and logged */
+  bad(c: Connection, reason: string): void;
+  /** a request's handler threw: answered 500 */
+  failed(c: Connection, err: unknown): void;
+}
+
+export class Connection {
+  readonly parser: RtspReader;
+  readonly remote: string;
+  readonly ip: string;
+  /** answered in order: each request's reply waits for the previous one */
+  private chain: Promise<void> = Promise.resolve();
+  pending = 0;
+  lastActivity: number;
+  partialSince = -1;
+  closed = false;
+  /** a reply closed it: requests behind that one get no answer */
+  ending = false;
+  readonly sessions = new Set<RtspSession>();
+  /** DESCRIBE's decisions, by stream and reqId, for the SETUPs that follow */
+  readonly plans = new Map<string, Plan>();
+
+  constructor(readonly socket: Socket, maxHeaderBytes: number, private readonly host: ConnectionHost) {
+    this.parser = new RtspReader({ mode: 'strict', requestsOnly: true, maxHeaderBytes, maxBodyBytes: 4096, maxHeaders: 64 });
+    this.ip = (socket.remoteAddress ?? '').replace(/^::ffff:/, '');
+    this.remote = `${this.ip}:${socket.remotePort}`;
+    this.lastActivity = host.now();
+  }
+
+  onData(chunk: Buffer): void {
+    const now = this.host.now();
+    this.lastActivity = now;
+    for (const item of this.parser.push(chunk)) {
+      if (item.kind === 'interleaved') {
+        // RTCP receiver reports over TCP: the client is alive (its connection says so already)
+        continue;
+      }
+      if (item.kind === 'error') {
+        this.host.bad(this, item.reason);
+        const headers: Array<[string, string]> = item.cseq && /^\d{1,10}$/.test(item.cseq) ? [['CSeq', item.cseq]] : [];
+        this.enqueue(async () => ({ status: item.status, headers, close: true }));
+        return;
+      }
+      // requestsOnly: 'request' is all that is left; 'response' and 'skipped' come only in other modes
+      if (item.kind !== 'request') continue;
+      const req = item.request;
+      if (++this.pending > MAX_PIPELINED) {
+        this.host.bad(this, 'too many pipelined requests');
+        this.socket.destroy();
+        return;
+      }
+      this.enqueue(() => this.host.handle(this, req), cseqOf(req));
+    }
+    this.partialSince = this.parser.buffered > 0 ? (this.partialSince < 0 ? now : this.partialSince) : -1;
+  }
+
+  private enqueue(answer: () => Promise<Reply>, cseq?: string): void {
+    this.chain = this.chain.then(async () => {
+      if (this.closed || this.ending) return;
+      let r: Reply;
+      try {
+        r = await answer();
+      } catch (err) {
+        this.host.failed(this, err);
+        r = { status: 500 };
+      }
+      this.pending = Math.max(0, this.pending - 1);
+      if (this.closed) {
+        // a UDP session set playing by this reply plays on without its connection: its held packets must go
+        r.after?.();
+        return;
+      }
+      const headers: Array<[string, string]> = [];
+      if (cseq !== undefined) headers.push(['CSeq', cseq]);
+      headers.push(...(r.headers ?? []), ['Server', SERVER]);
+      if (r.body !== undefined) headers.push(['Content-Type', 'application/sdp']);
+      this.socket.write(serializeResponse(r.status, headers, r.body));
+      if (r.close) {
+        this.ending = true;
+        this.socket.end();
+      }
+      r.after?.();
+    });
+  }
+}
