@@ -31,8 +31,7 @@ export class HeldFrames {
     if (Number.isNaN(this.dueTicks) || u.timescale !== this.dueScale || u.duration <= 0) return false;
     const end = u.dtsTicks + u.duration;
     if (end >= this.dueTicks) return false;
-    // (ticks are whole samples: anything else is a gap, an overlap or time going back)
-    if (!(Math.abs(u.dtsTicks - this.end) <= 1)) return false;
+    if (!this.follows(u)) return false;
     this.frames.push(u);
     this.end = end;
     return true;
@@ -41,7 +40,7 @@ export class HeldFrames {
   /** The held frames and `u`, to send now; the due point stepped past `u` until the worker's answer says. */
   take(u: AccessUnit): AccessUnit[] {
     const group = this.frames;
-    const follows = Math.abs(u.dtsTicks - this.end) <= 1;
+    const follows = this.follows(u);
     group.push(u);
     this.frames = [];
     const end = u.dtsTicks + u.duration;
@@ -76,6 +75,11 @@ export class HeldFrames {
     this.end = NaN;
     this.dueTicks = NaN;
     this.epoch++;
+  }
+
+  /** `u` starts where the last frame seen ended (ticks are whole samples: anything else is a gap, an overlap or time going back; nothing seen yet is a start) */
+  private follows(u: AccessUnit): boolean {
+    return Math.abs(u.dtsTicks - this.end) <= 1;
   }
 
   private stepPast(end: number): void {
