@@ -224,6 +224,19 @@ export class Kernel {
     this.stores = new StoreFactory(this.gateway.store, dataDir, `${this.site.file}: gateway: key store`);
     await this.stores.open();
     const coreMetrics = metricsFor(this.registry, 'core');
+    coreMetrics.gauge('bus_streams', 'streams on the bus (derived ones included)', [], (g) => g.set(this.bus.size));
+    // what the media memory is, next to gw_process_nodejs_external_memory_bytes: payloads the bus holds
+    coreMetrics.gauge('bus_held_bytes', 'payload bytes the bus keeps alive, by holder: GOP caches, readers\' queues', ['holder'], (g) => {
+      let gop = 0;
+      let queued = 0;
+      for (const s of this.bus.list()) {
+        const h = s.heldBytes();
+        gop += h.gop;
+        queued += h.queued;
+      }
+      g.set({ holder: 'gop' }, gop);
+      g.set({ holder: 'queue' }, queued);
+    });
     const authFailures = coreMetrics.counter('auth_failures_total', 'failed Basic logins, by reason', ['reason']);
     const authThrottled = coreMetrics.counter('auth_throttled_total', 'requests refused (429) from addresses blocked after too many failed logins');
     this.loginGuard = new LoginGuard({

@@ -307,6 +307,12 @@ export class BusStream implements OwnedStream {
     if (this.readers.size === 0 && this.onIdle) this.onIdle();
   }
 
+  /** payload bytes this stream keeps alive: its GOP cache and its readers' queues (shared units counted once per holder) */
+  heldBytes(): { gop: number; queued: number } {
+    this.recount();
+    return { gop: this.gopBytes, queued: this.queued };
+  }
+
   stats(): MediaStreamStats {
     this.recount();
     return {

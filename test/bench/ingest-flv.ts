@@ -147,13 +147,24 @@ export interface IngestFlvResult {
   audioLatencyMs: { p50: number; p99: number; count: number };
   /** transcodes running at the end of the window, and worker calls that failed in it (audio-aac's metrics) */
   aac: { transcoders: number; failures: number };
+  /**
+   * the gateway's GC pauses in the window as V8 reports them (prom-client's gc metric): % of one core, by kind, and
+   * mark-compacts. Incremental marking done in steps during allocation is not in it: a profile shows that.
+   */
+  gc: { pct: number; majorPct: number; minorPct: number; majors: number };
+  /** the gateway's memory at the end of the window, MB: JS heap used, and ArrayBuffer memory (frame payloads, socket reads) */
+  heapMB: number;
+  arrayBuffersMB: number;
+  /** payload the bus holds at the end of the window, MB: GOP caches and readers' queues */
+  busHeldMB: { gop: number; queue: number };
   profile?: string;
   readers: ReaderKind;
   /** the HLS or RTSP readers' own figures (undefined for FLV players) */
   readerFigures?: ReaderFigures;
 }
 
-const TARGET = { terminals: 500, cpuPct: 80, p99Ms: 50, rssMB: 500 };
+/** issue 16: 1,000 terminals x 1 Mbit/s, one player each, on one core */
+const TARGET = { terminals: 1000, cpuPct: 80, e2eP99Ms: 20, rssKBPerStream: 300 };
 const FLOOR_MAIN = path.join(repoRoot, 'dist', 'test', 'bench', 'floor', 'bare-relay.js');
 const LATENCY_METRIC = 'gw_flv_out_added_latency_seconds';
 /** a terminal socket holding this much unsent data means the gateway is not keeping up: frames are dropped */
@@ -528,6 +539,10 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
       silentPlayers: stream.audio === 'none' || fleet ? 0 : players.filter((p) => p.audioInWindow === 0).length,
       audioLatencyMs: { p50: quantile(audioLat.values(), 0.5), p99: quantile(audioLat.values(), 0.99), count: audioLat.seen },
       aac: { transcoders: sumOf(m1, 'gw_audio_aac_transcoders'), failures: sumOf(m1, 'gw_audio_aac_failures_total') - sumOf(m0, 'gw_audio_aac_failures_total') },
+      gc: gcFigures(m0, m1, secs),
+      heapMB: mb(sumOf(m1, 'gw_process_nodejs_heap_size_used_bytes')),
+      arrayBuffersMB: mb(sumOf(m1, 'gw_process_nodejs_external_memory_bytes')),
+      busHeldMB: { gop: mb(sumOf(m1, 'gw_core_bus_held_bytes', { holder: 'gop' })), queue: mb(sumOf(m1, 'gw_core_bus_held_bytes', { holder: 'queue' })) },
       readers: fleet ? o.readers : 'flv',
       readerFigures: figures,
     };
@@ -556,6 +571,22 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
   return result;
 }
 
+/** GC time in the window from prom-client's nodejs_gc_duration_seconds (kinds: major, minor, incremental, weakcb) */
+function gcFigures(m0: Map<string, Sample[]>, m1: Map<string, Sample[]>, secs: number): IngestFlvResult['gc'] {
+  const name = 'gw_process_nodejs_gc_duration_seconds';
+  const spent = (kind?: string) => sumOf(m1, `${name}_sum`, kind ? { kind } : {}) - sumOf(m0, `${name}_sum`, kind ? { kind } : {});
+  const pct = (s: number) => (100 * s) / secs;
+  return {
+    pct: pct(spent()), majorPct: pct(spent('major') + spent('incremental')), minorPct: pct(spent('minor')),
+    majors: sumOf(m1, `${name}_count`, { kind: 'major' }) - sumOf(m0, `${name}_count`, { kind: 'major' }),
+  };
+}
+
+/** RSS over the idle process, per terminal */
+export function rssKBPerStream(r: IngestFlvResult): number {
+  return ((Math.max(r.rssMB, r.peakRssMB) - r.idleRssMB) * 1024) / r.terminals;
+}
+
 function report(
   r: IngestFlvResult, m: Map<string, Sample[]>, lateTicks: number, unmatched: number, errors: string[], o: IngestFlvOptions, stream: SynthStream,
   readerLines?: string[],
@@ -570,7 +601,11 @@ function report(
       `${f1(r.mbpsOut / cores)} Mbit/s out, ${f1(r.terminals / cores)} streams`,
     `  gateway CPU by thread: main ${f1(r.threadCpuPct.main)} %${o.aac ? `, AAC worker ${f1(r.threadCpuPct.worker)} %` : ''}, ` +
       `the rest (GC helpers, libuv pool) ${f1(r.threadCpuPct.other)} %  ->  main thread per core: ${f1(r.terminals / (r.threadCpuPct.main / 100))} streams`,
-    `  gateway RSS: ${f1(r.rssMB)} MB at the end, ${f1(r.peakRssMB)} MB peak in the window (${f1(r.idleRssMB)} MB idle)`,
+    `  gateway RSS: ${f1(r.rssMB)} MB at the end, ${f1(r.peakRssMB)} MB peak in the window (${f1(r.idleRssMB)} MB idle): ` +
+      `${f1(rssKBPerStream(r))} KB per stream; JS heap ${f1(r.heapMB)} MB used, external (ArrayBuffers) ${f1(r.arrayBuffersMB)} MB, ` +
+      `of which the bus holds ${f1(r.busHeldMB.gop)} MB in GOP caches and ${f1(r.busHeldMB.queue)} MB in queues`,
+    ...(o.workers > 1 ? [] : [`  gateway GC pauses: ${f1(r.gc.pct)} % of one core (mark-compact and incremental finalisation ${f1(r.gc.majorPct)} %, ` +
+      `scavenges ${f1(r.gc.minorPct)} %), ${r.gc.majors} mark-compacts in ${f1(r.seconds)} s`]),
     ...(readerLines ? [] : [`  added latency, frame read -> FLV tags written (gateway metric, ${r.addedLatencyMs.count} frames): ` +
       `p50 ${f2(r.addedLatencyMs.p50)} ms, p99 ${f2(r.addedLatencyMs.p99)} ms`]),
     o.workers > 1
@@ -595,13 +630,11 @@ function report(
   if (errors.length) lines.push(`  player errors (${errors.length}): ${[...new Set(errors)].slice(0, 3).join('; ')}`);
   const ok = (b: boolean) => (b ? 'ok' : 'MISSED');
   if (!readerLines) lines.push(
-    `  target (${TARGET.terminals} terminals): CPU < ${TARGET.cpuPct} %: ${ok(r.cpuPct < TARGET.cpuPct)}; ` +
-      `added p99 < ${TARGET.p99Ms} ms: ${ok(r.addedLatencyMs.p99 < TARGET.p99Ms)}; RSS < ${TARGET.rssMB} MB: ${ok(r.peakRssMB < TARGET.rssMB)}` +
-      (r.terminals < TARGET.terminals ? ` (this run: ${r.terminals} terminals)` : ''),
     // The gateway's metric starts when a frame's last packet is parsed, so it cannot see time the packets waited in
-    // the socket buffer for a late event loop; only the end-to-end figure does. Both are judged.
-    `  latency as a player sees it: end-to-end p99 < ${TARGET.p99Ms} ms: ${ok(r.endToEndMs.p99 < TARGET.p99Ms)}; ` +
-      `event-loop delay p99 < ${TARGET.p99Ms} ms: ${ok(r.eventLoopDelayMs.p99 < TARGET.p99Ms)}`,
+    // the socket buffer for a late event loop; only the end-to-end figure, judged here, does.
+    `  issue 16 targets (${TARGET.terminals} terminals x 1 Mbit/s on one core${r.terminals !== TARGET.terminals ? `; this run: ${r.terminals}` : ''}): ` +
+      `CPU < ${TARGET.cpuPct} %: ${ok(r.cpuPct < TARGET.cpuPct)}; end-to-end p99 < ${TARGET.e2eP99Ms} ms: ${ok(r.endToEndMs.p99 < TARGET.e2eP99Ms)}; ` +
+      `RSS < ${TARGET.rssKBPerStream} KB per stream: ${ok(rssKBPerStream(r) < TARGET.rssKBPerStream)}; no frame dropped: ${ok(r.droppedFrames === 0 && r.stalledPlayers === 0)}`,
   );
   if (r.generatorCpuPct > 90) lines.push('  WARNING: the load generator is near 100 % of its core: figures may be limited by it, not by the gateway');
   if (r.droppedFrames > 0) lines.push('  WARNING: frames were dropped at the terminals because the gateway did not read them in time');

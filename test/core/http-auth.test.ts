@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import * as net from 'node:net';
 import { startTestGateway, stubMediaPlugin, type TestGateway } from '../../plugin-sdk/testkit';
+import { videoUnit } from '../../plugin-sdk/media';
 
 describe('HTTP API: auth, envelope, limits', () => {
   let gw: TestGateway;
@@ -51,6 +52,29 @@ describe('HTTP API: auth, envelope, limits', () => {
     const text = await (await fetch(gw.baseUrl + '/metrics')).text();
     assert.match(text, /^# HELP gw_process_/m);
     assert.match(text, /gw_core_requests_open /);
+  });
+
+  it('GET /metrics says how much frame payload the bus holds, in GOP caches and in queues of readers that cannot take it', async () => {
+    const held = async () => {
+      const text = await (await fetch(gw.baseUrl + '/metrics')).text();
+      const of = (holder: string) => Number(new RegExp(`^gw_core_bus_held_bytes\\{holder="${holder}"\\} (\\d+)$`, 'm').exec(text)?.[1]);
+      return { gop: of('gop'), queue: of('queue'), streams: Number(/^gw_core_bus_streams (\d+)$/m.exec(text)?.[1]) };
+    };
+    const before = await held();
+    const s = gw.kernel.bus.create('held-bytes-test', 'test');
+    const pub = s.attachPublisher();
+    const push = (dts: number, keyframe: boolean, size: number) => pub.push(videoUnit({ codec: 'h264', dts, keyframe, payload: Buffer.alloc(size) }));
+    push(0, true, 5000);
+    push(40, false, 1000);
+    s.subscribe({ write: () => undefined, writable: () => false });
+    push(80, false, 700);
+    const during = await held();
+    assert.equal(during.streams, before.streams + 1);
+    assert.equal(during.gop - before.gop, 6700);
+    // the reader joined at the keyframe and took nothing: the GOP and the unit after it wait in its queue
+    assert.equal(during.queue - before.queue, 6700);
+    s.close('test over');
+    assert.deepEqual(await held(), before);
   });
 
   it('unknown route: 404, errCode -8', async () => {

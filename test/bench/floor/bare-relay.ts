@@ -8,6 +8,9 @@
  * It answers the bench's API calls just enough (healthz, open, keep, an empty /metrics), on the httpPort of the
  * site file it is given like the gateway, so ingest-flv drives it unchanged.
  *
+ * GW_FLOOR_AUDIO=drop: audio packets are read and dropped, not written: what reading a terminal's audio costs any
+ * relay, whatever it then does with it (issue 11's ratio, `--floor --vs-video`).
+ *
  *   node dist/test/bench/floor/bare-relay.js <site.json>
  */
 import * as fs from 'node:fs';
@@ -16,6 +19,7 @@ import * as net from 'node:net';
 
 const MAGIC = 0x30316364;
 const MAX_PLAYER_BACKLOG = 4 * 1024 * 1024;
+const DROP_AUDIO = process.env.GW_FLOOR_AUDIO === 'drop';
 
 interface Stream {
   players: Set<net.Socket>;
@@ -69,7 +73,7 @@ function onTerminal(sock: net.Socket): void {
       const bodyLen = buf.readUInt16BE(off + headerLen - 2);
       if (buf.length - off < headerLen + bodyLen) break;
       if (!stream) stream = streamOf(`${bcdSim(buf, off + 8)}_${buf[off + 14]}_1`);
-      if (dataType !== 4) {
+      if (dataType !== 4 && !(dataType === 3 && DROP_AUDIO)) {
         const device = buf.readUInt32BE(off + 16) * 0x100000000 + buf.readUInt32BE(off + 20);
         if (stream.t0 < 0) stream.t0 = device;
         out.push(...tag(dataType === 3 ? 8 : 9, device - stream.t0, buf.subarray(off + headerLen, off + headerLen + bodyLen)));
