@@ -140,11 +140,21 @@ export class SimDecoder {
   }
 }
 
+const NO_BODY = Buffer.alloc(0);
+
+/** A packet for decodePacket to fill again and again (see ParserOptions.reusePacket). */
+export function blankPacket(): Jt1078Packet {
+  return {
+    layout: '2013', sim: '', channel: 0, pt: 0, marker: false, seq: 0, dataType: 0, subMark: 0, timestamp: 0, lastIFrameInterval: 0,
+    lastFrameInterval: 0, body: NO_BODY,
+  };
+}
+
 /**
- * Decodes a packet whose header probeHeader accepted and whose bytes are all present.
- * The body is a subarray of buf.
+ * Decodes a packet whose header probeHeader accepted and whose bytes are all present: into `into` when given (its
+ * fields overwritten), else a new object. The body is a subarray of buf.
  */
-export function decodePacket(buf: Buffer, off: number, layout: Jt1078Layout, sims: SimDecoder): Jt1078Packet {
+export function decodePacket(buf: Buffer, off: number, layout: Jt1078Layout, sims: SimDecoder, into?: Jt1078Packet): Jt1078Packet {
   const simLen = layout === '2019' ? 10 : 6;
   const b5 = buf[off + 5];
   let p = off + 8 + simLen;
@@ -165,20 +175,20 @@ export function decodePacket(buf: Buffer, off: number, layout: Jt1078Layout, sim
   }
   const bodyLen = buf.readUInt16BE(p);
   p += 2;
-  return {
-    layout,
-    sim: sims.decode(buf, off + 8, simLen),
-    channel,
-    pt: b5 & 0x7f,
-    marker: (b5 & 0x80) !== 0,
-    seq: buf.readUInt16BE(off + 6),
-    dataType,
-    subMark: tb & 0x0f,
-    timestamp,
-    lastIFrameInterval,
-    lastFrameInterval,
-    body: buf.subarray(p, p + bodyLen),
-  };
+  const out = into ?? blankPacket();
+  out.layout = layout;
+  out.sim = sims.decode(buf, off + 8, simLen);
+  out.channel = channel;
+  out.pt = b5 & 0x7f;
+  out.marker = (b5 & 0x80) !== 0;
+  out.seq = buf.readUInt16BE(off + 6);
+  out.dataType = dataType;
+  out.subMark = tb & 0x0f;
+  out.timestamp = timestamp;
+  out.lastIFrameInterval = lastIFrameInterval;
+  out.lastFrameInterval = lastFrameInterval;
+  out.body = buf.subarray(p, p + bodyLen);
+  return out;
 }
 
 export { normaliseSim };

@@ -143,7 +143,8 @@ export class TerminalLink implements SdkTerminalLink {
     this.transport = peer.transport;
     this.remote = peer.transport === 'tcp' ? `${peer.socket.remoteAddress}:${peer.socket.remotePort}` : `${peer.address}:${peer.port}`;
     this.address = plainAddress(peer.transport === 'tcp' ? peer.socket.remoteAddress ?? '' : peer.address);
-    this.parser = new Jt1078Parser((p) => this.onPacket(p), { layout: guess });
+    // TCP: nothing keeps a packet past onPacket but copies (the reassembler detaches its bodies); UDP's reorder buffer does
+    this.parser = new Jt1078Parser((p) => this.onPacket(p), { layout: guess, reusePacket: peer.transport === 'tcp' });
     this.armGrace();
   }
 

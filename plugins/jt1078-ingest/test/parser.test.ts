@@ -50,6 +50,38 @@ describe('jt1078 parser', () => {
       });
     }
 
+    for (const c of CAPTURES) {
+      it(`reusePacket: one object refilled, the same fields and bodies as new objects, chunks of any size (${c.file})`, () => {
+        const data = readCapture(c.file);
+        const want = parseAll(data).packets.map(packetKey);
+        const rnd = prng(c.packets);
+        const seen = new Set<Jt1078Packet>();
+        const got: string[] = [];
+        // the key is taken during the call: afterwards the object holds the next packet
+        const parser = new Jt1078Parser((p) => { seen.add(p); got.push(packetKey(p)); }, { reusePacket: true });
+        for (let at = 0; at < data.length;) {
+          const n = 1 + Math.floor(rnd() * 3000);
+          // a borrowed chunk: overwritten once the parser returns, as a socket's shared read buffer is
+          const chunk = Buffer.from(data.subarray(at, at + n));
+          parser.push(chunk);
+          chunk.fill(0xa5);
+          at += n;
+        }
+        parser.end();
+        assert.deepEqual(got, want);
+        assert.equal(seen.size, 1);
+      });
+    }
+
+    it('reusePacket leaves datagrams their own packets (the UDP reorder buffer keeps them)', () => {
+      const packets = capturePackets('jt1078/glaciall-cif-h264-2013.bin').slice(0, 20);
+      const got: Jt1078Packet[] = [];
+      const parser = new Jt1078Parser((p) => got.push(p), { reusePacket: true });
+      for (const p of packets) parser.pushDatagram(reencode(p));
+      assert.equal(new Set(got).size, packets.length);
+      assert.deepEqual(got.map(packetKey), packets.map(packetKey));
+    });
+
     it('reads the fields of the first xunilcyl packet exactly', () => {
       const p = capturePackets('jt1078/xunilcyl-d1-h264-2013.bin')[0];
       assert.equal(p.pt, 98);
