@@ -107,8 +107,13 @@ export class Jt1078Reassembler {
   private readonly video = new FrameBuilder();
   private readonly audio = new FrameBuilder();
   private readonly maxFrameBytes: number;
-  /** frames are copied into slices of this (see BufferSlab for why per source) */
-  private readonly slab = new BufferSlab();
+  /**
+   * frames are copied into slices of this (see BufferSlab for why per source). 16 KiB chunks, not the default 32: a
+   * stream always has one chunk partly filled and one pinned whole by the first frames of its GOP, and at 1,000
+   * streams the smaller chunks took 16 KB a stream off RSS (402 -> 386 KB) for the same CPU, though frames over 4 KiB
+   * now get memory of their own.
+   */
+  private readonly slab = new BufferSlab(16 * 1024);
 
   constructor(private readonly sink: FrameSink, opts: ReassemblerOptions = {}) {
     this.maxFrameBytes = opts.maxFrameBytes ?? 4 * 1024 * 1024;
