@@ -210,7 +210,7 @@ export class Kernel {
     if (firstWorker && this.apps.usesDemoCredentials()) this.log.warn('demo credentials (demo:demo) are in use: configure real applications before exposing this gateway');
     this.bus = new CoreMediaBus({
       maxGopBytes: this.gateway.maxGopBytes, maxQueueBytes: this.gateway.maxQueueBytes, maxStreamBytes: this.gateway.maxStreamBytes,
-      readerDropAfterMs: this.gateway.readerDropAfterSec * 1000,
+      readerDropAfterMs: this.gateway.readerDropAfterSec * 1000, reusePayloads: this.gateway.reusePayloads,
     }, this.log.child({ part: 'bus' }), () => this.clock.now());
     this.health = new HealthState(this.log.child({ part: 'health' }), () => this.clock.now());
     const noticesLog = this.log.child({ part: 'notices' });
@@ -236,6 +236,12 @@ export class Kernel {
       }
       g.set({ holder: 'gop' }, gop);
       g.set({ holder: 'queue' }, queued);
+    });
+    const arena = this.bus.arenaCounts;
+    coreMetrics.gauge('bus_payload_chunks', 'payload chunks of Publisher.alloc since start, by what became of them: allocated, reused, escaped (left to the collector: a reader could not say when it was done)', ['event'], (g) => {
+      g.set({ event: 'allocated' }, arena.allocated);
+      g.set({ event: 'reused' }, arena.reused);
+      g.set({ event: 'escaped' }, arena.escaped);
     });
     const authFailures = coreMetrics.counter('auth_failures_total', 'failed Basic logins, by reason', ['reason']);
     const authThrottled = coreMetrics.counter('auth_throttled_total', 'requests refused (429) from addresses blocked after too many failed logins');

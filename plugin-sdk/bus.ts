@@ -34,6 +34,13 @@ export interface MediaSink<F = undefined> {
   skipped?(info: { units: number; bytes: number }): void;
   /** the subscription ended: the stream closed, or the reader was stuck ('reader stuck: …'), or its sink threw */
   end?(reason: string): void;
+  /**
+   * Whether anything it was given may still be read (e.g. bytes of a unit queued in its socket's buffer, a unit it
+   * kept). A sink that answers lets the bus reuse payload memory (Publisher.alloc) once it says false; a sink without
+   * it is taken to keep whatever it gets, and the stream's payload memory is then left to the garbage collector.
+   * Answer true when unsure: a false answer while a payload is still read would show it another frame's bytes.
+   */
+  holdsPayloads?(): boolean;
 }
 
 /**
@@ -107,6 +114,13 @@ export interface Publisher {
   setTrack(info: TrackInfo): void;
   /** one unit (owned by the bus from here on: never change it) */
   push(unit: AccessUnit): void;
+  /**
+   * Memory for the payload of the next unit you push, not zeroed: the bus reuses it once no reader can read it any
+   * more, which spares the collector (see core/bus/payload-arena.ts). Write all of it, and push it before you call
+   * alloc again (or drop it: memory carved and never pushed is simply not reused). A unit's payload may also be any
+   * Buffer of your own, as before.
+   */
+  alloc(bytes: number): Buffer;
   /** the source stopped for now (e.g. terminal disconnected); readers stay */
   pause(): void;
   /**

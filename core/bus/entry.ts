@@ -8,6 +8,8 @@ import type { AccessUnit, TrackInfo } from '../../plugin-sdk/media';
  */
 export interface Entry {
   readonly unit: AccessUnit;
+  /** the unit's number on its stream, in push order (what payload memory reuse measures progress by) */
+  readonly seq: number;
   f0: unknown;
   /** slots 1.. (index slot - 1) */
   more: unknown[] | undefined;

@@ -5,6 +5,7 @@ import {
   type StageInstance, type StageRef,
 } from '../../plugin-sdk/bus';
 import { BusStream, type BusLimits } from './stream';
+import type { ArenaCounts } from './payload-arena';
 
 export type { BusLimits } from './stream';
 export { BusStream } from './stream';
@@ -30,6 +31,8 @@ export class CoreMediaBus {
   private streams = new Map<string, BusStream>();
   private cbs: Array<(s: MediaStream) => void> = [];
   private stageDefs = new Map<string, RegisteredStage>();
+  /** payload chunks of every stream's arena (Publisher.alloc): allocated, reused, left to the collector */
+  readonly arenaCounts: ArenaCounts = { allocated: 0, reused: 0, escaped: 0 };
 
   constructor(readonly limits: BusLimits, private readonly log: Logger, private readonly now: () => number) {}
 
@@ -69,7 +72,7 @@ export class CoreMediaBus {
 
   private newStream(name: string, owner: string, derivedFrom?: BusStream['derivedFrom']): BusStream {
     return new BusStream(name, owner, {
-      limits: this.limits, log: this.log, now: this.now, derive: (from, via) => this.derive(from, via),
+      limits: this.limits, log: this.log, now: this.now, derive: (from, via) => this.derive(from, via), arenaCounts: this.arenaCounts,
     }, (s) => {
       if (this.streams.get(s.name) === s) this.streams.delete(s.name);
     }, derivedFrom);

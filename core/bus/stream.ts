@@ -5,6 +5,8 @@ import type {
 import { shiftUnit, type AccessUnit, type TrackInfo } from '../../plugin-sdk/media';
 import type { Entry } from './entry';
 import { StreamFormats } from './formats';
+import { PayloadArena, type ArenaCounts } from './payload-arena';
+import { BufferSlab } from '../../plugin-sdk/buffer-slab';
 import { Reader } from './subscriber';
 
 export interface BusLimits {
@@ -13,6 +15,8 @@ export interface BusLimits {
   maxStreamBytes: number;
   /** a reader that takes nothing this long while media waits is ended */
   readerDropAfterMs: number;
+  /** Publisher.alloc reuses payload memory (payload-arena.ts); false: per-stream slabs the collector frees (default true) */
+  reusePayloads?: boolean;
 }
 
 export interface StreamDeps {
@@ -22,6 +26,8 @@ export interface StreamDeps {
   now: () => number;
   /** the derived stream a `via` names, started for this reader if need be */
   derive: (from: BusStream, via: string | StageRef) => BusStream;
+  /** the bus's payload chunk counts, which every stream's arena adds to */
+  arenaCounts: ArenaCounts;
 }
 
 /** Audio-only terminals exist: after this much audio with no video track the stream counts as ready. */
@@ -45,6 +51,9 @@ class PublisherHandle implements Publisher {
   }
   push(unit: AccessUnit): void {
     if (this.active) this.stream.push(this, unit);
+  }
+  alloc(bytes: number): Buffer {
+    return this.active ? this.stream.alloc(bytes) : Buffer.allocUnsafe(bytes);
   }
   pause(): void {
     /* readers stay attached; the next publisher continues the timeline */
@@ -94,6 +103,14 @@ export class BusStream implements OwnedStream {
   /** the last reader left (derived streams stop their stage then) */
   onIdle: (() => void) | undefined;
   private readonly st = { unitsIn: 0, bytesIn: 0, videoFrames: 0, audioFrames: 0, skips: 0, droppedReaders: 0 };
+  /** units pushed so far: the next one's number */
+  private seq = 0;
+  /** payload memory for Publisher.alloc, made at the first call */
+  private arena: PayloadArena | undefined;
+  /** Publisher.alloc's memory when reuse is off (gateway.reusePayloads false) */
+  private slab: BufferSlab | undefined;
+  /** readers whose sinks cannot say when they are done with a payload: while any is attached nothing is reused */
+  private keepers = 0;
 
   constructor(
     readonly name: string,
@@ -167,7 +184,9 @@ export class BusStream implements OwnedStream {
     const st = this.st;
     st.unitsIn++;
     st.bytesIn += au.payload.length;
-    const entry = this.formats.entryOf(au);
+    const seq = this.seq++;
+    this.arena?.pushed(au.payload, seq);
+    const entry = this.formats.entryOf(au, seq);
     if (au.kind === 'video') {
       st.videoFrames++;
       if (au.keyframe) {
@@ -187,6 +206,24 @@ export class BusStream implements OwnedStream {
       this.recount();
       if (this.queued + this.gopBytes > this.deps.limits.maxStreamBytes) this.shedLargestQueue();
     }
+  }
+
+  /** Publisher.alloc: memory for a payload, reused once every holder is done with it (see payload-arena.ts). */
+  alloc(bytes: number): Buffer {
+    if (this.closedFlag) return Buffer.allocUnsafe(bytes);
+    if (this.deps.limits.reusePayloads === false) return (this.slab ??= new BufferSlab(16 * 1024)).take(bytes);
+    if (this.arena === undefined) {
+      this.arena = new PayloadArena((lastSeq) => this.doneWith(lastSeq), this.deps.arenaCounts);
+      this.arena.escaping = this.keepers > 0;
+    }
+    return this.arena.alloc(bytes);
+  }
+
+  /** whether nothing can read the units numbered up to `lastSeq` any more: not the GOP cache, not any reader */
+  private doneWith(lastSeq: number): boolean {
+    if (this.gopValid && this.gop.length > 0 && this.gop[0].seq <= lastSeq) return false;
+    for (const r of this.readers) if (!r.doneWith(lastSeq)) return false;
+    return true;
   }
 
   private audioReadiness(au: AccessUnit): void {
@@ -292,6 +329,14 @@ export class BusStream implements OwnedStream {
       onClose: (r) => this.removeReader(r),
     });
     this.readers.add(reader as Reader);
+    if (!reader.tellsWhenDone) {
+      // it may keep what it gets, for as long as it likes: nothing it could have is reused from now on
+      this.keepers++;
+      if (this.arena) {
+        this.arena.escapeAll();
+        this.arena.escaping = true;
+      }
+    }
     const gop = opts.fromKeyframe !== false && this.gopValid ? this.gop : [];
     reader.join(this.trackList, gop);
     this.queued += reader.queuedBytes;
@@ -302,6 +347,12 @@ export class BusStream implements OwnedStream {
 
   private removeReader(r: Reader): void {
     if (!this.readers.delete(r)) return;
+    if (!r.tellsWhenDone) {
+      if (--this.keepers === 0 && this.arena) this.arena.escaping = false;
+    } else if (r.holdsPayloads()) {
+      // gone with bytes still on their way out (its socket's buffer): what it had is never reused
+      this.arena?.escapeAll();
+    }
     if (r.slot >= 0) this.formats.release(r.slot, this.gop);
     this.recount();
     if (this.readers.size === 0 && this.onIdle) this.onIdle();
@@ -328,6 +379,7 @@ export class BusStream implements OwnedStream {
     this.readers.clear();
     for (const r of readers) r.end(reason);
     this.formats.closeAll();
+    this.arena = undefined;
     this.gop = [];
     this.gopBytes = 0;
     this.queued = 0;

@@ -44,7 +44,37 @@ export class Reader<F = unknown> implements Subscription {
   private stuckSince = -1;
   readonly stats: SubscriptionStats = { units: 0, bytes: 0, skips: 0, skippedUnits: 0, queuedBytes: 0 };
 
-  constructor(private readonly sink: MediaSink<F>, private readonly o: ReaderOptions) {}
+  /** its sink says when it holds none of what it was given (MediaSink.holdsPayloads), so payload memory can be reused */
+  readonly tellsWhenDone: boolean;
+
+  constructor(private readonly sink: MediaSink<F>, private readonly o: ReaderOptions) {
+    this.tellsWhenDone = typeof sink.holdsPayloads === 'function';
+  }
+
+  /** whether its sink may still read a payload it was given (true when it cannot tell) */
+  holdsPayloads(): boolean {
+    const h = this.sink.holdsPayloads;
+    if (h === undefined) return true;
+    try {
+      return h.call(this.sink) !== false;
+    } catch {
+      return true;
+    }
+  }
+
+  /** whether nothing numbered up to `seq` waits in its queue or may still be read by its sink */
+  doneWith(seq: number): boolean {
+    if (this.closedFlag) return true;
+    const q = this.queue;
+    for (let i = this.head; i < q.length; i++) {
+      const item = q[i];
+      if (!isTrackChange(item)) {
+        if (item.seq <= seq) return false;
+        break;
+      }
+    }
+    return !this.holdsPayloads();
+  }
 
   get closed(): boolean {
     return this.closedFlag;

@@ -286,6 +286,8 @@ export default definePlugin({
         reorder: link.transport === 'udp' ? { maxPackets: c.reorderPackets, maxDelayMs: c.reorderMs } : false,
         maxFrameBytes: c.maxFrameBytes,
         audio: audioBySim.get(stream.normSim) ?? siteAudio,
+        // frames in memory the bus reuses once its readers are done (each frame is pushed in the call that took it)
+        alloc: (n) => publisher.alloc(n),
       });
       const src: ChannelSource = { key, stream, publisher, assembler, link, lastAt: now };
       cl.src = src;

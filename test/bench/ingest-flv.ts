@@ -157,6 +157,8 @@ export interface IngestFlvResult {
   arrayBuffersMB: number;
   /** payload the bus holds at the end of the window, MB: GOP caches and readers' queues */
   busHeldMB: { gop: number; queue: number };
+  /** payload chunks (Publisher.alloc) in the window: allocated, reused, left to the collector */
+  chunks: { allocated: number; reused: number; escaped: number };
   profile?: string;
   readers: ReaderKind;
   /** the HLS or RTSP readers' own figures (undefined for FLV players) */
@@ -543,6 +545,8 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
       heapMB: mb(sumOf(m1, 'gw_process_nodejs_heap_size_used_bytes')),
       arrayBuffersMB: mb(sumOf(m1, 'gw_process_nodejs_external_memory_bytes')),
       busHeldMB: { gop: mb(sumOf(m1, 'gw_core_bus_held_bytes', { holder: 'gop' })), queue: mb(sumOf(m1, 'gw_core_bus_held_bytes', { holder: 'queue' })) },
+      chunks: Object.fromEntries((['allocated', 'reused', 'escaped'] as const).map((event) =>
+        [event, sumOf(m1, 'gw_core_bus_payload_chunks', { event }) - sumOf(m0, 'gw_core_bus_payload_chunks', { event })])) as IngestFlvResult['chunks'],
       readers: fleet ? o.readers : 'flv',
       readerFigures: figures,
     };
@@ -603,7 +607,8 @@ function report(
       `the rest (GC helpers, libuv pool) ${f1(r.threadCpuPct.other)} %  ->  main thread per core: ${f1(r.terminals / (r.threadCpuPct.main / 100))} streams`,
     `  gateway RSS: ${f1(r.rssMB)} MB at the end, ${f1(r.peakRssMB)} MB peak in the window (${f1(r.idleRssMB)} MB idle): ` +
       `${f1(rssKBPerStream(r))} KB per stream; JS heap ${f1(r.heapMB)} MB used, external (ArrayBuffers) ${f1(r.arrayBuffersMB)} MB, ` +
-      `of which the bus holds ${f1(r.busHeldMB.gop)} MB in GOP caches and ${f1(r.busHeldMB.queue)} MB in queues`,
+      `of which the bus holds ${f1(r.busHeldMB.gop)} MB in GOP caches and ${f1(r.busHeldMB.queue)} MB in queues; ` +
+      `payload chunks in the window: ${r.chunks.allocated} allocated, ${r.chunks.reused} reused, ${r.chunks.escaped} left to the collector`,
     ...(o.workers > 1 ? [] : [`  gateway GC pauses: ${f1(r.gc.pct)} % of one core (mark-compact and incremental finalisation ${f1(r.gc.majorPct)} %, ` +
       `scavenges ${f1(r.gc.minorPct)} %), ${r.gc.majors} mark-compacts in ${f1(r.seconds)} s`]),
     ...(readerLines ? [] : [`  added latency, frame read -> FLV tags written (gateway metric, ${r.addedLatencyMs.count} frames): ` +

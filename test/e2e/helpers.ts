@@ -421,6 +421,12 @@ export class HttpFlvPlayer {
     this.res.socket.pause();
   }
 
+  /** Reads again after pause(). */
+  resume(): void {
+    this.res.socket.resume();
+    this.res.resume();
+  }
+
   close(): void {
     this.req.destroy();
   }

@@ -49,6 +49,11 @@ export class Player implements MediaSink<FlvFrame> {
   private closing = false;
   private isGone = false;
   private endTimer: NodeJS.Timeout | undefined;
+  /**
+   * MediaSink.holdsPayloads: the units' bytes are only ever in the socket's buffer (written by reference), so an empty
+   * buffer means this player reads none of them any more and the stream's payload memory can be reused.
+   */
+  readonly holdsPayloads: (() => boolean) | undefined;
 
   constructor(
     readonly id: string,
@@ -61,6 +66,7 @@ export class Player implements MediaSink<FlvFrame> {
   ) {
     t.onDrain(this.resume);
     t.onGone(this.onGone);
+    this.holdsPayloads = t.backlogCoversAll ? () => t.backlog() > 0 : undefined;
   }
 
   get protocol(): 'http-flv' | 'ws-flv' {

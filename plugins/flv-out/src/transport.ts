@@ -33,6 +33,12 @@ export abstract class Transport implements Corked {
   abstract get open(): boolean;
   /** bytes written but not yet taken by the kernel */
   abstract backlog(): number;
+  /**
+   * backlog() counts every byte node still holds for this player (its socket's Writable buffer, corked or in flight),
+   * so 0 means node holds none of the units' memory: what MediaSink.holdsPayloads needs. Not so for a pipelined
+   * response, which buffers in the HTTP layer until its turn.
+   */
+  abstract readonly backlogCoversAll: boolean;
   /** ends the stream gracefully (what is written still goes) */
   abstract end(): void;
   abstract destroy(): void;
@@ -86,6 +92,7 @@ export abstract class Transport implements Corked {
 /** HTTP-FLV on a response that owns its socket: headers are out, our bytes follow on the socket itself. */
 export class SocketHttp extends Transport {
   readonly protocol = 'http-flv';
+  readonly backlogCoversAll = true;
   /** HTTP/1.1: chunks of our own; HTTP/1.0: the bare stream */
   private readonly chunked: boolean;
 
@@ -134,6 +141,7 @@ export class SocketHttp extends Transport {
 /** HTTP-FLV through the response, which frames each write as a chunk of its own: a pipelined request. */
 export class ResponseHttp extends Transport {
   readonly protocol = 'http-flv';
+  readonly backlogCoversAll = false;
 
   constructor(tick: TickFlush, private readonly res: ServerResponse) {
     super(tick, null, res.writableHighWaterMark);
@@ -179,6 +187,7 @@ export class ResponseHttp extends Transport {
  */
 export class WsTransport extends Transport {
   readonly protocol = 'ws-flv';
+  readonly backlogCoversAll = true;
 
   constructor(tick: TickFlush, private readonly ws: WebSocket, private readonly s: Socket) {
     super(tick, s, s.writableHighWaterMark);

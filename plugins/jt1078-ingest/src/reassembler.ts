@@ -43,6 +43,11 @@ export interface Jt1078Frame {
 export interface ReassemblerOptions {
   /** A frame growing past this is dropped (bounds memory against a terminal that never ends one). Default 4 MiB. */
   maxFrameBytes?: number;
+  /**
+   * Memory for a finished frame (the bus's Publisher.alloc, which reuses it once no reader can read it). Default:
+   * slices of this reassembler's own slab. A frame is handed to the sink in the same call that took its memory.
+   */
+  alloc?: (bytes: number) => Buffer;
 }
 
 export interface ReassemblerStats {
@@ -115,8 +120,11 @@ export class Jt1078Reassembler {
    */
   private readonly slab = new BufferSlab(16 * 1024);
 
+  private readonly take: (bytes: number) => Buffer;
+
   constructor(private readonly sink: FrameSink, opts: ReassemblerOptions = {}) {
     this.maxFrameBytes = opts.maxFrameBytes ?? 4 * 1024 * 1024;
+    this.take = opts.alloc ?? ((n) => this.slab.take(n));
     this.audio.waitKey = false;
   }
 
@@ -286,7 +294,7 @@ export class Jt1078Reassembler {
       b.reset();
       return;
     }
-    const payload = this.slab.take(b.bytes);
+    const payload = this.take(b.bytes);
     let at = 0;
     for (let i = 0; i < count; i++) {
       const part = b.parts[i];

@@ -56,6 +56,8 @@ export interface StreamAssemblerOptions {
   timeline?: TimelineOptions;
   /** see ReassemblerOptions.maxFrameBytes */
   maxFrameBytes?: number;
+  /** see ReassemblerOptions.alloc (the publisher's alloc: its units are pushed in the call that finishes a frame) */
+  alloc?: (bytes: number) => Buffer;
   audio?: AudioOptions;
 }
 
@@ -140,7 +142,7 @@ export class Jt1078StreamAssembler {
 
   constructor(private readonly sink: AssemblerSink, opts: StreamAssemblerOptions = {}) {
     this.now = opts.now ?? (() => performance.now());
-    this.reassembler = new Jt1078Reassembler(this, { maxFrameBytes: opts.maxFrameBytes });
+    this.reassembler = new Jt1078Reassembler(this, { maxFrameBytes: opts.maxFrameBytes, alloc: opts.alloc });
     const r = opts.reorder;
     this.reorderer = new Jt1078Reorderer(this.reassembler, {
       maxPackets: r ? r.maxPackets ?? 64 : 0,

@@ -1,0 +1,212 @@
+import assert from 'node:assert/strict';
+import pino from 'pino';
+import { CoreMediaBus } from '../../core/bus/media-bus';
+import { PayloadArena, type ArenaCounts } from '../../core/bus/payload-arena';
+import type { MediaSink, Publisher } from '../../plugin-sdk/bus';
+import { videoUnit, type AccessUnit } from '../../plugin-sdk/media';
+
+const KB = 1024;
+const quiet = pino({ level: 'silent' });
+const tick = () => new Promise<void>((r) => setImmediate(r));
+
+function counts(): ArenaCounts {
+  return { allocated: 0, reused: 0, escaped: 0 };
+}
+
+function newBus(reusePayloads = true): CoreMediaBus {
+  return new CoreMediaBus({ maxGopBytes: 4096 * KB, maxQueueBytes: 2048 * KB, maxStreamBytes: 8192 * KB, readerDropAfterMs: 60_000, reusePayloads }, quiet, () => 0);
+}
+
+/** a deterministic byte pattern per unit number, so a payload overwritten by a later one shows */
+function fill(b: Buffer, n: number): Buffer {
+  for (let i = 0; i < b.length; i++) b[i] = (n * 31 + i * 7) & 0xff;
+  return b;
+}
+
+function intact(b: Buffer, n: number): boolean {
+  for (let i = 0; i < b.length; i++) if (b[i] !== ((n * 31 + i * 7) & 0xff)) return false;
+  return true;
+}
+
+/** pushes unit number n (keyframe every `gop`), its payload from the publisher's alloc */
+function pushUnit(pub: Publisher, n: number, size: number, gop: number): void {
+  pub.push(videoUnit({ codec: 'h264', dts: n * 40, keyframe: n % gop === 0, payload: fill(pub.alloc(size), n) }));
+}
+
+describe('payload arena (Publisher.alloc)', () => {
+  it('reuses a chunk only once its holders are done, never an escaped one or one with a slice not pushed', () => {
+    let done = false;
+    const c = counts();
+    const a = new PayloadArena(() => done, c, 1024);
+    const first = a.alloc(400);
+    a.pushed(first, 0);
+    a.alloc(400); // the same chunk, never pushed
+    assert.equal(c.allocated, 1);
+    const second = a.alloc(400); // no room: a second chunk, the first is not done
+    assert.equal(c.allocated, 2);
+    assert.notEqual(second.buffer, first.buffer);
+    a.pushed(second, 1);
+    a.pushed(a.alloc(400), 2);
+    done = true;
+    // switch: the first chunk is done but has a slice never pushed (forgotten); the second is done: reused
+    const third = a.alloc(400);
+    assert.equal(c.escaped, 1);
+    assert.equal(c.reused, 1);
+    assert.equal(third.buffer, second.buffer);
+    a.pushed(third, 3);
+    a.escapeAll();
+    a.pushed(a.alloc(400), 4);
+    const fourth = a.alloc(400); // switch: the escaped chunk is not reused
+    assert.equal(c.reused, 1);
+    assert.equal(c.allocated, 3);
+    assert.notEqual(fourth.buffer, second.buffer);
+    // more than a chunk: memory of its own, not tracked
+    const big = a.alloc(1100);
+    assert.equal(c.allocated, 3);
+    assert.equal(big.length, 1100);
+  });
+
+  it('waits for the GOP cache, the queues and every sink that holds payloads; what each sink reads is what was pushed', async () => {
+    const bus = newBus();
+    const s = bus.create('arena-a', 'test');
+    const pub = s.attachPublisher();
+    let holding = true;
+    const got: Array<{ u: AccessUnit; n: number }> = [];
+    let n = 0;
+    const sink: MediaSink = { write: (u) => got.push({ u, n: u.dts / 40 }), holdsPayloads: () => holding };
+    s.subscribe(sink);
+    await tick();
+    // 40 units of 10 KB in GOPs of 10: 400 KB through 64 KB chunks
+    for (; n < 40; n++) pushUnit(pub, n, 10 * KB, 10);
+    assert.equal(bus.arenaCounts.reused, 0, 'the sink says it still holds what it got');
+    for (const g of got) assert.ok(intact(g.u.payload, g.n), `unit ${g.n} intact`);
+    got.length = 0;
+    holding = false;
+    for (; n < 120; n++) pushUnit(pub, n, 10 * KB, 10);
+    assert.ok(bus.arenaCounts.reused > 0, 'chunks of finished GOPs came back');
+    // at most the GOP and the chunk being filled stay, plus spares: not one chunk per 64 KB pushed
+    assert.ok(bus.arenaCounts.allocated < 12, `allocated ${bus.arenaCounts.allocated}`);
+    // the cached GOP (units 110..119) is intact: nothing it holds was reused
+    const late: AccessUnit[] = [];
+    s.subscribe({ write: (u) => late.push(u), holdsPayloads: () => true });
+    await tick();
+    assert.equal(late.length, 10);
+    for (const u of late) assert.ok(intact(u.payload, u.dts / 40), `cached unit ${u.dts / 40} intact`);
+    s.close('test over');
+  });
+
+  it('a reader that cannot say when it is done stops all reuse while attached, and keeps what it got for good', async () => {
+    const bus = newBus();
+    const s = bus.create('arena-b', 'test');
+    const pub = s.attachPublisher();
+    s.subscribe({ write: () => undefined, holdsPayloads: () => false });
+    await tick();
+    let n = 0;
+    for (; n < 30; n++) pushUnit(pub, n, 10 * KB, 5);
+    const reusedBefore = bus.arenaCounts.reused;
+    assert.ok(reusedBefore > 0);
+    const kept: Array<{ u: AccessUnit; n: number }> = [];
+    const keeper = s.subscribe({ write: (u) => kept.push({ u, n: u.dts / 40 }) });
+    await tick();
+    for (; n < 80; n++) pushUnit(pub, n, 10 * KB, 5);
+    assert.equal(bus.arenaCounts.reused, reusedBefore, 'nothing reused while it is attached');
+    keeper.close();
+    for (; n < 200; n++) pushUnit(pub, n, 10 * KB, 5);
+    assert.ok(bus.arenaCounts.reused > reusedBefore, 'reuse resumes once it left');
+    // everything it was given is still as pushed, long after
+    for (const k of kept) assert.ok(intact(k.u.payload, k.n), `kept unit ${k.n} intact`);
+    s.close('test over');
+  });
+
+  it('a reader that leaves with bytes still held keeps them intact; so does a reader held up behind a full queue', async () => {
+    const bus = newBus();
+    const s = bus.create('arena-c', 'test');
+    const pub = s.attachPublisher();
+    let writable = true;
+    // it takes each unit's bytes when written (as a socket does) and holds nothing after
+    const slow: Array<{ n: number; ok: boolean }> = [];
+    s.subscribe({ write: (u) => slow.push({ n: u.dts / 40, ok: intact(u.payload, u.dts / 40) }), writable: () => writable, holdsPayloads: () => false });
+    const leaving: Array<{ u: AccessUnit; n: number }> = [];
+    const leaver = s.subscribe({ write: (u) => leaving.push({ u, n: u.dts / 40 }), holdsPayloads: () => true });
+    await tick();
+    let n = 0;
+    for (; n < 20; n++) pushUnit(pub, n, 10 * KB, 5);
+    leaver.close(); // with its socket "still sending" what it got
+    writable = false; // the other one stops taking units: they wait in its queue
+    for (; n < 60; n++) pushUnit(pub, n, 10 * KB, 5);
+    for (const l of leaving) assert.ok(intact(l.u.payload, l.n), `unit ${l.n} of the reader that left intact`);
+    writable = true;
+    slow.length = 0;
+    for (; n < 140; n++) pushUnit(pub, n, 10 * KB, 5);
+    assert.equal(slow[0].n, 20, 'the queued units came first');
+    assert.ok(bus.arenaCounts.reused > 0);
+    for (const g of slow) assert.ok(g.ok, `unit ${g.n} intact when it was finally written`);
+    s.close('test over');
+  });
+
+  it('gateway.reusePayloads false: alloc hands out fresh memory, nothing is ever reused', async () => {
+    const bus = newBus(false);
+    const s = bus.create('arena-off', 'test');
+    const pub = s.attachPublisher();
+    s.subscribe({ write: () => undefined, holdsPayloads: () => false });
+    await tick();
+    const seen = new Set<ArrayBufferLike>();
+    for (let n = 0; n < 200; n++) {
+      const b = pub.alloc(10 * KB);
+      seen.add(b.buffer);
+      pub.push(videoUnit({ codec: 'h264', dts: n * 40, keyframe: n % 5 === 0, payload: fill(b, n) }));
+    }
+    assert.deepEqual(bus.arenaCounts, { allocated: 0, reused: 0, escaped: 0 });
+    // fresh memory every time (a per-stream slab, or memory of its own for a slice this large): none handed out twice
+    assert.equal(seen.size, 200);
+    s.close('test over');
+  });
+
+  it('random readers, holds, skips and joins: every unit every reader reads is the bytes pushed', async () => {
+    let seed = 12345;
+    const rnd = () => {
+      seed = (seed * 1103515245 + 12345) >>> 0;
+      return seed / 2 ** 32;
+    };
+    const bus = newBus();
+    const s = bus.create('arena-d', 'test');
+    const pub = s.attachPublisher();
+    interface R { holding: Array<{ u: AccessUnit; n: number }>; writable: boolean; close: () => void }
+    const readers: R[] = [];
+    let checked = 0;
+    const join = () => {
+      const r: R = { holding: [], writable: true, close: () => undefined };
+      const sub = s.subscribe({
+        write: (u) => r.holding.push({ u, n: u.dts / 40 }),
+        writable: () => r.writable,
+        holdsPayloads: () => r.holding.length > 0,
+      });
+      r.close = () => sub.close();
+      readers.push(r);
+    };
+    for (let i = 0; i < 3; i++) join();
+    await tick();
+    for (let n = 0; n < 3000; n++) {
+      pushUnit(pub, n, 1 * KB + Math.floor(rnd() * 20 * KB), 12 + Math.floor(rnd() * 3));
+      for (const r of readers) {
+        // a reader "sends" some of what it holds: reads it now, as a socket would, and lets go of it
+        if (rnd() < 0.5) {
+          const k = Math.floor(rnd() * (r.holding.length + 1));
+          for (const h of r.holding.splice(0, k)) {
+            assert.ok(intact(h.u.payload, h.n), `unit ${h.n} intact when read`);
+            checked++;
+          }
+        }
+        if (rnd() < 0.02) r.writable = !r.writable;
+      }
+      if (rnd() < 0.01 && readers.length > 1) readers.splice(Math.floor(rnd() * readers.length), 1)[0].close();
+      if (rnd() < 0.01 && readers.length < 6) {
+        join();
+        await tick();
+      }
+    }
+    assert.ok(checked > 5000, `checked ${checked}`);
+    assert.ok(bus.arenaCounts.reused > 50, `reused ${bus.arenaCounts.reused}`);
+    s.close('test over');
+  });
+});
