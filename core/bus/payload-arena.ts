@@ -37,6 +37,12 @@ export interface ArenaCounts {
 export const ARENA_CHUNK_BYTES = 64 * 1024;
 /** spares kept at most: more would be memory held for a GOP that may never need it */
 const MAX_SPARE = 4;
+/**
+ * chunks tracked at most while waiting to be done (4 MiB): a reader that always holds something (a player whose
+ * socket never quite empties) would otherwise make the arena keep every chunk the stream ever had. Past this the
+ * oldest are forgotten and left to the collector, which frees them once their units are gone, as before.
+ */
+const MAX_TRACKED = 64;
 
 export class PayloadArena {
   /** in carving order; the last one is being filled */
@@ -122,6 +128,13 @@ export class PayloadArena {
       // escaped, or a slice carved and never pushed (dropped, or pushed late against the rule), or spares enough
       this.byMemory.delete(c.buf.buffer);
       if (c.escaped || c.pending > 0) this.counts.escaped++;
+    }
+    if (list.length - i > MAX_TRACKED) {
+      for (let k = i; k < list.length - MAX_TRACKED; k++) {
+        this.byMemory.delete(list[k].buf.buffer);
+        this.counts.escaped++;
+      }
+      i = list.length - MAX_TRACKED;
     }
     if (i > 0) list.splice(0, i);
   }

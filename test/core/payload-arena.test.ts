@@ -66,6 +66,22 @@ describe('payload arena (Publisher.alloc)', () => {
     assert.equal(big.length, 1100);
   });
 
+  it('a holder that never lets go costs the arena no memory: past 64 chunks the oldest are forgotten', () => {
+    const c = counts();
+    const a = new PayloadArena(() => false, c, 1024);
+    const firsts: Buffer[] = [];
+    for (let n = 0; n < 1000; n++) {
+      const b = a.alloc(1000);
+      if (n < 3) firsts.push(b);
+      a.pushed(b, n);
+    }
+    assert.equal(c.reused, 0);
+    assert.ok(a.chunkCount <= 65, `${a.chunkCount} chunks tracked`);
+    assert.equal(c.escaped, 1000 - 65);
+    // forgotten, not reused: still the holder's
+    assert.notEqual(firsts[0].buffer, firsts[1].buffer);
+  });
+
   it('waits for the GOP cache, the queues and every sink that holds payloads; what each sink reads is what was pushed', async () => {
     const bus = newBus();
     const s = bus.create('arena-a', 'test');
