@@ -10,9 +10,10 @@
  * its last unit (`lastSeq`), every reader's queue does too, and every reader's sink says it holds none of what it was
  * given (`MediaSink.holdsPayloads`: an FLV player whose socket took all its bytes). The stream answers that (`done`).
  * What cannot be proven done is never reused, only forgotten (`escaped`), and the collector frees it as before: a
- * chunk a reader without `holdsPayloads` got units of (a stage, HLS, RTSP, the recorder), a chunk whose reader left
- * with bytes still in its socket, a chunk with a slice carved and never pushed. Chunks are one stream's: a mistake
- * here could show a stream its own older frames, never another tenant's.
+ * chunk with a slice carved and never pushed, chunks past MAX_TRACKED, and (the stream drops its whole arena) every
+ * chunk of a stream a reader without `holdsPayloads` joins (a stage, HLS, RTSP, the recorder: the stream then uses
+ * small collected slabs while one is attached) or a reader leaves with bytes still in its socket. Chunks are one
+ * stream's: a mistake here could show a stream its own older frames, never another tenant's.
  */
 
 interface Chunk {
@@ -21,7 +22,6 @@ interface Chunk {
   pending: number;
   /** the stream's number of the last unit pushed from it (-1: none) */
   lastSeq: number;
-  escaped: boolean;
 }
 
 /** counts of every arena of a bus, for its metrics */
@@ -50,8 +50,6 @@ export class PayloadArena {
   private readonly spare: Chunk[] = [];
   private readonly byMemory = new Map<ArrayBufferLike, Chunk>();
   private used = 0;
-  /** while set, a chunk that gets a pushed unit is escaped (a reader that cannot say when it is done is attached) */
-  escaping = false;
 
   constructor(
     /** whether every holder is done with the units numbered up to `lastSeq` */
@@ -81,12 +79,6 @@ export class PayloadArena {
     if (c === undefined) return;
     if (c.pending > 0) c.pending--;
     if (seq > c.lastSeq) c.lastSeq = seq;
-    if (this.escaping) c.escaped = true;
-  }
-
-  /** Nothing carved so far will be reused (a reader left holding some of it, or one that cannot tell joined). */
-  escapeAll(): void {
-    for (const c of this.chunks) c.escaped = true;
   }
 
   /** chunks held: carved from, and spare */
@@ -100,11 +92,10 @@ export class PayloadArena {
     if (c !== undefined) {
       c.pending = 0;
       c.lastSeq = -1;
-      c.escaped = false;
       this.counts.reused++;
     } else {
       const buf = Buffer.allocUnsafeSlow(this.chunkSize);
-      c = { buf, pending: 0, lastSeq: -1, escaped: false };
+      c = { buf, pending: 0, lastSeq: -1 };
       this.byMemory.set(buf.buffer, c);
       this.counts.allocated++;
     }
@@ -113,21 +104,21 @@ export class PayloadArena {
     return c;
   }
 
-  /** Oldest first, up to the first chunk something may still read: done ones become spares, escaped ones go. */
+  /** Oldest first, up to the first chunk something may still read: done ones become spares. */
   private reclaim(): void {
     const list = this.chunks;
     let i = 0;
     for (; i < list.length; i++) {
       const c = list[i];
       // units are numbered in push order, so later chunks hold later units
-      if (!c.escaped && c.lastSeq >= 0 && !this.done(c.lastSeq)) break;
-      if (!c.escaped && c.pending === 0 && this.spare.length < MAX_SPARE) {
+      if (c.lastSeq >= 0 && !this.done(c.lastSeq)) break;
+      if (c.pending === 0 && this.spare.length < MAX_SPARE) {
         this.spare.push(c);
         continue;
       }
-      // escaped, or a slice carved and never pushed (dropped, or pushed late against the rule), or spares enough
+      // a slice carved and never pushed (dropped, or pushed late against the rule), or spares enough: forgotten
       this.byMemory.delete(c.buf.buffer);
-      if (c.escaped || c.pending > 0) this.counts.escaped++;
+      if (c.pending > 0) this.counts.escaped++;
     }
     if (list.length - i > MAX_TRACKED) {
       for (let k = i; k < list.length - MAX_TRACKED; k++) {

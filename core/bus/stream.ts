@@ -107,9 +107,9 @@ export class BusStream implements OwnedStream {
   private seq = 0;
   /** payload memory for Publisher.alloc, made at the first call */
   private arena: PayloadArena | undefined;
-  /** Publisher.alloc's memory when reuse is off (gateway.reusePayloads false) */
+  /** Publisher.alloc's memory when nothing is reused (gateway.reusePayloads false, or a keeper attached) */
   private slab: BufferSlab | undefined;
-  /** readers whose sinks cannot say when they are done with a payload: while any is attached nothing is reused */
+  /** readers whose sinks cannot say when they are done with a payload: while any is attached alloc uses the slab */
   private keepers = 0;
 
   constructor(
@@ -211,12 +211,15 @@ export class BusStream implements OwnedStream {
   /** Publisher.alloc: memory for a payload, reused once every holder is done with it (see payload-arena.ts). */
   alloc(bytes: number): Buffer {
     if (this.closedFlag) return Buffer.allocUnsafe(bytes);
-    if (this.deps.limits.reusePayloads === false) return (this.slab ??= new BufferSlab(16 * 1024)).take(bytes);
-    if (this.arena === undefined) {
-      this.arena = new PayloadArena((lastSeq) => this.doneWith(lastSeq), this.deps.arenaCounts);
-      this.arena.escaping = this.keepers > 0;
-    }
+    // small chunks the collector frees: a chunk pins its memory as long as any slice of it lives
+    if (this.deps.limits.reusePayloads === false || this.keepers > 0) return (this.slab ??= new BufferSlab(16 * 1024)).take(bytes);
+    this.arena ??= new PayloadArena((lastSeq) => this.doneWith(lastSeq), this.deps.arenaCounts);
     return this.arena.alloc(bytes);
+  }
+
+  private dropArena(): void {
+    if (this.arena) this.deps.arenaCounts.escaped += this.arena.chunkCount;
+    this.arena = undefined;
   }
 
   /** whether nothing can read the units numbered up to `lastSeq` any more: not the GOP cache, not any reader */
@@ -330,12 +333,10 @@ export class BusStream implements OwnedStream {
     });
     this.readers.add(reader as Reader);
     if (!reader.tellsWhenDone) {
-      // it may keep what it gets, for as long as it likes: nothing it could have is reused from now on
+      // it may keep what it gets for as long as it likes: the arena goes (nothing of it is ever reused; its chunks
+      // are freed by the collector once their units are gone) and a new one starts when no such reader is left
       this.keepers++;
-      if (this.arena) {
-        this.arena.escapeAll();
-        this.arena.escaping = true;
-      }
+      this.dropArena();
     }
     const gop = opts.fromKeyframe !== false && this.gopValid ? this.gop : [];
     reader.join(this.trackList, gop);
@@ -347,12 +348,9 @@ export class BusStream implements OwnedStream {
 
   private removeReader(r: Reader): void {
     if (!this.readers.delete(r)) return;
-    if (!r.tellsWhenDone) {
-      if (--this.keepers === 0 && this.arena) this.arena.escaping = false;
-    } else if (r.holdsPayloads()) {
-      // gone with bytes still on their way out (its socket's buffer): what it had is never reused
-      this.arena?.escapeAll();
-    }
+    if (!r.tellsWhenDone) this.keepers--;
+    // gone with bytes still on their way out (its socket's buffer): nothing it may have had is ever reused
+    else if (r.holdsPayloads()) this.dropArena();
     if (r.slot >= 0) this.formats.release(r.slot, this.gop);
     this.recount();
     if (this.readers.size === 0 && this.onIdle) this.onIdle();
