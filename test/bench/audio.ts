@@ -26,7 +26,7 @@ import {
   Api, Reservoir, benchApplications, checkDeadline, connectTcp, f1, f2, freePort, mb, pinSelf, pinThread, pool,
   runDeadline, startGateway, stopGateway, tail, threadCpu, waitHealthy, workerThreadIds, REQUESTS_PER_APP, type ThreadCpu, canPin, writeSite, profileDirFor, endScratch, printRunProfiles,
 } from './support/gateway-harness';
-import { coreTimes, quantile, rssBytes, sumOf, wasmRssBytes, type Sample } from './support/process-probe';
+import { coreTimes, quantile, rssBytes, sumDelta, sumOf, wasmRssBytes, type Sample } from './support/process-probe';
 import { SynthTerminal, speechPcm, synthAudioStream } from './support/synth-terminals';
 
 const TARGET_PER_CORE = 500;
@@ -411,8 +411,8 @@ function stepResult(
     early: players.reduce((s, p) => s + p.early, 0),
     silentPlayers: players.filter((p) => p.audioInWindow === 0).length,
     eventLoopP99Ms: sumOf(m1, 'gw_process_nodejs_eventloop_lag_p99_seconds') * 1000,
-    aacFailures: sumOf(m1, 'gw_audio_aac_failures_total') - sumOf(m0, 'gw_audio_aac_failures_total'),
-    workerMessagesPerSecond: (sumOf(m1, 'gw_audio_aac_worker_messages') - sumOf(m0, 'gw_audio_aac_worker_messages')) / secs,
+    aacFailures: sumDelta(m1, m0, 'gw_audio_aac_failures_total'),
+    workerMessagesPerSecond: sumDelta(m1, m0, 'gw_audio_aac_worker_messages') / secs,
     generatorCpuPct: (100 * selfCpu) / secs,
     generatorLoopP99Ms: NaN,
     droppedFrames: s1.dropped - s0.dropped,

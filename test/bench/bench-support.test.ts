@@ -16,7 +16,7 @@ import { BenchPlayer } from './support/bench-player';
 import { FlvPlayCounter } from './support/flv-play-counter';
 import { benchApplications, threadCpu } from './support/gateway-harness';
 import {
-  bucketsDelta, bucketsOf, coreTimes, cpuSeconds, histogramQuantile, parsePrometheus, quantile, rssBytes, summariseCpuProfile, sumOf,
+  bucketsDelta, bucketsOf, coreTimes, cpuSeconds, histogramQuantile, parsePrometheus, quantile, rssBytes, summariseCpuProfile, sumDelta, sumOf,
   threadCpuSeconds, threadsOf, wasmRssBytes,
 } from './support/process-probe';
 import { SENT_RING, SynthTerminal, speechPcm, synthAudioStream, synthesise } from './support/synth-terminals';
@@ -134,6 +134,9 @@ describe('bench support: metrics and /proc', () => {
     assert.equal(sumOf(m, 'bytes_total', { listener: 'live2019' }), 24);
     assert.equal(sumOf(m, 'absent'), 0);
     assert.equal(m.get('odd')![0].labels.path, 'a "quoted" \\ value');
+    const later = parsePrometheus(text.replace('transport="tcp"} 24', 'transport="tcp"} 124'));
+    assert.equal(sumDelta(later, m, 'bytes_total'), 100);
+    assert.equal(sumDelta(later, m, 'bytes_total', { listener: 'live2013' }), 0);
   });
 
   it('interpolates histogram quantiles inside buckets, over the difference of two scrapes', () => {

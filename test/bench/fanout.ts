@@ -23,7 +23,7 @@ import {
 import {
   DISTURBED_CORES, firstAtOrAfter, perfToMonotonic, representativeStart, summarise, windowLoad, type CpuSnap, type SentFrames,
 } from './support/perf-probes';
-import { bucketsDelta, bucketsOf, coreTimes, cpuSeconds, histogramQuantile, sumOf, type Buckets } from './support/process-probe';
+import { bucketsDelta, bucketsOf, coreTimes, cpuSeconds, histogramQuantile, sumDelta, sumOf, type Buckets } from './support/process-probe';
 import { SENT_RING, SynthTerminal, synthesise, type SynthStream } from './support/synth-terminals';
 
 export interface FanoutOptions {
@@ -303,7 +303,7 @@ export async function run(args: string[]): Promise<FanoutResult> {
         seconds: secs,
         mbpsIn: ((s1.bytesIn - s0.bytesIn) * 8) / secs / 1e6,
         mbpsOut: (ps.reduce((s, p) => s + p.bytes, 0) * 8) / playerSecs / 1e6,
-        gatewayMbpsOut: ((sumOf(m1, 'gw_flv_out_bytes_out') - sumOf(m0, 'gw_flv_out_bytes_out')) * 8) / secs / 1e6,
+        gatewayMbpsOut: (sumDelta(m1, m0, 'gw_flv_out_bytes_out') * 8) / secs / 1e6,
         perPlayerMbps: { min: Math.min(...mbps), p50: mbpsSummary.p50, max: Math.max(...mbps) },
         cpuPct: load.gatewayPct,
         threadCpuPct: {

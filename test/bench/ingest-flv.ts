@@ -24,7 +24,7 @@ import {
   freePort, startGateway, BOOT_TIMEOUT_MS, stopGateway, tail, gatewayCpu, gatewayRss, waitHealthy, REQUESTS_PER_APP, canPin, writeSite, profileDirFor, endScratch, printRunProfiles,
 } from './support/gateway-harness';
 import {
-  bucketsDelta, bucketsOf, coreTimes, histogramQuantile, quantile, sumOf, type Buckets, type Sample,
+  bucketsDelta, bucketsOf, coreTimes, histogramQuantile, quantile, sumDelta, sumOf, type Buckets, type Sample,
 } from './support/process-probe';
 import { SynthTerminal, speechPcm, synthesise, type SynthStream } from './support/synth-terminals';
 import { HlsReaderFleet } from './support/bench-hls-reader';
@@ -169,6 +169,7 @@ export interface IngestFlvResult {
 const TARGET = { terminals: 1000, cpuPct: 80, e2eP99Ms: 20, rssKBPerStream: 300 };
 const FLOOR_MAIN = path.join(repoRoot, 'dist', 'test', 'bench', 'floor', 'bare-relay.js');
 const LATENCY_METRIC = 'gw_flv_out_added_latency_seconds';
+const CHUNKS_METRIC = 'gw_core_bus_payload_chunks';
 /** a terminal socket holding this much unsent data means the gateway is not keeping up: frames are dropped */
 const MAX_SEND_BACKLOG = 1024 * 1024;
 const OPEN_CONCURRENCY = 16;
@@ -497,9 +498,9 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
     const secs = (s1.at - s0.at) / 1000;
 
     const lat = bucketsDelta(bucketsOf(m1, LATENCY_METRIC) ?? { le: [Infinity], counts: [0] }, bucketsOf(m0, LATENCY_METRIC) as Buckets | undefined);
-    const gwIn = sumOf(m1, 'gw_jt1078_ingest_bytes_total') - sumOf(m0, 'gw_jt1078_ingest_bytes_total');
+    const gwIn = sumDelta(m1, m0, 'gw_jt1078_ingest_bytes_total');
     const outMetric = fleet ? fleet.bytesOutMetric : 'gw_flv_out_bytes_out';
-    const gwOut = outMetric ? sumOf(m1, outMetric) - sumOf(m0, outMetric) : NaN;
+    const gwOut = outMetric ? sumDelta(m1, m0, outMetric) : NaN;
     const figures = fleet?.figures(secs);
     const selfCpu = (s1.self.user - s0.self.user + s1.self.system - s0.self.system) / 1e6;
     const e2eVals = e2e.values();
@@ -540,13 +541,15 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
       audioFramesPerPlayerSecond: players.reduce((n, p) => n + p.audioInWindow, 0) / Math.max(1, players.length) / secs,
       silentPlayers: stream.audio === 'none' || fleet ? 0 : players.filter((p) => p.audioInWindow === 0).length,
       audioLatencyMs: { p50: quantile(audioLat.values(), 0.5), p99: quantile(audioLat.values(), 0.99), count: audioLat.seen },
-      aac: { transcoders: sumOf(m1, 'gw_audio_aac_transcoders'), failures: sumOf(m1, 'gw_audio_aac_failures_total') - sumOf(m0, 'gw_audio_aac_failures_total') },
+      aac: { transcoders: sumOf(m1, 'gw_audio_aac_transcoders'), failures: sumDelta(m1, m0, 'gw_audio_aac_failures_total') },
       gc: gcFigures(m0, m1, secs),
       heapMB: mb(sumOf(m1, 'gw_process_nodejs_heap_size_used_bytes')),
       arrayBuffersMB: mb(sumOf(m1, 'gw_process_nodejs_external_memory_bytes')),
       busHeldMB: { gop: mb(sumOf(m1, 'gw_core_bus_held_bytes', { holder: 'gop' })), queue: mb(sumOf(m1, 'gw_core_bus_held_bytes', { holder: 'queue' })) },
-      chunks: Object.fromEntries((['allocated', 'reused', 'escaped'] as const).map((event) =>
-        [event, sumOf(m1, 'gw_core_bus_payload_chunks', { event }) - sumOf(m0, 'gw_core_bus_payload_chunks', { event })])) as IngestFlvResult['chunks'],
+      chunks: {
+        allocated: sumDelta(m1, m0, CHUNKS_METRIC, { event: 'allocated' }), reused: sumDelta(m1, m0, CHUNKS_METRIC, { event: 'reused' }),
+        escaped: sumDelta(m1, m0, CHUNKS_METRIC, { event: 'escaped' }),
+      },
       readers: fleet ? o.readers : 'flv',
       readerFigures: figures,
     };
@@ -578,16 +581,16 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
 /** GC time in the window from prom-client's nodejs_gc_duration_seconds (kinds: major, minor, incremental, weakcb) */
 function gcFigures(m0: Map<string, Sample[]>, m1: Map<string, Sample[]>, secs: number): IngestFlvResult['gc'] {
   const name = 'gw_process_nodejs_gc_duration_seconds';
-  const spent = (kind?: string) => sumOf(m1, `${name}_sum`, kind ? { kind } : {}) - sumOf(m0, `${name}_sum`, kind ? { kind } : {});
+  const spent = (kind?: string) => sumDelta(m1, m0, `${name}_sum`, kind ? { kind } : {});
   const pct = (s: number) => (100 * s) / secs;
   return {
     pct: pct(spent()), majorPct: pct(spent('major') + spent('incremental')), minorPct: pct(spent('minor')),
-    majors: sumOf(m1, `${name}_count`, { kind: 'major' }) - sumOf(m0, `${name}_count`, { kind: 'major' }),
+    majors: sumDelta(m1, m0, `${name}_count`, { kind: 'major' }),
   };
 }
 
 /** RSS over the idle process, per terminal */
-export function rssKBPerStream(r: IngestFlvResult): number {
+function rssKBPerStream(r: IngestFlvResult): number {
   return ((Math.max(r.rssMB, r.peakRssMB) - r.idleRssMB) * 1024) / r.terminals;
 }
 

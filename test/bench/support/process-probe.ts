@@ -156,6 +156,11 @@ export function sumOf(metrics: Map<string, Sample[]>, name: string, match: Recor
   return sum;
 }
 
+/** what a metric (summed like sumOf) grew by between two scrapes */
+export function sumDelta(later: Map<string, Sample[]>, earlier: Map<string, Sample[]>, name: string, match: Record<string, string> = {}): number {
+  return sumOf(later, name, match) - sumOf(earlier, name, match);
+}
+
 export interface Buckets {
   /** upper bounds, ascending, ending with Infinity */
   le: number[];
