@@ -8,6 +8,14 @@
  * chunks. Large requests get their own allocation, which bounds the waste at a chunk's tail.
  * Callers must write every byte of what they take (the memory is not zeroed).
  */
+/**
+ * The chunk size for frame payloads (the JT/T 1078 reassembler's own slab, and the bus's when it does not reuse
+ * payload memory): a stream always has one chunk partly filled and one pinned whole by the first frames of its GOP;
+ * at 1,000 streams 16 KiB chunks took 16 KB a stream off RSS against 32 KiB (402 -> 386 KB) for the same CPU,
+ * though frames over 4 KiB then get memory of their own.
+ */
+export const FRAME_SLAB_BYTES = 16 * 1024;
+
 export class BufferSlab {
   private chunk: Buffer | undefined;
   private used = 0;

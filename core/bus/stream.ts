@@ -6,7 +6,7 @@ import { shiftUnit, type AccessUnit, type TrackInfo } from '../../plugin-sdk/med
 import type { Entry } from './entry';
 import { StreamFormats } from './formats';
 import { PayloadArena, type ArenaCounts } from './payload-arena';
-import { BufferSlab } from '../../plugin-sdk/buffer-slab';
+import { BufferSlab, FRAME_SLAB_BYTES } from '../../plugin-sdk/buffer-slab';
 import { Reader } from './subscriber';
 
 export interface BusLimits {
@@ -212,7 +212,7 @@ export class BusStream implements OwnedStream {
   alloc(bytes: number): Buffer {
     if (this.closedFlag) return Buffer.allocUnsafe(bytes);
     // small chunks the collector frees: a chunk pins its memory as long as any slice of it lives
-    if (this.deps.limits.reusePayloads === false || this.keepers > 0) return (this.slab ??= new BufferSlab(16 * 1024)).take(bytes);
+    if (this.deps.limits.reusePayloads === false || this.keepers > 0) return (this.slab ??= new BufferSlab(FRAME_SLAB_BYTES)).take(bytes);
     this.arena ??= new PayloadArena((lastSeq) => this.doneWith(lastSeq), this.deps.arenaCounts);
     return this.arena.alloc(bytes);
   }

@@ -19,7 +19,7 @@ import type { CodecId } from '../../../plugin-sdk/media';
 import { DATA_TYPE, Jt1078Packet, SUB_MARK } from './packet';
 import { audioCodecOfPt, videoCodecOfPt } from './payload-types';
 import { hasHisiliconHeader } from './audio';
-import { BufferSlab } from '../../../plugin-sdk/buffer-slab';
+import { BufferSlab, FRAME_SLAB_BYTES } from '../../../plugin-sdk/buffer-slab';
 
 export interface Jt1078Frame {
   kind: 'video' | 'audio';
@@ -112,14 +112,8 @@ export class Jt1078Reassembler {
   private readonly video = new FrameBuilder();
   private readonly audio = new FrameBuilder();
   private readonly maxFrameBytes: number;
-  /**
-   * frames are copied into slices of this (see BufferSlab for why per source). 16 KiB chunks, not the default 32: a
-   * stream always has one chunk partly filled and one pinned whole by the first frames of its GOP, and at 1,000
-   * streams the smaller chunks took 16 KB a stream off RSS (402 -> 386 KB) for the same CPU, though frames over 4 KiB
-   * now get memory of their own.
-   */
-  private readonly slab = new BufferSlab(16 * 1024);
-
+  /** frames are copied into slices of this unless given `alloc` (see BufferSlab for why per source) */
+  private readonly slab = new BufferSlab(FRAME_SLAB_BYTES);
   private readonly take: (bytes: number) => Buffer;
 
   constructor(private readonly sink: FrameSink, opts: ReassemblerOptions = {}) {
