@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import pino from 'pino';
-import { CoreMediaBus } from '../../core/bus/media-bus';
+import { CoreMediaBus, type BusStream } from '../../core/bus/media-bus';
 import { PayloadArena, type ArenaCounts } from '../../core/bus/payload-arena';
 import type { MediaSink, Publisher } from '../../plugin-sdk/bus';
 import { videoUnit, type AccessUnit } from '../../plugin-sdk/media';
@@ -13,8 +13,11 @@ function counts(): ArenaCounts {
   return { allocated: 0, reused: 0, escaped: 0 };
 }
 
-function newBus(reusePayloads = true): CoreMediaBus {
-  return new CoreMediaBus({ maxGopBytes: 4096 * KB, maxQueueBytes: 2048 * KB, maxStreamBytes: 8192 * KB, readerDropAfterMs: 60_000, reusePayloads }, quiet, () => 0);
+/** a bus with one stream and its publisher */
+function newStream(reusePayloads = true): { bus: CoreMediaBus; s: BusStream; pub: Publisher } {
+  const bus = new CoreMediaBus({ maxGopBytes: 4096 * KB, maxQueueBytes: 2048 * KB, maxStreamBytes: 8192 * KB, readerDropAfterMs: 60_000, reusePayloads }, quiet, () => 0);
+  const s = bus.create('arena', 'test');
+  return { bus, s, pub: s.attachPublisher() };
 }
 
 /** a deterministic byte pattern per unit number, so a payload overwritten by a later one shows */
@@ -32,6 +35,12 @@ function intact(b: Buffer, n: number): boolean {
 function pushUnit(pub: Publisher, n: number, size: number, gop: number): void {
   pub.push(videoUnit({ codec: 'h264', dts: n * 40, keyframe: n % gop === 0, payload: fill(pub.alloc(size), n) }));
 }
+
+/** the number pushUnit gave a unit */
+const numberOf = (u: AccessUnit): number => u.dts / 40;
+
+/** whether a unit pushed by pushUnit still has the bytes it was pushed with */
+const unitIntact = (u: AccessUnit): boolean => intact(u.payload, numberOf(u));
 
 describe('payload arena (Publisher.alloc)', () => {
   it('reuses a chunk only once its holders are done, never one with a slice not pushed', () => {
@@ -83,19 +92,17 @@ describe('payload arena (Publisher.alloc)', () => {
   });
 
   it('waits for the GOP cache, the queues and every sink that holds payloads; what each sink reads is what was pushed', async () => {
-    const bus = newBus();
-    const s = bus.create('arena-a', 'test');
-    const pub = s.attachPublisher();
+    const { bus, s, pub } = newStream();
     let holding = true;
-    const got: Array<{ u: AccessUnit; n: number }> = [];
+    const got: AccessUnit[] = [];
     let n = 0;
-    const sink: MediaSink = { write: (u) => got.push({ u, n: u.dts / 40 }), holdsPayloads: () => holding };
+    const sink: MediaSink = { write: (u) => got.push(u), holdsPayloads: () => holding };
     s.subscribe(sink);
     await tick();
     // 40 units of 10 KB in GOPs of 10: 400 KB through 64 KB chunks
     for (; n < 40; n++) pushUnit(pub, n, 10 * KB, 10);
     assert.equal(bus.arenaCounts.reused, 0, 'the sink says it still holds what it got');
-    for (const g of got) assert.ok(intact(g.u.payload, g.n), `unit ${g.n} intact`);
+    for (const u of got) assert.ok(unitIntact(u), `unit ${numberOf(u)} intact`);
     got.length = 0;
     holding = false;
     for (; n < 120; n++) pushUnit(pub, n, 10 * KB, 10);
@@ -107,22 +114,20 @@ describe('payload arena (Publisher.alloc)', () => {
     s.subscribe({ write: (u) => late.push(u), holdsPayloads: () => true });
     await tick();
     assert.equal(late.length, 10);
-    for (const u of late) assert.ok(intact(u.payload, u.dts / 40), `cached unit ${u.dts / 40} intact`);
+    for (const u of late) assert.ok(unitIntact(u), `cached unit ${numberOf(u)} intact`);
     s.close('test over');
   });
 
   it('a reader that cannot say when it is done stops all reuse while attached, and keeps what it got for good', async () => {
-    const bus = newBus();
-    const s = bus.create('arena-b', 'test');
-    const pub = s.attachPublisher();
+    const { bus, s, pub } = newStream();
     s.subscribe({ write: () => undefined, holdsPayloads: () => false });
     await tick();
     let n = 0;
     for (; n < 30; n++) pushUnit(pub, n, 10 * KB, 5);
     const reusedBefore = bus.arenaCounts.reused;
     assert.ok(reusedBefore > 0);
-    const kept: Array<{ u: AccessUnit; n: number }> = [];
-    const keeper = s.subscribe({ write: (u) => kept.push({ u, n: u.dts / 40 }) });
+    const kept: AccessUnit[] = [];
+    const keeper = s.subscribe({ write: (u) => kept.push(u) });
     await tick();
     for (; n < 80; n++) pushUnit(pub, n, 10 * KB, 5);
     assert.equal(bus.arenaCounts.reused, reusedBefore, 'nothing reused while it is attached');
@@ -130,27 +135,25 @@ describe('payload arena (Publisher.alloc)', () => {
     for (; n < 200; n++) pushUnit(pub, n, 10 * KB, 5);
     assert.ok(bus.arenaCounts.reused > reusedBefore, 'reuse resumes once it left');
     // everything it was given is still as pushed, long after
-    for (const k of kept) assert.ok(intact(k.u.payload, k.n), `kept unit ${k.n} intact`);
+    for (const u of kept) assert.ok(unitIntact(u), `kept unit ${numberOf(u)} intact`);
     s.close('test over');
   });
 
   it('a reader that leaves with bytes still held keeps them intact; so does a reader held up behind a full queue', async () => {
-    const bus = newBus();
-    const s = bus.create('arena-c', 'test');
-    const pub = s.attachPublisher();
+    const { bus, s, pub } = newStream();
     let writable = true;
     // it takes each unit's bytes when written (as a socket does) and holds nothing after
     const slow: Array<{ n: number; ok: boolean }> = [];
-    s.subscribe({ write: (u) => slow.push({ n: u.dts / 40, ok: intact(u.payload, u.dts / 40) }), writable: () => writable, holdsPayloads: () => false });
-    const leaving: Array<{ u: AccessUnit; n: number }> = [];
-    const leaver = s.subscribe({ write: (u) => leaving.push({ u, n: u.dts / 40 }), holdsPayloads: () => true });
+    s.subscribe({ write: (u) => slow.push({ n: numberOf(u), ok: unitIntact(u) }), writable: () => writable, holdsPayloads: () => false });
+    const leaving: AccessUnit[] = [];
+    const leaver = s.subscribe({ write: (u) => leaving.push(u), holdsPayloads: () => true });
     await tick();
     let n = 0;
     for (; n < 20; n++) pushUnit(pub, n, 10 * KB, 5);
     leaver.close(); // with its socket "still sending" what it got
     writable = false; // the other one stops taking units: they wait in its queue
     for (; n < 60; n++) pushUnit(pub, n, 10 * KB, 5);
-    for (const l of leaving) assert.ok(intact(l.u.payload, l.n), `unit ${l.n} of the reader that left intact`);
+    for (const u of leaving) assert.ok(unitIntact(u), `unit ${numberOf(u)} of the reader that left intact`);
     writable = true;
     slow.length = 0;
     for (; n < 140; n++) pushUnit(pub, n, 10 * KB, 5);
@@ -161,9 +164,7 @@ describe('payload arena (Publisher.alloc)', () => {
   });
 
   it('gateway.reusePayloads false: alloc hands out fresh memory, nothing is ever reused', async () => {
-    const bus = newBus(false);
-    const s = bus.create('arena-off', 'test');
-    const pub = s.attachPublisher();
+    const { bus, s, pub } = newStream(false);
     s.subscribe({ write: () => undefined, holdsPayloads: () => false });
     await tick();
     const seen = new Set<ArrayBufferLike>();
@@ -184,16 +185,14 @@ describe('payload arena (Publisher.alloc)', () => {
       seed = (seed * 1103515245 + 12345) >>> 0;
       return seed / 2 ** 32;
     };
-    const bus = newBus();
-    const s = bus.create('arena-d', 'test');
-    const pub = s.attachPublisher();
-    interface R { holding: Array<{ u: AccessUnit; n: number }>; writable: boolean; close: () => void }
+    const { bus, s, pub } = newStream();
+    interface R { holding: AccessUnit[]; writable: boolean; close: () => void }
     const readers: R[] = [];
     let checked = 0;
     const join = () => {
       const r: R = { holding: [], writable: true, close: () => undefined };
       const sub = s.subscribe({
-        write: (u) => r.holding.push({ u, n: u.dts / 40 }),
+        write: (u) => r.holding.push(u),
         writable: () => r.writable,
         holdsPayloads: () => r.holding.length > 0,
       });
@@ -208,8 +207,8 @@ describe('payload arena (Publisher.alloc)', () => {
         // a reader "sends" some of what it holds: reads it now, as a socket would, and lets go of it
         if (rnd() < 0.5) {
           const k = Math.floor(rnd() * (r.holding.length + 1));
-          for (const h of r.holding.splice(0, k)) {
-            assert.ok(intact(h.u.payload, h.n), `unit ${h.n} intact when read`);
+          for (const u of r.holding.splice(0, k)) {
+            assert.ok(unitIntact(u), `unit ${numberOf(u)} intact when read`);
             checked++;
           }
         }
