@@ -211,6 +211,14 @@ export interface StageDefinition {
    * TypeError to refuse: the subscribe throws it.
    */
   params?(given: Readonly<Record<string, unknown>>): Record<string, unknown>;
+  /**
+   * Tracks the stage leaves as they are: the bus hands their units and track changes to the derived stream itself,
+   * the same objects in the same order, as the input gets them (and its GOP cache when the stage starts), so the
+   * stage neither reads nor republishes them. Subscribe to the rest only (e.g. `media: 'a'` when video passes).
+   * Why: a unit republished by a stage costs a reader's queue, a call and a second push; and the bus can see who
+   * still holds a passed unit, so the input's payload memory stays reusable (Publisher.alloc).
+   */
+  passes?: ReadonlyArray<'video' | 'audio'>;
   start(ctx: StageContext): StageInstance;
 }
 

@@ -1,15 +1,15 @@
 /**
  * Helpers for writing stages (see bus.ts: a stage = subscribe to one stream + publish a derived one).
  *
- * `audioStage` covers the common case: video and its track go through by reference, at once, and each audio frame
- * goes through a transform (sync, or async when the work runs in a worker thread: see worker.ts), the audio output
+ * `audioStage` covers the common case: video and its track go through by reference, at once (the bus passes them:
+ * StageDefinition.passes; the stage reads audio only), and each audio frame goes through a transform (sync, or async when the work runs in a worker thread: see worker.ts), the audio output
  * keeping the input's order. Video does not wait for audio in flight: each track stays in order and the units say
  * when they play, so a player interleaves them; holding video behind an encoder would only add latency. Backpressure crosses the async boundary: while `maxInFlight` frames are being transformed the
  * stage's input reader reports not writable, so the bus queues for it and, if the transform stays behind, applies
  * its slow-reader policy (skip to the next keyframe), as for any other reader.
  */
 import type { Logger } from 'pino';
-import type { StageContext, StageDefinition, StageInstance } from './bus';
+import type { MediaSink, StageContext, StageDefinition, StageInstance } from './bus';
 import type { AccessUnit, AudioTrackInfo, TrackInfo } from './media';
 
 export interface AudioTransform {
@@ -22,6 +22,13 @@ export interface AudioTransform {
   unit(u: AccessUnit): readonly AccessUnit[] | Promise<readonly AccessUnit[]>;
   /** the stage stops: release encoders, tell workers */
   stop?(): void;
+  /**
+   * Whether the transform still holds an input frame's payload (a view of it it will read later). Define it when
+   * it copies what it keeps (then it answers false whenever it holds no view): the input's payload memory can then
+   * be reused (Publisher.alloc, MediaSink.holdsPayloads). Frames it returns that share an input's memory are copied
+   * by the stage. Left undefined, the stage counts as holding everything it was given.
+   */
+  holdsPayloads?(): boolean;
 }
 
 export interface AudioStageOptions {
@@ -58,6 +65,7 @@ export function audioStage(opts: AudioStageOptions): StageDefinition {
   return {
     name: opts.name,
     params: opts.params,
+    passes: ['video'],
     start(ctx) {
       const transform = opts.create(ctx);
       const stats: AudioStageStats = { framesIn: 0, framesOut: 0, failed: 0, inFlight: 0 };
@@ -76,33 +84,38 @@ export function audioStage(opts: AudioStageOptions): StageDefinition {
           else for (const u of head.out) { stats.framesOut++; out.push(u); }
         }
       };
+      const answers = typeof transform.holdsPayloads === 'function';
+      /** a frame out that is a view of an input's memory would be read after the input's memory is reused */
+      const own = (o: readonly AccessUnit[], from: AccessUnit): readonly AccessUnit[] => {
+        if (!answers) return o;
+        const b = from.payload.buffer;
+        return o.some((x) => x.payload.buffer === b) ? o.map((x) => (x.payload.buffer === b ? { ...x, payload: Buffer.from(x.payload) } : x)) : o;
+      };
       const failed = (err: unknown) => {
         // the first failures say why; a transform failing on every frame must not flood the log
         if (++stats.failed <= 3) log.warn({ err: (err as Error)?.message ?? String(err) }, 'audio stage could not transform a frame: left out');
       };
 
-      const sub = ctx.input.subscribe({
-        tracks(list) {
-          for (const t of list) {
-            if (t.kind === 'video') {
-              if (!stopped) out.setTrack(t);
-              continue;
-            }
-            let o: AudioTrackInfo | undefined;
-            try {
-              o = transform.track(t);
-            } catch (err) {
-              failed(err);
-            }
-            if (o) fifo.push({ kind: 'track', track: o });
+      /** the input's audio track last given to the transform: a list repeats it when the other track changes */
+      let inputTrack: TrackInfo | undefined;
+      const tracks = (list: ReadonlyArray<TrackInfo>) => {
+        for (const t of list) {
+          if (t.kind !== 'audio' || t === inputTrack) continue;
+          inputTrack = t;
+          let o: AudioTrackInfo | undefined;
+          try {
+            o = transform.track(t);
+          } catch (err) {
+            failed(err);
           }
-          flush();
-        },
+          if (o) fifo.push({ kind: 'track', track: o });
+        }
+        flush();
+      };
+      const sink: MediaSink = {
+        // audio only (media 'a'): the bus passes video
+        tracks,
         write(u) {
-          if (u.kind === 'video') {
-            out.push(u);
-            return;
-          }
           stats.framesIn++;
           let r: readonly AccessUnit[] | Promise<readonly AccessUnit[]>;
           try {
@@ -112,7 +125,7 @@ export function audioStage(opts: AudioStageOptions): StageDefinition {
             return;
           }
           if (!(r instanceof Promise)) {
-            fifo.push({ kind: 'pending', done: true, out: r });
+            fifo.push({ kind: 'pending', done: true, out: own(r, u) });
             flush();
             return;
           }
@@ -126,7 +139,7 @@ export function audioStage(opts: AudioStageOptions): StageDefinition {
             flush();
             if (!stopped) sub.resume();
           };
-          r.then((o) => { item.out = o; settle(); }, (err) => { failed(err); settle(); });
+          r.then((o) => { item.out = own(o, u); settle(); }, (err) => { failed(err); settle(); });
         },
         writable: () => stats.inFlight < maxInFlight,
         // the input closed (the bus closes this stage's stream then), or this reader was ended as stuck
@@ -134,7 +147,12 @@ export function audioStage(opts: AudioStageOptions): StageDefinition {
           stopped = true;
           if (!ctx.input.closed) ctx.fail(reason);
         },
-      });
+      };
+      if (answers) sink.holdsPayloads = () => transform.holdsPayloads!();
+      const sub = ctx.input.subscribe(sink, { media: 'a' });
+      // the output's audio track now, not from the reader's first call (a microtask away): a reader of the stage's
+      // stream that joins now finds it beside the video the bus passes (an FLV header's flags are sent once)
+      tracks(ctx.input.tracks);
 
       const instance: StageInstance = {
         stop() {

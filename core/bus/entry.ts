@@ -10,6 +10,12 @@ export interface Entry {
   readonly unit: AccessUnit;
   /** the unit's number on its stream, in push order (what payload memory reuse measures progress by) */
   readonly seq: number;
+  /**
+   * The number payload reuse measures this unit by, on the stream whose memory holds its payload: `seq` on that
+   * stream; for a unit a stage passed through (StageDefinition.passes), its number on the input; for a unit a stage
+   * made, the number of the last unit passed before it (what follows it was passed later, so numbers never fall).
+   */
+  readonly src: number;
   f0: unknown;
   /** slots 1.. (index slot - 1) */
   more: unknown[] | undefined;

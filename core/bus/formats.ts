@@ -61,8 +61,8 @@ export class StreamFormats {
   }
 
   /** The unit as an Entry, with its form in every format in use. */
-  entryOf(unit: AccessUnit, seq: number): Entry {
-    const e: Entry = { unit, seq, f0: undefined, more: undefined };
+  entryOf(unit: AccessUnit, seq: number, src: number): Entry {
+    const e: Entry = { unit, seq, src, f0: undefined, more: undefined };
     if (this.active === 0) return e;
     const n = this.slots.length;
     for (let i = 0; i < n; i++) {

@@ -93,6 +93,9 @@ export class CoreMediaBus {
 
   registerStage(def: StageDefinition, owner: string, log: Logger): void {
     if (!/^[a-z][a-z0-9-]{0,39}$/.test(def.name)) throw new TypeError(`stage name '${def.name}': lower-case letters, digits and dashes, up to 40`);
+    if (def.passes !== undefined && !(Array.isArray(def.passes) && def.passes.every((k) => k === 'video' || k === 'audio'))) {
+      throw new TypeError(`stage '${def.name}': passes lists 'video' and/or 'audio'`);
+    }
     const taken = this.stageDefs.get(def.name);
     if (taken) throw new Error(`stage '${def.name}' is registered already (by plugin ${taken.owner})`);
     this.stageDefs.set(def.name, { def, owner, log });
@@ -147,6 +150,8 @@ export class CoreMediaBus {
     this.added(d);
     try {
       instance = st.def.start({ input: from, output, params, log, fail: (reason) => d.close(`stage ${ref.stage} failed: ${reason}`) });
+      // after the stage started: the tracks it made of the input's reach its stream first (see passInto)
+      if (st.def.passes?.length) from.passInto(d, st.def.passes);
     } catch (err) {
       d.close('stage failed to start');
       throw new Error(`stage '${ref.stage}' failed to start on ${from.name}: ${(err as Error)?.message ?? err}`);

@@ -11,8 +11,9 @@
  * given (`MediaSink.holdsPayloads`: an FLV player whose socket took all its bytes). The stream answers that (`done`).
  * What cannot be proven done is never reused, only forgotten (`escaped`), and the collector frees it as before: a
  * chunk with a slice carved and never pushed, chunks past MAX_TRACKED, and (the stream drops its whole arena) every
- * chunk of a stream a reader without `holdsPayloads` joins (a stage, HLS, RTSP, the recorder: the stream then uses
- * small collected slabs while one is attached) or a reader leaves with bytes still in its socket. Chunks are one
+ * chunk of a stream a reader without `holdsPayloads` joins (HLS, RTSP, the recorder, a stage that cannot say: the
+ * stream then uses small collected slabs while one is attached; a stage's stream fed by `passes` counts as the
+ * input's holder, with its own readers) or a reader leaves with bytes still in its socket. Chunks are one
  * stream's: a mistake here could show a stream its own older frames, never another tenant's.
  */
 

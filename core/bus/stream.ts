@@ -109,8 +109,14 @@ export class BusStream implements OwnedStream {
   private arena: PayloadArena | undefined;
   /** Publisher.alloc's memory when nothing is reused (gateway.reusePayloads false, or a keeper attached) */
   private slab: BufferSlab | undefined;
-  /** readers whose sinks cannot say when they are done with a payload: while any is attached alloc uses the slab */
+  /** readers whose sinks cannot say when they are done with a payload (here or on a stream this one passes to) */
   private keepers = 0;
+  /** derived streams this one hands units to itself (StageDefinition.passes) */
+  private passTo: BusStream[] = [];
+  /** of a derived stream: the input that hands it units, and which kinds */
+  private passFrom: { stream: BusStream; kinds: ReadonlySet<string> } | undefined;
+  /** Entry.src of the last unit passed in (-1: none yet); a stage's own units get it */
+  private passedSrc = -1;
 
   constructor(
     readonly name: string,
@@ -139,6 +145,8 @@ export class BusStream implements OwnedStream {
   }
 
   wallClock(dtsMs: number): number | undefined {
+    // a stream fed by its input shares its timeline
+    if (this.passFrom) return this.passFrom.stream.wallClock(dtsMs);
     return this.anchor ? this.anchor.wall + (dtsMs - this.anchor.dts) : undefined;
   }
 
@@ -160,10 +168,33 @@ export class BusStream implements OwnedStream {
     this.trackMap.set(info.kind, info);
     // a new list at each change (never the same one changed), so readers may keep what they were given
     const list = [...this.trackMap.values()];
+    // video first whatever came first (a stage's stream may get its audio track before the video it is passed)
+    if (list.length > 1 && list[0].kind !== 'video') list.reverse();
     this.trackList = list;
     this.formats.tracks(list);
     for (const r of this.readers) r.tracksChanged(list);
     this.emit('tracks', list);
+    for (const d of this.passTo) if (d.passFrom!.kinds.has(info.kind)) d.setTrack(info);
+  }
+
+  /**
+   * `d` (a stream derived from this one) gets this stream's units and tracks of `kinds`: what of them the GOP cache
+   * holds now, then each as it comes. Until it closes, payload memory counts it as a holder of what it got.
+   * (The bus links a stage's stream once the stage started: the tracks the stage made of the input's are there
+   * first, so a reader joining now finds them when its start point is framed; an FLV file header says once which
+   * tracks come.)
+   */
+  passInto(d: BusStream, kinds: ReadonlyArray<'video' | 'audio'>): void {
+    if (d.passFrom) throw new Error(`stream ${d.name} has a source already`);
+    const set = new Set<string>(kinds);
+    d.passFrom = { stream: this, kinds: set };
+    this.passTo.push(d);
+    for (const t of this.trackList) if (set.has(t.kind)) d.setTrack(t);
+    if (this.gopValid) for (const e of this.gop) if (set.has(e.unit.kind)) d.accept(e.unit, e.src);
+    d.on('closed', () => {
+      const i = this.passTo.indexOf(d);
+      if (i >= 0) this.passTo.splice(i, 1);
+    });
   }
 
   private hasVideo = (): boolean => this.trackMap.has('video') || this.expectVideo;
@@ -171,22 +202,34 @@ export class BusStream implements OwnedStream {
   push(pub: PublisherHandle, unit: AccessUnit): void {
     if (this.closedFlag) return;
     // A new publisher (terminal reconnect) continues the old timeline so readers see no jump backwards; the
-    // shifted unit is a copy, since units are shared.
+    // shifted unit is a copy, since units are shared. A stage's stream is on its input's timeline, as the units
+    // passed to it are: its one publisher is never shifted.
     if (pub.offset === undefined) {
-      pub.offset = this.lastDts === -Infinity ? 0 : Math.round(this.lastDts + RECONNECT_STEP_MS - unit.dts);
+      pub.offset = this.lastDts === -Infinity || this.passFrom ? 0 : Math.round(this.lastDts + RECONNECT_STEP_MS - unit.dts);
       const w = pub.wallPending;
       if (w) this.anchorWallClock(w.epochMs, w.dtsMs + pub.offset);
       else this.anchorWallClock(this.deps.now(), unit.dts + pub.offset);
       pub.wallPending = undefined;
     }
     const au = pub.offset !== 0 ? shiftUnit(unit, pub.offset) : unit;
+    if (this.passFrom) this.accept(au, this.passedSrc);
+    else {
+      const seq = this.seq;
+      this.arena?.pushed(au.payload, seq);
+      this.accept(au, seq);
+    }
+  }
+
+  /** A unit on this stream's timeline: framed, cached, offered to every reader and passed on. */
+  private accept(au: AccessUnit, src: number): void {
+    if (this.closedFlag) return;
     if (au.dts > this.lastDts) this.lastDts = au.dts;
     const st = this.st;
     st.unitsIn++;
     st.bytesIn += au.payload.length;
     const seq = this.seq++;
-    this.arena?.pushed(au.payload, seq);
-    const entry = this.formats.entryOf(au, seq);
+    if (this.passFrom && src > this.passedSrc) this.passedSrc = src;
+    const entry = this.formats.entryOf(au, seq, src);
     if (au.kind === 'video') {
       st.videoFrames++;
       if (au.keyframe) {
@@ -206,13 +249,19 @@ export class BusStream implements OwnedStream {
       this.recount();
       if (this.queued + this.gopBytes > this.deps.limits.maxStreamBytes) this.shedLargestQueue();
     }
+    const pass = this.passTo;
+    for (let i = 0; i < pass.length; i++) {
+      const d = pass[i];
+      if (d.passFrom!.kinds.has(au.kind)) d.accept(au, src);
+    }
   }
 
   /** Publisher.alloc: memory for a payload, reused once every holder is done with it (see payload-arena.ts). */
   alloc(bytes: number): Buffer {
     if (this.closedFlag) return Buffer.allocUnsafe(bytes);
-    // small chunks the collector frees: a chunk pins its memory as long as any slice of it lives
-    if (this.deps.limits.reusePayloads === false || this.keepers > 0) return (this.slab ??= new BufferSlab(FRAME_SLAB_BYTES)).take(bytes);
+    // small chunks the collector frees: a chunk pins its memory as long as any slice of it lives. A stage's
+    // stream numbers its units on its input's count (Entry.src), which its own chunks cannot be measured by.
+    if (this.deps.limits.reusePayloads === false || this.keepers > 0 || this.passFrom) return (this.slab ??= new BufferSlab(FRAME_SLAB_BYTES)).take(bytes);
     this.arena ??= new PayloadArena((lastSeq) => this.doneWith(lastSeq), this.deps.arenaCounts);
     return this.arena.alloc(bytes);
   }
@@ -222,10 +271,31 @@ export class BusStream implements OwnedStream {
     this.arena = undefined;
   }
 
-  /** whether nothing can read the units numbered up to `lastSeq` any more: not the GOP cache, not any reader */
-  private doneWith(lastSeq: number): boolean {
-    if (this.gopValid && this.gop.length > 0 && this.gop[0].seq <= lastSeq) return false;
-    for (const r of this.readers) if (!r.doneWith(lastSeq)) return false;
+  /** payloads may be read where no one can tell when: nothing of the arena (here, or the input's) is reused */
+  private escaped(): void {
+    this.dropArena();
+    this.passFrom?.stream.escaped();
+  }
+
+  /** a reader that cannot say when it is done joined (+1) or left (-1), here or on a stream this one passes to */
+  private keeperChange(delta: 1 | -1): void {
+    // a closed stream gave back all it counted when it closed
+    if (this.closedFlag) return;
+    this.keepers += delta;
+    // it may keep what it gets for as long as it likes: the arena goes (nothing of it is ever reused; its chunks
+    // are freed by the collector once their units are gone) and a new one starts when no such reader is left
+    if (delta > 0) this.dropArena();
+    this.passFrom?.stream.keeperChange(delta);
+  }
+
+  /**
+   * Whether nothing can read the units numbered up to `lastSrc` (Entry.src) any more: not the GOP cache, not any
+   * reader, not any stream this one passed them to.
+   */
+  private doneWith(lastSrc: number): boolean {
+    if (this.gopValid && this.gop.length > 0 && this.gop[0].src <= lastSrc) return false;
+    for (const r of this.readers) if (!r.doneWith(lastSrc)) return false;
+    for (const d of this.passTo) if (!d.doneWith(lastSrc)) return false;
     return true;
   }
 
@@ -332,12 +402,7 @@ export class BusStream implements OwnedStream {
       onClose: (r) => this.removeReader(r),
     });
     this.readers.add(reader as Reader);
-    if (!reader.tellsWhenDone) {
-      // it may keep what it gets for as long as it likes: the arena goes (nothing of it is ever reused; its chunks
-      // are freed by the collector once their units are gone) and a new one starts when no such reader is left
-      this.keepers++;
-      this.dropArena();
-    }
+    if (!reader.tellsWhenDone) this.keeperChange(1);
     const gop = opts.fromKeyframe !== false && this.gopValid ? this.gop : [];
     reader.join(this.trackList, gop);
     this.queued += reader.queuedBytes;
@@ -348,9 +413,9 @@ export class BusStream implements OwnedStream {
 
   private removeReader(r: Reader): void {
     if (!this.readers.delete(r)) return;
-    if (!r.tellsWhenDone) this.keepers--;
+    if (!r.tellsWhenDone) this.keeperChange(-1);
     // gone with bytes still on their way out (its socket's buffer): nothing it may have had is ever reused
-    else if (r.holdsPayloads()) this.dropArena();
+    else if (r.holdsPayloads()) this.escaped();
     if (r.slot >= 0) this.formats.release(r.slot, this.gop);
     this.recount();
     if (this.readers.size === 0 && this.onIdle) this.onIdle();
@@ -374,6 +439,12 @@ export class BusStream implements OwnedStream {
     this.closedFlag = true;
     this.publisher?.fireClose();
     const readers = [...this.readers];
+    const src = this.passFrom?.stream;
+    if (src) {
+      // its readers may still hold what was passed (a socket's buffer): the input reuses nothing of it
+      if (readers.length > 0) src.escaped();
+      for (; this.keepers > 0; this.keepers--) src.keeperChange(-1);
+    }
     this.readers.clear();
     for (const r of readers) r.end(reason);
     this.formats.closeAll();

@@ -62,14 +62,14 @@ export class Reader<F = unknown> implements Subscription {
     }
   }
 
-  /** whether nothing numbered up to `seq` waits in its queue or may still be read by its sink */
-  doneWith(seq: number): boolean {
+  /** whether nothing numbered up to `src` (Entry.src) waits in its queue or may still be read by its sink */
+  doneWith(src: number): boolean {
     if (this.closedFlag) return true;
     const q = this.queue;
     for (let i = this.head; i < q.length; i++) {
       const item = q[i];
       if (!isTrackChange(item)) {
-        if (item.seq <= seq) return false;
+        if (item.src <= src) return false;
         break;
       }
     }

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import pino from 'pino';
 import { CoreMediaBus, type BusStream } from '../../core/bus/media-bus';
 import { PayloadArena, type ArenaCounts } from '../../core/bus/payload-arena';
-import type { MediaSink, Publisher } from '../../plugin-sdk/bus';
+import type { MediaSink, Publisher, StageContext, StageDefinition } from '../../plugin-sdk/bus';
 import { videoUnit, type AccessUnit } from '../../plugin-sdk/media';
 
 const KB = 1024;
@@ -35,6 +35,23 @@ function intact(b: Buffer, n: number): boolean {
 function pushUnit(pub: Publisher, n: number, size: number, gop: number): void {
   pub.push(videoUnit({ codec: 'h264', dts: n * 40, keyframe: n % gop === 0, payload: fill(pub.alloc(size), n) }));
 }
+
+const stagesStarted: StageContext[] = [];
+
+/**
+ * A stage that passes video (StageDefinition.passes) and reads audio it holds nothing of, as the AAC stage does;
+ * `k` makes distinct instances.
+ */
+const passVideo: StageDefinition = {
+  name: 'pass-video',
+  passes: ['video'],
+  params: (p) => ({ k: p.k ?? 0 }),
+  start(ctx) {
+    stagesStarted.push(ctx);
+    const sub = ctx.input.subscribe({ write: () => undefined, holdsPayloads: () => false }, { media: 'a' });
+    return { stop: () => sub.close() };
+  },
+};
 
 /** the number pushUnit gave a unit */
 const numberOf = (u: AccessUnit): number => u.dts / 40;
@@ -163,6 +180,67 @@ describe('payload arena (Publisher.alloc)', () => {
     s.close('test over');
   });
 
+  it('a stage that passes video: its stream\'s GOP, queues and sinks hold the input\'s chunks until they are done', async () => {
+    const { bus, s, pub } = newStream();
+    bus.registerStage(passVideo, 'test', quiet);
+    let holding = true;
+    const got: AccessUnit[] = [];
+    s.subscribe({ write: (u) => got.push(u), holdsPayloads: () => holding }, { via: 'pass-video' });
+    await tick();
+    let n = 0;
+    for (; n < 40; n++) pushUnit(pub, n, 10 * KB, 10);
+    assert.equal(got.length, 40, 'video passed to the stage\'s stream');
+    assert.equal(bus.arenaCounts.reused, 0, 'a sink on the stage\'s stream says it still holds what it got');
+    for (const u of got) assert.ok(unitIntact(u), `unit ${numberOf(u)} intact`);
+    holding = false;
+    for (; n < 120; n++) pushUnit(pub, n, 10 * KB, 10);
+    assert.ok(bus.arenaCounts.reused > 0, 'chunks of finished GOPs came back');
+    assert.ok(bus.arenaCounts.allocated < 12, `allocated ${bus.arenaCounts.allocated}`);
+    assert.equal(bus.arenaCounts.escaped, 0);
+    // the stage's stream caches its own GOP of the input's units: a late joiner there gets them intact
+    const late: AccessUnit[] = [];
+    s.subscribe({ write: (u) => late.push(u), holdsPayloads: () => true }, { via: 'pass-video' });
+    await tick();
+    assert.deepEqual(late.map(numberOf), [110, 111, 112, 113, 114, 115, 116, 117, 118, 119]);
+    for (const u of late) assert.ok(unitIntact(u), `cached unit ${numberOf(u)} intact`);
+    s.close('test over');
+  });
+
+  it('a reader that cannot say when it is done, on a stage\'s stream, stops the input\'s reuse until its stage stops', async () => {
+    const { bus, s, pub } = newStream();
+    bus.registerStage(passVideo, 'test', quiet);
+    s.subscribe({ write: () => undefined, holdsPayloads: () => false }, { via: 'pass-video' });
+    await tick();
+    let n = 0;
+    for (; n < 30; n++) pushUnit(pub, n, 10 * KB, 5);
+    const reusedBefore = bus.arenaCounts.reused;
+    assert.ok(reusedBefore > 0);
+    const kept: AccessUnit[] = [];
+    // on a stage instance of its own: when it leaves, that stage's stream closes with it
+    const keeper = s.subscribe({ write: (u) => kept.push(u) }, { via: { stage: 'pass-video', params: { k: 1 } } });
+    await tick();
+    for (; n < 80; n++) pushUnit(pub, n, 10 * KB, 5);
+    assert.equal(bus.arenaCounts.reused, reusedBefore, 'nothing reused while it is attached');
+    keeper.close();
+    assert.equal(bus.list().length, 2, 'its stage stopped');
+    for (; n < 200; n++) pushUnit(pub, n, 10 * KB, 5);
+    assert.ok(bus.arenaCounts.reused > reusedBefore, 'reuse resumes once it left');
+    for (const u of kept) assert.ok(unitIntact(u), `kept unit ${numberOf(u)} intact`);
+
+    // a stage that fails closes its stream with such a reader still on it: what it counted is given back
+    let ended = '';
+    s.subscribe({ write: () => undefined, end: (r) => { ended = r; } }, { via: { stage: 'pass-video', params: { k: 2 } } });
+    await tick();
+    const reusedThen = bus.arenaCounts.reused;
+    for (; n < 260; n++) pushUnit(pub, n, 10 * KB, 5);
+    assert.equal(bus.arenaCounts.reused, reusedThen);
+    stagesStarted.find((c) => c.params.k === 2)!.fail('test');
+    assert.match(ended, /stage pass-video failed: test/);
+    for (; n < 400; n++) pushUnit(pub, n, 10 * KB, 5);
+    assert.ok(bus.arenaCounts.reused > reusedThen, 'reuse resumes after the stage failed');
+    s.close('test over');
+  });
+
   it('gateway.reusePayloads false: alloc hands out fresh memory, nothing is ever reused', async () => {
     const { bus, s, pub } = newStream(false);
     s.subscribe({ write: () => undefined, holdsPayloads: () => false });
@@ -186,20 +264,23 @@ describe('payload arena (Publisher.alloc)', () => {
       return seed / 2 ** 32;
     };
     const { bus, s, pub } = newStream();
+    bus.registerStage(passVideo, 'test', quiet);
     interface R { holding: AccessUnit[]; writable: boolean; close: () => void }
     const readers: R[] = [];
     let checked = 0;
+    // on the stream itself, or on one of two stages' streams (which come and go with their readers)
+    const where = [undefined, { stage: 'pass-video' }, { stage: 'pass-video', params: { k: 1 } }];
     const join = () => {
       const r: R = { holding: [], writable: true, close: () => undefined };
       const sub = s.subscribe({
         write: (u) => r.holding.push(u),
         writable: () => r.writable,
         holdsPayloads: () => r.holding.length > 0,
-      });
+      }, { via: where[Math.floor(rnd() * where.length)] });
       r.close = () => sub.close();
       readers.push(r);
     };
-    for (let i = 0; i < 3; i++) join();
+    for (let i = 0; i < 4; i++) join();
     await tick();
     for (let n = 0; n < 3000; n++) {
       pushUnit(pub, n, 1 * KB + Math.floor(rnd() * 20 * KB), 12 + Math.floor(rnd() * 3));

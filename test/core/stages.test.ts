@@ -82,6 +82,43 @@ describe('stages: audioStage and StageWorker', function () {
     await worker.close();
   });
 
+  it('a reader joining a running stream through a new stage finds both tracks before its first unit, the GOP passed, the audio track made once', async () => {
+    const bus = newBus();
+    let tracksMade = 0;
+    bus.registerStage(audioStage({
+      name: 'pcm-ish',
+      create: () => ({
+        track: (t) => { tracksMade++; return { ...t, codec: 'pcm', bitsPerSample: 16 }; },
+        unit: async (u) => [withPayload(u, Buffer.from(u.payload), { codec: 'pcm' })],
+        holdsPayloads: () => false,
+      }),
+    }), 'test', quiet);
+    const src = bus.create('src', 'test');
+    const pub = src.attachPublisher();
+    pub.setTrack({ kind: 'video', codec: 'h264' });
+    pub.setTrack({ kind: 'audio', codec: 'g711a', sampleRate: 8000, channels: 1 });
+    const sent: AccessUnit[] = [];
+    for (let i = 0; i < 6; i++) {
+      sent.push(video(i * 40, i === 2));
+      pub.push(sent[sent.length - 1]);
+      pub.push(alaw(i * 40, Buffer.alloc(320, i)));
+    }
+    const seen: string[] = [];
+    const got: AccessUnit[] = [];
+    // what an FLV player does: the tracks known when its start point comes are the ones its file header announces
+    src.subscribe({ tracks: (ts) => seen.push(ts.map((t) => t.codec).join('+')), write: (u) => { if (got.length === 0) seen.push(`first ${u.kind}`); got.push(u); } }, { via: 'pcm-ish' });
+    await until('the GOP through the stage', () => got.filter((u) => u.kind === 'audio').length >= 4);
+    assert.deepEqual(seen.slice(0, 2), ['h264+pcm', 'first video'], 'both tracks, video first, before the first unit');
+    assert.deepEqual(got.filter((u) => u.kind === 'video'), sent.slice(2), 'the GOP\'s video, the same objects');
+    // a change of the video track repeats the audio one in the list: the transform is not restarted for it
+    pub.setTrack({ kind: 'video', codec: 'h264', width: 640, height: 480 });
+    await tick();
+    assert.equal(tracksMade, 1);
+    pub.setTrack({ kind: 'audio', codec: 'g711u', sampleRate: 8000, channels: 1 });
+    await tick();
+    assert.equal(tracksMade, 2, 'a new audio track is');
+  });
+
   it('holds the input while maxInFlight frames are out, then catches up; the source never waits', async () => {
     const bus = newBus();
     const resolvers: Array<() => void> = [];

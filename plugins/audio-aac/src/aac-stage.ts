@@ -142,7 +142,7 @@ export function aacStage(o: AacStageOptions): StageDefinition {
           const j = job;
           const group = held.take(u);
           const epoch = held.epoch;
-          // the lane copies the payloads into its turn's buffer: they are views into a slab
+          // the lane copies the payloads into its turn's buffer at once: `u` is a view of the stream's payload memory
           return lane.pushGroup(j, group).then(
             (r) => {
               // the worker's word on where the next AAC frame completes
@@ -162,6 +162,8 @@ export function aacStage(o: AacStageOptions): StageDefinition {
           held.clear();
           endJob();
         },
+        // held frames are copies and the lane copies what it sends: no view of the input is kept past a call
+        holdsPayloads: () => false,
       };
     },
   });

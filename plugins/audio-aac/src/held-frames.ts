@@ -11,11 +11,19 @@
  * an error), or a frame that does not follow the last one held (a gap or a new publisher: the worker fills or
  * restarts its timeline, so "due" moves), or one of unknown length: the frames go at once and the next answer
  * tells again.
+ *
+ * The frames kept are copies (into one small buffer, reused once they are sent: the lane copies a group as it takes
+ * it), so the stage never holds a view of its input's payload memory, which the bus can then reuse.
  */
 import type { AccessUnit } from '../../../plugin-sdk/media';
+import type { LaneFrame } from './frame-lane';
+
+const FIRST_BYTES = 2048;
 
 export class HeldFrames {
-  private frames: AccessUnit[] = [];
+  private frames: LaneFrame[] = [];
+  private bytes = new Uint8Array(FIRST_BYTES);
+  private used = 0;
   /** where the last frame seen (held or sent) ends, in ticks of its timescale */
   private end = NaN;
   private dueTicks = NaN;
@@ -32,17 +40,33 @@ export class HeldFrames {
     const end = u.dtsTicks + u.duration;
     if (end >= this.dueTicks) return false;
     if (!this.follows(u)) return false;
-    this.frames.push(u);
+    this.frames.push({ payload: this.copyOf(u.payload), dtsTicks: u.dtsTicks, timescale: u.timescale });
     this.end = end;
     return true;
   }
 
-  /** The held frames and `u`, to send now; the due point stepped past `u` until the worker's answer says. */
-  take(u: AccessUnit): AccessUnit[] {
+  private copyOf(p: Uint8Array): Uint8Array {
+    // frames held before a new buffer keep their views of the old one
+    if (this.used + p.length > this.bytes.length) {
+      this.bytes = new Uint8Array(Math.max(this.bytes.length * 2, p.length));
+      this.used = 0;
+    }
+    const view = this.bytes.subarray(this.used, this.used + p.length);
+    view.set(p);
+    this.used += p.length;
+    return view;
+  }
+
+  /**
+   * The held frames and `u`, to send now (before the next `add`: the held ones are views of a buffer it reuses); the
+   * due point stepped past `u` until the worker's answer says.
+   */
+  take(u: AccessUnit): LaneFrame[] {
     const group = this.frames;
     const follows = this.follows(u);
     group.push(u);
     this.frames = [];
+    this.used = 0;
     const end = u.dtsTicks + u.duration;
     this.end = u.duration > 0 ? end : NaN;
     if (!follows || u.duration <= 0 || u.timescale !== this.dueScale) {
@@ -72,6 +96,7 @@ export class HeldFrames {
 
   clear(): void {
     this.frames = [];
+    this.used = 0;
     this.end = NaN;
     this.dueTicks = NaN;
     this.epoch++;

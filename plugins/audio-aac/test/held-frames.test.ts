@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { audioUnit, type AccessUnit } from '../../../plugin-sdk/media';
+import type { LaneFrame } from '../src/frame-lane';
 import { HeldFrames } from '../src/held-frames';
 
 /** 20 ms G.711A frame k of a stream starting at `start` samples */
@@ -8,8 +9,8 @@ function frame(k: number, start = 0, samples = 160): AccessUnit {
 }
 
 /** Runs frames through like the stage does; the worker's answers are given by `answer` right after each send. */
-function run(h: HeldFrames, frames: AccessUnit[], answer: (group: AccessUnit[]) => number | undefined): AccessUnit[][] {
-  const sent: AccessUnit[][] = [];
+function run(h: HeldFrames, frames: AccessUnit[], answer: (group: LaneFrame[]) => number | undefined): LaneFrame[][] {
+  const sent: LaneFrame[][] = [];
   for (const u of frames) {
     if (h.add(u)) continue;
     const g = h.take(u);
@@ -83,5 +84,25 @@ describe('audio-aac: frames held until one completes an AAC frame', () => {
     assert.equal(h.add(frame(0, 0)), false);
     h.take(frame(0, 0));
     assert.equal(h.add(audioUnit({ codec: 'g711a', dts: 0, timescale: 8000, duration: 0, payload: Buffer.alloc(160) })), false, 'unknown length');
+  });
+
+  it('keeps copies: the input\'s memory may be reused as soon as a frame is held, the group sent has its bytes', () => {
+    const h = new HeldFrames(8000);
+    h.take(frame(0));
+    h.due(1023, 8000, h.epoch);
+    // one buffer the "stream" keeps overwriting, as reused payload memory would be
+    const mem = Buffer.alloc(160);
+    const sentBytes: number[][] = [];
+    for (let k = 1; k < 14; k++) {
+      mem.fill(k);
+      const u = audioUnit({ codec: 'g711a', dts: (k * 160) / 8, timescale: 8000, duration: 160, payload: mem });
+      if (h.add(u)) continue;
+      const g = h.take(u);
+      // what the lane copies now
+      sentBytes.push(g.map((f) => { assert.ok(f.payload.every((b) => b === f.payload[0]), 'a frame is one value'); return f.payload[0]; }));
+      h.due(Math.ceil((u.dtsTicks + 160 + 1) / 1024) * 1024 - 1, 8000, h.epoch);
+    }
+    // frames 1..5 held (1,024 at frame 6), then 7..11 held (2,047 at frame 12)
+    assert.deepEqual(sentBytes, [[1, 2, 3, 4, 5, 6], [7, 8, 9, 10, 11, 12]]);
   });
 });
