@@ -51,6 +51,9 @@ export class PayloadArena {
   private readonly spare: Chunk[] = [];
   private readonly byMemory = new Map<ArrayBufferLike, Chunk>();
   private used = 0;
+  /** the slice alloc gave last and its chunk: the unit pushed next has it (found without a lookup by memory) */
+  private lastSlice: Buffer | undefined;
+  private lastChunk: Chunk | undefined;
 
   constructor(
     /** whether every holder is done with the units numbered up to `lastSeq` */
@@ -71,12 +74,15 @@ export class PayloadArena {
     // 8-byte alignment keeps typed-array views over the slices possible
     this.used = (at + n + 7) & ~7;
     c.pending++;
-    return c.buf.subarray(at, at + n);
+    const slice = c.buf.subarray(at, at + n);
+    this.lastSlice = slice;
+    this.lastChunk = c;
+    return slice;
   }
 
   /** A unit with this payload was pushed to the stream as number `seq`. */
   pushed(payload: Buffer, seq: number): void {
-    const c = this.byMemory.get(payload.buffer);
+    const c = payload === this.lastSlice ? this.lastChunk : this.byMemory.get(payload.buffer);
     if (c === undefined) return;
     if (c.pending > 0) c.pending--;
     if (seq > c.lastSeq) c.lastSeq = seq;

@@ -114,7 +114,7 @@ export class BusStream implements OwnedStream {
   /** derived streams this one hands units to itself (StageDefinition.passes) */
   private passTo: BusStream[] = [];
   /** of a derived stream: the input that hands it units, and which kinds */
-  private passFrom: { stream: BusStream; kinds: ReadonlySet<string> } | undefined;
+  private passFrom: { stream: BusStream; video: boolean; audio: boolean } | undefined;
   /** Entry.src of the last unit passed in (-1: none yet); a stage's own units get it */
   private passedSrc = -1;
 
@@ -174,7 +174,7 @@ export class BusStream implements OwnedStream {
     this.formats.tracks(list);
     for (const r of this.readers) r.tracksChanged(list);
     this.emit('tracks', list);
-    for (const d of this.passTo) if (d.passFrom!.kinds.has(info.kind)) d.setTrack(info);
+    for (const d of this.passTo) if (d.takes(info.kind)) d.setTrack(info);
   }
 
   /**
@@ -186,15 +186,20 @@ export class BusStream implements OwnedStream {
    */
   passInto(d: BusStream, kinds: ReadonlyArray<'video' | 'audio'>): void {
     if (d.passFrom) throw new Error(`stream ${d.name} has a source already`);
-    const set = new Set<string>(kinds);
-    d.passFrom = { stream: this, kinds: set };
+    d.passFrom = { stream: this, video: kinds.includes('video'), audio: kinds.includes('audio') };
     this.passTo.push(d);
-    for (const t of this.trackList) if (set.has(t.kind)) d.setTrack(t);
-    if (this.gopValid) for (const e of this.gop) if (set.has(e.unit.kind)) d.accept(e.unit, e.src);
+    for (const t of this.trackList) if (d.takes(t.kind)) d.setTrack(t);
+    if (this.gopValid) for (const e of this.gop) if (d.takes(e.unit.kind)) d.accept(e.unit, e.src);
     d.on('closed', () => {
       const i = this.passTo.indexOf(d);
       if (i >= 0) this.passTo.splice(i, 1);
     });
+  }
+
+  /** whether this stream is passed its input's units of this kind */
+  private takes(kind: 'video' | 'audio'): boolean {
+    const p = this.passFrom;
+    return p !== undefined && (kind === 'video' ? p.video : p.audio);
   }
 
   private hasVideo = (): boolean => this.trackMap.has('video') || this.expectVideo;
@@ -252,7 +257,7 @@ export class BusStream implements OwnedStream {
     const pass = this.passTo;
     for (let i = 0; i < pass.length; i++) {
       const d = pass[i];
-      if (d.passFrom!.kinds.has(au.kind)) d.accept(au, src);
+      if (d.takes(au.kind)) d.accept(au, src);
     }
   }
 
