@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import pino from 'pino';
 import { CoreMediaBus, type BusStream } from '../../core/bus/media-bus';
 import { PayloadArena, type ArenaCounts } from '../../core/bus/payload-arena';
-import type { MediaSink, Publisher, StageContext, StageDefinition } from '../../plugin-sdk/bus';
+import type { MediaSink, Publisher, StageContext, StageDefinition, StageRef } from '../../plugin-sdk/bus';
 import { videoUnit, type AccessUnit } from '../../plugin-sdk/media';
 
 const KB = 1024;
@@ -58,6 +58,33 @@ const numberOf = (u: AccessUnit): number => u.dts / 40;
 
 /** whether a unit pushed by pushUnit still has the bytes it was pushed with */
 const unitIntact = (u: AccessUnit): boolean => intact(u.payload, numberOf(u));
+
+/**
+ * A reader that gives back (`fast`) and, once reuse runs, one that cannot say when it is done (`keeper`), each on
+ * the stream or through a stage: nothing is reused while the keeper is attached, reuse resumes once it left, and what
+ * it was given stays as pushed. Returns the scene and the next unit's number.
+ */
+async function keeperStopsReuse(fast?: StageRef, keeper?: StageRef): Promise<{ bus: CoreMediaBus; s: BusStream; pub: Publisher; n: number }> {
+  const { bus, s, pub } = newStream();
+  if (fast || keeper) bus.registerStage(passVideo, 'test', quiet);
+  s.subscribe({ write: () => undefined, holdsPayloads: () => false }, { via: fast });
+  await tick();
+  let n = 0;
+  for (; n < 30; n++) pushUnit(pub, n, 10 * KB, 5);
+  const reusedBefore = bus.arenaCounts.reused;
+  assert.ok(reusedBefore > 0);
+  const kept: AccessUnit[] = [];
+  const sub = s.subscribe({ write: (u) => kept.push(u) }, { via: keeper });
+  await tick();
+  for (; n < 80; n++) pushUnit(pub, n, 10 * KB, 5);
+  assert.equal(bus.arenaCounts.reused, reusedBefore, 'nothing reused while it is attached');
+  sub.close();
+  for (; n < 200; n++) pushUnit(pub, n, 10 * KB, 5);
+  assert.ok(bus.arenaCounts.reused > reusedBefore, 'reuse resumes once it left');
+  // everything it was given is still as pushed, long after
+  for (const u of kept) assert.ok(unitIntact(u), `kept unit ${numberOf(u)} intact`);
+  return { bus, s, pub, n };
+}
 
 describe('payload arena (Publisher.alloc)', () => {
   it('reuses a chunk only once its holders are done, never one with a slice not pushed', () => {
@@ -136,23 +163,7 @@ describe('payload arena (Publisher.alloc)', () => {
   });
 
   it('a reader that cannot say when it is done stops all reuse while attached, and keeps what it got for good', async () => {
-    const { bus, s, pub } = newStream();
-    s.subscribe({ write: () => undefined, holdsPayloads: () => false });
-    await tick();
-    let n = 0;
-    for (; n < 30; n++) pushUnit(pub, n, 10 * KB, 5);
-    const reusedBefore = bus.arenaCounts.reused;
-    assert.ok(reusedBefore > 0);
-    const kept: AccessUnit[] = [];
-    const keeper = s.subscribe({ write: (u) => kept.push(u) });
-    await tick();
-    for (; n < 80; n++) pushUnit(pub, n, 10 * KB, 5);
-    assert.equal(bus.arenaCounts.reused, reusedBefore, 'nothing reused while it is attached');
-    keeper.close();
-    for (; n < 200; n++) pushUnit(pub, n, 10 * KB, 5);
-    assert.ok(bus.arenaCounts.reused > reusedBefore, 'reuse resumes once it left');
-    // everything it was given is still as pushed, long after
-    for (const u of kept) assert.ok(unitIntact(u), `kept unit ${numberOf(u)} intact`);
+    const { s } = await keeperStopsReuse();
     s.close('test over');
   });
 
@@ -207,25 +218,10 @@ describe('payload arena (Publisher.alloc)', () => {
   });
 
   it('a reader that cannot say when it is done, on a stage\'s stream, stops the input\'s reuse until its stage stops', async () => {
-    const { bus, s, pub } = newStream();
-    bus.registerStage(passVideo, 'test', quiet);
-    s.subscribe({ write: () => undefined, holdsPayloads: () => false }, { via: 'pass-video' });
-    await tick();
-    let n = 0;
-    for (; n < 30; n++) pushUnit(pub, n, 10 * KB, 5);
-    const reusedBefore = bus.arenaCounts.reused;
-    assert.ok(reusedBefore > 0);
-    const kept: AccessUnit[] = [];
     // on a stage instance of its own: when it leaves, that stage's stream closes with it
-    const keeper = s.subscribe({ write: (u) => kept.push(u) }, { via: { stage: 'pass-video', params: { k: 1 } } });
-    await tick();
-    for (; n < 80; n++) pushUnit(pub, n, 10 * KB, 5);
-    assert.equal(bus.arenaCounts.reused, reusedBefore, 'nothing reused while it is attached');
-    keeper.close();
+    const { bus, s, pub, n: after } = await keeperStopsReuse({ stage: 'pass-video' }, { stage: 'pass-video', params: { k: 1 } });
     assert.equal(bus.list().length, 2, 'its stage stopped');
-    for (; n < 200; n++) pushUnit(pub, n, 10 * KB, 5);
-    assert.ok(bus.arenaCounts.reused > reusedBefore, 'reuse resumes once it left');
-    for (const u of kept) assert.ok(unitIntact(u), `kept unit ${numberOf(u)} intact`);
+    let n = after;
 
     // a stage that fails closes its stream with such a reader still on it: what it counted is given back
     let ended = '';
