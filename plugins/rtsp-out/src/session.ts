@@ -60,6 +60,13 @@ export class RtspSession implements MediaSink<RtpUnit> {
   skips = 0;
   ended = false;
   private held: Array<[AccessUnit, RtpUnit]> | undefined;
+  /**
+   * MediaSink.holdsPayloads, for sessions over TCP only: their packets' bodies are views of the units' payloads that
+   * the socket holds while they count in `writableLength` (as flv-out's players), so the bus may reuse the memory
+   * once it says false. A UDP session cannot tell when dgram is done with what it was given: it has none, and a
+   * stream it reads keeps collected memory.
+   */
+  holdsPayloads?: () => boolean;
   private readonly stats: [TrackStats, TrackStats] = [
     { packets: 0, octets: 0, lastSr: -Infinity, ssrc: undefined },
     { packets: 0, octets: 0, lastSr: -Infinity, ssrc: undefined },
@@ -77,6 +84,7 @@ export class RtspSession implements MediaSink<RtpUnit> {
     readonly media: MediaStream,
   ) {
     this.lastSeen = owner.now();
+    if (lower === 'tcp') this.holdsPayloads = () => (this.held !== undefined && this.held.length > 0) || (this.socket?.writableLength ?? 0) > 0;
   }
 
   get reqId(): string {

@@ -236,6 +236,33 @@ export class RawRtsp {
   }
 }
 
+/** NAL units of an H.264 RTP stream (single, STAP-A, FU-A), by RTP timestamp, in order. */
+export function depacketizeH264(packets: Buffer[]): Map<number, Buffer[]> {
+  const out = new Map<number, Buffer[]>();
+  let fu: Buffer[] = [];
+  for (const p of packets) {
+    const { ts } = rtpHeader(p);
+    const payload = p.subarray(12);
+    const list = out.get(ts) ?? [];
+    out.set(ts, list);
+    const type = payload[0] & 0x1f;
+    if (type === 24) {
+      for (let at = 1; at < payload.length;) {
+        const n = payload.readUInt16BE(at);
+        list.push(payload.subarray(at + 2, at + 2 + n));
+        at += 2 + n;
+      }
+    } else if (type === 28) {
+      if (payload[1] & 0x80) fu = [Buffer.from([(payload[0] & 0xe0) | (payload[1] & 0x1f)])];
+      fu.push(payload.subarray(2));
+      if (payload[1] & 0x40) list.push(Buffer.concat(fu));
+    } else {
+      list.push(payload);
+    }
+  }
+  return out;
+}
+
 /** The fields of an RTP packet the tests look at. */
 export function rtpHeader(p: Buffer): { pt: number; marker: boolean; seq: number; ts: number; ssrc: number } {
   return { pt: p[1] & 0x7f, marker: (p[1] & 0x80) !== 0, seq: p.readUInt16BE(2), ts: p.readUInt32BE(4), ssrc: p.readUInt32BE(8) };

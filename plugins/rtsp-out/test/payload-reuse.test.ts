@@ -1,0 +1,107 @@
+/**
+ * An RTSP session over TCP answers MediaSink.holdsPayloads (its socket's unsent bytes), so a stream it reads reuses
+ * payload memory (core/bus/payload-arena.ts) as one read by FLV players does. Here a publisher takes every frame's
+ * memory from Publisher.alloc and marks each frame with a filler NAL unit carrying its number; one reader reads at
+ * once, another stops reading for a while (its socket fills: the bus must not reuse what it still has to send) and
+ * then goes on. Every frame each reader rebuilds from its RTP packets must be the frame of that number, byte for
+ * byte, while chunks were reused.
+ */
+import assert from 'node:assert/strict';
+import { setImmediate as turn, setTimeout as sleep } from 'node:timers/promises';
+import type { CoreMediaBus } from '../../../core/bus/media-bus';
+import { splitAnnexB } from '../../../plugin-sdk/formats/annexb';
+import { videoUnit, type AccessUnit } from '../../../plugin-sdk/media';
+import { RawRtsp, depacketizeH264, h264Clip, startRtspGateway, waitFor, type RtspGateway } from './helpers';
+
+const FILLER = 12;
+/** NAL types the packetizer or a player may add or drop around a frame (parameter sets, delimiters) */
+const AROUND = new Set([7, 8, 9]);
+
+/** The frame with a filler NAL unit saying `n` (no byte under 0x04, so no emulation prevention) and `pad` bytes more. */
+function marked(frame: Buffer, n: number, pad: number): Buffer {
+  const filler = Buffer.alloc(1 + 8 + pad + 1, 0xff);
+  filler[0] = FILLER;
+  for (let i = 0; i < 8; i++) filler[1 + i] = 0x40 | ((n >>> (4 * i)) & 0xf);
+  filler[filler.length - 1] = 0x80;
+  return Buffer.concat([frame, Buffer.from([0, 0, 0, 1]), filler]);
+}
+
+function numberOf(nals: Buffer[]): number | undefined {
+  const f = nals.find((x) => (x[0] & 0x1f) === FILLER);
+  if (!f) return undefined;
+  let n = 0;
+  for (let i = 0; i < 8; i++) n |= (f[1 + i] & 0xf) << (4 * i);
+  return n >>> 0;
+}
+
+const kept = (nals: Buffer[]): Buffer[] => nals.filter((x) => !AROUND.has(x[0] & 0x1f));
+
+describe('rtsp-out: payload memory reused under RTSP/TCP readers', function () {
+  this.timeout(60_000);
+  let g: RtspGateway;
+  before(async () => {
+    g = await startRtspGateway();
+  });
+  after(() => g.stop());
+
+  async function play(url: string): Promise<RawRtsp> {
+    const c = await RawRtsp.connect(g.port);
+    assert.equal((await c.request('DESCRIBE', url)).status, 200);
+    const s = await c.request('SETUP', `${url}/trackID=0`, { Transport: 'RTP/AVP/TCP;unicast;interleaved=0-1' });
+    assert.equal(s.status, 200);
+    assert.equal((await c.request('PLAY', url, { Session: s.headers.get('session')!.split(';')[0] })).status, 200);
+    return c;
+  }
+
+  it('readers fast and stalled rebuild every frame they get byte for byte while chunks are reused', async () => {
+    const clip = h264Clip();
+    const frames = clip.units.filter((u) => u.kind === 'video');
+    const open = await g.open('13900001090', { dataTyp: 1 });
+    const bus = g.gw.kernel.bus as CoreMediaBus;
+    const pub = bus.get(open.stream)!.attachPublisher();
+    pub.setTrack(clip.video);
+    const sent = new Map<number, Buffer[]>();
+    let n = 0;
+    const push = (count: number): void => {
+      for (const end = n + count; n < end; n++) {
+        const u: AccessUnit = frames[n % frames.length];
+        const body = marked(u.payload, n, (n * 997) % 40_000);
+        const mem = pub.alloc(body.length);
+        body.copy(mem);
+        sent.set(n, kept(splitAnnexB(body)));
+        pub.push(videoUnit({ codec: 'h264', dts: n * 40, keyframe: u.keyframe, payload: mem }));
+      }
+    };
+    push(frames.length);
+    await g.gw.waitReady(open.reqId);
+    const fast = await play(open.url);
+    const stalled = await play(open.url);
+    const reusedBefore = bus.arenaCounts.reused;
+    for (let k = 0; k < 30; k++) {
+      push(25);
+      if (k === 3) stalled.socket.pause();
+      if (k === 25) stalled.socket.resume();
+      await (k % 2 ? sleep(20) : turn());
+    }
+    const last = n - 1;
+    await waitFor('the fast reader to get the last frame', () => {
+      const got = depacketizeH264(fast.frames.get(0) ?? []);
+      return [...got.values()].some((nals) => numberOf(nals) === last);
+    });
+    await sleep(300);
+    const reused = bus.arenaCounts.reused - reusedBefore;
+    assert.ok(reused > 10, `chunks reused while the readers read: ${reused}`);
+    for (const [name, c] of [['fast', fast], ['stalled', stalled]] as const) {
+      const got = [...depacketizeH264(c.frames.get(0) ?? []).values()];
+      assert.ok(got.length > 300, `${name}: ${got.length} frames`);
+      for (const nals of got) {
+        const num = numberOf(nals);
+        assert.ok(num !== undefined && sent.has(num), `${name}: a frame with no number the publisher gave (${num})`);
+        const want = sent.get(num)!;
+        const have = kept(nals);
+        assert.ok(have.length === want.length && have.every((x, i) => x.equals(want[i])), `${name}: frame ${num} differs from what was pushed`);
+      }
+      c.close();
+    }
+  });
+});
