@@ -87,8 +87,12 @@ export interface RtpTrackState {
 export class Packetizer {
   private scratch = Buffer.allocUnsafe(16 * 1024);
   private len = 0;
+  // the unit being built: 3 numbers a packet in `table`, one in `tsDelta`; emptied by their counts, since
+  // `length = 0` makes V8 drop an array's backing store (a new one to grow for every unit)
   private table: number[] = [];
+  private tableLen = 0;
   private tsDelta: number[] = [];
+  private packets = 0;
   private readonly mem = new FormMemory();
   private readonly maxPayload: number;
 
@@ -183,7 +187,7 @@ export class Packetizer {
     for (let pos = 0; pos < payload.length; pos += step) {
       const o = this.open(0);
       this.close(o, pos, Math.min(payload.length, pos + step));
-      this.tsDelta[this.tsDelta.length - 1] = pos / Math.max(1, channels);
+      this.tsDelta[this.packets - 1] = pos / Math.max(1, channels);
     }
     // RFC 3551 4.1: the marker flags the start of a talkspurt, which a continuous source does not have
     return this.finish(track, pt, ts, st, false, payload);
@@ -207,8 +211,8 @@ export class Packetizer {
 
   private begin(): void {
     this.len = 0;
-    this.table.length = 0;
-    this.tsDelta.length = 0;
+    this.tableLen = 0;
+    this.packets = 0;
   }
 
   /** How many NAL units from i fit in one aggregation packet (1: aggregate nothing). */
@@ -248,21 +252,22 @@ export class Packetizer {
       this.scratch.copy(bigger, 0, 0, this.len);
       this.scratch = bigger;
     }
-    this.table.push(this.len);
-    this.tsDelta.push(0);
+    this.table[this.tableLen++] = this.len;
+    this.tsDelta[this.packets++] = 0;
     return this.len + PREFIX + RTP_HEADER;
   }
 
   private close(headEnd: number, from: number, to: number): void {
-    const start = this.table[this.table.length - 1];
-    this.table[this.table.length - 1] = headEnd - start;
-    this.table.push(from, to);
+    const start = this.table[this.tableLen - 1];
+    this.table[this.tableLen - 1] = headEnd - start;
+    this.table[this.tableLen++] = from;
+    this.table[this.tableLen++] = to;
     this.len = headEnd;
   }
 
   /** Writes prefixes and RTP headers (numbering the packets), then copies the unit's small parts into shared memory. */
   private finish(track: TrackIndex, pt: number, ts: number, st: RtpTrackState, markLast: boolean, payload: Buffer): RtpUnit | undefined {
-    const count = this.table.length / 3;
+    const count = this.tableLen / 3;
     if (count === 0) return undefined;
     const s = this.scratch;
     const firstSeq = st.seq;
@@ -288,7 +293,7 @@ export class Packetizer {
     const base = this.mem.last;
     s.copy(buf, base, 0, this.len);
     const tableAt = base + this.len;
-    for (let i = 0; i < this.table.length; i++) buf.writeUInt32LE(this.table[i], tableAt + 4 * i);
+    for (let i = 0; i < this.tableLen; i++) buf.writeUInt32LE(this.table[i], tableAt + 4 * i);
     return new RtpUnit(track, buf, base, tableAt, count, payload, firstSeq, ts >>> 0, st.ssrc, rtpBytes);
   }
 }
