@@ -87,7 +87,8 @@ export function audioStage(opts: AudioStageOptions): StageDefinition {
       const answers = typeof transform.holdsPayloads === 'function';
       /** a frame out that is a view of an input's memory would be read after the input's memory is reused */
       const own = (o: readonly AccessUnit[], from: AccessUnit): readonly AccessUnit[] => {
-        if (!answers) return o;
+        // (most calls of a transform that holds frames back return none: no need to look at the input's memory)
+        if (!answers || o.length === 0) return o;
         const b = from.payload.buffer;
         return o.some((x) => x.payload.buffer === b) ? o.map((x) => (x.payload.buffer === b ? { ...x, payload: Buffer.from(x.payload) } : x)) : o;
       };
