@@ -238,10 +238,16 @@ export class Kernel {
       g.set({ holder: 'queue' }, queued);
     });
     const arena = this.bus.arenaCounts;
-    coreMetrics.gauge('bus_payload_chunks', 'payload chunks of Publisher.alloc since start, by what became of them: allocated, reused, escaped (left to the collector: a reader could not say when it was done)', ['event'], (g) => {
+    coreMetrics.gauge('bus_payload_chunks', 'payload chunks of Publisher.alloc since start, by what became of them: allocated, reused, escaped (left to the collector: a reader could not say when it was done), released (done, let go by a full pool)', ['event'], (g) => {
       g.set({ event: 'allocated' }, arena.allocated);
       g.set({ event: 'reused' }, arena.reused);
       g.set({ event: 'escaped' }, arena.escaped);
+      g.set({ event: 'released' }, arena.released);
+    });
+    coreMetrics.gauge('bus_payload_chunk_bytes', 'bytes of payload chunks: held by streams (carved, or waiting until no reader can read them), free in the pool', ['state'], (g) => {
+      const b = this.bus.chunks.bytes;
+      g.set({ state: 'held' }, b.held);
+      g.set({ state: 'free' }, b.free);
     });
     const authFailures = coreMetrics.counter('auth_failures_total', 'failed Basic logins, by reason', ['reason']);
     const authThrottled = coreMetrics.counter('auth_throttled_total', 'requests refused (429) from addresses blocked after too many failed logins');

@@ -5,7 +5,7 @@ import {
   type StageInstance, type StageRef,
 } from '../../plugin-sdk/bus';
 import { BusStream, type BusLimits } from './stream';
-import type { ArenaCounts } from './payload-arena';
+import { ChunkPool, type ArenaCounts } from './chunk-pool';
 
 export type { BusLimits } from './stream';
 export { BusStream } from './stream';
@@ -31,10 +31,18 @@ export class CoreMediaBus {
   private streams = new Map<string, BusStream>();
   private cbs: Array<(s: MediaStream) => void> = [];
   private stageDefs = new Map<string, RegisteredStage>();
-  /** payload chunks of every stream's arena (Publisher.alloc): allocated, reused, left to the collector */
-  readonly arenaCounts: ArenaCounts = { allocated: 0, reused: 0, escaped: 0 };
+  constructor(
+    readonly limits: BusLimits,
+    private readonly log: Logger,
+    private readonly now: () => number,
+    /** payload chunks every stream's arena (Publisher.alloc) takes and gives back */
+    readonly chunks: ChunkPool = new ChunkPool(now),
+  ) {}
 
-  constructor(readonly limits: BusLimits, private readonly log: Logger, private readonly now: () => number) {}
+  /** what became of the payload chunks: allocated, reused, left to the collector, released by a full pool */
+  get arenaCounts(): ArenaCounts {
+    return this.chunks.counts;
+  }
 
   get(name: string): BusStream | undefined {
     return this.streams.get(name);
@@ -72,7 +80,7 @@ export class CoreMediaBus {
 
   private newStream(name: string, owner: string, derivedFrom?: BusStream['derivedFrom']): BusStream {
     return new BusStream(name, owner, {
-      limits: this.limits, log: this.log, now: this.now, derive: (from, via) => this.derive(from, via), arenaCounts: this.arenaCounts,
+      limits: this.limits, log: this.log, now: this.now, derive: (from, via) => this.derive(from, via), chunks: this.chunks,
     }, (s) => {
       if (this.streams.get(s.name) === s) this.streams.delete(s.name);
     }, derivedFrom);

@@ -3,53 +3,35 @@
  *
  * Why: at 1,000 terminals the ingest copies ~125 MB/s of frames into fresh memory, which V8 counts as external
  * memory: every ~64 MB of it starts a mark-compact, a pause the event loop and every stream on it wait through.
- * Reusing a stream's own chunks ends that churn. (Memory stays about the same: the chunks of the GOP the cache
- * just let go wait as spares for the next one, where the collector's garbage waited before.)
+ * Reusing chunks ends that churn. Chunks a stream is done with go to the bus's pool (chunk-pool.ts), where the next
+ * stream that needs one takes it.
  *
  * When a chunk may be reused: every unit carved from it was pushed (`pending` 0), the stream's GOP cache starts after
  * its last unit (`lastSeq`), every reader's queue does too, and every reader's sink says it holds none of what it was
  * given (`MediaSink.holdsPayloads`: an FLV player whose socket took all its bytes). The stream answers that (`done`).
  * What cannot be proven done is never reused, only forgotten (`escaped`), and the collector frees it as before: a
- * chunk with a slice carved and never pushed, chunks past MAX_TRACKED, and (the stream drops its whole arena) every
+ * chunk with a slice carved and never pushed, chunks past MAX_TRACKED_UNITS, and (the stream drops its whole arena) every
  * chunk of a stream a reader without `holdsPayloads` joins (HLS, RTSP, the recorder, a stage that cannot say: the
  * stream then uses small collected slabs while one is attached; a stage's stream fed by `passes` counts as the
- * input's holder, with its own readers) or a reader leaves with bytes still in its socket. Chunks are one
- * stream's: a mistake here could show a stream its own older frames, never another tenant's.
+ * input's holder, with its own readers) or a reader leaves with bytes still in its socket. A chunk is one stream's
+ * from the pool's `take` until this arena gives it back; chunk-pool.ts says what sharing the pool costs.
  */
 
-interface Chunk {
-  readonly buf: Buffer;
-  /** slices carved and not pushed yet */
-  pending: number;
-  /** the stream's number of the last unit pushed from it (-1: none) */
-  lastSeq: number;
-}
+import type { Chunk, ChunkPool } from './chunk-pool';
 
-/** counts of every arena of a bus, for its metrics */
-export interface ArenaCounts {
-  /** chunks allocated */
-  allocated: number;
-  /** chunks reused */
-  reused: number;
-  /** chunks left to the collector because no one could prove them done */
-  escaped: number;
-}
-
-export const ARENA_CHUNK_BYTES = 64 * 1024;
-/** spares kept at most: more would be memory held for a GOP that may never need it */
-const MAX_SPARE = 4;
 /**
- * chunks tracked at most while waiting to be done (4 MiB): a reader that always holds something (a player whose
- * socket never quite empties) would otherwise make the arena keep every chunk the stream ever had. Past this the
- * oldest are forgotten and left to the collector, which frees them once their units are gone, as before.
+ * chunks tracked at most while waiting to be done, in the pool's units (4 MiB of 32 KiB ones): a reader that always
+ * holds something (a player whose socket never quite empties) would otherwise make the arena keep every chunk the
+ * stream ever had. Past this the oldest are forgotten and left to the collector, which frees them once their units
+ * are gone, as before.
  */
-const MAX_TRACKED = 64;
+const MAX_TRACKED_UNITS = 128;
 
 export class PayloadArena {
   /** in carving order; the last one is being filled */
   private readonly chunks: Chunk[] = [];
-  private readonly spare: Chunk[] = [];
   private readonly byMemory = new Map<ArrayBufferLike, Chunk>();
+  private trackedBytes = 0;
   private used = 0;
   /** the slice alloc gave last and its chunk: the unit pushed next has it (found without a lookup by memory) */
   private lastSlice: Buffer | undefined;
@@ -58,18 +40,18 @@ export class PayloadArena {
   constructor(
     /** whether every holder is done with the units numbered up to `lastSeq` */
     private readonly done: (lastSeq: number) => boolean,
-    private readonly counts: ArenaCounts,
-    private readonly chunkSize = ARENA_CHUNK_BYTES,
+    private readonly pool: ChunkPool,
   ) {}
 
   /**
-   * n bytes for a unit's payload, not zeroed. A frame larger than a chunk gets memory of its own; one that does not
-   * fit the rest of the chunk starts the next (key frames are the large ones, and they are where the memory churned).
+   * n bytes for a unit's payload, not zeroed. A frame that does not fit the rest of the chunk starts the next, one
+   * at least its size (key frames are the large ones, and they are where the memory churned); one larger than the
+   * pool's largest gets memory of its own.
    */
   alloc(n: number): Buffer {
-    if (n > this.chunkSize) return Buffer.allocUnsafe(n);
+    if (n > this.pool.maxChunk) return Buffer.allocUnsafe(n);
     let c = this.chunks[this.chunks.length - 1];
-    if (c === undefined || this.used + n > this.chunkSize) c = this.next();
+    if (c === undefined || this.used + n > c.buf.length) c = this.next(n);
     const at = this.used;
     // 8-byte alignment keeps typed-array views over the slices possible
     this.used = (at + n + 7) & ~7;
@@ -88,30 +70,33 @@ export class PayloadArena {
     if (seq > c.lastSeq) c.lastSeq = seq;
   }
 
-  /** chunks held: carved from, and spare */
+  /** chunks held: carved from, and waiting to be done */
   get chunkCount(): number {
-    return this.chunks.length + this.spare.length;
+    return this.chunks.length;
   }
 
-  private next(): Chunk {
+  /** The stream drops this arena (a reader that cannot say when it is done came, or the stream closed). */
+  forgetAll(): void {
+    for (const c of this.chunks) this.pool.forget(c);
+    this.pool.settle();
+    this.chunks.length = 0;
+    this.byMemory.clear();
+    this.trackedBytes = 0;
+    this.lastSlice = undefined;
+    this.lastChunk = undefined;
+  }
+
+  private next(n: number): Chunk {
     this.reclaim();
-    let c = this.spare.pop();
-    if (c !== undefined) {
-      c.pending = 0;
-      c.lastSeq = -1;
-      this.counts.reused++;
-    } else {
-      const buf = Buffer.allocUnsafeSlow(this.chunkSize);
-      c = { buf, pending: 0, lastSeq: -1 };
-      this.byMemory.set(buf.buffer, c);
-      this.counts.allocated++;
-    }
+    const c = this.pool.take(n);
+    this.byMemory.set(c.buf.buffer, c);
     this.chunks.push(c);
+    this.trackedBytes += c.buf.length;
     this.used = 0;
     return c;
   }
 
-  /** Oldest first, up to the first chunk something may still read: done ones become spares. */
+  /** Oldest first, up to the first chunk something may still read: done ones go back to the pool. */
   private reclaim(): void {
     const list = this.chunks;
     let i = 0;
@@ -119,21 +104,21 @@ export class PayloadArena {
       const c = list[i];
       // units are numbered in push order, so later chunks hold later units
       if (c.lastSeq >= 0 && !this.done(c.lastSeq)) break;
-      if (c.pending === 0 && this.spare.length < MAX_SPARE) {
-        this.spare.push(c);
-        continue;
-      }
-      // a slice carved and never pushed (dropped, or pushed late against the rule), or spares enough: forgotten
-      this.byMemory.delete(c.buf.buffer);
-      if (c.pending > 0) this.counts.escaped++;
+      this.untrack(c);
+      // a slice carved and never pushed (dropped, or pushed late against the rule): forgotten
+      if (c.pending === 0) this.pool.give(c);
+      else this.pool.forget(c);
     }
-    if (list.length - i > MAX_TRACKED) {
-      for (let k = i; k < list.length - MAX_TRACKED; k++) {
-        this.byMemory.delete(list[k].buf.buffer);
-        this.counts.escaped++;
-      }
-      i = list.length - MAX_TRACKED;
+    const maxBytes = MAX_TRACKED_UNITS * this.pool.unit;
+    for (; i < list.length && this.trackedBytes > maxBytes; i++) {
+      this.untrack(list[i]);
+      this.pool.forget(list[i]);
     }
     if (i > 0) list.splice(0, i);
+  }
+
+  private untrack(c: Chunk): void {
+    this.byMemory.delete(c.buf.buffer);
+    this.trackedBytes -= c.buf.length;
   }
 }

@@ -5,7 +5,8 @@ import type {
 import { shiftUnit, type AccessUnit, type TrackInfo } from '../../plugin-sdk/media';
 import type { Entry } from './entry';
 import { StreamFormats } from './formats';
-import { PayloadArena, type ArenaCounts } from './payload-arena';
+import { PayloadArena } from './payload-arena';
+import type { ChunkPool } from './chunk-pool';
 import { BufferSlab, FRAME_SLAB_BYTES } from '../../plugin-sdk/buffer-slab';
 import { Reader } from './subscriber';
 
@@ -26,8 +27,8 @@ export interface StreamDeps {
   now: () => number;
   /** the derived stream a `via` names, started for this reader if need be */
   derive: (from: BusStream, via: string | StageRef) => BusStream;
-  /** the bus's payload chunk counts, which every stream's arena adds to */
-  arenaCounts: ArenaCounts;
+  /** the bus's payload chunks: every stream's arena takes from it and gives back to it */
+  chunks: ChunkPool;
 }
 
 /** Audio-only terminals exist: after this much audio with no video track the stream counts as ready. */
@@ -267,12 +268,12 @@ export class BusStream implements OwnedStream {
     // small chunks the collector frees: a chunk pins its memory as long as any slice of it lives. A stage's
     // stream numbers its units on its input's count (Entry.src), which its own chunks cannot be measured by.
     if (this.deps.limits.reusePayloads === false || this.keepers > 0 || this.passFrom) return (this.slab ??= new BufferSlab(FRAME_SLAB_BYTES)).take(bytes);
-    this.arena ??= new PayloadArena((lastSeq) => this.doneWith(lastSeq), this.deps.arenaCounts);
+    this.arena ??= new PayloadArena((lastSeq) => this.doneWith(lastSeq), this.deps.chunks);
     return this.arena.alloc(bytes);
   }
 
   private dropArena(): void {
-    if (this.arena) this.deps.arenaCounts.escaped += this.arena.chunkCount;
+    this.arena?.forgetAll();
     this.arena = undefined;
   }
 
@@ -453,7 +454,8 @@ export class BusStream implements OwnedStream {
     this.readers.clear();
     for (const r of readers) r.end(reason);
     this.formats.closeAll();
-    this.arena = undefined;
+    // sockets may still hold its units' bytes: the collector frees its chunks once they are gone
+    this.dropArena();
     this.gop = [];
     this.gopBytes = 0;
     this.queued = 0;

@@ -157,8 +157,10 @@ export interface IngestFlvResult {
   arrayBuffersMB: number;
   /** payload the bus holds at the end of the window, MB: GOP caches and readers' queues */
   busHeldMB: { gop: number; queue: number };
-  /** payload chunks (Publisher.alloc) in the window: allocated, reused, left to the collector */
-  chunks: { allocated: number; reused: number; escaped: number };
+  /** payload chunks (Publisher.alloc) in the window: allocated, reused, left to the collector, let go unused by the pool */
+  chunks: { allocated: number; reused: number; escaped: number; released: number };
+  /** payload chunk memory at the end of the window, MB: held by streams, free in the bus's pool (NaN: not reported) */
+  chunkMB: { held: number; free: number };
   profile?: string;
   readers: ReaderKind;
   /** the HLS or RTSP readers' own figures (undefined for FLV players) */
@@ -170,6 +172,7 @@ const TARGET = { terminals: 1000, cpuPct: 80, e2eP99Ms: 20, rssKBPerStream: 300 
 const FLOOR_MAIN = path.join(repoRoot, 'dist', 'test', 'bench', 'floor', 'bare-relay.js');
 const LATENCY_METRIC = 'gw_flv_out_added_latency_seconds';
 const CHUNKS_METRIC = 'gw_core_bus_payload_chunks';
+const CHUNK_BYTES_METRIC = 'gw_core_bus_payload_chunk_bytes';
 /** a terminal socket holding this much unsent data means the gateway is not keeping up: frames are dropped */
 const MAX_SEND_BACKLOG = 1024 * 1024;
 const OPEN_CONCURRENCY = 16;
@@ -548,8 +551,9 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
       busHeldMB: { gop: mb(sumOf(m1, 'gw_core_bus_held_bytes', { holder: 'gop' })), queue: mb(sumOf(m1, 'gw_core_bus_held_bytes', { holder: 'queue' })) },
       chunks: {
         allocated: sumDelta(m1, m0, CHUNKS_METRIC, { event: 'allocated' }), reused: sumDelta(m1, m0, CHUNKS_METRIC, { event: 'reused' }),
-        escaped: sumDelta(m1, m0, CHUNKS_METRIC, { event: 'escaped' }),
+        escaped: sumDelta(m1, m0, CHUNKS_METRIC, { event: 'escaped' }), released: sumDelta(m1, m0, CHUNKS_METRIC, { event: 'released' }),
       },
+      chunkMB: { held: mb(sumOf(m1, CHUNK_BYTES_METRIC, { state: 'held' })), free: mb(sumOf(m1, CHUNK_BYTES_METRIC, { state: 'free' })) },
       readers: fleet ? o.readers : 'flv',
       readerFigures: figures,
     };
@@ -611,7 +615,8 @@ function report(
     `  gateway RSS: ${f1(r.rssMB)} MB at the end, ${f1(r.peakRssMB)} MB peak in the window (${f1(r.idleRssMB)} MB idle): ` +
       `${f1(rssKBPerStream(r))} KB per stream; JS heap ${f1(r.heapMB)} MB used, external (ArrayBuffers) ${f1(r.arrayBuffersMB)} MB, ` +
       `of which the bus holds ${f1(r.busHeldMB.gop)} MB in GOP caches and ${f1(r.busHeldMB.queue)} MB in queues; ` +
-      `payload chunks in the window: ${r.chunks.allocated} allocated, ${r.chunks.reused} reused, ${r.chunks.escaped} left to the collector`,
+      `payload chunks: ${f1(r.chunkMB.held)} MB held by streams, ${f1(r.chunkMB.free)} MB free in the pool; in the window ${r.chunks.allocated} allocated, ` +
+      `${r.chunks.reused} reused, ${r.chunks.escaped} left to the collector, ${r.chunks.released} let go unused`,
     ...(o.workers > 1 ? [] : [`  gateway GC pauses: ${f1(r.gc.pct)} % of one core (mark-compact and incremental finalisation ${f1(r.gc.majorPct)} %, ` +
       `scavenges ${f1(r.gc.minorPct)} %), ${r.gc.majors} mark-compacts in ${f1(r.seconds)} s`]),
     ...(readerLines ? [] : [`  added latency, frame read -> FLV tags written (gateway metric, ${r.addedLatencyMs.count} frames): ` +

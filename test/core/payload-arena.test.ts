@@ -1,17 +1,14 @@
 import assert from 'node:assert/strict';
 import pino from 'pino';
 import { CoreMediaBus, type BusStream } from '../../core/bus/media-bus';
-import { PayloadArena, type ArenaCounts } from '../../core/bus/payload-arena';
+import { PayloadArena } from '../../core/bus/payload-arena';
+import { ChunkPool } from '../../core/bus/chunk-pool';
 import type { MediaSink, Publisher, StageContext, StageDefinition, StageRef } from '../../plugin-sdk/bus';
 import { videoUnit, type AccessUnit } from '../../plugin-sdk/media';
 
 const KB = 1024;
 const quiet = pino({ level: 'silent' });
 const tick = () => new Promise<void>((r) => setImmediate(r));
-
-function counts(): ArenaCounts {
-  return { allocated: 0, reused: 0, escaped: 0 };
-}
 
 /** a bus with one stream and its publisher */
 function newStream(reusePayloads = true): { bus: CoreMediaBus; s: BusStream; pub: Publisher } {
@@ -20,20 +17,23 @@ function newStream(reusePayloads = true): { bus: CoreMediaBus; s: BusStream; pub
   return { bus, s, pub: s.attachPublisher() };
 }
 
-/** a deterministic byte pattern per unit number, so a payload overwritten by a later one shows */
-function fill(b: Buffer, n: number): Buffer {
-  for (let i = 0; i < b.length; i++) b[i] = (n * 31 + i * 7) & 0xff;
+/**
+ * a deterministic byte pattern per unit number and stream (`tag`), so a payload overwritten by a later one, or by
+ * another stream's, shows
+ */
+function fill(b: Buffer, n: number, tag = 0): Buffer {
+  for (let i = 0; i < b.length; i++) b[i] = (n * 31 + tag * 101 + i * 7) & 0xff;
   return b;
 }
 
-function intact(b: Buffer, n: number): boolean {
-  for (let i = 0; i < b.length; i++) if (b[i] !== ((n * 31 + i * 7) & 0xff)) return false;
+function intact(b: Buffer, n: number, tag = 0): boolean {
+  for (let i = 0; i < b.length; i++) if (b[i] !== ((n * 31 + tag * 101 + i * 7) & 0xff)) return false;
   return true;
 }
 
 /** pushes unit number n (keyframe every `gop`), its payload from the publisher's alloc */
-function pushUnit(pub: Publisher, n: number, size: number, gop: number): void {
-  pub.push(videoUnit({ codec: 'h264', dts: n * 40, keyframe: n % gop === 0, payload: fill(pub.alloc(size), n) }));
+function pushUnit(pub: Publisher, n: number, size: number, gop: number, tag = 0): void {
+  pub.push(videoUnit({ codec: 'h264', dts: n * 40, keyframe: n % gop === 0, payload: fill(pub.alloc(size), n, tag) }));
 }
 
 const stagesStarted: StageContext[] = [];
@@ -89,8 +89,9 @@ async function keeperStopsReuse(fast?: StageRef, keeper?: StageRef): Promise<{ b
 describe('payload arena (Publisher.alloc)', () => {
   it('reuses a chunk only once its holders are done, never one with a slice not pushed', () => {
     let done = false;
-    const c = counts();
-    const a = new PayloadArena(() => done, c, 1024);
+    const pool = new ChunkPool(() => 0, 1024, 4096);
+    const c = pool.counts;
+    const a = new PayloadArena(() => done, pool);
     const first = a.alloc(400);
     a.pushed(first, 0);
     a.alloc(400); // the same chunk, never pushed
@@ -113,15 +114,73 @@ describe('payload arena (Publisher.alloc)', () => {
     assert.equal(c.reused, 1);
     assert.equal(c.allocated, 3);
     assert.notEqual(fourth.buffer, second.buffer);
-    // more than a chunk: memory of its own, not tracked
-    const big = a.alloc(1100);
+    // more than the pool's largest chunk: memory of its own, not tracked
+    const huge = a.alloc(5000);
     assert.equal(c.allocated, 3);
-    assert.equal(big.length, 1100);
+    assert.equal(huge.length, 5000);
+    assert.equal(pool.bytes.held, 2 * 1024, 'the pool counts what the arena holds');
+    a.forgetAll();
+    assert.deepEqual(pool.bytes, { held: 0, free: 0 });
   });
 
-  it('a holder that never lets go costs the arena no memory: past 64 chunks the oldest are forgotten', () => {
-    const c = counts();
-    const a = new PayloadArena(() => false, c, 1024);
+  it('a frame larger than a unit gets a chunk of its size rounded up, and the frames after it fill the rest', () => {
+    const done = true;
+    const pool = new ChunkPool(() => 0, 1024, 4096);
+    const a = new PayloadArena(() => done, pool);
+    const key = a.alloc(2500);
+    a.pushed(key, 0);
+    assert.equal(key.buffer.byteLength, 3 * 1024);
+    const p = a.alloc(400); // fits what the key frame left (at 2504, 8-byte aligned)
+    a.pushed(p, 1);
+    assert.equal(p.buffer, key.buffer);
+    assert.equal(p.byteOffset - key.byteOffset, 2504);
+    assert.equal(pool.counts.allocated, 1);
+    // the next frame does not fit: the 3-unit chunk is done, back in the pool, and taken again for a 1-unit need
+    // (the smallest free chunk that holds it)
+    const next = a.alloc(400);
+    assert.equal(next.buffer, key.buffer);
+    assert.equal(pool.counts.reused, 1);
+  });
+
+  it('the pool hands out the smallest free chunk that holds a frame, and lets go of what no stream took for a whole window', () => {
+    const pool = new ChunkPool(() => 0, 1024, 8192, 10_000);
+    const held = Array.from({ length: 64 }, (_, i) => pool.take(i % 4 === 0 ? 3000 : 1000));
+    assert.equal(pool.counts.allocated, 64);
+    assert.equal(pool.bytes.held, 48 * 1024 + 16 * 3 * 1024);
+    // four 1-unit chunks and one 3-unit chunk back
+    const small = held.splice(1, 3).concat(held.splice(2, 1));
+    const big = held.shift()!;
+    for (const c of [...small, big]) pool.give(c);
+    assert.equal(pool.bytes.free, 7 * 1024);
+    assert.equal(pool.take(2000).buf, big.buf, 'a 2-unit need takes the 3-unit chunk (no 2-unit one is free)');
+    const one = pool.take(100);
+    assert.ok(small.includes(one), 'a 1-unit need takes a 1-unit chunk');
+    assert.throws(() => new ChunkPool(() => 0, 1000, 4096), /multiple/);
+
+    // what streams give back at the end of their GOPs and take again within one is never let go; the 5 chunks no
+    // stream took during a whole window are
+    let now = 0;
+    const p = new ChunkPool(() => now, 1024, 8192, 10_000);
+    const streams = Array.from({ length: 40 }, () => p.take(1000));
+    for (const c of streams.splice(0, 5)) p.give(c);
+    for (let gop = 0; gop < 15; gop++) {
+      now += 2_000;
+      for (const c of streams.splice(0, 20)) p.give(c);
+      for (let i = 0; i < 20; i++) streams.push(p.take(1000));
+    }
+    assert.equal(p.counts.released, 5);
+    assert.equal(p.counts.allocated, 40, 'the swings were served from the pool');
+    // every stream closed: with nothing held, every free chunk goes
+    for (const c of streams) p.give(c);
+    p.settle();
+    assert.deepEqual(p.bytes, { free: 0, held: 0 });
+    assert.equal(p.counts.released, 40);
+  });
+
+  it('a holder that never lets go costs the arena no memory: past 128 units of chunks the oldest are forgotten', () => {
+    const pool = new ChunkPool(() => 0, 1024, 4096);
+    const c = pool.counts;
+    const a = new PayloadArena(() => false, pool);
     const firsts: Buffer[] = [];
     for (let n = 0; n < 1000; n++) {
       const b = a.alloc(1000);
@@ -129,8 +188,9 @@ describe('payload arena (Publisher.alloc)', () => {
       a.pushed(b, n);
     }
     assert.equal(c.reused, 0);
-    assert.ok(a.chunkCount <= 65, `${a.chunkCount} chunks tracked`);
-    assert.equal(c.escaped, 1000 - 65);
+    assert.ok(a.chunkCount <= 129, `${a.chunkCount} chunks tracked`);
+    assert.equal(c.escaped, 1000 - 129);
+    assert.equal(pool.bytes.held, 129 * 1024);
     // forgotten, not reused: still the holder's
     assert.notEqual(firsts[0].buffer, firsts[1].buffer);
   });
@@ -143,16 +203,17 @@ describe('payload arena (Publisher.alloc)', () => {
     const sink: MediaSink = { write: (u) => got.push(u), holdsPayloads: () => holding };
     s.subscribe(sink);
     await tick();
-    // 40 units of 10 KB in GOPs of 10: 400 KB through 64 KB chunks
+    // 40 units of 10 KB in GOPs of 10: 400 KB through 32 KB chunks
     for (; n < 40; n++) pushUnit(pub, n, 10 * KB, 10);
     assert.equal(bus.arenaCounts.reused, 0, 'the sink says it still holds what it got');
     for (const u of got) assert.ok(unitIntact(u), `unit ${numberOf(u)} intact`);
     got.length = 0;
+    const whileHeld = bus.arenaCounts.allocated;
     holding = false;
     for (; n < 120; n++) pushUnit(pub, n, 10 * KB, 10);
     assert.ok(bus.arenaCounts.reused > 0, 'chunks of finished GOPs came back');
-    // at most the GOP and the chunk being filled stay, plus spares: not one chunk per 64 KB pushed
-    assert.ok(bus.arenaCounts.allocated < 12, `allocated ${bus.arenaCounts.allocated}`);
+    // what finished GOPs gave back serves the GOPs after them
+    assert.ok(bus.arenaCounts.allocated - whileHeld <= 2, `allocated ${bus.arenaCounts.allocated - whileHeld} after the sink let go`);
     // the cached GOP (units 110..119) is intact: nothing it holds was reused
     const late: AccessUnit[] = [];
     s.subscribe({ write: (u) => late.push(u), holdsPayloads: () => true });
@@ -203,10 +264,11 @@ describe('payload arena (Publisher.alloc)', () => {
     assert.equal(got.length, 40, 'video passed to the stage\'s stream');
     assert.equal(bus.arenaCounts.reused, 0, 'a sink on the stage\'s stream says it still holds what it got');
     for (const u of got) assert.ok(unitIntact(u), `unit ${numberOf(u)} intact`);
+    const whileHeld = bus.arenaCounts.allocated;
     holding = false;
     for (; n < 120; n++) pushUnit(pub, n, 10 * KB, 10);
     assert.ok(bus.arenaCounts.reused > 0, 'chunks of finished GOPs came back');
-    assert.ok(bus.arenaCounts.allocated < 12, `allocated ${bus.arenaCounts.allocated}`);
+    assert.ok(bus.arenaCounts.allocated - whileHeld <= 2, `allocated ${bus.arenaCounts.allocated - whileHeld} after the sink let go`);
     assert.equal(bus.arenaCounts.escaped, 0);
     // the stage's stream caches its own GOP of the input's units: a late joiner there gets them intact
     const late: AccessUnit[] = [];
@@ -247,7 +309,7 @@ describe('payload arena (Publisher.alloc)', () => {
       seen.add(b.buffer);
       pub.push(videoUnit({ codec: 'h264', dts: n * 40, keyframe: n % 5 === 0, payload: fill(b, n) }));
     }
-    assert.deepEqual(bus.arenaCounts, { allocated: 0, reused: 0, escaped: 0 });
+    assert.deepEqual(bus.arenaCounts, { allocated: 0, reused: 0, escaped: 0, released: 0 });
     // fresh memory every time (a per-stream slab, or memory of its own for a slice this large): none handed out twice
     assert.equal(seen.size, 200);
     s.close('test over');
@@ -300,5 +362,59 @@ describe('payload arena (Publisher.alloc)', () => {
     assert.ok(checked > 5000, `checked ${checked}`);
     assert.ok(bus.arenaCounts.reused > 50, `reused ${bus.arenaCounts.reused}`);
     s.close('test over');
+  });
+
+  it('streams of one bus share the pool: every unit every reader of each stream reads is its own stream\'s bytes', async () => {
+    let seed = 777;
+    const rnd = () => {
+      seed = (seed * 1103515245 + 12345) >>> 0;
+      return seed / 2 ** 32;
+    };
+    const bus = new CoreMediaBus({ maxGopBytes: 4096 * KB, maxQueueBytes: 2048 * KB, maxStreamBytes: 8192 * KB, readerDropAfterMs: 60_000 }, quiet, () => 0);
+    interface R { tag: number; holding: AccessUnit[]; writable: boolean; close: () => void }
+    const streams = [0, 1, 2].map((tag) => {
+      const s = bus.create(`shared${tag}`, 'test');
+      return { tag, s, pub: s.attachPublisher(), n: 0, gop: 8 + tag * 3 };
+    });
+    const readers: R[] = [];
+    const join = (st: (typeof streams)[number]) => {
+      const r: R = { tag: st.tag, holding: [], writable: true, close: () => undefined };
+      const sub = st.s.subscribe({ write: (u) => r.holding.push(u), writable: () => r.writable, holdsPayloads: () => r.holding.length > 0 });
+      r.close = () => sub.close();
+      readers.push(r);
+    };
+    for (const st of streams) join(st);
+    await tick();
+    // which streams each chunk's memory was handed to
+    const usedBy = new Map<ArrayBufferLike, Set<number>>();
+    let checked = 0;
+    for (let step = 0; step < 6000; step++) {
+      const st = streams[Math.floor(rnd() * streams.length)];
+      const payload = st.pub.alloc(1 * KB + Math.floor(rnd() * (rnd() < 0.1 ? 80 : 12) * KB));
+      const users = usedBy.get(payload.buffer) ?? new Set<number>();
+      users.add(st.tag);
+      usedBy.set(payload.buffer, users);
+      st.pub.push(videoUnit({ codec: 'h264', dts: st.n * 40, keyframe: st.n % st.gop === 0, payload: fill(payload, st.n, st.tag) }));
+      st.n++;
+      for (const r of readers) {
+        if (rnd() < 0.4) {
+          for (const u of r.holding.splice(0, Math.floor(rnd() * (r.holding.length + 1)))) {
+            assert.ok(intact(u.payload, numberOf(u), r.tag), `stream ${r.tag}: unit ${numberOf(u)} is its own, intact`);
+            checked++;
+          }
+        }
+        if (rnd() < 0.02) r.writable = !r.writable;
+      }
+      if (rnd() < 0.005 && readers.length > 3) readers.splice(Math.floor(rnd() * readers.length), 1)[0].close();
+      if (rnd() < 0.005 && readers.length < 8) {
+        join(streams[Math.floor(rnd() * streams.length)]);
+        await tick();
+      }
+    }
+    const shared = [...usedBy.values()].filter((u) => u.size > 1).length;
+    assert.ok(checked > 5000, `checked ${checked}`);
+    assert.ok(shared > 10, `chunks that served more than one stream: ${shared}`);
+    for (const st of streams) st.s.close('test over');
+    assert.equal(bus.chunks.bytes.held, 0, 'closed streams hold no chunk');
   });
 });
