@@ -102,12 +102,13 @@ export class ChunkPool {
   }
 
   /**
-   * A stream lets go of a chunk it cannot prove done: the collector frees it once the last slice is gone. Call
-   * `settle` after the last of a batch.
+   * A stream lets go of a chunk it cannot prove done (`escaped`: counted), or of its chunks as it closes (its
+   * readers' sockets may still hold bytes): the collector frees it once the last slice is gone. Call `settle` after
+   * the last of a batch.
    */
-  forget(c: Chunk): void {
+  forget(c: Chunk, escaped = true): void {
     this.heldBytes -= c.buf.length;
-    this.counts.escaped++;
+    if (escaped) this.counts.escaped++;
   }
 
   /** After a stream let its chunks go: when no stream holds any, the free ones go too (nothing will take them soon). */

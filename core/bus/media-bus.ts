@@ -39,7 +39,7 @@ export class CoreMediaBus {
     readonly chunks: ChunkPool = new ChunkPool(now),
   ) {}
 
-  /** what became of the payload chunks: allocated, reused, left to the collector, released by a full pool */
+  /** what became of the payload chunks: allocated, reused, left to the collector, let go unused by the pool */
   get arenaCounts(): ArenaCounts {
     return this.chunks.counts;
   }

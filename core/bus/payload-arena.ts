@@ -75,9 +75,11 @@ export class PayloadArena {
     return this.chunks.length;
   }
 
-  /** The stream drops this arena (a reader that cannot say when it is done came, or the stream closed). */
-  forgetAll(): void {
-    for (const c of this.chunks) this.pool.forget(c);
+  /**
+   * The stream drops this arena: a reader that cannot say when it is done came (`escaped`), or the stream closed.
+   */
+  forgetAll(escaped: boolean): void {
+    for (const c of this.chunks) this.pool.forget(c, escaped);
     this.pool.settle();
     this.chunks.length = 0;
     this.byMemory.clear();

@@ -272,8 +272,8 @@ export class BusStream implements OwnedStream {
     return this.arena.alloc(bytes);
   }
 
-  private dropArena(): void {
-    this.arena?.forgetAll();
+  private dropArena(escaped = true): void {
+    this.arena?.forgetAll(escaped);
     this.arena = undefined;
   }
 
@@ -455,7 +455,7 @@ export class BusStream implements OwnedStream {
     for (const r of readers) r.end(reason);
     this.formats.closeAll();
     // sockets may still hold its units' bytes: the collector frees its chunks once they are gone
-    this.dropArena();
+    this.dropArena(false);
     this.gop = [];
     this.gopBytes = 0;
     this.queued = 0;

@@ -119,8 +119,9 @@ describe('payload arena (Publisher.alloc)', () => {
     assert.equal(c.allocated, 3);
     assert.equal(huge.length, 5000);
     assert.equal(pool.bytes.held, 2 * 1024, 'the pool counts what the arena holds');
-    a.forgetAll();
+    a.forgetAll(true);
     assert.deepEqual(pool.bytes, { held: 0, free: 0 });
+    assert.equal(c.escaped, 3);
   });
 
   it('a frame larger than a unit gets a chunk of its size rounded up, and the frames after it fill the rest', () => {
@@ -414,7 +415,9 @@ describe('payload arena (Publisher.alloc)', () => {
     const shared = [...usedBy.values()].filter((u) => u.size > 1).length;
     assert.ok(checked > 5000, `checked ${checked}`);
     assert.ok(shared > 10, `chunks that served more than one stream: ${shared}`);
+    const escaped = bus.arenaCounts.escaped;
     for (const st of streams) st.s.close('test over');
     assert.equal(bus.chunks.bytes.held, 0, 'closed streams hold no chunk');
+    assert.equal(bus.arenaCounts.escaped, escaped, 'closing is not escaping');
   });
 });
