@@ -58,6 +58,8 @@ export class ChunkPool {
   /** the fewest free bytes since the window began: that many were never needed in it */
   private lowWater = 0;
   private windowStart: number;
+  /** ends the window while free chunks wait and no stream takes any (a fleet gone quiet, not to zero streams) */
+  private timer: NodeJS.Timeout | undefined;
 
   constructor(
     /** the gateway clock, ms */
@@ -99,7 +101,14 @@ export class ChunkPool {
     this.heldBytes -= size;
     this.free[size / this.unit - 1].push(c);
     this.freeBytes += size;
+    if (this.timer === undefined) this.timer = setTimeout(this.onTimer, this.trimMs).unref();
   }
+
+  private readonly onTimer = (): void => {
+    this.timer = undefined;
+    this.trimIdle();
+    if (this.freeBytes > 0) this.timer = setTimeout(this.onTimer, this.trimMs).unref();
+  };
 
   /**
    * A stream lets go of a chunk it cannot prove done (`escaped`: counted), or of its chunks as it closes (its

@@ -178,6 +178,19 @@ describe('payload arena (Publisher.alloc)', () => {
     assert.equal(p.counts.released, 40);
   });
 
+  it('free chunks no stream takes are let go at the end of their window even when no stream takes any more', async () => {
+    const pool = new ChunkPool(() => performance.now(), 1024, 8192, 40);
+    const held = Array.from({ length: 6 }, () => pool.take(1000));
+    for (const c of held.splice(0, 4)) pool.give(c);
+    assert.equal(pool.bytes.free, 4 * 1024);
+    // the two streams still holding chunks take nothing: the first window closes with its low-water mark at 0 (the
+    // pool was empty when it began), the next one lets the four go
+    for (let waited = 0; pool.counts.released < 4 && waited < 5000; waited += 20) await new Promise((r) => setTimeout(r, 20));
+    assert.equal(pool.bytes.free, 0);
+    assert.equal(pool.counts.released, 4);
+    assert.equal(pool.bytes.held, 2 * 1024);
+  });
+
   it('a holder that never lets go costs the arena no memory: past 128 units of chunks the oldest are forgotten', () => {
     const pool = new ChunkPool(() => 0, 1024, 4096);
     const c = pool.counts;
