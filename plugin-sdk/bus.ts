@@ -121,6 +121,12 @@ export interface Publisher {
    * Buffer of your own, as before.
    */
   alloc(bytes: number): Buffer;
+  /**
+   * Memory from `alloc` that no unit will carry after all (a frame dropped, or its payload made anew elsewhere): the
+   * bus may reuse it. Without this call the chunk it was carved from is never reused (its other units' memory is
+   * left to the collector). Call it once you no longer read it; nothing else may hold it.
+   */
+  discard(payload: Buffer): void;
   /** the source stopped for now (e.g. terminal disconnected); readers stay */
   pause(): void;
   /**

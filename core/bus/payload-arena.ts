@@ -70,6 +70,22 @@ export class PayloadArena {
     if (seq > c.lastSeq) c.lastSeq = seq;
   }
 
+  /**
+   * A slice alloc gave that no unit will carry: its chunk no longer waits for it, and when nothing was carved after
+   * it, its room is carved again.
+   */
+  discard(payload: Buffer): void {
+    const last = payload === this.lastSlice;
+    const c = last ? this.lastChunk : this.byMemory.get(payload.buffer);
+    if (c === undefined || c.pending === 0) return;
+    c.pending--;
+    if (last && c === this.chunks[this.chunks.length - 1]) {
+      this.used = payload.byteOffset - c.buf.byteOffset;
+      this.lastSlice = undefined;
+      this.lastChunk = undefined;
+    }
+  }
+
   /** chunks held: carved from, and waiting to be done */
   get chunkCount(): number {
     return this.chunks.length;

@@ -56,6 +56,9 @@ class PublisherHandle implements Publisher {
   alloc(bytes: number): Buffer {
     return this.active ? this.stream.alloc(bytes) : Buffer.allocUnsafe(bytes);
   }
+  discard(payload: Buffer): void {
+    if (this.active) this.stream.discard(payload);
+  }
   pause(): void {
     /* readers stay attached; the next publisher continues the timeline */
   }
@@ -270,6 +273,11 @@ export class BusStream implements OwnedStream {
     if (this.deps.limits.reusePayloads === false || this.keepers > 0 || this.passFrom) return (this.slab ??= new BufferSlab(FRAME_SLAB_BYTES)).take(bytes);
     this.arena ??= new PayloadArena((lastSeq) => this.doneWith(lastSeq), this.deps.chunks);
     return this.arena.alloc(bytes);
+  }
+
+  /** Publisher.discard: memory from alloc that no unit will carry. */
+  discard(payload: Buffer): void {
+    this.arena?.discard(payload);
   }
 
   private dropArena(escaped = true): void {

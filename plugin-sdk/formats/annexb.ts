@@ -44,8 +44,19 @@ export function h265NalType(nal: Buffer): number {
 const START_CODE = Buffer.from([0, 0, 0, 1]);
 
 /** Joins NAL units into one Annex-B buffer with 4-byte start codes. */
-export function joinAnnexB(nals: Buffer[]): Buffer {
-  const parts: Buffer[] = [];
-  for (const nal of nals) parts.push(START_CODE, nal);
-  return Buffer.concat(parts);
+export function joinAnnexB(nals: Buffer[], alloc?: (bytes: number) => Buffer): Buffer {
+  if (!alloc) {
+    const parts: Buffer[] = [];
+    for (const nal of nals) parts.push(START_CODE, nal);
+    return Buffer.concat(parts);
+  }
+  let n = 0;
+  for (const nal of nals) n += START_CODE.length + nal.length;
+  const out = alloc(n);
+  let at = 0;
+  for (const nal of nals) {
+    at += START_CODE.copy(out, at);
+    at += nal.copy(out, at);
+  }
+  return out;
 }

@@ -288,6 +288,7 @@ export default definePlugin({
         audio: audioBySim.get(stream.normSim) ?? siteAudio,
         // frames in memory the bus reuses once its readers are done (each frame is pushed in the call that took it)
         alloc: (n) => publisher.alloc(n),
+        discard: (b) => publisher.discard(b),
       });
       const src: ChannelSource = { key, stream, publisher, assembler, link, lastAt: now };
       cl.src = src;

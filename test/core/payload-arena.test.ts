@@ -124,6 +124,25 @@ describe('payload arena (Publisher.alloc)', () => {
     assert.equal(c.escaped, 3);
   });
 
+  it('a slice discarded (no unit will carry it) no longer holds its chunk, and the last one carved is carved again', () => {
+    const pool = new ChunkPool(() => 0, 1024, 4096);
+    const a = new PayloadArena(() => true, pool);
+    const dropped = a.alloc(300);
+    a.discard(dropped);
+    const again = a.alloc(200);
+    assert.equal(again.byteOffset, dropped.byteOffset, 'the room of the last slice is carved again');
+    // made anew: the original is given back after the new one was carved
+    const remade = a.alloc(300);
+    a.pushed(remade, 0);
+    a.discard(again);
+    // the chunk is full: the first, done with nothing pending, goes back to the pool and is taken again at once
+    const next = a.alloc(900);
+    assert.equal(pool.counts.escaped, 0);
+    assert.equal(pool.counts.reused, 1);
+    assert.equal(next.buffer, dropped.buffer);
+    a.discard(Buffer.alloc(10)); // not the arena's: ignored
+  });
+
   it('a frame larger than a unit gets a chunk of its size rounded up, and the frames after it fill the rest', () => {
     const done = true;
     const pool = new ChunkPool(() => 0, 1024, 4096);

@@ -48,6 +48,8 @@ export interface ReassemblerOptions {
    * slices of this reassembler's own slab. A frame is handed to the sink in the same call that took its memory.
    */
   alloc?: (bytes: number) => Buffer;
+  /** gives back memory from `alloc` that no frame will carry (Publisher.discard): a frame skipped while waiting for a key frame */
+  discard?: (payload: Buffer) => void;
 }
 
 export interface ReassemblerStats {
@@ -120,10 +122,12 @@ export class Jt1078Reassembler {
   /** frames are copied into slices of this unless given `alloc` (see BufferSlab for why per source) */
   private readonly slab = new BufferSlab(FRAME_SLAB_BYTES);
   private readonly take: (bytes: number) => Buffer;
+  private readonly discard: ((payload: Buffer) => void) | undefined;
 
   constructor(private readonly sink: FrameSink, opts: ReassemblerOptions = {}) {
     this.maxFrameBytes = opts.maxFrameBytes ?? 4 * 1024 * 1024;
     this.take = opts.alloc ?? ((n) => this.slab.take(n));
+    this.discard = opts.alloc ? opts.discard : undefined;
     this.audio.waitKey = false;
   }
 
@@ -308,6 +312,7 @@ export class Jt1078Reassembler {
       if (b.waitKey) {
         if (!keyframe) {
           this.stats.skippedFrames++;
+          this.discard?.(payload);
           return;
         }
         b.waitKey = false;

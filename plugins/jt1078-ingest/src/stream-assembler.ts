@@ -58,6 +58,11 @@ export interface StreamAssemblerOptions {
   maxFrameBytes?: number;
   /** see ReassemblerOptions.alloc (the publisher's alloc: its units are pushed in the call that finishes a frame) */
   alloc?: (bytes: number) => Buffer;
+  /**
+   * the publisher's discard: memory from `alloc` that no unit carries (a frame dropped, or one given its parameter
+   * sets in memory of its own), which the bus would otherwise never reuse
+   */
+  discard?: (payload: Buffer) => void;
   audio?: AudioOptions;
 }
 
@@ -109,6 +114,12 @@ export class Jt1078StreamAssembler {
   private readonly reassembler: Jt1078Reassembler;
   private readonly timeline: Jt1078Timeline;
   private readonly now: () => number;
+  private readonly discard: ((payload: Buffer) => void) | undefined;
+  /** memory for a payload made anew (parameter sets put in front, start codes normalised): the publisher's */
+  private readonly alloc: ((bytes: number) => Buffer) | undefined;
+  /** the payload of the frame being handled, and whether a unit pushed carries (part of) it */
+  private framePayload: Buffer | undefined;
+  private carried = false;
   private packets = 0;
   private videoUnits = 0;
   private audioUnits = 0;
@@ -142,7 +153,9 @@ export class Jt1078StreamAssembler {
 
   constructor(private readonly sink: AssemblerSink, opts: StreamAssemblerOptions = {}) {
     this.now = opts.now ?? (() => performance.now());
-    this.reassembler = new Jt1078Reassembler(this, { maxFrameBytes: opts.maxFrameBytes, alloc: opts.alloc });
+    this.reassembler = new Jt1078Reassembler(this, { maxFrameBytes: opts.maxFrameBytes, alloc: opts.alloc, discard: opts.discard });
+    this.discard = opts.alloc ? opts.discard : undefined;
+    this.alloc = opts.alloc;
     const r = opts.reorder;
     this.reorderer = new Jt1078Reorderer(this.reassembler, {
       maxPackets: r ? r.maxPackets ?? 64 : 0,
@@ -225,8 +238,22 @@ export class Jt1078StreamAssembler {
 
   /** FrameSink: called by the reassembler. */
   onFrame(f: Jt1078Frame): void {
+    this.carried = false;
+    this.framePayload = f.payload;
     if (f.kind === 'video') this.onVideo(f);
     else this.onAudio(f);
+    this.framePayload = undefined;
+    // dropped, or carried in memory of its own: the bus may reuse what the reassembler took for it
+    if (!this.carried) this.discard?.(f.payload);
+  }
+
+  private unit(u: AccessUnit): void {
+    const f = this.framePayload;
+    // a payload made anew may come from the same chunk: only a view of the frame's own bytes carries it
+    if (f !== undefined && u.payload.buffer === f.buffer && u.payload.byteOffset >= f.byteOffset && u.payload.byteOffset < f.byteOffset + Math.max(1, f.length)) {
+      this.carried = true;
+    }
+    this.sink.onAccessUnit(u);
   }
 
   // --- video -----------------------------------------------------------------------------------
@@ -259,15 +286,24 @@ export class Jt1078StreamAssembler {
     }
 
     let payload = f.payload;
-    if (flags & NAL_SCAN.NEEDS_NORMALISING) payload = joinAnnexB(splitAnnexB(payload));
-    if (f.keyframe && !(flags & NAL_SCAN.SPS)) {
-      // Keyframes carry their parameter sets on the bus, so a subscriber can start at any of them.
-      const ps: Buffer[] = codec === 'h265' ? [this.vps as Buffer, this.sps as Buffer, this.pps as Buffer] : [this.sps as Buffer, this.pps as Buffer];
-      payload = Buffer.concat([joinAnnexB(ps), payload]);
+    const fix = flags & NAL_SCAN.NEEDS_NORMALISING;
+    const addPs = f.keyframe && !(flags & NAL_SCAN.SPS);
+    if (fix || addPs) {
+      // Keyframes carry their parameter sets on the bus, so a subscriber can start at any of them. Made anew in the
+      // publisher's memory (key frames are the large ones); the frame's own is given back (onFrame).
+      const ps: Buffer[] = !addPs ? [] : codec === 'h265' ? [this.vps as Buffer, this.sps as Buffer, this.pps as Buffer] : [this.sps as Buffer, this.pps as Buffer];
+      if (fix) payload = joinAnnexB([...ps, ...splitAnnexB(payload)], this.alloc);
+      else {
+        const head = joinAnnexB(ps);
+        const out = this.alloc ? this.alloc(head.length + payload.length) : Buffer.allocUnsafe(head.length + payload.length);
+        head.copy(out, 0);
+        payload.copy(out, head.length);
+        payload = out;
+      }
     }
     const t = this.timeline.map('video', f.timestamp);
     this.videoUnits++;
-    this.sink.onAccessUnit(unitAt({
+    this.unit(unitAt({
       kind: 'video', codec, timescale: VIDEO_TIMESCALE, dtsTicks: t * (VIDEO_TIMESCALE / 1000), keyframe: f.keyframe, payload,
       receivedAt: this.now(),
     }));
@@ -490,6 +526,6 @@ export class Jt1078StreamAssembler {
     this.aEnd = ticks + samples;
     this.aLastMs = u.dts;
     this.audioUnits++;
-    this.sink.onAccessUnit(u);
+    this.unit(u);
   }
 }

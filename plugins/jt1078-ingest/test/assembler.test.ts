@@ -9,6 +9,8 @@ import { Jt1078Packet, SUB_MARK } from '../src/packet';
 import { Jt1078Parser } from '../src/parser';
 import { Jt1078Packer } from '../src/packer';
 import { Jt1078StreamAssembler } from '../src/stream-assembler';
+import pino from 'pino';
+import { CoreMediaBus } from '../../../core/bus/media-bus';
 import { CAPTURES, Collector, assemble, capturePackets, checksum, ffprobeRaw, prng, reencode } from './helpers';
 
 function auKey(u: AccessUnit): string {
@@ -200,7 +202,8 @@ describe('jt1078 stream assembler', function () {
     assert.ok(scanH264(video[cif].payload) & NAL_SCAN.SPS);
   });
 
-  it('puts the parameter sets in front of keyframes that lack them, and normalises 3-byte start codes', () => {
+  /** smallchi's frames as a terminal that sends parameter sets on its first key frame only, with 3-byte start codes */
+  function sparseParameterSets(): { packets: Jt1078Packet[]; wire: Buffer[] } {
     const packets = capturePackets('jt1078/smallchi-cif-h264-2013.bin');
     const frames = framesOf(packets);
     let keyframes = 0;
@@ -213,6 +216,11 @@ describe('jt1078 stream assembler', function () {
       const payload = Buffer.concat(nals.flatMap((n) => [Buffer.from([0, 0, 1]), n]));
       wire.push(...packer.packFrame({ dataType: f.first.dataType, pt: f.first.pt, timestamp: f.first.timestamp, payload }));
     }
+    return { packets, wire };
+  }
+
+  it('puts the parameter sets in front of keyframes that lack them, and normalises 3-byte start codes', () => {
+    const { packets, wire } = sparseParameterSets();
     const { out } = assemble(parsePackets(wire));
     const video = out.video();
     assert.equal(video.length, 931);
@@ -228,5 +236,31 @@ describe('jt1078 stream assembler', function () {
     // the non-key units are the original NAL units, re-joined
     const clean = assemble(packets).out.video();
     assert.ok(video[1].payload.equals(joinAnnexB(splitAnnexB(clean[1].payload))));
+  });
+
+  it('frames made anew (parameter sets put in front, start codes normalised) leave the bus\'s memory reusable', async () => {
+    const bus = new CoreMediaBus({ maxGopBytes: 4 << 20, maxQueueBytes: 2 << 20, maxStreamBytes: 8 << 20, readerDropAfterMs: 60_000 }, pino({ level: 'silent' }), () => 0);
+    const stream = bus.create('sparse', 'test');
+    const pub = stream.attachPublisher();
+    const seen: Buffer[] = [];
+    stream.subscribe({ write: (u) => { if (u.kind === 'video') seen.push(Buffer.from(u.payload)); }, holdsPayloads: () => false });
+    await new Promise<void>((r) => setImmediate(r));
+    const sink = new Collector();
+    sink.onAccessUnit = (au) => pub.push(au);
+    sink.onTrack = (t) => pub.setTrack(t);
+    const asm = new Jt1078StreamAssembler(sink, { alloc: (n) => pub.alloc(n), discard: (b) => pub.discard(b) });
+    const wire = sparseParameterSets().wire;
+    // the frames before the first key frame are dropped (nothing to decode), and so are those after a lost packet
+    // until the next key frame: their memory goes back too
+    const sent = [...wire.slice(40), ...wire.slice(0, 300), ...wire.slice(301)];
+    for (const p of parsePackets(sent)) asm.push(p);
+    asm.flush();
+    assert.ok(asm.stats.reassembly.skippedFrames > 5, `skipped ${asm.stats.reassembly.skippedFrames}`);
+    const expected = assemble(parsePackets(sent)).out.video();
+    assert.equal(seen.length, expected.length);
+    for (let i = 0; i < seen.length; i++) assert.ok(seen[i].equals(expected[i].payload), `unit ${i} as made without the bus's memory`);
+    assert.equal(bus.arenaCounts.escaped, 0, 'no chunk left to the collector');
+    assert.ok(bus.arenaCounts.reused > 20, `reused ${bus.arenaCounts.reused}`);
+    stream.close('test over');
   });
 });
