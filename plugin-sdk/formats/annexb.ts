@@ -43,13 +43,8 @@ export function h265NalType(nal: Buffer): number {
 
 const START_CODE = Buffer.from([0, 0, 0, 1]);
 
-/** Joins NAL units into one Annex-B buffer with 4-byte start codes. */
-export function joinAnnexB(nals: Buffer[], alloc?: (bytes: number) => Buffer): Buffer {
-  if (!alloc) {
-    const parts: Buffer[] = [];
-    for (const nal of nals) parts.push(START_CODE, nal);
-    return Buffer.concat(parts);
-  }
+/** Joins NAL units into one Annex-B buffer with 4-byte start codes, in memory from `alloc`. */
+export function joinAnnexB(nals: Buffer[], alloc: (bytes: number) => Buffer = Buffer.allocUnsafe): Buffer {
   let n = 0;
   for (const nal of nals) n += START_CODE.length + nal.length;
   const out = alloc(n);

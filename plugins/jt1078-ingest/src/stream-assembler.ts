@@ -77,7 +77,7 @@ export class Jt1078StreamAssembler {
   private readonly now: () => number;
   private readonly discard: ((payload: Buffer) => void) | undefined;
   /** memory for a payload made anew (parameter sets put in front, start codes normalised): the publisher's */
-  private readonly alloc: ((bytes: number) => Buffer) | undefined;
+  private readonly alloc: (bytes: number) => Buffer;
   /** the payload of the frame being handled, and whether a unit pushed carries (part of) it */
   private framePayload: Buffer | undefined;
   private carried = false;
@@ -102,7 +102,7 @@ export class Jt1078StreamAssembler {
     this.now = opts.now ?? (() => performance.now());
     this.reassembler = new Jt1078Reassembler(this, { maxFrameBytes: opts.maxFrameBytes, alloc: opts.alloc, discard: opts.discard });
     this.discard = opts.alloc ? opts.discard : undefined;
-    this.alloc = opts.alloc;
+    this.alloc = opts.alloc ?? Buffer.allocUnsafe;
     const r = opts.reorder;
     this.reorderer = new Jt1078Reorderer(this.reassembler, {
       maxPackets: r ? r.maxPackets ?? 64 : 0,
@@ -245,7 +245,7 @@ export class Jt1078StreamAssembler {
       if (fix) payload = joinAnnexB([...ps, ...splitAnnexB(payload)], this.alloc);
       else {
         const head = joinAnnexB(ps);
-        const out = this.alloc ? this.alloc(head.length + payload.length) : Buffer.allocUnsafe(head.length + payload.length);
+        const out = this.alloc(head.length + payload.length);
         head.copy(out, 0);
         payload.copy(out, head.length);
         payload = out;
