@@ -4,6 +4,7 @@
  */
 import type { AudioCodec, VideoCodec } from '../media';
 import type { AmfValue } from './flv-amf';
+import { NalRanges } from './annexb';
 import { BodySlab, FLV_TAG_SCRIPT, type FlvTag } from './flv-tag';
 
 /** FLV SoundFormat and flags byte for codecs FLV can carry (AAC's byte is fixed at 0xAF by the spec). */
@@ -56,12 +57,15 @@ export interface AudioState {
 
 /** What pushVideo works out before the body is laid out (one instance per muxer, reused). */
 export interface VideoPlan {
-  out: FlvTag[];
+  /** config tags to send before the unit's own (none: undefined) */
+  out: FlvTag[] | undefined;
   ts: number;
   cts: number;
   key: boolean;
   hevc: boolean;
-  kept: Buffer[];
+  payload: Buffer;
+  /** the NAL units of `payload` the tag carries (not parameter sets or delimiters) */
+  readonly kept: NalRanges;
   keptBytes: number;
 }
 
@@ -75,7 +79,9 @@ export class MuxState {
   };
   readonly skippedCodecs = new Set<AudioCodec>();
   readonly slab = new BodySlab();
-  readonly plan: VideoPlan = { out: [], ts: 0, cts: 0, key: false, hevc: false, kept: [], keptBytes: 0 };
+  /** every NAL unit of the unit being planned */
+  readonly nals = new NalRanges();
+  readonly plan: VideoPlan = { out: undefined, ts: 0, cts: 0, key: false, hevc: false, payload: Buffer.alloc(0), kept: new NalRanges(), keptBytes: 0 };
 
   constructor(
     readonly audioCodecs: ReadonlySet<AudioCodec> | undefined,
@@ -99,11 +105,15 @@ export function clampTs(m: MuxState, state: { lastTs: number }, dts: number): nu
   return ts;
 }
 
-export function emitMeta(m: MuxState, out: FlvTag[]): void {
-  if (!m.metaDirty) return;
+/** `out` with onMetaData added when it changed (made for it when there was none). */
+export function emitMeta(m: MuxState, out: FlvTag[] | undefined): FlvTag[] | undefined {
+  if (!m.metaDirty) return out;
   m.metaDirty = false;
-  out.push(buildMeta(m));
   m.counters.scriptTags++;
+  const meta = buildMeta(m);
+  if (out === undefined) return [meta];
+  out.push(meta);
+  return out;
 }
 
 /**

@@ -4,11 +4,10 @@
  * formats/flv, which re-exports the public names).
  */
 import type { AccessUnit, AudioCodec, TrackInfo } from '../media';
-import { BufferSlab } from '../buffer-slab';
 import type { AmfValue } from './flv-amf';
 import { encodeOnMetaData } from './flv-amf';
 import { FLV_TAG_VIDEO, PREV_SIZE_SIZE, TAG_HEADER_SIZE, writeTagHeader, type FlvTag } from './flv-tag';
-import { bytesOf, configOf, WIRE_VIEW_MIN, wireOfTags, type WireUnit } from './flv-wire';
+import { bytesOf, configOf, VideoWire, WIRE_VIEW_MIN, wireOfTags, type WireUnit } from './flv-wire';
 import { buildMeta, flagsOf, MuxState } from './flv-mux-state';
 import { planVideo, setVideo, videoPrefixSize, writeVideoPrefix } from './flv-video';
 import { pushAudio, setAudio } from './flv-audio';
@@ -45,11 +44,8 @@ export interface FlvMuxerOptions {
 export class FlvMuxer {
   /** tracks, counters and frame bodies, shared with the video and audio halves (flv-video.ts, flv-audio.ts) */
   private readonly m: MuxState;
-  /**
-   * pushWire's small parts (headers, length fields, short NAL units): a few dozen bytes a frame, kept as long as the
-   * GOP, so small chunks: 32 KiB ones would each be pinned for seconds by a few live slices.
-   */
-  private readonly wireSlab = new BufferSlab(4096);
+  /** pushWire's video result, reused (a WireUnit and the arrays in it a unit were most of the muxer's garbage) */
+  private readonly wire = new VideoWire();
 
   constructor(opts: FlvMuxerOptions = {}) {
     this.m = new MuxState(opts.audioCodecs ? new Set(opts.audioCodecs) : undefined, opts.metaBody ?? encodeOnMetaData);
@@ -75,11 +71,14 @@ export class FlvMuxer {
     if (p === undefined) return [];
     const body = this.m.slab.allocBody(videoPrefixSize(p) + p.keptBytes);
     let at = writeVideoPrefix(body, 0, p);
-    for (const nal of p.kept) {
-      body.writeUInt32BE(nal.length, at);
-      at += 4 + nal.copy(body, at + 4);
+    const kept = p.kept;
+    for (let i = 0; i < kept.count; i++) {
+      const from = kept.start(i);
+      const to = kept.end(i);
+      body.writeUInt32BE(to - from, at);
+      at += 4 + p.payload.copy(body, at + 4, from, to);
     }
-    const out = p.out;
+    const out = p.out ?? [];
     out.push({ type: FLV_TAG_VIDEO, timestamp: p.ts, body, keyframe: p.key });
     return out;
   }
@@ -87,6 +86,8 @@ export class FlvMuxer {
   /**
    * The same tags as `push`, framed for the wire, or undefined when the unit is dropped. NAL units of
    * WIRE_VIEW_MIN bytes or more are referenced from the unit's payload, which the bus guarantees is never changed.
+   * A video unit's WireUnit (its `mem` and `ranges` too) is this muxer's own and valid until its next push: copy what
+   * is kept (flv-out's form does).
    */
   pushWire(au: AccessUnit): WireUnit | undefined {
     if (au.kind !== 'video') return wireOfTags(pushAudio(this.m, au), au.payload);
@@ -95,42 +96,46 @@ export class FlvMuxer {
     const prefix = videoPrefixSize(p);
     const bodyLen = prefix + p.keptBytes;
     if (bodyLen > 0xffffff) throw new RangeError(`FLV tag body of ${bodyLen} bytes exceeds the 24-bit DataSize field`);
+    const kept = p.kept;
     let small = TAG_HEADER_SIZE + prefix + PREV_SIZE_SIZE;
-    let referenced = 0;
-    for (const nal of p.kept) {
-      if (nal.length >= WIRE_VIEW_MIN) referenced++;
-      else small += nal.length;
+    for (let i = 0; i < kept.count; i++) {
+      const len = kept.end(i) - kept.start(i);
+      if (len < WIRE_VIEW_MIN) small += len;
       small += 4;
     }
-    const mem = this.wireSlab.take(small);
+    const w = this.wire;
+    if (w.mem.length < small) w.mem = Buffer.allocUnsafe(Math.max(small, 2 * w.mem.length));
+    const mem = w.mem;
     writeTagHeader(mem, 0, FLV_TAG_VIDEO, bodyLen, p.ts);
     let at = writeVideoPrefix(mem, TAG_HEADER_SIZE, p);
-    // sized once: an array grown by push keeps spare room, and this one lives as long as the GOP
-    const ranges = new Array<number>(2 + 4 * referenced);
+    const ranges = w.ranges;
     ranges[0] = 0;
     let r = 1;
-    const base = au.payload.byteOffset;
-    for (const nal of p.kept) {
-      mem.writeUInt32BE(nal.length, at);
+    const payload = p.payload;
+    for (let i = 0; i < kept.count; i++) {
+      const from = kept.start(i);
+      const to = kept.end(i);
+      mem.writeUInt32BE(to - from, at);
       at += 4;
-      if (nal.length >= WIRE_VIEW_MIN) {
-        // (splitAnnexB's NAL units are views of the payload: their place in it is their offset from its start)
-        const from = nal.byteOffset - base;
+      if (to - from >= WIRE_VIEW_MIN) {
         ranges[r++] = at;
         ranges[r++] = from;
-        ranges[r++] = from + nal.length;
+        ranges[r++] = to;
         ranges[r++] = at;
       } else {
-        at += nal.copy(mem, at);
+        at += payload.copy(mem, at, from, to);
       }
     }
     mem.writeUInt32BE(TAG_HEADER_SIZE + bodyLen, at);
-    ranges[r] = at + PREV_SIZE_SIZE;
-    const config = configOf(p.out);
-    return {
-      config, configBytes: bytesOf(config), mem, payload: au.payload, ranges, mediaBytes: TAG_HEADER_SIZE + bodyLen + PREV_SIZE_SIZE,
-      mediaType: FLV_TAG_VIDEO, mediaTags: 1, timestamp: p.ts, keyframe: p.key,
-    };
+    ranges[r++] = at + PREV_SIZE_SIZE;
+    w.rangeCount = r;
+    w.config = configOf(p.out);
+    w.configBytes = bytesOf(w.config);
+    w.payload = payload;
+    w.mediaBytes = TAG_HEADER_SIZE + bodyLen + PREV_SIZE_SIZE;
+    w.timestamp = p.ts;
+    w.keyframe = p.key;
+    return w;
   }
 
   /**

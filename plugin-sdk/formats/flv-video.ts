@@ -4,7 +4,6 @@
  * and plans each unit's tag (planVideo) for FlvMuxer to lay out. Internal to formats/flv.
  */
 import type { AccessUnit, VideoTrackInfo } from '../media';
-import { h264NalType, h265NalType, splitAnnexB } from './annexb';
 import { buildAvcC, parseH264Sps } from './h264';
 import { buildHvcC, parseH265Sps } from './h265';
 import { allocBody, FLV_TAG_VIDEO, type FlvTag } from './flv-tag';
@@ -32,10 +31,11 @@ export function setVideo(m: MuxState, info: VideoTrackInfo): void {
   updateParams(v, info.sps, info.pps, info.vps);
 }
 
+/** Parameter sets that changed are copied: they may be views of a payload whose memory is reused. */
 function updateParams(v: VideoState, sps?: Buffer, pps?: Buffer, vps?: Buffer): void {
-  if (sps && !sameBuf(sps, v.sps)) { v.sps = sps; v.configDirty = true; }
-  if (pps && !sameBuf(pps, v.pps)) { v.pps = pps; v.configDirty = true; }
-  if (vps && !sameBuf(vps, v.vps)) { v.vps = vps; v.configDirty = true; }
+  if (sps && !sameBuf(sps, v.sps)) { v.sps = Buffer.from(sps); v.configDirty = true; }
+  if (pps && !sameBuf(pps, v.pps)) { v.pps = Buffer.from(pps); v.configDirty = true; }
+  if (vps && !sameBuf(vps, v.vps)) { v.vps = Buffer.from(vps); v.configDirty = true; }
 }
 
 /** Everything about a video unit but its body: parameter sets, config tags, timestamps, the NAL units kept. */
@@ -51,40 +51,43 @@ export function planVideo(m: MuxState, au: AccessUnit): VideoPlan | undefined {
     v = m.video!;
   }
   const hevc = codec === 'h265';
-  const nals = splitAnnexB(au.payload);
-  const kept: Buffer[] = [];
+  const payload = au.payload;
+  const all = m.nals;
+  const p = m.plan;
+  const kept = p.kept;
+  kept.clear();
   let keptBytes = 0;
   let idr = false;
   let sps: Buffer | undefined, pps: Buffer | undefined, vps: Buffer | undefined;
-  for (const nal of nals) {
-    if (nal.length === 0) continue;
+  for (let i = 0, n = all.scan(payload); i < n; i++) {
+    const from = all.start(i);
+    const to = all.end(i);
     if (hevc) {
-      const t = h265NalType(nal);
-      if (t === 32) { vps = nal; continue; }
-      if (t === 33) { sps = nal; continue; }
-      if (t === 34) { pps = nal; continue; }
+      const t = (payload[from] >> 1) & 0x3f;
+      if (t === 32) { vps = payload.subarray(from, to); continue; }
+      if (t === 33) { sps = payload.subarray(from, to); continue; }
+      if (t === 34) { pps = payload.subarray(from, to); continue; }
       if (t === 35) continue; // AUD
       if (t >= 16 && t <= 23) idr = true; // IRAP
     } else {
-      const t = h264NalType(nal);
-      if (t === 7) { sps = nal; continue; }
-      if (t === 8) { pps = nal; continue; }
+      const t = payload[from] & 0x1f;
+      if (t === 7) { sps = payload.subarray(from, to); continue; }
+      if (t === 8) { pps = payload.subarray(from, to); continue; }
       if (t === 9) continue; // AUD
       if (t === 5) idr = true;
     }
-    kept.push(nal);
-    keptBytes += 4 + nal.length;
+    kept.push(from, to);
+    keptBytes += 4 + to - from;
   }
-  // Parameter sets are copied: the payload they came from may be a reused network buffer.
-  updateParams(v, sps && Buffer.from(sps), pps && Buffer.from(pps), vps && Buffer.from(vps));
+  updateParams(v, sps, pps, vps);
   const ready = hevc ? !!(v.vps && v.sps && v.pps) : !!(v.sps && v.pps);
   const key = au.keyframe || idr;
-  if (!ready || (!v.started && !key) || kept.length === 0) {
-    if (kept.length > 0) m.counters.droppedVideo++;
+  if (!ready || (!v.started && !key) || kept.count === 0) {
+    if (kept.count > 0) m.counters.droppedVideo++;
     return undefined;
   }
   const ts = clampTs(m, v, au.dts);
-  const out: FlvTag[] = [];
+  let out: FlvTag[] | undefined;
   if (v.configDirty) {
     let seq: FlvTag;
     try {
@@ -98,20 +101,20 @@ export function planVideo(m: MuxState, au: AccessUnit): VideoPlan | undefined {
     v.configDirty = false;
     v.seqHeader = seq;
     sizeFromSps(m, v);
-    emitMeta(m, out);
-    out.push(seq);
+    out = emitMeta(m, undefined);
+    if (out === undefined) out = [seq];
+    else out.push(seq);
   } else {
-    emitMeta(m, out);
+    out = emitMeta(m, undefined);
   }
   v.started = true;
   m.counters.videoTags++;
-  const p = m.plan;
   p.out = out;
   p.ts = ts;
   p.cts = Math.max(-0x800000, Math.min(0x7fffff, Math.round(au.pts) - ts));
   p.key = key;
   p.hevc = hevc;
-  p.kept = kept;
+  p.payload = payload;
   p.keptBytes = keptBytes;
   return p;
 }
