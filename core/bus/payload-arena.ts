@@ -50,7 +50,9 @@ export class PayloadArena {
    */
   alloc(n: number): Buffer {
     if (n > this.pool.maxChunk) return Buffer.allocUnsafe(n);
-    let c = this.chunks[this.chunks.length - 1];
+    // (an empty list's [-1] is a named-property miss that turned this load megamorphic for every call)
+    const count = this.chunks.length;
+    let c = count > 0 ? this.chunks[count - 1] : undefined;
     if (c === undefined || this.used + n > c.buf.length) c = this.next(n);
     const at = this.used;
     // 8-byte alignment keeps typed-array views over the slices possible

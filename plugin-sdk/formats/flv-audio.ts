@@ -13,7 +13,7 @@ export function setAudio(m: MuxState, info: AudioTrackInfo): void {
   if (!a || a.codec !== info.codec || a.sampleRate !== info.sampleRate || a.channels !== info.channels) {
     m.audio = {
       codec: info.codec, sampleRate: info.sampleRate, channels: info.channels,
-      config: info.config, configDirty: true, lastTs: a?.lastTs ?? 0,
+      config: info.config, configDirty: true, seqHeader: undefined, lastTs: a?.lastTs ?? 0,
     };
     m.metaDirty = true;
   } else if (info.config && !sameBuf(info.config, a.config)) {

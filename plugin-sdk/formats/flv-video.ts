@@ -14,7 +14,11 @@ import {
 export function setVideo(m: MuxState, info: VideoTrackInfo): void {
   let v = m.video;
   if (!v || v.codec !== info.codec) {
-    v = { codec: info.codec, configDirty: true, started: false, lastTs: v?.lastTs ?? 0 };
+    // every field from the start: streams whose states gained fields in different orders made these loads polymorphic
+    v = {
+      codec: info.codec, sps: undefined, pps: undefined, vps: undefined, width: undefined, height: undefined, sizeGiven: false,
+      frameRate: undefined, configDirty: true, seqHeader: undefined, started: false, lastTs: v?.lastTs ?? 0,
+    };
     m.video = v;
     m.metaDirty = true;
   }
