@@ -47,6 +47,10 @@ export const BENCHES: Record<string, { summary: string; load: () => Bench }> = {
     summary: 'POST /strm/open of already-live channels at a steady rate, with no load and while N terminals x 1 Mbit/s with one player each run: open latency p50/p99/max',
     load: () => require('./open-latency') as Bench,
   },
+  paired: {
+    summary: 'ingest-flv against two gateways at the same time on one core (another build, the floor, or other settings): B\'s CPU over A\'s, steady where this machine\'s speed drifts',
+    load: () => require('./paired') as Bench,
+  },
   'record-catalog': {
     summary: 'stored-media range queries on a 1,000,000-record SQLite catalog (page 1 and page 500)',
     load: () => require('./record-catalog') as Bench,

@@ -1,0 +1,36 @@
+import { strict as assert } from 'node:assert';
+import { parseArgs, readFigures, summarise } from './paired';
+
+describe('bench paired: arguments, reading a run, the ratio', () => {
+  it('needs a B side, takes ingest-flv arguments after --, and refuses what would make the sides differ in load', () => {
+    assert.throws(() => parseArgs([]), /say what B is/);
+    assert.throws(() => parseArgs(['--against', '/nowhere']), /not found: build that checkout first/);
+    assert.throws(() => parseArgs(['--env', 'GW_X']), /NAME=VALUE/);
+    assert.throws(() => parseArgs(['--floor', '--', '--vs-floor', '2']), /cannot hold --floor or --vs-/);
+    const o = parseArgs(['--env', 'GW_REUSE_PAYLOADS=false', '--pairs', '2', '--', '--terminals', '100']);
+    assert.deepEqual(o.env, { GW_REUSE_PAYLOADS: 'false' });
+    assert.equal(o.pairs, 2);
+    assert.deepEqual(o.ingestArgs, ['--terminals', '100']);
+    assert.deepEqual(parseArgs(['--floor']).ingestArgs, ['--terminals', '350', '--seconds', '20'], 'the default load');
+  });
+
+  it('reads CPU, GC pauses and memory a stream from what ingest-flv prints, and fails clearly without a CPU line', () => {
+    const out = [
+      '  gateway CPU: 38.1 % of one core over 20.0 s  ->  per core: 918.2 Mbit/s in',
+      '  gateway RSS: 250.1 MB at the end, 256.5 MB peak in the window (66.8 MB idle): 554.9 KB per stream; JS heap 39.4 MB used',
+      '  gateway GC pauses: 2.4 % of one core (mark-compact and incremental finalisation 0.3 %, scavenges 2.1 %), 7 mark-compacts',
+    ].join('\n');
+    assert.deepEqual(readFigures(out), { cpuPct: 38.1, gcPct: 2.4, kbPerStream: 554.9 });
+    assert.throws(() => readFigures('ingest-flv: gateway exited (code 1)'), /no "gateway CPU" line/);
+  });
+
+  it('weighs pairs by their CPU and reports the spread of single pairs', () => {
+    const s = summarise([
+      { a: { cpuPct: 40 }, b: { cpuPct: 44 }, firstSide: 'A' },
+      { a: { cpuPct: 20 }, b: { cpuPct: 21 }, firstSide: 'B' },
+    ]);
+    assert.equal(s.ratio.toFixed(4), (65 / 60).toFixed(4));
+    assert.equal(s.min, 1.05);
+    assert.equal(s.max.toFixed(2), '1.10');
+  });
+});

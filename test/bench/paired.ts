@@ -1,0 +1,159 @@
+/**
+ * `npm run bench -- paired`: two ingest-flv runs at the same time, one against each of two gateways, both gateways on
+ * core 0 and both load generators on core 1, and the ratio of their CPU.
+ *
+ * Why at the same time: this machine's speed drifts. The same build at 700 terminals gave 53 to 70 % of core 0 in
+ * runs a few minutes apart, so runs alternated one after the other (`--vs-floor`, the A/B notes) could not tell a
+ * 5 % change from noise. Two gateways that share the core through the same window see the same machine: pairs of
+ * the same build agree to within 1-2 %, and a known 12 % cost (GW_REUSE_PAYLOADS=false) shows as 1.11 and 1.13 in two
+ * pairs. Each side still has its own terminals and players (the load is the same, not shared), and each pair swaps
+ * which side starts first (by a second), so neither always has the other's warm-up in its window.
+ *
+ * What it cannot say: absolute CPU (the other gateway's work is on the same core; each side's "other processes"
+ * line counts the other side), nor anything about latency (the two event loops delay each other).
+ */
+import { spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { BenchArgs } from './support/bench-args';
+
+export const USAGE = `usage: npm run bench -- paired (--against DIR | --floor | --env NAME=VALUE...) [--pairs N] [--b-node-opt OPT]...
+                       [-- INGEST-FLV ARGS]
+  Runs ingest-flv against two gateways at once (A: this checkout; B: as chosen), both on core 0, and prints B's CPU
+  over A's for each pair and over all pairs. INGEST-FLV ARGS go to both sides (default: --terminals 350 --seconds 20).
+  --against DIR      B is another checkout's build (DIR/dist/test/bench/run.js, e.g. a git worktree of the old main)
+  --floor            B is the bare-relay floor (ingest-flv --floor) on the same load
+  --env NAME=VALUE   B is this checkout with NAME=VALUE in its environment (GW_* variables reach the gateway); repeatable
+  --pairs N          pairs to run (default 4)
+  --b-node-opt OPT   a node option for B's gateway only (ingest-flv --node-opt); repeatable`;
+
+export interface PairedOptions {
+  against?: string;
+  floor: boolean;
+  env: Record<string, string>;
+  pairs: number;
+  bNodeOpts: string[];
+  ingestArgs: string[];
+}
+
+export function parseArgs(args: string[]): PairedOptions {
+  const split = args.indexOf('--');
+  const own = split < 0 ? args : args.slice(0, split);
+  const o: PairedOptions = {
+    floor: false, env: {}, pairs: 4, bNodeOpts: [],
+    ingestArgs: split < 0 ? ['--terminals', '350', '--seconds', '20'] : args.slice(split + 1),
+  };
+  const r = new BenchArgs(own, USAGE);
+  for (let a = r.next(); a !== undefined; a = r.next()) {
+    switch (a) {
+      case '--against': {
+        const dir = r.value();
+        if (dir === undefined || dir.startsWith('--')) throw r.error('--against needs a directory');
+        o.against = path.resolve(dir);
+        break;
+      }
+      case '--floor': o.floor = true; break;
+      case '--env': {
+        const kv = r.value() ?? '';
+        const eq = kv.indexOf('=');
+        if (eq <= 0) throw r.error(`--env needs NAME=VALUE, got '${kv}'`);
+        o.env[kv.slice(0, eq)] = kv.slice(eq + 1);
+        break;
+      }
+      case '--pairs': o.pairs = r.num(a, 1, 50, true); break;
+      case '--b-node-opt': {
+        const v = r.value();
+        if (v === undefined || !v.startsWith('--')) throw r.error('--b-node-opt needs a node option such as --trace-gc');
+        o.bNodeOpts.push(v);
+        break;
+      }
+      default: r.unknown(a);
+    }
+  }
+  const sides = (o.against ? 1 : 0) + (o.floor ? 1 : 0) + (Object.keys(o.env).length > 0 || o.bNodeOpts.length > 0 ? 1 : 0);
+  if (sides === 0) throw r.error('say what B is: --against DIR, --floor, or --env NAME=VALUE (or --b-node-opt)');
+  if (o.against && o.floor) throw r.error('--against and --floor are two different B sides: pick one');
+  if (o.ingestArgs.some((a) => a.startsWith('--vs-') || a === '--floor')) throw r.error('ingest-flv arguments for both sides cannot hold --floor or --vs-*');
+  if (o.against && !fs.existsSync(runnerOf(o.against))) throw r.error(`${runnerOf(o.against)} not found: build that checkout first (npx tsc -p tsconfig.json)`);
+  return o;
+}
+
+function runnerOf(root: string): string {
+  return path.join(root, 'dist', 'test', 'bench', 'run.js');
+}
+
+/** The figures of one ingest-flv run, read from what it prints (older builds print the same lines). */
+export interface SideFigures {
+  cpuPct: number;
+  gcPct?: number;
+  kbPerStream?: number;
+}
+
+export function readFigures(out: string): SideFigures {
+  const cpu = /gateway CPU: ([\d.]+) %/.exec(out);
+  if (!cpu) throw new Error(`no "gateway CPU" line in the run's output:\n${out.split('\n').slice(-15).join('\n')}`);
+  const gc = /gateway GC pauses: ([\d.]+) %/.exec(out);
+  const kb = /: ([\d.]+) KB per stream/.exec(out);
+  return { cpuPct: Number(cpu[1]), gcPct: gc ? Number(gc[1]) : undefined, kbPerStream: kb ? Number(kb[1]) : undefined };
+}
+
+export interface PairResult {
+  a: SideFigures;
+  b: SideFigures;
+  firstSide: 'A' | 'B';
+}
+
+/** B's CPU over A's across all pairs (sums, so a pair run slower counts by its weight), and the spread of single pairs. */
+export function summarise(pairs: readonly PairResult[]): { ratio: number; min: number; max: number } {
+  let a = 0;
+  let b = 0;
+  let min = Infinity;
+  let max = -Infinity;
+  for (const p of pairs) {
+    a += p.a.cpuPct;
+    b += p.b.cpuPct;
+    const r = p.b.cpuPct / p.a.cpuPct;
+    min = Math.min(min, r);
+    max = Math.max(max, r);
+  }
+  return { ratio: b / a, min, max };
+}
+
+function runSide(runner: string, args: string[], env: NodeJS.ProcessEnv, delayMs: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    setTimeout(() => {
+      const child = spawn(process.execPath, [runner, 'ingest-flv', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+      let out = '';
+      child.stdout.on('data', (d: Buffer) => { out += d.toString(); });
+      child.stderr.on('data', (d: Buffer) => { out += d.toString(); });
+      child.on('error', reject);
+      child.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`ingest-flv exited ${code}:\n${out.split('\n').slice(-20).join('\n')}`))));
+    }, delayMs);
+  });
+}
+
+const f1 = (n: number | undefined): string => (n === undefined ? '-' : n.toFixed(1));
+
+export async function run(args: string[]): Promise<void> {
+  const o = parseArgs(args);
+  const here = runnerOf(path.resolve(__dirname, '..', '..', '..'));
+  const bRunner = o.against ? runnerOf(o.against) : here;
+  const bArgs = [...o.ingestArgs, ...(o.floor ? ['--floor'] : []), ...o.bNodeOpts.flatMap((x) => ['--node-opt', x])];
+  const bEnv = { ...process.env, ...o.env };
+  const what = o.against ? `the build in ${o.against}` : o.floor ? 'the floor (bare relay)' : `this build with ${[...Object.entries(o.env).map(([k, v]) => `${k}=${v}`), ...o.bNodeOpts].join(' ')}`;
+  console.log(`paired: ${o.pairs} pair(s) of ingest-flv ${o.ingestArgs.join(' ')}, run at the same time; A = this build, B = ${what}`);
+  const pairs: PairResult[] = [];
+  for (let i = 0; i < o.pairs; i++) {
+    const firstSide = i % 2 === 0 ? 'A' : 'B';
+    const [aOut, bOut] = await Promise.all([
+      runSide(here, o.ingestArgs, process.env, firstSide === 'A' ? 0 : 1000),
+      runSide(bRunner, bArgs, bEnv, firstSide === 'B' ? 0 : 1000),
+    ]);
+    const p: PairResult = { a: readFigures(aOut), b: readFigures(bOut), firstSide };
+    pairs.push(p);
+    console.log(`  pair ${i + 1} (${firstSide} first): A ${f1(p.a.cpuPct)} %, B ${f1(p.b.cpuPct)} % -> B / A ${(p.b.cpuPct / p.a.cpuPct).toFixed(3)}; ` +
+      `GC pauses A ${f1(p.a.gcPct)} / B ${f1(p.b.gcPct)} %; KB per stream A ${f1(p.a.kbPerStream)} / B ${f1(p.b.kbPerStream)}`);
+  }
+  const s = summarise(pairs);
+  console.log(`  B / A over ${pairs.length} pair(s): ${s.ratio.toFixed(3)} (single pairs ${s.min.toFixed(3)} to ${s.max.toFixed(3)})`);
+}
