@@ -4,10 +4,11 @@
  * formats/flv, which re-exports the public names).
  */
 import type { AccessUnit, AudioCodec, TrackInfo } from '../media';
+import { BufferSlab } from '../buffer-slab';
 import type { AmfValue } from './flv-amf';
 import { encodeOnMetaData } from './flv-amf';
 import { FLV_TAG_VIDEO, PREV_SIZE_SIZE, TAG_HEADER_SIZE, writeTagHeader, type FlvTag } from './flv-tag';
-import { bytesOf, configOf, VideoWire, WIRE_VIEW_MIN, wireOfTags, type WireUnit } from './flv-wire';
+import { bytesOf, configOf, WIRE_VIEW_MIN, wireOfTags, type WireUnit } from './flv-wire';
 import { buildMeta, flagsOf, MuxState } from './flv-mux-state';
 import { planVideo, setVideo, videoPrefixSize, writeVideoPrefix } from './flv-video';
 import { pushAudio, setAudio } from './flv-audio';
@@ -44,8 +45,11 @@ export interface FlvMuxerOptions {
 export class FlvMuxer {
   /** tracks, counters and frame bodies, shared with the video and audio halves (flv-video.ts, flv-audio.ts) */
   private readonly m: MuxState;
-  /** pushWire's video result, reused (a WireUnit and the arrays in it a unit were most of the muxer's garbage) */
-  private readonly wire = new VideoWire();
+  /**
+   * pushWire's small parts (headers, length fields, short NAL units): a few dozen bytes a frame, kept as long as the
+   * GOP, so small chunks: 32 KiB ones would each be pinned for seconds by a few live slices.
+   */
+  private readonly wireSlab = new BufferSlab(4096);
 
   constructor(opts: FlvMuxerOptions = {}) {
     this.m = new MuxState(opts.audioCodecs ? new Set(opts.audioCodecs) : undefined, opts.metaBody ?? encodeOnMetaData);
@@ -86,8 +90,6 @@ export class FlvMuxer {
   /**
    * The same tags as `push`, framed for the wire, or undefined when the unit is dropped. NAL units of
    * WIRE_VIEW_MIN bytes or more are referenced from the unit's payload, which the bus guarantees is never changed.
-   * A video unit's WireUnit (its `mem` and `ranges` too) is this muxer's own and valid until its next push: copy what
-   * is kept (flv-out's form does).
    */
   pushWire(au: AccessUnit): WireUnit | undefined {
     if (au.kind !== 'video') return wireOfTags(pushAudio(this.m, au), au.payload);
@@ -98,17 +100,18 @@ export class FlvMuxer {
     if (bodyLen > 0xffffff) throw new RangeError(`FLV tag body of ${bodyLen} bytes exceeds the 24-bit DataSize field`);
     const kept = p.kept;
     let small = TAG_HEADER_SIZE + prefix + PREV_SIZE_SIZE;
+    let referenced = 0;
     for (let i = 0; i < kept.count; i++) {
       const len = kept.end(i) - kept.start(i);
-      if (len < WIRE_VIEW_MIN) small += len;
+      if (len >= WIRE_VIEW_MIN) referenced++;
+      else small += len;
       small += 4;
     }
-    const w = this.wire;
-    if (w.mem.length < small) w.mem = Buffer.allocUnsafe(Math.max(small, 2 * w.mem.length));
-    const mem = w.mem;
+    const mem = this.wireSlab.take(small);
     writeTagHeader(mem, 0, FLV_TAG_VIDEO, bodyLen, p.ts);
     let at = writeVideoPrefix(mem, TAG_HEADER_SIZE, p);
-    const ranges = w.ranges;
+    // sized once: an array grown by push keeps spare room, and this one lives as long as the GOP
+    const ranges = new Array<number>(2 + 4 * referenced);
     ranges[0] = 0;
     let r = 1;
     const payload = p.payload;
@@ -127,15 +130,12 @@ export class FlvMuxer {
       }
     }
     mem.writeUInt32BE(TAG_HEADER_SIZE + bodyLen, at);
-    ranges[r++] = at + PREV_SIZE_SIZE;
-    w.rangeCount = r;
-    w.config = configOf(p.out);
-    w.configBytes = bytesOf(w.config);
-    w.payload = payload;
-    w.mediaBytes = TAG_HEADER_SIZE + bodyLen + PREV_SIZE_SIZE;
-    w.timestamp = p.ts;
-    w.keyframe = p.key;
-    return w;
+    ranges[r] = at + PREV_SIZE_SIZE;
+    const config = configOf(p.out ?? []);
+    return {
+      config, configBytes: bytesOf(config), mem, payload, ranges, mediaBytes: TAG_HEADER_SIZE + bodyLen + PREV_SIZE_SIZE,
+      mediaType: FLV_TAG_VIDEO, mediaTags: 1, timestamp: p.ts, keyframe: p.key,
+    };
   }
 
   /**

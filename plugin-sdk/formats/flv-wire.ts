@@ -8,18 +8,15 @@ import { FLV_TAG_AUDIO, FLV_TAG_SCRIPT, FLV_TAG_VIDEO, serializeTag, type FlvTag
  * One unit's tags framed for the wire (`FlvMuxer.pushWire`). First the config tags that changed with this unit, each
  * a whole Buffer; then the media tag(s), laid out as `ranges` [from, to) taken in turn from `mem` (tag headers,
  * length fields, short NAL units, PreviousTagSize) and from `payload` (the unit's own large NAL units), starting
- * and ending with `mem` (so its last range ends where the small parts do; `mem` may be longer). Ranges rather than
- * Buffers, because a Buffer view is a heap object of its own and the bus keeps a unit's form as long as the GOP: the
- * views are made when written (`wireParts`), and die young.
+ * with `mem`. Ranges rather than Buffers, because a Buffer view is a heap object of its own and the bus keeps a
+ * unit's form as long as the GOP: the views are made when written (`wireParts`), and die young.
  */
 export interface WireUnit {
   readonly config: Buffer[] | undefined;
   readonly configBytes: number;
   readonly mem: Buffer;
   readonly payload: Buffer;
-  /** its first `rangeCount` numbers */
-  readonly ranges: readonly number[];
-  readonly rangeCount: number;
+  readonly ranges: number[];
   readonly mediaBytes: number;
   /** 9 video, 8 audio */
   readonly mediaType: 8 | 9;
@@ -32,9 +29,9 @@ export interface WireUnit {
 }
 
 /** The media part of a WireUnit as Buffers, in order, each handed to `write` (views made now, not kept). */
-export function wireParts(w: Pick<WireUnit, 'mem' | 'payload' | 'ranges' | 'rangeCount'>, write: (b: Buffer) => void): void {
+export function wireParts(w: Pick<WireUnit, 'mem' | 'payload' | 'ranges'>, write: (b: Buffer) => void): void {
   const r = w.ranges;
-  for (let i = 0; i < w.rangeCount; i += 2) write(((i & 2) === 0 ? w.mem : w.payload).subarray(r[i], r[i + 1]));
+  for (let i = 0; i < r.length; i += 2) write(((i & 2) === 0 ? w.mem : w.payload).subarray(r[i], r[i + 1]));
 }
 
 /**
@@ -53,8 +50,8 @@ function isConfigTag(t: FlvTag): boolean {
 }
 
 /** The config tags, framed whole; undefined for none. */
-export function configOf(tags: FlvTag[] | undefined): Buffer[] | undefined {
-  return tags === undefined || tags.length === 0 ? undefined : tags.map(serializeTag);
+export function configOf(tags: FlvTag[]): Buffer[] | undefined {
+  return tags.length === 0 ? undefined : tags.map(serializeTag);
 }
 
 export function bytesOf(bufs: Buffer[] | undefined): number {
@@ -72,22 +69,7 @@ export function wireOfTags(tags: FlvTag[], payload: Buffer): WireUnit | undefine
   // (several media tags only from ADTS input, which the bus's units do not carry: one copy is no matter then)
   const mem = tags.length - c === 1 ? serializeTag(tags[c]) : Buffer.concat(tags.slice(c).map(serializeTag));
   return {
-    config, configBytes: bytesOf(config), mem, payload, ranges: [0, mem.length], rangeCount: 2, mediaBytes: mem.length,
+    config, configBytes: bytesOf(config), mem, payload, ranges: [0, mem.length], mediaBytes: mem.length,
     mediaType: tags[c].type === FLV_TAG_VIDEO ? FLV_TAG_VIDEO : FLV_TAG_AUDIO, mediaTags: tags.length - c, timestamp: tags[c].timestamp, keyframe: false,
   };
-}
-
-/** A video unit's WireUnit, one per muxer and filled anew by each pushWire. */
-export class VideoWire implements WireUnit {
-  config: Buffer[] | undefined = undefined;
-  configBytes = 0;
-  mem: Buffer = Buffer.allocUnsafe(256);
-  payload: Buffer = Buffer.alloc(0);
-  readonly ranges: number[] = [0, 0];
-  rangeCount = 0;
-  mediaBytes = 0;
-  readonly mediaType = FLV_TAG_VIDEO;
-  readonly mediaTags = 1;
-  timestamp = 0;
-  keyframe = false;
 }

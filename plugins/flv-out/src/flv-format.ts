@@ -108,20 +108,18 @@ function frameOf(w: WireUnit, mem: FormMemory, version: number, init: FlvInit | 
   let digits = 1;
   for (let v = bytes >>> 4; v > 0; v >>>= 4) digits++;
   const lineLen = digits + 2;
+  const small = w.mem.length;
   const r = w.ranges;
-  const rc = w.rangeCount;
-  // the last range is the last of the small parts, which end there
-  const small = r[rc - 1];
-  const buf = mem.take(lineLen + small + 4 * rc);
+  const buf = mem.take(lineLen + small + 4 * r.length);
   const lineAt = mem.last;
   for (let i = digits - 1, v = bytes; i >= 0; i--, v >>>= 4) buf[lineAt + i] = HEX[v & 15];
   buf[lineAt + digits] = 13;
   buf[lineAt + digits + 1] = 10;
   const memAt = lineAt + lineLen;
-  w.mem.copy(buf, memAt, 0, small);
+  w.mem.copy(buf, memAt);
   const rangesAt = memAt + small;
-  for (let i = 0; i < rc; i++) buf.writeUInt32LE(r[i], rangesAt + 4 * i);
-  return new FlvFrame(w.config, buf, lineAt, memAt, rangesAt, rc, w.payload, w.mediaBytes, bytes, version, init);
+  for (let i = 0; i < r.length; i++) buf.writeUInt32LE(r[i], rangesAt + 4 * i);
+  return new FlvFrame(w.config, buf, lineAt, memAt, rangesAt, r.length, w.payload, w.mediaBytes, bytes, version, init);
 }
 
 interface Inc {
