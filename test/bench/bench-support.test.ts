@@ -438,4 +438,9 @@ describe('bench dispatcher', () => {
     assert.deepEqual([n.vsVideo, n.audio, n.aac], [1, true, false]);
     assert.throws(() => parseIngestFlv(['--vs-video', '0']), /--vs-video needs a whole number from 1 to 20/);
   });
+
+  it('ingest-flv: the load generator spins by default (no write of the gateway has to wake it); --idle-client lets it sleep', () => {
+    assert.equal(parseIngestFlv([]).busyClient, true);
+    assert.equal(parseIngestFlv(['--idle-client']).busyClient, false);
+  });
 });

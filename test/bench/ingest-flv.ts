@@ -106,7 +106,10 @@ export interface IngestFlvOptions {
   readers: ReaderKind;
   /** internal: rounds of `readers` and FLV players alternated, then the CPU and RSS ratios (0: off) */
   vsFlv: number;
-  /** the load generator never sleeps (a setImmediate loop), so the gateway's writes to players never have to wake it */
+  /**
+   * the load generator never sleeps (a setImmediate loop), so the gateway's writes to players never have to wake it
+   * (default; --idle-client turns it off)
+   */
   busyClient: boolean;
   /** rounds of the same load without audio and with it (--audio implied), alternated: issue 11's main-thread ratio */
   vsVideo: number;
@@ -185,7 +188,7 @@ const AAC_LOOKAHEAD_MS = 384;
 export const USAGE = `usage: npm run bench -- ingest-flv [--terminals N] [--seconds S] [--mbps X] [--capture FILE] [--audio]
                        [--audio-frame-ms MS] [--aac|--no-aac] [--ramp] [--ramp-seconds S] [--warmup S] [--profile]
                        [--floor | --vs-floor K] [--workers N] [--vs-workers K] [--vs-video K] [--no-pin] [--keep-dir]
-                       [--busy-client] [--node-opt OPT]...
+                       [--idle-client] [--node-opt OPT]...
   --terminals N     simulated terminals, one HTTP-FLV player each (default 500)
   --seconds S       measured window (default 30)
   --mbps X          per-terminal rate in Mbit/s, audio included; the capture's video frames are padded up to it (default 1)
@@ -206,9 +209,12 @@ export const USAGE = `usage: npm run bench -- ingest-flv [--terminals N] [--seco
                     alternated, then the main thread's CPU with audio / without (issue 11: 1.10 or less)
   --floor           run the bare-relay floor (test/bench/floor/bare-relay.ts) instead of the gateway, on the same load
   --vs-floor K      K rounds of the gateway and the floor alternated, then gateway CPU / floor CPU (issue 16's steering figure)
-  --busy-client     the load generator spins instead of sleeping between events: players on this machine otherwise cost
-                    the gateway a cross-core wake-up (an IPI, ~13 us of core 0 here) for many of its writes, which players
-                    on other hosts never do; its CPU then reads 100 % by design (judge it by its event-loop delay)
+  --idle-client     the load generator sleeps between events, as it did before 2026-11-27. By default it spins
+                    instead: with players on this machine, a sleeping generator made many of the gateway's writes wake it
+                    across cores (an IPI inside writev, ~13 us of core 0 each; players on other hosts cost no such
+                    wake-up), and a slower server's writes land after the generator's burst, so this cost grew with the
+                    server's own (at 500 terminals: gateway 52-53 % idle vs 40-44 % busy, the floor 23 % either way).
+                    Spinning, its CPU reads 100 % by design: its event-loop delay tells whether it kept up
   --no-pin          do not pin the gateway to core 0 and this process to core 1
   --keep-dir        keep the scratch directory (site file, gateway log, data)
   --node-opt OPT    pass a node option to the gateway process, e.g. --node-opt --trace-gc (with --keep-dir to read its log)`;
@@ -217,7 +223,7 @@ export function parseArgs(args: string[]): IngestFlvOptions {
   const o: IngestFlvOptions = {
     terminals: 500, seconds: 30, mbps: 1, capture: '', ramp: false, rampSeconds: 20, warmup: 5, profile: false, pin: true, keepDir: false,
     nodeOpts: [], audio: false, audioFrameMs: 20, aac: false, floor: false, vsFloor: 0, workers: 1, vsWorkers: 0, readers: 'flv', vsFlv: 0, vsVideo: 0,
-    busyClient: false,
+    busyClient: true,
   };
   let aac: boolean | undefined;
   const r = new BenchArgs(args, USAGE);
@@ -239,6 +245,7 @@ export function parseArgs(args: string[]): IngestFlvOptions {
       case '--no-aac': aac = false; break;
       case '--ramp': o.ramp = true; break;
       case '--busy-client': o.busyClient = true; break;
+      case '--idle-client': o.busyClient = false; break;
       default: if (!loadArg(a, r, o)) r.unknown(a);
     }
   }
@@ -425,7 +432,7 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
     await waitHealthy(gw, api, deadline);
     if (pin && !pinSelf(1)) console.warn('ingest-flv: could not pin this process to core 1');
     const idleRss = gatewayRss(gw.pid);
-    console.log(`  gateway pid ${gw.pid}${pin ? ' on core 0, load generator and players on core 1' : ' (unpinned)'}${o.busyClient ? ' (spinning: --busy-client)' : ''}; idle RSS ${f1(mb(idleRss))} MB`);
+    console.log(`  gateway pid ${gw.pid}${pin ? ' on core 0, load generator and players on core 1' : ' (unpinned)'}${o.busyClient ? ' (spinning, so no write wakes it)' : ' (sleeping between events: --idle-client)'}; idle RSS ${f1(mb(idleRss))} MB`);
 
     // --- one timer paces every terminal
     let lateTicks = 0;
@@ -650,7 +657,7 @@ function report(
           ? `; latency past the codec's own look-ahead (${r.audioLatencyMs.count} frames): p50 ${f2(r.audioLatencyMs.p50)} ms, p99 ${f2(r.audioLatencyMs.p99)} ms`
           : ''),
     ]),
-    `  load generator: ${o.busyClient ? 'spinning (--busy-client)' : `${f1(r.generatorCpuPct)} % of its core`}, event-loop delay p99 ${f2(r.generatorLoopDelayMs.p99)} ms, ` +
+    `  load generator: ${o.busyClient ? 'spinning (100 % of its core by design)' : `${f1(r.generatorCpuPct)} % of its core`}, event-loop delay p99 ${f2(r.generatorLoopDelayMs.p99)} ms, ` +
       `max ${f2(r.generatorLoopDelayMs.max)} ms (same 10 ms timer), ${lateTicks} late ticks (>50 ms), ${r.droppedFrames} frames dropped on backpressure`,
   ];
   lines.push(`  machine: other processes used ${f2(r.othersCores)} cores in the window, interrupts ${f2(r.irqCores)}; core 0 was ${f1(r.core0BusyPct)} % busy`);

@@ -78,6 +78,14 @@ export function parseArgs(args: string[]): PairedOptions {
   return o;
 }
 
+function knowsIdleClient(root: string): boolean {
+  try {
+    return fs.readFileSync(path.join(root, 'dist', 'test', 'bench', 'ingest-flv.js'), 'utf8').includes('--idle-client');
+  } catch {
+    return false;
+  }
+}
+
 function runnerOf(root: string): string {
   return path.join(root, 'dist', 'test', 'bench', 'run.js');
 }
@@ -139,6 +147,9 @@ export async function run(args: string[]): Promise<void> {
   const here = runnerOf(path.resolve(__dirname, '..', '..', '..'));
   const bRunner = o.against ? runnerOf(o.against) : here;
   const bArgs = [...o.ingestArgs, ...(o.floor ? ['--floor'] : []), ...o.bNodeOpts.flatMap((x) => ['--node-opt', x])];
+  // a build from before the spinning load generator has only the sleeping one: A sleeps too, or the loads would differ
+  const aArgs = o.against && !knowsIdleClient(o.against) ? [...o.ingestArgs, '--idle-client'] : o.ingestArgs;
+  if (aArgs !== o.ingestArgs) console.log('paired: B\'s ingest-flv predates --idle-client (its load generator always sleeps): A gets --idle-client');
   const bEnv = { ...process.env, ...o.env };
   const what = o.against ? `the build in ${o.against}` : o.floor ? 'the floor (bare relay)' : `this build with ${[...Object.entries(o.env).map(([k, v]) => `${k}=${v}`), ...o.bNodeOpts].join(' ')}`;
   console.log(`paired: ${o.pairs} pair(s) of ingest-flv ${o.ingestArgs.join(' ')}, run at the same time; A = this build, B = ${what}`);
@@ -146,7 +157,7 @@ export async function run(args: string[]): Promise<void> {
   for (let i = 0; i < o.pairs; i++) {
     const firstSide = i % 2 === 0 ? 'A' : 'B';
     const [aOut, bOut] = await Promise.all([
-      runSide(here, o.ingestArgs, process.env, firstSide === 'A' ? 0 : 1000),
+      runSide(here, aArgs, process.env, firstSide === 'A' ? 0 : 1000),
       runSide(bRunner, bArgs, bEnv, firstSide === 'B' ? 0 : 1000),
     ]);
     const p: PairResult = { a: readFigures(aOut), b: readFigures(bOut), firstSide };
