@@ -18,6 +18,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fixturePath, repoRoot, scratchDir } from '../support/paths';
 import { BenchArgs, captureFile, loadArg } from './support/bench-args';
+import { IDLE_CLIENT_USAGE, keepAwake } from './support/keep-awake';
 import { BenchPlayer } from './support/bench-player';
 import {
   Api, Reservoir, benchApplications, checkDeadline, connectTcp, f1, f2, mb, pinSelf, pool, runDeadline,
@@ -106,10 +107,7 @@ export interface IngestFlvOptions {
   readers: ReaderKind;
   /** internal: rounds of `readers` and FLV players alternated, then the CPU and RSS ratios (0: off) */
   vsFlv: number;
-  /**
-   * the load generator never sleeps (a setImmediate loop), so the gateway's writes to players never have to wake it
-   * (default; --idle-client turns it off)
-   */
+  /** the load generator spins (support/keep-awake.ts; default); --idle-client lets it sleep between events */
   busyClient: boolean;
   /** rounds of the same load without audio and with it (--audio implied), alternated: issue 11's main-thread ratio */
   vsVideo: number;
@@ -209,12 +207,7 @@ export const USAGE = `usage: npm run bench -- ingest-flv [--terminals N] [--seco
                     alternated, then the main thread's CPU with audio / without (issue 11: 1.10 or less)
   --floor           run the bare-relay floor (test/bench/floor/bare-relay.ts) instead of the gateway, on the same load
   --vs-floor K      K rounds of the gateway and the floor alternated, then gateway CPU / floor CPU (issue 16's steering figure)
-  --idle-client     the load generator sleeps between events, as it did before 2026-11-27. By default it spins
-                    instead: with players on this machine, a sleeping generator made many of the gateway's writes wake it
-                    across cores (an IPI inside writev, ~13 us of core 0 each; players on other hosts cost no such
-                    wake-up), and a slower server's writes land after the generator's burst, so this cost grew with the
-                    server's own (at 500 terminals: gateway 52-53 % idle vs 40-44 % busy, the floor 23 % either way).
-                    Spinning, its CPU reads 100 % by design: its event-loop delay tells whether it kept up
+${IDLE_CLIENT_USAGE}
   --no-pin          do not pin the gateway to core 0 and this process to core 1
   --keep-dir        keep the scratch directory (site file, gateway log, data)
   --node-opt OPT    pass a node option to the gateway process, e.g. --node-opt --trace-gc (with --keep-dir to read its log)`;
@@ -244,7 +237,6 @@ export function parseArgs(args: string[]): IngestFlvOptions {
       case '--aac': aac = true; break;
       case '--no-aac': aac = false; break;
       case '--ramp': o.ramp = true; break;
-      case '--busy-client': o.busyClient = true; break;
       case '--idle-client': o.busyClient = false; break;
       default: if (!loadArg(a, r, o)) r.unknown(a);
     }
@@ -424,7 +416,7 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
   const e2e = new Reservoir();
   const audioLat = new Reservoir();
   let ticker: NodeJS.Timeout | undefined;
-  let spinner: NodeJS.Immediate | undefined;
+  let stopSpinning: (() => void) | undefined;
   let keeper: NodeJS.Timeout | undefined;
   let result: IngestFlvResult | undefined;
   try {
@@ -443,11 +435,7 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
       lastTick = now;
       for (let i = 0; i < terminals.length; i++) terminals[i].sendDue(now, 64);
     }, TICK_MS);
-    if (o.busyClient) {
-      // never asleep, so no write of the gateway's has to wake this process (see --busy-client)
-      const spin = (): void => { if (ticker) spinner = setImmediate(spin); };
-      spinner = setImmediate(spin);
-    }
+    if (o.busyClient) stopSpinning = keepAwake();
 
     // --- open, connect, play
     const reqIds: string[][] = [];
@@ -585,8 +573,7 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
     throw err;
   } finally {
     if (ticker) clearInterval(ticker);
-    ticker = undefined;
-    if (spinner) clearImmediate(spinner);
+    stopSpinning?.();
     if (keeper) clearInterval(keeper);
     for (const p of players) p.socket?.destroy();
     fleet?.close();
