@@ -28,6 +28,8 @@ import {
   bucketsDelta, bucketsOf, coreTimes, histogramQuantile, quantile, sumDelta, sumOf, type Buckets, type Sample,
 } from './support/process-probe';
 import { SynthTerminal, speechPcm, synthesise, type SynthStream } from './support/synth-terminals';
+import { gcFigures, report } from './support/ingest-flv-report';
+import { vsFloor, vsFlv, vsVideo, vsWorkers } from './support/ingest-flv-compare';
 import { HlsReaderFleet } from './support/bench-hls-reader';
 import { RtspReaderFleet } from './support/bench-rtsp-reader';
 
@@ -171,7 +173,6 @@ export interface IngestFlvResult {
 }
 
 /** issue 16: 1,000 terminals x 1 Mbit/s, one player each, on one core */
-const TARGET = { terminals: 1000, cpuPct: 80, e2eP99Ms: 20, rssKBPerStream: 300 };
 const FLOOR_MAIN = path.join(repoRoot, 'dist', 'test', 'bench', 'floor', 'bare-relay.js');
 const LATENCY_METRIC = 'gw_flv_out_added_latency_seconds';
 const CHUNKS_METRIC = 'gw_core_bus_payload_chunks';
@@ -248,89 +249,6 @@ export function parseArgs(args: string[]): IngestFlvOptions {
 
 // ------------------------------------------------------------------------------------------------------------
 
-/**
- * `k` rounds of the named runs, in the order given, on the same load: this machine's speed drifts, so only figures
- * from one alternation compare.
- */
-async function alternate<K extends string>(k: number, runs: Record<K, () => Promise<IngestFlvResult>>): Promise<Array<Record<K, IngestFlvResult>>> {
-  const rounds: Array<Record<K, IngestFlvResult>> = [];
-  for (let i = 0; i < k; i++) {
-    const round = {} as Record<K, IngestFlvResult>;
-    for (const name of Object.keys(runs) as K[]) round[name] = await runs[name]();
-    rounds.push(round);
-  }
-  return rounds;
-}
-
-/** a figure summed over the rounds */
-function total<R>(rounds: readonly R[], f: (r: R) => number): number {
-  return rounds.reduce((n, r) => n + f(r), 0);
-}
-
-/**
- * One process against N workers on the same load and the same core, alternated: streams per gateway CPU-second of
- * each. On N cores the workers hold N x (their figure) streams; their figure over the single process's says what the
- * split costs (the primary, N runtimes instead of one) and so how close the machine comes to N times one core.
- */
-async function vsWorkers(o: IngestFlvOptions, stream: SynthStream): Promise<IngestFlvResult> {
-  const n = o.workers > 1 ? o.workers : 2;
-  const rounds = await alternate(o.vsWorkers, { one: () => runWith({ ...o, workers: 1 }, stream), many: () => runWith({ ...o, workers: n }, stream) });
-  const perCore = (r: IngestFlvResult) => r.terminals / (r.cpuPct / 100);
-  console.log(`\ningest-flv, 1 process vs ${n} workers on the same core, ${o.terminals} terminals, ${rounds.length} round(s) alternated:`);
-  for (const [k, r] of rounds.entries()) {
-    console.log(`  round ${k + 1}: 1 process ${f1(r.one.cpuPct)} % (${f1(perCore(r.one))} streams per core, RSS ${f1(r.one.rssMB)} MB), ` +
-      `${n} workers ${f1(r.many.cpuPct)} % (${f1(perCore(r.many))} streams per core, RSS ${f1(r.many.rssMB)} MB)`);
-  }
-  const efficiency = total(rounds, (r) => r.one.cpuPct) / total(rounds, (r) => r.many.cpuPct);
-  console.log(`  streams per CPU-second, ${n} workers / 1 process: ${f2(efficiency)}; on ${n} cores: ${f2(n * efficiency)} x one process ` +
-    `(target ${f1(0.9 * n)} x: ${n * efficiency >= 0.9 * n ? 'ok' : 'MISSED'}; this assumes the cores are independent, which a shared memory bus and turbo clocks are not quite)`);
-  return rounds[rounds.length - 1].many;
-}
-
-/**
- * HLS or RTSP readers against FLV players on the same load, alternated (this machine's speed drifts): gateway CPU and
- * RSS of each, and their ratios over all rounds.
- */
-async function vsFlv(o: IngestFlvOptions, stream: SynthStream): Promise<IngestFlvResult> {
-  const rounds = await alternate(o.vsFlv, { alt: () => runWith({ ...o, vsFlv: 0 }, stream), flv: () => runWith({ ...o, vsFlv: 0, readers: 'flv' }, stream) });
-  const name = o.readers === 'hls' ? 'LL-HLS' : 'RTSP/TCP';
-  console.log(`\n${name} readers vs HTTP-FLV players, ${o.terminals} terminals, ${rounds.length} round(s) alternated (${name} first):`);
-  for (const [k, r] of rounds.entries()) {
-    const lag = r.alt.readerFigures?.lagMs;
-    console.log(`  round ${k + 1}: ${name} ${f1(r.alt.cpuPct)} % of a core, RSS ${f1(r.alt.rssMB)} MB (peak ${f1(r.alt.peakRssMB)})` +
-      (lag ? `, lag p50 ${f1(lag.p50)} / p99 ${f1(lag.p99)} ms` : '') + `, ${r.alt.readerFigures?.errors ?? 0} reader errors, ${r.alt.stalledPlayers} stalled; ` +
-      `FLV ${f1(r.flv.cpuPct)} %, RSS ${f1(r.flv.rssMB)} MB (peak ${f1(r.flv.peakRssMB)}), e2e p50 ${f1(r.flv.endToEndMs.p50)} / p99 ${f1(r.flv.endToEndMs.p99)} ms, ` +
-      `${r.flv.stalledPlayers} stalled -> CPU ${name}/FLV ${f2(r.alt.cpuPct / r.flv.cpuPct)}, RSS ${f2(r.alt.rssMB / r.flv.rssMB)}` +
-      `; others ${f2(r.alt.othersCores)} / ${f2(r.flv.othersCores)} cores${Math.max(r.alt.othersCores, r.flv.othersCores) > 0.1 ? ' (DISTURBED)' : ''}`);
-  }
-  const sum = (f: (r: (typeof rounds)[number]) => number) => total(rounds, f);
-  console.log(`  over all rounds: gateway CPU ${name}/FLV ${f2(sum((r) => r.alt.cpuPct) / sum((r) => r.flv.cpuPct))}, ` +
-    `RSS at the end ${name}/FLV ${f2(sum((r) => r.alt.rssMB) / sum((r) => r.flv.rssMB))}, ` +
-    `load generator ${name} ${f1(sum((r) => r.alt.generatorCpuPct) / rounds.length)} % vs FLV ${f1(sum((r) => r.flv.generatorCpuPct) / rounds.length)} % of its core`);
-  return rounds[rounds.length - 1].alt;
-}
-
-/**
- * The same terminals without audio and with it, alternated: the gateway's main-thread CPU of each and their ratio.
- * Both streams are made here (the video of the audio stream is padded a little less, so the bytes on the wire match).
- */
-async function vsVideo(o: IngestFlvOptions, withAudio: SynthStream): Promise<IngestFlvResult> {
-  const videoOnly = synthesise(o.capture, o.mbps, 950);
-  const rounds = await alternate(o.vsVideo, {
-    video: () => runWith({ ...o, vsVideo: 0, audio: false, aac: false }, videoOnly),
-    audio: () => runWith({ ...o, vsVideo: 0 }, withAudio),
-  });
-  console.log(`\ningest-flv without and with audio (${o.aac ? 'players take AAC' : 'audio not played'}), ${o.terminals} terminals, ${rounds.length} round(s) alternated:`);
-  for (const [k, r] of rounds.entries()) {
-    console.log(`  round ${k + 1}: video only: main thread ${f1(r.video.threadCpuPct.main)} % (gateway ${f1(r.video.cpuPct)} %); ` +
-      `with audio: main thread ${f1(r.audio.threadCpuPct.main)} % (gateway ${f1(r.audio.cpuPct)} %, AAC worker ${f1(r.audio.threadCpuPct.worker)} %, ` +
-      `${r.audio.silentPlayers} players without audio) -> ${f2(r.audio.threadCpuPct.main / r.video.threadCpuPct.main)}`);
-  }
-  const ratio = total(rounds, (r) => r.audio.threadCpuPct.main) / total(rounds, (r) => r.video.threadCpuPct.main);
-  console.log(`  main thread with audio / video only: ${f2(ratio)} (target 1.10 or less): ${ratio <= 1.1 ? 'ok' : 'MISSED'}`);
-  return rounds[rounds.length - 1].audio;
-}
-
 export async function run(args: string[]): Promise<IngestFlvResult> {
   return runOptions(parseArgs(args));
 }
@@ -339,23 +257,11 @@ export async function run(args: string[]): Promise<IngestFlvResult> {
 export async function runOptions(o: IngestFlvOptions): Promise<IngestFlvResult> {
   const audio = o.audio ? { pcm: speechPcm(fixturePath('g726/in_32.g726')), frameMs: o.audioFrameMs } : undefined;
   const stream = synthesise(o.capture, o.mbps, 950, audio);
-  if (o.vsWorkers > 0) return vsWorkers(o, stream);
-  if (o.vsVideo > 0) return vsVideo(o, stream);
-  if (o.vsFlv > 0) return vsFlv(o, stream);
-  if (o.vsFloor === 0) return runWith(o, stream);
-  // alternated in one session, since this machine's speed drifts: the ratio is the figure, not either CPU alone
-  const rounds = await alternate(o.vsFloor, {
-    gateway: () => runWith({ ...o, floor: false }, stream),
-    floor: () => runWith({ ...o, floor: true, audio: false, aac: false }, stream),
-  });
-  console.log(`\ningest-flv vs the floor, ${o.terminals} terminals, ${rounds.length} round(s) alternated:`);
-  for (const [k, r] of rounds.entries()) {
-    console.log(`  round ${k + 1}: gateway ${f1(r.gateway.cpuPct)} % (RSS ${f1(r.gateway.rssMB)} MB, e2e p99 ${f1(r.gateway.endToEndMs.p99)} ms), ` +
-      `floor ${f1(r.floor.cpuPct)} % (RSS ${f1(r.floor.rssMB)} MB, e2e p99 ${f1(r.floor.endToEndMs.p99)} ms) -> gateway / floor ${f2(r.gateway.cpuPct / r.floor.cpuPct)}`);
-  }
-  const ratio = total(rounds, (r) => r.gateway.cpuPct) / total(rounds, (r) => r.floor.cpuPct);
-  console.log(`  gateway CPU / floor CPU: ${f2(ratio)} (target 2 or less): ${ratio <= 2 ? 'ok' : 'MISSED'}`);
-  return rounds[rounds.length - 1].gateway;
+  if (o.vsWorkers > 0) return vsWorkers(o, stream, runWith);
+  if (o.vsVideo > 0) return vsVideo(o, stream, runWith);
+  if (o.vsFlv > 0) return vsFlv(o, stream, runWith);
+  if (o.vsFloor > 0) return vsFloor(o, stream, runWith);
+  return runWith(o, stream);
 }
 
 async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<IngestFlvResult> {
@@ -589,79 +495,4 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
   }
   if (!result) throw new Error('no result'); // unreachable: every path without one throws above
   return result;
-}
-
-/** GC time in the window from prom-client's nodejs_gc_duration_seconds (kinds: major, minor, incremental, weakcb) */
-function gcFigures(m0: Map<string, Sample[]>, m1: Map<string, Sample[]>, secs: number): IngestFlvResult['gc'] {
-  const name = 'gw_process_nodejs_gc_duration_seconds';
-  const spent = (kind?: string) => sumDelta(m1, m0, `${name}_sum`, kind ? { kind } : {});
-  const pct = (s: number) => (100 * s) / secs;
-  return {
-    pct: pct(spent()), majorPct: pct(spent('major') + spent('incremental')), minorPct: pct(spent('minor')),
-    majors: sumDelta(m1, m0, `${name}_count`, { kind: 'major' }),
-  };
-}
-
-/** RSS over the idle process, per terminal */
-function rssKBPerStream(r: IngestFlvResult): number {
-  return ((Math.max(r.rssMB, r.peakRssMB) - r.idleRssMB) * 1024) / r.terminals;
-}
-
-function report(
-  r: IngestFlvResult, m: Map<string, Sample[]>, lateTicks: number, unmatched: number, errors: string[], o: IngestFlvOptions, stream: SynthStream,
-  readerLines?: string[],
-): void {
-  const cores = r.cpuPct / 100;
-  const lines = [
-    readerLines ? `  streams: ${r.terminals} terminals (gateway counts ${sumOf(m, 'gw_jt1078_ingest_links')} links)` : `  streams: ${r.terminals} terminals, ${r.playersConnected} players connected (gateway counts ${sumOf(m, 'gw_flv_out_streams')} FLV streams, ` +
-      `${sumOf(m, 'gw_flv_out_players')} players, ${sumOf(m, 'gw_jt1078_ingest_links')} links); ${r.stalledPlayers} players got no video in the window`,
-    `  in:  ${f1(r.mbpsIn)} Mbit/s sent by the terminals (gateway read ${f1(r.gatewayMbpsIn)})`,
-    `  out: ${f1(r.mbpsOut)} Mbit/s read by the ${readerLines ? 'readers' : 'players'}${Number.isNaN(r.gatewayMbpsOut) ? '' : ` (gateway wrote ${f1(r.gatewayMbpsOut)})`}`,
-    `  gateway CPU: ${f1(r.cpuPct)} % of one core over ${f1(r.seconds)} s  ->  per core: ${f1(r.mbpsIn / cores)} Mbit/s in, ` +
-      `${f1(r.mbpsOut / cores)} Mbit/s out, ${f1(r.terminals / cores)} streams`,
-    `  gateway CPU by thread: main ${f1(r.threadCpuPct.main)} %${o.aac ? `, AAC worker ${f1(r.threadCpuPct.worker)} %` : ''}, ` +
-      `the rest (GC helpers, libuv pool) ${f1(r.threadCpuPct.other)} %  ->  main thread per core: ${f1(r.terminals / (r.threadCpuPct.main / 100))} streams`,
-    `  gateway RSS: ${f1(r.rssMB)} MB at the end, ${f1(r.peakRssMB)} MB peak in the window (${f1(r.idleRssMB)} MB idle): ` +
-      `${f1(rssKBPerStream(r))} KB per stream; JS heap ${f1(r.heapMB)} MB used, external (ArrayBuffers) ${f1(r.arrayBuffersMB)} MB, ` +
-      `of which the bus holds ${f1(r.busHeldMB.gop)} MB in GOP caches and ${f1(r.busHeldMB.queue)} MB in queues; ` +
-      `payload chunks: ${f1(r.chunkMB.held)} MB held by streams, ${f1(r.chunkMB.free)} MB free in the pool; in the window ${r.chunks.allocated} allocated, ` +
-      `${r.chunks.reused} reused, ${r.chunks.escaped} left to the collector, ${r.chunks.released} let go unused`,
-    ...(o.workers > 1 ? [] : [`  gateway GC pauses: ${f1(r.gc.pct)} % of one core (mark-compact and incremental finalisation ${f1(r.gc.majorPct)} %, ` +
-      `scavenges ${f1(r.gc.minorPct)} %), ${r.gc.majors} mark-compacts in ${f1(r.seconds)} s`]),
-    ...(readerLines ? [] : [`  added latency, frame read -> FLV tags written (gateway metric, ${r.addedLatencyMs.count} frames): ` +
-      `p50 ${f2(r.addedLatencyMs.p50)} ms, p99 ${f2(r.addedLatencyMs.p99)} ms`]),
-    o.workers > 1
-      // /metrics sums series over the workers: a sum of percentiles means nothing
-      ? `  gateway event-loop delay: not shown with ${o.workers} workers (/metrics adds the workers' figures up)`
-      : `  gateway event-loop delay (a 10 ms timer's lateness plus its 10 ms): p50 ${f2(r.eventLoopDelayMs.p50)} ms, ` +
-        `p99 ${f2(r.eventLoopDelayMs.p99)} ms, max ${f2(r.eventLoopDelayMs.max)} ms`,
-    ...(readerLines ?? [`  end to end, terminal write -> player read, both processes' delays included (${r.endToEndMs.count} frames, ${unmatched} unmatched): ` +
-      `p50 ${f2(r.endToEndMs.p50)} ms, p99 ${f2(r.endToEndMs.p99)} ms`]),
-    ...(stream.audio === 'none' ? [] : [
-      `  audio: ${f2(r.audioFramesPerPlayerSecond)} frames per player-second (${o.aac ? `AAC: ${f2(8000 / 1024)} expected` : 'none expected: no AAC stage'}), ` +
-        `${r.silentPlayers} players got none` + (o.aac ? `; ${r.aac.transcoders} transcoders, ${r.aac.failures} failures in the window` : '') +
-        (r.audioLatencyMs.count > 0
-          ? `; latency past the codec's own look-ahead (${r.audioLatencyMs.count} frames): p50 ${f2(r.audioLatencyMs.p50)} ms, p99 ${f2(r.audioLatencyMs.p99)} ms`
-          : ''),
-    ]),
-    `  load generator: ${o.busyClient ? 'spinning (100 % of its core by design)' : `${f1(r.generatorCpuPct)} % of its core`}, event-loop delay p99 ${f2(r.generatorLoopDelayMs.p99)} ms, ` +
-      `max ${f2(r.generatorLoopDelayMs.max)} ms (same 10 ms timer), ${lateTicks} late ticks (>50 ms), ${r.droppedFrames} frames dropped on backpressure`,
-  ];
-  lines.push(`  machine: other processes used ${f2(r.othersCores)} cores in the window, interrupts ${f2(r.irqCores)}; core 0 was ${f1(r.core0BusyPct)} % busy`);
-  if (r.othersCores > 0.1) lines.push('  WARNING: other processes competed for the CPU: latency figures are disturbed (CPU % and RSS much less so)');
-  if (errors.length) lines.push(`  player errors (${errors.length}): ${[...new Set(errors)].slice(0, 3).join('; ')}`);
-  const ok = (b: boolean) => (b ? 'ok' : 'MISSED');
-  // (the floor is what the gateway is measured against, not a candidate for the targets)
-  if (!readerLines && !o.floor) lines.push(
-    // The gateway's metric starts when a frame's last packet is parsed, so it cannot see time the packets waited in
-    // the socket buffer for a late event loop; only the end-to-end figure, judged here, does.
-    `  issue 16 targets (${TARGET.terminals} terminals x 1 Mbit/s on one core${r.terminals !== TARGET.terminals ? `; this run: ${r.terminals}` : ''}): ` +
-      `CPU < ${TARGET.cpuPct} %: ${ok(r.cpuPct < TARGET.cpuPct)}; end-to-end p99 < ${TARGET.e2eP99Ms} ms: ${ok(r.endToEndMs.p99 < TARGET.e2eP99Ms)}; ` +
-      `RSS < ${TARGET.rssKBPerStream} KB per stream: ${ok(rssKBPerStream(r) < TARGET.rssKBPerStream)}; no frame dropped: ${ok(r.droppedFrames === 0 && r.stalledPlayers === 0)}`,
-  );
-  if (o.busyClient ? r.generatorLoopDelayMs.p99 > 30 : r.generatorCpuPct > 90) {
-    lines.push(`  WARNING: the load generator is ${o.busyClient ? 'late on its 10 ms timer' : 'near 100 % of its core'}: figures may be limited by it, not by the gateway`);
-  }
-  if (r.droppedFrames > 0) lines.push('  WARNING: frames were dropped at the terminals because the gateway did not read them in time');
-  console.log(lines.join('\n'));
 }
