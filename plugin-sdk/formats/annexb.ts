@@ -7,9 +7,10 @@ const SC3 = Buffer.from([0, 0, 1]);
 
 /**
  * Where the NAL units of an Annex-B buffer are, [start, end) without their start codes, found without making a view
- * of each: a muxer that frames every unit of hundreds of streams reads a NAL unit's type and length and copies or
- * references its bytes, and a view per NAL unit (with the array holding them) was most of its garbage. One instance
- * is reused for every buffer scanned; `scan` overwrites what the last one found.
+ * of each: a muxer that frames every unit reads a NAL unit's type and length and copies or references its bytes, so
+ * a view per NAL unit and the array holding them were only garbage (the FLV encoder: 1,426 -> 1,223 ns a unit in a
+ * micro-benchmark, though no change the gateway's CPU shows). One instance is reused for every buffer scanned; `scan`
+ * overwrites what the last one found.
  */
 export class NalRanges {
   count = 0;
