@@ -237,7 +237,7 @@ export class Kernel {
       g.set({ holder: 'gop' }, gop);
       g.set({ holder: 'queue' }, queued);
     });
-    const arena = this.bus.arenaCounts;
+    const arena = this.bus.chunks.counts;
     coreMetrics.gauge('bus_payload_chunks', 'payload chunks of Publisher.alloc since start, by what became of them: allocated, reused, escaped (left to the collector: a reader could not say when it was done), released (done, let go by the pool after 10 s unused)', ['event'], (g) => {
       g.set({ event: 'allocated' }, arena.allocated);
       g.set({ event: 'reused' }, arena.reused);

@@ -5,7 +5,7 @@ import {
   type StageInstance, type StageRef,
 } from '../../plugin-sdk/bus';
 import { BusStream, type BusLimits } from './stream';
-import { ChunkPool, type ArenaCounts } from './chunk-pool';
+import { ChunkPool } from './chunk-pool';
 
 export type { BusLimits } from './stream';
 export { BusStream } from './stream';
@@ -38,11 +38,6 @@ export class CoreMediaBus {
     /** payload chunks every stream's arena (Publisher.alloc) takes and gives back */
     readonly chunks: ChunkPool = new ChunkPool(now),
   ) {}
-
-  /** what became of the payload chunks: allocated, reused, left to the collector, let go unused by the pool */
-  get arenaCounts(): ArenaCounts {
-    return this.chunks.counts;
-  }
 
   get(name: string): BusStream | undefined {
     return this.streams.get(name);

@@ -71,16 +71,16 @@ async function keeperStopsReuse(fast?: StageRef, keeper?: StageRef): Promise<{ b
   await tick();
   let n = 0;
   for (; n < 30; n++) pushUnit(pub, n, 10 * KB, 5);
-  const reusedBefore = bus.arenaCounts.reused;
+  const reusedBefore = bus.chunks.counts.reused;
   assert.ok(reusedBefore > 0);
   const kept: AccessUnit[] = [];
   const sub = s.subscribe({ write: (u) => kept.push(u) }, { via: keeper });
   await tick();
   for (; n < 80; n++) pushUnit(pub, n, 10 * KB, 5);
-  assert.equal(bus.arenaCounts.reused, reusedBefore, 'nothing reused while it is attached');
+  assert.equal(bus.chunks.counts.reused, reusedBefore, 'nothing reused while it is attached');
   sub.close();
   for (; n < 200; n++) pushUnit(pub, n, 10 * KB, 5);
-  assert.ok(bus.arenaCounts.reused > reusedBefore, 'reuse resumes once it left');
+  assert.ok(bus.chunks.counts.reused > reusedBefore, 'reuse resumes once it left');
   // everything it was given is still as pushed, long after
   for (const u of kept) assert.ok(unitIntact(u), `kept unit ${numberOf(u)} intact`);
   return { bus, s, pub, n };
@@ -238,15 +238,15 @@ describe('payload arena (Publisher.alloc)', () => {
     await tick();
     // 40 units of 10 KB in GOPs of 10: 400 KB through 32 KB chunks
     for (; n < 40; n++) pushUnit(pub, n, 10 * KB, 10);
-    assert.equal(bus.arenaCounts.reused, 0, 'the sink says it still holds what it got');
+    assert.equal(bus.chunks.counts.reused, 0, 'the sink says it still holds what it got');
     for (const u of got) assert.ok(unitIntact(u), `unit ${numberOf(u)} intact`);
     got.length = 0;
-    const whileHeld = bus.arenaCounts.allocated;
+    const whileHeld = bus.chunks.counts.allocated;
     holding = false;
     for (; n < 120; n++) pushUnit(pub, n, 10 * KB, 10);
-    assert.ok(bus.arenaCounts.reused > 0, 'chunks of finished GOPs came back');
+    assert.ok(bus.chunks.counts.reused > 0, 'chunks of finished GOPs came back');
     // what finished GOPs gave back serves the GOPs after them
-    assert.ok(bus.arenaCounts.allocated - whileHeld <= 2, `allocated ${bus.arenaCounts.allocated - whileHeld} after the sink let go`);
+    assert.ok(bus.chunks.counts.allocated - whileHeld <= 2, `allocated ${bus.chunks.counts.allocated - whileHeld} after the sink let go`);
     // the cached GOP (units 110..119) is intact: nothing it holds was reused
     const late: AccessUnit[] = [];
     s.subscribe({ write: (u) => late.push(u), holdsPayloads: () => true });
@@ -280,7 +280,7 @@ describe('payload arena (Publisher.alloc)', () => {
     slow.length = 0;
     for (; n < 140; n++) pushUnit(pub, n, 10 * KB, 5);
     assert.equal(slow[0].n, 20, 'the queued units came first');
-    assert.ok(bus.arenaCounts.reused > 0);
+    assert.ok(bus.chunks.counts.reused > 0);
     for (const g of slow) assert.ok(g.ok, `unit ${g.n} intact when it was finally written`);
     s.close('test over');
   });
@@ -295,14 +295,14 @@ describe('payload arena (Publisher.alloc)', () => {
     let n = 0;
     for (; n < 40; n++) pushUnit(pub, n, 10 * KB, 10);
     assert.equal(got.length, 40, 'video passed to the stage\'s stream');
-    assert.equal(bus.arenaCounts.reused, 0, 'a sink on the stage\'s stream says it still holds what it got');
+    assert.equal(bus.chunks.counts.reused, 0, 'a sink on the stage\'s stream says it still holds what it got');
     for (const u of got) assert.ok(unitIntact(u), `unit ${numberOf(u)} intact`);
-    const whileHeld = bus.arenaCounts.allocated;
+    const whileHeld = bus.chunks.counts.allocated;
     holding = false;
     for (; n < 120; n++) pushUnit(pub, n, 10 * KB, 10);
-    assert.ok(bus.arenaCounts.reused > 0, 'chunks of finished GOPs came back');
-    assert.ok(bus.arenaCounts.allocated - whileHeld <= 2, `allocated ${bus.arenaCounts.allocated - whileHeld} after the sink let go`);
-    assert.equal(bus.arenaCounts.escaped, 0);
+    assert.ok(bus.chunks.counts.reused > 0, 'chunks of finished GOPs came back');
+    assert.ok(bus.chunks.counts.allocated - whileHeld <= 2, `allocated ${bus.chunks.counts.allocated - whileHeld} after the sink let go`);
+    assert.equal(bus.chunks.counts.escaped, 0);
     // the stage's stream caches its own GOP of the input's units: a late joiner there gets them intact
     const late: AccessUnit[] = [];
     s.subscribe({ write: (u) => late.push(u), holdsPayloads: () => true }, { via: 'pass-video' });
@@ -322,13 +322,13 @@ describe('payload arena (Publisher.alloc)', () => {
     let ended = '';
     s.subscribe({ write: () => undefined, end: (r) => { ended = r; } }, { via: { stage: 'pass-video', params: { k: 2 } } });
     await tick();
-    const reusedThen = bus.arenaCounts.reused;
+    const reusedThen = bus.chunks.counts.reused;
     for (; n < 260; n++) pushUnit(pub, n, 10 * KB, 5);
-    assert.equal(bus.arenaCounts.reused, reusedThen);
+    assert.equal(bus.chunks.counts.reused, reusedThen);
     stagesStarted.find((c) => c.params.k === 2)!.fail('test');
     assert.match(ended, /stage pass-video failed: test/);
     for (; n < 400; n++) pushUnit(pub, n, 10 * KB, 5);
-    assert.ok(bus.arenaCounts.reused > reusedThen, 'reuse resumes after the stage failed');
+    assert.ok(bus.chunks.counts.reused > reusedThen, 'reuse resumes after the stage failed');
     s.close('test over');
   });
 
@@ -342,7 +342,7 @@ describe('payload arena (Publisher.alloc)', () => {
       seen.add(b.buffer);
       pub.push(videoUnit({ codec: 'h264', dts: n * 40, keyframe: n % 5 === 0, payload: fill(b, n) }));
     }
-    assert.deepEqual(bus.arenaCounts, { allocated: 0, reused: 0, escaped: 0, released: 0 });
+    assert.deepEqual(bus.chunks.counts, { allocated: 0, reused: 0, escaped: 0, released: 0 });
     // fresh memory every time (a per-stream slab, or memory of its own for a slice this large): none handed out twice
     assert.equal(seen.size, 200);
     s.close('test over');
@@ -393,7 +393,7 @@ describe('payload arena (Publisher.alloc)', () => {
       }
     }
     assert.ok(checked > 5000, `checked ${checked}`);
-    assert.ok(bus.arenaCounts.reused > 50, `reused ${bus.arenaCounts.reused}`);
+    assert.ok(bus.chunks.counts.reused > 50, `reused ${bus.chunks.counts.reused}`);
     s.close('test over');
   });
 
@@ -447,9 +447,9 @@ describe('payload arena (Publisher.alloc)', () => {
     const shared = [...usedBy.values()].filter((u) => u.size > 1).length;
     assert.ok(checked > 5000, `checked ${checked}`);
     assert.ok(shared > 10, `chunks that served more than one stream: ${shared}`);
-    const escaped = bus.arenaCounts.escaped;
+    const escaped = bus.chunks.counts.escaped;
     for (const st of streams) st.s.close('test over');
     assert.equal(bus.chunks.bytes.held, 0, 'closed streams hold no chunk');
-    assert.equal(bus.arenaCounts.escaped, escaped, 'closing is not escaping');
+    assert.equal(bus.chunks.counts.escaped, escaped, 'closing is not escaping');
   });
 });

@@ -259,8 +259,8 @@ describe('jt1078 stream assembler', function () {
     const expected = assemble(parsePackets(sent)).out.video();
     assert.equal(seen.length, expected.length);
     for (let i = 0; i < seen.length; i++) assert.ok(seen[i].equals(expected[i].payload), `unit ${i} as made without the bus's memory`);
-    assert.equal(bus.arenaCounts.escaped, 0, 'no chunk left to the collector');
-    assert.ok(bus.arenaCounts.reused > 20, `reused ${bus.arenaCounts.reused}`);
+    assert.equal(bus.chunks.counts.escaped, 0, 'no chunk left to the collector');
+    assert.ok(bus.chunks.counts.reused > 20, `reused ${bus.chunks.counts.reused}`);
     stream.close('test over');
   });
 });

@@ -76,7 +76,7 @@ describe('rtsp-out: payload memory reused under RTSP/TCP readers', function () {
     await g.gw.waitReady(open.reqId);
     const fast = await play(open.url);
     const stalled = await play(open.url);
-    const reusedBefore = bus.arenaCounts.reused;
+    const reusedBefore = bus.chunks.counts.reused;
     for (let k = 0; k < 30; k++) {
       push(25);
       if (k === 3) stalled.socket.pause();
@@ -89,7 +89,7 @@ describe('rtsp-out: payload memory reused under RTSP/TCP readers', function () {
       return [...got.values()].some((nals) => numberOf(nals) === last);
     });
     await sleep(300);
-    const reused = bus.arenaCounts.reused - reusedBefore;
+    const reused = bus.chunks.counts.reused - reusedBefore;
     assert.ok(reused > 10, `chunks reused while the readers read: ${reused}`);
     for (const [name, c] of [['fast', fast], ['stalled', stalled]] as const) {
       const got = [...depacketizeH264(c.frames.get(0) ?? []).values()];
