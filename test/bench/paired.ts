@@ -15,6 +15,7 @@
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { repoRoot } from '../support/paths';
 import { BenchArgs } from './support/bench-args';
 
 export const USAGE = `usage: npm run bench -- paired (--against DIR | --floor | --env NAME=VALUE...) [--pairs N] [--b-node-opt OPT]...
@@ -144,7 +145,7 @@ const f1 = (n: number | undefined): string => (n === undefined ? '-' : n.toFixed
 
 export async function run(args: string[]): Promise<void> {
   const o = parseArgs(args);
-  const here = runnerOf(path.resolve(__dirname, '..', '..', '..'));
+  const here = runnerOf(repoRoot);
   const bRunner = o.against ? runnerOf(o.against) : here;
   const bArgs = [...o.ingestArgs, ...(o.floor ? ['--floor'] : []), ...o.bNodeOpts.flatMap((x) => ['--node-opt', x])];
   // a build from before the spinning load generator has only the sleeping one: A sleeps too, or the loads would differ
