@@ -63,6 +63,15 @@ export class FlvMuxer {
   get hasVideo(): boolean { return this.m.video !== undefined; }
   get hasAudio(): boolean { return this.m.audio !== undefined && flagsOf(this.m, this.m.audio) !== undefined; }
 
+  /**
+   * Whether audio units of this codec are left out whatever they hold (a codec FLV cannot carry or not chosen),
+   * as opposed to skipped for now (AAC before its config). True only for the current audio track's codec.
+   */
+  skipsAudio(codec: AudioCodec | string): boolean {
+    const a = this.m.audio;
+    return a !== undefined && a.codec === codec && flagsOf(this.m, a) === undefined;
+  }
+
   setTrack(info: TrackInfo): void {
     if (info.kind === 'video') setVideo(this.m, info);
     else setAudio(this.m, info);

@@ -2,19 +2,20 @@ import type { Logger } from 'pino';
 import type { MediaBus } from '../../../plugin-sdk';
 import { FLV_AUDIO_CODECS } from './config';
 
-/** Audio left out of the FLV: counted per unit, logged once per stream and codec (not per unit). */
+/**
+ * Audio left out of the FLV, logged once per stream and codec (not per unit; the units are counted by
+ * audio_skipped_total). A stream's encoders (one per FLV form in use) each report a codec's first skip.
+ */
 export class AudioSkips {
   private readonly logged = new Map<string, Set<string>>();
 
   constructor(
-    private readonly counter: { inc(): void },
     private readonly log: Logger,
     private readonly audioCodecs: readonly string[],
     private readonly bus: MediaBus,
   ) {}
 
   note(stream: string, codec: string): void {
-    this.counter.inc();
     let codecs = this.logged.get(stream);
     if (!codecs) {
       codecs = new Set();

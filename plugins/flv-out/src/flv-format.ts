@@ -130,8 +130,10 @@ export interface FlvFormatHooks {
   audioCodecs: readonly AudioCodec[];
   /** tags_total's children, resolved once */
   tags: { video: Inc; audio: Inc; script: Inc };
-  /** an audio unit left out (codec not carried, or AAC without a config yet) */
-  audioSkipped(stream: string, codec: string): void;
+  /** an audio unit left out (codec not carried, or AAC without a config yet): counted */
+  audioSkipped: Inc;
+  /** the first audio unit of a codec a stream's encoder leaves out (to log once, not per unit) */
+  audioSkipStarted(stream: string, codec: string): void;
   /** an encoder started (+1) or stopped (-1): a stream has FLV players */
   encoders(delta: 1 | -1): void;
 }
@@ -143,6 +145,14 @@ class FlvEncoder implements FormatEncoder<FlvFrame> {
   private init: FlvInit | undefined;
   private initVersion = -1;
   private closed = false;
+  /**
+   * An audio codec this form does not carry (not in audioCodecs, or FLV cannot): its units are counted and left
+   * out here, without the muxer. A stream without audio-aac sends 50 of them a second, and the muxer's way to the
+   * same answer cost ~4 % of the main thread at 250 such streams.
+   */
+  private skipCodec: string | undefined;
+  /** audio codecs already reported to audioSkipStarted */
+  private reported: string[] = [];
 
   constructor(private readonly stream: StreamInfo, private readonly h: FlvFormatHooks, private readonly only: 'video' | 'audio' | undefined) {
     this.muxer = new FlvMuxer({ audioCodecs: h.audioCodecs, metaBody: onMetaDataBody });
@@ -152,13 +162,19 @@ class FlvEncoder implements FormatEncoder<FlvFrame> {
   tracks(list: ReadonlyArray<TrackInfo>): void {
     // a track this form leaves out is not announced either: its file header and onMetaData say only what it carries
     for (const t of list) if (this.only === undefined || t.kind === this.only) this.muxer.setTrack(t);
+    // a new audio track (another rate, say) may be one the muxer carries
+    this.skipCodec = undefined;
   }
 
   encode(unit: AccessUnit): FlvFrame | undefined {
     if (this.only !== undefined && unit.kind !== this.only) return undefined;
+    if (unit.codec === this.skipCodec && unit.kind === 'audio') {
+      if (unit.payload.length > 0) this.h.audioSkipped.inc();
+      return undefined;
+    }
     const w = this.muxer.pushWire(unit);
     if (w === undefined) {
-      if (unit.kind === 'audio' && unit.payload.length > 0) this.h.audioSkipped(this.stream.name, unit.codec);
+      if (unit.kind === 'audio' && unit.payload.length > 0) this.skipped(unit.codec);
       return undefined;
     }
     this.count(w);
@@ -171,6 +187,15 @@ class FlvEncoder implements FormatEncoder<FlvFrame> {
     if (this.closed) return;
     this.closed = true;
     this.h.encoders(-1);
+  }
+
+  private skipped(codec: string): void {
+    this.h.audioSkipped.inc();
+    // (AAC before its config is skipped too, but only until the config comes: not a codec to skip for good)
+    if (this.muxer.skipsAudio(codec)) this.skipCodec = codec;
+    if (this.reported.includes(codec)) return;
+    this.reported.push(codec);
+    this.h.audioSkipStarted(this.stream.name, codec);
   }
 
   private count(w: WireUnit): void {
