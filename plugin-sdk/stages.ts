@@ -126,6 +126,9 @@ export function audioStage(opts: AudioStageOptions): StageDefinition {
             return;
           }
           if (!(r instanceof Promise)) {
+            // nothing out and nothing ahead to keep in order: no item (a transform that holds frames back, as the
+            // AAC one does four times in five, would otherwise make and drop one per frame)
+            if (r.length === 0 && fifo.length === 0) return;
             fifo.push({ kind: 'pending', done: true, out: own(r, u) });
             flush();
             return;
