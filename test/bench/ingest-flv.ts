@@ -159,6 +159,9 @@ export interface IngestFlvResult {
   gc: { pct: number; majorPct: number; minorPct: number; majors: number };
   /** the gateway's memory at the end of the window, MB: JS heap used, and ArrayBuffer memory (frame payloads, socket reads) */
   heapMB: number;
+  /** JS heap committed (pages V8 holds, used or not), and of it the young generation's */
+  heapTotalMB: number;
+  newSpaceMB: number;
   arrayBuffersMB: number;
   /** payload the bus holds at the end of the window, MB: GOP caches and readers' queues */
   busHeldMB: { gop: number; queue: number };
@@ -461,6 +464,8 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
       aac: { transcoders: sumOf(m1, 'gw_audio_aac_transcoders'), failures: sumDelta(m1, m0, 'gw_audio_aac_failures_total') },
       gc: gcFigures(m0, m1, secs),
       heapMB: mb(sumOf(m1, 'gw_process_nodejs_heap_size_used_bytes')),
+      heapTotalMB: mb(sumOf(m1, 'gw_process_nodejs_heap_size_total_bytes')),
+      newSpaceMB: mb(sumOf(m1, 'gw_process_nodejs_heap_space_size_total_bytes', { space: 'new' })),
       arrayBuffersMB: mb(sumOf(m1, 'gw_process_nodejs_external_memory_bytes')),
       busHeldMB: { gop: mb(sumOf(m1, 'gw_core_bus_held_bytes', { holder: 'gop' })), queue: mb(sumOf(m1, 'gw_core_bus_held_bytes', { holder: 'queue' })) },
       chunks: {

@@ -40,7 +40,7 @@ export function report(
     `  gateway CPU by thread: main ${f1(r.threadCpuPct.main)} %${o.aac ? `, AAC worker ${f1(r.threadCpuPct.worker)} %` : ''}, ` +
       `the rest (GC helpers, libuv pool) ${f1(r.threadCpuPct.other)} %  ->  main thread per core: ${f1(r.terminals / (r.threadCpuPct.main / 100))} streams`,
     `  gateway RSS: ${f1(r.rssMB)} MB at the end, ${f1(r.peakRssMB)} MB peak in the window (${f1(r.idleRssMB)} MB idle): ` +
-      `${f1(rssKBPerStream(r))} KB per stream; JS heap ${f1(r.heapMB)} MB used, external (ArrayBuffers) ${f1(r.arrayBuffersMB)} MB, ` +
+      `${f1(rssKBPerStream(r))} KB per stream; JS heap ${f1(r.heapMB)} MB used of ${f1(r.heapTotalMB)} MB held (young generation ${f1(r.newSpaceMB)} MB), external (ArrayBuffers) ${f1(r.arrayBuffersMB)} MB, ` +
       `of which the bus holds ${f1(r.busHeldMB.gop)} MB in GOP caches and ${f1(r.busHeldMB.queue)} MB in queues; ` +
       `payload chunks: ${f1(r.chunkMB.held)} MB held by streams, ${f1(r.chunkMB.free)} MB free in the pool; in the window ${r.chunks.allocated} allocated, ` +
       `${r.chunks.reused} reused, ${r.chunks.escaped} left to the collector, ${r.chunks.released} let go unused`,
