@@ -23,7 +23,7 @@ describe('flv-out FLV form: audio it leaves out', () => {
   let dts = 0;
   const audio = (codec: AudioCodec, bytes = 160): AccessUnit =>
     unitAt({ kind: 'audio', codec, timescale: 1000, dtsTicks: (dts += 20), keyframe: true, payload: Buffer.alloc(bytes, 0xd5) });
-  const track = (codec: AudioCodec, sampleRate: number, config?: Buffer): AudioTrackInfo => ({ kind: 'audio', codec, sampleRate, channels: 1, config });
+  const track = (codec: AudioCodec, sampleRate: number): AudioTrackInfo => ({ kind: 'audio', codec, sampleRate, channels: 1 });
   /** the FLV audio tags' first body byte (SoundFormat << 4 | flags) of a form, or undefined when left out */
   const soundByte = (f: FlvFrame | undefined): number | undefined => {
     if (f === undefined) return undefined;
