@@ -73,14 +73,14 @@ export function splitAnnexB(buf: Buffer): Buffer[] {
   return units;
 }
 
-/** H.264 nal_unit_type */
-export function h264NalType(nal: Buffer): number {
-  return nal[0] & 0x1f;
+/** H.264 nal_unit_type of the NAL unit starting at `at` (a NalRanges start, or 0 for a NAL unit's own view) */
+export function h264NalType(nal: Buffer, at = 0): number {
+  return nal[at] & 0x1f;
 }
 
-/** H.265 nal_unit_type */
-export function h265NalType(nal: Buffer): number {
-  return (nal[0] >> 1) & 0x3f;
+/** H.265 nal_unit_type of the NAL unit starting at `at` */
+export function h265NalType(nal: Buffer, at = 0): number {
+  return (nal[at] >> 1) & 0x3f;
 }
 
 const START_CODE = Buffer.from([0, 0, 0, 1]);

@@ -4,6 +4,7 @@
  * and plans each unit's tag (planVideo) for FlvMuxer to lay out. Internal to formats/flv.
  */
 import type { AccessUnit, VideoTrackInfo } from '../media';
+import { h264NalType, h265NalType } from './annexb';
 import { buildAvcC, parseH264Sps } from './h264';
 import { buildHvcC, parseH265Sps } from './h265';
 import { allocBody, FLV_TAG_VIDEO, type FlvTag } from './flv-tag';
@@ -67,14 +68,14 @@ export function planVideo(m: MuxState, au: AccessUnit): VideoPlan | undefined {
     const from = all.start(i);
     const to = all.end(i);
     if (hevc) {
-      const t = (payload[from] >> 1) & 0x3f;
+      const t = h265NalType(payload, from);
       if (t === 32) { vps = payload.subarray(from, to); continue; }
       if (t === 33) { sps = payload.subarray(from, to); continue; }
       if (t === 34) { pps = payload.subarray(from, to); continue; }
       if (t === 35) continue; // AUD
       if (t >= 16 && t <= 23) idr = true; // IRAP
     } else {
-      const t = payload[from] & 0x1f;
+      const t = h264NalType(payload, from);
       if (t === 7) { sps = payload.subarray(from, to); continue; }
       if (t === 8) { pps = payload.subarray(from, to); continue; }
       if (t === 9) continue; // AUD
