@@ -305,6 +305,4 @@ export class Jt1078StreamAssembler {
     this.video = info;
     this.sink.onTrack(info);
   }
-
-
 }
