@@ -89,6 +89,33 @@ export class FlvFrame {
     return (this.wsHead ??= wsHeader(this.bytes));
   }
 
+  /** Copies the config tags that changed with this unit into `into` from `at`; returns where they end. */
+  copyConfig(into: Buffer, at: number): number {
+    const c = this.config;
+    if (c !== undefined) for (let i = 0; i < c.length; i++) at += c[i].copy(into, at);
+    return at;
+  }
+
+  /** Copies the unit's media tags into `into` from `at` (mediaBytes of room); returns where they end. */
+  copyMedia(into: Buffer, at: number): number {
+    const b = this.buf;
+    const base = this.memAt;
+    const payload = this.payload;
+    for (let i = 0, r = this.rangesAt; i < this.rangeCount; i += 2, r += 8) {
+      const from = b.readUInt32LE(r);
+      const to = b.readUInt32LE(r + 4);
+      if ((i & 2) === 0 && to - from <= 32) {
+        // the small parts (tag headers, length fields) are a few bytes: a loop beats a call that makes a view
+        for (let k = base + from, end = base + to; k < end; k++) into[at++] = b[k];
+      } else if ((i & 2) === 0) {
+        at += b.copy(into, at, base + from, base + to);
+      } else {
+        at += payload.copy(into, at, from, to);
+      }
+    }
+    return at;
+  }
+
   /** Each piece of the unit's media tags, in order (views made now). */
   pieces(write: (b: Buffer) => void): void {
     const b = this.buf;

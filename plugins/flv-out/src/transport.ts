@@ -2,14 +2,18 @@
  * How a player's bytes reach it. HTTP/1.1: our own chunk framing written straight to the socket, one chunk per unit
  * whose size line all players share; HTTP/1.0: the bare stream on the socket; a pipelined request, whose response
  * has no socket yet: through the response, which frames each write itself; WebSocket: one binary message per unit,
- * its header shared too, written straight to the socket. Every socket is corked for the rest of the tick.
+ * its header shared too, written straight to the socket. A player in step with its stream (nothing of it waiting in
+ * node) gets each unit laid out whole with its framing in one write; otherwise its socket is corked for the rest of
+ * the tick and the unit goes in pieces that refer to the unit's own memory.
  */
 import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import type { TLSSocket } from 'node:tls';
 import { WebSocket } from 'ws';
 import type { FlvFrame } from './flv-format';
-import { CRLF, chunkSizeLine, wsHeader } from './framing';
+import { BARE, CHUNKED, CRLF, WS_MESSAGE, chunkSizeLine, wsHeader, type WholeFraming } from './framing';
 import type { Corked, TickFlush } from './tick';
+import { WireScratch } from './wire-scratch';
 
 /**
  * A player is writable while its transport holds less than this (or its high-water mark, if larger: past that a
@@ -24,9 +28,15 @@ export abstract class Transport implements Corked {
   /** writable() holds below this backlog */
   readonly writableBelow: number;
   private corked = false;
+  /**
+   * How a unit laid out whole is framed; undefined: always in pieces. Not over TLS, where a write completes only once
+   * its ciphertext is out, so node would hold every one and no scratch memory could be reused.
+   */
+  private readonly whole: WholeFraming | undefined;
 
-  constructor(private readonly tick: TickFlush, private readonly sock: Socket | null, highWaterMark: number) {
+  constructor(private readonly tick: TickFlush, private readonly sock: Socket | null, highWaterMark: number, whole?: WholeFraming) {
     this.writableBelow = Math.max(WRITABLE_BELOW, highWaterMark);
+    this.whole = sock !== null && !(sock as Partial<TLSSocket>).encrypted ? whole : undefined;
   }
 
   /** false once the peer is gone or the stream to it has ended */
@@ -57,6 +67,8 @@ export abstract class Transport implements Corked {
 
   /** A unit as one piece of the stream: its config tags if `withConfig` (else a player starts here), then its media. */
   send(f: FlvFrame, withConfig: boolean): void {
+    const s = this.sock;
+    if (this.whole !== undefined && !this.corked && s !== null && s.writableLength === 0 && this.sendWhole(s, this.whole, f, withConfig)) return;
     this.cork();
     this.begin(withConfig ? f.bytes : f.mediaBytes, withConfig ? f : undefined);
     if (withConfig && f.config !== undefined) for (const c of f.config) this.write(c);
@@ -65,6 +77,35 @@ export abstract class Transport implements Corked {
   }
 
   private readonly writePiece = (b: Buffer): void => this.write(b);
+
+  /**
+   * The unit laid out with its framing in the tick's scratch memory and written as one Buffer, straight to the socket
+   * (nothing of this player is waiting in node): one write through node's Writable and one buffer for the handle,
+   * instead of five of each through a corked socket. false: too big for the scratch, written in pieces instead.
+   */
+  private sendWhole(s: Socket, w: WholeFraming, f: FlvFrame, withConfig: boolean): boolean {
+    const sc = this.tick.scratch;
+    const kind = w.key + (withConfig ? 1 : 0);
+    let view = sc.cached(f, kind);
+    if (view === undefined) {
+      const n = withConfig ? f.bytes : f.mediaBytes;
+      const total = w.headLength(n) + n + w.tailLength;
+      if (total > WireScratch.MAX) return false;
+      const b = sc.take(total);
+      this.tick.used();
+      const start = sc.start;
+      let at = w.head(n, b, start);
+      if (withConfig) at = f.copyConfig(b, at);
+      at = f.copyMedia(b, at);
+      at = w.tail(b, at);
+      view = b.subarray(start, at);
+      sc.keep(f, kind, view);
+    }
+    s.write(view);
+    // the kernel did not take it all: node holds the view until it does
+    if (s.writableLength > 0) sc.escape();
+    return true;
+  }
 
   /** One Buffer as a piece of the stream. */
   sendOne(b: Buffer): void {
@@ -97,7 +138,7 @@ export class SocketHttp extends Transport {
   private readonly chunked: boolean;
 
   constructor(tick: TickFlush, private readonly res: ServerResponse, private readonly s: Socket) {
-    super(tick, s, s.writableHighWaterMark);
+    super(tick, s, s.writableHighWaterMark, res.chunkedEncoding ? CHUNKED : BARE);
     this.chunked = res.chunkedEncoding;
   }
 
@@ -190,7 +231,7 @@ export class WsTransport extends Transport {
   readonly backlogCoversAll = true;
 
   constructor(tick: TickFlush, private readonly ws: WebSocket, private readonly s: Socket) {
-    super(tick, s, s.writableHighWaterMark);
+    super(tick, s, s.writableHighWaterMark, WS_MESSAGE);
   }
 
   get open(): boolean {

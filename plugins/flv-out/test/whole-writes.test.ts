@@ -1,0 +1,93 @@
+import assert from 'node:assert/strict';
+import { videoUnit, type AccessUnit } from '../../../plugin-sdk';
+import { testClip } from '../../../plugin-sdk/testkit';
+import {
+  framesIn, httpPlay, newPlayer, parsed, rawPlay, responseAt, startFlvGateway, until, videoFrames, type FlvGateway, type HttpPlay,
+} from './helpers';
+
+/** Frame i: an H.264 slice whose every byte after the NAL header is i & 0xff, so a byte from another frame shows. */
+function frame(i: number, size: number): AccessUnit {
+  const payload = Buffer.alloc(5 + size, i & 0xff);
+  payload.writeUInt32BE(1, 0);
+  payload[4] = i % 30 === 0 ? 0x65 : 0x41;
+  return videoUnit({ codec: 'h264', dts: 1000 + i * 40, keyframe: i % 30 === 0, payload });
+}
+
+/** The frame number each video tag carries, checked byte by byte against its timestamp's frame. */
+function checkFrames(flv: Buffer, first: number, count: number, who: string): void {
+  const frames = videoFrames(parsed(flv).tags);
+  assert.equal(frames.length, count, `${who}: frames`);
+  frames.forEach((t, k) => {
+    const i = first + k;
+    assert.equal(t.timestamp, 1000 + i * 40, `${who}: frame ${i}'s timestamp`);
+    // AVC header (5), NAL length (4), NAL header (1), then the fill
+    const fill = t.body.subarray(10);
+    const bad = fill.findIndex((b) => b !== (i & 0xff));
+    assert.equal(bad, -1, `${who}: frame ${i} has a foreign byte at ${bad} (${fill[bad]}): its memory was written over before it was sent`);
+  });
+}
+
+describe('flv-out: each unit written whole to players in step', function () {
+  this.timeout(60_000);
+  let g: FlvGateway | undefined;
+  afterEach(async () => {
+    await g?.stop();
+    g = undefined;
+  });
+
+  it('keeps the bytes of a write the kernel could not take whole while other players go on', async () => {
+    // a player that stops reading: once its socket's buffers are full, a unit's write is only partly taken and node
+    // holds the rest by reference; the memory it refers to must not be reused for the frames that follow
+    g = await startFlvGateway({ maxPlayerBacklogBytes: 256 * 1024 * 1024 });
+    const gw = g;
+    const o = await gw.open('13900000077');
+    const pub = gw.publisher(o.stream);
+    pub.setTrack(testClip().video);
+    let fast!: HttpPlay;
+    const fastId = await newPlayer(gw.flv, () => { fast = httpPlay(gw.port, `${o.path}&who=fast`); });
+    const slow = rawPlay(gw.port, `GET ${o.path}&who=slow HTTP/1.1\r\nHost: x\r\n\r\n`);
+    const slowId = await newPlayer(gw.flv, () => undefined, (p) => p.remote.endsWith(`:${slow.sock.localPort}`));
+    slow.sock.pause();
+
+    const size = 48 * 1024;
+    let i = 0;
+    let heldPartly = 0;
+    // until the slow player's socket has taken all it can and node holds part of a unit for it, then a while longer
+    while (heldPartly < 40 && i < 3000) {
+      pub.push(frame(i++, size));
+      await until(() => (gw.stats(fastId)?.backlogBytes ?? 1) === 0, 'the reading player to take the frame');
+      await new Promise((r) => setImmediate(r));
+      if ((gw.stats(slowId)?.backlogBytes ?? 0) > 0) heldPartly++;
+    }
+    assert.ok(heldPartly >= 40, `the slow player's socket never filled (${i} frames pushed)`);
+    const pushed = i;
+    slow.sock.resume();
+    await until(() => framesIn(fast.data()) === pushed, 'the reading player to get every frame');
+    await until(() => {
+      const r = responseAt(slow.data(), 0, false);
+      return r !== undefined || framesIn(chunkedSoFar(slow.data())) === pushed;
+    }, 'the slow player to get every frame');
+    checkFrames(fast.data(), 0, pushed, 'reading player');
+    checkFrames(chunkedSoFar(slow.data()), 0, pushed, 'slow player');
+    assert.equal(gw.stats(slowId)?.skips, 0, 'the slow player was never skipped (its queue cap is far away)');
+  });
+});
+
+/** The body of a chunked HTTP response so far (complete chunks), checking each chunk's framing. */
+function chunkedSoFar(raw: Buffer): Buffer {
+  const headEnd = raw.indexOf('\r\n\r\n');
+  if (headEnd < 0) return Buffer.alloc(0);
+  const parts: Buffer[] = [];
+  let p = headEnd + 4;
+  for (;;) {
+    const eol = raw.indexOf('\r\n', p);
+    if (eol < 0) break;
+    const n = parseInt(raw.subarray(p, eol).toString('latin1'), 16);
+    assert.ok(Number.isFinite(n), `a chunk size line at ${p}`);
+    if (eol + 2 + n + 2 > raw.length) break;
+    assert.equal(raw.subarray(eol + 2 + n, eol + 4 + n).toString('latin1'), '\r\n', `the CRLF after the chunk at ${p}`);
+    parts.push(raw.subarray(eol + 2, eol + 2 + n));
+    p = eol + 4 + n;
+  }
+  return Buffer.concat(parts);
+}
