@@ -121,6 +121,8 @@ export class TerminalLink implements SdkTerminalLink {
   private lastSim = '';
   private lastChannel = -1;
   private lastSrc: ChannelSource | undefined;
+  /** the host's clock when the bytes being parsed were received */
+  private readAt = 0;
   /** per `${sim}_${channel}`: how that channel's audio was framed (kept after its source goes) */
   private readonly framings = new Map<string, AudioFraming>();
   private lastFraming: AudioFraming | undefined;
@@ -167,6 +169,9 @@ export class TerminalLink implements SdkTerminalLink {
    */
   push(chunk: Buffer): void {
     if (this.isClosed) return;
+    // one clock reading a read, not one a packet: a read carries a frame's worth (~6 packets), and a channel's
+    // lastAt only has to say it is still fed
+    this.readAt = this.host.now();
     this.counters.bytes += chunk.length;
     if (this.transport !== 'tcp') {
       this.parser.pushDatagram(chunk);
@@ -181,7 +186,7 @@ export class TerminalLink implements SdkTerminalLink {
     if (p.dataType === 4) return;
     // the SIM decoder returns the same string while the SIM bytes repeat, so this is a pointer comparison
     if (this.lastSrc !== undefined && p.sim === this.lastSim && p.channel === this.lastChannel) {
-      this.lastSrc.lastAt = this.host.now();
+      this.lastSrc.lastAt = this.readAt;
       this.lastSrc.assembler.push(p);
       return;
     }
@@ -213,7 +218,7 @@ export class TerminalLink implements SdkTerminalLink {
     this.lastSim = p.sim;
     this.lastChannel = p.channel;
     this.lastSrc = src;
-    src.lastAt = this.host.now();
+    src.lastAt = this.readAt;
     src.assembler.push(p);
   }
 
