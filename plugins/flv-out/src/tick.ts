@@ -1,5 +1,4 @@
 import { performance } from 'node:perf_hooks';
-import { WireScratch } from './wire-scratch';
 
 /** Something holding a socket corked until the end of the tick. */
 export interface Corked {
@@ -21,15 +20,8 @@ export class TickFlush {
   private received: number[] = [];
   private receivedCount = 0;
   private queued = false;
-  /** where players in step get a unit laid out whole for one write (Transport.send); free again after the tick */
-  readonly scratch = new WireScratch();
 
   constructor(private readonly latency: { observe(seconds: number): void }) {}
-
-  /** the scratch was used this tick: free it at its end */
-  used(): void {
-    this.schedule();
-  }
 
   cork(c: Corked): void {
     this.corked[this.corkedCount++] = c;
@@ -50,7 +42,6 @@ export class TickFlush {
 
   private readonly flush = (): void => {
     this.queued = false;
-    this.scratch.reset();
     // swapped, so a player corked while these uncork (a write callback writing again) waits for the next round
     const list = this.corked;
     const n = this.corkedCount;

@@ -15,6 +15,9 @@ import { BARE, CHUNKED, CRLF, WS_MESSAGE, chunkSizeLine, wsHeader, type WholeFra
 import type { Corked, TickFlush } from './tick';
 import { WireScratch } from './wire-scratch';
 
+/** one for the process: a unit is laid out and written in one synchronous run, so no two players' overlap */
+const scratch = new WireScratch();
+
 /**
  * A player is writable while its transport holds less than this (or its high-water mark, if larger: past that a
  * write has returned false, so a 'drain' will come to resume it). Kept small: what a slow player cannot take waits
@@ -79,26 +82,24 @@ export abstract class Transport implements Corked {
   private readonly writePiece = (b: Buffer): void => this.write(b);
 
   /**
-   * The unit laid out with its framing in the tick's scratch memory and written as one Buffer, straight to the socket
+   * The unit laid out with its framing in scratch memory and written as one Buffer, straight to the socket
    * (nothing of this player is waiting in node): one write through node's Writable and one buffer for the handle,
    * instead of five of each through a corked socket. false: too big for the scratch, written in pieces instead.
    */
   private sendWhole(s: Socket, w: WholeFraming, f: FlvFrame, withConfig: boolean): boolean {
-    const sc = this.tick.scratch;
+    const sc = scratch;
     const kind = w.key + (withConfig ? 1 : 0);
     let view = sc.cached(f, kind);
     if (view === undefined) {
       const n = withConfig ? f.bytes : f.mediaBytes;
       const total = w.headLength(n) + n + w.tailLength;
       if (total > WireScratch.MAX) return false;
-      const b = sc.take(total);
-      this.tick.used();
-      const start = sc.start;
-      let at = w.head(n, b, start);
+      const b = sc.take();
+      let at = w.head(n, b, 0);
       if (withConfig) at = f.copyConfig(b, at);
       at = f.copyMedia(b, at);
       at = w.tail(b, at);
-      view = b.subarray(start, at);
+      view = b.subarray(0, at);
       sc.keep(f, kind, view);
     }
     s.write(view);
