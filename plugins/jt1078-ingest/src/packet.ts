@@ -149,6 +149,16 @@ export class SimDecoder {
 
 const NO_BODY = Buffer.alloc(0);
 
+/** A packet's payload as a view, whether or not the parser made one (a reused packet has none). */
+export function packetBody(p: Jt1078Packet): Buffer {
+  return p.src.subarray(p.bodyAt, p.bodyAt + p.bodyLength);
+}
+
+/** A copy of a packet with another payload. */
+export function withBody(p: Jt1078Packet, body: Buffer, change: Partial<Jt1078Packet> = {}): Jt1078Packet {
+  return { ...p, ...change, body, src: body, bodyAt: 0, bodyLength: body.length };
+}
+
 /** A packet for decodePacket to fill again and again (see ParserOptions.reusePacket). */
 export function blankPacket(): Jt1078Packet {
   return {
@@ -197,8 +207,8 @@ export function decodePacket(buf: Buffer, off: number, layout: Jt1078Layout, sim
   out.src = buf;
   out.bodyAt = p;
   out.bodyLength = bodyLen;
-  // a reused packet makes no view: its consumer copies the body out of src, with a view that dies at once, where a
-  // view per packet stored in the packet and then in the frame's part list lived until the frame was complete
+  // a reused packet makes no view: its consumer copies the body out of src (a view stored in the long-lived packet,
+  // then in the frame's part list, was a young object written into old ones at every packet)
   if (into === undefined) out.body = buf.subarray(p, p + bodyLen);
   return out;
 }

@@ -27,8 +27,8 @@ export interface ParserOptions {
   /** Largest body accepted, bytes; default 65535 (anything a u16 can say). */
   maxBodyLength?: number;
   /**
-   * The handler gets one packet object, refilled for every packet, valid only during the call (and its src, as
-   * always with a borrowed chunk). For a consumer that keeps nothing of a packet but copies (TCP ingest): at
+   * The handler gets one packet object, refilled for every packet, valid only during the call (its body view too,
+   * as always with a borrowed chunk). For a consumer that keeps nothing of a packet but copies (TCP ingest): at
    * ~140 packets a second per terminal, a new object each (and its timestamp, a boxed number) was a quarter of the
    * gateway's JavaScript allocation. Its body is not made either (src, bodyAt and bodyLength say where it is).
    * Default false: a new object per packet, with its body, which a handler may keep.

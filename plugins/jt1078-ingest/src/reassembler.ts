@@ -77,10 +77,10 @@ const MODE_M = 2;
 class FrameBuilder {
   /**
    * where the frame's packet bodies so far are (the first `count`): partSrc[i] from partAt[i], partLen[i] bytes.
-   * Part 0 may be `store`'s filled part, the rest are in the current read. Places, not views of each body: the
-   * views are made when the parts are copied and die at once, instead of one a packet living until its frame was
-   * complete (packet.ts, decodePacket). The arrays are kept across frames: emptied with `length = 0`, V8 dropped
-   * their backing stores and grew them again for every frame (0.5 % of the main thread at 1,000 terminals).
+   * Part 0 may be `store`'s filled part, the rest are in the current read. Places, not views: a view per packet
+   * stored here was a young object written into an old array at every packet, for the write barrier to record and
+   * the scavenger to visit. The arrays are kept across frames: emptied with `length = 0`, V8 dropped their backing
+   * stores and grew them again for every frame (0.5 % of the main thread at 1,000 terminals).
    */
   partSrc: Buffer[] = [];
   partAt: number[] = [];

@@ -10,12 +10,12 @@ import { spawnSync } from 'node:child_process';
 import { fixturePath, scratchDir } from '../../../test/support/paths';
 import { requireTool } from '../../../test/support/tools';
 import type { AudioTrackInfo } from '../../../plugin-sdk/media';
-import type { Jt1078Packet } from '../src/packet';
+import { withBody, type Jt1078Packet } from '../src/packet';
 import { Jt1078Parser } from '../src/parser';
 import { Jt1078Packer } from '../src/packer';
 import type { StreamAssemblerOptions } from '../src/stream-assembler';
 import { G726RateEstimator, addHisiliconHeader, g726BitsFromFrameLength, hasHisiliconHeader, stripHisiliconHeader } from '../src/audio';
-import { assemble, capturePackets, prng, withBody } from './helpers';
+import { assemble, capturePackets, prng } from './helpers';
 
 const GOJT = 'jt1078/gojt808-d1-h264-g711a-2013.bin';
 

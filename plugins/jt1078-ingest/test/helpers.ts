@@ -4,7 +4,7 @@ import { spawnSync } from 'node:child_process';
 import { fixturePath } from '../../../test/support/paths';
 import { requireTool } from '../../../test/support/tools';
 import type { AccessUnit, TrackInfo } from '../../../plugin-sdk/media';
-import { Jt1078Packet } from '../src/packet';
+import { Jt1078Packet, packetBody } from '../src/packet';
 import { Jt1078Parser, ParserOptions } from '../src/parser';
 import { AudioFraming, Jt1078StreamAssembler, StreamAssemblerOptions } from '../src/stream-assembler';
 import { PacketFields, encodePacket } from '../src/packer';
@@ -64,16 +64,6 @@ export function fieldsOf(p: Jt1078Packet, change: Partial<PacketFields> = {}): P
 
 export function reencode(p: Jt1078Packet, change: Partial<PacketFields> = {}): Buffer {
   return encodePacket(fieldsOf(p, change), p.body);
-}
-
-/** A packet's payload as a view, whether or not the parser made one (a packet it reuses has none). */
-export function packetBody(p: Jt1078Packet): Buffer {
-  return p.src.subarray(p.bodyAt, p.bodyAt + p.bodyLength);
-}
-
-/** A copy of a packet with another payload (and other fields as given). */
-export function withBody(p: Jt1078Packet, body: Buffer, change: Partial<Jt1078Packet> = {}): Jt1078Packet {
-  return { ...p, ...change, body, src: body, bodyAt: 0, bodyLength: body.length };
 }
 
 /** A comparable summary of a packet (body as hex is too slow for thousands; a checksum does). */

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { NAL_SCAN } from '../../../plugin-sdk/formats/h264';
-import { Jt1078Packet, SUB_MARK } from '../src/packet';
+import { Jt1078Packet, SUB_MARK, withBody } from '../src/packet';
 import { Jt1078Reorderer } from '../src/reorder';
 import { Jt1078Frame, Jt1078Reassembler, ReassemblerOptions } from '../src/reassembler';
 import { addHisiliconHeader, stripHisiliconHeader } from '../src/audio';
-import { CAPTURES, capturePackets, checksum, prng, withBody } from './helpers';
+import { CAPTURES, capturePackets, checksum, prng } from './helpers';
 
 /** packets -> in-order loss accounting (as on TCP) -> reassembler */
 function frames(packets: Jt1078Packet[], opts?: ReassemblerOptions): { out: Jt1078Frame[]; asm: Jt1078Reassembler } {
