@@ -41,15 +41,8 @@ export interface Jt1078Packet {
   /** video only, else 0; garbage on some terminals, so nothing here relies on them */
   lastIFrameInterval: number;
   lastFrameInterval: number;
-  /**
-   * the payload; a subarray of the input, not a copy. Empty on a packet the parser reuses (ParserOptions.reusePacket):
-   * read src, bodyAt and bodyLength there.
-   */
+  /** the payload; a subarray of the input, not a copy */
   body: Buffer;
-  /** the buffer the payload is in: src[bodyAt, bodyAt + bodyLength) */
-  src: Buffer;
-  bodyAt: number;
-  bodyLength: number;
 }
 
 export const MAGIC = Buffer.from([0x30, 0x31, 0x63, 0x64]);
@@ -149,27 +142,17 @@ export class SimDecoder {
 
 const NO_BODY = Buffer.alloc(0);
 
-/** A packet's payload as a view, whether or not the parser made one (a reused packet has none). */
-export function packetBody(p: Jt1078Packet): Buffer {
-  return p.src.subarray(p.bodyAt, p.bodyAt + p.bodyLength);
-}
-
-/** A copy of a packet with another payload. */
-export function withBody(p: Jt1078Packet, body: Buffer, change: Partial<Jt1078Packet> = {}): Jt1078Packet {
-  return { ...p, ...change, body, src: body, bodyAt: 0, bodyLength: body.length };
-}
-
 /** A packet for decodePacket to fill again and again (see ParserOptions.reusePacket). */
 export function blankPacket(): Jt1078Packet {
   return {
     layout: '2013', sim: '', channel: 0, pt: 0, marker: false, seq: 0, dataType: 0, subMark: 0, timestamp: 0, lastIFrameInterval: 0,
-    lastFrameInterval: 0, body: NO_BODY, src: NO_BODY, bodyAt: 0, bodyLength: 0,
+    lastFrameInterval: 0, body: NO_BODY,
   };
 }
 
 /**
  * Decodes a packet whose header probeHeader accepted and whose bytes are all present: into `into` when given (its
- * fields overwritten, its body left empty: see Jt1078Packet.body), else a new object, whose body is a subarray of buf.
+ * fields overwritten), else a new object. The body is a subarray of buf.
  */
 export function decodePacket(buf: Buffer, off: number, layout: Jt1078Layout, sims: SimDecoder, into?: Jt1078Packet): Jt1078Packet {
   const simLen = layout === '2019' ? 10 : 6;
@@ -204,12 +187,7 @@ export function decodePacket(buf: Buffer, off: number, layout: Jt1078Layout, sim
   out.timestamp = timestamp;
   out.lastIFrameInterval = lastIFrameInterval;
   out.lastFrameInterval = lastFrameInterval;
-  out.src = buf;
-  out.bodyAt = p;
-  out.bodyLength = bodyLen;
-  // a reused packet makes no view: its consumer copies the body out of src (a view stored in the long-lived packet,
-  // then in the frame's part list, was a young object written into old ones at every packet)
-  if (into === undefined) out.body = buf.subarray(p, p + bodyLen);
+  out.body = buf.subarray(p, p + bodyLen);
   return out;
 }
 

@@ -30,8 +30,7 @@ export interface ParserOptions {
    * The handler gets one packet object, refilled for every packet, valid only during the call (its body view too,
    * as always with a borrowed chunk). For a consumer that keeps nothing of a packet but copies (TCP ingest): at
    * ~140 packets a second per terminal, a new object each (and its timestamp, a boxed number) was a quarter of the
-   * gateway's JavaScript allocation. Its body is not made either (src, bodyAt and bodyLength say where it is).
-   * Default false: a new object per packet, with its body, which a handler may keep.
+   * gateway's JavaScript allocation. Default false: a new object per packet, which a handler may keep.
    */
   reusePacket?: boolean;
 }

@@ -76,15 +76,11 @@ const MODE_M = 2;
 
 class FrameBuilder {
   /**
-   * where the frame's packet bodies so far are (the first `count`): partSrc[i] from partAt[i], partLen[i] bytes.
-   * Part 0 may be `store`'s filled part, the rest are in the current read. Places, not views: a view per packet
-   * stored here was a young object written into an old array at every packet, for the write barrier to record and
-   * the scavenger to visit. The arrays are kept across frames: emptied with `length = 0`, V8 dropped their backing
-   * stores and grew them again for every frame (0.5 % of the main thread at 1,000 terminals).
+   * the frame's packet bodies so far (the first `count`); parts[0] may be `store`'s filled part, the rest views of
+   * the current read. The array is kept across frames: emptied with `length = 0`, V8 dropped its backing store and
+   * grew it again for every frame (0.5 % of the main thread at 1,000 terminals).
    */
-  partSrc: Buffer[] = [];
-  partAt: number[] = [];
-  partLen: number[] = [];
+  parts: Buffer[] = [];
   count = 0;
   bytes = 0;
   /** the unfinished frame's bodies copied out of earlier reads (see detach) */
@@ -105,16 +101,6 @@ class FrameBuilder {
   skipping = false;
   /** video: waiting for an I frame */
   waitKey = true;
-
-  /** Copies parts `from`.. into `to` at `at`; returns where they end. */
-  copyParts(to: Buffer, at: number, from: number): number {
-    for (let i = from; i < this.count; i++) {
-      const n = this.partLen[i];
-      const a = this.partAt[i];
-      at += this.partSrc[i].copy(to, at, a, a + n);
-    }
-    return at;
-  }
 
   reset(): void {
     this.count = 0;
@@ -231,11 +217,8 @@ export class Jt1078Reassembler {
       if (ends) b.reset();
       return;
     }
-    const k = b.count++;
-    b.partSrc[k] = p.src;
-    b.partAt[k] = p.bodyAt;
-    b.partLen[k] = p.bodyLength;
-    b.bytes += p.bodyLength;
+    b.parts[b.count++] = p.body;
+    b.bytes += p.body.length;
     if (b.bytes > this.maxFrameBytes) {
       this.drop(b, isVideo);
       if (!ends) {
@@ -259,19 +242,22 @@ export class Jt1078Reassembler {
   }
 
   private own(b: FrameBuilder): void {
-    const kept = b.store !== undefined ? b.partLen[0] : 0;
+    const parts = b.parts;
+    const kept = b.store !== undefined ? parts[0].length : 0;
     if (kept === b.bytes) return;
     let store = b.store;
     if (store === undefined || store.length < b.bytes) {
       const grown = Buffer.allocUnsafe(Math.max(b.bytes, 2 * (store?.length ?? 0), 4096));
-      if (kept > 0) store!.copy(grown, 0, 0, kept);
+      if (kept > 0) grown.set(parts[0]);
       store = b.store = grown;
     }
-    const at = b.copyParts(store, kept, kept > 0 ? 1 : 0);
+    let at = kept;
+    for (let i = kept > 0 ? 1 : 0; i < b.count; i++) {
+      store.set(parts[i], at);
+      at += parts[i].length;
+    }
     b.count = 1;
-    b.partSrc[0] = store;
-    b.partAt[0] = 0;
-    b.partLen[0] = at;
+    parts[0] = store.subarray(0, at);
   }
 
   /** Which witness the frame boundaries follow, per kind: 'marks', 'm' or 'unproven'. */
@@ -312,7 +298,12 @@ export class Jt1078Reassembler {
       return;
     }
     const payload = this.take(b.bytes);
-    b.copyParts(payload, 0, 0);
+    let at = 0;
+    for (let i = 0; i < count; i++) {
+      const part = b.parts[i];
+      payload.set(part, at);
+      at += part.length;
+    }
     b.reset();
     if (isVideo) {
       const codec = videoCodecOfPt(b.pt);

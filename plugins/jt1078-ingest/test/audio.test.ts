@@ -10,7 +10,7 @@ import { spawnSync } from 'node:child_process';
 import { fixturePath, scratchDir } from '../../../test/support/paths';
 import { requireTool } from '../../../test/support/tools';
 import type { AudioTrackInfo } from '../../../plugin-sdk/media';
-import { withBody, type Jt1078Packet } from '../src/packet';
+import type { Jt1078Packet } from '../src/packet';
 import { Jt1078Parser } from '../src/parser';
 import { Jt1078Packer } from '../src/packer';
 import type { StreamAssemblerOptions } from '../src/stream-assembler';
@@ -115,7 +115,7 @@ describe('jt1078 audio normalisation', function () {
 
     it('with a HiSilicon header on every frame: the header goes, the frames and their time stay, the framing is reported', () => {
       const plain = assemble(packets).out;
-      const framed = packets.map((p) => (p.dataType === 3 ? withBody(p, addHisiliconHeader(p.body)) : p));
+      const framed = packets.map((p) => (p.dataType === 3 ? { ...p, body: addHisiliconHeader(p.body) } : p));
       const { out, asm } = assemble(framed);
       const audio = out.audio();
       assert.equal(audio.length, 214);

@@ -4,7 +4,7 @@ import { spawnSync } from 'node:child_process';
 import { fixturePath } from '../../../test/support/paths';
 import { requireTool } from '../../../test/support/tools';
 import type { AccessUnit, TrackInfo } from '../../../plugin-sdk/media';
-import { Jt1078Packet, packetBody } from '../src/packet';
+import { Jt1078Packet } from '../src/packet';
 import { Jt1078Parser, ParserOptions } from '../src/parser';
 import { AudioFraming, Jt1078StreamAssembler, StreamAssemblerOptions } from '../src/stream-assembler';
 import { PacketFields, encodePacket } from '../src/packer';
@@ -68,8 +68,7 @@ export function reencode(p: Jt1078Packet, change: Partial<PacketFields> = {}): B
 
 /** A comparable summary of a packet (body as hex is too slow for thousands; a checksum does). */
 export function packetKey(p: Jt1078Packet): string {
-  const body = packetBody(p);
-  return `${p.layout}/${p.sim}/${p.channel}/${p.pt}/${p.marker ? 1 : 0}/${p.seq}/${p.dataType}/${p.subMark}/${p.timestamp}/${body.length}/${checksum(body)}`;
+  return `${p.layout}/${p.sim}/${p.channel}/${p.pt}/${p.marker ? 1 : 0}/${p.seq}/${p.dataType}/${p.subMark}/${p.timestamp}/${p.body.length}/${checksum(p.body)}`;
 }
 
 export function checksum(b: Buffer): number {
