@@ -104,13 +104,13 @@ export class FlvFrame {
     for (let i = 0, r = this.rangesAt; i < this.rangeCount; i += 2, r += 8) {
       const from = b.readUInt32LE(r);
       const to = b.readUInt32LE(r + 4);
-      if ((i & 2) === 0 && to - from <= 32) {
+      if ((i & 2) !== 0) {
+        at += payload.copy(into, at, from, to);
+      } else if (to - from <= 32) {
         // the small parts (tag headers, length fields) are a few bytes: a loop beats a call that makes a view
         for (let k = base + from, end = base + to; k < end; k++) into[at++] = b[k];
-      } else if ((i & 2) === 0) {
-        at += b.copy(into, at, base + from, base + to);
       } else {
-        at += payload.copy(into, at, from, to);
+        at += b.copy(into, at, base + from, base + to);
       }
     }
     return at;

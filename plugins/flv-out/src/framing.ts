@@ -84,12 +84,8 @@ const noTail = (_b: Buffer, at: number): number => at;
 
 /** HTTP/1.1: each unit a chunk */
 export const CHUNKED: WholeFraming = {
-  key: 2, headLength: sizeLineLength, head: writeSizeLine, tailLength: 2,
-  tail: (b, at) => {
-    b[at] = 13;
-    b[at + 1] = 10;
-    return at + 2;
-  },
+  key: 2, headLength: sizeLineLength, head: writeSizeLine, tailLength: CRLF.length,
+  tail: (b, at) => at + CRLF.copy(b, at),
 };
 
 /** HTTP/1.0: the bare stream */

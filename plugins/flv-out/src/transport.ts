@@ -8,7 +8,7 @@
  */
 import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import type { TLSSocket } from 'node:tls';
+import { TLSSocket } from 'node:tls';
 import { WebSocket } from 'ws';
 import type { FlvFrame } from './flv-format';
 import { BARE, CHUNKED, CRLF, WS_MESSAGE, chunkSizeLine, wsHeader, type WholeFraming } from './framing';
@@ -39,7 +39,7 @@ export abstract class Transport implements Corked {
 
   constructor(private readonly tick: TickFlush, private readonly sock: Socket | null, highWaterMark: number, whole?: WholeFraming) {
     this.writableBelow = Math.max(WRITABLE_BELOW, highWaterMark);
-    this.whole = sock !== null && !(sock as Partial<TLSSocket>).encrypted ? whole : undefined;
+    this.whole = sock !== null && !(sock instanceof TLSSocket) ? whole : undefined;
   }
 
   /** false once the peer is gone or the stream to it has ended */
@@ -87,24 +87,23 @@ export abstract class Transport implements Corked {
    * instead of five of each through a corked socket. false: too big for the scratch, written in pieces instead.
    */
   private sendWhole(s: Socket, w: WholeFraming, f: FlvFrame, withConfig: boolean): boolean {
-    const sc = scratch;
     const kind = w.key + (withConfig ? 1 : 0);
-    let view = sc.cached(f, kind);
+    let view = scratch.cached(f, kind);
     if (view === undefined) {
       const n = withConfig ? f.bytes : f.mediaBytes;
       const total = w.headLength(n) + n + w.tailLength;
       if (total > WireScratch.MAX) return false;
-      const b = sc.take();
+      const b = scratch.take();
       let at = w.head(n, b, 0);
       if (withConfig) at = f.copyConfig(b, at);
       at = f.copyMedia(b, at);
       at = w.tail(b, at);
       view = b.subarray(0, at);
-      sc.keep(f, kind, view);
+      scratch.keep(f, kind, view);
     }
     s.write(view);
     // the kernel did not take it all: node holds the view until it does
-    if (s.writableLength > 0) sc.escape();
+    if (s.writableLength > 0) scratch.escape();
     return true;
   }
 
