@@ -160,19 +160,29 @@ export function responseAt(raw: Buffer, at: number, closed: boolean): RawRespons
   if (headEnd < 0) return undefined;
   const head = raw.subarray(at, headEnd).toString('latin1');
   const status = Number(head.split(' ')[1]);
-  let p = headEnd + 4;
+  const p = headEnd + 4;
   if (status === 204) return { status, head, body: Buffer.alloc(0), next: p };
   if (!/\r\ntransfer-encoding: *chunked/i.test(head)) return closed ? { status, head, body: raw.subarray(p), next: raw.length } : undefined;
+  const c = chunksAt(raw, p);
+  return c.next < 0 ? undefined : { status, head, body: Buffer.concat(c.parts), next: c.next };
+}
+
+/**
+ * The chunks of a chunked HTTP/1.1 body from `at`, each one's framing checked: the complete ones so far, and where
+ * the body ends after its last (zero) chunk, -1 while that has not come.
+ */
+export function chunksAt(raw: Buffer, at: number): { parts: Buffer[]; next: number } {
   const parts: Buffer[] = [];
+  let p = at;
   for (;;) {
     const lineEnd = raw.indexOf('\r\n', p);
-    if (lineEnd < 0) return undefined;
+    if (lineEnd < 0) return { parts, next: -1 };
     const line = raw.subarray(p, lineEnd).toString('latin1');
     assert.match(line, /^[0-9a-f]+$/, 'chunk size line');
     const size = parseInt(line, 16);
-    if (raw.length < lineEnd + 4 + size) return undefined;
+    if (raw.length < lineEnd + 4 + size) return { parts, next: -1 };
     assert.equal(raw.subarray(lineEnd + 2 + size, lineEnd + 4 + size).toString('latin1'), '\r\n', 'CRLF after a chunk');
-    if (size === 0) return { status, head, body: Buffer.concat(parts), next: lineEnd + 4 };
+    if (size === 0) return { parts, next: lineEnd + 4 };
     parts.push(raw.subarray(lineEnd + 2, lineEnd + 2 + size));
     p = lineEnd + 4 + size;
   }

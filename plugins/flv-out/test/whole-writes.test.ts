@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { videoUnit, type AccessUnit } from '../../../plugin-sdk';
 import { testClip } from '../../../plugin-sdk/testkit';
 import {
-  framesIn, httpPlay, newPlayer, parsed, rawPlay, startFlvGateway, until, videoFrames, type FlvGateway, type HttpPlay,
+  chunksAt, framesIn, httpPlay, newPlayer, parsed, rawPlay, startFlvGateway, until, videoFrames, type FlvGateway, type HttpPlay,
 } from './helpers';
 
 /** Frame i: an H.264 slice whose every byte after the NAL header is i & 0xff, so a byte from another frame shows. */
@@ -70,21 +70,8 @@ describe('flv-out: each unit written whole to players in step', function () {
   });
 });
 
-/** The body of a chunked HTTP response so far (complete chunks), checking each chunk's framing. */
+/** The body of a chunked HTTP response so far (its complete chunks). */
 function chunkedSoFar(raw: Buffer): Buffer {
   const headEnd = raw.indexOf('\r\n\r\n');
-  if (headEnd < 0) return Buffer.alloc(0);
-  const parts: Buffer[] = [];
-  let p = headEnd + 4;
-  for (;;) {
-    const eol = raw.indexOf('\r\n', p);
-    if (eol < 0) break;
-    const n = parseInt(raw.subarray(p, eol).toString('latin1'), 16);
-    assert.ok(Number.isFinite(n), `a chunk size line at ${p}`);
-    if (eol + 2 + n + 2 > raw.length) break;
-    assert.equal(raw.subarray(eol + 2 + n, eol + 4 + n).toString('latin1'), '\r\n', `the CRLF after the chunk at ${p}`);
-    parts.push(raw.subarray(eol + 2, eol + 2 + n));
-    p = eol + 4 + n;
-  }
-  return Buffer.concat(parts);
+  return headEnd < 0 ? Buffer.alloc(0) : Buffer.concat(chunksAt(raw, headEnd + 4).parts);
 }
