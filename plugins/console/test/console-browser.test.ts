@@ -93,9 +93,8 @@ describe('console in headless Chromium: log in, open, play, close, find the reco
     assert.equal(await page.textContent('#open-error'), '');
     // the terminal pushes once the channel is open (as a platform would after its push command)
     const ac = new AbortController();
-    // Once the request is closed the gateway cuts the terminal's link (decisions.md: the stream and its terminal
-    // connection close; unknownGraceMs after the stream here), so a simulator still pushing then ends in a reset:
-    // how a slow run reaches the stop below.
+    // The close cuts the terminal's link at once (decisions.md: the last request on a stream closes the stream and
+    // its terminal connection), so the simulator, still pushing, may see a reset before the stop below.
     const run = runSimulator({ file: fixturePath(CAP.file), port: e.live2013, speed: 1, loop: true, signal: ac.signal })
       .catch((err: NodeJS.ErrnoException) => {
         if (!closed || (err.code !== 'ECONNRESET' && err.code !== 'EPIPE')) throw err;
