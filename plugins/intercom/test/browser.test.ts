@@ -57,17 +57,20 @@ describe('intercom: a browser talks through taUrl', function () {
   let gw: TestGateway | undefined;
   let browser: Browser | undefined;
   let server: http.Server | undefined;
+  let scratch: string | undefined;
   afterEach(async () => {
     await browser?.close().catch(() => undefined);
     if (server) await new Promise<void>((r) => server!.close(() => r()));
     await gw?.stop();
+    if (scratch) fs.rmSync(scratch, { recursive: true, force: true });
+    scratch = undefined;
   });
 
   it('Chromium\'s fake microphone (a 1 kHz tone) is heard by the simulated terminal', async () => {
     if (!fs.existsSync(CHROMIUM)) {
       throw new Error(`Chromium is missing at ${CHROMIUM}: install Debian's 'chromium' package; test/support/install-tools.sh does this`);
     }
-    const dir = scratchDir('intercom-browser');
+    const dir = (scratch = scratchDir('intercom-browser'));
     // the microphone: 5 s of 1 kHz at 48 kHz (Chromium loops the file)
     const mic = path.join(dir, 'mic.wav');
     const pcm48 = new Int16Array(48000 * 5);

@@ -4,6 +4,7 @@
  * Also reports the uplink delay the gateway measured (message arrival to packet handed to the terminal's socket).
  */
 import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import type { TestGateway } from '../../../plugin-sdk/testkit';
@@ -33,8 +34,11 @@ async function histogram(gw: TestGateway, name: string): Promise<{ count: number
 describe('intercom: the simulator hears a real-time talker', function () {
   this.timeout(60000);
   let gw: TestGateway | undefined;
+  let scratch: string | undefined;
   afterEach(async () => {
     await gw?.stop();
+    if (scratch) fs.rmSync(scratch, { recursive: true, force: true });
+    scratch = undefined;
   });
 
   it('2 s of a 1 kHz tone spoken in real time: the simulated terminal\'s WAV holds it (ffmpeg), delay reported', async () => {
@@ -42,7 +46,8 @@ describe('intercom: the simulator hears a real-time talker', function () {
     const g = gw;
     const sim = '13800054321';
     const talk = await openTalk(g, { simNo: sim, chanId: 1 });
-    const wav = path.join(scratchDir('intercom-sim'), 'heard.wav');
+    scratch = scratchDir('intercom-sim');
+    const wav = path.join(scratch, 'heard.wav');
     const ac = new AbortController();
     const run = runSimulator({ file: fixturePath(GOJT), port: g.ports['jt1078-ingest.livePort2013'], sim, chan: 1, loop: true, talkWav: wav, signal: ac.signal });
     try {
