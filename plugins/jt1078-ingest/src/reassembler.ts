@@ -74,11 +74,15 @@ const MODE_UNPROVEN = 0;
 const MODE_MARKS = 1;
 const MODE_M = 2;
 
+const NO_BODY = Buffer.alloc(0);
+
 class FrameBuilder {
   /**
    * the frame's packet bodies so far (the first `count`); parts[0] may be `store`'s filled part, the rest views of
    * the current read. The array is kept across frames: emptied with `length = 0`, V8 dropped its backing store and
-   * grew it again for every frame (0.5 % of the main thread at 1,000 terminals).
+   * grew it again for every frame (0.5 % of the main thread at 1,000 terminals). Slots are emptied as the frame
+   * goes (`release`): a view left in a slot lived until a frame as long overwrote it, a key frame's ~50 until the
+   * next key frame, so the collector copied and promoted them and marked them in every stream's array.
    */
   parts: Buffer[] = [];
   count = 0;
@@ -103,12 +107,19 @@ class FrameBuilder {
   waitKey = true;
 
   reset(): void {
+    this.release(0);
     this.count = 0;
     this.bytes = 0;
     this.store = undefined;
     this.inFrame = false;
     this.skipping = false;
     this.tentative = false;
+  }
+
+  /** Empties the slots from `from` up to `count` (the same Buffer in all keeps the array's elements of one kind). */
+  release(from: number): void {
+    const parts = this.parts;
+    for (let i = from; i < this.count; i++) parts[i] = NO_BODY;
   }
 }
 
@@ -256,6 +267,7 @@ export class Jt1078Reassembler {
       store.set(parts[i], at);
       at += parts[i].length;
     }
+    b.release(1);
     b.count = 1;
     parts[0] = store.subarray(0, at);
   }

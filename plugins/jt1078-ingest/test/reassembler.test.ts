@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import * as v8 from 'node:v8';
+import * as vm from 'node:vm';
 import { NAL_SCAN } from '../../../plugin-sdk/formats/h264';
 import { Jt1078Packet, SUB_MARK } from '../src/packet';
 import { Jt1078Reorderer } from '../src/reorder';
@@ -189,5 +191,37 @@ describe('jt1078 frame reassembly', () => {
     assert.deepEqual(out.map(frameKey), want);
     assert.equal(asm.stats.droppedFrames, 1);
     assert.ok(out.every((f) => f.payload.length <= 100_000));
+  });
+  it('keeps no packet body once its frame is out: the bodies of a key frame are free for the collector', async () => {
+    // each body in memory of its own, so what still refers to it can be told by whether it is collected
+    const cap = capturePackets(CAPTURES.find((c) => c.file.includes('xunilcyl'))!.file);
+    const firstP = cap.findIndex((p, i) => i > 0 && p.dataType === 1 && p.subMark !== SUB_MARK.MIDDLE && p.subMark !== SUB_MARK.LAST);
+    const out: Jt1078Frame[] = [];
+    const asm = new Jt1078Reassembler({ onFrame: (f) => out.push(f) });
+    const order = new Jt1078Reorderer(asm, { maxPackets: 0 });
+    const refs: Array<WeakRef<ArrayBuffer>> = [];
+    const feed = (from: number, to: number): void => {
+      for (let i = from; i < to; i++) {
+        const body = Buffer.allocUnsafeSlow(cap[i].body.length);
+        cap[i].body.copy(body);
+        refs.push(new WeakRef(body.buffer));
+        order.push({ ...cap[i], body });
+      }
+    };
+    // the key frame (dozens of packets), then the P frame after it: a short frame leaves most slots as they were
+    feed(0, firstP);
+    const keyPackets = refs.length;
+    let end = firstP + 1;
+    while (cap[end].subMark === SUB_MARK.MIDDLE || cap[end].subMark === SUB_MARK.LAST) end++;
+    feed(firstP, end);
+    assert.ok(keyPackets >= 10, `the key frame has ${keyPackets} packets`);
+    assert.deepEqual(out.map((f) => f.keyframe), [true, false]);
+    // WeakRefs hold their targets until the current job ends
+    await new Promise((r) => setImmediate(r));
+    v8.setFlagsFromString('--expose-gc');
+    (vm.runInNewContext('gc') as () => void)();
+    const held = refs.map((r, i) => (r.deref() !== undefined ? i : -1)).filter((i) => i >= 0);
+    assert.deepEqual(held, [], `packet bodies still held after their frames went: ${held.length} of ${refs.length}`);
+    assert.equal(out.length, 2);
   });
 });
