@@ -40,6 +40,17 @@ export class GatewayConfig {
   gcHelperThreads = false;
 
   /**
+   * How far V8 lets the old generation grow past what the last full collection kept before it collects again, in
+   * percent: 50 means to 1.5 times. 0, the default, leaves it to V8 (up to 4 times on a large heap). Lower holds less
+   * memory for more full collections. Measured with 50 (test/bench/README.md): at 700 terminals x 1 Mbit/s on one
+   * core, 399 instead of 516 KB of RSS a stream for 1.011 times the CPU; at 1,000, 375 instead of 455 KB and a worse
+   * end-to-end p99 (96-104 against 70-80 ms), since each full collection stalls every stream for a moment. For hosts
+   * short of memory rather than CPU. Env GW_GC_HEAP_GROWTH_PERCENT.
+   */
+  @IsInt() @Min(0) @Max(1000)
+  gcHeapGrowthPercent = 0;
+
+  /**
    * true, the default: frame payloads live in chunks each stream reuses once no reader can read them any more
    * (core/bus/payload-arena.ts): 3x fewer mark-compacts, event-loop and end-to-end p99 ~40 % lower at 700 terminals,
    * for about one GOP of memory a stream held as spare chunks (RSS +15 % at 700 terminals of 1 Mbit/s, +33 % at 1,000).

@@ -12,6 +12,8 @@
  * The flag can only be given when a process starts (V8 aborts if it is set at run time, and NODE_OPTIONS refuses
  * it): workers get it from the primary; a single process from its command line (`npm start` passes it).
  */
+import * as v8 from 'node:v8';
+
 export const SINGLE_THREADED_GC = '--single-threaded-gc';
 
 /** node options for a gateway process (worker or single) */
@@ -22,4 +24,14 @@ export function gcNodeFlags(helperThreads: boolean): string[] {
 /** whether this process was started with the collector on its own thread */
 export function singleThreadedGc(execArgv: readonly string[] = process.execArgv): boolean {
   return execArgv.includes(SINGLE_THREADED_GC);
+}
+
+/**
+ * The old generation's growth factor (gateway.gcHeapGrowthPercent), set at run time: unlike --single-threaded-gc,
+ * V8 reads this one at every limit it computes, and a process may set it after it started (test/core/gc-flags.test.ts
+ * checks that it still takes effect). 0 leaves V8's own.
+ */
+export function setHeapGrowth(percent: number): void {
+  if (!Number.isInteger(percent) || percent < 0) throw new RangeError(`heap growth percent ${percent}: a whole number >= 0 needed`);
+  if (percent > 0) v8.setFlagsFromString(`--heap-growing-percent=${percent}`);
 }

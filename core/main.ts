@@ -10,7 +10,7 @@ import { GatewayConfig } from './gateway-config';
 import { loadSite } from './site';
 import { Primary } from './cluster/primary';
 import { WorkerLink } from './cluster/worker-link';
-import { gcNodeFlags, singleThreadedGc, SINGLE_THREADED_GC } from './gc-flags';
+import { gcNodeFlags, setHeapGrowth, singleThreadedGc, SINGLE_THREADED_GC } from './gc-flags';
 
 const STOP_LIMIT_MS = 10_000;
 
@@ -87,6 +87,11 @@ async function runSingle(siteArg: string | undefined, link?: WorkerLink, gcFlagM
     bootFailed(err);
   }
   onSignals(() => kernel.stop(), kernel.log);
+  const growth = kernel.gateway.gcHeapGrowthPercent;
+  if (growth > 0) {
+    setHeapGrowth(growth);
+    kernel.log.info({ key: 'gateway.gcHeapGrowthPercent', percent: growth }, `the old generation grows to ${1 + growth / 100} times what a full collection kept before the next`);
+  }
   if (gcFlagMissing) {
     kernel.log.warn({ nodeFlag: SINGLE_THREADED_GC, key: 'gateway.gcHelperThreads' },
       `started without ${SINGLE_THREADED_GC}: V8's GC helper threads share the cores with the event loop and delay frames at load (core/gc-flags.ts); `

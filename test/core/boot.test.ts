@@ -251,4 +251,21 @@ describe('a single-process gateway and the GC flag it needs from its command lin
     assert.deepEqual(await gcWarnings({}, ['--single-threaded-gc']), []);
     assert.deepEqual(await gcWarnings({ GW_GC_HELPER_THREADS: 'true' }, []), []);
   });
+
+  it('gcHeapGrowthPercent is said once at start when set (its effect: gc-flags.test.ts), and a bad one stops boot naming it', async () => {
+    const f = writeSite(dir, { gateway: gateway(dir), plugins: [{ name: 'presence-allowlist', module: EXAMPLE }] });
+    const lines = async (env: Record<string, string>): Promise<string[]> => {
+      let started = false;
+      const r = await runGateway(f, { GW_WORKERS: '1', ...env }, (out, kill) => {
+        if (!started && out.includes('gateway started')) { started = true; kill(); }
+      }, ['--single-threaded-gc']);
+      assert.equal(started, true, r.stdout + r.stderr);
+      return r.stdout.split('\n').filter((l) => l.includes('gcHeapGrowthPercent')).map((l) => (JSON.parse(l) as { msg: string }).msg);
+    };
+    assert.deepEqual(await lines({ GW_GC_HEAP_GROWTH_PERCENT: '50' }), ['the old generation grows to 1.5 times what a full collection kept before the next']);
+    assert.deepEqual(await lines({}), []);
+    const bad = await runGateway(f, { GW_WORKERS: '1', GW_GC_HEAP_GROWTH_PERCENT: '-5' }, undefined, ['--single-threaded-gc']);
+    assert.notEqual(bad.code, 0);
+    assert.match(bad.stderr, /^boot failed: .*gcHeapGrowthPercent/);
+  });
 });
