@@ -6,48 +6,6 @@
 const SC3 = Buffer.from([0, 0, 1]);
 
 /**
- * Where the last NAL-kind scan (scanH264, scanH265) found start codes, for NalRanges.scan of the same Buffer. The
- * ingest scans every frame for its NAL kinds, then each muxer that frames the unit scans it again for its NAL units,
- * in the same call (the FLV encoder's second scan was ~2.5 % of the main thread at 700 terminals). Kept only for the
- * Buffer object scanned last, and only while the codes logged are still where they were: a payload is not written
- * after the ingest scanned it (one that changes is made anew), and one changed in place is scanned anew.
- * The kinds scan searches on from a NAL's first byte plus one, NalRanges from that byte itself; they find the same
- * codes unless a code starts right there (an empty NAL unit before a 3-byte code), which `spoil` marks.
- */
-export class StartCodeLog {
-  buf: Buffer | undefined = undefined;
-  count = 0;
-  /** positions of the 00 00 01s found, in order */
-  at = new Int32Array(64);
-
-  begin(buf: Buffer): void {
-    this.buf = buf;
-    this.count = 0;
-  }
-
-  /** The next 00 00 01 at or after `from` (its position, or -1), logged. */
-  find(buf: Buffer, from: number): number {
-    const i = buf.indexOf(SC3, from);
-    if (i >= 0) {
-      if (this.count === this.at.length) {
-        const grown = new Int32Array(2 * this.at.length);
-        grown.set(this.at);
-        this.at = grown;
-      }
-      this.at[this.count++] = i;
-    }
-    return i;
-  }
-
-  /** the scan about to search on from `p + 1` would miss a code at `p` that NalRanges finds: no log for this one */
-  spoilIfCodeAt(buf: Buffer, p: number): void {
-    if (buf[p] === 0 && buf[p + 1] === 0 && buf[p + 2] === 1) this.buf = undefined;
-  }
-}
-
-export const startCodeLog = new StartCodeLog();
-
-/**
  * Where the NAL units of an Annex-B buffer are, [start, end) without their start codes, found without making a view
  * of each: a muxer that frames every unit reads a NAL unit's type and length and copies or references its bytes, so
  * a view per NAL unit and the array holding them were only garbage (the FLV encoder: 1,426 -> 1,223 ns a unit in a
@@ -68,8 +26,6 @@ export class NalRanges {
 
   /** The NAL units of `buf` (empty ones left out); the count. */
   scan(buf: Buffer): number {
-    const log = startCodeLog;
-    if (log.buf === buf && this.fromLog(buf, log)) return this.count;
     this.count = 0;
     const n = buf.length;
     let start = -1;
@@ -93,30 +49,6 @@ export class NalRanges {
 
   clear(): void {
     this.count = 0;
-  }
-
-  /**
-   * scan's ranges from the codes a kinds scan of the same Buffer found (the same codes, in the same order); false
-   * when a logged code is no longer there (bytes changed in place since), to be scanned anew
-   */
-  private fromLog(buf: Buffer, log: StartCodeLog): boolean {
-    this.count = 0;
-    const n = buf.length;
-    const at = log.at;
-    let start = -1;
-    for (let k = 0; k < log.count; k++) {
-      const i = at[k];
-      if (buf[i] !== 0 || buf[i + 1] !== 0 || buf[i + 2] !== 1) return false;
-      if (start >= 0) {
-        let end = i;
-        while (end > start && buf[end - 1] === 0) end--;
-        if (end > start) this.push(start, end);
-      }
-      start = i + 3;
-    }
-    if (start >= 0 && start < n) this.push(start, n);
-    else if (start < 0 && n > 0) this.push(0, n);
-    return true;
   }
 
   push(start: number, end: number): void {

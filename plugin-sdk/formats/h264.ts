@@ -2,7 +2,6 @@
  * H.264 helpers: SPS parsing, avcC building, keyframe and parameter-set extraction from Annex-B frames.
  * Also the RBSP bit reader and Annex-B scanning shared with h265.ts.
  */
-import { startCodeLog } from './annexb';
 
 // ---------------------------------------------------------------------------------------------
 // RBSP and bit reading
@@ -115,20 +114,10 @@ function startCodeFlags(buf: Buffer, nalStart: number, first: boolean): number {
   return sc > 0 && buf[sc - 1] === 0 ? 0 : NAL_SCAN.NEEDS_NORMALISING;
 }
 
-/** `nextNalStart` with the code logged for NalRanges (annexb.ts startCodeLog) */
-export function loggedNalStart(buf: Buffer, from: number): number {
-  const i = startCodeLog.find(buf, from);
-  return i < 0 || i + 3 >= buf.length ? -1 : i + 3;
-}
-
-/**
- * One pass over an H.264 Annex-B frame: which NAL kinds it holds (NAL_SCAN flags). The start codes it finds are kept
- * for a NalRanges.scan of the same Buffer (annexb.ts startCodeLog), which every muxer framing the unit does next.
- */
+/** One pass over an H.264 Annex-B frame: which NAL kinds it holds (NAL_SCAN flags). */
 export function scanH264(buf: Buffer): number {
-  startCodeLog.begin(buf);
   let flags = 0;
-  let p = loggedNalStart(buf, 0);
+  let p = nextNalStart(buf, 0);
   if (p < 0) return NAL_SCAN.NO_START_CODE | NAL_SCAN.NEEDS_NORMALISING;
   let first = true;
   while (p >= 0) {
@@ -139,8 +128,7 @@ export function scanH264(buf: Buffer): number {
     else if (t >= 1 && t <= 4) flags |= NAL_SCAN.VCL;
     else if (t === 7) flags |= NAL_SCAN.SPS;
     else if (t === 8) flags |= NAL_SCAN.PPS;
-    startCodeLog.spoilIfCodeAt(buf, p);
-    p = loggedNalStart(buf, p + 1);
+    p = nextNalStart(buf, p + 1);
   }
   return flags;
 }

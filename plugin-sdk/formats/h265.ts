@@ -2,16 +2,14 @@
  * H.265 helpers: SPS parsing (size, profile/tier/level and the fields an hvcC record needs), hvcC building,
  * keyframe (IRAP) detection and VPS/SPS/PPS extraction from Annex-B frames.
  */
-import { startCodeLog } from './annexb';
-import { BitReader, BitstreamError, loggedNalStart, NAL_SCAN, nextNalStart, unescapeRbsp } from './h264';
+import { BitReader, BitstreamError, NAL_SCAN, nextNalStart, unescapeRbsp } from './h264';
 
 export const H265_NAL = { VPS: 32, SPS: 33, PPS: 34, AUD: 35, PREFIX_SEI: 39, SUFFIX_SEI: 40 } as const;
 
-/** One pass over an H.265 Annex-B frame: which NAL kinds it holds (NAL_SCAN flags from h264.ts); codes kept as scanH264's. */
+/** One pass over an H.265 Annex-B frame: which NAL kinds it holds (NAL_SCAN flags from h264.ts). */
 export function scanH265(buf: Buffer): number {
-  startCodeLog.begin(buf);
   let flags = 0;
-  let p = loggedNalStart(buf, 0);
+  let p = nextNalStart(buf, 0);
   if (p < 0) return NAL_SCAN.NO_START_CODE | NAL_SCAN.NEEDS_NORMALISING;
   let first = true;
   while (p >= 0) {
@@ -27,8 +25,7 @@ export function scanH265(buf: Buffer): number {
     } else if (t === H265_NAL.VPS) flags |= NAL_SCAN.VPS;
     else if (t === H265_NAL.SPS) flags |= NAL_SCAN.SPS;
     else if (t === H265_NAL.PPS) flags |= NAL_SCAN.PPS;
-    startCodeLog.spoilIfCodeAt(buf, p);
-    p = loggedNalStart(buf, p + 1);
+    p = nextNalStart(buf, p + 1);
   }
   return flags;
 }
