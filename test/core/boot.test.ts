@@ -229,16 +229,22 @@ describe('a single-process gateway and the GC flag it needs from its command lin
   });
   after(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-  /** boots with GW_WORKERS=1, stops at 'gateway started'; the warnings that name the GC flag */
-  async function gcWarnings(env: Record<string, string>, nodeArgs: string[]): Promise<string[]> {
+  interface LogLine { level: number; msg: string; nodeFlag?: string; key?: string }
+
+  /** boots with GW_WORKERS=1 and stops at 'gateway started'; its log lines */
+  async function bootLines(env: Record<string, string>, nodeArgs: string[]): Promise<LogLine[]> {
     const f = writeSite(dir, { gateway: gateway(dir), plugins: [{ name: 'presence-allowlist', module: EXAMPLE }] });
     let started = false;
     const r = await runGateway(f, { GW_WORKERS: '1', ...env }, (out, kill) => {
       if (!started && out.includes('gateway started')) { started = true; kill(); }
     }, nodeArgs);
     assert.equal(started, true, r.stdout + r.stderr);
-    return r.stdout.split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l) as { level: number; nodeFlag?: string; msg: string })
-      .filter((l) => l.nodeFlag !== undefined).map((l) => `${l.level} ${l.msg}`);
+    return r.stdout.split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l) as LogLine);
+  }
+
+  /** the warnings that name the GC flag */
+  async function gcWarnings(env: Record<string, string>, nodeArgs: string[]): Promise<string[]> {
+    return (await bootLines(env, nodeArgs)).filter((l) => l.nodeFlag !== undefined).map((l) => `${l.level} ${l.msg}`);
   }
 
   it('started without --single-threaded-gc it warns once, saying how npm start runs it and which key keeps the helpers', async () => {
@@ -253,17 +259,11 @@ describe('a single-process gateway and the GC flag it needs from its command lin
   });
 
   it('gcHeapGrowthPercent is said once at start when set (its effect: gc-flags.test.ts), and a bad one stops boot naming it', async () => {
+    const growthLines = async (env: Record<string, string>): Promise<string[]> =>
+      (await bootLines(env, ['--single-threaded-gc'])).filter((l) => l.key === 'gateway.gcHeapGrowthPercent').map((l) => `${l.level} ${l.msg}`);
+    assert.deepEqual(await growthLines({ GW_GC_HEAP_GROWTH_PERCENT: '50' }), ['30 the old generation grows to 1.5 times what a full collection kept before the next']);
+    assert.deepEqual(await growthLines({}), []);
     const f = writeSite(dir, { gateway: gateway(dir), plugins: [{ name: 'presence-allowlist', module: EXAMPLE }] });
-    const lines = async (env: Record<string, string>): Promise<string[]> => {
-      let started = false;
-      const r = await runGateway(f, { GW_WORKERS: '1', ...env }, (out, kill) => {
-        if (!started && out.includes('gateway started')) { started = true; kill(); }
-      }, ['--single-threaded-gc']);
-      assert.equal(started, true, r.stdout + r.stderr);
-      return r.stdout.split('\n').filter((l) => l.includes('gcHeapGrowthPercent')).map((l) => (JSON.parse(l) as { msg: string }).msg);
-    };
-    assert.deepEqual(await lines({ GW_GC_HEAP_GROWTH_PERCENT: '50' }), ['the old generation grows to 1.5 times what a full collection kept before the next']);
-    assert.deepEqual(await lines({}), []);
     const bad = await runGateway(f, { GW_WORKERS: '1', GW_GC_HEAP_GROWTH_PERCENT: '-5' }, undefined, ['--single-threaded-gc']);
     assert.notEqual(bad.code, 0);
     assert.match(bad.stderr, /^boot failed: .*gcHeapGrowthPercent/);
