@@ -6,7 +6,7 @@
 import { defineFormat, type AccessUnit, type FormatEncoder, type StreamInfo, type TrackInfo, type UnitFormat } from '../../../plugin-sdk';
 import { FLV_TAG_AUDIO, FLV_TAG_SCRIPT, FlvMuxer, serializeTag, type WireUnit } from '../../../plugin-sdk/formats/flv';
 import type { AudioCodec } from '../../../plugin-sdk/media';
-import { wsHeader } from './framing';
+import { sizeLineLength, writeSizeLine, wsHeader } from './framing';
 import { flvHeader, onMetaDataBody } from './nms';
 
 /** What a player starting at a unit writes before it; shared by every start point until the configuration changes. */
@@ -44,7 +44,6 @@ class FormMemory {
   last = 0;
 }
 
-const HEX = Buffer.from('0123456789abcdef', 'latin1');
 
 /**
  * A unit's FLV form, shared by every FLV player of its stream and kept as long as the unit (GOP cache included). Its
@@ -132,17 +131,11 @@ export class FlvFrame {
 /** The form of a unit's wire tags: copies the small parts into `mem` with the size line and the ranges. */
 function frameOf(w: WireUnit, mem: FormMemory, version: number, init: FlvInit | undefined): FlvFrame {
   const bytes = w.configBytes + w.mediaBytes;
-  let digits = 1;
-  for (let v = bytes >>> 4; v > 0; v >>>= 4) digits++;
-  const lineLen = digits + 2;
   const small = w.mem.length;
   const r = w.ranges;
-  const buf = mem.take(lineLen + small + 4 * r.length);
+  const buf = mem.take(sizeLineLength(bytes) + small + 4 * r.length);
   const lineAt = mem.last;
-  for (let i = digits - 1, v = bytes; i >= 0; i--, v >>>= 4) buf[lineAt + i] = HEX[v & 15];
-  buf[lineAt + digits] = 13;
-  buf[lineAt + digits + 1] = 10;
-  const memAt = lineAt + lineLen;
+  const memAt = writeSizeLine(bytes, buf, lineAt);
   w.mem.copy(buf, memAt);
   const rangesAt = memAt + small;
   for (let i = 0; i < r.length; i++) buf.writeUInt32LE(r[i], rangesAt + 4 * i);
