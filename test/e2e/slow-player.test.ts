@@ -4,13 +4,12 @@
  * player of the same stream keeps getting every frame.
  */
 import assert from 'node:assert/strict';
-import * as v8 from 'node:v8';
 import { setTimeout as sleep } from 'node:timers/promises';
-import * as vm from 'node:vm';
 import {
   HttpFlvPlayer, TcpTerminal, capture, closeReq, encodeLazily, expectedFrom, loopedPackets, openLive, useE2eGateway,
   waitFor,
 } from './helpers';
+import { collector } from '../support/gc';
 
 /** flv-out's default maxPlayerBacklogBytes: a player's queue on the bus */
 const CAP = 2 * 1024 * 1024;
@@ -18,11 +17,6 @@ const CAP = 2 * 1024 * 1024;
 const SOCKET_ALLOWANCE = 64 * 1024 + 256 * 1024;
 const PASSES = 12;
 
-/** A full garbage collection, so what is measured is memory still held, not garbage not yet collected. */
-function collector(): () => void {
-  v8.setFlagsFromString('--expose-gc');
-  return vm.runInNewContext('gc') as () => void;
-}
 
 describe('e2e: a stalled player', function () {
   this.timeout(60_000);

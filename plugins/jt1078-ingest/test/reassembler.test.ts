@@ -1,12 +1,11 @@
 import assert from 'node:assert/strict';
-import * as v8 from 'node:v8';
-import * as vm from 'node:vm';
 import { NAL_SCAN } from '../../../plugin-sdk/formats/h264';
 import { Jt1078Packet, SUB_MARK } from '../src/packet';
 import { Jt1078Reorderer } from '../src/reorder';
 import { Jt1078Frame, Jt1078Reassembler, ReassemblerOptions } from '../src/reassembler';
 import { addHisiliconHeader, stripHisiliconHeader } from '../src/audio';
 import { CAPTURES, capturePackets, checksum, prng } from './helpers';
+import { collector } from '../../../test/support/gc';
 
 /** packets -> in-order loss accounting (as on TCP) -> reassembler */
 function frames(packets: Jt1078Packet[], opts?: ReassemblerOptions): { out: Jt1078Frame[]; asm: Jt1078Reassembler } {
@@ -218,8 +217,7 @@ describe('jt1078 frame reassembly', () => {
     assert.deepEqual(out.map((f) => f.keyframe), [true, false]);
     // WeakRefs hold their targets until the current job ends
     await new Promise((r) => setImmediate(r));
-    v8.setFlagsFromString('--expose-gc');
-    (vm.runInNewContext('gc') as () => void)();
+    collector()();
     const held = refs.map((r, i) => (r.deref() !== undefined ? i : -1)).filter((i) => i >= 0);
     assert.deepEqual(held, [], `packet bodies still held after their frames went: ${held.length} of ${refs.length}`);
     assert.equal(out.length, 2);
