@@ -53,6 +53,15 @@ export interface FormatEncoder<F> {
   tracks?(tracks: ReadonlyArray<TrackInfo>): void;
   /** the unit's form; undefined leaves the unit out for this format's readers */
   encode(unit: AccessUnit): F | undefined;
+  /**
+   * The forms of `units` (the stream's GOP cache, from its keyframe on) for a reader joining now, made without
+   * changing this encoder's state: a new encoder of the same kind, say, given `tracks` and these units. A form may
+   * differ from the one `encode` made then only in what a reader starting here cannot tell (FLV: its configuration
+   * version). An encoder with it lets the bus keep its GOP cache as plain numbers instead of keeping each unit's
+   * form as long as its GOP (see core/bus/gop-cache.ts); without it the bus keeps the forms, and the units with them.
+   * Its units carry no `receivedAt`.
+   */
+  catchUp?(units: ReadonlyArray<AccessUnit>, tracks: ReadonlyArray<TrackInfo>): ReadonlyArray<F | undefined>;
   /** the last reader of this format left the stream, or the stream closed */
   close?(): void;
 }

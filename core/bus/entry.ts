@@ -2,9 +2,9 @@ import type { AccessUnit, TrackInfo } from '../../plugin-sdk/media';
 
 /**
  * A unit as the bus holds it: the publisher's immutable unit and its forms in the formats the stream's readers
- * use. One Entry is shared by the GOP cache and every reader's queue, so each form is made once. Slot 0 (nearly
- * always the only format a stream has) is a field, further slots an array: an Entry lives as long as its GOP, and
- * one object fewer per unit is less for the collector to trace at hundreds of streams.
+ * use. One Entry is shared by every reader's queue, so each form is made once (and by the GOP cache while a format
+ * without catchUp is in use: gop-cache.ts). Slot 0 (nearly always the only format a stream has) is a field, further
+ * slots an array: one object fewer per unit is less for the collector to copy and trace.
  */
 export interface Entry {
   readonly unit: AccessUnit;

@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { FormatEncoder, StreamInfo, UnitFormat } from '../../plugin-sdk/bus';
 import type { AccessUnit, TrackInfo } from '../../plugin-sdk/media';
 import { setForm, type Entry } from './entry';
+import type { GopCache } from './gop-cache';
 
 interface Slot {
   format: UnitFormat<unknown>;
@@ -14,11 +15,14 @@ interface Slot {
  * The formats a stream's readers use, one encoder each: every unit pushed is framed once per format in use, into
  * its Entry, and shared by all that format's readers (MediaMTX's per-format unit encoding; Monibuca's forms cached
  * on the frame). An encoder created while the stream runs first frames the GOP cache, so it has seen every unit
- * from the latest keyframe on.
+ * from the latest keyframe on. A reader that joins later gets the GOP's forms from its encoder's `catchUp`, or, for
+ * a format without it, the forms the cache kept (gop-cache.ts).
  */
 export class StreamFormats {
   private slots: Array<Slot | undefined> = [];
   private active = 0;
+  /** slots whose encoder has no catchUp: while any is in use the GOP cache keeps its Entries */
+  private keeping = 0;
 
   constructor(private readonly stream: StreamInfo, private readonly log: Logger) {}
 
@@ -26,34 +30,69 @@ export class StreamFormats {
     return this.active;
   }
 
-  /** The slot of a format, created (and fed the GOP) for its first reader. */
-  acquire(format: UnitFormat<unknown>, tracks: ReadonlyArray<TrackInfo>, gop: readonly Entry[]): number {
+  /**
+   * A reader of `format` joins: its slot (created, and fed the GOP, for the format's first reader) and, when it
+   * `wantsGop`, the GOP's Entries with their forms in that slot.
+   */
+  join(format: UnitFormat<unknown>, tracks: ReadonlyArray<TrackInfo>, gop: GopCache, wantsGop: boolean): { slot: number; entries: readonly Entry[] } {
     let i = this.slots.findIndex((s) => s?.format === format);
-    if (i < 0) {
+    let slot = i < 0 ? undefined : this.slots[i];
+    let entries: Entry[];
+    if (slot === undefined) {
       const encoder = format.createEncoder(this.stream);
       i = this.slots.indexOf(undefined);
       if (i < 0) i = this.slots.length;
-      const slot: Slot = { format, encoder, readers: 0, failures: 0 };
+      slot = { format, encoder, readers: 0, failures: 0 };
       this.slots[i] = slot;
       this.active++;
       if (tracks.length) this.tracksTo(slot, tracks);
-      for (const e of gop) setForm(e, i, this.encode(slot, e.unit));
+      if (encoder.catchUp === undefined && this.keeping++ === 0 && !gop.keepsEntries) entries = this.keepEntries(gop, tracks);
+      else entries = gop.entryList();
+      for (const e of entries) setForm(e, i, this.encode(slot, e.unit));
+    } else if (!wantsGop) {
+      entries = [];
+    } else {
+      entries = gop.entryList();
+      if (!gop.keepsEntries) this.catchUp(slot, i, entries, tracks);
     }
-    this.slots[i]!.readers++;
-    return i;
+    slot.readers++;
+    return { slot: i, entries };
   }
 
-  release(i: number, gop: readonly Entry[]): void {
+  release(i: number, gop: GopCache): void {
     const slot = this.slots[i];
     if (!slot || --slot.readers > 0) return;
     this.slots[i] = undefined;
     this.active--;
-    for (const e of gop) setForm(e, i, undefined);
+    if (gop.keepsEntries) for (const e of gop.entryList()) setForm(e, i, undefined);
+    if (slot.encoder.catchUp === undefined && --this.keeping === 0) gop.dropEntries();
     try {
       slot.encoder.close?.();
     } catch (err) {
       this.log.warn({ stream: this.stream.name, format: slot.format.name, err: (err as Error)?.message }, 'format encoder failed to close');
     }
+  }
+
+  /** The GOP's Entries kept from now on, with the forms of the formats already in use made again. */
+  private keepEntries(gop: GopCache, tracks: ReadonlyArray<TrackInfo>): Entry[] {
+    const entries = gop.keepEntries();
+    for (let k = 0; k < this.slots.length; k++) {
+      const s = this.slots[k];
+      if (s !== undefined && s.encoder.catchUp !== undefined) this.catchUp(s, k, entries, tracks);
+    }
+    return entries;
+  }
+
+  /** The forms of `entries` in slot i from its encoder's catchUp; a unit it fails on is left out for the reader. */
+  private catchUp(s: Slot, i: number, entries: Entry[], tracks: ReadonlyArray<TrackInfo>): void {
+    if (entries.length === 0) return;
+    let forms: ReadonlyArray<unknown> = [];
+    try {
+      forms = s.encoder.catchUp!(entries.map((e) => e.unit), tracks);
+    } catch (err) {
+      this.failed(s, err);
+    }
+    for (let k = 0; k < entries.length; k++) setForm(entries[k], i, forms[k]);
   }
 
   tracks(tracks: ReadonlyArray<TrackInfo>): void {

@@ -5,6 +5,7 @@ import type {
 import { shiftUnit, type AccessUnit, type TrackInfo } from '../../plugin-sdk/media';
 import type { Entry } from './entry';
 import { StreamFormats } from './formats';
+import { GopCache } from './gop-cache';
 import { PayloadArena } from './payload-arena';
 import type { ChunkPool } from './chunk-pool';
 import { BufferSlab, FRAME_SLAB_BYTES } from '../../plugin-sdk/buffer-slab';
@@ -88,8 +89,8 @@ type Listener = (arg?: never) => void;
 export class BusStream implements OwnedStream {
   private trackMap = new Map<'video' | 'audio', TrackInfo>();
   private trackList: ReadonlyArray<TrackInfo> = [];
-  private gop: Entry[] = [];
-  private gopBytes = 0;
+  /** from the latest keyframe; empty while its GOP is over maxGopBytes */
+  private readonly gop = new GopCache();
   private gopValid = false;
   private readers = new Set<Reader>();
   private publisher: PublisherHandle | undefined;
@@ -193,7 +194,7 @@ export class BusStream implements OwnedStream {
     d.passFrom = { stream: this, video: kinds.includes('video'), audio: kinds.includes('audio') };
     this.passTo.push(d);
     for (const t of this.trackList) if (d.takes(t.kind)) d.setTrack(t);
-    if (this.gopValid) for (const e of this.gop) if (d.takes(e.unit.kind)) d.accept(e.unit, e.src);
+    for (const e of this.gop.entryList()) if (d.takes(e.unit.kind)) d.accept(e.unit, e.src);
     d.on('closed', () => {
       const i = this.passTo.indexOf(d);
       if (i >= 0) this.passTo.splice(i, 1);
@@ -242,8 +243,7 @@ export class BusStream implements OwnedStream {
     if (au.kind === 'video') {
       st.videoFrames++;
       if (au.keyframe) {
-        this.gop = [];
-        this.gopBytes = 0;
+        this.gop.clear();
         this.gopValid = true;
         if (!this.readyFlag) this.markReady();
       }
@@ -253,10 +253,10 @@ export class BusStream implements OwnedStream {
     }
     if (this.gopValid) this.cache(entry);
     for (const r of this.readers) this.queued += r.offer(entry);
-    if (this.queued + this.gopBytes > this.deps.limits.maxStreamBytes) {
+    if (this.queued + this.gop.payloadBytes > this.deps.limits.maxStreamBytes) {
       // the running total misses what sinks drained since; recount before shedding anyone
       this.recount();
-      if (this.queued + this.gopBytes > this.deps.limits.maxStreamBytes) this.shedLargestQueue();
+      if (this.queued + this.gop.payloadBytes > this.deps.limits.maxStreamBytes) this.shedLargestQueue();
     }
     const pass = this.passTo;
     for (let i = 0; i < pass.length; i++) {
@@ -307,7 +307,8 @@ export class BusStream implements OwnedStream {
    * reader, not any stream this one passed them to.
    */
   private doneWith(lastSrc: number): boolean {
-    if (this.gopValid && this.gop.length > 0 && this.gop[0].src <= lastSrc) return false;
+    const first = this.gop.firstSrc;
+    if (first !== undefined && first <= lastSrc) return false;
     for (const r of this.readers) if (!r.doneWith(lastSrc)) return false;
     for (const d of this.passTo) if (!d.doneWith(lastSrc)) return false;
     return true;
@@ -323,11 +324,9 @@ export class BusStream implements OwnedStream {
 
   /** The GOP cache, from the latest keyframe; a GOP over maxGopBytes is not cached (joiners wait for the next). */
   private cache(entry: Entry): void {
-    this.gop.push(entry);
-    this.gopBytes += entry.unit.payload.length;
-    if (this.gopBytes > this.deps.limits.maxGopBytes) {
-      this.gop = [];
-      this.gopBytes = 0;
+    this.gop.add(entry);
+    if (this.gop.payloadBytes > this.deps.limits.maxGopBytes) {
+      this.gop.clear();
       this.gopValid = false;
     }
   }
@@ -401,7 +400,11 @@ export class BusStream implements OwnedStream {
       }
     }
     const limits = this.deps.limits;
-    const slot = opts.format ? this.formats.acquire(opts.format as never, this.trackList, this.gopValid ? this.gop : []) : -1;
+    let slot = -1;
+    let gop: readonly Entry[] = [];
+    const wantsGop = opts.fromKeyframe !== false;
+    if (opts.format) ({ slot, entries: gop } = this.formats.join(opts.format as never, this.trackList, this.gop, wantsGop));
+    else if (wantsGop) gop = this.gop.entryList();
     const reader: Reader<F> = new Reader<F>(sink, {
       media: opts.media ?? 'av',
       slot,
@@ -417,8 +420,7 @@ export class BusStream implements OwnedStream {
     });
     this.readers.add(reader as Reader);
     if (!reader.tellsWhenDone) this.keeperChange(1);
-    const gop = opts.fromKeyframe !== false && this.gopValid ? this.gop : [];
-    reader.join(this.trackList, gop);
+    reader.join(this.trackList, wantsGop ? gop : []);
     this.queued += reader.queuedBytes;
     // nothing reaches the sink before subscribe() returns
     queueMicrotask(() => reader.start());
@@ -438,13 +440,13 @@ export class BusStream implements OwnedStream {
   /** payload bytes this stream keeps alive: its GOP cache and its readers' queues (shared units counted once per holder) */
   heldBytes(): { gop: number; queued: number } {
     this.recount();
-    return { gop: this.gopBytes, queued: this.queued };
+    return { gop: this.gop.payloadBytes, queued: this.queued };
   }
 
   stats(): MediaStreamStats {
     this.recount();
     return {
-      ...this.st, subscribers: this.readers.size, gopBytes: this.gopBytes, queuedBytes: this.queued, formats: this.formats.readersOf(),
+      ...this.st, subscribers: this.readers.size, gopBytes: this.gop.payloadBytes, queuedBytes: this.queued, formats: this.formats.readersOf(),
     };
   }
 
@@ -464,8 +466,8 @@ export class BusStream implements OwnedStream {
     this.formats.closeAll();
     // sockets may still hold its units' bytes: the collector frees its chunks once they are gone
     this.dropArena(false);
-    this.gop = [];
-    this.gopBytes = 0;
+    this.gop.clear();
+    this.gop.dropEntries();
     this.queued = 0;
     this.listeners.ready = [];
     this.listeners.tracks = [];

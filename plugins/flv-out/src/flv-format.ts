@@ -158,6 +158,16 @@ export interface FlvFormatHooks {
   encoders(delta: 1 | -1): void;
 }
 
+const NOT_COUNTED: Inc = { inc: () => undefined };
+
+/** the hooks with every count and report left out (what a catch-up encoder frames was counted when it came) */
+function uncounted(h: FlvFormatHooks): FlvFormatHooks {
+  return {
+    audioCodecs: h.audioCodecs, tags: { video: NOT_COUNTED, audio: NOT_COUNTED, script: NOT_COUNTED }, audioSkipped: NOT_COUNTED,
+    audioSkipStarted: () => undefined, encoders: () => undefined,
+  };
+}
+
 class FlvEncoder implements FormatEncoder<FlvFrame> {
   private readonly muxer: FlvMuxer;
   private readonly mem = new FormMemory();
@@ -201,6 +211,17 @@ class FlvEncoder implements FormatEncoder<FlvFrame> {
     if (w.config !== undefined) this.version++;
     const start = w.keyframe || (unit.kind === 'audio' && !this.muxer.hasVideo);
     return frameOf(w, this.mem, this.version, start ? this.initAt(w.timestamp) : undefined);
+  }
+
+  /**
+   * A new encoder's forms of the GOP: the same tags, their own FlvInit; configuration versions on their own count
+   * (a reader that falls behind while still in them sends the configuration again at its next start: one set of
+   * sequence headers more, never one less). Counted nowhere: the tags were counted when the units came.
+   */
+  catchUp(units: ReadonlyArray<AccessUnit>, tracks: ReadonlyArray<TrackInfo>): Array<FlvFrame | undefined> {
+    const e = new FlvEncoder(this.stream, uncounted(this.h), this.only);
+    e.tracks(tracks);
+    return units.map((u) => e.encode(u));
   }
 
   close(): void {
