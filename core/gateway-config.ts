@@ -41,14 +41,16 @@ export class GatewayConfig {
 
   /**
    * How far V8 lets the old generation grow past what the last full collection kept before it collects again, in
-   * percent: 50 means to 1.5 times. 0, the default, leaves it to V8 (up to 4 times on a large heap). Lower holds less
-   * memory for more full collections. Measured with 50 (test/bench/README.md): at 700 terminals x 1 Mbit/s on one
-   * core, 399 instead of 516 KB of RSS a stream for 1.011 times the CPU; at 1,000, 375 instead of 455 KB and a worse
-   * end-to-end p99 (96-104 against 70-80 ms), since each full collection stalls every stream for a moment. For hosts
-   * short of memory rather than CPU. Env GW_GC_HEAP_GROWTH_PERCENT.
+   * percent: 100 (the default) means to twice. 0 leaves it to V8, whose factor at the gateway's heap (~50 MB at 1,000
+   * streams) left ~22 MB of room: less than the young generation (32 MB), and V8 starts marking whenever the room
+   * left is less than one scavenge might promote, so a full collection ran every ~3 s however little was promoted.
+   * Measured (test/bench/README.md, 1,000 terminals x 1 Mbit/s, one core, alternated): full collections 6-7 -> 1 in
+   * 20 s, event-loop delay p99 38 -> 15-18 ms, end-to-end p99 66-88 -> 52-54 ms, CPU the same (paired at 700: 1.007),
+   * RSS 4-7 % more. Lower (50) holds less memory for more full collections: for hosts short of memory rather than
+   * CPU. Env GW_GC_HEAP_GROWTH_PERCENT.
    */
   @IsInt() @Min(0) @Max(1000)
-  gcHeapGrowthPercent = 0;
+  gcHeapGrowthPercent = 100;
 
   /**
    * true, the default: frame payloads live in chunks each stream reuses once no reader can read them any more

@@ -258,11 +258,12 @@ describe('a single-process gateway and the GC flag it needs from its command lin
     assert.deepEqual(await gcWarnings({ GW_GC_HELPER_THREADS: 'true' }, []), []);
   });
 
-  it('gcHeapGrowthPercent is said once at start when set (its effect: gc-flags.test.ts), and a bad one stops boot naming it', async () => {
+  it('gcHeapGrowthPercent is said once at start unless 0 (its effect: gc-flags.test.ts), and a bad one stops boot naming it', async () => {
     const growthLines = async (env: Record<string, string>): Promise<string[]> =>
       (await bootLines(env, ['--single-threaded-gc'])).filter((l) => l.key === 'gateway.gcHeapGrowthPercent').map((l) => `${l.level} ${l.msg}`);
     assert.deepEqual(await growthLines({ GW_GC_HEAP_GROWTH_PERCENT: '50' }), ['30 the old generation grows to 1.5 times what a full collection kept before the next']);
-    assert.deepEqual(await growthLines({}), []);
+    assert.deepEqual(await growthLines({}), ['30 the old generation grows to 2 times what a full collection kept before the next'], 'the default');
+    assert.deepEqual(await growthLines({ GW_GC_HEAP_GROWTH_PERCENT: '0' }), [], '0: V8\'s own, nothing set or said');
     const f = writeSite(dir, { gateway: gateway(dir), plugins: [{ name: 'presence-allowlist', module: EXAMPLE }] });
     const bad = await runGateway(f, { GW_WORKERS: '1', GW_GC_HEAP_GROWTH_PERCENT: '-5' }, undefined, ['--single-threaded-gc']);
     assert.notEqual(bad.code, 0);
