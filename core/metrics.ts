@@ -31,7 +31,70 @@ export function metricsFor(registry: Registry, owner: string): Metrics {
       registry.registerMetric(hotHistogramMetric(prefix + name, help, data) as never);
       return data;
     },
+    gaugeTable: (columns, labelNames, rows) => {
+      const table = new GaugeTable(labelNames, columns.length, rows);
+      columns.forEach((c, i) => registry.registerMetric(table.column(prefix + c.name, c.help, i) as never));
+    },
   };
+}
+
+interface TableRow {
+  labels: Record<string, string>;
+  /** the series' label part as exposed: `{a="x",b="y"}` */
+  text: string;
+  values: ArrayLike<number>;
+}
+
+/** Prometheus text format: a label value escapes backslash, double quote and line feed */
+function escapeLabel(v: string): string {
+  return /[\\"\n]/.test(v) ? v.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n') : v;
+}
+
+/**
+ * The rows of a Metrics.gaugeTable, read once for all its columns: the registry asks each column in turn within one
+ * scrape, so the rows read for the first are kept until the scrape's task ends. Each column is a registry entry in
+ * prom-client's shape (`get` for JSON and cluster aggregation; `getForPromString`, its text hook, with each line's
+ * name and labels made here once a row, so prom-client only joins them).
+ */
+class GaugeTable {
+  private snapshot: TableRow[] | undefined;
+
+  constructor(
+    private readonly labelNames: readonly string[],
+    private readonly width: number,
+    private readonly rows: (emit: (labels: Record<string, string>, values: ArrayLike<number>) => void) => void,
+  ) {}
+
+  column(name: string, help: string, i: number) {
+    return {
+      name, help, type: 'gauge', aggregator: 'sum',
+      get: async () => ({
+        name, help, type: 'gauge', aggregator: 'sum', values: this.read().map((r) => ({ labels: r.labels, value: r.values[i] })),
+      }),
+      getForPromString: async () => ({
+        name, help, type: 'gauge', aggregator: 'sum', values: this.read().map((r) => ({ metricName: name + r.text, value: r.values[i] })),
+      }),
+      reset: () => undefined,
+    };
+  }
+
+  private read(): TableRow[] {
+    if (this.snapshot !== undefined) return this.snapshot;
+    const out: TableRow[] = [];
+    const names = this.labelNames;
+    this.rows((labels, values) => {
+      if (values.length < this.width) throw new RangeError(`gauge table row has ${values.length} values for ${this.width} columns`);
+      let text = '';
+      for (const n of names) {
+        const v = labels[n];
+        if (v !== undefined) text += `${text === '' ? '' : ','}${n}="${escapeLabel(String(v))}"`;
+      }
+      out.push({ labels, text: text === '' ? '' : `{${text}}`, values });
+    });
+    this.snapshot = out;
+    setImmediate(() => { this.snapshot = undefined; });
+    return out;
+  }
 }
 
 /** A registry entry for a HotHistogramData, in the shape prom-client's Registry reads from its own histograms. */

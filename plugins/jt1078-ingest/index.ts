@@ -109,23 +109,24 @@ export default definePlugin({
     listenerGauge('listener_lost_packets', 'packets lost (sequence gaps), by listener', (t) => t.lostPackets);
     listenerGauge('listener_dropped_frames', 'frames dropped for loss or bad reassembly, by listener', (t) => t.droppedFrames);
     listenerGauge('listener_resyncs', 'parser resynchronisations after junk, by listener', (t) => t.resyncs);
-    const streamGauge = (name: string, help: string, pick: (s: ChannelSource) => number) =>
-      ctx.metrics.gauge(name, help, ['stream', 'layout', 'transport'], (g) => {
-        g.reset();
-        for (const { src: s } of claims.values()) {
-          if (s) g.set({ stream: s.stream.name, layout: s.link.layout ?? 'unknown', transport: s.link.transport }, pick(s));
-        }
-      });
-    streamGauge('stream_packets', 'packets of a channel stream', (s) => s.assembler.stats.packets);
-    streamGauge('stream_video_frames', 'video frames published', (s) => s.assembler.stats.videoUnits);
-    streamGauge('stream_audio_frames', 'audio frames published', (s) => s.assembler.stats.audioUnits);
-    streamGauge('stream_lost_packets', 'packets lost (sequence gaps)', (s) => s.assembler.stats.reorder.lost);
-    streamGauge('stream_dropped_frames', 'frames dropped for loss or bad reassembly', (s) => s.assembler.stats.reassembly.droppedFrames);
-    streamGauge('stream_audio_waiting_frames', 'audio frames left out while the codec\'s parameters were unknown (raw AAC before ADTS, G.726 before its rate)', (s) => s.assembler.stats.audio.waitingForParameters);
-    streamGauge('stream_audio_malformed_frames', 'audio frames that could not be framed (broken ADTS, ADPCM without its header)', (s) => s.assembler.stats.audio.malformed);
-    streamGauge('stream_audio_hisilicon_frames', 'audio frames that carried a HiSilicon header (removed)', (s) => s.assembler.stats.reassembly.hisiliconHeaders);
-    streamGauge('stream_link_bytes', 'bytes received on the stream\'s link', (s) => s.link.counters.bytes);
-    streamGauge('stream_resyncs', 'resynchronisations on the stream\'s link', (s) => s.link.parser.stats.resyncs);
+    // one series a stream each: read in one pass a scrape (a Gauge per column cost ~170 ms a scrape at 1,000 streams)
+    const streamColumns: Array<[string, string, (s: ChannelSource) => number]> = [
+      ['stream_packets', 'packets of a channel stream', (s) => s.assembler.stats.packets],
+      ['stream_video_frames', 'video frames published', (s) => s.assembler.stats.videoUnits],
+      ['stream_audio_frames', 'audio frames published', (s) => s.assembler.stats.audioUnits],
+      ['stream_lost_packets', 'packets lost (sequence gaps)', (s) => s.assembler.stats.reorder.lost],
+      ['stream_dropped_frames', 'frames dropped for loss or bad reassembly', (s) => s.assembler.stats.reassembly.droppedFrames],
+      ['stream_audio_waiting_frames', 'audio frames left out while the codec\'s parameters were unknown (raw AAC before ADTS, G.726 before its rate)', (s) => s.assembler.stats.audio.waitingForParameters],
+      ['stream_audio_malformed_frames', 'audio frames that could not be framed (broken ADTS, ADPCM without its header)', (s) => s.assembler.stats.audio.malformed],
+      ['stream_audio_hisilicon_frames', 'audio frames that carried a HiSilicon header (removed)', (s) => s.assembler.stats.reassembly.hisiliconHeaders],
+      ['stream_link_bytes', 'bytes received on the stream\'s link', (s) => s.link.counters.bytes],
+      ['stream_resyncs', 'resynchronisations on the stream\'s link', (s) => s.link.parser.stats.resyncs],
+    ];
+    ctx.metrics.gaugeTable(streamColumns.map(([name, help]) => ({ name, help })), ['stream', 'layout', 'transport'], (emit) => {
+      for (const { src: s } of claims.values()) {
+        if (s) emit({ stream: s.stream.name, layout: s.link.layout ?? 'unknown', transport: s.link.transport }, streamColumns.map((c) => c[2](s)));
+      }
+    });
 
     const logLimit = new LogLimiter({ intervalMs: 10_000, now: () => ctx.clock.now() });
     const host: LinkHost = {
