@@ -143,6 +143,8 @@ export interface IngestFlvResult {
   core0BusyPct: number;
   /** this process's own event-loop delay in the window: when high, end-to-end figures include our stalls */
   generatorLoopDelayMs: { p99: number; max: number };
+  /** the /metrics scrape that opens the window (answered, whole), a second before the window starts */
+  metricsScrapeMs: number;
   droppedFrames: number;
   /** audio frames each player got per second (AAC sequence headers not counted); 0 without audio */
   audioFramesPerPlayerSecond: number;
@@ -184,6 +186,8 @@ const CHUNK_BYTES_METRIC = 'gw_core_bus_payload_chunk_bytes';
 const MAX_SEND_BACKLOG = 1024 * 1024;
 const OPEN_CONCURRENCY = 16;
 const TICK_MS = 4;
+/** after the scrape that opens the window, before it starts (see its use) */
+const SCRAPE_SETTLE_MS = 1000;
 /** ffmpeg's AAC encoder needs 3 x 1024 samples past a frame's start; audio-aac's default output is 8 kHz */
 const AAC_LOOKAHEAD_MS = 384;
 
@@ -384,7 +388,13 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
     if (gw.child.exitCode !== null) throw new Error(`gateway exited (code ${gw.child.exitCode}):\n${tail(gw.logFile)}`);
 
     // --- measured window
+    const scrapeStart = performance.now();
     const m0 = await api.metrics(); // also resets the gateway's event-loop delay window
+    const scrapeMs = performance.now() - scrapeStart;
+    // Rendering /metrics stops the gateway's loop for a while at 1,000 streams (a series per stream for ten gauges),
+    // and the frames held up meanwhile would reach the players inside the window: the steady state is measured from
+    // a second on, and the scrape's own time is printed apart.
+    await sleep(SCRAPE_SETTLE_MS, undefined, { signal: deadline });
     const snap = () => ({
       at: performance.now(), threads: gatewayCpu(gw.pid), self: process.cpuUsage(), cores: coreTimes(),
       bytesIn: terminals.reduce((s, t) => s + t.bytes, 0), bytesOut: players.reduce((s, p) => s + p.counter.bytes, 0) + (fleet?.bytesRead() ?? 0),
@@ -457,6 +467,7 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
       irqCores: machineIrq / secs,
       core0BusyPct: 100 * core0,
       generatorLoopDelayMs: { p99: ownLoop.percentile(99) / 1e6, max: ownLoop.max / 1e6 },
+      metricsScrapeMs: scrapeMs,
       droppedFrames: s1.dropped - s0.dropped,
       audioFramesPerPlayerSecond: players.reduce((n, p) => n + p.audioInWindow, 0) / Math.max(1, players.length) / secs,
       silentPlayers: stream.audio === 'none' || fleet ? 0 : players.filter((p) => p.audioInWindow === 0).length,
