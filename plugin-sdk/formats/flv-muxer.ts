@@ -39,17 +39,20 @@ export interface FlvMuxerOptions {
 }
 
 /**
+ * pushWire's small parts (headers, length fields, short NAL units), a few dozen bytes a frame, for every muxer of the
+ * process: flv-out copies them into its form at once, so a chunk all streams fill dies young; one per muxer took
+ * seconds to fill and was promoted first. Slices stay valid for as long as anyone keeps them (a chunk is never
+ * reused), and small chunks bound what a kept slice pins.
+ */
+const WIRE_SLAB = new BufferSlab(4096);
+
+/**
  * Turns TrackInfo and AccessUnits into FLV tags. Config tags (onMetaData, sequence headers) are emitted lazily,
  * in front of the next frame that needs them, and again whenever they change.
  */
 export class FlvMuxer {
   /** tracks, counters and frame bodies, shared with the video and audio halves (flv-video.ts, flv-audio.ts) */
   private readonly m: MuxState;
-  /**
-   * pushWire's small parts (headers, length fields, short NAL units): a few dozen bytes a frame, kept as long as the
-   * GOP, so small chunks: 32 KiB ones would each be pinned for seconds by a few live slices.
-   */
-  private readonly wireSlab = new BufferSlab(4096);
 
   constructor(opts: FlvMuxerOptions = {}) {
     this.m = new MuxState(opts.audioCodecs ? new Set(opts.audioCodecs) : undefined, opts.metaBody ?? encodeOnMetaData);
@@ -116,7 +119,7 @@ export class FlvMuxer {
       else small += len;
       small += 4;
     }
-    const mem = this.wireSlab.take(small);
+    const mem = WIRE_SLAB.take(small);
     writeTagHeader(mem, 0, FLV_TAG_VIDEO, bodyLen, p.ts);
     let at = writeVideoPrefix(mem, TAG_HEADER_SIZE, p);
     // sized once: an array grown by push keeps spare room, and this one lives as long as the GOP

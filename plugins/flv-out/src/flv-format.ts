@@ -19,10 +19,13 @@ export interface FlvInit {
 
 /**
  * Where units' small bytes live: 4 KiB chunks shared by many units, each unit holding its chunk and offsets rather
- * than a Buffer view. A form lives as long as its GOP, so at hundreds of streams every object in it is one more
- * for the collector to trace and promote: a view per piece (header, ranges, size line) made the FLV output's
- * old-space heap grow by ~40 % against the node-media-server bridge it replaced. Views are made when written and
- * die young.
+ * than a Buffer view (a view per piece made the FLV output's old-space heap grow by ~40 % against the
+ * node-media-server bridge it replaced). One memory for every encoder of the process: since the GOP cache keeps
+ * no forms (FormatEncoder.catchUp), a form dies young with its unit, and so does a chunk all streams fill, within
+ * milliseconds at hundreds of streams. A chunk of its own per stream took ~1.7 s to fill (~100 B a frame), outlived
+ * two young-generation collections, and its 4 KiB then waited for a full collection: at 1,000 streams ~2.4 MB/s of
+ * dead ArrayBuffers in the old generation. What a kept form pins (a slow player's queue, a GOP kept for a format
+ * without catchUp) is bounded by the chunks made while it is kept, whoever's forms share them.
  */
 const FORM_CHUNK = 4096;
 
@@ -128,6 +131,9 @@ export class FlvFrame {
   }
 }
 
+/** the process's form memory (see FormMemory) */
+const FORMS = new FormMemory();
+
 /** The form of a unit's wire tags: copies the small parts into `mem` with the size line and the ranges. */
 function frameOf(w: WireUnit, mem: FormMemory, version: number, init: FlvInit | undefined): FlvFrame {
   const bytes = w.configBytes + w.mediaBytes;
@@ -170,7 +176,6 @@ function uncounted(h: FlvFormatHooks): FlvFormatHooks {
 
 class FlvEncoder implements FormatEncoder<FlvFrame> {
   private readonly muxer: FlvMuxer;
-  private readonly mem = new FormMemory();
   private version = 0;
   private init: FlvInit | undefined;
   private initVersion = -1;
@@ -210,7 +215,7 @@ class FlvEncoder implements FormatEncoder<FlvFrame> {
     this.count(w);
     if (w.config !== undefined) this.version++;
     const start = w.keyframe || (unit.kind === 'audio' && !this.muxer.hasVideo);
-    return frameOf(w, this.mem, this.version, start ? this.initAt(w.timestamp) : undefined);
+    return frameOf(w, FORMS, this.version, start ? this.initAt(w.timestamp) : undefined);
   }
 
   /**
