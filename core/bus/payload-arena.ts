@@ -116,11 +116,21 @@ export class PayloadArena {
     return c;
   }
 
+  /**
+   * Gives back what is done now rather than at the next chunk this stream needs. The stream calls it when its GOP
+   * cache let a whole GOP go (a key frame): else those chunks waited for the key frame's chunk to fill, a whole GOP
+   * held twice over for a while by every stream.
+   */
+  settle(): void {
+    // (not the chunk being carved)
+    if (this.chunks.length > 1) this.reclaim(this.chunks.length - 1);
+  }
+
   /** Oldest first, up to the first chunk something may still read: done ones go back to the pool. */
-  private reclaim(): void {
+  private reclaim(before = this.chunks.length): void {
     const list = this.chunks;
     let i = 0;
-    for (; i < list.length; i++) {
+    for (; i < before; i++) {
       const c = list[i];
       // units are numbered in push order, so later chunks hold later units
       if (c.lastSeq >= 0 && !this.done(c.lastSeq)) break;

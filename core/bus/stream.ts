@@ -225,8 +225,10 @@ export class BusStream implements OwnedStream {
     if (this.passFrom) this.accept(au, this.passedSrc);
     else {
       const seq = this.seq;
-      this.arena?.pushed(au.payload, seq);
+      const arena = this.arena;
+      arena?.pushed(au.payload, seq);
       this.accept(au, seq);
+      if (arena !== undefined && au.keyframe && au.kind === 'video') arena.settle();
     }
   }
 

@@ -143,6 +143,27 @@ describe('payload arena (Publisher.alloc)', () => {
     a.discard(Buffer.alloc(10)); // not the arena's: ignored
   });
 
+  it('a key frame gives the last GOP\'s chunks back at once, not when the stream next needs a chunk', async () => {
+    const { bus, s, pub } = newStream();
+    s.subscribe({ write: () => undefined, holdsPayloads: () => false });
+    await tick();
+    // GOPs of 10 units of 8 KiB: 80 KiB, three chunks a GOP and a bit
+    for (let n = 0; n < 10; n++) pushUnit(pub, n, 8 * KB, 10);
+    const before = bus.chunks.bytes;
+    // the next key frame lets the whole first GOP go; it fits the rest of the chunk being carved, so no new one is needed
+    pushUnit(pub, 10, 2 * KB, 10);
+    const after = bus.chunks.bytes;
+    assert.ok(after.free - before.free >= 64 * KB, `the first GOP's whole chunks are free at once: ${before.free} -> ${after.free}`);
+    assert.ok(after.held <= 32 * KB, `the stream holds only the chunk it carves from: ${after.held}`);
+    // what is still cached reads as pushed after more units take the freed chunks
+    const got: AccessUnit[] = [];
+    s.subscribe({ write: (u) => got.push(u), holdsPayloads: () => false });
+    for (let n = 11; n < 20; n++) pushUnit(pub, n, 8 * KB, 10);
+    await tick();
+    assert.deepEqual(got.map(numberOf), [10, 11, 12, 13, 14, 15, 16, 17, 18, 19]);
+    assert.ok(got.every(unitIntact));
+  });
+
   it('a frame larger than a unit gets a chunk of its size rounded up, and the frames after it fill the rest', () => {
     const done = true;
     const pool = new ChunkPool(() => 0, 1024, 4096);
