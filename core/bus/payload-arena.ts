@@ -122,16 +122,18 @@ export class PayloadArena {
    * held twice over for a while by every stream.
    */
   settle(): void {
-    // (not the chunk being carved)
-    if (this.chunks.length > 1) this.reclaim(this.chunks.length - 1);
+    // not the chunk being carved, nor one with a slice still to be pushed (a frame held back to be ordered): the
+    // next chunk's reclaim decides on those, as before
+    if (this.chunks.length > 1) this.reclaim(this.chunks.length - 1, true);
   }
 
   /** Oldest first, up to the first chunk something may still read: done ones go back to the pool. */
-  private reclaim(before = this.chunks.length): void {
+  private reclaim(before = this.chunks.length, waitPending = false): void {
     const list = this.chunks;
     let i = 0;
     for (; i < before; i++) {
       const c = list[i];
+      if (waitPending && c.pending > 0) break;
       // units are numbered in push order, so later chunks hold later units
       if (c.lastSeq >= 0 && !this.done(c.lastSeq)) break;
       this.untrack(c);
