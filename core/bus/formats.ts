@@ -46,8 +46,10 @@ export class StreamFormats {
       this.slots[i] = slot;
       this.active++;
       if (tracks.length) this.tracksTo(slot, tracks);
-      if (encoder.catchUp === undefined && this.keeping++ === 0 && !gop.keepsEntries) entries = this.keepEntries(gop, tracks);
-      else entries = gop.entryList();
+      // a format that cannot frame the GOP again for a later joiner has its forms kept, and so the cache's Entries
+      const keeps = encoder.catchUp === undefined;
+      if (keeps) this.keeping++;
+      entries = keeps && !gop.keepsEntries ? this.keepEntries(gop, tracks) : gop.entryList();
       for (const e of entries) setForm(e, i, this.encode(slot, e.unit));
     } else if (!wantsGop) {
       entries = [];
