@@ -179,12 +179,7 @@ export function withPayload(u: AccessUnit, payload: Buffer, change: { codec?: Co
  * A unit with exactly these fields, nothing derived (the bus makes its cached units again with it). Units made
  * anywhere else start with `videoUnit`, `audioUnit` or `unitAt`.
  */
-export function unitOf(
-  kind: 'video' | 'audio', codec: CodecId, dts: number, pts: number, timescale: number, dtsTicks: number, ptsTicks: number,
-  duration: number, keyframe: boolean, payload: Buffer, receivedAt: number | undefined,
-): AccessUnit {
-  return makeUnit(kind, codec, dts, pts, timescale, dtsTicks, ptsTicks, duration, keyframe, payload, receivedAt);
-}
+export const unitOf: typeof makeUnit = makeUnit;
 
 /**
  * Every unit is made here: one object literal, so one hidden class for all of them.

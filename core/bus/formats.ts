@@ -50,7 +50,9 @@ export class StreamFormats {
       const keeps = encoder.catchUp === undefined;
       if (keeps) this.keeping++;
       entries = keeps && !gop.keepsEntries ? this.keepEntries(gop, tracks) : gop.entryList();
+      // the encoder sees the GOP whether or not this reader starts from it
       for (const e of entries) setForm(e, i, this.encode(slot, e.unit));
+      if (!wantsGop) entries = [];
     } else if (!wantsGop) {
       entries = [];
     } else {

@@ -422,7 +422,7 @@ export class BusStream implements OwnedStream {
     });
     this.readers.add(reader as Reader);
     if (!reader.tellsWhenDone) this.keeperChange(1);
-    reader.join(this.trackList, wantsGop ? gop : []);
+    reader.join(this.trackList, gop);
     this.queued += reader.queuedBytes;
     // nothing reaches the sink before subscribe() returns
     queueMicrotask(() => reader.start());

@@ -122,7 +122,7 @@ export class FlvMuxer {
     const mem = WIRE_SLAB.take(small);
     writeTagHeader(mem, 0, FLV_TAG_VIDEO, bodyLen, p.ts);
     let at = writeVideoPrefix(mem, TAG_HEADER_SIZE, p);
-    // sized once: an array grown by push keeps spare room, and this one lives as long as the GOP
+    // sized once: an array grown by push keeps spare room, for as long as the wire form is kept
     const ranges = new Array<number>(2 + 4 * referenced);
     ranges[0] = 0;
     let r = 1;

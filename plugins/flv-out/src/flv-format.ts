@@ -1,7 +1,8 @@
 /**
  * FLV as a bus format: one encoder per stream frames each unit once, for every FLV player of the stream. The bus
- * keeps a unit's form with the unit (GOP cache, readers' queues), so a form holds no copy of a large payload: the
- * muxer's wire form refers to ranges of the unit's own payload (FlvMuxer.pushWire).
+ * keeps a unit's form with the unit (readers' queues; the GOP cache only while a format without catchUp is in use),
+ * so a form holds no copy of a large payload: the muxer's wire form refers to ranges of the unit's own payload
+ * (FlvMuxer.pushWire).
  */
 import { defineFormat, type AccessUnit, type FormatEncoder, type StreamInfo, type TrackInfo, type UnitFormat } from '../../../plugin-sdk';
 import { FLV_TAG_AUDIO, FLV_TAG_SCRIPT, FlvMuxer, serializeTag, type WireUnit } from '../../../plugin-sdk/formats/flv';
@@ -47,9 +48,8 @@ class FormMemory {
   last = 0;
 }
 
-
 /**
- * A unit's FLV form, shared by every FLV player of its stream and kept as long as the unit (GOP cache included). Its
+ * A unit's FLV form, shared by every FLV player of its stream and kept as long as the unit. Its
  * bytes in `buf` from `lineAt`: the HTTP/1.1 chunk-size line for the whole unit, then the small parts of its tags
  * (headers, length fields, short NAL units), then the ranges (uint32 LE, alternating: small parts, relative to
  * `memAt`; the unit's payload) that the tags are made of, in order.
@@ -134,8 +134,9 @@ export class FlvFrame {
 /** the process's form memory (see FormMemory) */
 const FORMS = new FormMemory();
 
-/** The form of a unit's wire tags: copies the small parts into `mem` with the size line and the ranges. */
-function frameOf(w: WireUnit, mem: FormMemory, version: number, init: FlvInit | undefined): FlvFrame {
+/** The form of a unit's wire tags: copies the small parts into the form memory with the size line and the ranges. */
+function frameOf(w: WireUnit, version: number, init: FlvInit | undefined): FlvFrame {
+  const mem = FORMS;
   const bytes = w.configBytes + w.mediaBytes;
   const small = w.mem.length;
   const r = w.ranges;
@@ -215,7 +216,7 @@ class FlvEncoder implements FormatEncoder<FlvFrame> {
     this.count(w);
     if (w.config !== undefined) this.version++;
     const start = w.keyframe || (unit.kind === 'audio' && !this.muxer.hasVideo);
-    return frameOf(w, FORMS, this.version, start ? this.initAt(w.timestamp) : undefined);
+    return frameOf(w, this.version, start ? this.initAt(w.timestamp) : undefined);
   }
 
   /**
