@@ -46,6 +46,8 @@ export interface ReorderStats {
 const SEEN_SIZE = 1024;
 const SEEN_MASK = SEEN_SIZE - 1;
 const SEEN_HALF = SEEN_SIZE / 2;
+/** in a seen slot: the number arrived after the other kind's first packet */
+const OTHER_RAN = 0x10000;
 
 /** "same number in both kinds" score: +1 per occurrence, -SCORE_DECAY per packet without, capped */
 const SCORE_MAX = 16;
@@ -71,10 +73,13 @@ class KindQueue {
   oldestDirty = false;
   slots: Array<Jt1078Packet | undefined> | null = null;
   arrival: Float64Array | null = null;
-  /** seq numbers this kind received recently, indexed by seq & mask; stale slots are cleared ahead */
-  readonly seen = new Int32Array(SEEN_SIZE).fill(-1);
-  /** 1 when the number arrived after the other kind's first packet */
-  readonly seenWhileOtherRan = new Uint8Array(SEEN_SIZE);
+  /**
+   * Numbers this kind received recently, indexed by seq & mask: the number, plus OTHER_RAN when it came after the
+   * other kind's first packet; -1 for none. Stale slots are cleared ahead. One table of both facts, made at this
+   * kind's first packet: two tables made at once were 10 KB of every stream, half of it for a kind that many
+   * terminals never send.
+   */
+  private seen: Int32Array | undefined;
   lastSeen = -1;
 
   /**
@@ -83,29 +88,30 @@ class KindQueue {
    * counters they would hide the other kind's first losses.
    */
   filledHoleOf(seq: number): boolean {
-    const i = seq & SEEN_MASK;
-    return this.seen[i] === seq && this.seenWhileOtherRan[i] === 1;
+    return this.seen !== undefined && this.seen[seq & SEEN_MASK] === (seq | OTHER_RAN);
   }
 
   markSeen(seq: number, otherRunning: boolean): void {
+    const seen = (this.seen ??= new Int32Array(SEEN_SIZE).fill(-1));
     // Clear the slots half a window ahead of everything between the previous and this number, so an
     // entry left from 65536 numbers ago can never pass for a recent one.
     if (this.lastSeen >= 0) {
       const d = (seq - this.lastSeen) & 0xffff;
       if (d > 0 && d < 0x8000) {
         const n = Math.min(d, SEEN_SIZE);
-        for (let i = 1; i <= n; i++) this.seen[(this.lastSeen + i + SEEN_HALF) & SEEN_MASK] = -1;
+        for (let i = 1; i <= n; i++) seen[(this.lastSeen + i + SEEN_HALF) & SEEN_MASK] = -1;
         this.lastSeen = seq;
       }
     } else {
       this.lastSeen = seq;
     }
-    this.seen[seq & SEEN_MASK] = seq;
-    this.seenWhileOtherRan[seq & SEEN_MASK] = otherRunning ? 1 : 0;
+    seen[seq & SEEN_MASK] = otherRunning ? seq | OTHER_RAN : seq;
   }
 
   hasSeen(seq: number): boolean {
-    return this.seen[seq & SEEN_MASK] === seq;
+    // (an empty slot, -1, has all low bits set: it must not pass for number 65535)
+    const v = this.seen === undefined ? -1 : this.seen[seq & SEEN_MASK];
+    return v >= 0 && (v & 0xffff) === seq;
   }
 }
 

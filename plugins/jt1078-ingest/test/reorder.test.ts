@@ -148,6 +148,25 @@ describe('jt1078 reorder buffer', () => {
     assert.equal(r.stats.resets, 0);
   });
 
+  it('wraps around at 65535 with audio and video sharing one counter: the other kind still fills the holes', () => {
+    const base = capturePackets('jt1078/gojt808-d1-h264-g711a-2013.bin');
+    // the counter passes 65535 a third of the way in
+    const start = 65536 - Math.floor(base.length / 3);
+    const packets = base.map((p, i) => ({ ...p, seq: (start + i) & 0xffff }));
+    assert.ok(packets.length > 300);
+    const { sent, dropped } = shuffleAndDrop(packets, 17, 12, 0.02);
+    const { r, out, clock } = makeReorderer();
+    for (const p of sent) {
+      r.push(p);
+      clock.t += 2;
+    }
+    r.flush();
+    const late = checkRelease(packets, sent, dropped, out, (gap) => gap.length);
+    assert.equal(r.stats.late, late);
+    assert.equal(r.stats.resets, 0);
+    assert.equal(r.countersSeparate, false);
+  });
+
   it('waits maxDelayMs for a missing packet, then gives up on it', () => {
     const p0 = capturePackets('jt1078/glaciall-cif-h264-2013.bin')[0];
     const at = (seq: number): Jt1078Packet => ({ ...p0, seq });
