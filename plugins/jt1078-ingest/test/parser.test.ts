@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { Jt1078Packet, normaliseSim, probeHeader, PROBE_INVALID, MAX_HEADER_LENGTH } from '../src/packet';
+import { Jt1078Packet, normaliseSim, probeHeader, PROBE_INVALID, MAX_HEADER_LENGTH, SimDecoder } from '../src/packet';
 import { Jt1078Parser } from '../src/parser';
 import { encodePacket } from '../src/packer';
 import { CAPTURES, capturePackets, fieldsOf, packetKey, parseAll, prng, readCapture, reencode } from './helpers';
@@ -325,5 +325,35 @@ describe('jt1078 parser', () => {
     assert.equal(normaliseSim('000000000000'), '0');
     assert.equal(normaliseSim('13800138000'), '13800138000');
     assert.equal(normaliseSim('00ab12'), '00ab12');
+  });
+});
+
+describe('jt1078 SIM decoding (one decoder per connection, remembering the last SIM)', () => {
+  it('tells apart SIMs that differ in any one byte, in either layout, and layouts with the same leading bytes', () => {
+    const d = new SimDecoder();
+    const hex = (h: string) => Buffer.from(h, 'hex');
+    // bytes at an offset, as in a packet
+    const at = (h: string) => Buffer.concat([hex('ffff'), hex(h)]);
+    const base6 = '013800138000';
+    assert.equal(d.decode(at(base6), 2, 6), '13800138000');
+    assert.equal(d.decode(at(base6), 2, 6), '13800138000');
+    for (let i = 0; i < 6; i++) {
+      const b = hex(base6);
+      b[i] ^= 0x11;
+      const want = normaliseSim(b.toString('hex'));
+      assert.equal(d.decode(at(b.toString('hex')), 2, 6), want, `byte ${i} changed`);
+      assert.equal(d.decode(at(base6), 2, 6), '13800138000', `back after byte ${i}`);
+    }
+    // the 2019 layout: the same first six bytes and four more are another SIM
+    assert.equal(d.decode(at(base6 + '00000000'), 2, 10), '1380013800000000000');
+    for (let i = 0; i < 10; i++) {
+      const b = hex(base6 + '12345678');
+      b[i] ^= 0x01;
+      assert.equal(d.decode(at(b.toString('hex')), 2, 10), normaliseSim(b.toString('hex')), `2019 byte ${i} changed`);
+    }
+    assert.equal(d.decode(at(base6), 2, 6), '13800138000');
+    // a SIM of all zero bytes on a fresh decoder is decoded, not taken for the empty start state
+    assert.equal(new SimDecoder().decode(hex('000000000000'), 0, 6), '0');
+    assert.equal(new SimDecoder().decode(hex('00000000000000000000'), 0, 10), '0');
   });
 });
