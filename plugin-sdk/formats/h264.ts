@@ -1,3 +1,5 @@
+import { startCodesOf } from './annexb';
+
 /**
  * H.264 helpers: SPS parsing, avcC building, keyframe and parameter-set extraction from Annex-B frames.
  * Also the RBSP bit reader and Annex-B scanning shared with h265.ts.
@@ -114,24 +116,46 @@ function startCodeFlags(buf: Buffer, nalStart: number, first: boolean): number {
   return sc > 0 && buf[sc - 1] === 0 ? 0 : NAL_SCAN.NEEDS_NORMALISING;
 }
 
-/** One pass over an H.264 Annex-B frame: which NAL kinds it holds (NAL_SCAN flags). */
-export function scanH264(buf: Buffer): number {
+/**
+ * The NAL units' first bytes for scanH264/scanH265, from the buffer's start codes (found once for both scans of a
+ * unit: see startCodesOf), OR-ing `flagsOf(buf, p, first)` of each; NO_START_CODE when there is none. Same positions as a walk of
+ * nextNalStart from 0, each search one byte past the last NAL start: a code right at a NAL's first byte (an empty
+ * NAL unit) is not one to that walk, and a code with no byte after it ends it.
+ */
+function nalStarts(buf: Buffer, flagsOf: (buf: Buffer, p: number, first: boolean) => number): number {
+  const codes = startCodesOf(buf, true);
+  const n = buf.length;
   let flags = 0;
-  let p = nextNalStart(buf, 0);
-  if (p < 0) return NAL_SCAN.NO_START_CODE | NAL_SCAN.NEEDS_NORMALISING;
   let first = true;
-  while (p >= 0) {
-    flags |= startCodeFlags(buf, p, first);
+  let last = -4;
+  for (let k = 0, found = codes.count; k < found; k++) {
+    const q = codes.position(k);
+    if (q === last + 3) continue;
+    if (q + 3 >= n) break;
+    last = q;
+    flags |= flagsOf(buf, q + 3, first);
     first = false;
-    const t = buf[p] & 0x1f;
-    if (t === 5) flags |= NAL_SCAN.KEY | NAL_SCAN.VCL;
-    else if (t >= 1 && t <= 4) flags |= NAL_SCAN.VCL;
-    else if (t === 7) flags |= NAL_SCAN.SPS;
-    else if (t === 8) flags |= NAL_SCAN.PPS;
-    p = nextNalStart(buf, p + 1);
   }
+  return first ? NAL_SCAN.NO_START_CODE | NAL_SCAN.NEEDS_NORMALISING : flags;
+}
+
+function h264Flags(buf: Buffer, p: number, first: boolean): number {
+  let flags = startCodeFlags(buf, p, first);
+  const t = buf[p] & 0x1f;
+  if (t === 5) flags |= NAL_SCAN.KEY | NAL_SCAN.VCL;
+  else if (t >= 1 && t <= 4) flags |= NAL_SCAN.VCL;
+  else if (t === 7) flags |= NAL_SCAN.SPS;
+  else if (t === 8) flags |= NAL_SCAN.PPS;
   return flags;
 }
+
+/** One pass over an H.264 Annex-B frame: which NAL kinds it holds (NAL_SCAN flags). */
+export function scanH264(buf: Buffer): number {
+  return nalStarts(buf, h264Flags);
+}
+
+/** scanH264's walk, for scanH265 */
+export const scanNalStarts = nalStarts;
 
 /** True when the Annex-B frame holds an IDR slice. */
 export function h264IsKeyframe(annexB: Buffer): boolean {

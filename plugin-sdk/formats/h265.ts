@@ -2,31 +2,27 @@
  * H.265 helpers: SPS parsing (size, profile/tier/level and the fields an hvcC record needs), hvcC building,
  * keyframe (IRAP) detection and VPS/SPS/PPS extraction from Annex-B frames.
  */
-import { BitReader, BitstreamError, NAL_SCAN, nextNalStart, unescapeRbsp } from './h264';
+import { BitReader, BitstreamError, NAL_SCAN, nextNalStart, scanNalStarts, unescapeRbsp } from './h264';
 
 export const H265_NAL = { VPS: 32, SPS: 33, PPS: 34, AUD: 35, PREFIX_SEI: 39, SUFFIX_SEI: 40 } as const;
 
 /** One pass over an H.265 Annex-B frame: which NAL kinds it holds (NAL_SCAN flags from h264.ts). */
 export function scanH265(buf: Buffer): number {
-  let flags = 0;
-  let p = nextNalStart(buf, 0);
-  if (p < 0) return NAL_SCAN.NO_START_CODE | NAL_SCAN.NEEDS_NORMALISING;
-  let first = true;
-  while (p >= 0) {
-    const sc = p - 3;
-    const four = first ? sc === 1 && buf[0] === 0 : sc > 0 && buf[sc - 1] === 0;
-    if (!four) flags |= NAL_SCAN.NEEDS_NORMALISING;
-    first = false;
-    const t = (buf[p] >> 1) & 0x3f;
-    if (t < 32) {
-      flags |= NAL_SCAN.VCL;
-      // IRAP pictures (BLA, IDR, CRA: 16..21) are where a decoder can start.
-      if (t >= 16 && t <= 21) flags |= NAL_SCAN.KEY;
-    } else if (t === H265_NAL.VPS) flags |= NAL_SCAN.VPS;
-    else if (t === H265_NAL.SPS) flags |= NAL_SCAN.SPS;
-    else if (t === H265_NAL.PPS) flags |= NAL_SCAN.PPS;
-    p = nextNalStart(buf, p + 1);
-  }
+  return scanNalStarts(buf, h265Flags);
+}
+
+function h265Flags(buf: Buffer, p: number, first: boolean): number {
+  const sc = p - 3;
+  const four = first ? sc === 1 && buf[0] === 0 : sc > 0 && buf[sc - 1] === 0;
+  let flags = four ? 0 : NAL_SCAN.NEEDS_NORMALISING;
+  const t = (buf[p] >> 1) & 0x3f;
+  if (t < 32) {
+    flags |= NAL_SCAN.VCL;
+    // IRAP pictures (BLA, IDR, CRA: 16..21) are where a decoder can start.
+    if (t >= 16 && t <= 21) flags |= NAL_SCAN.KEY;
+  } else if (t === H265_NAL.VPS) flags |= NAL_SCAN.VPS;
+  else if (t === H265_NAL.SPS) flags |= NAL_SCAN.SPS;
+  else if (t === H265_NAL.PPS) flags |= NAL_SCAN.PPS;
   return flags;
 }
 
