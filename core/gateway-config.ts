@@ -53,6 +53,19 @@ export class GatewayConfig {
   gcHeapGrowthPercent = 100;
 
   /**
+   * V8's young-generation semi-space in MB (node --max-semi-space-size): 8, the default, half V8's own 16. The young
+   * generation (two semi-spaces) is memory a busy process holds in full: 32 MB at V8's size, 32 KB of each stream's
+   * RSS at 1,000 streams. At 8 the collector scavenges twice as often, each about as long (what survives one is what
+   * is in flight, ~0.25 MB at 1,000 streams, not what was allocated). Measured (test/bench/README.md, 1,000 terminals
+   * x 1 Mbit/s, one core, alternated, 2 rounds): RSS 282 / 279 against 300 / 298 KB a stream, scavenges 1.8-1.9
+   * against 1.0 % of the core, CPU within the machine's drift (`paired` at 450 terminals, 3 pairs: 1.001). Like
+   * --single-threaded-gc it only counts when a process starts: workers get it from the primary, a single process from
+   * its command line (npm start passes 8) and warns at start when that differs. 0: V8's own. Env GW_GC_SEMI_SPACE_MB.
+   */
+  @IsInt() @Min(0) @Max(1024)
+  gcSemiSpaceMB = 8;
+
+  /**
    * true, the default: frame payloads live in chunks each stream reuses once no reader can read them any more
    * (core/bus/payload-arena.ts): 3x fewer mark-compacts, event-loop and end-to-end p99 ~40 % lower at 700 terminals,
    * for about one GOP of memory a stream held as spare chunks (RSS +15 % at 700 terminals of 1 Mbit/s, +33 % at 1,000).

@@ -15,10 +15,27 @@
 import * as v8 from 'node:v8';
 
 export const SINGLE_THREADED_GC = '--single-threaded-gc';
+/** the young generation's semi-space, MB (gateway.gcSemiSpaceMB): also read only when a process starts */
+export const SEMI_SPACE = '--max-semi-space-size';
 
-/** node options for a gateway process (worker or single) */
-export function gcNodeFlags(helperThreads: boolean): string[] {
-  return helperThreads ? [] : [SINGLE_THREADED_GC];
+/** node options for a gateway process (worker or single); semiSpaceMB 0 leaves V8's own */
+export function gcNodeFlags(helperThreads: boolean, semiSpaceMB: number): string[] {
+  const flags = helperThreads ? [] : [SINGLE_THREADED_GC];
+  if (semiSpaceMB > 0) flags.push(`${SEMI_SPACE}=${semiSpaceMB}`);
+  return flags;
+}
+
+/** the semi-space size (MB) this process was started with, 0 when it was not given */
+export function startedSemiSpaceMB(execArgv: readonly string[] = process.execArgv): number {
+  let mb = 0;
+  for (const a of execArgv) {
+    // (node passes V8 flags only as --flag=value; V8 also takes the underscore spelling; the last one given wins)
+    const eq = a.indexOf('=');
+    if (eq < 0 || a.slice(0, eq).replace(/_/g, '-') !== SEMI_SPACE) continue;
+    const v = Number(a.slice(eq + 1));
+    mb = Number.isFinite(v) ? v : 0;
+  }
+  return mb;
 }
 
 /** whether this process was started with the collector on its own thread */

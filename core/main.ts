@@ -10,7 +10,7 @@ import { GatewayConfig } from './gateway-config';
 import { loadSite } from './site';
 import { Primary } from './cluster/primary';
 import { WorkerLink } from './cluster/worker-link';
-import { gcNodeFlags, setHeapGrowth, singleThreadedGc, SINGLE_THREADED_GC } from './gc-flags';
+import { gcNodeFlags, SEMI_SPACE, setHeapGrowth, singleThreadedGc, SINGLE_THREADED_GC, startedSemiSpaceMB } from './gc-flags';
 
 const STOP_LIMIT_MS = 10_000;
 
@@ -54,7 +54,7 @@ function workersOf(siteArg: string | undefined): { workers: number; gateway: Gat
 async function runPrimary(workers: number, gateway: GatewayConfig, siteName: string): Promise<void> {
   const log = pino({ level: gateway.logLevel, base: { site: siteName, role: 'primary' } }, pino.destination({ fd: 1, sync: false }));
   const primary = new Primary({
-    workers, log, workerFlags: gcNodeFlags(gateway.gcHelperThreads),
+    workers, log, workerFlags: gcNodeFlags(gateway.gcHelperThreads, gateway.gcSemiSpaceMB),
     env: { ...process.env, JTGW_CLUSTER_ID: String(process.pid), JTGW_CLUSTER_SECRET: randomBytes(18).toString('base64url') },
   });
   // a signal during boot stops the workers booted so far
@@ -71,7 +71,14 @@ async function runPrimary(workers: number, gateway: GatewayConfig, siteName: str
   log.info({ workers }, 'gateway started with workers');
 }
 
-async function runSingle(siteArg: string | undefined, link?: WorkerLink, gcFlagMissing = false): Promise<void> {
+/** what a single process started by hand lacks of the GC flags its site asks for (they only count at start) */
+interface StartFlags {
+  singleThreadMissing: boolean;
+  /** the semi-space (MB) the site asks for, when the process was started with another */
+  semiSpaceWanted?: number;
+}
+
+async function runSingle(siteArg: string | undefined, link?: WorkerLink, flags?: StartFlags): Promise<void> {
   const kernel = new Kernel({
     site: siteArg,
     cluster: link ? { link, id: process.env.JTGW_CLUSTER_ID ?? String(process.ppid), secret: process.env.JTGW_CLUSTER_SECRET ?? '' } : undefined,
@@ -92,10 +99,18 @@ async function runSingle(siteArg: string | undefined, link?: WorkerLink, gcFlagM
     setHeapGrowth(growth);
     kernel.log.info({ key: 'gateway.gcHeapGrowthPercent', percent: growth }, `the old generation grows to ${1 + growth / 100} times what a full collection kept before the next`);
   }
-  if (gcFlagMissing) {
+  const startCommand = ['node', ...gcNodeFlags(false, kernel.gateway.gcSemiSpaceMB), 'dist/core/main.js <site>'].join(' ');
+  if (flags?.semiSpaceWanted !== undefined) {
+    const want = flags.semiSpaceWanted;
+    const got = startedSemiSpaceMB();
+    kernel.log.warn({ nodeFlag: SEMI_SPACE, key: 'gateway.gcSemiSpaceMB', wanted: want, started: got || 'V8 default' },
+      `started with ${got ? `${SEMI_SPACE}=${got}` : `V8's own young generation`} where gateway.gcSemiSpaceMB asks for ${want} MB, which only counts `
+      + `at start (core/gc-flags.ts): start it as npm start does (${startCommand}), or set gcSemiSpaceMB to ${got}`);
+  }
+  if (flags?.singleThreadMissing) {
     kernel.log.warn({ nodeFlag: SINGLE_THREADED_GC, key: 'gateway.gcHelperThreads' },
       `started without ${SINGLE_THREADED_GC}: V8's GC helper threads share the cores with the event loop and delay frames at load (core/gc-flags.ts); `
-      + `start it as npm start does (node ${SINGLE_THREADED_GC} dist/core/main.js <site>), or set gcHelperThreads: true to keep the helpers`);
+      + `start it as npm start does (${startCommand}), or set gcHelperThreads: true to keep the helpers`);
   }
   if (link) {
     // the primary asks its workers to stop; a worker whose primary is gone (killed) stops by itself
@@ -126,7 +141,11 @@ async function main(): Promise<void> {
     await runPrimary(plan.workers, plan.gateway, plan.site);
     return;
   }
-  await runSingle(siteArg, undefined, !plan.gateway.gcHelperThreads && !singleThreadedGc());
+  const semi = plan.gateway.gcSemiSpaceMB;
+  await runSingle(siteArg, undefined, {
+    singleThreadMissing: !plan.gateway.gcHelperThreads && !singleThreadedGc(),
+    semiSpaceWanted: semi > 0 && startedSemiSpaceMB() !== semi ? semi : undefined,
+  });
 }
 
 void main();

@@ -242,30 +242,41 @@ describe('a single-process gateway and the GC flag it needs from its command lin
     return r.stdout.split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l) as LogLine);
   }
 
-  /** the warnings that name the GC flag */
-  async function gcWarnings(env: Record<string, string>, nodeArgs: string[]): Promise<string[]> {
-    return (await bootLines(env, nodeArgs)).filter((l) => l.nodeFlag !== undefined).map((l) => `${l.level} ${l.msg}`);
+  /** the warnings that name a GC flag given at start (all of them, or those naming `flag`) */
+  async function gcWarnings(env: Record<string, string>, nodeArgs: string[], flag?: string): Promise<string[]> {
+    return (await bootLines(env, nodeArgs)).filter((l) => l.nodeFlag !== undefined && (flag === undefined || l.nodeFlag === flag)).map((l) => `${l.level} ${l.msg}`);
   }
+  const AS_NPM_START = ['--single-threaded-gc', '--max-semi-space-size=8'];
 
   it('started without --single-threaded-gc it warns once, saying how npm start runs it and which key keeps the helpers', async () => {
-    const w = await gcWarnings({}, []);
+    const w = await gcWarnings({}, ['--max-semi-space-size=8'], '--single-threaded-gc');
     assert.equal(w.length, 1, w.join('\n'));
     assert.match(w[0], /^40 started without --single-threaded-gc: .*npm start.*gcHelperThreads: true/);
   });
 
-  it('started as npm start does, or with gcHelperThreads true, it does not', async () => {
-    assert.deepEqual(await gcWarnings({}, ['--single-threaded-gc']), []);
-    assert.deepEqual(await gcWarnings({ GW_GC_HELPER_THREADS: 'true' }, []), []);
+  it('started with another young generation than gcSemiSpaceMB asks for it warns once, saying how npm start runs it', async () => {
+    const w = await gcWarnings({}, ['--single-threaded-gc'], '--max-semi-space-size');
+    assert.equal(w.length, 1, w.join('\n'));
+    assert.match(w[0], /^40 started with V8's own young generation where gateway.gcSemiSpaceMB asks for 8 MB.*npm start does \(node --single-threaded-gc --max-semi-space-size=8 .*or set gcSemiSpaceMB to 0$/);
+    const other = await gcWarnings({ GW_GC_SEMI_SPACE_MB: '4' }, AS_NPM_START, '--max-semi-space-size');
+    assert.equal(other.length, 1, other.join('\n'));
+    assert.match(other[0], /^40 started with --max-semi-space-size=8 where gateway.gcSemiSpaceMB asks for 4 MB.*or set gcSemiSpaceMB to 8$/);
+  });
+
+  it('started as npm start does, or with the keys saying V8\'s own, it does not warn about GC flags', async () => {
+    assert.deepEqual(await gcWarnings({}, AS_NPM_START), []);
+    assert.deepEqual(await gcWarnings({}, ['--single-threaded-gc', '--max_semi_space_size=8']), [], 'V8\'s underscore spelling');
+    assert.deepEqual(await gcWarnings({ GW_GC_HELPER_THREADS: 'true', GW_GC_SEMI_SPACE_MB: '0' }, []), []);
   });
 
   it('gcHeapGrowthPercent is said once at start unless 0 (its effect: gc-flags.test.ts), and a bad one stops boot naming it', async () => {
     const growthLines = async (env: Record<string, string>): Promise<string[]> =>
-      (await bootLines(env, ['--single-threaded-gc'])).filter((l) => l.key === 'gateway.gcHeapGrowthPercent').map((l) => `${l.level} ${l.msg}`);
+      (await bootLines(env, AS_NPM_START)).filter((l) => l.key === 'gateway.gcHeapGrowthPercent').map((l) => `${l.level} ${l.msg}`);
     assert.deepEqual(await growthLines({ GW_GC_HEAP_GROWTH_PERCENT: '50' }), ['30 the old generation grows to 1.5 times what a full collection kept before the next']);
     assert.deepEqual(await growthLines({}), ['30 the old generation grows to 2 times what a full collection kept before the next'], 'the default');
     assert.deepEqual(await growthLines({ GW_GC_HEAP_GROWTH_PERCENT: '0' }), [], '0: V8\'s own, nothing set or said');
     const f = writeSite(dir, { gateway: gateway(dir), plugins: [{ name: 'presence-allowlist', module: EXAMPLE }] });
-    const bad = await runGateway(f, { GW_WORKERS: '1', GW_GC_HEAP_GROWTH_PERCENT: '-5' }, undefined, ['--single-threaded-gc']);
+    const bad = await runGateway(f, { GW_WORKERS: '1', GW_GC_HEAP_GROWTH_PERCENT: '-5' }, undefined, AS_NPM_START);
     assert.notEqual(bad.code, 0);
     assert.match(bad.stderr, /^boot failed: .*gcHeapGrowthPercent/);
   });

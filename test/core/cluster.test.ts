@@ -150,12 +150,13 @@ describe('a gateway with two workers (real process)', function () {
     return ffprobe(player.data(), 'flv');
   }
 
-  it('starts its workers with the collector on their own thread (--single-threaded-gc, gateway.gcHelperThreads false)', () => {
+  it('starts its workers with the collector on their own thread and a young generation of 8 MB semi-spaces (gateway.gcHelperThreads, gcSemiSpaceMB)', () => {
     const pids = workerPids(child.pid!);
     assert.equal(pids.size, 2);
     for (const pid of pids.values()) {
       const argv = fs.readFileSync(`/proc/${pid}/cmdline`, 'latin1').split('\0');
       assert.ok(argv.includes('--single-threaded-gc'), `worker ${pid}: ${argv.join(' ')}`);
+      assert.ok(argv.includes('--max-semi-space-size=8'), `worker ${pid}: ${argv.join(' ')}`);
     }
     // the primary runs no plugin: it keeps node's defaults
     assert.ok(!fs.readFileSync(`/proc/${child.pid}/cmdline`, 'latin1').split('\0').includes('--single-threaded-gc'));

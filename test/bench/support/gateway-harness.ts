@@ -14,6 +14,7 @@ import { repoRoot } from '../../support/paths';
 import { WORKER_THREAD_PREFIX } from './name-threads';
 import { cpuSeconds, parsePrometheus, rssBytes, summariseCpuProfile, threadCpuSeconds, threadsOf, type Sample } from './process-probe';
 import { gcNodeFlags } from '../../../core/gc-flags';
+import { GatewayConfig } from '../../../core/gateway-config';
 
 export const GATEWAY_MAIN = path.join(repoRoot, 'dist', 'core', 'main.js');
 const NAME_THREADS = path.join(__dirname, 'name-threads.js');
@@ -301,14 +302,21 @@ export interface StartGatewayOptions {
   workers?: number;
 }
 
+/** the young generation's semi-space the gateway is started with: GW_GC_SEMI_SPACE_MB given to the bench, else the key's default */
+function gcSemiSpaceMB(): number {
+  const env = process.env.GW_GC_SEMI_SPACE_MB;
+  return env !== undefined && env !== '' ? Number(env) : new GatewayConfig().gcSemiSpaceMB;
+}
+
 export function startGateway(o: StartGatewayOptions): Gateway {
   const main = o.main ?? GATEWAY_MAIN;
   if (!fs.existsSync(main)) throw new Error(`${main} not found: build first (npm run bench does)`);
   const nodeArgs = [
     // names the worker threads so their CPU can be read from /proc; it does nothing else (see name-threads.ts)
     '--require', NAME_THREADS,
-    // as npm start runs it: GC on the process's own thread unless the gateway key says otherwise (core/gc-flags.ts)
-    ...(o.main ? [] : gcNodeFlags(process.env.GW_GC_HELPER_THREADS === 'true')),
+    // as npm start runs it: GC on the process's own thread and its young generation, unless the gateway keys say
+    // otherwise (core/gc-flags.ts)
+    ...(o.main ? [] : gcNodeFlags(process.env.GW_GC_HELPER_THREADS === 'true', gcSemiSpaceMB())),
     ...o.nodeOpts, ...(o.profileDir ? ['--cpu-prof', `--cpu-prof-dir=${o.profileDir}`] : []), main, o.siteFile,
   ];
   const [cmd, args] = o.pin ? ['taskset', ['-c', '0', process.execPath, ...nodeArgs]] : [process.execPath, nodeArgs];
