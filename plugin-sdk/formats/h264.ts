@@ -1,9 +1,8 @@
-import { startCodesOf } from './annexb';
-
 /**
  * H.264 helpers: SPS parsing, avcC building, keyframe and parameter-set extraction from Annex-B frames.
  * Also the RBSP bit reader and Annex-B scanning shared with h265.ts.
  */
+import { startCodesOf } from './annexb';
 
 // ---------------------------------------------------------------------------------------------
 // RBSP and bit reading
@@ -117,12 +116,12 @@ function startCodeFlags(buf: Buffer, nalStart: number, first: boolean): number {
 }
 
 /**
- * The NAL units' first bytes for scanH264/scanH265, from the buffer's start codes (found once for both scans of a
- * unit: see startCodesOf), OR-ing `flagsOf(buf, p, first)` of each; NO_START_CODE when there is none. Same positions as a walk of
- * nextNalStart from 0, each search one byte past the last NAL start: a code right at a NAL's first byte (an empty
- * NAL unit) is not one to that walk, and a code with no byte after it ends it.
+ * What scanH264 and scanH265 do with the buffer's start codes (found once for a unit's two scans: startCodesOf):
+ * OR-s `flagsOf(buf, p, first)` for the first byte p of each NAL unit; NO_START_CODE when there is none. The same
+ * positions as a walk of nextNalStart from 0, each search one byte past the last NAL start: a code right at a NAL
+ * unit's first byte (an empty NAL unit) is not one to that walk, and a code with no byte after it ends it.
  */
-function nalStarts(buf: Buffer, flagsOf: (buf: Buffer, p: number, first: boolean) => number): number {
+export function scanNalStarts(buf: Buffer, flagsOf: (buf: Buffer, p: number, first: boolean) => number): number {
   const codes = startCodesOf(buf, true);
   const n = buf.length;
   let flags = 0;
@@ -151,11 +150,8 @@ function h264Flags(buf: Buffer, p: number, first: boolean): number {
 
 /** One pass over an H.264 Annex-B frame: which NAL kinds it holds (NAL_SCAN flags). */
 export function scanH264(buf: Buffer): number {
-  return nalStarts(buf, h264Flags);
+  return scanNalStarts(buf, h264Flags);
 }
-
-/** scanH264's walk, for scanH265 */
-export const scanNalStarts = nalStarts;
 
 /** True when the Annex-B frame holds an IDR slice. */
 export function h264IsKeyframe(annexB: Buffer): boolean {
