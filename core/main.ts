@@ -99,13 +99,13 @@ async function runSingle(siteArg: string | undefined, link?: WorkerLink, flags?:
     setHeapGrowth(growth);
     kernel.log.info({ key: 'gateway.gcHeapGrowthPercent', percent: growth }, `the old generation grows to ${1 + growth / 100} times what a full collection kept before the next`);
   }
-  const startCommand = ['node', ...gcNodeFlags(false, kernel.gateway.gcSemiSpaceMB), 'dist/core/main.js <site>'].join(' ');
+  const startCommand = ['node', ...gcNodeFlags(kernel.gateway.gcHelperThreads, kernel.gateway.gcSemiSpaceMB), 'dist/core/main.js <site>'].join(' ');
   if (flags?.semiSpaceWanted !== undefined) {
     const want = flags.semiSpaceWanted;
     const got = startedSemiSpaceMB();
     kernel.log.warn({ nodeFlag: SEMI_SPACE, key: 'gateway.gcSemiSpaceMB', wanted: want, started: got || 'V8 default' },
       `started with ${got ? `${SEMI_SPACE}=${got}` : `V8's own young generation`} where gateway.gcSemiSpaceMB asks for ${want} MB, which only counts `
-      + `at start (core/gc-flags.ts): start it as npm start does (${startCommand}), or set gcSemiSpaceMB to ${got}`);
+      + `at start (core/gc-flags.ts): start it as ${startCommand} (npm start passes ${SEMI_SPACE}=8), or set gcSemiSpaceMB to ${got}`);
   }
   if (flags?.singleThreadMissing) {
     kernel.log.warn({ nodeFlag: SINGLE_THREADED_GC, key: 'gateway.gcHelperThreads' },

@@ -254,13 +254,13 @@ describe('a single-process gateway and the GC flag it needs from its command lin
     assert.match(w[0], /^40 started without --single-threaded-gc: .*npm start.*gcHelperThreads: true/);
   });
 
-  it('started with another young generation than gcSemiSpaceMB asks for it warns once, saying how npm start runs it', async () => {
+  it('started with another young generation than gcSemiSpaceMB asks for it warns once, saying how to start it and what npm start passes', async () => {
     const w = await gcWarnings({}, ['--single-threaded-gc'], '--max-semi-space-size');
     assert.equal(w.length, 1, w.join('\n'));
-    assert.match(w[0], /^40 started with V8's own young generation where gateway.gcSemiSpaceMB asks for 8 MB.*npm start does \(node --single-threaded-gc --max-semi-space-size=8 .*or set gcSemiSpaceMB to 0$/);
+    assert.match(w[0], /^40 started with V8's own young generation where gateway.gcSemiSpaceMB asks for 8 MB.*start it as node --single-threaded-gc --max-semi-space-size=8 dist\/core\/main.js <site> \(npm start passes --max-semi-space-size=8\), or set gcSemiSpaceMB to 0$/);
     const other = await gcWarnings({ GW_GC_SEMI_SPACE_MB: '4' }, AS_NPM_START, '--max-semi-space-size');
     assert.equal(other.length, 1, other.join('\n'));
-    assert.match(other[0], /^40 started with --max-semi-space-size=8 where gateway.gcSemiSpaceMB asks for 4 MB.*or set gcSemiSpaceMB to 8$/);
+    assert.match(other[0], /^40 started with --max-semi-space-size=8 where gateway.gcSemiSpaceMB asks for 4 MB.*start it as node --single-threaded-gc --max-semi-space-size=4 dist\/core\/main.js <site> .*or set gcSemiSpaceMB to 8$/);
   });
 
   it('started as npm start does, or with the keys saying V8\'s own, it does not warn about GC flags', async () => {
