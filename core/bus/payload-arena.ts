@@ -33,6 +33,13 @@ export class PayloadArena {
   private readonly byMemory = new Map<ArrayBufferLike, Chunk>();
   private trackedBytes = 0;
   private used = 0;
+  /**
+   * The chunk being carved (the list's last) and its size: alloc's test reads neither the list nor the chunk. At
+   * 1,000 streams a stream's arena has left the cache by its next frame, and the list's length, its elements and the
+   * chunk's Buffer were three lines fetched for that test (alloc's hottest line in a profile).
+   */
+  private cur: Chunk | undefined;
+  private curSize = 0;
   /** the slice alloc gave last and its chunk: the unit pushed next has it (found without a lookup by memory) */
   private lastSlice: Buffer | undefined;
   private lastChunk: Chunk | undefined;
@@ -50,10 +57,8 @@ export class PayloadArena {
    */
   alloc(n: number): Buffer {
     if (n > this.pool.maxChunk) return Buffer.allocUnsafe(n);
-    // (an empty list's [-1] is a named-property miss that turned this load megamorphic for every call)
-    const count = this.chunks.length;
-    let c = count > 0 ? this.chunks[count - 1] : undefined;
-    if (c === undefined || this.used + n > c.buf.length) c = this.next(n);
+    let c = this.cur;
+    if (c === undefined || this.used + n > this.curSize) c = this.next(n);
     const at = this.used;
     // 8-byte alignment keeps typed-array views over the slices possible
     this.used = (at + n + 7) & ~7;
@@ -81,7 +86,7 @@ export class PayloadArena {
     const c = last ? this.lastChunk : this.byMemory.get(payload.buffer);
     if (c === undefined || c.pending === 0) return;
     c.pending--;
-    if (last && c === this.chunks[this.chunks.length - 1]) {
+    if (last && c === this.cur) {
       this.used = payload.byteOffset - c.buf.byteOffset;
       this.lastSlice = undefined;
       this.lastChunk = undefined;
@@ -100,6 +105,8 @@ export class PayloadArena {
     for (const c of this.chunks) this.pool.forget(c, escaped);
     this.pool.settle();
     this.chunks.length = 0;
+    this.cur = undefined;
+    this.curSize = 0;
     this.byMemory.clear();
     this.trackedBytes = 0;
     this.lastSlice = undefined;
@@ -113,6 +120,8 @@ export class PayloadArena {
     this.chunks.push(c);
     this.trackedBytes += c.buf.length;
     this.used = 0;
+    this.cur = c;
+    this.curSize = c.buf.length;
     return c;
   }
 
@@ -146,7 +155,15 @@ export class PayloadArena {
       this.untrack(list[i]);
       this.pool.forget(list[i]);
     }
-    if (i > 0) list.splice(0, i);
+    if (i === 0) return;
+    list.splice(0, i);
+    // the chunk being carved went too (done, or past MAX_TRACKED_UNITS): the next alloc takes another
+    // (an empty list's [-1] is a named-property miss that turned a load megamorphic once)
+    const last = list.length > 0 ? list[list.length - 1] : undefined;
+    if (last !== this.cur) {
+      this.cur = undefined;
+      this.curSize = 0;
+    }
   }
 
   private untrack(c: Chunk): void {
