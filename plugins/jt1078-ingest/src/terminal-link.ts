@@ -178,7 +178,10 @@ export class TerminalLink implements SdkTerminalLink {
       return;
     }
     this.parser.push(chunk);
-    for (const src of this.sources.values()) src.assembler.detach();
+    // lastSrc is always one of the sources (or none): the common link, one channel, skips the map and its iterator
+    const only = this.lastSrc;
+    if (only !== undefined && this.sources.size === 1) only.assembler.detach();
+    else for (const src of this.sources.values()) src.assembler.detach();
   }
 
   private onPacket(p: Jt1078Packet): void {
@@ -234,6 +237,8 @@ export class TerminalLink implements SdkTerminalLink {
   private addSource(key: string, src: ChannelSource): void {
     this.carried = true;
     this.sources.set(key, src);
+    // (a source set again under its key must not leave lastSrc on the one it replaced: push's detach relies on it)
+    if (this.lastSrc !== undefined && this.lastSrc !== src && this.lastSrc.key === key) this.lastSrc = undefined;
     this.cancelGrace?.();
     this.cancelGrace = undefined;
     this.host.log.info({ link: this.id, stream: src.stream.name, layout: this.parser.layout, transport: this.transport }, 'terminal pushing');
