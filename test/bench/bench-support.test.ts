@@ -22,6 +22,7 @@ import {
 import { SENT_RING, SynthTerminal, speechPcm, synthAudioStream, synthesise } from './support/synth-terminals';
 import { BENCHES, main as benchMain } from './run';
 import { parseArgs as parseIngestFlv } from './ingest-flv';
+import { generatorTailNote } from './support/ingest-flv-report';
 
 const GLACIALL = () => fixturePath('jt1078/glaciall-cif-h264-2013.bin');
 
@@ -403,6 +404,16 @@ describe('bench support: synthetic audio and players', () => {
     assert.ok(video[0] >= now - 990 && video[0] <= at - 990);
     assert.equal(p.early, 1, 'a frame before its input was sent is counted as early');
     assert.equal(p.unmatched, 0);
+  });
+});
+
+describe('bench report: the end-to-end tail and the load generator', () => {
+  it('notes a missed end-to-end p99 when the generator was late by half of it or more, and only then', () => {
+    const note = generatorTailNote(27.9, 28.0, 0.05);
+    assert.match(note ?? '', /own loop was 17\.9 ms late at its p99 .* end-to-end p99 of 28\.0 ms is at least partly the bench's \(the gateway's added latency p99: 0\.05 ms\)/);
+    assert.equal(generatorTailNote(27.9, 19.9, 0.05), undefined, 'the target met: nothing to explain');
+    assert.equal(generatorTailNote(12.0, 25.0, 0.05), undefined, 'a generator on time: the tail is not its');
+    assert.equal(generatorTailNote(Number.NaN, 25.0, 0.05), undefined, 'no reading');
   });
 });
 
