@@ -108,7 +108,8 @@ export const NAL_SCAN = {
   NO_START_CODE: 64,
 } as const;
 
-function startCodeFlags(buf: Buffer, nalStart: number, first: boolean): number {
+/** NEEDS_NORMALISING when the NAL unit starting at `nalStart` follows a 3-byte start code (or bytes come before the first) */
+export function startCodeFlags(buf: Buffer, nalStart: number, first: boolean): number {
   // nalStart - 3 is the 00 00 01; a 4-byte code has one more zero in front of it.
   const sc = nalStart - 3;
   if (first) return sc === 1 && buf[0] === 0 ? 0 : NAL_SCAN.NEEDS_NORMALISING;

@@ -2,7 +2,7 @@
  * H.265 helpers: SPS parsing (size, profile/tier/level and the fields an hvcC record needs), hvcC building,
  * keyframe (IRAP) detection and VPS/SPS/PPS extraction from Annex-B frames.
  */
-import { BitReader, BitstreamError, NAL_SCAN, nextNalStart, scanNalStarts, unescapeRbsp } from './h264';
+import { BitReader, BitstreamError, NAL_SCAN, nextNalStart, scanNalStarts, startCodeFlags, unescapeRbsp } from './h264';
 
 export const H265_NAL = { VPS: 32, SPS: 33, PPS: 34, AUD: 35, PREFIX_SEI: 39, SUFFIX_SEI: 40 } as const;
 
@@ -12,9 +12,7 @@ export function scanH265(buf: Buffer): number {
 }
 
 function h265Flags(buf: Buffer, p: number, first: boolean): number {
-  const sc = p - 3;
-  const four = first ? sc === 1 && buf[0] === 0 : sc > 0 && buf[sc - 1] === 0;
-  let flags = four ? 0 : NAL_SCAN.NEEDS_NORMALISING;
+  let flags = startCodeFlags(buf, p, first);
   const t = (buf[p] >> 1) & 0x3f;
   if (t < 32) {
     flags |= NAL_SCAN.VCL;
