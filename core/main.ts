@@ -74,8 +74,8 @@ async function runPrimary(workers: number, gateway: GatewayConfig, siteName: str
 /** what a single process started by hand lacks of the GC flags its site asks for (they only count at start) */
 interface StartFlags {
   singleThreadMissing: boolean;
-  /** the semi-space (MB) the site asks for, when the process was started with another */
-  semiSpaceWanted?: number;
+  /** the semi-space (MB) the process was started with (0: V8's own), when the site asks for another */
+  semiSpaceStarted?: number;
 }
 
 async function runSingle(siteArg: string | undefined, link?: WorkerLink, flags?: StartFlags): Promise<void> {
@@ -100,9 +100,9 @@ async function runSingle(siteArg: string | undefined, link?: WorkerLink, flags?:
     kernel.log.info({ key: 'gateway.gcHeapGrowthPercent', percent: growth }, `the old generation grows to ${1 + growth / 100} times what a full collection kept before the next`);
   }
   const startCommand = ['node', ...gcNodeFlags(kernel.gateway.gcHelperThreads, kernel.gateway.gcSemiSpaceMB), 'dist/core/main.js <site>'].join(' ');
-  if (flags?.semiSpaceWanted !== undefined) {
-    const want = flags.semiSpaceWanted;
-    const got = startedSemiSpaceMB();
+  if (flags?.semiSpaceStarted !== undefined) {
+    const want = kernel.gateway.gcSemiSpaceMB;
+    const got = flags.semiSpaceStarted;
     kernel.log.warn({ nodeFlag: SEMI_SPACE, key: 'gateway.gcSemiSpaceMB', wanted: want, started: got || 'V8 default' },
       `started with ${got ? `${SEMI_SPACE}=${got}` : `V8's own young generation`} where gateway.gcSemiSpaceMB asks for ${want} MB, which only counts `
       + `at start (core/gc-flags.ts): start it as ${startCommand} (npm start passes ${SEMI_SPACE}=8), or set gcSemiSpaceMB to ${got}`);
@@ -142,9 +142,10 @@ async function main(): Promise<void> {
     return;
   }
   const semi = plan.gateway.gcSemiSpaceMB;
+  const started = startedSemiSpaceMB();
   await runSingle(siteArg, undefined, {
     singleThreadMissing: !plan.gateway.gcHelperThreads && !singleThreadedGc(),
-    semiSpaceWanted: semi > 0 && startedSemiSpaceMB() !== semi ? semi : undefined,
+    semiSpaceStarted: semi > 0 && started !== semi ? started : undefined,
   });
 }
 
