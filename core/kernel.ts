@@ -26,6 +26,7 @@ import type { PluginContext, PluginDefinition, PluginInstance, SiteInfo, Workers
 import { TOKENS } from './tokens';
 import { ServiceRegistry } from './services';
 import { describeListenError, pluginNet, type PluginResources } from './plugin-net';
+import { ReadSlices } from '../plugin-sdk/read-slices';
 import { adoptHttp, type ClusterContext } from './cluster/worker-net';
 import { registerClusterCalls } from './cluster/session-calls';
 
@@ -76,6 +77,8 @@ export class Kernel {
   registry!: Registry;
   api!: ApiServer;
   bus!: CoreMediaBus;
+  /** media socket reads in slices of the loop (gateway.readSliceMs), one scheduler for all plugins */
+  slices!: ReadSlices;
   notices!: NoticeHub;
   sessions!: SessionManager;
   apps!: ApplicationRegistry;
@@ -249,6 +252,17 @@ export class Kernel {
       g.set({ state: 'held' }, b.held);
       g.set({ state: 'free' }, b.free);
     });
+    this.slices = new ReadSlices(this.gateway.readSliceMs);
+    const sliced = this.slices.stats;
+    coreMetrics.gauge('read_slice_reads', 'media socket reads since start (ctx.net.readSliced, gateway.readSliceMs), by how they were handled: at once, set aside past the slice (copied, handled at the turn\'s end), at once past the slice as every copy slab was taken', ['how'], (g) => {
+      g.set({ how: 'at_once' }, sliced.direct - sliced.full);
+      g.set({ how: 'set_aside' }, sliced.deferred);
+      g.set({ how: 'slabs_full' }, sliced.full);
+    });
+    coreMetrics.gauge('read_slice_events', 'read slices since start that ended with reads still set aside (overrun: the loop was more than a slice behind), and readers paused for their set-aside bytes', ['event'], (g) => {
+      g.set({ event: 'overrun' }, sliced.overrun);
+      g.set({ event: 'paused' }, sliced.paused);
+    });
     const authFailures = coreMetrics.counter('auth_failures_total', 'failed Basic logins, by reason', ['reason']);
     const authThrottled = coreMetrics.counter('auth_throttled_total', 'requests refused (429) from addresses blocked after too many failed logins');
     this.loginGuard = new LoginGuard({
@@ -377,7 +391,7 @@ export class Kernel {
     const where = `${this.site.file}: plugin ${name}`;
     const netApi = pluginNet(l, {
       plugin: name, where, defaultHost: this.gateway.listenHost, ports: this.ports, bodyLimit: this.gateway.bodyLimit, apps: this.apps,
-      auth: this.authHooks, connections: this.connections, tls: this.tls, cluster: this.opts.cluster,
+      auth: this.authHooks, connections: this.connections, tls: this.tls, cluster: this.opts.cluster, slices: this.slices,
     });
     const stores = this.stores;
     const dataDir = this.siteInfo.dataDir;

@@ -6,6 +6,8 @@ import type { ApplicationRegistry } from './apps';
 import { BootError } from './config';
 import type { ConnectionGuard } from './connection-guard';
 import { ApiServer, type ApiServerOptions } from './http/api-server';
+import { readBorrowed } from '../plugin-sdk/borrowed-reads';
+import type { ReadSlices } from '../plugin-sdk/read-slices';
 import { adoptHttp, adoptTcp, adoptUdp, routeSpec, type ClusterContext } from './cluster/worker-net';
 
 /** What a plugin opened through ctx.net, for the kernel to close after its stop(). */
@@ -44,6 +46,8 @@ export interface PluginNetOptions {
   tls?: { cert: Buffer; key: Buffer };
   /** set in a worker of a multi-worker gateway: routed listeners are bound by the primary */
   cluster?: ClusterContext;
+  /** the process's one read scheduler (gateway.readSliceMs) */
+  slices: ReadSlices;
 }
 
 /** A plugin's ctx.net: listeners that name their config key when they cannot bind, and are tracked for stop. */
@@ -143,5 +147,11 @@ export function pluginNet(l: PluginResources, o: PluginNetOptions): Net {
     return { routes: api.routesFor(name), port, server: api.server, tls: lo.tls !== false && o.tls !== undefined };
   };
 
-  return { listenTcp, listenUdp, listenHttp };
+  const readSliced = (socket: net.Socket, onChunk: (chunk: Buffer) => void, onError: (err: unknown) => void) => {
+    const reader = o.slices.reader(onChunk, { pause: () => socket.pause(), resume: () => socket.resume(), onError });
+    readBorrowed(socket, (chunk) => reader.deliver(chunk));
+    return reader;
+  };
+
+  return { listenTcp, listenUdp, listenHttp, readSliced };
 }

@@ -1,3 +1,4 @@
+import type { SliceReader } from './read-slices';
 import type { Server as HttpServer } from 'node:http';
 import type { Server as NetServer, Socket } from 'node:net';
 import type { Socket as UdpSocket, RemoteInfo } from 'node:dgram';
@@ -75,6 +76,14 @@ export interface Net {
   listenUdp(opts: ListenOptions, onMessage: (msg: Buffer, rinfo: RemoteInfo, socket: UdpSocket) => void): Promise<UdpSocket>;
   /** HTTP (and WebSocket upgrades through `routes.upgrade`) on its own port; closed with its connections at stop */
   listenHttp(opts: HttpListenOptions): Promise<HttpListener>;
+  /**
+   * A busy socket's bytes (media from a terminal or camera), read into one buffer shared by all such sockets
+   * (borrowed-reads.ts) and in the event loop's slices (read-slices.ts, gateway.readSliceMs), so that a thousand of
+   * them do not keep an API call waiting. `onChunk` gets borrowed views, in order: it copies what it keeps. A read set
+   * aside that throws goes to `onError` (the caller should destroy the socket). Call the reader's `flush()` before
+   * acting on the socket's end or close, so bytes set aside are handled first.
+   */
+  readSliced(socket: Socket, onChunk: (chunk: Buffer) => void, onError: (err: unknown) => void): SliceReader;
 }
 
 export interface KeyValueStore {

@@ -7,7 +7,6 @@ import type { Jt1078Layout } from './src/packet';
 import { routeTerminal } from './src/route';
 import { Jt1078StreamAssembler, type AudioOptions } from './src/stream-assembler';
 import { LogLimiter } from '../../plugin-sdk/log-limiter';
-import { readBorrowed } from '../../plugin-sdk/borrowed-reads';
 import { TerminalLink, type ChannelSource, type LinkHost, type LinkTotals } from './src/terminal-link';
 
 export { Jt1078IngestConfig, terminalAudioProblem, type TerminalAudioOverride } from './src/config';
@@ -375,14 +374,22 @@ export default definePlugin({
         links.add(link);
         m.links.inc({ listener: l.name, transport: 'tcp' });
         socket.setNoDelay(true);
-        // into one read buffer shared by all terminals (no allocation per read): link.push copies what it keeps
-        readBorrowed(socket, (chunk: Buffer) => {
+        // into one read buffer shared by all terminals (no allocation per read), in the loop's slices: link.push
+        // copies what it keeps
+        const reader = ctx.net.readSliced(socket, (chunk: Buffer) => {
           bytes.add(chunk.length);
           link.push(chunk);
           if (!counted) counted = countLayout(link);
+        }, (err) => {
+          ctx.log.error({ link: id, err }, 'terminal read failed: connection closed');
+          socket.destroy();
         });
         socket.on('error', (err) => ctx.log.debug({ link: id, err: err.message }, 'terminal socket error'));
-        socket.on('close', () => link.ended('terminal disconnected'));
+        socket.on('close', () => {
+          // what was set aside for the turn's end is the terminal's last data: before the link ends
+          reader.flush();
+          link.ended('terminal disconnected');
+        });
       });
       bound.set(l.name, (srv.address() as AddressInfo).port);
       if (c.udp) {

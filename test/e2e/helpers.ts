@@ -165,6 +165,7 @@ export interface E2eGateway {
  */
 export async function startE2eGateway(
   ingest: Record<string, unknown> = {}, flvOut: Record<string, unknown> = {}, extra: Array<{ name: string; config?: Record<string, unknown> }> = [],
+  gateway: Record<string, unknown> = {},
 ): Promise<E2eGateway> {
   const notices: Notice[] = [];
   let flv: FlvPlayers | undefined;
@@ -178,6 +179,7 @@ export async function startE2eGateway(
     },
   });
   const gw = await startTestGateway({
+    gateway,
     plugins: [
       {
         name: 'jt1078-ingest',
@@ -203,10 +205,11 @@ export async function startE2eGateway(
  */
 export function useE2eGateway(
   ingest: Record<string, unknown> = {}, flvOut: Record<string, unknown> = {}, extra: Array<{ name: string; config?: Record<string, unknown> }> = [],
+  gateway: Record<string, unknown> = {},
 ): E2eGateway {
   let started: E2eGateway | undefined;
   before(async () => {
-    started = await startE2eGateway(ingest, flvOut, extra);
+    started = await startE2eGateway(ingest, flvOut, extra, gateway);
   });
   after(async () => {
     await started?.stop();
