@@ -153,5 +153,8 @@ export function pluginNet(l: PluginResources, o: PluginNetOptions): Net {
     return reader;
   };
 
-  return { listenTcp, listenUdp, listenHttp, readSliced };
+  const sliceReader = (onChunk: (chunk: Buffer) => void, onError: (err: unknown) => void) =>
+    o.slices.reader(onChunk, { pause: () => undefined, resume: () => undefined, onError });
+
+  return { listenTcp, listenUdp, listenHttp, readSliced, sliceReader };
 }

@@ -84,6 +84,12 @@ export interface Net {
    * acting on the socket's end or close, so bytes set aside are handled first.
    */
   readSliced(socket: Socket, onChunk: (chunk: Buffer) => void, onError: (err: unknown) => void): SliceReader;
+  /**
+   * The same slices for one peer's datagrams (or any source that hands its buffers over): `reader.deliver(msg, true)`
+   * handles a datagram now or sets it aside as it is (no copy) for the turn's end. There is nothing to pause: past
+   * the set-aside limits a datagram is handled at once. `flush()` before acting on the peer's end.
+   */
+  sliceReader(onChunk: (chunk: Buffer) => void, onError: (err: unknown) => void): SliceReader;
 }
 
 export interface KeyValueStore {

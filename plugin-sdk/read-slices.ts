@@ -118,7 +118,7 @@ export class ReadSlices {
     return c;
   }
 
-  /** @internal: a copy has been handled (handlers copy what they keep): its slab is free once all of its copies are */
+  /** @internal: a read set aside has been handled (handlers copy what they keep): a copy's slab is free once all of its copies are; an owned read has none */
   release(c: Buffer): void {
     const inUse = this.inUse;
     for (let i = 0; i < inUse.length; i++) {
@@ -185,22 +185,27 @@ export class SliceReader {
 
   constructor(private readonly slices: ReadSlices, private readonly onChunk: (chunk: Buffer) => void, private readonly opts: SliceReaderOptions) {}
 
-  /** A read (borrowed: valid during the call only). Handled now, or copied aside if the slice's budget is spent. */
-  deliver(chunk: Buffer): void {
+  /**
+   * A read, handled now or set aside if the slice's budget is spent. Borrowed (valid during the call only, e.g. a
+   * socket's shared read buffer): set aside as a copy. `owned` (the caller gives it away, e.g. a datagram): set aside
+   * as it is, as long as this reader's and all readers' set-aside bytes are under their limits (no pausing a
+   * datagram source: past them it is handled at once).
+   */
+  deliver(chunk: Buffer, owned = false): void {
     const s = this.slices;
     if (this.pending === null) {
       if (s.sliceStart < 0) s.open();
       else if (s.budgetMs > 0 && s.now() - s.sliceStart > s.budgetMs) {
-        if (s.canCopy(chunk.length)) {
+        if (this.room(chunk.length, owned)) {
           this.pending = [];
           s.enqueue(this);
-          this.setAside(chunk);
+          this.setAside(chunk, owned);
           return;
         }
         s.stats.full++;
       }
-    } else if (s.canCopy(chunk.length)) {
-      this.setAside(chunk);
+    } else if (this.room(chunk.length, owned)) {
+      this.setAside(chunk, owned);
       return;
     } else {
       // no room to set it aside: handled now, after what this reader set aside before it
@@ -211,19 +216,24 @@ export class SliceReader {
     this.onChunk(chunk);
   }
 
+  private room(n: number, owned: boolean): boolean {
+    const s = this.slices;
+    return owned ? this.pendingBytes + n <= s.maxPendingBytes && s.backlogBytes + n <= s.maxBacklogBytes : s.canCopy(n);
+  }
+
   /** Handles every set-aside read now (e.g. before the source's end is acted on). */
   flush(): void {
     if (this.pending !== null) this.runPending();
   }
 
-  private setAside(chunk: Buffer): void {
+  private setAside(chunk: Buffer, owned: boolean): void {
     const s = this.slices;
-    this.pending!.push(s.copy(chunk));
+    this.pending!.push(owned ? chunk : s.copy(chunk));
     this.pendingBytes += chunk.length;
     s.backlogBytes += chunk.length;
     s.stats.deferred++;
     s.stats.deferredBytes += chunk.length;
-    if (!this.paused && (this.pendingBytes > s.maxPendingBytes || s.backlogBytes > s.maxBacklogBytes)) {
+    if (!owned && !this.paused && (this.pendingBytes > s.maxPendingBytes || s.backlogBytes > s.maxBacklogBytes)) {
       this.paused = true;
       s.stats.paused++;
       this.opts.pause();

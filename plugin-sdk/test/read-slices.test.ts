@@ -197,6 +197,25 @@ describe('plugin-sdk ReadSlices (media reads in slices of the event loop)', () =
     assert.equal(Buffer.concat(good.got).toString(), 'g');
   });
 
+  it('sets an owned read (a datagram) aside as it is, never pauses for it, and past the limits hands it over at once', async () => {
+    const clock = new TestClock();
+    const s = new ReadSlices(1, clock.now, 1000, 1 << 20);
+    const a = probe(s, clock, 5);
+    a.reader.deliver(Buffer.from('open'), true);
+    const d = Array.from({ length: 5 }, (_x, i) => Buffer.alloc(300, i));
+    for (const x of d) a.reader.deliver(x, true);
+    // 3 x 300 fit under 1000; the fourth does not: the three first, then it, at once; the fifth set aside again
+    assert.equal(a.pauses, 0);
+    assert.equal(a.seen.length, 5);
+    assert.equal(a.seen[1], d[0], 'the very buffer, not a copy');
+    assert.equal(a.seen[4], d[3]);
+    assert.equal(s.stats.full, 1);
+    await turn();
+    assert.equal(a.seen[5], d[4]);
+    assert.deepEqual(a.got.slice(1).map((g) => g[0]), [0, 1, 2, 3, 4]);
+    assert.equal(s.backlogBytes, 0);
+  });
+
   it('budget 0 hands every read over at once', async () => {
     const clock = new TestClock();
     const s = new ReadSlices(0, clock.now);

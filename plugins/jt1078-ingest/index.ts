@@ -7,6 +7,7 @@ import type { Jt1078Layout } from './src/packet';
 import { routeTerminal } from './src/route';
 import { Jt1078StreamAssembler, type AudioOptions } from './src/stream-assembler';
 import { LogLimiter } from '../../plugin-sdk/log-limiter';
+import type { SliceReader } from '../../plugin-sdk/read-slices';
 import { TerminalLink, type ChannelSource, type LinkHost, type LinkTotals } from './src/terminal-link';
 
 export { Jt1078IngestConfig, terminalAudioProblem, type TerminalAudioOverride } from './src/config';
@@ -349,7 +350,7 @@ export default definePlugin({
       { name: 'replay2019', typ: 'replay', layout: '2019', port: c.replayPort2019, key: 'replayPort2019' },
     ];
     const bound = new Map<ListenerName, number>();
-    const udpLinks = new Map<string, { link: TerminalLink; lastSeen: number; layoutCounted: boolean }>();
+    const udpLinks = new Map<string, { link: TerminalLink; reader: SliceReader; lastSeen: number }>();
     /** true once the link's layout is known and counted */
     const countLayout = (link: TerminalLink): boolean => {
       if (!link.layout) return false;
@@ -406,12 +407,17 @@ export default definePlugin({
             }, { transport: 'udp', socket: sock, address: rinfo.address, port: rinfo.port });
             links.add(link);
             m.links.inc({ listener: l.name, transport: 'udp' });
-            u = { link, lastSeen: 0, layoutCounted: false };
+            let counted = false;
+            // a datagram is the link's to keep: past the loop's slice it waits for the turn's end as it is
+            const reader = ctx.net.sliceReader((dgram) => {
+              link.push(dgram);
+              if (!counted) counted = countLayout(link);
+            }, (err) => ctx.log.error({ link: id, err }, 'terminal datagram failed: dropped'));
+            u = { link, reader, lastSeen: 0 };
             udpLinks.set(k, u);
           }
           u.lastSeen = ctx.clock.now();
-          u.link.push(msg);
-          if (!u.layoutCounted) u.layoutCounted = countLayout(u.link);
+          u.reader.deliver(msg, true);
         });
       }
     }
@@ -421,7 +427,11 @@ export default definePlugin({
       const now = ctx.clock.now();
       for (const u of [...udpLinks.values()]) {
         if (now - u.lastSeen > c.udpIdleMs) u.link.close('UDP source silent');
-        else u.link.poll();
+        else {
+          // the reorder deadlines count from what arrived: what was set aside first
+          u.reader.flush();
+          u.link.poll();
+        }
       }
     }, 50);
 

@@ -37,9 +37,10 @@ function decodableFrames(packets: Jt1078Packet[], delivered: Set<number>): numbe
   return ts;
 }
 
-describe('e2e: 2019 layout over UDP, reordered and lossy, to the 2019 and the 2013 port', function () {
+// once as configured, once with every datagram past a slice's first set aside for the loop turn's end (1 µs slices)
+for (const sliceMs of [undefined, 0.001]) describe(`e2e: 2019 layout over UDP, reordered and lossy, to the 2019 and the 2013 port${sliceMs ? `, in slices of ${sliceMs * 1000} µs` : ''}`, function () {
   this.timeout(60_000);
-  const e = useE2eGateway({ disconnectGraceMs: 200 });
+  const e = useE2eGateway({ disconnectGraceMs: 200 }, {}, [], sliceMs === undefined ? {} : { readSliceMs: sliceMs });
   const cap = CAPTURES.find((c) => c.file.includes('xunilcyl'))!;
   const packets = capture(cap.file).packets;
   const all = framesFromFirstI(packets);
@@ -126,5 +127,9 @@ describe('e2e: 2019 layout over UDP, reordered and lossy, to the 2019 and the 20
     const health = await e.gw.api('GET', '/healthz', undefined, null);
     assert.equal(health.status, 200);
     assert.equal(health.json.status, 'ok');
+    if (sliceMs !== undefined) {
+      const aside = await metric(e.gw, 'gw_core_read_slice_reads', { how: 'set_aside' });
+      assert.ok(aside > 50, `datagrams set aside: ${aside} (the test must reach that path)`);
+    }
   });
 });
