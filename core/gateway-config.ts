@@ -70,8 +70,9 @@ export class GatewayConfig {
    * are set aside for its end (plugin-sdk/read-slices.ts): 2, the default. A loop reading a thousand terminals runs
    * turns of 10-60 ms at 80 % of a core, and an API call or a player's request that arrives waits up to two of them;
    * in slices it waits about one slice. Measured (test/bench/README.md, open-latency, 450 terminals x 1 Mbit/s on a
-   * core that 1,000 saturate, 80-86 % busy, alternated): open p99 7-9 ms against 31-238 ms, CPU the same (`paired`,
-   * 4 pairs: 1.011), RSS +8 MB at most (the copies' slabs). 0: every read at once, as before. Env GW_READ_SLICE_MS.
+   * core that 1,000 saturate, 80-90 % busy, alternated): open p99 7-9.5 ms against 22-238 ms, CPU the same (`paired`,
+   * 6 pairs: 1.029 without / with), RSS +9-10 MB (the copies' slabs, at most 8 MB). 0: every read at once, as
+   * before. Env GW_READ_SLICE_MS.
    */
   @IsNumber() @Min(0) @Max(1000)
   readSliceMs = 2;

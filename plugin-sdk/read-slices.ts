@@ -11,8 +11,9 @@
  * next poll phase reads what came meanwhile. A request then waits at most about one budget. Below the budget
  * (every turn of a loop not near saturation) nothing is copied: one clock reading a read.
  *
- * A reader whose set-aside bytes pass `maxPendingBytes` is paused (TCP pushes back on its sender) until they are
- * handled. The copies are carved from slabs, reused once every set-aside read has been handled.
+ * A reader whose set-aside bytes pass `maxPendingBytes`, or that sets a read aside while all readers' pass
+ * `maxBacklogBytes`, is paused (TCP pushes back on its sender) until they are handled. The copies are carved from
+ * slabs, each reused once all of its copies have been handled; with every slab taken a read is handled at once.
  */
 
 export interface ReadSliceStats {
@@ -59,6 +60,7 @@ class Slab {
   /** copies carved from it not yet handled */
   live = 0;
 }
+
 export class ReadSlices {
   readonly stats: ReadSliceStats = { direct: 0, deferred: 0, deferredBytes: 0, overrun: 0, paused: 0, full: 0 };
   /** when the current slice began (loop clock, ms); -1: none open */
