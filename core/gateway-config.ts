@@ -67,15 +67,15 @@ export class GatewayConfig {
 
   /**
    * How long, in ms, media reads may run at once in one turn of the event loop before the rest of that turn's reads
-   * are set aside for its end (plugin-sdk/read-slices.ts): 2, the default. A loop reading a thousand terminals runs
+   * are set aside for its end (plugin-sdk/read-slices.ts): 1, the default. A loop reading a thousand terminals runs
    * turns of 10-60 ms at 80 % of a core, and an API call or a player's request that arrives waits up to two of them;
    * in slices it waits about one slice. Measured (test/bench/README.md, open-latency, 450 terminals x 1 Mbit/s on a
-   * core that 1,000 saturate, 80-90 % busy, alternated): open p99 7-9.5 ms against 22-238 ms, CPU the same (`paired`,
-   * 6 pairs: 1.029 without / with), RSS +9-10 MB (the copies' slabs, at most 8 MB). 0: every read at once, as
-   * before. Env GW_READ_SLICE_MS.
+   * core that 1,000 saturate, 83-90 % busy, alternated): open p99 6.8-7.6 ms with 1 ms slices, 8.1-9.8 ms with 2,
+   * 22-238 ms without; CPU the same (`paired`: 1 ms against 2, 4 pairs, 1.005; none against 2, 6 pairs, 1.029), RSS
+   * +9-10 MB (the copies' slabs, at most 8 MB). 0: every read at once, as before. Env GW_READ_SLICE_MS.
    */
   @IsNumber() @Min(0) @Max(1000)
-  readSliceMs = 2;
+  readSliceMs = 1;
 
   /**
    * true, the default: frame payloads live in chunks each stream reuses once no reader can read them any more

@@ -196,8 +196,10 @@ export class SliceReader {
   deliver(chunk: Buffer, owned = false): void {
     const s = this.slices;
     if (this.pending === null) {
-      if (s.sliceStart < 0) s.open();
-      else if (s.budgetMs > 0 && s.now() - s.sliceStart > s.budgetMs) {
+      if (s.budgetMs <= 0) {
+        // slicing off: no slice to open, no end-of-turn callback to schedule
+      } else if (s.sliceStart < 0) s.open();
+      else if (s.now() - s.sliceStart > s.budgetMs) {
         if (this.room(chunk.length, owned)) {
           this.pending = [];
           s.enqueue(this);

@@ -223,6 +223,7 @@ describe('plugin-sdk ReadSlices (media reads in slices of the event loop)', () =
     for (let i = 0; i < 5; i++) a.reader.deliver(Buffer.from([i]));
     assert.equal(a.got.length, 5);
     assert.equal(s.stats.deferred, 0);
+    assert.equal(s.sliceStart, -1, 'no slice opened, nothing scheduled');
   });
 
   it('keeps every reader\'s bytes whole and in order through slab reuse over many turns (randomised)', async () => {
