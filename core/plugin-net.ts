@@ -6,7 +6,6 @@ import type { ApplicationRegistry } from './apps';
 import { BootError } from './config';
 import type { ConnectionGuard } from './connection-guard';
 import { ApiServer, type ApiServerOptions } from './http/api-server';
-import { readBorrowed } from '../plugin-sdk/borrowed-reads';
 import type { ReadSlices } from '../plugin-sdk/read-slices';
 import { adoptHttp, adoptTcp, adoptUdp, routeSpec, type ClusterContext } from './cluster/worker-net';
 
@@ -147,11 +146,8 @@ export function pluginNet(l: PluginResources, o: PluginNetOptions): Net {
     return { routes: api.routesFor(name), port, server: api.server, tls: lo.tls !== false && o.tls !== undefined };
   };
 
-  const readSliced = (socket: net.Socket, onChunk: (chunk: Buffer) => void, onError: (err: unknown) => void) => {
-    const reader = o.slices.reader(onChunk, { pause: () => socket.pause(), resume: () => socket.resume(), onError });
-    readBorrowed(socket, (chunk) => reader.deliver(chunk));
-    return reader;
-  };
+  const readSliced = (socket: net.Socket, onChunk: (chunk: Buffer) => void, onError: (err: unknown) => void) =>
+    o.slices.readSocket(socket, onChunk, onError);
 
   const sliceReader = (onChunk: (chunk: Buffer) => void, onError: (err: unknown) => void) =>
     o.slices.reader(onChunk, { pause: () => undefined, resume: () => undefined, onError });

@@ -15,6 +15,8 @@
  * `maxBacklogBytes`, is paused (TCP pushes back on its sender) until they are handled. The copies are carved from
  * slabs, each reused once all of its copies have been handled; with every slab taken a read is handled at once.
  */
+import type { Socket } from 'node:net';
+import { readBorrowed } from './borrowed-reads';
 
 export interface ReadSliceStats {
   /** reads handled at once */
@@ -90,6 +92,13 @@ export class ReadSlices {
 
   reader(onChunk: (chunk: Buffer) => void, opts: SliceReaderOptions): SliceReader {
     return new SliceReader(this, onChunk, opts);
+  }
+
+  /** A TCP socket's bytes through the shared read buffer (borrowed-reads.ts) and these slices; ctx.net.readSliced. */
+  readSocket(socket: Socket, onChunk: (chunk: Buffer) => void, onError: (err: unknown) => void): SliceReader {
+    const reader = this.reader(onChunk, { pause: () => socket.pause(), resume: () => socket.resume(), onError });
+    readBorrowed(socket, (chunk) => reader.deliver(chunk));
+    return reader;
   }
 
   /** readers with set-aside reads */
