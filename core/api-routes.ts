@@ -3,6 +3,7 @@ import { ErrCode, GatewayError } from '../plugin-sdk/errors';
 import { allowListed } from './gateway-config';
 import type { Kernel } from './kernel';
 import { ClusterSessions } from './cluster/session-calls';
+import { scrapeText } from './metrics-scrape';
 
 type Access = 'granted' | 'needs-credentials' | 'denied';
 
@@ -46,7 +47,7 @@ export function registerCoreRoutes(k: Kernel): void {
     if (access === 'needs-credentials') throw new GatewayError(ErrCode.AUTHENTICATION_FAILED, 'Authentication failed.', 401);
     if (access === 'denied') throw new GatewayError(ErrCode.ACCESS_DENIED, 'Access denied.');
     // with several workers: the sum over all of them, so a scrape does not depend on which worker it landed on
-    const text = cs ? await cs.metrics() : await k.registry.metrics();
+    const text = cs ? await cs.metrics() : await scrapeText(k.registry);
     res.writeHead(200, { 'Content-Type': k.registry.contentType, 'Cache-Control': 'no-store' });
     res.end(text);
   }, { auth: 'none' });

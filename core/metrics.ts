@@ -33,6 +33,8 @@ export function metricsFor(registry: Registry, owner: string): Metrics {
     },
     gaugeTable: (columns, labelNames, rows) => {
       const table = new GaugeTable(labelNames, columns.length, rows);
+      const tables = tablesOf.get(registry);
+      if (tables) tables.push(table); else tablesOf.set(registry, [table]);
       columns.forEach((c, i) => registry.registerMetric(table.column(prefix + c.name, c.help, i) as never));
     },
   };
@@ -50,14 +52,59 @@ function escapeLabel(v: string): string {
   return /[\\"\n]/.test(v) ? v.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n') : v;
 }
 
+/** Prometheus text format: HELP text escapes backslash and line feed (as prom-client does) */
+function escapeHelp(v: string): string {
+  return /[\\\n]/.test(v) ? v.replace(/\\/g, '\\\\').replace(/\n/g, '\\n') : v;
+}
+
+/** a sample's value as prom-client writes it */
+function sampleValue(v: number): string {
+  if (Number.isNaN(v)) return 'Nan';
+  if (!Number.isFinite(v)) return v < 0 ? '-Inf' : '+Inf';
+  return `${v}`;
+}
+
+/** the gauge tables registered with each registry, so a scrape spread over several turns can hold their rows */
+const tablesOf = new WeakMap<Registry, GaugeTable[]>();
+
+/**
+ * Keeps every gauge table of `registry` on the rows it reads first until the returned function is called: a scrape
+ * that lets the event loop go between metrics (metrics-scrape.ts) then shows all columns of a table on the same rows,
+ * read once.
+ */
+export function holdTableRows(registry: Registry): () => void {
+  const tables = tablesOf.get(registry) ?? [];
+  for (const t of tables) t.hold();
+  let released = false;
+  return () => {
+    if (released) return;
+    released = true;
+    for (const t of tables) t.release();
+  };
+}
+
+/**
+ * A registry entry whose text the scraper can take whole, skipping prom-client's per-series formatting (an object,
+ * two arrays and a WeakMap entry a series: at 4,500 series that was most of a scrape and its garbage).
+ */
+export interface PromTextEntry {
+  promText(): string;
+}
+
+export function hasPromText(m: unknown): m is PromTextEntry {
+  return typeof (m as Partial<PromTextEntry>).promText === 'function';
+}
+
 /**
  * The rows of a Metrics.gaugeTable, read once for all its columns: the registry asks each column in turn within one
- * scrape, so the rows read for the first are kept until the scrape's task ends. Each column is a registry entry in
- * prom-client's shape (`get` for JSON and cluster aggregation; `getForPromString`, its text hook, with each line's
- * name and labels made here once a row, so prom-client only joins them).
+ * scrape, so the rows read for the first are kept until the scrape's task ends (or, while a scrape holds them, until
+ * it releases them). Each column is a registry entry in prom-client's shape (`get` for JSON and cluster aggregation;
+ * `getForPromString`, its text hook, with each line's name and labels made here once a row, so prom-client only joins
+ * them) plus `promText`, the whole text at once, for our scraper.
  */
 class GaugeTable {
   private snapshot: TableRow[] | undefined;
+  private holds = 0;
 
   constructor(
     private readonly labelNames: readonly string[],
@@ -65,7 +112,16 @@ class GaugeTable {
     private readonly rows: (emit: (labels: Record<string, string>, values: ArrayLike<number>) => void) => void,
   ) {}
 
+  hold(): void {
+    this.holds++;
+  }
+
+  release(): void {
+    if (--this.holds === 0) this.snapshot = undefined;
+  }
+
   column(name: string, help: string, i: number) {
+    const head = `# HELP ${name} ${escapeHelp(help)}\n# TYPE ${name} gauge`;
     return {
       name, help, type: 'gauge', aggregator: 'sum',
       get: async () => ({
@@ -74,6 +130,11 @@ class GaugeTable {
       getForPromString: async () => ({
         name, help, type: 'gauge', aggregator: 'sum', values: this.read().map((r) => ({ metricName: name + r.text, value: r.values[i] })),
       }),
+      promText: () => {
+        let out = head;
+        for (const r of this.read()) out += `\n${name}${r.text} ${sampleValue(r.values[i])}`;
+        return out;
+      },
       reset: () => undefined,
     };
   }
@@ -92,7 +153,7 @@ class GaugeTable {
       out.push({ labels, text: text === '' ? '' : `{${text}}`, values });
     });
     this.snapshot = out;
-    setImmediate(() => { this.snapshot = undefined; });
+    setImmediate(() => { if (this.holds === 0) this.snapshot = undefined; });
     return out;
   }
 }

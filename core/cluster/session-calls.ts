@@ -6,6 +6,7 @@ import { normaliseSim, SIM_PATTERN } from '../../plugin-sdk/sim';
 import type { Kernel } from '../kernel';
 import { checkReqIds } from '../sessions/session-manager';
 import type { WorkerLink } from './worker-link';
+import { scrapeJson } from '../metrics-scrape';
 
 type KeepItem = { reqId: string; keep: boolean };
 type CloseItem = { reqId: string; closed: boolean };
@@ -38,7 +39,7 @@ export function registerClusterCalls(k: Kernel, link: WorkerLink): void {
   });
   link.handle('status', (a) => k.sessions.status((a as { app: Application }).app));
   link.handle('counts', () => ({ requests: k.sessions.requestCount, streams: k.sessions.streamCount }));
-  link.handle('metrics', () => k.registry.getMetricsAsJSON());
+  link.handle('metrics', () => scrapeJson(k.registry));
   link.handle('broadcast', (a) => {
     const { from, plugin, topic, payload } = a as { from: number; plugin: string; topic: string; payload: unknown };
     if (from !== link.index) k.deliverBroadcast(plugin, topic, payload);

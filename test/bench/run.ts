@@ -43,6 +43,10 @@ export const BENCHES: Record<string, { summary: string; load: () => Bench }> = {
     summary: 'one terminal at ~1 Mbit/s, N HTTP-FLV (or WS-FLV) players of its one stream: gateway CPU, RSS, per-player throughput, every frame to every player, lag',
     load: () => require('./fanout') as Bench,
   },
+  'metrics-scrape': {
+    summary: "one /metrics scrape at N streams, prom-client's registry.metrics() against the gateway's scrapeText, alternated: wall time, longest event-loop hold, CPU, garbage",
+    load: () => require('./metrics-scrape') as Bench,
+  },
   'open-latency': {
     summary: 'POST /strm/open of already-live channels at a steady rate, with no load and while N terminals x 1 Mbit/s with one player each run: open latency p50/p99/max',
     load: () => require('./open-latency') as Bench,

@@ -1,0 +1,101 @@
+import assert from 'node:assert/strict';
+import { AggregatorRegistry, Registry } from 'prom-client';
+import { createRegistry, metricsFor } from '../../core/metrics';
+import { scrapeJson, scrapeText } from '../../core/metrics-scrape';
+
+const tick = () => new Promise<void>((r) => setImmediate(r));
+
+/** a registry with one of every kind of metric the gateway registers, label values that need escaping included */
+function fullRegistry(rows: Array<{ labels: Record<string, string>; values: number[] }>, onRead = () => undefined as void): Registry {
+  const registry = new Registry();
+  const m = metricsFor(registry, 'some-plugin');
+  m.counter('plain_total', 'a counter without labels').inc(3);
+  const c = m.counter('labelled_total', 'a counter\nwith "labels" and a \\ in its help', ['kind']);
+  c.inc({ kind: 'a' }, 2);
+  c.inc({ kind: 'quote " back \\ line\nfeed' }, 1.5);
+  m.gauge('collected', 'a collected gauge', ['x'], (g) => g.set({ x: 'y' }, 7));
+  m.histogram('seconds', 'a histogram', [0.1, 1], ['op']).observe({ op: 'open' }, 0.5);
+  m.hotCounter('hot_total', 'a hot counter', ['t']).child({ t: 'v' }).add(9);
+  const hh = m.hotHistogram('hot_seconds', 'a hot histogram', [0.001, 0.01]);
+  hh.observe(0.005);
+  m.gaugeTable([{ name: 'stream_a', help: 'column a' }, { name: 'stream_b', help: 'column b\\with a backslash' }], ['stream', 'layout'], (emit) => {
+    onRead();
+    for (const r of rows) emit(r.labels, r.values);
+  });
+  return registry;
+}
+
+const someRows: Array<{ labels: Record<string, string>; values: number[] }> = [
+  { labels: { stream: '013912345678/1', layout: '2016' }, values: [1, 2] },
+  { labels: { stream: 'odd "name"\\x\ny', layout: '2019' }, values: [NaN, Infinity] },
+  { labels: { stream: 'no-layout' }, values: [-Infinity, 0.25] },
+];
+
+describe('metrics scrape in turns (core/metrics-scrape.ts)', () => {
+  it('writes the same text as prom-client, byte for byte, for every kind of metric', async () => {
+    const a = fullRegistry(someRows);
+    const b = fullRegistry(someRows);
+    const ours = await scrapeText(a);
+    const theirs = await b.metrics();
+    assert.equal(ours, theirs);
+    // the escaping and special values went through the fast path, not around it
+    assert.match(ours, /gw_some_plugin_stream_a\{stream="odd \\"name\\"\\\\x\\ny",layout="2019"\} Nan/);
+    assert.match(ours, /gw_some_plugin_stream_b\{stream="no-layout"\} 0.25/);
+    assert.match(ours, /# HELP gw_some_plugin_stream_b column b\\\\with a backslash/);
+  });
+
+  it('writes the same JSON as prom-client, which the cluster aggregates', async () => {
+    const ours = await scrapeJson(fullRegistry(someRows));
+    const theirs = await fullRegistry(someRows).getMetricsAsJSON();
+    assert.deepEqual(JSON.parse(JSON.stringify(ours)), JSON.parse(JSON.stringify(theirs)));
+    assert.equal(AggregatorRegistry.aggregate([ours, ours]).getSingleMetric('gw_some_plugin_stream_a') !== undefined, true);
+  });
+
+  it('lets the event loop go between metrics once its slice is spent, and reads a table once for all its columns', async () => {
+    let reads = 0;
+    const rows = someRows.map((r) => ({ ...r, values: [...r.values] }));
+    // a stream leaves in the turn after the table's first column read the rows, before its second column is made:
+    // both columns still show it
+    const registry = fullRegistry(rows, () => { if (++reads === 1) setImmediate(() => rows.pop()); });
+    let turns = 0;
+    let counting = true;
+    const countTurns = () => { if (counting) { turns++; setImmediate(countTurns); } };
+    setImmediate(countTurns);
+    const text = await scrapeText(registry, 0);
+    counting = false;
+    assert.ok(turns >= 5, `the scrape of ${registry.getMetricsAsArray().length} metrics with a 0 ms slice took ${turns} turns`);
+    assert.equal(reads, 1, 'the rows were read once for both columns');
+    assert.equal(rows.length, 2, 'the stream left during the scrape');
+    assert.match(text, /gw_some_plugin_stream_a\{stream="no-layout"\}/);
+    assert.match(text, /gw_some_plugin_stream_b\{stream="no-layout"\}/);
+    // once the scrape is over, the hold is gone: the next one reads the rows as they are now
+    await tick();
+    const next = await scrapeText(registry, 0);
+    assert.equal(reads, 2);
+    assert.doesNotMatch(next, /no-layout/);
+  });
+
+  it('keeps the old single-turn reuse for prom-client callers, and a long slice makes it one turn', async () => {
+    let reads = 0;
+    const registry = fullRegistry(someRows, () => { reads++; });
+    await registry.metrics();
+    assert.equal(reads, 1, "prom-client's own scrape read the rows once for both columns");
+    await tick();
+    let otherTurn = false;
+    setImmediate(() => { otherTurn = true; });
+    await scrapeText(registry, 60_000);
+    assert.equal(otherTurn, false, 'with a slice longer than the scrape, nothing else ran in between');
+    assert.equal(reads, 2);
+  });
+
+  it('scrapes the process metrics of a real registry without error, every series present', async () => {
+    const registry = createRegistry();
+    metricsFor(registry, 'core').gaugeTable([{ name: 'rows', help: 'h' }], ['id'], (emit) => {
+      for (let i = 0; i < 1000; i++) emit({ id: String(i) }, [i]);
+    });
+    const text = await scrapeText(registry, 0);
+    assert.match(text, /^gw_process_process_cpu_user_seconds_total \d/m);
+    assert.equal(text.match(/^gw_core_rows\{/gm)?.length, 1000);
+    assert.ok(text.endsWith('\n') && !text.endsWith('\n\n'));
+  });
+});
