@@ -102,6 +102,16 @@ export class GatewayConfig {
   @IsInt() @Min(1024) @Max(16 * 1024 * 1024)
   bodyLimit = 64 * 1024;
 
+  /**
+   * How long an HTTP connection may sit idle between requests before the gateway closes it. Node's own 5 s is shorter
+   * than the idle times of the clients platforms use (Go 90 s, OkHttp 5 min, Apache HttpClient unlimited, load
+   * balancers 60 s): such a client sends its next request on a connection the gateway is closing at that moment and
+   * gets ECONNRESET, which a client does not retry for a POST such as /strm/open. 65 s outlasts a load balancer's 60 s;
+   * the `Keep-Alive: timeout=` reply header tells clients that honour it. Applies to every HTTP listener.
+   */
+  @IsInt() @Min(1) @Max(3600)
+  httpKeepAliveSec = 65;
+
   @IsInt() @Min(15) @Max(600)
   keepIntvDefault = 20;
 

@@ -275,7 +275,7 @@ export class Kernel {
       const forwarded = coreMetrics.counter('forwarded_total', 'requests and WebSocket upgrades this worker passed to the worker that owns their stream', ['kind']);
       this.opts.cluster.forwarded = (kind) => forwarded.inc({ kind });
     }
-    this.api = new ApiServer({ bodyLimit: this.gateway.bodyLimit, apps: this.apps, log: this.log.child({ part: 'http' }), ...this.authHooks, tls: this.tls });
+    this.api = new ApiServer({ bodyLimit: this.gateway.bodyLimit, keepAliveTimeoutMs: this.gateway.httpKeepAliveSec * 1000, apps: this.apps, log: this.log.child({ part: 'http' }), ...this.authHooks, tls: this.tls });
     this.connections.guardServer(this.api.server, this.connections.gate('gateway.httpPort', 'api'));
 
     this.container = rootContainer.createChildContainer();
@@ -390,7 +390,7 @@ export class Kernel {
     const name = l.def.name;
     const where = `${this.site.file}: plugin ${name}`;
     const netApi = pluginNet(l, {
-      plugin: name, where, defaultHost: this.gateway.listenHost, ports: this.ports, bodyLimit: this.gateway.bodyLimit, apps: this.apps,
+      plugin: name, where, defaultHost: this.gateway.listenHost, ports: this.ports, bodyLimit: this.gateway.bodyLimit, keepAliveTimeoutMs: this.gateway.httpKeepAliveSec * 1000, apps: this.apps,
       auth: this.authHooks, connections: this.connections, tls: this.tls, cluster: this.opts.cluster, slices: this.slices,
     });
     const stores = this.stores;

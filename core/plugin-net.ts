@@ -36,6 +36,8 @@ export interface PluginNetOptions {
   /** bound ports are published here as "<plugin>.<key>" */
   ports: Record<string, number>;
   bodyLimit: number;
+  /** gateway.httpKeepAliveSec, in ms */
+  keepAliveTimeoutMs: number;
   apps: ApplicationRegistry;
   /** the gateway's login brake and auth counters: a plugin's own port is no way around them */
   auth?: Pick<ApiServerOptions, 'loginGuard' | 'onAuthFailure' | 'onAuthThrottled'>;
@@ -112,7 +114,7 @@ export function pluginNet(l: PluginResources, o: PluginNetOptions): Net {
   const listenHttp = async (lo: HttpListenOptions): Promise<HttpListener> => {
     const api = new ApiServer({
       bodyLimit: lo.bodyLimit ?? o.bodyLimit, apps: o.apps, log: l.log.child({ part: 'http', key: lo.key }),
-      headersTimeoutMs: lo.headersTimeoutMs, requestTimeoutMs: lo.requestTimeoutMs, ...o.auth,
+      headersTimeoutMs: lo.headersTimeoutMs, requestTimeoutMs: lo.requestTimeoutMs, keepAliveTimeoutMs: o.keepAliveTimeoutMs, ...o.auth,
       tls: lo.tls === false ? undefined : o.tls,
     });
     const host = lo.host ?? defaultHost;

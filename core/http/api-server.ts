@@ -26,6 +26,8 @@ export interface ApiServerOptions {
   headersTimeoutMs?: number;
   /** default 30 s */
   requestTimeoutMs?: number;
+  /** idle time between requests before a connection is closed (gateway.httpKeepAliveSec); default 65 s */
+  keepAliveTimeoutMs?: number;
   /** the brake on password guessing; one shared by every listener, so a second port is no way around it */
   loginGuard?: LoginGuard;
   /** counts for /metrics (the log lines are rate-limited, these are not) */
@@ -139,7 +141,7 @@ export class ApiServer {
   constructor(opts: ApiServerOptions) {
     this.opts = opts;
     this.guard = opts.loginGuard ?? new LoginGuard({ failLimit: 20, windowMs: 60_000, blockMs: 60_000, logIntervalMs: 10_000, now: Date.now });
-    const serverOptions = { requestTimeout: opts.requestTimeoutMs ?? 30_000, headersTimeout: opts.headersTimeoutMs ?? 15_000 };
+    const serverOptions = this.serverOptions();
     const create = (listener: http.RequestListener): http.Server => (opts.tls
       // a handshake that never completes holds a descriptor like a slowloris: the same header timeout bounds it
       ? https.createServer({ ...serverOptions, ...opts.tls, handshakeTimeout: opts.headersTimeoutMs ?? 15_000 }, listener)
@@ -158,6 +160,14 @@ export class ApiServer {
     };
     this.server = create(this.onRequest);
     this.attach(this.server);
+  }
+
+  private serverOptions(): http.ServerOptions {
+    return {
+      requestTimeout: this.opts.requestTimeoutMs ?? 30_000,
+      headersTimeout: this.opts.headersTimeoutMs ?? 15_000,
+      keepAliveTimeout: this.opts.keepAliveTimeoutMs ?? 65_000,
+    };
   }
 
   private attach(server: http.Server): void {
@@ -182,7 +192,7 @@ export class ApiServer {
    */
   internalServer(): http.Server {
     if (!this.internal) {
-      this.internal = http.createServer({ requestTimeout: this.opts.requestTimeoutMs ?? 30_000, headersTimeout: this.opts.headersTimeoutMs ?? 15_000 }, this.onRequest);
+      this.internal = http.createServer(this.serverOptions(), this.onRequest);
       this.attach(this.internal);
     }
     return this.internal;
