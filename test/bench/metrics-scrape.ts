@@ -3,23 +3,25 @@
  * gauge-table columns as jt1078-ingest registers them, a few counters and histograms), made by prom-client's
  * `registry.metrics()` (the old way) and by `scrapeText` (core/metrics-scrape.ts), alternated. For each: the scrape's
  * wall time, the longest the event loop was held in one go (measured by a chain of setImmediate probes running beside
- * the scrape), the CPU time and the bytes allocated. `npm run bench -- metrics-scrape [--streams N] [--rounds K]`.
+ * the scrape), the CPU time and the bytes allocated. Then the same for a gateway of two workers with N/2 streams each:
+ * the worker that gets the scrape sums both workers' JSON, by `AggregatorRegistry.aggregate(...).metrics()` (the old
+ * way) and by `aggregateText`. `npm run bench -- metrics-scrape [--streams N] [--rounds K]`.
  */
 import { performance } from 'node:perf_hooks';
-import type { Registry } from 'prom-client';
+import { AggregatorRegistry, type Registry } from 'prom-client';
 import { createRegistry, metricsFor } from '../../core/metrics';
-import { scrapeText } from '../../core/metrics-scrape';
+import { aggregateText, scrapeJson, scrapeText } from '../../core/metrics-scrape';
 import { BenchArgs } from './support/bench-args';
 
 const USAGE = 'usage: npm run bench -- metrics-scrape [--streams N] [--rounds K]';
 
 interface Sample { wallMs: number; longestMs: number; cpuMs: number; allocatedMb: number; bytes: number }
 
-function gatewayLikeRegistry(streams: number): Registry {
+function gatewayLikeRegistry(streams: number, first = 0): Registry {
   const registry = createRegistry();
   const m = metricsFor(registry, 'jt1078-ingest');
   const rows = Array.from({ length: streams }, (_, i) => ({
-    labels: { stream: `0139${String(i).padStart(8, '0')}/1`, layout: '2016', transport: 'tcp' },
+    labels: { stream: `0139${String(first + i).padStart(8, '0')}/1`, layout: '2016', transport: 'tcp' },
     counts: new Float64Array(10),
   }));
   const columns = Array.from({ length: 10 }, (_, i) => ({ name: `stream_column_${i}`, help: `per-stream column ${i}` }));
@@ -78,16 +80,27 @@ export async function run(args: string[]): Promise<void> {
     }
   }
   const registry = gatewayLikeRegistry(o.streams);
+  const half = Math.floor(o.streams / 2);
+  const workers = [gatewayLikeRegistry(half), gatewayLikeRegistry(o.streams - half, half)];
+  // what arrives from the workers (over IPC, JSON); each scrape sums a fresh copy, as each real one does
+  const json = JSON.stringify(await Promise.all(workers.map((w) => scrapeJson(w))));
+  // parsed before each timed scrape: the parse is the IPC's, the same for both ways
+  let parts: Awaited<ReturnType<typeof scrapeJson>>[] = [];
+  const prepare = () => { parts = JSON.parse(json) as typeof parts; };
   const ways: Array<[string, () => Promise<string>]> = [
     ["prom-client's registry.metrics()", () => registry.metrics()],
     ['scrapeText (2 ms slices)', () => scrapeText(registry)],
+    ['2 workers: AggregatorRegistry', () => AggregatorRegistry.aggregate(parts).metrics()],
+    ['2 workers: aggregateText', () => aggregateText(parts)],
   ];
   // warm-up: the JIT and the first-scrape costs of both ways
-  for (const [, f] of ways) for (let i = 0; i < 3; i++) await f();
+  for (const [, f] of ways) for (let i = 0; i < 3; i++) { prepare(); await f(); }
   const samples: Sample[][] = ways.map(() => []);
   for (let round = 0; round < o.rounds; round++) {
     for (let w = 0; w < ways.length; w++) {
-      const i = round % 2 === 0 ? w : ways.length - 1 - w;
+      // old and new alternate within each pair of ways, the first of the pair first on even rounds
+      const i = round % 2 === 0 ? w : w ^ 1;
+      prepare();
       samples[i].push(await measure(ways[i][1]));
       await new Promise((res) => setTimeout(res, 20));
     }
@@ -98,7 +111,9 @@ export async function run(args: string[]): Promise<void> {
     const col = (f: (x: Sample) => number, d = 1) => `${median(s.map(f)).toFixed(d)} (${Math.max(...s.map(f)).toFixed(d)})`;
     console.log(`  ${ways[w][0].padEnd(34)} wall ${col((x) => x.wallMs)} ms, loop held at most ${col((x) => x.longestMs)} ms, CPU ${col((x) => x.cpuMs)} ms, heap grew ${col((x) => x.allocatedMb)} MB, ${s[0].bytes} bytes`);
   }
-  const [old, now] = samples.map((s) => median(s.map((x) => x.longestMs)));
-  const [oldCpu, nowCpu] = samples.map((s) => median(s.map((x) => x.cpuMs)));
-  console.log(`  longest hold, old / new: ${(old / now).toFixed(1)}x; CPU a scrape, new / old: ${(nowCpu / oldCpu).toFixed(2)}`);
+  const held = samples.map((s) => median(s.map((x) => x.longestMs)));
+  const cpu = samples.map((s) => median(s.map((x) => x.cpuMs)));
+  for (const [at, what] of [[0, 'one process'], [2, 'two workers']] as const) {
+    console.log(`  ${what}: longest hold, old / new: ${(held[at] / held[at + 1]).toFixed(1)}x; CPU a scrape, new / old: ${(cpu[at + 1] / cpu[at]).toFixed(2)}`);
+  }
 }

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { AggregatorRegistry, Registry } from 'prom-client';
 import { createRegistry, metricsFor } from '../../core/metrics';
-import { scrapeJson, scrapeText } from '../../core/metrics-scrape';
+import { aggregateText, scrapeJson, scrapeText } from '../../core/metrics-scrape';
 
 const tick = () => new Promise<void>((r) => setImmediate(r));
 
@@ -97,5 +97,36 @@ describe('metrics scrape in turns (core/metrics-scrape.ts)', () => {
     assert.match(text, /^gw_process_process_cpu_user_seconds_total \d/m);
     assert.equal(text.match(/^gw_core_rows\{/gm)?.length, 1000);
     assert.ok(text.endsWith('\n') && !text.endsWith('\n\n'));
+  });
+
+  it("sums workers' metrics exactly as prom-client's AggregatorRegistry does, over several turns", async () => {
+    // two workers: some series in both (summed), per-stream rows in one each, process metrics with their own
+    // aggregators (start time 'omit', version 'first', ...)
+    const a = fullRegistry(someRows);
+    const b = fullRegistry([{ labels: { stream: '013900000002/3', layout: '2019' }, values: [5, 6] }, someRows[0]]);
+    const pa = createRegistry();
+    const pb = createRegistry();
+    const parts = [
+      [...await scrapeJson(a), ...await scrapeJson(pa)],
+      [...await scrapeJson(b), ...await scrapeJson(pb)],
+    ];
+    const copy = () => JSON.parse(JSON.stringify(parts, (_k, v) => (typeof v === 'number' && !Number.isFinite(v) ? String(v) : v)), (_k, v) => (v === 'NaN' ? NaN : v === 'Infinity' ? Infinity : v === '-Infinity' ? -Infinity : v));
+    let otherTurns = 0;
+    let counting = true;
+    const count = () => { if (counting) { otherTurns++; setImmediate(count); } };
+    setImmediate(count);
+    const ours = await aggregateText(copy(), 0);
+    counting = false;
+    const theirs = await AggregatorRegistry.aggregate(copy()).metrics();
+    assert.equal(ours, theirs);
+    assert.match(ours, /gw_some_plugin_stream_a\{stream="013912345678\/1",layout="2016"\} 2\n/, 'a series in both workers is summed');
+    assert.match(ours, /gw_some_plugin_plain_total 6\n/);
+    assert.doesNotMatch(ours, /process_start_time_seconds/, "'omit' metrics are left out");
+    assert.ok(otherTurns >= 5, `the aggregation let the loop go (${otherTurns} other turns)`);
+  });
+
+  it('refuses a metric with an aggregator prom-client does not know, naming it', async () => {
+    const bad = [[{ name: 'gw_x', help: 'h', type: 'gauge', aggregator: 'median', values: [{ value: 1, labels: {} }] }]];
+    await assert.rejects(aggregateText(bad as never), /gw_x: 'median' is not a defined aggregator/);
   });
 });
