@@ -1,6 +1,6 @@
 import * as promClient from 'prom-client';
 import type { MetricObjectWithValues, MetricValue, Registry } from 'prom-client';
-import { hasPromText, holdTableRows } from './metrics';
+import { escapeHelp, escapeLabel, hasPromText, holdTableRows, sampleValue } from './metrics';
 
 /**
  * A /metrics scrape that does not stop the media for its whole length.
@@ -21,7 +21,16 @@ import { hasPromText, holdTableRows } from './metrics';
 /** how long a scrape may hold the event loop before letting it go a turn; about one media read slice */
 export const SCRAPE_SLICE_MS = 2;
 
-const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+type MetricJson = MetricObjectWithValues<MetricValue<string>>;
+
+/** a function to call between two pieces of work: it lets the event loop go a turn once `ms` has been spent */
+function slicer(ms: number): () => Promise<void> | undefined {
+  let start = performance.now();
+  return () => {
+    if (performance.now() - start < ms) return undefined;
+    return new Promise((resolve) => setImmediate(() => { start = performance.now(); resolve(); }));
+  };
+}
 
 /** the registry's text exposition, made over as many turns as it takes at `sliceMs` each */
 export async function scrapeText(registry: Registry, sliceMs = SCRAPE_SLICE_MS): Promise<string> {
@@ -30,13 +39,10 @@ export async function scrapeText(registry: Registry, sliceMs = SCRAPE_SLICE_MS):
   const release = holdTableRows(registry);
   try {
     const parts: string[] = [];
-    let sliceStart = performance.now();
+    const between = slicer(sliceMs);
     for (const metric of registry.getMetricsAsArray()) {
       parts.push(hasPromText(metric) ? metric.promText() : await registry.getSingleMetricAsString(metric.name));
-      if (performance.now() - sliceStart >= sliceMs) {
-        await nextTurn();
-        sliceStart = performance.now();
-      }
+      await between();
     }
     return `${parts.join('\n\n')}\n`;
   } finally {
@@ -45,17 +51,14 @@ export async function scrapeText(registry: Registry, sliceMs = SCRAPE_SLICE_MS):
 }
 
 /** the registry's metrics as prom-client's JSON (for a cluster's aggregation), made the same way */
-export async function scrapeJson(registry: Registry, sliceMs = SCRAPE_SLICE_MS): Promise<MetricObjectWithValues<MetricValue<string>>[]> {
+export async function scrapeJson(registry: Registry, sliceMs = SCRAPE_SLICE_MS): Promise<MetricJson[]> {
   const release = holdTableRows(registry);
   try {
-    const out: MetricObjectWithValues<MetricValue<string>>[] = [];
-    let sliceStart = performance.now();
+    const out: MetricJson[] = [];
+    const between = slicer(sliceMs);
     for (const metric of registry.getMetricsAsArray()) {
-      out.push(await (metric as unknown as { get(): Promise<MetricObjectWithValues<MetricValue<string>>> }).get());
-      if (performance.now() - sliceStart >= sliceMs) {
-        await nextTurn();
-        sliceStart = performance.now();
-      }
+      out.push(await (metric as unknown as { get(): Promise<MetricJson> }).get());
+      await between();
     }
     return out;
   } finally {
@@ -63,7 +66,6 @@ export async function scrapeJson(registry: Registry, sliceMs = SCRAPE_SLICE_MS):
   }
 }
 
-type MetricJson = MetricObjectWithValues<MetricValue<string>>;
 type Aggregator = (metrics: MetricJson[]) => MetricJson | undefined;
 /** prom-client's cluster aggregators (sum, first, omit, average, min, max): exported by its index, not its typings */
 const aggregators = (promClient as unknown as { aggregators: Record<string, Aggregator> }).aggregators;
@@ -72,7 +74,7 @@ interface Sample { value: number; labels?: Record<string, string | number>; metr
 
 /** a label value as prom-client writes it: strings escaped, other values as they print */
 function labelValue(v: unknown): string {
-  return typeof v === 'string' ? (/[\\\n"]/.test(v) ? v.replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/"/g, '\\"') : v) : `${v as string}`;
+  return typeof v === 'string' ? escapeLabel(v) : `${v as string}`;
 }
 
 /** prom-client's grouping key for a label set (util.js hashObject): names sorted, `name:value,` each */
@@ -85,21 +87,14 @@ function groupKey(labels: Record<string, unknown> | undefined): string {
   return key;
 }
 
-/** a sample's value as prom-client writes it */
-function valueText(v: number): string {
-  if (Number.isNaN(v)) return 'Nan';
-  if (!Number.isFinite(v)) return v < 0 ? '-Inf' : '+Inf';
-  return `${v}`;
-}
-
 /** an aggregated metric's text, as prom-client's Registry writes a metric (no default labels, Prometheus format) */
 function promTextOf(m: MetricJson): string {
-  const name = m.name.replace(/\\/g, '\\\\').replace(/\n/g, '\\n');
-  let out = `# HELP ${name} ${m.help.replace(/\\/g, '\\\\').replace(/\n/g, '\\n')}\n# TYPE ${name} ${m.type}`;
+  const name = escapeHelp(m.name);
+  let out = `# HELP ${name} ${escapeHelp(m.help)}\n# TYPE ${name} ${m.type}`;
   for (const v of m.values as Sample[]) {
     let labels = '';
     if (v.labels !== undefined) for (const k in v.labels) labels += `${labels === '' ? '' : ','}${k}="${labelValue(v.labels[k])}"`;
-    out += `\n${v.metricName ?? name}${labels === '' ? '' : `{${labels}}`} ${valueText(v.value)}`;
+    out += `\n${v.metricName ?? name}${labels === '' ? '' : `{${labels}}`} ${sampleValue(v.value)}`;
   }
   return out;
 }
@@ -134,17 +129,14 @@ export async function aggregateText(perWorker: MetricJson[][], sliceMs = SCRAPE_
     }
   }
   const parts: string[] = [];
-  let sliceStart = performance.now();
+  const between = slicer(sliceMs);
   for (const metrics of byName.values()) {
     const how = metrics[0].aggregator;
     const fn = aggregators[how];
     if (typeof fn !== 'function') throw new Error(`metric ${metrics[0].name}: '${how}' is not a defined aggregator`);
     const aggregated = how === 'sum' ? sumOf(metrics) : fn(metrics);
     if (aggregated) parts.push(promTextOf(aggregated));
-    if (performance.now() - sliceStart >= sliceMs) {
-      await nextTurn();
-      sliceStart = performance.now();
-    }
+    await between();
   }
   return `${parts.join('\n\n')}\n`;
 }

@@ -48,17 +48,17 @@ interface TableRow {
 }
 
 /** Prometheus text format: a label value escapes backslash, double quote and line feed */
-function escapeLabel(v: string): string {
+export function escapeLabel(v: string): string {
   return /[\\"\n]/.test(v) ? v.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n') : v;
 }
 
-/** Prometheus text format: HELP text escapes backslash and line feed (as prom-client does) */
-function escapeHelp(v: string): string {
+/** Prometheus text format: HELP text (and, as prom-client does, a name) escapes backslash and line feed */
+export function escapeHelp(v: string): string {
   return /[\\\n]/.test(v) ? v.replace(/\\/g, '\\\\').replace(/\n/g, '\\n') : v;
 }
 
 /** a sample's value as prom-client writes it */
-function sampleValue(v: number): string {
+export function sampleValue(v: number): string {
   if (Number.isNaN(v)) return 'Nan';
   if (!Number.isFinite(v)) return v < 0 ? '-Inf' : '+Inf';
   return `${v}`;
