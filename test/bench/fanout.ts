@@ -252,7 +252,9 @@ export async function run(args: string[]): Promise<FanoutResult> {
       if (gw.child.exitCode !== null) throw new Error(`gateway exited (code ${gw.child.exitCode}):\n${tail(gw.logFile)}`);
 
       // --- measured window
+      const m0Start = performance.now();
       const m0 = await api.metrics();
+      const m0At = (m0Start + performance.now()) / 2;
       await procs.start(deadline);
       const pids = procs.pids;
       const snap = (): CpuSnap & { threads: ReturnType<typeof gatewayCpu>; players: number; dropped: number; bytesIn: number } => {
@@ -277,7 +279,10 @@ export async function run(args: string[]): Promise<FanoutResult> {
       }
       const s1 = snap();
       const marks = await procs.mark(deadline);
+      const m1Start = performance.now();
       const m1 = await api.metrics();
+      // the gateway's counters span scrape to scrape, not the window: their rates are over that span
+      const gwSecs = ((m1Start + performance.now()) / 2 - m0At) / 1000;
       // players keep reading while the frames sent just before the end arrive
       await sleep(DRAIN_MS, undefined, { signal: deadline });
       await procs.stop(deadline);
@@ -303,7 +308,7 @@ export async function run(args: string[]): Promise<FanoutResult> {
         seconds: secs,
         mbpsIn: ((s1.bytesIn - s0.bytesIn) * 8) / secs / 1e6,
         mbpsOut: (ps.reduce((s, p) => s + p.bytes, 0) * 8) / playerSecs / 1e6,
-        gatewayMbpsOut: (sumDelta(m1, m0, 'gw_flv_out_bytes_out') * 8) / secs / 1e6,
+        gatewayMbpsOut: (sumDelta(m1, m0, 'gw_flv_out_bytes_out') * 8) / gwSecs / 1e6,
         perPlayerMbps: { min: Math.min(...mbps), p50: mbpsSummary.p50, max: Math.max(...mbps) },
         cpuPct: load.gatewayPct,
         threadCpuPct: {

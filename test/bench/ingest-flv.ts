@@ -424,8 +424,12 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
     ownLoop.disable();
     for (const p of players) p.measuring = false;
     fleet?.endWindow();
+    const m1Start = performance.now();
     const m1 = await api.metrics();
     const secs = (s1.at - s0.at) / 1000;
+    // the gateway's own counters span scrape to scrape (from a second before the window to just after it): their
+    // rates are over that span, each scrape's instant taken as its middle
+    const gwSecs = ((m1Start + performance.now()) / 2 - (scrapeStart + scrapeStart + scrapeMs) / 2) / 1000;
 
     const lat = bucketsDelta(bucketsOf(m1, LATENCY_METRIC) ?? { le: [Infinity], counts: [0] }, bucketsOf(m0, LATENCY_METRIC) as Buckets | undefined);
     const gwIn = sumDelta(m1, m0, 'gw_jt1078_ingest_bytes_total');
@@ -444,8 +448,8 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
       seconds: secs,
       mbpsIn: ((s1.bytesIn - s0.bytesIn) * 8) / secs / 1e6,
       mbpsOut: ((s1.bytesOut - s0.bytesOut) * 8) / secs / 1e6,
-      gatewayMbpsIn: (gwIn * 8) / secs / 1e6,
-      gatewayMbpsOut: (gwOut * 8) / secs / 1e6,
+      gatewayMbpsIn: (gwIn * 8) / gwSecs / 1e6,
+      gatewayMbpsOut: (gwOut * 8) / gwSecs / 1e6,
       cpuPct: (100 * (s1.threads.total - s0.threads.total)) / secs,
       threadCpuPct: {
         main: (100 * (s1.threads.main - s0.threads.main)) / secs,
