@@ -263,6 +263,7 @@ export class Kernel {
       g.set({ event: 'overrun' }, sliced.overrun);
       g.set({ event: 'paused' }, sliced.paused);
     });
+    coreMetrics.gauge('read_slice_slab_bytes', 'bytes of the slabs set-aside reads are copied into (in use or spare; spares a burst made are let go 10-20 s after it)', [], (g) => g.set(this.slices.slabBytes));
     const authFailures = coreMetrics.counter('auth_failures_total', 'failed Basic logins, by reason', ['reason']);
     const authThrottled = coreMetrics.counter('auth_throttled_total', 'requests refused (429) from addresses blocked after too many failed logins');
     this.loginGuard = new LoginGuard({

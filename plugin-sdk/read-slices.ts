@@ -55,6 +55,13 @@ const SLAB_BYTES = 256 * 1024;
  * handled at once, as without slicing: memory stays bounded whatever the load.
  */
 const MAX_SLABS = (2 * DEFAULT_MAX_BACKLOG) / SLAB_BYTES;
+/**
+ * Spare slabs are let go once this long has passed without needing them: a burst (450 streams opening at once made
+ * all 32) then costs its 8 MiB only for a while, yet slabs made by one burst serve the bursts that follow it within
+ * this time instead of being made again each time. Slabs are one allocation each, of a size the C library maps on its
+ * own, so letting one go gives its memory back to the system.
+ */
+const TRIM_AFTER_MS = 10_000;
 
 class Slab {
   readonly buf = Buffer.allocUnsafeSlow(SLAB_BYTES);
@@ -73,6 +80,9 @@ export class ReadSlices {
   private readonly inUse: Slab[] = [];
   private carving: Slab | undefined;
   private readonly freeSlabs: Slab[] = [];
+  /** the most slabs in use at once since the last trim, and when that was */
+  private peakInUse = 0;
+  private trimmedAt: number;
   private scheduled = false;
   private readonly drainBound = () => this.drain();
 
@@ -85,7 +95,14 @@ export class ReadSlices {
     readonly now: () => number = () => performance.now(),
     readonly maxPendingBytes = DEFAULT_MAX_PENDING,
     readonly maxBacklogBytes = DEFAULT_MAX_BACKLOG,
-  ) {}
+  ) {
+    this.trimmedAt = now();
+  }
+
+  /** bytes of copy slabs alive (in use or spare) */
+  get slabBytes(): number {
+    return (this.inUse.length + this.freeSlabs.length) * SLAB_BYTES;
+  }
 
   /** bytes set aside and not yet handled, all readers */
   backlogBytes = 0;
@@ -120,6 +137,7 @@ export class ReadSlices {
     if (slab === undefined || slab.used + n > SLAB_BYTES) {
       slab = this.carving = this.freeSlabs.pop() ?? new Slab();
       this.inUse.push(slab);
+      if (this.inUse.length > this.peakInUse) this.peakInUse = this.inUse.length;
     }
     const c = slab.buf.subarray(slab.used, slab.used + n);
     chunk.copy(c);
@@ -151,8 +169,18 @@ export class ReadSlices {
 
   /** @internal: a read arrived with no slice open: this one begins now and ends at the end of the loop's turn */
   open(): void {
-    this.sliceStart = this.now();
+    const now = this.now();
+    this.sliceStart = now;
+    if (now - this.trimmedAt >= TRIM_AFTER_MS) this.trim(now);
     this.schedule();
+  }
+
+  /** Lets go of the spare slabs the last period did not need: it kept as many as it had in use at once. */
+  private trim(now: number): void {
+    this.trimmedAt = now;
+    const keep = Math.max(0, this.peakInUse - this.inUse.length);
+    if (this.freeSlabs.length > keep) this.freeSlabs.length = keep;
+    this.peakInUse = this.inUse.length;
   }
 
   private schedule(): void {

@@ -159,6 +159,41 @@ describe('plugin-sdk ReadSlices (media reads in slices of the event loop)', () =
     assert.equal(y.got.length, 31);
   });
 
+  it('lets go of spare slabs a burst made once 10 s pass without needing them, and keeps those still needed', async () => {
+    const clock = new TestClock();
+    const s = new ReadSlices(1, clock.now, Infinity, Infinity);
+    const a = probe(s, clock, 5);
+    const burst = Array.from({ length: 12 }, () => probe(s, clock, 0));
+    a.reader.deliver(Buffer.from('open'));
+    for (const r of burst) r.reader.deliver(Buffer.alloc(256 * 1024, 1)); // a slab each
+    assert.equal(s.slabBytes, 12 * 256 * 1024);
+    await turn();
+    assert.equal(s.backlog, 0);
+    // steady load afterwards: each turn two readers set aside 100 KiB (one slab in use at a time, sometimes two)
+    const steady = [probe(s, clock, 0), probe(s, clock, 0)];
+    const turnOfLoad = async () => {
+      a.reader.deliver(Buffer.from('t')); // opens the slice, costs 5 ms: the rest is set aside
+      for (const r of steady) r.reader.deliver(Buffer.alloc(100 * 1024, 2));
+      await turn();
+    };
+    // within 10 s of the burst nothing is let go (a burst that follows finds its slabs)
+    for (let i = 0; i < 5; i++) { clock.t += 1500; await turnOfLoad(); }
+    assert.equal(s.slabBytes, 12 * 256 * 1024, 'kept within the period of the burst');
+    // the first trim keeps what the burst's period needed; the next one lets the rest go
+    for (let i = 0; i < 20; i++) { clock.t += 1500; await turnOfLoad(); }
+    const after = s.slabBytes / (256 * 1024);
+    assert.ok(after >= 1 && after <= 2, `${after} slabs kept for a load that needs one or two`);
+    // and the steady load's reads all arrived whole
+    for (const r of steady) assert.ok(r.got.length === 25 && r.got.every((g) => g.length === 100 * 1024 && g[0] === 2));
+    // a new burst makes slabs again, as many as it needs
+    a.reader.deliver(Buffer.from('open'));
+    clock.t += 10;
+    for (const r of burst) r.reader.deliver(Buffer.alloc(256 * 1024, 3));
+    assert.ok(s.slabBytes >= 12 * 256 * 1024);
+    await turn();
+    assert.ok(burst.every((r) => r.got.length === 2 && r.got[1][0] === 3));
+  });
+
   it('flush hands a reader\'s set-aside reads over now, once', async () => {
     const clock = new TestClock();
     const s = new ReadSlices(1, clock.now);
