@@ -96,15 +96,43 @@ export function hasPromText(m: unknown): m is PromTextEntry {
 }
 
 /**
+ * A gauge-table column as a worker sends it for the cluster's sum: each series' label text (as exposed) and its
+ * value, in two arrays instead of an object a series, so the IPC's serialisation and the receiver's parse and
+ * collection handle two objects, not thousands (metrics-scrape.ts, aggregateText).
+ */
+export interface CompactColumn {
+  name: string;
+  help: string;
+  type: 'gauge';
+  aggregator: 'sum';
+  rows: string[];
+  values: Float64Array;
+}
+
+export function isCompactColumn(m: unknown): m is CompactColumn {
+  return Array.isArray((m as Partial<CompactColumn>).rows);
+}
+
+interface CompactEntry {
+  compact(): CompactColumn;
+}
+
+export function hasCompact(m: unknown): m is CompactEntry {
+  return typeof (m as Partial<CompactEntry>).compact === 'function';
+}
+
+/**
  * The rows of a Metrics.gaugeTable, read once for all its columns: the registry asks each column in turn within one
  * scrape, so the rows read for the first are kept until the scrape's task ends (or, while a scrape holds them, until
  * it releases them). Each column is a registry entry in prom-client's shape (`get` for JSON and cluster aggregation;
  * `getForPromString`, its text hook, with each line's name and labels made here once a row, so prom-client only joins
- * them) plus `promText`, the whole text at once, for our scraper.
+ * them) plus `promText`, the whole text at once, for our scraper, and `compact`, what a worker sends for the sum.
  */
 class GaugeTable {
   private snapshot: TableRow[] | undefined;
   private holds = 0;
+  private texts: string[] | undefined;
+  private textsOf: TableRow[] | undefined;
 
   constructor(
     private readonly labelNames: readonly string[],
@@ -117,7 +145,11 @@ class GaugeTable {
   }
 
   release(): void {
-    if (--this.holds === 0) this.snapshot = undefined;
+    if (--this.holds === 0) this.forget();
+  }
+
+  private forget(): void {
+    this.snapshot = this.texts = this.textsOf = undefined;
   }
 
   column(name: string, help: string, i: number) {
@@ -135,8 +167,26 @@ class GaugeTable {
         for (const r of this.read()) out += `\n${name}${r.text} ${sampleValue(r.values[i])}`;
         return out;
       },
+      compact: (): CompactColumn => {
+        const rows = this.read();
+        const values = new Float64Array(rows.length);
+        for (let k = 0; k < rows.length; k++) values[k] = rows[k].values[i];
+        return { name, help, type: 'gauge', aggregator: 'sum', rows: this.rowTexts(rows), values };
+      },
       reset: () => undefined,
     };
+  }
+
+  /**
+   * The rows' label texts, one array for all columns of a read: the IPC's structured clone writes an object it has
+   * seen once, as a reference after that, so a table's labels cross once, not once a column.
+   */
+  private rowTexts(rows: TableRow[]): string[] {
+    if (this.texts === undefined || this.textsOf !== rows) {
+      this.texts = rows.map((r) => r.text);
+      this.textsOf = rows;
+    }
+    return this.texts;
   }
 
   private read(): TableRow[] {
@@ -153,7 +203,7 @@ class GaugeTable {
       out.push({ labels, text: text === '' ? '' : `{${text}}`, values });
     });
     this.snapshot = out;
-    setImmediate(() => { if (this.holds === 0) this.snapshot = undefined; });
+    setImmediate(() => { if (this.holds === 0) this.forget(); });
     return out;
   }
 }

@@ -1,4 +1,3 @@
-import type { MetricObjectWithValues, MetricValue } from 'prom-client';
 import { channelKey } from '../../plugin-sdk/cluster';
 import type { Application } from '../../plugin-sdk/http';
 import type { Notice } from '../../plugin-sdk/notices';
@@ -6,7 +5,7 @@ import { normaliseSim, SIM_PATTERN } from '../../plugin-sdk/sim';
 import type { Kernel } from '../kernel';
 import { checkReqIds } from '../sessions/session-manager';
 import type { WorkerLink } from './worker-link';
-import { aggregateText, scrapeJson } from '../metrics-scrape';
+import { aggregateText, scrapeJson, type WorkerMetric } from '../metrics-scrape';
 
 type KeepItem = { reqId: string; keep: boolean };
 type CloseItem = { reqId: string; closed: boolean };
@@ -95,7 +94,7 @@ export class ClusterSessions {
 
   /** every worker's metrics, summed per series (prom-client's cluster aggregation) in the Prometheus text format */
   async metrics(): Promise<string> {
-    const parts = await this.link.callAll<MetricObjectWithValues<MetricValue<string>>[]>('metrics', {});
+    const parts = await this.link.callAll<WorkerMetric[]>('metrics', {});
     return aggregateText(parts);
   }
 

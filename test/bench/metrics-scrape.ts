@@ -8,6 +8,7 @@
  * way) and by `aggregateText`. `npm run bench -- metrics-scrape [--streams N] [--rounds K]`.
  */
 import { performance } from 'node:perf_hooks';
+import * as v8 from 'node:v8';
 import { AggregatorRegistry, type Registry } from 'prom-client';
 import { createRegistry, metricsFor } from '../../core/metrics';
 import { aggregateText, scrapeJson, scrapeText } from '../../core/metrics-scrape';
@@ -82,16 +83,22 @@ export async function run(args: string[]): Promise<void> {
   const registry = gatewayLikeRegistry(o.streams);
   const half = Math.floor(o.streams / 2);
   const workers = [gatewayLikeRegistry(half), gatewayLikeRegistry(o.streams - half, half)];
-  // what arrives from the workers (over IPC, JSON); each scrape sums a fresh copy, as each real one does
-  const json = JSON.stringify(await Promise.all(workers.map((w) => scrapeJson(w))));
-  // parsed before each timed scrape: the parse is the IPC's, the same for both ways
-  let parts: Awaited<ReturnType<typeof scrapeJson>>[] = [];
-  const prepare = () => { parts = JSON.parse(json) as typeof parts; };
+  // what arrives from the workers over the cluster's IPC (advanced serialisation: V8's structured clone): prom-client's
+  // JSON for the old way, scrapeJson's (gauge-table columns compact) for the new; each scrape sums a fresh copy,
+  // deserialised before it is timed (the IPC's part, measured apart below)
+  const theirWire = v8.serialize(await Promise.all(workers.map((w) => w.getMetricsAsJSON())));
+  const ourWire = v8.serialize(await Promise.all(workers.map((w) => scrapeJson(w))));
+  let theirParts: Awaited<ReturnType<Registry['getMetricsAsJSON']>>[] = [];
+  let ourParts: Awaited<ReturnType<typeof scrapeJson>>[] = [];
+  const prepare = () => {
+    theirParts = v8.deserialize(theirWire) as typeof theirParts;
+    ourParts = v8.deserialize(ourWire) as typeof ourParts;
+  };
   const ways: Array<[string, () => Promise<string>]> = [
     ["prom-client's registry.metrics()", () => registry.metrics()],
     ['scrapeText (2 ms slices)', () => scrapeText(registry)],
-    ['2 workers: AggregatorRegistry', () => AggregatorRegistry.aggregate(parts).metrics()],
-    ['2 workers: aggregateText', () => aggregateText(parts)],
+    ['2 workers: AggregatorRegistry', () => AggregatorRegistry.aggregate(theirParts).metrics()],
+    ['2 workers: aggregateText', () => aggregateText(ourParts)],
   ];
   // warm-up: the JIT and the first-scrape costs of both ways
   for (const [, f] of ways) for (let i = 0; i < 3; i++) { prepare(); await f(); }
@@ -113,6 +120,20 @@ export async function run(args: string[]): Promise<void> {
   }
   const held = samples.map((s) => median(s.map((x) => x.longestMs)));
   const cpu = samples.map((s) => median(s.map((x) => x.cpuMs)));
+  // the IPC's part: a worker's reply serialised, and deserialised where it arrives (the primary, which relays it, does both)
+  const ipc = (make: () => Promise<unknown>) => async () => {
+    const msg = await make();
+    const t0 = performance.now();
+    const wire = v8.serialize(msg);
+    const t1 = performance.now();
+    v8.deserialize(wire);
+    return { bytes: wire.length, serialiseMs: t1 - t0, deserialiseMs: performance.now() - t1 };
+  };
+  for (const [what, make] of [['prom-client JSON', () => workers[0].getMetricsAsJSON()], ['scrapeJson (compact columns)', () => scrapeJson(workers[0])]] as const) {
+    const runs = [];
+    for (let i = 0; i < 7; i++) runs.push(await ipc(make)());
+    console.log(`  one worker's reply (${half} streams) as ${what.padEnd(28)} ${(runs[0].bytes / 1024).toFixed(0)} KiB, serialise ${median(runs.map((r) => r.serialiseMs)).toFixed(1)} ms, deserialise ${median(runs.map((r) => r.deserialiseMs)).toFixed(1)} ms (medians of 7)`);
+  }
   for (const [at, what] of [[0, 'one process'], [2, 'two workers']] as const) {
     console.log(`  ${what}: longest hold, old / new: ${(held[at] / held[at + 1]).toFixed(1)}x; CPU a scrape, new / old: ${(cpu[at + 1] / cpu[at]).toFixed(2)}`);
   }

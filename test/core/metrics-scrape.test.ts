@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
+import * as v8 from 'node:v8';
 import { AggregatorRegistry, Registry } from 'prom-client';
-import { createRegistry, metricsFor } from '../../core/metrics';
+import { createRegistry, isCompactColumn, metricsFor } from '../../core/metrics';
 import { aggregateText, scrapeJson, scrapeText } from '../../core/metrics-scrape';
 
 const tick = () => new Promise<void>((r) => setImmediate(r));
@@ -44,11 +45,27 @@ describe('metrics scrape in turns (core/metrics-scrape.ts)', () => {
     assert.match(ours, /# HELP gw_some_plugin_stream_b column b\\\\with a backslash/);
   });
 
-  it('writes the same JSON as prom-client, which the cluster aggregates', async () => {
+  it("sends prom-client's JSON for every metric but gauge-table columns, which go as two arrays", async () => {
     const ours = await scrapeJson(fullRegistry(someRows));
     const theirs = await fullRegistry(someRows).getMetricsAsJSON();
-    assert.deepEqual(JSON.parse(JSON.stringify(ours)), JSON.parse(JSON.stringify(theirs)));
-    assert.equal(AggregatorRegistry.aggregate([ours, ours]).getSingleMetric('gw_some_plugin_stream_a') !== undefined, true);
+    assert.equal(ours.length, theirs.length);
+    for (let i = 0; i < ours.length; i++) {
+      const o = ours[i];
+      if (!o.name.includes('_stream_')) {
+        assert.deepEqual(JSON.parse(JSON.stringify(o)), JSON.parse(JSON.stringify(theirs[i])));
+        continue;
+      }
+      assert.ok(isCompactColumn(o), o.name);
+      assert.deepEqual(o.rows, ['{stream="013912345678/1",layout="2016"}', '{stream="odd \\"name\\"\\\\x\\ny",layout="2019"}', '{stream="no-layout"}']);
+      assert.deepEqual([...o.values], theirs[i].values.map((v) => v.value));
+    }
+    // through the IPC's serialisation (advanced: structured clone) as they are
+    const cloned = v8.deserialize(v8.serialize(ours)) as typeof ours;
+    const columns = cloned.filter(isCompactColumn);
+    assert.equal(columns.length, 2);
+    assert.ok(columns.every((m) => m.values instanceof Float64Array));
+    // the table's label texts cross once for all its columns (one array, referenced again)
+    assert.equal(columns[0].rows, columns[1].rows);
   });
 
   it('lets the event loop go between metrics once its slice is spent, and reads a table once for all its columns', async () => {
@@ -106,23 +123,31 @@ describe('metrics scrape in turns (core/metrics-scrape.ts)', () => {
     const b = fullRegistry([{ labels: { stream: '013900000002/3', layout: '2019' }, values: [5, 6] }, someRows[0]]);
     const pa = createRegistry();
     const pb = createRegistry();
-    const parts = [
-      [...await scrapeJson(a), ...await scrapeJson(pa)],
-      [...await scrapeJson(b), ...await scrapeJson(pb)],
-    ];
-    const copy = () => JSON.parse(JSON.stringify(parts, (_k, v) => (typeof v === 'number' && !Number.isFinite(v) ? String(v) : v)), (_k, v) => (v === 'NaN' ? NaN : v === 'Infinity' ? Infinity : v === '-Infinity' ? -Infinity : v));
+    // the process metrics read once (they move between reads), the same JSON to both sides
+    const processA = await scrapeJson(pa);
+    const processB = await scrapeJson(pb);
+    const parts = [[...await scrapeJson(a), ...processA], [...await scrapeJson(b), ...processB]];
+    // prom-client's own JSON of the same registries, for its own aggregation
+    const theirParts = [[...await a.getMetricsAsJSON(), ...processA], [...await b.getMetricsAsJSON(), ...processB]];
+    // each side gets what the IPC would hand it (advanced serialisation: a structured clone)
+    const copy = <T>(x: T): T => v8.deserialize(v8.serialize(x)) as T;
     let otherTurns = 0;
     let counting = true;
     const count = () => { if (counting) { otherTurns++; setImmediate(count); } };
     setImmediate(count);
-    const ours = await aggregateText(copy(), 0);
+    const ours = await aggregateText(copy(parts), 0);
     counting = false;
-    const theirs = await AggregatorRegistry.aggregate(copy()).metrics();
+    const theirs = await AggregatorRegistry.aggregate(copy(theirParts)).metrics();
     assert.equal(ours, theirs);
     assert.match(ours, /gw_some_plugin_stream_a\{stream="013912345678\/1",layout="2016"\} 2\n/, 'a series in both workers is summed');
     assert.match(ours, /gw_some_plugin_plain_total 6\n/);
     assert.doesNotMatch(ours, /process_start_time_seconds/, "'omit' metrics are left out");
     assert.ok(otherTurns >= 5, `the aggregation let the loop go (${otherTurns} other turns)`);
+    // a worker that sent a column as JSON (a mixed group) is summed with the compact ones all the same
+    const mixed = copy(parts);
+    const at = mixed[1].findIndex((m) => m.name === 'gw_some_plugin_stream_a');
+    mixed[1][at] = copy(theirParts[1][at]);
+    assert.equal(await aggregateText(mixed, 0), theirs);
   });
 
   it('refuses a metric with an aggregator prom-client does not know, naming it', async () => {
