@@ -195,6 +195,11 @@ describe('a gateway with two workers (real process)', function () {
     const metrics = await api(ports['gateway.httpPort'], 'GET', '/metrics');
     assert.match(metrics.text, /^gw_core_requests_open 2$/m);
     assert.match(metrics.text, /^gw_core_streams_open 2$/m);
+    // each worker's per-stream rows (gauge tables, sent compact) are in it, one a stream, with what was counted
+    const rows = metrics.text.split('\n').filter((l) => l.startsWith('gw_jt1078_ingest_stream_packets{'));
+    assert.equal(rows.length, 2, rows.join('\n'));
+    assert.ok(rows.every((l) => Number(l.slice(l.lastIndexOf(' ') + 1)) > 0), rows.join('\n'));
+    assert.match(metrics.text, /^# TYPE gw_jt1078_ingest_stream_packets gauge$/m);
 
     const keep = await api(ports['gateway.httpPort'], 'POST', '/strm/keep', { reqIds: ['cluster-req-B', 'no-such-request', 'cluster-req-A'] });
     assert.deepEqual(keep.json.data, [{ reqId: 'cluster-req-B', keep: true }, { reqId: 'no-such-request', keep: false }, { reqId: 'cluster-req-A', keep: true }]);
