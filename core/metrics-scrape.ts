@@ -149,8 +149,10 @@ function sumColumns(metrics: WorkerMetric[]): string {
 /**
  * Every worker's metrics summed per series, as text: what prom-client's `AggregatorRegistry.aggregate(parts).metrics()`
  * gives (byte for byte; the unit tests compare them), but a metric at a time with the loop let go every `sliceMs`,
- * summing without an array per series and writing each metric's text at once. The worker that got the scrape carries
- * streams: at 1,000 streams prom-client's aggregation and text held it 70 ms in one go.
+ * summing without an array per series and writing each metric's text at once; gauge-table columns arrive compact
+ * (metrics.ts, CompactColumn) and are summed by label text. The worker that got the scrape carries streams: at 1,000
+ * streams in two workers prom-client's aggregation and text held it 49-72 ms in one go (test/bench/README.md,
+ * metrics-scrape).
  */
 export async function aggregateText(perWorker: WorkerMetric[][], sliceMs = SCRAPE_SLICE_MS): Promise<string> {
   const byName = new Map<string, WorkerMetric[]>();

@@ -18,7 +18,8 @@ export interface Metrics {
    * Gauges with a series per row of a table (per stream, say), all read in one pass at scrape time: `rows(emit)`
    * calls `emit(labels, values)` once a row, `values[i]` being gauge `columns[i]`'s. Exposed exactly as prom-client
    * Gauges set with those labels would be, at a fraction of the cost: a Gauge's `set` hashes its labels per series,
-   * and at 1,000 streams ten per-stream gauges made each scrape stop every stream for ~170 ms.
+   * and at 1,000 streams ten per-stream gauges made each scrape stop every stream for ~170 ms. With several workers
+   * a scrape sums the rows of every worker's table per series (the same labels in two workers: one series, summed).
    */
   gaugeTable<L extends string = string>(
     columns: ReadonlyArray<{ name: string; help: string }>, labelNames: L[],
