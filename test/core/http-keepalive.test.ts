@@ -95,9 +95,11 @@ describe('HTTP keep-alive (gateway.httpKeepAliveSec)', function () {
       await sleep(300);
       assert.equal((await busy.get('/healthz'))[':status'].slice(9, 12), '200');
     }
-    assert.notEqual(idle.closedAt, undefined, 'the idle connection was closed');
+    // (a loaded machine's timers run late: the bound above is Node's own 5 s, which the key must have replaced)
+    while (idle.closedAt === undefined && Date.now() - repliedAt < 4000) await sleep(20);
+    assert.notEqual(idle.closedAt, undefined, 'the idle connection was closed within 4 s');
     const after = idle.closedAt! - repliedAt;
-    assert.ok(after >= 900 && after < 2400, `closed ${after} ms after its last reply (limit 1 s)`);
+    assert.ok(after >= 900 && after < 4000, `closed ${after} ms after its last reply (limit 1 s)`);
     assert.equal(busy.closedAt, undefined, 'the connection in use was kept');
   });
 
