@@ -391,9 +391,9 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
     const scrapeStart = performance.now();
     const m0 = await api.metrics(); // also resets the gateway's event-loop delay window
     const scrapeMs = performance.now() - scrapeStart;
-    // Rendering /metrics stops the gateway's loop for a while at 1,000 streams (a series per stream for ten gauges),
-    // and the frames held up meanwhile would reach the players inside the window: the steady state is measured from
-    // a second on, and the scrape's own time is printed apart.
+    // A scrape is work for both processes (the gateway makes it in 2 ms turns; this one reads a series per stream for
+    // ten gauges on its busy core), and frames delayed meanwhile would reach the players inside the window: the steady
+    // state is measured from a second on, and the scrape's own time is printed apart.
     await sleep(SCRAPE_SETTLE_MS, undefined, { signal: deadline });
     const snap = () => ({
       at: performance.now(), threads: gatewayCpu(gw.pid), self: process.cpuUsage(), cores: coreTimes(),
