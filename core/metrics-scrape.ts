@@ -1,5 +1,5 @@
 import * as promClient from 'prom-client';
-import type { MetricObjectWithValues, MetricValue, Registry } from 'prom-client';
+import type { MetricObject, MetricObjectWithValues, MetricValue, Registry } from 'prom-client';
 import { escapeHelp, escapeLabel, hasCompact, hasPromText, holdTableRows, isCompactColumn, sampleValue, type CompactColumn } from './metrics';
 
 /**
@@ -32,41 +32,39 @@ function slicer(ms: number): () => Promise<void> | undefined {
   };
 }
 
-/** the registry's text exposition, made over as many turns as it takes at `sliceMs` each */
-export async function scrapeText(registry: Registry, sliceMs = SCRAPE_SLICE_MS): Promise<string> {
-  // our fast path writes the Prometheus text format only; an OpenMetrics registry keeps prom-client's own way
-  if (registry.contentType !== 'text/plain; version=0.0.4; charset=utf-8') return registry.metrics();
+/**
+ * `make` for each of the registry's metrics in turn, the loop let go once `sliceMs` is spent, its gauge tables held on
+ * one read of their rows throughout
+ */
+async function eachMetric<T>(registry: Registry, sliceMs: number, make: (metric: MetricObject) => T | Promise<T>): Promise<T[]> {
   const release = holdTableRows(registry);
   try {
-    const parts: string[] = [];
+    const out: T[] = [];
     const between = slicer(sliceMs);
     for (const metric of registry.getMetricsAsArray()) {
-      parts.push(hasPromText(metric) ? metric.promText() : await registry.getSingleMetricAsString(metric.name));
-      await between();
-    }
-    return `${parts.join('\n\n')}\n`;
-  } finally {
-    release();
-  }
-}
-
-/** what a worker sends for the cluster's sum: prom-client's JSON of each metric, gauge-table columns compact */
-export type WorkerMetric = MetricJson | CompactColumn;
-
-/** the registry's metrics for a cluster's aggregation (aggregateText), made the same way */
-export async function scrapeJson(registry: Registry, sliceMs = SCRAPE_SLICE_MS): Promise<WorkerMetric[]> {
-  const release = holdTableRows(registry);
-  try {
-    const out: WorkerMetric[] = [];
-    const between = slicer(sliceMs);
-    for (const metric of registry.getMetricsAsArray()) {
-      out.push(hasCompact(metric) ? metric.compact() : await (metric as unknown as { get(): Promise<MetricJson> }).get());
+      out.push(await make(metric));
       await between();
     }
     return out;
   } finally {
     release();
   }
+}
+
+/** the registry's text exposition, made over as many turns as it takes at `sliceMs` each */
+export async function scrapeText(registry: Registry, sliceMs = SCRAPE_SLICE_MS): Promise<string> {
+  // our fast path writes the Prometheus text format only; an OpenMetrics registry keeps prom-client's own way
+  if (registry.contentType !== 'text/plain; version=0.0.4; charset=utf-8') return registry.metrics();
+  const parts = await eachMetric(registry, sliceMs, (m) => (hasPromText(m) ? m.promText() : registry.getSingleMetricAsString(m.name)));
+  return `${parts.join('\n\n')}\n`;
+}
+
+/** what a worker sends for the cluster's sum: prom-client's JSON of each metric, gauge-table columns compact */
+export type WorkerMetric = MetricJson | CompactColumn;
+
+/** the registry's metrics for a cluster's aggregation (aggregateText), made the same way */
+export function scrapeJson(registry: Registry, sliceMs = SCRAPE_SLICE_MS): Promise<WorkerMetric[]> {
+  return eachMetric<WorkerMetric>(registry, sliceMs, (m) => (hasCompact(m) ? m.compact() : (m as unknown as { get(): Promise<MetricJson> }).get()));
 }
 
 type Aggregator = (metrics: MetricJson[]) => MetricJson | undefined;
@@ -146,6 +144,15 @@ function sumColumns(metrics: WorkerMetric[]): string {
   return out;
 }
 
+/** one metric's JSON from every worker, as prom-client's aggregator for it makes it; undefined: 'omit' */
+function aggregatedText(metrics: MetricJson[]): string | undefined {
+  const how = metrics[0].aggregator;
+  const fn = aggregators[how];
+  if (typeof fn !== 'function') throw new Error(`metric ${metrics[0].name}: '${how}' is not a defined aggregator`);
+  const aggregated = how === 'sum' ? sumOf(metrics) : fn(metrics);
+  return aggregated ? promTextOf(aggregated) : undefined;
+}
+
 /**
  * Every worker's metrics summed per series, as text: what prom-client's `AggregatorRegistry.aggregate(parts).metrics()`
  * gives (byte for byte; the unit tests compare them), but a metric at a time with the loop let go every `sliceMs`,
@@ -165,17 +172,8 @@ export async function aggregateText(perWorker: WorkerMetric[][], sliceMs = SCRAP
   const parts: string[] = [];
   const between = slicer(sliceMs);
   for (const group of byName.values()) {
-    if (group.some(isCompactColumn)) {
-      parts.push(sumColumns(group));
-      await between();
-      continue;
-    }
-    const metrics = group as MetricJson[];
-    const how = metrics[0].aggregator;
-    const fn = aggregators[how];
-    if (typeof fn !== 'function') throw new Error(`metric ${metrics[0].name}: '${how}' is not a defined aggregator`);
-    const aggregated = how === 'sum' ? sumOf(metrics) : fn(metrics);
-    if (aggregated) parts.push(promTextOf(aggregated));
+    const text = group.some(isCompactColumn) ? sumColumns(group) : aggregatedText(group as MetricJson[]);
+    if (text !== undefined) parts.push(text);
     await between();
   }
   return `${parts.join('\n\n')}\n`;
