@@ -252,9 +252,7 @@ export async function run(args: string[]): Promise<FanoutResult> {
       if (gw.child.exitCode !== null) throw new Error(`gateway exited (code ${gw.child.exitCode}):\n${tail(gw.logFile)}`);
 
       // --- measured window
-      const m0Start = performance.now();
-      const m0 = await api.metrics();
-      const m0At = (m0Start + performance.now()) / 2;
+      const { metrics: m0, at: m0At } = await api.timedMetrics();
       await procs.start(deadline);
       const pids = procs.pids;
       const snap = (): CpuSnap & { threads: ReturnType<typeof gatewayCpu>; players: number; dropped: number; bytesIn: number } => {
@@ -279,10 +277,9 @@ export async function run(args: string[]): Promise<FanoutResult> {
       }
       const s1 = snap();
       const marks = await procs.mark(deadline);
-      const m1Start = performance.now();
-      const m1 = await api.metrics();
+      const { metrics: m1, at: m1At } = await api.timedMetrics();
       // the gateway's counters span scrape to scrape, not the window: their rates are over that span
-      const gwSecs = ((m1Start + performance.now()) / 2 - m0At) / 1000;
+      const gwSecs = (m1At - m0At) / 1000;
       // players keep reading while the frames sent just before the end arrive
       await sleep(DRAIN_MS, undefined, { signal: deadline });
       await procs.stop(deadline);

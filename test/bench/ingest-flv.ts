@@ -388,9 +388,8 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
     if (gw.child.exitCode !== null) throw new Error(`gateway exited (code ${gw.child.exitCode}):\n${tail(gw.logFile)}`);
 
     // --- measured window
-    const scrapeStart = performance.now();
-    const m0 = await api.metrics(); // also resets the gateway's event-loop delay window
-    const scrapeMs = performance.now() - scrapeStart;
+    // (the scrape also resets the gateway's event-loop delay window)
+    const { metrics: m0, at: m0At, ms: scrapeMs } = await api.timedMetrics();
     // A scrape is work for both processes (the gateway makes it in 2 ms turns; this one reads a series per stream for
     // ten gauges on its busy core), and frames delayed meanwhile would reach the players inside the window: the steady
     // state is measured from a second on, and the scrape's own time is printed apart.
@@ -424,12 +423,11 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
     ownLoop.disable();
     for (const p of players) p.measuring = false;
     fleet?.endWindow();
-    const m1Start = performance.now();
-    const m1 = await api.metrics();
+    const { metrics: m1, at: m1At } = await api.timedMetrics();
     const secs = (s1.at - s0.at) / 1000;
     // the gateway's own counters span scrape to scrape (from a second before the window to just after it): their
-    // rates are over that span, each scrape's instant taken as its middle
-    const gwSecs = ((m1Start + performance.now()) / 2 - (scrapeStart + scrapeStart + scrapeMs) / 2) / 1000;
+    // rates are over that span
+    const gwSecs = (m1At - m0At) / 1000;
 
     const lat = bucketsDelta(bucketsOf(m1, LATENCY_METRIC) ?? { le: [Infinity], counts: [0] }, bucketsOf(m0, LATENCY_METRIC) as Buckets | undefined);
     const gwIn = sumDelta(m1, m0, 'gw_jt1078_ingest_bytes_total');

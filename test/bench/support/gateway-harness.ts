@@ -177,6 +177,17 @@ export class Api {
     return parsePrometheus(await res.text());
   }
 
+  /**
+   * A scrape and when it was taken: `at`, the middle of asking and having the answer whole (the gateway reads its
+   * counters somewhere in between), and `ms`, that time. Rates of the gateway's counters are over `at` to `at`.
+   */
+  async timedMetrics(): Promise<{ metrics: Map<string, Sample[]>; at: number; ms: number }> {
+    const start = performance.now();
+    const metrics = await this.metrics();
+    const end = performance.now();
+    return { metrics, at: (start + end) / 2, ms: end - start };
+  }
+
   async healthy(): Promise<boolean> {
     try {
       const res = await this.call('GET', '/healthz');
