@@ -14,7 +14,7 @@ import { fixturePath, scratchDir } from '../support/paths';
 import { slope } from './audio';
 import { BenchPlayer } from './support/bench-player';
 import { FlvPlayCounter } from './support/flv-play-counter';
-import { benchApplications, threadCpu } from './support/gateway-harness';
+import { benchApplications, connectTcp, threadCpu } from './support/gateway-harness';
 import {
   bucketsDelta, bucketsOf, coreTimes, cpuSeconds, histogramQuantile, parsePrometheus, quantile, rssBytes, summariseCpuProfile, sumDelta, sumOf,
   threadCpuSeconds, threadsOf, wasmRssBytes,
@@ -308,6 +308,75 @@ describe('bench support: synthetic terminals', () => {
     } finally {
       client.destroy();
       peer.destroy();
+      server.close();
+    }
+  });
+  it('keeps every frame intact when the kernel cannot take a write whole (the shared scratch is left to node)', async () => {
+    // 20 MB in all: more than loopback's socket buffers take
+    const s = synthesise(GLACIALL(), 8);
+    const server = net.createServer();
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const accepted = once(server, 'connection');
+    const client = net.connect((server.address() as net.AddressInfo).port, '127.0.0.1');
+    await once(client, 'connect');
+    const [peer] = (await accepted) as [net.Socket];
+    try {
+      // the peer reads nothing until every frame is sent: the socket's buffers fill and later writes wait in node
+      peer.pause();
+      const term = new SynthTerminal('13912345678', client, s, 64 << 20);
+      term.start(0, 0);
+      const sent = term.sendDue(20_000, 100_000);
+      assert.ok(client.writableLength > 0, 'some writes wait in node (else this test proves nothing)');
+      const bodies: Buffer[] = [];
+      const parser = new Jt1078Parser((p) => bodies.push(Buffer.from(p.body)));
+      peer.on('data', (d: Buffer) => parser.push(d));
+      peer.resume();
+      while (parser.stats.bytes < term.bytes) await once(peer, 'data');
+      parser.end();
+      // the bodies the templates hold, in send order (a pass over the frames, then the start of the next)
+      const want: Buffer[] = [];
+      const tplParser = new Jt1078Parser((p) => want.push(Buffer.from(p.body)));
+      for (let i = 0; i < sent; i++) tplParser.push(s.frames[i % s.frames.length].buf);
+      tplParser.end();
+      assert.equal(bodies.length, want.length);
+      bodies.forEach((b, i) => assert.ok(b.equals(want[i]), `packet ${i} arrived as sent`));
+    } finally {
+      client.destroy();
+      peer.destroy();
+      server.close();
+    }
+  });
+});
+
+describe('bench support: reads into one shared buffer', () => {
+  it('hands each socket its own bytes, in order, however the reads of several sockets interleave', async () => {
+    const payloads = [Buffer.alloc(300_000), Buffer.alloc(200_000)];
+    payloads.forEach((b, k) => { for (let i = 0; i < b.length; i++) b[i] = (i * (k + 3)) & 0xff; });
+    let n = 0;
+    const server = net.createServer((sock) => {
+      const b = payloads[n++];
+      // many writes of odd sizes, so reads of both sockets alternate
+      for (let i = 0; i < b.length; i += 7001) sock.write(b.subarray(i, i + 7001));
+      sock.end();
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const port = (server.address() as net.AddressInfo).port;
+    const ac = new AbortController();
+    try {
+      const got: Buffer[][] = [[], []];
+      const socks = [];
+      for (const k of [0, 1]) {
+        // the first connection accepted gets payloads[0]: connect one after the other
+        const s = await connectTcp(port, ac.signal, (chunk, end) => got[k].push(Buffer.from(chunk.subarray(0, end))));
+        socks.push(once(s, 'end'));
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      await Promise.all(socks);
+      assert.ok(Buffer.concat(got[0]).equals(payloads[0]), 'first socket: every byte, in order');
+      assert.ok(Buffer.concat(got[1]).equals(payloads[1]), 'second socket: every byte, in order');
+    } finally {
       server.close();
     }
   });

@@ -51,12 +51,11 @@ export class BenchPlayer {
   }
 
   async connect(url: URL, signal: AbortSignal): Promise<void> {
-    const s = await connectTcp(Number(url.port || 80), signal);
-    this.socket = s;
-    s.on('data', (chunk: Buffer) => {
-      this.counter.push(chunk);
+    const s = await connectTcp(Number(url.port || 80), signal, (chunk, end) => {
+      this.counter.push(chunk, end);
       if (this.counter.error !== undefined) s.destroy();
     });
+    this.socket = s;
     s.on('error', () => undefined);
     s.on('close', () => { this.closed = true; });
     s.write(`GET ${url.pathname}${url.search} HTTP/1.1\r\nHost: ${url.host}\r\nAccept: */*\r\nConnection: keep-alive\r\n\r\n`);

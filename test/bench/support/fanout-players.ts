@@ -182,22 +182,25 @@ class Player {
   async connect(url: string, ws: boolean, signal: AbortSignal): Promise<void> {
     if (ws) return this.connectWs(url, signal);
     const u = new URL(url);
-    const s = await connectTcp(Number(u.port || 80), signal);
+    let headRead!: () => void;
+    let refused!: (err: Error) => void;
+    const head = new Promise<void>((resolve, reject) => {
+      headRead = resolve;
+      refused = reject;
+    });
+    const s = await connectTcp(Number(u.port || 80), signal, (chunk, end) => {
+      this.counter.push(chunk, end);
+      if (this.counter.status === 200) headRead();
+      if (this.counter.error !== undefined) {
+        this.error ??= this.counter.error;
+        refused(new Error(this.counter.error));
+        this.sock?.destroy();
+      }
+    });
     this.sock = s;
     s.on('error', (err) => { this.error ??= err.message; });
     s.on('close', () => { this.closed = true; });
-    const head = new Promise<void>((resolve, reject) => {
-      s.on('data', (chunk: Buffer) => {
-        this.counter.push(chunk);
-        if (this.counter.status === 200) resolve();
-        if (this.counter.error !== undefined) {
-          this.error ??= this.counter.error;
-          reject(new Error(this.counter.error));
-          s.destroy();
-        }
-      });
-      s.once('close', () => reject(new Error(this.error ?? 'connection closed before the response')));
-    });
+    s.once('close', () => refused(new Error(this.error ?? 'connection closed before the response')));
     s.write(`GET ${u.pathname}${u.search} HTTP/1.1\r\nHost: ${u.host}\r\nAccept: */*\r\nConnection: keep-alive\r\n\r\n`);
     const onAbort = () => {
       this.error ??= 'no response head in time';

@@ -49,11 +49,10 @@ export class FlvPlayCounter {
 
   constructor(private readonly onTag?: TagSink) {}
 
-  /** Feeds bytes as they arrive; after an error further input is ignored. */
-  push(chunk: Buffer): void {
-    this.bytes += chunk.length;
+  /** Feeds bytes 0 to `end` of `chunk` as they arrive (nothing of it is kept); after an error further input is ignored. */
+  push(chunk: Buffer, end = chunk.length): void {
+    this.bytes += end;
     let off = 0;
-    const end = chunk.length;
     while (off < end && this.error === undefined) {
       switch (this.http) {
         case Http.Head: {

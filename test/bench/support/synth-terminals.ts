@@ -11,6 +11,7 @@ import { loadCapture } from '../../../plugins/jt1078-ingest/tools/simulator';
 import { DATA_TYPE, SUB_MARK, headerLength } from '../../../plugins/jt1078-ingest/src/packet';
 import { Jt1078Packer, encodeSim } from '../../../plugins/jt1078-ingest/src/packer';
 import { PT } from '../../../plugins/jt1078-ingest/src/payload-types';
+import { WireScratch } from '../../../plugins/flv-out/src/wire-scratch';
 
 /** 2013 layout offsets inside a packet header (the templates are always 2013) */
 const SEQ_AT = 6;
@@ -246,6 +247,13 @@ export function synthAudioStream(audio: SynthAudio, maxBody = 950): SynthStream 
   };
 }
 
+/**
+ * Where every terminal lays out the frame it sends, as flv-out does for its players: a write the kernel takes whole
+ * leaves nothing referring to it. A new Buffer per frame (~5 KB, 10,000 a second at 450 terminals) was external
+ * memory that drove this process into frequent mark-compacts, stopping its loop (see connectTcp's SHARED_READ).
+ */
+const scratch = new WireScratch();
+
 /** How many recent video frames a terminal remembers for matching players' tags to send times. */
 export const SENT_RING = 512;
 
@@ -320,7 +328,8 @@ export class SynthTerminal {
       this.dropped++;
       return;
     }
-    const buf = Buffer.allocUnsafe(tpl.buf.length);
+    const n = tpl.buf.length;
+    const buf = n <= WireScratch.MAX ? scratch.take().subarray(0, n) : Buffer.allocUnsafe(n);
     tpl.buf.copy(buf);
     const device = this.deviceBase + t;
     const hi = Math.floor(device / 0x100000000);
@@ -335,6 +344,8 @@ export class SynthTerminal {
       buf.writeUInt32BE(lo, o + TS_AT + 4);
     }
     this.socket.write(buf);
+    // the kernel did not take it all: node holds the view until it does
+    if (this.socket.writableLength > 0) scratch.escape();
     this.bytes += buf.length;
     this.frames++;
     if (tpl.video) {
