@@ -4,6 +4,8 @@ import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as net from 'node:net';
 import * as path from 'node:path';
+import * as v8 from 'node:v8';
+import * as vm from 'node:vm';
 import { once } from 'node:events';
 import { Jt1078Parser } from '../../plugins/jt1078-ingest/src/parser';
 import type { Jt1078Packet } from '../../plugins/jt1078-ingest/src/packet';
@@ -23,6 +25,7 @@ import { SENT_RING, SynthTerminal, speechPcm, synthAudioStream, synthesise } fro
 import { BENCHES, main as benchMain } from './run';
 import { parseArgs as parseIngestFlv } from './ingest-flv';
 import { generatorTailNote } from './support/ingest-flv-report';
+import { watchOwnGc } from './support/own-gc';
 
 const GLACIALL = () => fixturePath('jt1078/glaciall-cif-h264-2013.bin');
 
@@ -473,6 +476,24 @@ describe('bench support: synthetic audio and players', () => {
     assert.ok(video[0] >= now - 990 && video[0] <= at - 990);
     assert.equal(p.early, 1, 'a frame before its input was sent is counted as early');
     assert.equal(p.unmatched, 0);
+  });
+});
+
+describe('bench support: the generator\'s own GC', () => {
+  it('counts full collections and their pauses in the window, and nothing after it stops', async () => {
+    v8.setFlagsFromString('--expose-gc');
+    const gc = vm.runInNewContext('gc') as () => void;
+    const stop = watchOwnGc();
+    gc();
+    gc();
+    await new Promise((r) => setImmediate(r));
+    const seen = stop();
+    assert.ok(seen.majors >= 2, `two forced mark-compacts seen (${seen.majors})`);
+    assert.ok(seen.pauseMs > 0 && seen.maxPauseMs > 0 && seen.maxPauseMs <= seen.pauseMs);
+    const counted = seen.majors;
+    gc();
+    await new Promise((r) => setTimeout(r, 20));
+    assert.equal(seen.majors, counted, 'stopped: a later collection is not counted');
   });
 });
 

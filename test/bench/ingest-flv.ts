@@ -29,6 +29,7 @@ import {
 } from './support/process-probe';
 import { SynthTerminal, speechPcm, synthesise, type SynthStream } from './support/synth-terminals';
 import { gcFigures, report } from './support/ingest-flv-report';
+import { watchOwnGc, type OwnGc } from './support/own-gc';
 import { vsFloor, vsFlv, vsVideo, vsWorkers } from './support/ingest-flv-compare';
 import { HlsReaderFleet } from './support/bench-hls-reader';
 import { RtspReaderFleet } from './support/bench-rtsp-reader';
@@ -143,6 +144,8 @@ export interface IngestFlvResult {
   core0BusyPct: number;
   /** this process's own event-loop delay in the window: when high, end-to-end figures include our stalls */
   generatorLoopDelayMs: { p99: number; max: number };
+  /** this process's own collections in the window (support/own-gc.ts) */
+  generatorGc: OwnGc;
   /** the /metrics scrape that opens the window (answered, whole), a second before the window starts */
   metricsScrapeMs: number;
   droppedFrames: number;
@@ -408,6 +411,7 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
     fleet?.startWindow();
     const ownLoop = monitorEventLoopDelay({ resolution: 10 });
     ownLoop.enable();
+    const stopGcWatch = watchOwnGc();
     const s0 = snap();
     let peakRss = 0;
     const rssSamples: number[] = [];
@@ -421,6 +425,7 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
     }
     const s1 = snap();
     ownLoop.disable();
+    const ownGc = stopGcWatch();
     for (const p of players) p.measuring = false;
     fleet?.endWindow();
     const { metrics: m1, at: m1At } = await api.timedMetrics();
@@ -469,6 +474,7 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
       irqCores: machineIrq / secs,
       core0BusyPct: 100 * core0,
       generatorLoopDelayMs: { p99: ownLoop.percentile(99) / 1e6, max: ownLoop.max / 1e6 },
+      generatorGc: ownGc,
       metricsScrapeMs: scrapeMs,
       droppedFrames: s1.dropped - s0.dropped,
       audioFramesPerPlayerSecond: players.reduce((n, p) => n + p.audioInWindow, 0) / Math.max(1, players.length) / secs,

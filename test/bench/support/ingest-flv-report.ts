@@ -64,7 +64,8 @@ export function report(
           : ''),
     ]),
     `  load generator: ${o.busyClient ? 'spinning (100 % of its core by design)' : `${f1(r.generatorCpuPct)} % of its core`}, event-loop delay p99 ${f2(r.generatorLoopDelayMs.p99)} ms, ` +
-      `max ${f2(r.generatorLoopDelayMs.max)} ms (same 10 ms timer), ${lateTicks} late ticks (>50 ms), ${r.droppedFrames} frames dropped on backpressure`,
+      `max ${f2(r.generatorLoopDelayMs.max)} ms (same 10 ms timer), ${lateTicks} late ticks (>50 ms), ${r.droppedFrames} frames dropped on backpressure; ` +
+      `its own GC in the window: ${r.generatorGc.majors} mark-compacts, ${f1(r.generatorGc.pauseMs)} ms of pauses (longest ${f1(r.generatorGc.maxPauseMs)} ms)`,
   ];
   lines.push(`  machine: other processes used ${f2(r.othersCores)} cores in the window, interrupts ${f2(r.irqCores)}; core 0 was ${f1(r.core0BusyPct)} % busy`);
   if (r.othersCores > 0.1) lines.push('  WARNING: other processes competed for the CPU: latency figures are disturbed (CPU % and RSS much less so)');
