@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { parseArgs as parseFanout } from './fanout';
 import { parseArgs as parseOpenLatency } from './open-latency';
 import {
-  LatencyHistogram, ProbeScheduler, checkFrames, firstAtOrAfter, indexSent, representativeStart, summarise, windowLoad, type CpuSnap, type ReadFrames, type SentFrames,
+  LatencyHistogram, ProbeScheduler, checkFrames, firstAtOrAfter, indexSent, monotonicMs, perfToMonotonic, representativeStart, summarise, windowLoad, type CpuSnap, type ReadFrames, type SentFrames,
 } from './support/perf-probes';
 import { BENCHES } from './run';
 
@@ -171,6 +171,18 @@ describe('bench perf probes: checkFrames', () => {
     assert.equal(firstAtOrAfter(sent.at, 1041), 2);
     assert.equal(firstAtOrAfter(sent.at, 99_999), 10);
     assert.equal(firstAtOrAfter([], 5), 0);
+  });
+});
+
+describe('bench perf probes: perfToMonotonic', () => {
+  it('maps performance.now() onto the system-wide monotonic clock, the same offset each time it is taken', () => {
+    const offsets = Array.from({ length: 20 }, () => perfToMonotonic());
+    const spread = Math.max(...offsets) - Math.min(...offsets);
+    assert.ok(spread < 0.1, `offsets taken apart agree within 0.1 ms (spread ${spread.toFixed(4)} ms)`);
+    const before = monotonicMs();
+    const mapped = performance.now() + offsets[0];
+    const after = monotonicMs();
+    assert.ok(mapped >= before - 0.1 && mapped <= after + 0.1, `${mapped} within [${before}, ${after}]`);
   });
 });
 
