@@ -14,23 +14,23 @@ export interface OwnGc {
   maxPauseMs: number;
 }
 
+type GcEntry = PerformanceEntry & { detail?: { kind?: number } };
+
 /** Starts counting; the function returned stops and gives the figures. */
 export function watchOwnGc(): () => OwnGc {
   const gc: OwnGc = { majors: 0, pauseMs: 0, maxPauseMs: 0 };
-  const obs = new PerformanceObserver((list) => {
-    for (const e of list.getEntries() as Array<PerformanceEntry & { detail?: { kind?: number } }>) {
+  const count = (entries: GcEntry[]): void => {
+    for (const e of entries) {
       if (e.detail?.kind === constants.NODE_PERFORMANCE_GC_MAJOR) gc.majors++;
       gc.pauseMs += e.duration;
       if (e.duration > gc.maxPauseMs) gc.maxPauseMs = e.duration;
     }
-  });
+  };
+  const obs = new PerformanceObserver((list) => count(list.getEntries()));
   obs.observe({ entryTypes: ['gc'] });
   return () => {
-    for (const e of obs.takeRecords() as Array<PerformanceEntry & { detail?: { kind?: number } }>) {
-      if (e.detail?.kind === constants.NODE_PERFORMANCE_GC_MAJOR) gc.majors++;
-      gc.pauseMs += e.duration;
-      if (e.duration > gc.maxPauseMs) gc.maxPauseMs = e.duration;
-    }
+    // entries not yet handed to the callback
+    count(obs.takeRecords());
     obs.disconnect();
     return gc;
   };
