@@ -377,8 +377,8 @@ export function monotonicMs(): number {
 /**
  * this process's performance.now() -> monotonicMs(): add this (fixed for a process's life: both read the same clock).
  * Taken from the tightest of several bracketed readings: one pair of reads is wrong by however long the process was
- * preempted between them, and a player process taking it while core 1 was busy put a tenth of its frames' lags below
- * zero (fanout: "negative: clocks disagree").
+ * preempted between them, and a player process taking it while core 1 was busy put 51,097 of a run's 490,000 frame
+ * lags below zero (fanout: "negative: clocks disagree").
  */
 export function perfToMonotonic(): number {
   let bracket = Infinity;
