@@ -33,6 +33,24 @@ function tag(type: 8 | 9 | 18, timestamp: number, size: number): Buffer {
   return serializeTag({ type, timestamp, body: Buffer.alloc(size, type), keyframe: false });
 }
 
+/** A TCP connection on loopback, both ends open: the terminal's side and the gateway's; close() ends both and the server. */
+async function loopbackPair(): Promise<{ client: net.Socket; peer: net.Socket; close(): void }> {
+  const server = net.createServer();
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const accepted = once(server, 'connection');
+  const client = net.connect((server.address() as net.AddressInfo).port, '127.0.0.1');
+  await once(client, 'connect');
+  const [peer] = (await accepted) as [net.Socket];
+  return {
+    client, peer, close: () => {
+      client.destroy();
+      peer.destroy();
+      server.close();
+    },
+  };
+}
+
 describe('bench support: FlvPlayCounter', () => {
   const tags = [tag(18, 0, 40), tag(9, 0, 30), tag(9, 40, 70_000), tag(8, 41, 160), tag(9, 0x1234567, 5)];
   const flv = Buffer.concat([flvFileHeader(true, true), ...tags]);
@@ -278,13 +296,7 @@ describe('bench support: synthetic terminals', () => {
 
   it('sends over a real socket with its own SIM, running sequence numbers and rising timestamps, whole frames per write', async () => {
     const s = synthesise(GLACIALL(), 1);
-    const server = net.createServer();
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    const accepted = once(server, 'connection');
-    const client = net.connect((server.address() as net.AddressInfo).port, '127.0.0.1');
-    await once(client, 'connect');
-    const [peer] = (await accepted) as [net.Socket];
+    const { client, peer, close } = await loopbackPair();
     try {
       const packets: Jt1078Packet[] = [];
       const parser = new Jt1078Parser((p) => packets.push(p));
@@ -309,21 +321,13 @@ describe('bench support: synthetic terminals', () => {
       assert.equal(term.sentT[term.sentCount - 1], packets[packets.length - 1].timestamp - packets[0].timestamp);
       assert.equal(term.dropped, 0);
     } finally {
-      client.destroy();
-      peer.destroy();
-      server.close();
+      close();
     }
   });
   it('keeps every frame intact when the kernel cannot take a write whole (the shared scratch is left to node)', async () => {
     // 20 MB in all: more than loopback's socket buffers take
     const s = synthesise(GLACIALL(), 8);
-    const server = net.createServer();
-    server.listen(0, '127.0.0.1');
-    await once(server, 'listening');
-    const accepted = once(server, 'connection');
-    const client = net.connect((server.address() as net.AddressInfo).port, '127.0.0.1');
-    await once(client, 'connect');
-    const [peer] = (await accepted) as [net.Socket];
+    const { client, peer, close } = await loopbackPair();
     try {
       // the peer reads nothing until every frame is sent: the socket's buffers fill and later writes wait in node
       peer.pause();
@@ -345,9 +349,7 @@ describe('bench support: synthetic terminals', () => {
       assert.equal(bodies.length, want.length);
       bodies.forEach((b, i) => assert.ok(b.equals(want[i]), `packet ${i} arrived as sent`));
     } finally {
-      client.destroy();
-      peer.destroy();
-      server.close();
+      close();
     }
   });
 });
