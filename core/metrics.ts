@@ -131,8 +131,8 @@ export function hasCompact(m: unknown): m is CompactEntry {
 class GaugeTable {
   private snapshot: TableRow[] | undefined;
   private holds = 0;
+  /** the snapshot's label texts (rowTexts), dropped with it */
   private texts: string[] | undefined;
-  private textsOf: TableRow[] | undefined;
 
   constructor(
     private readonly labelNames: readonly string[],
@@ -149,7 +149,7 @@ class GaugeTable {
   }
 
   private forget(): void {
-    this.snapshot = this.texts = this.textsOf = undefined;
+    this.snapshot = this.texts = undefined;
   }
 
   column(name: string, help: string, i: number) {
@@ -182,11 +182,8 @@ class GaugeTable {
    * seen once, as a reference after that, so a table's labels cross once, not once a column.
    */
   private rowTexts(rows: TableRow[]): string[] {
-    if (this.texts === undefined || this.textsOf !== rows) {
-      this.texts = rows.map((r) => r.text);
-      this.textsOf = rows;
-    }
-    return this.texts;
+    // rows is always the snapshot (read()), and the texts are forgotten whenever it is
+    return (this.texts ??= rows.map((r) => r.text));
   }
 
   private read(): TableRow[] {
