@@ -8,7 +8,7 @@ import { BusStream, type BusLimits } from './stream';
 import { ChunkPool } from './chunk-pool';
 
 export type { BusLimits } from './stream';
-export { BusStream } from './stream';
+export type { BusStream } from './stream';
 
 interface RegisteredStage {
   def: StageDefinition;

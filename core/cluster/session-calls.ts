@@ -3,7 +3,7 @@ import type { Application } from '../../plugin-sdk/http';
 import type { Notice } from '../../plugin-sdk/notices';
 import { normaliseSim, SIM_PATTERN } from '../../plugin-sdk/sim';
 import type { Kernel } from '../kernel';
-import { checkReqIds } from '../sessions/session-manager';
+import { checkReqIds } from '../sessions/request-ids';
 import type { WorkerLink } from './worker-link';
 import { aggregateText, scrapeJson, type WorkerMetric } from '../metrics-scrape';
 

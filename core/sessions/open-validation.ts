@@ -9,7 +9,6 @@ import { normaliseSim } from '../../plugin-sdk/sim';
 
 // The field rules (limits, enums, patterns, the -7 details) are data in plugin-sdk/open-fields.ts, which the
 // OpenAPI document is generated from too; this module applies them in decisions.md's order.
-export { MAX_TOKEN_LENGTH, MAX_USER_ID_LENGTH };
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 export interface ValidationEnv {
@@ -191,5 +190,3 @@ export function mediaTypOf(typ: StreamTyp, dataTyp: number): 'av' | 'a' | 'v' {
   if (typ === 'live') return dataTyp === 0 ? 'av' : dataTyp === 1 ? 'v' : 'a';
   return dataTyp === 0 ? 'av' : dataTyp === 1 ? 'a' : 'v';
 }
-
-export { GatewayError };

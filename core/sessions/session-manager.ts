@@ -19,7 +19,7 @@ import { checkReqIds, type RequestDirectory } from './request-ids';
 import { lacksAudio, noticePayload, openResult, requestStatus } from './request-views';
 import { RequestState, StreamState, type SessionTimings } from './session-state';
 
-export { checkReqIds, type RequestDirectory } from './request-ids';
+export type { RequestDirectory } from './request-ids';
 export type { SessionTimings } from './session-state';
 
 /** how long a detectMediaTyp request's ready notice waits for an audio track after the first keyframe */

@@ -5,7 +5,10 @@
  * (FlvMuxer.pushWire).
  */
 import { defineFormat, type AccessUnit, type FormatEncoder, type StreamInfo, type TrackInfo, type UnitFormat } from '../../../plugin-sdk';
-import { FLV_TAG_AUDIO, FLV_TAG_SCRIPT, FlvMuxer, serializeTag, type WireUnit } from '../../../plugin-sdk/formats/flv';
+// per unit: from the defining modules, not the barrel (test/core/module-exports.test.ts says why)
+import { FLV_TAG_AUDIO, FLV_TAG_SCRIPT, serializeTag } from '../../../plugin-sdk/formats/flv-tag';
+import { FlvMuxer } from '../../../plugin-sdk/formats/flv-muxer';
+import type { WireUnit } from '../../../plugin-sdk/formats/flv-wire';
 import type { AudioCodec } from '../../../plugin-sdk/media';
 import { sizeLineLength, writeSizeLine, wsHeader } from './framing';
 import { flvHeader, onMetaDataBody } from './nms';

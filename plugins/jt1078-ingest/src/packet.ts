@@ -197,8 +197,6 @@ export function decodePacket(buf: Buffer, off: number, layout: Jt1078Layout, sim
   return out;
 }
 
-export { normaliseSim };
-
 export function otherLayout(l: Jt1078Layout): Jt1078Layout {
   return l === '2013' ? '2019' : '2013';
 }

@@ -23,7 +23,7 @@ import { Jt1078Frame, Jt1078Reassembler, ReassemblerStats } from './reassembler'
 import { Jt1078Timeline, TimelineOptions, TimelineStats } from './timeline';
 import { AudioNormaliser, type AudioFraming, type AudioOptions, type AudioStats } from './audio-normaliser';
 
-export { DEFAULT_G726_PACKING, type AudioFraming, type AudioOptions, type AudioStats } from './audio-normaliser';
+export type { AudioFraming, AudioOptions, AudioStats } from './audio-normaliser';
 
 export interface StreamAssemblerOptions {
   /**
