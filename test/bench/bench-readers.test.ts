@@ -87,6 +87,39 @@ describe('bench readers: HTTP responses (HLS)', () => {
     assert.match(short.error ?? '', /closed in the middle/);
   });
 
+  it('keeps nothing of a pushed chunk past the call, and of a body only the bytes asked for', () => {
+    const body = Buffer.alloc(100_000, 0);
+    for (let i = 0; i < body.length; i++) body[i] = (i * 7 + (i >> 8)) & 0xff;
+    const wire = Buffer.concat([
+      Buffer.from(`HTTP/1.1 200 OK\r\nX-Long: ${'h'.repeat(300)}\r\nContent-Length: ${body.length}\r\n\r\n`, 'latin1'), body,
+      Buffer.from('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n', 'latin1'),
+    ]);
+    for (const keep of [4096, Infinity]) {
+      const got: HttpResponse[] = [];
+      const r = new HttpResponseReader((x) => {
+        got.push(x);
+        r.keep = Infinity; // the next request's limit, as HttpConn sets it
+      });
+      r.keep = keep;
+      // every push from one buffer, overwritten after each call (as sockets reading into a shared buffer do);
+      // 97-byte steps cut the header block across pushes
+      const shared = Buffer.alloc(97);
+      for (let off = 0; off < wire.length; off += 97) {
+        const n = wire.copy(shared, 0, off, off + 97);
+        r.push(shared.subarray(0, n));
+        shared.fill(0xee);
+      }
+      assert.equal(r.error, undefined);
+      assert.equal(got.length, 2);
+      assert.equal(got[0].headers.get('x-long'), 'h'.repeat(300));
+      assert.equal(got[0].bodyBytes, body.length);
+      const kept = Buffer.concat(got[0].body);
+      assert.equal(kept.length, Math.min(keep, body.length), `keep ${keep}`);
+      assert.ok(kept.equals(body.subarray(0, kept.length)), `keep ${keep}: the kept bytes are the body's first`);
+      assert.equal(bodyText(got[1]), 'abc');
+    }
+  });
+
   it('HttpConn keeps one connection alive across requests and opens another after Connection: close', async () => {
     let n = 0;
     await withServer((req, res) => {
@@ -108,11 +141,13 @@ describe('bench readers: HTTP responses (HLS)', () => {
         assert.equal(bodyText(await c.get('/d')), '#4 /d');
         assert.equal(sockets.size, 2, 'a new connection after Connection: close');
         assert.ok(c.bytes > 4 * 20);
-        await assert.rejects(Promise.all([c.get('/e'), c.get('/f')]), /already in flight/);
+        const head = await c.get('/e', 3);
+        assert.deepEqual([Buffer.concat(head.body).toString(), head.bodyBytes], ['#5 ', '#5 /e'.length]);
+        await assert.rejects(Promise.all([c.get('/f'), c.get('/g')]), /already in flight/);
       } finally {
         c.close();
       }
-      await assert.rejects(c.get('/g'), /closed/);
+      await assert.rejects(c.get('/h'), /closed/);
     });
   });
 });

@@ -14,7 +14,7 @@
  * age includes about one frame interval by construction.
  */
 import * as net from 'node:net';
-import { Reservoir, f1, f2 } from './gateway-harness';
+import { Reservoir, f1, f2, sharedReads } from './gateway-harness';
 import { quantile, sumOf, type Sample } from './process-probe';
 import { SENT_RING, type SynthTerminal } from './synth-terminals';
 import type { ReaderFleet, ReaderFigures } from '../ingest-flv';
@@ -34,8 +34,9 @@ export interface HttpResponse {
   status: number;
   /** header names lower-cased; a repeated header keeps the last value */
   headers: Map<string, string>;
-  /** the body as the views of the socket chunks it came in (not copied) */
+  /** the body's first bytes, up to the limit the request asked to keep, copied out of the reads they came in */
   body: Buffer[];
+  /** the whole body's length, kept or not */
   bodyBytes: number;
 }
 
@@ -44,7 +45,9 @@ const enum Rs { Head, Body, ChunkSize, ChunkData, ChunkCrlf, Trailer, UntilClose
 /**
  * Responses of a keep-alive connection, however TCP cuts them: a Content-Length body, a chunked body (trailers
  * skipped), or a body up to the end of the connection (`end()`). After an error (bad status line, header too long,
- * bad chunk size) further input is ignored.
+ * bad chunk size) further input is ignored. Nothing of a chunk passed to `push` is kept past the call (the chunks
+ * may be a buffer every socket reads into), and of a body only the first `keep` bytes: a reader checks a part by its
+ * moof, and keeping every part's mdat until it is checked drove the reader fleet into mark-compacts at 300 readers.
  */
 export class HttpResponseReader {
   error: string | undefined;
@@ -54,6 +57,9 @@ export class HttpResponseReader {
   private left = 0;
   private line = '';
   private cur: HttpResponse | undefined;
+  private keepLeft = 0;
+  /** how many bytes of the next response's body to keep (set before sending its request) */
+  keep = Infinity;
 
   constructor(private readonly onResponse: (r: HttpResponse) => void) {}
 
@@ -128,8 +134,11 @@ export class HttpResponseReader {
 
   private take(chunk: Buffer, off: number, n: number): void {
     if (n <= 0 || !this.cur) return;
-    this.cur.body.push(off === 0 && n === chunk.length ? chunk : chunk.subarray(off, off + n));
     this.cur.bodyBytes += n;
+    const k = Math.min(n, this.keepLeft);
+    if (k <= 0) return;
+    this.cur.body.push(Buffer.from(chunk.subarray(off, off + k)));
+    this.keepLeft -= k;
   }
 
   private readHead(chunk: Buffer, off: number): number {
@@ -143,7 +152,7 @@ export class HttpResponseReader {
         this.fail('response header block too long');
         return chunk.length;
       }
-      this.headBuf = joined;
+      this.headBuf = joined === part ? Buffer.from(part) : joined;
       this.headBytes = joined.length;
       return chunk.length;
     }
@@ -165,6 +174,7 @@ export class HttpResponseReader {
     }
     const status = Number(m[1]);
     this.cur = { status, headers, body: [], bodyBytes: 0 };
+    this.keepLeft = this.keep;
     if (status >= 100 && status < 200) {
       this.cur = undefined; // an interim response: the real one follows
       return off + consumedOfPart;
@@ -219,6 +229,7 @@ export function bodyHead(r: HttpResponse, n: number): Buffer {
  */
 export class HttpConn {
   private sock: net.Socket | undefined;
+  private reader: HttpResponseReader | undefined;
   private pending: { sock: net.Socket; resolve(r: HttpResponse): void; reject(e: Error): void; timer: NodeJS.Timeout } | undefined;
   closed = false;
   /** bytes read off the socket, HTTP framing included */
@@ -226,10 +237,12 @@ export class HttpConn {
 
   constructor(private readonly port: number, private readonly hostHeader: string) {}
 
-  get(pathAndQuery: string): Promise<HttpResponse> {
+  /** `keep`: how many bytes of the body the answer holds (`bodyBytes` counts them all) */
+  get(pathAndQuery: string, keep = Infinity): Promise<HttpResponse> {
     if (this.closed) return Promise.reject(new Error('reader closed'));
     if (this.pending) return Promise.reject(new Error('a request is already in flight on this connection'));
     const sock = this.sock && !this.sock.destroyed ? this.sock : this.connect();
+    this.reader!.keep = keep;
     return new Promise<HttpResponse>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.fail(sock, new Error(`no answer within ${REQUEST_TIMEOUT_MS / 1000} s`));
@@ -248,9 +261,6 @@ export class HttpConn {
   }
 
   private connect(): net.Socket {
-    const sock = net.connect({ host: '127.0.0.1', port: this.port });
-    sock.setNoDelay(true);
-    this.sock = sock;
     const reader = new HttpResponseReader((r) => {
       const p = this.pending;
       if (!p || p.sock !== sock) return;
@@ -259,14 +269,18 @@ export class HttpConn {
       if (/close/i.test(r.headers.get('connection') ?? '')) sock.destroy();
       p.resolve(r);
     });
-    sock.on('data', (chunk: Buffer) => {
-      this.bytes += chunk.length;
-      reader.push(chunk);
+    // reads go into the buffer all sockets share: a new one a read was 64 KiB of external memory for the collector
+    const sock: net.Socket = net.connect({ host: '127.0.0.1', port: this.port, ...sharedReads((chunk, end) => {
+      this.bytes += end;
+      reader.push(chunk.subarray(0, end));
       if (reader.error !== undefined) {
         this.fail(sock, new Error(`bad HTTP response: ${reader.error}`));
         sock.destroy();
       }
-    });
+    }) });
+    sock.setNoDelay(true);
+    this.sock = sock;
+    this.reader = reader;
     sock.on('error', (err) => this.fail(sock, err));
     sock.on('close', () => {
       reader.end();
@@ -833,7 +847,7 @@ export class HlsReader {
   }
 
   private async fetchMedia(f: Fetch): Promise<void> {
-    const r = await this.mediaConn.get(resolveUri(this.basePath, f.uri));
+    const r = await this.mediaConn.get(resolveUri(this.basePath, f.uri), f.kind === 'part' ? PART_HEAD_BYTES : Infinity);
     const now = performance.now();
     if (r.status !== 200) throw new Error(`HTTP ${r.status}: ${bodyText(r).trim().slice(0, 80)}`);
     const head = f.kind === 'part' ? bodyHead(r, PART_HEAD_BYTES) : Buffer.concat(r.body, r.bodyBytes);

@@ -82,16 +82,20 @@ export function runDeadline(budgetMs: number): { signal: AbortSignal; dispose():
  */
 const SHARED_READ = Buffer.allocUnsafeSlow(64 * 1024);
 
+/** net.connect's options for reads into the buffer shared by the process: `chunk` holds bytes 0 to `end`, valid only during the call */
+export function sharedReads(onData: (chunk: Buffer, end: number) => void): Pick<net.NetConnectOpts, 'onread'> {
+  return { onread: { buffer: SHARED_READ, callback: (n: number, b: Uint8Array): boolean => {
+    onData(b as Buffer, n);
+    return true;
+  } } };
+}
+
 /**
  * A TCP connection to 127.0.0.1:port, open. With `onData`, the socket's reads go to it instead of 'data' events:
  * `chunk` holds bytes 0 to `end` of a buffer shared by every such socket, valid only during the call.
  */
 export async function connectTcp(port: number, signal: AbortSignal, onData?: (chunk: Buffer, end: number) => void): Promise<net.Socket> {
-  const s = net.connect(onData === undefined ? { host: '127.0.0.1', port }
-    : { host: '127.0.0.1', port, onread: { buffer: SHARED_READ, callback: (n: number, b: Uint8Array): boolean => {
-      onData(b as Buffer, n);
-      return true;
-    } } });
+  const s = net.connect({ host: '127.0.0.1', port, ...(onData === undefined ? {} : sharedReads(onData)) });
   s.setNoDelay(true);
   try {
     await once(s, 'connect', { signal: AbortSignal.any([signal, AbortSignal.timeout(CONNECT_TIMEOUT_MS)]) });
