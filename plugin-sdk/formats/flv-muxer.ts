@@ -3,6 +3,7 @@
  * per-track work is in flv-video.ts and flv-audio.ts; this lays out video bodies and holds the state (part of
  * formats/flv, which re-exports the public names).
  */
+import { writeU32BE } from './byte-order';
 import type { AccessUnit, AudioCodec, TrackInfo } from '../media';
 import { BufferSlab } from '../buffer-slab';
 import type { AmfValue } from './flv-amf';
@@ -91,7 +92,7 @@ export class FlvMuxer {
     for (let i = 0; i < kept.count; i++) {
       const from = kept.start(i);
       const to = kept.end(i);
-      body.writeUInt32BE(to - from, at);
+      writeU32BE(body, to - from, at);
       at += 4 + p.payload.copy(body, at + 4, from, to);
     }
     const out = p.out ?? [];
@@ -130,7 +131,7 @@ export class FlvMuxer {
     for (let i = 0; i < kept.count; i++) {
       const from = kept.start(i);
       const to = kept.end(i);
-      mem.writeUInt32BE(to - from, at);
+      writeU32BE(mem, to - from, at);
       at += 4;
       if (to - from >= WIRE_VIEW_MIN) {
         ranges[r++] = at;
@@ -141,7 +142,7 @@ export class FlvMuxer {
         at += payload.copy(mem, at, from, to);
       }
     }
-    mem.writeUInt32BE(TAG_HEADER_SIZE + bodyLen, at);
+    writeU32BE(mem, TAG_HEADER_SIZE + bodyLen, at);
     ranges[r] = at + PREV_SIZE_SIZE;
     const config = configOf(p.out ?? []);
     return {

@@ -6,6 +6,7 @@
  */
 import { defineFormat, type AccessUnit, type FormatEncoder, type StreamInfo, type TrackInfo, type UnitFormat } from '../../../plugin-sdk';
 // per unit: from the defining modules, not the barrel (test/core/module-exports.test.ts says why)
+import { readU32LE, writeU32LE } from '../../../plugin-sdk/formats/byte-order';
 import { FLV_TAG_AUDIO, FLV_TAG_SCRIPT, serializeTag } from '../../../plugin-sdk/formats/flv-tag';
 import { FlvMuxer } from '../../../plugin-sdk/formats/flv-muxer';
 import type { WireUnit } from '../../../plugin-sdk/formats/flv-wire';
@@ -107,8 +108,8 @@ export class FlvFrame {
     const base = this.memAt;
     const payload = this.payload;
     for (let i = 0, r = this.rangesAt; i < this.rangeCount; i += 2, r += 8) {
-      const from = b.readUInt32LE(r);
-      const to = b.readUInt32LE(r + 4);
+      const from = readU32LE(b, r);
+      const to = readU32LE(b, r + 4);
       if ((i & 2) !== 0) {
         at += payload.copy(into, at, from, to);
       } else if (to - from <= 32) {
@@ -127,8 +128,8 @@ export class FlvFrame {
     const base = this.memAt;
     const payload = this.payload;
     for (let i = 0, at = this.rangesAt; i < this.rangeCount; i += 2, at += 8) {
-      const from = b.readUInt32LE(at);
-      const to = b.readUInt32LE(at + 4);
+      const from = readU32LE(b, at);
+      const to = readU32LE(b, at + 4);
       write((i & 2) === 0 ? b.subarray(base + from, base + to) : payload.subarray(from, to));
     }
   }
@@ -148,7 +149,7 @@ function frameOf(w: WireUnit, version: number, init: FlvInit | undefined): FlvFr
   const memAt = writeSizeLine(bytes, buf, lineAt);
   w.mem.copy(buf, memAt);
   const rangesAt = memAt + small;
-  for (let i = 0; i < r.length; i++) buf.writeUInt32LE(r[i], rangesAt + 4 * i);
+  for (let i = 0; i < r.length; i++) writeU32LE(buf, r[i], rangesAt + 4 * i);
   return new FlvFrame(w.config, buf, lineAt, memAt, rangesAt, r.length, w.payload, w.mediaBytes, bytes, version, init);
 }
 

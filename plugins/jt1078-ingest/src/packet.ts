@@ -16,6 +16,7 @@
  *  30     body
  */
 
+import { readU16BE, readU32BE } from '../../../plugin-sdk/formats/byte-order';
 import { normaliseSim } from '../../../plugin-sdk/sim';
 export type Jt1078Layout = '2013' | '2019';
 
@@ -83,7 +84,7 @@ export function probeHeader(buf: Buffer, off: number, end: number, layout: Jt107
     for (let i = 0; i < avail; i++) if (buf[off + i] !== MAGIC[i]) return PROBE_INVALID;
     return PROBE_NEED_MORE;
   }
-  if (buf.readUInt32BE(off) !== MAGIC_U32) return PROBE_INVALID;
+  if (readU32BE(buf, off) !== MAGIC_U32) return PROBE_INVALID;
   if ((buf[off + 4] & 0xc0) !== 0x80) return PROBE_INVALID; // RTP version 2
   const simLen = layout === '2019' ? 10 : 6;
   const fixed = 10 + simLen; // up to and including the data-type byte
@@ -102,14 +103,14 @@ export function probeHeader(buf: Buffer, off: number, end: number, layout: Jt107
   if (dataType !== 4) h += 8;
   if (dataType <= 2) h += 4;
   if (avail < h + 2) return PROBE_NEED_MORE;
-  const bodyLen = buf.readUInt16BE(off + h);
+  const bodyLen = readU16BE(buf, off + h);
   if (bodyLen > maxBody) return PROBE_INVALID;
   return h + 2 + bodyLen;
 }
 
 /** Reads the 8-byte timestamp as a number (exact below 2^53, which every real clock is). */
 function readU64(buf: Buffer, off: number): number {
-  return buf.readUInt32BE(off) * 0x100000000 + buf.readUInt32BE(off + 4);
+  return readU32BE(buf, off) * 0x100000000 + readU32BE(buf, off + 4);
 }
 
 /**
@@ -175,11 +176,11 @@ export function decodePacket(buf: Buffer, off: number, layout: Jt1078Layout, sim
     p += 8;
   }
   if (dataType <= 2) {
-    lastIFrameInterval = buf.readUInt16BE(p);
-    lastFrameInterval = buf.readUInt16BE(p + 2);
+    lastIFrameInterval = readU16BE(buf, p);
+    lastFrameInterval = readU16BE(buf, p + 2);
     p += 4;
   }
-  const bodyLen = buf.readUInt16BE(p);
+  const bodyLen = readU16BE(buf, p);
   p += 2;
   const out = into ?? blankPacket();
   out.layout = layout;
@@ -187,7 +188,7 @@ export function decodePacket(buf: Buffer, off: number, layout: Jt1078Layout, sim
   out.channel = channel;
   out.pt = b5 & 0x7f;
   out.marker = (b5 & 0x80) !== 0;
-  out.seq = buf.readUInt16BE(off + 6);
+  out.seq = readU16BE(buf, off + 6);
   out.dataType = dataType;
   out.subMark = tb & 0x0f;
   out.timestamp = timestamp;
