@@ -1,9 +1,7 @@
 import { parseCallbackUrl } from '../../plugin-sdk/callback-url';
-import { invalidParam, GatewayError } from '../../plugin-sdk/errors';
+import { invalidParam } from '../../plugin-sdk/errors';
 import type { FieldRule } from '../../plugin-sdk/api-docs';
-import {
-  DATA_TYP_BY_TYP, MAX_TOKEN_LENGTH, MAX_USER_ID_LENGTH, OPEN_CROSS_RULES, OPEN_FIELDS as F, SCHEMES_BY_FMT,
-} from '../../plugin-sdk/open-fields';
+import { DATA_TYP_BY_TYP, OPEN_CROSS_RULES, OPEN_FIELDS as F, SCHEMES_BY_FMT } from '../../plugin-sdk/open-fields';
 import type { OpenParams, StreamTyp } from '../../plugin-sdk/sessions';
 import { normaliseSim } from '../../plugin-sdk/sim';
 
