@@ -128,10 +128,10 @@ export class SimDecoder {
 
   decode(buf: Buffer, off: number, len: number): string {
     // 6 bytes (2013) or 10 (2019), as three 32-bit words (the third 0 for 6)
-    const w0 = (buf[off] << 24) | (buf[off + 1] << 16) | (buf[off + 2] << 8) | buf[off + 3];
+    const w0 = readU32BE(buf, off);
     const long = len === 10;
-    const w1 = long ? (buf[off + 4] << 24) | (buf[off + 5] << 16) | (buf[off + 6] << 8) | buf[off + 7] : (buf[off + 4] << 8) | buf[off + 5];
-    const w2 = long ? (buf[off + 8] << 8) | buf[off + 9] : 0;
+    const w1 = long ? readU32BE(buf, off + 4) : readU16BE(buf, off + 4);
+    const w2 = long ? readU16BE(buf, off + 8) : 0;
     if (len === this.rawLen && w0 === this.w0 && w1 === this.w1 && w2 === this.w2) return this.last;
     let s = '';
     for (let i = 0; i < len; i++) {
