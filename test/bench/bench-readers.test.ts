@@ -16,7 +16,7 @@ import type { HlsSegment, Segmenter } from '../../plugins/hls-out/src/segmenter'
 import { buildSdp } from '../../plugins/rtsp-out/src/sdp';
 import { fixturePath } from '../support/paths';
 import {
-  HttpConn, HttpResponseReader, bodyText, nextDirective, parseAttributes, parseFragment, parseInit, parseMediaPlaylist, pickStart, resolveUri,
+  HttpConn, HttpResponseReader, bodyText, keptBody, nextDirective, parseAttributes, parseFragment, parseInit, parseMediaPlaylist, pickStart, resolveUri,
   sentAtOf, type HttpResponse,
 } from './support/bench-hls-reader';
 import {
@@ -113,11 +113,17 @@ describe('bench readers: HTTP responses (HLS)', () => {
       assert.equal(got.length, 2);
       assert.equal(got[0].headers.get('x-long'), 'h'.repeat(300));
       assert.equal(got[0].bodyBytes, body.length);
-      const kept = Buffer.concat(got[0].body);
+      const kept = keptBody(got[0]);
       assert.equal(kept.length, Math.min(keep, body.length), `keep ${keep}`);
       assert.ok(kept.equals(body.subarray(0, kept.length)), `keep ${keep}: the kept bytes are the body's first`);
       assert.equal(bodyText(got[1]), 'abc');
     }
+    const notFound: HttpResponse[] = [];
+    const short = new HttpResponseReader((x) => notFound.push(x));
+    short.keep = 3;
+    short.push(Buffer.from('HTTP/1.1 404 Not Found\r\nContent-Length: 11\r\n\r\nno'));
+    short.push(Buffer.from('t found!!'));
+    assert.deepEqual([bodyText(notFound[0]), notFound[0].bodyBytes], ['not', 11], 'the text of what was kept, not padded to the length');
   });
 
   it('HttpConn keeps one connection alive across requests and opens another after Connection: close', async () => {

@@ -205,22 +205,13 @@ export class HttpResponseReader {
   }
 }
 
-export function bodyText(r: HttpResponse): string {
-  return r.body.length === 1 ? r.body[0].toString('utf8') : Buffer.concat(r.body, r.bodyBytes).toString('utf8');
+/** the body as kept (all of it unless the request asked to keep less: then shorter than bodyBytes) */
+export function keptBody(r: HttpResponse): Buffer {
+  return r.body.length === 1 ? r.body[0] : Buffer.concat(r.body);
 }
 
-/** the first n bytes of a body (fewer if it is shorter), copied only when they span chunks */
-export function bodyHead(r: HttpResponse, n: number): Buffer {
-  if (r.body.length === 0) return Buffer.alloc(0);
-  if (r.body[0].length >= n || r.body.length === 1) return r.body[0].subarray(0, n);
-  const parts: Buffer[] = [];
-  let have = 0;
-  for (const b of r.body) {
-    parts.push(b);
-    have += b.length;
-    if (have >= n) break;
-  }
-  return Buffer.concat(parts, Math.min(have, n)).subarray(0, n);
+export function bodyText(r: HttpResponse): string {
+  return keptBody(r).toString('utf8');
 }
 
 /**
@@ -839,7 +830,7 @@ export class HlsReader {
   private async loadInit(uri: string): Promise<void> {
     const r = await this.mediaConn.get(resolveUri(this.basePath, uri));
     if (r.status !== 200) throw new Error(`HTTP ${r.status} for the init segment`);
-    const tracks = parseInit(Buffer.concat(r.body, r.bodyBytes));
+    const tracks = parseInit(keptBody(r));
     this.videoTrack = tracks.find((t) => t.handler === 'vide');
     if (!this.videoTrack) throw new Error('init segment without a video track');
     this.loadedMap = uri;
@@ -850,8 +841,7 @@ export class HlsReader {
     const r = await this.mediaConn.get(resolveUri(this.basePath, f.uri), f.kind === 'part' ? PART_HEAD_BYTES : Infinity);
     const now = performance.now();
     if (r.status !== 200) throw new Error(`HTTP ${r.status}: ${bodyText(r).trim().slice(0, 80)}`);
-    const head = f.kind === 'part' ? bodyHead(r, PART_HEAD_BYTES) : Buffer.concat(r.body, r.bodyBytes);
-    const info = parseFragment(head, r.bodyBytes);
+    const info = parseFragment(keptBody(r), r.bodyBytes);
     const v = info.tracks.find((t) => t.trackId === this.videoTrack?.id);
     if (!v || v.samples === 0) throw new Error('no video samples');
     if (this.expectDts !== undefined && v.baseTime !== this.expectDts && !this.expectNew) this.gaps++;
