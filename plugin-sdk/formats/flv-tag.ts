@@ -4,6 +4,7 @@
  * names).
  */
 import { BufferSlab } from '../buffer-slab';
+import { keptAlloc } from '../kept-bytes';
 
 /** One FLV tag: its type, timestamp (ms) and body (what follows the 11-byte tag header). */
 export interface FlvTag {
@@ -30,8 +31,9 @@ export function flvFileHeader(hasVideo: boolean, hasAudio: boolean): Buffer {
 /** Bodies the muxer allocated with header/trailer room around them, so they can be framed in place. */
 const framedBodies = new WeakMap<Buffer, Buffer>();
 
+/** A config tag's body (sequence header, onMetaData): kept as long as its stream, so not from Node's pool (kept-bytes). */
 export function allocBody(len: number): Buffer {
-  const framed = Buffer.allocUnsafe(TAG_HEADER_SIZE + len + PREV_SIZE_SIZE);
+  const framed = keptAlloc(TAG_HEADER_SIZE + len + PREV_SIZE_SIZE);
   const body = framed.subarray(TAG_HEADER_SIZE, TAG_HEADER_SIZE + len);
   framedBodies.set(body, framed);
   return body;

@@ -8,6 +8,7 @@ import { h264NalType, h265NalType } from './annexb';
 import { buildAvcC, parseH264Sps } from './h264';
 import { buildHvcC, parseH265Sps } from './h265';
 import { allocBody, FLV_TAG_VIDEO, type FlvTag } from './flv-tag';
+import { keptCopy } from '../kept-bytes';
 import {
   clampTs, emitMeta, ENHANCED_HEVC_FOURCC, sameBuf, type MuxState, type VideoPlan, type VideoState,
 } from './flv-mux-state';
@@ -38,9 +39,9 @@ export function setVideo(m: MuxState, info: VideoTrackInfo): void {
 
 /** Parameter sets that changed are copied: they may be views of a payload whose memory is reused. */
 function updateParams(v: VideoState, sps?: Buffer, pps?: Buffer, vps?: Buffer): void {
-  if (sps && !sameBuf(sps, v.sps)) { v.sps = Buffer.from(sps); v.configDirty = true; }
-  if (pps && !sameBuf(pps, v.pps)) { v.pps = Buffer.from(pps); v.configDirty = true; }
-  if (vps && !sameBuf(vps, v.vps)) { v.vps = Buffer.from(vps); v.configDirty = true; }
+  if (sps && !sameBuf(sps, v.sps)) { v.sps = keptCopy(sps); v.configDirty = true; }
+  if (pps && !sameBuf(pps, v.pps)) { v.pps = keptCopy(pps); v.configDirty = true; }
+  if (vps && !sameBuf(vps, v.vps)) { v.vps = keptCopy(vps); v.configDirty = true; }
 }
 
 /** Everything about a video unit but its body: parameter sets, config tags, timestamps, the NAL units kept. */

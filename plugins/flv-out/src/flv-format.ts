@@ -11,6 +11,7 @@ import { FLV_TAG_AUDIO, FLV_TAG_SCRIPT, serializeTag } from '../../../plugin-sdk
 import { FlvMuxer } from '../../../plugin-sdk/formats/flv-muxer';
 import type { WireUnit } from '../../../plugin-sdk/formats/flv-wire';
 import type { AudioCodec } from '../../../plugin-sdk/media';
+import { keptCopy } from '../../../plugin-sdk/kept-bytes';
 import { sizeLineLength, writeSizeLine, wsHeader } from './framing';
 import { flvHeader, onMetaDataBody } from './nms';
 
@@ -262,7 +263,8 @@ class FlvEncoder implements FormatEncoder<FlvFrame> {
   private initAt(timestamp: number): FlvInit {
     if (this.init !== undefined && this.initVersion === this.version) return this.init;
     const m = this.muxer;
-    this.init = { header: flvHeader(m.hasAudio, m.hasVideo), config: Buffer.concat(m.configTags(timestamp).map(serializeTag)) };
+    // kept until the configuration changes again, so copied out of Node's pool (kept-bytes)
+    this.init = { header: keptCopy(flvHeader(m.hasAudio, m.hasVideo)), config: keptCopy(Buffer.concat(m.configTags(timestamp).map(serializeTag))) };
     this.initVersion = this.version;
     return this.init;
   }

@@ -13,6 +13,7 @@
 import { NAL_SCAN, extractH264ParameterSets, parseH264Sps } from '../../../plugin-sdk/formats/h264';
 import { extractH265ParameterSets, parseH265Sps } from '../../../plugin-sdk/formats/h265';
 import { joinAnnexB, splitAnnexB } from '../../../plugin-sdk/formats/annexb';
+import { keptCopy } from '../../../plugin-sdk/kept-bytes';
 import {
   VIDEO_TIMESCALE, unitAt, type AccessUnit, type AudioTrackInfo, type TrackInfo,
   type VideoCodec, type VideoTrackInfo,
@@ -264,15 +265,15 @@ export class Jt1078StreamAssembler {
       codec === 'h264' ? extractH264ParameterSets(payload) : extractH265ParameterSets(payload);
     const vps = found.vps;
     if (vps && !(this.vps && this.vps.equals(vps))) {
-      this.vps = Buffer.from(vps);
+      this.vps = keptCopy(vps);
       this.paramsDirty = true;
     }
     if (found.sps && !(this.sps && this.sps.equals(found.sps))) {
-      this.sps = Buffer.from(found.sps);
+      this.sps = keptCopy(found.sps);
       this.paramsDirty = true;
     }
     if (found.pps && !(this.pps && this.pps.equals(found.pps))) {
-      this.pps = Buffer.from(found.pps);
+      this.pps = keptCopy(found.pps);
       this.paramsDirty = true;
     }
   }

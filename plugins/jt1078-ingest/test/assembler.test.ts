@@ -68,6 +68,9 @@ describe('jt1078 stream assembler', function () {
       assert.equal(vt[0].height, c.height);
       assert.equal(vt[0].profile, c.profile);
       assert.ok(vt[0].sps && (vt[0].sps[0] & 0x1f) === 7 && vt[0].pps && (vt[0].pps[0] & 0x1f) === 8);
+      // kept for the stream's life: memory of their own, not a slice pinning a slab of Node's pool (kept-bytes.ts)
+      assert.equal(vt[0].sps.buffer.byteLength, vt[0].sps.length);
+      assert.equal(vt[0].pps.buffer.byteLength, vt[0].pps.length);
       // the track is announced before its first unit, which is a keyframe carrying its parameter sets
       assert.equal(out.tracks.indexOf(vt[0]), 0);
       assert.equal(video[0].keyframe, true);
