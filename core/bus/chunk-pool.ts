@@ -20,6 +20,8 @@
 
 export interface Chunk {
   readonly buf: Buffer;
+  /** buf's ArrayBuffer, read once: `.buffer` is a call into the runtime every time */
+  readonly mem: ArrayBufferLike;
   /** slices carved and not pushed yet */
   pending: number;
   /** the stream's number of the last unit pushed from it (-1: none) */
@@ -92,7 +94,8 @@ export class ChunkPool {
     const size = (need + 1) * this.unit;
     this.heldBytes += size;
     this.counts.allocated++;
-    return { buf: Buffer.allocUnsafeSlow(size), pending: 0, lastSeq: -1 };
+    const buf = Buffer.allocUnsafeSlow(size);
+    return { buf, mem: buf.buffer, pending: 0, lastSeq: -1 };
   }
 
   /** A stream is done with this chunk: nothing can read it any more. */

@@ -30,7 +30,6 @@ const MAX_TRACKED_UNITS = 128;
 export class PayloadArena {
   /** in carving order; the last one is being filled */
   private readonly chunks: Chunk[] = [];
-  private readonly byMemory = new Map<ArrayBufferLike, Chunk>();
   private trackedBytes = 0;
   private used = 0;
   /**
@@ -40,7 +39,7 @@ export class PayloadArena {
    */
   private cur: Chunk | undefined;
   private curSize = 0;
-  /** the slice alloc gave last and its chunk: the unit pushed next has it (found without a lookup by memory) */
+  /** the slice alloc gave last and its chunk: the unit pushed next has it (found without chunkOf's scan) */
   private lastSlice: Buffer | undefined;
   private lastChunk: Chunk | undefined;
 
@@ -71,7 +70,7 @@ export class PayloadArena {
 
   /** A unit with this payload was pushed to the stream as number `seq`. */
   pushed(payload: Buffer, seq: number): void {
-    const c = payload === this.lastSlice ? this.lastChunk : this.byMemory.get(payload.buffer);
+    const c = payload === this.lastSlice ? this.lastChunk : this.chunkOf(payload);
     if (c === undefined) return;
     if (c.pending > 0) c.pending--;
     if (seq > c.lastSeq) c.lastSeq = seq;
@@ -83,7 +82,7 @@ export class PayloadArena {
    */
   discard(payload: Buffer): void {
     const last = payload === this.lastSlice;
-    const c = last ? this.lastChunk : this.byMemory.get(payload.buffer);
+    const c = last ? this.lastChunk : this.chunkOf(payload);
     if (c === undefined || c.pending === 0) return;
     c.pending--;
     if (last && c === this.cur) {
@@ -107,16 +106,26 @@ export class PayloadArena {
     this.chunks.length = 0;
     this.cur = undefined;
     this.curSize = 0;
-    this.byMemory.clear();
     this.trackedBytes = 0;
     this.lastSlice = undefined;
     this.lastChunk = undefined;
   }
 
+  /**
+   * The tracked chunk a slice was carved from, newest first (a slice not pushed at once is a frame held back a
+   * little). A scan, not a map by memory: the list is a GOP's chunks or so, and the map's insert and delete for
+   * every chunk (with the `.buffer` reads they need) cost more than the scans of the few slices that miss lastSlice.
+   */
+  private chunkOf(payload: Buffer): Chunk | undefined {
+    const mem = payload.buffer;
+    const list = this.chunks;
+    for (let i = list.length - 1; i >= 0; i--) if (list[i].mem === mem) return list[i];
+    return undefined;
+  }
+
   private next(n: number): Chunk {
     this.reclaim();
     const c = this.pool.take(n);
-    this.byMemory.set(c.buf.buffer, c);
     this.chunks.push(c);
     this.trackedBytes += c.buf.length;
     this.used = 0;
@@ -167,7 +176,6 @@ export class PayloadArena {
   }
 
   private untrack(c: Chunk): void {
-    this.byMemory.delete(c.buf.buffer);
     this.trackedBytes -= c.buf.length;
   }
 }
