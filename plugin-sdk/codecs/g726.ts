@@ -151,7 +151,6 @@ export class G726State {
   private pk0 = 1;
   private pk1 = 1;
   private ap = 0;
-  private yu = 544;
   private yl = 34816;
   private dms = 0;
   private dml = 0;
@@ -179,7 +178,6 @@ export class G726State {
     this.a0 = this.a1 = 0;
     this.pk0 = this.pk1 = 1;
     this.ap = 0;
-    this.yu = 544;
     this.yl = 34816;
     this.y = 544;
     this.dms = this.dml = this.td = 0;
@@ -247,7 +245,6 @@ export class G726State {
     }
 
     const yu = clip(this.y + t.w[code] + ((-this.y) >> 5), 544, 5120);
-    this.yu = yu;
     this.yl += yu + ((-this.yl) >> 6);
     const al = this.ap >= 256 ? 64 : this.ap >> 2;
     this.y = (this.yl + (yu - (this.yl >> 6)) * al) >> 6;

@@ -28,7 +28,7 @@ import { SoakApi, type AppCredentials } from './support/soak-api';
 import { growth, verdict, type Point } from './support/soak-stats';
 import { keepHolders, TerminalSlot, type SlotCounters } from './support/soak-terminals';
 import { SynthTerminal, synthesise } from './support/synth-terminals';
-import { parseSoakArgs, type SoakOptions } from './soak-options';
+import { parseSoakArgs } from './soak-options';
 
 const TICK_MS = 4;
 /** /proc samples (RSS, descriptors) for the growth figures */

@@ -19,7 +19,7 @@
 import type { AccessUnit, MediaSink, TrackInfo } from '../../../plugin-sdk';
 import { partDue, partLongEnough, pastTarget, round3, segmentDue } from './cut-rules';
 import { fmp4Fragment } from './fmp4';
-import type { HlsInit, HlsSegment } from './hls-types';
+import type { HlsInit } from './hls-types';
 import { LiveWindow } from './live-window';
 import { audioSamplesOf, videoSamplesOf } from './samples';
 import { activate, configOf, fragmentTracks, type Active, type Config } from './track-config';

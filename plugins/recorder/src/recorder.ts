@@ -5,7 +5,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import {
-  aacVia, ErrCode, GatewayError, invalidParam, mediaTypOf, type Cancel, type Notice, type NoticePayload, type OpenParams, type PluginContext,
+  aacVia, ErrCode, GatewayError, invalidParam, mediaTypOf, type Cancel, type Notice, type OpenParams, type PluginContext,
   type PluginInstance, type StreamTyp, type SubscribeOptions,
 } from '../../../plugin-sdk';
 import type { RecordCatalog, StoredRecord } from './catalog';

@@ -706,7 +706,7 @@ export class HlsReader {
 
   constructor(
     private readonly term: SynthTerminal,
-    private readonly url: URL,
+    url: URL,
     /** part age samples (ms), in the window */
     private readonly lag: Reservoir,
   ) {

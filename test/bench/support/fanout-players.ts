@@ -11,7 +11,6 @@
  * bench's core (they inherit its CPU affinity), so they add no CPU, only isolation.
  */
 import { fork, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
 import type * as net from 'node:net';
 import * as path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
