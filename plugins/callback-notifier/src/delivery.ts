@@ -8,6 +8,7 @@ import { fullJitterDelay, parseRetryAfter } from './retry-timing';
 import type { NoticePayload } from './payload';
 import type { CallbackMetrics } from './metrics';
 import { isCertificateRefusal, trustedCertificates } from './trust-store';
+import { StopSignal } from './stop-signal';
 
 export interface CallbackDispatcherOptions {
   /** log lines carry the redacted cb, the reqId and act; never credentials, never the payload (play URLs hold user tokens) */
@@ -140,9 +141,7 @@ export class CallbackDispatcher {
   private readonly counts = { delivered: 0, retried: 0, failed: 0, dropped: 0 };
   private active = 0;
   private seq = 0;
-  private stopped = false;
-  private markStopped!: (v: 'stopped') => void;
-  private readonly stopping = new Promise<'stopped'>((resolve) => (this.markStopped = resolve));
+  private readonly stopSignal = new StopSignal();
 
   constructor(opts: CallbackDispatcherOptions) {
     this.log = opts.logger;
@@ -168,7 +167,7 @@ export class CallbackDispatcher {
    * (bad cb, dispatcher stopped); that is counted as failed.
    */
   enqueue(requestKey: string, cb: string, payload: NoticePayload): boolean {
-    if (this.stopped) return this.refuse(payload, 'dispatcher stopped');
+    if (this.stopSignal.stopped) return this.refuse(payload, 'dispatcher stopped');
     const parsed = parseCallbackUrl(cb);
     // A bad cb is not logged, not even redacted: unparseable text could be anything, credentials included.
     if (!parsed.ok) return this.refuse(payload, parsed.reason);
@@ -210,9 +209,8 @@ export class CallbackDispatcher {
 
   /** Drops what is queued, aborts what is in flight, cancels backoff timers and closes pooled connections. */
   async stop(): Promise<void> {
-    if (!this.stopped) {
-      this.stopped = true;
-      this.markStopped('stopped');
+    if (!this.stopSignal.stopped) {
+      this.stopSignal.fire();
       let unsent = 0;
       for (const worker of this.workers.values()) {
         for (const n of worker.waiting.splice(0)) {
@@ -244,7 +242,7 @@ export class CallbackDispatcher {
   }
 
   private pump(worker: HostWorker): void {
-    if (this.stopped) return;
+    if (this.stopSignal.stopped) return;
     const now = Date.now();
     let wakeAt = Infinity;
     // Queue order across requests, strict order within one: only a request's first pending notice may go (a later
@@ -310,7 +308,7 @@ export class CallbackDispatcher {
       this.settle(n);
       return;
     }
-    if (this.stopped || outcome.kind === 'cancelled') {
+    if (this.stopSignal.stopped || outcome.kind === 'cancelled') {
       this.countDropped(worker.key);
       this.settle(n);
       return;
@@ -343,8 +341,8 @@ export class CallbackDispatcher {
 
   private async attempt(cb: ParsedCallback, body: string): Promise<AttemptOutcome> {
     // A slow resolver must not hold up stop().
-    const verdict = await Promise.race([this.policy.vet(cb.hostname), this.stopping]);
-    if (verdict === 'stopped' || this.stopped) return { kind: 'cancelled' };
+    const verdict = await this.stopSignal.race(this.policy.vet(cb.hostname));
+    if (verdict === 'stopped' || this.stopSignal.stopped) return { kind: 'cancelled' };
     if (!verdict.ok) return verdict.retryable ? { kind: 'retry', reason: verdict.reason } : { kind: 'fail', reason: verdict.reason };
     const controller = new AbortController();
     this.inflight.add(controller);
