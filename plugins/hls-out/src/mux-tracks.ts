@@ -2,6 +2,7 @@
 import type { AudioTrackInfo, VideoTrackInfo } from '../../../plugin-sdk';
 import { buildAvcC } from '../../../plugin-sdk/formats/h264';
 import { buildHvcC } from '../../../plugin-sdk/formats/h265';
+import { keptCopy } from '../../../plugin-sdk/kept-bytes';
 import { parseAsc } from './mpegts';
 import type { MuxTrack } from './mux-types';
 
@@ -24,7 +25,7 @@ export function videoTrack(v: VideoTrackInfo): MuxTrack | undefined {
  * the SDK's record (written for FLV, where they also come in-band) leaves 0.
  */
 function completeArrays(hvcc: Buffer): Buffer {
-  const out = Buffer.from(hvcc);
+  const out = keptCopy(hvcc);
   let at = 23;
   for (let i = 0; i < out[22] && at + 3 <= out.length; i++) {
     out[at] |= 0x80;
