@@ -3,7 +3,6 @@
  * Also the RBSP bit reader and Annex-B scanning shared with h265.ts.
  */
 import { startCodesOf } from './annexb';
-import { keptCopy } from '../kept-bytes';
 
 // ---------------------------------------------------------------------------------------------
 // RBSP and bit reading
@@ -372,8 +371,7 @@ export function buildAvcC(sps: Buffer | Buffer[], pps: Buffer | Buffer[]): Buffe
     }
     parts.push(Buffer.from([0xfc | (chroma & 3), 0xf8 | (lumaMinus8 & 7), 0xf8 | (chromaMinus8 & 7), 0]));
   }
-  // a record lives as long as its track (an HLS init segment's): not a slice of Node's pool (kept-bytes)
-  return keptCopy(Buffer.concat(parts));
+  return Buffer.concat(parts);
 }
 
 function u16(n: number): Buffer {

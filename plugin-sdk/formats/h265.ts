@@ -3,7 +3,6 @@
  * keyframe (IRAP) detection and VPS/SPS/PPS extraction from Annex-B frames.
  */
 import { BitReader, BitstreamError, NAL_SCAN, nextNalStart, scanNalStarts, startCodeFlags, unescapeRbsp } from './h264';
-import { keptCopy } from '../kept-bytes';
 
 export const H265_NAL = { VPS: 32, SPS: 33, PPS: 34, AUD: 35, PREFIX_SEI: 39, SUFFIX_SEI: 40 } as const;
 
@@ -201,6 +200,5 @@ export function buildHvcC(vps: Buffer | Buffer[], sps: Buffer | Buffer[], pps: B
       parts.push(l, nal);
     }
   }
-  // a record lives as long as its track (an HLS init segment's): not a slice of Node's pool (kept-bytes)
-  return keptCopy(Buffer.concat(parts));
+  return Buffer.concat(parts);
 }

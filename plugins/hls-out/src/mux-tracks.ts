@@ -6,10 +6,11 @@ import { keptCopy } from '../../../plugin-sdk/kept-bytes';
 import { parseAsc } from './mpegts';
 import type { MuxTrack } from './mux-types';
 
+/** The video track of the init segment; its decoder configuration record is kept as long as the stream (kept-bytes). */
 export function videoTrack(v: VideoTrackInfo): MuxTrack | undefined {
   try {
     if (v.codec === 'h264' && v.sps && v.pps) {
-      return { id: 1, kind: 'video', codec: 'h264', timescale: 90_000, width: v.width, height: v.height, config: buildAvcC(v.sps, v.pps), paramSets: [v.sps, v.pps] };
+      return { id: 1, kind: 'video', codec: 'h264', timescale: 90_000, width: v.width, height: v.height, config: keptCopy(buildAvcC(v.sps, v.pps)), paramSets: [v.sps, v.pps] };
     }
     if (v.codec === 'h265' && v.vps && v.sps && v.pps) {
       return { id: 1, kind: 'video', codec: 'h265', timescale: 90_000, width: v.width, height: v.height, config: completeArrays(buildHvcC(v.vps, v.sps, v.pps)), paramSets: [v.vps, v.sps, v.pps] };
