@@ -4,6 +4,12 @@ import { RtspOutConfig } from './src/config';
 import { APP } from './src/play-url';
 import { createRtpFormat } from './src/rtp-format';
 import { RtspServer } from './src/server';
+import { UdpPeerRelay } from './src/udp-peer-relay';
+
+/** unknown UDP peers are passed to the other workers at most this often (well inside any session timeout) */
+const PEER_BATCH_MS = 100;
+/** distinct peers in one batch: a bound on what a flood of datagrams from made-up addresses costs between workers */
+const PEER_BATCH_MAX = 1024;
 
 export { RtspOutConfig };
 
@@ -25,6 +31,9 @@ export default definePlugin({
     const bad = m.counter('bad_requests_total', 'malformed RTSP requests (answered 400/413/505/501, or the connection closed)');
     const timeouts = m.counter('session_timeouts_total', 'RTSP sessions torn down after sessionTimeoutSec without a word from their client');
     const udpDropped = m.counter('udp_dropped_total', 'RTP/RTCP datagrams dropped because the UDP send queue was full');
+    const peersRelayed = m.counter('udp_peers_relayed_total', 'with workers: addresses of UDP readers heard here whose session may be another worker\'s, passed to the others', ['outcome']);
+    const relayedSent = peersRelayed.labels('sent');
+    const relayedDropped = peersRelayed.labels('dropped');
     let bytesOut = 0;
     let streams = 0;
     const format = createRtpFormat({
@@ -35,6 +44,12 @@ export default definePlugin({
     });
 
     let server: RtspServer | undefined;
+    const relay = new UdpPeerRelay({
+      workers: ctx.workers, clock: ctx.clock, batchMs: PEER_BATCH_MS, maxBatch: PEER_BATCH_MAX,
+      heard: (peers) => server?.heardElsewhere(peers),
+      relayed: (n) => relayedSent.inc(n),
+      dropped: () => relayedDropped.inc(),
+    });
     const rtpSocket = await ctx.net.listenUdp({ port: c.rtpPort, host: c.host, key: 'rtpPort' }, (msg, rinfo) => server?.onUdp(msg, rinfo));
     const rtcpSocket = await ctx.net.listenUdp({ port: c.rtcpPort, host: c.host, key: 'rtcpPort' }, (msg, rinfo) => server?.onUdp(msg, rinfo));
     const tcp = await ctx.net.listenTcp({ port: c.port, host: c.host, key: 'port', route: 'stream-path' }, (socket) => {
@@ -54,6 +69,7 @@ export default definePlugin({
         timedOut: () => timeouts.inc(),
         udpDropped: () => udpDropped.inc(),
         sent: (n) => { bytesOut += n; },
+        unknownPeer: (peer) => relay.unknown(peer),
       },
     });
     const srv = server;
@@ -78,6 +94,11 @@ export default definePlugin({
     ctx.sessions.onRequestClosed((r) => srv.closeRequest(r.reqId));
 
     ctx.log.info({ port, rtpPort: rtpSocket.address().port, rtcpPort: rtcpSocket.address().port }, 'RTSP players served');
-    return { stop: () => srv.stop() };
+    return {
+      stop: () => {
+        relay.stop();
+        srv.stop();
+      },
+    };
   },
 });

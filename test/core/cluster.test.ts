@@ -7,128 +7,44 @@
  * play again; SIGTERM stops the whole gateway with exit 0.
  */
 import assert from 'node:assert/strict';
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as net from 'node:net';
-import * as path from 'node:path';
-import { channelKey } from '../../plugin-sdk/cluster';
-import { shardOf } from '../../core/cluster/shard';
-import { repoRoot } from '../../core/kernel';
-import { scratchDir } from '../support/paths';
+import { AUTH_A, AUTH_B, CallbackReceiver, api, simsOfWorkers, startClusterGateway, workerPids, type ClusterGateway } from '../support/cluster-gateway';
 import { Client, Terminal, dominantHz, pcmBytes, terminalPackets, tone } from '../../plugins/intercom/test/helpers';
 import { HttpFlvPlayer, TcpTerminal, capture, encodeCapture, encodeLazily, ffprobe, loopedPackets, sendUdp, waitFor } from '../e2e/helpers';
 
-const MAIN = path.join(repoRoot, 'dist', 'core', 'main.js');
 const CAPTURE = 'jt1078/glaciall-cif-h264-2013.bin';
-const AUTH_A = `Basic ${Buffer.from('a:a').toString('base64')}`;
-const AUTH_B = `Basic ${Buffer.from('b:b').toString('base64')}`;
-
-interface Notice { act: string; reqId: string; closeCause?: number; simNo: string }
-
-class CallbackReceiver {
-  readonly notices: Notice[] = [];
-  private server = http.createServer((req, res) => {
-    let body = '';
-    req.on('data', (d) => { body += d; });
-    req.on('end', () => {
-      if (req.url === '/strm_notif') this.notices.push(JSON.parse(body) as Notice);
-      res.writeHead(200, { 'Content-Type': 'application/json' }).end('{"errCode":0}');
-    });
-  });
-  port = 0;
-  async start(): Promise<void> {
-    await new Promise<void>((r) => this.server.listen(0, '127.0.0.1', r));
-    this.port = (this.server.address() as net.AddressInfo).port;
-  }
-  stop(): void { this.server.close(); }
-}
-
-async function api(port: number, method: string, p: string, body?: unknown, auth = AUTH_A, agent?: http.Agent): Promise<{ status: number; json: any; text: string }> {
-  return new Promise((resolve, reject) => {
-    const data = body === undefined ? undefined : JSON.stringify(body);
-    const req = http.request({ host: '127.0.0.1', port, method, path: p, agent: agent ?? false,
-      headers: { Authorization: auth, ...(data ? { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(data) } : {}) } }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (d) => { text += d; });
-      res.on('end', () => {
-        let json: unknown;
-        try { json = JSON.parse(text); } catch { json = undefined; }
-        resolve({ status: res.statusCode ?? 0, json, text });
-      });
-    });
-    req.on('error', reject);
-    req.end(data);
-  });
-}
-
-/** worker index -> pid, read from the children of the primary */
-function workerPids(primary: number): Map<number, number> {
-  const out = new Map<number, number>();
-  let pids: string[] = [];
-  try { pids = execFileSync('pgrep', ['-P', String(primary)], { encoding: 'utf8' }).trim().split('\n').filter(Boolean); } catch { /* none */ }
-  for (const pid of pids) {
-    try {
-      const env = fs.readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0');
-      const idx = env.find((e) => e.startsWith('JTGW_WORKER_INDEX='));
-      if (idx) out.set(Number(idx.split('=')[1]), Number(pid));
-    } catch { /* gone */ }
-  }
-  return out;
-}
 
 describe('a gateway with two workers (real process)', function () {
   this.timeout(120_000);
-  let dir: string;
-  let child: ChildProcess;
-  let stdout = '';
+  let gw: ClusterGateway;
+  let child: ClusterGateway['child'];
   let ports: Record<string, number> = {};
   const cb = new CallbackReceiver();
   const terminals: TcpTerminal[] = [];
   // two channels whose owners differ
-  const sims: string[] = [];
-  for (let i = 0; sims.length < 2; i++) {
-    const sim = String(13800138000 + i);
-    if (shardOf(channelKey(sim, 1), 2) === sims.length) sims.push(sim);
-  }
-  const [simA, simB] = sims;
+  const [simA, simB] = simsOfWorkers(13800138000, 1, 2);
 
   before(async () => {
-    dir = scratchDir('cluster');
     await cb.start();
-    const site = {
-      gateway: {
-        workers: 2, httpPort: 0, listenHost: '127.0.0.1', publicHost: '127.0.0.1', dataDir: path.join(dir, 'data'), store: { kind: 'memory' },
-        applications: [{ appId: 'A', user: 'a', password: 'a' }, { appId: 'B', user: 'b', password: 'b' },
-          { appId: 'ops', user: 'ops', password: 'ops', admin: true }, { appId: 'gov', user: 'gov', password: 'gov', gov: true }], metricsAccess: 'open',
-      },
-      plugins: [
-        { name: 'jt1078-ingest', config: { livePort2013: 0, livePort2019: 0, replayPort2013: 0, replayPort2019: 0 } },
-        { name: 'flv-out', config: { port: 0 } },
-        { name: 'hls-out', config: {} },
-        { name: 'callback-notifier', config: { allowLoopback: true } },
-        { name: 'gov-timed-token', config: {} },
-        { name: 'intercom', config: { maxBufferMs: 2000 } },
-      ],
-    };
-    const file = path.join(dir, 'site.json');
-    fs.writeFileSync(file, JSON.stringify(site));
-    child = spawn(process.execPath, [MAIN, file], { env: { PATH: process.env.PATH ?? '' }, stdio: ['ignore', 'pipe', 'pipe'] });
-    child.stdout!.on('data', (d) => { stdout += d; });
-    child.stderr!.on('data', (d) => { stdout += d; });
-    await waitFor('both workers up', () => stdout.includes('gateway started with workers') || child.exitCode !== null, 60_000, 50);
-    assert.equal(child.exitCode, null, stdout);
-    const started = stdout.split('\n').filter((l) => l.includes('"msg":"gateway started"')).map((l) => JSON.parse(l) as { ports: Record<string, number> });
-    ports = started[0].ports;
-    assert.ok(ports['gateway.httpPort'] > 0 && ports['flv-out.port'] > 0, stdout);
+    gw = await startClusterGateway('cluster', { workers: 2 }, [
+      { name: 'jt1078-ingest', config: { livePort2013: 0, livePort2019: 0, replayPort2013: 0, replayPort2019: 0 } },
+      { name: 'flv-out', config: { port: 0 } },
+      { name: 'hls-out', config: {} },
+      { name: 'callback-notifier', config: { allowLoopback: true } },
+      { name: 'gov-timed-token', config: {} },
+      { name: 'intercom', config: { maxBufferMs: 2000 } },
+    ]);
+    child = gw.child;
+    ports = gw.ports;
+    assert.ok(ports['flv-out.port'] > 0, gw.log());
   });
 
   after(async () => {
     for (const t of terminals) t.socket.destroy();
-    if (child && child.exitCode === null) child.kill('SIGKILL');
+    gw?.stop();
     cb.stop();
-    fs.rmSync(dir, { recursive: true, force: true });
   });
 
   const open = (sim: string, over: Record<string, unknown> = {}, auth = AUTH_A) =>
@@ -170,7 +86,7 @@ describe('a gateway with two workers (real process)', function () {
     // the opens were served by their channels' workers
     // (the log is written asynchronously: the lines may trail the answers)
     const opened = await waitFor('the request log lines', () => {
-      const lines = stdout.split('\n').filter((l) => l.includes('"request opened"')).map((l) => JSON.parse(l) as { worker: number; reqId: string });
+      const lines = gw.log().split('\n').filter((l) => l.includes('"request opened"')).map((l) => JSON.parse(l) as { worker: number; reqId: string });
       return lines.filter((o) => o.reqId.startsWith('cluster-req-')).length === 2 ? lines : undefined;
     }, 10_000, 20);
     assert.equal(opened.find((o) => o.reqId === 'cluster-req-A')?.worker, 0);
@@ -211,8 +127,7 @@ describe('a gateway with two workers (real process)', function () {
 
   it('a terminal pushing over UDP reaches its channel\'s worker through the primary, datagram by datagram', async () => {
     // a third channel, on worker 1, in the 2019 layout
-    let sim = '';
-    for (let i = 100; !sim; i++) if (shardOf(channelKey(String(13900000000 + i), 2), 2) === 1) sim = String(13900000000 + i);
+    const sim = simsOfWorkers(13900000100, 2, 2)[1];
     const r = await open(sim, { chanId: 2, reqId: 'cluster-udp' });
     assert.equal(r.json.errCode, 0, r.text);
     assert.equal(r.json.data[0].tcp2019, true);
@@ -224,14 +139,13 @@ describe('a gateway with two workers (real process)', function () {
     const p = ffprobe(player.data(), 'flv');
     assert.equal(p.codec, 'h264');
     assert.ok(p.frames >= 100, `decoded ${p.frames}`);
-    const opened = await waitFor('its log line', () => stdout.split('\n').find((l) => l.includes('"request opened"') && l.includes('cluster-udp')));
+    const opened = await waitFor('its log line', () => gw.log().split('\n').find((l) => l.includes('"request opened"') && l.includes('cluster-udp')));
     assert.equal((JSON.parse(opened) as { worker: number }).worker, 1);
     await api(ports['gateway.httpPort'], 'POST', '/strm/close', { reqIds: ['cluster-udp'] });
   });
 
   it('talk reaches the terminal on its worker, over taUrl and over STOMP whichever worker the socket lands on', async () => {
-    let sim = '';
-    for (let i = 500; !sim; i++) if (shardOf(channelKey(String(13700000000 + i), 1), 2) === 1) sim = String(13700000000 + i);
+    const sim = simsOfWorkers(13700000500, 1, 2)[1];
     const r = await open(sim, { dataTyp: 2, reqId: 'cluster-talk' });
     assert.equal(r.json.errCode, 0, r.text);
     const { taUrl, wsUrl } = r.json.data[0] as { taUrl: string; wsUrl: string };

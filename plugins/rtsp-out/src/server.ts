@@ -33,6 +33,8 @@ export interface RtspServerHooks {
   timedOut(): void;
   udpDropped(): void;
   sent(n: number): void;
+  /** a datagram from a peer ("host:port") this server holds no UDP session for (with workers: maybe another's) */
+  unknownPeer(peer: string): void;
 }
 
 export interface RtspServerOptions {
@@ -146,8 +148,19 @@ export class RtspServer implements SessionOwner {
 
   /** RTP or RTCP from a UDP reader (receiver reports, NAT keep-alives): it is still there. */
   onUdp(_msg: Buffer, rinfo: RemoteInfo): void {
-    const s = this.udpPeers.get(`${rinfo.address.replace(/^::ffff:/, '')}:${rinfo.port}`);
+    const peer = `${rinfo.address.replace(/^::ffff:/, '')}:${rinfo.port}`;
+    const s = this.udpPeers.get(peer);
     if (s) s.lastSeen = this.now();
+    else this.o.hooks.unknownPeer(peer);
+  }
+
+  /** peers another worker heard from (their datagrams reached it, not this one) */
+  heardElsewhere(peers: readonly string[]): void {
+    const now = this.now();
+    for (const p of peers) {
+      const s = this.udpPeers.get(p);
+      if (s) s.lastSeen = now;
+    }
   }
 
   /** Ends the sessions of a closed request (decisions.md: closing a request closes its players). */

@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
+import * as dgram from 'node:dgram';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as os from 'node:os';
@@ -138,6 +139,13 @@ export function run(cmd: string, args: string[], timeoutMs: number): Promise<{ c
       resolve({ code, stdout, stderr });
     });
   });
+}
+
+/** a UDP socket on a free loopback port: a reader's RTP or RTCP port */
+export async function udpSocket(): Promise<dgram.Socket> {
+  const s = dgram.createSocket('udp4');
+  await new Promise<void>((resolve) => s.bind(0, '127.0.0.1', () => resolve()));
+  return s;
 }
 
 // --- a raw RTSP client -----------------------------------------------------------------------------------------------

@@ -4,11 +4,10 @@
  * reader that stops reading is dropped by the bus's slow-reader policy.
  */
 import assert from 'node:assert/strict';
-import * as dgram from 'node:dgram';
 import * as net from 'node:net';
 import { rtcpPacketTypes } from '../src/rtcp';
 import { prng } from '../../../test/support/prng';
-import { RawRtsp, h264Clip, startRtspGateway, waitFor, type RtspGateway } from './helpers';
+import { RawRtsp, h264Clip, startRtspGateway, udpSocket, waitFor, type RtspGateway } from './helpers';
 
 /** Writes bytes on a fresh connection; resolves with everything the server sent back until it closed (or `ms`). */
 function exchange(port: number, data: Buffer | string, ms = 2000): Promise<{ text: string; closed: boolean }> {
@@ -25,12 +24,6 @@ function exchange(port: number, data: Buffer | string, ms = 2000): Promise<{ tex
       resolve({ text, closed });
     });
   });
-}
-
-async function udpSocket(): Promise<dgram.Socket> {
-  const s = dgram.createSocket('udp4');
-  await new Promise<void>((resolve) => s.bind(0, '127.0.0.1', () => resolve()));
-  return s;
 }
 
 describe('rtsp-out: malformed requests', function () {
