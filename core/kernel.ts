@@ -15,6 +15,7 @@ import { loadSite, type SiteSpec } from './site';
 import { ApplicationRegistry } from './apps';
 import { ApiServer, type ApiServerOptions } from './http/api-server';
 import { LoginGuard } from './http/login-guard';
+import { BatchedBroadcast } from '../plugin-sdk/batched-broadcast';
 import { CoreMediaBus, type PluginBus } from './bus/media-bus';
 import { NoticeHub } from './notices';
 import { SessionManager } from './sessions/session-manager';
@@ -97,6 +98,8 @@ export class Kernel {
   started = false;
   private loaded: Loaded[] = [];
   private loginGuard!: LoginGuard;
+  /** with several workers: the failed logins counted here, told to the other workers' guards */
+  private loginShare: BatchedBroadcast | undefined;
   /** what every API server of this gateway (the kernel's and plugins' own ports) shares for credential checks */
   private authHooks!: Pick<ApiServerOptions, 'loginGuard' | 'onAuthFailure' | 'onAuthThrottled'>;
   private stores!: StoreFactory;
@@ -266,9 +269,17 @@ export class Kernel {
     coreMetrics.gauge('read_slice_slab_bytes', 'bytes of the slabs set-aside reads are copied into (in use or spare; spares a burst made are let go 10-20 s after it)', [], (g) => g.set(this.slices.slabBytes));
     const authFailures = coreMetrics.counter('auth_failures_total', 'failed Basic logins, by reason', ['reason']);
     const authThrottled = coreMetrics.counter('auth_throttled_total', 'requests refused (429) from addresses blocked after too many failed logins');
+    // the primary deals API connections to the workers in turn: an address's guesses add up across workers, or the
+    // brake would allow authFailLimit per worker
+    const loginShare = this.opts.cluster && new BatchedBroadcast({
+      // the core's own topics go under the empty plugin name, which no plugin can have
+      workers: this.workersFor(''), topic: 'login-failures', clock: this.clock, batchMs: 10, maxBatch: 4096, maxItemLength: 128,
+      received: (keys) => { for (const k of keys) this.loginGuard.failureElsewhere(k); },
+    });
+    this.loginShare = loginShare || undefined;
     this.loginGuard = new LoginGuard({
       failLimit: this.gateway.authFailLimit, windowMs: this.gateway.authFailWindowSec * 1000, blockMs: this.gateway.authBlockSec * 1000,
-      logIntervalMs: 10_000, now: () => this.clock.now(),
+      logIntervalMs: 10_000, now: () => this.clock.now(), shared: loginShare ? (key) => loginShare.add(key) : undefined,
     });
     this.authHooks = { loginGuard: this.loginGuard, onAuthFailure: (reason: string) => authFailures.inc({ reason }), onAuthThrottled: () => authThrottled.inc() };
     this.connections = this.connectionGuard(coreMetrics, perAddressExempt, listenerLimits);
@@ -465,6 +476,7 @@ export class Kernel {
 
   private async doStop(): Promise<void> {
     this.started = false;
+    this.loginShare?.stop();
     this.sessions?.stopAll();
     for (const l of [...this.loaded].reverse()) {
       try {

@@ -12,6 +12,11 @@ export interface LoginGuardOptions {
   now: () => number;
   /** addresses tracked at once; past it the stalest are forgotten */
   maxTracked?: number;
+  /**
+   * With several workers: a counted failure of the address `key` (an addressKey), for the other workers' guards
+   * (`failureElsewhere`), so the limit holds for an address whose guesses land on different workers.
+   */
+  shared?: (key: string) => void;
 }
 
 interface LogState {
@@ -101,6 +106,32 @@ export class LoginGuard {
   failure(remote: string, reason: string, counts: boolean): FailureVerdict {
     const now = this.o.now();
     const key = addressKey(remote);
+    const e = this.entry(key, now);
+    const guess = counts && this.o.failLimit > 0;
+    const blocked = guess && this.count(e, now);
+    if (guess) this.o.shared?.(key);
+    const l = this.logState(e, blocked ? 'blocked' : reason);
+    if (blocked || now - l.at >= this.o.logIntervalMs) {
+      const suppressed = l.suppressed;
+      l.suppressed = 0;
+      l.at = now;
+      return { log: true, suppressed, blocked };
+    }
+    l.suppressed++;
+    return { log: false, suppressed: 0, blocked };
+  }
+
+  /**
+   * A failed login another worker counted for the address `key` (its `shared`): counted here too, so the block starts
+   * on every worker. Not logged: the worker that checked the credentials did.
+   */
+  failureElsewhere(key: string): void {
+    if (this.o.failLimit <= 0) return;
+    const now = this.o.now();
+    this.count(this.entry(key, now), now);
+  }
+
+  private entry(key: string, now: number): Entry {
     let e = this.entries.get(key);
     if (!e) {
       this.makeRoom(now);
@@ -112,28 +143,22 @@ export class LoginGuard {
       this.entries.set(key, e);
     }
     e.touched = now;
-    let blocked = false;
-    if (counts && this.o.failLimit > 0) {
-      if (now - e.windowStart >= this.o.windowMs || (e.blockedUntil > 0 && now >= e.blockedUntil)) {
-        e.windowStart = now;
-        e.failures = 0;
-        e.blockedUntil = 0;
-      }
-      e.failures++;
-      if (e.failures >= this.o.failLimit && e.blockedUntil === 0) {
-        e.blockedUntil = now + this.o.blockMs;
-        blocked = true;
-      }
+    return e;
+  }
+
+  /** one more guess from the entry's address; true when it started a block */
+  private count(e: Entry, now: number): boolean {
+    if (now - e.windowStart >= this.o.windowMs || (e.blockedUntil > 0 && now >= e.blockedUntil)) {
+      e.windowStart = now;
+      e.failures = 0;
+      e.blockedUntil = 0;
     }
-    const l = this.logState(e, blocked ? 'blocked' : reason);
-    if (blocked || now - l.at >= this.o.logIntervalMs) {
-      const suppressed = l.suppressed;
-      l.suppressed = 0;
-      l.at = now;
-      return { log: true, suppressed, blocked };
+    e.failures++;
+    if (e.failures >= this.o.failLimit && e.blockedUntil === 0) {
+      e.blockedUntil = now + this.o.blockMs;
+      return true;
     }
-    l.suppressed++;
-    return { log: false, suppressed: 0, blocked };
+    return false;
   }
 
   private logState(e: Entry, kind: string): LogState {

@@ -4,12 +4,7 @@ import { RtspOutConfig } from './src/config';
 import { APP } from './src/play-url';
 import { createRtpFormat } from './src/rtp-format';
 import { RtspServer } from './src/server';
-import { UdpPeerRelay } from './src/udp-peer-relay';
-
-/** unknown UDP peers are passed to the other workers at most this often (well inside any session timeout) */
-const PEER_BATCH_MS = 100;
-/** distinct peers in one batch: a bound on what a flood of datagrams from made-up addresses costs between workers */
-const PEER_BATCH_MAX = 1024;
+import { udpPeerRelay } from './src/udp-peer-relay';
 
 export { RtspOutConfig };
 
@@ -44,8 +39,8 @@ export default definePlugin({
     });
 
     let server: RtspServer | undefined;
-    const relay = new UdpPeerRelay({
-      workers: ctx.workers, clock: ctx.clock, batchMs: PEER_BATCH_MS, maxBatch: PEER_BATCH_MAX,
+    const relay = udpPeerRelay({
+      workers: ctx.workers, clock: ctx.clock,
       heard: (peers) => server?.heardElsewhere(peers),
       relayed: (n) => relayedSent.inc(n),
       dropped: () => relayedDropped.inc(),
@@ -69,7 +64,7 @@ export default definePlugin({
         timedOut: () => timeouts.inc(),
         udpDropped: () => udpDropped.inc(),
         sent: (n) => { bytesOut += n; },
-        unknownPeer: (peer) => relay.unknown(peer),
+        unknownPeer: (peer) => relay.add(peer),
       },
     });
     const srv = server;

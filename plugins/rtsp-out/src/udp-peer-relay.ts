@@ -9,68 +9,30 @@
  * worker while its reports were being read by another.
  *
  * So a worker that hears a peer it holds no session for passes the peer's address to the others, and the one that
- * holds it counts it as heard. Addresses are batched (one broadcast per `batchMs` at most), so the cost is one small
- * message per batch however many datagrams came, and a batch holds at most `maxBatch` distinct peers: datagrams from
- * unknown addresses are anyone's to send, and a flood of them must not become a flood of messages between workers.
+ * holds it counts it as heard. Addresses are batched (one message per `PEER_BATCH_MS` at most, each address once),
+ * and a batch holds at most `PEER_BATCH_MAX` of them: datagrams from unknown addresses are anyone's to send, and a
+ * flood of them must not become a flood of messages between workers.
  */
-import type { Cancel, Clock } from '../../../plugin-sdk/clock';
+import { BatchedBroadcast } from '../../../plugin-sdk/batched-broadcast';
+import type { Clock } from '../../../plugin-sdk/clock';
 import type { Workers } from '../../../plugin-sdk/plugin';
 
-const TOPIC = 'udp-peers-heard';
+/** well inside any session timeout */
+const PEER_BATCH_MS = 100;
+const PEER_BATCH_MAX = 1024;
+/** "host:port", an IPv6 host included */
+const PEER_MAX_LENGTH = 64;
 
-export interface UdpPeerRelayOptions {
+export function udpPeerRelay(o: {
   workers: Workers;
   clock: Clock;
-  /** how long unknown peers are gathered before they go to the other workers */
-  batchMs: number;
-  /** distinct peers in one batch; more are dropped (and counted) */
-  maxBatch: number;
   /** peers another worker heard: refresh the sessions this worker holds for them */
   heard(peers: readonly string[]): void;
-  /** `n` peers were passed to the other workers */
   relayed(n: number): void;
-  /** a peer was not passed on: the batch was full */
   dropped(): void;
-}
-
-export class UdpPeerRelay {
-  private pending = new Set<string>();
-  private cancel: Cancel | undefined;
-
-  constructor(private readonly o: UdpPeerRelayOptions) {
-    if (o.workers.count > 1) o.workers.on(TOPIC, (payload) => this.onSibling(payload));
-  }
-
-  /** a datagram from `peer` ("host:port") that this worker holds no session for */
-  unknown(peer: string): void {
-    if (this.o.workers.count <= 1 || this.pending.has(peer)) return;
-    if (this.pending.size >= this.o.maxBatch) {
-      this.o.dropped();
-      return;
-    }
-    this.pending.add(peer);
-    this.cancel ??= this.o.clock.setTimeout(() => this.flush(), this.o.batchMs);
-  }
-
-  stop(): void {
-    this.cancel?.();
-    this.cancel = undefined;
-    this.pending.clear();
-  }
-
-  private flush(): void {
-    this.cancel = undefined;
-    if (this.pending.size === 0) return;
-    const peers = [...this.pending];
-    this.pending.clear();
-    this.o.workers.broadcast(TOPIC, peers);
-    this.o.relayed(peers.length);
-  }
-
-  private onSibling(payload: unknown): void {
-    // a sibling's message, but still checked: its shape is all this code relies on
-    if (!Array.isArray(payload)) return;
-    const peers = payload.slice(0, this.o.maxBatch).filter((p): p is string => typeof p === 'string' && p.length <= 64);
-    if (peers.length) this.o.heard(peers);
-  }
+}): BatchedBroadcast {
+  return new BatchedBroadcast({
+    workers: o.workers, topic: 'udp-peers-heard', clock: o.clock, batchMs: PEER_BATCH_MS, maxBatch: PEER_BATCH_MAX,
+    maxItemLength: PEER_MAX_LENGTH, distinct: true, received: o.heard, sent: o.relayed, dropped: o.dropped,
+  });
 }
