@@ -63,8 +63,8 @@ export class RecorderConfig {
   resumeFreeBytes = 64 * 1024 * 1024;
 
   /**
-   * PostgreSQL only: a 'recording' row whose file has not changed for this long is taken as left behind by a
-   * gateway that died (another gateway sharing the catalog may still be writing fresher ones)
+   * With PostgreSQL or several workers: a 'recording' row whose file has not changed for this long is taken as left
+   * behind by a gateway or worker that died (another one sharing the catalog may still be writing fresher ones)
    */
   @IsInt() @Min(0)
   orphanQuietSec = 300;

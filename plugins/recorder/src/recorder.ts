@@ -61,6 +61,10 @@ function withRecordingError(n: Notice, error: string): void {
 
 export async function startRecorder(ctx: PluginContext<RecorderConfig>, store: RecorderStore): Promise<PluginInstance> {
   const cfg = ctx.config;
+  const sharedCatalog = !!cfg.postgresUrl || ctx.workers.count > 1;
+  if (ctx.workers.count > 1 && cfg.orphanQuietSec === 0) {
+    throw new Error(`config key orphanQuietSec: 0 with ${ctx.workers.count} workers would let each worker close the others' live recordings as orphans; use a time longer than any pause in a recorded stream (default 300)`);
+  }
   const timeZone = cfg.timeZone;
   const storeRoot = store.storeRoot;
   let catalog = store.catalog;
@@ -134,7 +138,9 @@ export async function startRecorder(ctx: PluginContext<RecorderConfig>, store: R
       for (const rec of [...unsettled.values()]) if (await rec.settle()) unsettled.delete(rec.reqId);
       const rec = await recoverUnfinished(cat, storeRoot, {
         now: new Date(ctx.clock.now()),
-        quietMs: cfg.postgresUrl ? cfg.orphanQuietSec * 1000 : 0,
+        // other writers of the catalog: gateways sharing a PostgreSQL one, or this gateway's other workers (one
+        // SQLite file for all), whose live recordings this worker cannot see
+        quietMs: sharedCatalog ? cfg.orphanQuietSec * 1000 : 0,
         // a row whose final update is pending is ours: recovery would close it as 'done' from its file
         isActive: (id) => active.has(id) || unsettled.has(id),
       });

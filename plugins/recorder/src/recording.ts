@@ -291,7 +291,9 @@ export class Recording {
     this.countBytes(w.size);
     if (w.size === this.cataloguedSize) return;
     this.tickBusy = true;
-    void this.catalog('size update', { sz: w.size, mediaTyp: this.mediaTyp })
+    // state and endTm again: another gateway or worker sharing the catalog may have taken the row for an orphan while
+    // the stream paused for longer than orphanQuietSec; it is live again
+    void this.catalog('size update', { sz: w.size, mediaTyp: this.mediaTyp, state: 'recording', endTm: null })
       .finally(() => { this.tickBusy = false; });
   }
 

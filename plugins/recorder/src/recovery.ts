@@ -12,7 +12,7 @@ export interface RecoveryOptions {
   now: Date;
   /**
    * A file written to within this many ms may still be recorded by another gateway sharing the catalog
-   * (PostgreSQL): it is left for a later pass. 0 for a catalog no one else writes to.
+   * (PostgreSQL) or another worker of this one: it is left for a later pass. 0 for a catalog no one else writes to.
    */
   quietMs: number;
   /** rows this gateway is recording right now */
