@@ -5,10 +5,9 @@
  * (so the chain and the SAN are verified), the ws client, and ffprobe reading the https play URL.
  */
 import assert from 'node:assert/strict';
-import { execFile, spawnSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import * as fs from 'node:fs';
-import * as https from 'node:https';
 import * as net from 'node:net';
 import * as path from 'node:path';
 import { once } from 'node:events';
@@ -16,37 +15,11 @@ import WebSocket from 'ws';
 import { startTestGateway, type TestGateway } from '../../plugin-sdk/testkit';
 import { scratchDir } from '../support/paths';
 import { requireTool } from '../support/tools';
+import { makeCert, httpsRequest as request } from '../support/tls-cert';
 import { TcpTerminal, capture, encodeLazily, loopedPackets } from './helpers';
 
 const execFileP = promisify(execFile);
 const DEMO = `Basic ${Buffer.from('demo:demo').toString('base64')}`;
-
-/** A self-signed certificate for 127.0.0.1 (IP SAN), made by openssl for this run. */
-function makeCert(dir: string, cn = '127.0.0.1'): { cert: string; key: string } {
-  const openssl = requireTool('openssl', 'openssl');
-  const cert = path.join(dir, `${cn}.crt`);
-  const key = path.join(dir, `${cn}.key`);
-  const r = spawnSync(openssl, ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '2',
-    '-subj', `/CN=${cn}`, '-addext', `subjectAltName=IP:${cn}`, '-keyout', key, '-out', cert], { encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`openssl failed: ${r.stderr}`);
-  return { cert, key };
-}
-
-function request(url: string, ca: Buffer, o: { method?: string; body?: unknown; auth?: string } = {}): Promise<{ status: number; headers: Record<string, unknown>; body: Buffer }> {
-  return new Promise((resolve, reject) => {
-    const data = o.body === undefined ? undefined : Buffer.from(JSON.stringify(o.body));
-    const req = https.request(url, {
-      method: o.method ?? 'GET', ca,
-      headers: { ...(o.auth ? { Authorization: o.auth } : {}), ...(data ? { 'Content-Type': 'application/json', 'Content-Length': data.length } : {}) },
-    }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
-    });
-    req.on('error', reject);
-    req.end(data);
-  });
-}
 
 describe('TLS on the gateway\'s ports (issue 17 item 10)', function () {
   this.timeout(60_000);
