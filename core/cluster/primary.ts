@@ -23,7 +23,23 @@ interface Slot {
   ready: boolean;
   restartMs: number;
   startedAt: number;
+  /**
+   * Connections handed to this worker that it may not have taken yet. Sending detaches the socket's handle and Node
+   * closes the primary's copy only when the worker acknowledges it, sending the next handle only after that; a worker
+   * that dies in between leaves the one in flight and those queued behind it open here, with nobody reading them
+   * (clients hung until their own timeout). Entries Node has closed (taken) are swept at the next hand-over.
+   */
+  handing: Set<Handing>;
 }
+
+/** libuv's TCP handle under a net.Socket (Node internals: `_handle`, and `fd` -1 once closed) */
+interface TcpWrap { fd: number; close(): void }
+
+function wrapOf(sock: net.Socket): TcpWrap | undefined {
+  return (sock as unknown as { _handle?: TcpWrap | null })._handle ?? undefined;
+}
+
+interface Handing { l: Listener; sock: net.Socket; head: Buffer; key: string | undefined; wrap: TcpWrap }
 
 interface Listener {
   name: string;
@@ -79,7 +95,7 @@ export class Primary {
     const extra = (this.o.workerFlags ?? []).filter((f) => !process.execArgv.includes(f));
     cluster.setupPrimary({ serialization: 'advanced', execArgv: [...process.execArgv, ...extra] });
     const booted = new Promise<void>((resolve, reject) => { this.bootResolve = resolve; this.bootReject = reject; });
-    for (let i = 0; i < this.o.workers; i++) this.slots.push({ index: i, ready: false, restartMs: RESTART_MIN_MS, startedAt: 0 });
+    for (let i = 0; i < this.o.workers; i++) this.slots.push({ index: i, ready: false, restartMs: RESTART_MIN_MS, startedAt: 0, handing: new Set() });
     // the first worker boots alone: a bad site fails once, with one message, and first-run work (stores, schemas)
     // is done before the others start
     this.fork(this.slots[0]);
@@ -101,6 +117,7 @@ export class Primary {
     slot.ready = false;
     slot.worker = undefined;
     this.failRpcsTo(slot.index);
+    this.rehome(slot);
     if (this.stopping) return;
     if (!this.booted) {
       // a boot failure is the site's fault (it printed why): every worker would fail the same way
@@ -145,10 +162,14 @@ export class Primary {
     else this.perApp.delete(appId);
   }
 
-  private send(w: Worker, m: ToWorker, handle?: net.Socket): boolean {
+  /**
+   * `undelivered`: a handle's message could not be written (the worker died a moment ago and its exit is not seen
+   * yet); Node then keeps the socket open here, where nothing reads it.
+   */
+  private send(w: Worker, m: ToWorker, handle?: net.Socket, undelivered?: (err: Error) => void): boolean {
     if (!w.isConnected()) return false;
     try {
-      if (handle) w.send(m, handle, { keepOpen: false } as never);
+      if (handle) w.send(m, handle, { keepOpen: false } as never, (err: Error | null) => { if (err) undelivered?.(err); });
       else w.send(m);
       return true;
     } catch (err) {
@@ -343,13 +364,7 @@ export class Primary {
       (sock as unknown as { _handle?: { readStop?: () => void } })._handle?.readStop?.();
       let more: Buffer | null;
       while ((more = sock.read() as Buffer | null) !== null) head = Buffer.concat([head, more]);
-      const slot = typeof d === 'object' ? this.slots[shardOf(d.key, this.slots.length)] : this.nextReady();
-      if (!slot?.ready || !slot.worker) {
-        this.log.warn({ listener: l.name, key: typeof d === 'object' ? d.key : undefined }, 'connection refused: its worker is restarting');
-        sock.destroy();
-        return;
-      }
-      if (!this.send(slot.worker, { t: 'conn', listener: l.name, head }, sock)) sock.destroy();
+      this.handOver(l, sock, head, typeof d === 'object' ? d.key : undefined, true);
     };
     const onData = (chunk: Buffer) => {
       head = head.length ? Buffer.concat([head, chunk]) : chunk;
@@ -371,6 +386,53 @@ export class Primary {
     // accepted paused (pauseOnConnect): a 'data' listener alone does not start a paused socket
     sock.resume();
     sock.once('end', () => { if (!done) { done = true; clearTimeout(timer); sock.destroy(); } });
+  }
+
+  /**
+   * Gives an accepted connection and its first bytes to the worker of `key` (any worker without one). A connection
+   * for any worker whose hand-over failed (that worker just died) is offered once more to the next one; otherwise it
+   * is closed, so the client sees a reset and retries rather than hanging.
+   */
+  private handOver(l: Listener, sock: net.Socket, head: Buffer, key: string | undefined, firstTry: boolean): void {
+    const slot = key !== undefined ? this.slots[shardOf(key, this.slots.length)] : this.nextReady();
+    if (!slot?.ready || !slot.worker) {
+      this.log.warn({ listener: l.name, key }, 'connection refused: its worker is restarting');
+      sock.destroy();
+      return;
+    }
+    for (const x of slot.handing) if (x.wrap.fd < 0) slot.handing.delete(x);
+    const wrap = wrapOf(sock);
+    if (!wrap) return;
+    const h: Handing = { l, sock, head, key, wrap };
+    slot.handing.add(h);
+    const sent = this.send(slot.worker, { t: 'conn', listener: l.name, head }, sock, (err) => {
+      if (!slot.handing.delete(h)) return;
+      this.log.warn({ listener: l.name, key, worker: slot.index, err: err.message, retried: key === undefined && firstTry && !sock.destroyed },
+        'connection not handed over: its worker is gone');
+      if (key === undefined && firstTry && !sock.destroyed) this.handOver(l, sock, head, key, false);
+      else sock.destroy();
+    });
+    if (!sent) {
+      slot.handing.delete(h);
+      sock.destroy();
+    }
+  }
+
+  /**
+   * A dead worker's connections still waiting to be handed over: one for any worker goes to another; one for the
+   * dead worker's streams is closed (the terminal or player reconnects once the worker is back).
+   */
+  private rehome(slot: Slot): void {
+    const stuck = [...slot.handing].filter((h) => h.wrap.fd >= 0);
+    slot.handing.clear();
+    if (stuck.length) this.log.warn({ worker: slot.index, connections: stuck.length }, 'connections waiting for a dead worker: handed to another, or closed');
+    for (const h of stuck) {
+      // still queued (its handle never left the socket): it can go elsewhere; in flight: only closing is left
+      const queued = wrapOf(h.sock) === h.wrap;
+      if (queued && h.key === undefined) this.handOver(h.l, h.sock, h.head, undefined, false);
+      else if (queued) h.sock.destroy();
+      else h.wrap.close();
+    }
   }
 
   private nextReady(): Slot | undefined {
