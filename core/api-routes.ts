@@ -32,12 +32,16 @@ export function registerCoreRoutes(k: Kernel): void {
     } catch {
       // bad or blocked credentials: still a health answer, only without the counts
     }
+    // with several workers, what every worker says (this one alone if they cannot be asked)
+    let degraded: Record<string, unknown> = k.health.details();
+    if (cs && k.started) degraded = await cs.health().catch(() => degraded);
+    const isDegraded = Object.keys(degraded).length > 0;
     // degraded is still 200: live media flows, and a load balancer should keep sending players
-    const status = !k.started ? 'starting' : k.health.degraded ? 'degraded' : 'ok';
+    const status = !k.started ? 'starting' : isDegraded ? 'degraded' : 'ok';
     let totals = { requests: k.sessions.requestCount, streams: k.sessions.streamCount };
     if (counts && cs) totals = await cs.counts().catch(() => totals);
     const body = JSON.stringify(counts
-      ? { status, ...totals, ...(cs ? { workers: k.cluster!.link.count } : {}), ...(k.health.degraded ? { degraded: k.health.details() } : {}) }
+      ? { status, ...totals, ...(cs ? { workers: k.cluster!.link.count } : {}), ...(isDegraded ? { degraded } : {}) }
       : { status });
     res.writeHead(k.started ? 200 : 503, { 'Content-Type': 'application/json', 'Cache-Control': 'no-store' });
     res.end(body);

@@ -38,6 +38,7 @@ export function registerClusterCalls(k: Kernel, link: WorkerLink): void {
   });
   link.handle('status', (a) => k.sessions.status((a as { app: Application }).app));
   link.handle('counts', () => ({ requests: k.sessions.requestCount, streams: k.sessions.streamCount }));
+  link.handle('health', (): WorkerHealth => ({ worker: link.index, parts: k.health.details() }));
   link.handle('metrics', () => scrapeJson(k.registry));
   link.handle('broadcast', (a) => {
     const { from, plugin, topic, payload } = a as { from: number; plugin: string; topic: string; payload: unknown };
@@ -51,6 +52,11 @@ export function registerClusterCalls(k: Kernel, link: WorkerLink): void {
 }
 
 /** The session API over every worker: each call goes to the worker that holds the channel or the request. */
+interface WorkerHealth { worker: number; parts: Record<string, { reason: string; since: string }> }
+
+/** a degraded part of a multi-worker gateway, as /healthz shows it */
+export interface ClusterHealthPart { reason: string; since: string; workers: number[] }
+
 export class ClusterSessions {
   constructor(private readonly k: Kernel, private readonly link: WorkerLink) {}
 
@@ -96,6 +102,33 @@ export class ClusterSessions {
   async metrics(): Promise<string> {
     const parts = await this.link.callAll<WorkerMetric[]>('metrics', {});
     return aggregateText(parts);
+  }
+
+  /**
+   * Every worker's degraded parts, merged by part (the earliest one's reason and time, and which workers say so), plus
+   * a `workers` part while some worker is not running (restarting after a crash): its channels cannot be served then.
+   * Without this a health check saw only the worker its request landed on.
+   */
+  async health(): Promise<Record<string, ClusterHealthPart>> {
+    const answers = await this.link.callAll<WorkerHealth>('health', {});
+    const out: Record<string, ClusterHealthPart> = {};
+    for (const a of answers.sort((x, y) => x.worker - y.worker)) {
+      for (const [part, v] of Object.entries(a.parts)) {
+        const o = out[part];
+        if (!o) out[part] = { ...v, workers: [a.worker] };
+        else {
+          o.workers.push(a.worker);
+          if (v.since < o.since) Object.assign(o, { reason: v.reason, since: v.since });
+        }
+      }
+    }
+    const answered = new Set(answers.map((a) => a.worker));
+    const missing = Array.from({ length: this.link.count }, (_, i) => i).filter((i) => !answered.has(i));
+    if (missing.length) {
+      out.workers = { reason: `worker ${missing.join(', ')} not running (restarting): the channels it owns cannot be opened or played until it is back`,
+        since: new Date().toISOString(), workers: missing };
+    }
+    return out;
   }
 
   async counts(): Promise<{ requests: number; streams: number }> {
