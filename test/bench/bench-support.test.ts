@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import * as dgram from 'node:dgram';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as net from 'node:net';
@@ -16,12 +17,12 @@ import { fixturePath, scratchDir } from '../support/paths';
 import { slope } from './audio';
 import { BenchPlayer } from './support/bench-player';
 import { FlvPlayCounter } from './support/flv-play-counter';
-import { benchApplications, connectTcp, threadCpu } from './support/gateway-harness';
+import { benchApplications, connectTcp, connectUdp, threadCpu } from './support/gateway-harness';
 import {
   bucketsDelta, bucketsOf, coreTimes, cpuSeconds, histogramQuantile, parsePrometheus, quantile, rssBytes, summariseCpuProfile, sumDelta, sumOf,
   threadCpuSeconds, threadsOf, wasmRssBytes,
 } from './support/process-probe';
-import { SENT_RING, SynthTerminal, speechPcm, synthAudioStream, synthesise } from './support/synth-terminals';
+import { SENT_RING, SynthTerminal, UdpTerminalLink, speechPcm, synthAudioStream, synthesise } from './support/synth-terminals';
 import { BENCHES, main as benchMain } from './run';
 import { parseArgs as parseIngestFlv } from './ingest-flv';
 import { endToEndTailNote } from './support/ingest-flv-report';
@@ -324,6 +325,38 @@ describe('bench support: synthetic terminals', () => {
       close();
     }
   });
+  it('--udp: a datagram per packet, each a whole JT/T 1078 packet with the terminal\'s SIM and the next sequence number', async () => {
+    const s = synthesise(GLACIALL(), 1);
+    const server = dgram.createSocket('udp4');
+    await new Promise<void>((r) => server.bind(0, '127.0.0.1', () => r()));
+    const datagrams: Buffer[] = [];
+    server.on('message', (m) => datagrams.push(m));
+    const link = new UdpTerminalLink(await connectUdp(server.address().port));
+    try {
+      const term = new SynthTerminal('13912345678', link, s, 1 << 20);
+      const first = s.keyframes[0];
+      term.start(0, first);
+      const sent = term.sendDue(1000, 1000);
+      const want = s.frames.slice(first, first + sent).reduce((n, f) => n + f.packets.length, 0);
+      const deadline = Date.now() + 10_000;
+      while (datagrams.length < want && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+      assert.equal(datagrams.length, want);
+      datagrams.forEach((d, i) => {
+        const packets: Jt1078Packet[] = [];
+        const parser = new Jt1078Parser((p) => packets.push(p));
+        parser.push(d);
+        parser.end();
+        assert.equal(packets.length, 1, `datagram ${i}: one packet`);
+        assert.equal(packets[0].sim, '13912345678');
+        assert.equal(packets[0].seq, i);
+      });
+      assert.equal(term.bytes, datagrams.reduce((n, d) => n + d.length, 0));
+    } finally {
+      link.destroy();
+      server.close();
+    }
+  });
+
   it('keeps every frame intact when the kernel cannot take a write whole (the shared scratch is left to node)', async () => {
     // 20 MB in all: more than loopback's socket buffers take
     const s = synthesise(GLACIALL(), 8);

@@ -21,13 +21,13 @@ import { BenchArgs, captureFile, loadArg } from './support/bench-args';
 import { IDLE_CLIENT_USAGE, keepAwake } from './support/keep-awake';
 import { BenchPlayer } from './support/bench-player';
 import {
-  Api, Reservoir, benchApplications, checkDeadline, connectTcp, f1, f2, mb, pinSelf, pool, runDeadline,
+  Api, Reservoir, benchApplications, checkDeadline, connectTcp, connectUdp, f1, f2, mb, pinSelf, pool, runDeadline,
   freePort, startGateway, BOOT_TIMEOUT_MS, stopGateway, tail, gatewayCpu, gatewayRss, waitHealthy, REQUESTS_PER_APP, canPin, writeSite, profileDirFor, endScratch, printRunProfiles,
 } from './support/gateway-harness';
 import {
   bucketsDelta, bucketsOf, coreTimes, histogramQuantile, quantile, sumDelta, sumOf, type Buckets, type Sample,
 } from './support/process-probe';
-import { SynthTerminal, speechPcm, synthesise, type SynthStream } from './support/synth-terminals';
+import { SynthTerminal, UdpTerminalLink, speechPcm, synthesise, type SynthStream, type TerminalLink } from './support/synth-terminals';
 import { gcFigures, report } from './support/ingest-flv-report';
 import { watchOwnGc, type OwnGc } from './support/own-gc';
 import { vsFloor, vsFlv, vsVideo, vsWorkers } from './support/ingest-flv-compare';
@@ -114,6 +114,8 @@ export interface IngestFlvOptions {
   busyClient: boolean;
   /** rounds of the same load without audio and with it (--audio implied), alternated: issue 11's main-thread ratio */
   vsVideo: number;
+  /** terminals push over UDP, a datagram per packet (with workers, the primary routes each to its channel's worker) */
+  udp: boolean;
 }
 
 export interface IngestFlvResult {
@@ -197,7 +199,7 @@ const AAC_LOOKAHEAD_MS = 384;
 export const USAGE = `usage: npm run bench -- ingest-flv [--terminals N] [--seconds S] [--mbps X] [--capture FILE] [--audio]
                        [--audio-frame-ms MS] [--aac|--no-aac] [--ramp] [--ramp-seconds S] [--warmup S] [--profile]
                        [--floor | --vs-floor K] [--workers N] [--vs-workers K] [--vs-video K] [--no-pin] [--keep-dir]
-                       [--idle-client] [--node-opt OPT]...
+                       [--idle-client] [--udp] [--node-opt OPT]...
   --terminals N     simulated terminals, one HTTP-FLV player each (default 500)
   --seconds S       measured window (default 30)
   --mbps X          per-terminal rate in Mbit/s, audio included; the capture's video frames are padded up to it (default 1)
@@ -216,6 +218,8 @@ export const USAGE = `usage: npm run bench -- ingest-flv [--terminals N] [--seco
                     and their ratio: what a worker costs on top of the work (1.0: N workers on N cores hold N times the streams)
   --vs-video K      K rounds of the same terminals without audio and with it (--audio: players take AAC unless --no-aac)
                     alternated, then the main thread's CPU with audio / without (issue 11: 1.10 or less)
+  --udp             terminals push over UDP, a datagram per JT/T 1078 packet (2013 layout, to the live port); with
+                    --workers the primary reads every datagram and passes it to its channel's worker (not with --floor)
   --floor           run the bare-relay floor (test/bench/floor/bare-relay.ts) instead of the gateway, on the same load
   --vs-floor K      K rounds of the gateway and the floor alternated, then gateway CPU / floor CPU (issue 16's steering figure)
 ${IDLE_CLIENT_USAGE}
@@ -227,7 +231,7 @@ export function parseArgs(args: string[]): IngestFlvOptions {
   const o: IngestFlvOptions = {
     terminals: 500, seconds: 30, mbps: 1, capture: '', ramp: false, rampSeconds: 20, warmup: 5, profile: false, pin: true, keepDir: false,
     nodeOpts: [], audio: false, audioFrameMs: 20, aac: false, floor: false, vsFloor: 0, workers: 1, vsWorkers: 0, readers: 'flv', vsFlv: 0, vsVideo: 0,
-    busyClient: true,
+    busyClient: true, udp: false,
   };
   let aac: boolean | undefined;
   const r = new BenchArgs(args, USAGE);
@@ -249,11 +253,13 @@ export function parseArgs(args: string[]): IngestFlvOptions {
       case '--no-aac': aac = false; break;
       case '--ramp': o.ramp = true; break;
       case '--idle-client': o.busyClient = false; break;
+      case '--udp': o.udp = true; break;
       default: if (!loadArg(a, r, o)) r.unknown(a);
     }
   }
   o.aac = aac ?? o.audio;
   o.capture = captureFile(o.capture);
+  if (o.udp && (o.floor || o.vsFloor > 0)) throw r.error('--udp: the floor reads TCP only');
   return o;
 }
 
@@ -292,7 +298,7 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
       applications: benchApplications(o.terminals),
     },
     plugins: [
-      { name: 'jt1078-ingest', config: { livePort2013: 0, livePort2019: 0, replayPort2013: 0, replayPort2019: 0, udp: false } },
+      { name: 'jt1078-ingest', config: { livePort2013: 0, livePort2019: 0, replayPort2013: 0, replayPort2019: 0, udp: o.udp } },
       // flv-out at its defaults: audio 'aac', so with audio-aac on the site players read through the AAC stage
       { name: 'flv-out', config: { port: 0, schemes: ['http'] } },
       ...(o.aac ? [{ name: 'audio-aac', config: {} }] : []),
@@ -363,10 +369,15 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
       const app = Math.floor(i / REQUESTS_PER_APP);
       const r = await api.openLive(sim, app, fleet?.openFields);
       (reqIds[app] ??= []).push(r.reqId);
-      const sock = await connectTcp(r.port, deadline);
-      sock.on('error', () => undefined);
-      sock.on('data', () => undefined); // the gateway sends nothing on this link; drain whatever it does send
-      const term = new SynthTerminal(sim, sock, stream, MAX_SEND_BACKLOG);
+      let link: TerminalLink;
+      if (o.udp) link = new UdpTerminalLink(await connectUdp(r.port));
+      else {
+        const sock = await connectTcp(r.port, deadline);
+        sock.on('error', () => undefined);
+        sock.on('data', () => undefined); // the gateway sends nothing on this link; drain whatever it does send
+        link = sock;
+      }
+      const term = new SynthTerminal(sim, link, stream, MAX_SEND_BACKLOG);
       // spread the terminals over one frame interval so their frames do not all land in the same instant
       // and start each at a different I frame, so the sum of their rates follows the capture's average
       const first = stream.keyframes[(i * 7) % stream.keyframes.length];

@@ -6,6 +6,7 @@
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { once, setMaxListeners } from 'node:events';
 import * as fs from 'node:fs';
+import * as dgram from 'node:dgram';
 import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -103,6 +104,19 @@ export async function connectTcp(port: number, signal: AbortSignal, onData?: (ch
     s.destroy();
     throw new Error(`cannot connect to 127.0.0.1:${port}: ${(err as Error).message}`);
   }
+  return s;
+}
+
+/** A UDP socket on loopback connected to `port` (a terminal told to push over UDP), with a send buffer for bursts. */
+export async function connectUdp(port: number): Promise<dgram.Socket> {
+  const s = dgram.createSocket({ type: 'udp4', sendBufferSize: 1 << 20 });
+  await new Promise<void>((resolve, reject) => {
+    s.once('error', reject);
+    s.connect(port, '127.0.0.1', () => {
+      s.off('error', reject);
+      resolve();
+    });
+  });
   return s;
 }
 

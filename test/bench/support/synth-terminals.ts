@@ -4,8 +4,8 @@
  * added), and each send copies one frame's template and patches SIM, sequence numbers and timestamps in place,
  * then writes it with a single socket write. One timer paces every terminal.
  */
+import type { Socket as UdpSocket } from 'node:dgram';
 import * as fs from 'node:fs';
-import type { Socket } from 'node:net';
 import { G711Encoder, G726Decoder } from '../../../plugin-sdk/codecs';
 import { loadCapture } from '../../../plugins/jt1078-ingest/tools/simulator';
 import { DATA_TYPE, SUB_MARK, headerLength } from '../../../plugins/jt1078-ingest/src/packet';
@@ -258,6 +258,51 @@ const scratch = new WireScratch();
 export const SENT_RING = 512;
 
 /** One simulated terminal: its socket, its position in the stream and what it sent. */
+/** where a terminal's packets go: a TCP socket (a frame in one write), or a UDP link (a datagram per packet) */
+export interface TerminalLink {
+  readonly destroyed: boolean;
+  readonly writableLength: number;
+  write(buf: Uint8Array): unknown;
+  destroy(): unknown;
+  /** each packet of `buf` (starting at `packets[i]`) on its own; `buf` is the link's until sent */
+  writePackets?(buf: Buffer, packets: Uint32Array): void;
+}
+
+/**
+ * A terminal pushing over UDP: one connected datagram socket, a datagram per JT/T 1078 packet, as a terminal told to
+ * use UDP does. Its backlog is libuv's send queue.
+ */
+export class UdpTerminalLink implements TerminalLink {
+  destroyed = false;
+  constructor(private readonly sock: UdpSocket) {
+    sock.on('error', () => undefined);
+  }
+
+  get writableLength(): number {
+    return this.destroyed ? 0 : this.sock.getSendQueueSize();
+  }
+
+  write(buf: Uint8Array): boolean {
+    if (!this.destroyed) this.sock.send(buf);
+    return true;
+  }
+
+  writePackets(buf: Buffer, packets: Uint32Array): void {
+    if (this.destroyed) return;
+    for (let i = 0; i < packets.length; i++) {
+      const end = i + 1 < packets.length ? packets[i + 1] : buf.length;
+      this.sock.send(buf, packets[i], end - packets[i]);
+    }
+  }
+
+  destroy(): void {
+    if (!this.destroyed) {
+      this.destroyed = true;
+      this.sock.close();
+    }
+  }
+}
+
 export class SynthTerminal {
   readonly simBcd: Buffer;
   private seq = 0;
@@ -283,7 +328,7 @@ export class SynthTerminal {
   readonly audioAt = new Float64Array(SENT_RING);
   audioCount = 0;
 
-  constructor(readonly sim: string, readonly socket: Socket, private readonly stream: SynthStream, private readonly maxBacklog: number) {
+  constructor(readonly sim: string, readonly socket: TerminalLink, private readonly stream: SynthStream, private readonly maxBacklog: number) {
     this.simBcd = encodeSim(sim, '2013');
     this.deviceBase = Date.now() - Date.UTC(2000, 0, 1);
   }
@@ -329,7 +374,9 @@ export class SynthTerminal {
       return;
     }
     const n = tpl.buf.length;
-    const buf = n <= WireScratch.MAX ? scratch.take().subarray(0, n) : Buffer.allocUnsafe(n);
+    // datagrams hold their bytes until sent: a UDP link gets memory of its own
+    const udp = this.socket.writePackets !== undefined;
+    const buf = n <= WireScratch.MAX && !udp ? scratch.take().subarray(0, n) : Buffer.allocUnsafe(n);
     tpl.buf.copy(buf);
     const device = this.deviceBase + t;
     const hi = Math.floor(device / 0x100000000);
@@ -343,9 +390,12 @@ export class SynthTerminal {
       buf.writeUInt32BE(hi, o + TS_AT);
       buf.writeUInt32BE(lo, o + TS_AT + 4);
     }
-    this.socket.write(buf);
-    // the kernel did not take it all: node holds the view until it does
-    if (this.socket.writableLength > 0) scratch.escape();
+    if (udp) this.socket.writePackets!(buf, offs);
+    else {
+      this.socket.write(buf);
+      // the kernel did not take it all: node holds the view until it does
+      if (this.socket.writableLength > 0) scratch.escape();
+    }
     this.bytes += buf.length;
     this.frames++;
     if (tpl.video) {
