@@ -17,7 +17,11 @@ export type ToPrimary =
 export type ToWorker =
   | { t: 'listened'; id: number; port?: number; error?: string }
   | { t: 'conn'; listener: string; head: Uint8Array }
-  | { t: 'udp'; listener: string; msg: Uint8Array; address: string; port: number; family: string; size: number }
+  /**
+   * the datagrams of a routed UDP listener the primary read in one event-loop turn for this worker: `data` holds
+   * them back to back, `sizes[i]` bytes each, from `addresses[i]`:`ports[i]`
+   */
+  | { t: 'udp'; listener: string; data: Uint8Array; sizes: Uint32Array; addresses: string[]; ports: Uint16Array }
   | { t: 'rpc-in'; id: number; method: string; args: unknown }
   | { t: 'rpc-reply'; id: number; ok: boolean; value?: unknown; error?: WireError }
   | { t: 'reserved'; id: number; result: 'ok' | 'self' | 'other' | 'cap' }

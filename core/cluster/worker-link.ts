@@ -76,7 +76,14 @@ export class WorkerLink {
       }
       case 'udp': {
         const h = this.onUdp.get(m.listener);
-        h?.(Buffer.from(m.msg.buffer, m.msg.byteOffset, m.msg.byteLength), { address: m.address, port: m.port, family: m.family as 'IPv4' | 'IPv6', size: m.size });
+        if (!h) return;
+        let at = m.data.byteOffset;
+        for (let i = 0; i < m.sizes.length; i++) {
+          const size = m.sizes[i];
+          const address = m.addresses[i];
+          h(Buffer.from(m.data.buffer, at, size), { address, port: m.ports[i], family: address.includes(':') ? 'IPv6' : 'IPv4', size });
+          at += size;
+        }
         return;
       }
       case 'rpc-in': void this.serve(m.id, m.method, m.args); return;
