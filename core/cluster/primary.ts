@@ -404,7 +404,11 @@ export class Primary {
     }
     for (const x of slot.handing) if (x.wrap.fd < 0) slot.handing.delete(x);
     const wrap = wrapOf(sock);
-    if (!wrap) return;
+    if (!wrap) {
+      // closed by its peer while it was being routed
+      sock.destroy();
+      return;
+    }
     const h: Handing = { l, sock, head, key, wrap };
     slot.handing.add(h);
     const sent = this.send(slot.worker, { t: 'conn', listener: l.name, head }, sock, (err) => {
@@ -477,9 +481,8 @@ interface UdpBatch { msgs: Buffer[]; bytes: number; addresses: string[]; ports: 
 
 /**
  * A routed UDP listener's datagrams, gathered per worker for the rest of the event-loop turn and sent as one message.
- * Every datagram of a UDP terminal passes through the primary; one IPC message each cost the primary more than the
- * workers spent on the media (issue 16's bench: with 2 workers, 250 UDP terminals saturated the core where one
- * process used 58 %). libuv reads up to 32 datagrams per readable event, so a turn holds many.
+ * Every datagram of a UDP terminal passes through the primary; one IPC message each saturated the core at 250
+ * terminals with 2 workers, which then read 35 % of what came (bench README, "UDP terminals"). libuv reads up to 32 datagrams per readable event, so a turn holds many.
  */
 class UdpBatches {
   private readonly pending = new Map<Slot, UdpBatch>();
