@@ -23,13 +23,14 @@ import { createRegistry, metricsFor } from './metrics';
 import { registerCoreRoutes } from './api-routes';
 import { StoreFactory } from './stores';
 import { systemClock, type Clock } from '../plugin-sdk/clock';
-import type { PluginContext, PluginDefinition, PluginInstance, SiteInfo, Workers } from '../plugin-sdk/plugin';
+import type { PluginContext, PluginDefinition, PluginInstance, SiteInfo } from '../plugin-sdk/plugin';
 import { TOKENS } from './tokens';
 import { ServiceRegistry } from './services';
 import { describeListenError, pluginNet, type PluginResources } from './plugin-net';
 import { ReadSlices } from '../plugin-sdk/read-slices';
 import { adoptHttp, type ClusterContext } from './cluster/worker-net';
 import { registerClusterCalls } from './cluster/session-calls';
+import { WorkerBroadcasts } from './cluster/worker-broadcasts';
 
 export const repoRoot: string = (() => {
   let dir = __dirname;
@@ -98,6 +99,8 @@ export class Kernel {
   started = false;
   private loaded: Loaded[] = [];
   private loginGuard!: LoginGuard;
+  /** ctx.workers of each plugin, and sibling workers' broadcasts to them (set at boot) */
+  broadcasts!: WorkerBroadcasts;
   /** with several workers: the failed logins counted here, told to the other workers' guards */
   private loginShare: BatchedBroadcast | undefined;
   /** what every API server of this gateway (the kernel's and plugins' own ports) shares for credential checks */
@@ -207,6 +210,7 @@ export class Kernel {
       throw new BootError(`${this.site.file}: gateway: key dataDir: cannot write to ${dataDir} (${(err as NodeJS.ErrnoException).code})`);
     }
     this.log = pino({ level: this.gateway.logLevel, base: { site: this.site.name, ...(this.opts.cluster ? { worker: this.opts.cluster.link.index } : {}) } }, this.opts.logDestination ?? pino.destination({ fd: 1, sync: false }));
+    this.broadcasts = new WorkerBroadcasts(this.opts.cluster?.link, this.log);
     // with several workers the first one says what is the site's (they all read the same site and environment)
     const firstWorker = !this.opts.cluster || this.opts.cluster.link.index === 0;
     if (firstWorker) for (const stray of strayEnv) this.log.warn({ env: stray.name }, stray.message);
@@ -272,8 +276,7 @@ export class Kernel {
     // the primary deals API connections to the workers in turn: an address's guesses add up across workers, or the
     // brake would allow authFailLimit per worker
     const loginShare = this.opts.cluster && new BatchedBroadcast({
-      // the core's own topics go under the empty plugin name, which no plugin can have
-      workers: this.workersFor(''), topic: 'login-failures', clock: this.clock, batchMs: 10, maxBatch: 4096, maxItemLength: 128,
+      workers: this.broadcasts.for(''), topic: 'login-failures', clock: this.clock, batchMs: 10, maxBatch: 4096, maxItemLength: 128,
       received: (keys) => { for (const k of keys) this.loginGuard.failureElsewhere(k); },
     });
     this.loginShare = loginShare || undefined;
@@ -436,36 +439,8 @@ export class Kernel {
       metrics: metricsFor(c.resolve<Registry>(TOKENS.Registry), name),
       clock: c.resolve<Clock>(TOKENS.Clock),
       services: this.services.viewFor(l.def, c),
-      workers: this.workersFor(name),
+      workers: this.broadcasts.for(name),
     };
-  }
-
-  /** plugins' broadcast handlers by "<plugin>\0<topic>" */
-  private readonly broadcasts = new Map<string, (payload: unknown) => void>();
-
-  private workersFor(plugin: string): Workers {
-    const link = this.opts.cluster?.link;
-    return {
-      count: link?.count ?? 1,
-      index: link?.index ?? 0,
-      broadcast: (topic, payload) => {
-        if (!link) return;
-        link.callAll('broadcast', { from: link.index, plugin, topic, payload }).catch((err) =>
-          this.log.warn({ plugin, topic, err: (err as Error).message }, 'broadcast to the other workers failed'));
-      },
-      on: (topic, fn) => { this.broadcasts.set(`${plugin}\0${topic}`, fn); },
-    };
-  }
-
-  /** a sibling worker's broadcast, for the plugin it names */
-  deliverBroadcast(plugin: string, topic: string, payload: unknown): void {
-    const fn = this.broadcasts.get(`${plugin}\0${topic}`);
-    if (!fn) return;
-    try {
-      fn(payload);
-    } catch (err) {
-      this.log.error({ plugin, topic, err }, 'broadcast handler failed');
-    }
   }
 
   /** Stops plugins in reverse order, then closes every listener, the API server and the stores. */

@@ -8,6 +8,7 @@ import { CloseCause, closeReasonOf } from '../../plugin-sdk/sessions';
 import { UDP_RECV_BUFFER, describeListenError } from '../plugin-net';
 import type { RouteSpec, ToPrimary, ToWorker } from './messages';
 import { shardOf, streamPathRouter } from './shard';
+import { UdpBatches } from './udp-batches';
 
 /** a connection that has not shown its stream within this is handed to any worker, whose own timeouts then apply */
 const FIRST_BYTES_MS = 10_000;
@@ -322,7 +323,7 @@ export class Primary {
     return new Promise((resolve, reject) => {
       // every terminal's datagrams pass through this one socket: room for a burst while the primary is busy
       const sock = dgram.createSocket({ type: host.includes(':') ? 'udp6' : 'udp4', recvBufferSize: UDP_RECV_BUFFER });
-      const batches = new UdpBatches((slot, m) => { if (slot.worker) this.send(slot.worker, { t: 'udp', listener: l.name, ...m }); });
+      const batches = new UdpBatches<Slot>((slot, m) => { if (slot.worker) this.send(slot.worker, { t: 'udp', listener: l.name, ...m }); });
       sock.once('error', (err: NodeJS.ErrnoException) => reject(new Error(`${describeListenError(err, port, host)} (UDP)`)));
       sock.on('message', (msg, rinfo) => {
         let d: RouteDecision;
@@ -471,51 +472,5 @@ export class Primary {
   /** for /healthz and tests: which worker owns a key */
   ownerOf(key: string): number {
     return shardOf(key, this.slots.length);
-  }
-}
-
-/** a batch is sent at once past this many bytes, so one message stays small */
-const UDP_BATCH_BYTES = 64 * 1024;
-
-interface UdpBatch { msgs: Buffer[]; bytes: number; addresses: string[]; ports: number[] }
-
-/**
- * A routed UDP listener's datagrams, gathered per worker for the rest of the event-loop turn and sent as one message.
- * Every datagram of a UDP terminal passes through the primary; one IPC message each saturated the core at 250
- * terminals with 2 workers, which then read 35 % of what came (bench README, "UDP terminals"). libuv reads up to 32 datagrams per readable event, so a turn holds many.
- */
-class UdpBatches {
-  private readonly pending = new Map<Slot, UdpBatch>();
-  private scheduled = false;
-
-  constructor(private readonly send: (slot: Slot, m: { data: Uint8Array; sizes: Uint32Array; addresses: string[]; ports: Uint16Array }) => void) {}
-
-  add(slot: Slot, msg: Buffer, address: string, port: number): void {
-    let b = this.pending.get(slot);
-    if (!b) {
-      b = { msgs: [], bytes: 0, addresses: [], ports: [] };
-      this.pending.set(slot, b);
-    }
-    b.msgs.push(msg);
-    b.bytes += msg.length;
-    b.addresses.push(address);
-    b.ports.push(port);
-    if (b.bytes >= UDP_BATCH_BYTES) {
-      this.pending.delete(slot);
-      this.flushOne(slot, b);
-    } else if (!this.scheduled) {
-      this.scheduled = true;
-      setImmediate(() => this.flush());
-    }
-  }
-
-  private flush(): void {
-    this.scheduled = false;
-    for (const [slot, b] of this.pending) this.flushOne(slot, b);
-    this.pending.clear();
-  }
-
-  private flushOne(slot: Slot, b: UdpBatch): void {
-    this.send(slot, { data: Buffer.concat(b.msgs, b.bytes), sizes: Uint32Array.from(b.msgs, (m) => m.length), addresses: b.addresses, ports: Uint16Array.from(b.ports) });
   }
 }

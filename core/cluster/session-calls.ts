@@ -42,7 +42,7 @@ export function registerClusterCalls(k: Kernel, link: WorkerLink): void {
   link.handle('metrics', () => scrapeJson(k.registry));
   link.handle('broadcast', (a) => {
     const { from, plugin, topic, payload } = a as { from: number; plugin: string; topic: string; payload: unknown };
-    if (from !== link.index) k.deliverBroadcast(plugin, topic, payload);
+    if (from !== link.index) k.broadcasts.deliver(plugin, topic, payload);
     return true;
   });
   link.handle('emit-notices', (a) => {
