@@ -101,8 +101,8 @@ export class Kernel {
   private loginGuard!: LoginGuard;
   /** ctx.workers of each plugin, and sibling workers' broadcasts to them (set at boot) */
   broadcasts!: WorkerBroadcasts;
-  /** with several workers: the failed logins counted here, told to the other workers' guards */
-  private loginShare: BatchedBroadcast | undefined;
+  /** with several workers: the failed logins counted here, told to the other workers' guards (set at boot) */
+  private loginShare?: BatchedBroadcast;
   /** what every API server of this gateway (the kernel's and plugins' own ports) shares for credential checks */
   private authHooks!: Pick<ApiServerOptions, 'loginGuard' | 'onAuthFailure' | 'onAuthThrottled'>;
   private stores!: StoreFactory;
@@ -275,14 +275,15 @@ export class Kernel {
     const authThrottled = coreMetrics.counter('auth_throttled_total', 'requests refused (429) from addresses blocked after too many failed logins');
     // the primary deals API connections to the workers in turn: an address's guesses add up across workers, or the
     // brake would allow authFailLimit per worker
-    const loginShare = this.opts.cluster && new BatchedBroadcast({
+    // (in a single process BatchedBroadcast sends and receives nothing)
+    const loginShare = new BatchedBroadcast({
       workers: this.broadcasts.for(''), topic: 'login-failures', clock: this.clock, batchMs: 10, maxBatch: 4096, maxItemLength: 128,
       received: (keys) => { for (const k of keys) this.loginGuard.failureElsewhere(k); },
     });
-    this.loginShare = loginShare || undefined;
+    this.loginShare = loginShare;
     this.loginGuard = new LoginGuard({
       failLimit: this.gateway.authFailLimit, windowMs: this.gateway.authFailWindowSec * 1000, blockMs: this.gateway.authBlockSec * 1000,
-      logIntervalMs: 10_000, now: () => this.clock.now(), shared: loginShare ? (key) => loginShare.add(key) : undefined,
+      logIntervalMs: 10_000, now: () => this.clock.now(), shared: (key) => loginShare.add(key),
     });
     this.authHooks = { loginGuard: this.loginGuard, onAuthFailure: (reason: string) => authFailures.inc({ reason }), onAuthThrottled: () => authThrottled.inc() };
     this.connections = this.connectionGuard(coreMetrics, perAddressExempt, listenerLimits);
