@@ -337,6 +337,15 @@ export class ConnectionGuard {
     this.log.note(`refused|${g.name}|${reason}`, msg, fields, addressKey(remote));
   }
 
+  /**
+   * true while media ports may still take descriptors (the count is below the reserve): for sockets the gateway
+   * opens on its own account (a UDP peer's socket in a worker, core/cluster/udp-peers.ts)
+   */
+  fdsFree(): boolean {
+    if (!this.fds || this.fdLimit === undefined) return true;
+    return this.fds.now(performance.now()) < this.fdLimit - this.fdReserve;
+  }
+
   fdOpened(): void { this.fds?.opened(); }
   fdClosed(): void { this.fds?.closed(); }
 

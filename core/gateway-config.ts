@@ -86,6 +86,17 @@ export class GatewayConfig {
   @IsBoolean()
   reusePayloads = true;
 
+  /**
+   * With several workers, true (the default): a UDP peer (a terminal pushing over UDP) gets a socket of its own in the
+   * worker that owns its channel, bound to the same port and connected to the peer, so its datagrams go to that
+   * worker without crossing the primary (core/cluster/udp-peers.ts). This needs SO_REUSEADDR on the routed UDP
+   * ports, which lets any local process of any user bind them too and take datagrams of peers that have no socket
+   * yet: false on a host shared with users you do not trust (every datagram then crosses the primary, ~12 us of its
+   * CPU each). No effect with one worker. Env GW_UDP_PEER_SOCKETS.
+   */
+  @IsBoolean()
+  udpPeerSockets = true;
+
   @IsString() @MinLength(1)
   instId = os.hostname();
 

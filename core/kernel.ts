@@ -28,7 +28,7 @@ import { TOKENS } from './tokens';
 import { ServiceRegistry } from './services';
 import { describeListenError, pluginNet, type PluginResources } from './plugin-net';
 import { ReadSlices } from '../plugin-sdk/read-slices';
-import { adoptHttp, type ClusterContext } from './cluster/worker-net';
+import { adoptHttp, udpPeerSettings, type ClusterContext } from './cluster/worker-net';
 import { registerClusterCalls } from './cluster/session-calls';
 import { WorkerBroadcasts } from './cluster/worker-broadcasts';
 
@@ -290,6 +290,7 @@ export class Kernel {
     if (this.opts.cluster) {
       const forwarded = coreMetrics.counter('forwarded_total', 'requests and WebSocket upgrades this worker passed to the worker that owns their stream', ['kind']);
       this.opts.cluster.forwarded = (kind) => forwarded.inc({ kind });
+      if (this.gateway.udpPeerSockets) this.opts.cluster.udpPeers = udpPeerSettings(coreMetrics, this.connections);
     }
     this.api = new ApiServer({ bodyLimit: this.gateway.bodyLimit, keepAliveTimeoutMs: this.gateway.httpKeepAliveSec * 1000, apps: this.apps, log: this.log.child({ part: 'http' }), ...this.authHooks, tls: this.tls });
     this.connections.guardServer(this.api.server, this.connections.gate('gateway.httpPort', 'api'));

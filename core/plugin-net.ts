@@ -96,8 +96,9 @@ export function pluginNet(l: PluginResources, o: PluginNetOptions): Net {
       const host = lo.host ?? defaultHost;
       const spec = o.cluster && routeSpec(lo.route, name, l.module);
       if (o.cluster && spec) {
-        adoptUdp(o.cluster, `${name}.${lo.key}:udp`, lo.port, host, spec, onMsg).then(({ port, socket }) => {
+        adoptUdp(o.cluster, `${name}.${lo.key}:udp`, lo.port, host, spec, onMsg, l.log).then(({ port, socket }) => {
           o.ports[`${name}.${lo.key}:udp`] = port;
+          l.servers.push(socket);
           resolve(socket);
         }, (err: Error) => reject(new BootError(`${where}: key ${lo.key}: ${err.message}`)));
         return;

@@ -5,14 +5,16 @@ import type { Notice } from '../../plugin-sdk/notices';
 export type RouteSpec = { builtin: 'stream-path' } | { module: string; plugin: string; name: string };
 
 export type ToPrimary =
-  | { t: 'listen'; id: number; listener: string; proto: 'tcp' | 'udp'; port: number; host: string; route: RouteSpec }
+  | { t: 'listen'; id: number; listener: string; proto: 'tcp' | 'udp'; port: number; host: string; route: RouteSpec; reuseAddr?: boolean }
   | { t: 'ready' }
   | { t: 'rpc'; id: number; to: number | 'all'; method: string; args: unknown }
   | { t: 'rpc-out'; id: number; ok: boolean; value?: unknown; error?: WireError }
   | { t: 'reserve'; id: number; reqId: string; appId: string; limit: number; notice: Notice }
   | { t: 'release'; reqId: string }
   | { t: 'lookup'; id: number; reqIds: string[] }
-  | { t: 'udp-send'; listener: string; msg: Uint8Array; port: number; address: string };
+  | { t: 'udp-send'; listener: string; msg: Uint8Array; port: number; address: string }
+  /** a datagram a worker's peer socket took that worker `to` owns (udp-peers.ts) */
+  | { t: 'udp-route'; listener: string; to: number; msg: Uint8Array; address: string; port: number };
 
 export type ToWorker =
   | { t: 'listened'; id: number; port?: number; error?: string }

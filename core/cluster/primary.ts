@@ -6,8 +6,8 @@ import type { ConnectionRouter, RouteDecision } from '../../plugin-sdk/cluster';
 import type { Notice } from '../../plugin-sdk/notices';
 import { CloseCause, closeReasonOf } from '../../plugin-sdk/sessions';
 import { UDP_RECV_BUFFER, describeListenError } from '../plugin-net';
-import type { RouteSpec, ToPrimary, ToWorker } from './messages';
-import { shardOf, streamPathRouter } from './shard';
+import type { ToPrimary, ToWorker } from './messages';
+import { loadRouter, shardOf } from './shard';
 import { UdpBatches } from './udp-batches';
 
 /** a connection that has not shown its stream within this is handed to any worker, whose own timeouts then apply */
@@ -49,6 +49,7 @@ interface Listener {
   bound: Promise<number>;
   server?: net.Server;
   udp?: dgram.Socket;
+  batches?: UdpBatches<Slot>;
 }
 
 interface PendingRpc { from: number; fromId: number; waiting: number; results: Array<{ ok: boolean; value?: unknown; error?: unknown }>; all: boolean }
@@ -203,6 +204,11 @@ export class Primary {
         l?.udp?.send(m.msg, m.port, m.address);
         return;
       }
+      case 'udp-route': {
+        const to = this.slots[m.to];
+        if (to?.ready && to.worker) this.listeners.get(m.listener)?.batches?.add(to, m.msg, m.address, m.port);
+        return;
+      }
       case 'reserve': {
         const e = this.directory.get(m.reqId);
         if (e) {
@@ -289,21 +295,12 @@ export class Primary {
   private listen(m: Extract<ToPrimary, { t: 'listen' }>): Promise<number> {
     const existing = this.listeners.get(m.listener);
     if (existing) return existing.bound;
-    const router = this.loadRouter(m.route);
+    const router = loadRouter(m.route);
     const l: Listener = { name: m.listener, proto: m.proto, router, bound: Promise.resolve(0) };
-    l.bound = m.proto === 'tcp' ? this.bindTcp(l, m.port, m.host) : this.bindUdp(l, m.port, m.host);
+    l.bound = m.proto === 'tcp' ? this.bindTcp(l, m.port, m.host) : this.bindUdp(l, m.port, m.host, m.reuseAddr === true);
     this.listeners.set(m.listener, l);
     // a failed bind is asked again by nobody (boot stops): keep the rejection for the other workers' asks
     return l.bound;
-  }
-
-  private loadRouter(spec: RouteSpec): ConnectionRouter {
-    if ('builtin' in spec) return streamPathRouter;
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    const def = (require(spec.module) as { default?: { routers?: Record<string, ConnectionRouter> } }).default;
-    const r = def?.routers?.[spec.name];
-    if (typeof r !== 'function') throw new Error(`plugin ${spec.plugin} declares no router '${spec.name}'`);
-    return r;
   }
 
   private bindTcp(l: Listener, port: number, host: string): Promise<number> {
@@ -319,11 +316,13 @@ export class Primary {
     });
   }
 
-  private bindUdp(l: Listener, port: number, host: string): Promise<number> {
+  /** `reuseAddr`: workers bind sockets of their peers to this port too (core/cluster/udp-peers.ts) */
+  private bindUdp(l: Listener, port: number, host: string, reuseAddr: boolean): Promise<number> {
     return new Promise((resolve, reject) => {
       // every terminal's datagrams pass through this one socket: room for a burst while the primary is busy
-      const sock = dgram.createSocket({ type: host.includes(':') ? 'udp6' : 'udp4', recvBufferSize: UDP_RECV_BUFFER });
+      const sock = dgram.createSocket({ type: host.includes(':') ? 'udp6' : 'udp4', recvBufferSize: UDP_RECV_BUFFER, reuseAddr });
       const batches = new UdpBatches<Slot>((slot, m) => { if (slot.worker) this.send(slot.worker, { t: 'udp', listener: l.name, ...m }); });
+      l.batches = batches;
       sock.once('error', (err: NodeJS.ErrnoException) => reject(new Error(`${describeListenError(err, port, host)} (UDP)`)));
       sock.on('message', (msg, rinfo) => {
         let d: RouteDecision;

@@ -1,4 +1,5 @@
 import { streamKey, type ConnectionRouter, type RouteDecision } from '../../plugin-sdk/cluster';
+import type { RouteSpec } from './messages';
 
 /**
  * The worker that owns a routing key. FNV-1a over the key's UTF-16 units: stable across processes and restarts
@@ -48,4 +49,14 @@ export function keyOfTarget(target: string): string | undefined {
     if (key) return key;
   }
   return undefined;
+}
+
+/** the router a listener names: the built-in one, or one a plugin module declares (loaded without running the plugin) */
+export function loadRouter(spec: RouteSpec): ConnectionRouter {
+  if ('builtin' in spec) return streamPathRouter;
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const def = (require(spec.module) as { default?: { routers?: Record<string, ConnectionRouter> } }).default;
+  const r = def?.routers?.[spec.name];
+  if (typeof r !== 'function') throw new Error(`plugin ${spec.plugin} declares no router '${spec.name}'`);
+  return r;
 }

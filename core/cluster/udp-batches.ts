@@ -1,7 +1,7 @@
 /** a batch is sent at once past this many bytes, so one message stays small */
 const UDP_BATCH_BYTES = 64 * 1024;
 
-interface UdpBatch { msgs: Buffer[]; bytes: number; addresses: string[]; ports: number[] }
+interface UdpBatch { msgs: Uint8Array[]; bytes: number; addresses: string[]; ports: number[] }
 
 /**
  * A routed UDP listener's datagrams, gathered per worker (`T`: the primary's slot) for the rest of the event-loop
@@ -15,7 +15,7 @@ export class UdpBatches<T> {
 
   constructor(private readonly send: (to: T, m: { data: Uint8Array; sizes: Uint32Array; addresses: string[]; ports: Uint16Array }) => void) {}
 
-  add(to: T, msg: Buffer, address: string, port: number): void {
+  add(to: T, msg: Uint8Array, address: string, port: number): void {
     let b = this.pending.get(to);
     if (!b) {
       b = { msgs: [], bytes: 0, addresses: [], ports: [] };

@@ -128,9 +128,15 @@ export class WorkerLink {
     return this.ask<number>((id) => ({ t: 'listen', id, listener, proto: 'tcp', port, host, route }));
   }
 
-  listenUdp(listener: string, port: number, host: string, route: RouteSpec, onMsg: (msg: Buffer, rinfo: RemoteInfo) => void): Promise<number> {
+  /** `reuseAddr`: the primary's socket lets workers bind peers' own sockets to its port (udp-peers.ts) */
+  listenUdp(listener: string, port: number, host: string, route: RouteSpec, reuseAddr: boolean, onMsg: (msg: Buffer, rinfo: RemoteInfo) => void): Promise<number> {
     this.onUdp.set(listener, onMsg);
-    return this.ask<number>((id) => ({ t: 'listen', id, listener, proto: 'udp', port, host, route }));
+    return this.ask<number>((id) => ({ t: 'listen', id, listener, proto: 'udp', port, host, route, reuseAddr }));
+  }
+
+  /** a datagram a peer socket of this worker took that another worker owns: the primary passes it on */
+  udpReroute(listener: string, to: number, msg: Uint8Array, address: string, port: number): void {
+    this.post({ t: 'udp-route', listener, to, msg, address, port });
   }
 
   /** a datagram out of a routed UDP listener's socket (the one the peer talks to) */

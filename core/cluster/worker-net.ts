@@ -1,9 +1,13 @@
 import * as dgram from 'node:dgram';
 import * as net from 'node:net';
 import type { Logger } from 'pino';
+import type { Metrics } from '../../plugin-sdk/metrics';
+import type { ConnectionGuard } from '../connection-guard';
 import type { ApiServer } from '../http/api-server';
 import { ClusterForwarder, internalSocketPath, listenInternal } from './forwarder';
 import type { RouteSpec } from './messages';
+import { loadRouter } from './shard';
+import { UDP_PEER_IDLE_MS, UDP_PEER_SOCKETS_MAX, UdpPeerSockets, type UdpPeerEvent, type UdpPeerFds } from './udp-peers';
 import type { WorkerLink } from './worker-link';
 
 /** what a worker's kernel knows of its cluster */
@@ -15,6 +19,21 @@ export interface ClusterContext {
   secret: string;
   /** counts requests and upgrades passed to the worker that owns them (set by the kernel) */
   forwarded?: (kind: 'request' | 'upgrade') => void;
+  /** UDP peers' own sockets in their worker (gateway.udpPeerSockets, set by the kernel); unset: every datagram crosses the primary */
+  udpPeers?: { max: number; idleMs: number; fds: UdpPeerFds; counts: { datagrams: number }; onEvent(e: UdpPeerEvent): void };
+}
+
+/** UDP peer sockets of this worker (gateway.udpPeerSockets): counted as the guard's descriptors, and in metrics */
+export function udpPeerSettings(metrics: Metrics, guard: ConnectionGuard): NonNullable<ClusterContext['udpPeers']> {
+  let open = 0;
+  const counts = { datagrams: 0 };
+  const events = metrics.counter('udp_peer_socket_events_total', 'UDP peers\' own sockets in this worker (gateway.udpPeerSockets), by event: opened, closed (idle, shared: the peer sends other workers\' channels, failed), not opened (full, fds)', ['event']);
+  metrics.gauge('udp_peer_sockets', 'UDP peers with a socket of their own in this worker (their datagrams skip the primary)', [], (g) => g.set(open));
+  metrics.gauge('udp_peer_socket_datagrams', 'datagrams this worker\'s UDP peer sockets took since start (they did not cross the primary)', [], (g) => g.set(counts.datagrams));
+  return {
+    max: UDP_PEER_SOCKETS_MAX, idleMs: UDP_PEER_IDLE_MS, counts, onEvent: (event) => events.inc({ event }),
+    fds: { mayOpen: () => guard.fdsFree(), opened: () => { open++; guard.fdOpened(); }, closed: () => { open--; guard.fdClosed(); } },
+  };
 }
 
 /** the route of a listener, or undefined when it has none (then Node's cluster shares the port among workers) */
@@ -54,12 +73,28 @@ export async function adoptHttp(c: ClusterContext, listener: string, port: numbe
 
 /**
  * A routed UDP listener in a worker: datagrams of its streams come from the primary, and what it sends leaves from
- * the primary's socket (the address the peer talks to). The socket handed to the plugin is never bound.
+ * the primary's socket (the address the peer talks to). The socket handed to the plugin is never bound. With
+ * `c.udpPeers`, a peer whose datagram the primary routed here gets a socket of its own on the same port
+ * (udp-peers.ts): its next datagrams, and what is sent to it, skip the primary.
  */
 export async function adoptUdp(c: ClusterContext, listener: string, port: number, host: string, spec: RouteSpec,
-  onMsg: (m: Buffer, r: dgram.RemoteInfo, s: dgram.Socket) => void): Promise<{ port: number; socket: dgram.Socket }> {
-  const socket = dgram.createSocket(host.includes(':') ? 'udp6' : 'udp4');
-  const bound = await c.link.listenUdp(listener, port, host, spec, (m, r) => onMsg(m, r, socket));
+  onMsg: (m: Buffer, r: dgram.RemoteInfo, s: dgram.Socket) => void, log: Logger): Promise<{ port: number; socket: dgram.Socket }> {
+  const type = host.includes(':') ? 'udp6' : 'udp4';
+  const socket = dgram.createSocket(type);
+  let peers: UdpPeerSockets | undefined;
+  const bound = await c.link.listenUdp(listener, port, host, spec, c.udpPeers !== undefined, (m, r) => {
+    onMsg(m, r, socket);
+    peers?.seen(r.address, r.port);
+  });
+  if (c.udpPeers) {
+    const { link } = c;
+    peers = new UdpPeerSockets({
+      type, host, port: bound, router: loadRouter(spec), ...c.udpPeers, log,
+      owns: (key) => link.ownerOf(key) === link.index,
+      deliver: (m, r) => onMsg(m, r, socket),
+      reroute: (m, r, key) => link.udpReroute(listener, link.ownerOf(key), m, r.address, r.port),
+    });
+  }
   Object.defineProperty(socket, 'address', { value: () => ({ port: bound, address: host, family: host.includes(':') ? 'IPv6' : 'IPv4' }), configurable: true });
   Object.defineProperty(socket, 'send', {
     configurable: true,
@@ -73,11 +108,13 @@ export async function adoptUdp(c: ClusterContext, listener: string, port: number
         p = rest[2];
         a = rest[3];
       }
+      const last = rest[rest.length - 1];
+      const cb = typeof last === 'function' ? last as (err: Error | null) => void : undefined;
+      if (peers?.send(data, p as number, a as string, cb)) return;
       c.link.udpSend(listener, data, p as number, a as string);
-      const cb = rest[rest.length - 1];
-      if (typeof cb === 'function') process.nextTick(cb as () => void, null);
+      if (cb) process.nextTick(cb, null);
     },
   });
-  Object.defineProperty(socket, 'close', { configurable: true, value: (cb?: () => void) => { if (cb) process.nextTick(cb); } });
+  Object.defineProperty(socket, 'close', { configurable: true, value: (cb?: () => void) => { peers?.close(); if (cb) process.nextTick(cb); } });
   return { port: bound, socket };
 }
