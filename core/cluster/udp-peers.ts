@@ -60,6 +60,15 @@ export const UDP_PEER_SOCKETS_MAX = 65_536;
 /** a peer silent this long loses its socket (jt1078-ingest counts a UDP source gone after 10 s) */
 export const UDP_PEER_IDLE_MS = 30_000;
 
+/**
+ * A peer gets a socket once the primary has routed this many of its datagrams here since the last sweep: any terminal
+ * pushing media sends dozens a second, while a flood of forged source addresses sends one or two from each, and must
+ * not turn into a descriptor per address (the descriptors TCP terminals and players need).
+ */
+export const UDP_PEER_PROOF = 8;
+/** candidates counted at most; a flood past it clears the count (real peers reach the proof again within a second) */
+const MAX_CANDIDATES = 4096;
+
 /** a peer whose datagrams belong to several workers is left to the primary this long before a socket is tried again */
 const SHARED_RETRY_MS = 60_000;
 
@@ -83,10 +92,13 @@ const SHARED_RETRY_MS = 60_000;
  * - Errors on a peer socket (an ICMP port unreachable reported on a connected socket, EMFILE at bind): the socket is
  *   closed and the peer stays on the primary's path. A dead worker's sockets are closed by the kernel, and its
  *   peers' datagrams reach the primary again.
- * - A flood of forged source addresses naming channels: at most `max` sockets, each closed after `idleMs` silent.
+ * - A flood of forged source addresses naming channels: a socket only for a peer with UDP_PEER_PROOF datagrams
+ *   between two sweeps, at most `max` sockets, none while descriptors are short, each closed after `idleMs` silent.
  */
 export class UdpPeerSockets {
   private readonly peers = new Map<string, Peer>();
+  /** datagrams the primary routed here from peers without a socket, since the last sweep */
+  private readonly candidates = new Map<string, number>();
   private readonly sharedUntil = new Map<string, number>();
   private readonly sweep: NodeJS.Timeout;
   private closed = false;
@@ -100,7 +112,7 @@ export class UdpPeerSockets {
     return this.peers.size;
   }
 
-  /** a datagram of this peer came through the primary: give it a socket of its own if it may have one */
+  /** a datagram of this peer came through the primary: give it a socket of its own once it has shown it is one */
   seen(address: string, port: number): void {
     const k = `${address}|${port}`;
     const p = this.peers.get(k);
@@ -110,6 +122,13 @@ export class UdpPeerSockets {
       if (performance.now() < until) return;
       this.sharedUntil.delete(k);
     }
+    const n = (this.candidates.get(k) ?? 0) + 1;
+    if (n < UDP_PEER_PROOF) {
+      if (this.candidates.size >= MAX_CANDIDATES && n === 1) this.candidates.clear();
+      this.candidates.set(k, n);
+      return;
+    }
+    this.candidates.delete(k);
     if (this.peers.size >= this.o.max) {
       this.o.onEvent?.('full');
       return;
@@ -186,6 +205,7 @@ export class UdpPeerSockets {
       }
     }
     for (const [k, until] of this.sharedUntil) if (now >= until) this.sharedUntil.delete(k);
+    this.candidates.clear();
   }
 
   private drop(k: string): void {

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import * as dgram from 'node:dgram';
 import pino from 'pino';
-import { UdpPeerSockets, type UdpPeerEvent, type UdpPeerSocketsOptions } from '../../core/cluster/udp-peers';
+import { UDP_PEER_PROOF, UdpPeerSockets, type UdpPeerEvent, type UdpPeerSocketsOptions } from '../../core/cluster/udp-peers';
 import { waitFor } from '../e2e/helpers';
 
 interface Got { data: string; port: number }
@@ -63,9 +63,11 @@ describe('UDP peer sockets: a peer\'s datagrams to its worker without the primar
     await waitFor(`${data} at the expected socket`, () => where.some((g) => g.data === data && g.port === portOf(t)), 5_000, 5);
   }
 
-  /** the primary routed a datagram of `t` here: it gets its socket */
+  /** the primary routed datagrams of `t` here: it gets its socket at the UDP_PEER_PROOF'th */
   async function adopt(t: dgram.Socket): Promise<void> {
     const opened = events.filter((e) => e === 'opened').length;
+    for (let i = 0; i < UDP_PEER_PROOF - 1; i++) peers.seen('127.0.0.1', portOf(t));
+    assert.equal(events.filter((e) => e === 'opened').length, opened);
     peers.seen('127.0.0.1', portOf(t));
     await waitFor('the peer socket connected', () => events.filter((e) => e === 'opened').length > opened, 5_000, 5);
   }
@@ -119,8 +121,19 @@ describe('UDP peer sockets: a peer\'s datagrams to its worker without the primar
     assert.ok(!delivered.some((g) => g.data === 'b1'), 'not delivered here');
     await send(t, 'a2', atPrimary);
     // routed here again by the primary: left to it for a while
-    peers.seen('127.0.0.1', portOf(t));
+    for (let i = 0; i < UDP_PEER_PROOF * 2; i++) peers.seen('127.0.0.1', portOf(t));
     assert.equal(peers.size, 0);
+  });
+
+  it('a flood of forged source addresses, a datagram or two from each, opens no socket', async () => {
+    for (let port = 20_000; port < 30_000; port++) {
+      peers.seen('127.0.0.1', port);
+      if (port % 3 === 0) peers.seen('127.0.0.1', port);
+    }
+    assert.equal(peers.size, 0);
+    assert.equal(fdsOpen, 0);
+    // a real terminal among them still gets its socket
+    await adopt(await terminal());
   });
 
   it('drops junk (no key) as the primary does', async () => {
@@ -151,12 +164,12 @@ describe('UDP peer sockets: a peer\'s datagrams to its worker without the primar
     peers = start({ max: 1 });
     const [t1, t2] = [await terminal(), await terminal()];
     await adopt(t1);
-    peers.seen('127.0.0.1', portOf(t2));
+    for (let i = 0; i < UDP_PEER_PROOF; i++) peers.seen('127.0.0.1', portOf(t2));
     assert.deepEqual(events.filter((e) => e !== 'opened'), ['full']);
     peers.close();
     peers = start();
     fdsFree = false;
-    peers.seen('127.0.0.1', portOf(t2));
+    for (let i = 0; i < UDP_PEER_PROOF; i++) peers.seen('127.0.0.1', portOf(t2));
     assert.deepEqual(events.filter((e) => e !== 'opened'), ['full', 'fds']);
     assert.equal(peers.size, 0);
     await send(t2, 'a1', atPrimary);
