@@ -102,6 +102,9 @@ export class UdpPeerSockets {
   private readonly sharedUntil = new Map<string, number>();
   private readonly sweep: NodeJS.Timeout;
   private closed = false;
+  /** peers refused a socket since the last warning, and when that was */
+  private refused = 0;
+  private warnedAt = -Infinity;
 
   constructor(private readonly o: UdpPeerSocketsOptions) {
     this.sweep = setInterval(() => this.closeIdle(), Math.max(100, Math.floor(o.idleMs / 4)));
@@ -130,14 +133,27 @@ export class UdpPeerSockets {
     }
     this.candidates.delete(k);
     if (this.peers.size >= this.o.max) {
-      this.o.onEvent?.('full');
+      this.refuse('full');
       return;
     }
     if (this.o.fds && !this.o.fds.mayOpen()) {
-      this.o.onEvent?.('fds');
+      this.refuse('fds');
       return;
     }
     this.open(k, address, port);
+  }
+
+  /** one warning a minute at most: the peers still work, through the primary, at its cost */
+  private refuse(why: 'full' | 'fds'): void {
+    this.o.onEvent?.(why);
+    this.refused++;
+    const now = performance.now();
+    if (now - this.warnedAt < 60_000) return;
+    this.o.log.warn({ refused: this.refused, open: this.peers.size, max: this.o.max, reason: why },
+      why === 'full' ? 'UDP peers refused a socket of their own: this listener holds its maximum (their datagrams cross the primary)'
+        : 'UDP peers refused a socket of their own: descriptors near the process limit (their datagrams cross the primary)');
+    this.warnedAt = now;
+    this.refused = 0;
   }
 
   /** sends on the peer's own socket when it has a connected one; false: use the primary's */
