@@ -317,6 +317,12 @@ export class ConnectionGuard {
     return undefined;
   }
 
+  /** a refusal made elsewhere (the primary's per-address cap across workers) for the listener named `name` */
+  refusedAt(name: string, reason: RefusalReason, remote: string): void {
+    const g = this.gates.find((x) => x.name === name);
+    if (g) this.refused(g, reason, remote);
+  }
+
   refused(g: ListenerGate, reason: RefusalReason, remote: string): void {
     this.o.onRefused?.(g.name, reason);
     const fields: Record<string, unknown> = { listener: g.name, reason, remote };

@@ -78,6 +78,8 @@ export class Kernel {
   log!: Logger;
   registry!: Registry;
   api!: ApiServer;
+  /** the API port's per-address cap (its gate's), which the primary counts across workers */
+  private apiPerAddress = 0;
   bus!: CoreMediaBus;
   /** media socket reads in slices of the loop (gateway.readSliceMs), one scheduler for all plugins */
   slices!: ReadSlices;
@@ -291,9 +293,14 @@ export class Kernel {
       const forwarded = coreMetrics.counter('forwarded_total', 'requests and WebSocket upgrades this worker passed to the worker that owns their stream', ['kind']);
       this.opts.cluster.forwarded = (kind) => forwarded.inc({ kind });
       if (this.gateway.udpPeerSockets) this.opts.cluster.udpPeers = udpPeerSettings(coreMetrics, this.connections);
+      this.opts.cluster.perAddressExempt = this.gateway.perAddressExempt;
+      const guard = this.connections;
+      this.opts.cluster.link.onRefused = (listener, remotes) => { for (const r of remotes) guard.refusedAt(listener, 'address', r); };
     }
     this.api = new ApiServer({ bodyLimit: this.gateway.bodyLimit, keepAliveTimeoutMs: this.gateway.httpKeepAliveSec * 1000, apps: this.apps, log: this.log.child({ part: 'http' }), ...this.authHooks, tls: this.tls });
-    this.connections.guardServer(this.api.server, this.connections.gate('gateway.httpPort', 'api'));
+    const apiGate = this.connections.gate('gateway.httpPort', 'api');
+    this.connections.guardServer(this.api.server, apiGate);
+    this.apiPerAddress = apiGate.maxPerAddress;
 
     this.container = rootContainer.createChildContainer();
     this.container.registerInstance(TOKENS.Kernel, this);
@@ -380,7 +387,7 @@ export class Kernel {
     if (this.opts.cluster) {
       let adopted: { port: number; internal: net.Server };
       try {
-        adopted = await adoptHttp(this.opts.cluster, 'gateway.httpPort', this.gateway.httpPort, host, { builtin: 'stream-path' }, this.api, this.log.child({ part: 'cluster' }));
+        adopted = await adoptHttp(this.opts.cluster, 'gateway.httpPort', this.gateway.httpPort, host, { builtin: 'stream-path' }, this.api, this.log.child({ part: 'cluster' }), this.apiPerAddress);
       } catch (err) {
         throw new BootError(`${this.site.file}: gateway: key httpPort: ${(err as Error).message}`);
       }

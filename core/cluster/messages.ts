@@ -5,12 +5,16 @@ import type { Notice } from '../../plugin-sdk/notices';
 export type RouteSpec = { builtin: 'stream-path' } | { module: string; plugin: string; name: string };
 
 export type ToPrimary =
-  | { t: 'listen'; id: number; listener: string; proto: 'tcp' | 'udp'; port: number; host: string; route: RouteSpec; reuseAddr?: boolean }
+  | { t: 'listen'; id: number; listener: string; proto: 'tcp' | 'udp'; port: number; host: string; route: RouteSpec; reuseAddr?: boolean;
+    /** TCP: the listener's per-address cap (0: none), counted by the primary across workers (address-caps.ts) */
+    perAddress?: { max: number; exempt: string[] } }
   | { t: 'ready' }
   | { t: 'rpc'; id: number; to: number | 'all'; method: string; args: unknown }
   | { t: 'rpc-out'; id: number; ok: boolean; value?: unknown; error?: WireError }
   | { t: 'reserve'; id: number; reqId: string; appId: string; limit: number; notice: Notice }
   | { t: 'release'; reqId: string }
+  /** connections of capped listeners this worker held that closed: [listener, address key] each */
+  | { t: 'conns-closed'; items: Array<[string, string]> }
   | { t: 'lookup'; id: number; reqIds: string[] }
   | { t: 'udp-send'; listener: string; msg: Uint8Array; port: number; address: string }
   /** a datagram a worker's peer socket took that worker `to` owns (udp-peers.ts) */
@@ -24,6 +28,8 @@ export type ToWorker =
    * them back to back, `sizes[i]` bytes each, from `addresses[i]`:`ports[i]`
    */
   | { t: 'udp'; listener: string; data: Uint8Array; sizes: Uint32Array; addresses: string[]; ports: Uint16Array }
+  /** connections the primary refused for their address's cap (one entry each): the worker counts and logs them */
+  | { t: 'refused'; listener: string; remotes: string[] }
   | { t: 'rpc-in'; id: number; method: string; args: unknown }
   | { t: 'rpc-reply'; id: number; ok: boolean; value?: unknown; error?: WireError }
   | { t: 'reserved'; id: number; result: 'ok' | 'self' | 'other' | 'cap' }

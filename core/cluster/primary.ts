@@ -2,55 +2,20 @@ import cluster, { type Worker } from 'node:cluster';
 import * as dgram from 'node:dgram';
 import * as net from 'node:net';
 import type { Logger } from 'pino';
-import type { ConnectionRouter, RouteDecision } from '../../plugin-sdk/cluster';
+import type { RouteDecision } from '../../plugin-sdk/cluster';
 import type { Notice } from '../../plugin-sdk/notices';
 import { CloseCause, closeReasonOf } from '../../plugin-sdk/sessions';
 import { UDP_RECV_BUFFER, describeListenError } from '../plugin-net';
 import type { ToPrimary, ToWorker } from './messages';
 import { loadRouter, shardOf } from './shard';
+import { parseAllowList } from '../gateway-config';
+import { AddressCaps } from './address-caps';
+import { HandOver, type Listener, type Slot } from './hand-over';
 import { UdpBatches } from './udp-batches';
 
-/** a connection that has not shown its stream within this is handed to any worker, whose own timeouts then apply */
-const FIRST_BYTES_MS = 10_000;
-/** routers get at most this many bytes to decide */
-const MAX_HEAD = 4096;
 /** a worker that dies is started again after this, doubling while it keeps dying within a minute, up to 30 s */
 const RESTART_MIN_MS = 500;
 const RESTART_MAX_MS = 30_000;
-
-interface Slot {
-  index: number;
-  worker?: Worker;
-  ready: boolean;
-  restartMs: number;
-  startedAt: number;
-  /**
-   * Connections handed to this worker that it may not have taken yet. Sending detaches the socket's handle and Node
-   * closes the primary's copy only when the worker acknowledges it, sending the next handle only after that; a worker
-   * that dies in between leaves the one in flight and those queued behind it open here, with nobody reading them
-   * (clients hung until their own timeout). Entries Node has closed (taken) are swept at the next hand-over.
-   */
-  handing: Set<Handing>;
-}
-
-/** libuv's TCP handle under a net.Socket (Node internals: `_handle`, and `fd` -1 once closed) */
-interface TcpWrap { fd: number; close(): void }
-
-function wrapOf(sock: net.Socket): TcpWrap | undefined {
-  return (sock as unknown as { _handle?: TcpWrap | null })._handle ?? undefined;
-}
-
-interface Handing { l: Listener; sock: net.Socket; head: Buffer; key: string | undefined; wrap: TcpWrap }
-
-interface Listener {
-  name: string;
-  proto: 'tcp' | 'udp';
-  router: ConnectionRouter;
-  bound: Promise<number>;
-  server?: net.Server;
-  udp?: dgram.Socket;
-  batches?: UdpBatches<Slot>;
-}
 
 interface PendingRpc { from: number; fromId: number; waiting: number; results: Array<{ ok: boolean; value?: unknown; error?: unknown }>; all: boolean }
 
@@ -87,9 +52,14 @@ export class Primary {
   private bootResolve!: () => void;
   private bootReject!: (err: Error) => void;
   private readonly log: Logger;
+  private readonly handOver: HandOver;
 
   constructor(private readonly o: PrimaryOptions) {
     this.log = o.log;
+    this.handOver = new HandOver({
+      slots: this.slots, log: this.log, booted: () => this.booted, hold: (go) => this.held.push(go),
+      nextReady: () => this.nextReady(), send: (w, m, handle, undelivered) => this.send(w, m, handle, undelivered),
+    });
   }
 
   /** resolves when every worker has booted; rejects (and stops the others) when one fails to */
@@ -119,7 +89,8 @@ export class Primary {
     slot.ready = false;
     slot.worker = undefined;
     this.failRpcsTo(slot.index);
-    this.rehome(slot);
+    for (const l of this.listeners.values()) l.caps?.workerGone(slot.index);
+    this.handOver.rehome(slot);
     if (this.stopping) return;
     if (!this.booted) {
       // a boot failure is the site's fault (it printed why): every worker would fail the same way
@@ -204,6 +175,9 @@ export class Primary {
         l?.udp?.send(m.msg, m.port, m.address);
         return;
       }
+      case 'conns-closed':
+        for (const [listener, key] of m.items) this.listeners.get(listener)?.caps?.closed(slot.index, key);
+        return;
       case 'udp-route': {
         const to = this.slots[m.to];
         if (to?.ready && to.worker) this.listeners.get(m.listener)?.batches?.add(to, m.msg, m.address, m.port);
@@ -297,6 +271,7 @@ export class Primary {
     if (existing) return existing.bound;
     const router = loadRouter(m.route);
     const l: Listener = { name: m.listener, proto: m.proto, router, bound: Promise.resolve(0) };
+    if (m.proto === 'tcp' && m.perAddress && m.perAddress.max > 0) l.caps = new AddressCaps(m.perAddress.max, parseAllowList(m.perAddress.exempt, 'gateway', 'perAddressExempt'));
     l.bound = m.proto === 'tcp' ? this.bindTcp(l, m.port, m.host) : this.bindUdp(l, m.port, m.host, m.reuseAddr === true);
     this.listeners.set(m.listener, l);
     // a failed bind is asked again by nobody (boot stops): keep the rejection for the other workers' asks
@@ -305,7 +280,7 @@ export class Primary {
 
   private bindTcp(l: Listener, port: number, host: string): Promise<number> {
     return new Promise((resolve, reject) => {
-      const srv = net.createServer({ pauseOnConnect: true }, (sock) => this.route(l, sock));
+      const srv = net.createServer({ pauseOnConnect: true }, (sock) => this.handOver.route(l, sock));
       srv.once('error', (err: NodeJS.ErrnoException) => reject(new Error(describeListenError(err, port, host))));
       srv.listen(port, host, () => {
         srv.removeAllListeners('error');
@@ -340,105 +315,6 @@ export class Primary {
         resolve(sock.address().port);
       });
     });
-  }
-
-  /**
-   * Reads a connection's first bytes until its router knows the stream, then hands the socket, and the bytes read,
-   * to that stream's worker. Reading stops at the socket itself (readStop), so nothing more is read here: what the
-   * peer sends next waits in the kernel for the worker.
-   */
-  private route(l: Listener, sock: net.Socket): void {
-    // a port is bound while the first worker boots: its connections wait (paused) until every worker can take one
-    if (!this.booted) {
-      this.held.push(() => this.route(l, sock));
-      return;
-    }
-    let head: Buffer = Buffer.alloc(0);
-    let done = false;
-    const finish = (d: RouteDecision) => {
-      if (done) return;
-      done = true;
-      clearTimeout(timer);
-      sock.removeListener('data', onData);
-      sock.removeListener('error', onError);
-      sock.pause();
-      // net.Socket keeps reading into its buffer while paused; stop the handle so every further byte stays in the kernel
-      (sock as unknown as { _handle?: { readStop?: () => void } })._handle?.readStop?.();
-      let more: Buffer | null;
-      while ((more = sock.read() as Buffer | null) !== null) head = Buffer.concat([head, more]);
-      this.handOver(l, sock, head, typeof d === 'object' ? d.key : undefined, true);
-    };
-    const onData = (chunk: Buffer) => {
-      head = head.length ? Buffer.concat([head, chunk]) : chunk;
-      const complete = head.length >= MAX_HEAD;
-      let d: RouteDecision;
-      try { d = l.router(head, complete); } catch { d = 'any'; }
-      if (d === 'more' && !complete) return;
-      finish(d === 'more' ? 'any' : d);
-    };
-    const onError = () => { done = true; clearTimeout(timer); sock.destroy(); };
-    // a peer that goes quiet before its router could decide: a last, final guess on what came
-    const timer = setTimeout(() => {
-      let d: RouteDecision = 'any';
-      if (head.length) try { d = l.router(head, true); } catch { /* any */ }
-      finish(d === 'more' ? 'any' : d);
-    }, FIRST_BYTES_MS);
-    sock.on('data', onData);
-    sock.on('error', onError);
-    // accepted paused (pauseOnConnect): a 'data' listener alone does not start a paused socket
-    sock.resume();
-    sock.once('end', () => { if (!done) { done = true; clearTimeout(timer); sock.destroy(); } });
-  }
-
-  /**
-   * Gives an accepted connection and its first bytes to the worker of `key` (any worker without one). A connection
-   * for any worker whose hand-over failed (that worker just died) is offered once more to the next one; otherwise it
-   * is closed, so the client sees a reset and retries rather than hanging.
-   */
-  private handOver(l: Listener, sock: net.Socket, head: Buffer, key: string | undefined, firstTry: boolean): void {
-    const slot = key !== undefined ? this.slots[shardOf(key, this.slots.length)] : this.nextReady();
-    if (!slot?.ready || !slot.worker) {
-      this.log.warn({ listener: l.name, key }, 'connection refused: its worker is restarting');
-      sock.destroy();
-      return;
-    }
-    for (const x of slot.handing) if (x.wrap.fd < 0) slot.handing.delete(x);
-    const wrap = wrapOf(sock);
-    if (!wrap) {
-      // closed by its peer while it was being routed
-      sock.destroy();
-      return;
-    }
-    const h: Handing = { l, sock, head, key, wrap };
-    slot.handing.add(h);
-    const sent = this.send(slot.worker, { t: 'conn', listener: l.name, head }, sock, (err) => {
-      if (!slot.handing.delete(h)) return;
-      this.log.warn({ listener: l.name, key, worker: slot.index, err: err.message, retried: key === undefined && firstTry && !sock.destroyed },
-        'connection not handed over: its worker is gone');
-      if (key === undefined && firstTry && !sock.destroyed) this.handOver(l, sock, head, key, false);
-      else sock.destroy();
-    });
-    if (!sent) {
-      slot.handing.delete(h);
-      sock.destroy();
-    }
-  }
-
-  /**
-   * A dead worker's connections still waiting to be handed over: one for any worker goes to another; one for the
-   * dead worker's streams is closed (the terminal or player reconnects once the worker is back).
-   */
-  private rehome(slot: Slot): void {
-    const stuck = [...slot.handing].filter((h) => h.wrap.fd >= 0);
-    slot.handing.clear();
-    if (stuck.length) this.log.warn({ worker: slot.index, connections: stuck.length }, 'connections waiting for a dead worker: handed to another, or closed');
-    for (const h of stuck) {
-      // still queued (its handle never left the socket): it can go elsewhere; in flight: only closing is left
-      const queued = wrapOf(h.sock) === h.wrap;
-      if (queued && h.key === undefined) this.handOver(h.l, h.sock, h.head, undefined, false);
-      else if (queued) h.sock.destroy();
-      else h.wrap.close();
-    }
   }
 
   private nextReady(): Slot | undefined {

@@ -30,6 +30,9 @@ export class WorkerLink {
   private readonly handlers = new Map<string, RpcHandler>();
   /** set by main: what a 'stop' from the primary does */
   onStop: () => void = () => undefined;
+  /** set by the kernel: connections the primary refused for their address's cap, to count and log */
+  onRefused: (listener: string, remotes: string[]) => void = () => undefined;
+  private closedConns: Array<[string, string]> = [];
 
   constructor(readonly index: number, readonly count: number) {
     process.on('message', (m: ToWorker, handle: unknown) => this.onMessage(m, handle as Socket | undefined));
@@ -86,6 +89,7 @@ export class WorkerLink {
         }
         return;
       }
+      case 'refused': this.onRefused(m.listener, m.remotes); return;
       case 'rpc-in': void this.serve(m.id, m.method, m.args); return;
       case 'stop': this.onStop(); return;
     }
@@ -123,9 +127,21 @@ export class WorkerLink {
   }
 
   /** binds (in the primary) a routed listener; its connections or datagrams for this worker come to the handler */
-  listenTcp(listener: string, port: number, host: string, route: RouteSpec, onConn: (sock: Socket, head: Buffer) => void): Promise<number> {
+  /** `perAddress`: the listener's per-address cap, which the primary counts across workers (report closes: connClosed) */
+  listenTcp(listener: string, port: number, host: string, route: RouteSpec, perAddress: { max: number; exempt: string[] } | undefined,
+    onConn: (sock: Socket, head: Buffer) => void): Promise<number> {
     this.onConn.set(listener, onConn);
-    return this.ask<number>((id) => ({ t: 'listen', id, listener, proto: 'tcp', port, host, route }));
+    return this.ask<number>((id) => ({ t: 'listen', id, listener, proto: 'tcp', port, host, route, perAddress }));
+  }
+
+  /** a connection of a capped listener closed here: told to the primary with the others of the next 10 ms */
+  connClosed(listener: string, addressKey: string): void {
+    if (this.closedConns.push([listener, addressKey]) > 1) return;
+    setTimeout(() => {
+      const items = this.closedConns;
+      this.closedConns = [];
+      this.post({ t: 'conns-closed', items });
+    }, 10).unref();
   }
 
   /** `reuseAddr`: the primary's socket lets workers bind peers' own sockets to its port (udp-peers.ts) */

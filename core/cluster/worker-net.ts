@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import type { Metrics } from '../../plugin-sdk/metrics';
 import type { ConnectionGuard } from '../connection-guard';
 import type { ApiServer } from '../http/api-server';
+import { addressKey } from '../http/login-guard';
 import { ClusterForwarder, internalSocketPath, listenInternal } from './forwarder';
 import type { RouteSpec } from './messages';
 import { loadRouter } from './shard';
@@ -20,6 +21,8 @@ export interface ClusterContext {
   /** counts requests and upgrades passed to the worker that owns them (set by the kernel) */
   forwarded?: (kind: 'request' | 'upgrade') => void;
   /** UDP peers' own sockets in their worker (gateway.udpPeerSockets, set by the kernel); unset: every datagram crosses the primary */
+  /** gateway.perAddressExempt, for the primary's per-address caps (set by the kernel) */
+  perAddressExempt?: string[];
   udpPeers?: { max: number; idleMs: number; fds: UdpPeerFds; counts: { datagrams: number }; onEvent(e: UdpPeerEvent): void };
 }
 
@@ -50,9 +53,18 @@ function adoptingServer(srv: net.Server, port: number, host: string): void {
   Object.defineProperty(srv, 'address', { value: () => ({ port, address: host, family: host.includes(':') ? 'IPv6' : 'IPv4' }), configurable: true });
 }
 
-/** a routed TCP listener in a worker: `srv` gets 'connection' for each socket the primary hands over */
-export async function adoptTcp(c: ClusterContext, listener: string, port: number, host: string, spec: RouteSpec, srv: net.Server): Promise<number> {
-  const bound = await c.link.listenTcp(listener, port, host, spec, (sock, head) => {
+/**
+ * A routed TCP listener in a worker: `srv` gets 'connection' for each socket the primary hands over. `maxPerAddress`
+ * (its gate's, 0: none) is counted by the primary across workers: each connection's close is reported to it.
+ */
+export async function adoptTcp(c: ClusterContext, listener: string, port: number, host: string, spec: RouteSpec, srv: net.Server, maxPerAddress: number): Promise<number> {
+  const capped = maxPerAddress > 0;
+  const perAddress = capped ? { max: maxPerAddress, exempt: c.perAddressExempt ?? [] } : undefined;
+  const bound = await c.link.listenTcp(listener, port, host, spec, perAddress, (sock, head) => {
+    if (capped) {
+      const key = addressKey(sock.remoteAddress ?? '');
+      sock.once('close', () => c.link.connClosed(listener, key));
+    }
     if (head.length) sock.unshift(head);
     srv.emit('connection', sock);
   });
@@ -64,8 +76,8 @@ export async function adoptTcp(c: ClusterContext, listener: string, port: number
  * A routed HTTP listener in a worker: the public port's connections come from the primary; requests that belong to
  * another worker go there; other workers' forwarded requests arrive on an internal socket.
  */
-export async function adoptHttp(c: ClusterContext, listener: string, port: number, host: string, spec: RouteSpec, api: ApiServer, log: Logger): Promise<{ port: number; internal: net.Server }> {
-  const bound = await adoptTcp(c, listener, port, host, spec, api.server);
+export async function adoptHttp(c: ClusterContext, listener: string, port: number, host: string, spec: RouteSpec, api: ApiServer, log: Logger, maxPerAddress: number): Promise<{ port: number; internal: net.Server }> {
+  const bound = await adoptTcp(c, listener, port, host, spec, api.server, maxPerAddress);
   api.forwarder = new ClusterForwarder(c.link, c.id, listener, c.secret, log, (kind) => c.forwarded?.(kind));
   const internal = await listenInternal(internalSocketPath(c.id, c.link.index, listener), api.internalServer(), c.secret);
   return { port: bound, internal };
