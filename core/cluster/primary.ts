@@ -294,7 +294,8 @@ export class Primary {
   /** `reuseAddr`: workers bind sockets of their peers to this port too (core/cluster/udp-peers.ts) */
   private bindUdp(l: Listener, port: number, host: string, reuseAddr: boolean): Promise<number> {
     return new Promise((resolve, reject) => {
-      // every terminal's datagrams pass through this one socket: room for a burst while the primary is busy
+      // terminals' datagrams pass through this one socket until their worker has a socket for them (all of them
+      // without udpPeerSockets): room for a burst while the primary is busy
       const sock = dgram.createSocket({ type: host.includes(':') ? 'udp6' : 'udp4', recvBufferSize: UDP_RECV_BUFFER, reuseAddr });
       const batches = new UdpBatches<Slot>((slot, m) => { if (slot.worker) this.send(slot.worker, { t: 'udp', listener: l.name, ...m }); });
       l.batches = batches;
