@@ -295,7 +295,10 @@ export class Kernel {
       if (this.gateway.udpPeerSockets) this.opts.cluster.udpPeers = udpPeerSettings(coreMetrics, this.connections);
       this.opts.cluster.perAddressExempt = this.gateway.perAddressExempt;
       const guard = this.connections;
-      this.opts.cluster.link.onRefused = (listener, remotes) => { for (const r of remotes) guard.refusedAt(listener, 'address', r); };
+      this.opts.cluster.link.onRefused = (listener, remotes, more) => {
+        for (const r of remotes) guard.refusedAt(listener, 'address', r);
+        for (let i = 0; i < more; i++) guard.refusedAt(listener, 'address', remotes[remotes.length - 1]);
+      };
     }
     this.api = new ApiServer({ bodyLimit: this.gateway.bodyLimit, keepAliveTimeoutMs: this.gateway.httpKeepAliveSec * 1000, apps: this.apps, log: this.log.child({ part: 'http' }), ...this.authHooks, tls: this.tls });
     const apiGate = this.connections.gate('gateway.httpPort', 'api');

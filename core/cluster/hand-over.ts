@@ -12,6 +12,8 @@ import type { UdpBatches } from './udp-batches';
 const FIRST_BYTES_MS = 10_000;
 /** refusals of the per-address cap are told to a worker at most this often */
 const REFUSED_BATCH_MS = 100;
+/** addresses named in one batch of refusals; more are counted */
+const MAX_REFUSED_ITEMS = 1024;
 /** routers get at most this many bytes to decide */
 const MAX_HEAD = 4096;
 
@@ -43,7 +45,7 @@ export interface Listener {
   /** the per-address cap across workers (TCP) */
   caps?: AddressCaps;
   /** connections refused by `caps` not yet told to a worker (which counts and logs them) */
-  refused?: string[];
+  refused?: { remotes: string[]; more: number };
 }
 
 /** libuv's TCP handle under a net.Socket (Node internals: `_handle`, and `fd` -1 once closed) */
@@ -200,15 +202,17 @@ export class HandOver {
     sock.on('error', () => undefined);
     sock.resetAndDestroy();
     if (!l.refused) {
-      l.refused = [];
+      const batch = { remotes: [] as string[], more: 0 };
+      l.refused = batch;
       setTimeout(() => {
-        const remotes = l.refused ?? [];
         l.refused = undefined;
         const w = this.h.nextReady()?.worker;
-        if (w) this.h.send(w, { t: 'refused', listener: l.name, remotes });
+        if (w) this.h.send(w, { t: 'refused', listener: l.name, ...batch });
       }, REFUSED_BATCH_MS).unref();
     }
-    l.refused.push(remote);
+    // a flood's addresses are itemised up to a bound, the rest counted (as the worker's own log summarises them)
+    if (l.refused.remotes.length < MAX_REFUSED_ITEMS) l.refused.remotes.push(remote);
+    else l.refused.more++;
   }
 
 }

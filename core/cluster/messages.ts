@@ -28,8 +28,8 @@ export type ToWorker =
    * them back to back, `sizes[i]` bytes each, from `addresses[i]`:`ports[i]`
    */
   | { t: 'udp'; listener: string; data: Uint8Array; sizes: Uint32Array; addresses: string[]; ports: Uint16Array }
-  /** connections the primary refused for their address's cap (one entry each): the worker counts and logs them */
-  | { t: 'refused'; listener: string; remotes: string[] }
+  /** connections the primary refused for their address's cap (one entry each, `more` past the list's bound, from its last address): the worker counts and logs them */
+  | { t: 'refused'; listener: string; remotes: string[]; more: number }
   | { t: 'rpc-in'; id: number; method: string; args: unknown }
   | { t: 'rpc-reply'; id: number; ok: boolean; value?: unknown; error?: WireError }
   | { t: 'reserved'; id: number; result: 'ok' | 'self' | 'other' | 'cap' }

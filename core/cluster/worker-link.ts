@@ -31,7 +31,7 @@ export class WorkerLink {
   /** set by main: what a 'stop' from the primary does */
   onStop: () => void = () => undefined;
   /** set by the kernel: connections the primary refused for their address's cap, to count and log */
-  onRefused: (listener: string, remotes: string[]) => void = () => undefined;
+  onRefused: (listener: string, remotes: string[], more: number) => void = () => undefined;
   private closedConns: Array<[string, string]> = [];
 
   constructor(readonly index: number, readonly count: number) {
@@ -89,7 +89,7 @@ export class WorkerLink {
         }
         return;
       }
-      case 'refused': this.onRefused(m.listener, m.remotes); return;
+      case 'refused': this.onRefused(m.listener, m.remotes, m.more); return;
       case 'rpc-in': void this.serve(m.id, m.method, m.args); return;
       case 'stop': this.onStop(); return;
     }
