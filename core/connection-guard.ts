@@ -310,17 +310,23 @@ export class ConnectionGuard {
   verdict(g: ListenerGate, key: string, remote: string): RefusalReason | undefined {
     if (g.maxPerAddress > 0 && g.fromAddress(key) >= g.maxPerAddress && !allowListed(this.o.perAddressExempt, remote)) return 'address';
     if (g.open >= g.maxConnections) return 'listener';
-    if (this.fds && this.fdLimit !== undefined) {
-      const ceiling = this.fdLimit - (g.kind === 'api' ? Math.ceil(this.fdReserve / 2) : this.fdReserve);
-      if (this.fds.now(performance.now()) >= ceiling) return 'fds';
-    }
+    if (!this.fdsBelowCeiling(g.kind)) return 'fds';
     return undefined;
   }
 
   /** a refusal made elsewhere (the primary's per-address cap across workers) for the listener named `name` */
   refusedAt(name: string, reason: RefusalReason, remote: string): void {
-    const g = this.gates.find((x) => x.name === name);
+    const g = this.gateNamed(name);
     if (g) this.refused(g, reason, remote);
+  }
+
+  /** the per-address cap of the listener named `name` (0: none, or no such listener) */
+  maxPerAddressOf(name: string): number {
+    return this.gateNamed(name)?.maxPerAddress ?? 0;
+  }
+
+  private gateNamed(name: string): ListenerGate | undefined {
+    return this.gates.find((x) => x.name === name);
   }
 
   refused(g: ListenerGate, reason: RefusalReason, remote: string): void {
@@ -348,8 +354,14 @@ export class ConnectionGuard {
    * opens on its own account (a UDP peer's socket in a worker, core/cluster/udp-peers.ts)
    */
   fdsFree(): boolean {
+    return this.fdsBelowCeiling('tcp');
+  }
+
+  /** the API port may use half of the reserve, the other ports none of it */
+  private fdsBelowCeiling(kind: ListenerKind): boolean {
     if (!this.fds || this.fdLimit === undefined) return true;
-    return this.fds.now(performance.now()) < this.fdLimit - this.fdReserve;
+    const ceiling = this.fdLimit - (kind === 'api' ? Math.ceil(this.fdReserve / 2) : this.fdReserve);
+    return this.fds.now(performance.now()) < ceiling;
   }
 
   fdOpened(): void { this.fds?.opened(); }

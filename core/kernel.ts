@@ -78,8 +78,6 @@ export class Kernel {
   log!: Logger;
   registry!: Registry;
   api!: ApiServer;
-  /** the API port's per-address cap (its gate's), which the primary counts across workers */
-  private apiPerAddress = 0;
   bus!: CoreMediaBus;
   /** media socket reads in slices of the loop (gateway.readSliceMs), one scheduler for all plugins */
   slices!: ReadSlices;
@@ -293,17 +291,18 @@ export class Kernel {
       const forwarded = coreMetrics.counter('forwarded_total', 'requests and WebSocket upgrades this worker passed to the worker that owns their stream', ['kind']);
       this.opts.cluster.forwarded = (kind) => forwarded.inc({ kind });
       if (this.gateway.udpPeerSockets) this.opts.cluster.udpPeers = udpPeerSettings(coreMetrics, this.connections);
-      this.opts.cluster.perAddressExempt = this.gateway.perAddressExempt;
       const guard = this.connections;
+      this.opts.cluster.perAddress = (listener) => {
+        const max = guard.maxPerAddressOf(listener);
+        return max > 0 ? { max, exempt: this.gateway.perAddressExempt } : undefined;
+      };
       this.opts.cluster.link.onRefused = (listener, remotes, more) => {
         for (const r of remotes) guard.refusedAt(listener, 'address', r);
         for (let i = 0; i < more; i++) guard.refusedAt(listener, 'address', remotes[remotes.length - 1]);
       };
     }
     this.api = new ApiServer({ bodyLimit: this.gateway.bodyLimit, keepAliveTimeoutMs: this.gateway.httpKeepAliveSec * 1000, apps: this.apps, log: this.log.child({ part: 'http' }), ...this.authHooks, tls: this.tls });
-    const apiGate = this.connections.gate('gateway.httpPort', 'api');
-    this.connections.guardServer(this.api.server, apiGate);
-    this.apiPerAddress = apiGate.maxPerAddress;
+    this.connections.guardServer(this.api.server, this.connections.gate('gateway.httpPort', 'api'));
 
     this.container = rootContainer.createChildContainer();
     this.container.registerInstance(TOKENS.Kernel, this);
@@ -390,7 +389,7 @@ export class Kernel {
     if (this.opts.cluster) {
       let adopted: { port: number; internal: net.Server };
       try {
-        adopted = await adoptHttp(this.opts.cluster, 'gateway.httpPort', this.gateway.httpPort, host, { builtin: 'stream-path' }, this.api, this.log.child({ part: 'cluster' }), this.apiPerAddress);
+        adopted = await adoptHttp(this.opts.cluster, 'gateway.httpPort', this.gateway.httpPort, host, { builtin: 'stream-path' }, this.api, this.log.child({ part: 'cluster' }));
       } catch (err) {
         throw new BootError(`${this.site.file}: gateway: key httpPort: ${(err as Error).message}`);
       }

@@ -73,7 +73,7 @@ export function pluginNet(l: PluginResources, o: PluginNetOptions): Net {
       });
       const spec = o.cluster && routeSpec(lo.route, name, l.module);
       if (o.cluster && spec) {
-        adoptTcp(o.cluster, listener, lo.port, host, spec, srv, gate.maxPerAddress).then((port) => {
+        adoptTcp(o.cluster, listener, lo.port, host, spec, srv).then((port) => {
           o.connections.watchErrors(srv, listener);
           l.servers.push(srv);
           o.ports[listener] = port;
@@ -125,13 +125,12 @@ export function pluginNet(l: PluginResources, o: PluginNetOptions): Net {
     });
     const host = lo.host ?? defaultHost;
     const listener = `${name}.${lo.key}`;
-    const gate = o.connections.gate(listener, 'http', lo.maxConnectionsPerAddress);
-    o.connections.guardServer(api.server, gate);
+    o.connections.guardServer(api.server, o.connections.gate(listener, 'http', lo.maxConnectionsPerAddress));
     const spec = o.cluster && routeSpec(lo.route, name, l.module);
     if (o.cluster && spec) {
       let adopted: { port: number; internal: net.Server };
       try {
-        adopted = await adoptHttp(o.cluster, listener, lo.port, host, spec, api, l.log, gate.maxPerAddress);
+        adopted = await adoptHttp(o.cluster, listener, lo.port, host, spec, api, l.log);
       } catch (err) {
         throw new BootError(`${where}: key ${lo.key}: ${(err as Error).message}`);
       }

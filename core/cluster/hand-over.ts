@@ -94,7 +94,6 @@ export class HandOver {
         return;
       }
     }
-    const gone = () => { if (counted) l.caps?.move(counted, 'gone'); };
     let head: Buffer = Buffer.alloc(0);
     let done = false;
     const finish = (d: RouteDecision) => {
@@ -118,7 +117,7 @@ export class HandOver {
       if (d === 'more' && !complete) return;
       finish(d === 'more' ? 'any' : d);
     };
-    const onError = () => { done = true; clearTimeout(timer); sock.destroy(); gone(); };
+    const onError = () => { done = true; clearTimeout(timer); this.drop(l, sock, counted); };
     // a peer that goes quiet before its router could decide: a last, final guess on what came
     const timer = setTimeout(() => {
       let d: RouteDecision = 'any';
@@ -129,7 +128,7 @@ export class HandOver {
     sock.on('error', onError);
     // accepted paused (pauseOnConnect): a 'data' listener alone does not start a paused socket
     sock.resume();
-    sock.once('end', () => { if (!done) { done = true; clearTimeout(timer); sock.destroy(); gone(); } });
+    sock.once('end', () => { if (!done) { done = true; clearTimeout(timer); this.drop(l, sock, counted); } });
   }
 
   /**
@@ -138,20 +137,17 @@ export class HandOver {
    * is closed, so the client sees a reset and retries rather than hanging.
    */
   private handOver(l: Listener, sock: net.Socket, head: Buffer, key: string | undefined, firstTry: boolean, counted: CountedConnection | undefined): void {
-    const gone = () => { if (counted) l.caps?.move(counted, 'gone'); };
     const slot = key !== undefined ? this.h.slots[shardOf(key, this.h.slots.length)] : this.h.nextReady();
     if (!slot?.ready || !slot.worker) {
       this.h.log.warn({ listener: l.name, key }, 'connection refused: its worker is restarting');
-      sock.destroy();
-      gone();
+      this.drop(l, sock, counted);
       return;
     }
     for (const x of slot.handing) if (x.wrap.fd < 0) slot.handing.delete(x);
     const wrap = wrapOf(sock);
     if (!wrap) {
       // closed by its peer while it was being routed
-      sock.destroy();
-      gone();
+      this.drop(l, sock, counted);
       return;
     }
     const h: Handing = { l, sock, head, key, wrap, counted };
@@ -163,16 +159,18 @@ export class HandOver {
       this.h.log.warn({ listener: l.name, key, worker: slot.index, err: err.message, retried: key === undefined && firstTry && !sock.destroyed },
         'connection not handed over: its worker is gone');
       if (key === undefined && firstTry && !sock.destroyed) this.handOver(l, sock, head, key, false, counted);
-      else {
-        sock.destroy();
-        gone();
-      }
+      else this.drop(l, sock, counted);
     });
     if (!sent) {
       slot.handing.delete(h);
-      sock.destroy();
-      gone();
+      this.drop(l, sock, counted);
     }
+  }
+
+  /** closes a connection the primary still holds, and stops counting it against its address */
+  private drop(l: Listener, sock: net.Socket, counted: CountedConnection | undefined): void {
+    sock.destroy();
+    if (counted) l.caps?.move(counted, 'gone');
   }
 
   /**
@@ -214,5 +212,4 @@ export class HandOver {
     if (l.refused.remotes.length < MAX_REFUSED_ITEMS) l.refused.remotes.push(remote);
     else l.refused.more++;
   }
-
 }

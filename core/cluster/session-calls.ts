@@ -51,12 +51,12 @@ export function registerClusterCalls(k: Kernel, link: WorkerLink): void {
   });
 }
 
-/** The session API over every worker: each call goes to the worker that holds the channel or the request. */
 interface WorkerHealth { worker: number; parts: Record<string, { reason: string; since: string }> }
 
 /** a degraded part of a multi-worker gateway, as /healthz shows it */
 export interface ClusterHealthPart { reason: string; since: string; workers: number[] }
 
+/** The session API over every worker: each call goes to the worker that holds the channel or the request. */
 export class ClusterSessions {
   constructor(private readonly k: Kernel, private readonly link: WorkerLink) {}
 

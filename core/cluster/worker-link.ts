@@ -126,8 +126,10 @@ export class WorkerLink {
     return this.ask<T[]>((id) => ({ t: 'rpc', id, to: 'all', method, args }));
   }
 
-  /** binds (in the primary) a routed listener; its connections or datagrams for this worker come to the handler */
-  /** `perAddress`: the listener's per-address cap, which the primary counts across workers (report closes: connClosed) */
+  /**
+   * binds (in the primary) a routed listener; its connections or datagrams for this worker come to the handler.
+   * `perAddress`: the listener's per-address cap, which the primary counts across workers (report closes: connClosed)
+   */
   listenTcp(listener: string, port: number, host: string, route: RouteSpec, perAddress: { max: number; exempt: string[] } | undefined,
     onConn: (sock: Socket, head: Buffer) => void): Promise<number> {
     this.onConn.set(listener, onConn);

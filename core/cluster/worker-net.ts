@@ -20,9 +20,12 @@ export interface ClusterContext {
   secret: string;
   /** counts requests and upgrades passed to the worker that owns them (set by the kernel) */
   forwarded?: (kind: 'request' | 'upgrade') => void;
+  /**
+   * A listener's per-address cap, for the primary to count across workers (set by the kernel: its gate's cap and
+   * gateway.perAddressExempt); undefined: no cap
+   */
+  perAddress?: (listener: string) => { max: number; exempt: string[] } | undefined;
   /** UDP peers' own sockets in their worker (gateway.udpPeerSockets, set by the kernel); unset: every datagram crosses the primary */
-  /** gateway.perAddressExempt, for the primary's per-address caps (set by the kernel) */
-  perAddressExempt?: string[];
   udpPeers?: { max: number; idleMs: number; fds: UdpPeerFds; counts: { datagrams: number }; onEvent(e: UdpPeerEvent): void };
 }
 
@@ -54,14 +57,13 @@ function adoptingServer(srv: net.Server, port: number, host: string): void {
 }
 
 /**
- * A routed TCP listener in a worker: `srv` gets 'connection' for each socket the primary hands over. `maxPerAddress`
- * (its gate's, 0: none) is counted by the primary across workers: each connection's close is reported to it.
+ * A routed TCP listener in a worker: `srv` gets 'connection' for each socket the primary hands over. A per-address
+ * cap is counted by the primary across workers: each connection's close is reported to it.
  */
-export async function adoptTcp(c: ClusterContext, listener: string, port: number, host: string, spec: RouteSpec, srv: net.Server, maxPerAddress: number): Promise<number> {
-  const capped = maxPerAddress > 0;
-  const perAddress = capped ? { max: maxPerAddress, exempt: c.perAddressExempt ?? [] } : undefined;
+export async function adoptTcp(c: ClusterContext, listener: string, port: number, host: string, spec: RouteSpec, srv: net.Server): Promise<number> {
+  const perAddress = c.perAddress?.(listener);
   const bound = await c.link.listenTcp(listener, port, host, spec, perAddress, (sock, head) => {
-    if (capped) {
+    if (perAddress) {
       const key = addressKey(sock.remoteAddress ?? '');
       sock.once('close', () => c.link.connClosed(listener, key));
     }
@@ -76,8 +78,8 @@ export async function adoptTcp(c: ClusterContext, listener: string, port: number
  * A routed HTTP listener in a worker: the public port's connections come from the primary; requests that belong to
  * another worker go there; other workers' forwarded requests arrive on an internal socket.
  */
-export async function adoptHttp(c: ClusterContext, listener: string, port: number, host: string, spec: RouteSpec, api: ApiServer, log: Logger, maxPerAddress: number): Promise<{ port: number; internal: net.Server }> {
-  const bound = await adoptTcp(c, listener, port, host, spec, api.server, maxPerAddress);
+export async function adoptHttp(c: ClusterContext, listener: string, port: number, host: string, spec: RouteSpec, api: ApiServer, log: Logger): Promise<{ port: number; internal: net.Server }> {
+  const bound = await adoptTcp(c, listener, port, host, spec, api.server);
   api.forwarder = new ClusterForwarder(c.link, c.id, listener, c.secret, log, (kind) => c.forwarded?.(kind));
   const internal = await listenInternal(internalSocketPath(c.id, c.link.index, listener), api.internalServer(), c.secret);
   return { port: bound, internal };
