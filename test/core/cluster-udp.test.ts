@@ -10,10 +10,10 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import * as dgram from 'node:dgram';
-import { api, simsOfWorkers, startClusterGateway, workerPids, type ClusterGateway } from '../support/cluster-gateway';
+import { simsOfWorkers, startClusterGateway, workerPids, type ClusterGateway } from '../support/cluster-gateway';
 import { Client, dominantHz, pcmBytes, terminalPackets, tone } from '../../plugins/intercom/test/helpers';
 import { TalkReceiver } from '../../plugins/jt1078-ingest/tools/talk-receiver';
-import { HttpFlvPlayer, capture, encodeLazily, ffprobe, loopedPackets, waitFor } from '../e2e/helpers';
+import { HttpFlvPlayer, capture, encodeLazily, ffprobe, loopedPackets, metricSum, waitFor } from '../e2e/helpers';
 
 const CAPTURE = 'jt1078/glaciall-cif-h264-2013.bin';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -72,13 +72,19 @@ function peerSocketOwner(localPort: number, peerPort: number): number | undefine
   return undefined;
 }
 
-/** a metric's value summed over its label sets ( /metrics adds the workers up) */
-function metric(text: string, name: string, labels = ''): number {
-  let sum = 0;
-  for (const l of text.split('\n')) {
-    if (l.startsWith(`${name}${labels} `) || (!labels && l.startsWith(`${name}{`))) sum += Number(l.slice(l.lastIndexOf(' ') + 1));
-  }
-  return sum;
+const open = (gw: ClusterGateway, sim: string, over: Record<string, unknown> = {}) =>
+  gw.api('POST', '/strm/open', { user: { token: 'tk' }, typ: 'live', simNo: sim, chanId: 1, scheme: 'http', ...over });
+const video = (sim: string, passes = 20) => encodeLazily(loopedPackets(capture(CAPTURE), passes), { sim, channel: 1 });
+
+/** opens channel 1 of the first SIM from `firstSim` up that worker 1 owns, and starts a UDP terminal pushing its video */
+async function pushingToWorker1(gw: ClusterGateway, firstSim: number, passes: number, over: Record<string, unknown> = {}) {
+  const sim = simsOfWorkers(firstSim, 1, 2)[1];
+  const r = await open(gw, sim, over);
+  assert.equal(r.json.errCode, 0, r.text);
+  const port = r.json.data[0].port as number;
+  const t = await UdpTerminal.open();
+  void t.push(port, video(sim, passes));
+  return { sim, port, t, playUrl: r.json.data[0].playUrl as string };
 }
 
 async function playsVideo(url: string, frames = 100): Promise<void> {
@@ -111,29 +117,22 @@ describe('UDP terminals with two workers: peer sockets in the owner (real proces
     for (const t of terminals) t.close();
   });
 
-  const open = (sim: string, over: Record<string, unknown> = {}) =>
-    gw.api('POST', '/strm/open', { user: { token: 'tk' }, typ: 'live', simNo: sim, chanId: 1, scheme: 'http', ...over });
   const terminal = async () => {
     const t = await UdpTerminal.open();
     terminals.push(t);
     return t;
   };
-  const video = (sim: string, passes = 20) => encodeLazily(loopedPackets(capture(CAPTURE), passes), { sim, channel: 1 });
 
   it('a terminal\'s datagrams reach its channel\'s worker on a socket of that worker\'s, connected to the terminal', async () => {
-    const sim = simsOfWorkers(13600000100, 1, 2)[1];
-    const r = await open(sim, { reqId: 'udp-peer-video' });
-    assert.equal(r.json.errCode, 0, r.text);
-    const port = r.json.data[0].port as number;
-    const t = await terminal();
-    void t.push(port, video(sim, 60));
-    await playsVideo(r.json.data[0].playUrl);
+    const { port, t, playUrl } = await pushingToWorker1(gw, 13600000100, 60, { reqId: 'udp-peer-video' });
+    terminals.push(t);
+    await playsVideo(playUrl);
     const worker1 = workerPids(gw.child.pid!).get(1);
     assert.equal(peerSocketOwner(port, t.port), worker1, 'worker 1 holds a socket on the push port connected to the terminal');
     const m = (await gw.api('GET', '/metrics')).text;
-    assert.equal(metric(m, 'gw_core_udp_peer_sockets'), 1, m);
+    assert.equal(metricSum(m, 'gw_core_udp_peer_sockets'), 1, m);
     // the first datagrams came through the primary (until the socket connected); from then on, all of them straight
-    const direct = async () => metric((await gw.api('GET', '/metrics')).text, 'gw_core_udp_peer_socket_datagrams');
+    const direct = async () => metricSum((await gw.api('GET', '/metrics')).text, 'gw_core_udp_peer_socket_datagrams');
     const [s1, d1] = [t.sent, await direct()];
     await sleep(500);
     const [s2, d2] = [t.sent, await direct()];
@@ -145,7 +144,7 @@ describe('UDP terminals with two workers: peer sockets in the owner (real proces
 
   it('talk to a UDP terminal leaves from the port it pushes to, through its worker\'s peer socket', async () => {
     const sim = simsOfWorkers(13600000200, 1, 2)[1];
-    const r = await open(sim, { dataTyp: 2, reqId: 'udp-peer-talk' });
+    const r = await open(gw, sim, { dataTyp: 2, reqId: 'udp-peer-talk' });
     assert.equal(r.json.errCode, 0, r.text);
     const port = r.json.data[0].port as number;
     const t = await terminal();
@@ -169,11 +168,11 @@ describe('UDP terminals with two workers: peer sockets in the owner (real proces
 
   it('one source port carrying channels of both workers: each channel reaches its owner, and the port stays on the primary', async () => {
     const [simA, simB] = simsOfWorkers(13600000300, 1, 2);
-    const a = await open(simA, { reqId: 'udp-shared-A' });
-    const b = await open(simB, { reqId: 'udp-shared-B' });
+    const a = await open(gw, simA, { reqId: 'udp-shared-A' });
+    const b = await open(gw, simB, { reqId: 'udp-shared-B' });
     assert.equal(a.json.errCode, 0, a.text);
     assert.equal(b.json.errCode, 0, b.text);
-    const before = metric((await gw.api('GET', '/metrics')).text, 'gw_core_udp_peer_socket_events_total', '{event="shared"}');
+    const before = metricSum((await gw.api('GET', '/metrics')).text, 'gw_core_udp_peer_socket_events_total', { event: 'shared' });
     const t = await terminal();
     // the two channels' packets interleaved on one socket, as a terminal that multiplexes its channels sends them
     const both = (function* () {
@@ -189,20 +188,16 @@ describe('UDP terminals with two workers: peer sockets in the owner (real proces
     void t.push(a.json.data[0].port, both);
     await Promise.all([playsVideo(a.json.data[0].playUrl), playsVideo(b.json.data[0].playUrl)]);
     const m = (await gw.api('GET', '/metrics')).text;
-    assert.ok(metric(m, 'gw_core_udp_peer_socket_events_total', '{event="shared"}') > before, m);
+    assert.ok(metricSum(m, 'gw_core_udp_peer_socket_events_total', { event: 'shared' }) > before, m);
     assert.equal(peerSocketOwner(a.json.data[0].port, t.port), undefined, 'no worker keeps a socket for a shared port');
     t.close();
     await gw.api('POST', '/strm/close', { reqIds: ['udp-shared-A', 'udp-shared-B'] });
   });
 
   it('a worker killed under a pushing UDP terminal: once it is back, the terminal\'s datagrams reach it again', async () => {
-    const sim = simsOfWorkers(13600000400, 1, 2)[1];
-    const r = await open(sim, { reqId: 'udp-kill' });
-    assert.equal(r.json.errCode, 0, r.text);
-    const port = r.json.data[0].port as number;
-    const t = await terminal();
-    void t.push(port, video(sim, 60));
-    await playsVideo(r.json.data[0].playUrl, 20);
+    const { sim, port, t, playUrl } = await pushingToWorker1(gw, 13600000400, 60, { reqId: 'udp-kill' });
+    terminals.push(t);
+    await playsVideo(playUrl, 20);
     const pids = workerPids(gw.child.pid!);
     assert.equal(peerSocketOwner(port, t.port), pids.get(1));
     process.kill(pids.get(1)!, 'SIGKILL');
@@ -211,7 +206,7 @@ describe('UDP terminals with two workers: peer sockets in the owner (real proces
       return now && now !== pids.get(1) ? now : undefined;
     }, 30_000, 100);
     const again = await waitFor('an open on the restarted worker', async () => {
-      const x = await open(sim, { reqId: 'udp-kill-2' });
+      const x = await open(gw, sim, { reqId: 'udp-kill-2' });
       return x.json.errCode === 0 ? x : undefined;
     }, 30_000, 200);
     await playsVideo(again.json.data[0].playUrl, 40);
@@ -235,14 +230,9 @@ describe('UDP terminals with two workers and udpPeerSockets: false (real process
   after(() => gw?.stop());
 
   it('every datagram crosses the primary, and no other socket may bind the port', async () => {
-    const sim = simsOfWorkers(13600000500, 1, 2)[1];
-    const r = await api(gw.ports['gateway.httpPort'], 'POST', '/strm/open', { user: { token: 'tk' }, typ: 'live', simNo: sim, chanId: 1, scheme: 'http' });
-    assert.equal(r.json.errCode, 0, r.text);
-    const port = r.json.data[0].port as number;
-    const t = await UdpTerminal.open();
+    const { port, t, playUrl } = await pushingToWorker1(gw, 13600000500, 20);
     try {
-      void t.push(port, encodeLazily(loopedPackets(capture(CAPTURE), 20), { sim, channel: 1 }));
-      await playsVideo(r.json.data[0].playUrl);
+      await playsVideo(playUrl);
       assert.equal(peerSocketOwner(port, t.port), undefined);
       assert.doesNotMatch((await gw.api('GET', '/metrics')).text, /^gw_core_udp_peer_sockets /m);
     } finally {

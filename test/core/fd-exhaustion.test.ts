@@ -12,6 +12,7 @@ import * as net from 'node:net';
 import * as path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { repoRoot, scratchDir } from '../support/paths';
+import { metricSum } from '../e2e/helpers';
 
 const MAIN = path.join(repoRoot, 'dist', 'core', 'main.js');
 const FD_LIMIT = 256;
@@ -134,16 +135,6 @@ async function flood(ports: number[], perPort: number, batch = 50): Promise<net.
     await sleep(20);
   }
   return sockets;
-}
-
-function metricSum(text: string, name: string, labels: Record<string, string> = {}): number {
-  let sum = 0;
-  for (const line of text.split('\n')) {
-    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
-    if (!m || m[1] !== name) continue;
-    if (Object.entries(labels).every(([k, v]) => (m[2] ?? '').includes(`${k}="${v}"`))) sum += Number(m[3]);
-  }
-  return sum;
 }
 
 /** a new connection that is accepted and left open (not reset within holdMs) */

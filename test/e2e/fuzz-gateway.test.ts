@@ -26,7 +26,7 @@ import { headerLength, type Jt1078Layout, type Jt1078Packet } from '../../plugin
 import { parseFlv, type ReadTag } from '../support/flv-reader';
 import { repoRoot, scratchDir } from '../support/paths';
 import { requireTool } from '../support/tools';
-import { capture, codedVideo, encodeCapture, expectedFrom, ffprobe, firstNonMonotonic, httpUrlOf, prng } from './helpers';
+import { capture, codedVideo, encodeCapture, expectedFrom, ffprobe, firstNonMonotonic, httpUrlOf, metricSum, prng } from './helpers';
 
 const MAIN = path.join(repoRoot, 'dist', 'core', 'main.js');
 const AUTH = 'fuzz:fuzz';
@@ -195,13 +195,7 @@ async function api(g: GatewayProc, method: string, p: string, body?: unknown, au
 
 async function metricOf(g: GatewayProc, name: string, labels: Record<string, string> = {}): Promise<number> {
   const r = await api(g, 'GET', '/metrics', undefined, null);
-  let sum = 0;
-  for (const line of String(r.json).split('\n')) {
-    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
-    if (!m || m[1] !== name) continue;
-    if (Object.entries(labels).every(([k, v]) => (m[2] ?? '').includes(`${k}="${v}"`))) sum += Number(m[3]);
-  }
-  return sum;
+  return metricSum(String(r.json), name, labels);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

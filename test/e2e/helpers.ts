@@ -261,18 +261,23 @@ export async function statusOf(gw: TestGateway, reqId: string): Promise<Record<s
   return (r.json.data as Array<Record<string, any>>).find((x) => x.reqId === reqId);
 }
 
-/** Sum of a metric's samples in GET /metrics whose labels include all of `labels`. */
-export async function metric(gw: TestGateway, name: string, labels: Record<string, string> = {}): Promise<number> {
-  const r = await gw.api('GET', '/metrics', undefined, null);
-  assert.equal(r.status, 200);
+/** Sum of a metric's samples in a /metrics text whose labels include all of `labels`. */
+export function metricSum(text: string, name: string, labels: Record<string, string> = {}): number {
   let sum = 0;
-  for (const line of String(r.json).split('\n')) {
+  for (const line of text.split('\n')) {
     const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
     if (!m || m[1] !== name) continue;
     const have = m[2] ?? '';
     if (Object.entries(labels).every(([k, v]) => have.includes(`${k}="${v}"`))) sum += Number(m[3]);
   }
   return sum;
+}
+
+/** Sum of a metric's samples in GET /metrics whose labels include all of `labels`. */
+export async function metric(gw: TestGateway, name: string, labels: Record<string, string> = {}): Promise<number> {
+  const r = await gw.api('GET', '/metrics', undefined, null);
+  assert.equal(r.status, 200);
+  return metricSum(String(r.json), name, labels);
 }
 
 /** Polls until fn returns a truthy value; fails with `what` after timeoutMs. */
