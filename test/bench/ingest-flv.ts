@@ -114,7 +114,7 @@ export interface IngestFlvOptions {
   busyClient: boolean;
   /** rounds of the same load without audio and with it (--audio implied), alternated: issue 11's main-thread ratio */
   vsVideo: number;
-  /** terminals push over UDP, a datagram per packet (with workers, the primary routes each to its channel's worker) */
+  /** terminals push over UDP, a datagram per packet (with workers, through the primary until their worker has a socket for them) */
   udp: boolean;
 }
 
@@ -219,7 +219,8 @@ export const USAGE = `usage: npm run bench -- ingest-flv [--terminals N] [--seco
   --vs-video K      K rounds of the same terminals without audio and with it (--audio: players take AAC unless --no-aac)
                     alternated, then the main thread's CPU with audio / without (issue 11: 1.10 or less)
   --udp             terminals push over UDP, a datagram per JT/T 1078 packet (2013 layout, to the live port); with
-                    --workers the primary reads every datagram and passes it to its channel's worker (not with --floor)
+                    --workers the primary routes a terminal's first datagrams to its channel's worker, whose own socket
+                    for the terminal takes the rest (GW_UDP_PEER_SOCKETS=false: all through the primary; not with --floor)
   --floor           run the bare-relay floor (test/bench/floor/bare-relay.ts) instead of the gateway, on the same load
   --vs-floor K      K rounds of the gateway and the floor alternated, then gateway CPU / floor CPU (issue 16's steering figure)
 ${IDLE_CLIENT_USAGE}

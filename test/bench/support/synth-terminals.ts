@@ -257,7 +257,6 @@ const scratch = new WireScratch();
 /** How many recent video frames a terminal remembers for matching players' tags to send times. */
 export const SENT_RING = 512;
 
-/** One simulated terminal: its socket, its position in the stream and what it sent. */
 /** where a terminal's packets go: a TCP socket (a frame in one write), or a UDP link (a datagram per packet) */
 export interface TerminalLink {
   readonly destroyed: boolean;
@@ -303,6 +302,7 @@ export class UdpTerminalLink implements TerminalLink {
   }
 }
 
+/** One simulated terminal: its socket, its position in the stream and what it sent. */
 export class SynthTerminal {
   readonly simBcd: Buffer;
   private seq = 0;
