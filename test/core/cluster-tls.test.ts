@@ -5,18 +5,12 @@
  * verifying the certificate), and the API answers over HTTPS for both workers' requests.
  */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { once } from 'node:events';
 import * as fs from 'node:fs';
-import { promisify } from 'node:util';
-import WebSocket from 'ws';
 import { AUTH_A, simsOfWorkers, startClusterGateway, type ClusterGateway } from '../support/cluster-gateway';
 import { scratchDir } from '../support/paths';
-import { requireTool } from '../support/tools';
-import { httpsRequest, makeCert } from '../support/tls-cert';
+import { httpsRequest, makeCert, probeHttpsVideo, readWss } from '../support/tls-cert';
 import { TcpTerminal, capture, encodeLazily, loopedPackets } from '../e2e/helpers';
 
-const execFileP = promisify(execFile);
 
 describe('TLS on a gateway with two workers (real process)', function () {
   this.timeout(120_000);
@@ -63,22 +57,12 @@ describe('TLS on a gateway with two workers (real process)', function () {
       assert.match(o.wss, /^wss:\/\//);
       // several players, so both workers take some (the primary deals TLS connections in turn)
       for (let k = 0; k < 2; k++) {
-        const ws = new WebSocket(o.wss, { ca });
-        const got: Buffer[] = [];
-        ws.on('message', (d: Buffer) => got.push(d));
-        await once(ws, 'open');
-        const deadline = Date.now() + 20_000;
-        while (Buffer.concat(got).length < 64 * 1024 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-        ws.close();
-        const flv = Buffer.concat(got);
+        const flv = await readWss(o.wss, ca);
         assert.ok(flv.length >= 64 * 1024, `worker ${i}'s channel over wss: ${flv.length} bytes`);
         assert.equal(flv.subarray(0, 3).toString('latin1'), 'FLV');
       }
-      const ffprobe = requireTool('ffprobe', 'ffmpeg');
-      const r = await execFileP(ffprobe, ['-v', 'error', '-rw_timeout', '10000000', '-show_entries', 'stream=codec_name,width,height', '-of', 'json', o.https],
-        { encoding: 'utf8', timeout: 30_000 });
-      const v = (JSON.parse(r.stdout).streams as Array<Record<string, unknown>>).find((s) => s.codec_name === 'h264');
-      assert.ok(v, r.stdout);
+      const { video: v, json } = await probeHttpsVideo(o.https);
+      assert.ok(v, json);
       assert.equal(`${v.width}x${v.height}`, '352x288');
     }
     const m = await httpsRequest(`https://127.0.0.1:${gw.ports['gateway.httpPort']}/metrics`, ca);

@@ -5,20 +5,14 @@
  * (so the chain and the SAN are verified), the ws client, and ffprobe reading the https play URL.
  */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as path from 'node:path';
-import { once } from 'node:events';
-import WebSocket from 'ws';
 import { startTestGateway, type TestGateway } from '../../plugin-sdk/testkit';
 import { scratchDir } from '../support/paths';
-import { requireTool } from '../support/tools';
-import { makeCert, httpsRequest as request } from '../support/tls-cert';
+import { makeCert, httpsRequest as request, probeHttpsVideo, readWss } from '../support/tls-cert';
 import { TcpTerminal, capture, encodeLazily, loopedPackets } from './helpers';
 
-const execFileP = promisify(execFile);
 const DEMO = `Basic ${Buffer.from('demo:demo').toString('base64')}`;
 
 describe('TLS on the gateway\'s ports (issue 17 item 10)', function () {
@@ -88,22 +82,13 @@ describe('TLS on the gateway\'s ports (issue 17 item 10)', function () {
     const push = term.send((function* () { for (const b of stream) { if (!pushing) return; yield b; } })(), 16, 40);
     try {
       // WSS: the ws client verifying the certificate
-      const ws = new WebSocket(byDefault.playUrl, { ca });
-      const got: Buffer[] = [];
-      ws.on('message', (d: Buffer) => got.push(d));
-      await once(ws, 'open');
-      while (Buffer.concat(got).length < 64 * 1024) await new Promise((r) => setTimeout(r, 50));
-      ws.close();
-      const flv = Buffer.concat(got);
+      const flv = await readWss(byDefault.playUrl, ca);
+      assert.ok(flv.length >= 64 * 1024, `over wss: ${flv.length} bytes`);
       assert.equal(flv.subarray(0, 3).toString('latin1'), 'FLV');
 
       // HTTPS: ffprobe (ffmpeg's own TLS) reads the play URL and finds the video
-      const ffprobe = requireTool('ffprobe', 'ffmpeg');
-      // (not spawnSync: the gateway runs in this process and must go on serving while ffprobe reads)
-      const r = await execFileP(ffprobe, ['-v', 'error', '-rw_timeout', '10000000', '-show_entries', 'stream=codec_name,width,height', '-of', 'json', overHttps.playUrl],
-        { encoding: 'utf8', timeout: 30_000 });
-      const v = (JSON.parse(r.stdout).streams as Array<Record<string, unknown>>).find((s) => s.codec_name === 'h264');
-      assert.ok(v, r.stdout);
+      const { video: v, json } = await probeHttpsVideo(overHttps.playUrl);
+      assert.ok(v, json);
       assert.ok(Number(v.width) > 0 && Number(v.height) > 0);
     } finally {
       pushing = false;
