@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import * as net from 'node:net';
 import { AddressCaps } from '../../core/cluster/address-caps';
 import { parseAllowList } from '../../core/gateway-config';
-import { startClusterGateway, workerPids, type ClusterGateway } from '../support/cluster-gateway';
+import { startClusterGateway, workerPids, workerRestarted, type ClusterGateway } from '../support/cluster-gateway';
 import { metricSum, waitFor } from '../e2e/helpers';
 
 const CAP = 4;
@@ -104,10 +104,7 @@ describe('a per-address connection cap across two workers (real process)', funct
     await admitsAgain(CAP);
     const before = workerPids(gw.child.pid!);
     process.kill(before.get(1)!, 'SIGKILL');
-    await waitFor('worker 1 again', () => {
-      const now = workerPids(gw.child.pid!).get(1);
-      return now && now !== before.get(1) ? now : undefined;
-    }, 30_000, 100);
+    await workerRestarted(gw.child.pid!, 1, before.get(1));
     // the dead worker's half is free: as many connections are admitted as it held
     const dead = await waitFor('the dead worker\'s connections closed', () => {
       const n = open.filter((s) => s.destroyed).length;

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { openSqliteCatalog } from '../../plugins/recorder/src/catalog-sqlite';
-import { CallbackReceiver, simsOfWorkers, startClusterGateway, workerPids, type ClusterGateway } from '../support/cluster-gateway';
+import { CallbackReceiver, simsOfWorkers, startClusterGateway, workerPids, workerRestarted, type ClusterGateway } from '../support/cluster-gateway';
 import { TcpTerminal, capture, encodeLazily, loopedPackets, waitFor } from '../e2e/helpers';
 
 const CAPTURE = 'jt1078/glaciall-cif-h264-2013.bin';
@@ -93,10 +93,7 @@ describe('the recorder on a gateway with two workers (real process)', function (
   it('the worker started after a SIGKILL does not close the other worker\'s live recording', async () => {
     const before = workerPids(gw.child.pid!);
     process.kill(before.get(1)!, 'SIGKILL');
-    await waitFor('worker 1 again', () => {
-      const now = workerPids(gw.child.pid!);
-      return now.get(1) && now.get(1) !== before.get(1) ? now : undefined;
-    }, 30_000, 100);
+    await workerRestarted(gw.child.pid!, 1, before.get(1));
     await waitFor('the new worker 1 up', () => gw.log().split('\n').filter((l) => l.includes('"msg":"gateway started"')).length >= 3, 30_000, 100);
     // the dead worker's row is an orphan: closed from its file once that has been quiet for orphanQuietSec
     const orphan = await waitFor('the dead worker\'s recording closed', async () => {

@@ -10,7 +10,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import * as dgram from 'node:dgram';
-import { simsOfWorkers, startClusterGateway, workerPids, type ClusterGateway } from '../support/cluster-gateway';
+import { simsOfWorkers, startClusterGateway, workerPids, workerRestarted, type ClusterGateway } from '../support/cluster-gateway';
 import { Client, dominantHz, pcmBytes, terminalPackets, tone } from '../../plugins/intercom/test/helpers';
 import { TalkReceiver } from '../../plugins/jt1078-ingest/tools/talk-receiver';
 import { HttpFlvPlayer, capture, encodeLazily, ffprobe, loopedPackets, metricSum, waitFor } from '../e2e/helpers';
@@ -201,10 +201,7 @@ describe('UDP terminals with two workers: peer sockets in the owner (real proces
     const pids = workerPids(gw.child.pid!);
     assert.equal(peerSocketOwner(port, t.port), pids.get(1));
     process.kill(pids.get(1)!, 'SIGKILL');
-    await waitFor('worker 1 again', () => {
-      const now = workerPids(gw.child.pid!).get(1);
-      return now && now !== pids.get(1) ? now : undefined;
-    }, 30_000, 100);
+    await workerRestarted(gw.child.pid!, 1, pids.get(1));
     const again = await waitFor('an open on the restarted worker', async () => {
       const x = await open(gw, sim, { reqId: 'udp-kill-2' });
       return x.json.errCode === 0 ? x : undefined;

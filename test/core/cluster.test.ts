@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as net from 'node:net';
-import { AUTH_A, AUTH_B, CallbackReceiver, api, simsOfWorkers, startClusterGateway, workerPids, type ClusterGateway } from '../support/cluster-gateway';
+import { AUTH_A, AUTH_B, CallbackReceiver, api, simsOfWorkers, startClusterGateway, workerPids, workerRestarted, type ClusterGateway } from '../support/cluster-gateway';
 import { Client, Terminal, dominantHz, pcmBytes, terminalPackets, tone } from '../../plugins/intercom/test/helpers';
 import { HttpFlvPlayer, TcpTerminal, capture, encodeCapture, encodeLazily, ffprobe, loopedPackets, sendUdp, waitFor } from '../e2e/helpers';
 
@@ -273,10 +273,7 @@ describe('a gateway with two workers (real process)', function () {
     const a = await playFlv(`http://127.0.0.1:${ports['flv-out.port']}/live/${simA}_1_1.flv?reqId=cluster-req-A&token=tk`);
     assert.ok(a.frames >= 40);
 
-    const after = await waitFor('worker 1 again', () => {
-      const now = workerPids(child.pid!);
-      return now.get(1) && now.get(1) !== before.get(1) ? now : undefined;
-    }, 30_000, 100);
+    const after = await workerRestarted(child.pid!, 1, before.get(1));
     assert.equal(after.get(0), before.get(0), 'worker 0 was not restarted');
     const again = await waitFor('an open on the restarted worker', async () => {
       const r = await open(simB, { reqId: 'cluster-req-B2' });

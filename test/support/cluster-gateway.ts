@@ -11,6 +11,7 @@ import * as net from 'node:net';
 import * as path from 'node:path';
 import { channelKey } from '../../plugin-sdk/cluster';
 import { shardOf } from '../../core/cluster/shard';
+import { waitFor } from '../e2e/helpers';
 import { repoRoot, scratchDir } from './paths';
 
 const MAIN = path.join(repoRoot, 'dist', 'core', 'main.js');
@@ -82,6 +83,14 @@ export function workerPids(primary: number): Map<number, number> {
     } catch { /* gone */ }
   }
   return out;
+}
+
+/** waits until the primary has started worker `index` again in place of the process `oldPid`: the worker pids then */
+export function workerRestarted(primary: number, index: number, oldPid: number | undefined): Promise<Map<number, number>> {
+  return waitFor(`worker ${index} again`, () => {
+    const now = workerPids(primary);
+    return now.get(index) && now.get(index) !== oldPid ? now : undefined;
+  }, 30_000, 100);
 }
 
 export interface ClusterGateway {
