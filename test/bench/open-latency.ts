@@ -8,7 +8,8 @@
  * Target: open p99 under 10 ms while the load runs.
  *
  *   node dist/test/bench/run.js open-latency [--terminals N] [--seconds S] [--rate R] [--baseline-seconds S]
- *        [--warmup S] [--mbps X] [--capture FILE] [--workers N] [--profile] [--no-pin] [--keep-dir] [--node-opt OPT]...
+ *        [--warmup S] [--mbps X] [--capture FILE] [--workers N] [--profile] [--no-pin] [--idle-client] [--keep-dir]
+ *        [--node-opt OPT]...
  */
 import * as path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -19,6 +20,7 @@ import {
   Api, BOOT_TIMEOUT_MS, Reservoir, benchApplications, checkDeadline, connectTcp, f1, f2, freePort, gatewayCpu, gatewayRss, mb,
   pinSelf, pool, REQUESTS_PER_APP, runDeadline, startGateway, stopGateway, tail, waitHealthy, canPin, writeSite, profileDirFor, endScratch, printRunProfiles,
 } from './support/gateway-harness';
+import { IDLE_CLIENT_USAGE, keepAwake } from './support/keep-awake';
 import { OpenProbe, PROBE_NICE, type ProbeResult } from './support/open-probe';
 import { DISTURBED_CORES, summarise, windowLoad, type CpuSnap, type Summary, type WindowLoad } from './support/perf-probes';
 import { coreTimes, cpuSeconds, quantile, sumOf } from './support/process-probe';
@@ -35,6 +37,8 @@ export interface OpenLatencyOptions {
   workers: number;
   profile: boolean;
   pin: boolean;
+  /** the load generator spins (support/keep-awake.ts; default); --idle-client lets it sleep between events */
+  busyClient: boolean;
   keepDir: boolean;
   nodeOpts: string[];
 }
@@ -81,7 +85,8 @@ const MAX_IN_FLIGHT = 32;
 const PROBE_APP = { appId: 'probe', user: 'probe', password: 'probe' };
 
 export const USAGE = `usage: npm run bench -- open-latency [--terminals N] [--seconds S] [--rate R] [--baseline-seconds S] [--warmup S]
-                       [--mbps X] [--capture FILE] [--workers N] [--profile] [--no-pin] [--keep-dir] [--node-opt OPT]...
+                       [--mbps X] [--capture FILE] [--workers N] [--profile] [--no-pin] [--idle-client] [--keep-dir]
+                       [--node-opt OPT]...
   --terminals N         simulated terminals, one HTTP-FLV player each: the load (default 1000)
   --seconds S           measured window, the probe running throughout (default 30)
   --rate R              probe opens per second, each closed once answered (default 20)
@@ -92,13 +97,14 @@ export const USAGE = `usage: npm run bench -- open-latency [--terminals N] [--se
   --workers N           the gateway's worker processes (GW_WORKERS; default 1)
   --profile             run the gateway under node --cpu-prof and print its top self-time functions (whole run)
   --no-pin              do not pin the gateway to core 0 and the load generator and probe to core 1
+${IDLE_CLIENT_USAGE}. The probe process runs at nice ${PROBE_NICE} either way
   --keep-dir            keep the scratch directory (site file, gateway log, data)
   --node-opt OPT        pass a node option to the gateway process`;
 
 export function parseArgs(args: string[]): OpenLatencyOptions {
   const o: OpenLatencyOptions = {
     terminals: 1000, seconds: 30, rate: 20, baselineSeconds: 15, warmup: 5, mbps: 1, capture: '', workers: 1, profile: false, pin: true,
-    keepDir: false, nodeOpts: [],
+    busyClient: true, keepDir: false, nodeOpts: [],
   };
   const r = new BenchArgs(args, USAGE);
   for (let a = r.next(); a !== undefined; a = r.next()) {
@@ -110,6 +116,7 @@ export function parseArgs(args: string[]): OpenLatencyOptions {
       case '--warmup': o.warmup = r.num(a, 0, 600, false); break;
       case '--mbps': o.mbps = r.num(a, 0.01, 100, false); break;
       case '--workers': o.workers = r.num(a, 1, 64, true); break;
+      case '--idle-client': o.busyClient = false; break;
       default: if (!loadArg(a, r, o)) r.unknown(a);
     }
   }
@@ -162,6 +169,7 @@ export async function run(args: string[]): Promise<OpenLatencyResult> {
   let probe: OpenProbe | undefined;
   let ticker: NodeJS.Timeout | undefined;
   let keeper: NodeJS.Timeout | undefined;
+  let stopSpinning: (() => void) | undefined;
   let result: OpenLatencyResult | undefined;
   try {
     await waitHealthy(gw, api, deadline);
@@ -169,9 +177,10 @@ export async function run(args: string[]): Promise<OpenLatencyResult> {
     probe = new OpenProbe(); // forked after pinning: it inherits core 1
     const probePid = probe.pid;
     console.log(`  gateway pid ${gw.pid}${pin ? ' on core 0; load generator, players and the probe process on core 1' : ' (unpinned)'}` +
-      `; probe process at ${probe.niced ? `nice ${PROBE_NICE}` : 'the bench\'s priority (could not renice it)'}` +
+      `; load generator ${o.busyClient ? 'spinning, so no write wakes it' : 'sleeping between events (--idle-client)'}; probe process at ${probe.niced ? `nice ${PROBE_NICE}` : 'the bench\'s priority (could not renice it)'}` +
       (o.workers > 1 ? `; ${o.workers} worker processes (CPU and RSS add them up)` : ''));
 
+    if (o.busyClient) stopSpinning = keepAwake();
     ticker = setInterval(() => {
       const now = performance.now();
       for (let i = 0; i < terminals.length; i++) terminals[i].sendDue(now, 64);
@@ -280,6 +289,7 @@ export async function run(args: string[]): Promise<OpenLatencyResult> {
   } finally {
     if (ticker) clearInterval(ticker);
     if (keeper) clearInterval(keeper);
+    stopSpinning?.();
     await probe?.close();
     for (const p of players) p.socket?.destroy();
     for (const t of terminals) t.socket.destroy();

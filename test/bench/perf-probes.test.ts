@@ -234,9 +234,9 @@ describe('bench perf probes: the fanout and open-latency benches', () => {
     assert.throws(() => parseFanout(['--players', 'lots']), /--players needs a whole number/);
     assert.throws(() => parseFanout(['--bogus']), /unknown argument/);
     const o = parseOpenLatency([]);
-    assert.deepEqual([o.terminals, o.rate], [1000, 20]);
-    const p = parseOpenLatency(['--terminals', '20', '--rate', '5', '--baseline-seconds', '0']);
-    assert.deepEqual([p.terminals, p.rate, p.baselineSeconds], [20, 5, 0]);
+    assert.deepEqual([o.terminals, o.rate, o.busyClient], [1000, 20, true]);
+    const p = parseOpenLatency(['--terminals', '20', '--rate', '5', '--baseline-seconds', '0', '--idle-client']);
+    assert.deepEqual([p.terminals, p.rate, p.baselineSeconds, p.busyClient], [20, 5, 0, false]);
     assert.throws(() => parseOpenLatency(['--rate', '0']), /--rate needs a number/);
   });
 });
