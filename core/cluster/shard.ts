@@ -7,13 +7,21 @@ import type { RouteSpec } from './messages';
  * a fleet evenly.
  */
 export function shardOf(key: string, workers: number): number {
+  // a burst of one terminal's datagrams asks for the same key (often the very string) many times in a row
+  if (key === lastShard.key && workers === lastShard.workers) return lastShard.shard;
   let h = 0x811c9dc5;
   for (let i = 0; i < key.length; i++) {
     h ^= key.charCodeAt(i);
     h = Math.imul(h, 0x01000193);
   }
-  return (h >>> 0) % workers;
+  const shard = (h >>> 0) % workers;
+  lastShard.key = key;
+  lastShard.workers = workers;
+  lastShard.shard = shard;
+  return shard;
 }
+
+const lastShard = { key: '', workers: 0, shard: 0 };
 
 /** a request line's target needs at most this much; a longer head without a line end is no session URL */
 const MAX_LINE = 4096;

@@ -42,4 +42,20 @@ describe('cluster routing keys', () => {
     assert.equal(shardOf('13800138000_1', 4), shardOf('13800138000_1', 4));
     assert.equal(shardOf('anything', 1), 0);
   });
+
+  it('answers the same for a key asked again in a row, with the same or another worker count (its one-entry memo)', () => {
+    const fnv = (k: string, w: number) => {
+      let h = 0x811c9dc5;
+      for (let i = 0; i < k.length; i++) h = Math.imul(h ^ k.charCodeAt(i), 0x01000193);
+      return (h >>> 0) % w;
+    };
+    const keys = ['13800138000_1', '13800138000_1', '13800138000_2', '13800138001_1', '13800138000_1'];
+    for (const w of [2, 3, 3, 7, 2]) {
+      for (const k of keys) assert.equal(shardOf(k, w), fnv(k, w), `${k} over ${w}`);
+      // an equal key that is another string object
+      assert.equal(shardOf(['13800138', '000_2'].join(''), w), fnv('13800138000_2', w));
+    }
+    // the same key in a row over other counts (the primary and a test's own shard maths differ in workers)
+    for (const w of [2, 3, 5, 7, 11]) assert.equal(shardOf('13800138009_3', w), fnv('13800138009_3', w), `over ${w}`);
+  });
 });

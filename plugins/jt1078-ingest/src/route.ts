@@ -14,10 +14,27 @@ import { MAGIC, probeHeader, PROBE_NEED_MORE, SimDecoder, type Jt1078Layout } fr
 
 const MAX_WAIT = 2048;
 
+/**
+ * The last key made, and what it was made from. A worker routes every datagram of its UDP peers again (and the
+ * primary every datagram of peers without one), and a terminal sends a frame as a burst of datagrams that are read
+ * one after another: so the SIM's string is reused while its bytes repeat (the decoder's own check), and the key
+ * while that string (the same object) and the channel do. Routing stays a function of the bytes alone.
+ */
+const sims = new SimDecoder();
+let lastSim = '';
+let lastChan = -1;
+let lastKey = '';
+
 function keyAt(buf: Buffer, off: number, layout: Jt1078Layout): string {
   const simLen = layout === '2019' ? 10 : 6;
-  const sim = new SimDecoder().decode(buf, off + 8, simLen);
-  return channelKey(sim, buf[off + 8 + simLen]);
+  const sim = sims.decode(buf, off + 8, simLen);
+  const chan = buf[off + 8 + simLen];
+  if (sim !== lastSim || chan !== lastChan) {
+    lastSim = sim;
+    lastChan = chan;
+    lastKey = channelKey(sim, chan);
+  }
+  return lastKey;
 }
 
 /** 'yes' the header and the next one validate, 'maybe' the header does and the next is not here yet, 'no' */

@@ -34,6 +34,28 @@ describe('jt1078-ingest router (which worker a terminal connection belongs to)',
     assert.equal(routeTerminal(Buffer.alloc(900, 0x5a), true), 'any');
   });
 
+  it('keys interleaved terminals, channels and layouts each by its own bytes (the reused SIM string and key)', () => {
+    // the same 6 SIM bytes under 2013 and, padded, under 2019; another SIM; another channel; in bursts and alone
+    const kinds = [
+      { layout: '2013' as const, sim: '013800001111', channel: 1, key: '13800001111_1' },
+      { layout: '2013' as const, sim: '013800001111', channel: 2, key: '13800001111_2' },
+      { layout: '2019' as const, sim: '00000000013800001111', channel: 1, key: '13800001111_1' },
+      { layout: '2019' as const, sim: '00000000013800001112', channel: 1, key: '13800001112_1' },
+      { layout: '2013' as const, sim: '013800001112', channel: 1, key: '13800001112_1' },
+    ];
+    const datagrams = kinds.map((k) => packets(k, 6));
+    let checked = 0;
+    for (const order of [[0, 0, 1, 1, 2, 3, 4, 0], [4, 3, 2, 1, 0, 2, 2, 1], [1, 0, 1, 0, 3, 3, 4, 4]]) {
+      for (const i of order) {
+        for (const d of datagrams[i].slice(0, 1 + (checked % 3))) {
+          assert.deepEqual(routeTerminal(d, true), { key: kinds[i].key }, `kind ${i}, datagram ${checked}`);
+          checked++;
+        }
+      }
+    }
+    assert.ok(checked >= 24, `${checked} datagrams`);
+  });
+
   it('skips junk before the first packet and gives up on junk alone', () => {
     const junk = Buffer.alloc(300, 0x5a);
     assert.deepEqual(routeTerminal(Buffer.concat([junk, stream({ sim: '13800138000', channel: 1 })]), false), { key: '13800138000_1' });
