@@ -2,6 +2,9 @@ import type * as net from 'node:net';
 import { addressKey } from '../http/login-guard';
 import { allowListed } from '../gateway-config';
 
+/** where one connection is counted: routing (the primary reads its first bytes), in a worker, or nowhere any more */
+export interface CountedConnection { readonly key: string; at: 'routing' | 'gone' | { slot: number; epoch: number } }
+
 /**
  * A routed TCP listener's per-address cap (maxHttpConnectionsPerAddress, maxTcpConnectionsPerAddress, a plugin's own,
  * listenerLimits), counted by the primary across workers. Each worker's gate counts only the connections it holds,
@@ -10,9 +13,6 @@ import { allowListed } from '../gateway-config';
  * their first bytes, then in the worker they were handed to until that worker says they closed (in batches) or dies.
  * Addresses in perAddressExempt are counted but never refused, as in a worker's gate.
  */
-/** where one connection is counted: routing (the primary reads its first bytes), in a worker, or nowhere any more */
-export interface CountedConnection { readonly key: string; at: 'routing' | 'gone' | { slot: number; epoch: number } }
-
 export class AddressCaps {
   private readonly routing = new Map<string, number>();
   private readonly bySlot: Array<Map<string, number>> = [];

@@ -117,7 +117,7 @@ export class UdpPeerSockets {
 
   /** a datagram of this peer came through the primary: give it a socket of its own once it has shown it is one */
   seen(address: string, port: number): void {
-    const k = `${address}|${port}`;
+    const k = peerKey(address, port);
     const p = this.peers.get(k);
     if (p || this.closed) return;
     const until = this.sharedUntil.get(k);
@@ -158,7 +158,7 @@ export class UdpPeerSockets {
 
   /** sends on the peer's own socket when it has a connected one; false: use the primary's */
   send(msg: Uint8Array, port: number, address: string, cb?: (err: Error | null) => void): boolean {
-    const p = this.peers.get(`${address}|${port}`);
+    const p = this.peers.get(peerKey(address, port));
     if (!p?.connected) return false;
     p.sock.send(msg, cb);
     return true;
@@ -196,16 +196,17 @@ export class UdpPeerSockets {
     try { d = this.o.router(msg, true); } catch { d = 'any'; }
     // as on the primary's socket: a datagram that names no stream is junk to a routed listener
     if (typeof d !== 'object') return;
+    const fromPeer = rinfo.port === peer.port && rinfo.address === peer.address;
     if (this.o.owns(d.key)) {
-      if (rinfo.port === peer.port && rinfo.address === peer.address) peer.lastSeen = performance.now();
+      if (fromPeer) peer.lastSeen = performance.now();
       if (this.o.counts) this.o.counts.datagrams++;
       this.o.deliver(msg, rinfo);
       return;
     }
     this.o.reroute(msg, rinfo, d.key);
     // only the peer's own datagrams say it is shared: before connect the socket may take anyone's
-    if (peer.connected && rinfo.port === peer.port && rinfo.address === peer.address && this.peers.get(k) === peer) {
-      this.o.log.debug({ peer: `${address(rinfo)}`, key: d.key }, 'UDP peer sends channels of several workers: it goes through the primary');
+    if (peer.connected && fromPeer && this.peers.get(k) === peer) {
+      this.o.log.debug({ peer: `${rinfo.address}:${rinfo.port}`, key: d.key }, 'UDP peer sends channels of several workers: it goes through the primary');
       this.o.onEvent?.('shared');
       this.sharedUntil.set(k, performance.now() + SHARED_RETRY_MS);
       this.drop(k);
@@ -234,6 +235,7 @@ export class UdpPeerSockets {
   }
 }
 
-function address(r: dgram.RemoteInfo): string {
-  return `${r.address}:${r.port}`;
+/** a peer's key in the maps (its sockets, candidates, shared peers): one socket per source address and port */
+function peerKey(address: string, port: number): string {
+  return `${address}|${port}`;
 }

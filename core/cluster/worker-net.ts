@@ -109,7 +109,7 @@ export async function adoptUdp(c: ClusterContext, listener: string, port: number
       reroute: (m, r, key) => link.udpReroute(listener, link.ownerOf(key), m, r.address, r.port),
     });
   }
-  Object.defineProperty(socket, 'address', { value: () => ({ port: bound, address: host, family: host.includes(':') ? 'IPv6' : 'IPv4' }), configurable: true });
+  Object.defineProperty(socket, 'address', { value: () => ({ port: bound, address: host, family: type === 'udp6' ? 'IPv6' : 'IPv4' }), configurable: true });
   Object.defineProperty(socket, 'send', {
     configurable: true,
     value: (msg: Uint8Array | string, ...rest: unknown[]) => {
