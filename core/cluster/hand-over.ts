@@ -117,7 +117,13 @@ export class HandOver {
       if (d === 'more' && !complete) return;
       finish(d === 'more' ? 'any' : d);
     };
-    const onError = () => { done = true; clearTimeout(timer); this.drop(l, sock, counted); };
+    // an error or an end before the router decided: the primary still holds the socket, and closes it
+    const onError = () => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      this.drop(l, sock, counted);
+    };
     // a peer that goes quiet before its router could decide: a last, final guess on what came
     const timer = setTimeout(() => {
       let d: RouteDecision = 'any';
@@ -128,7 +134,7 @@ export class HandOver {
     sock.on('error', onError);
     // accepted paused (pauseOnConnect): a 'data' listener alone does not start a paused socket
     sock.resume();
-    sock.once('end', () => { if (!done) { done = true; clearTimeout(timer); this.drop(l, sock, counted); } });
+    sock.once('end', onError);
   }
 
   /**
