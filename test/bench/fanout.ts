@@ -6,19 +6,23 @@
  * throughput, whether every player got every video frame the terminal sent in the window (once, in order; frames
  * and key frames counted per player), and the players' lag (terminal write -> player read, on the system-wide
  * monotonic clock, across processes).
- * Target: 2000 players under 60 % of one core, no frame dropped.
+ * Target: 2000 players under 60 % of one core, no frame dropped. `--floor` runs the bare relay (floor/bare-relay.ts)
+ * in the gateway's place and `--vs-floor K` alternates the two: absolute CPU moves with this machine's speed, the
+ * ratio does not (support/fanout-compare.ts).
  *
  *   node dist/test/bench/run.js fanout [--players N] [--seconds S] [--ws] [--procs K] [--warmup S] [--mbps X]
- *        [--capture FILE] [--profile] [--no-pin] [--keep-dir] [--node-opt OPT]...
+ *        [--capture FILE] [--floor | --vs-floor K] [--profile] [--no-pin] [--keep-dir] [--node-opt OPT]...
  */
 import * as path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { scratchDir } from '../support/paths';
 import { BenchArgs, captureFile, loadArg } from './support/bench-args';
+import { vsFloor } from './support/fanout-compare';
 import { PlayerProcs, type PlayerFigures } from './support/fanout-players';
 import {
   Api, BOOT_TIMEOUT_MS, benchApplications, checkDeadline, connectTcp, f1, f2, freePort, gatewayCpu, gatewayRss, mb, pinSelf, pool,
   REQUESTS_PER_APP, runDeadline, startGateway, stopGateway, tail, waitHealthy, canPin, writeSite, profileDirFor, endScratch, printRunProfiles,
+  FLOOR_MAIN,
 } from './support/gateway-harness';
 import {
   DISTURBED_CORES, firstAtOrAfter, perfToMonotonic, representativeStart, summarise, windowLoad, type CpuSnap, type SentFrames,
@@ -38,9 +42,15 @@ export interface FanoutOptions {
   pin: boolean;
   keepDir: boolean;
   nodeOpts: string[];
+  /** run the bare-relay floor instead of the gateway (HTTP-FLV only) */
+  floor: boolean;
+  /** rounds of gateway and floor alternated, then the CPU ratio (0: off) */
+  vsFloor: number;
 }
 
 export interface FanoutResult {
+  /** the bare-relay floor ran, not the gateway: it writes each packet as a tag, so frames are checked by their first */
+  floor: boolean;
   players: number;
   connected: number;
   seconds: number;
@@ -94,7 +104,7 @@ const CHECK_FROM_MS = 200;
 const DRAIN_MS = 2000;
 
 export const USAGE = `usage: npm run bench -- fanout [--players N] [--seconds S] [--ws] [--procs K] [--warmup S] [--mbps X]
-                       [--capture FILE] [--profile] [--no-pin] [--keep-dir] [--node-opt OPT]...
+                       [--capture FILE] [--floor | --vs-floor K] [--profile] [--no-pin] [--keep-dir] [--node-opt OPT]...
   --players N     players of the one stream, each with its own open request (default 2000)
   --seconds S     measured window (default 30)
   --ws            WS-FLV players instead of HTTP-FLV
@@ -102,6 +112,8 @@ export const USAGE = `usage: npm run bench -- fanout [--players N] [--seconds S]
   --warmup S      seconds after the last player joined before the window opens (default 5)
   --mbps X        the terminal's rate, the capture's video padded up to it (default 1)
   --capture FILE  JT/T 1078 capture to re-pack (default shared/fixtures/jt1078/glaciall-cif-h264-2013.bin)
+  --floor         run the bare-relay floor (test/bench/floor/bare-relay.ts) instead of the gateway, on the same load
+  --vs-floor K    K rounds of the gateway and the floor alternated, then gateway CPU / floor CPU
   --profile       run the gateway under node --cpu-prof and print its top self-time functions (whole run)
   --no-pin        do not pin the gateway to core 0 and the bench and its players to core 1
   --keep-dir      keep the scratch directory (site file, gateway log, data)
@@ -110,6 +122,7 @@ export const USAGE = `usage: npm run bench -- fanout [--players N] [--seconds S]
 export function parseArgs(args: string[]): FanoutOptions {
   const o: FanoutOptions = {
     players: 2000, seconds: 30, warmup: 5, ws: false, procs: 2, mbps: 1, capture: '', profile: false, pin: true, keepDir: false, nodeOpts: [],
+    floor: false, vsFloor: 0,
   };
   const r = new BenchArgs(args, USAGE);
   for (let a = r.next(); a !== undefined; a = r.next()) {
@@ -120,9 +133,13 @@ export function parseArgs(args: string[]): FanoutOptions {
       case '--procs': o.procs = r.num(a, 1, 16, true); break;
       case '--mbps': o.mbps = r.num(a, 0.01, 100, false); break;
       case '--ws': o.ws = true; break;
+      case '--floor': o.floor = true; break;
+      case '--vs-floor': o.vsFloor = r.num(a, 1, 20, true); break;
       default: if (!loadArg(a, r, o)) r.unknown(a);
     }
   }
+  if (o.floor && o.vsFloor > 0) throw r.error('--floor and --vs-floor: one or the other');
+  if (o.ws && (o.floor || o.vsFloor > 0)) throw r.error('--ws: the floor serves HTTP-FLV only');
   o.capture = captureFile(o.capture);
   return o;
 }
@@ -164,6 +181,11 @@ class SentRecorder {
 
 export async function run(args: string[]): Promise<FanoutResult> {
   const o = parseArgs(args);
+  return o.vsFloor > 0 ? vsFloor(o, TARGET.cpuPct, runFanout) : runFanout(o);
+}
+
+/** one run of these options: the gateway, or the floor in its place */
+async function runFanout(o: FanoutOptions): Promise<FanoutResult> {
   const stream = synthesise(o.capture, o.mbps, 950);
   const budgetMs = BOOT_TIMEOUT_MS + 120_000 + o.players * 100 + (o.warmup + o.seconds) * 1000 + DRAIN_MS + 60_000;
   const run = runDeadline(budgetMs);
@@ -192,7 +214,8 @@ export async function run(args: string[]): Promise<FanoutResult> {
     `${o.procs} player process(es); warm-up ${o.warmup} s, measured ${o.seconds} s`,
   );
 
-  const gw = startGateway({ siteFile, dir, pin, profileDir, nodeOpts: o.nodeOpts });
+  const gw = startGateway({ siteFile, dir, pin, profileDir, nodeOpts: o.nodeOpts, main: o.floor ? FLOOR_MAIN : undefined });
+  if (o.floor) console.log('  the FLOOR runs instead of the gateway: a bare relay (packets to FLV tags, nothing else); gateway metrics read 0');
   const killGateway = () => gw.child.kill('SIGKILL');
   process.once('exit', killGateway);
   const api = new Api(httpPort, deadline);
@@ -298,8 +321,10 @@ export async function run(args: string[]): Promise<FanoutResult> {
       const mbps = ps.map((p) => (p.bytes * 8) / playerSecs / 1e6);
       const mbpsSummary = summarise(mbps);
       const sentKey = sent.key.slice(from, to + 1).filter(Boolean).length;
-      const complete = (p: PlayerFigures) => p.missing === 0 && p.duplicates === 0 && p.unknown === 0 && p.frames === to - from + 1;
+      // the floor's tags are packets: a frame's later packets read as repeats of its first
+      const complete = (p: PlayerFigures) => p.missing === 0 && (o.floor || p.duplicates === 0) && p.unknown === 0 && p.frames === to - from + 1;
       result = {
+        floor: o.floor,
         players: o.players,
         connected: conn.ok,
         seconds: secs,
@@ -382,14 +407,21 @@ function report(r: FanoutResult, o: FanoutOptions, errors: string[]): void {
       `${f1(r.threadCpuPct.other)} %) -> ${f1(r.players / (r.cpuPct / 100))} players per core at this rate; ` +
       `core 0 ${f1(r.core0BusyPct)} % busy, of which interrupts ${f1(r.core0IrqPct)} % (loopback delivery, charged to no process)`,
     `  gateway RSS: ${f1(r.rssMB)} MB at the end, ${f1(r.peakRssMB)} MB peak in the window (${f1(r.idleRssMB)} MB idle)`,
-    `  frames: the terminal sent ${r.sentFrames} video frames (${r.sentKeyframes} key frames) in the checked part of the window; ` +
-      `${r.completePlayers} of ${r.players} players read every one once and in order; per player ${r.framesPerPlayer.min}-${r.framesPerPlayer.max} ` +
-      `frames, ${r.keyframesPerPlayer.min}-${r.keyframesPerPlayer.max} key frames; ${r.missingFrames} missing (${r.playersMissing} players), ` +
-      `${r.duplicates} duplicate or out of order, ${r.unknown} never sent, ${r.keyMismatch} key flags wrong`,
+    r.floor
+      ? `  frames: the terminal sent ${r.sentFrames} video frames (${r.sentKeyframes} key frames) in the checked part of the window; the floor ` +
+        `writes each packet as a tag, so a frame counts by its first packet's: ${r.completePlayers} of ${r.players} players read every frame, ` +
+        `in order; per player ${r.framesPerPlayer.min}-${r.framesPerPlayer.max} frames, ${r.keyframesPerPlayer.min}-${r.keyframesPerPlayer.max} ` +
+        `key frames; ${r.missingFrames} missing (${r.playersMissing} players), ${r.unknown} never sent, ${r.keyMismatch} key flags wrong`
+      : `  frames: the terminal sent ${r.sentFrames} video frames (${r.sentKeyframes} key frames) in the checked part of the window; ` +
+        `${r.completePlayers} of ${r.players} players read every one once and in order; per player ${r.framesPerPlayer.min}-${r.framesPerPlayer.max} ` +
+        `frames, ${r.keyframesPerPlayer.min}-${r.keyframesPerPlayer.max} key frames; ${r.missingFrames} missing (${r.playersMissing} players), ` +
+        `${r.duplicates} duplicate or out of order, ${r.unknown} never sent, ${r.keyMismatch} key flags wrong`,
     `  lag, terminal write -> player read (${r.lagMs.count} frames, every player): p50 ${f2(r.lagMs.p50)} ms, p99 ${f2(r.lagMs.p99)} ms, ` +
       `max ${f2(r.lagMs.max)} ms` + (r.lagMs.negative ? ` (${r.lagMs.negative} negative: clocks disagree)` : ''),
-    `  gateway: added latency (frame read -> written to its first player) p50 ${f2(r.addedLatencyMs.p50)} ms, p99 ${f2(r.addedLatencyMs.p99)} ms; ` +
-      `event-loop delay p99 ${f2(r.eventLoopDelayMs.p99)} ms, max ${f2(r.eventLoopDelayMs.max)} ms (a 10 ms timer)`,
+    ...(r.floor ? [] : [
+      `  gateway: added latency (frame read -> its bytes handed to every player's socket, the tick's writes done) p50 ${f2(r.addedLatencyMs.p50)} ms, ` +
+        `p99 ${f2(r.addedLatencyMs.p99)} ms; event-loop delay p99 ${f2(r.eventLoopDelayMs.p99)} ms, max ${f2(r.eventLoopDelayMs.max)} ms (a 10 ms timer)`,
+    ]),
     `  players' ${o.procs} process(es): ${f1(r.playerProcsPct)} % of a core, event-loop delay p99 ${f2(r.playerLoopDelayMs.p99)} ms, ` +
       `max ${f2(r.playerLoopDelayMs.max)} ms; core 1 ${f1(r.core1BusyPct)} % busy`,
     `  machine: other processes used ${f2(r.othersCores)} cores in the window, interrupts ${f2(r.irqCores)}`,
@@ -398,7 +430,8 @@ function report(r: FanoutResult, o: FanoutOptions, errors: string[]): void {
   // core 0 busier than the gateway and the interrupts there explain: someone else ran on the gateway's core
   else if (r.othersOnCore0Pct > 5) lines.push(`  DISTURBED: other processes took ${f1(r.othersOnCore0Pct)} % of core 0, the gateway's: run it again`);
   if (r.core1BusyPct > 95) lines.push('  WARNING: core 1 (terminal and players) was saturated: lag and throughput may be limited by the players, not the gateway');
-  lines.push(
+  if (r.floor) lines.push(`  the floor, not the gateway: no target (fanout --vs-floor K compares the two)`);
+  else lines.push(
     `  target (${TARGET.players} players): gateway CPU < ${TARGET.cpuPct} % of a core: ${ok(r.cpuPct < TARGET.cpuPct)}; ` +
       `every player got every frame: ${ok(every)}` + (r.players !== TARGET.players ? ` (this run: ${r.players} players)` : ''),
   );

@@ -16,13 +16,13 @@
 import * as path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fixturePath, repoRoot, scratchDir } from '../support/paths';
+import { fixturePath, scratchDir } from '../support/paths';
 import { BenchArgs, captureFile, loadArg } from './support/bench-args';
 import { IDLE_CLIENT_USAGE, keepAwake } from './support/keep-awake';
 import { BenchPlayer } from './support/bench-player';
 import {
   Api, Reservoir, benchApplications, checkDeadline, connectTcp, connectUdp, f1, f2, mb, pinSelf, pool, runDeadline,
-  freePort, startGateway, BOOT_TIMEOUT_MS, stopGateway, tail, gatewayCpu, gatewayRss, waitHealthy, REQUESTS_PER_APP, canPin, writeSite, profileDirFor, endScratch, printRunProfiles,
+  freePort, startGateway, BOOT_TIMEOUT_MS, stopGateway, tail, gatewayCpu, gatewayRss, waitHealthy, REQUESTS_PER_APP, canPin, writeSite, profileDirFor, endScratch, printRunProfiles, FLOOR_MAIN,
 } from './support/gateway-harness';
 import {
   bucketsDelta, bucketsOf, coreTimes, histogramQuantile, quantile, sumDelta, sumOf, type Buckets, type Sample,
@@ -183,7 +183,6 @@ export interface IngestFlvResult {
 }
 
 /** issue 16: 1,000 terminals x 1 Mbit/s, one player each, on one core */
-const FLOOR_MAIN = path.join(repoRoot, 'dist', 'test', 'bench', 'floor', 'bare-relay.js');
 const LATENCY_METRIC = 'gw_flv_out_added_latency_seconds';
 const CHUNKS_METRIC = 'gw_core_bus_payload_chunks';
 const CHUNK_BYTES_METRIC = 'gw_core_bus_payload_chunk_bytes';

@@ -1,4 +1,5 @@
 import { strict as assert } from 'node:assert';
+import { repoRoot } from '../support/paths';
 import { parseArgs, readFigures, summarise } from './paired';
 
 describe('bench paired: arguments, reading a run, the ratio', () => {
@@ -6,7 +7,11 @@ describe('bench paired: arguments, reading a run, the ratio', () => {
     assert.throws(() => parseArgs([]), /say what B is/);
     assert.throws(() => parseArgs(['--against', '/nowhere']), /not found: build that checkout first/);
     assert.throws(() => parseArgs(['--env', 'GW_X']), /NAME=VALUE/);
-    assert.throws(() => parseArgs(['--floor', '--', '--vs-floor', '2']), /cannot hold --floor or --vs-/);
+    assert.throws(() => parseArgs(['--floor', '--', '--vs-floor', '2']), /cannot hold --vs-/);
+    assert.throws(() => parseArgs(['--floor', '--', '--floor']), /both sides would run the same floor/);
+    assert.throws(() => parseArgs(['--env', 'GW_X=1', '--', '--floor']), /both sides would run the same floor/);
+    // two builds' floors (this checkout stands in for the other: its build is there)
+    assert.deepEqual(parseArgs(['--against', repoRoot, '--', '--floor']).ingestArgs, ['--floor']);
     const o = parseArgs(['--env', 'GW_REUSE_PAYLOADS=false', '--pairs', '2', '--', '--terminals', '100']);
     assert.deepEqual(o.env, { GW_REUSE_PAYLOADS: 'false' });
     assert.equal(o.pairs, 2);

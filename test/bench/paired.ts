@@ -22,7 +22,8 @@ export const USAGE = `usage: npm run bench -- paired (--against DIR | --floor | 
                        [-- INGEST-FLV ARGS]
   Runs ingest-flv against two gateways at once (A: this checkout; B: as chosen), both on core 0, and prints B's CPU
   over A's for each pair and over all pairs. INGEST-FLV ARGS go to both sides (default: --terminals 350 --seconds 20).
-  --against DIR      B is another checkout's build (DIR/dist/test/bench/run.js, e.g. a git worktree of the old main)
+  --against DIR      B is another checkout's build (DIR/dist/test/bench/run.js, e.g. a git worktree of the old main);
+                     with --floor among the INGEST-FLV ARGS, both sides run their build's floor
   --floor            B is the bare-relay floor (ingest-flv --floor) on the same load
   --env NAME=VALUE   B is this checkout with NAME=VALUE in its environment (GW_* variables reach the gateway); repeatable
   --pairs N          pairs to run (default 4)
@@ -74,7 +75,9 @@ export function parseArgs(args: string[]): PairedOptions {
   const sides = (o.against ? 1 : 0) + (o.floor ? 1 : 0) + (Object.keys(o.env).length > 0 || o.bNodeOpts.length > 0 ? 1 : 0);
   if (sides === 0) throw r.error('say what B is: --against DIR, --floor, or --env NAME=VALUE (or --b-node-opt)');
   if (o.against && o.floor) throw r.error('--against and --floor are two different B sides: pick one');
-  if (o.ingestArgs.some((a) => a.startsWith('--vs-') || a === '--floor')) throw r.error('ingest-flv arguments for both sides cannot hold --floor or --vs-*');
+  if (o.ingestArgs.some((a) => a.startsWith('--vs-'))) throw r.error('ingest-flv arguments for both sides cannot hold --vs-*');
+  // both sides' floors: only two builds' floors differ
+  if (o.ingestArgs.includes('--floor') && !o.against) throw r.error('--floor after --: both sides would run the same floor (with --against DIR it compares two builds\' floors)');
   if (o.against && !fs.existsSync(runnerOf(o.against))) throw r.error(`${runnerOf(o.against)} not found: build that checkout first (npx tsc -p tsconfig.json)`);
   return o;
 }

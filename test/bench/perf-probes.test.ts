@@ -233,6 +233,13 @@ describe('bench perf probes: the fanout and open-latency benches', () => {
     assert.deepEqual([w.players, w.ws, w.procs, w.seconds], [50, true, 3, 7]);
     assert.throws(() => parseFanout(['--players', 'lots']), /--players needs a whole number/);
     assert.throws(() => parseFanout(['--bogus']), /unknown argument/);
+    assert.deepEqual([f.floor, f.vsFloor], [false, 0]);
+    const fl = parseFanout(['--vs-floor', '3']);
+    assert.deepEqual([fl.floor, fl.vsFloor], [false, 3]);
+    assert.equal(parseFanout(['--floor']).floor, true);
+    assert.throws(() => parseFanout(['--floor', '--vs-floor', '2']), /one or the other/);
+    assert.throws(() => parseFanout(['--ws', '--floor']), /the floor serves HTTP-FLV only/);
+    assert.throws(() => parseFanout(['--vs-floor', '2', '--ws']), /the floor serves HTTP-FLV only/);
     const o = parseOpenLatency([]);
     assert.deepEqual([o.terminals, o.rate, o.busyClient], [1000, 20, true]);
     const p = parseOpenLatency(['--terminals', '20', '--rate', '5', '--baseline-seconds', '0', '--idle-client']);

@@ -1,9 +1,12 @@
 /**
- * The floor for ingest-flv (issue 16): the least a relay must do to move the same terminals' bytes to the same
- * players. It reads each terminal's TCP bytes, finds packet boundaries only as far as routing needs (magic, data
- * type, body length; 2013 layout, which the bench sends), and writes each packet's body to the stream's players as
- * one FLV tag, timed by the packet's device timestamp. No reassembly, no parameter sets, no GOP cache, no metrics,
- * no backpressure policy beyond dropping for a player that holds 4 MiB. Players join at any packet.
+ * The floor for ingest-flv and fanout (issue 16): the least a relay must do to move the same terminals' bytes to the
+ * same players. It reads each terminal's TCP bytes, finds packet boundaries only as far as routing needs (magic,
+ * data type, body length; 2013 layout, which the bench sends), and writes each packet's body to the stream's players
+ * as one FLV tag, timed by the packet's device timestamp (a video tag's AVC header keyed by the packet's data type).
+ * No reassembly, no parameter sets, no GOP cache, no metrics, no backpressure policy beyond dropping for a player
+ * that holds 4 MiB. Players join at any packet. A frame's tags go out once its last packet is read (one write a
+ * frame, as the gateway's); a stream with several players (the fanout bench) gets them as one buffer, the same bytes
+ * written to each.
  *
  * It answers the bench's API calls just enough (healthz, open, keep, an empty /metrics), on the httpPort of the
  * site file it is given like the gateway, so ingest-flv drives it unchanged.
@@ -19,6 +22,9 @@ import * as net from 'node:net';
 
 const MAGIC = 0x30316364;
 const MAX_PLAYER_BACKLOG = 4 * 1024 * 1024;
+/** subpackage flags (low nibble of byte 15) of a frame's only and last packets */
+const SUB_ATOMIC = 0;
+const SUB_LAST = 2;
 const DROP_AUDIO = process.env.GW_FLOOR_AUDIO === 'drop';
 
 interface Stream {
@@ -39,16 +45,27 @@ const streamOf = (name: string): Stream => {
 
 const FLV_HEADER = Buffer.from([0x46, 0x4c, 0x56, 0x01, 0x05, 0x00, 0x00, 0x00, 0x09, 0x00, 0x00, 0x00, 0x00]);
 
-/** One FLV tag around `body`: header, body (by reference) and the previous-tag-size trailer. */
-function tag(type: number, ts: number, body: Buffer): Buffer[] {
-  const h = Buffer.allocUnsafe(11);
+/**
+ * One FLV tag around `body`: header, body (by reference) and the previous-tag-size trailer. A video tag's header
+ * ends with an AVC packet header (frame type by the packet's data type, a NAL unit packet, no composition offset),
+ * so a player tells key frames and frames from sequence headers as in the gateway's FLV.
+ */
+function tag(type: number, ts: number, body: Buffer, key: boolean): Buffer[] {
+  const video = type === 9;
+  const hl = video ? 16 : 11;
+  const h = Buffer.allocUnsafe(hl);
   h[0] = type;
-  h.writeUIntBE(body.length, 1, 3);
+  h.writeUIntBE(hl - 11 + body.length, 1, 3);
   h.writeUIntBE(ts & 0xffffff, 4, 3);
   h[7] = (ts >>> 24) & 0xff;
   h.writeUIntBE(0, 8, 3);
+  if (video) {
+    h[11] = key ? 0x17 : 0x27;
+    h[12] = 1;
+    h.writeUIntBE(0, 13, 3);
+  }
   const t = Buffer.allocUnsafe(4);
-  t.writeUInt32BE(11 + body.length, 0);
+  t.writeUInt32BE(hl + body.length, 0);
   return [h, body, t];
 }
 
@@ -61,11 +78,15 @@ function bcdSim(buf: Buffer, at: number): string {
 function onTerminal(sock: net.Socket): void {
   let pending: Buffer | undefined;
   let stream: Stream | undefined;
+  // Tags of a frame whose last packet has not been read yet. They are written once it has, so a player gets one
+  // write a frame however many reads the frame took, as from the gateway: a relay writing per read would pay every
+  // player a syscall per read of a large key frame. Still no reassembly: the subpackage flag says where frames end.
+  let held: Buffer[] = [];
   sock.on('data', (chunk: Buffer) => {
     let buf = pending ? Buffer.concat([pending, chunk]) : chunk;
     pending = undefined;
     let off = 0;
-    const out: Buffer[] = [];
+    let frameEnded = false;
     while (buf.length - off >= 30) {
       if (buf.readUInt32BE(off) !== MAGIC) { off++; continue; }
       const dataType = buf[off + 15] >> 4;
@@ -76,12 +97,23 @@ function onTerminal(sock: net.Socket): void {
       if (dataType !== 4 && !(dataType === 3 && DROP_AUDIO)) {
         const device = buf.readUInt32BE(off + 16) * 0x100000000 + buf.readUInt32BE(off + 20);
         if (stream.t0 < 0) stream.t0 = device;
-        out.push(...tag(dataType === 3 ? 8 : 9, device - stream.t0, buf.subarray(off + headerLen, off + headerLen + bodyLen)));
+        held.push(...tag(dataType === 3 ? 8 : 9, device - stream.t0, buf.subarray(off + headerLen, off + headerLen + bodyLen), dataType === 0));
+        const sub = buf[off + 15] & 15;
+        frameEnded = sub === SUB_ATOMIC || sub === SUB_LAST;
       }
       off += headerLen + bodyLen;
     }
     if (off < buf.length) pending = Buffer.from(buf.subarray(off));
-    if (!stream || out.length === 0) return;
+    if (!stream || held.length === 0 || !frameEnded) return;
+    const out = held;
+    held = [];
+    if (stream.players.size > 1) {
+      // many players (fanout): the tags are put together once and the same bytes go to each, as the gateway shares
+      // a unit's framing
+      const bytes = Buffer.concat(out);
+      for (const p of stream.players) if (p.writableLength <= MAX_PLAYER_BACKLOG) p.write(bytes);
+      return;
+    }
     for (const p of stream.players) {
       if (p.writableLength > MAX_PLAYER_BACKLOG) continue;
       p.cork();

@@ -18,6 +18,8 @@ import { gcNodeFlags } from '../../../core/gc-flags';
 import { GatewayConfig } from '../../../core/gateway-config';
 
 export const GATEWAY_MAIN = path.join(repoRoot, 'dist', 'core', 'main.js');
+/** the bare-relay floor (floor/bare-relay.ts), run in the gateway's place by `StartGatewayOptions.main` */
+export const FLOOR_MAIN = path.join(repoRoot, 'dist', 'test', 'bench', 'floor', 'bare-relay.js');
 const NAME_THREADS = path.join(__dirname, 'name-threads.js');
 export const HTTP_TIMEOUT_MS = 15_000;
 export const BOOT_TIMEOUT_MS = 30_000;

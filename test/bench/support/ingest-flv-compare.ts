@@ -4,30 +4,12 @@
  * other readers against FLV players, video only against audio.
  */
 import type { IngestFlvOptions, IngestFlvResult } from '../ingest-flv';
+import { alternate, total } from './alternate';
 import { f1, f2 } from './gateway-harness';
 import { synthesise, type SynthStream } from './synth-terminals';
 
 /** one ingest-flv run with these options on this load */
 export type RunWith = (o: IngestFlvOptions, stream: SynthStream) => Promise<IngestFlvResult>;
-
-/**
- * `k` rounds of the named runs, in the order given, on the same load: this machine's speed drifts, so only figures
- * from one alternation compare.
- */
-async function alternate<K extends string>(k: number, runs: Record<K, () => Promise<IngestFlvResult>>): Promise<Array<Record<K, IngestFlvResult>>> {
-  const rounds: Array<Record<K, IngestFlvResult>> = [];
-  for (let i = 0; i < k; i++) {
-    const round = {} as Record<K, IngestFlvResult>;
-    for (const name of Object.keys(runs) as K[]) round[name] = await runs[name]();
-    rounds.push(round);
-  }
-  return rounds;
-}
-
-/** a figure summed over the rounds */
-function total<R>(rounds: readonly R[], f: (r: R) => number): number {
-  return rounds.reduce((n, r) => n + f(r), 0);
-}
 
 /**
  * One process against N workers on the same load and the same core, alternated: streams per gateway CPU-second of
