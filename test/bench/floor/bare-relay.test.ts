@@ -136,6 +136,22 @@ describe('bench floor: the bare relay', function () {
     assert.deepEqual(players[0].body(), players[1].body());
   });
 
+  it('sends the frames a read ended at once and holds only the one it did not', async () => {
+    const sim = '13912345003';
+    const { players: [p], terminal } = await stream(sim, 1);
+    const packer = new Jt1078Packer({ layout: '2013', sim, channel: 1, maxBodySize: 300 });
+    const first = packer.packFrame({ dataType: 0, pt: 98, timestamp: 5000, payload: Buffer.alloc(700, 1) });
+    const second = packer.packFrame({ dataType: 1, pt: 98, timestamp: 5040, payload: Buffer.alloc(500, 2) });
+    // one read: all of the first frame, then the first packet of the second
+    terminal.write(Buffer.concat([...first, second[0]]));
+    await p.until(() => p.tags().length >= 3, 'the first frame');
+    await sleep(300);
+    assert.deepEqual(p.tags().map((t) => [t.ts, t.body.length]), [[0, 305], [0, 305], [0, 105]], 'the first frame, none of the second');
+    terminal.write(second[1]);
+    await p.until(() => p.tags().length >= 5, 'the second frame');
+    assert.deepEqual(p.tags().slice(3).map((t) => [t.ts, t.body[0], t.body.length]), [[40, 0x27, 305], [40, 0x27, 205]]);
+  });
+
   it('gives a lone player the same tags (its corked writes)', async () => {
     const { players: [p], terminal } = await stream('13912345002', 1);
     const f = frames('13912345002', 1);

@@ -86,7 +86,8 @@ function onTerminal(sock: net.Socket): void {
     let buf = pending ? Buffer.concat([pending, chunk]) : chunk;
     pending = undefined;
     let off = 0;
-    let frameEnded = false;
+    // how many of `held` end with a frame's last packet: those go out now, the rest wait for their frame's end
+    let ready = 0;
     while (buf.length - off >= 30) {
       if (buf.readUInt32BE(off) !== MAGIC) { off++; continue; }
       const dataType = buf[off + 15] >> 4;
@@ -99,14 +100,14 @@ function onTerminal(sock: net.Socket): void {
         if (stream.t0 < 0) stream.t0 = device;
         held.push(...tag(dataType === 3 ? 8 : 9, device - stream.t0, buf.subarray(off + headerLen, off + headerLen + bodyLen), dataType === 0));
         const sub = buf[off + 15] & 15;
-        frameEnded = sub === SUB_ATOMIC || sub === SUB_LAST;
+        if (sub === SUB_ATOMIC || sub === SUB_LAST) ready = held.length;
       }
       off += headerLen + bodyLen;
     }
     if (off < buf.length) pending = Buffer.from(buf.subarray(off));
-    if (!stream || held.length === 0 || !frameEnded) return;
-    const out = held;
-    held = [];
+    if (!stream || ready === 0) return;
+    const out = ready === held.length ? held : held.slice(0, ready);
+    held = ready === held.length ? [] : held.slice(ready);
     if (stream.players.size > 1) {
       // many players (fanout): the tags are put together once and the same bytes go to each, as the gateway shares
       // a unit's framing
