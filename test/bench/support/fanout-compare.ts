@@ -6,7 +6,7 @@
  * 60 / ratio % of a core.
  */
 import type { FanoutOptions, FanoutResult } from '../fanout';
-import { alternate, total } from './alternate';
+import { alternate, othersNote, total } from './alternate';
 import { f1, f2 } from './gateway-harness';
 
 /** `targetPct`: fanout's CPU target, a share of one core */
@@ -22,7 +22,7 @@ export async function vsFloor(
     console.log(`  round ${k + 1}: gateway ${f1(r.gateway.cpuPct)} % (lag p50 ${f1(r.gateway.lagMs.p50)} / p99 ${f1(r.gateway.lagMs.p99)} ms, ` +
       `${r.gateway.completePlayers} of ${r.gateway.players} players every frame), floor ${f1(r.floor.cpuPct)} % (lag p50 ${f1(r.floor.lagMs.p50)} / ` +
       `p99 ${f1(r.floor.lagMs.p99)} ms, ${r.floor.completePlayers} every frame) -> gateway / floor ${f2(r.gateway.cpuPct / r.floor.cpuPct)}` +
-      `; others ${f2(r.gateway.othersCores)} / ${f2(r.floor.othersCores)} cores${Math.max(r.gateway.othersCores, r.floor.othersCores) > 0.1 ? ' (DISTURBED)' : ''}`);
+      othersNote(r.gateway, r.floor));
   }
   const gateway = total(rounds, (r) => r.gateway.cpuPct) / rounds.length;
   const floor = total(rounds, (r) => r.floor.cpuPct) / rounds.length;

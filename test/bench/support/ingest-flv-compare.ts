@@ -4,7 +4,7 @@
  * other readers against FLV players, video only against audio.
  */
 import type { IngestFlvOptions, IngestFlvResult } from '../ingest-flv';
-import { alternate, total } from './alternate';
+import { alternate, othersNote, total } from './alternate';
 import { f1, f2 } from './gateway-harness';
 import { synthesise, type SynthStream } from './synth-terminals';
 
@@ -45,7 +45,7 @@ export async function vsFlv(o: IngestFlvOptions, stream: SynthStream, runWith: R
       (lag ? `, lag p50 ${f1(lag.p50)} / p99 ${f1(lag.p99)} ms` : '') + `, ${r.alt.readerFigures?.errors ?? 0} reader errors, ${r.alt.stalledPlayers} stalled; ` +
       `FLV ${f1(r.flv.cpuPct)} %, RSS ${f1(r.flv.rssMB)} MB (peak ${f1(r.flv.peakRssMB)}), e2e p50 ${f1(r.flv.endToEndMs.p50)} / p99 ${f1(r.flv.endToEndMs.p99)} ms, ` +
       `${r.flv.stalledPlayers} stalled -> CPU ${name}/FLV ${f2(r.alt.cpuPct / r.flv.cpuPct)}, RSS ${f2(r.alt.rssMB / r.flv.rssMB)}` +
-      `; others ${f2(r.alt.othersCores)} / ${f2(r.flv.othersCores)} cores${Math.max(r.alt.othersCores, r.flv.othersCores) > 0.1 ? ' (DISTURBED)' : ''}`);
+      othersNote(r.alt, r.flv));
   }
   const sum = (f: (r: (typeof rounds)[number]) => number) => total(rounds, f);
   console.log(`  over all rounds: gateway CPU ${name}/FLV ${f2(sum((r) => r.alt.cpuPct) / sum((r) => r.flv.cpuPct))}, ` +
