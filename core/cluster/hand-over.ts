@@ -101,7 +101,7 @@ export class HandOver {
       done = true;
       clearTimeout(timer);
       sock.removeListener('data', onData);
-      sock.removeListener('error', onError);
+      sock.removeListener('error', abandon);
       sock.pause();
       // net.Socket keeps reading into its buffer while paused; stop the handle so every further byte stays in the kernel
       (sock as unknown as { _handle?: { readStop?: () => void } })._handle?.readStop?.();
@@ -118,7 +118,7 @@ export class HandOver {
       finish(d === 'more' ? 'any' : d);
     };
     // an error or an end before the router decided: the primary still holds the socket, and closes it
-    const onError = () => {
+    const abandon = () => {
       if (done) return;
       done = true;
       clearTimeout(timer);
@@ -131,10 +131,10 @@ export class HandOver {
       finish(d === 'more' ? 'any' : d);
     }, FIRST_BYTES_MS);
     sock.on('data', onData);
-    sock.on('error', onError);
+    sock.on('error', abandon);
     // accepted paused (pauseOnConnect): a 'data' listener alone does not start a paused socket
     sock.resume();
-    sock.once('end', onError);
+    sock.once('end', abandon);
   }
 
   /**
