@@ -49,8 +49,6 @@ export interface FanoutOptions {
 }
 
 export interface FanoutResult {
-  /** the bare-relay floor ran, not the gateway: it writes each packet as a tag, so frames are checked by their first */
-  floor: boolean;
   players: number;
   connected: number;
   seconds: number;
@@ -324,7 +322,6 @@ async function runFanout(o: FanoutOptions): Promise<FanoutResult> {
       // the floor's tags are packets: a frame's later packets read as repeats of its first
       const complete = (p: PlayerFigures) => p.missing === 0 && (o.floor || p.duplicates === 0) && p.unknown === 0 && p.frames === to - from + 1;
       result = {
-        floor: o.floor,
         players: o.players,
         connected: conn.ok,
         seconds: secs,
@@ -407,7 +404,7 @@ function report(r: FanoutResult, o: FanoutOptions, errors: string[]): void {
       `${f1(r.threadCpuPct.other)} %) -> ${f1(r.players / (r.cpuPct / 100))} players per core at this rate; ` +
       `core 0 ${f1(r.core0BusyPct)} % busy, of which interrupts ${f1(r.core0IrqPct)} % (loopback delivery, charged to no process)`,
     `  gateway RSS: ${f1(r.rssMB)} MB at the end, ${f1(r.peakRssMB)} MB peak in the window (${f1(r.idleRssMB)} MB idle)`,
-    r.floor
+    o.floor
       ? `  frames: the terminal sent ${r.sentFrames} video frames (${r.sentKeyframes} key frames) in the checked part of the window; the floor ` +
         `writes each packet as a tag, so a frame counts by its first packet's: ${r.completePlayers} of ${r.players} players read every frame, ` +
         `in order; per player ${r.framesPerPlayer.min}-${r.framesPerPlayer.max} frames, ${r.keyframesPerPlayer.min}-${r.keyframesPerPlayer.max} ` +
@@ -418,7 +415,7 @@ function report(r: FanoutResult, o: FanoutOptions, errors: string[]): void {
         `${r.duplicates} duplicate or out of order, ${r.unknown} never sent, ${r.keyMismatch} key flags wrong`,
     `  lag, terminal write -> player read (${r.lagMs.count} frames, every player): p50 ${f2(r.lagMs.p50)} ms, p99 ${f2(r.lagMs.p99)} ms, ` +
       `max ${f2(r.lagMs.max)} ms` + (r.lagMs.negative ? ` (${r.lagMs.negative} negative: clocks disagree)` : ''),
-    ...(r.floor ? [] : [
+    ...(o.floor ? [] : [
       `  gateway: added latency (frame read -> its bytes handed to every player's socket, the tick's writes done) p50 ${f2(r.addedLatencyMs.p50)} ms, ` +
         `p99 ${f2(r.addedLatencyMs.p99)} ms; event-loop delay p99 ${f2(r.eventLoopDelayMs.p99)} ms, max ${f2(r.eventLoopDelayMs.max)} ms (a 10 ms timer)`,
     ]),
@@ -430,7 +427,7 @@ function report(r: FanoutResult, o: FanoutOptions, errors: string[]): void {
   // core 0 busier than the gateway and the interrupts there explain: someone else ran on the gateway's core
   else if (r.othersOnCore0Pct > 5) lines.push(`  DISTURBED: other processes took ${f1(r.othersOnCore0Pct)} % of core 0, the gateway's: run it again`);
   if (r.core1BusyPct > 95) lines.push('  WARNING: core 1 (terminal and players) was saturated: lag and throughput may be limited by the players, not the gateway');
-  if (r.floor) lines.push(`  the floor, not the gateway: no target (fanout --vs-floor K compares the two)`);
+  if (o.floor) lines.push(`  the floor, not the gateway: no target (fanout --vs-floor K compares the two)`);
   else lines.push(
     `  target (${TARGET.players} players): gateway CPU < ${TARGET.cpuPct} % of a core: ${ok(r.cpuPct < TARGET.cpuPct)}; ` +
       `every player got every frame: ${ok(every)}` + (r.players !== TARGET.players ? ` (this run: ${r.players} players)` : ''),
