@@ -1,6 +1,6 @@
 import { strict as assert } from 'node:assert';
 import { repoRoot } from '../support/paths';
-import { parseArgs, readFigures, summarise } from './paired';
+import { parseArgs, readFigures, summarise, workersVerdict } from './paired';
 
 describe('bench paired: arguments, reading a run, the ratio', () => {
   it('needs a B side, takes ingest-flv arguments after --, and refuses what would make the sides differ in load', () => {
@@ -17,6 +17,26 @@ describe('bench paired: arguments, reading a run, the ratio', () => {
     assert.equal(o.pairs, 2);
     assert.deepEqual(o.ingestArgs, ['--terminals', '100']);
     assert.deepEqual(parseArgs(['--floor']).ingestArgs, ['--terminals', '350', '--seconds', '20'], 'the default load');
+  });
+
+  it('gives B workers with --b-workers N, only on this build and never to both sides', () => {
+    const o = parseArgs(['--b-workers', '2', '--', '--terminals', '300']);
+    assert.equal(o.bWorkers, 2);
+    assert.deepEqual(o.ingestArgs, ['--terminals', '300'], 'A gets no --workers: it is the one process');
+    assert.equal(parseArgs(['--env', 'GW_X=1']).bWorkers, 0);
+    assert.throws(() => parseArgs(['--b-workers', '1']), /--b-workers/, 'one worker is not a split');
+    assert.throws(() => parseArgs(['--b-workers', '2', '--floor']), /not with --against or --floor/);
+    assert.throws(() => parseArgs(['--b-workers', '2', '--against', repoRoot]), /not with --against or --floor/);
+    assert.throws(() => parseArgs(['--b-workers', '2', '--', '--workers', '2']), /both sides would run workers/);
+    assert.throws(() => parseArgs(['--env', 'GW_X=1', '--', '--workers', '2']), /both sides would run workers/);
+    // --b-node-opt alongside another B side stays allowed, as before
+    assert.equal(parseArgs(['--against', repoRoot, '--b-node-opt', '--trace-gc']).bNodeOpts.length, 1);
+  });
+
+  it('turns B / A into what N workers make of N cores, with the single pairs\' spread', () => {
+    // B (2 workers) costs 1.1x A for the same streams: each core holds 1 / 1.1 of one process's, 2 cores 1.82x
+    assert.match(workersVerdict(2, { ratio: 1.1, min: 1.0, max: 1.25 }), /on 2 cores: 1\.82 x one process \(single pairs 1\.60 to 2\.00; target 1\.8 x: ok/);
+    assert.match(workersVerdict(2, { ratio: 1.2, min: 1.2, max: 1.2 }), /1\.67 x one process .* target 1\.8 x: MISSED/);
   });
 
   it('reads CPU, GC pauses and memory a stream from what ingest-flv prints, and fails clearly without a CPU line', () => {

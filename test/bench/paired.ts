@@ -18,7 +18,7 @@ import * as path from 'node:path';
 import { repoRoot } from '../support/paths';
 import { BenchArgs } from './support/bench-args';
 
-export const USAGE = `usage: npm run bench -- paired (--against DIR | --floor | --env NAME=VALUE...) [--pairs N] [--b-node-opt OPT]...
+export const USAGE = `usage: npm run bench -- paired (--against DIR | --floor | --env NAME=VALUE... | --b-workers N) [--pairs N] [--b-node-opt OPT]...
                        [-- INGEST-FLV ARGS]
   Runs ingest-flv against two gateways at once (A: this checkout; B: as chosen), both on core 0, and prints B's CPU
   over A's for each pair and over all pairs. INGEST-FLV ARGS go to both sides (default: --terminals 350 --seconds 20).
@@ -26,6 +26,9 @@ export const USAGE = `usage: npm run bench -- paired (--against DIR | --floor | 
                      with --floor among the INGEST-FLV ARGS, both sides run their build's floor
   --floor            B is the bare-relay floor (ingest-flv --floor) on the same load
   --env NAME=VALUE   B is this checkout with NAME=VALUE in its environment (GW_* variables reach the gateway); repeatable
+  --b-workers N      B is this checkout's gateway with N worker processes (ingest-flv --workers N, all on core 0), A one
+                     process: B / A is what the split costs, and N / (B / A) what N cores hold against one, a figure the
+                     machine's drift does not move as it moves ingest-flv --vs-workers' alternated rounds
   --pairs N          pairs to run (default 4)
   --b-node-opt OPT   a node option for B's gateway only (ingest-flv --node-opt); repeatable`;
 
@@ -34,6 +37,8 @@ export interface PairedOptions {
   floor: boolean;
   env: Record<string, string>;
   pairs: number;
+  /** B's worker processes (0: B is not a multi-worker gateway) */
+  bWorkers: number;
   bNodeOpts: string[];
   ingestArgs: string[];
 }
@@ -42,7 +47,7 @@ export function parseArgs(args: string[]): PairedOptions {
   const split = args.indexOf('--');
   const own = split < 0 ? args : args.slice(0, split);
   const o: PairedOptions = {
-    floor: false, env: {}, pairs: 4, bNodeOpts: [],
+    floor: false, env: {}, pairs: 4, bWorkers: 0, bNodeOpts: [],
     ingestArgs: split < 0 ? ['--terminals', '350', '--seconds', '20'] : args.slice(split + 1),
   };
   const r = new BenchArgs(own, USAGE);
@@ -63,6 +68,7 @@ export function parseArgs(args: string[]): PairedOptions {
         break;
       }
       case '--pairs': o.pairs = r.num(a, 1, 50, true); break;
+      case '--b-workers': o.bWorkers = r.num(a, 2, 16, true); break;
       case '--b-node-opt': {
         const v = r.value();
         if (v === undefined || !v.startsWith('--')) throw r.error('--b-node-opt needs a node option such as --trace-gc');
@@ -72,10 +78,12 @@ export function parseArgs(args: string[]): PairedOptions {
       default: r.unknown(a);
     }
   }
-  const sides = (o.against ? 1 : 0) + (o.floor ? 1 : 0) + (Object.keys(o.env).length > 0 || o.bNodeOpts.length > 0 ? 1 : 0);
-  if (sides === 0) throw r.error('say what B is: --against DIR, --floor, or --env NAME=VALUE (or --b-node-opt)');
+  const sides = (o.against ? 1 : 0) + (o.floor ? 1 : 0) + (o.bWorkers > 0 ? 1 : 0) + (Object.keys(o.env).length > 0 || o.bNodeOpts.length > 0 ? 1 : 0);
+  if (sides === 0) throw r.error('say what B is: --against DIR, --floor, --b-workers N, or --env NAME=VALUE (or --b-node-opt)');
   if (o.against && o.floor) throw r.error('--against and --floor are two different B sides: pick one');
+  if (o.bWorkers > 0 && (o.against || o.floor)) throw r.error('--b-workers runs this build\'s gateway with workers: not with --against or --floor');
   if (o.ingestArgs.some((a) => a.startsWith('--vs-'))) throw r.error('ingest-flv arguments for both sides cannot hold --vs-*');
+  if (o.ingestArgs.includes('--workers')) throw r.error('--workers after --: both sides would run workers (--b-workers N gives them to B)');
   // both sides' floors: only two builds' floors differ
   if (o.ingestArgs.includes('--floor') && !o.against) throw r.error('--floor after --: both sides would run the same floor (with --against DIR it compares two builds\' floors)');
   if (o.against && !fs.existsSync(runnerOf(o.against))) throw r.error(`${runnerOf(o.against)} not found: build that checkout first (npx tsc -p tsconfig.json)`);
@@ -150,12 +158,13 @@ export async function run(args: string[]): Promise<void> {
   const o = parseArgs(args);
   const here = runnerOf(repoRoot);
   const bRunner = o.against ? runnerOf(o.against) : here;
-  const bArgs = [...o.ingestArgs, ...(o.floor ? ['--floor'] : []), ...o.bNodeOpts.flatMap((x) => ['--node-opt', x])];
+  const bArgs = [...o.ingestArgs, ...(o.floor ? ['--floor'] : []), ...(o.bWorkers > 0 ? ['--workers', String(o.bWorkers)] : []),
+    ...o.bNodeOpts.flatMap((x) => ['--node-opt', x])];
   // a build from before the spinning load generator has only the sleeping one: A sleeps too, or the loads would differ
   const aArgs = o.against && !knowsIdleClient(o.against) ? [...o.ingestArgs, '--idle-client'] : o.ingestArgs;
   if (aArgs !== o.ingestArgs) console.log('paired: B\'s ingest-flv predates --idle-client (its load generator always sleeps): A gets --idle-client');
   const bEnv = { ...process.env, ...o.env };
-  const what = o.against ? `the build in ${o.against}` : o.floor ? 'the floor (bare relay)' : `this build with ${[...Object.entries(o.env).map(([k, v]) => `${k}=${v}`), ...o.bNodeOpts].join(' ')}`;
+  const what = o.against ? `the build in ${o.against}` : o.floor ? 'the floor (bare relay)' : o.bWorkers > 0 ? `this build with ${o.bWorkers} workers` : `this build with ${[...Object.entries(o.env).map(([k, v]) => `${k}=${v}`), ...o.bNodeOpts].join(' ')}`;
   console.log(`paired: ${o.pairs} pair(s) of ingest-flv ${o.ingestArgs.join(' ')}, run at the same time; A = this build, B = ${what}`);
   const pairs: PairResult[] = [];
   for (let i = 0; i < o.pairs; i++) {
@@ -171,4 +180,15 @@ export async function run(args: string[]): Promise<void> {
   }
   const s = summarise(pairs);
   console.log(`  B / A over ${pairs.length} pair(s): ${s.ratio.toFixed(3)} (single pairs ${s.min.toFixed(3)} to ${s.max.toFixed(3)})`);
+  if (o.bWorkers > 0) console.log(`  ${workersVerdict(o.bWorkers, s)}`);
+}
+
+/**
+ * What N workers make of N cores, from B / A (B: N workers, A: one process, the same load at the same time on one
+ * core): each core holds 1 / (B / A) of what one process holds on it. Issue 16's target is 1.8x on 2 cores (0.9 N).
+ */
+export function workersVerdict(n: number, s: { ratio: number; min: number; max: number }): string {
+  const on = (r: number) => n / r;
+  return `on ${n} cores: ${on(s.ratio).toFixed(2)} x one process (single pairs ${on(s.max).toFixed(2)} to ${on(s.min).toFixed(2)}; ` +
+    `target ${(0.9 * n).toFixed(1)} x: ${on(s.ratio) >= 0.9 * n ? 'ok' : 'MISSED'}; assumes the cores are independent)`;
 }
