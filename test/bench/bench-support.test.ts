@@ -25,7 +25,7 @@ import {
 import { SENT_RING, SynthTerminal, UdpTerminalLink, speechPcm, synthAudioStream, synthesise } from './support/synth-terminals';
 import { BENCHES, main as benchMain } from './run';
 import { parseArgs as parseIngestFlv } from './ingest-flv';
-import { endToEndTailNote } from './support/ingest-flv-report';
+import { endToEndTailNote, targetChecks, targetsShort } from './support/ingest-flv-report';
 import { watchOwnGc } from './support/own-gc';
 
 const GLACIALL = () => fixturePath('jt1078/glaciall-cif-h264-2013.bin');
@@ -541,6 +541,19 @@ describe('bench report: the end-to-end tail and the load generator', () => {
     assert.equal(t(12.0, 25.0), undefined, 'a generator on time and a core with room: nothing the run can tell');
     assert.match(t(11.2, 25.0, 84.6) ?? '', /core 0 was 84\.6 % busy: past 80 % .* p99 of 25\.0 ms is that queueing/);
     assert.equal(t(Number.NaN, 25.0), undefined, 'no reading');
+  });
+
+  it('judges a run against each of issue 16\'s targets, RSS by the larger of end and peak over idle', () => {
+    // 2026-11-28's one run that met them all: 74.6 %, p99 6.6 ms, (344.2 - 68.3) MB over 1,000 streams = 282.5 KB
+    const run = { cpuPct: 74.6, endToEndMs: { p50: 1.3, p99: 6.6, count: 469312 }, rssMB: 344.2, peakRssMB: 344.2, idleRssMB: 68.3, terminals: 1000, droppedFrames: 0, stalledPlayers: 0 };
+    assert.deepEqual(targetChecks(run).map((c) => c.met), [true, true, true, true]);
+    assert.equal(targetsShort(run), 'every target met');
+    // the peak counts when it is the larger: 361.2 MB at the peak is 299.9 KB a stream over idle, 361.4 MB 300.1
+    assert.equal(targetsShort({ ...run, peakRssMB: 361.2 }), 'every target met');
+    assert.equal(targetsShort({ ...run, peakRssMB: 361.4 }), 'missed RSS');
+    assert.equal(targetsShort({ ...run, cpuPct: 80, endToEndMs: { ...run.endToEndMs, p99: 20 } }), 'missed CPU, p99', 'a target is a bound not reached');
+    assert.equal(targetsShort({ ...run, stalledPlayers: 1 }), 'missed frames', 'a player that got no video fails it like a dropped frame');
+    assert.deepEqual(targetChecks(run).map((c) => c.what), ['CPU < 80 %', 'end-to-end p99 < 20 ms', 'RSS < 300 KB per stream', 'no frame dropped']);
   });
 });
 
