@@ -121,6 +121,21 @@ function sumOf(metrics: MetricJson[]): MetricJson {
 }
 
 /**
+ * A dead worker's counters and histograms (summed series) added into `into`, by metric name and series: what it had
+ * counted, for the cluster's sums to keep (retired-counters.ts). Gauges, gauge tables and metrics not summed across
+ * workers are left out: they describe what is live.
+ */
+export function retireCounters(into: Map<string, MetricJson>, last: readonly WorkerMetric[]): void {
+  for (const m of last) {
+    if (isCompactColumn(m)) continue;
+    const type = String(m.type);
+    if ((type !== 'counter' && type !== 'histogram') || m.aggregator !== 'sum') continue;
+    const had = into.get(m.name);
+    into.set(m.name, sumOf(had ? [had, m] : [m]));
+  }
+}
+
+/**
  * A gauge-table column summed over the workers: per series (its label text), in the order first seen. A worker that
  * sent the column as JSON (none does today; a mixed group is handled all the same) has its series keyed by the text
  * prom-client would write for them.

@@ -12,12 +12,13 @@ import { parseAllowList } from '../gateway-config';
 import { AddressCaps } from './address-caps';
 import { HandOver, type Listener, type Slot } from './hand-over';
 import { UdpBatches } from './udp-batches';
+import { METRICS_METHOD, RetiredCounters } from './retired-counters';
 
 /** a worker that dies is started again after this, doubling while it keeps dying within a minute, up to 30 s */
 const RESTART_MIN_MS = 500;
 const RESTART_MAX_MS = 30_000;
 
-interface PendingRpc { from: number; fromId: number; waiting: number; results: Array<{ ok: boolean; value?: unknown; error?: unknown }>; all: boolean }
+interface PendingRpc { from: number; fromId: number; method: string; waiting: number; results: Array<{ ok: boolean; value?: unknown; error?: unknown }>; all: boolean }
 
 export interface PrimaryOptions {
   workers: number;
@@ -44,6 +45,7 @@ export class Primary {
   private readonly perApp = new Map<string, number>();
   private readonly pending = new Map<number, PendingRpc>();
   private rpcSeq = 0;
+  private readonly retiredCounters = new RetiredCounters();
   private rr = 0;
   /** connections accepted before every worker had booted */
   private held: Array<() => void> = [];
@@ -88,6 +90,7 @@ export class Primary {
     const wasReady = slot.ready;
     slot.ready = false;
     slot.worker = undefined;
+    this.retiredCounters.exited(slot.index);
     this.failRpcsTo(slot.index);
     for (const l of this.listeners.values()) l.caps?.workerGone(slot.index);
     this.handOver.rehome(slot);
@@ -214,6 +217,7 @@ export class Primary {
         const p = this.pending.get(m.id);
         if (!p) return;
         p.results.push({ ok: m.ok, value: m.value, error: m.error });
+        if (m.ok && p.method === METRICS_METHOD) this.retiredCounters.answered(slot.index, m.value);
         if (--p.waiting === 0) this.finish(m.id, p);
         return;
       }
@@ -229,7 +233,7 @@ export class Primary {
       return;
     }
     const id = ++this.rpcSeq;
-    const p: PendingRpc = { from, fromId: m.id, waiting: targets.length, results: [], all: m.to === 'all' };
+    const p: PendingRpc = { from, fromId: m.id, method: m.method, waiting: targets.length, results: [], all: m.to === 'all' };
     this.pending.set(id, p);
     (p as PendingRpc & { targets?: number[] }).targets = targets.map((t) => t.index);
     for (const t of targets) {
@@ -246,7 +250,8 @@ export class Primary {
     if (!w) return;
     if (p.all) {
       // a call to all answers with every worker's result; failed ones are left out (a restarting worker holds nothing)
-      this.send(w, { t: 'rpc-reply', id: p.fromId, ok: true, value: p.results.filter((r) => r.ok).map((r) => r.value) });
+      const values = p.results.filter((r) => r.ok).map((r) => r.value);
+      this.send(w, { t: 'rpc-reply', id: p.fromId, ok: true, value: p.method === METRICS_METHOD ? this.retiredCounters.withRetired(values) : values });
       return;
     }
     const r = p.results[0];

@@ -6,6 +6,7 @@ import type { Kernel } from '../kernel';
 import { checkReqIds } from '../sessions/request-ids';
 import type { WorkerLink } from './worker-link';
 import { aggregateText, scrapeJson, type WorkerMetric } from '../metrics-scrape';
+import { METRICS_METHOD } from './retired-counters';
 
 type KeepItem = { reqId: string; keep: boolean };
 type CloseItem = { reqId: string; closed: boolean };
@@ -39,7 +40,7 @@ export function registerClusterCalls(k: Kernel, link: WorkerLink): void {
   link.handle('status', (a) => k.sessions.status((a as { app: Application }).app));
   link.handle('counts', () => ({ requests: k.sessions.requestCount, streams: k.sessions.streamCount }));
   link.handle('health', (): WorkerHealth => ({ worker: link.index, parts: k.health.details() }));
-  link.handle('metrics', () => scrapeJson(k.registry));
+  link.handle(METRICS_METHOD, () => scrapeJson(k.registry));
   link.handle('broadcast', (a) => {
     const { from, plugin, topic, payload } = a as { from: number; plugin: string; topic: string; payload: unknown };
     if (from !== link.index) k.broadcasts.deliver(plugin, topic, payload);
@@ -100,7 +101,8 @@ export class ClusterSessions {
 
   /** every worker's metrics, summed per series (prom-client's cluster aggregation) in the Prometheus text format */
   async metrics(): Promise<string> {
-    const parts = await this.link.callAll<WorkerMetric[]>('metrics', {});
+    // (with the retired part of dead workers' counters the primary adds: retired-counters.ts)
+    const parts = await this.link.callAll<WorkerMetric[]>(METRICS_METHOD, {});
     return aggregateText(parts);
   }
 
