@@ -127,12 +127,17 @@ function sumOf(metrics: MetricJson[]): MetricJson {
  */
 export function retireCounters(into: Map<string, MetricJson>, last: readonly WorkerMetric[]): void {
   for (const m of last) {
-    if (isCompactColumn(m)) continue;
-    const type = String(m.type);
-    if ((type !== 'counter' && type !== 'histogram') || m.aggregator !== 'sum') continue;
+    if (!isRetirable(m)) continue;
     const had = into.get(m.name);
     into.set(m.name, sumOf(had ? [had, m] : [m]));
   }
+}
+
+/** a metric retireCounters keeps: a counter or histogram summed across workers */
+export function isRetirable(m: WorkerMetric): m is MetricJson {
+  if (isCompactColumn(m)) return false;
+  const type = String(m.type);
+  return (type === 'counter' || type === 'histogram') && m.aggregator === 'sum';
 }
 
 /**

@@ -11,7 +11,7 @@
  * code), so the retired part stays as small as one worker's counters.
  */
 import type { MetricObjectWithValues, MetricValue } from 'prom-client';
-import { retireCounters, type WorkerMetric } from '../metrics-scrape';
+import { isRetirable, retireCounters, type WorkerMetric } from '../metrics-scrape';
 
 /** the rpc method whose answers are a worker's metrics (session-calls.ts) */
 export const METRICS_METHOD = 'metrics';
@@ -21,9 +21,9 @@ export class RetiredCounters {
   private readonly last = new Map<number, WorkerMetric[]>();
   private readonly retired = new Map<string, MetricObjectWithValues<MetricValue<string>>>();
 
-  /** a worker answered a scrape */
+  /** a worker answered a scrape: its counters and histograms are kept (not its gauge tables' rows of every stream) */
   answered(slot: number, metrics: unknown): void {
-    if (Array.isArray(metrics)) this.last.set(slot, metrics as WorkerMetric[]);
+    if (Array.isArray(metrics)) this.last.set(slot, (metrics as WorkerMetric[]).filter(isRetirable));
   }
 
   /** the worker in this slot exited: what it had counted at its last scrape is kept */
