@@ -404,15 +404,13 @@ function report(r: FanoutResult, o: FanoutOptions, errors: string[]): void {
       `${f1(r.threadCpuPct.other)} %) -> ${f1(r.players / (r.cpuPct / 100))} players per core at this rate; ` +
       `core 0 ${f1(r.core0BusyPct)} % busy, of which interrupts ${f1(r.core0IrqPct)} % (loopback delivery, charged to no process)`,
     `  gateway RSS: ${f1(r.rssMB)} MB at the end, ${f1(r.peakRssMB)} MB peak in the window (${f1(r.idleRssMB)} MB idle)`,
-    o.floor
-      ? `  frames: the terminal sent ${r.sentFrames} video frames (${r.sentKeyframes} key frames) in the checked part of the window; the floor ` +
-        `writes each packet as a tag, so a frame counts by its first packet's: ${r.completePlayers} of ${r.players} players read every frame, ` +
-        `in order; per player ${r.framesPerPlayer.min}-${r.framesPerPlayer.max} frames, ${r.keyframesPerPlayer.min}-${r.keyframesPerPlayer.max} ` +
-        `key frames; ${r.missingFrames} missing (${r.playersMissing} players), ${r.unknown} never sent, ${r.keyMismatch} key flags wrong`
-      : `  frames: the terminal sent ${r.sentFrames} video frames (${r.sentKeyframes} key frames) in the checked part of the window; ` +
-        `${r.completePlayers} of ${r.players} players read every one once and in order; per player ${r.framesPerPlayer.min}-${r.framesPerPlayer.max} ` +
-        `frames, ${r.keyframesPerPlayer.min}-${r.keyframesPerPlayer.max} key frames; ${r.missingFrames} missing (${r.playersMissing} players), ` +
-        `${r.duplicates} duplicate or out of order, ${r.unknown} never sent, ${r.keyMismatch} key flags wrong`,
+    // the floor's tags are packets: a frame's later packets read as repeats of its first, so no duplicates are counted
+    `  frames: the terminal sent ${r.sentFrames} video frames (${r.sentKeyframes} key frames) in the checked part of the window; ` +
+      (o.floor ? 'the floor writes each packet as a tag, so a frame counts by its first packet\'s: ' : '') +
+      `${r.completePlayers} of ${r.players} players read every ${o.floor ? 'frame, in order' : 'one once and in order'}; ` +
+      `per player ${r.framesPerPlayer.min}-${r.framesPerPlayer.max} frames, ${r.keyframesPerPlayer.min}-${r.keyframesPerPlayer.max} key frames; ` +
+      `${r.missingFrames} missing (${r.playersMissing} players), ${o.floor ? '' : `${r.duplicates} duplicate or out of order, `}` +
+      `${r.unknown} never sent, ${r.keyMismatch} key flags wrong`,
     `  lag, terminal write -> player read (${r.lagMs.count} frames, every player): p50 ${f2(r.lagMs.p50)} ms, p99 ${f2(r.lagMs.p99)} ms, ` +
       `max ${f2(r.lagMs.max)} ms` + (r.lagMs.negative ? ` (${r.lagMs.negative} negative: clocks disagree)` : ''),
     ...(o.floor ? [] : [
