@@ -21,7 +21,7 @@ import { escapeHelp, escapeLabel, hasCompact, hasPromText, holdTableRows, isComp
 /** how long a scrape may hold the event loop before letting it go a turn; about one media read slice */
 export const SCRAPE_SLICE_MS = 2;
 
-type MetricJson = MetricObjectWithValues<MetricValue<string>>;
+export type MetricJson = MetricObjectWithValues<MetricValue<string>>;
 
 /** a function to call between two pieces of work: it lets the event loop go a turn once `ms` has been spent */
 function slicer(ms: number): () => Promise<void> | undefined {
@@ -121,19 +121,20 @@ function sumOf(metrics: MetricJson[]): MetricJson {
 }
 
 /**
- * A dead worker's counters and histograms (summed series) added into `into`, by metric name and series: what it had
- * counted, for the cluster's sums to keep (retired-counters.ts). Gauges, gauge tables and metrics not summed across
- * workers are left out: they describe what is live.
+ * A dead worker's counters and histograms (`isRetirable`: what it had counted) added into `into`, by metric name and
+ * series, for the cluster's sums to keep (retired-counters.ts).
  */
-export function retireCounters(into: Map<string, MetricJson>, last: readonly WorkerMetric[]): void {
-  for (const m of last) {
-    if (!isRetirable(m)) continue;
+export function retireCounters(into: Map<string, MetricJson>, counted: readonly MetricJson[]): void {
+  for (const m of counted) {
     const had = into.get(m.name);
     into.set(m.name, sumOf(had ? [had, m] : [m]));
   }
 }
 
-/** a metric retireCounters keeps: a counter or histogram summed across workers */
+/**
+ * A metric a dead worker's sum keeps: a counter or histogram summed across workers. Gauges, gauge tables and metrics
+ * not summed are left out: they describe what is live.
+ */
 export function isRetirable(m: WorkerMetric): m is MetricJson {
   if (isCompactColumn(m)) return false;
   const type = String(m.type);

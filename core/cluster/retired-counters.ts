@@ -10,16 +10,15 @@
  * stays flat over that, it does not fall. Counters carry only low-cardinality labels (kind, listener, reason,
  * code), so the retired part stays as small as one worker's counters.
  */
-import type { MetricObjectWithValues, MetricValue } from 'prom-client';
-import { isRetirable, retireCounters, type WorkerMetric } from '../metrics-scrape';
+import { isRetirable, retireCounters, type MetricJson, type WorkerMetric } from '../metrics-scrape';
 
 /** the rpc method whose answers are a worker's metrics (session-calls.ts) */
 export const METRICS_METHOD = 'metrics';
 
 export class RetiredCounters {
-  /** each live worker's last answer to a scrape, by slot */
-  private readonly last = new Map<number, WorkerMetric[]>();
-  private readonly retired = new Map<string, MetricObjectWithValues<MetricValue<string>>>();
+  /** each live worker's counters and histograms in its last answer to a scrape, by slot */
+  private readonly last = new Map<number, MetricJson[]>();
+  private readonly retired = new Map<string, MetricJson>();
 
   /** a worker answered a scrape: its counters and histograms are kept (not its gauge tables' rows of every stream) */
   answered(slot: number, metrics: unknown): void {
