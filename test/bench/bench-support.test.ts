@@ -22,6 +22,7 @@ import {
   bucketsDelta, bucketsOf, coreTimes, cpuSeconds, histogramQuantile, parsePrometheus, quantile, rssBytes, summariseCpuProfile, sumDelta, sumOf,
   threadCpuSeconds, threadsOf, wasmRssBytes,
 } from './support/process-probe';
+import { StartPhases } from './support/start-phases';
 import { SENT_RING, SynthTerminal, UdpTerminalLink, speechPcm, synthAudioStream, synthesise } from './support/synth-terminals';
 import { BENCHES, main as benchMain } from './run';
 import { parseArgs as parseIngestFlv } from './ingest-flv';
@@ -384,6 +385,49 @@ describe('bench support: synthetic terminals', () => {
     } finally {
       close();
     }
+  });
+});
+
+describe('bench support: terminals\' start phases', () => {
+  /** key frames of n terminals in one GOP-long window a while after all started, counted in 10 bins */
+  function keyframeBins(n: number, starts: (i: number, now: number) => number): number[] {
+    const s = synthesise(GLACIALL(), 1);
+    const gop = new StartPhases(s, n, 0).gopMs;
+    const from = 8000;
+    const bins = new Array<number>(10).fill(0);
+    // opened as the bench opens them: over 2.8 s, a bit more than a GOP, at an uneven pace
+    for (let i = 0; i < n; i++) {
+      const opened = 2800 * Math.sqrt(i / n);
+      const at = starts(i, opened);
+      assert.ok(at >= opened && at < opened + gop + 1e-9, `terminal ${i} starts within a GOP of its open (${at - opened} ms)`);
+      const first = s.keyframes[(i * 7) % s.keyframes.length];
+      for (const k of s.keyframes) {
+        if (k < first) continue;
+        const t = at + s.frames[k].t - s.frames[first].t;
+        if (t >= from && t < from + gop) bins[Math.floor(((t - from) / gop) * 10)]++;
+      }
+    }
+    return bins;
+  }
+
+  it('spreads a fleet\'s key frames evenly over a GOP however unevenly the terminals were opened', () => {
+    const n = 1000;
+    const s = synthesise(GLACIALL(), 1);
+    const phases = new StartPhases(s, n, 0);
+    assert.ok(phases.gopMs >= 1900 && phases.gopMs <= 2100, `the capture's GOP ${phases.gopMs} ms`);
+    const even = keyframeBins(n, (i, now) => phases.at(i, now));
+    assert.ok(Math.max(...even) <= 1.25 * Math.min(...even), `key frames per tenth of a GOP: ${even.join(' ')}`);
+    // started as soon as opened (as before): the opens' pace shows in the key frames
+    const asOpened = keyframeBins(n, (_i, now) => now);
+    assert.ok(Math.max(...asOpened) > 1.5 * Math.min(...asOpened), `as opened: ${asOpened.join(' ')}`);
+  });
+
+  it('gives each of a few terminals its own slot of the frame interval too', () => {
+    const s = synthesise(GLACIALL(), 1);
+    // 50 terminals, 50 frames a GOP: GOP slots alone would put every terminal's frames at the same instant
+    const phases = new StartPhases(s, 50, 0);
+    const slots = new Set(Array.from({ length: 50 }, (_x, i) => Math.floor(((phases.phase(i) % phases.frameMs) / phases.frameMs) * 10)));
+    assert.equal(slots.size, 10, `frame-interval tenths used: ${[...slots].sort().join(' ')}`);
   });
 });
 

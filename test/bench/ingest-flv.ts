@@ -27,6 +27,7 @@ import {
 import {
   bucketsDelta, bucketsOf, coreTimes, histogramQuantile, quantile, sumDelta, sumOf, type Buckets, type Sample,
 } from './support/process-probe';
+import { StartPhases } from './support/start-phases';
 import { SynthTerminal, UdpTerminalLink, speechPcm, synthesise, type SynthStream, type TerminalLink } from './support/synth-terminals';
 import { gcFigures, report } from './support/ingest-flv-report';
 import { watchOwnGc, type OwnGc } from './support/own-gc';
@@ -362,8 +363,7 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
     // --- open, connect, play
     const reqIds: string[][] = [];
     const opened = performance.now();
-    const video = stream.frames.filter((f) => f.video);
-    const frameSpread = video.length > 1 ? Math.max(1, video[1].t - video[0].t) : 40;
+    const phases = new StartPhases(stream, o.terminals, opened);
     const sims = Array.from({ length: o.terminals }, (_x, i) => String(13900000000 + i));
     await pool(sims, OPEN_CONCURRENCY, rampS > 0 ? (rampS * 1000) / o.terminals : 0, async (sim, i) => {
       const app = Math.floor(i / REQUESTS_PER_APP);
@@ -378,10 +378,10 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
         link = sock;
       }
       const term = new SynthTerminal(sim, link, stream, MAX_SEND_BACKLOG);
-      // spread the terminals over one frame interval so their frames do not all land in the same instant
-      // and start each at a different I frame, so the sum of their rates follows the capture's average
+      // each at its own phase of the GOP and of the frame interval (start-phases.ts), and from a different I frame,
+      // so the sum of their rates follows the capture's average
       const first = stream.keyframes[(i * 7) % stream.keyframes.length];
-      term.start(performance.now() + ((i * frameSpread) / o.terminals) % frameSpread, first);
+      term.start(phases.at(i, performance.now()), first);
       terminals.push(term);
       if (fleet) return fleet.add(term, r.url, stream, first);
       const player = new BenchPlayer(term, { video: (ms) => e2e.add(ms), audio: (ms) => audioLat.add(ms) }, AAC_LOOKAHEAD_MS, o.audioFrameMs);

@@ -24,6 +24,7 @@ import { IDLE_CLIENT_USAGE, keepAwake } from './support/keep-awake';
 import { OpenProbe, PROBE_NICE, type ProbeResult } from './support/open-probe';
 import { DISTURBED_CORES, summarise, windowLoad, type CpuSnap, type Summary, type WindowLoad } from './support/perf-probes';
 import { coreTimes, cpuSeconds, quantile, sumOf } from './support/process-probe';
+import { StartPhases } from './support/start-phases';
 import { SynthTerminal, synthesise } from './support/synth-terminals';
 
 export interface OpenLatencyOptions {
@@ -186,8 +187,7 @@ export async function run(args: string[]): Promise<OpenLatencyResult> {
       for (let i = 0; i < terminals.length; i++) terminals[i].sendDue(now, 64);
     }, TICK_MS);
     const reqIds: string[][] = [];
-    const video = stream.frames.filter((f) => f.video);
-    const frameSpread = video.length > 1 ? Math.max(1, video[1].t - video[0].t) : 40;
+    const phases = new StartPhases(stream, o.terminals, performance.now());
     const sims = Array.from({ length: o.terminals }, (_x, i) => String(13900000000 + i));
     const addTerminals = (idx: number[]) => pool(idx, OPEN_CONCURRENCY, 0, async (i) => {
       const sim = sims[i];
@@ -198,7 +198,8 @@ export async function run(args: string[]): Promise<OpenLatencyResult> {
       sock.on('error', () => undefined);
       sock.on('data', () => undefined);
       const term = new SynthTerminal(sim, sock, stream, MAX_SEND_BACKLOG);
-      term.start(performance.now() + ((i * frameSpread) / o.terminals) % frameSpread, stream.keyframes[(i * 7) % stream.keyframes.length]);
+      // each at its own phase of the GOP and of the frame interval (start-phases.ts)
+      term.start(phases.at(i, performance.now()), stream.keyframes[(i * 7) % stream.keyframes.length]);
       terminals.push(term);
       const player = new BenchPlayer(term, { video: (ms) => e2e.add(ms) });
       players.push(player);
@@ -217,7 +218,8 @@ export async function run(args: string[]): Promise<OpenLatencyResult> {
     // --- baseline: a few streams live, nothing else
     const nBase = Math.min(BASELINE_STREAMS, o.terminals);
     await addTerminals(Array.from({ length: nBase }, (_x, i) => i));
-    await sleep(2000, undefined, { signal: deadline }); // every stream has had its first key frame
+    // every stream has started (within a GOP: its phase) and sent its first key frame
+    await sleep(phases.gopMs + 500, undefined, { signal: deadline });
     let baseline: OpenLatencyResult['baseline'];
     if (o.baselineSeconds > 0) {
       const b0 = snap();
