@@ -13,12 +13,12 @@ import { AddressCaps } from './address-caps';
 import { HandOver, type Listener, type Slot } from './hand-over';
 import { UdpBatches } from './udp-batches';
 import { METRICS_METHOD, RetiredCounters } from './retired-counters';
+import { RpcRelay, type PendingRpc } from './rpc-relay';
 
 /** a worker that dies is started again after this, doubling while it keeps dying within a minute, up to 30 s */
 const RESTART_MIN_MS = 500;
 const RESTART_MAX_MS = 30_000;
 
-interface PendingRpc { from: number; fromId: number; method: string; waiting: number; results: Array<{ ok: boolean; value?: unknown; error?: unknown }>; all: boolean }
 
 export interface PrimaryOptions {
   workers: number;
@@ -43,8 +43,7 @@ export class Primary {
   private readonly directory = new Map<string, { worker: number; appId: string; notice: Notice }>();
   /** open requests per application across workers, for its cap */
   private readonly perApp = new Map<string, number>();
-  private readonly pending = new Map<number, PendingRpc>();
-  private rpcSeq = 0;
+  private readonly rpcs = new RpcRelay();
   private readonly retiredCounters = new RetiredCounters();
   private rr = 0;
   /** connections accepted before every worker had booted */
@@ -214,11 +213,9 @@ export class Primary {
         this.relay(slot.index, m);
         return;
       case 'rpc-out': {
-        const p = this.pending.get(m.id);
-        if (!p) return;
-        p.results.push({ ok: m.ok, value: m.value, error: m.error });
-        if (m.ok && p.method === METRICS_METHOD) this.retiredCounters.answered(slot.index, m.value);
-        if (--p.waiting === 0) this.finish(m.id, p);
+        if (m.ok && this.rpcs.get(m.id)?.method === METRICS_METHOD) this.retiredCounters.answered(slot.index, m.value);
+        const done = this.rpcs.answer(m.id, slot.index, { ok: m.ok, value: m.value, error: m.error });
+        if (done) this.finish(done);
         return;
       }
     }
@@ -232,20 +229,16 @@ export class Primary {
       if (fromW) this.send(fromW, { t: 'rpc-reply', id: m.id, ok: false, error: { message: `worker ${String(m.to)} is restarting`, errCode: -3 } });
       return;
     }
-    const id = ++this.rpcSeq;
-    const p: PendingRpc = { from, fromId: m.id, method: m.method, waiting: targets.length, results: [], all: m.to === 'all' };
-    this.pending.set(id, p);
-    (p as PendingRpc & { targets?: number[] }).targets = targets.map((t) => t.index);
+    const id = this.rpcs.open(from, m.id, m.method, m.to === 'all', targets.map((t) => t.index));
     for (const t of targets) {
       if (!this.send(t.worker!, { t: 'rpc-in', id, method: m.method, args: m.args })) {
-        p.results.push({ ok: false, error: { message: `worker ${t.index} is restarting`, errCode: -3 } });
-        if (--p.waiting === 0) this.finish(id, p);
+        const done = this.rpcs.answer(id, t.index, { ok: false, error: { message: `worker ${t.index} is restarting`, errCode: -3 } });
+        if (done) this.finish(done);
       }
     }
   }
 
-  private finish(id: number, p: PendingRpc): void {
-    this.pending.delete(id);
+  private finish(p: PendingRpc): void {
     const w = this.slots[p.from]?.worker;
     if (!w) return;
     if (p.all) {
@@ -260,12 +253,7 @@ export class Primary {
 
   /** calls waiting on a worker that died answer now, as failed */
   private failRpcsTo(index: number): void {
-    for (const [id, p] of this.pending) {
-      const targets = (p as PendingRpc & { targets?: number[] }).targets ?? [];
-      if (!targets.includes(index)) continue;
-      p.results.push({ ok: false, error: { message: `worker ${index} died`, errCode: -3 } });
-      if (--p.waiting === 0) this.finish(id, p);
-    }
+    for (const p of this.rpcs.died(index)) this.finish(p);
   }
 
   // ---------------------------------------------------------------------------------------------------------------
