@@ -19,7 +19,6 @@ import { RpcRelay, type PendingRpc } from './rpc-relay';
 const RESTART_MIN_MS = 500;
 const RESTART_MAX_MS = 30_000;
 
-
 export interface PrimaryOptions {
   workers: number;
   log: Logger;
