@@ -389,9 +389,11 @@ describe('bench support: synthetic terminals', () => {
 });
 
 describe('bench support: terminals\' start phases', () => {
+  let s: ReturnType<typeof synthesise>;
+  before(() => { s = synthesise(GLACIALL(), 1); });
+
   /** key frames of n terminals in one GOP-long window a while after all started, counted in 10 bins */
   function keyframeBins(n: number, starts: (i: number, now: number) => number): number[] {
-    const s = synthesise(GLACIALL(), 1);
     const gop = new StartPhases(s, n, 0).gopMs;
     const from = 8000;
     const bins = new Array<number>(10).fill(0);
@@ -412,7 +414,6 @@ describe('bench support: terminals\' start phases', () => {
 
   it('spreads a fleet\'s key frames evenly over a GOP however unevenly the terminals were opened', () => {
     const n = 1000;
-    const s = synthesise(GLACIALL(), 1);
     const phases = new StartPhases(s, n, 0);
     assert.ok(phases.gopMs >= 1900 && phases.gopMs <= 2100, `the capture's GOP ${phases.gopMs} ms`);
     const even = keyframeBins(n, (i, now) => phases.at(i, now));
@@ -423,7 +424,6 @@ describe('bench support: terminals\' start phases', () => {
   });
 
   it('gives each of a few terminals its own slot of the frame interval too', () => {
-    const s = synthesise(GLACIALL(), 1);
     // 50 terminals, 50 frames a GOP: GOP slots alone would put every terminal's frames at the same instant
     const phases = new StartPhases(s, 50, 0);
     const slots = new Set(Array.from({ length: 50 }, (_x, i) => Math.floor(((phases.phase(i) % phases.frameMs) / phases.frameMs) * 10)));
