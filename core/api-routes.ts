@@ -56,15 +56,14 @@ export function registerCoreRoutes(k: Kernel): void {
     res.end(text);
   }, { auth: 'none' });
 
-  routes.post('/strm/open', async (req) => {
-    const result = await (cs ? cs.open(req.app!, req.body!) : k.sessions.open(req.app!, req.body!));
-    return { data: [result] };
-  }, { auth: 'api' });
-  routes.post('/strm/keep', async (req) => ({ data: cs ? await cs.keep(req.app!, req.body!.reqIds) : k.sessions.keep(req.app!, req.body!.reqIds) }), { auth: 'api' });
-  routes.post('/strm/close', async (req) => ({ data: cs ? await cs.close(req.app!, req.body!.reqIds) : k.sessions.close(req.app!, req.body!.reqIds) }), { auth: 'api' });
+  // over the fleet: each call goes to the node that owns the channel or holds the request (core/fleet/)
+  const fleet = k.fleet!.sessions;
+  routes.post('/strm/open', async (req) => ({ data: [await fleet.open(req.app!, req.body!)] }), { auth: 'api' });
+  routes.post('/strm/keep', async (req) => ({ data: await fleet.keep(req.app!, req.body!.reqIds) }), { auth: 'api' });
+  routes.post('/strm/close', async (req) => ({ data: await fleet.close(req.app!, req.body!.reqIds) }), { auth: 'api' });
   routes.get('/strm/status', async (req) => {
     const reqId = req.query.get('reqId');
-    const all = (cs ? await cs.status(req.app!) : k.sessions.status(req.app!)) as Array<{ reqId: string }>;
+    const all = (await fleet.status(req.app!)) as Array<{ reqId: string }>;
     if (reqId !== null && reqId.length > 64) throw new GatewayError(ErrCode.INVALID_PARAM, 'Invalid parameter `reqId`.');
     return { data: reqId ? all.filter((r) => r.reqId === reqId) : all };
   }, { auth: 'api' });

@@ -20,6 +20,17 @@ export class ApplicationRegistry {
     }
   }
 
+  /** the application of an id (calls between fleet nodes name the application, not its credentials) */
+  byAppId(appId: string): Application | undefined {
+    for (const e of this.byUser.values()) if (e.app.appId === appId) return e.app;
+    return undefined;
+  }
+
+  /** every application's id */
+  appIds(): string[] {
+    return [...new Set([...this.byUser.values()].map((e) => e.app.appId))];
+  }
+
   get size(): number {
     return this.byUser.size;
   }

@@ -100,6 +100,38 @@ export class GatewayConfig {
   @IsString() @MinLength(1)
   instId = os.hostname();
 
+  /**
+   * This node's name in a fleet (env GW_NODE_ID): 1-64 letters, digits, '.', '_' or '-', one per node of the fleet.
+   * Default: the host name (with dots and other characters a node id cannot hold turned into '-').
+   */
+  @IsString() @MinLength(1)
+  nodeId = os.hostname().replace(/[^A-Za-z0-9._-]/g, '-').slice(0, 64) || 'node';
+
+  /**
+   * The directory of channels and requests (core/directory/, env GW_DIRECTORY_URL): absent or 'memory:' for one node
+   * (in-process, no server); for a fleet, its Redis: 'redis://[:password@]host:port', 'rediss://…' (TLS),
+   * 'redis+sentinel://h1:26379,h2:26379/<master>' or 'redis+cluster://h1:7000,h2:7001'. Every node of a fleet names
+   * the same one.
+   */
+  @IsOptional() @IsString()
+  directoryUrl: string | undefined = undefined;
+
+  /**
+   * How long a claim or a node's heartbeat lives in the fleet directory unless refreshed (every third of it), in
+   * seconds: a node that stops loses its channels within this, and a survivor then sends its requests' closed notices.
+   * Env GW_DIRECTORY_TTL_SEC.
+   */
+  @IsInt() @Min(2) @Max(60)
+  directoryTtlSec = 6;
+
+  /**
+   * This node's further address sets (env GW_PUBLIC_HOSTS, a JSON array): an open's connIdx k >= 1 answers with
+   * publicHosts[k - 1] in place of publicHost (push host, play and talk URLs), for example one address per carrier line.
+   * connIdx 0 is publicHost; an index the node does not have answers -7 naming connIdx.
+   */
+  @IsArray() @IsString({ each: true }) @MinLength(1, { each: true })
+  publicHosts: string[] = [];
+
   @IsIn(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'])
   logLevel = 'info';
 

@@ -31,6 +31,7 @@ import { ReadSlices } from '../plugin-sdk/read-slices';
 import { adoptHttp, udpPeerSettings, type ClusterContext } from './cluster/worker-net';
 import { registerClusterCalls } from './cluster/session-calls';
 import { WorkerBroadcasts } from './cluster/worker-broadcasts';
+import { startFleet, type Fleet } from './fleet/fleet-node';
 
 export const repoRoot: string = (() => {
   let dir = __dirname;
@@ -92,6 +93,8 @@ export class Kernel {
   health!: HealthState;
   /** connection caps and the descriptor reserve of every TCP and HTTP listener */
   connections!: ConnectionGuard;
+  /** the directory and the session API over every node of the fleet (one node: this one) */
+  fleet: Fleet | undefined;
   container!: DependencyContainer;
   siteInfo!: SiteInfo;
   /** bound ports by "<plugin>.<key>" (and "gateway.httpPort"); useful with port 0 */
@@ -226,7 +229,7 @@ export class Kernel {
     const noticesLog = this.log.child({ part: 'notices' });
     this.notices = new NoticeHub(noticesLog, requestLogFor(noticesLog, this.gateway.requestLogLevel));
     this.sessions = new SessionManager(
-      { keepIntvDefault: this.gateway.keepIntvDefault, openTimeoutSec: this.gateway.openTimeoutSec, consumptionTimeoutSec: this.gateway.consumptionTimeoutSec, instId: this.gateway.instId, publicHost: this.gateway.publicHost,
+      { keepIntvDefault: this.gateway.keepIntvDefault, openTimeoutSec: this.gateway.openTimeoutSec, consumptionTimeoutSec: this.gateway.consumptionTimeoutSec, instId: this.gateway.instId, publicHost: this.gateway.publicHost, publicHosts: this.gateway.publicHosts,
         maxRequestsPerApp: this.gateway.maxRequestsPerApp, requestLimits: requestLimits(appEntries) },
       this.bus, this.notices, this.clock, this.log.child({ part: 'sessions' }),
       requestLogFor(this.log.child({ part: 'sessions' }), this.gateway.requestLogLevel),
@@ -320,6 +323,7 @@ export class Kernel {
       name: this.site.name, file: this.site.file, publicHost: this.gateway.publicHost, listenHost: this.gateway.listenHost, dataDir, instId: this.gateway.instId, apiBase,
       tls: this.tls !== undefined,
     };
+    this.fleet = await startFleet(this, apiBase);
     registerCoreRoutes(this);
     if (this.opts.cluster) registerClusterCalls(this, this.opts.cluster.link);
     coreMetrics.gauge('requests_open', 'open stream requests', [], (g) => g.set(this.sessions.requestCount));
@@ -482,6 +486,8 @@ export class Kernel {
       this.health?.clearPlugin(l.def.name);
       l.log.debug('plugin stopped');
     }
+    // after the plugins: the requests they closed have left the directory (stop waits for what is under way)
+    await this.fleet?.dir.stop().catch((err: Error) => this.log.warn({ err: err.message }, 'directory stop failed'));
     await this.api?.close();
     this.internalApi?.close();
     this.connections?.stop();

@@ -55,7 +55,9 @@ async function runPrimary(workers: number, gateway: GatewayConfig, siteName: str
   const log = pino({ level: gateway.logLevel, base: { site: siteName, role: 'primary' } }, pino.destination({ fd: 1, sync: false }));
   const primary = new Primary({
     workers, log, workerFlags: gcNodeFlags(gateway.gcHelperThreads, gateway.gcSemiSpaceMB),
-    env: { ...process.env, JTGW_CLUSTER_ID: String(process.pid), JTGW_CLUSTER_SECRET: randomBytes(18).toString('base64url') },
+    // JTGW_NODE_EPOCH: this run of the node, shared by its workers (a worker restarted is the same run; the node
+    // restarted is a new one, whose last run's requests the fleet closes: core/directory/)
+    env: { ...process.env, JTGW_CLUSTER_ID: String(process.pid), JTGW_CLUSTER_SECRET: randomBytes(18).toString('base64url'), JTGW_NODE_EPOCH: randomBytes(6).toString('base64url') },
   });
   // a signal during boot stops the workers booted so far
   onSignals(() => primary.stop(STOP_LIMIT_MS - 1000), log);

@@ -15,6 +15,8 @@ export const CloseCause = {
   badStrmFormat: 7,
   requestTimeout: 11,
   consumptionTimeout: 12,
+  /** a fleet node that held the request stopped: a surviving node sends the notice (decisions.md) */
+  nodeLost: 13,
 } as const;
 export type CloseCauseValue = (typeof CloseCause)[keyof typeof CloseCause];
 export const closeReasonOf: Record<CloseCauseValue, string> = {
@@ -26,6 +28,7 @@ export const closeReasonOf: Record<CloseCauseValue, string> = {
   7: 'badStrmFormat',
   11: 'requestTimeout',
   12: 'consumptionTimeout',
+  13: 'nodeLost',
 };
 
 /**

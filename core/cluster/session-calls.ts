@@ -19,12 +19,8 @@ export function openOwner(link: WorkerLink, body: Record<string, unknown>): numb
   return link.ownerOf(channelKey(normaliseSim(sim), chan));
 }
 
-/** What a worker answers to its siblings, and the request directory its sessions use. */
+/** What a worker answers to its siblings. */
 export function registerClusterCalls(k: Kernel, link: WorkerLink): void {
-  k.sessions.setDirectory({
-    reserve: (reqId, appId, limit, notice) => link.reserve(reqId, appId, limit, notice),
-    release: (reqId) => link.release(reqId),
-  });
   link.handle('open', (a) => {
     const { app, body } = a as { app: Application; body: Record<string, unknown> };
     return k.sessions.open(app, body);
@@ -47,7 +43,11 @@ export function registerClusterCalls(k: Kernel, link: WorkerLink): void {
     return true;
   });
   link.handle('emit-notices', (a) => {
-    for (const n of a as Notice[]) k.notices.emit(n);
+    for (const n of a as Notice[]) {
+      // a dead worker's requests: gone from the fleet's directory with their notice
+      k.fleet?.dir.forget(n.appId, n.payload.reqId);
+      k.notices.emit(n);
+    }
     return true;
   });
 }

@@ -83,7 +83,7 @@ export class SessionManager implements Sessions {
     if (this.talk) throw new Error(`talk provider ${p.name}: ${this.talk.name} is registered already`);
     this.talk = p;
   }
-  setDirectory(d: RequestDirectory): void {
+  setDirectory(d: RequestDirectory | undefined): void {
     this.directory = d;
   }
 
@@ -172,19 +172,36 @@ export class SessionManager implements Sessions {
       payload: { instId: this.t.instId, act: 'closed', reqId: params.reqId, typ: params.typ, simNo: params.simNo, chan: params.chanId, mediaTyp: mediaTypOf(params.typ, params.dataTyp) },
       appId: app.appId, cb: params.cb, last: true,
     };
-    const held = await this.directory.reserve(params.reqId, app.appId, this.requestLimitFor(app.appId), closedNotice);
+    const existing = this.streams.get(SessionManager.streamName(params.normSim, params.chanId, params.typ));
+    const info = {
+      channel: `${params.normSim}_${params.chanId}`, fmt: params.fmt, ctrl: !existing || existing.requests.length === 0,
+      keepIntv: params.keepIntv, keepDeadline: this.clock.now() + this.holdMs(params.keepIntv),
+    };
+    const held = await this.directory.reserve(params.reqId, app.appId, this.requestLimitFor(app.appId), closedNotice, info);
     if (held === 'self') throw new GatewayError(ErrCode.INVALID_PARAM, 'Invalid parameter `reqId`. It is in use.');
     if (held === 'other') throw new GatewayError(ErrCode.INVALID_PARAM, 'Invalid parameter `reqId`.');
     if (held === 'cap') this.cap.check(app.appId, Infinity);
     try {
       return await this.openChecked(app, params);
     } catch (err) {
-      if (!this.requests.has(params.reqId)) this.directory.release(params.reqId);
+      if (!this.requests.has(params.reqId)) this.directory.release(params.reqId, app.appId);
       throw err;
     }
   }
 
+  /** the host of the open's address set (connIdx): publicHost, or one of publicHosts */
+  private hostFor(connIdx: number): string {
+    if (connIdx === 0) return this.t.publicHost;
+    const more = this.t.publicHosts ?? [];
+    const host = more[connIdx - 1];
+    if (host === undefined) {
+      throw new GatewayError(ErrCode.INVALID_PARAM, `Invalid parameter \`connIdx\`. This gateway node has ${more.length + 1} address set${more.length ? 's' : ''}: use 0${more.length ? `..${more.length}` : ''}.`);
+    }
+    return host;
+  }
+
   private async openChecked(app: Application, params: OpenParams): Promise<Record<string, unknown>> {
+    const host = this.hostFor(params.connIdx);
     if (this.presence?.presence(params.normSim) === 'offline') {
       throw new GatewayError(ErrCode.NO_CONNECTION_AVAILABLE, 'The terminal is not online.');
     }
@@ -197,7 +214,9 @@ export class SessionManager implements Sessions {
       if (params.exclusive) throw new GatewayError(ErrCode.NO_CTRL, 'The channel is in use; exclusive open refused.');
       if (stream.requests.some((r) => r.params.exclusive)) throw new GatewayError(ErrCode.NO_CTRL, 'The channel is held by an exclusive request.');
     }
-    const push: PushAddress = ingest.pushAddress(params.typ);
+    const pushed = ingest.pushAddress(params.typ);
+    // the ingest names the node's first address set; connIdx chose this one
+    const push: PushAddress = params.connIdx === 0 || pushed.host !== this.t.publicHost ? pushed : { ...pushed, host };
     const now = this.clock.now();
     let created = false;
     if (!stream) {
@@ -217,17 +236,17 @@ export class SessionManager implements Sessions {
     }
     const req = new RequestState(params.reqId, app.appId, params, name, stream.requests.length === 0, new Date(now), now);
     req.keepDeadline = now + this.holdMs(params.keepIntv);
-    req.playUrl = output.playUrl({ streamName: name, reqId: req.reqId, token: params.user.token, scheme: params.scheme!, host: this.t.publicHost, subFmt: params.subFmt });
+    req.playUrl = output.playUrl({ streamName: name, reqId: req.reqId, token: params.user.token, scheme: params.scheme!, host, subFmt: params.subFmt });
     for (const o of this.extraOutputs) {
       try {
-        (req.urls ??= {})[o.name] = o.playUrl({ streamName: name, reqId: req.reqId, token: params.user.token, scheme: o.schemes[0], host: this.t.publicHost });
+        (req.urls ??= {})[o.name] = o.playUrl({ streamName: name, reqId: req.reqId, token: params.user.token, scheme: o.schemes[0], host });
       } catch (err) {
         this.log.error({ err, output: o.name }, 'output failed to make its URL; left out of the open result');
       }
     }
     if (this.talk && params.typ === 'live' && params.dataTyp === 2) {
       try {
-        req.talk = this.talk.talkUrls({ streamName: name, reqId: req.reqId, token: params.user.token, host: this.t.publicHost, params });
+        req.talk = this.talk.talkUrls({ streamName: name, reqId: req.reqId, token: params.user.token, host, params });
       } catch (err) {
         this.log.error({ err, talk: this.talk.name }, 'talk provider failed to make its URLs; left out of the open result');
       }
@@ -262,6 +281,7 @@ export class SessionManager implements Sessions {
   keep(app: Application, reqIds: unknown): Array<{ reqId: string; keep: boolean }> {
     return this.eachOwned(app, reqIds, 'keep', (r) => {
       r.keepDeadline = this.clock.now() + this.holdMs(r.params.keepIntv);
+      this.directory?.kept?.(r.appId, r.reqId, r.keepDeadline);
       return true;
     });
   }
@@ -296,7 +316,7 @@ export class SessionManager implements Sessions {
     if (!r || r.closed) return;
     r.closed = true;
     this.requests.delete(reqId);
-    this.directory?.release(reqId);
+    this.directory?.release(reqId, r.appId);
     this.cap.removed(r.appId);
     const s = this.streams.get(r.streamName);
     this.requestLog({ reqId, appId: r.appId, stream: r.streamName, closeCause: cause, closeReason: closeReasonOf[cause], detail }, 'request closed');

@@ -7,6 +7,8 @@ export interface SessionTimings {
   consumptionTimeoutSec: number;
   instId: string;
   publicHost: string;
+  /** the node's further address sets: connIdx k >= 1 writes publicHosts[k - 1] into the open's addresses and URLs */
+  publicHosts?: readonly string[];
   /** open requests one application may hold */
   maxRequestsPerApp: number;
   /** per-application overrides of maxRequestsPerApp, by appId */

@@ -1,0 +1,396 @@
+import { randomBytes } from 'node:crypto';
+import Redis, { Cluster, type RedisOptions } from 'ioredis';
+import type { Logger } from 'pino';
+import { redactRedisUrl } from '../../plugin-sdk/stores';
+import {
+  channelName, memberValue, nodePrefix, parseMember, DirectoryUnavailable,
+  type ChannelRef, type ClaimAnswer, type Directory, type LostNode, type Member, type NodeView, type RequestEntry, type ReserveAnswer,
+} from './directory';
+import { CLAIM, FORGET, LOOKUP, RELEASE, REFRESH, RESERVE } from './redis-scripts';
+
+/** how long boot waits for the directory's Redis to answer */
+const BOOT_TIMEOUT_MS = 5000;
+/** a command that gets no answer within this fails (an open answers -2 rather than hang) */
+const COMMAND_TIMEOUT_MS = 2000;
+/** how often the live nodes are read (and lost ones found) */
+const VIEW_MS = 1000;
+/** a reaper's hold on a lost node, so one survivor sends its notices */
+const REAP_LOCK_MS = 30_000;
+
+type Client = Redis | Cluster;
+
+interface Scripted {
+  gwClaim(ch: string, sim: string, value: string, ttl: number, chan: number, prefix: string, stale: string): Promise<[string, string]>;
+  gwRefresh(ch: string, sim: string, value: string, ttl: number, chan: number, prefix: string): Promise<number>;
+  gwRelease(ch: string, sim: string, prefix: string, chan: number): Promise<number>;
+  gwLookup(ch: string, sim: string, chan: number): Promise<[string, string]>;
+  gwReserve(count: string, entry: string, set: string, field: string, limit: number, json: string, reqId: string, deadline: number): Promise<number>;
+  gwForget(count: string, entry: string, set: string, reqId: string): Promise<number>;
+}
+
+/** where the directory lives: `redis://` / `rediss://` (one server), `redis+sentinel://h:p,h:p/<master>`, `redis+cluster://h:p,h:p` */
+export function redisClientFor(url: string): Client {
+  const common: RedisOptions = {
+    enableOfflineQueue: false, maxRetriesPerRequest: 1, commandTimeout: COMMAND_TIMEOUT_MS, connectTimeout: 3000,
+    retryStrategy: (n: number) => Math.min(100 * n, 1000), lazyConnect: true, enableAutoPipelining: true,
+  };
+  const m = /^redis\+(sentinel|cluster)(s?):\/\/(?:([^:@/]*)(?::([^@/]*))?@)?([^/?]+)(?:\/([^?]*))?/.exec(url);
+  if (!m) return new Redis(url, common);
+  const [, kind, tls, user, password, hostList, name] = m;
+  const hosts = hostList.split(',').map((h) => {
+    const i = h.lastIndexOf(':');
+    return { host: i > 0 ? h.slice(0, i) : h, port: i > 0 ? Number(h.slice(i + 1)) : kind === 'sentinel' ? 26379 : 6379 };
+  });
+  const auth = { ...(user ? { username: decodeURIComponent(user) } : {}), ...(password ? { password: decodeURIComponent(password) } : {}) };
+  if (kind === 'sentinel') {
+    if (!name) throw new Error('a redis+sentinel:// URL names its master after the hosts: redis+sentinel://h1:26379,h2:26379/mymaster');
+    return new Redis({ ...common, ...auth, sentinels: hosts, name, ...(tls ? { tls: {}, enableTLSForSentinelMode: true } : {}) });
+  }
+  return new Cluster(hosts, { redisOptions: { ...common, ...auth, ...(tls ? { tls: {} } : {}) }, enableOfflineQueue: false, enableAutoPipelining: true, lazyConnect: true });
+}
+
+const keys = {
+  nodes: 'gw:nodes',
+  apps: 'gw:apps',
+  secret: 'gw:secret',
+  node: (id: string) => `gw:node:${id}`,
+  reap: (id: string, epoch: string) => `gw:reap:${id}:${epoch}`,
+  ch: (c: ChannelRef) => `gw:{s:${c.sim}}:ch:${c.chan}`,
+  sim: (c: ChannelRef) => `gw:{s:${c.sim}}:sim`,
+  rid: (reqId: string) => `gw:rid:${reqId}`,
+  count: (app: string) => `gw:{a:${encodeURIComponent(app)}}:count`,
+  entry: (app: string, reqId: string) => `gw:{a:${encodeURIComponent(app)}}:req:${reqId}`,
+  set: (app: string, node: string) => `gw:{a:${encodeURIComponent(app)}}:node:${node}`,
+};
+
+interface NodeField { epoch: string; apiBase: string; hosts: string[]; streams: number; at: number }
+
+/**
+ * The fleet's directory on Redis (a single server, Sentinel or Cluster). Each gateway process (a single process, or
+ * each worker of a node) has its own connection: it writes its node's heartbeat field, refreshes the claims of the
+ * channels it serves, and reads the live nodes every second, reaping any that stopped.
+ */
+export class RedisDirectory implements Directory {
+  readonly kind = 'redis' as const;
+  readonly describe: string;
+  private readonly client: Client;
+  private readonly s: Scripted;
+  private up = false;
+  private everUp = false;
+  private readonly availability: Array<(up: boolean, why?: string) => void> = [];
+  private readonly lost: Array<(l: LostNode) => void> = [];
+  private view: NodeView[] = [];
+  private streams = 0;
+  private self: { apiBase: string; hosts: string[] } = { apiBase: '', hosts: [] };
+  private apps: string[] = [];
+  /** channels this process serves (refreshed each beat), by channelName */
+  private readonly held = new Map<string, ChannelRef>();
+  /** requests this process reserved (put back after Redis lost them) */
+  private readonly mine = new Map<string, RequestEntry>();
+  private beatTimer: NodeJS.Timeout | undefined;
+  private viewTimer: NodeJS.Timeout | undefined;
+  private pending = new Set<Promise<unknown>>();
+  private stopped = false;
+  private lastDownWhy = '';
+
+  constructor(url: string, readonly me: Member, private readonly ttlMs: number, private readonly log: Logger) {
+    this.describe = redactRedisUrl(url);
+    this.client = redisClientFor(url);
+    for (const [name, lua, numberOfKeys] of [
+      ['gwClaim', CLAIM, 2], ['gwRefresh', REFRESH, 2], ['gwRelease', RELEASE, 2], ['gwLookup', LOOKUP, 2], ['gwReserve', RESERVE, 3], ['gwForget', FORGET, 3],
+    ] as const) {
+      this.client.defineCommand(name, { lua, numberOfKeys });
+    }
+    this.s = this.client as unknown as Scripted;
+    this.client.on('ready', () => this.setUp(true));
+    this.client.on('error', (err: Error) => { this.lastDownWhy = err.message; });
+    this.client.on('close', () => this.setUp(false, this.lastDownWhy || 'connection closed'));
+    this.client.on('end', () => this.setUp(false, 'connection ended'));
+  }
+
+  get available(): boolean {
+    return this.up;
+  }
+
+  onAvailability(cb: (up: boolean, why?: string) => void): void {
+    this.availability.push(cb);
+  }
+
+  onNodeLost(cb: (l: LostNode) => void): void {
+    this.lost.push(cb);
+  }
+
+  private setUp(up: boolean, why?: string): void {
+    if (this.up === up || this.stopped) return;
+    this.up = up;
+    if (up && this.everUp) {
+      // back after an outage (or a Redis restart that lost everything): put back what this process holds
+      this.log.info({ directory: this.describe }, 'directory reachable again: putting back this process\'s claims and requests');
+      this.track(this.restore());
+    }
+    this.everUp ||= up;
+    for (const cb of this.availability) cb(up, why);
+  }
+
+  async start(self: { apiBase: string; hosts: string[] }, apps: string[]): Promise<void> {
+    this.self = self;
+    this.apps = apps;
+    const timer = new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no answer within ${BOOT_TIMEOUT_MS / 1000} s`)), BOOT_TIMEOUT_MS).unref());
+    try {
+      await Promise.race([this.client.connect(), timer]);
+      await Promise.race([this.client.ping(), timer]);
+    } catch (err) {
+      this.stopped = true;
+      this.client.disconnect();
+      throw new Error(`Redis at ${this.describe} is not reachable (${this.lastDownWhy || (err as Error).message})`);
+    }
+    this.up = true;
+    this.everUp = true;
+    if (apps.length) await this.client.sadd(keys.apps, ...apps);
+    await this.beat();
+    await this.readView();
+    await this.reapOwnPast();
+    const beatMs = Math.max(200, Math.floor(this.ttlMs / 3));
+    this.beatTimer = setInterval(() => this.track(this.beat()), beatMs);
+    this.viewTimer = setInterval(() => this.track(this.readView()), Math.min(VIEW_MS, beatMs));
+    this.beatTimer.unref();
+    this.viewTimer.unref();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.beatTimer);
+    clearInterval(this.viewTimer);
+    await Promise.allSettled([...this.pending]);
+    if (this.up) {
+      // this process says goodbye; the node's other processes keep it alive
+      await this.client.hdel(keys.node(this.me.nodeId), String(this.me.worker)).catch(() => undefined);
+    }
+    this.stopped = true;
+    this.client.disconnect();
+  }
+
+  private track<T>(p: Promise<T>): void {
+    const q = p.catch((err: Error) => {
+      if (this.up) this.log.warn({ err: err.message }, 'directory call failed');
+    }).finally(() => this.pending.delete(q));
+    this.pending.add(q);
+  }
+
+  private need(): void {
+    if (!this.up) throw new DirectoryUnavailable(`the fleet directory (Redis at ${this.describe}) is not reachable`);
+  }
+
+  liveNodes(): NodeView[] {
+    return this.view;
+  }
+
+  setStreamCount(n: number): void {
+    this.streams = n;
+  }
+
+  /** this process's heartbeat, and the claims of the channels it serves */
+  private async beat(): Promise<void> {
+    if (!this.up) return;
+    const field: NodeField = { epoch: this.me.epoch, apiBase: this.self.apiBase, hosts: this.self.hosts, streams: this.streams, at: Date.now() };
+    const nk = keys.node(this.me.nodeId);
+    await Promise.all([
+      this.client.hset(nk, String(this.me.worker), JSON.stringify(field)),
+      this.client.pexpire(nk, this.ttlMs),
+      this.client.sadd(keys.nodes, this.me.nodeId),
+      ...[...this.held.values()].map(async (c) => {
+        const ok = await this.s.gwRefresh(keys.ch(c), keys.sim(c), memberValue(this.me), this.ttlMs, c.chan, nodePrefix(this.me));
+        if (ok === 0) this.log.error({ channel: channelName(c) }, 'another node claimed a channel this node serves (it was unreachable longer than the claim TTL)');
+      }),
+    ]);
+  }
+
+  /** the freshest incarnation of a node, from its processes' fields */
+  private static nodeOf(nodeId: string, fields: Record<string, string>): NodeView | undefined {
+    const parsed: NodeField[] = [];
+    for (const v of Object.values(fields)) {
+      try { parsed.push(JSON.parse(v) as NodeField); } catch { /* not ours */ }
+    }
+    if (parsed.length === 0) return undefined;
+    const newest = parsed.reduce((a, b) => (b.at > a.at ? b : a));
+    const same = parsed.filter((f) => f.epoch === newest.epoch);
+    return { nodeId, epoch: newest.epoch, apiBase: newest.apiBase, hosts: newest.hosts, streams: same.reduce((n, f) => n + f.streams, 0) };
+  }
+
+  private async readView(): Promise<void> {
+    if (!this.up) return;
+    const ids = await this.client.smembers(keys.nodes);
+    const all = await Promise.all(ids.map(async (id) => ({ id, fields: await this.client.hgetall(keys.node(id)) })));
+    const view: NodeView[] = [];
+    for (const { id, fields } of all) {
+      const n = RedisDirectory.nodeOf(id, fields);
+      if (n) view.push(n);
+      else if (id !== this.me.nodeId) await this.reap(id, undefined);
+    }
+    this.view = view.sort((a, b) => a.nodeId.localeCompare(b.nodeId));
+  }
+
+  async isLive(m: Member): Promise<boolean> {
+    this.need();
+    const n = RedisDirectory.nodeOf(m.nodeId, await this.client.hgetall(keys.node(m.nodeId)));
+    return n !== undefined && n.epoch === m.epoch;
+  }
+
+  /** a node restarted within the TTL left requests of its last incarnation: this one sends their notices */
+  private async reapOwnPast(): Promise<void> {
+    await this.reap(this.me.nodeId, this.me.epoch);
+  }
+
+  /**
+   * Takes the reaping of a lost node (or, with `keepEpoch`, of this node's past incarnations): its requests' entries
+   * go, their closed notices are told to onNodeLost, and its counts are given back.
+   */
+  private async reap(nodeId: string, keepEpoch: string | undefined): Promise<void> {
+    const lock = keys.reap(nodeId, keepEpoch ?? 'lost');
+    if (await this.client.set(lock, memberValue(this.me), 'PX', REAP_LOCK_MS, 'NX') !== 'OK') return;
+    const apps = await this.client.smembers(keys.apps);
+    const byEpoch = new Map<string, RequestEntry[]>();
+    for (const app of apps) {
+      const set = keys.set(app, nodeId);
+      const ids = await this.client.smembers(set);
+      const entries = await this.entries(app, ids);
+      for (let i = 0; i < ids.length; i++) {
+        const e = entries[i];
+        if (!e) {
+          await this.client.srem(set, ids[i]);
+          continue;
+        }
+        if (keepEpoch !== undefined && e.epoch === keepEpoch) continue;
+        await this.s.gwForget(keys.count(app), keys.entry(app, e.reqId), set, e.reqId);
+        await this.dropRid(e.reqId, app);
+        (byEpoch.get(e.epoch) ?? byEpoch.set(e.epoch, []).get(e.epoch)!).push(e);
+      }
+      // counts of the lost incarnations' processes
+      const count = keys.count(app);
+      const fields = await this.client.hkeys(count);
+      const gone = fields.filter((f) => f.startsWith(`${nodeId}/`) && (keepEpoch === undefined || !f.startsWith(`${nodeId}/${keepEpoch}/`)));
+      if (gone.length) await this.client.hdel(count, ...gone);
+    }
+    if (keepEpoch === undefined) await this.client.srem(keys.nodes, nodeId);
+    for (const [epoch, requests] of byEpoch) {
+      this.log.warn({ node: nodeId, epoch, requests: requests.length }, keepEpoch === undefined ? 'fleet node lost: sending its requests\' closed notices' : 'requests of this node\'s last run: sending their closed notices');
+      for (const cb of this.lost) cb({ nodeId, epoch, requests });
+    }
+  }
+
+  private async dropRid(reqId: string, appId: string): Promise<void> {
+    const rid = keys.rid(reqId);
+    if (await this.client.get(rid) === appId) await this.client.del(rid);
+  }
+
+  // --- channels -------------------------------------------------------------------------------------------------
+
+  async lookup(c: ChannelRef): Promise<{ owner?: Member; simHolder?: Member }> {
+    this.need();
+    const [cur, holder] = await this.s.gwLookup(keys.ch(c), keys.sim(c), c.chan);
+    return { owner: cur ? parseMember(cur) : undefined, simHolder: holder ? parseMember(holder) : undefined };
+  }
+
+  async claim(c: ChannelRef, replace?: Member): Promise<ClaimAnswer> {
+    this.need();
+    const [what, v] = await this.s.gwClaim(keys.ch(c), keys.sim(c), memberValue(this.me), this.ttlMs, c.chan, nodePrefix(this.me), replace ? nodePrefix(replace) : '');
+    if (what === 'ok') return { ok: true };
+    return { ok: false, why: what === 'sim' ? 'sim' : 'owned', holder: parseMember(v)! };
+  }
+
+  hold(c: ChannelRef): void {
+    const name = channelName(c);
+    if (this.held.has(name)) return;
+    this.held.set(name, c);
+    // claimed by the open that made the stream, maybe in another process of this node: from now on refreshed here
+    if (this.up) this.track(this.s.gwRefresh(keys.ch(c), keys.sim(c), memberValue(this.me), this.ttlMs, c.chan, nodePrefix(this.me)));
+  }
+
+  unhold(c: ChannelRef): void {
+    if (!this.held.delete(channelName(c))) return;
+    if (this.up) this.track(this.s.gwRelease(keys.ch(c), keys.sim(c), nodePrefix(this.me), c.chan));
+  }
+
+  // --- requests -------------------------------------------------------------------------------------------------
+
+  private field(e: Pick<RequestEntry, 'nodeId' | 'epoch' | 'worker'>): string {
+    return `${e.nodeId}/${e.epoch}/${e.worker}`;
+  }
+
+  async reserve(e: RequestEntry, limit: number): Promise<ReserveAnswer> {
+    this.need();
+    const was = await this.client.set(keys.rid(e.reqId), e.appId, 'NX', 'GET');
+    if (was !== null) return was === e.appId ? 'self' : 'other';
+    const ok = await this.s.gwReserve(keys.count(e.appId), keys.entry(e.appId, e.reqId), keys.set(e.appId, e.nodeId), this.field(e), limit, JSON.stringify(e), e.reqId, e.keepDeadline);
+    if (ok === 0) {
+      await this.client.del(keys.rid(e.reqId));
+      return 'cap';
+    }
+    this.mine.set(e.reqId, e);
+    return 'ok';
+  }
+
+  forget(appId: string, reqId: string): void {
+    const e = this.mine.get(reqId);
+    this.mine.delete(reqId);
+    const nodeId = e?.nodeId ?? this.me.nodeId;
+    if (!this.up) return;
+    this.track((async () => {
+      await this.s.gwForget(keys.count(appId), keys.entry(appId, reqId), keys.set(appId, nodeId), reqId);
+      await this.dropRid(reqId, appId);
+    })());
+  }
+
+  touch(appId: string, reqIds: string[], keepDeadline: number): void {
+    for (const id of reqIds) {
+      const e = this.mine.get(id);
+      if (e) e.keepDeadline = keepDeadline;
+    }
+    if (!this.up) return;
+    this.track(Promise.all(reqIds.map((id) => this.client.hset(keys.entry(appId, id), 'k', keepDeadline))));
+  }
+
+  async find(appId: string, reqIds: string[]): Promise<Array<RequestEntry | undefined>> {
+    this.need();
+    return this.entries(appId, reqIds);
+  }
+
+  private async entries(appId: string, reqIds: string[]): Promise<Array<RequestEntry | undefined>> {
+    return Promise.all(reqIds.map(async (id) => {
+      const [e, k] = await this.client.hmget(keys.entry(appId, id), 'e', 'k');
+      if (!e) return undefined;
+      try {
+        const entry = JSON.parse(e) as RequestEntry;
+        if (entry.appId !== appId) return undefined;
+        if (k) entry.keepDeadline = Number(k);
+        return entry;
+      } catch {
+        return undefined;
+      }
+    }));
+  }
+
+  async fleetSecret(): Promise<string> {
+    this.need();
+    await this.client.set(keys.secret, randomBytes(24).toString('base64url'), 'NX');
+    const s = await this.client.get(keys.secret);
+    if (!s) throw new DirectoryUnavailable('the fleet secret could not be read');
+    return s;
+  }
+
+  /** after an outage: the heartbeat, every claim and every request of this process, as they are here */
+  private async restore(): Promise<void> {
+    if (this.apps.length) await this.client.sadd(keys.apps, ...this.apps);
+    await this.beat();
+    const perApp = new Map<string, number>();
+    for (const e of this.mine.values()) {
+      await this.client.set(keys.rid(e.reqId), e.appId, 'NX');
+      await this.client.hset(keys.entry(e.appId, e.reqId), 'e', JSON.stringify(e), 'k', e.keepDeadline);
+      await this.client.sadd(keys.set(e.appId, e.nodeId), e.reqId);
+      perApp.set(e.appId, (perApp.get(e.appId) ?? 0) + 1);
+    }
+    for (const app of new Set([...this.apps, ...perApp.keys()])) {
+      await this.client.hset(keys.count(app), this.field(this.me), perApp.get(app) ?? 0);
+    }
+    this.log.info({ claims: this.held.size, requests: this.mine.size }, 'directory: claims and requests put back');
+  }
+}

@@ -1,0 +1,192 @@
+import type { Logger } from 'pino';
+import type { Application } from '../../plugin-sdk/http';
+import { ErrCode, GatewayError } from '../../plugin-sdk/errors';
+import { normaliseSim, SIM_PATTERN } from '../../plugin-sdk/sim';
+import { checkReqIds } from '../sessions/request-ids';
+import { DirectoryUnavailable, type ChannelRef, type Directory, type Member, type NodeView } from '../directory/directory';
+import { callNode, NodeUnreachable, type FleetMethod } from './fleet-calls';
+
+type KeepItem = { reqId: string; keep: boolean };
+type CloseItem = { reqId: string; closed: boolean };
+
+/** the session API of this node alone (its SessionManager, or its workers' through the primary) */
+export interface NodeSessions {
+  open(app: Application, body: Record<string, unknown>): Promise<Record<string, unknown>>;
+  keep(app: Application, reqIds: string[]): Promise<KeepItem[]>;
+  close(app: Application, reqIds: string[]): Promise<CloseItem[]>;
+  status(app: Application): Promise<unknown[]>;
+}
+
+/** an open is passed on at most this often (asked node -> placed node -> owner found meanwhile) */
+const MAX_HOPS = 2;
+
+/** the channel an open body names, when it names one well enough to place it (else the node's validation answers) */
+export function channelOfOpen(body: Record<string, unknown>): ChannelRef | undefined {
+  const sim = body.simNo;
+  const chan = body.chanId ?? body.channelId;
+  if (typeof sim !== 'string' || !SIM_PATTERN.test(sim) || typeof chan !== 'number' || !Number.isInteger(chan) || chan < 1 || chan > 255) return undefined;
+  return { sim: normaliseSim(sim), chan };
+}
+
+export function directoryDown(dir: Directory): GatewayError {
+  return new GatewayError(ErrCode.INTERNAL_ERROR,
+    `The fleet directory (${dir.describe}) cannot be reached: opens are refused until it is back; live streams and players go on.`);
+}
+
+/**
+ * The session API over a fleet: an open goes to the node that owns its channel (or is placed on one and claimed
+ * there); keep and close go to the node that holds each request; status asks every live node. With the in-process
+ * directory there is one node and every call is this node's.
+ */
+export class FleetSessions {
+  private secret: string | undefined;
+
+  constructor(private readonly dir: Directory, private readonly local: NodeSessions, private readonly log: Logger,
+    /** this process holds a stream of the channel (an open that failed leaves no claim behind it) */
+    private readonly servesHere: (c: ChannelRef) => boolean | undefined) {}
+
+  private get me(): Member {
+    return this.dir.me;
+  }
+
+  private async call(node: NodeView, method: FleetMethod, args: unknown): Promise<unknown[]> {
+    this.secret ??= await this.dir.fleetSecret();
+    return callNode(node.apiBase, this.secret, method, args);
+  }
+
+  private nodeById(id: string): NodeView | undefined {
+    return this.dir.liveNodes().find((n) => n.nodeId === id);
+  }
+
+  /** the rule for a channel nobody owns: the node with the fewest streams, ties to this node */
+  private fewest(): string {
+    const view = this.dir.liveNodes();
+    const mine = view.find((n) => n.nodeId === this.me.nodeId);
+    let best: NodeView | undefined = mine;
+    for (const n of view) if (!best || n.streams < best.streams) best = n;
+    return best?.nodeId ?? this.me.nodeId;
+  }
+
+  async open(app: Application, body: Record<string, unknown>, hop = 0): Promise<Record<string, unknown>> {
+    const ch = channelOfOpen(body);
+    if (!ch || this.dir.kind === 'memory') return this.local.open(app, body);
+    if (!this.dir.available) throw directoryDown(this.dir);
+    try {
+      let target: string | undefined;
+      // passed here by another node, or this node would be chosen anyway: claim straight away (the claim says
+      // whether the channel, or another channel of its SIM, is owned already)
+      let here = hop > 0 || this.fewest() === this.me.nodeId;
+      if (!here) {
+        const { owner, simHolder } = await this.dir.lookup(ch);
+        const holder = owner ?? simHolder;
+        target = holder && this.nodeById(holder.nodeId)?.epoch === holder.epoch ? holder.nodeId : this.fewest();
+        here = target === this.me.nodeId;
+      }
+      if (here) {
+        target = await this.claimHere(ch);
+        if (target === undefined) return await this.openHere(app, body, ch);
+      }
+      if (hop >= MAX_HOPS) throw new GatewayError(ErrCode.RETRY, 'The channel changed owner while it was being opened; retry.');
+      return await this.openOn(target!, app, body, hop, ch);
+    } catch (err) {
+      if (err instanceof DirectoryUnavailable || (!this.dir.available && !(err instanceof GatewayError))) throw directoryDown(this.dir);
+      throw err;
+    }
+  }
+
+  /** claims the channel for this node; undefined when it is this node's now, else the node that holds it */
+  private async claimHere(ch: ChannelRef): Promise<string | undefined> {
+    const a = await this.dir.claim(ch);
+    if (a.ok) return undefined;
+    if (await this.dir.isLive(a.holder)) return a.holder.nodeId;
+    // its holder's node stopped and its claim has not expired yet: take its place
+    this.log.info({ channel: `${ch.sim}_${ch.chan}`, lost: a.holder.nodeId }, 'claiming a channel of a lost node');
+    const b = await this.dir.claim(ch, a.holder);
+    return b.ok ? undefined : b.holder.nodeId;
+  }
+
+  private async openHere(app: Application, body: Record<string, unknown>, ch: ChannelRef): Promise<Record<string, unknown>> {
+    try {
+      return await this.local.open(app, body);
+    } catch (err) {
+      // nothing serves the channel here after all: give the claim back (with workers, the worker that would have
+      // held it is elsewhere; an unheld claim expires by itself)
+      if (this.servesHere(ch) === false) this.dir.unhold(ch);
+      throw err;
+    }
+  }
+
+  private async openOn(nodeId: string, app: Application, body: Record<string, unknown>, hop: number, ch: ChannelRef): Promise<Record<string, unknown>> {
+    const node = this.nodeById(nodeId);
+    try {
+      if (!node) throw new NodeUnreachable(`node ${nodeId} is not live`);
+      const [result] = await this.call(node, 'open', { appId: app.appId, body, hop: hop + 1 });
+      return result as Record<string, unknown>;
+    } catch (err) {
+      if (!(err instanceof NodeUnreachable)) throw err;
+      this.log.warn({ node: nodeId, channel: `${ch.sim}_${ch.chan}`, err: err.message }, 'the node chosen for an open did not answer');
+      // a node that stopped: its claim goes to this node (once its heartbeat is gone); one that answers nothing but
+      // lives: the client retries
+      const target = await this.claimHere(ch);
+      if (target === undefined) return this.openHere(app, body, ch);
+      throw new GatewayError(ErrCode.EXECUTION_ERROR, `The gateway node that serves this channel (${nodeId}) does not answer; retry.`);
+    }
+  }
+
+  keep(app: Application, reqIds: unknown): Promise<KeepItem[]> {
+    return this.each<KeepItem>(app, reqIds, 'keep');
+  }
+
+  close(app: Application, reqIds: unknown): Promise<CloseItem[]> {
+    return this.each<CloseItem>(app, reqIds, 'close');
+  }
+
+  /** each id to the node that holds it (this node for ids the directory does not know), answers in the caller's order */
+  private async each<T extends { reqId: string }>(app: Application, reqIds: unknown, method: 'keep' | 'close'): Promise<T[]> {
+    const ids = checkReqIds(reqIds);
+    const key = method === 'keep' ? 'keep' : 'closed';
+    const byNode = new Map<string, string[]>();
+    let entries: Array<{ nodeId: string } | undefined> = [];
+    if (this.dir.kind === 'redis' && this.dir.available) {
+      // Redis gone mid-call: keeps and closes of this node's requests still work
+      entries = await this.dir.find(app.appId, ids).catch(() => []);
+    }
+    ids.forEach((id, i) => {
+      const node = entries[i]?.nodeId ?? this.me.nodeId;
+      (byNode.get(node) ?? byNode.set(node, []).get(node)!).push(id);
+    });
+    const answered = new Map<string, T>();
+    await Promise.all([...byNode].map(async ([nodeId, sub]) => {
+      try {
+        let items: T[];
+        if (nodeId === this.me.nodeId) items = await this.local[method](app, sub) as unknown as T[];
+        else {
+          const node = this.nodeById(nodeId);
+          if (!node) return;
+          items = await this.call(node, method, { appId: app.appId, reqIds: sub }) as T[];
+        }
+        for (const it of items) if ((it as Record<string, unknown>)[key]) answered.set(it.reqId, it);
+      } catch (err) {
+        // a node that does not answer holds them no more as far as the caller can tell: they answer false
+        this.log.warn({ node: nodeId, method, err: (err as Error).message }, 'a fleet node did not answer for its requests');
+      }
+    }));
+    return ids.map((id) => answered.get(id) ?? ({ reqId: id, [key]: false } as unknown as T));
+  }
+
+  /** this node's requests of the application and every other live node's */
+  async status(app: Application): Promise<unknown[]> {
+    const mine = this.local.status(app);
+    if (this.dir.kind === 'memory' || !this.dir.available) return mine;
+    const others = this.dir.liveNodes().filter((n) => n.nodeId !== this.me.nodeId);
+    const parts = await Promise.all(others.map(async (n) => {
+      try {
+        return (await this.call(n, 'status', { appId: app.appId })).map((e) => ({ ...(e as object), node: n.nodeId }));
+      } catch (err) {
+        this.log.warn({ node: n.nodeId, err: (err as Error).message }, 'a fleet node did not answer status: its requests are left out');
+        return [];
+      }
+    }));
+    return [...(await mine).map((e) => ({ ...(e as object), node: this.me.nodeId })), ...parts.flat()];
+  }
+}
