@@ -4,13 +4,17 @@ import type { RouteSpec } from './messages';
 /**
  * The worker that owns a routing key. FNV-1a over the key's UTF-16 units: stable across processes and restarts
  * (the primary, every worker and a restarted worker must agree without talking), and spreads the sequential SIMs of
- * a fleet evenly.
+ * a fleet evenly. A channel key (`{sim}_{chan}`) counts by its SIM alone: every channel of a terminal is in one
+ * worker, so a terminal that sends several channels on one link (they exist in the field) has all of them where its
+ * link lands, not only the first.
  */
 export function shardOf(key: string, workers: number): number {
   // a burst of one terminal's datagrams asks for the same key (often the very string) many times in a row
   if (key === lastShard.key && workers === lastShard.workers) return lastShard.shard;
+  const sim = key.indexOf('_');
+  const end = sim > 0 ? sim : key.length;
   let h = 0x811c9dc5;
-  for (let i = 0; i < key.length; i++) {
+  for (let i = 0; i < end; i++) {
     h ^= key.charCodeAt(i);
     h = Math.imul(h, 0x01000193);
   }

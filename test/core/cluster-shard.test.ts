@@ -43,8 +43,20 @@ describe('cluster routing keys', () => {
     assert.equal(shardOf('anything', 1), 0);
   });
 
+  it('puts every channel of a terminal in one worker (a link may carry several), whatever the channel', () => {
+    for (const workers of [2, 3, 8]) {
+      for (let i = 0; i < 200; i++) {
+        const sim = String(13800000000 + i);
+        const w = shardOf(channelKey(sim, 1), workers);
+        for (let chan = 2; chan <= 255; chan += 17) assert.equal(shardOf(channelKey(sim, chan), workers), w, `${sim} channel ${chan} over ${workers}`);
+      }
+    }
+  });
+
   it('answers the same for a key asked again in a row, with the same or another worker count (its one-entry memo)', () => {
-    const fnv = (k: string, w: number) => {
+    // a channel key counts by its SIM (the part before '_')
+    const fnv = (key: string, w: number) => {
+      const k = key.split('_')[0];
       let h = 0x811c9dc5;
       for (let i = 0; i < k.length; i++) h = Math.imul(h ^ k.charCodeAt(i), 0x01000193);
       return (h >>> 0) % w;
