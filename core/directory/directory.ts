@@ -97,6 +97,8 @@ export interface Directory {
   stop(): Promise<void>;
   /** the live nodes as last read (refreshed about every second) */
   liveNodes(): NodeView[];
+  /** the live nodes read now (for calls that must not miss a node that started a moment ago) */
+  nodesNow(): Promise<NodeView[]>;
   /** channel streams this process holds, told to the fleet with the next heartbeat */
   setStreamCount(n: number): void;
 
@@ -114,6 +116,8 @@ export interface Directory {
   unhold(c: ChannelRef): void;
   /** whether the member's node runs that incarnation now (read from the backend, not the cached view) */
   isLive(m: Member): Promise<boolean>;
+  /** a node as it is now (read from the backend): one that started since the view was read is found too */
+  node(nodeId: string): Promise<NodeView | undefined>;
 
   // --- requests -------------------------------------------------------------------------------------------------
   reserve(e: RequestEntry, limit: number): Promise<ReserveAnswer>;

@@ -38,6 +38,10 @@ export class MemoryDirectory implements Directory {
     return [this.self];
   }
 
+  async nodesNow(): Promise<NodeView[]> {
+    return [this.self];
+  }
+
   setStreamCount(n: number): void {
     this.self.streams = n;
   }
@@ -67,6 +71,10 @@ export class MemoryDirectory implements Directory {
 
   async isLive(m: Member): Promise<boolean> {
     return m.nodeId === this.me.nodeId && m.epoch === this.me.epoch;
+  }
+
+  async node(nodeId: string): Promise<NodeView | undefined> {
+    return nodeId === this.me.nodeId ? this.self : undefined;
   }
 
   async reserve(e: RequestEntry, limit: number): Promise<ReserveAnswer> {

@@ -216,6 +216,12 @@ export class RedisDirectory implements Directory {
     return { nodeId, epoch: newest.epoch, apiBase: newest.apiBase, hosts: newest.hosts, streams: same.reduce((n, f) => n + f.streams, 0) };
   }
 
+  async nodesNow(): Promise<NodeView[]> {
+    this.need();
+    await this.readView();
+    return this.view;
+  }
+
   private async readView(): Promise<void> {
     if (!this.up) return;
     const ids = await this.client.smembers(keys.nodes);
@@ -230,9 +236,13 @@ export class RedisDirectory implements Directory {
   }
 
   async isLive(m: Member): Promise<boolean> {
-    this.need();
-    const n = RedisDirectory.nodeOf(m.nodeId, await this.client.hgetall(keys.node(m.nodeId)));
+    const n = await this.node(m.nodeId);
     return n !== undefined && n.epoch === m.epoch;
+  }
+
+  async node(nodeId: string): Promise<NodeView | undefined> {
+    this.need();
+    return RedisDirectory.nodeOf(nodeId, await this.client.hgetall(keys.node(nodeId)));
   }
 
   /** a node restarted within the TTL left requests of its last incarnation: this one sends their notices */

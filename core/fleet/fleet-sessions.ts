@@ -54,8 +54,9 @@ export class FleetSessions {
     return callNode(node.apiBase, this.secret, method, args);
   }
 
-  private nodeById(id: string): NodeView | undefined {
-    return this.dir.liveNodes().find((n) => n.nodeId === id);
+  /** a live node: from the view, or read now (it may have started since the view was read) */
+  private async nodeById(id: string): Promise<NodeView | undefined> {
+    return this.dir.liveNodes().find((n) => n.nodeId === id) ?? await this.dir.node(id).catch(() => undefined);
   }
 
   /** the rule for a channel nobody owns: the node with the fewest streams, ties to this node */
@@ -79,7 +80,7 @@ export class FleetSessions {
       if (!here) {
         const { owner, simHolder } = await this.dir.lookup(ch);
         const holder = owner ?? simHolder;
-        target = holder && this.nodeById(holder.nodeId)?.epoch === holder.epoch ? holder.nodeId : this.fewest();
+        target = holder && (await this.nodeById(holder.nodeId))?.epoch === holder.epoch ? holder.nodeId : this.fewest();
         here = target === this.me.nodeId;
       }
       if (here) {
@@ -117,7 +118,7 @@ export class FleetSessions {
   }
 
   private async openOn(nodeId: string, app: Application, body: Record<string, unknown>, hop: number, ch: ChannelRef): Promise<Record<string, unknown>> {
-    const node = this.nodeById(nodeId);
+    const node = await this.nodeById(nodeId);
     try {
       if (!node) throw new NodeUnreachable(`node ${nodeId} is not live`);
       const [result] = await this.call(node, 'open', { appId: app.appId, body, hop: hop + 1 });
@@ -161,7 +162,7 @@ export class FleetSessions {
         let items: T[];
         if (nodeId === this.me.nodeId) items = await this.local[method](app, sub) as unknown as T[];
         else {
-          const node = this.nodeById(nodeId);
+          const node = await this.nodeById(nodeId);
           if (!node) return;
           items = await this.call(node, method, { appId: app.appId, reqIds: sub }) as T[];
         }
@@ -178,7 +179,7 @@ export class FleetSessions {
   async status(app: Application): Promise<unknown[]> {
     const mine = this.local.status(app);
     if (this.dir.kind === 'memory' || !this.dir.available) return mine;
-    const others = this.dir.liveNodes().filter((n) => n.nodeId !== this.me.nodeId);
+    const others = (await this.dir.nodesNow().catch(() => this.dir.liveNodes())).filter((n) => n.nodeId !== this.me.nodeId);
     const parts = await Promise.all(others.map(async (n) => {
       try {
         return (await this.call(n, 'status', { appId: app.appId })).map((e) => ({ ...(e as object), node: n.nodeId }));

@@ -561,8 +561,8 @@ export class TcpTerminal {
     socket.on('error', () => undefined);
   }
 
-  static async connect(port: number): Promise<TcpTerminal> {
-    const s = net.connect({ host: '127.0.0.1', port });
+  static async connect(port: number, host = '127.0.0.1'): Promise<TcpTerminal> {
+    const s = net.connect({ host, port });
     s.setNoDelay(true);
     await once(s, 'connect');
     return new TcpTerminal(s);
