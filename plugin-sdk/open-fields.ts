@@ -96,7 +96,7 @@ export const OPEN_FIELDS = {
     type: 'string', format: 'uri',
     description: 'Callback base URL: notices go to `<cb>/strm_notif`. May carry user:password (sent as Basic).',
   },
-  connIdx: { type: 'integer', minimum: 0, default: 0, detail: 'Use an integer from 0.', description: 'Connection index.' },
+  connIdx: { type: 'integer', minimum: 0, default: 0, detail: 'Use an integer from 0.', description: 'Connection index: which of the owner node\'s address sets the answer names (host, push ports\' host, play and talk URLs): 0 its publicHost, k >= 1 its publicHosts[k - 1] (for example one address per carrier line). It never moves the channel to another node; an index the node does not have answers -7 naming connIdx.' },
   talkSendProtoVer: { type: 'integer', enum: [0, 1], detail: 'Use 0 or 1.', description: 'Intercom packets to the terminal: 0 2013 layout, 1 2019 layout (live, dataTyp 2).' },
   exclusive: bool('Open exclusively: later opens of the channel answer -25.'),
   detectMediaTyp: bool('Detect the media type from the stream (reported in mediaTyp).'),

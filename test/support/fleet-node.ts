@@ -101,8 +101,10 @@ export async function startFleetNode(o: {
   child.stderr!.on('data', (d) => { out += d; });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const deadline = Date.now() + 60_000;
-  while (!out.includes('"msg":"gateway started"') && child.exitCode === null && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-  if (child.exitCode !== null || !out.includes('"msg":"gateway started"')) {
+  // with workers, the primary says so once every worker is up
+  const started = Number(o.gateway?.workers ?? 1) > 1 ? 'gateway started with workers' : '"msg":"gateway started"';
+  while (!out.includes(started) && child.exitCode === null && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  if (child.exitCode !== null || !out.includes(started)) {
     if (child.exitCode === null) child.kill('SIGKILL');
     assert.fail(`node ${o.nodeId} did not start:\n${out}`);
   }
