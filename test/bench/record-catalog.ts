@@ -52,7 +52,7 @@ function* generate(rows: number): Generator<StoredRecord> {
       reqId, appId, simNo, chan: 1 + Math.floor(rnd() * 4), live: rnd() < 0.7, reqTm,
       path: recordPath(simNo, reqId, reqTm, 'UTC'), ext: 'flv', sz: Math.floor(1e6 + rnd() * 5e7),
       mediaTyp: m < 0.7 ? 'av' : m < 0.85 ? 'v' : m < 0.95 ? 'a' : null,
-      state: 'done', endTm: new Date(reqTm.getTime() + 60_000 + Math.floor(rnd() * 600_000)), error: null,
+      state: 'done', endTm: new Date(reqTm.getTime() + 60_000 + Math.floor(rnd() * 600_000)), error: null, apiBase: null,
     };
   }
 }

@@ -32,7 +32,7 @@ const STORED_AV: JsonSchema = {
     appId: { type: 'string' }, simNo: { type: 'string' }, chan: { type: 'integer' }, live: { type: 'boolean' },
     path: { type: 'string', description: 'Relative path in the store.' }, ext: { const: 'flv' },
     sz: { type: 'integer', description: 'Bytes.' },
-    url: { type: 'string', description: 'The file (`/strm/record/file/{path}`), same credentials as the API.' },
+    url: { type: 'string', description: 'The file (`/strm/record/file/{path}`) on the gateway node that recorded it, same credentials as the API.' },
     mediaTyp: { enum: ['av', 'a', 'v'] },
   },
 };
@@ -74,7 +74,7 @@ export function recorderApi(): ApiDescription {
       '/strm/record/file/{path}': {
         get: {
           operationId: 'downloadRecord', summary: 'A record\'s file', tags: ['recorder'], security: [{ basicAuth: [] }],
-          description: 'The FLV file of a record (its `url`), to its owner only; one byte range per request. Anything else answers 404 / -8.',
+          description: 'The FLV file of a record (its `url`), to its owner only; one byte range per request. A record another gateway node recorded and this one does not hold answers 307 to its `url` there (query kept). Anything else answers 404 / -8.',
           parameters: [
             { name: 'path', in: 'path', required: true, description: 'The record\'s path (slashes included).', schema: { type: 'string' } },
             { name: 'Range', in: 'header', required: false, description: 'One byte range, e.g. `bytes=0-1023`.', schema: { type: 'string' } },
@@ -82,6 +82,7 @@ export function recorderApi(): ApiDescription {
           responses: {
             200: { description: 'The file', content: { 'video/x-flv': { schema: { type: 'string', contentMediaType: 'video/x-flv' } } } },
             206: { description: 'The range', content: { 'video/x-flv': { schema: { type: 'string', contentMediaType: 'video/x-flv' } } } },
+            307: { description: 'The file is on the gateway node that recorded it: repeat the request (credentials, Range) at `Location`', headers: { Location: { schema: { type: 'string' } } } },
             401: error('errCode -9'),
             404: error('errCode -8: no such record of the caller'),
             416: { description: 'The range starts past the end' },

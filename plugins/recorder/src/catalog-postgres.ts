@@ -35,6 +35,8 @@ interface Row {
   state: string;
   end_tm: Date | null;
   error: string | null;
+  /** absent (undefined) only if the table lacked the column, which open() adds */
+  api_base?: string | null;
 }
 
 function fromRow(r: Row): StoredRecord {
@@ -52,7 +54,17 @@ function fromRow(r: Row): StoredRecord {
     state: r.state as RecordState,
     endTm: r.end_tm,
     error: r.error,
+    apiBase: r.api_base ?? null,
   };
+}
+
+/**
+ * Catalogs created before rows named their node (api_base) get the column here: nullable and without a default,
+ * so adding it rewrites nothing, and its old rows read as null (their url falls back to the querying node's
+ * apiBase). Gateways of the previous version keep working with the column there (they name their columns).
+ */
+function migrationSql(t: string): string {
+  return `ALTER TABLE ${t} ADD COLUMN IF NOT EXISTS api_base text`;
 }
 
 function schemaSql(t: string): string {
@@ -70,7 +82,8 @@ CREATE TABLE IF NOT EXISTS ${t} (
   media_typ text,
   state     text NOT NULL CHECK (state IN ('recording', 'done', 'failed')),
   end_tm    timestamptz,
-  error     text
+  error     text,
+  api_base  text
 );
 CREATE INDEX IF NOT EXISTS ${t}_app_tm ON ${t} (app_id, req_tm, req_id, state);
 CREATE INDEX IF NOT EXISTS ${t}_app_sim_tm ON ${t} (app_id, sim_no, req_tm, req_id, state);
@@ -97,7 +110,7 @@ export class PostgresRecordCatalog implements RecordCatalog {
     this.timeZone = timeZone;
   }
 
-  /** Connects, creates the table and indexes when missing, and returns the catalog. */
+  /** Connects, creates the table and indexes when missing (adds api_base to an older table), and returns the catalog. */
   static async open(opts: PostgresCatalogOptions): Promise<PostgresRecordCatalog> {
     assertTimeZone(opts.timeZone);
     const table = opts.table ?? 'stored_av';
@@ -113,6 +126,12 @@ export class PostgresRecordCatalog implements RecordCatalog {
         await client.query('BEGIN');
         await client.query('SELECT pg_advisory_xact_lock($1)', [SCHEMA_LOCK_KEY]);
         await client.query(schemaSql(table));
+        // Only when the column is missing: ALTER TABLE takes an exclusive lock on the table even when it has
+        // nothing to do, and every gateway of a fleet opens the catalog at each boot.
+        const col = await client.query(
+          `SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'api_base' AND NOT attisdropped`, [table],
+        );
+        if (col.rowCount === 0) await client.query(migrationSql(table));
         await client.query('COMMIT');
       } catch (err) {
         await client.query('ROLLBACK').catch(() => undefined);
@@ -137,9 +156,9 @@ export class PostgresRecordCatalog implements RecordCatalog {
     const r = startedRecord(rec, this.timeZone);
     try {
       await this.q(
-        `INSERT INTO ${this.t} (req_id, app_id, sim_no, chan, live, req_tm, path, ext, sz, media_typ, state, end_tm, error)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, NULL, NULL)`,
-        [r.reqId, r.appId, r.simNo, r.chan, r.live, r.reqTm, r.path, r.ext, r.sz, r.mediaTyp, r.state],
+        `INSERT INTO ${this.t} (req_id, app_id, sim_no, chan, live, req_tm, path, ext, sz, media_typ, state, end_tm, error, api_base)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, NULL, NULL, $12)`,
+        [r.reqId, r.appId, r.simNo, r.chan, r.live, r.reqTm, r.path, r.ext, r.sz, r.mediaTyp, r.state, r.apiBase],
       );
     } catch (err) {
       if ((err as { code?: string }).code === '23505') throw new DuplicateRecordError(r.reqId);

@@ -20,7 +20,8 @@ export interface SqliteCatalogOptions extends CatalogOptions {
   fileName?: string;
 }
 
-const SCHEMA_VERSION = 1;
+/** 1: the first layout; 2: api_base (the recording node's apiBase), added to version 1 files at open */
+const SCHEMA_VERSION = 2;
 
 // Times are integer milliseconds since the epoch, so ordering and range tests are plain integer compares.
 // `state` trails both query indexes so a state filter is answered from the index alone, and OFFSET skips
@@ -39,7 +40,8 @@ CREATE TABLE IF NOT EXISTS stored_av (
   media_typ TEXT,
   state     TEXT NOT NULL,
   end_tm    INTEGER,
-  error     TEXT
+  error     TEXT,
+  api_base  TEXT
 );
 CREATE INDEX IF NOT EXISTS stored_av_app_tm ON stored_av (app_id, req_tm, req_id, state);
 CREATE INDEX IF NOT EXISTS stored_av_app_sim_tm ON stored_av (app_id, sim_no, req_tm, req_id, state);
@@ -61,6 +63,7 @@ interface Row {
   state: string;
   end_tm: number | null;
   error: string | null;
+  api_base: string | null;
 }
 
 function fromRow(r: Row): StoredRecord {
@@ -78,6 +81,7 @@ function fromRow(r: Row): StoredRecord {
     state: r.state as RecordState,
     endTm: r.end_tm === null ? null : new Date(r.end_tm),
     error: r.error,
+    apiBase: r.api_base ?? null,
   };
 }
 
@@ -114,6 +118,14 @@ export class SqliteRecordCatalog implements RecordCatalog {
         throw new Error(`catalog ${this.file} has schema version ${version}, newer than this gateway's ${SCHEMA_VERSION}`);
       }
       this.db.exec(SCHEMA);
+      // A version 1 file has the table without api_base: the column is added (nullable, so its old rows read as
+      // null and list with the querying gateway's apiBase). Checked again inside an immediate transaction, as
+      // several workers may open the file at once.
+      if (!this.hasColumn('api_base')) {
+        this.db.transaction(() => {
+          if (!this.hasColumn('api_base')) this.db.exec('ALTER TABLE stored_av ADD COLUMN api_base TEXT');
+        }).immediate();
+      }
       // Only when it changes: on a full disk an existing catalog must still open, and this would be a write.
       if (version !== SCHEMA_VERSION) this.db.pragma(`user_version = ${SCHEMA_VERSION}`);
     } catch (err) {
@@ -121,13 +133,17 @@ export class SqliteRecordCatalog implements RecordCatalog {
       throw err;
     }
     this.stmts = {
-      insert: this.db.prepare(`INSERT INTO stored_av (req_id, app_id, sim_no, chan, live, req_tm, path, ext, sz, media_typ, state, end_tm, error)
-        VALUES (@req_id, @app_id, @sim_no, @chan, @live, @req_tm, @path, @ext, @sz, @media_typ, @state, @end_tm, @error)`),
+      insert: this.db.prepare(`INSERT INTO stored_av (req_id, app_id, sim_no, chan, live, req_tm, path, ext, sz, media_typ, state, end_tm, error, api_base)
+        VALUES (@req_id, @app_id, @sim_no, @chan, @live, @req_tm, @path, @ext, @sz, @media_typ, @state, @end_tm, @error, @api_base)`),
       byReqId: this.db.prepare('SELECT * FROM stored_av WHERE req_id = ? AND app_id = ?'),
       unfinished: this.db.prepare(`SELECT * FROM stored_av WHERE state = 'recording' ORDER BY req_tm, req_id`),
       oldest: this.db.prepare(`SELECT * FROM stored_av WHERE state <> 'recording' ORDER BY req_tm, req_id LIMIT ?`),
       total: this.db.prepare('SELECT COALESCE(SUM(sz), 0) AS total FROM stored_av'),
     };
+  }
+
+  private hasColumn(name: string): boolean {
+    return (this.db.pragma('table_info(stored_av)') as Array<{ name: string }>).some((c) => c.name === name);
   }
 
   private live(): Database.Database {
@@ -142,7 +158,7 @@ export class SqliteRecordCatalog implements RecordCatalog {
       this.stmts.insert.run({
         req_id: r.reqId, app_id: r.appId, sim_no: r.simNo, chan: r.chan, live: r.live ? 1 : 0,
         req_tm: r.reqTm.getTime(), path: r.path, ext: r.ext, sz: r.sz, media_typ: r.mediaTyp,
-        state: r.state, end_tm: null, error: null,
+        state: r.state, end_tm: null, error: null, api_base: r.apiBase,
       });
     } catch (err) {
       if ((err as { code?: string }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY') throw new DuplicateRecordError(r.reqId);
@@ -163,7 +179,7 @@ export class SqliteRecordCatalog implements RecordCatalog {
         this.stmts.insert.run({
           req_id: r.reqId, app_id: r.appId, sim_no: r.simNo, chan: r.chan, live: r.live ? 1 : 0,
           req_tm: r.reqTm.getTime(), path: r.path, ext: r.ext, sz: r.sz, media_typ: r.mediaTyp,
-          state: r.state, end_tm: r.endTm === null ? null : r.endTm.getTime(), error: r.error,
+          state: r.state, end_tm: r.endTm === null ? null : r.endTm.getTime(), error: r.error, api_base: r.apiBase ?? null,
         });
         n++;
       }

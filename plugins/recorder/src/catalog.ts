@@ -28,6 +28,11 @@ export interface StoredRecord {
   state: RecordState;
   endTm: Date | null;
   error: string | null;
+  /**
+   * The apiBase of the gateway node that recorded the file (its file url is `{apiBase}/strm/record/file/{path}`,
+   * and only that node's store holds it); null for rows catalogued before the column existed.
+   */
+  apiBase: string | null;
 }
 
 /** What the recorder knows when a recording begins. */
@@ -39,6 +44,8 @@ export interface RecordStart {
   live: boolean;
   reqTm: Date;
   mediaTyp?: MediaTyp | null;
+  /** the recording node's apiBase (ctx.site.apiBase), stored with the row; a trailing slash is dropped */
+  apiBase?: string | null;
 }
 
 /** Fields the recorder changes as the file grows and when it ends; absent fields stay as they are. */
@@ -97,6 +104,9 @@ export interface CatalogOptions {
 /** decisions.md: 8..40 of these for client ids, 22 for generated ones; wider here only in length. */
 const REQ_ID_PATTERN = /^[A-Za-z0-9_\-$.~]{1,64}$/;
 
+/** gateway.apiBase is free text in the kernel's config: only what cannot be a URL prefix is refused */
+const API_BASE_PATTERN = /^[^\x00-\x20\x7f]{1,2048}$/;
+
 function checkRecordStart(rec: RecordStart): void {
   // reqId and simNo become file and directory names, so anything outside the open call's charsets is
   // refused here rather than trusted.
@@ -107,6 +117,12 @@ function checkRecordStart(rec: RecordStart): void {
   if (typeof rec.live !== 'boolean') throw new TypeError('record live must be a boolean');
   if (!(rec.reqTm instanceof Date) || Number.isNaN(rec.reqTm.getTime())) throw new TypeError('record reqTm must be a valid Date');
   if (rec.mediaTyp != null && !MEDIA_TYPS.includes(rec.mediaTyp)) throw new TypeError(`record mediaTyp ${JSON.stringify(rec.mediaTyp)} is not av, a or v`);
+  if (rec.apiBase != null && (typeof rec.apiBase !== 'string' || !API_BASE_PATTERN.test(rec.apiBase))) throw new TypeError(`record apiBase ${JSON.stringify(rec.apiBase)} must be a non-empty string of at most 2048 printable characters`);
+}
+
+/** apiBase as stored and compared: without trailing slashes, as the kernel hands it to plugins. */
+export function normaliseApiBase(apiBase: string): string {
+  return apiBase.replace(/\/+$/, '');
 }
 
 export function checkRecordUpdate(patch: RecordUpdate): void {
@@ -152,6 +168,7 @@ export function startedRecord(rec: RecordStart, timeZone?: string): StoredRecord
     state: 'recording',
     endTm: null,
     error: null,
+    apiBase: rec.apiBase == null ? null : normaliseApiBase(rec.apiBase) || null,
   };
 }
 

@@ -1,22 +1,28 @@
 /**
  * GET/HEAD /strm/record/file/{path}: a record's FLV file for the application that owns it, with single byte
  * ranges for seeking. Anything else (bad path, another application's record, a file outside the store) is the
- * same 404, decided before the file system is asked about the requested name.
+ * same 404, decided before the file system is asked about the requested name. A record of the caller's that
+ * another gateway node recorded (its row names that node's apiBase) and that this node's store does not hold
+ * answers 307 to the same path on that node.
  */
 import * as fs from 'node:fs';
+import * as path from 'node:path';
 import type { ServerResponse } from 'node:http';
 import { pipeline } from 'node:stream';
 import { promisify } from 'node:util';
 import type { Logger } from 'pino';
 import { ErrCode, GatewayError, type RouteRequest } from '../../../plugin-sdk';
-import type { RecordCatalog } from './catalog';
+import { normaliseApiBase, type RecordCatalog, type StoredRecord } from './catalog';
 import { parseRange } from './range';
 import { decodeStoredPath, reqIdOfPath, resolveStoredFile } from './safe-path';
+import { storedRecordUrl } from './stored-av';
 
 export interface FileRouteOptions {
   /** undefined while the catalog cannot be opened (a degraded recorder): every download answers -3 then */
   catalog: () => RecordCatalog | undefined;
   storeRoot: string;
+  /** this node's apiBase: a row naming another one is redirected there when its file is not in this store */
+  apiBase: string;
   log: Logger;
   /** downloads in progress, for the metric */
   onStart?(): void;
@@ -29,6 +35,32 @@ const closeAsync = promisify(fs.close);
 
 const notFound = (): GatewayError => new GatewayError(ErrCode.RECORD_NOT_FOUND, 'Not found.');
 
+/** true when the store has nothing at all at the record's path (not a refused name: that stays a 404 here) */
+async function absent(storeRoot: string, rel: string): Promise<boolean> {
+  try {
+    await fs.promises.lstat(path.join(storeRoot, ...rel.split('/')));
+    return false;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return code === 'ENOENT' || code === 'ENOTDIR';
+  }
+}
+
+/**
+ * Where the record's file is, when another node recorded it: its url there, with the request's query string.
+ * undefined for rows of this node and rows from before rows named their node.
+ */
+function elsewhere(rec: StoredRecord, ownApiBase: string, rawUrl: string | undefined): string | undefined {
+  if (rec.apiBase === null || normaliseApiBase(rec.apiBase) === normaliseApiBase(ownApiBase)) return undefined;
+  const q = rawUrl?.indexOf('?') ?? -1;
+  return storedRecordUrl(rec, ownApiBase) + (q >= 0 ? rawUrl!.slice(q) : '');
+}
+
+function redirect(res: ServerResponse, location: string): void {
+  res.writeHead(307, { Location: location, 'Cache-Control': 'private, no-cache', 'Content-Length': 0 });
+  res.end();
+}
+
 export function recordFileHandler(opts: FileRouteOptions): (req: RouteRequest, res: ServerResponse) => Promise<void> {
   return async (req, res) => {
     const rel = decodeStoredPath(req.rest);
@@ -40,7 +72,15 @@ export function recordFileHandler(opts: FileRouteOptions): (req: RouteRequest, r
     // The owner check comes first, so a name that is not one of the caller's records never reaches the disk.
     if (!rec || rec.path !== rel) throw notFound();
     const real = await resolveStoredFile(opts.storeRoot, req.rest);
-    if (!real) throw notFound();
+    if (!real) {
+      // recorded by another node of the fleet (the catalog is shared, the stores are not): send the owner there
+      const there = elsewhere(rec, opts.apiBase, req.raw.url);
+      if (there !== undefined && await absent(opts.storeRoot, rel)) {
+        redirect(res, there);
+        return;
+      }
+      throw notFound();
+    }
     // A plain descriptor rather than a FileHandle: nothing but this code closes it, so a leak would show.
     let fd: number;
     try {

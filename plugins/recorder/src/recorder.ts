@@ -279,6 +279,8 @@ export async function startRecorder(ctx: PluginContext<RecorderConfig>, store: R
     try {
       rec = new Recording(recCtx, {
         reqId: r.reqId, appId: r.appId, simNo: r.params.normSim, chan: r.params.chanId, live: r.params.typ === 'live', reqTm: r.openedAt,
+        // the row names this node: its url points here from any node sharing the catalog
+        apiBase: ctx.site.apiBase,
       });
     } catch (err) {
       ctx.log.error({ reqId: r.reqId, err: (err as Error).message }, 'request cannot be recorded');
@@ -340,7 +342,7 @@ export async function startRecorder(ctx: PluginContext<RecorderConfig>, store: R
   }, { auth: 'api' });
 
   ctx.routes.raw('GET', '/strm/record/file/*', recordFileHandler({
-    catalog: () => catalog, storeRoot, log: ctx.log,
+    catalog: () => catalog, storeRoot, log: ctx.log, apiBase: ctx.site.apiBase,
     onStart: () => { downloads++; },
     onEnd: () => { downloads--; },
   }), { auth: 'api' });

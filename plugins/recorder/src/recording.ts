@@ -11,7 +11,7 @@ import { FlvMuxer } from '../../../plugin-sdk/formats/flv-muxer';
 import { startedRecord, type MediaTyp, type RecordCatalog, type RecordStart, type RecordUpdate, type StoredRecord } from './catalog';
 import { FlvFileWriter } from './flv-file-writer';
 import { describeError as describe, isNoSpace, publicError } from './storage-errors';
-import { recordFileUrl } from './stored-av';
+import { storedRecordUrl } from './stored-av';
 
 /** What a recording needs from the plugin around it. */
 export interface RecordingContext {
@@ -139,11 +139,14 @@ export class Recording {
     else this.sub = sub;
   }
 
-  /** The file's url for the closed notice: only when something was recorded into a file that exists. */
-  noticeUrl(apiBase: string): string | undefined {
+  /**
+   * The file's url for the closed notice, as GET /strm/record lists it (on the node named by the row's apiBase):
+   * only when something was recorded into a file that exists.
+   */
+  noticeUrl(fallbackApiBase: string): string | undefined {
     if (this.base === undefined) return undefined;
     if (this.failure !== undefined && !this.writer) return undefined;
-    return recordFileUrl(apiBase, this.row.path);
+    return storedRecordUrl(this.row, fallbackApiBase);
   }
 
   /** why the recording stopped early, when it did, as an application may be told */

@@ -34,6 +34,15 @@ export function recordFileUrl(apiBase: string, relPath: string): string {
   return `${apiBase.replace(/\/+$/, '')}/strm/record/file/${encodePath(relPath)}`;
 }
 
+/**
+ * The record's url: on the node that recorded it (the row's apiBase), whichever node is asked; a row catalogued
+ * before rows named their node uses `fallbackApiBase`, the asking node's.
+ */
+export function storedRecordUrl(rec: Pick<StoredRecord, 'apiBase' | 'path'>, fallbackApiBase: string): string {
+  return recordFileUrl(rec.apiBase ?? fallbackApiBase, rec.path);
+}
+
+/** `apiBase`: the querying node's, for rows that do not name the node that recorded them. */
 export function toStoredAv(rec: StoredRecord, apiBase: string, opts: StoredAvOptions = {}): StoredAv {
   // Field order follows the spec's table, which is what clients that print the JSON see.
   const av: StoredAv = {
@@ -46,7 +55,7 @@ export function toStoredAv(rec: StoredRecord, apiBase: string, opts: StoredAvOpt
     path: rec.path,
     ext: rec.ext,
     sz: rec.sz,
-    url: recordFileUrl(apiBase, rec.path),
+    url: storedRecordUrl(rec, apiBase),
   };
   if (rec.mediaTyp !== null) av.mediaTyp = rec.mediaTyp;
   return av;

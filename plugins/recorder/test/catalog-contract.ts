@@ -56,10 +56,11 @@ export function catalogContract(name: string, harness: CatalogHarness): void {
       const c = await open({ timeZone: 'Asia/Shanghai' });
       // 16:30 UTC on 30 April is 00:30 on 1 May in UTC+8: the path must use the server zone's month.
       const reqTm = new Date('2024-04-30T16:30:00.123Z');
-      const r = await c.insertStart(start({ reqId: 'req-0001', simNo: '013800001111', chan: 3, live: false, reqTm, mediaTyp: 'v' }));
+      const r = await c.insertStart(start({ reqId: 'req-0001', simNo: '013800001111', chan: 3, live: false, reqTm, mediaTyp: 'v', apiBase: 'http://node-b.example:7080' }));
       const expected: StoredRecord = {
         reqId: 'req-0001', appId: 'appA', simNo: '13800001111', chan: 3, live: false, reqTm,
         path: '2024/05/13800001111/req-0001.flv', ext: 'flv', sz: 0, mediaTyp: 'v', state: 'recording', endTm: null, error: null,
+        apiBase: 'http://node-b.example:7080',
       };
       assert.deepEqual(r, expected);
       assert.deepEqual(await c.getByReqId('appA', 'req-0001'), expected);
@@ -68,6 +69,20 @@ export function catalogContract(name: string, harness: CatalogHarness): void {
       const r2 = await utc.insertStart(start({ reqId: 'req-0002', reqTm }));
       assert.equal(r2.path, '2024/04/13800001111/req-0002.flv');
       assert.equal((await utc.getByReqId('appA', 'req-0002'))!.mediaTyp, null);
+    });
+
+    it('keeps the recording node\'s apiBase with the row (trailing slash dropped), through updates and queries', async () => {
+      const c = await open({ timeZone: 'UTC' });
+      await c.insertStart(start({ reqId: 'node-0001', apiBase: 'https://gw-b.example/api/' }));
+      await c.insertStart(start({ reqId: 'node-0002', reqTm: new Date(T0 + MIN) }));
+      await c.update('node-0001', { sz: 10, state: 'done', endTm: new Date(T0 + MIN) });
+      assert.equal((await c.getByReqId('appA', 'node-0001'))!.apiBase, 'https://gw-b.example/api');
+      assert.equal((await c.getByReqId('appA', 'node-0002'))!.apiBase, null, 'no apiBase given: null');
+      const rows = await c.queryRange({ appId: 'appA', start: new Date(T0), end: new Date(T0 + 10 * MIN), page: 1, limit: 10 });
+      assert.deepEqual(rows.map((r) => [r.reqId, r.apiBase]), [['node-0001', 'https://gw-b.example/api'], ['node-0002', null]]);
+      assert.deepEqual((await c.oldest(5)).map((r) => r.apiBase), ['https://gw-b.example/api']);
+      assert.deepEqual((await c.listUnfinished()).map((r) => r.apiBase), [null]);
+      await assert.rejects(c.insertStart(start({ reqId: 'node-0003', apiBase: 'http://a b' })), TypeError);
     });
 
     it('insertStart refuses a duplicate reqId and ids that could escape the store', async () => {

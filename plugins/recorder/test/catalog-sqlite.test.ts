@@ -5,6 +5,7 @@ import Database from 'better-sqlite3';
 import { scratchDir } from '../../../test/support/paths';
 import { openSqliteCatalog } from '../src/catalog-sqlite';
 import { catalogContract } from './catalog-contract';
+import { SQLITE_V1_SCHEMA } from './v1-schema';
 
 let dir = '';
 
@@ -53,6 +54,35 @@ describe('SQLite catalog (file specifics)', () => {
       assert.match(bySim, /USING COVERING INDEX stored_av_app_sim_tm/);
       // Ordered by the index itself: a sort step would read every matching row before OFFSET.
       assert.doesNotMatch(byApp + bySim, /TEMP B-TREE/);
+    } finally {
+      db.close();
+    }
+  });
+
+  it('adds api_base to a version 1 file (the previous layout): old rows read as null, new rows keep theirs', async () => {
+    const file = path.join(d, 'records.sqlite');
+    const v1 = new Database(file);
+    v1.exec(SQLITE_V1_SCHEMA);
+    v1.pragma('user_version = 1');
+    v1.prepare(`INSERT INTO stored_av (req_id, app_id, sim_no, chan, live, req_tm, path, ext, sz, media_typ, state, end_tm, error)
+      VALUES ('old-00001', 'appA', '13800001111', 1, 1, ?, '2024/05/13800001111/old-00001.flv', 'flv', 123, 'v', 'done', ?, NULL)`)
+      .run(Date.parse('2024-05-01T00:00:00Z'), Date.parse('2024-05-01T00:01:00Z'));
+    v1.close();
+
+    const c = openSqliteCatalog({ dir: d, timeZone: 'UTC' });
+    const old = (await c.getByReqId('appA', 'old-00001'))!;
+    assert.equal(old.apiBase, null);
+    assert.equal(old.sz, 123);
+    await c.insertStart({ reqId: 'new-00001', appId: 'appA', simNo: '13800001111', chan: 1, live: true, reqTm: new Date(), apiBase: 'http://node-b:7080' });
+    assert.equal((await c.getByReqId('appA', 'new-00001'))!.apiBase, 'http://node-b:7080');
+    await c.close();
+    // opening it again changes nothing
+    await (openSqliteCatalog({ dir: d })).close();
+    const db = new Database(file, { readonly: true });
+    try {
+      assert.equal(db.pragma('user_version', { simple: true }), 2);
+      const cols = (db.pragma('table_info(stored_av)') as Array<{ name: string; notnull: number; dflt_value: unknown }>);
+      assert.deepEqual(cols.filter((x) => x.name === 'api_base').map((x) => [x.notnull, x.dflt_value]), [[0, null]]);
     } finally {
       db.close();
     }

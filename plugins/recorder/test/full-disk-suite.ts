@@ -270,7 +270,9 @@ export function fullDiskSuite(backend: CatalogBackend): void {
       await waitFor(async () => (await metric(gw, 'gw_recorder_degraded')) === 0, 'the recorder to be ready', 15_000);
       const [av] = (await gw.api('GET', `/strm/record?reqId=${recordedBefore}`, undefined, A)).json.data;
       assert.ok(av, 'the record made before the restart is listed');
-      const dl = await fetch(av.url, { headers: { authorization: 'Basic ' + Buffer.from(A).toString('base64') } });
+      // the row names the node as it was when it recorded (apiBase with the port the test gateway had before the
+      // restart; a real node keeps its address): its path on the restarted gateway
+      const dl = await fetch(gw.baseUrl + new URL(av.url).pathname, { headers: { authorization: 'Basic ' + Buffer.from(A).toString('base64') } });
       assert.equal(dl.status, 200);
       assert.equal((await dl.arrayBuffer()).byteLength, av.sz);
     });

@@ -6,7 +6,7 @@ const rec = (over: Partial<StoredRecord> = {}): StoredRecord => ({
   reqId: 'H2ssGFUHHchafxX2x1Bniw', appId: 'demo', simNo: '13800001111', chan: 2, live: true,
   reqTm: new Date('2024-04-30T16:30:05.678Z'), path: '2024/05/13800001111/H2ssGFUHHchafxX2x1Bniw.flv',
   ext: 'flv', sz: 5_000_000_123, mediaTyp: 'av', state: 'done', endTm: new Date('2024-04-30T17:00:00Z'), error: null,
-  ...over,
+  apiBase: null, ...over,
 });
 
 describe('StoredAv JSON', () => {
@@ -48,6 +48,13 @@ describe('StoredAv JSON', () => {
     const av = toStoredAv(r, 'http://h');
     assert.match(av.reqTm, /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}[+-]\d{2}:\d{2}$/);
     assert.equal(Date.parse(av.reqTm), Math.floor(r.reqTm.getTime() / 1000) * 1000);
+  });
+
+  it('the url names the node that recorded the row; a row without one takes the given (querying node\'s) apiBase', () => {
+    assert.equal(toStoredAv(rec({ apiBase: 'http://node-b:7080' }), 'http://node-c:7080').url,
+      'http://node-b:7080/strm/record/file/2024/05/13800001111/H2ssGFUHHchafxX2x1Bniw.flv');
+    assert.equal(toStoredAv(rec({ apiBase: null }), 'http://node-c:7080').url,
+      'http://node-c:7080/strm/record/file/2024/05/13800001111/H2ssGFUHHchafxX2x1Bniw.flv');
   });
 
   it('builds url from the API base without doubling slashes', () => {
