@@ -87,6 +87,8 @@ export class RedisDirectory implements Directory {
   private readonly held = new Map<string, ChannelRef>();
   /** requests this process reserved (put back after Redis lost them) */
   private readonly mine = new Map<string, RequestEntry>();
+  /** requests this process forgot while Redis was unreachable (or the call failed), by appId + reqId: removed by restore() */
+  private readonly unforgotten = new Map<string, { appId: string; reqId: string; nodeId: string }>();
   private beatTimer: NodeJS.Timeout | undefined;
   private viewTimer: NodeJS.Timeout | undefined;
   private pending = new Set<Promise<unknown>>();
@@ -281,6 +283,8 @@ export class RedisDirectory implements Directory {
       if (gone.length) await this.client.hdel(count, ...gone);
     }
     if (keepEpoch === undefined) await this.client.srem(keys.nodes, nodeId);
+    // done: a later loss of the same node (restarted, then lost again) is reaped at once, not after the lock's time
+    await this.client.del(lock);
     for (const [epoch, requests] of byEpoch) {
       this.log.warn({ node: nodeId, epoch, requests: requests.length }, keepEpoch === undefined ? 'fleet node lost: sending its requests\' closed notices' : 'requests of this node\'s last run: sending their closed notices');
       for (const cb of this.lost) cb({ nodeId, epoch, requests });
@@ -336,6 +340,7 @@ export class RedisDirectory implements Directory {
       return 'cap';
     }
     this.mine.set(e.reqId, e);
+    this.unforgotten.delete(`${e.appId}\n${e.reqId}`);
     return 'ok';
   }
 
@@ -343,11 +348,19 @@ export class RedisDirectory implements Directory {
     const e = this.mine.get(reqId);
     this.mine.delete(reqId);
     const nodeId = e?.nodeId ?? this.me.nodeId;
-    if (!this.up) return;
+    const left = { appId, reqId, nodeId };
+    // not applied now: the entry and its id would stay taken for good if Redis kept them; restore() removes them
+    if (!this.up) {
+      this.unforgotten.set(`${appId}\n${reqId}`, left);
+      return;
+    }
     this.track((async () => {
       await this.s.gwForget(keys.count(appId), keys.entry(appId, reqId), keys.set(appId, nodeId), reqId);
       await this.dropRid(reqId, appId);
-    })());
+    })().catch((err: Error) => {
+      this.unforgotten.set(`${appId}\n${reqId}`, left);
+      throw err;
+    }));
   }
 
   touch(appId: string, reqIds: string[], keepDeadline: number): void {
@@ -391,9 +404,26 @@ export class RedisDirectory implements Directory {
   private async restore(): Promise<void> {
     if (this.apps.length) await this.client.sadd(keys.apps, ...this.apps);
     await this.beat();
+    // requests that ended while Redis could not be told (it may have kept them): gone now, unless another node took
+    // the id meanwhile (after a restart that lost it)
+    for (const [k, f] of [...this.unforgotten]) {
+      const [cur] = await this.entries(f.appId, [f.reqId]);
+      if (cur?.nodeId === f.nodeId) {
+        await this.s.gwForget(keys.count(f.appId), keys.entry(f.appId, f.reqId), keys.set(f.appId, f.nodeId), f.reqId);
+        await this.dropRid(f.reqId, f.appId);
+      }
+      this.unforgotten.delete(k);
+    }
     const perApp = new Map<string, number>();
     for (const e of this.mine.values()) {
-      await this.client.set(keys.rid(e.reqId), e.appId, 'NX');
+      const was = await this.client.set(keys.rid(e.reqId), e.appId, 'NX', 'GET');
+      const cur = was === null || was === e.appId ? JSON.parse(await this.client.hget(keys.entry(e.appId, e.reqId), 'e') ?? 'null') as RequestEntry | null : null;
+      const other = was !== null && was !== e.appId ? `application ${was}` : cur && cur.nodeId !== this.me.nodeId ? `node ${cur.nodeId}` : undefined;
+      if (other !== undefined) {
+        // reserved elsewhere while this process could not say it held it (Redis lost it): the other holder keeps it
+        this.log.error({ reqId: e.reqId, appId: e.appId, heldBy: other }, 'a request of this process was taken by another while the directory was away: left to it');
+        continue;
+      }
       await this.client.hset(keys.entry(e.appId, e.reqId), 'e', JSON.stringify(e), 'k', e.keepDeadline);
       await this.client.sadd(keys.set(e.appId, e.nodeId), e.reqId);
       perApp.set(e.appId, (perApp.get(e.appId) ?? 0) + 1);
