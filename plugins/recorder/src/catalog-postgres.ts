@@ -4,8 +4,8 @@
  */
 import { Pool, type PoolConfig } from 'pg';
 import {
-  appFilterExcludesAll, checkRangeQuery, checkRecordUpdate, DuplicateRecordError, startedRecord,
-  type CatalogOptions, type MediaTyp, type RangeQuery, type RecordCatalog, type RecordStart,
+  appFilterExcludesAll, checkClaim, checkLimit, checkRangeQuery, checkRecordUpdate, DuplicateRecordError, normaliseApiBase, startedRecord,
+  type CatalogOptions, type MediaTyp, type NodeScope, type RangeQuery, type RecordCatalog, type RecordStart,
   type RecordState, type RecordUpdate, type StoredRecord,
 } from './catalog';
 import { normaliseSimNo } from './sim-no';
@@ -211,20 +211,41 @@ export class PostgresRecordCatalog implements RecordCatalog {
     return rows.map(fromRow);
   }
 
-  async listUnfinished(): Promise<StoredRecord[]> {
-    const { rows } = await this.q(`SELECT * FROM ${this.t} WHERE state = 'recording' ORDER BY req_tm, req_id`);
+  async listUnfinished(node?: NodeScope): Promise<StoredRecord[]> {
+    const { rows } = node
+      ? await this.q(`SELECT * FROM ${this.t} WHERE state = 'recording' AND (api_base = $1 OR api_base IS NULL) ORDER BY req_tm, req_id`, [normaliseApiBase(node.apiBase)])
+      : await this.q(`SELECT * FROM ${this.t} WHERE state = 'recording' ORDER BY req_tm, req_id`);
     return rows.map(fromRow);
   }
 
-  async oldest(n: number): Promise<StoredRecord[]> {
-    if (!Number.isSafeInteger(n) || n < 0) throw new RangeError(`oldest(n): n ${n} must be a non-negative integer`);
-    const { rows } = await this.q(`SELECT * FROM ${this.t} WHERE state <> 'recording' ORDER BY req_tm, req_id LIMIT $1`, [n]);
+  async oldest(n: number, node?: NodeScope): Promise<StoredRecord[]> {
+    checkLimit('oldest', n);
+    const { rows } = node
+      ? await this.q(`SELECT * FROM ${this.t} WHERE state <> 'recording' AND api_base = $2 ORDER BY req_tm, req_id LIMIT $1`, [n, normaliseApiBase(node.apiBase)])
+      : await this.q(`SELECT * FROM ${this.t} WHERE state <> 'recording' ORDER BY req_tm, req_id LIMIT $1`, [n]);
     return rows.map(fromRow);
   }
 
-  async totalBytes(): Promise<number> {
-    const { rows } = await this.q(`SELECT COALESCE(SUM(sz), 0)::text AS total FROM ${this.t}`);
+  async totalBytes(node?: NodeScope): Promise<number> {
+    const { rows } = node
+      ? await this.q(`SELECT COALESCE(SUM(sz), 0)::text AS total FROM ${this.t} WHERE api_base = $1`, [normaliseApiBase(node.apiBase)])
+      : await this.q(`SELECT COALESCE(SUM(sz), 0)::text AS total FROM ${this.t}`);
     return Number((rows[0] as unknown as { total: string }).total);
+  }
+
+  async listUnnamed(after: string | null, n: number): Promise<StoredRecord[]> {
+    checkLimit('listUnnamed', n);
+    // walks the primary key (C collation: bytewise, as SQLite's) from `after`, so paging through them all reads the table once
+    const { rows } = after === null
+      ? await this.q(`SELECT * FROM ${this.t} WHERE api_base IS NULL ORDER BY req_id LIMIT $1`, [n])
+      : await this.q(`SELECT * FROM ${this.t} WHERE api_base IS NULL AND req_id > $2 ORDER BY req_id LIMIT $1`, [n, after]);
+    return rows.map(fromRow);
+  }
+
+  async claim(reqIds: readonly string[], apiBase: string): Promise<number> {
+    const base = checkClaim(apiBase);
+    if (reqIds.length === 0) return 0;
+    return (await this.q(`UPDATE ${this.t} SET api_base = $1 WHERE req_id = ANY($2::text[]) AND api_base IS NULL`, [base, reqIds])).rowCount;
   }
 
   async delete(reqIds: readonly string[]): Promise<number> {

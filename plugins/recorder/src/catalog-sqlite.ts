@@ -6,8 +6,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Database from 'better-sqlite3';
 import {
-  appFilterExcludesAll, checkRangeQuery, DuplicateRecordError, checkRecordUpdate, startedRecord,
-  type CatalogOptions, type MediaTyp, type RangeQuery, type RecordCatalog, type RecordStart,
+  appFilterExcludesAll, checkClaim, checkLimit, checkRangeQuery, DuplicateRecordError, checkRecordUpdate, normaliseApiBase, startedRecord,
+  type CatalogOptions, type MediaTyp, type NodeScope, type RangeQuery, type RecordCatalog, type RecordStart,
   type RecordState, type RecordUpdate, type StoredRecord,
 } from './catalog';
 import { normaliseSimNo } from './sim-no';
@@ -98,6 +98,11 @@ export class SqliteRecordCatalog implements RecordCatalog {
     unfinished: Database.Statement;
     oldest: Database.Statement;
     total: Database.Statement;
+    nodeUnfinished: Database.Statement;
+    nodeOldest: Database.Statement;
+    nodeTotal: Database.Statement;
+    unnamedFirst: Database.Statement;
+    unnamedAfter: Database.Statement;
   };
   private readonly rangeStmts = new Map<string, Database.Statement>();
   private closed = false;
@@ -139,6 +144,12 @@ export class SqliteRecordCatalog implements RecordCatalog {
       unfinished: this.db.prepare(`SELECT * FROM stored_av WHERE state = 'recording' ORDER BY req_tm, req_id`),
       oldest: this.db.prepare(`SELECT * FROM stored_av WHERE state <> 'recording' ORDER BY req_tm, req_id LIMIT ?`),
       total: this.db.prepare('SELECT COALESCE(SUM(sz), 0) AS total FROM stored_av'),
+      // one node's rows (NodeScope in catalog.ts): the same as above, narrowed by api_base
+      nodeUnfinished: this.db.prepare(`SELECT * FROM stored_av WHERE state = 'recording' AND (api_base = ? OR api_base IS NULL) ORDER BY req_tm, req_id`),
+      nodeOldest: this.db.prepare(`SELECT * FROM stored_av WHERE state <> 'recording' AND api_base = ? ORDER BY req_tm, req_id LIMIT ?`),
+      nodeTotal: this.db.prepare('SELECT COALESCE(SUM(sz), 0) AS total FROM stored_av WHERE api_base = ?'),
+      unnamedFirst: this.db.prepare('SELECT * FROM stored_av WHERE api_base IS NULL ORDER BY req_id LIMIT ?'),
+      unnamedAfter: this.db.prepare('SELECT * FROM stored_av WHERE api_base IS NULL AND req_id > ? ORDER BY req_id LIMIT ?'),
     };
   }
 
@@ -241,20 +252,43 @@ export class SqliteRecordCatalog implements RecordCatalog {
     return rows.map(fromRow);
   }
 
-  async listUnfinished(): Promise<StoredRecord[]> {
+  async listUnfinished(node?: NodeScope): Promise<StoredRecord[]> {
     this.live();
-    return (this.stmts.unfinished.all() as Row[]).map(fromRow);
+    const rows = node ? this.stmts.nodeUnfinished.all(normaliseApiBase(node.apiBase)) : this.stmts.unfinished.all();
+    return (rows as Row[]).map(fromRow);
   }
 
-  async oldest(n: number): Promise<StoredRecord[]> {
-    if (!Number.isSafeInteger(n) || n < 0) throw new RangeError(`oldest(n): n ${n} must be a non-negative integer`);
+  async oldest(n: number, node?: NodeScope): Promise<StoredRecord[]> {
+    checkLimit('oldest', n);
     this.live();
-    return (this.stmts.oldest.all(n) as Row[]).map(fromRow);
+    const rows = node ? this.stmts.nodeOldest.all(normaliseApiBase(node.apiBase), n) : this.stmts.oldest.all(n);
+    return (rows as Row[]).map(fromRow);
   }
 
-  async totalBytes(): Promise<number> {
+  async totalBytes(node?: NodeScope): Promise<number> {
     this.live();
-    return (this.stmts.total.get() as { total: number }).total;
+    const row = node ? this.stmts.nodeTotal.get(normaliseApiBase(node.apiBase)) : this.stmts.total.get();
+    return (row as { total: number }).total;
+  }
+
+  async listUnnamed(after: string | null, n: number): Promise<StoredRecord[]> {
+    checkLimit('listUnnamed', n);
+    this.live();
+    const rows = after === null ? this.stmts.unnamedFirst.all(n) : this.stmts.unnamedAfter.all(after, n);
+    return (rows as Row[]).map(fromRow);
+  }
+
+  async claim(reqIds: readonly string[], apiBase: string): Promise<number> {
+    const base = checkClaim(apiBase);
+    const db = this.live();
+    let named = 0;
+    db.transaction(() => {
+      for (let i = 0; i < reqIds.length; i += DELETE_CHUNK) {
+        const chunk = reqIds.slice(i, i + DELETE_CHUNK);
+        named += db.prepare(`UPDATE stored_av SET api_base = ? WHERE api_base IS NULL AND req_id IN (${chunk.map(() => '?').join(', ')})`).run(base, ...chunk).changes;
+      }
+    })();
+    return named;
   }
 
   async delete(reqIds: readonly string[]): Promise<number> {

@@ -85,15 +85,44 @@ export interface RecordCatalog {
   getByReqId(appId: string, reqId: string): Promise<StoredRecord | null>;
   /** Ordered by reqTm ascending, then reqId; OFFSET paging. */
   queryRange(q: RangeQuery): Promise<StoredRecord[]>;
-  /** Rows still in state 'recording' (after a crash: files to finish or mark failed), oldest first. */
-  listUnfinished(): Promise<StoredRecord[]>;
-  /** The n oldest rows that are not recording (retention candidates), reqTm then reqId ascending. */
-  oldest(n: number): Promise<StoredRecord[]>;
-  /** Sum of sz over every row, recordings in progress included (they occupy the disk too). */
-  totalBytes(): Promise<number>;
+  /**
+   * Rows still in state 'recording' (after a crash: files to finish or mark failed), oldest first. With a node:
+   * only rows naming that node, and rows naming no node (see NodeScope).
+   */
+  listUnfinished(node?: NodeScope): Promise<StoredRecord[]>;
+  /**
+   * The n oldest rows that are not recording (retention candidates), reqTm then reqId ascending. With a node:
+   * only rows naming that node (rows naming no node are not counted: see NodeScope).
+   */
+  oldest(n: number, node?: NodeScope): Promise<StoredRecord[]>;
+  /**
+   * Sum of sz over every row, recordings in progress included (they occupy the disk too). With a node: over the
+   * rows naming that node only, as oldest().
+   */
+  totalBytes(node?: NodeScope): Promise<number>;
+  /** Up to n rows naming no node (api_base null), reqId ascending, after the reqId `after` (keyset paging). */
+  listUnnamed(after: string | null, n: number): Promise<StoredRecord[]>;
+  /**
+   * Names the node on rows that name none yet (a row already naming a node keeps it, so two nodes claiming at
+   * once cannot take it from each other); returns how many it named.
+   */
+  claim(reqIds: readonly string[], apiBase: string): Promise<number>;
   /** Removes the rows; returns how many existed. */
   delete(reqIds: readonly string[]): Promise<number>;
   close(): Promise<void>;
+}
+
+/**
+ * The rows one node of a fleet (nodes sharing a PostgreSQL catalog, each with its own store) treats in its recovery
+ * and retention passes: those naming its apiBase. Rows naming no node (catalogued before api_base existed) are
+ * listed by listUnfinished() too, for recovery to close when this node's store holds their file (and leave
+ * alone when it does not); oldest() and totalBytes() leave them out: a node claims (claim()) those whose file its
+ * store holds before its first pass, and the rest are on some other node, or on none. Without a scope every row
+ * is treated: a single node, whose store holds every file its catalog lists.
+ */
+export interface NodeScope {
+  /** this node's apiBase (ctx.site.apiBase); a trailing slash is dropped */
+  apiBase: string;
 }
 
 export interface CatalogOptions {
@@ -123,6 +152,18 @@ function checkRecordStart(rec: RecordStart): void {
 /** apiBase as stored and compared: without trailing slashes, as the kernel hands it to plugins. */
 export function normaliseApiBase(apiBase: string): string {
   return apiBase.replace(/\/+$/, '');
+}
+
+/** n of oldest() and listUnnamed(): a non-negative integer */
+export function checkLimit(method: string, n: number): void {
+  if (!Number.isSafeInteger(n) || n < 0) throw new RangeError(`${method}(n): n ${n} must be a non-negative integer`);
+}
+
+/** The apiBase claim() writes, normalised as insertStart's. */
+export function checkClaim(apiBase: string): string {
+  const base = typeof apiBase === 'string' ? normaliseApiBase(apiBase) : '';
+  if (!API_BASE_PATTERN.test(base)) throw new TypeError(`claim apiBase ${JSON.stringify(apiBase)} must be a non-empty string of at most 2048 printable characters`);
+  return base;
 }
 
 export function checkRecordUpdate(patch: RecordUpdate): void {

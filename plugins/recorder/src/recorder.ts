@@ -8,13 +8,13 @@ import {
   aacVia, ErrCode, GatewayError, invalidParam, mediaTypOf, type Cancel, type Notice, type OpenParams, type PluginContext,
   type PluginInstance, type StreamTyp, type SubscribeOptions,
 } from '../../../plugin-sdk';
-import type { RecordCatalog, StoredRecord } from './catalog';
+import type { NodeScope, RecordCatalog, StoredRecord } from './catalog';
 import type { RecorderConfig } from './config';
 import { recordFileHandler } from './file-route';
 import { parseRecordQuery } from './query-params';
 import { findRecords } from './record-query';
 import { Recording, type RecordingContext } from './recording';
-import { recoverUnfinished } from './recovery';
+import { claimUnnamed, recoverUnfinished } from './recovery';
 import { applyRetention, type RetentionPolicy } from './retention';
 import { codeOf, describeError, unavailableReason } from './storage-errors';
 import { toStoredAv } from './stored-av';
@@ -129,6 +129,12 @@ export async function startRecorder(ctx: PluginContext<RecorderConfig>, store: R
     ...(cfg.maxAgeDays > 0 ? { maxAgeDays: cfg.maxAgeDays } : {}),
     ...(cfg.maxTotalBytes > 0 ? { maxTotalBytes: cfg.maxTotalBytes } : {}),
   };
+  // A PostgreSQL catalog may be shared by a fleet of nodes that each keep their own store: this node's passes treat
+  // only its own rows (those naming its apiBase) and those naming no node whose file its store holds (claimed at
+  // the first pass). An SQLite catalog is this node's alone, and its store holds every file it lists, whatever
+  // apiBase its rows name (one that changed, say): its passes treat every row.
+  const node: NodeScope | undefined = cfg.postgresUrl ? { apiBase: ctx.site.apiBase } : undefined;
+  let claimed = !node;
   /** One pass; the bytes it freed on disk. */
   const pass = async (): Promise<number> => {
     const cat = catalog;
@@ -136,6 +142,12 @@ export async function startRecorder(ctx: PluginContext<RecorderConfig>, store: R
     let freed = 0;
     try {
       for (const rec of [...unsettled.values()]) if (await rec.settle()) unsettled.delete(rec.reqId);
+      if (!claimed) {
+        const c = await claimUnnamed(cat, storeRoot, node!);
+        for (const e of c.errors) ctx.log.error({ reqId: e.reqId, err: e.message }, 'could not look for the file of a row naming no node; will retry at the next pass');
+        claimed = c.errors.length === 0;
+        if (c.claimed || c.left) ctx.log.info({ claimed: c.claimed, left: c.left, apiBase: node!.apiBase }, 'rows naming no node (catalogued before api_base): those whose file is in this store now name this node');
+      }
       const rec = await recoverUnfinished(cat, storeRoot, {
         now: new Date(ctx.clock.now()),
         // other writers of the catalog: gateways sharing a PostgreSQL one, or this gateway's other workers (one
@@ -143,6 +155,7 @@ export async function startRecorder(ctx: PluginContext<RecorderConfig>, store: R
         quietMs: sharedCatalog ? cfg.orphanQuietSec * 1000 : 0,
         // a row whose final update is pending is ours: recovery would close it as 'done' from its file
         isActive: (id) => active.has(id) || unsettled.has(id),
+        node,
       });
       for (const r of rec.recovered) {
         m.recovered.inc({ state: r.state });
@@ -153,7 +166,7 @@ export async function startRecorder(ctx: PluginContext<RecorderConfig>, store: R
         let uncataloguedBytes = 0;
         for (const a of active.values()) uncataloguedBytes += a.uncataloguedBytes;
         for (const u of unsettled.values()) uncataloguedBytes += u.uncataloguedBytes;
-        const r = await applyRetention(cat, storeRoot, policy, { now: new Date(ctx.clock.now()), uncataloguedBytes });
+        const r = await applyRetention(cat, storeRoot, policy, { now: new Date(ctx.clock.now()), uncataloguedBytes, node });
         freed = r.freedBytes + (r.unlinkedBytes ?? 0);
         if (r.removed.length) {
           m.removed.inc(r.removed.length);

@@ -3,7 +3,7 @@
  * closed with what its file really holds: size up to the last complete tag, end time from the file's mtime.
  */
 import * as fs from 'node:fs';
-import type { MediaTyp, RecordCatalog, StoredRecord } from './catalog';
+import type { MediaTyp, NodeScope, RecordCatalog, StoredRecord } from './catalog';
 import { flvExtent } from './flv-tail';
 import { fileOf } from './retention';
 
@@ -17,6 +17,12 @@ export interface RecoveryOptions {
   quietMs: number;
   /** rows this gateway is recording right now */
   isActive(reqId: string): boolean;
+  /**
+   * A node of a fleet (a catalog shared by nodes that each keep their own store): only rows naming this node, and
+   * rows naming none, are looked at; of the latter, one whose file is not in this store is left as it is (it may
+   * be on another node), never removed. Absent: every row (one node's catalog).
+   */
+  node?: NodeScope;
 }
 
 export interface RecoveredRow {
@@ -54,6 +60,8 @@ async function recoverOne(catalog: RecordCatalog, storeRoot: string, rec: Stored
     }
   }
   if (!file || !st || !st.isFile()) {
+    // A row from before rows named their node, in a fleet: its file may be in another node's store.
+    if (opts.node && rec.apiBase === null) return null;
     // Shared catalog: another gateway may have opened this request a moment ago and not written its file yet.
     if (opts.quietMs > 0 && opts.now.getTime() - rec.reqTm.getTime() < opts.quietMs) return null;
     // A request that ends before any media leaves no record; one cut short before any media must not either,
@@ -63,6 +71,8 @@ async function recoverOne(catalog: RecordCatalog, storeRoot: string, rec: Stored
   }
   // mtimes are wall-clock time, whatever clock the gateway runs on
   if (opts.quietMs > 0 && Date.now() - st.mtimeMs < opts.quietMs) return null;
+  // the file is here: a row naming no node becomes this node's (its retention then counts it)
+  if (opts.node && rec.apiBase === null) await catalog.claim([rec.reqId], opts.node.apiBase);
   const endTm = st.mtime;
   const ext = await flvExtent(file);
   if (!ext.flv) {
@@ -83,7 +93,7 @@ async function recoverOne(catalog: RecordCatalog, storeRoot: string, rec: Stored
 /** One pass over the catalog's unfinished rows. A row that cannot be examined now is left for the next pass. */
 export async function recoverUnfinished(catalog: RecordCatalog, storeRoot: string, opts: RecoveryOptions): Promise<RecoveryResult> {
   const result: RecoveryResult = { recovered: [], skipped: 0, errors: [] };
-  for (const rec of await catalog.listUnfinished()) {
+  for (const rec of await catalog.listUnfinished(opts.node)) {
     if (opts.isActive(rec.reqId)) continue;
     try {
       const r = await recoverOne(catalog, storeRoot, rec, opts);
@@ -94,4 +104,48 @@ export async function recoverUnfinished(catalog: RecordCatalog, storeRoot: strin
     }
   }
   return result;
+}
+
+export interface ClaimResult {
+  /** rows naming no node whose file this store holds: they now name this node */
+  claimed: number;
+  /** rows naming no node whose file is not here (left as they are) */
+  left: number;
+  /** rows whose file could not be looked at (left for the next try) */
+  errors: Array<{ reqId: string; message: string }>;
+}
+
+/**
+ * A node of a fleet claims the rows naming no node (catalogued before api_base existed) whose files its store
+ * holds: from then on its recovery and retention treat them as its own, and they list with its url. Run once per
+ * start, before the first recovery and retention pass (rows naming no node are only written by gateways of the
+ * previous version, which claim theirs when they start as this version). Rows whose file is in no store stay as
+ * they are: no node's retention counts or removes them, and recovery never removes them.
+ */
+export async function claimUnnamed(catalog: RecordCatalog, storeRoot: string, node: NodeScope, batchSize = 500): Promise<ClaimResult> {
+  const result: ClaimResult = { claimed: 0, left: 0, errors: [] };
+  let after: string | null = null;
+  for (;;) {
+    const batch: StoredRecord[] = await catalog.listUnnamed(after, batchSize);
+    const mine: string[] = [];
+    for (const rec of batch) {
+      const file = fileOf(storeRoot, rec);
+      if (!file) { result.left++; continue; }
+      try {
+        if ((await fs.promises.lstat(file)).isFile()) mine.push(rec.reqId);
+        else result.left++;
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT' || (err as NodeJS.ErrnoException).code === 'ENOTDIR') result.left++;
+        else result.errors.push({ reqId: rec.reqId, message: (err as Error).message });
+      }
+    }
+    if (mine.length > 0) {
+      const n = await catalog.claim(mine, node.apiBase);
+      result.claimed += n;
+      // claimed meanwhile by another node sharing this store
+      result.left += mine.length - n;
+    }
+    if (batch.length < batchSize) return result;
+    after = batch[batch.length - 1]!.reqId;
+  }
 }

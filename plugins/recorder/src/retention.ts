@@ -4,7 +4,7 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { RecordCatalog, StoredRecord } from './catalog';
+import type { NodeScope, RecordCatalog, StoredRecord } from './catalog';
 
 export interface RetentionPolicy {
   /** Records whose reqTm is more than this many days before now are removed. */
@@ -22,6 +22,11 @@ export interface RetentionOptions {
    * total: on a full disk the file being written is what pushed the store past maxTotalBytes.
    */
   uncataloguedBytes?: number;
+  /**
+   * A node of a fleet (a catalog shared by nodes that each keep their own store): the limits count, and the pass
+   * removes, only the rows naming this node (see NodeScope). Absent: every row (one node's catalog).
+   */
+  node?: NodeScope;
 }
 
 export interface RetentionResult {
@@ -65,11 +70,11 @@ export async function applyRetention(catalog: RecordCatalog, storeRoot: string, 
   const now = (opts.now ?? new Date()).getTime();
   const cutoff = policy.maxAgeDays === undefined ? -Infinity : now - policy.maxAgeDays * 86_400_000;
   const batchSize = opts.batchSize ?? 200;
-  let total = policy.maxTotalBytes === undefined ? 0 : await catalog.totalBytes() + Math.max(0, opts.uncataloguedBytes ?? 0);
+  let total = policy.maxTotalBytes === undefined ? 0 : await catalog.totalBytes(opts.node) + Math.max(0, opts.uncataloguedBytes ?? 0);
   const overSize = (): boolean => policy.maxTotalBytes !== undefined && total > policy.maxTotalBytes;
 
   for (;;) {
-    const batch = await catalog.oldest(batchSize);
+    const batch = await catalog.oldest(batchSize, opts.node);
     const doomed: StoredRecord[] = [];
     let stop = batch.length < batchSize;
     for (const rec of batch) {

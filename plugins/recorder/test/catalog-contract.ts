@@ -283,6 +283,45 @@ export function catalogContract(name: string, harness: CatalogHarness): void {
       assert.equal(await c.getByReqId('appB', 'ret-0001'), null);
     });
 
+    it('one node\'s rows: listUnfinished with its own and unnamed rows, oldest and totalBytes with its own only; listUnnamed pages; claim names only unnamed rows', async () => {
+      const c = await open();
+      const NB = 'http://node-b.example:7080';
+      const NC = 'http://node-c.example:7080';
+      const rows: Array<[string, string | undefined, number, 'recording' | 'done' | 'failed']> = [
+        ['own-b0001', NB, 100, 'done'], ['own-c0001', NC, 200, 'done'], ['none-0001', undefined, 400, 'done'],
+        ['own-b0002', NB, 800, 'failed'], ['own-c0002', NC, 1600, 'recording'], ['none-0002', undefined, 3200, 'recording'],
+        ['own-b0003', NB, 6400, 'recording'],
+      ];
+      for (const [i, [reqId, apiBase, sz, state]] of rows.entries()) {
+        await c.insertStart(start({ reqId, reqTm: new Date(T0 + i * MIN), ...(apiBase ? { apiBase } : {}) }));
+        await c.update(reqId, { sz, state });
+      }
+      assert.deepEqual(ids(await c.listUnfinished({ apiBase: NB })), ['none-0002', 'own-b0003']);
+      assert.deepEqual(ids(await c.listUnfinished({ apiBase: `${NC}/` })), ['own-c0002', 'none-0002'], 'a trailing slash is dropped');
+      assert.deepEqual(ids(await c.listUnfinished()), ['own-c0002', 'none-0002', 'own-b0003']);
+      assert.deepEqual(ids(await c.oldest(10, { apiBase: NB })), ['own-b0001', 'own-b0002']);
+      assert.deepEqual(ids(await c.oldest(1, { apiBase: NC })), ['own-c0001']);
+      assert.deepEqual(ids(await c.oldest(10, { apiBase: 'http://elsewhere' })), []);
+      assert.deepEqual(ids(await c.oldest(10)), ['own-b0001', 'own-c0001', 'none-0001', 'own-b0002']);
+      assert.equal(await c.totalBytes({ apiBase: NB }), 100 + 800 + 6400);
+      assert.equal(await c.totalBytes({ apiBase: NC }), 200 + 1600);
+      assert.equal(await c.totalBytes(), 12700);
+
+      assert.deepEqual(ids(await c.listUnnamed(null, 10)), ['none-0001', 'none-0002']);
+      assert.deepEqual(ids(await c.listUnnamed(null, 1)), ['none-0001']);
+      assert.deepEqual(ids(await c.listUnnamed('none-0001', 1)), ['none-0002']);
+      assert.deepEqual(ids(await c.listUnnamed('none-0002', 10)), []);
+      assert.equal(await c.claim(['none-0001', 'own-c0001', 'missing-1'], `${NB}/`), 1, 'a row naming a node keeps it');
+      assert.equal(await c.claim([], NB), 0);
+      await assert.rejects(c.claim(['none-0002'], 'http://a b'), TypeError);
+      assert.equal((await c.getByReqId('appA', 'none-0001'))!.apiBase, NB);
+      assert.equal((await c.getByReqId('appA', 'own-c0001'))!.apiBase, NC);
+      assert.equal(await c.claim(['none-0001'], NC), 0, 'claimed already');
+      assert.deepEqual(ids(await c.oldest(10, { apiBase: NB })), ['own-b0001', 'none-0001', 'own-b0002']);
+      assert.equal(await c.totalBytes({ apiBase: NB }), 100 + 400 + 800 + 6400);
+      assert.deepEqual(ids(await c.listUnnamed(null, 10)), ['none-0002']);
+    });
+
     it('delete handles more ids than one statement can bind', async () => {
       const c = await open();
       const n = 1200;

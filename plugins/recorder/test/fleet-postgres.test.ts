@@ -16,8 +16,9 @@ import { scratchDir } from '../../../test/support/paths';
 import { startPostgres, type PostgresServer } from '../../../test/support/postgres';
 import { recordPath } from '../src/catalog';
 import { openPostgresCatalog } from '../src/catalog-postgres';
-import { A, APPS, B, NORM_SIM, notices, probeDef, queryReq, recordClip, testClip, type Harness } from './harness';
-import { probeVideo, rawRequest } from './helpers';
+import { A, APPS, B, NORM_SIM, closeReq, probeCtx, keepApiBase, notices, openRecorded, probeDef, publisherFor, queryReq, recordClip, sameNode, testClip, type Harness } from './harness';
+import { unitAt } from './fixtures/h264-clip';
+import { probeVideo, rawRequest, sleep } from './helpers';
 import { pgV1Schema, SQLITE_V1_SCHEMA } from './v1-schema';
 
 /**
@@ -27,15 +28,16 @@ import { pgV1Schema, SQLITE_V1_SCHEMA } from './v1-schema';
  */
 async function startNode(dataDir: string, publicHost: string, recorder: Record<string, unknown>): Promise<TestGateway> {
   const stub = stubMediaPlugin({ fmts: [0, 1] });
-  return startTestGateway({
+  // a restarted node keeps its apiBase (on another port)
+  return keepApiBase(dataDir, await startTestGateway({
     plugins: [
       { name: stub.name, def: stub.def },
       { name: 'probe', def: probeDef },
       { name: 'recorder', config: { timeZone: 'UTC', sizeUpdateSec: 1, ...recorder } },
     ],
-    gateway: { dataDir, applications: APPS, publicHost, listenHost: '0.0.0.0' },
+    gateway: { dataDir, applications: APPS, publicHost, listenHost: '0.0.0.0', ...sameNode(dataDir) },
     captureLogs: true,
-  });
+  }));
 }
 
 const apiBaseOf = (gw: TestGateway, publicHost: string): string => `http://${publicHost}:${gw.ports['gateway.httpPort']}`;
@@ -202,6 +204,152 @@ describe('recorder on a fleet: nodes sharing a PostgreSQL catalog, each with its
     });
   });
 
+  describe('each node\'s recovery and retention treat its own rows (and rows naming no node whose file it holds)', function () {
+    let url: string;
+    const b = {} as Harness;
+    const c = {} as Harness;
+    let bBase = '';
+    let cBase = '';
+    /** an FLV file of `sz` bytes (>= 28): the header and one whole video tag */
+    const flv = (sz: number) => {
+      const data = sz - 13 - 11 - 4;
+      const tag = Buffer.alloc(11 + data + 4, 7);
+      tag.writeUInt8(9, 0);
+      tag.writeUIntBE(data, 1, 3);
+      tag.writeUIntBE(0, 4, 3);
+      tag.writeUIntBE(0, 7, 4);
+      tag.writeUInt32BE(11 + data, 11 + data);
+      return Buffer.concat([Buffer.from('FLV\x01\x01\0\0\0\x09\0\0\0\0', 'latin1'), tag]);
+    };
+    const fileIn = (h: Harness, p: string) => path.join(h.dataDir, 'records', ...p.split('/'));
+    /** a row as a node (or, apiBase null, a gateway of the previous version) left it, with its file in `store` */
+    async function row(reqId: string, opts: { apiBase: string | null; ageSec: number; state: 'recording' | 'done'; store?: Harness; sz?: number }): Promise<string> {
+      const cat = await openPostgresCatalog({ connectionString: url, timeZone: 'UTC' });
+      try {
+        const r = await cat.insertStart({ reqId, appId: 'A', simNo: NORM_SIM, chan: 7, live: true, reqTm: new Date(Date.now() - opts.ageSec * 1000), ...(opts.apiBase ? { apiBase: opts.apiBase } : {}) });
+        const sz = opts.sz ?? 100;
+        if (opts.store) {
+          const f = fileIn(opts.store, r.path);
+          fs.mkdirSync(path.dirname(f), { recursive: true });
+          fs.writeFileSync(f, flv(sz));
+          const quiet = new Date(Date.now() - 3_600_000);
+          fs.utimesSync(f, quiet, quiet);
+        }
+        if (opts.state === 'done') await cat.update(reqId, { state: 'done', sz, endTm: new Date() });
+        return r.path;
+      } finally {
+        await cat.close();
+      }
+    }
+    const rowOf = async (reqId: string) => (await sql<{ state: string; api_base: string | null; sz: string }>(url, 'SELECT state, api_base, sz FROM stored_av WHERE req_id = $1', [reqId]))[0];
+
+    before(async () => {
+      url = await createDatabase(server, 'fleet_passes');
+      c.dataDir = path.join(scratch, 'passes-c');
+      b.dataDir = path.join(scratch, 'passes-b');
+      c.gw = await startNode(c.dataDir, '127.0.0.3', { postgresUrl: url, orphanQuietSec: 1 });
+      b.gw = await startNode(b.dataDir, '127.0.0.2', { postgresUrl: url, orphanQuietSec: 1 });
+      bBase = apiBaseOf(b.gw, '127.0.0.2');
+      cBase = apiBaseOf(c.gw, '127.0.0.3');
+    });
+    after(async () => {
+      await b.gw?.stop();
+      await c.gw?.stop();
+    });
+
+    it('recovery on C leaves B\'s live recording, B\'s unfinished rows and rows naming no node whose file C lacks; it closes and removes its own', async () => {
+      // B records, and goes on recording while C restarts
+      const live = await openRecorded(b, A, { chanId: 5 });
+      const { pub } = publisherFor(NORM_SIM, 5);
+      for (let i = 0; i < 30; i++) pub.push(unitAt(testClip(), i));
+      await sleep(1500); // past orphanQuietSec since the request time
+      const liveRow = await rowOf(live);
+      assert.deepEqual([liveRow?.state, liveRow?.api_base], ['recording', bBase]);
+      // B's row left unfinished, its file quiet in B's store (B died: only B may close it, when it is back)
+      const bDead = await row('bdead-0001', { apiBase: bBase, ageSec: 600, state: 'recording', store: b });
+      // B's row never got a file (B stopped before the first keyframe): still B's to remove
+      await row('bnofile-01', { apiBase: bBase, ageSec: 600, state: 'recording' });
+      // rows of the previous version: a file in B's store, and a file nowhere
+      const oldOnB = await row('oldonb-001', { apiBase: null, ageSec: 600, state: 'recording', store: b });
+      await row('oldnone-01', { apiBase: null, ageSec: 600, state: 'recording' });
+      // C's own: a quiet file, no file; and an old-version row whose file is in C's store
+      await row('cdead-0001', { apiBase: cBase, ageSec: 600, state: 'recording', store: c, sz: 500 });
+      await row('cnofile-01', { apiBase: cBase, ageSec: 600, state: 'recording' });
+      await row('oldonc-001', { apiBase: null, ageSec: 600, state: 'recording', store: c, sz: 300 });
+
+      await c.gw.stop();
+      c.gw = await startNode(c.dataDir, '127.0.0.3', { postgresUrl: url, orphanQuietSec: 1 });
+      assert.equal(probeCtx().site.apiBase, cBase, 'C is the same node (same apiBase)');
+
+      assert.deepEqual(await rowOf(live), { state: 'recording', api_base: bBase, sz: liveRow!.sz }, 'B\'s live recording keeps its row');
+      assert.equal((await rowOf('bdead-0001'))?.state, 'recording');
+      assert.equal((await rowOf('bnofile-01'))?.state, 'recording');
+      assert.deepEqual(await rowOf('oldonb-001'), { state: 'recording', api_base: null, sz: '0' });
+      assert.deepEqual(await rowOf('oldnone-01'), { state: 'recording', api_base: null, sz: '0' }, 'a row naming no node is never removed in a fleet');
+      assert.deepEqual(await rowOf('cdead-0001'), { state: 'done', api_base: cBase, sz: '500' });
+      assert.equal(await rowOf('cnofile-01'), undefined, 'C\'s own row without a file goes, as before');
+      assert.deepEqual(await rowOf('oldonc-001'), { state: 'done', api_base: cBase, sz: '300' }, 'claimed by C, whose store holds the file, and closed');
+      assert.ok(fs.existsSync(fileIn(b, bDead)) && fs.existsSync(fileIn(b, oldOnB)));
+
+      // B's recording ends as usual, its row whole
+      for (let i = 30; i < 50; i++) pub.push(unitAt(testClip(), i));
+      await closeReq(b, A, live);
+      const [av] = await queryReq(c, A, live);
+      assert.equal(av.url.startsWith(`${bBase}/strm/record/file/`), true);
+      const ended = await rowOf(live);
+      assert.equal(ended?.state, 'done');
+      assert.equal(Number(ended?.sz), fs.statSync(fileIn(b, av.path)).size);
+
+      // B back after a restart: closes its own, claims and closes the old row whose file it holds, removes its row
+      // without a file; the old row whose file is nowhere stays
+      await b.gw.stop();
+      b.gw = await startNode(b.dataDir, '127.0.0.2', { postgresUrl: url, orphanQuietSec: 1 });
+      assert.equal((await rowOf('bdead-0001'))?.state, 'done');
+      assert.equal(await rowOf('bnofile-01'), undefined);
+      assert.deepEqual(await rowOf('oldonb-001'), { state: 'done', api_base: bBase, sz: '100' });
+      assert.deepEqual(await rowOf('oldnone-01'), { state: 'recording', api_base: null, sz: '0' });
+      await sql(url, `DELETE FROM stored_av WHERE req_id = 'oldnone-01'`);
+    });
+
+    it('retention on C with a tiny limit removes C\'s oldest rows and files only; B\'s rows and files stay', async () => {
+      // the oldest rows of all are B's (and an old-version row whose file is in B's store)
+      const bOld = [
+        await row('bret-00001', { apiBase: bBase, ageSec: 5000, state: 'done', store: b, sz: 1000 }),
+        await row('bret-00002', { apiBase: bBase, ageSec: 4900, state: 'done', store: b, sz: 1000 }),
+        await row('oldbret-01', { apiBase: null, ageSec: 4800, state: 'done', store: b, sz: 1000 }),
+      ];
+      const cRows = [
+        await row('cret-00001', { apiBase: cBase, ageSec: 4000, state: 'done', store: c, sz: 100 }),
+        await row('oldcret-01', { apiBase: null, ageSec: 3900, state: 'done', store: c, sz: 100 }),
+        await row('cret-00002', { apiBase: cBase, ageSec: 3800, state: 'done', store: c, sz: 100 }),
+      ];
+      const before = await sql<{ req_id: string }>(url, 'SELECT req_id FROM stored_av ORDER BY req_tm, req_id');
+      const cBytes = Number((await sql<{ n: string }>(url, 'SELECT SUM(sz)::text AS n FROM stored_av WHERE api_base = $1', [cBase]))[0]!.n);
+
+      // C's own rows come to cBytes + 100 with the old row it claims: a limit of cBytes - 100 takes its two oldest
+      await c.gw.stop();
+      c.gw = await startNode(c.dataDir, '127.0.0.3', { postgresUrl: url, orphanQuietSec: 1, maxTotalBytes: cBytes - 100 });
+      const after = (await sql<{ req_id: string }>(url, 'SELECT req_id FROM stored_av ORDER BY req_tm, req_id')).map((r) => r.req_id);
+      const gone = before.map((r) => r.req_id).filter((id) => !after.includes(id));
+      assert.deepEqual(gone, ['cret-00001', 'oldcret-01'], 'C\'s two oldest, the old row it claimed included');
+      for (const id of ['bret-00001', 'bret-00002', 'oldbret-01']) assert.ok(after.includes(id), `${id} stays`);
+      for (const p of bOld) assert.ok(fs.existsSync(fileIn(b, p)), `${p} stays in B's store`);
+      assert.equal(fs.existsSync(fileIn(c, cRows[0]!)), false);
+      assert.equal(fs.existsSync(fileIn(c, cRows[1]!)), false);
+      assert.ok(fs.existsSync(fileIn(c, cRows[2]!)));
+      const cLeft = Number((await sql<{ n: string }>(url, 'SELECT COALESCE(SUM(sz), 0)::text AS n FROM stored_av WHERE api_base = $1', [cBase]))[0]!.n);
+      assert.ok(cLeft <= cBytes - 100, `C's rows within its limit: ${cLeft}`);
+      // B's own retention counts its rows, the old row it holds included (claimed at its start), and not C's
+      assert.equal((await rowOf('oldbret-01'))?.api_base, null, 'C did not claim a row whose file it lacks');
+      await b.gw.stop();
+      b.gw = await startNode(b.dataDir, '127.0.0.2', { postgresUrl: url, orphanQuietSec: 1, maxTotalBytes: 1 });
+      assert.equal((await rowOf('oldbret-01')), undefined);
+      for (const p of bOld) assert.equal(fs.existsSync(fileIn(b, p)), false);
+      assert.ok(fs.existsSync(fileIn(c, cRows[2]!)), 'C\'s file stays');
+      assert.equal((await rowOf('cret-00002'))?.api_base, cBase);
+    });
+  });
+
   describe('upgrade: a catalog made by the previous version (no api_base) is migrated at boot', function () {
     const oldRow = (reqId: string, reqTm: Date) => ({
       reqId, path: recordPath(NORM_SIM, reqId, reqTm, 'UTC'),
@@ -220,12 +368,17 @@ describe('recorder on a fleet: nodes sharing a PostgreSQL catalog, each with its
       const sz = fs.statSync(file).size;
       await sql(url, `INSERT INTO stored_av (req_id, app_id, sim_no, chan, live, req_tm, path, ext, sz, media_typ, state, end_tm, error)
         VALUES ($1, 'A', $2, 1, true, $3, $4, 'flv', $5, 'v', 'done', $6, NULL)`, [old.reqId, NORM_SIM, reqTm, old.path, sz, new Date(reqTm.getTime() + 60_000)]);
+      // and one whose file is in no node's store (a node not upgraded yet, or gone)
+      const stray = oldRow('oldrec-0003', reqTm);
+      await sql(url, `INSERT INTO stored_av (req_id, app_id, sim_no, chan, live, req_tm, path, ext, sz, media_typ, state, end_tm, error)
+        VALUES ($1, 'A', $2, 1, true, $3, $4, 'flv', 10, 'v', 'done', $5, NULL)`, [stray.reqId, NORM_SIM, reqTm, stray.path, new Date(reqTm.getTime() + 60_000)]);
       const column = `SELECT is_nullable FROM information_schema.columns WHERE table_name = 'stored_av' AND column_name = 'api_base'`;
       assert.deepEqual(await sql(url, column), [], 'the previous layout');
 
+      let base = '';
       h.gw = await startNode(h.dataDir, '127.0.0.4', { postgresUrl: url });
       try {
-        const base = apiBaseOf(h.gw, '127.0.0.4');
+        base = apiBaseOf(h.gw, '127.0.0.4');
         assert.deepEqual(await sql(url, column), [{ is_nullable: 'YES' }]);
         const [av] = await queryReq(h, A, old.reqId);
         assert.equal(av.url, `${base}/strm/record/file/${old.path}`);
@@ -235,18 +388,25 @@ describe('recorder on a fleet: nodes sharing a PostgreSQL catalog, each with its
         assert.ok(dl.body.equals(fs.readFileSync(file)));
 
         const fresh = await recordClip(h, A, { chanId: 2, frames: 10 });
-        assert.deepEqual(await sql(url, 'SELECT req_id, api_base FROM stored_av ORDER BY req_tm'), [
-          { req_id: old.reqId, api_base: null }, { req_id: fresh, api_base: base },
+        assert.deepEqual(await sql(url, 'SELECT req_id, api_base FROM stored_av ORDER BY req_tm, req_id'), [
+          // the old row whose file this node holds is claimed at its start; the other one names no node still
+          { req_id: old.reqId, api_base: base }, { req_id: stray.reqId, api_base: null }, { req_id: fresh, api_base: base },
         ]);
       } finally {
         await h.gw.stop();
       }
-      // another node asked: an old row lists with that node's url, and is not redirected (no node to send it to)
+      // another node asked: an old row naming no node lists with that node's url, and is not redirected (no node to
+      // send it to); the claimed one names the node that holds its file
       const other = await startNode(path.join(scratch, 'upgrade-pg-other'), '127.0.0.5', { postgresUrl: url });
       try {
-        const [av] = await queryReq({ gw: other, dataDir: other.dataDir }, A, old.reqId);
-        assert.equal(av.url, `${apiBaseOf(other, '127.0.0.5')}/strm/record/file/${old.path}`);
-        assert.equal((await rawRequest(other.baseUrl, 'GET', `/strm/record/file/${old.path}`, A)).status, 404);
+        const [av] = await queryReq({ gw: other, dataDir: other.dataDir }, A, stray.reqId);
+        assert.equal(av.url, `${apiBaseOf(other, '127.0.0.5')}/strm/record/file/${stray.path}`);
+        assert.equal((await rawRequest(other.baseUrl, 'GET', `/strm/record/file/${stray.path}`, A)).status, 404);
+        const [claimed] = await queryReq({ gw: other, dataDir: other.dataDir }, A, old.reqId);
+        assert.equal(claimed.url, `${base}/strm/record/file/${old.path}`);
+        const r = await rawRequest(other.baseUrl, 'GET', `/strm/record/file/${old.path}`, A);
+        assert.equal(r.status, 307);
+        assert.equal(r.headers.location, claimed.url);
       } finally {
         await other.stop();
       }

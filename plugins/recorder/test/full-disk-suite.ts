@@ -13,7 +13,7 @@ import { parseFlv } from '../../../test/support/flv-reader';
 import { scratchDir } from '../../../test/support/paths';
 import type { RecordCatalog, StoredRecord } from '../src/catalog';
 import { unitAt } from './fixtures/h264-clip';
-import { A, APPS, NORM_SIM, SIM, notices, probeDef, publisherFor, testClip } from './harness';
+import { A, APPS, NORM_SIM, SIM, keepApiBase, notices, probeDef, publisherFor, sameNode, testClip } from './harness';
 import { metricValue, probeVideo, waitFor } from './helpers';
 import type { CatalogBackend, SuiteCatalog } from './plugin-suite';
 import { mountSmallFs, type SmallFs } from './small-fs';
@@ -28,9 +28,10 @@ interface Ctx {
 }
 
 /** The recorder with flv-out for real live plays, on a data directory that can fill. */
-function startGw(c: Pick<Ctx, 'dataDir' | 'catalog'>, recorder: Record<string, unknown> = {}): Promise<TestGateway> {
+async function startGw(c: Pick<Ctx, 'dataDir' | 'catalog'>, recorder: Record<string, unknown> = {}): Promise<TestGateway> {
   const stub = stubMediaPlugin({ fmts: [] });
-  return startTestGateway({
+  // the same apiBase at every restart: as a real node (see sameNode)
+  return keepApiBase(c.dataDir, await startTestGateway({
     plugins: [
       { name: stub.name, def: stub.def },
       { name: 'flv-out', config: { schemes: ['http', 'ws'] } },
@@ -45,9 +46,9 @@ function startGw(c: Pick<Ctx, 'dataDir' | 'catalog'>, recorder: Record<string, u
         },
       },
     ],
-    gateway: { dataDir: c.dataDir, applications: APPS },
+    gateway: { dataDir: c.dataDir, applications: APPS, ...sameNode(c.dataDir) },
     captureLogs: true,
-  });
+  }));
 }
 
 async function metric(gw: TestGateway, name: string, labels: Record<string, string> = {}): Promise<number | undefined> {
@@ -270,8 +271,8 @@ export function fullDiskSuite(backend: CatalogBackend): void {
       await waitFor(async () => (await metric(gw, 'gw_recorder_degraded')) === 0, 'the recorder to be ready', 15_000);
       const [av] = (await gw.api('GET', `/strm/record?reqId=${recordedBefore}`, undefined, A)).json.data;
       assert.ok(av, 'the record made before the restart is listed');
-      // the row names the node as it was when it recorded (apiBase with the port the test gateway had before the
-      // restart; a real node keeps its address): its path on the restarted gateway
+      // the row names the node as it was when it recorded (the apiBase the test gateway had before the restart, which
+      // it keeps, on another port): its path on the restarted gateway
       const dl = await fetch(gw.baseUrl + new URL(av.url).pathname, { headers: { authorization: 'Basic ' + Buffer.from(A).toString('base64') } });
       assert.equal(dl.status, 200);
       assert.equal((await dl.arrayBuffer()).byteLength, av.sz);

@@ -47,19 +47,38 @@ export interface Harness {
   dataDir: string;
 }
 
+const nodeApiBases = new Map<string, string>();
+
+/**
+ * The gateway config that keeps the apiBase a gateway on this data directory had the first time (none then: the
+ * kernel's own, from its port): a restarted test gateway, on a new port, is still the same node, as a real node
+ * keeps its address. With a PostgreSQL catalog a node's recovery and retention treat the rows naming its apiBase
+ * (see "A fleet" in the README). Call keepApiBase with the gateway once started. (Its port is not reused: clients
+ * of the test keep idle connections to the old one.)
+ */
+export function sameNode(dataDir: string): { apiBase?: string } {
+  const apiBase = nodeApiBases.get(dataDir);
+  return apiBase ? { apiBase } : {};
+}
+/** Remembers the apiBase of the gateway started last (the probe's) for its data directory. */
+export function keepApiBase(dataDir: string, gw: TestGateway): TestGateway {
+  if (!nodeApiBases.has(dataDir)) nodeApiBases.set(dataDir, probeCtx().site.apiBase);
+  return gw;
+}
+
 export async function startGateway(dataDir: string, recorder: Record<string, unknown> = {}, clock?: ManualClock): Promise<TestGateway> {
   const stub = stubMediaPlugin({ fmts: [0, 1] });
-  return startTestGateway({
+  return keepApiBase(dataDir, await startTestGateway({
     plugins: [
       { name: stub.name, def: stub.def },
       { name: 'probe', def: probeDef },
       // loaded by name, as a site file would: dist/plugins/recorder/index.js
       { name: 'recorder', config: { timeZone: 'UTC', sizeUpdateSec: 1, ...recorder } },
     ],
-    gateway: { dataDir, applications: APPS },
+    gateway: { dataDir, applications: APPS, ...sameNode(dataDir) },
     captureLogs: true,
     ...(clock ? { clock } : {}),
-  });
+  }));
 }
 
 export function ended(gw: TestGateway, reqId: string): boolean {
