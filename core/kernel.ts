@@ -111,7 +111,7 @@ export class Kernel {
   private stores!: StoreFactory;
   private services!: ServiceRegistry;
   private stopping: Promise<void> | undefined;
-  /** the plugin module files by plugin name (the primary loads routers from them) */
+  /** the plugin module files by plugin name (their router modules are found beside them) */
   private readonly modules = new Map<string, string>();
   private internalApi: net.Server | undefined;
 
@@ -152,6 +152,21 @@ export class Kernel {
     if (!def || typeof def.setup !== 'function' || typeof def.name !== 'string') throw new BootError(`${where}: module does not export a plugin (default export of definePlugin)`);
     if (def.name !== entry.name) throw new BootError(`${where}: module declares plugin '${def.name}'`);
     return def;
+  }
+
+  /** a plugin's router modules (plugin-sdk/plugin.ts `routers`), resolved beside its module file */
+  private routerModules(def: PluginDefinition<object>): Record<string, string> | undefined {
+    const file = this.modules.get(def.name);
+    if (!file || !def.routers) return undefined;
+    const out: Record<string, string> = {};
+    for (const [name, rel] of Object.entries(def.routers)) {
+      try {
+        out[name] = require.resolve(path.resolve(path.dirname(file), rel));
+      } catch {
+        throw new BootError(`${this.site.file}: plugin ${def.name}: router '${name}': no module at ${rel} (beside ${file})`);
+      }
+    }
+    return out;
   }
 
   private order(entries: Array<{ def: PluginDefinition<object>; config: object }>): Array<{ def: PluginDefinition<object>; config: object }> {
@@ -331,7 +346,7 @@ export class Kernel {
     this.sessions.start();
 
     for (const { def, config } of ordered) {
-      const loaded: Loaded = { def, config, servers: [], sockets: new Set(), http: [], log: this.log.child({ plugin: def.name }), module: this.modules.get(def.name) };
+      const loaded: Loaded = { def, config, servers: [], sockets: new Set(), http: [], log: this.log.child({ plugin: def.name }), routers: this.routerModules(def) };
       this.loaded.push(loaded);
       const ctx = this.contextFor(loaded);
       try {

@@ -19,8 +19,8 @@ export interface PluginResources {
   sockets: Set<net.Socket>;
   /** HTTP listeners of its own (ctx.net.listenHttp) */
   http: ApiServer[];
-  /** with several workers: the file the plugin came from, where the primary finds its routers */
-  module?: string;
+  /** with several workers: the plugin's router modules by name, resolved (the primary loads them alone) */
+  routers?: Record<string, string>;
   log: Logger;
 }
 
@@ -71,7 +71,7 @@ export function pluginNet(l: PluginResources, o: PluginNetOptions): Net {
         sock.once('close', () => l.sockets.delete(sock));
         onConn(sock);
       });
-      const spec = o.cluster && routeSpec(lo.route, name, l.module);
+      const spec = o.cluster && routeSpec(lo.route, name, l.routers);
       if (o.cluster && spec) {
         adoptTcp(o.cluster, listener, lo.port, host, spec, srv).then((port) => {
           o.connections.watchErrors(srv, listener);
@@ -94,7 +94,7 @@ export function pluginNet(l: PluginResources, o: PluginNetOptions): Net {
   const listenUdp = (lo: ListenOptions, onMsg: (m: Buffer, r: dgram.RemoteInfo, s: dgram.Socket) => void) =>
     new Promise<dgram.Socket>((resolve, reject) => {
       const host = lo.host ?? defaultHost;
-      const spec = o.cluster && routeSpec(lo.route, name, l.module);
+      const spec = o.cluster && routeSpec(lo.route, name, l.routers);
       if (o.cluster && spec) {
         adoptUdp(o.cluster, `${name}.${lo.key}:udp`, lo.port, host, spec, onMsg, l.log).then(({ port, socket }) => {
           o.ports[`${name}.${lo.key}:udp`] = port;
@@ -126,7 +126,7 @@ export function pluginNet(l: PluginResources, o: PluginNetOptions): Net {
     const host = lo.host ?? defaultHost;
     const listener = `${name}.${lo.key}`;
     o.connections.guardServer(api.server, o.connections.gate(listener, 'http', lo.maxConnectionsPerAddress));
-    const spec = o.cluster && routeSpec(lo.route, name, l.module);
+    const spec = o.cluster && routeSpec(lo.route, name, l.routers);
     if (o.cluster && spec) {
       let adopted: { port: number; internal: net.Server };
       try {

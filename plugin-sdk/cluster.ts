@@ -7,8 +7,8 @@
  * primary runs on the first bytes of a connection (or on each UDP datagram) to learn the stream it belongs to.
  * Connections with the same key always land in the same worker. Listeners without a router get any worker.
  *
- * A router is declared on the plugin definition (`routers: { name: fn }`) and named by `route` in listen options,
- * so the primary can load it from the plugin's module without running the plugin. `route: 'stream-path'` is the
+ * A router is a small module a plugin declares on its definition (`routers: { name: './src/route' }`, exporting
+ * `router`) and names by `route` in listen options: the primary loads that module alone, without the plugin. `route: 'stream-path'` is the
  * built-in router for HTTP, WebSocket and RTSP listeners whose URLs carry a session stream name
  * (`/live/{stream}.flv`, `/hls/{stream}/…`, `rtsp://…/live/{stream}`).
  */

@@ -10,7 +10,6 @@ import type { Notices } from './notices';
 import type { Metrics } from './metrics';
 import type { Clock } from './clock';
 import type { ServiceToken, Services } from './services';
-import type { ConnectionRouter } from './cluster';
 
 export interface SiteInfo {
   /** site folder name, e.g. 'default' */
@@ -178,8 +177,13 @@ export interface PluginDefinition<C extends object = Record<string, never>> {
   needs?: ReadonlyArray<ServiceToken<unknown>>;
   /** services this plugin uses when the site has them (ctx.services.find) */
   uses?: ReadonlyArray<ServiceToken<unknown>>;
-  /** connection routers by name, for listeners that say `route: name` (run in the primary; see cluster.ts) */
-  routers?: Record<string, ConnectionRouter>;
+  /**
+   * Connection routers by name, for listeners that say `route: name` (see cluster.ts): each is the path of a module,
+   * relative to this plugin's own module file, whose export `router` is a ConnectionRouter. The primary of a
+   * multi-worker gateway loads that module alone, never the plugin: it may import Node's built-ins and plugin-sdk's
+   * dependency-free files (cluster, sim, formats/byte-order) and nothing else.
+   */
+  routers?: Record<string, string>;
   setup(ctx: PluginContext<C>): Promise<PluginInstance | void> | PluginInstance | void;
 }
 

@@ -63,12 +63,14 @@ export function keyOfTarget(target: string): string | undefined {
   return undefined;
 }
 
-/** the router a listener names: the built-in one, or one a plugin module declares (loaded without running the plugin) */
+/**
+ * The router a listener names: the built-in one, or the module a plugin declares for it (its export `router`),
+ * loaded alone: the primary runs no plugin code beyond that small, dependency-free module.
+ */
 export function loadRouter(spec: RouteSpec): ConnectionRouter {
   if ('builtin' in spec) return streamPathRouter;
   // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const def = (require(spec.module) as { default?: { routers?: Record<string, ConnectionRouter> } }).default;
-  const r = def?.routers?.[spec.name];
-  if (typeof r !== 'function') throw new Error(`plugin ${spec.plugin} declares no router '${spec.name}'`);
-  return r;
+  const r = (require(spec.module) as { router?: unknown }).router;
+  if (typeof r !== 'function') throw new Error(`plugin ${spec.plugin}: router '${spec.name}' (${spec.module}) exports no function 'router'`);
+  return r as ConnectionRouter;
 }

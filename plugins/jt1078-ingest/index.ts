@@ -4,7 +4,6 @@ import {
 } from '../../plugin-sdk';
 import { Jt1078IngestConfig } from './src/config';
 import type { Jt1078Layout } from './src/packet';
-import { routeTerminal } from './src/route';
 import { Jt1078StreamAssembler, type AudioOptions } from './src/stream-assembler';
 import { LogLimiter } from '../../plugin-sdk/log-limiter';
 import type { SliceReader } from '../../plugin-sdk/read-slices';
@@ -61,8 +60,9 @@ export default definePlugin({
   name: 'jt1078-ingest',
   config: Jt1078IngestConfig,
   provides: [TERMINAL_LINKS],
-  // with several workers, a terminal's connection goes to the worker of its channel (src/route.ts)
-  routers: { jt1078: routeTerminal },
+  // with several workers, a terminal's connection goes to the worker of its channel (src/route.ts, loaded alone by
+  // the primary)
+  routers: { jt1078: './src/route' },
   async setup(ctx) {
     const c = ctx.config;
     const links = new Set<TerminalLink>();

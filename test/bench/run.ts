@@ -51,6 +51,10 @@ export const BENCHES: Record<string, { summary: string; load: () => Bench }> = {
     summary: 'POST /strm/open of already-live channels at a steady rate, with no load and while N terminals x 1 Mbit/s with one player each run: open latency p50/p99/max',
     load: () => require('./open-latency') as Bench,
   },
+  'fleet-directory': {
+    summary: 'one node with the fleet directory on a local Redis against the in-process directory, alternated: open p50/p99/max under N live streams, Redis commands per open, per media packet and per second (heartbeat), bytes and keys per stream',
+    load: () => require('./fleet-directory') as Bench,
+  },
   paired: {
     summary: 'ingest-flv against two gateways at the same time on one core (another build, the floor, or other settings): B\'s CPU over A\'s, steady where this machine\'s speed drifts',
     load: () => require('./paired') as Bench,

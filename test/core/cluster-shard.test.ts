@@ -1,6 +1,9 @@
 import assert from 'node:assert/strict';
 import { channelKey, streamKey } from '../../plugin-sdk/cluster';
+import { execFileSync } from 'node:child_process';
+import * as path from 'node:path';
 import { keyOfTarget, shardOf, streamPathRouter } from '../../core/cluster/shard';
+import { repoRoot } from '../support/paths';
 
 describe('cluster routing keys', () => {
   it('finds the stream in the URLs of every output (decisions.md play URLs)', () => {
@@ -69,5 +72,17 @@ describe('cluster routing keys', () => {
     }
     // the same key in a row over other counts (the primary and a test's own shard maths differ in workers)
     for (const w of [2, 3, 5, 7, 11]) assert.equal(shardOf('13800138009_3', w), fnv('13800138009_3', w), `over ${w}`);
+  });
+
+  it('the primary loads a plugin\'s router module alone: none of the plugin, its setup or a dependency', () => {
+    const shard = path.join(repoRoot, 'dist', 'core', 'cluster', 'shard.js');
+    const route = path.join(repoRoot, 'dist', 'plugins', 'jt1078-ingest', 'src', 'route.js');
+    const script = `const { loadRouter } = require(${JSON.stringify(shard)}); const before = new Set(Object.keys(require.cache));
+      const r = loadRouter({ module: ${JSON.stringify(route)}, plugin: 'jt1078-ingest', name: 'jt1078' });
+      console.log(JSON.stringify({ fn: typeof r, loaded: Object.keys(require.cache).filter((k) => !before.has(k)) }));`;
+    const out = JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8' })) as { fn: string; loaded: string[] };
+    assert.equal(out.fn, 'function');
+    const rel = out.loaded.map((f) => path.relative(path.join(repoRoot, 'dist'), f)).sort();
+    assert.deepEqual(rel, ['plugin-sdk/formats/byte-order.js', 'plugin-sdk/sim.js', 'plugins/jt1078-ingest/src/packet.js', 'plugins/jt1078-ingest/src/route.js']);
   });
 });

@@ -83,3 +83,6 @@ export const routeTerminal: ConnectionRouter = (head: Buffer, complete: boolean)
   // no header yet: a terminal's first bytes may be split before its magic
   return !complete && head.length < MAX_WAIT ? 'more' : 'any';
 };
+
+/** what the primary loads (plugin-sdk/plugin.ts `routers`): this module alone, without the plugin */
+export const router: ConnectionRouter = routeTerminal;
