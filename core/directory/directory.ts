@@ -114,6 +114,8 @@ export interface Directory {
   hold(c: ChannelRef): void;
   /** this process no longer serves the channel: the claim is released if it is still this node's */
   unhold(c: ChannelRef): void;
+  /** channels this process holds */
+  heldCount(): number;
   /** whether the member's node runs that incarnation now (read from the backend, not the cached view) */
   isLive(m: Member): Promise<boolean>;
   /** a node as it is now (read from the backend): one that started since the view was read is found too */

@@ -65,6 +65,10 @@ export class MemoryDirectory implements Directory {
     this.claims.set(channelName(c), this.me);
   }
 
+  heldCount(): number {
+    return this.held.size;
+  }
+
   unhold(c: ChannelRef): void {
     if (this.held.delete(channelName(c))) this.claims.delete(channelName(c));
   }

@@ -319,6 +319,10 @@ export class RedisDirectory implements Directory {
     if (this.up) this.track(this.s.gwRefresh(keys.ch(c), keys.sim(c), memberValue(this.me), this.ttlMs, c.chan, nodePrefix(this.me)));
   }
 
+  heldCount(): number {
+    return this.held.size;
+  }
+
   unhold(c: ChannelRef): void {
     if (!this.held.delete(channelName(c))) return;
     if (this.up) this.track(this.s.gwRelease(keys.ch(c), keys.sim(c), nodePrefix(this.me), c.chan));

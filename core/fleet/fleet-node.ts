@@ -12,6 +12,7 @@ import { ClusterSessions } from '../cluster/session-calls';
 import { FleetSessions, type NodeSessions } from './fleet-sessions';
 import { FLEET_HEADER, FLEET_PATH, fleetSecretMatches } from './fleet-calls';
 import { requestDirectoryFor } from './request-directory';
+import { metricsFor } from '../metrics';
 
 /** the directory a site's `directoryUrl` names: absent or `memory:` in-process, `redis…://` a fleet's Redis */
 export function directoryFor(url: string | undefined, me: Member, ttlMs: number, log: Logger, where: string): Directory {
@@ -78,7 +79,14 @@ export async function startFleet(k: Kernel, apiBase: string): Promise<Fleet> {
     close: async (app, ids) => sessions.close(app, ids),
     status: async (app) => sessions.status(app),
   };
-  const fleet = new FleetSessions(dir, local, log, (c) => (cs ? undefined : servesHere(c)));
+  const m = metricsFor(k.registry, 'fleet');
+  const calls = m.counter('calls_total', 'calls this process made to other fleet nodes, by method and outcome (answered, unreachable)', ['method', 'outcome']);
+  const lostNotices = m.counter('lost_node_notices_total', 'closed notices (closeCause 13) this process sent for requests of lost nodes');
+  m.gauge('directory_up', 'whether the directory is reachable (1) or not (0); the in-process directory always is', [], (g) => g.set(dir.available ? 1 : 0));
+  m.gauge('nodes', 'live nodes of the fleet, as this process last read them', [], (g) => g.set(dir.liveNodes().length));
+  m.gauge('claims_held', 'channels whose claim this process refreshes', [], (g) => g.set(dir.heldCount()));
+  dir.onNodeLost((lost) => lostNotices.inc(lost.requests.length));
+  const fleet = new FleetSessions(dir, local, log, (c) => (cs ? undefined : servesHere(c)), (method, outcome) => calls.inc({ method, outcome }));
   registerFleetRoutes(k, dir, fleet, local);
   if (dir.kind === 'redis') log.info({ node: dir.me.nodeId, directory: dir.describe, apiBase, hosts }, 'fleet node: directory on Redis');
   return { dir, sessions: fleet };

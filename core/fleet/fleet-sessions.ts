@@ -19,6 +19,8 @@ export interface NodeSessions {
 
 /** an open is passed on at most this often (asked node -> placed node -> owner found meanwhile) */
 const MAX_HOPS = 2;
+/** how long a placement counts on top of the heartbeats' stream counts: a heartbeat and a read of the view */
+const PLACED_MEMORY_MS = 4000;
 
 /** the channel an open body names, when it names one well enough to place it (else the node's validation answers) */
 export function channelOfOpen(body: Record<string, unknown>): ChannelRef | undefined {
@@ -40,10 +42,14 @@ export function directoryDown(dir: Directory): GatewayError {
  */
 export class FleetSessions {
   private secret: string | undefined;
+  /** channels this node placed lately, by node: not in the heartbeats' counts yet */
+  private readonly placed: Array<{ nodeId: string; at: number }> = [];
 
   constructor(private readonly dir: Directory, private readonly local: NodeSessions, private readonly log: Logger,
     /** this process holds a stream of the channel (an open that failed leaves no claim behind it) */
-    private readonly servesHere: (c: ChannelRef) => boolean | undefined) {}
+    private readonly servesHere: (c: ChannelRef) => boolean | undefined,
+    /** a call to another node ended: answered (ok or an error answer) or unreachable */
+    private readonly counted: (method: FleetMethod, outcome: 'answered' | 'unreachable') => void = () => undefined) {}
 
   private get me(): Member {
     return this.dir.me;
@@ -51,7 +57,14 @@ export class FleetSessions {
 
   private async call(node: NodeView, method: FleetMethod, args: unknown): Promise<unknown[]> {
     this.secret ??= await this.dir.fleetSecret();
-    return callNode(node.apiBase, this.secret, method, args);
+    try {
+      const out = await callNode(node.apiBase, this.secret, method, args);
+      this.counted(method, 'answered');
+      return out;
+    } catch (err) {
+      this.counted(method, err instanceof NodeUnreachable ? 'unreachable' : 'answered');
+      throw err;
+    }
   }
 
   /** a live node: from the view, or read now (it may have started since the view was read) */
@@ -59,13 +72,25 @@ export class FleetSessions {
     return this.dir.liveNodes().find((n) => n.nodeId === id) ?? await this.dir.node(id).catch(() => undefined);
   }
 
-  /** the rule for a channel nobody owns: the node with the fewest streams, ties to this node */
+  /**
+   * The rule for a channel nobody owns: the node with the fewest streams, ties to this node. The counts come with the
+   * nodes' heartbeats (every third of the TTL) and are read every second: the channels this node placed since are
+   * added, or a burst of opens through one node would all land where the counts were lowest a moment ago.
+   */
   private fewest(): string {
+    const now = Date.now();
+    while (this.placed.length && now - this.placed[0].at > PLACED_MEMORY_MS) this.placed.shift();
+    const extra = new Map<string, number>();
+    for (const p of this.placed) extra.set(p.nodeId, (extra.get(p.nodeId) ?? 0) + 1);
+    const load = (n: NodeView) => n.streams + (extra.get(n.nodeId) ?? 0);
     const view = this.dir.liveNodes();
-    const mine = view.find((n) => n.nodeId === this.me.nodeId);
-    let best: NodeView | undefined = mine;
-    for (const n of view) if (!best || n.streams < best.streams) best = n;
+    let best: NodeView | undefined = view.find((n) => n.nodeId === this.me.nodeId);
+    for (const n of view) if (!best || load(n) < load(best)) best = n;
     return best?.nodeId ?? this.me.nodeId;
+  }
+
+  private notePlaced(nodeId: string): void {
+    this.placed.push({ nodeId, at: Date.now() });
   }
 
   async open(app: Application, body: Record<string, unknown>, hop = 0): Promise<Record<string, unknown>> {
@@ -77,15 +102,22 @@ export class FleetSessions {
       // passed here by another node, or this node would be chosen anyway: claim straight away (the claim says
       // whether the channel, or another channel of its SIM, is owned already)
       let here = hop > 0 || this.fewest() === this.me.nodeId;
+      let placedByRule = false;
       if (!here) {
         const { owner, simHolder } = await this.dir.lookup(ch);
         const holder = owner ?? simHolder;
-        target = holder && (await this.nodeById(holder.nodeId))?.epoch === holder.epoch ? holder.nodeId : this.fewest();
+        placedByRule = !(holder && (await this.nodeById(holder.nodeId))?.epoch === holder.epoch);
+        target = placedByRule ? this.fewest() : holder!.nodeId;
         here = target === this.me.nodeId;
       }
       if (here) {
         target = await this.claimHere(ch);
-        if (target === undefined) return await this.openHere(app, body, ch);
+        if (target === undefined) {
+          this.notePlaced(this.me.nodeId);
+          return await this.openHere(app, body, ch);
+        }
+      } else if (placedByRule) {
+        this.notePlaced(target!);
       }
       if (hop >= MAX_HOPS) throw new GatewayError(ErrCode.RETRY, 'The channel changed owner while it was being opened; retry.');
       return await this.openOn(target!, app, body, hop, ch);

@@ -146,6 +146,23 @@ describe('a fleet of three nodes on one Redis directory (real processes)', funct
     assert.match(none.json.message, /connIdx/);
   });
 
+  it('a burst of opens of new terminals through one node spreads over the fleet (fewest streams, counting its own placements)', async () => {
+    const hosts: string[] = [];
+    const ids: string[] = [];
+    for (let i = 0; i < 6; i++) {
+      const r = await openOn(nodes.C, 1, {}, String(13900140000 + i));
+      assert.equal(r.json.errCode, 0, r.text);
+      hosts.push(r.json.data[0].host);
+      ids.push(r.json.data[0].reqId);
+    }
+    const per = new Map<string, number>();
+    for (const h of hosts) per.set(h, (per.get(h) ?? 0) + 1);
+    assert.ok(per.size >= 2, hosts.join());
+    assert.ok(Math.max(...per.values()) <= 4, hosts.join());
+    const closed = await nodes.A.api('POST', '/strm/close', { reqIds: ids });
+    assert.ok((closed.json.data as Array<{ closed: boolean }>).every((c) => c.closed), closed.text);
+  });
+
   it('Redis killed and started again: the stream plays on, opens answer -2 while it is down and again after, no claim is left that nobody serves', async () => {
     const player = players[0];
     const port = redis.port;
