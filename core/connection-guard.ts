@@ -179,7 +179,12 @@ export interface ConnectionGuardOptions {
   probe?: FdProbe;
   /** the rate-limited warnings: one at once, then one per interval at most (default 10 s) */
   logIntervalMs?: number;
-  onRefused?: (listener: string, reason: RefusalReason) => void;
+  /**
+   * false: refusals are only passed to onRefused, not logged here (the primary of a multi-worker gateway tells them
+   * to a worker, whose guard counts and logs them with its own)
+   */
+  logRefusals?: boolean;
+  onRefused?: (listener: string, reason: RefusalReason, remote: string) => void;
   onListenerError?: (listener: string, code: string) => void;
 }
 
@@ -202,11 +207,20 @@ export class ListenerGate {
    * socket is counted until it closes.
    */
   admit(socket: net.Socket): boolean {
+    return this.hold(socket) !== undefined;
+  }
+
+  /**
+   * admit() for a socket this process may pass on to another (the primary hands connections to workers: the socket
+   * then never closes here). Counted until it closes or `release` is called, whichever comes first (release is
+   * idempotent); undefined: refused and reset, as admit() does.
+   */
+  hold(socket: net.Socket): (() => void) | undefined {
     const remote = socket.remoteAddress;
     // gone before it was seen (reset by the peer while queued): nothing to count
     if (remote === undefined) {
       socket.destroy();
-      return false;
+      return undefined;
     }
     const key = addressKey(remote);
     const reason = this.guard.verdict(this, key, remote);
@@ -214,19 +228,24 @@ export class ListenerGate {
       socket.on('error', () => undefined);
       socket.resetAndDestroy();
       this.guard.refused(this, reason, remote);
-      return false;
+      return undefined;
     }
     this.open++;
     this.byAddress.set(key, (this.byAddress.get(key) ?? 0) + 1);
     this.guard.fdOpened();
-    socket.once('close', () => {
+    let held = true;
+    const release = () => {
+      if (!held) return;
+      held = false;
+      socket.removeListener('close', release);
       this.open--;
       const n = (this.byAddress.get(key) ?? 1) - 1;
       if (n <= 0) this.byAddress.delete(key);
       else this.byAddress.set(key, n);
       this.guard.fdClosed();
-    });
-    return true;
+    };
+    socket.once('close', release);
+    return release;
   }
 
   fromAddress(key: string): number {
@@ -330,7 +349,8 @@ export class ConnectionGuard {
   }
 
   refused(g: ListenerGate, reason: RefusalReason, remote: string): void {
-    this.o.onRefused?.(g.name, reason);
+    this.o.onRefused?.(g.name, reason, remote);
+    if (this.o.logRefusals === false) return;
     const fields: Record<string, unknown> = { listener: g.name, reason, remote };
     let msg: string;
     if (reason === 'address') {

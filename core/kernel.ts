@@ -314,9 +314,9 @@ export class Kernel {
         const max = guard.maxPerAddressOf(listener);
         return max > 0 ? { max, exempt: this.gateway.perAddressExempt } : undefined;
       };
-      this.opts.cluster.link.onRefused = (listener, remotes, more) => {
-        for (const r of remotes) guard.refusedAt(listener, 'address', r);
-        for (let i = 0; i < more; i++) guard.refusedAt(listener, 'address', remotes[remotes.length - 1]);
+      this.opts.cluster.link.onRefused = (listener, remotes, more, reason) => {
+        for (const r of remotes) guard.refusedAt(listener, reason, r);
+        for (let i = 0; i < more; i++) guard.refusedAt(listener, reason, remotes[remotes.length - 1]);
       };
     }
     this.api = new ApiServer({ bodyLimit: this.gateway.bodyLimit, keepAliveTimeoutMs: this.gateway.httpKeepAliveSec * 1000, apps: this.apps, log: this.log.child({ part: 'http' }), ...this.authHooks, tls: this.tls });

@@ -6,7 +6,7 @@ import * as os from 'node:os';
 import pino from 'pino';
 import { Kernel, repoRoot } from './kernel';
 import { BootError, buildConfig } from './config';
-import { GatewayConfig } from './gateway-config';
+import { GatewayConfig, parseListenerLimits, type ListenerLimits } from './gateway-config';
 import { loadSite } from './site';
 import { Primary } from './cluster/primary';
 import { WorkerLink } from './cluster/worker-link';
@@ -45,16 +45,19 @@ function onSignals(stop: (signal: string) => Promise<void>, log: { info(o: objec
 }
 
 /** how many workers the site asks for (0: one per core) */
-function workersOf(siteArg: string | undefined): { workers: number; gateway: GatewayConfig; site: string } {
+function workersOf(siteArg: string | undefined): { workers: number; gateway: GatewayConfig; site: string; listenerLimits: Map<string, ListenerLimits> } {
   const site = loadSite(siteArg ?? process.env.GW_SITE, repoRoot);
   const gateway = buildConfig(GatewayConfig, site.gateway, { where: `${site.file}: gateway`, envPrefix: 'GW', env: process.env });
-  return { workers: gateway.workers === 0 ? os.availableParallelism() : gateway.workers, gateway, site: site.name };
+  const listenerLimits = parseListenerLimits(gateway.listenerLimits, `${site.file}: gateway`);
+  return { workers: gateway.workers === 0 ? os.availableParallelism() : gateway.workers, gateway, site: site.name, listenerLimits };
 }
 
-async function runPrimary(workers: number, gateway: GatewayConfig, siteName: string): Promise<void> {
+async function runPrimary(workers: number, gateway: GatewayConfig, siteName: string, listenerLimits: Map<string, ListenerLimits>): Promise<void> {
   const log = pino({ level: gateway.logLevel, base: { site: siteName, role: 'primary' } }, pino.destination({ fd: 1, sync: false }));
   const primary = new Primary({
     workers, log, workerFlags: gcNodeFlags(gateway.gcHelperThreads, gateway.gcSemiSpaceMB),
+    // the caps on connections the primary holds while it reads their first bytes (a worker applies them to its own)
+    connections: { maxConnectionsPerListener: gateway.maxConnectionsPerListener, fdReserve: gateway.fdReserve, listenerLimits },
     // JTGW_NODE_EPOCH: this run of the node, shared by its workers (a worker restarted is the same run; the node
     // restarted is a new one, whose last run's requests the fleet closes: core/directory/)
     env: { ...process.env, JTGW_CLUSTER_ID: String(process.pid), JTGW_CLUSTER_SECRET: randomBytes(18).toString('base64url'), JTGW_NODE_EPOCH: randomBytes(6).toString('base64url') },
@@ -70,7 +73,7 @@ async function runPrimary(workers: number, gateway: GatewayConfig, siteName: str
     log.flush?.();
     process.exit(1);
   }
-  log.info({ workers }, 'gateway started with workers');
+  log.info({ workers, connections: primary.describeConnections() }, 'gateway started with workers');
 }
 
 /** what a single process started by hand lacks of the GC flags its site asks for (they only count at start) */
@@ -140,7 +143,7 @@ async function main(): Promise<void> {
     bootFailed(err);
   }
   if (plan.workers > 1) {
-    await runPrimary(plan.workers, plan.gateway, plan.site);
+    await runPrimary(plan.workers, plan.gateway, plan.site, plan.listenerLimits);
     return;
   }
   const semi = plan.gateway.gcSemiSpaceMB;

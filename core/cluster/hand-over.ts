@@ -3,6 +3,7 @@ import type * as dgram from 'node:dgram';
 import type * as net from 'node:net';
 import type { Logger } from 'pino';
 import type { ConnectionRouter, RouteDecision } from '../../plugin-sdk/cluster';
+import type { ListenerGate, RefusalReason } from '../connection-guard';
 import type { AddressCaps, CountedConnection } from './address-caps';
 import type { ToWorker } from './messages';
 import { shardOf } from './shard';
@@ -10,12 +11,18 @@ import type { UdpBatches } from './udp-batches';
 
 /** a connection that has not shown its stream within this is handed to any worker, whose own timeouts then apply */
 const FIRST_BYTES_MS = 10_000;
-/** refusals of the per-address cap are told to a worker at most this often */
+/** refusals are told to a worker at most this often */
 const REFUSED_BATCH_MS = 100;
 /** addresses named in one batch of refusals; more are counted */
 const MAX_REFUSED_ITEMS = 1024;
 /** routers get at most this many bytes to decide */
 const MAX_HEAD = 4096;
+/**
+ * handles given to Node for one worker and not yet written. Node writes a worker's next handle only once the worker
+ * acknowledged the last, and queues every message behind it meanwhile (calls, datagrams): the rest wait here, where
+ * the connections that showed their stream go first.
+ */
+const MAX_UNWRITTEN = 2;
 
 /** one worker's place in the primary: the process in it now, and what is on its way to it */
 export interface Slot {
@@ -28,9 +35,25 @@ export interface Slot {
    * Connections handed to this worker that it may not have taken yet. Sending detaches the socket's handle and Node
    * closes the primary's copy only when the worker acknowledges it, sending the next handle only after that; a worker
    * that dies in between leaves the one in flight and those queued behind it open here, with nobody reading them
-   * (clients hung until their own timeout). Entries Node has closed (taken) are swept at the next hand-over.
+   * (clients hung until their own timeout). An entry is removed once the next one is written (Node writes a
+   * handle only when the one before was acknowledged and closed here), or when Node could not write it.
    */
   handing: Set<Handing>;
+  /**
+   * Connections for this worker not yet given to Node (at most MAX_UNWRITTEN are): `soon` those whose first bytes
+   * were read, `late` those given up on after FIRST_BYTES_MS (a flood of silent connections, handed over all at
+   * once 10 s after it came, must not hold up an API request behind it, nor the calls and datagrams behind that)
+   */
+  waiting: { soon: Handing[]; late: Handing[] };
+  /** handles given to Node for this worker and not yet written */
+  unwritten: number;
+  /** the last handle written to this worker (still in `handing` until its acknowledgement) */
+  lastWritten?: Handing;
+}
+
+/** a new slot's hand-over state */
+export function idleSlot(index: number, restartMs: number): Slot {
+  return { index, ready: false, restartMs, startedAt: 0, handing: new Set(), waiting: { soon: [], late: [] }, unwritten: 0 };
 }
 
 /** a routed port the primary bound for the workers */
@@ -44,8 +67,13 @@ export interface Listener {
   batches?: UdpBatches<Slot>;
   /** the per-address cap across workers (TCP) */
   caps?: AddressCaps;
-  /** connections refused by `caps` not yet told to a worker (which counts and logs them) */
-  refused?: { remotes: string[]; more: number };
+  /**
+   * the primary's own per-listener cap and descriptor reserve (TCP; the primary's ConnectionGuard): connections it
+   * holds, from accept until they are handed over, count against them
+   */
+  gate?: ListenerGate;
+  /** connections refused here not yet told to a worker (which counts and logs them), by reason */
+  refused?: Map<RefusalReason, { remotes: string[]; more: number }>;
 }
 
 /** libuv's TCP handle under a net.Socket (Node internals: `_handle`, and `fd` -1 once closed) */
@@ -55,7 +83,21 @@ function wrapOf(sock: net.Socket): TcpWrap | undefined {
   return (sock as unknown as { _handle?: TcpWrap | null })._handle ?? undefined;
 }
 
-interface Handing { l: Listener; sock: net.Socket; head: Buffer; key: string | undefined; wrap: TcpWrap; counted: CountedConnection | undefined }
+/**
+ * A connection the primary holds: its place in the address's count across workers, and its place in the listener's
+ * count of what the primary holds (`release` ends it: once handed over, or closed; idempotent)
+ */
+interface Held { counted: CountedConnection | undefined; release: () => void }
+
+interface Handing {
+  l: Listener; sock: net.Socket; head: Buffer; key: string | undefined; wrap: TcpWrap; held: Held;
+  /** its first try: a connection for any worker whose hand-over failed is offered once more */
+  firstTry: boolean;
+  /** routed when FIRST_BYTES_MS ran out, not by its first bytes: handed over after those that were */
+  late: boolean;
+}
+
+const NOTHING_HELD = (): void => undefined;
 
 /** what the hand-over needs of the primary */
 export interface HandOverHost {
@@ -65,12 +107,16 @@ export interface HandOverHost {
   booted(): boolean;
   hold(go: () => void): void;
   nextReady(): Slot | undefined;
-  send(w: Worker, m: ToWorker, handle?: net.Socket, undelivered?: (err: Error) => void): boolean;
+  /** `written`: with a handle, called once its message was written (err null) or could not be (the worker is gone) */
+  send(w: Worker, m: ToWorker, handle?: net.Socket, written?: (err: Error | null) => void): boolean;
 }
 
 /**
  * The primary's part in a routed TCP connection: it reads the first bytes, finds the worker, hands the socket over,
- * and copes with that worker dying meanwhile; and counts the connection against its address's cap across workers.
+ * and copes with that worker dying meanwhile; counts the connection against its address's cap across workers; and
+ * against the caps of what the primary itself holds (its listener's cap and its descriptor reserve), from accept
+ * until the socket is handed over: a flood of connections that never send anything is refused there, before the
+ * primary runs out of descriptors, as a single process refuses it (core/connection-guard.ts).
  */
 export class HandOver {
   constructor(private readonly h: HandOverHost) {}
@@ -81,22 +127,35 @@ export class HandOver {
    * peer sends next waits in the kernel for the worker.
    */
   route(l: Listener, sock: net.Socket): void {
+    // counted from accept (the gate resets and reports what it refuses)
+    let release = NOTHING_HELD;
+    if (l.gate) {
+      const r = l.gate.hold(sock);
+      if (!r) return;
+      release = r;
+    }
+    this.routeHeld(l, sock, release);
+  }
+
+  private routeHeld(l: Listener, sock: net.Socket, release: () => void): void {
     // a port is bound while the first worker boots: its connections wait (paused) until every worker can take one
     if (!this.h.booted()) {
-      this.h.hold(() => this.route(l, sock));
+      this.h.hold(() => this.routeHeld(l, sock, release));
       return;
     }
     let counted: CountedConnection | undefined;
     if (l.caps) {
       counted = l.caps.admit(sock.remoteAddress ?? '');
       if (!counted) {
-        this.refuse(l, sock);
+        this.refuse(l, sock, 'address');
+        release();
         return;
       }
     }
+    const held: Held = { counted, release };
     let head: Buffer = Buffer.alloc(0);
     let done = false;
-    const finish = (d: RouteDecision) => {
+    const finish = (d: RouteDecision, late = false) => {
       if (done) return;
       done = true;
       clearTimeout(timer);
@@ -107,7 +166,7 @@ export class HandOver {
       (sock as unknown as { _handle?: { readStop?: () => void } })._handle?.readStop?.();
       let more: Buffer | null;
       while ((more = sock.read() as Buffer | null) !== null) head = Buffer.concat([head, more]);
-      this.handOver(l, sock, head, typeof d === 'object' ? d.key : undefined, true, counted);
+      this.handOver(l, sock, head, typeof d === 'object' ? d.key : undefined, true, held, late);
     };
     const onData = (chunk: Buffer) => {
       head = head.length ? Buffer.concat([head, chunk]) : chunk;
@@ -122,13 +181,13 @@ export class HandOver {
       if (done) return;
       done = true;
       clearTimeout(timer);
-      this.drop(l, sock, counted);
+      this.drop(l, sock, held);
     };
     // a peer that goes quiet before its router could decide: a last, final guess on what came
     const timer = setTimeout(() => {
       let d: RouteDecision = 'any';
       if (head.length) try { d = l.router(head, true); } catch { /* any */ }
-      finish(d === 'more' ? 'any' : d);
+      finish(d === 'more' ? 'any' : d, true);
     }, FIRST_BYTES_MS);
     sock.on('data', onData);
     sock.on('error', abandon);
@@ -142,41 +201,74 @@ export class HandOver {
    * for any worker whose hand-over failed (that worker just died) is offered once more to the next one; otherwise it
    * is closed, so the client sees a reset and retries rather than hanging.
    */
-  private handOver(l: Listener, sock: net.Socket, head: Buffer, key: string | undefined, firstTry: boolean, counted: CountedConnection | undefined): void {
+  private handOver(l: Listener, sock: net.Socket, head: Buffer, key: string | undefined, firstTry: boolean, held: Held, late: boolean): void {
     const slot = key !== undefined ? this.h.slots[shardOf(key, this.h.slots.length)] : this.h.nextReady();
     if (!slot?.ready || !slot.worker) {
       this.h.log.warn({ listener: l.name, key }, 'connection refused: its worker is restarting');
-      this.drop(l, sock, counted);
+      this.drop(l, sock, held);
       return;
     }
-    for (const x of slot.handing) if (x.wrap.fd < 0) slot.handing.delete(x);
     const wrap = wrapOf(sock);
     if (!wrap) {
       // closed by its peer while it was being routed
-      this.drop(l, sock, counted);
+      this.drop(l, sock, held);
       return;
     }
-    const h: Handing = { l, sock, head, key, wrap, counted };
+    const h: Handing = { l, sock, head, key, wrap, held, firstTry, late };
     slot.handing.add(h);
     // counted in the worker from now: it reports the close (or dies, and its counts with it)
-    if (counted) l.caps?.move(counted, slot.index);
-    const sent = this.h.send(slot.worker, { t: 'conn', listener: l.name, head }, sock, (err) => {
-      if (!slot.handing.delete(h)) return;
-      this.h.log.warn({ listener: l.name, key, worker: slot.index, err: err.message, retried: key === undefined && firstTry && !sock.destroyed },
-        'connection not handed over: its worker is gone');
-      if (key === undefined && firstTry && !sock.destroyed) this.handOver(l, sock, head, key, false, counted);
-      else this.drop(l, sock, counted);
-    });
-    if (!sent) {
-      slot.handing.delete(h);
-      this.drop(l, sock, counted);
+    if (held.counted) l.caps?.move(held.counted, slot.index);
+    (late ? slot.waiting.late : slot.waiting.soon).push(h);
+    this.pump(slot);
+  }
+
+  /** gives Node the connections waiting for a worker, those that showed their stream first, MAX_UNWRITTEN at a time */
+  private pump(slot: Slot): void {
+    const w = slot.worker;
+    while (w && slot.unwritten < MAX_UNWRITTEN) {
+      const h = slot.waiting.soon.shift() ?? slot.waiting.late.shift();
+      if (!h) return;
+      this.sendTo(slot, w, h);
     }
   }
 
-  /** closes a connection the primary still holds, and stops counting it against its address */
-  private drop(l: Listener, sock: net.Socket, counted: CountedConnection | undefined): void {
+  private sendTo(slot: Slot, w: Worker, h: Handing): void {
+    const { l, sock, head, key, held } = h;
+    slot.unwritten++;
+    const sent = this.h.send(w, { t: 'conn', listener: l.name, head }, sock, (err) => {
+      // a worker that died since is no longer this slot's (rehome() started its count again)
+      const current = slot.worker === w;
+      if (current) slot.unwritten--;
+      if (!err) {
+        // written: the worker has it (the primary's descriptor closes at its acknowledgement, Node's doing) and its
+        // gate counts it from now; until then it was the primary's. The one written before was acknowledged.
+        held.release();
+        if (current) {
+          if (slot.lastWritten) slot.handing.delete(slot.lastWritten);
+          slot.lastWritten = h;
+          this.pump(slot);
+        }
+        return;
+      }
+      if (current) this.pump(slot);
+      if (!slot.handing.delete(h)) return;
+      const retry = key === undefined && h.firstTry && !sock.destroyed;
+      this.h.log.warn({ listener: l.name, key, worker: slot.index, err: err.message, retried: retry }, 'connection not handed over: its worker is gone');
+      if (retry) this.handOver(l, sock, head, key, false, held, h.late);
+      else this.drop(l, sock, held);
+    });
+    if (!sent) {
+      slot.unwritten--;
+      slot.handing.delete(h);
+      this.drop(l, sock, held);
+    }
+  }
+
+  /** closes a connection the primary still holds, and stops counting it against its address and its listener */
+  private drop(l: Listener, sock: net.Socket, held: Held): void {
     sock.destroy();
-    if (counted) l.caps?.move(counted, 'gone');
+    held.release();
+    if (held.counted) l.caps?.move(held.counted, 'gone');
   }
 
   /**
@@ -186,36 +278,58 @@ export class HandOver {
   rehome(slot: Slot): void {
     const stuck = [...slot.handing].filter((h) => h.wrap.fd >= 0);
     slot.handing.clear();
+    slot.waiting = { soon: [], late: [] };
+    slot.unwritten = 0;
+    slot.lastWritten = undefined;
     if (stuck.length) this.h.log.warn({ worker: slot.index, connections: stuck.length }, 'connections waiting for a dead worker: handed to another, or closed');
     for (const h of stuck) {
       // still queued (its handle never left the socket): it can go elsewhere; in flight: only closing is left
       const queued = wrapOf(h.sock) === h.wrap;
-      if (queued && h.key === undefined) this.handOver(h.l, h.sock, h.head, undefined, false, h.counted);
-      else if (queued) h.sock.destroy();
-      else h.wrap.close();
+      if (queued && h.key === undefined) {
+        this.handOver(h.l, h.sock, h.head, undefined, false, h.held, h.late);
+      } else if (queued) {
+        h.sock.destroy();
+        h.held.release();
+      } else {
+        h.wrap.close();
+        h.held.release();
+      }
     }
   }
 
-  /**
-   * A connection over its address's cap across workers: reset at once (no descriptor held, no TIME_WAIT), and told to
-   * a worker in batches, whose connection guard counts it (gw_core_connections_refused_total) and logs it
-   * rate-limited, as it does its own refusals.
-   */
-  private refuse(l: Listener, sock: net.Socket): void {
+  /** a connection over its address's cap across workers: reset at once (no descriptor held, no TIME_WAIT), and told */
+  private refuse(l: Listener, sock: net.Socket, reason: RefusalReason): void {
     const remote = sock.remoteAddress ?? '';
     sock.on('error', () => undefined);
     sock.resetAndDestroy();
-    if (!l.refused) {
-      const batch = { remotes: [] as string[], more: 0 };
-      l.refused = batch;
-      setTimeout(() => {
-        l.refused = undefined;
+    this.refused(l, reason, remote);
+  }
+
+  /**
+   * A connection the primary refused (its address's cap here, its listener's cap or the descriptor reserve in its
+   * gate): told to a worker in batches, whose connection guard counts it (gw_core_connections_refused_total) and logs
+   * it rate-limited, as it does its own refusals. A batch waits for a worker while none is up.
+   */
+  refused(l: Listener, reason: RefusalReason, remote: string): void {
+    const batches = l.refused ??= new Map();
+    let batch = batches.get(reason);
+    if (!batch) {
+      const b = { remotes: [] as string[], more: 0 };
+      batch = b;
+      batches.set(reason, b);
+      const tell = () => {
         const w = this.h.nextReady()?.worker;
-        if (w) this.h.send(w, { t: 'refused', listener: l.name, ...batch });
-      }, REFUSED_BATCH_MS).unref();
+        if (!w) {
+          setTimeout(tell, REFUSED_BATCH_MS).unref();
+          return;
+        }
+        batches.delete(reason);
+        this.h.send(w, { t: 'refused', listener: l.name, reason, ...b });
+      };
+      setTimeout(tell, REFUSED_BATCH_MS).unref();
     }
     // a flood's addresses are itemised up to a bound, the rest counted (as the worker's own log summarises them)
-    if (l.refused.remotes.length < MAX_REFUSED_ITEMS) l.refused.remotes.push(remote);
-    else l.refused.more++;
+    if (batch.remotes.length < MAX_REFUSED_ITEMS) batch.remotes.push(remote);
+    else batch.more++;
   }
 }

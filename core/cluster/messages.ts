@@ -1,5 +1,6 @@
 /** What the primary and the workers say to each other over the cluster IPC channel (advanced serialization). */
 import type { Notice } from '../../plugin-sdk/notices';
+import type { ListenerKind, RefusalReason } from '../connection-guard';
 
 /** how a listener's connections are routed: the built-in 'stream-path', or a router a plugin module exports */
 export type RouteSpec = { builtin: 'stream-path' } | { module: string; plugin: string; name: string };
@@ -7,7 +8,9 @@ export type RouteSpec = { builtin: 'stream-path' } | { module: string; plugin: s
 export type ToPrimary =
   | { t: 'listen'; id: number; listener: string; proto: 'tcp' | 'udp'; port: number; host: string; route: RouteSpec; reuseAddr?: boolean;
     /** TCP: the listener's per-address cap (0: none), counted by the primary across workers (address-caps.ts) */
-    perAddress?: { max: number; exempt: string[] } }
+    perAddress?: { max: number; exempt: string[] };
+    /** TCP: what the listener is for, for the primary's own per-listener cap and descriptor reserve (default 'tcp') */
+    kind?: ListenerKind }
   | { t: 'ready' }
   | { t: 'rpc'; id: number; to: number | 'all'; method: string; args: unknown }
   | { t: 'rpc-out'; id: number; ok: boolean; value?: unknown; error?: WireError }
@@ -28,8 +31,12 @@ export type ToWorker =
    * them back to back, `sizes[i]` bytes each, from `addresses[i]`:`ports[i]`
    */
   | { t: 'udp'; listener: string; data: Uint8Array; sizes: Uint32Array; addresses: string[]; ports: Uint16Array }
-  /** connections the primary refused for their address's cap (one entry each, `more` past the list's bound, from its last address): the worker counts and logs them */
-  | { t: 'refused'; listener: string; remotes: string[]; more: number }
+  /**
+   * connections the primary refused (one entry each, `more` past the list's bound, from its last address): over their
+   * address's cap across workers, over the listener's cap on connections the primary holds (reading their first
+   * bytes), or with the primary's descriptors near its limit. The worker counts and logs them.
+   */
+  | { t: 'refused'; listener: string; reason: RefusalReason; remotes: string[]; more: number }
   | { t: 'rpc-in'; id: number; method: string; args: unknown }
   | { t: 'rpc-reply'; id: number; ok: boolean; value?: unknown; error?: WireError }
   | { t: 'reserved'; id: number; result: 'ok' | 'self' | 'other' | 'cap' }

@@ -8,9 +8,10 @@ import { CloseCause, closeReasonOf } from '../../plugin-sdk/sessions';
 import { UDP_RECV_BUFFER, describeListenError } from '../plugin-net';
 import type { ToPrimary, ToWorker } from './messages';
 import { loadRouter, shardOf } from './shard';
-import { parseAllowList } from '../gateway-config';
+import { parseAllowList, type ListenerLimits } from '../gateway-config';
+import { ConnectionGuard, type FdProbe } from '../connection-guard';
 import { AddressCaps } from './address-caps';
-import { HandOver, type Listener, type Slot } from './hand-over';
+import { HandOver, idleSlot, type Listener, type Slot } from './hand-over';
 import { UdpBatches } from './udp-batches';
 import { METRICS_METHOD, RetiredCounters } from './retired-counters';
 import { RpcRelay, type PendingRpc } from './rpc-relay';
@@ -26,7 +27,16 @@ export interface PrimaryOptions {
   env: NodeJS.ProcessEnv;
   /** node options added to the primary's own for each worker (gc-flags.ts) */
   workerFlags?: string[];
+  /**
+   * the site's caps on what the primary itself holds (gateway.maxConnectionsPerListener, fdReserve, listenerLimits'
+   * maxConnections): connections count from accept until they are handed to a worker. Unset: the defaults (automatic
+   * per-listener cap, reserve 256)
+   */
+  connections?: { maxConnectionsPerListener: number; fdReserve: number; listenerLimits: ReadonlyMap<string, ListenerLimits>; probe?: FdProbe };
 }
+
+/** gateway.fdReserve's default, for a primary started without the site's (tests) */
+const FD_RESERVE_DEFAULT = 256;
 
 /**
  * The primary of a multi-worker gateway: it runs no plugin. It forks the workers, binds every routed port they ask
@@ -53,12 +63,32 @@ export class Primary {
   private bootReject!: (err: Error) => void;
   private readonly log: Logger;
   private readonly handOver: HandOver;
+  /**
+   * The caps a single process applies to its own connections (core/connection-guard.ts), on the connections the
+   * primary holds while it reads their first bytes: per listener, and the descriptor reserve (the per-address caps
+   * are counted across workers, in each listener's AddressCaps). What it refuses is told to a worker, which counts
+   * and logs it.
+   */
+  private readonly guard: ConnectionGuard;
 
   constructor(private readonly o: PrimaryOptions) {
     this.log = o.log;
     this.handOver = new HandOver({
       slots: this.slots, log: this.log, booted: () => this.booted, hold: (go) => this.held.push(go),
-      nextReady: () => this.nextReady(), send: (w, m, handle, undelivered) => this.send(w, m, handle, undelivered),
+      nextReady: () => this.nextReady(), send: (w, m, handle, written) => this.send(w, m, handle, written),
+    });
+    const c = o.connections;
+    // listenerLimits' per-address caps are the workers' (and AddressCaps'): the primary's gates have none
+    const overrides = new Map<string, ListenerLimits>();
+    for (const [name, lim] of c?.listenerLimits ?? []) overrides.set(name, { maxConnections: lim.maxConnections });
+    this.guard = new ConnectionGuard({
+      maxHttpConnectionsPerAddress: 0, maxTcpConnectionsPerAddress: 0, perAddressExempt: new net.BlockList(), overrides,
+      maxConnectionsPerListener: c?.maxConnectionsPerListener ?? 0, fdReserve: c?.fdReserve ?? FD_RESERVE_DEFAULT, probe: c?.probe,
+      log: this.log.child({ part: 'net' }), logRefusals: false,
+      onRefused: (name, reason, remote) => {
+        const l = this.listeners.get(name);
+        if (l) this.handOver.refused(l, reason, remote);
+      },
     });
   }
 
@@ -67,7 +97,7 @@ export class Primary {
     const extra = (this.o.workerFlags ?? []).filter((f) => !process.execArgv.includes(f));
     cluster.setupPrimary({ serialization: 'advanced', execArgv: [...process.execArgv, ...extra] });
     const booted = new Promise<void>((resolve, reject) => { this.bootResolve = resolve; this.bootReject = reject; });
-    for (let i = 0; i < this.o.workers; i++) this.slots.push({ index: i, ready: false, restartMs: RESTART_MIN_MS, startedAt: 0, handing: new Set() });
+    for (let i = 0; i < this.o.workers; i++) this.slots.push(idleSlot(i, RESTART_MIN_MS));
     // the first worker boots alone: a bad site fails once, with one message, and first-run work (stores, schemas)
     // is done before the others start
     this.fork(this.slots[0]);
@@ -137,13 +167,13 @@ export class Primary {
   }
 
   /**
-   * `undelivered`: a handle's message could not be written (the worker died a moment ago and its exit is not seen
-   * yet); Node then keeps the socket open here, where nothing reads it.
+   * `written`: a handle's message was written (null), or could not be (the worker died a moment ago and its exit is
+   * not seen yet; Node then keeps the socket open here, where nothing reads it)
    */
-  private send(w: Worker, m: ToWorker, handle?: net.Socket, undelivered?: (err: Error) => void): boolean {
+  private send(w: Worker, m: ToWorker, handle?: net.Socket, written?: (err: Error | null) => void): boolean {
     if (!w.isConnected()) return false;
     try {
-      if (handle) w.send(m, handle, { keepOpen: false } as never, (err: Error | null) => { if (err) undelivered?.(err); });
+      if (handle) w.send(m, handle, { keepOpen: false } as never, (err: Error | null) => written?.(err));
       else w.send(m);
       return true;
     } catch (err) {
@@ -264,6 +294,7 @@ export class Primary {
     const router = loadRouter(m.route);
     const l: Listener = { name: m.listener, proto: m.proto, router, bound: Promise.resolve(0) };
     if (m.proto === 'tcp' && m.perAddress && m.perAddress.max > 0) l.caps = new AddressCaps(m.perAddress.max, parseAllowList(m.perAddress.exempt, 'gateway', 'perAddressExempt'));
+    if (m.proto === 'tcp') l.gate = this.guard.gate(m.listener, m.kind ?? 'tcp', 0);
     l.bound = m.proto === 'tcp' ? this.bindTcp(l, m.port, m.host) : this.bindUdp(l, m.port, m.host, m.reuseAddr === true);
     this.listeners.set(m.listener, l);
     // a failed bind is asked again by nobody (boot stops): keep the rejection for the other workers' asks
@@ -322,6 +353,7 @@ export class Primary {
   async stop(limitMs: number): Promise<void> {
     this.stopping = true;
     this.held = [];
+    this.guard.stop();
     for (const l of this.listeners.values()) {
       l.server?.close();
       l.udp?.close();
@@ -335,6 +367,13 @@ export class Primary {
     const timer = setTimeout(() => { for (const s of this.slots) s.worker?.process.kill('SIGKILL'); }, limitMs);
     await Promise.all(exits);
     clearTimeout(timer);
+  }
+
+  /** the caps on what the primary holds (its descriptor limit and reserve, each routed TCP listener's cap), for the start line */
+  describeConnections(): { fdLimit: number | undefined; fdReserve: number; listeners: Record<string, { maxConnections: number | null }> } {
+    const d = this.guard.describe();
+    const listeners = Object.fromEntries(Object.entries(d.listeners).map(([name, v]) => [name, { maxConnections: v.maxConnections }]));
+    return { fdLimit: d.fdLimit, fdReserve: d.fdReserve, listeners };
   }
 
   /** for /healthz and tests: which worker owns a key */

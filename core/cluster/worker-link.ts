@@ -2,6 +2,7 @@ import type { RemoteInfo } from 'node:dgram';
 import type { Socket } from 'node:net';
 import { ErrCode, GatewayError, type ErrCodeValue } from '../../plugin-sdk/errors';
 import type { Notice } from '../../plugin-sdk/notices';
+import type { ListenerKind, RefusalReason } from '../connection-guard';
 import type { RouteSpec, ToPrimary, ToWorker, WireError } from './messages';
 import { shardOf } from './shard';
 
@@ -30,8 +31,11 @@ export class WorkerLink {
   private readonly handlers = new Map<string, RpcHandler>();
   /** set by main: what a 'stop' from the primary does */
   onStop: () => void = () => undefined;
-  /** set by the kernel: connections the primary refused for their address's cap, to count and log */
-  onRefused: (listener: string, remotes: string[], more: number) => void = () => undefined;
+  /**
+   * set by the kernel: connections the primary refused, to count and log, and why: their address's cap across
+   * workers, or the primary's own per-listener cap or descriptor reserve (messages.ts)
+   */
+  onRefused: (listener: string, remotes: string[], more: number, reason: RefusalReason) => void = () => undefined;
   private closedConns: Array<[string, string]> = [];
 
   constructor(readonly index: number, readonly count: number) {
@@ -89,7 +93,7 @@ export class WorkerLink {
         }
         return;
       }
-      case 'refused': this.onRefused(m.listener, m.remotes, m.more); return;
+      case 'refused': this.onRefused(m.listener, m.remotes, m.more, m.reason); return;
       case 'rpc-in': void this.serve(m.id, m.method, m.args); return;
       case 'stop': this.onStop(); return;
     }
@@ -128,12 +132,13 @@ export class WorkerLink {
 
   /**
    * binds (in the primary) a routed listener; its connections or datagrams for this worker come to the handler.
-   * `perAddress`: the listener's per-address cap, which the primary counts across workers (report closes: connClosed)
+   * `perAddress`: the listener's per-address cap, which the primary counts across workers (report closes: connClosed);
+   * `kind`: what the listener is for (the primary's share of its descriptor reserve)
    */
   listenTcp(listener: string, port: number, host: string, route: RouteSpec, perAddress: { max: number; exempt: string[] } | undefined,
-    onConn: (sock: Socket, head: Buffer) => void): Promise<number> {
+    onConn: (sock: Socket, head: Buffer) => void, kind: ListenerKind = 'tcp'): Promise<number> {
     this.onConn.set(listener, onConn);
-    return this.ask<number>((id) => ({ t: 'listen', id, listener, proto: 'tcp', port, host, route, perAddress }));
+    return this.ask<number>((id) => ({ t: 'listen', id, listener, proto: 'tcp', port, host, route, perAddress, kind }));
   }
 
   /** a connection of a capped listener closed here: told to the primary with the others of the next 10 ms */

@@ -2,7 +2,7 @@ import * as dgram from 'node:dgram';
 import * as net from 'node:net';
 import type { Logger } from 'pino';
 import type { Metrics } from '../../plugin-sdk/metrics';
-import type { ConnectionGuard } from '../connection-guard';
+import type { ConnectionGuard, ListenerKind } from '../connection-guard';
 import type { ApiServer } from '../http/api-server';
 import { addressKey } from '../http/login-guard';
 import { ClusterForwarder, internalSocketPath, listenInternal } from './forwarder';
@@ -10,6 +10,9 @@ import type { RouteSpec } from './messages';
 import { loadRouter } from './shard';
 import { UDP_PEER_IDLE_MS, UDP_PEER_SOCKETS_MAX, UdpPeerSockets, type UdpPeerEvent, type UdpPeerFds } from './udp-peers';
 import type { WorkerLink } from './worker-link';
+
+/** the listener name of the gateway's API port (gateway.httpPort), as the kernel adopts it */
+const API_LISTENER = 'gateway.httpPort';
 
 /** what a worker's kernel knows of its cluster */
 export interface ClusterContext {
@@ -42,11 +45,15 @@ export function udpPeerSettings(metrics: Metrics, guard: ConnectionGuard): NonNu
   };
 }
 
-/** the route of a listener, or undefined when it has none (then Node's cluster shares the port among workers) */
-export function routeSpec(route: string | undefined, plugin: string, module: string | undefined): RouteSpec | undefined {
+/**
+ * The route of a listener, or undefined when it has none (then Node's cluster shares the port among workers).
+ * `routers`: the plugin's router modules by name, resolved (plugin-sdk/plugin.ts).
+ */
+export function routeSpec(route: string | undefined, plugin: string, routers: Record<string, string> | undefined): RouteSpec | undefined {
   if (!route) return undefined;
   if (route === 'stream-path') return { builtin: 'stream-path' };
   // an in-process plugin (the test kit's) has no module the primary could load its router from
+  const module = routers?.[route];
   if (!module) return undefined;
   return { module, plugin, name: route };
 }
@@ -60,7 +67,8 @@ function adoptingServer(srv: net.Server, port: number, host: string): void {
  * A routed TCP listener in a worker: `srv` gets 'connection' for each socket the primary hands over. A per-address
  * cap is counted by the primary across workers: each connection's close is reported to it.
  */
-export async function adoptTcp(c: ClusterContext, listener: string, port: number, host: string, spec: RouteSpec, srv: net.Server): Promise<number> {
+export async function adoptTcp(c: ClusterContext, listener: string, port: number, host: string, spec: RouteSpec, srv: net.Server,
+  kind: ListenerKind = 'tcp'): Promise<number> {
   const perAddress = c.perAddress?.(listener);
   const bound = await c.link.listenTcp(listener, port, host, spec, perAddress, (sock, head) => {
     if (perAddress) {
@@ -69,7 +77,7 @@ export async function adoptTcp(c: ClusterContext, listener: string, port: number
     }
     if (head.length) sock.unshift(head);
     srv.emit('connection', sock);
-  });
+  }, kind);
   adoptingServer(srv, bound, host);
   return bound;
 }
@@ -79,7 +87,8 @@ export async function adoptTcp(c: ClusterContext, listener: string, port: number
  * another worker go there; other workers' forwarded requests arrive on an internal socket.
  */
 export async function adoptHttp(c: ClusterContext, listener: string, port: number, host: string, spec: RouteSpec, api: ApiServer, log: Logger): Promise<{ port: number; internal: net.Server }> {
-  const bound = await adoptTcp(c, listener, port, host, spec, api.server);
+  // the gateway's own API port may use half of the primary's descriptor reserve, as it does a worker's
+  const bound = await adoptTcp(c, listener, port, host, spec, api.server, listener === API_LISTENER ? 'api' : 'http');
   api.forwarder = new ClusterForwarder(c.link, c.id, listener, c.secret, log, (kind) => c.forwarded?.(kind));
   const internal = await listenInternal(internalSocketPath(c.id, c.link.index, listener), api.internalServer(), c.secret);
   return { port: bound, internal };
