@@ -6,7 +6,6 @@ import type { ConnectionRouter, RouteDecision } from '../../plugin-sdk/cluster';
 import type { ListenerGate, RefusalReason } from '../connection-guard';
 import type { AddressCaps, CountedConnection } from './address-caps';
 import type { ToWorker } from './messages';
-import { shardOf } from './shard';
 import type { UdpBatches } from './udp-batches';
 
 /** a connection that has not shown its stream within this is handed to any worker, whose own timeouts then apply */
@@ -59,6 +58,8 @@ export function idleSlot(index: number, restartMs: number): Slot {
 /** a routed port the primary bound for the workers */
 export interface Listener {
   name: string;
+  /** a connection whose terminal no worker owns is placed, and its worker claims it (a plugin's router: terminals) */
+  places: boolean;
   proto: 'tcp' | 'udp';
   router: ConnectionRouter;
   bound: Promise<number>;
@@ -107,6 +108,11 @@ export interface HandOverHost {
   booted(): boolean;
   hold(go: () => void): void;
   nextReady(): Slot | undefined;
+  /**
+   * The worker of a routing key: its terminal's owner; one that owns none is placed now (`place`: a terminal's link,
+   * whose worker claims it) or left to any worker (a player: undefined)
+   */
+  ownerSlot(key: string, place: boolean): Slot | undefined;
   /** `written`: with a handle, called once its message was written (err null) or could not be (the worker is gone) */
   send(w: Worker, m: ToWorker, handle?: net.Socket, written?: (err: Error | null) => void): boolean;
 }
@@ -202,7 +208,7 @@ export class HandOver {
    * is closed, so the client sees a reset and retries rather than hanging.
    */
   private handOver(l: Listener, sock: net.Socket, head: Buffer, key: string | undefined, firstTry: boolean, held: Held, late: boolean): void {
-    const slot = key !== undefined ? this.h.slots[shardOf(key, this.h.slots.length)] : this.h.nextReady();
+    const slot = (key !== undefined ? this.h.ownerSlot(key, l.places) : undefined) ?? this.h.nextReady();
     if (!slot?.ready || !slot.worker) {
       this.h.log.warn({ listener: l.name, key }, 'connection refused: its worker is restarting');
       this.drop(l, sock, held);

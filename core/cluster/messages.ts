@@ -19,6 +19,10 @@ export type ToPrimary =
   /** connections of capped listeners this worker held that closed: [listener, address key] each */
   | { t: 'conns-closed'; items: Array<[string, string]> }
   | { t: 'lookup'; id: number; reqIds: string[] }
+  /** the worker that owns the terminal of a routing key, placed now if nobody does (node-claims.ts) */
+  | { t: 'place'; id: number; key: string }
+  /** this worker opened (+1) or closed (-1) a stream of the terminal of a routing key */
+  | { t: 'held'; key: string; delta: 1 | -1 }
   | { t: 'udp-send'; listener: string; msg: Uint8Array; port: number; address: string }
   /** a datagram a worker's peer socket took that worker `to` owns (udp-peers.ts) */
   | { t: 'udp-route'; listener: string; to: number; msg: Uint8Array; address: string; port: number };
@@ -41,6 +45,9 @@ export type ToWorker =
   | { t: 'rpc-reply'; id: number; ok: boolean; value?: unknown; error?: WireError }
   | { t: 'reserved'; id: number; result: 'ok' | 'self' | 'other' | 'cap' }
   | { t: 'looked-up'; id: number; owners: number[] }
+  | { t: 'placed'; id: number; worker: number }
+  /** terminals (SIMs) whose worker changed: [sim, worker], -1 for none; `all`: the whole table (a worker that starts) */
+  | { t: 'owners'; changes: Array<[string, number]>; all?: boolean }
   | { t: 'stop' };
 
 /** a GatewayError (or any error) as it crosses processes */

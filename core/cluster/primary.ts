@@ -7,7 +7,8 @@ import type { Notice } from '../../plugin-sdk/notices';
 import { CloseCause, closeReasonOf } from '../../plugin-sdk/sessions';
 import { UDP_RECV_BUFFER, describeListenError } from '../plugin-net';
 import type { ToPrimary, ToWorker } from './messages';
-import { loadRouter, shardOf } from './shard';
+import { loadRouter } from './shard';
+import { NodeClaims } from './node-claims';
 import { parseAllowList, type ListenerLimits } from '../gateway-config';
 import { ConnectionGuard, type FdProbe } from '../connection-guard';
 import { AddressCaps } from './address-caps';
@@ -63,6 +64,10 @@ export class Primary {
   private bootReject!: (err: Error) => void;
   private readonly log: Logger;
   private readonly handOver: HandOver;
+  /** which worker owns each terminal: claimed by the worker that serves it, placed when a link or an open asks */
+  private readonly claims: NodeClaims;
+  private readonly claimsSweep: NodeJS.Timeout;
+  private ownersQueued = false;
   /**
    * The caps a single process applies to its own connections (core/connection-guard.ts), on the connections the
    * primary holds while it reads their first bytes: per listener, and the descriptor reserve (the per-address caps
@@ -76,7 +81,11 @@ export class Primary {
     this.handOver = new HandOver({
       slots: this.slots, log: this.log, booted: () => this.booted, hold: (go) => this.held.push(go),
       nextReady: () => this.nextReady(), send: (w, m, handle, written) => this.send(w, m, handle, written),
+      ownerSlot: (key, place) => this.ownerSlot(key, place),
     });
+    this.claims = new NodeClaims(o.workers);
+    this.claimsSweep = setInterval(() => { this.claims.sweep(); this.tellOwners(); }, 5000);
+    this.claimsSweep.unref();
     const c = o.connections;
     // listenerLimits' per-address caps are the workers' (and AddressCaps'): the primary's gates have none
     const overrides = new Map<string, ListenerLimits>();
@@ -119,6 +128,9 @@ export class Primary {
     slot.ready = false;
     slot.worker = undefined;
     this.retiredCounters.exited(slot.index);
+    // its terminals are nobody's now: placed again when they come back
+    this.claims.workerGone(slot.index);
+    this.tellOwners();
     this.failRpcsTo(slot.index);
     for (const l of this.listeners.values()) l.caps?.workerGone(slot.index);
     this.handOver.rehome(slot);
@@ -186,6 +198,7 @@ export class Primary {
     switch (m.t) {
       case 'ready':
         slot.ready = true;
+        this.send(w, { t: 'owners', changes: this.claims.snapshot(), all: true });
         if (!this.booted && slot.index === 0) for (const s of this.slots) if (!s.worker) this.fork(s);
         if (!this.booted && this.slots.every((s) => s.ready)) {
           this.booted = true;
@@ -235,6 +248,15 @@ export class Primary {
         if (e && e.worker === slot.index) this.forget(m.reqId, e.appId);
         return;
       }
+      case 'place': {
+        const owner = this.ownerSlot(m.key, true);
+        this.send(w, { t: 'placed', id: m.id, worker: owner?.index ?? -1 });
+        return;
+      }
+      case 'held':
+        this.claims.held(slot.index, m.key, m.delta);
+        this.tellOwners();
+        return;
       case 'lookup':
         this.send(w, { t: 'looked-up', id: m.id, owners: m.reqIds.map((id) => this.directory.get(id)?.worker ?? -1) });
         return;
@@ -292,7 +314,8 @@ export class Primary {
     const existing = this.listeners.get(m.listener);
     if (existing) return existing.bound;
     const router = loadRouter(m.route);
-    const l: Listener = { name: m.listener, proto: m.proto, router, bound: Promise.resolve(0) };
+    // a plugin's router reads terminals' packets: a link nobody's worker owns is placed, and that worker claims it
+    const l: Listener = { name: m.listener, proto: m.proto, router, bound: Promise.resolve(0), places: !('builtin' in m.route) };
     if (m.proto === 'tcp' && m.perAddress && m.perAddress.max > 0) l.caps = new AddressCaps(m.perAddress.max, parseAllowList(m.perAddress.exempt, 'gateway', 'perAddressExempt'));
     if (m.proto === 'tcp') l.gate = this.guard.gate(m.listener, m.kind ?? 'tcp', 0);
     l.bound = m.proto === 'tcp' ? this.bindTcp(l, m.port, m.host) : this.bindUdp(l, m.port, m.host, m.reuseAddr === true);
@@ -328,8 +351,8 @@ export class Primary {
         try { d = l.router(msg, true); } catch { d = 'any'; }
         // a datagram that names no stream is junk to a routed listener: no worker would know what to do with it
         if (typeof d !== 'object') return;
-        const slot = this.slots[shardOf(d.key, this.slots.length)];
-        if (!slot.ready || !slot.worker) return;
+        const slot = this.ownerSlot(d.key, true);
+        if (!slot?.ready || !slot.worker) return;
         batches.add(slot, msg, rinfo.address, rinfo.port);
       });
       sock.bind(port, host, () => {
@@ -338,6 +361,27 @@ export class Primary {
         l.udp = sock;
         resolve(sock.address().port);
       });
+    });
+  }
+
+  private up = (i: number): boolean => !!this.slots[i]?.ready && !!this.slots[i].worker;
+
+  /** the worker that owns a key's terminal; `place`: one nobody owns gets a worker now */
+  private ownerSlot(key: string, place: boolean): Slot | undefined {
+    const w = place ? this.claims.place(key, this.up) : this.claims.ownerOf(key);
+    this.tellOwners();
+    return w === undefined ? undefined : this.slots[w];
+  }
+
+  /** what changed in the claims goes to every worker (they route forwarded requests and UDP peers by it) */
+  private tellOwners(): void {
+    if (this.ownersQueued) return;
+    this.ownersQueued = true;
+    setImmediate(() => {
+      this.ownersQueued = false;
+      const changes = this.claims.takeChanges();
+      if (changes.length === 0) return;
+      for (const s of this.slots) if (s.ready && s.worker) this.send(s.worker, { t: 'owners', changes });
     });
   }
 
@@ -352,6 +396,7 @@ export class Primary {
   /** stops the workers (each stops its plugins), then the listeners */
   async stop(limitMs: number): Promise<void> {
     this.stopping = true;
+    clearInterval(this.claimsSweep);
     this.held = [];
     this.guard.stop();
     for (const l of this.listeners.values()) {
@@ -376,8 +421,8 @@ export class Primary {
     return { fdLimit: d.fdLimit, fdReserve: d.fdReserve, listeners };
   }
 
-  /** for /healthz and tests: which worker owns a key */
+  /** for tests: which worker owns a key's terminal (-1: none) */
   ownerOf(key: string): number {
-    return shardOf(key, this.slots.length);
+    return this.claims.ownerOf(key) ?? -1;
   }
 }

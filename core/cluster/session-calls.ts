@@ -11,16 +11,22 @@ import { METRICS_METHOD } from './retired-counters';
 type KeepItem = { reqId: string; keep: boolean };
 type CloseItem = { reqId: string; closed: boolean };
 
-/** the worker an open belongs to: its channel's; undefined when the body names none (this worker answers the error) */
-export function openOwner(link: WorkerLink, body: Record<string, unknown>): number | undefined {
+/**
+ * The worker an open belongs to: the one that owns its terminal, or the one the primary places it on now (every
+ * channel of a terminal in one worker); undefined when the body names none (this worker answers the error).
+ */
+export async function openOwner(link: WorkerLink, body: Record<string, unknown>): Promise<number | undefined> {
   const sim = body.simNo;
   const chan = body.chanId ?? body.channelId;
   if (typeof sim !== 'string' || !SIM_PATTERN.test(sim) || typeof chan !== 'number' || !Number.isInteger(chan)) return undefined;
-  return link.ownerOf(channelKey(normaliseSim(sim), chan));
+  return link.place(channelKey(normaliseSim(sim), chan));
 }
 
 /** What a worker answers to its siblings. */
 export function registerClusterCalls(k: Kernel, link: WorkerLink): void {
+  // the primary keeps which worker owns each terminal from what its workers serve (node-claims.ts)
+  k.sessions.onStreamOpened((s) => link.held(channelKey(s.normSim, s.chanId), 1));
+  k.sessions.onStreamClosed((s) => link.held(channelKey(s.normSim, s.chanId), -1));
   link.handle('open', (a) => {
     const { app, body } = a as { app: Application; body: Record<string, unknown> };
     return k.sessions.open(app, body);
@@ -61,8 +67,8 @@ export interface ClusterHealthPart { reason: string; since: string; workers: num
 export class ClusterSessions {
   constructor(private readonly k: Kernel, private readonly link: WorkerLink) {}
 
-  open(app: Application, body: Record<string, unknown>): Promise<Record<string, unknown>> {
-    const owner = openOwner(this.link, body);
+  async open(app: Application, body: Record<string, unknown>): Promise<Record<string, unknown>> {
+    const owner = await openOwner(this.link, body);
     if (owner === undefined || owner === this.link.index) return this.k.sessions.open(app, body);
     return this.link.call(owner, 'open', { app, body });
   }

@@ -4,7 +4,7 @@ import { ErrCode, GatewayError, type ErrCodeValue } from '../../plugin-sdk/error
 import type { Notice } from '../../plugin-sdk/notices';
 import type { ListenerKind, RefusalReason } from '../connection-guard';
 import type { RouteSpec, ToPrimary, ToWorker, WireError } from './messages';
-import { shardOf } from './shard';
+import { simOf } from './node-claims';
 
 type RpcHandler = (args: unknown) => unknown;
 
@@ -29,6 +29,8 @@ export class WorkerLink {
   private readonly onConn = new Map<string, (sock: Socket, head: Buffer) => void>();
   private readonly onUdp = new Map<string, (msg: Buffer, rinfo: RemoteInfo) => void>();
   private readonly handlers = new Map<string, RpcHandler>();
+  /** SIM -> the worker that owns it, as the primary tells (node-claims.ts) */
+  private readonly owners = new Map<string, number>();
   /** set by main: what a 'stop' from the primary does */
   onStop: () => void = () => undefined;
   /**
@@ -42,9 +44,21 @@ export class WorkerLink {
     process.on('message', (m: ToWorker, handle: unknown) => this.onMessage(m, handle as Socket | undefined));
   }
 
-  /** the worker that owns a routing key (plugin-sdk/cluster.ts) */
-  ownerOf(key: string): number {
-    return shardOf(key, this.count);
+  /** the worker that owns a routing key's terminal, as the primary last told (node-claims.ts); undefined: none */
+  ownerOf(key: string): number | undefined {
+    return this.owners.get(simOf(key));
+  }
+
+  /** the worker that owns a routing key's terminal, placed now by the primary if none does */
+  async place(key: string): Promise<number> {
+    const w = await this.ask<number>((id) => ({ t: 'place', id, key }));
+    if (w < 0) throw new GatewayError(ErrCode.EXECUTION_ERROR, 'No worker of the gateway is running; retry.');
+    return w;
+  }
+
+  /** this worker opened (+1) or closed (-1) a stream of a routing key's terminal: the primary keeps its claim */
+  held(key: string, delta: 1 | -1): void {
+    this.post({ t: 'held', key, delta });
   }
 
   private post(m: ToPrimary): void {
@@ -73,6 +87,14 @@ export class WorkerLink {
       case 'listened': this.settle(m.id, m.error === undefined, m.port, m.error); return;
       case 'reserved': this.settle(m.id, true, m.result); return;
       case 'looked-up': this.settle(m.id, true, m.owners); return;
+      case 'placed': this.settle(m.id, true, m.worker); return;
+      case 'owners':
+        if (m.all) this.owners.clear();
+        for (const [sim, w] of m.changes) {
+          if (w < 0) this.owners.delete(sim);
+          else this.owners.set(sim, w);
+        }
+        return;
       case 'rpc-reply': this.settle(m.id, m.ok, m.value, m.error); return;
       case 'conn': {
         const h = this.onConn.get(m.listener);

@@ -113,9 +113,10 @@ export async function adoptUdp(c: ClusterContext, listener: string, port: number
     const { link } = c;
     peers = new UdpPeerSockets({
       type, host, port: bound, router: loadRouter(spec), ...c.udpPeers, log,
-      owns: (key) => link.ownerOf(key) === link.index,
+      // a terminal no worker owns yet is this one's to take (it came to this worker's socket)
+      owns: (key) => (link.ownerOf(key) ?? link.index) === link.index,
       deliver: (m, r) => onMsg(m, r, socket),
-      reroute: (m, r, key) => link.udpReroute(listener, link.ownerOf(key), m, r.address, r.port),
+      reroute: (m, r, key) => link.udpReroute(listener, link.ownerOf(key) ?? link.index, m, r.address, r.port),
     });
   }
   Object.defineProperty(socket, 'address', { value: () => ({ port: bound, address: host, family: type === 'udp6' ? 'IPv6' : 'IPv4' }), configurable: true });

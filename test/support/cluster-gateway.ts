@@ -60,7 +60,10 @@ export async function api(port: number, method: string, p: string, body?: unknow
   });
 }
 
-/** SIMs from `first` up whose channel `chanId` belongs to worker 0, 1, … count-1 (in that order) of `count` workers */
+/**
+ * SIMs from `first` up that a quiet node places on worker 0, 1, … count-1 when opened in that order: nobody owns them,
+ * and placement's ties go to the worker a SIM hashes to (core/cluster/node-claims.ts)
+ */
 export function simsOfWorkers(first: number, chanId: number, count: number): string[] {
   const sims: string[] = [];
   for (let i = 0; sims.length < count; i++) {
