@@ -41,19 +41,15 @@ return {'ok', ARGV[1]}
 `;
 
 /**
- * Refreshes a claim this node holds; puts it back when it expired or Redis lost it (a restart). KEYS: channel, SIM
- * hash. ARGV: my value, ttl ms, chan, my node prefix. Returns 1, or 0 when another node holds it now.
+ * Refreshes a claim this node holds, naming the worker that serves it (an open may have claimed it from another of
+ * the node's workers); puts it back when it expired or Redis lost it (a restart). KEYS: channel, SIM hash. ARGV: my
+ * value, ttl ms, chan, my node prefix. Returns 1, or 0 when another node holds it now.
  */
 export const REFRESH = `
 local cur = redis.call('GET', KEYS[1])
-if not cur then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  cur = ARGV[1]
-elseif string.sub(cur, 1, #ARGV[4]) ~= ARGV[4] then
-  return 0
-end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-redis.call('HSET', KEYS[2], ARGV[3], cur)
+if cur and string.sub(cur, 1, #ARGV[4]) ~= ARGV[4] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('HSET', KEYS[2], ARGV[3], ARGV[1])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 return 1
 `;

@@ -76,12 +76,20 @@ describe('a fleet node with two workers (real processes)', function () {
     players.push(p);
     assert.equal(p.status, 200);
     await waitFor('video frames', () => p.videoFrames() >= 30, 30_000, 50);
+    // the fleet's claim names the node and the worker that serves the channel (whichever worker took the open)
+    const opened = await waitFor('the request\'s log line', () => two.lines<{ worker: number; reqId?: string }>('"msg":"request opened"').find((l) => l.reqId === 'worker-fleet-0001'), 5_000, 20);
+    const redisClient = new Redis(redis.url);
+    try {
+      await waitFor('the claim naming the serving worker', async () => (await redisClient.get(`gw:{s:${SIM}}:ch:1`))?.endsWith(`|${opened.worker}`), 5_000, 100);
+      assert.match((await redisClient.get(`gw:{s:${SIM}}:ch:1`))!, /^two\|/);
+    } finally {
+      redisClient.disconnect();
+    }
   });
 
   it('a worker killed with SIGKILL: its requests get closed notices and their ids are free again across the fleet', async () => {
     // every channel of a SIM is in one worker: the one whose log says it opened the request
-    const opened = two.lines<{ worker: number; reqId?: string; msg: string }>('"msg":"request opened"').find((l) => l.reqId === 'worker-fleet-0001');
-    assert.ok(opened, two.log());
+    const opened = await waitFor('the request\'s log line', () => two.lines<{ worker: number; reqId?: string }>('"msg":"request opened"').find((l) => l.reqId === 'worker-fleet-0001'), 5_000, 20);
     const pid = workerPids(two.child.pid!).get(opened.worker);
     assert.ok(pid);
     process.kill(pid, 'SIGKILL');
