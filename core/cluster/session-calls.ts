@@ -3,7 +3,7 @@ import type { Application } from '../../plugin-sdk/http';
 import type { Notice } from '../../plugin-sdk/notices';
 import { normaliseSim, SIM_PATTERN } from '../../plugin-sdk/sim';
 import type { Kernel } from '../kernel';
-import { checkReqIds } from '../sessions/request-ids';
+import { answerByHolder, checkReqIds } from '../sessions/request-ids';
 import type { WorkerLink } from './worker-link';
 import { aggregateText, scrapeJson, type WorkerMetric } from '../metrics-scrape';
 import { METRICS_METHOD } from './retired-counters';
@@ -85,19 +85,9 @@ export class ClusterSessions {
   private async each<T extends { reqId: string }>(app: Application, reqIds: unknown, method: 'keep' | 'close'): Promise<T[]> {
     const ids = checkReqIds(reqIds);
     const owners = await this.link.lookup(ids);
-    const byOwner = new Map<number, string[]>();
-    owners.forEach((w, i) => { if (w >= 0) (byOwner.get(w) ?? byOwner.set(w, []).get(w)!).push(ids[i]); });
-    const answered = new Map<string, T>();
-    await Promise.all([...byOwner].map(async ([w, sub]) => {
-      try {
-        const items = await this.link.call<T[]>(w, method, { app, reqIds: sub });
-        for (const it of items) if ((it as Record<string, unknown>)[method === 'keep' ? 'keep' : 'closed']) answered.set(it.reqId, it);
-      } catch {
-        // a worker that died meanwhile holds them no more: they answer false, like unknown ids
-      }
-    }));
     const key = method === 'keep' ? 'keep' : 'closed';
-    return ids.map((id) => answered.get(id) ?? ({ reqId: id, [key]: false } as unknown as T));
+    return answerByHolder(ids, key, (i) => (owners[i] >= 0 ? owners[i] : undefined),
+      (w, sub) => this.link.call(w, method, { app, reqIds: sub })) as unknown as Promise<T[]>;
   }
 
   async status(app: Application): Promise<unknown[]> {

@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { Application } from '../../plugin-sdk/http';
 import { ErrCode, GatewayError } from '../../plugin-sdk/errors';
 import { normaliseSim, SIM_PATTERN } from '../../plugin-sdk/sim';
-import { checkReqIds } from '../sessions/request-ids';
+import { answerByHolder, checkReqIds } from '../sessions/request-ids';
 import { DirectoryUnavailable, type ChannelRef, type Directory, type Member, type NodeView } from '../directory/directory';
 import { callNode, NodeUnreachable, type FleetMethod } from './fleet-calls';
 
@@ -177,34 +177,19 @@ export class FleetSessions {
   /** each id to the node that holds it (this node for ids the directory does not know), answers in the caller's order */
   private async each<T extends { reqId: string }>(app: Application, reqIds: unknown, method: 'keep' | 'close'): Promise<T[]> {
     const ids = checkReqIds(reqIds);
-    const key = method === 'keep' ? 'keep' : 'closed';
-    const byNode = new Map<string, string[]>();
     let entries: Array<{ nodeId: string } | undefined> = [];
     if (this.dir.kind === 'redis' && this.dir.available) {
       // Redis gone mid-call: keeps and closes of this node's requests still work
       entries = await this.dir.find(app.appId, ids).catch(() => []);
     }
-    ids.forEach((id, i) => {
-      const node = entries[i]?.nodeId ?? this.me.nodeId;
-      (byNode.get(node) ?? byNode.set(node, []).get(node)!).push(id);
-    });
-    const answered = new Map<string, T>();
-    await Promise.all([...byNode].map(async ([nodeId, sub]) => {
-      try {
-        let items: T[];
-        if (nodeId === this.me.nodeId) items = await this.local[method](app, sub) as unknown as T[];
-        else {
-          const node = await this.nodeById(nodeId);
-          if (!node) return;
-          items = await this.call(node, method, { appId: app.appId, reqIds: sub }) as T[];
-        }
-        for (const it of items) if ((it as Record<string, unknown>)[key]) answered.set(it.reqId, it);
-      } catch (err) {
-        // a node that does not answer holds them no more as far as the caller can tell: they answer false
-        this.log.warn({ node: nodeId, method, err: (err as Error).message }, 'a fleet node did not answer for its requests');
-      }
-    }));
-    return ids.map((id) => answered.get(id) ?? ({ reqId: id, [key]: false } as unknown as T));
+    return answerByHolder(ids, method === 'keep' ? 'keep' : 'closed', (i) => entries[i]?.nodeId ?? this.me.nodeId, async (nodeId, sub) => {
+      if (nodeId === this.me.nodeId) return this.local[method](app, sub) as never;
+      const node = await this.nodeById(nodeId);
+      return node ? this.call(node, method, { appId: app.appId, reqIds: sub }) as never : [];
+    }, (nodeId, err) => {
+      // a node that does not answer holds them no more as far as the caller can tell: they answer false
+      this.log.warn({ node: nodeId, method, err: err.message }, 'a fleet node did not answer for its requests');
+    }) as unknown as Promise<T[]>;
   }
 
   /** this node's requests of the application and every other live node's */

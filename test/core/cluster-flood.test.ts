@@ -13,10 +13,9 @@
 import assert from 'node:assert/strict';
 import { fork, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
-import * as http from 'node:http';
 import * as path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { AUTH_A, startClusterGateway, type ClusterGateway } from '../support/cluster-gateway';
+import { AUTH_A, apiAt, startClusterGateway, type ClusterGateway } from '../support/cluster-gateway';
 import type { FloodCommand, FloodCounts, FloodReport } from '../support/flood-client';
 import { metricSum, waitFor } from '../e2e/helpers';
 
@@ -27,25 +26,10 @@ const BOUND_MS = 2000;
 /** one API call on a connection of its own (so each one is accepted and routed by the primary): status and time taken */
 function timed(port: number, method: string, p: string, body?: unknown): Promise<{ status: number; ms: number; json: any; text: string; error?: string }> {
   const started = performance.now();
-  const data = body === undefined ? undefined : JSON.stringify(body);
-  return new Promise((resolve) => {
-    const req = http.request({
-      host: '127.0.0.1', port, method, path: p, agent: false, timeout: 10_000,
-      headers: { Authorization: AUTH_A, ...(data ? { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(data) } : {}) },
-    }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (d) => { text += d; });
-      res.on('end', () => {
-        let json: unknown;
-        try { json = JSON.parse(text); } catch { json = undefined; }
-        resolve({ status: res.statusCode ?? 0, ms: performance.now() - started, json, text });
-      });
-    });
-    req.on('timeout', () => req.destroy(new Error('no answer within 10 s')));
-    req.on('error', (err) => resolve({ status: 0, ms: performance.now() - started, json: undefined, text: '', error: err.message }));
-    req.end(data);
-  });
+  return apiAt('127.0.0.1', port, method, p, body, AUTH_A, { timeoutMs: 10_000 }).then(
+    (a) => ({ ...a, ms: performance.now() - started }),
+    (err: Error) => ({ status: 0, ms: performance.now() - started, json: undefined, text: '', error: err.message }),
+  );
 }
 
 function openFds(pid: number): number {

@@ -7,7 +7,6 @@
 import assert from 'node:assert/strict';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
-import * as net from 'node:net';
 import * as path from 'node:path';
 import { promisify } from 'node:util';
 import pino from 'pino';
@@ -15,23 +14,13 @@ import Redis, { Cluster } from 'ioredis';
 import { RedisDirectory } from '../../core/directory/redis-directory';
 import type { LostNode, RequestEntry } from '../../core/directory/directory';
 import { scratchDir } from '../support/paths';
+import { freePort } from '../support/redis';
 import { requireTool } from '../support/tools';
 import { waitFor } from '../e2e/helpers';
 
 const run = promisify(execFile);
 const log = pino({ level: 'silent' });
 const TTL = 2000;
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 interface Servers { children: ChildProcess[]; dir: string; stop(): Promise<void> }
 

@@ -42,9 +42,14 @@ export class CallbackReceiver {
 export interface ApiAnswer { status: number; json: any; text: string }
 
 export async function api(port: number, method: string, p: string, body?: unknown, auth = AUTH_A, agent?: http.Agent): Promise<ApiAnswer> {
+  return apiAt('127.0.0.1', port, method, p, body, auth, { agent });
+}
+
+/** one API call to `host`:`port`; `timeoutMs`: fail when no answer comes within it */
+export function apiAt(host: string, port: number, method: string, p: string, body?: unknown, auth = AUTH_A, o: { agent?: http.Agent; timeoutMs?: number } = {}): Promise<ApiAnswer> {
   return new Promise((resolve, reject) => {
     const data = body === undefined ? undefined : JSON.stringify(body);
-    const req = http.request({ host: '127.0.0.1', port, method, path: p, agent: agent ?? false,
+    const req = http.request({ host, port, method, path: p, agent: o.agent ?? false, timeout: o.timeoutMs,
       headers: { Authorization: auth, ...(data ? { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(data) } : {}) } }, (res) => {
       let text = '';
       res.setEncoding('utf8');
@@ -55,6 +60,7 @@ export async function api(port: number, method: string, p: string, body?: unknow
         resolve({ status: res.statusCode ?? 0, json, text });
       });
     });
+    if (o.timeoutMs) req.on('timeout', () => req.destroy(new Error(`no answer from ${host}:${port} within ${o.timeoutMs} ms`)));
     req.on('error', reject);
     req.end(data);
   });

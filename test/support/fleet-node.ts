@@ -6,10 +6,9 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
-import * as http from 'node:http';
 import * as net from 'node:net';
 import * as path from 'node:path';
-import { AUTH_A, type ApiAnswer } from './cluster-gateway';
+import { apiAt, type ApiAnswer } from './cluster-gateway';
 import { repoRoot, scratchDir } from './paths';
 
 const MAIN = path.join(repoRoot, 'dist', 'core', 'main.js');
@@ -27,26 +26,6 @@ export interface FleetNode {
   kill(): void;
   /** SIGTERM and wait for its exit; resolves to its exit code */
   stop(): Promise<number | null>;
-}
-
-export function apiAt(host: string, port: number, method: string, p: string, body?: unknown, auth = AUTH_A, timeoutMs = 10_000): Promise<ApiAnswer> {
-  return new Promise((resolve, reject) => {
-    const data = body === undefined ? undefined : JSON.stringify(body);
-    const req = http.request({ host, port, method, path: p, agent: false, timeout: timeoutMs,
-      headers: { Authorization: auth, ...(data ? { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(data) } : {}) } }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (d) => { text += d; });
-      res.on('end', () => {
-        let json: unknown;
-        try { json = JSON.parse(text); } catch { json = undefined; }
-        resolve({ status: res.statusCode ?? 0, json, text });
-      });
-    });
-    req.on('timeout', () => req.destroy(new Error(`no answer from ${host}:${port} within ${timeoutMs} ms`)));
-    req.on('error', reject);
-    req.end(data);
-  });
 }
 
 /** whether a port is free on every one of the hosts (TCP; UDP shares the numbers) */
@@ -112,7 +91,7 @@ export async function startFleetNode(o: {
     nodeId: o.nodeId, host: o.host, child,
     log: () => out,
     lines: <T>(msg: string) => out.split('\n').filter((l) => l.includes(msg)).map((l) => JSON.parse(l) as T),
-    api: (method, p, body, auth) => apiAt(o.host, o.ports.http, method, p, body, auth),
+    api: (method, p, body, auth) => apiAt(o.host, o.ports.http, method, p, body, auth, { timeoutMs: 10_000 }),
     kill: () => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL'); },
     stop: async () => {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');

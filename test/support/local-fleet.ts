@@ -18,6 +18,7 @@ import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { repoRoot } from './paths';
+import { freePort } from './redis';
 
 export const MAX_NODES = 8;
 export const DEFAULT_NODES = 3;
@@ -133,17 +134,6 @@ interface Proc {
 function findRedisServer(): string | undefined {
   const r = spawnSync('sh', ['-c', 'command -v redis-server'], { encoding: 'utf8' });
   return r.stdout.trim().split('\n')[0] || undefined;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 function ping(port: number): Promise<boolean> {

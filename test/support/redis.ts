@@ -96,7 +96,8 @@ function pingOnce(port: number): Promise<boolean> {
   });
 }
 
-function freePort(): Promise<number> {
+/** a TCP port free on loopback a moment ago (someone may take it before it is bound: retry on EADDRINUSE) */
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = net.createServer();
     srv.once('error', reject);
