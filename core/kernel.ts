@@ -363,6 +363,8 @@ export class Kernel {
       throw new BootError(`${this.site.file}: gateway: key listenerLimits.${unknown[0]}: no such listener on this site (its listeners: ${this.connections.listenerNames().join(', ')})`);
     }
     this.started = true;
+    // lost nodes' closed notices go through the plugins that deliver notices, now started
+    this.fleet?.dir.ready();
     this.log.info({ httpPort, plugins: ordered.map((o) => o.def.name), ports: this.ports, connections: this.connections.describe() }, 'gateway started');
   }
 

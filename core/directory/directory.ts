@@ -79,6 +79,9 @@ export interface LostNode {
 /** the directory is unreachable: what an open that needs it answers (-2), with why */
 export class DirectoryUnavailable extends Error {}
 
+/** another running node has this node's id: boot stops */
+export class NodeIdInUse extends Error {}
+
 export interface Directory {
   readonly kind: 'memory' | 'redis';
   readonly me: Member;
@@ -93,6 +96,11 @@ export interface Directory {
 
   /** announces this process and keeps it alive; `apps`: the site's application ids (their counts are reaped) */
   start(self: { apiBase: string; hosts: string[] }, apps: string[]): Promise<void>;
+  /**
+   * The gateway has started (its notices reach their plugins): from now on this process reaps lost nodes and its own
+   * node's last run, telling onNodeLost
+   */
+  ready(): void;
   /** stops refreshing and says goodbye (what this process held is left to expire or to its close) */
   stop(): Promise<void>;
   /** the live nodes as last read (refreshed about every second) */

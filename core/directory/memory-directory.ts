@@ -32,6 +32,8 @@ export class MemoryDirectory implements Directory {
     this.self = { ...this.self, ...self };
   }
 
+  ready(): void { /* nothing to reap */ }
+
   async stop(): Promise<void> { /* nothing outside the process */ }
 
   liveNodes(): NodeView[] {

@@ -3,7 +3,7 @@ import Redis, { Cluster, type RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
 import { redactRedisUrl } from '../../plugin-sdk/stores';
 import {
-  channelName, memberValue, nodePrefix, parseMember, DirectoryUnavailable,
+  channelName, memberValue, nodePrefix, parseMember, DirectoryUnavailable, NodeIdInUse,
   type ChannelRef, type ClaimAnswer, type Directory, type LostNode, type Member, type NodeView, type RequestEntry, type ReserveAnswer,
 } from './directory';
 import { CLAIM, FORGET, LOOKUP, RELEASE, REFRESH, RESERVE } from './redis-scripts';
@@ -93,6 +93,8 @@ export class RedisDirectory implements Directory {
   private viewTimer: NodeJS.Timeout | undefined;
   private pending = new Set<Promise<unknown>>();
   private stopped = false;
+  /** set by ready(): lost nodes are reaped from then on */
+  private reaping = false;
   private lastDownWhy = '';
 
   constructor(url: string, readonly me: Member, private readonly ttlMs: number, private readonly log: Logger) {
@@ -148,15 +150,56 @@ export class RedisDirectory implements Directory {
     }
     this.up = true;
     this.everUp = true;
+    try {
+      await this.nodeIdFree();
+    } catch (err) {
+      this.stopped = true;
+      this.client.disconnect();
+      throw err;
+    }
     if (apps.length) await this.client.sadd(keys.apps, ...apps);
     await this.beat();
     await this.readView();
-    await this.reapOwnPast();
     const beatMs = Math.max(200, Math.floor(this.ttlMs / 3));
     this.beatTimer = setInterval(() => this.track(this.beat()), beatMs);
     this.viewTimer = setInterval(() => this.track(this.readView()), Math.min(VIEW_MS, beatMs));
     this.beatTimer.unref();
     this.viewTimer.unref();
+  }
+
+  /**
+   * Another run of this node id still in the directory: a run that stopped (its fields stay until the TTL) is waited
+   * out and its fields removed; one that still beats is another node given the same id, and boot stops rather than
+   * share its claims.
+   */
+  private async nodeIdFree(): Promise<void> {
+    const nk = keys.node(this.me.nodeId);
+    const others = async () => {
+      const out = new Map<string, number>();
+      for (const [field, v] of Object.entries(await this.client.hgetall(nk))) {
+        try {
+          const f = JSON.parse(v) as NodeField;
+          if (f.epoch !== this.me.epoch) out.set(field, f.at);
+        } catch { /* not ours */ }
+      }
+      return out;
+    };
+    const first = await others();
+    if (first.size === 0) return;
+    const deadline = Date.now() + this.ttlMs + 500;
+    this.log.warn({ node: this.me.nodeId, fields: first.size }, 'this node id has a heartbeat of another run: waiting up to the directory TTL for it to stop');
+    while (Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, Math.max(100, Math.floor(this.ttlMs / 6))));
+      const now = await others();
+      for (const [field, at] of now) {
+        if (at > (first.get(field) ?? 0)) {
+          throw new NodeIdInUse(`'${this.me.nodeId}' is in use by another running node (it keeps beating in ${this.describe}): give each node of a fleet its own nodeId`);
+        }
+      }
+      if (now.size === 0) return;
+    }
+    const gone = [...(await others()).keys()];
+    if (gone.length) await this.client.hdel(nk, ...gone);
   }
 
   async stop(): Promise<void> {
@@ -232,7 +275,7 @@ export class RedisDirectory implements Directory {
     for (const { id, fields } of all) {
       const n = RedisDirectory.nodeOf(id, fields);
       if (n) view.push(n);
-      else if (id !== this.me.nodeId) await this.reap(id, undefined);
+      else if (id !== this.me.nodeId && this.reaping) await this.reap(id, undefined);
     }
     this.view = view.sort((a, b) => a.nodeId.localeCompare(b.nodeId));
   }
@@ -247,9 +290,11 @@ export class RedisDirectory implements Directory {
     return RedisDirectory.nodeOf(nodeId, await this.client.hgetall(keys.node(nodeId)));
   }
 
-  /** a node restarted within the TTL left requests of its last incarnation: this one sends their notices */
-  private async reapOwnPast(): Promise<void> {
-    await this.reap(this.me.nodeId, this.me.epoch);
+  ready(): void {
+    if (this.reaping) return;
+    this.reaping = true;
+    // a node restarted (within the TTL or not) may have left requests of its last run: this one sends their notices
+    this.track(this.reap(this.me.nodeId, this.me.epoch));
   }
 
   /**

@@ -5,7 +5,7 @@ import type { RouteRequest } from '../../plugin-sdk/http';
 import { ErrCode, GatewayError } from '../../plugin-sdk/errors';
 import { BootError } from '../config';
 import type { Kernel } from '../kernel';
-import { NODE_ID_PATTERN, type ChannelRef, type Directory, type LostNode, type Member } from '../directory/directory';
+import { NODE_ID_PATTERN, NodeIdInUse, type ChannelRef, type Directory, type LostNode, type Member } from '../directory/directory';
 import { MemoryDirectory } from '../directory/memory-directory';
 import { RedisDirectory } from '../directory/redis-directory';
 import { ClusterSessions } from '../cluster/session-calls';
@@ -52,7 +52,7 @@ export async function startFleet(k: Kernel, apiBase: string): Promise<Fleet> {
   try {
     await dir.start({ apiBase, hosts }, k.apps.appIds());
   } catch (err) {
-    throw new BootError(`${where}: key directoryUrl: ${(err as Error).message}`);
+    throw new BootError(`${where}: key ${err instanceof NodeIdInUse ? 'nodeId' : 'directoryUrl'}: ${(err as Error).message}`);
   }
   const sessions = k.sessions;
   sessions.setDirectory(requestDirectoryFor(k.cluster?.link, dir));

@@ -71,6 +71,7 @@ describe('fleet directory on Redis', function () {
     const d = new RedisDirectory(redis!.url, me, TTL, log);
     dirs.push(d);
     await d.start({ apiBase: `http://${nodeId}.test:8080`, hosts: [`${nodeId}.test`] }, APPS);
+    d.ready();
     return d;
   }
 

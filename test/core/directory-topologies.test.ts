@@ -119,6 +119,7 @@ async function exercise(url: string): Promise<void> {
     const d = new RedisDirectory(url, { nodeId, epoch: `e-${nodeId}`, worker: 0 }, TTL, log);
     dirs.push(d);
     await d.start({ apiBase: `http://${nodeId}.example`, hosts: [`${nodeId}.example`] }, ['A', 'B']);
+    d.ready();
     return d;
   };
   try {
