@@ -14,6 +14,8 @@ const BOOT_TIMEOUT_MS = 5000;
 const COMMAND_TIMEOUT_MS = 2000;
 /** how often the live nodes are read (and lost ones found) */
 const VIEW_MS = 1000;
+/** held claims are refreshed a slice this often (each once a beat) */
+const REFRESH_SLICE_MS = 100;
 /** a reaper's hold on a lost node, so one survivor sends its notices */
 const REAP_LOCK_MS = 30_000;
 
@@ -90,6 +92,9 @@ export class RedisDirectory implements Directory {
   /** requests this process forgot while Redis was unreachable (or the call failed), by appId + reqId: removed by restore() */
   private readonly unforgotten = new Map<string, { appId: string; reqId: string; nodeId: string }>();
   private beatTimer: NodeJS.Timeout | undefined;
+  private refreshTimer: NodeJS.Timeout | undefined;
+  /** held claims still to refresh this beat */
+  private refreshQueue: ChannelRef[] = [];
   private viewTimer: NodeJS.Timeout | undefined;
   private pending = new Set<Promise<unknown>>();
   private stopped = false;
@@ -110,6 +115,11 @@ export class RedisDirectory implements Directory {
     this.client.on('error', (err: Error) => { this.lastDownWhy = err.message; });
     this.client.on('close', () => this.setUp(false, this.lastDownWhy || 'connection closed'));
     this.client.on('end', () => this.setUp(false, 'connection ended'));
+  }
+
+  /** heartbeats, and each held claim's refresh, come this often: a third of the TTL */
+  private get beatMs(): number {
+    return Math.max(200, Math.floor(this.ttlMs / 3));
   }
 
   get available(): boolean {
@@ -160,11 +170,13 @@ export class RedisDirectory implements Directory {
     if (apps.length) await this.client.sadd(keys.apps, ...apps);
     await this.beat();
     await this.readView();
-    const beatMs = Math.max(200, Math.floor(this.ttlMs / 3));
+    const beatMs = this.beatMs;
     this.beatTimer = setInterval(() => this.track(this.beat()), beatMs);
     this.viewTimer = setInterval(() => this.track(this.readView()), Math.min(VIEW_MS, beatMs));
+    this.refreshTimer = setInterval(() => this.refreshSlice(), REFRESH_SLICE_MS);
     this.beatTimer.unref();
     this.viewTimer.unref();
+    this.refreshTimer.unref();
   }
 
   /**
@@ -205,6 +217,7 @@ export class RedisDirectory implements Directory {
   async stop(): Promise<void> {
     clearInterval(this.beatTimer);
     clearInterval(this.viewTimer);
+    clearInterval(this.refreshTimer);
     await Promise.allSettled([...this.pending]);
     if (this.up) {
       // this process says goodbye; the node's other processes keep it alive
@@ -234,7 +247,8 @@ export class RedisDirectory implements Directory {
   }
 
   /** this process's heartbeat, and the claims of the channels it serves */
-  private async beat(): Promise<void> {
+  /** this process's heartbeat; `allClaims`: every held claim refreshed now too (after an outage) */
+  private async beat(allClaims = false): Promise<void> {
     if (!this.up) return;
     const field: NodeField = { epoch: this.me.epoch, apiBase: this.self.apiBase, hosts: this.self.hosts, streams: this.streams, at: Date.now() };
     const nk = keys.node(this.me.nodeId);
@@ -242,11 +256,27 @@ export class RedisDirectory implements Directory {
       this.client.hset(nk, String(this.me.worker), JSON.stringify(field)),
       this.client.pexpire(nk, this.ttlMs),
       this.client.sadd(keys.nodes, this.me.nodeId),
-      ...[...this.held.values()].map(async (c) => {
-        const ok = await this.s.gwRefresh(keys.ch(c), keys.sim(c), memberValue(this.me), this.ttlMs, c.chan, nodePrefix(this.me));
-        if (ok === 0) this.log.error({ channel: channelName(c) }, 'another node claimed a channel this node serves (it was unreachable longer than the claim TTL)');
-      }),
+      ...(allClaims ? [...this.held.values()].map((c) => this.refresh(c)) : []),
     ]);
+  }
+
+  private async refresh(c: ChannelRef): Promise<void> {
+    const ok = await this.s.gwRefresh(keys.ch(c), keys.sim(c), memberValue(this.me), this.ttlMs, c.chan, nodePrefix(this.me));
+    if (ok === 0) this.log.error({ channel: channelName(c) }, 'another node claimed a channel this node serves (it was unreachable longer than the claim TTL)');
+  }
+
+  /**
+   * The held claims are refreshed a slice at a time, each once a beat: a thousand refreshes at once held an open's
+   * command behind them on the connection, and their answers took a turn of the event loop (open p99 +2-6 ms).
+   */
+  private refreshSlice(): void {
+    if (!this.up || this.held.size === 0) return;
+    if (this.refreshQueue.length === 0) this.refreshQueue = [...this.held.values()];
+    const n = Math.ceil(this.held.size * REFRESH_SLICE_MS / this.beatMs);
+    for (const c of this.refreshQueue.splice(0, n)) {
+      // one unheld since the queue was made is left to expire
+      if (this.held.get(channelName(c)) === c) this.track(this.refresh(c));
+    }
   }
 
   /** the freshest incarnation of a node, from its processes' fields */
@@ -381,13 +411,23 @@ export class RedisDirectory implements Directory {
 
   async reserve(e: RequestEntry, limit: number): Promise<ReserveAnswer> {
     this.need();
-    const was = await this.client.set(keys.rid(e.reqId), e.appId, 'NX', 'GET');
-    if (was !== null) return was === e.appId ? 'self' : 'other';
-    const ok = await this.s.gwReserve(keys.count(e.appId), keys.entry(e.appId, e.reqId), keys.set(e.appId, e.nodeId), this.field(e), limit, JSON.stringify(e), e.reqId, e.keepDeadline);
-    if (ok === 0) {
-      await this.client.del(keys.rid(e.reqId));
-      return 'cap';
+    // the id across applications and the place in the application's count, sent together (one round trip: an open
+    // waits for it); an application's own id in use shows in the entry, another's in the id key
+    const [was, res] = await Promise.all([
+      this.client.set(keys.rid(e.reqId), e.appId, 'NX', 'GET'),
+      this.s.gwReserve(keys.count(e.appId), keys.entry(e.appId, e.reqId), keys.set(e.appId, e.nodeId), this.field(e), limit, JSON.stringify(e), e.reqId, e.keepDeadline),
+    ]);
+    if (was !== null && was !== e.appId) {
+      // another application's: the place just taken (if it was) is given back
+      if (res === 1) await this.s.gwForget(keys.count(e.appId), keys.entry(e.appId, e.reqId), keys.set(e.appId, e.nodeId), e.reqId);
+      return 'other';
     }
+    if (res === 2) return 'self';
+    if (res === 0) {
+      if (was === null) await this.client.del(keys.rid(e.reqId));
+      return was === null ? 'cap' : 'self';
+    }
+    // (an id key of this application without its entry was left by a forget cut short: the entry is this request's now)
     this.mine.set(e.reqId, e);
     this.unforgotten.delete(`${e.appId}\n${e.reqId}`);
     return 'ok';
@@ -452,7 +492,7 @@ export class RedisDirectory implements Directory {
   /** after an outage: the heartbeat, every claim and every request of this process, as they are here */
   private async restore(): Promise<void> {
     if (this.apps.length) await this.client.sadd(keys.apps, ...this.apps);
-    await this.beat();
+    await this.beat(true);
     // requests that ended while Redis could not be told (it may have kept them): gone now, unless another node took
     // the id meanwhile (after a restart that lost it)
     for (const [k, f] of [...this.unforgotten]) {

@@ -77,10 +77,11 @@ return {cur, ''}
 
 /**
  * Takes an application's place for a request, under its cap across the fleet. KEYS: count hash (field per process),
- * entry, the node's request set. ARGV: my count field, limit, entry JSON, reqId, keep deadline. Returns 1, or 0 at
- * the cap.
+ * entry, the node's request set. ARGV: my count field, limit, entry JSON, reqId, keep deadline. Returns 1, 0 at the
+ * cap, or 2 when the application has a request of that id already.
  */
 export const RESERVE = `
+if redis.call('EXISTS', KEYS[2]) == 1 then return 2 end
 local n = 0
 for _, v in ipairs(redis.call('HVALS', KEYS[1])) do n = n + tonumber(v) end
 if n >= tonumber(ARGV[2]) then return 0 end

@@ -5,6 +5,7 @@ import { normaliseSim, SIM_PATTERN } from '../../plugin-sdk/sim';
 import { answerByHolder, checkReqIds } from '../sessions/request-ids';
 import { DirectoryUnavailable, type ChannelRef, type Directory, type Member, type NodeView } from '../directory/directory';
 import { callNode, NodeUnreachable, type FleetMethod } from './fleet-calls';
+import { directoryDown } from './directory-down';
 
 type KeepItem = { reqId: string; keep: boolean };
 type CloseItem = { reqId: string; closed: boolean };
@@ -30,10 +31,6 @@ export function channelOfOpen(body: Record<string, unknown>): ChannelRef | undef
   return { sim: normaliseSim(sim), chan };
 }
 
-export function directoryDown(dir: Directory): GatewayError {
-  return new GatewayError(ErrCode.INTERNAL_ERROR,
-    `The fleet directory (${dir.describe}) cannot be reached: opens are refused until it is back; live streams and players go on.`);
-}
 
 /**
  * The session API over a fleet: an open goes to the node that owns its channel (or is placed on one and claimed
@@ -101,6 +98,8 @@ export class FleetSessions {
       let target: string | undefined;
       // passed here by another node, or this node would be chosen anyway: claim straight away (the claim says
       // whether the channel, or another channel of its SIM, is owned already)
+      // this process serves the channel already (its claim is refreshed here): no round trip to claim it again
+      if (this.servesHere(ch) === true) return await this.openHere(app, body, ch);
       let here = hop > 0 || this.fewest() === this.me.nodeId;
       let placedByRule = false;
       if (!here) {

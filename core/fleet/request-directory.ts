@@ -2,6 +2,7 @@ import type { Notice } from '../../plugin-sdk/notices';
 import type { RequestDirectory, RequestInfo } from '../sessions/request-ids';
 import type { WorkerLink } from '../cluster/worker-link';
 import type { Directory } from '../directory/directory';
+import { directoryDown } from './directory-down';
 
 /**
  * The request directory a process's sessions use: the fleet's (Redis: ids unique across nodes, caps over the fleet),
@@ -17,7 +18,8 @@ export function requestDirectoryFor(link: WorkerLink | undefined, fleet: Directo
   return {
     async reserve(reqId, appId, limit, notice, info) {
       if (shared) {
-        const held = await shared.reserve(entryOf(reqId, appId, notice, info), limit);
+        // unreachable (or gone mid-call): the open answers -2 saying so, from whichever worker it ran in
+        const held = await shared.reserve(entryOf(reqId, appId, notice, info), limit).catch(() => { throw directoryDown(shared); });
         if (held !== 'ok' || !link) return held;
         // unique across the fleet already; the primary keeps it for a dead worker's notices (the cap is the fleet's)
         const local = await link.reserve(reqId, appId, Infinity, notice).catch((err: Error) => {

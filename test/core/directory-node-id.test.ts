@@ -23,8 +23,9 @@ function entry(reqId: string, d: RedisDirectory): RequestEntry {
 
 /** a process that dies without a word: its timers stop and its connection drops */
 function crash(d: RedisDirectory): void {
-  const inner = d as unknown as { beatTimer: NodeJS.Timeout; viewTimer: NodeJS.Timeout; client: Redis };
+  const inner = d as unknown as { beatTimer: NodeJS.Timeout; viewTimer: NodeJS.Timeout; refreshTimer: NodeJS.Timeout; client: Redis };
   clearInterval(inner.beatTimer);
+  clearInterval(inner.refreshTimer);
   clearInterval(inner.viewTimer);
   inner.client.disconnect();
 }

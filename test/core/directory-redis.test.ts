@@ -44,8 +44,9 @@ async function settle(d: RedisDirectory): Promise<void> {
 
 /** a process that dies without goodbye: its timers stop and its connection drops, nothing is said to Redis */
 function crash(d: RedisDirectory): void {
-  const p = d as unknown as { beatTimer?: NodeJS.Timeout; viewTimer?: NodeJS.Timeout; client: Redis };
+  const p = d as unknown as { beatTimer?: NodeJS.Timeout; viewTimer?: NodeJS.Timeout; refreshTimer?: NodeJS.Timeout; client: Redis };
   clearInterval(p.beatTimer);
+  clearInterval(p.refreshTimer);
   clearInterval(p.viewTimer);
   p.client.disconnect();
 }

@@ -148,8 +148,9 @@ async function exercise(url: string): Promise<void> {
     const lost: LostNode[] = [];
     a.onNodeLost((l) => lost.push(l));
     b.onNodeLost((l) => lost.push(l));
-    const inner = c as unknown as { beatTimer: NodeJS.Timeout; viewTimer: NodeJS.Timeout; client: Redis | Cluster };
+    const inner = c as unknown as { beatTimer: NodeJS.Timeout; viewTimer: NodeJS.Timeout; refreshTimer: NodeJS.Timeout; client: Redis | Cluster };
     clearInterval(inner.beatTimer);
+    clearInterval(inner.refreshTimer);
     clearInterval(inner.viewTimer);
     inner.client.disconnect();
     dirs.splice(dirs.indexOf(c), 1);
