@@ -389,9 +389,9 @@ export class RedisDirectory implements Directory {
   hold(c: ChannelRef): void {
     const name = channelName(c);
     if (this.held.has(name)) return;
+    // claimed by the open that made the stream (a third of its TTL ago at most), maybe in another process of this
+    // node: from now on refreshed here, with the next slices (no round trip of its own on the open's path)
     this.held.set(name, c);
-    // claimed by the open that made the stream, maybe in another process of this node: from now on refreshed here
-    if (this.up) this.track(this.s.gwRefresh(keys.ch(c), keys.sim(c), memberValue(this.me), this.ttlMs, c.chan, nodePrefix(this.me)));
   }
 
   heldCount(): number {

@@ -47,6 +47,10 @@ describe('a fleet of three nodes on one Redis directory (real processes)', funct
     redis = await startRedis();
     ports = await sharedPorts(HOSTS);
     [nodes.A, nodes.B, nodes.C] = await Promise.all([start('A', HOSTS[0]), start('B', HOSTS[1]), start('C', HOSTS[2])]);
+    // the fleet has formed once every node sees the three (each reads the live nodes every second)
+    for (const n of Object.values(nodes)) {
+      await waitFor(`${n.nodeId} sees three nodes`, async () => /^gw_fleet_nodes 3$/m.test((await n.api('GET', '/metrics')).text), 10_000, 100);
+    }
   });
 
   after(async () => {
