@@ -34,7 +34,9 @@ interface Scripted {
 export function redisClientFor(url: string): Client {
   const common: RedisOptions = {
     enableOfflineQueue: false, maxRetriesPerRequest: 1, commandTimeout: COMMAND_TIMEOUT_MS, connectTimeout: 3000,
-    retryStrategy: (n: number) => Math.min(100 * n, 1000), lazyConnect: true, enableAutoPipelining: true,
+    // no auto-pipelining: it holds a command until the loop's check phase (setImmediate), after every other read of
+    // that turn, and an open waits on its one round trip (written at once, its answer can come within the turn)
+    retryStrategy: (n: number) => Math.min(100 * n, 1000), lazyConnect: true, enableAutoPipelining: false,
   };
   const m = /^redis\+(sentinel|cluster)(s?):\/\/(?:([^:@/]*)(?::([^@/]*))?@)?([^/?]+)(?:\/([^?]*))?/.exec(url);
   if (!m) return new Redis(url, common);
@@ -48,7 +50,7 @@ export function redisClientFor(url: string): Client {
     if (!name) throw new Error('a redis+sentinel:// URL names its master after the hosts: redis+sentinel://h1:26379,h2:26379/mymaster');
     return new Redis({ ...common, ...auth, sentinels: hosts, name, ...(tls ? { tls: {}, enableTLSForSentinelMode: true } : {}) });
   }
-  return new Cluster(hosts, { redisOptions: { ...common, ...auth, ...(tls ? { tls: {} } : {}) }, enableOfflineQueue: false, enableAutoPipelining: true, lazyConnect: true });
+  return new Cluster(hosts, { redisOptions: { ...common, ...auth, ...(tls ? { tls: {} } : {}) }, enableOfflineQueue: false, enableAutoPipelining: false, lazyConnect: true });
 }
 
 const keys = {
