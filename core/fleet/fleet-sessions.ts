@@ -96,10 +96,10 @@ export class FleetSessions {
     if (!this.dir.available) throw directoryDown(this.dir);
     try {
       let target: string | undefined;
-      // passed here by another node, or this node would be chosen anyway: claim straight away (the claim says
-      // whether the channel, or another channel of its SIM, is owned already)
       // this process serves the channel already (its claim is refreshed here): no round trip to claim it again
       if (this.servesHere(ch) === true) return await this.openHere(app, body, ch);
+      // passed here by another node, or this node would be chosen anyway: claim straight away (the claim says
+      // whether the channel, or another channel of its SIM, is owned already)
       let here = hop > 0 || this.fewest() === this.me.nodeId;
       let placedByRule = false;
       if (!here) {
