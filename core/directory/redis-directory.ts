@@ -1,73 +1,20 @@
 import { randomBytes } from 'node:crypto';
-import Redis, { Cluster, type RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
 import { redactRedisUrl } from '../../plugin-sdk/stores';
 import {
-  channelName, memberValue, nodePrefix, parseMember, DirectoryUnavailable, NodeIdInUse,
+  channelName, memberValue, nodePrefix, parseMember, DirectoryUnavailable,
   type ChannelRef, type ClaimAnswer, type Directory, type LostNode, type Member, type NodeView, type RequestEntry, type ReserveAnswer,
 } from './directory';
-import { CLAIM, FORGET, LOOKUP, RELEASE, REFRESH, RESERVE } from './redis-scripts';
+import { keys, nodeOf, redisClientFor, scripted, waitOutPastRun, type Client, type NodeField, type Scripted } from './redis-client';
 
 /** how long boot waits for the directory's Redis to answer */
 const BOOT_TIMEOUT_MS = 5000;
-/** a command that gets no answer within this fails (an open answers -2 rather than hang) */
-const COMMAND_TIMEOUT_MS = 2000;
 /** how often the live nodes are read (and lost ones found) */
 const VIEW_MS = 1000;
 /** held claims are refreshed a slice this often (each once a beat) */
 const REFRESH_SLICE_MS = 100;
 /** a reaper's hold on a lost node, so one survivor sends its notices */
 const REAP_LOCK_MS = 30_000;
-
-type Client = Redis | Cluster;
-
-interface Scripted {
-  gwClaim(ch: string, sim: string, value: string, ttl: number, chan: number, prefix: string, stale: string): Promise<[string, string]>;
-  gwRefresh(ch: string, sim: string, value: string, ttl: number, chan: number, prefix: string): Promise<number>;
-  gwRelease(ch: string, sim: string, prefix: string, chan: number): Promise<number>;
-  gwLookup(ch: string, sim: string, chan: number): Promise<[string, string]>;
-  gwReserve(count: string, entry: string, set: string, field: string, limit: number, json: string, reqId: string, deadline: number): Promise<number>;
-  gwForget(count: string, entry: string, set: string, reqId: string): Promise<number>;
-}
-
-/** where the directory lives: `redis://` / `rediss://` (one server), `redis+sentinel://h:p,h:p/<master>`, `redis+cluster://h:p,h:p` */
-export function redisClientFor(url: string): Client {
-  const common: RedisOptions = {
-    enableOfflineQueue: false, maxRetriesPerRequest: 1, commandTimeout: COMMAND_TIMEOUT_MS, connectTimeout: 3000,
-    // no auto-pipelining: it holds a command until the loop's check phase (setImmediate), after every other read of
-    // that turn, and an open waits on its one round trip (written at once, its answer can come within the turn)
-    retryStrategy: (n: number) => Math.min(100 * n, 1000), lazyConnect: true, enableAutoPipelining: false,
-  };
-  const m = /^redis\+(sentinel|cluster)(s?):\/\/(?:([^:@/]*)(?::([^@/]*))?@)?([^/?]+)(?:\/([^?]*))?/.exec(url);
-  if (!m) return new Redis(url, common);
-  const [, kind, tls, user, password, hostList, name] = m;
-  const hosts = hostList.split(',').map((h) => {
-    const i = h.lastIndexOf(':');
-    return { host: i > 0 ? h.slice(0, i) : h, port: i > 0 ? Number(h.slice(i + 1)) : kind === 'sentinel' ? 26379 : 6379 };
-  });
-  const auth = { ...(user ? { username: decodeURIComponent(user) } : {}), ...(password ? { password: decodeURIComponent(password) } : {}) };
-  if (kind === 'sentinel') {
-    if (!name) throw new Error('a redis+sentinel:// URL names its master after the hosts: redis+sentinel://h1:26379,h2:26379/mymaster');
-    return new Redis({ ...common, ...auth, sentinels: hosts, name, ...(tls ? { tls: {}, enableTLSForSentinelMode: true } : {}) });
-  }
-  return new Cluster(hosts, { redisOptions: { ...common, ...auth, ...(tls ? { tls: {} } : {}) }, enableOfflineQueue: false, enableAutoPipelining: false, lazyConnect: true });
-}
-
-const keys = {
-  nodes: 'gw:nodes',
-  apps: 'gw:apps',
-  secret: 'gw:secret',
-  node: (id: string) => `gw:node:${id}`,
-  reap: (id: string, epoch: string) => `gw:reap:${id}:${epoch}`,
-  ch: (c: ChannelRef) => `gw:{s:${c.sim}}:ch:${c.chan}`,
-  sim: (c: ChannelRef) => `gw:{s:${c.sim}}:sim`,
-  rid: (reqId: string) => `gw:rid:${reqId}`,
-  count: (app: string) => `gw:{a:${encodeURIComponent(app)}}:count`,
-  entry: (app: string, reqId: string) => `gw:{a:${encodeURIComponent(app)}}:req:${reqId}`,
-  set: (app: string, node: string) => `gw:{a:${encodeURIComponent(app)}}:node:${node}`,
-};
-
-interface NodeField { epoch: string; apiBase: string; hosts: string[]; streams: number; at: number }
 
 /**
  * The fleet's directory on Redis (a single server, Sentinel or Cluster). Each gateway process (a single process, or
@@ -107,12 +54,7 @@ export class RedisDirectory implements Directory {
   constructor(url: string, readonly me: Member, private readonly ttlMs: number, private readonly log: Logger) {
     this.describe = redactRedisUrl(url);
     this.client = redisClientFor(url);
-    for (const [name, lua, numberOfKeys] of [
-      ['gwClaim', CLAIM, 2], ['gwRefresh', REFRESH, 2], ['gwRelease', RELEASE, 2], ['gwLookup', LOOKUP, 2], ['gwReserve', RESERVE, 3], ['gwForget', FORGET, 3],
-    ] as const) {
-      this.client.defineCommand(name, { lua, numberOfKeys });
-    }
-    this.s = this.client as unknown as Scripted;
+    this.s = scripted(this.client);
     this.client.on('ready', () => this.setUp(true));
     this.client.on('error', (err: Error) => { this.lastDownWhy = err.message; });
     this.client.on('close', () => this.setUp(false, this.lastDownWhy || 'connection closed'));
@@ -163,7 +105,7 @@ export class RedisDirectory implements Directory {
     this.up = true;
     this.everUp = true;
     try {
-      await this.nodeIdFree();
+      await waitOutPastRun(this.client, this.me, this.ttlMs, this.describe, this.log);
     } catch (err) {
       this.stopped = true;
       this.client.disconnect();
@@ -179,41 +121,6 @@ export class RedisDirectory implements Directory {
     this.beatTimer.unref();
     this.viewTimer.unref();
     this.refreshTimer.unref();
-  }
-
-  /**
-   * Another run of this node id still in the directory: a run that stopped (its fields stay until the TTL) is waited
-   * out and its fields removed; one that still beats is another node given the same id, and boot stops rather than
-   * share its claims.
-   */
-  private async nodeIdFree(): Promise<void> {
-    const nk = keys.node(this.me.nodeId);
-    const others = async () => {
-      const out = new Map<string, number>();
-      for (const [field, v] of Object.entries(await this.client.hgetall(nk))) {
-        try {
-          const f = JSON.parse(v) as NodeField;
-          if (f.epoch !== this.me.epoch) out.set(field, f.at);
-        } catch { /* not ours */ }
-      }
-      return out;
-    };
-    const first = await others();
-    if (first.size === 0) return;
-    const deadline = Date.now() + this.ttlMs + 500;
-    this.log.warn({ node: this.me.nodeId, fields: first.size }, 'this node id has a heartbeat of another run: waiting up to the directory TTL for it to stop');
-    while (Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, Math.max(100, Math.floor(this.ttlMs / 6))));
-      const now = await others();
-      for (const [field, at] of now) {
-        if (at > (first.get(field) ?? 0)) {
-          throw new NodeIdInUse(`'${this.me.nodeId}' is in use by another running node (it keeps beating in ${this.describe}): give each node of a fleet its own nodeId`);
-        }
-      }
-      if (now.size === 0) return;
-    }
-    const gone = [...(await others()).keys()];
-    if (gone.length) await this.client.hdel(nk, ...gone);
   }
 
   async stop(): Promise<void> {
@@ -281,18 +188,6 @@ export class RedisDirectory implements Directory {
     }
   }
 
-  /** the freshest incarnation of a node, from its processes' fields */
-  private static nodeOf(nodeId: string, fields: Record<string, string>): NodeView | undefined {
-    const parsed: NodeField[] = [];
-    for (const v of Object.values(fields)) {
-      try { parsed.push(JSON.parse(v) as NodeField); } catch { /* not ours */ }
-    }
-    if (parsed.length === 0) return undefined;
-    const newest = parsed.reduce((a, b) => (b.at > a.at ? b : a));
-    const same = parsed.filter((f) => f.epoch === newest.epoch);
-    return { nodeId, epoch: newest.epoch, apiBase: newest.apiBase, hosts: newest.hosts, streams: same.reduce((n, f) => n + f.streams, 0) };
-  }
-
   async nodesNow(): Promise<NodeView[]> {
     this.need();
     await this.readView();
@@ -305,7 +200,7 @@ export class RedisDirectory implements Directory {
     const all = await Promise.all(ids.map(async (id) => ({ id, fields: await this.client.hgetall(keys.node(id)) })));
     const view: NodeView[] = [];
     for (const { id, fields } of all) {
-      const n = RedisDirectory.nodeOf(id, fields);
+      const n = nodeOf(id, fields);
       if (n) view.push(n);
       else if (id !== this.me.nodeId && this.reaping) await this.reap(id, undefined);
     }
@@ -319,7 +214,7 @@ export class RedisDirectory implements Directory {
 
   async node(nodeId: string): Promise<NodeView | undefined> {
     this.need();
-    return RedisDirectory.nodeOf(nodeId, await this.client.hgetall(keys.node(nodeId)));
+    return nodeOf(nodeId, await this.client.hgetall(keys.node(nodeId)));
   }
 
   ready(): void {
