@@ -14,11 +14,10 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
-import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { repoRoot } from './paths';
-import { freePort } from './redis';
+import { freePort, pingOnce } from './redis';
 
 export const MAX_NODES = 8;
 export const DEFAULT_NODES = 3;
@@ -136,23 +135,6 @@ function findRedisServer(): string | undefined {
   return r.stdout.trim().split('\n')[0] || undefined;
 }
 
-function ping(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = net.connect({ host: '127.0.0.1', port });
-    let reply = '';
-    const done = (ok: boolean) => {
-      s.destroy();
-      resolve(ok);
-    };
-    s.setTimeout(1000, () => done(false));
-    s.once('error', () => done(false));
-    s.once('connect', () => s.write('PING\r\n'));
-    s.on('data', (d) => {
-      reply += d.toString();
-      if (reply.includes('\r\n')) done(reply.startsWith('+PONG'));
-    });
-  });
-}
 
 function healthz(apiUrl: string): Promise<number> {
   return new Promise((resolve) => {
@@ -267,8 +249,8 @@ export async function main(argv: string[]): Promise<number> {
     redisPort = await freePort();
     const r = startProc('redis', redisBin, ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', redisDir, '--daemonize', 'no'], process.env, false);
     const by = Date.now() + 10_000;
-    while (running(r) && !(await ping(redisPort)) && Date.now() < by) await new Promise((res) => setTimeout(res, 50));
-    if (running(r) && (await ping(redisPort))) {
+    while (running(r) && !(await pingOnce(redisPort)) && Date.now() < by) await new Promise((res) => setTimeout(res, 50));
+    if (running(r) && (await pingOnce(redisPort))) {
       redis = r;
       break;
     }

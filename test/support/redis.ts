@@ -78,7 +78,8 @@ async function kill(child: ChildProcess, exited: Promise<number | null>): Promis
   clearTimeout(timer);
 }
 
-function pingOnce(port: number): Promise<boolean> {
+/** whether a Redis on loopback `port` answers PING now (1 s at most) */
+export function pingOnce(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = net.connect({ host: '127.0.0.1', port });
     let reply = '';

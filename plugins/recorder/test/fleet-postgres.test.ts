@@ -11,14 +11,14 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Database from 'better-sqlite3';
 import { Client } from 'pg';
-import { startTestGateway, stubMediaPlugin, type TestGateway } from '../../../plugin-sdk/testkit';
+import type { TestGateway } from '../../../plugin-sdk/testkit';
 import { scratchDir } from '../../../test/support/paths';
 import { startPostgres, type PostgresServer } from '../../../test/support/postgres';
 import { recordPath } from '../src/catalog';
 import { openPostgresCatalog } from '../src/catalog-postgres';
-import { A, APPS, B, NORM_SIM, closeReq, probeCtx, keepApiBase, notices, openRecorded, probeDef, publisherFor, queryReq, recordClip, sameNode, testClip, type Harness } from './harness';
+import { A, B, NORM_SIM, closeReq, probeCtx, notices, openRecorded, publisherFor, queryReq, recordClip, startGateway, testClip, type Harness } from './harness';
 import { unitAt } from './fixtures/h264-clip';
-import { probeVideo, rawRequest, sleep } from './helpers';
+import { pgRows, probeVideo, rawRequest, sleep } from './helpers';
 import { pgV1Schema, SQLITE_V1_SCHEMA } from './v1-schema';
 
 /**
@@ -26,18 +26,8 @@ import { pgV1Schema, SQLITE_V1_SCHEMA } from './v1-schema';
  * every address so that apiBase, a loopback address other than 127.0.0.1, reaches it. The probe (harness.ts)
  * pushes media into the node started last.
  */
-async function startNode(dataDir: string, publicHost: string, recorder: Record<string, unknown>): Promise<TestGateway> {
-  const stub = stubMediaPlugin({ fmts: [0, 1] });
-  // a restarted node keeps its apiBase (on another port)
-  return keepApiBase(dataDir, await startTestGateway({
-    plugins: [
-      { name: stub.name, def: stub.def },
-      { name: 'probe', def: probeDef },
-      { name: 'recorder', config: { timeZone: 'UTC', sizeUpdateSec: 1, ...recorder } },
-    ],
-    gateway: { dataDir, applications: APPS, publicHost, listenHost: '0.0.0.0', ...sameNode(dataDir) },
-    captureLogs: true,
-  }));
+function startNode(dataDir: string, publicHost: string, recorder: Record<string, unknown>): Promise<TestGateway> {
+  return startGateway(dataDir, recorder, undefined, { publicHost, listenHost: '0.0.0.0' });
 }
 
 const apiBaseOf = (gw: TestGateway, publicHost: string): string => `http://${publicHost}:${gw.ports['gateway.httpPort']}`;
@@ -53,15 +43,7 @@ async function createDatabase(server: PostgresServer, name: string): Promise<str
   return server.urlFor(name);
 }
 
-async function sql<T = Record<string, unknown>>(url: string, text: string, params: unknown[] = []): Promise<T[]> {
-  const c = new Client({ connectionString: url });
-  await c.connect();
-  try {
-    return (await c.query(text, params)).rows as T[];
-  } finally {
-    await c.end();
-  }
-}
+const sql = pgRows;
 
 describe('recorder on a fleet: nodes sharing a PostgreSQL catalog, each with its own store', function () {
   this.timeout(60_000);

@@ -66,7 +66,8 @@ export function keepApiBase(dataDir: string, gw: TestGateway): TestGateway {
   return gw;
 }
 
-export async function startGateway(dataDir: string, recorder: Record<string, unknown> = {}, clock?: ManualClock): Promise<TestGateway> {
+/** `gateway`: kernel keys of this node beside the test's own (a fleet node's publicHost, listenHost) */
+export async function startGateway(dataDir: string, recorder: Record<string, unknown> = {}, clock?: ManualClock, gateway: Record<string, unknown> = {}): Promise<TestGateway> {
   const stub = stubMediaPlugin({ fmts: [0, 1] });
   return keepApiBase(dataDir, await startTestGateway({
     plugins: [
@@ -75,7 +76,7 @@ export async function startGateway(dataDir: string, recorder: Record<string, unk
       // loaded by name, as a site file would: dist/plugins/recorder/index.js
       { name: 'recorder', config: { timeZone: 'UTC', sizeUpdateSec: 1, ...recorder } },
     ],
-    gateway: { dataDir, applications: APPS, ...sameNode(dataDir) },
+    gateway: { dataDir, applications: APPS, ...gateway, ...sameNode(dataDir) },
     captureLogs: true,
     ...(clock ? { clock } : {}),
   }));

@@ -1,6 +1,7 @@
 /** Shared by the recorder's plugin-level tests: waiting, raw HTTP, ffprobe and metrics reading. */
 import { spawnSync } from 'node:child_process';
 import * as http from 'node:http';
+import { Client } from 'pg';
 import { requireTool } from '../../../test/support/tools';
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -86,4 +87,15 @@ export function probeStreams(file: string): string[] {
   const r = spawnSync(ffprobe, ['-v', 'error', '-show_entries', 'stream=codec_type,codec_name', '-of', 'json', file], { encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`ffprobe failed on ${file}: ${r.stderr}`);
   return (JSON.parse(r.stdout) as { streams: Array<{ codec_type: string; codec_name: string }> }).streams.map((s) => `${s.codec_type}:${s.codec_name}`);
+}
+
+/** one query on its own connection to the PostgreSQL at `url`: its rows */
+export async function pgRows<T = Record<string, unknown>>(url: string, text: string, params: unknown[] = []): Promise<T[]> {
+  const c = new Client({ connectionString: url });
+  await c.connect();
+  try {
+    return (await c.query(text, params)).rows as T[];
+  } finally {
+    await c.end();
+  }
 }

@@ -12,7 +12,7 @@ import { scratchDir } from '../../../test/support/paths';
 import { startPostgres, type PostgresServer } from '../../../test/support/postgres';
 import { openPostgresCatalog } from '../src/catalog-postgres';
 import { A, B, NORM_SIM, queryReq, recordClip, startGateway, testClip, utcText, type Harness } from './harness';
-import { probeVideo, rawRequest, sleep } from './helpers';
+import { pgRows, probeVideo, rawRequest, sleep } from './helpers';
 import { postgresBackend, recorderPluginSuite } from './plugin-suite';
 
 describe('recorder plugin (PostgreSQL catalog)', function () {
@@ -34,15 +34,7 @@ describe('recorder plugin (PostgreSQL catalog)', function () {
     const h = {} as Harness;
     const ids: string[] = [];
 
-    const sql = async <T = Record<string, unknown>>(text: string, params: unknown[] = []): Promise<T[]> => {
-      const c = new Client({ connectionString: url });
-      await c.connect();
-      try {
-        return (await c.query(text, params)).rows as T[];
-      } finally {
-        await c.end();
-      }
-    };
+    const sql = <T = Record<string, unknown>>(text: string, params: unknown[] = []): Promise<T[]> => pgRows<T>(url, text, params);
 
     before(async () => {
       testClip();
