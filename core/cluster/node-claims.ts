@@ -24,8 +24,26 @@ export class NodeClaims {
   /** changes not yet told to the workers: SIM -> worker, -1 for none */
   private changes = new Map<string, number>();
 
-  constructor(private readonly workers: number, private readonly now: () => number = Date.now) {
+  private flushQueued = false;
+  private sweeper: NodeJS.Timeout | undefined;
+
+  /**
+   * `told`: where the changes go, batched once per turn of the event loop (the primary tells every worker); without
+   * one they wait for takeChanges()
+   */
+  constructor(private readonly workers: number, private readonly now: () => number = Date.now,
+    private readonly told?: (changes: Array<[string, number]>) => void) {
     this.load = new Array<number>(workers).fill(0);
+  }
+
+  /** places no stream took up are swept every `everyMs` (their lapse told like any change) until stop() */
+  startSweeping(everyMs = 5000): void {
+    this.sweeper = setInterval(() => this.sweep(), everyMs);
+    this.sweeper.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.sweeper);
   }
 
   /** the worker that owns the SIM of a routing key (`{sim}_{chan}`, or a SIM), if any */
@@ -125,7 +143,18 @@ export class NodeClaims {
     this.bySim.set(sim, e);
     this.load[e.worker]++;
     if (e.streams === 0) this.pendingCount++;
-    this.changes.set(sim, e.worker);
+    this.changed(sim, e.worker);
+  }
+
+  private changed(sim: string, w: number): void {
+    this.changes.set(sim, w);
+    if (!this.told || this.flushQueued) return;
+    this.flushQueued = true;
+    setImmediate(() => {
+      this.flushQueued = false;
+      const changes = this.takeChanges();
+      if (changes.length) this.told!(changes);
+    });
   }
 
   private drop(sim: string, w: number): void {
@@ -134,7 +163,7 @@ export class NodeClaims {
     this.bySim.delete(sim);
     this.load[w]--;
     if (e.streams === 0) this.pendingCount--;
-    this.changes.set(sim, -1);
+    this.changed(sim, -1);
   }
 }
 

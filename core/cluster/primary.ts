@@ -9,10 +9,10 @@ import { UDP_RECV_BUFFER, describeListenError } from '../plugin-net';
 import type { ToPrimary, ToWorker } from './messages';
 import { loadRouter } from './shard';
 import { NodeClaims } from './node-claims';
-import { parseAllowList, type ListenerLimits } from '../gateway-config';
-import { ConnectionGuard, type FdProbe } from '../connection-guard';
+import { parseAllowList } from '../gateway-config';
+import type { ConnectionGuard } from '../connection-guard';
 import { AddressCaps } from './address-caps';
-import { HandOver, idleSlot, type Listener, type Slot } from './hand-over';
+import { HandOver, holdingGuard, idleSlot, type HoldingCaps, type Listener, type Slot } from './hand-over';
 import { UdpBatches } from './udp-batches';
 import { METRICS_METHOD, RetiredCounters } from './retired-counters';
 import { RpcRelay, type PendingRpc } from './rpc-relay';
@@ -33,11 +33,8 @@ export interface PrimaryOptions {
    * maxConnections): connections count from accept until they are handed to a worker. Unset: the defaults (automatic
    * per-listener cap, reserve 256)
    */
-  connections?: { maxConnectionsPerListener: number; fdReserve: number; listenerLimits: ReadonlyMap<string, ListenerLimits>; probe?: FdProbe };
+  connections?: HoldingCaps;
 }
-
-/** gateway.fdReserve's default, for a primary started without the site's (tests) */
-const FD_RESERVE_DEFAULT = 256;
 
 /**
  * The primary of a multi-worker gateway: it runs no plugin. It forks the workers, binds every routed port they ask
@@ -66,14 +63,7 @@ export class Primary {
   private readonly handOver: HandOver;
   /** which worker owns each terminal: claimed by the worker that serves it, placed when a link or an open asks */
   private readonly claims: NodeClaims;
-  private readonly claimsSweep: NodeJS.Timeout;
-  private ownersQueued = false;
-  /**
-   * The caps a single process applies to its own connections (core/connection-guard.ts), on the connections the
-   * primary holds while it reads their first bytes: per listener, and the descriptor reserve (the per-address caps
-   * are counted across workers, in each listener's AddressCaps). What it refuses is told to a worker, which counts
-   * and logs it.
-   */
+  /** the caps on connections the primary holds while it reads their first bytes (hand-over.ts holdingGuard) */
   private readonly guard: ConnectionGuard;
 
   constructor(private readonly o: PrimaryOptions) {
@@ -83,21 +73,14 @@ export class Primary {
       nextReady: () => this.nextReady(), send: (w, m, handle, written) => this.send(w, m, handle, written),
       ownerSlot: (key, place) => this.ownerSlot(key, place),
     });
-    this.claims = new NodeClaims(o.workers);
-    this.claimsSweep = setInterval(() => { this.claims.sweep(); this.tellOwners(); }, 5000);
-    this.claimsSweep.unref();
-    const c = o.connections;
-    // listenerLimits' per-address caps are the workers' (and AddressCaps'): the primary's gates have none
-    const overrides = new Map<string, ListenerLimits>();
-    for (const [name, lim] of c?.listenerLimits ?? []) overrides.set(name, { maxConnections: lim.maxConnections });
-    this.guard = new ConnectionGuard({
-      maxHttpConnectionsPerAddress: 0, maxTcpConnectionsPerAddress: 0, perAddressExempt: new net.BlockList(), overrides,
-      maxConnectionsPerListener: c?.maxConnectionsPerListener ?? 0, fdReserve: c?.fdReserve ?? FD_RESERVE_DEFAULT, probe: c?.probe,
-      log: this.log.child({ part: 'net' }), logRefusals: false,
-      onRefused: (name, reason, remote) => {
-        const l = this.listeners.get(name);
-        if (l) this.handOver.refused(l, reason, remote);
-      },
+    // what changes goes to every worker (they route forwarded requests and UDP peers by it)
+    this.claims = new NodeClaims(o.workers, Date.now, (changes) => {
+      for (const s of this.slots) if (s.ready && s.worker) this.send(s.worker, { t: 'owners', changes });
+    });
+    this.claims.startSweeping();
+    this.guard = holdingGuard(o.connections, this.log, (name, reason, remote) => {
+      const l = this.listeners.get(name);
+      if (l) this.handOver.refused(l, reason, remote);
     });
   }
 
@@ -130,7 +113,6 @@ export class Primary {
     this.retiredCounters.exited(slot.index);
     // its terminals are nobody's now: placed again when they come back
     this.claims.workerGone(slot.index);
-    this.tellOwners();
     this.failRpcsTo(slot.index);
     for (const l of this.listeners.values()) l.caps?.workerGone(slot.index);
     this.handOver.rehome(slot);
@@ -255,7 +237,6 @@ export class Primary {
       }
       case 'held':
         this.claims.held(slot.index, m.key, m.delta);
-        this.tellOwners();
         return;
       case 'lookup':
         this.send(w, { t: 'looked-up', id: m.id, owners: m.reqIds.map((id) => this.directory.get(id)?.worker ?? -1) });
@@ -369,20 +350,7 @@ export class Primary {
   /** the worker that owns a key's terminal; `place`: one nobody owns gets a worker now */
   private ownerSlot(key: string, place: boolean): Slot | undefined {
     const w = place ? this.claims.place(key, this.up) : this.claims.ownerOf(key);
-    this.tellOwners();
     return w === undefined ? undefined : this.slots[w];
-  }
-
-  /** what changed in the claims goes to every worker (they route forwarded requests and UDP peers by it) */
-  private tellOwners(): void {
-    if (this.ownersQueued) return;
-    this.ownersQueued = true;
-    setImmediate(() => {
-      this.ownersQueued = false;
-      const changes = this.claims.takeChanges();
-      if (changes.length === 0) return;
-      for (const s of this.slots) if (s.ready && s.worker) this.send(s.worker, { t: 'owners', changes });
-    });
   }
 
   private nextReady(): Slot | undefined {
@@ -396,7 +364,7 @@ export class Primary {
   /** stops the workers (each stops its plugins), then the listeners */
   async stop(limitMs: number): Promise<void> {
     this.stopping = true;
-    clearInterval(this.claimsSweep);
+    this.claims.stop();
     this.held = [];
     this.guard.stop();
     for (const l of this.listeners.values()) {
