@@ -32,7 +32,8 @@ export class SessionManager implements Sessions {
   private cap: RequestCap;
   private streams = new Map<string, StreamState>();
   private ingests: IngestProvider[] = [];
-  private outputs = new Map<number, OutputProvider>();
+  /** by fmt: one or more outputs, each serving its own schemes (fmt 0: flv-out's http/ws, rtmp's rtmp) */
+  private outputs = new Map<number, OutputProvider[]>();
   /** outputs without a fmt: their URLs go into `urls` of every open */
   private extraOutputs: OutputProvider[] = [];
   private talk: TalkProvider | undefined;
@@ -76,8 +77,11 @@ export class SessionManager implements Sessions {
       this.extraOutputs.push(p);
       return;
     }
-    if (this.outputs.has(p.fmt)) throw new Error(`fmt ${p.fmt} already has an output plugin (${this.outputs.get(p.fmt)!.name})`);
-    this.outputs.set(p.fmt, p);
+    const same = this.outputs.get(p.fmt) ?? [];
+    const taken = same.find((o) => o.schemes.some((x) => p.schemes.includes(x)));
+    if (taken) throw new Error(`fmt ${p.fmt} already has an output plugin for ${taken.schemes.filter((x) => p.schemes.includes(x)).join(', ')} (${taken.name})`);
+    same.push(p);
+    this.outputs.set(p.fmt, same);
   }
   registerTalk(p: TalkProvider): void {
     if (this.talk) throw new Error(`talk provider ${p.name}: ${this.talk.name} is registered already`);
@@ -158,7 +162,7 @@ export class SessionManager implements Sessions {
         return !r ? undefined : r.appId === app.appId ? 'self' : 'other';
       },
       hasIngestFor: (src) => this.ingests.some((i) => i.source === src),
-      outputSchemes: (fmt) => this.outputs.get(fmt)?.schemes,
+      outputSchemes: (fmt) => this.outputs.get(fmt)?.flatMap((o) => o.schemes),
       keepIntvDefault: this.t.keepIntvDefault,
       newReqId: () => this.newReqId(),
     });
@@ -206,7 +210,7 @@ export class SessionManager implements Sessions {
       throw new GatewayError(ErrCode.NO_CONNECTION_AVAILABLE, 'The terminal is not online.');
     }
     const ingest = this.ingests.find((i) => i.source === (params.rtspSrc ? 'rtsp' : 'terminal'))!;
-    const output = this.outputs.get(params.fmt)!;
+    const output = this.outputs.get(params.fmt)!.find((o) => o.schemes.includes(params.scheme!))!;
     const name = SessionManager.streamName(params.normSim, params.chanId, params.typ);
     let stream = this.streams.get(name);
     if (stream?.state === 'closing') throw new GatewayError(ErrCode.RETRY, 'The stream is closing; retry.');
