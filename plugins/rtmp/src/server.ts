@@ -201,7 +201,8 @@ export class RtmpServer implements ConnectionHost {
 
   dropped(c: RtmpConnection, reason: string): void {
     this.o.counts.dropped();
-    this.refusals.log(this.o.log, 'warn', c.socket.remoteAddress ?? '', { remote: c.remote, role: c.role, reason }, 'RTMP connection dropped');
+    // one line per address and kind of reason per 10 s (a flood of one kind from one place is one line)
+    this.refusals.log(this.o.log, 'warn', `${c.socket.remoteAddress ?? ''}|${reason.replace(/\d+/g, '#')}`, { remote: c.remote, role: c.role, reason }, 'RTMP connection dropped');
   }
 
   bytesIn(n: number): void {
