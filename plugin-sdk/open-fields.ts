@@ -52,6 +52,10 @@ export const RTSP_SRC_FIELDS = {
   },
   user: { type: 'string', maxLength: MAX_RTSP_CRED_LENGTH, description: 'User name, when the URL carries none.' },
   pwd: { type: 'string', maxLength: MAX_RTSP_CRED_LENGTH, description: 'Password, when the URL carries none.' },
+  transport: {
+    type: 'string', enum: ['auto', 'tcp', 'udp'], detail: 'Use auto, tcp or udp.',
+    description: 'RTP transport from the source: `tcp` (interleaved in the RTSP connection) or `udp` forced, no fallback; `auto` TCP first, then UDP when the source refuses TCP. Default: the site\'s (auto unless configured). Opens of one source share its pull only with the same transport.',
+  },
 } as const satisfies FieldRules;
 
 /** The open body, in the order of the rules. */

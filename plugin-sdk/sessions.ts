@@ -63,7 +63,7 @@ export interface OpenParams {
   detectMediaTyp: boolean;
   keepIntv: number;
   audioCfg?: { sampleRate: number; channels: number };
-  rtspSrc?: { url: string; user?: string; pwd?: string };
+  rtspSrc?: { url: string; user?: string; pwd?: string; transport?: 'auto' | 'tcp' | 'udp' };
   http?: boolean;
   timedToken?: string;
 }

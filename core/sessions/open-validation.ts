@@ -134,7 +134,10 @@ export function validateOpen(body: Record<string, unknown>, env: ValidationEnv):
     try { new URL(r.url); } catch { throw invalidParam('rtspSrc.url'); }
     if (r.user !== undefined && !okString(r.user, S.user.maxLength)) throw invalidParam('rtspSrc.user');
     if (r.pwd !== undefined && !okString(r.pwd, S.pwd.maxLength)) throw invalidParam('rtspSrc.pwd');
+    const transport = r.transport ?? undefined;
+    if (transport !== undefined && !(S.transport.enum as readonly unknown[]).includes(transport)) throw invalidParam('rtspSrc.transport', S.transport.detail);
     rtspSrc = { url: r.url, user: r.user as string | undefined, pwd: r.pwd as string | undefined };
+    if (transport !== undefined) rtspSrc.transport = transport as NonNullable<typeof rtspSrc.transport>;
   }
   // 11. keepIntv, record
   const keepIntv = optInt(body, 'keepIntv', F.keepIntv, env.keepIntvDefault);

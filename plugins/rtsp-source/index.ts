@@ -1,12 +1,13 @@
 /**
- * rtsp-source: `rtspSrc {url, user, pwd}` on POST /strm/open pulls an RTSP camera into the request's bus stream
+ * rtsp-source: `rtspSrc {url, user, pwd, transport}` on POST /strm/open pulls an RTSP camera into the request's bus stream
  * (named by simNo/chanId like a terminal's channel), so FLV, HLS, RTSP out and the recorder serve it unchanged.
  *
  * How it fits the sessions: an open guard runs for each rtspSrc open before the stream exists. It refuses a key fed
  * by a terminal or another URL (-7 naming rtspSrc.url), then starts or joins the pull of that URL and waits until
  * the camera plays: no answer within openTimeoutSec -5, anything else that fails -3 (decisions.md). The stream the
  * sessions then make is handed to the pull in onStreamOpened; it closes with its last request, and the pull with its
- * last stream. Opens of one URL (and credentials) share one pull, whatever their key.
+ * last stream. Opens of one URL (and credentials) share one pull, whatever their key, when they ask the same transport
+ * (rtspSrc.transport, else the site's; src/transport-choice.ts).
  */
 import { createHash } from 'node:crypto';
 import { BlockList, isIP } from 'node:net';
@@ -14,6 +15,7 @@ import { IsArray, IsBoolean, IsIn, IsInt, IsString, Max, Min } from 'class-valid
 import { definePlugin, ErrCode, GatewayError, invalidParam, LogLimiter, type ChannelStream, type OpenParams } from '../../plugin-sdk';
 import { openErrorOf, SourceError } from './src/errors';
 import { Pull, type PullConfig } from './src/pull';
+import { TransportMemory, type TransportMode } from './src/transport-choice';
 import { parseSourceUrl, type SourceUrl } from './src/url';
 
 export class RtspSourceConfig {
@@ -25,9 +27,13 @@ export class RtspSourceConfig {
   @IsArray() @IsString({ each: true })
   allowHosts: string[] = [];
 
-  /** RTP over the RTSP connection (interleaved, works through NAT and firewalls) or over UDP */
-  @IsIn(['tcp', 'udp'])
-  transport: 'tcp' | 'udp' = 'tcp';
+  /**
+   * RTP over the RTSP connection (tcp: interleaved, works through NAT and firewalls) or over UDP; auto: TCP first,
+   * UDP when a camera refuses it, back to TCP when UDP brings nothing, and what played remembered per camera host
+   * (src/transport-choice.ts). An open's rtspSrc.transport overrides it
+   */
+  @IsIn(['auto', 'tcp', 'udp'])
+  transport: TransportMode = 'auto';
 
   /** how long an open waits for the camera to play: then -5 */
   @IsInt() @Min(1) @Max(120)
@@ -95,9 +101,17 @@ function hostAllowList(list: string[]): (host: string) => boolean {
   };
 }
 
-/** one pull per request URL and credentials; the key is a digest so the map holds no password */
-function pullKeyOf(src: SourceUrl): string {
+/** a digest of the request URL and credentials, so no map holds a password */
+function sourceKeyOf(src: SourceUrl): string {
   return createHash('sha256').update(`${src.requestUrl}\0${src.user ?? ''}\0${src.pwd ?? ''}`).digest('base64url');
+}
+
+/**
+ * One pull per source and transport mode: opens that force another transport than a running pull's get their own
+ * (a forced tcp or udp must not be served by a pull that chose otherwise, nor take an auto pull's choice from it)
+ */
+function pullKeyOf(src: SourceUrl, mode: TransportMode): string {
+  return `${sourceKeyOf(src)}.${mode}`;
 }
 
 export default definePlugin({
@@ -121,10 +135,15 @@ export default definePlugin({
       units: ctx.metrics.counter('units_total', 'access units published, by kind', ['kind']),
       malformed: ctx.metrics.counter('malformed_total', 'bad input from cameras skipped (rtsp: bytes between messages; interleaved: unknown channel; rtp: packet that broke a handler; rtcp)', ['what']),
       refused: ctx.metrics.counter('opens_refused_total', 'rtspSrc opens refused, by errCode', ['errCode']),
+      fallbacks: ctx.metrics.counter('transport_fallbacks_total', 'transport auto moving a pull to the other transport: from, to, reason (refused: SETUP refused it; no_rtp: UDP brought no RTP within 3 s)', ['from', 'to', 'reason']),
+      transportsUsed: ctx.metrics.counter('transports_used_total', 'sessions that played, by transport and how it was chosen (forced, remembered for the host, tried)', ['transport', 'how']),
     };
     const unitsBy = { video: m.units.labels('video'), audio: m.units.labels('audio') };
     ctx.metrics.gauge('pulls', 'camera pulls open', [], (g) => g.set(pulls.size));
     ctx.metrics.gauge('pulls_playing', 'camera pulls playing now', [], (g) => g.set([...pulls.values()].filter((p) => p.playing).length));
+    ctx.metrics.gauge('pulls_transport', 'camera pulls playing now, by transport', ['transport'], (g) => {
+      for (const t of ['tcp', 'udp'] as const) g.set({ transport: t }, [...pulls.values()].filter((p) => p.transport === t).length);
+    });
     const trackSum = (f: (s: Pull['receiverStats'][number]) => number) => () => {
       let n = 0;
       for (const p of pulls.values()) for (const s of p.receiverStats) n += f(s);
@@ -136,17 +155,21 @@ export default definePlugin({
     gaugeOf('payload_malformed', 'RTP payloads that broke their format (RFC 6184/7798/3640), tracks of open pulls', trackSum((s) => s.malformed));
     gaugeOf('frames_dropped', 'access units left out (a hole, over maxFrameBytes, waiting for a keyframe), tracks of open pulls', trackSum((s) => s.dropped));
 
-    const pullCfg: PullConfig = {
-      transport: c.transport, requestTimeoutMs: c.requestTimeoutSec * 1000, stallTimeoutMs: c.stallTimeoutSec * 1000,
+    const pullCfg: Omit<PullConfig, 'transport' | 'forcedBy'> = {
+      memory: new TransportMemory(), requestTimeoutMs: c.requestTimeoutSec * 1000, stallTimeoutMs: c.stallTimeoutSec * 1000,
       keepAliveMs: c.keepAliveSec * 1000, tlsVerify: c.tlsVerify, reconnectMinMs: c.reconnectMinMs, reconnectMaxMs: c.reconnectMaxMs,
       maxFrameBytes: c.maxFrameBytes, maxGopBytes: MAX_PULL_GOP_BYTES, lingerMs: LINGER_MS,
     };
 
-    function pullFor(src: SourceUrl): Pull {
-      const key = pullKeyOf(src);
+    /** the transport an rtspSrc asks for: its own, else the site's */
+    const modeOf = (r: NonNullable<OpenParams['rtspSrc']>) => ({ transport: r.transport ?? c.transport, forcedBy: r.transport ? 'request' as const : 'site' as const });
+
+    function pullFor(src: SourceUrl, r: NonNullable<OpenParams['rtspSrc']>): Pull {
+      const mode = modeOf(r);
+      const key = pullKeyOf(src, mode.transport);
       let p = pulls.get(key);
       if (p && !p.closed) return p;
-      p = new Pull(key, src, pullCfg, ctx.clock, ctx.log, {
+      p = new Pull(key, src, { ...pullCfg, ...mode }, ctx.clock, ctx.log, {
         connect: (result) => m.connects.inc({ result }),
         reconnect: () => m.reconnects.inc(),
         bytes: (n) => m.bytes.inc(n),
@@ -156,6 +179,8 @@ export default definePlugin({
           if (v.write) ctx.log.warn({ source: src.redacted, what, suppressed: v.suppressed || undefined }, 'bad input from the RTSP source skipped');
         },
         unit: (kind) => unitsBy[kind].inc(),
+        fallback: (from, to, reason) => m.fallbacks.inc({ from, to, reason }),
+        transportUsed: (transport, how) => m.transportsUsed.inc({ transport, how }),
         closed: (x) => {
           if (pulls.get(x.key) === x) pulls.delete(x.key);
         },
@@ -182,12 +207,16 @@ export default definePlugin({
         logLimit.log(ctx.log, 'warn', `host ${src.host}`, { source: src.redacted }, 'rtspSrc refused: its host is not in allowHosts');
         throw refuse(invalidParam('rtspSrc.url', 'This gateway does not pull from that host (allowHosts).'));
       }
-      const key = pullKeyOf(src);
+      const key = pullKeyOf(src, modeOf(r).transport);
       const name = streamNameOf(params);
       const existing = ctx.sessions.getStreamByName(name);
       if (existing?.state === 'closing') throw new GatewayError(ErrCode.RETRY, 'The stream is closing; retry.');
       const waiting = pending.get(name);
       if ((existing && feeds.get(name) !== key) || (waiting && waiting.key !== key)) {
+        const feeder = (existing && feeds.get(name)) || waiting?.key;
+        if (feeder?.startsWith(`${sourceKeyOf(src)}.`)) {
+          throw refuse(invalidParam('rtspSrc.transport', `The channel is pulled from this source with transport ${feeder.slice(feeder.lastIndexOf('.') + 1)}; ask the same, or open another simNo/chanId.`));
+        }
         throw refuse(invalidParam('rtspSrc.url', existing && !feeds.has(name)
           ? 'The channel is fed by a terminal; open another simNo/chanId for this source.'
           : 'The channel is fed by another RTSP source; open another simNo/chanId for this one.'));
@@ -195,7 +224,7 @@ export default definePlugin({
       const w = waiting ?? { key, n: 0 };
       w.n++;
       pending.set(name, w);
-      const pull = pullFor(src);
+      const pull = pullFor(src, r);
       try {
         const { release } = await pull.ready();
         // the open goes on without awaiting (the sessions make the stream in the same turn); the pull lingers a
@@ -218,7 +247,7 @@ export default definePlugin({
       } catch {
         return; // the guard refused it already
       }
-      const pull = pullFor(src);
+      const pull = pullFor(src, r);
       feeds.set(s.name, pull.key);
       s.media.on('closed', () => {
         if (feeds.get(s.name) === pull.key) feeds.delete(s.name);

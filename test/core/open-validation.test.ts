@@ -257,4 +257,17 @@ describe('POST /strm/open validation of rtspSrc on a site with an RTSP ingest (r
     assert.match((await openWith({ url: 'rtsp://cam.example.com/s', user: 1 })).message, /`rtspSrc\.user`/);
     assert.match((await openWith({ url: 'rtsp://cam.example.com/s', pwd: {} })).message, /`rtspSrc\.pwd`/);
   });
+
+  it('rtspSrc.transport is auto, tcp or udp when given (null: absent); anything else -7 naming it', async () => {
+    for (const transport of ['quic', 'UDP', 1, '']) {
+      const j = await openWith({ url: 'rtsp://cam.example.com/s', transport });
+      assert.equal(j.errCode, -7, JSON.stringify(j));
+      assert.match(j.message, /`rtspSrc\.transport`\. Use auto, tcp or udp\./);
+    }
+    for (const [i, transport] of ['auto', 'tcp', 'udp', null].entries()) {
+      const j = await openWith({ url: 'rtsp://cam.example.com/s', transport }, { chanId: 10 + i });
+      assert.equal(j.errCode, 0, `${transport}: ${JSON.stringify(j)}`);
+      await gw.api('POST', '/strm/close', { reqIds: [j.data![0].reqId] });
+    }
+  });
 });

@@ -14,8 +14,12 @@ export type FailKind =
   | 'auth'
   /** an RTSP error status (404, 454, 500, ...) */
   | 'status'
-  /** nothing in the SDP we can depacketise, or a transport the server does not offer */
+  /** nothing in the SDP we can depacketise */
   | 'unsupported'
+  /** SETUP refused the transport asked for (461, another error status, an answer of the other transport) */
+  | 'transport'
+  /** auto over UDP: PLAY answered, and no RTP came within the probe time (UDP blocked on the way) */
+  | 'no_rtp'
   /** connected, and a request was not answered in time */
   | 'timeout'
   /** TLS handshake or certificate failure */

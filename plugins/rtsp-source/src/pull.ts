@@ -5,15 +5,21 @@
  * running pull starts near 0, at the pull's latest keyframe.
  */
 import type { Logger } from 'pino';
-import { shiftUnit, type AccessUnit, type Cancel, type Clock, type MediaStream, type Off, type Publisher, type TrackInfo } from '../../../plugin-sdk';
+import type { AccessUnit, Cancel, Clock, MediaStream, TrackInfo } from '../../../plugin-sdk';
 import { SourceError } from './errors';
 import { parseRtcpSr } from './rtp';
 import { RtspSession, type PlayInfo } from './session';
-import { TrackReceiver, trackProblem } from './tracks';
+import { Target } from './target';
+import { statsOf, TrackReceiver, trackProblem, type ReceiverStats } from './tracks';
+import { RtpProbe, TransportChoice, type ChoiceHow, type FallbackReason, type Transport, type TransportMemory, type TransportMode } from './transport-choice';
 import type { SourceUrl } from './url';
 
 export interface PullConfig {
-  transport: 'tcp' | 'udp';
+  /** auto, or a transport forced by the open or the site (transport-choice.ts) */
+  transport: TransportMode;
+  forcedBy: 'request' | 'site';
+  /** what played per camera host, shared by the plugin's pulls */
+  memory: TransportMemory;
   requestTimeoutMs: number;
   stallTimeoutMs: number;
   keepAliveMs: number;
@@ -33,33 +39,14 @@ export interface PullEvents {
   bytes(n: number): void;
   malformed(what: string): void;
   unit(kind: 'video' | 'audio'): void;
+  fallback(from: Transport, to: Transport, reason: FallbackReason): void;
+  transportUsed(t: Transport, how: ChoiceHow): void;
   /** the pull ended for good (closed, or it never played) */
   closed(p: Pull): void;
 }
 
 /** what happened to a pull's first session: the opens waiting on it learn it here */
 type FirstOutcome = { ok: true } | { ok: false; err: SourceError };
-
-/** one stream the pull feeds */
-class Target {
-  publisher: Publisher | undefined;
-  /** the session-timeline ms that is this stream's 0 in the current session */
-  baseMs: number | undefined;
-  offClosed: Off | undefined;
-  constructor(readonly stream: MediaStream) {}
-
-  /** starts at a start point (a keyframe; audio when the pull has no video), then goes on */
-  push(u: AccessUnit, tracks: ReadonlyMap<string, TrackInfo>, hasVideo: boolean): void {
-    if (this.baseMs === undefined) {
-      if (hasVideo ? !(u.kind === 'video' && u.keyframe) : u.kind !== 'audio') return;
-      this.publisher = this.stream.attachPublisher();
-      for (const t of tracks.values()) this.publisher.setTrack(t);
-      this.baseMs = u.dts;
-    }
-    if (u.dts < this.baseMs) return;
-    this.publisher!.push(this.baseMs === 0 ? u : shiftUnit(u, -this.baseMs));
-  }
-}
 
 export class Pull {
   private readonly targets = new Map<string, Target>();
@@ -82,6 +69,8 @@ export class Pull {
   private sessions = 0;
   /** the track whose sender reports anchor the wall clock (video when there is one) */
   private clockTrack = -1;
+  private readonly choice: TransportChoice;
+  private playingTransport: Transport | undefined;
 
   constructor(
     readonly key: string,
@@ -94,6 +83,10 @@ export class Pull {
   ) {
     this.first = new Promise<FirstOutcome>((resolve) => { this.settleFirst = resolve; });
     this.firstDeadline = clock.now() + openTimeoutMs;
+    this.choice = new TransportChoice({
+      mode: cfg.transport, forcedBy: cfg.forcedBy, host: `${source.host.toLowerCase()}:${source.port}`, tls: source.tls, memory: cfg.memory,
+      log, shown: source.redacted, events: { fallback: (from, to, reason) => ev.fallback(from, to, reason), used: (t, how) => ev.transportUsed(t, how) },
+    });
     this.run().catch((err: unknown) => {
       // a bug of ours, not the camera's: the pull stops (its streams stay, and a new open starts another)
       this.log.error({ source: this.source.redacted, err: (err as Error).message }, 'RTSP pull failed');
@@ -108,6 +101,10 @@ export class Pull {
   get playing(): boolean {
     return !!this.session?.isPlaying;
   }
+  /** the transport of the session playing now */
+  get transport(): Transport | undefined {
+    return this.playing ? this.playingTransport : undefined;
+  }
   get streamNames(): string[] {
     return [...this.targets.keys()];
   }
@@ -115,11 +112,8 @@ export class Pull {
   get sessionCount(): number {
     return this.sessions;
   }
-  get receiverStats(): Array<{ kind: string; codec: string; packets: number; lost: number; bad: number; malformed: number; dropped: number }> {
-    return this.receivers.filter((r): r is TrackReceiver => r !== undefined).map((r) => ({
-      kind: r.kind, codec: r.media.codec ?? r.media.encoding, packets: r.counters.packets, lost: r.counters.lost, bad: r.counters.badPackets,
-      malformed: r.depack.stats.malformed, dropped: r.depack.stats.droppedFrames,
-    }));
+  get receiverStats(): ReceiverStats[] {
+    return this.receivers.filter((r): r is TrackReceiver => r !== undefined).map(statsOf);
   }
 
   /**
@@ -197,28 +191,12 @@ export class Pull {
   private async run(): Promise<void> {
     let backoff = this.cfg.reconnectMinMs;
     while (!this.closedFlag) {
-      const session = new RtspSession({
-        source: this.source, transport: this.cfg.transport, requestTimeoutMs: this.cfg.requestTimeoutMs,
-        stallTimeoutMs: this.cfg.stallTimeoutMs, keepAliveMs: this.cfg.keepAliveMs, tlsVerify: this.cfg.tlsVerify,
-        clock: this.clock, log: this.log,
-      });
-      this.session = session;
-      this.sessions++;
-      let ended!: (e: SourceError) => void;
-      const endedP = new Promise<SourceError>((resolve) => { ended = resolve; });
-      let info: PlayInfo;
+      let played: { endedP: Promise<SourceError> } | undefined;
       try {
-        info = await session.start({
-          rtp: (track, data) => this.onRtp(track, data),
-          rtcp: (track, data) => this.onRtcp(track, data),
-          bytes: (n) => this.ev.bytes(n),
-          malformed: (what) => this.ev.malformed(what),
-          ended: (e) => ended(e),
-        });
+        played = await this.playOverTransports();
       } catch (err) {
         const e = err as SourceError;
         if (this.closedFlag) return;
-        this.ev.connect(e.kind);
         if (!this.everPlayed) {
           // before the first PLAY: a source that is not there (yet) is tried until the open timeout; anything
           // else (credentials, an error status, a connection dropped at once) is the answer
@@ -236,17 +214,12 @@ export class Pull {
         backoff = Math.min(backoff * 2, this.cfg.reconnectMaxMs);
         continue;
       }
-      if (this.closedFlag) {
-        session.close();
-        return;
-      }
-      this.ev.connect('ok');
+      if (!played) return;
       if (this.everPlayed) this.ev.reconnect();
-      this.onPlaying(info);
       this.everPlayed = true;
       this.settleFirst({ ok: true });
       const playedAt = this.clock.now();
-      const e = await endedP;
+      const e = await played.endedP;
       if (this.closedFlag) return;
       for (const t of this.targets.values()) t.publisher?.pause();
       // a session that ran a while earns a quick retry; one that ends at once backs off further
@@ -254,6 +227,60 @@ export class Pull {
       this.log.warn({ source: this.source.redacted, kind: e.kind, err: e.message, retryInMs: backoff, streams: this.streamNames }, 'RTSP source lost; reconnecting');
       await this.sleep(backoff);
       backoff = Math.min(backoff * 2, this.cfg.reconnectMaxMs);
+    }
+  }
+
+  /**
+   * One round: sessions over the transports the choice gives, one after the other at once, until one plays (over
+   * UDP in auto: and brings RTP) or the choice gives up (thrown). Undefined: the pull was closed meanwhile.
+   */
+  private async playOverTransports(): Promise<{ endedP: Promise<SourceError> } | undefined> {
+    for (;;) {
+      const transport = this.choice.transport;
+      const session = new RtspSession({
+        source: this.source, transport, requestTimeoutMs: this.cfg.requestTimeoutMs,
+        stallTimeoutMs: this.cfg.stallTimeoutMs, keepAliveMs: this.cfg.keepAliveMs, tlsVerify: this.cfg.tlsVerify,
+        clock: this.clock, log: this.log,
+      });
+      this.session = session;
+      this.sessions++;
+      // packets that come before onPlaying (in the chunk that brings PLAY's answer) are not for an earlier session's tracks
+      this.receivers = [];
+      let ended!: (e: SourceError) => void;
+      const endedP = new Promise<SourceError>((resolve) => { ended = resolve; });
+      const probe = new RtpProbe();
+      try {
+        const info = await session.start({
+          rtp: (track, data) => {
+            probe.rtp();
+            this.onRtp(track, data);
+          },
+          rtcp: (track, data) => this.onRtcp(track, data),
+          bytes: (n) => this.ev.bytes(n),
+          malformed: (what) => this.ev.malformed(what),
+          ended: (e) => ended(e),
+        });
+        if (this.closedFlag) {
+          session.close();
+          return undefined;
+        }
+        // the tracks take packets from here on, so a probe loses none of what it waits for
+        this.onPlaying(info);
+        if (this.choice.probe) await probe.expect(this.clock, endedP, (stop) => { this.wait = stop && { cancel: stop, resolve: stop }; });
+      } catch (err) {
+        session.close();
+        if (this.closedFlag) return undefined;
+        const e = err instanceof SourceError ? err : new SourceError('dropped', (err as Error).message);
+        this.ev.connect(e.kind);
+        const final = this.choice.failed(e);
+        if (final) throw final;
+        continue;
+      }
+      if (this.closedFlag) return undefined;
+      this.ev.connect('ok');
+      this.playingTransport = transport;
+      this.choice.played();
+      return { endedP };
     }
   }
 

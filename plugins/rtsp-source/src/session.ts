@@ -4,7 +4,7 @@
  * server's session timeout, stall detection, and TEARDOWN on close. It hands RTP and RTCP to its owner, which
  * depacketises; reconnecting is the owner's business (a session is used once).
  */
-import * as dgram from 'node:dgram';
+import type * as dgram from 'node:dgram';
 import * as net from 'node:net';
 import * as tls from 'node:tls';
 import type { Logger } from 'pino';
@@ -13,11 +13,13 @@ import { Authenticator, parseChallenges } from './auth';
 import { SourceError } from './errors';
 import { cseqOf, serializeResponse, parseRtpInfo, parseSessionHeader, RtspReader, type RtspItem, type RtspRequest, type RtspResponse } from '../../../plugin-sdk/rtsp';
 import { parseSdp, type Sdp, type SdpMedia } from './sdp';
+import { setupRefusal, transportHeader, type Transport } from './transport-choice';
+import { bindRtpPair } from './udp-pair';
 import { redactText, tlsServerName, type SourceUrl } from './url';
 
 export interface SessionOptions {
   source: SourceUrl;
-  transport: 'tcp' | 'udp';
+  transport: Transport;
   /** connect, and each request's answer */
   requestTimeoutMs: number;
   /** no RTP for this long while playing ends the session ('stalled') */
@@ -51,7 +53,7 @@ export interface PlayInfo {
   sdp: Sdp;
   /** media in the SDP we cannot take (encoding names) */
   skipped: string[];
-  transport: 'tcp' | 'udp';
+  transport: Transport;
 }
 
 const USER_AGENT = 'jt1078-gateway rtsp-source';
@@ -193,22 +195,19 @@ export class RtspSession {
   }
 
   private async setup(index: number, media: SdpMedia): Promise<void> {
-    let transport: string;
-    if (this.o.transport === 'tcp') {
-      transport = `RTP/AVP/TCP;unicast;interleaved=${index * 2}-${index * 2 + 1}`;
-    } else {
-      const port = await this.bindUdpPair(index);
-      transport = `RTP/AVP;unicast;client_port=${port}-${port + 1}`;
-    }
-    const r = await this.request('SETUP', media.control, { Transport: transport });
-    if (r.status === 461) throw new SourceError('unsupported', `it does not offer RTP over ${this.o.transport.toUpperCase()} (461 to SETUP); set the plugin's transport to ${this.o.transport === 'tcp' ? 'udp' : 'tcp'}`);
-    this.expectOk(r, 'SETUP');
+    const tcp = this.o.transport === 'tcp';
+    const port = tcp ? 0 : await this.bindUdpPair(index);
+    const r = await this.request('SETUP', media.control, { Transport: transportHeader(this.o.transport, index, port) }).catch((err: unknown) => {
+      throw err instanceof SourceError && err.kind === 'dropped' ? new SourceError('transport', 'the connection closed at SETUP') : err;
+    });
+    const refused = setupRefusal(this.o.transport, r, this.o.source.pwd);
+    if (refused) throw new SourceError('transport', refused);
     const s = parseSessionHeader(r.headers.get('session'));
     if (s) {
       this.sessionId ??= s.id;
       this.sessionTimeoutSec ??= s.timeoutSec;
     }
-    if (this.o.transport === 'tcp') {
+    if (tcp) {
       const m = /interleaved=(\d+)(?:-(\d+))?/i.exec(r.headers.get('transport') ?? '');
       const rtp = m ? Number(m[1]) : index * 2;
       const rtcp = m && m[2] !== undefined ? Number(m[2]) : rtp + 1;
@@ -217,37 +216,17 @@ export class RtspSession {
     }
   }
 
-  /** an RTP socket on an even port and its RTCP socket on the next (RFC 3550 §11) */
   private async bindUdpPair(track: number): Promise<number> {
-    const type = net.isIPv6(this.remoteAddress) ? 'udp6' : 'udp4';
-    for (let attempt = 0; attempt < 20; attempt++) {
-      const a = dgram.createSocket(type);
-      const port = await bindSocket(a, 0).catch(() => -1);
-      if (port < 0 || port % 2 !== 0 || port >= 65535) {
-        a.close();
-        continue;
-      }
-      const b = dgram.createSocket(type);
-      if ((await bindSocket(b, port + 1).catch(() => -1)) < 0) {
-        a.close();
-        b.close();
-        continue;
-      }
-      for (const [sock, rtcp] of [[a, false], [b, true]] as const) {
-        this.udp.push(sock);
-        sock.on('error', () => undefined);
-        sock.on('message', (msg, rinfo) => {
-          // only the camera may feed this track; anyone else on the network is ignored
-          if (rinfo.address !== this.remoteAddress && rinfo.address !== `::ffff:${this.remoteAddress}`) return;
-          this.handler?.bytes(msg.length);
-          this.lastMediaAt = this.o.clock.now();
-          if (rtcp) this.handler?.rtcp(track, msg);
-          else this.handler?.rtp(track, msg);
-        });
-      }
-      return port;
-    }
-    throw new SourceError('unsupported', 'no free UDP port pair for RTP');
+    const { port, sockets } = await bindRtpPair(net.isIPv6(this.remoteAddress) ? 'udp6' : 'udp4', (rtcp, msg, rinfo) => {
+      // only the camera may feed this track; anyone else on the network is ignored
+      if (rinfo.address !== this.remoteAddress && rinfo.address !== `::ffff:${this.remoteAddress}`) return;
+      this.handler?.bytes(msg.length);
+      this.lastMediaAt = this.o.clock.now();
+      if (rtcp) this.handler?.rtcp(track, msg);
+      else this.handler?.rtp(track, msg);
+    });
+    this.udp.push(...sockets);
+    return port;
   }
 
   // --- requests --------------------------------------------------------------------------------------------
@@ -384,16 +363,6 @@ export class RtspSession {
     this.playing = false;
     if (wasPlaying && !byUs) this.handler?.ended(err);
   }
-}
-
-function bindSocket(s: dgram.Socket, port: number): Promise<number> {
-  return new Promise((resolve, reject) => {
-    s.once('error', reject);
-    s.bind(port, () => {
-      s.off('error', reject);
-      resolve(s.address().port);
-    });
-  });
 }
 
 function describeSocketError(err: NodeJS.ErrnoException): string {

@@ -24,6 +24,15 @@ export interface TrackOutput {
   unit(u: AccessUnit): void;
 }
 
+export interface ReceiverStats { kind: string; codec: string; packets: number; lost: number; bad: number; malformed: number; dropped: number }
+
+export function statsOf(r: TrackReceiver): ReceiverStats {
+  return {
+    kind: r.kind, codec: r.media.codec ?? r.media.encoding, packets: r.counters.packets, lost: r.counters.lost, bad: r.counters.badPackets,
+    malformed: r.depack.stats.malformed, dropped: r.depack.stats.droppedFrames,
+  };
+}
+
 /** why a track cannot be taken, or undefined */
 export function trackProblem(m: SdpMedia): string | undefined {
   if (m.codec === 'aac' && !parseAacConfig(m.fmtp.config)) return 'AAC without a usable config= (AudioSpecificConfig)';

@@ -1,18 +1,20 @@
 /**
  * rtsp-source against an RTSP server we did not write: GStreamer's (gst-rtsp-server), with its own packetisers
- * (rtph264pay, rtph265pay, rtpmp4gpay for AAC, rtppcmapay) and its own Digest authentication.
+ * (rtph264pay, rtph265pay, rtpmp4gpay for AAC, rtppcmapay) and its own Digest authentication. It offers RTP over TCP
+ * and UDP: the default transport (auto) must keep to TCP.
  */
 import assert from 'node:assert/strict';
 import type { TestGateway } from '../../../plugin-sdk/testkit';
 import { startGstServer, type GstServer } from './support/gst-server';
 import { collectVideo, decodeUrl, probeFile, probeUrl } from './support/publisher';
-import { openRtsp, startGateway, statusOf, assertTracks } from './helpers';
+import { metricValue, openRtsp, startGateway, statusOf, assertTracks } from './helpers';
 
 describe('rtsp-source: GStreamer\'s RTSP server as the camera', function () {
   this.timeout(120_000);
   let gw: TestGateway;
   const servers: GstServer[] = [];
   before(async () => {
+    // the default transport: no config key
     gw = await startGateway({ openTimeoutSec: 15 });
   });
   after(async () => {
@@ -20,7 +22,7 @@ describe('rtsp-source: GStreamer\'s RTSP server as the camera', function () {
     for (const s of servers) await s.stop();
   });
 
-  it('H.264 + AAC behind GStreamer\'s Digest auth plays as FLV (ffprobe h264 320x240 + aac; ffmpeg decodes it cleanly)', async () => {
+  it('H.264 + AAC behind GStreamer\'s Digest auth plays as FLV over TCP with the default transport (ffprobe h264 320x240 + aac; ffmpeg decodes it cleanly)', async () => {
     const gst = await startGstServer({ video: 'h264', audio: 'aac', user: 'viewer', pwd: 'gst-Secret-1' });
     servers.push(gst);
     const bad = await openRtsp(gw, '940000000001', { url: `rtsp://127.0.0.1:${gst.port}/cam`, user: 'viewer', pwd: 'not-it' });
@@ -39,6 +41,11 @@ describe('rtsp-source: GStreamer\'s RTSP server as the camera', function () {
     assert.equal(d.errors, '');
     assert.ok(d.frames.video >= 25, `decoded ${d.frames.video} video frames`);
     assert.doesNotMatch(gw.logText(), /gst-Secret-1|not-it/);
+    // auto asked TCP first and GStreamer took it: the pull plays interleaved, nothing fell back
+    assert.equal(await metricValue(gw, 'pulls_transport', { transport: 'tcp' }), 1);
+    assert.equal(await metricValue(gw, 'pulls_transport', { transport: 'udp' }), 0);
+    assert.equal(await metricValue(gw, 'transports_used_total', { transport: 'tcp', how: 'tried' }), 1);
+    assert.equal(await metricValue(gw, 'transport_fallbacks_total'), 0);
     await gw.api('POST', '/strm/close', { reqIds: [reqId] });
   });
 

@@ -48,3 +48,14 @@ export async function until(what: string, check: () => boolean | Promise<boolean
     await new Promise((r) => setTimeout(r, 50));
   }
 }
+
+/** the value of one series of an rtsp-source metric (`gw_rtsp_source_<name>`) whose labels include `labels`; 0 when absent */
+export async function metricValue(gw: TestGateway, name: string, labels: Record<string, string> = {}): Promise<number> {
+  const text = await (await fetch(`${gw.baseUrl}/metrics`)).text();
+  let sum = 0;
+  for (const m of text.matchAll(new RegExp(`^gw_rtsp_source_${name}(?:\\{([^}]*)\\})? (\\S+)$`, 'gm'))) {
+    const have = Object.fromEntries([...(m[1] ?? '').matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
+    if (Object.entries(labels).every(([k, v]) => have[k] === v)) sum += Number(m[2]);
+  }
+  return sum;
+}

@@ -3,7 +3,7 @@
  * which Debian's VLC is built without): `cvlc clip.mkv --sout '#rtp{sdp=rtsp://127.0.0.1:PORT/cam}'` serves a
  * 20 s clip ffmpeg made, longer than a test (with `--loop`, VLC's RTP timestamps step back about a second at each
  * restart of the file, which any client sees: ffmpeg's own RTSP client gets the same non-monotonic times). VLC's server offers RTP over UDP only (a SETUP asking for TCP interleaving gets 461), so
- * the gateway pulls with `transport: 'udp'`. Its SDP has its own quirks: both tracks on payload type 96, fmtp
+ * the gateway's default transport (auto) falls back to UDP, and a forced tcp fails. Its SDP has its own quirks: both tracks on payload type 96, fmtp
  * parameters in mixed case (`SizeLength`, `IndexLength`) with a trailing `;`, `mpeg4-generic/16000` without a
  * channel count, and an AAC config with an SBR sync extension.
  */
@@ -16,7 +16,7 @@ import type { TestGateway } from '../../../plugin-sdk/testkit';
 import { giveToVlc, requireVlc, startVlc, stopAllVlc, vlcDir, type Vlc } from '../../../test/support/vlc';
 import { collectVideo, decodeUrl, probeFile, probeUrl } from './support/publisher';
 import { requireTool } from '../../../test/support/tools';
-import { openRtsp, startGateway, statusOf, assertTracks } from './helpers';
+import { metricValue, openRtsp, startGateway, statusOf, assertTracks, until } from './helpers';
 
 function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -147,7 +147,8 @@ describe('rtsp-source: VLC\'s RTSP server as the camera', function () {
   this.timeout(60_000);
   let gw: TestGateway;
   before(async () => {
-    gw = await startGateway({ transport: 'udp', allowHosts: ['127.0.0.1'], openTimeoutSec: 15 });
+    // the default transport: no config key
+    gw = await startGateway({ allowHosts: ['127.0.0.1'], openTimeoutSec: 15 });
   });
   after(async () => {
     await gw?.stop();
@@ -155,7 +156,7 @@ describe('rtsp-source: VLC\'s RTSP server as the camera', function () {
     for (const d of dirs) fs.rmSync(d, { recursive: true, force: true });
   });
 
-  it('H.264 + AAC from VLC plays as FLV (ffprobe: h264 320x240 + aac; ffmpeg decodes 2 s of both cleanly)', async () => {
+  it('H.264 + AAC from VLC with the default transport: TCP refused, UDP plays as FLV (ffprobe: h264 320x240 + aac; ffmpeg decodes 2 s of both cleanly)', async () => {
     const srv = await startVlcServer('h264-aac');
     // the server under test is VLC's own: its SDP, and no TCP interleaving
     assert.match(srv.sdp, /^a=tool:vlc /m);
@@ -178,7 +179,19 @@ describe('rtsp-source: VLC\'s RTSP server as the camera', function () {
     assert.equal(d.errors, '', 'every video and audio frame VLC sent decodes');
     assert.ok(d.frames.video >= 25, `decoded ${d.frames.video} video frames`);
     await assertNoLaterFaults(gw, joined);
+    // auto asked TCP, VLC refused it (461), the pull went on over UDP
+    assert.equal(await metricValue(gw, 'transport_fallbacks_total', { from: 'tcp', to: 'udp', reason: 'refused' }), 1);
+    assert.equal(await metricValue(gw, 'pulls_transport', { transport: 'udp' }), 1);
+    assert.match(gw.logText(), /TCP failed \(461 [^)]*to SETUP\), falling back to UDP/);
     await gw.api('POST', '/strm/close', { reqIds: [reqId] });
+    await until('the pull to stop', async () => await metricValue(gw, 'pulls') === 0);
+    // the next pull of this VLC goes straight to UDP: no second fallback
+    const again = await openRtsp(gw, '950000000004', { url: srv.url });
+    assert.equal(again.errCode, 0, again.message);
+    await gw.waitReady(String(again.data![0].reqId), 20_000);
+    assert.equal(await metricValue(gw, 'transports_used_total', { transport: 'udp', how: 'remembered' }), 1);
+    assert.equal(await metricValue(gw, 'transport_fallbacks_total'), 1);
+    await gw.api('POST', '/strm/close', { reqIds: [again.data![0].reqId] });
     await srv.vlc.stop();
   });
 
@@ -206,13 +219,19 @@ describe('rtsp-source: VLC\'s RTSP server as the camera', function () {
     await srv.vlc.stop();
   });
 
-  it('over TCP (the default transport) VLC answers SETUP 461: the open answers -3 saying to use udp', async () => {
+  it('a forced tcp (the open\'s rtspSrc.transport, or the site\'s transport) answers -3 naming VLC\'s 461 and what to change, without a fallback', async () => {
     const srv = await startVlcServer('h264-aac');
-    const tcp = await startGateway({ allowHosts: ['127.0.0.1'] });
+    const tcp = await startGateway({ allowHosts: ['127.0.0.1'], transport: 'tcp' });
     try {
-      const r = await openRtsp(tcp, '950000000003', { url: srv.url });
+      const fallbacks = await metricValue(gw, 'transport_fallbacks_total');
+      const r = await openRtsp(gw, '950000000003', { url: srv.url, transport: 'tcp' });
       assert.equal(r.errCode, -3, r.message);
-      assert.match(r.message, /does not offer RTP over TCP \(461 to SETUP\).*transport to udp/);
+      assert.match(r.message, /could not be played: TCP refused \(461 [^)]*to SETUP\); the open forces tcp \(rtspSrc\.transport\): ask auto instead\.$/);
+      const s = await openRtsp(tcp, '950000000003', { url: srv.url });
+      assert.equal(s.errCode, -3, s.message);
+      assert.match(s.message, /TCP refused \(461 [^)]*to SETUP\); this site forces tcp \(rtsp-source's transport\)/);
+      assert.equal(await metricValue(gw, 'transport_fallbacks_total'), fallbacks, 'no fallback when forced');
+      assert.equal(await metricValue(tcp, 'transport_fallbacks_total'), 0);
     } finally {
       await tcp.stop();
       await srv.vlc.stop();

@@ -37,7 +37,7 @@ interface Reader {
 }
 
 export class TestRtspServer {
-  readonly stats = { connections: 0, describes: 0, plays: 0, authFailures: 0, teardowns: 0, publishers: 0, keepAlives: 0 };
+  readonly stats = { connections: 0, describes: 0, plays: 0, authFailures: 0, teardowns: 0, publishers: 0, keepAlives: 0, tcpSetups: 0, udpSetups: 0 };
   port = 0;
   tlsPort = 0;
   private server: net.Server;
@@ -87,6 +87,10 @@ export class TestRtspServer {
 
   /** while true, readers get no media but the connection stays and RTSP is answered (a hung encoder) */
   frozen = false;
+  /** while true, a SETUP asking for TCP interleaving is answered 461, as VLC's server and many cameras do */
+  refuseTcp = false;
+  /** while true, UDP SETUPs are accepted and their RTP is never sent: a firewall dropping UDP on the way */
+  dropUdp = false;
 
   /** every reader's connection reset, as a rebooting camera does */
   dropReaders(): void {
@@ -213,6 +217,9 @@ export class TestRtspServer {
         const t = m.headers.get('transport') ?? '';
         const il = /interleaved=(\d+)-(\d+)/.exec(t);
         const cp = /client_port=(\d+)-(\d+)/.exec(t);
+        if (il) this.stats.tcpSetups++;
+        else if (cp) this.stats.udpSetups++;
+        if (il && this.refuseTcp) return this.reply(s, m, '461 Unsupported Transport');
         if (il) {
           r.routes.set(idx, { tcp: [Number(il[1]), Number(il[2])] });
         } else if (cp) {
@@ -270,7 +277,7 @@ export class TestRtspServer {
       if (!r.playing) continue;
       const route = r.routes.get(idx);
       if (route?.tcp) r.socket.write(frame(route.tcp[rtcp ? 1 : 0], data));
-      else if (route?.udp) this.udpOut.send(data, route.udp[rtcp ? 1 : 0], '127.0.0.1');
+      else if (route?.udp && !this.dropUdp) this.udpOut.send(data, route.udp[rtcp ? 1 : 0], '127.0.0.1');
     }
   }
 }
