@@ -7,7 +7,7 @@ import { BootError } from './config';
 import type { ConnectionGuard } from './connection-guard';
 import { ApiServer, type ApiServerOptions } from './http/api-server';
 import type { ReadSlices } from '../plugin-sdk/read-slices';
-import { adoptHttp, adoptTcp, adoptUdp, routeSpec, type ClusterContext } from './cluster/worker-net';
+import { adoptHttp, adoptTcp, adoptUdp, REPLAYED, routeSpec, type ClusterContext } from './cluster/worker-net';
 
 /** bytes asked for a UDP listener's receive buffer */
 export const UDP_RECV_BUFFER = 4 * 1024 * 1024;
@@ -60,6 +60,9 @@ export function pluginNet(l: PluginResources, o: PluginNetOptions): Net {
   const bindError = (key: string, err: NodeJS.ErrnoException, port: number, host: string, suffix = '') =>
     new BootError(`${where}: key ${key}: ${describeListenError(err, port, host)}${suffix}`);
 
+  /** sockets of this plugin's 'late' listeners, by the listener they came from (with workers) */
+  const lateListener = new WeakMap<net.Socket, string>();
+
   const listenTcp = (lo: ListenOptions, onConn: (s: net.Socket) => void) =>
     new Promise<net.Server>((resolve, reject) => {
       const host = lo.host ?? defaultHost;
@@ -69,6 +72,7 @@ export function pluginNet(l: PluginResources, o: PluginNetOptions): Net {
         if (!gate.admit(sock)) return;
         l.sockets.add(sock);
         sock.once('close', () => l.sockets.delete(sock));
+        if (lo.route === 'late') lateListener.set(sock, listener);
         onConn(sock);
       });
       const spec = o.cluster && routeSpec(lo.route, name, l.routers);
@@ -160,5 +164,34 @@ export function pluginNet(l: PluginResources, o: PluginNetOptions): Net {
   const sliceReader = (onChunk: (chunk: Buffer) => void, onError: (err: unknown) => void) =>
     o.slices.reader(onChunk, { pause: () => undefined, resume: () => undefined, onError });
 
-  return { listenTcp, listenUdp, listenHttp, readSliced, sliceReader };
+  const routeLate = (socket: net.Socket, key: string, replay: Buffer): 'here' | 'moved' => {
+    const c = o.cluster;
+    const listener = lateListener.get(socket);
+    if (!c || !listener) return 'here';
+    const owner = c.link.ownerOf(key);
+    if (owner === undefined || owner === c.link.index) return 'here';
+    // every byte the socket holds goes along: what this worker read, then what it had not yet
+    socket.pause();
+    (socket as unknown as { _handle?: { readStop?: () => void } })._handle?.readStop?.();
+    let head = replay;
+    let more: Buffer | null;
+    while ((more = socket.read() as Buffer | null) !== null) head = Buffer.concat([head, more]);
+    return c.link.reroute(listener, socket, key, false, head) ? 'moved' : 'here';
+  };
+
+  const replayOf = (socket: net.Socket): Buffer | undefined => REPLAYED.get(socket);
+
+  const hold = (key: string): (() => void) => {
+    const c = o.cluster;
+    if (!c) return () => undefined;
+    c.link.held(key, 1);
+    let held = true;
+    return () => {
+      if (!held) return;
+      held = false;
+      c.link.held(key, -1);
+    };
+  };
+
+  return { listenTcp, listenUdp, listenHttp, readSliced, sliceReader, routeLate, replayOf, hold };
 }

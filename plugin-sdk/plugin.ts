@@ -45,7 +45,9 @@ export interface ListenOptions {
   /**
    * With several workers: how the primary finds which worker a connection (TCP, HTTP) or datagram (UDP) belongs to:
    * a router this plugin declares in `routers`, or 'stream-path' (HTTP/WebSocket/RTSP URLs that carry a session stream
-   * name). Without one, any worker takes it (UDP without a router: one socket shared by all workers). See cluster.ts.
+   * name), or 'late' (TCP: any worker first, and the plugin moves the connection with `Net.routeLate` once its protocol
+   * says whose it is). Without one, any worker takes it (UDP without a router: one socket shared by all workers). See
+   * cluster.ts.
    */
   route?: string;
 }
@@ -89,6 +91,24 @@ export interface Net {
    * the set-aside limits a datagram is handled at once. `flush()` before acting on the peer's end.
    */
   sliceReader(onChunk: (chunk: Buffer) => void, onError: (err: unknown) => void): SliceReader;
+  /**
+   * For a listener with `route: 'late'`: a protocol that says whose a connection is only after an exchange (RTMP's
+   * play and publish come after its handshake and connect). With several workers, 'here' when this worker owns the
+   * terminal of routing key `key` (channelKey/streamKey) or nobody does; else the socket goes to the worker that
+   * does, with `replay` (every byte read from it so far), and the answer is 'moved': forget the socket, read nothing
+   * more. One process: always 'here'.
+   */
+  routeLate(socket: Socket, key: string, replay: Buffer): 'here' | 'moved';
+  /**
+   * A connection another worker moved here (routeLate): the bytes it read and answered. Parse them first, answering
+   * nothing up to where that worker stopped (the exchange that made it move the connection), then go on.
+   */
+  replayOf(socket: Socket): Buffer | undefined;
+  /**
+   * With several workers: this worker owns the terminal of routing key `key` until the returned function is called
+   * (e.g. an RTMP encoder publishing a channel no request has opened yet), so its opens are routed here.
+   */
+  hold(key: string): () => void;
 }
 
 export interface KeyValueStore {

@@ -97,6 +97,8 @@ interface Handing {
   firstTry: boolean;
   /** routed when FIRST_BYTES_MS ran out, not by its first bytes: handed over after those that were */
   late: boolean;
+  /** `head` is what a worker read and answered before giving it back (routeAgain) */
+  replayed: boolean;
 }
 
 const NOTHING_HELD = (): void => undefined;
@@ -142,6 +144,30 @@ export class HandOver {
       release = r;
     }
     this.routeHeld(l, sock, release);
+  }
+
+  /**
+   * A connection a worker gives back once its protocol said whose it is (a 'late' listener): to the worker of `key`
+   * (placed now with `place`), which parses `replay` again without answering. Counted against its address's cap
+   * again (the first worker reported its close).
+   */
+  routeAgain(l: Listener, sock: net.Socket, replay: Buffer, key: string, place: boolean): void {
+    let counted: CountedConnection | undefined;
+    if (l.caps) {
+      counted = l.caps.admit(sock.remoteAddress ?? '');
+      if (!counted) {
+        this.refuse(l, sock, 'address');
+        return;
+      }
+    }
+    sock.on('error', () => undefined);
+    // a socket received from a worker starts reading here: what came since goes along, after the replay
+    sock.pause();
+    (sock as unknown as { _handle?: { readStop?: () => void } })._handle?.readStop?.();
+    let head = replay;
+    let more: Buffer | null;
+    while ((more = sock.read() as Buffer | null) !== null) head = Buffer.concat([head, more]);
+    this.handOver(l, sock, head, key, true, { counted, release: NOTHING_HELD }, false, place, true);
   }
 
   private routeHeld(l: Listener, sock: net.Socket, release: () => void): void {
@@ -208,8 +234,9 @@ export class HandOver {
    * for any worker whose hand-over failed (that worker just died) is offered once more to the next one; otherwise it
    * is closed, so the client sees a reset and retries rather than hanging.
    */
-  private handOver(l: Listener, sock: net.Socket, head: Buffer, key: string | undefined, firstTry: boolean, held: Held, late: boolean): void {
-    const slot = (key !== undefined ? this.h.ownerSlot(key, l.places) : undefined) ?? this.h.nextReady();
+  private handOver(l: Listener, sock: net.Socket, head: Buffer, key: string | undefined, firstTry: boolean, held: Held, late: boolean,
+    place = l.places, replayed = false): void {
+    const slot = (key !== undefined ? this.h.ownerSlot(key, place) : undefined) ?? this.h.nextReady();
     if (!slot?.ready || !slot.worker) {
       this.h.log.warn({ listener: l.name, key }, 'connection refused: its worker is restarting');
       this.drop(l, sock, held);
@@ -221,7 +248,7 @@ export class HandOver {
       this.drop(l, sock, held);
       return;
     }
-    const h: Handing = { l, sock, head, key, wrap, held, firstTry, late };
+    const h: Handing = { l, sock, head, key, wrap, held, firstTry, late, replayed };
     slot.handing.add(h);
     // counted in the worker from now: it reports the close (or dies, and its counts with it)
     if (held.counted) l.caps?.move(held.counted, slot.index);
@@ -242,7 +269,7 @@ export class HandOver {
   private sendTo(slot: Slot, w: Worker, h: Handing): void {
     const { l, sock, head, key, held } = h;
     slot.unwritten++;
-    const sent = this.h.send(w, { t: 'conn', listener: l.name, head }, sock, (err) => {
+    const sent = this.h.send(w, { t: 'conn', listener: l.name, head, ...(h.replayed ? { replayed: true } : {}) }, sock, (err) => {
       // a worker that died since is no longer this slot's (rehome() started its count again)
       const current = slot.worker === w;
       if (current) slot.unwritten--;

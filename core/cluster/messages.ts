@@ -2,8 +2,11 @@
 import type { Notice } from '../../plugin-sdk/notices';
 import type { ListenerKind, RefusalReason } from '../connection-guard';
 
-/** how a listener's connections are routed: the built-in 'stream-path', or a router a plugin module exports */
-export type RouteSpec = { builtin: 'stream-path' } | { module: string; plugin: string; name: string };
+/**
+ * how a listener's connections are routed: the built-in 'stream-path', 'late' (any worker first; the plugin hands a
+ * connection on once its protocol says whose it is: RTMP), or a router a plugin module exports
+ */
+export type RouteSpec = { builtin: 'stream-path' | 'late' } | { module: string; plugin: string; name: string };
 
 export type ToPrimary =
   | { t: 'listen'; id: number; listener: string; proto: 'tcp' | 'udp'; port: number; host: string; route: RouteSpec; reuseAddr?: boolean;
@@ -25,11 +28,17 @@ export type ToPrimary =
   | { t: 'held'; key: string; delta: 1 | -1 }
   | { t: 'udp-send'; listener: string; msg: Uint8Array; port: number; address: string }
   /** a datagram a worker's peer socket took that worker `to` owns (udp-peers.ts) */
-  | { t: 'udp-route'; listener: string; to: number; msg: Uint8Array; address: string; port: number };
+  | { t: 'udp-route'; listener: string; to: number; msg: Uint8Array; address: string; port: number }
+  /**
+   * (with the socket's handle) a connection of a 'late' listener that belongs to the terminal of `key`, which
+   * another worker owns (or, `place`, nobody yet): to be handed there with `replay`, the bytes this worker read
+   */
+  | { t: 'reroute'; listener: string; key: string; place: boolean; replay: Uint8Array };
 
 export type ToWorker =
   | { t: 'listened'; id: number; port?: number; error?: string }
-  | { t: 'conn'; listener: string; head: Uint8Array }
+  /** `replayed`: `head` is what another worker already read and answered (a rerouted connection), not new bytes */
+  | { t: 'conn'; listener: string; head: Uint8Array; replayed?: boolean }
   /**
    * the datagrams of a routed UDP listener the primary read in one event-loop turn for this worker: `data` holds
    * them back to back, `sizes[i]` bytes each, from `addresses[i]`:`ports[i]`

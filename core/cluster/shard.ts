@@ -67,8 +67,11 @@ export function keyOfTarget(target: string): string | undefined {
  * The router a listener names: the built-in one, or the module a plugin declares for it (its export `router`),
  * loaded alone: the primary runs no plugin code beyond that small, dependency-free module.
  */
+/** a 'late' listener's first guess: any worker (its plugin reroutes the connection once it knows) */
+const anyWorker: ConnectionRouter = () => 'any';
+
 export function loadRouter(spec: RouteSpec): ConnectionRouter {
-  if ('builtin' in spec) return streamPathRouter;
+  if ('builtin' in spec) return spec.builtin === 'late' ? anyWorker : streamPathRouter;
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const r = (require(spec.module) as { router?: unknown }).router;
   if (typeof r !== 'function') throw new Error(`plugin ${spec.plugin}: router '${spec.name}' (${spec.module}) exports no function 'router'`);

@@ -26,7 +26,7 @@ export function fromWire(e: WireError | undefined): Error {
 export class WorkerLink {
   private seq = 0;
   private readonly waiting = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
-  private readonly onConn = new Map<string, (sock: Socket, head: Buffer) => void>();
+  private readonly onConn = new Map<string, (sock: Socket, head: Buffer, replayed: boolean) => void>();
   private readonly onUdp = new Map<string, (msg: Buffer, rinfo: RemoteInfo) => void>();
   private readonly handlers = new Map<string, RpcHandler>();
   /** SIM -> the worker that owns it, as the primary tells (node-claims.ts) */
@@ -54,6 +54,20 @@ export class WorkerLink {
     const w = await this.ask<number>((id) => ({ t: 'place', id, key }));
     if (w < 0) throw new GatewayError(ErrCode.EXECUTION_ERROR, 'No worker of the gateway is running; retry.');
     return w;
+  }
+
+  /**
+   * Gives a connection of a 'late' listener to the primary, for the worker of `key` (placed now if nobody owns it and
+   * `place`), with the bytes read from it here. The socket is this worker's no more: Node closes it here once sent.
+   */
+  reroute(listener: string, sock: Socket, key: string, place: boolean, replay: Buffer): boolean {
+    if (!process.connected) return false;
+    try {
+      process.send!({ t: 'reroute', listener, key, place, replay } satisfies ToPrimary, sock, { keepOpen: false } as never);
+      return true;
+    } catch {
+      return false;
+    }
   }
 
   /** this worker opened (+1) or closed (-1) a stream of a routing key's terminal: the primary keeps its claim */
@@ -100,7 +114,7 @@ export class WorkerLink {
         const h = this.onConn.get(m.listener);
         if (!handle) return;
         if (!h) { handle.destroy(); return; }
-        h(handle, Buffer.from(m.head.buffer, m.head.byteOffset, m.head.byteLength));
+        h(handle, Buffer.from(m.head.buffer, m.head.byteOffset, m.head.byteLength), m.replayed === true);
         return;
       }
       case 'udp': {
@@ -158,7 +172,7 @@ export class WorkerLink {
    * `kind`: what the listener is for (the primary's share of its descriptor reserve)
    */
   listenTcp(listener: string, port: number, host: string, route: RouteSpec, perAddress: { max: number; exempt: string[] } | undefined,
-    onConn: (sock: Socket, head: Buffer) => void, kind: ListenerKind = 'tcp'): Promise<number> {
+    onConn: (sock: Socket, head: Buffer, replayed: boolean) => void, kind: ListenerKind = 'tcp'): Promise<number> {
     this.onConn.set(listener, onConn);
     return this.ask<number>((id) => ({ t: 'listen', id, listener, proto: 'tcp', port, host, route, perAddress, kind }));
   }

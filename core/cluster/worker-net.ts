@@ -51,12 +51,18 @@ export function udpPeerSettings(metrics: Metrics, guard: ConnectionGuard): NonNu
  */
 export function routeSpec(route: string | undefined, plugin: string, routers: Record<string, string> | undefined): RouteSpec | undefined {
   if (!route) return undefined;
-  if (route === 'stream-path') return { builtin: 'stream-path' };
+  if (route === 'stream-path' || route === 'late') return { builtin: route };
   // an in-process plugin (the test kit's) has no module the primary could load its router from
   const module = routers?.[route];
   if (!module) return undefined;
   return { module, plugin, name: route };
 }
+
+/**
+ * Rerouted connections of 'late' listeners: what the worker that took them first read (and answered). The plugin
+ * parses it again without answering (Net.replayOf), then goes on with the socket's own bytes.
+ */
+export const REPLAYED = new WeakMap<net.Socket, Buffer>();
 
 /** a server that listens nowhere: the primary accepts its connections and passes them here; it reports the primary's port */
 function adoptingServer(srv: net.Server, port: number, host: string): void {
@@ -70,12 +76,13 @@ function adoptingServer(srv: net.Server, port: number, host: string): void {
 export async function adoptTcp(c: ClusterContext, listener: string, port: number, host: string, spec: RouteSpec, srv: net.Server,
   kind: ListenerKind = 'tcp'): Promise<number> {
   const perAddress = c.perAddress?.(listener);
-  const bound = await c.link.listenTcp(listener, port, host, spec, perAddress, (sock, head) => {
+  const bound = await c.link.listenTcp(listener, port, host, spec, perAddress, (sock, head, replayed) => {
     if (perAddress) {
       const key = addressKey(sock.remoteAddress ?? '');
       sock.once('close', () => c.link.connClosed(listener, key));
     }
-    if (head.length) sock.unshift(head);
+    if (replayed) REPLAYED.set(sock, head);
+    else if (head.length) sock.unshift(head);
     srv.emit('connection', sock);
   }, kind);
   adoptingServer(srv, bound, host);

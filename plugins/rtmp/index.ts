@@ -32,6 +32,7 @@ export default definePlugin({
     const refused = m.counter('refused_total', 'plays and publishes refused (unknown request, wrong token or key, bad name)', ['what']);
     const dropped = m.counter('dropped_total', 'connections dropped for breaking the protocol or a limit, or for going quiet');
     const badMedia = m.counter('bad_media_total', 'publishers dropped for media that does not parse');
+    const moved = m.counter('connections_moved_total', 'with workers: connections moved to the worker of their stream once their play or publish named it');
     let bytesIn = 0;
     let bytesOut = 0;
     let streams = 0;
@@ -49,13 +50,14 @@ export default definePlugin({
       return { media, via: aacVia(ctx.bus, r.params.audioCfg, keep) };
     };
     const server = new RtmpServer({
-      log: ctx.log, requestLog: ctx.requestLog, sessions: ctx.sessions, config: c, formats, now: () => ctx.clock.now(), readFor,
+      log: ctx.log, requestLog: ctx.requestLog, sessions: ctx.sessions, net: ctx.net, config: c, formats, now: () => ctx.clock.now(), readFor,
       counts: {
         refused: (what) => refused.inc({ what }), dropped: () => dropped.inc(), bytesIn: (n) => { bytesIn += n; }, bytesOut: (n) => { bytesOut += n; },
-        badMedia: () => badMedia.inc(),
+        badMedia: () => badMedia.inc(), moved: () => moved.inc(),
       },
     });
-    const tcp = await ctx.net.listenTcp({ port: c.port, host: c.host, key: 'port' }, (socket) => server.onConnection(socket));
+    // with workers, a connection starts on any worker and moves to its stream's once its play or publish names it
+    const tcp = await ctx.net.listenTcp({ port: c.port, host: c.host, key: 'port', route: 'late' }, (socket) => server.onConnection(socket));
     const addr = tcp.address();
     const port = typeof addr === 'object' && addr ? addr.port : c.port;
     const publicPort = c.publicPort ?? port;

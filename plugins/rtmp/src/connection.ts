@@ -8,10 +8,19 @@ import { ProtocolError, RtmpPeer, type PlayOrPublish, type RtmpPeerOwner } from 
 
 /** control answers a client has not read past this: it is not reading at all (a player's media is capped on the bus) */
 const MAX_UNREAD_CONTROL = 1024 * 1024;
+/** what a client sends before it plays or publishes (handshake, connect, createStream): kept to move the connection */
+const MAX_BEFORE_ASK = 64 * 1024;
+
+/** thrown through NMS's parser to stop it: the connection went to another worker */
+class Moved extends Error {}
 
 export interface ConnectionHost {
   play(c: RtmpConnection, p: PlayOrPublish): void;
   publish(c: RtmpConnection, p: PlayOrPublish): void;
+  /** the bytes another worker read from this socket and answered, if it moved it here */
+  replayOf(socket: Socket): Buffer | undefined;
+  /** whether the connection belongs to another worker's stream (`key`): then it was moved there with `replay` */
+  moved(c: RtmpConnection, key: string, replay: Buffer): boolean;
   /** media from a publisher (views valid during the call) */
   media(c: RtmpConnection, type: number, ts: number, body: Buffer): void;
   /** the client ended its stream, or the connection closed */
@@ -28,6 +37,12 @@ export class RtmpConnection implements RtmpPeerOwner {
   private ended = false;
   /** bytes of media and control the client sent */
   bytesIn = 0;
+  /** every byte read until the client plays or publishes (to move it to another worker); then undefined */
+  private before: Buffer[] | undefined = [];
+  private beforeBytes = 0;
+  /** answering nothing: replaying what another worker already answered, up to the play or publish */
+  private silent = false;
+  private gone = false;
 
   constructor(
     readonly id: string,
@@ -44,6 +59,22 @@ export class RtmpConnection implements RtmpPeerOwner {
     socket.on('data', (b: Buffer) => this.read(b));
     socket.on('error', () => undefined);
     socket.on('close', () => this.close());
+    const replay = host.replayOf(socket);
+    if (replay) {
+      this.silent = true;
+      this.read(replay);
+    }
+  }
+
+  /**
+   * Before answering a play or publish of routing key `key`: false when it is served here; true when the connection
+   * was moved to the worker that owns the key (the parser is stopped: nothing more happens here).
+   */
+  moveIfElsewhere(key: string): void {
+    const before = this.before;
+    if (!before || !this.host.moved(this, key, Buffer.concat(before))) return;
+    this.gone = true;
+    throw new Moved();
   }
 
   /** the client's connect said it reads Enhanced RTMP (H.265 as hvc1) */
@@ -54,6 +85,7 @@ export class RtmpConnection implements RtmpPeerOwner {
   /** what the client sent so far came through the protocol; with this the client is told yes */
   accept(role: 'play' | 'publish'): void {
     this.role = role;
+    this.before = undefined;
     if (this.deadline) clearTimeout(this.deadline);
     this.deadline = undefined;
     this.peer.accept();
@@ -77,7 +109,7 @@ export class RtmpConnection implements RtmpPeerOwner {
   // --- RtmpPeerOwner --------------------------------------------------------------------------------------------
 
   output(b: Buffer): void {
-    if (this.socket.destroyed) return;
+    if (this.socket.destroyed || this.silent || this.gone) return;
     if (this.role !== 'play' && this.socket.writableLength > MAX_UNREAD_CONTROL) {
       this.drop('it does not read its answers');
       return;
@@ -86,10 +118,13 @@ export class RtmpConnection implements RtmpPeerOwner {
   }
 
   play(p: PlayOrPublish): void {
+    // the worker this came from stopped here: from now on the answers are ours
+    this.silent = false;
     this.host.play(this, p);
   }
 
   publish(p: PlayOrPublish): void {
+    this.silent = false;
     this.host.publish(this, p);
   }
 
@@ -103,11 +138,21 @@ export class RtmpConnection implements RtmpPeerOwner {
   }
 
   private read(b: Buffer): void {
+    if (this.gone) return;
     this.bytesIn += b.length;
     this.host.bytesIn(b.length);
+    if (this.before) {
+      this.beforeBytes += b.length;
+      if (this.beforeBytes > MAX_BEFORE_ASK) {
+        this.drop(`${this.beforeBytes} bytes before a play or publish`);
+        return;
+      }
+      this.before.push(Buffer.from(b));
+    }
     try {
       this.peer.read(b);
     } catch (err) {
+      if (err instanceof Moved) return;
       this.drop(err instanceof ProtocolError ? err.message : `unreadable RTMP (${(err as Error).message})`);
     }
   }

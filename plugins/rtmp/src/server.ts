@@ -12,7 +12,9 @@
 import { timingSafeEqual, createHash } from 'node:crypto';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
-import { LogLimiter, normaliseSim, SIM_PATTERN, type MediaStream, type RequestLog, type Sessions, type SubscribeOptions } from '../../../plugin-sdk';
+import {
+  channelKey, LogLimiter, normaliseSim, SIM_PATTERN, streamKey, type MediaStream, type Net, type RequestLog, type Sessions, type SubscribeOptions,
+} from '../../../plugin-sdk';
 import type { RtmpConfig } from './config';
 import { RtmpConnection, type ConnectionHost } from './connection';
 import { BadMedia, FlvUnits } from './flv-units';
@@ -30,18 +32,22 @@ export interface RtmpServerOptions {
   log: Logger;
   requestLog: RequestLog;
   sessions: Sessions;
+  /** with workers: a connection goes to the worker of its stream once it says which (route 'late') */
+  net: Pick<Net, 'routeLate' | 'replayOf' | 'hold'>;
   config: RtmpConfig;
   formats: RtmpFormats;
   now: () => number;
   /** how a request's players read its stream: which tracks, and through which stage (AAC audio) */
   readFor(reqId: string): Pick<SubscribeOptions<RtmpFrame>, 'media' | 'via'>;
-  counts: { refused(what: 'play' | 'publish'): void; dropped(): void; bytesIn(n: number): void; bytesOut(n: number): void; badMedia(): void };
+  counts: { refused(what: 'play' | 'publish'): void; dropped(): void; bytesIn(n: number): void; bytesOut(n: number): void; badMedia(): void; moved(): void };
 }
 
 interface Publishing {
   conn: RtmpConnection;
   channel: PublishedChannel;
   units: FlvUnits;
+  /** this worker owns the channel's terminal while it publishes (opens of it are routed here) */
+  release: () => void;
 }
 
 const digest = (s: string): Buffer => createHash('sha256').update(s).digest();
@@ -114,9 +120,21 @@ export class RtmpServer implements ConnectionHost {
 
   // --- ConnectionHost ---------------------------------------------------------------------------------------------
 
+  replayOf(socket: Socket): Buffer | undefined {
+    return this.o.net.replayOf(socket);
+  }
+
+  moved(c: RtmpConnection, key: string, replay: Buffer): boolean {
+    if (this.o.net.routeLate(c.socket, key, replay) !== 'moved') return false;
+    this.o.counts.moved();
+    return true;
+  }
+
   play(c: RtmpConnection, p: PlayOrPublish): void {
     const reqId = p.query.get('reqId') ?? '';
     if (p.app !== PLAY_APP || !STREAM_NAME.test(p.name)) return this.refuse(c, 'play', 'NetStream.Play.StreamNotFound', `no stream ${p.app}/${p.name}`, { app: p.app, stream: p.name });
+    const key = streamKey(p.name);
+    if (key !== undefined) c.moveIfElsewhere(key);
     const req = this.o.sessions.authorizePlay(p.name, reqId, p.query.get('token') ?? '');
     if (!req) return this.refuse(c, 'play', 'NetStream.Play.Failed', 'unknown request or wrong token', { stream: p.name, reqId });
     const media = this.o.sessions.getStreamByName(p.name)?.media;
@@ -154,7 +172,9 @@ export class RtmpServer implements ConnectionHost {
     if (p.app !== PUBLISH_APP || !m || !SIM_PATTERN.test(m[1]) || chanId < 1 || chanId > 255) {
       return this.refuse(c, 'publish', 'NetStream.Publish.BadName', `publish to ${PUBLISH_APP}/{simNo}_{chanId}`, { app: p.app, name: p.name, appId });
     }
-    const name = `${normaliseSim(m[1])}_${chanId}_1`;
+    const norm = normaliseSim(m[1]);
+    const name = `${norm}_${chanId}_1`;
+    c.moveIfElsewhere(channelKey(norm, chanId));
     const old = this.published.get(name);
     if (old && old.channel.appId !== appId) return this.refuse(c, 'publish', 'NetStream.Publish.BadName', 'another application publishes this channel', { stream: name, appId });
     const s = this.o.sessions.getStreamByName(name);
@@ -162,7 +182,7 @@ export class RtmpServer implements ConnectionHost {
     if (old) old.conn.drop('another connection publishes its channel now (the encoder reconnected)');
     c.accept('publish');
     const channel = new PublishedChannel(name, appId, c.remote, this.o.config.maxPublishGopBytes, this.o.log, this.o.now);
-    const pub: Publishing = { conn: c, channel, units: new FlvUnits(channel, this.o.config.maxMessageBytes) };
+    const pub: Publishing = { conn: c, channel, units: new FlvUnits(channel, this.o.config.maxMessageBytes), release: this.o.net.hold(channelKey(norm, chanId)) };
     channel.lastUnitAt = this.o.now();
     this.published.set(name, pub);
     this.byConn.set(c, pub);
@@ -195,6 +215,7 @@ export class RtmpServer implements ConnectionHost {
       this.byConn.delete(c);
       if (this.published.get(pub.channel.name) === pub) this.published.delete(pub.channel.name);
       pub.channel.close();
+      pub.release();
       this.o.requestLog({ stream: pub.channel.name, appId: pub.channel.appId, remote: c.remote, bytesIn: c.bytesIn, units: pub.channel.units }, 'RTMP publisher stopped');
     }
   }
