@@ -63,6 +63,10 @@ export const BENCHES: Record<string, { summary: string; load: () => Bench }> = {
     summary: 'stored-media range queries on a 1,000,000-record SQLite catalog (page 1 and page 500)',
     load: () => require('./record-catalog') as Bench,
   },
+  'record-mp4': {
+    summary: 'a 10-minute record file as MP4 (format=mp4) over loopback HTTP: made on the fly (layout per request, or kept) against a sidecar file made once: time to first byte and CPU of a download and of a seek',
+    load: () => require('./record-mp4') as Bench,
+  },
 };
 
 export function usage(): string {

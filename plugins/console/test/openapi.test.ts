@@ -132,7 +132,7 @@ describe('console: GET /openapi.json', function () {
 
   it('documents open, keep, close, status, health, metrics, record query and download, timed_token', () => {
     const ops = Object.values(doc.paths as Record<string, Record<string, { operationId: string }>>).flatMap((item) => Object.values(item).map((o) => o.operationId));
-    assert.deepEqual(ops.sort(), ['closeStreams', 'downloadRecord', 'health', 'keepStreams', 'metrics', 'openStream', 'queryRecords', 'setTimedTokens', 'streamStatus'].sort());
+    assert.deepEqual(ops.sort(), ['closeStreams', 'downloadRecord', 'downloadRecordSigned', 'health', 'keepStreams', 'metrics', 'openStream', 'queryRecords', 'recordLink', 'setTimedTokens', 'streamStatus'].sort());
     // every error code of the SDK, with its name
     const codes = doc.components.schemas.ErrCode.enum as number[];
     assert.deepEqual(codes, [0, -2, -3, -5, -7, -8, -9, -10, -11, -13, -25, -27, -207]);

@@ -68,6 +68,9 @@ export class Api {
     return res.ok ? res.text() : null;
   }
 
+  /** a signed link to a record's file (`format` mp4 or flv) that a <video> element or a download link can use */
+  recordLink(reqId, format) { return this.call('GET', '/strm/record/link?' + new URLSearchParams({ reqId, format })); }
+
   /** the first `n` bytes of a record file (a Range request) */
   async fileHead(path, n) {
     const res = await fetch(path, { headers: { Authorization: this.#auth, Range: `bytes=0-${n - 1}` }, cache: 'no-store', credentials: 'omit' });

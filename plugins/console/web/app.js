@@ -3,8 +3,9 @@
 // Everything goes through the REST API as that application, so the page sees exactly what it may see.
 'use strict';
 import { Api, ApiError } from './api.js';
-import { age, bitrate, bytes, codecs, el, flvAudioFormat, localInput, metricSums, withOffset } from './format.js';
+import { age, bitrate, bytes, codecs, el, localInput, metricSums, withOffset } from './format.js';
 import { Player } from './player.js';
+import { setupRecords } from './records.js';
 import { Talk } from './talk.js';
 
 const $ = (id) => document.getElementById(id);
@@ -332,68 +333,8 @@ setInterval(() => {
   $('player-stats').textContent = `${s.width}x${s.height} · ${s.time.toFixed(1)} s · ${s.frames} frames (${s.dropped} dropped)${audio} · buffer ${s.buffered.toFixed(1)} s`;
 }, 500);
 
-// --- stored media ---------------------------------------------------------------------------------------------
-$('records-form').addEventListener('submit', async (ev) => {
-  ev.preventDefault();
-  $('records-error').textContent = '';
-  const q = { startTm: withOffset($('records-from').value), __limit: '200' };
-  if ($('records-to').value) q.endTm = withOffset($('records-to').value);
-  if ($('records-sim').value.trim()) q.simNo = $('records-sim').value.trim();
-  const body = $('records').querySelector('tbody');
-  body.replaceChildren();
-  try {
-    const list = await api.records(q);
-    for (const rec of list) {
-      // the record's url names the public API address; the page fetches the same path from where it was loaded
-      const path = new URL(rec.url, location.href).pathname;
-      body.append(el('tr', { 'data-reqid': rec.reqId },
-        el('td', {}, rec.reqTm),
-        el('td', {}, `${rec.simNo} / ${rec.chan}`),
-        el('td', {}, rec.reqId),
-        el('td', {}, rec.mediaTyp ?? '?'),
-        el('td', {}, bytes(rec.sz)),
-        el('td', {},
-          el('button', { type: 'button', className: 'secondary play-record', onclick: () => playRecord(rec, path) }, 'Play'),
-          el('button', { type: 'button', className: 'secondary download', onclick: () => download(rec, path) }, 'Download')),
-      ));
-    }
-    $('records-empty').textContent = list.length ? `${list.length} record(s)` : 'No records in this range.';
-  } catch (err) {
-    $('records-error').textContent = errorText(err);
-  }
-});
-
-async function playRecord(rec, path) {
-  $('player-error').textContent = '';
-  $('player-title').textContent = `record ${rec.simNo} / ${rec.chan} · ${rec.reqTm}`;
-  showCopy('');
-  let hasAudio = false;
-  try {
-    const head = await api.fileHead(path, 64 * 1024);
-    const format = flvAudioFormat(head);
-    // 10 AAC, 2 MP3: what MediaSource decodes; the terminal's G.711 or ADPCM stays in the download only
-    hasAudio = format === 10 || format === 2;
-    if (format !== undefined && !hasAudio) $('player-title').textContent += ' (video only: its audio codec does not play in browsers; the download has it)';
-  } catch (err) {
-    $('player-error').textContent = errorText(err);
-    return;
-  }
-  player.playFlv(path, { live: false, headers: api.authHeaders(), hasAudio });
-}
-
-async function download(rec, path) {
-  try {
-    const blob = await api.file(path);
-    const url = URL.createObjectURL(blob);
-    const a = el('a', { href: url, download: `${rec.simNo}_${rec.chan}_${rec.reqId}.${rec.ext}` });
-    document.body.append(a);
-    a.click();
-    a.remove();
-    setTimeout(() => URL.revokeObjectURL(url), 60_000);
-  } catch (err) {
-    $('records-error').textContent = errorText(err);
-  }
-}
+// --- stored media (records.js) ---------------------------------------------------------------------------------
+setupRecords({ $, el, api: () => api, player, showCopy, errorText, bytes, withOffset });
 
 // --- health and metrics ----------------------------------------------------------------------------------------
 let lastCpu = null;

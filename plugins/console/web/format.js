@@ -70,21 +70,3 @@ export function metricSums(text) {
   }
   return sums;
 }
-
-/**
- * The FLV sound format (SoundFormat: 10 AAC, 2 MP3, 7 G.711A, 8 G.711µ, ...) of the first audio tag in the first
- * bytes of a file, or undefined when none is there. Records keep the terminal's audio as received: a browser plays
- * AAC and MP3 through MediaSource, not G.711, so the page plays such a record's video alone.
- * @param {Uint8Array} b
- */
-export function flvAudioFormat(b) {
-  if (b.length < 13 || b[0] !== 0x46 || b[1] !== 0x4c || b[2] !== 0x56) return undefined;
-  let p = ((b[5] << 24) | (b[6] << 16) | (b[7] << 8) | b[8]) + 4;
-  while (p + 11 < b.length) {
-    const type = b[p] & 0x1f;
-    const size = (b[p + 1] << 16) | (b[p + 2] << 8) | b[p + 3];
-    if (type === 8 && size > 0) return b[p + 11] >> 4;
-    p += 11 + size + 4;
-  }
-  return undefined;
-}

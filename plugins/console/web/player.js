@@ -1,5 +1,5 @@
-// One <video> element and whichever player library a URL needs: mpegts.js for FLV (live over WebSocket or HTTP, and
-// record files), hls.js for HLS (Safari plays HLS natively). The libraries are globals from /console/lib/.
+// One <video> element and whichever player library a URL needs: mpegts.js for FLV (live over WebSocket or HTTP),
+// the browser itself for record files (their MP4 form), hls.js for HLS (Safari plays HLS natively). The libraries are globals from /console/lib/.
 'use strict';
 
 export class Player {
@@ -27,6 +27,7 @@ export class Player {
       this.hls.destroy();
       this.hls = null;
     }
+    this.video.onerror = null;
     this.video.removeAttribute('src');
     this.video.load();
     this.current = null;
@@ -56,6 +57,32 @@ export class Player {
     p.load();
     this.flv = p;
     this.current = { kind: live ? 'flv-live' : 'flv-file', url, reqId };
+    this.#play();
+  }
+
+  /**
+   * A file the browser plays itself (a record's MP4, through its signed link): native controls and seeking.
+   * onError(at) may answer { url, at } to carry on from `at` seconds with another URL (a renewed link).
+   */
+  playFile(url, { reqId, onError } = {}) {
+    this.stop();
+    const v = this.video;
+    const current = { kind: 'file', url, reqId };
+    v.onerror = async () => {
+      if (this.current !== current) return;
+      const next = onError ? await onError(v.currentTime) : false;
+      if (this.current !== current) return;
+      if (!next) {
+        this.onError(`player: ${v.error ? v.error.message || `media error ${v.error.code}` : 'error'}`);
+        return;
+      }
+      current.url = next.url;
+      v.src = next.url;
+      v.currentTime = next.at;
+      this.#play();
+    };
+    v.src = url;
+    this.current = current;
     this.#play();
   }
 

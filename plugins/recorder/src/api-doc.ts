@@ -5,6 +5,7 @@
 import { queryParameters, type ApiDescription, type FieldRules, type JsonSchema } from '../../../plugin-sdk/api-docs';
 import { SIM_PATTERN } from '../../../plugin-sdk/sim';
 import { DEFAULT_LIMIT, DEFAULT_PAGE, MAX_APP_ID_LENGTH, MAX_LIMIT, MAX_PAGE, MAX_SPAN_MS, REQ_ID_PATTERN, TIME_PATTERN } from './query-params';
+import { LINK_TTL_SEC } from './signed-link';
 
 const SPAN_DAYS = MAX_SPAN_MS / 86_400_000;
 
@@ -35,6 +36,11 @@ const STORED_AV: JsonSchema = {
     url: { type: 'string', description: 'The file (`/strm/record/file/{path}`) on the gateway node that recorded it, same credentials as the API.' },
     mediaTyp: { enum: ['av', 'a', 'v'] },
   },
+};
+
+const FILE_CONTENT = {
+  'video/x-flv': { schema: { type: 'string', contentMediaType: 'video/x-flv' } },
+  'video/mp4': { schema: { type: 'string', contentMediaType: 'video/mp4' } },
 };
 
 const error = (description: string) => ({ description, content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorEnvelope' } } } });
@@ -74,17 +80,67 @@ export function recorderApi(): ApiDescription {
       '/strm/record/file/{path}': {
         get: {
           operationId: 'downloadRecord', summary: 'A record\'s file', tags: ['recorder'], security: [{ basicAuth: [] }],
-          description: 'The FLV file of a record (its `url`), to its owner only; one byte range per request. A record another gateway node recorded and this one does not hold answers 307 to its `url` there (query kept). Anything else answers 404 / -8.',
+          description: 'The FLV file of a record (its `url`), or its MP4 form with `format=mp4` (remuxed on the fly: moov before mdat, no transcoding; a recording still being written answers the MP4 of what is on disk), to its owner only; one byte range per request. A record another gateway node recorded and this one does not hold answers 307 to its `url` there (query kept). An unknown `format` answers 400 / -7; anything else 404 / -8.',
           parameters: [
             { name: 'path', in: 'path', required: true, description: 'The record\'s path (slashes included).', schema: { type: 'string' } },
+            { name: 'format', in: 'query', required: false, description: '`flv` (default): the file as stored; `mp4`: its MP4 form (`video/mp4`).', schema: { enum: ['flv', 'mp4'], default: 'flv' } },
+            { name: 'If-Range', in: 'header', required: false, description: 'MP4: the ETag of the answer the range belongs to; another one gets the whole file.', schema: { type: 'string' } },
             { name: 'Range', in: 'header', required: false, description: 'One byte range, e.g. `bytes=0-1023`.', schema: { type: 'string' } },
           ],
           responses: {
-            200: { description: 'The file', content: { 'video/x-flv': { schema: { type: 'string', contentMediaType: 'video/x-flv' } } } },
-            206: { description: 'The range', content: { 'video/x-flv': { schema: { type: 'string', contentMediaType: 'video/x-flv' } } } },
+            200: { description: 'The file', content: FILE_CONTENT },
+            206: { description: 'The range', content: FILE_CONTENT },
+            400: error('errCode -7: an unknown `format`'),
             307: { description: 'The file is on the gateway node that recorded it: repeat the request (credentials, Range) at `Location`', headers: { Location: { schema: { type: 'string' } } } },
             401: error('errCode -9'),
             404: error('errCode -8: no such record of the caller'),
+            416: { description: 'The range starts past the end' },
+          },
+        },
+      },
+      '/strm/record/link': {
+        get: {
+          operationId: 'recordLink', summary: 'A signed link to a record\'s file', tags: ['recorder'], security: [{ basicAuth: [] }],
+          description: `A URL of the record's file (\`/strm/record/signed/{path}?format&app&exp&sig\`) that needs no credentials, valid for ${LINK_TTL_SEC / 60} minutes: for a \`<video>\` element or a download link, which cannot send Basic credentials. Another application's or an unknown reqId answers -8.`,
+          parameters: [
+            { name: 'reqId', in: 'query', required: true, schema: { type: 'string', pattern: REQ_ID_PATTERN.source } },
+            { name: 'format', in: 'query', required: false, schema: { enum: ['mp4', 'flv'], default: 'mp4' } },
+          ],
+          responses: {
+            200: {
+              description: 'errCode 0 with `data: [{url, expiresAt}]`, or a business error (-7, -8, -3)',
+              content: { 'application/json': { schema: { oneOf: [
+                {
+                  type: 'object', required: ['errCode', 'message', 'data', 'count'],
+                  properties: {
+                    errCode: { const: 0 }, message: { type: 'string' }, count: { type: 'integer' },
+                    data: { type: 'array', items: { type: 'object', required: ['url', 'expiresAt'], properties: { url: { type: 'string' }, expiresAt: { type: 'string', format: 'date-time' } } } },
+                  },
+                },
+                { $ref: '#/components/schemas/ErrorEnvelope' },
+              ] } } },
+            },
+            401: error('errCode -9'),
+          },
+        },
+      },
+      '/strm/record/signed/{path}': {
+        get: {
+          operationId: 'downloadRecordSigned', summary: 'A record\'s file through a signed link', tags: ['recorder'], security: [],
+          description: 'As `/strm/record/file/{path}` (format, Range, 307), for the application the link was made for, without credentials. A changed or expired link answers 403 / -10.',
+          parameters: [
+            { name: 'path', in: 'path', required: true, schema: { type: 'string' } },
+            { name: 'format', in: 'query', required: false, schema: { enum: ['flv', 'mp4'] } },
+            { name: 'app', in: 'query', required: true, schema: { type: 'string' } },
+            { name: 'exp', in: 'query', required: true, schema: { type: 'integer' } },
+            { name: 'sig', in: 'query', required: true, schema: { type: 'string' } },
+          ],
+          responses: {
+            200: { description: 'The file', content: FILE_CONTENT },
+            206: { description: 'The range', content: FILE_CONTENT },
+            400: error('errCode -7: an unknown `format`'),
+            403: error('errCode -10: the link is not valid or has expired'),
+            404: error('errCode -8'),
             416: { description: 'The range starts past the end' },
           },
         },

@@ -10,9 +10,9 @@ import {
 } from '../../../plugin-sdk';
 import type { NodeScope, RecordCatalog, StoredRecord } from './catalog';
 import type { RecorderConfig } from './config';
-import { recordFileHandler } from './file-route';
 import { parseRecordQuery } from './query-params';
 import { findRecords } from './record-query';
+import { registerRecordFileRoutes } from './record-file-routes';
 import { Recording, type RecordingContext } from './recording';
 import { claimUnnamed, recoverUnfinished } from './recovery';
 import { applyRetention, type RetentionPolicy } from './retention';
@@ -354,11 +354,12 @@ export async function startRecorder(ctx: PluginContext<RecorderConfig>, store: R
     return { data: recs.map((rec) => toStoredAv(rec, ctx.site.apiBase, { timeZone })) };
   }, { auth: 'api' });
 
-  ctx.routes.raw('GET', '/strm/record/file/*', recordFileHandler({
-    catalog: () => catalog, storeRoot, log: ctx.log, apiBase: ctx.site.apiBase,
+  // the file as stored, its MP4 form (format=mp4), and signed links to both
+  await registerRecordFileRoutes(ctx, {
+    catalog: () => catalog, storeRoot, apiBase: ctx.site.apiBase,
     onStart: () => { downloads++; },
     onEnd: () => { downloads--; },
-  }), { auth: 'api' });
+  });
 
   ctx.log.info({ storeRoot, catalog: cfg.postgresUrl ? 'postgresql' : 'sqlite', retention: policy, degraded: degraded?.reason }, 'recorder ready');
   return {
