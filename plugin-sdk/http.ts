@@ -60,6 +60,12 @@ export interface WebSocketRouteOptions extends RouteOptions {
 
 export interface RouteOptions {
   auth: AuthMode;
+  /**
+   * JSON routes about one request (`POST /strm/relay {reqId}`): the request id a body names. With several workers
+   * the call is answered by the worker that holds that request (it is passed there, body and credentials as they
+   * came); a request nobody holds is answered here.
+   */
+  reqIdOf?: (body: Record<string, unknown>) => string | undefined;
 }
 
 export interface Routes {

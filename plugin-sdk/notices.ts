@@ -3,7 +3,8 @@ import type { MediaTyp, StreamTyp, CloseCauseValue } from './sessions';
 /** The callback body of decisions.md (`POST <cb>/strm_notif`). */
 export interface NoticePayload {
   instId: string;
-  act: 'ready' | 'closed' | 'failed';
+  /** `relay`: a push out of the request (POST /strm/relay) changed state (the rtmp plugin) */
+  act: 'ready' | 'closed' | 'failed' | 'relay';
   reqId: string;
   typ: StreamTyp;
   simNo: string;
@@ -23,6 +24,11 @@ export interface NoticePayload {
   playedAvDumpUrl?: string;
   /** the request asked to record and is not recorded, or its recording stopped: why (the recorder sets it) */
   recordingError?: string;
+  /** act `relay`: which relay, its new state, its URL without the stream key, and why it is retrying */
+  relayId?: string;
+  relayState?: string;
+  relayUrl?: string;
+  relayError?: string;
 }
 
 /** A notice with where it goes: the request's cb (if any) and its application. */
@@ -39,4 +45,9 @@ export interface Notices {
   on(cb: (n: Notice) => void): void;
   /** runs before listeners; may add fields (e.g. playedAvDumpUrl) */
   addEnricher(fn: (n: Notice) => void): void;
+  /**
+   * A plugin's own notice about a request (e.g. a relay's state): delivered like the sessions' ones (the request's
+   * cb, else the event bus). Not `last`: the sessions send the request's final notice.
+   */
+  emit(n: Notice): void;
 }

@@ -81,6 +81,34 @@ export class ClusterForwarder implements ApiForwarder {
     return true;
   }
 
+  async requestOfReq(reqId: string, req: http.IncomingMessage, body: Record<string, unknown>, res: http.ServerResponse): Promise<boolean> {
+    if (req.headers[FORWARDED_HEADER] !== undefined) return false;
+    const [owner] = await this.link.lookup([reqId]).catch(() => [-1]);
+    if (owner === undefined || owner < 0 || owner === this.link.index) return false;
+    this.counted('request');
+    const text = JSON.stringify(body);
+    const headers = this.headersFor(req);
+    delete headers['transfer-encoding'];
+    headers['content-length'] = String(Buffer.byteLength(text));
+    const out = http.request({
+      socketPath: internalSocketPath(this.clusterId, owner, this.listener), method: req.method, path: req.url, headers, agent: false,
+    }, (up) => {
+      res.writeHead(up.statusCode ?? 502, up.rawHeaders as unknown as http.OutgoingHttpHeaders);
+      up.pipe(res);
+      up.on('error', () => res.destroy());
+    });
+    out.on('error', (err) => {
+      this.log.warn({ owner, path: req.url?.split('?')[0], err: err.message }, 'forwarding to the worker that holds the request failed');
+      if (!res.headersSent) {
+        res.writeHead(503, { 'Content-Type': 'application/json', 'Retry-After': '1' });
+        res.end(JSON.stringify({ errCode: -3, message: 'The worker that holds this request is restarting; retry.' }));
+      } else res.destroy();
+    });
+    res.on('close', () => out.destroy());
+    out.end(text);
+    return true;
+  }
+
   async upgrade(req: http.IncomingMessage, socket: Duplex, head: Buffer): Promise<boolean> {
     const owner = await this.ownerOf(req);
     if (owner === undefined) return false;

@@ -11,7 +11,7 @@ import type { ApplicationRegistry } from '../apps';
 import { LoginGuard } from './login-guard';
 
 type Route =
-  | { kind: 'json'; handler: JsonHandler; auth: AuthMode; owner: string }
+  | { kind: 'json'; handler: JsonHandler; auth: AuthMode; owner: string; reqIdOf?: (body: Record<string, unknown>) => string | undefined }
   | { kind: 'raw'; handler: RawHandler; auth: AuthMode; owner: string };
 
 interface PrefixRoute<T> { prefix: string; route: T }
@@ -41,6 +41,8 @@ export interface ApiServerOptions {
 export interface ApiForwarder {
   request(req: http.IncomingMessage, res: http.ServerResponse): Promise<boolean>;
   upgrade(req: http.IncomingMessage, socket: Duplex, head: Buffer): Promise<boolean>;
+  /** a JSON call about request `reqId` (its body read already): passed to the worker that holds it, if another does */
+  requestOfReq(reqId: string, req: http.IncomingMessage, body: Record<string, unknown>, res: http.ServerResponse): Promise<boolean>;
 }
 
 /** headers every reply of an API server carries */
@@ -219,7 +221,7 @@ export class ApiServer {
     };
     return {
       get: (path, handler, o: RouteOptions) => add('GET', path, { kind: 'json', handler, auth: o.auth, owner }),
-      post: (path, handler, o: RouteOptions) => add('POST', path, { kind: 'json', handler, auth: o.auth, owner }),
+      post: (path, handler, o: RouteOptions) => add('POST', path, { kind: 'json', handler, auth: o.auth, owner, reqIdOf: o.reqIdOf }),
       raw: (method, path, handler, o: RouteOptions) => {
         if (method !== '*' && !/^[A-Z]{3,16}$/.test(method)) throw new Error(`route method '${method}': an upper-case HTTP method or '*'`);
         add(method, path, { kind: 'raw', handler, auth: o.auth, owner });
@@ -364,6 +366,8 @@ export class ApiServer {
         throw new GatewayError(ErrCode.BAD_REQUEST, 'Content-Type must be application/json.', 415);
       }
       rr.body = await this.readJson(req);
+      const id = route.reqIdOf?.(rr.body);
+      if (id !== undefined && this.forwarder && await this.forwarder.requestOfReq(id, req, rr.body, res)) return;
     } else {
       req.resume();
     }

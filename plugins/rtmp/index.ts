@@ -2,7 +2,9 @@ import { aacVia, definePlugin, invalidParam, mediaTypOf, type AudioCodec, type S
 import { RtmpConfig } from './src/config';
 import { createRtmpFormats, type RtmpFrame } from './src/rtmp-format';
 import { PLAY_APP, PUBLISH_APP, RtmpServer } from './src/server';
+import { setupRelays } from './src/relay';
 import { RTMP_SERVER } from './service';
+import { API_DOCS } from '../../plugin-sdk/api-docs';
 
 export { RtmpConfig };
 
@@ -20,6 +22,7 @@ export default definePlugin({
   config: RtmpConfig,
   env: { port: 'GW_RTMP_PORT' },
   provides: [RTMP_SERVER],
+  uses: [API_DOCS],
   async setup(ctx) {
     const c = ctx.config;
     const m = ctx.metrics;
@@ -94,6 +97,7 @@ export default definePlugin({
       publisherStats: () => server.publisherStats(),
     });
     ctx.log.info({ port, publishKeys: c.publishKeys.length }, 'RTMP served');
-    return { stop: () => server.stop() };
+    const relays = setupRelays(ctx, formats);
+    return { stop: () => { relays.stop(); server.stop(); } };
   },
 });

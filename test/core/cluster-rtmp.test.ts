@@ -6,10 +6,14 @@
  * publishes holds its channel on its worker, where the channel's opens then go.
  */
 import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
-import type { ChildProcess } from 'node:child_process';
+import * as net from 'node:net';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { requireTool } from '../support/tools';
 import { simsOfWorkers, startClusterGateway, type ClusterGateway } from '../support/cluster-gateway';
-import { ffmpegPublish, recordAndProbe } from '../../plugins/rtmp/test/helpers';
+import { ffmpegPublish, recordAndProbe, run } from '../../plugins/rtmp/test/helpers';
 import { TcpTerminal, capture, encodeLazily, loopedPackets, waitFor } from '../e2e/helpers';
 
 const CAPTURE = 'jt1078/glaciall-cif-h264-2013.bin';
@@ -23,11 +27,12 @@ describe('RTMP on a gateway with two workers (real process)', function () {
   /** a channel owned by worker 0 and one by worker 1 */
   const sims = simsOfWorkers(13700137000, 1, 2);
   const urls = new Map<string, string>();
+  const reqIds = new Map<string, string>();
 
   before(async () => {
     gw = await startClusterGateway('cluster-rtmp', { workers: 2 }, [
       { name: 'jt1078-ingest', config: { livePort2013: 0, livePort2019: 0, replayPort2013: 0, replayPort2019: 0 } },
-      { name: 'rtmp', config: { port: 0, publishKeys: [{ appId: 'A', key: KEY }] } },
+      { name: 'rtmp', config: { port: 0, publishKeys: [{ appId: 'A', key: KEY }], relayAllowLoopback: true } },
     ]);
     assert.ok(gw.ports['rtmp.port'] > 0, gw.log());
     for (const sim of sims) {
@@ -38,6 +43,7 @@ describe('RTMP on a gateway with two workers (real process)', function () {
       terminals.push(t);
       void t.send(encodeLazily(loopedPackets(capture(CAPTURE), 60), { sim, channel: 1 }), 16, 20).catch(() => undefined);
       const reqId = r.json.data[0].reqId;
+      reqIds.set(sim, reqId);
       await waitFor('the stream ready', async () => (await gw.api('GET', `/strm/status?reqId=${reqId}`)).json.data[0]?.ready, 30_000, 100);
     }
   });
@@ -85,6 +91,44 @@ describe('RTMP on a gateway with two workers (real process)', function () {
       const v = p.streams.find((s) => s.codec_type === 'video');
       assert.equal(`${v?.codec_name} ${v?.width}x${v?.height}`, 'h264 320x240', `round ${round}`);
       assert.equal(p.decodeErrors, '');
+    }
+  });
+
+  it("POST /strm/relay of each worker's request is answered by that worker, and ffmpeg listening receives the stream", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cluster-relay-'));
+    for (const [i, sim] of sims.entries()) {
+      const port = await new Promise<number>((resolve) => {
+        const s = net.createServer().listen(0, '127.0.0.1', () => {
+          const p = (s.address() as net.AddressInfo).port;
+          s.close(() => resolve(p));
+        });
+      });
+      const file = path.join(dir, `${i}.flv`);
+      const ffmpeg = spawn(requireTool('ffmpeg', 'ffmpeg'), ['-v', 'error', '-listen', '1', '-i', `rtmp://127.0.0.1:${port}/app/k${i}`, '-c', 'copy', '-f', 'flv', file],
+        { stdio: ['ignore', 'ignore', 'ignore'] });
+      const exited = new Promise<number | null>((resolve) => ffmpeg.on('close', resolve));
+      try {
+        const reqId = reqIds.get(sim)!;
+        // several calls: each lands on either worker, and is answered by the one that holds the request
+        for (let k = 0; k < 3; k++) {
+          const r = await gw.api('POST', '/strm/relay', { reqId, url: `rtmp://127.0.0.1:${port}/app/k${i}` });
+          assert.equal(r.json.errCode, 0, `worker ${i}'s request, call ${k}: ${r.text}`);
+        }
+        await waitFor('the relay publishing', async () => {
+          const st = (await gw.api('GET', `/strm/status?reqId=${reqId}`)).json.data[0];
+          const relays = (st?.flags?.relays ?? st?.relays ?? []) as Array<{ state: string; bytesOut: number }>;
+          return relays.length === 1 && relays[0].state === 'publishing' && relays[0].bytesOut > 50_000;
+        }, 30_000, 200);
+        const stop = await gw.api('POST', '/strm/relay/stop', { reqId });
+        assert.equal(stop.json.data.length, 1, stop.text);
+        assert.equal(await exited, 0);
+      } finally {
+        ffmpeg.kill('SIGKILL');
+      }
+      const p = await run(requireTool('ffprobe', 'ffmpeg'), ['-v', 'error', '-count_frames', '-show_streams', '-of', 'json', file], 30_000);
+      const v = (JSON.parse(p.stdout).streams as Array<{ codec_type: string; codec_name: string; nb_read_frames?: string }>).find((x) => x.codec_type === 'video');
+      assert.equal(v?.codec_name, 'h264');
+      assert.ok(Number(v?.nb_read_frames) >= 10, `worker ${i}: ${v?.nb_read_frames} frames`);
     }
   });
 });

@@ -62,4 +62,38 @@ export class RtmpConfig {
    */
   @IsArray() @IsIn(RTMP_AUDIO_CODECS, { each: true })
   audioCodecs: RtmpAudioCodec[] = ['aac'];
+
+  // --- push out (POST /strm/relay; README "Push out (relay)") ---
+
+  /** relays one application may have at once, in any state; past it POST /strm/relay answers -3 */
+  @IsInt() @Min(0) @Max(100_000)
+  maxRelaysPerApp = 16;
+
+  /** wait before a failed relay connects again; doubles with each failure up to relayRetryMaxMs */
+  @IsInt() @Min(100) @Max(600_000)
+  relayRetryMinMs = 1000;
+
+  /** the longest wait between a relay's attempts; a publish that held this long starts the back-off over */
+  @IsInt() @Min(100) @Max(3_600_000)
+  relayRetryMaxMs = 30_000;
+
+  /** a relay's connect, handshake and publish must be done within this, or the attempt failed */
+  @IsInt() @Min(1) @Max(300)
+  relayConnectTimeoutSec = 10;
+
+  /** at most one relay notice per relay this often (a flapping relay's latest state goes when it ends; stopped goes at once) */
+  @IsInt() @Min(0) @Max(3600)
+  relayNoticeIntervalSec = 30;
+
+  /** refuse relay hosts that are or resolve to internal addresses (private, link-local, CGNAT…): the URL is an API caller's */
+  @IsIn([true, false])
+  relayBlockInternal = true;
+
+  /** with relayBlockInternal, still allow loopback (a local test server, an edge on the same machine) */
+  @IsIn([true, false])
+  relayAllowLoopback = false;
+
+  /** PEM files of extra CAs trusted for rtmps:// relays, beside Node's own store */
+  @IsArray() @IsString({ each: true })
+  relayCaFiles: string[] = [];
 }
