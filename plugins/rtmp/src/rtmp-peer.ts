@@ -3,33 +3,25 @@
  * parser and AMF0 commands (`src/protocol/rtmp.js`, one instance per connection: it keeps no global state). What
  * this subclass adds is what a server facing the internet needs and NMS leaves out:
  *
- * - limits: a message larger than maxMessageBytes, a chunk size outside RTMP's own range (1 .. 2^24-1: a message
- *   cannot be longer), or more chunk streams in flight than any encoder uses is a ProtocolError, and the connection
- *   is dropped. NMS would allocate whatever a peer announces (16 MiB per chunk stream id, 65,599 ids);
+ * - limits (guarded-rtmp.ts): a message larger than maxMessageBytes, a chunk size outside RTMP's range, more chunk
+ *   streams in flight than any encoder uses: a ProtocolError, and the connection is dropped;
  * - authorisation before the answer: NMS answers `NetStream.Play.Start`/`Publish.Start` before its callbacks run, so
  *   a refused client would already have been told yes. Here play and publish go to the owner, which calls `accept`
  *   or `refuse`;
  * - a quiet parser: NMS logs an unknown command through its own console logger. Commands are read here by name
- *   first, and only the ones a client needs an answer to reach NMS's decoder;
- * - its 3-byte chunk basic header (chunk stream ids from 320) is read as RTMP says: 64 + byte1 + byte2 * 256 (NMS
- *   shifts the sum by 8).
+ *   first, and only the ones a client needs an answer to reach NMS's decoder.
  *
  * Media messages (audio, video, data) go to the owner as views of the parser's buffer, valid during the call.
  */
-import NmsRtmp = require('node-media-server/src/protocol/rtmp.js');
 import nmsAmf = require('node-media-server/src/protocol/amf.js');
+import { GuardedRtmp, ProtocolError } from './guarded-rtmp';
 
-/** a peer broke the protocol or a limit: drop it */
-export class ProtocolError extends Error {}
+export { ProtocolError };
 
-const RTMP_TYPE_SET_CHUNK_SIZE = 1;
 const RTMP_TYPE_FLEX_MESSAGE = 17;
 /** chunk stream ids with a message in flight; ffmpeg and OBS use 2 to 8 */
 const MAX_CHUNK_STREAMS = 64;
-/** RTMP's message length field is 24 bits: a chunk cannot usefully be larger */
-const MAX_CHUNK_SIZE = 0xffffff;
 /** commands that get an answer; others (FCPublish, releaseStream, _checkbw…) need none from a server */
-const EMPTY = Buffer.alloc(0);
 const ANSWERED = new Set(['connect', 'createStream', 'publish', 'play', 'deleteStream', 'closeStream']);
 
 export interface PlayOrPublish {
@@ -51,13 +43,13 @@ export interface RtmpPeerOwner {
   streamClosed(): void;
 }
 
-export class RtmpPeer extends NmsRtmp {
+export class RtmpPeer extends GuardedRtmp {
   private role: 'play' | 'publish' | undefined;
   private asked = false;
   private firstByte = true;
 
-  constructor(private readonly owner: RtmpPeerOwner, private readonly maxMessageBytes: number) {
-    super();
+  constructor(private readonly owner: RtmpPeerOwner, maxMessageBytes: number) {
+    super(maxMessageBytes, MAX_CHUNK_STREAMS);
     this.onOutputCallback = (b: Buffer) => owner.output(b);
   }
 
@@ -87,40 +79,8 @@ export class RtmpPeer extends NmsRtmp {
     this.sendStatusMessage(this.streamId ?? 0, 'error', code, description);
   }
 
-  override packetParse(): void {
-    const b = this.parserBuffer;
-    const fmt = b[0] >> 6;
-    const n = this.parserBasicBytes;
-    const cid = n === 2 ? 64 + b[1] : n === 3 ? 64 + b[1] + b[2] * 256 : b[0] & 0x3f;
-    let p = this.inPackets.get(cid);
-    if (!p) {
-      if (this.inPackets.size >= MAX_CHUNK_STREAMS) throw new ProtocolError(`more than ${MAX_CHUNK_STREAMS} chunk streams`);
-      p = { header: { fmt, cid, timestamp: 0, length: 0, type: 0, stream_id: 0 }, clock: 0, payload: EMPTY, capacity: 0, bytes: 0 };
-      this.inPackets.set(cid, p);
-    }
-    this.parserPacket = p;
-    p.header.fmt = fmt;
-    p.header.cid = cid;
-    this.chunkMessageHeaderRead();
-  }
-
-  override packetAlloc(): void {
-    const len = this.parserPacket.header.length;
-    if (len > this.maxMessageBytes) throw new ProtocolError(`a message of ${len} bytes (maxMessageBytes ${this.maxMessageBytes})`);
-    super.packetAlloc();
-    // each chunk stream keeps its own buffer: together they stay within two of the largest messages
-    let held = 0;
-    for (const q of this.inPackets.values()) held += q.capacity;
-    if (held > 2 * this.maxMessageBytes + 64 * 1024) throw new ProtocolError(`${held} bytes of messages in flight across chunk streams`);
-  }
-
   override controlHandler(): void {
-    const h = this.parserPacket.header;
-    if (h.type === RTMP_TYPE_SET_CHUNK_SIZE) {
-      if (h.length < 4) throw new ProtocolError('a short Set Chunk Size');
-      const size = this.parserPacket.payload.readUInt32BE(0);
-      if (size < 1 || size > MAX_CHUNK_SIZE) throw new ProtocolError(`chunk size ${size} (RTMP allows 1 to ${MAX_CHUNK_SIZE})`);
-    }
+    this.chunkSizeOf();
     super.controlHandler();
   }
 

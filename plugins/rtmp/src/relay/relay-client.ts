@@ -12,8 +12,8 @@
 import { randomBytes } from 'node:crypto';
 import * as net from 'node:net';
 import * as tls from 'node:tls';
-import NmsRtmp = require('node-media-server/src/protocol/rtmp.js');
 import nmsAmf = require('node-media-server/src/protocol/amf.js');
+import { GuardedRtmp, ProtocolError } from '../guarded-rtmp';
 import type { RelayTarget } from './relay-url';
 
 const HANDSHAKE_SIZE = 1536;
@@ -23,8 +23,6 @@ const NMS_HANDSHAKE_DONE = 3;
 const OUT_CHUNK_SIZE = 0xffff;
 const MAX_SERVER_MESSAGE = 1024 * 1024;
 const MAX_CHUNK_STREAMS = 16;
-const MAX_CHUNK_SIZE = 0xffffff;
-const EMPTY = Buffer.alloc(0);
 /** commands a publishing client acts on; others (onBWDone, onFCPublish…) are read past without NMS's decoder, which logs unknown ones */
 const ACTED_ON = new Set(['_result', '_error', 'onStatus', 'close']);
 const T_CONNECT = 1;
@@ -56,7 +54,7 @@ function controlMessage(type: number, payload: Buffer): Buffer {
   return Buffer.concat([h, payload]);
 }
 
-export class RelayClient extends NmsRtmp {
+export class RelayClient extends GuardedRtmp {
   private readonly socket: net.Socket;
   private phase: Phase = 'handshake';
   private handshake: Buffer[] = [];
@@ -69,7 +67,7 @@ export class RelayClient extends NmsRtmp {
   bytesOut = 0;
 
   constructor(private readonly o: RelayClientOptions) {
-    super();
+    super(MAX_SERVER_MESSAGE, MAX_CHUNK_STREAMS);
     this.onOutputCallback = (b: Buffer) => this.send(b);
     const t = o.target;
     this.socket = t.secure
@@ -181,39 +179,14 @@ export class RelayClient extends NmsRtmp {
 
   // --- NMS parser hooks --------------------------------------------------------------------------------------------
 
-  override packetParse(): void {
-    const b = this.parserBuffer;
-    const fmt = b[0] >> 6;
-    const n = this.parserBasicBytes;
-    // (NMS shifts the 3-byte form's sum by 8; RTMP says 64 + byte1 + byte2 * 256)
-    const cid = n === 2 ? 64 + b[1] : n === 3 ? 64 + b[1] + b[2] * 256 : b[0] & 0x3f;
-    let p = this.inPackets.get(cid);
-    if (!p) {
-      if (this.inPackets.size >= MAX_CHUNK_STREAMS) throw new Error(`more than ${MAX_CHUNK_STREAMS} chunk streams`);
-      p = { header: { fmt, cid, timestamp: 0, length: 0, type: 0, stream_id: 0 }, clock: 0, payload: EMPTY, capacity: 0, bytes: 0 };
-      this.inPackets.set(cid, p);
-    }
-    this.parserPacket = p;
-    p.header.fmt = fmt;
-    p.header.cid = cid;
-    this.chunkMessageHeaderRead();
-  }
-
-  override packetAlloc(): void {
-    const len = this.parserPacket.header.length;
-    if (len > MAX_SERVER_MESSAGE) throw new Error(`a message of ${len} bytes`);
-    super.packetAlloc();
-  }
-
   override controlHandler(): void {
     const h = this.parserPacket.header;
     const p = this.parserPacket.payload;
-    if ((h.type === 1 || h.type === 5) && h.length < 4) throw new Error('a short control message');
-    if (h.type === 1) {
-      const size = p.readUInt32BE(0) & 0x7fffffff;
-      if (size < 1 || size > MAX_CHUNK_SIZE) throw new Error(`chunk size ${size}`);
+    const size = this.chunkSizeOf();
+    if (size !== undefined) {
       this.inChunkSize = size;
     } else if (h.type === 5) {
+      if (h.length < 4) throw new ProtocolError('a short Window Acknowledgement Size');
       this.ackWindow = p.readUInt32BE(0);
     }
   }
