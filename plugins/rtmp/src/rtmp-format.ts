@@ -1,7 +1,8 @@
 /**
  * RTMP as a bus format: one encoder per stream turns each unit into its RTMP messages once, chunked, for every RTMP
  * player of the stream. An RTMP message is an FLV tag's body under a chunk header, so the FLV muxer makes the tags
- * (sequence headers, onMetaData, H.265 as Enhanced RTMP `hvc1`) and node-media-server's `chunksCreate` chunks them.
+ * (sequence headers, onMetaData, H.265 as Enhanced RTMP `hvc1`): a unit's media tag is chunked straight from the
+ * muxer's wire form (wire-message.ts), the rare config tags by node-media-server's `chunksCreate`.
  *
  * Every player gets the same bytes, so they carry what every player shares: message stream id 1 (the id a client's
  * first createStream gets), chunk size 65,535 (what every connection announces at connect, as NMS does), and
@@ -10,8 +11,10 @@
  */
 import NmsRtmp = require('node-media-server/src/protocol/rtmp.js');
 import { defineFormat, type AccessUnit, type FormatEncoder, type StreamInfo, type TrackInfo, type UnitFormat } from '../../../plugin-sdk';
-import { FLV_TAG_AUDIO, FLV_TAG_SCRIPT, FLV_TAG_VIDEO, type FlvTag } from '../../../plugin-sdk/formats/flv-tag';
+import { FLV_TAG_AUDIO, FLV_TAG_SCRIPT, FLV_TAG_VIDEO, PREV_SIZE_SIZE, TAG_HEADER_SIZE, type FlvTag } from '../../../plugin-sdk/formats/flv-tag';
 import { FlvMuxer } from '../../../plugin-sdk/formats/flv-muxer';
+import { wireParts } from '../../../plugin-sdk/formats/flv-wire';
+import { wireMessage } from './wire-message';
 import type { AudioCodec } from '../../../plugin-sdk/media';
 
 /** the message stream id of the shared bytes (see above) */
@@ -43,6 +46,18 @@ export function messageOf(tag: FlvTag, streamId = MEDIA_STREAM_ID): Buffer {
 
 function messagesOf(tags: FlvTag[]): Buffer {
   return tags.length === 1 ? messageOf(tags[0]) : Buffer.concat(tags.map((t) => messageOf(t)));
+}
+
+/** whole FLV tags back to back (header, body, PreviousTagSize each) as the muxer's tags */
+function tagsOf(flv: Buffer): FlvTag[] {
+  const out: FlvTag[] = [];
+  for (let at = 0; at + TAG_HEADER_SIZE <= flv.length;) {
+    const size = flv.readUIntBE(at + 1, 3);
+    const timestamp = flv.readUIntBE(at + 4, 3) + flv[at + 7] * 0x1000000;
+    out.push({ type: flv[at] as FlvTag['type'], timestamp, body: flv.subarray(at + TAG_HEADER_SIZE, at + TAG_HEADER_SIZE + size), keyframe: false });
+    at += TAG_HEADER_SIZE + size + PREV_SIZE_SIZE;
+  }
+  return out;
 }
 
 export interface RtmpFormatHooks {
@@ -77,17 +92,21 @@ class RtmpEncoder implements FormatEncoder<RtmpFrame> {
 
   encode(unit: AccessUnit): RtmpFrame | undefined {
     if (this.only !== undefined && unit.kind !== this.only) return undefined;
-    const tags = this.muxer.push(unit);
-    if (tags.length === 0) return undefined;
-    const media = tags[tags.length - 1];
-    const config = tags.length > 1;
-    if (config) this.version++;
-    const own = messageOf(media);
-    const bytes = config ? Buffer.concat([messagesOf(tags.slice(0, -1)), own]) : own;
+    const w = this.muxer.pushWire(unit);
+    if (w === undefined) return undefined;
+    let own = wireMessage(w, CHUNK_STREAM[w.mediaType], MEDIA_STREAM_ID);
+    if (own === undefined) {
+      const parts: Buffer[] = [];
+      wireParts(w, (b) => parts.push(b));
+      own = messagesOf(tagsOf(Buffer.concat(parts)));
+    }
+    const config = w.config;
+    if (config !== undefined) this.version++;
+    const bytes = config !== undefined ? Buffer.concat([messagesOf(config.flatMap(tagsOf)), own]) : own;
     const mediaAt = bytes.length - own.length;
-    if (this.counted) this.h.messages(tags.length);
-    const start = media.keyframe === true || (unit.kind === 'audio' && !this.muxer.hasVideo);
-    return { bytes, mediaAt, version: this.version, init: start ? this.initAt(media.timestamp) : undefined, hevc: this.hevc, video: unit.kind === 'video' };
+    if (this.counted) this.h.messages((config?.length ?? 0) + w.mediaTags);
+    const start = w.keyframe || (unit.kind === 'audio' && !this.muxer.hasVideo);
+    return { bytes, mediaAt, version: this.version, init: start ? this.initAt(w.timestamp) : undefined, hevc: this.hevc, video: unit.kind === 'video' };
   }
 
   catchUp(units: ReadonlyArray<AccessUnit>, tracks: ReadonlyArray<TrackInfo>): Array<RtmpFrame | undefined> {
