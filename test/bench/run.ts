@@ -23,6 +23,10 @@ export const BENCHES: Record<string, { summary: string; load: () => Bench }> = {
     summary: 'ingest-flv\'s load with one RTSP/TCP (interleaved) reader per terminal, alternated with FLV players: gateway CPU and RSS ratios, RTP flow, stalls, end to end',
     load: () => require('./rtsp') as Bench,
   },
+  'rtmp-players': {
+    summary: 'N streams at ~1 Mbit/s, one RTMP player each (a minimal RTMP client) against one HTTP-FLV player each, alternated: gateway CPU RTMP/FLV (issue 44), RSS, bytes and frames per player',
+    load: () => require('./rtmp-players') as Bench,
+  },
   audio: {
     summary: 'N watched G.711A streams through the gateway to AAC (audio-aac): CPU per stream-second of the main and the AAC worker thread, memory per encoder, ramp until it falls behind',
     load: () => require('./audio') as Bench,
