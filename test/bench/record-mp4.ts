@@ -7,6 +7,8 @@
  *   - sidecar: the first request writes `{reqId}.mp4` beside the FLV and later ones send that file.
  * For each: time to first byte and CPU (this process: server and client) of a whole download and of a 1 MiB range
  * at 80 % (a seek), median of --runs (default 7), and the sidecar's one-off cost and disk bytes.
+ * Then `audio=aac`'s one-off cost (the layout with the G.711 encoded as AAC in the recorder's worker, median of 3):
+ * wall time, this thread's CPU, the whole process's (the worker's included) and the longest event-loop stall.
  *
  *   node dist/test/bench/run.js record-mp4 [--minutes N] [--runs N]
  */
@@ -18,7 +20,11 @@ import { pipeline } from 'node:stream/promises';
 import { flvFileHeader, FlvMuxer, serializeTag } from '../../plugin-sdk/formats/flv';
 import { shiftUnit } from '../../plugin-sdk';
 import { testClip } from '../../plugin-sdk/testkit';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import pino from 'pino';
+import { G711Transcoder } from '../../plugins/recorder/src/g711-aac';
 import { mp4LayoutOf, mp4Stream, type Mp4Layout } from '../../plugins/recorder/src/mp4-layout';
+import { mp4LayoutFor } from '../../plugins/recorder/src/mp4-route';
 import { parseRange } from '../../plugins/recorder/src/range';
 
 type Mode = 'fly-cold' | 'fly-warm' | 'sidecar';
@@ -45,6 +51,34 @@ function makeFlv(file: string, minutes: number): void {
 }
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+/** this thread's CPU, ms (process.cpuUsage counts the worker threads too) */
+function threadCpuMs(): number {
+  return Number(fs.readFileSync('/proc/thread-self/schedstat', 'utf8').split(' ')[0]) / 1e6;
+}
+
+/** `audio=aac`: the layout with the file's G.711 encoded as AAC, made from nothing as a first request does */
+async function aacFirstLayout(flv: string): Promise<{ ms: number; mainThreadCpuMs: number; processCpuMs: number; maxStallMs: number; aacBytes: number; mp4Bytes: number }> {
+  const transcoder = new G711Transcoder(pino({ level: 'silent' }));
+  const runs: Array<{ ms: number; mainThreadCpuMs: number; processCpuMs: number; maxStallMs: number; aacBytes: number; mp4Bytes: number }> = [];
+  try {
+    for (let i = 0; i < 3; i++) {
+      const h = monitorEventLoopDelay({ resolution: 1 });
+      h.enable();
+      const t = performance.now();
+      const c = process.cpuUsage();
+      const tc = threadCpuMs();
+      const l = await mp4LayoutFor(flv, undefined, 'aac', transcoder);
+      const u = process.cpuUsage(c);
+      h.disable();
+      runs.push({ ms: performance.now() - t, mainThreadCpuMs: threadCpuMs() - tc, processCpuMs: (u.user + u.system) / 1000, maxStallMs: h.max / 1e6, aacBytes: l.memory?.length ?? 0, mp4Bytes: l.total });
+    }
+  } finally {
+    await transcoder.close();
+  }
+  const m = (k: keyof (typeof runs)[number]): number => +median(runs.map((r) => r[k])).toFixed(1);
+  return { ms: m('ms'), mainThreadCpuMs: m('mainThreadCpuMs'), processCpuMs: m('processCpuMs'), maxStallMs: m('maxStallMs'), aacBytes: m('aacBytes'), mp4Bytes: m('mp4Bytes') };
+}
 
 export async function run(args: string[]): Promise<unknown> {
   const minutes = arg(args, 'minutes', 10);
@@ -124,7 +158,9 @@ export async function run(args: string[]): Promise<unknown> {
   server.close();
   agent.destroy();
   const flvBytes = fs.statSync(flv).size;
+  const aacFirst = await aacFirstLayout(flv);
   const result = {
+    aacFirst,
     minutes, flvBytes, mp4Bytes: total, samples: warm!.samples.count, layoutBytes: warm!.bytes,
     sidecarFirstRequest: { ttfbMs: +first.ttfbMs.toFixed(1), totalMs: +first.totalMs.toFixed(1), made: sidecarMade && { ms: +sidecarMade.ms.toFixed(1), cpuMs: +sidecarMade.cpuMs.toFixed(1) } },
     medians: Object.fromEntries(Object.entries(samples).map(([k, xs]) => [k, {

@@ -80,17 +80,18 @@ export function recorderApi(): ApiDescription {
       '/strm/record/file/{path}': {
         get: {
           operationId: 'downloadRecord', summary: 'A record\'s file', tags: ['recorder'], security: [{ basicAuth: [] }],
-          description: 'The FLV file of a record (its `url`), or its MP4 form with `format=mp4` (remuxed on the fly: moov before mdat, no transcoding; a recording still being written answers the MP4 of what is on disk), to its owner only; one byte range per request. A record another gateway node recorded and this one does not hold answers 307 to its `url` there (query kept). An unknown `format` answers 400 / -7; anything else 404 / -8.',
+          description: 'The FLV file of a record (its `url`), or its MP4 form with `format=mp4` (made on the fly: moov before mdat, video and AAC remuxed, G.711 audio encoded as AAC unless `audio=as-is`; a recording still being written answers the MP4 of what is on disk), to its owner only; one byte range per request. A record another gateway node recorded and this one does not hold answers 307 to its `url` there (query kept). An unknown `format` or `audio` answers 400 / -7; anything else 404 / -8.',
           parameters: [
             { name: 'path', in: 'path', required: true, description: 'The record\'s path (slashes included).', schema: { type: 'string' } },
             { name: 'format', in: 'query', required: false, description: '`flv` (default): the file as stored; `mp4`: its MP4 form (`video/mp4`).', schema: { enum: ['flv', 'mp4'], default: 'flv' } },
+            { name: 'audio', in: 'query', required: false, description: 'MP4 only: `aac` (default) carries G.711 audio as AAC-LC 8 kHz mono, which every player plays (encoded once per file version, about a second for 10 minutes); `as-is` keeps it G.711 (`alaw`/`ulaw`: Chromium, VLC, ffmpeg only). AAC audio is never re-encoded.', schema: { enum: ['aac', 'as-is'], default: 'aac' } },
             { name: 'If-Range', in: 'header', required: false, description: 'MP4: the ETag of the answer the range belongs to; another one gets the whole file.', schema: { type: 'string' } },
             { name: 'Range', in: 'header', required: false, description: 'One byte range, e.g. `bytes=0-1023`.', schema: { type: 'string' } },
           ],
           responses: {
             200: { description: 'The file', content: FILE_CONTENT },
             206: { description: 'The range', content: FILE_CONTENT },
-            400: error('errCode -7: an unknown `format`'),
+            400: error('errCode -7: an unknown `format` or `audio`'),
             307: { description: 'The file is on the gateway node that recorded it: repeat the request (credentials, Range) at `Location`', headers: { Location: { schema: { type: 'string' } } } },
             401: error('errCode -9'),
             404: error('errCode -8: no such record of the caller'),
@@ -101,10 +102,11 @@ export function recorderApi(): ApiDescription {
       '/strm/record/link': {
         get: {
           operationId: 'recordLink', summary: 'A signed link to a record\'s file', tags: ['recorder'], security: [{ basicAuth: [] }],
-          description: `A URL of the record's file (\`/strm/record/signed/{path}?format&app&exp&sig\`) that needs no credentials, valid for ${LINK_TTL_SEC / 60} minutes: for a \`<video>\` element or a download link, which cannot send Basic credentials. Another application's or an unknown reqId answers -8.`,
+          description: `A URL of the record's file (\`/strm/record/signed/{path}?format[&audio]&app&exp&sig\`) that needs no credentials, valid for ${LINK_TTL_SEC / 60} minutes: for a \`<video>\` element or a download link, which cannot send Basic credentials. Another application's or an unknown reqId answers -8.`,
           parameters: [
             { name: 'reqId', in: 'query', required: true, schema: { type: 'string', pattern: REQ_ID_PATTERN.source } },
             { name: 'format', in: 'query', required: false, schema: { enum: ['mp4', 'flv'], default: 'mp4' } },
+            { name: 'audio', in: 'query', required: false, description: 'Carried in the link as `audio` (not signed: it picks the form of the file the link grants); without it the file route\'s default, `aac`.', schema: { enum: ['aac', 'as-is'] } },
           ],
           responses: {
             200: {
@@ -127,10 +129,11 @@ export function recorderApi(): ApiDescription {
       '/strm/record/signed/{path}': {
         get: {
           operationId: 'downloadRecordSigned', summary: 'A record\'s file through a signed link', tags: ['recorder'], security: [],
-          description: 'As `/strm/record/file/{path}` (format, Range, 307), for the application the link was made for, without credentials. A changed or expired link answers 403 / -10.',
+          description: 'As `/strm/record/file/{path}` (format, audio, Range, 307), for the application the link was made for, without credentials. A changed or expired link answers 403 / -10.',
           parameters: [
             { name: 'path', in: 'path', required: true, schema: { type: 'string' } },
             { name: 'format', in: 'query', required: false, schema: { enum: ['flv', 'mp4'] } },
+            { name: 'audio', in: 'query', required: false, description: 'As for the file route (not part of the signature).', schema: { enum: ['aac', 'as-is'], default: 'aac' } },
             { name: 'app', in: 'query', required: true, schema: { type: 'string' } },
             { name: 'exp', in: 'query', required: true, schema: { type: 'integer' } },
             { name: 'sig', in: 'query', required: true, schema: { type: 'string' } },
@@ -138,7 +141,7 @@ export function recorderApi(): ApiDescription {
           responses: {
             200: { description: 'The file', content: FILE_CONTENT },
             206: { description: 'The range', content: FILE_CONTENT },
-            400: error('errCode -7: an unknown `format`'),
+            400: error('errCode -7: an unknown `format` or `audio`'),
             403: error('errCode -10: the link is not valid or has expired'),
             404: error('errCode -8'),
             416: { description: 'The range starts past the end' },

@@ -13,7 +13,7 @@ import { promisify } from 'node:util';
 import type { Logger } from 'pino';
 import { ErrCode, GatewayError, type RouteRequest } from '../../../plugin-sdk';
 import { normaliseApiBase, type RecordCatalog, type StoredRecord } from './catalog';
-import { recordFormat, serveMp4, type Mp4LayoutCache, type RecordFormat } from './mp4-route';
+import { recordAudio, recordFormat, serveMp4, type Mp4LayoutCache, type RecordAudio, type RecordFormat } from './mp4-route';
 import { parseRange } from './range';
 import { decodeStoredPath, reqIdOfPath, resolveStoredFile } from './safe-path';
 import { storedRecordUrl } from './stored-av';
@@ -70,17 +70,18 @@ export const SIGNED_PREFIX = '/strm/record/signed/';
 
 export function recordFileHandler(opts: FileRouteOptions): (req: RouteRequest, res: ServerResponse) => Promise<void> {
   return async (req, res) => {
-    // a bad format says nothing about any record: checked before anything is looked up
+    // a bad format or audio says nothing about any record: checked before anything is looked up
     const format = recordFormat(req.query);
-    await serveRecordFile(opts, req, res, req.app!.appId, format, FILE_PREFIX);
+    const audio = recordAudio(req.query);
+    await serveRecordFile(opts, req, res, req.app!.appId, format, FILE_PREFIX, audio);
   };
 }
 
 /**
- * The record file at `req.rest` for application `appId`, as `format`. `prefix`: the route's own, for a redirect to
- * the node that holds the file.
+ * The record file at `req.rest` for application `appId`, as `format` (the MP4's audio as `audio`; the FLV is always
+ * the file as stored). `prefix`: the route's own, for a redirect to the node that holds the file.
  */
-export async function serveRecordFile(opts: FileRouteOptions, req: RouteRequest, res: ServerResponse, appId: string, format: RecordFormat, prefix: string): Promise<void> {
+export async function serveRecordFile(opts: FileRouteOptions, req: RouteRequest, res: ServerResponse, appId: string, format: RecordFormat, prefix: string, audio: RecordAudio): Promise<void> {
   const rel = decodeStoredPath(req.rest);
   if (rel === null) throw notFound();
   const reqId = reqIdOfPath(rel);
@@ -112,7 +113,7 @@ export async function serveRecordFile(opts: FileRouteOptions, req: RouteRequest,
     if (!st.isFile()) throw notFound();
     if (format === 'mp4') {
       const close = (): void => { fs.close(fd, () => undefined); };
-      const open = { real, fd, size: st.size, mtime: st.mtime, reqId: reqId!, growing: rec.state === 'recording', close };
+      const open = { real, fd, size: st.size, mtime: st.mtime, reqId: reqId!, growing: rec.state === 'recording', audio, close };
       handedOver = await serveMp4(req, res, open, { cache: opts.mp4Cache, log: opts.log, onStart: opts.onStart, onEnd: opts.onEnd });
       return;
     }

@@ -29,6 +29,11 @@ export interface FlvIndex {
   stopped?: string;
   /** audio the MP4 cannot carry (FLV SoundFormat numbers), left out */
   skippedAudioFormats: number[];
+  /**
+   * An audio track made by an encoder (G.711 as AAC, mp4-aac.ts) rather than taken from the FLV: `skipMs` of its
+   * media is the encoder's priming (the edit list skips it) and `presentMs` is what it presents after that.
+   */
+  audioEdit?: { skipMs: number; presentMs: number };
 }
 
 /** Reads a file forward in windows, so a tag header costs no system call of its own. */

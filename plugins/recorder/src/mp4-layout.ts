@@ -20,8 +20,15 @@ export interface Mp4Layout {
   head: Buffer;
   /** bytes of the whole MP4 */
   total: number;
-  /** sample i's bytes are at `head.length + payloadBefore[i]` of the MP4 and `samples.flvOffset[i]` of the FLV */
+  /**
+   * sample i's bytes are at `head.length + payloadBefore[i]` of the MP4 and `samples.flvOffset[i]` of the FLV; a
+   * negative flvOffset (an encoded sample, mp4-aac.ts) means `memory` at `-1 - flvOffset[i]` instead
+   */
   payloadBefore: Float64Array;
+  /** samples that are not in the FLV (AAC encoded from its G.711), end to end */
+  memory?: Buffer;
+  /** the audio track was encoded from this (`audio=aac` of G.711); undefined: the FLV's own samples */
+  audioFrom?: 'alaw' | 'ulaw';
   samples: SampleTable;
   durationMs: number;
   /** bytes of the FLV file the MP4 holds (the whole file, or up to a torn or corrupt tag) */
@@ -35,7 +42,7 @@ export interface Mp4Layout {
   bytes: number;
 }
 
-export function layoutOf(index: FlvIndex): Mp4Layout {
+export function layoutOf(index: FlvIndex, memory?: Buffer): Mp4Layout {
   const s = index.samples;
   const payloadBefore = new Float64Array(s.count + 1);
   for (let i = 0; i < s.count; i++) payloadBefore[i + 1] = payloadBefore[i]! + s.size[i]!;
@@ -58,7 +65,7 @@ export function layoutOf(index: FlvIndex): Mp4Layout {
     head, total: head.length + payload, payloadBefore, samples: s, durationMs: moov.durationMs,
     flvLength: index.flvLength, stopped: index.stopped, skippedAudioFormats: index.skippedAudioFormats,
     videoCodecs: index.descriptions[0].map((d) => d.codec), audioCodecs: index.descriptions[1].map((d) => d.codec),
-    bytes: head.length + payloadBefore.byteLength + s.bytes,
+    bytes: head.length + payloadBefore.byteLength + s.bytes + (memory?.length ?? 0), memory,
   };
 }
 
@@ -95,18 +102,35 @@ export async function* mp4Bytes(l: Mp4Layout, fd: number, start: number, end: nu
   }
   if (start > end) return;
   const s = l.samples;
+  const mem = l.memory;
+  const inMemory = (k: number): boolean => s.flvOffset[k]! < 0;
   let i = sampleAt(l, start - h);
   let pos = start - h; // in payload coordinates
   const last = end - h;
   while (pos <= last && i < s.count) {
-    // one read for the samples from i on that fit the window (at least one, or the first part of a big one)
     const skip = pos - l.payloadBefore[i]!;
+    if (inMemory(i)) {
+      const at = -1 - s.flvOffset[i]! + skip;
+      const n = Math.min(s.size[i]! - skip, last - pos + 1);
+      yield mem!.subarray(at, at + n);
+      pos += n;
+      i++;
+      continue;
+    }
+    // one read for the FLV samples from i on that fit the window (at least one, or the first part of a big one);
+    // samples from memory between them ride along
     const from = s.flvOffset[i]! + skip;
     let j = i;
     let to = s.flvOffset[i]! + s.size[i]!;
-    while (j + 1 < s.count && s.flvOffset[j + 1]! + s.size[j + 1]! - from <= READ_WINDOW && l.payloadBefore[j + 1]! <= last) {
-      j++;
-      to = s.flvOffset[j]! + s.size[j]!;
+    if (to - from <= READ_WINDOW) {
+      while (j + 1 < s.count && l.payloadBefore[j + 1]! <= last) {
+        if (!inMemory(j + 1)) {
+          const next = s.flvOffset[j + 1]! + s.size[j + 1]!;
+          if (next - from > READ_WINDOW) break;
+          to = next;
+        }
+        j++;
+      }
     }
     const len = Math.min(to - from, READ_WINDOW);
     const buf = Buffer.allocUnsafe(len);
@@ -115,13 +139,18 @@ export async function* mp4Bytes(l: Mp4Layout, fd: number, start: number, end: nu
     // the samples' bytes within the window, in order, cut to the range
     const first = i;
     for (let k = first; k <= j && pos <= last; k++) {
-      const sampleStart = s.flvOffset[k]! + (k === first ? skip : 0);
-      const a = sampleStart - from;
-      if (a >= len) break;
-      const sampleEnd = s.flvOffset[k]! + s.size[k]!;
-      const b = Math.min(sampleEnd - from, len, a + (last - pos + 1));
-      yield buf.subarray(a, b);
-      pos += b - a;
+      let part: Buffer;
+      if (inMemory(k)) {
+        const at = -1 - s.flvOffset[k]!;
+        part = mem!.subarray(at, at + Math.min(s.size[k]!, last - pos + 1));
+      } else {
+        const a = s.flvOffset[k]! + (k === first ? skip : 0) - from;
+        if (a >= len) break;
+        const sampleEnd = s.flvOffset[k]! + s.size[k]!;
+        part = buf.subarray(a, Math.min(sampleEnd - from, len, a + (last - pos + 1)));
+      }
+      yield part;
+      pos += part.length;
       if (pos >= l.payloadBefore[k + 1]!) i = k + 1;
     }
   }

@@ -21,8 +21,12 @@ interface TrackPlan {
   /** decode times from the track's first sample, never decreasing */
   times: Float64Array;
   durations: Uint32Array;
-  /** the decode time of the track's first sample in the FLV, and its composition offset */
+  /** the decode time of the track's first sample in the FLV */
   firstDts: number;
+  /**
+   * the media time the track's presentation starts at: its first picture's composition offset, or an encoder's
+   * priming (mp4-aac.ts); the edit list starts there
+   */
   firstCts: number;
   /** media time at which the last picture or sound ends (composition offsets included) */
   presentEnd: number;
@@ -68,7 +72,15 @@ function planTracks(index: FlvIndex): TrackPlan[] {
     durations[n - 1] = lastDuration(index, descs, members, times);
     let presentEnd = 0;
     for (let j = 0; j < n; j++) presentEnd = Math.max(presentEnd, times[j]! + s.cts[members[j]!]! + durations[j]!);
-    const firstCts = Math.max(0, s.cts[members[0]!]!);
+    let firstCts = Math.max(0, s.cts[members[0]!]!);
+    const edit = track === 1 ? index.audioEdit : undefined;
+    if (edit) {
+      // an encoded track: its priming is skipped and its padding (the last frame's silence) not presented; the
+      // last frame lasts only what is left of the input, so the media ends where the sound does
+      firstCts += edit.skipMs;
+      presentEnd = Math.min(presentEnd, firstCts + edit.presentMs);
+      durations[n - 1] = Math.max(1, Math.min(durations[n - 1]!, presentEnd - times[n - 1]!));
+    }
     plans.push({
       id: plans.length + 1, video: track === 0, descs, members, times, durations, firstDts, firstCts, presentEnd,
       mediaDuration: times[n - 1]! + durations[n - 1]!, start: 0,

@@ -7,10 +7,39 @@ import type { ServerResponse } from 'node:http';
 import { pipeline } from 'node:stream';
 import type { Logger } from 'pino';
 import { ErrCode, GatewayError, invalidParam, type RouteRequest } from '../../../plugin-sdk';
-import { mp4LayoutOf, mp4Stream, type Mp4Layout } from './mp4-layout';
+import { indexFlv } from './flv-index';
+import { g711Audio, type G711Transcoder } from './g711-aac';
+import { aacLayoutOf } from './mp4-aac';
+import { layoutOf, mp4Stream, type Mp4Layout } from './mp4-layout';
 import { parseRange } from './range';
 
 export type RecordFormat = 'flv' | 'mp4';
+/** the MP4's audio: G.711 as AAC (`aac`, the default) or as it is in the FLV (`as-is`); AAC audio is never touched */
+export type RecordAudio = 'aac' | 'as-is';
+
+/** `audio` of the query: absent `aac`; `aac` or `as-is`; anything else (or several) -7 naming it (HTTP 400) */
+export function recordAudio(query: URLSearchParams): RecordAudio {
+  const all = query.getAll('audio');
+  if (all.length === 0) return 'aac';
+  if (all.length === 1 && (all[0] === 'aac' || all[0] === 'as-is')) return all[0];
+  const err = invalidParam('audio', 'Use `aac` or `as-is`.');
+  throw new GatewayError(err.errCode, err.message, 400);
+}
+
+/**
+ * The MP4 layout of `file`'s first `length` bytes. With `aac`, G.711 audio is encoded as AAC by `transcoder`
+ * (without one, or for any other audio, the FLV's samples as they are).
+ */
+export async function mp4LayoutFor(file: string, length: number | undefined, audio: RecordAudio, transcoder: G711Transcoder | undefined, log?: Logger, reqId?: string): Promise<Mp4Layout> {
+  const index = await indexFlv(file, { length });
+  const g = audio === 'aac' && transcoder ? g711Audio(index) : undefined;
+  let audioSamples = 0;
+  if (g) for (let i = 0; i < index.samples.count; i++) audioSamples += index.samples.track[i]!;
+  if (!g || audioSamples === 0) return layoutOf(index);
+  const aac = await transcoder!.transcode(file, index);
+  log?.info({ reqId, audioSeconds: Math.round(aac.samples / aac.sampleRate), aacFrames: aac.sizes.length, aacBytes: aac.bytes.length, ms: aac.ms }, 'record MP4: G.711 audio encoded as AAC');
+  return aacLayoutOf(index, aac, g.law);
+}
 
 /** `format` of the query: absent or `flv` the file as stored, `mp4` its MP4; anything else -7 naming it (HTTP 400) */
 export function recordFormat(query: URLSearchParams): RecordFormat {
@@ -32,47 +61,57 @@ interface Entry {
   bytes: number;
 }
 
-/** Layouts by file, least recently used first out; bounded in entries and in bytes. */
+/**
+ * Layouts by file and audio choice, least recently used first out; bounded in entries and in bytes (an AAC track
+ * counts: ~1.8 MB for 10 minutes). Concurrent requests for one file share one layout, so one index pass and one
+ * encode.
+ */
 export class Mp4LayoutCache {
   private readonly entries = new Map<string, Entry>();
   private held = 0;
-  constructor(private readonly maxEntries = 32, private readonly maxBytes = 64 * 1024 * 1024, private readonly now: () => number = Date.now) {}
+  constructor(private readonly maxEntries = 32, private readonly maxBytes = 64 * 1024 * 1024, private readonly now: () => number = Date.now,
+    private readonly transcoder?: G711Transcoder) {}
 
   /**
    * The layout of `file` as it is now (`size`, `mtimeMs` from the open descriptor). A finished record's layout is
    * reused while the file is unchanged; a recording's (`growing`) for IN_PROGRESS_PIN_MS whatever it grew since.
    */
-  get(file: string, size: number, mtimeMs: number, growing: boolean, log: Logger, reqId: string): Promise<Mp4Layout> {
-    const e = this.entries.get(file);
+  get(file: string, size: number, mtimeMs: number, growing: boolean, log: Logger, reqId: string, audio: RecordAudio = 'as-is'): Promise<Mp4Layout> {
+    const key = `${audio}\n${file}`;
+    const e = this.entries.get(key);
     if (e) {
       const same = e.size === size && e.mtimeMs === mtimeMs;
       const pinned = growing && size >= e.size && this.now() - e.madeAt < IN_PROGRESS_PIN_MS;
       if (same || pinned) {
-        this.entries.delete(file);
-        this.entries.set(file, e);
+        this.entries.delete(key);
+        this.entries.set(key, e);
         return e.layout;
       }
-      this.drop(file);
+      this.dropKey(key);
     }
     // the snapshot's length: bytes appended after the fstat are left to the next snapshot
-    const layout = mp4LayoutOf(file, { length: size });
+    const layout = mp4LayoutFor(file, size, audio, this.transcoder, log, reqId);
     const entry: Entry = { size, mtimeMs, madeAt: this.now(), layout, bytes: 0 };
-    this.entries.set(file, entry);
+    this.entries.set(key, entry);
     layout.then((l) => {
       if (l.stopped) log.warn({ reqId, stopped: l.stopped, flvBytes: l.flvLength, fileBytes: size }, 'record file has a tag that does not parse: its MP4 ends before it');
-      if (this.entries.get(file) !== entry) return;
+      if (this.entries.get(key) !== entry) return;
       entry.bytes = l.bytes;
       this.held += l.bytes;
       this.trim();
-    }, () => this.drop(file));
+    }, () => { if (this.entries.get(key) === entry) this.dropKey(key); });
     return layout;
   }
 
-  /** forget a file (removed by retention, or found changed) */
+  /** forget a file, every audio choice of it (removed by retention, or found changed) */
   drop(file: string): void {
-    const e = this.entries.get(file);
+    for (const audio of ['aac', 'as-is'] as const) this.dropKey(`${audio}\n${file}`);
+  }
+
+  private dropKey(key: string): void {
+    const e = this.entries.get(key);
     if (!e) return;
-    this.entries.delete(file);
+    this.entries.delete(key);
     this.held -= e.bytes;
   }
 
@@ -84,7 +123,7 @@ export class Mp4LayoutCache {
     for (const key of this.entries.keys()) {
       if (this.entries.size <= this.maxEntries && this.held <= this.maxBytes) return;
       if (this.entries.size === 1) return;
-      this.drop(key);
+      this.dropKey(key);
     }
   }
 }
@@ -105,6 +144,8 @@ export interface OpenRecord {
   reqId: string;
   /** the catalog says it is still being recorded */
   growing: boolean;
+  /** what the query asked for the audio */
+  audio: RecordAudio;
   /** closes fd */
   close(): void;
 }
@@ -114,7 +155,7 @@ export async function serveMp4(req: RouteRequest, res: ServerResponse, f: OpenRe
   const mtimeMs = f.mtime.getTime();
   let layout: Mp4Layout;
   try {
-    layout = await o.cache.get(f.real, f.size, mtimeMs, f.growing, o.log, f.reqId);
+    layout = await o.cache.get(f.real, f.size, mtimeMs, f.growing, o.log, f.reqId, f.audio);
   } catch (err) {
     o.log.warn({ reqId: f.reqId, err: (err as Error).message }, 'record file could not be indexed for MP4');
     throw new GatewayError(ErrCode.EXECUTION_ERROR, 'The record could not be read.', 500);
@@ -122,7 +163,8 @@ export async function serveMp4(req: RouteRequest, res: ServerResponse, f: OpenRe
   if (layout.samples.count === 0) {
     throw new GatewayError(ErrCode.EXECUTION_ERROR, 'The record holds no video or audio an MP4 can carry (yet).', 409);
   }
-  const etag = `"mp4-${layout.flvLength.toString(36)}-${Math.trunc(mtimeMs).toString(36)}"`;
+  // the AAC form is another file of the same snapshot: its own tag, so If-Range never splices the two
+  const etag = `"mp4-${layout.flvLength.toString(36)}-${Math.trunc(mtimeMs).toString(36)}${layout.audioFrom ? '-aac' : ''}"`;
   const lastModified = f.mtime.toUTCString();
   const ifRange = req.headers['if-range'];
   // a Range made against another snapshot of this MP4 would splice two files: send the whole one instead

@@ -355,7 +355,7 @@ export async function startRecorder(ctx: PluginContext<RecorderConfig>, store: R
   }, { auth: 'api' });
 
   // the file as stored, its MP4 form (format=mp4), and signed links to both
-  await registerRecordFileRoutes(ctx, {
+  const fileRoutes = await registerRecordFileRoutes(ctx, {
     catalog: () => catalog, storeRoot, apiBase: ctx.site.apiBase,
     onStart: () => { downloads++; },
     onEnd: () => { downloads--; },
@@ -375,6 +375,7 @@ export async function startRecorder(ctx: PluginContext<RecorderConfig>, store: R
       if (unsettled.size) ctx.log.warn({ reqIds: [...unsettled.keys()] }, 'final rows not written at stop; the next start recovers them from their files');
       awaitingNotice.clear();
       unrecorded.clear();
+      await fileRoutes.close();
       await catalog?.close();
     },
   };

@@ -47,10 +47,13 @@ export class LinkSigner {
     return crypto.createHmac('sha256', key).update(`v1\n${appId}\n${rel}\n${exp}`).digest('base64url');
   }
 
-  /** the signed URL of record file `rel` (`{apiBase}/strm/record/signed/{path}?…`) for `appId` */
-  link(apiBase: string, appId: string, rel: string, format: string): { url: string; expiresAt: string } {
+  /**
+   * The signed URL of record file `rel` (`{apiBase}/strm/record/signed/{path}?…`) for `appId`. `format` and `audio`
+   * ride along unsigned: they pick the form of the file the signature grants (record-file-routes.ts).
+   */
+  link(apiBase: string, appId: string, rel: string, format: string, audio?: string): { url: string; expiresAt: string } {
     const exp = Math.floor(this.now() / 1000) + LINK_TTL_SEC;
-    const q = new URLSearchParams({ format, app: appId, exp: String(exp), sig: this.sign(this.key, appId, rel, exp) });
+    const q = new URLSearchParams({ format, ...(audio ? { audio } : {}), app: appId, exp: String(exp), sig: this.sign(this.key, appId, rel, exp) });
     const url = recordFileUrl(apiBase, rel).replace('/strm/record/file/', '/strm/record/signed/') + '?' + q.toString();
     return { url, expiresAt: new Date(exp * 1000).toISOString() };
   }

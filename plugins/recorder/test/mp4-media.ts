@@ -71,14 +71,17 @@ export function topBoxes(mp4: Buffer): string[] {
 
 export interface Probed {
   duration: number;
-  streams: Array<{ codec_type: string; codec_name: string; codec_tag_string: string; nb_read_frames?: string; width?: number; height?: number }>;
+  streams: Array<{
+    codec_type: string; codec_name: string; codec_tag_string: string; nb_read_frames?: string; width?: number; height?: number;
+    sample_rate?: string; channels?: number; duration?: string; start_time?: string;
+  }>;
   stderr: string;
 }
 
 /** ffprobe of a file; `count` decodes every frame (nb_read_frames) */
 export function probe(file: string, count = true): Probed {
   const r = spawnSync(requireTool('ffprobe', 'ffmpeg'), ['-v', 'error', ...(count ? ['-count_frames'] : []),
-    '-show_entries', 'stream=codec_type,codec_name,codec_tag_string,nb_read_frames,width,height:format=duration', '-of', 'json', file], { encoding: 'utf8' });
+    '-show_entries', 'stream=codec_type,codec_name,codec_tag_string,nb_read_frames,width,height,sample_rate,channels,duration,start_time:format=duration', '-of', 'json', file], { encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`ffprobe failed on ${file}: ${r.stderr}`);
   const j = JSON.parse(r.stdout) as { streams: Probed['streams']; format: { duration: string } };
   return { duration: Number(j.format.duration), streams: j.streams, stderr: r.stderr };
@@ -86,4 +89,18 @@ export function probe(file: string, count = true): Probed {
 
 export function framesOf(p: Probed, type: 'video' | 'audio'): number {
   return Number(p.streams.find((s) => s.codec_type === type)?.nb_read_frames ?? 0);
+}
+
+/**
+ * What a file's audio presents, s: from the stream's start to the end of its last packet (ffprobe's stream duration
+ * of an MP4 is its media's, an AAC encoder's priming included when the track starts after the video; an FLV has none).
+ */
+export function audioSpan(file: string): { start: number; seconds: number } {
+  const r = spawnSync(requireTool('ffprobe', 'ffmpeg'), ['-v', 'error', '-select_streams', 'a', '-show_entries', 'packet=pts_time,duration_time:stream=start_time', '-of', 'json', file], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`ffprobe failed on ${file}: ${r.stderr}`);
+  const j = JSON.parse(r.stdout) as { packets: Array<{ pts_time: string; duration_time: string }>; streams: Array<{ start_time: string }> };
+  const start = Number(j.streams[0]!.start_time);
+  let end = start;
+  for (const p of j.packets) end = Math.max(end, Number(p.pts_time) + Number(p.duration_time));
+  return { start, seconds: end - start };
 }
