@@ -2,7 +2,7 @@
  * A fleet on one machine: `npm run fleet -- [N] [--base-port P]` starts a throwaway redis-server on a free loopback
  * port (no persistence) and N gateway nodes (default 3, at most 8) of `sites/default`, node i (0-based) bound to
  * 127.0.0.(i+2) with GW_LISTEN_HOST and GW_PUBLIC_HOST set to that address, on the default site's ports (or from
- * --base-port P: API P, FLV P+1, RTSP P+2, RTP P+4, RTCP P+5, terminal push P+10..P+13), GW_NODE_ID node-a, node-b, …,
+ * --base-port P: API P, FLV P+1, RTSP P+2, RTMP P+3, RTP P+4, RTCP P+5, terminal push P+10..P+13), GW_NODE_ID node-a, node-b, …,
  * GW_DIRECTORY_URL the local Redis, GW_DATA_DIR ./data/fleet/<nodeId>, GW_WORKERS=1. Each node's log lines are
  * prefixed with its id. Once every node answers GET /healthz 200 it prints a table (node, API, push address) and
  * example curl commands, then runs until Ctrl-C (SIGINT) or SIGTERM: every node gets SIGTERM (SIGKILL after 10 s),
@@ -30,7 +30,7 @@ const KEEP_LINES = 30;
 
 export const USAGE = `usage: npm run fleet -- [N] [--base-port P]
   N              gateway nodes of sites/default, 1 to ${MAX_NODES} (default ${DEFAULT_NODES}); node i on 127.0.0.(i+2)
-  --base-port P  ports P (API), P+1 (FLV), P+2 (RTSP), P+4/P+5 (RTSP's RTP/RTCP), P+10..P+13 (terminal push) instead of
+  --base-port P  ports P (API), P+1 (FLV), P+2 (RTSP), P+3 (RTMP), P+4/P+5 (RTSP's RTP/RTCP), P+10..P+13 (terminal push) instead of
                  the default site's 7080, 7081, 7554, 7556/7557, 7612-7615`;
 
 export interface FleetOptions {
@@ -71,6 +71,7 @@ export interface NodePorts {
   api: number;
   flv: number;
   rtsp: number;
+  rtmp: number;
   rtp: number;
   rtcp: number;
   /** live 2013, live 2019, replay 2013, replay 2019 */
@@ -79,9 +80,9 @@ export interface NodePorts {
 
 /** the ports every node binds (on its own address): the default site's, or from a base port */
 export function nodePorts(basePort?: number): NodePorts {
-  if (basePort === undefined) return { api: 7080, flv: 7081, rtsp: 7554, rtp: 7556, rtcp: 7557, push: [7612, 7613, 7614, 7615] };
+  if (basePort === undefined) return { api: 7080, flv: 7081, rtsp: 7554, rtmp: 7935, rtp: 7556, rtcp: 7557, push: [7612, 7613, 7614, 7615] };
   const p = basePort;
-  return { api: p, flv: p + 1, rtsp: p + 2, rtp: p + 4, rtcp: p + 5, push: [p + 10, p + 11, p + 12, p + 13] };
+  return { api: p, flv: p + 1, rtsp: p + 2, rtmp: p + 3, rtp: p + 4, rtcp: p + 5, push: [p + 10, p + 11, p + 12, p + 13] };
 }
 
 export interface FleetNodeSpec {
@@ -110,6 +111,7 @@ export function nodeSpec(i: number, redisUrl: string, basePort?: number): FleetN
       GW_HTTP_PORT: String(ports.api),
       GW_FLV_OUT_PORT: String(ports.flv),
       GW_RTSP_OUT_PORT: String(ports.rtsp),
+      GW_RTMP_PORT: String(ports.rtmp),
       GW_RTSP_OUT_RTP_PORT: String(ports.rtp),
       GW_RTSP_OUT_RTCP_PORT: String(ports.rtcp),
       GW_JT1078_INGEST_LIVE_PORT2013: String(ports.push[0]),
