@@ -151,7 +151,14 @@ export class HandOver {
    * (placed now with `place`), which parses `replay` again without answering. Counted against its address's cap
    * again (the first worker reported its close).
    */
-  routeAgain(l: Listener, sock: net.Socket, replay: Buffer, key: string, place: boolean): void {
+  routeAgain(l: Listener | undefined, handle: unknown, m: { key: string; place: boolean; replay: Uint8Array }): void {
+    const sock = handle instanceof net.Socket ? handle : undefined;
+    if (!l || !sock) {
+      sock?.destroy();
+      return;
+    }
+    const replay = Buffer.from(m.replay.buffer, m.replay.byteOffset, m.replay.byteLength);
+    const { key, place } = m;
     let counted: CountedConnection | undefined;
     if (l.caps) {
       counted = l.caps.admit(sock.remoteAddress ?? '');

@@ -238,16 +238,9 @@ export class Primary {
       case 'held':
         this.claims.held(slot.index, m.key, m.delta);
         return;
-      case 'reroute': {
-        const l = this.listeners.get(m.listener);
-        const sock = _handle instanceof net.Socket ? _handle : undefined;
-        if (!l || !sock) {
-          sock?.destroy();
-          return;
-        }
-        this.handOver.routeAgain(l, sock, Buffer.from(m.replay.buffer, m.replay.byteOffset, m.replay.byteLength), m.key, m.place);
+      case 'reroute':
+        this.handOver.routeAgain(this.listeners.get(m.listener), _handle, m);
         return;
-      }
       case 'lookup':
         this.send(w, { t: 'looked-up', id: m.id, owners: m.reqIds.map((id) => this.directory.get(id)?.worker ?? -1) });
         return;

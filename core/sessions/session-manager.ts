@@ -79,9 +79,8 @@ export class SessionManager implements Sessions {
     }
     const same = this.outputs.get(p.fmt) ?? [];
     const taken = same.find((o) => o.schemes.some((x) => p.schemes.includes(x)));
-    if (taken) throw new Error(`fmt ${p.fmt} already has an output plugin for ${taken.schemes.filter((x) => p.schemes.includes(x)).join(', ')} (${taken.name})`);
-    same.push(p);
-    this.outputs.set(p.fmt, same);
+    if (taken) throw new Error(`fmt ${p.fmt}: ${taken.name} serves ${taken.schemes.join(', ')} already`);
+    this.outputs.set(p.fmt, [...same, p]);
   }
   registerTalk(p: TalkProvider): void {
     if (this.talk) throw new Error(`talk provider ${p.name}: ${this.talk.name} is registered already`);

@@ -145,9 +145,9 @@ describe('console in headless Chromium: log in, open, play, close, find the reco
     assert.equal(last.height, CAP.height);
     assert.ok(last.frames > first.frames);
     // the record's MP4 form through a signed link (the element cannot send the credentials); Chromium decodes the
-    // terminal's G.711A the MP4 keeps
+    // AAC the MP4 carries for the terminal's G.711A
     assert.match(await page.evaluate(() => document.getElementById('video').currentSrc), /\/strm\/record\/signed\/.+\.flv\?format=mp4&app=demo&exp=\d+&sig=/);
-    assert.ok(last.audioBytes > 0, 'the element decodes the G.711A audio');
+    assert.ok(last.audioBytes > 0, 'the element decodes the audio');
     await shot('4-record');
 
     const [download] = await Promise.all([page.waitForEvent('download'), page.click(`${row} button.download`)]);
