@@ -4,7 +4,8 @@
  * handshakeTimeoutSec. A peer that breaks the protocol or a limit is dropped with a log line.
  */
 import type { Socket } from 'node:net';
-import { ProtocolError, RtmpPeer, type PlayOrPublish, type RtmpPeerOwner } from './rtmp-peer';
+import { ProtocolError } from './guarded-rtmp';
+import { RtmpPeer, type PlayOrPublish, type RtmpPeerOwner } from './rtmp-peer';
 
 /** control answers a client has not read past this: it is not reading at all (a player's media is capped on the bus) */
 const MAX_UNREAD_CONTROL = 1024 * 1024;

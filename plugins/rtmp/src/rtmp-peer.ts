@@ -16,8 +16,6 @@
 import nmsAmf = require('node-media-server/src/protocol/amf.js');
 import { GuardedRtmp, ProtocolError } from './guarded-rtmp';
 
-export { ProtocolError };
-
 const RTMP_TYPE_FLEX_MESSAGE = 17;
 /** chunk stream ids with a message in flight; ffmpeg and OBS use 2 to 8 */
 const MAX_CHUNK_STREAMS = 64;
