@@ -32,6 +32,7 @@ import { adoptHttp, udpPeerSettings, type ClusterContext } from './cluster/worke
 import { registerClusterCalls } from './cluster/session-calls';
 import { WorkerBroadcasts } from './cluster/worker-broadcasts';
 import { startFleet, type Fleet } from './fleet/fleet-node';
+import { NodeForwarder } from './fleet/node-forwarder';
 
 export const repoRoot: string = (() => {
   let dir = __dirname;
@@ -339,6 +340,7 @@ export class Kernel {
       tls: this.tls !== undefined,
     };
     this.fleet = await startFleet(this, apiBase);
+    this.api.nodeForwarder = new NodeForwarder(this.fleet.dir, this.log.child({ part: 'fleet' }));
     registerCoreRoutes(this);
     if (this.opts.cluster) registerClusterCalls(this, this.opts.cluster.link);
     coreMetrics.gauge('requests_open', 'open stream requests', [], (g) => g.set(this.sessions.requestCount));
@@ -439,6 +441,7 @@ export class Kernel {
     const netApi = pluginNet(l, {
       plugin: name, where, defaultHost: this.gateway.listenHost, ports: this.ports, bodyLimit: this.gateway.bodyLimit, keepAliveTimeoutMs: this.gateway.httpKeepAliveSec * 1000, apps: this.apps,
       auth: this.authHooks, connections: this.connections, tls: this.tls, cluster: this.opts.cluster, slices: this.slices,
+      holdChannel: (key) => this.fleet?.holdChannel(key) ?? (() => undefined),
     });
     const stores = this.stores;
     const dataDir = this.siteInfo.dataDir;

@@ -52,6 +52,8 @@ export interface PluginNetOptions {
   cluster?: ClusterContext;
   /** the process's one read scheduler (gateway.readSliceMs) */
   slices: ReadSlices;
+  /** the fleet's claim of a channel a plugin serves (Net.hold): opens on other nodes come to this one */
+  holdChannel?: (key: string) => () => void;
 }
 
 /** A plugin's ctx.net: listeners that name their config key when they cannot bind, and are tracked for stop. */
@@ -183,13 +185,14 @@ export function pluginNet(l: PluginResources, o: PluginNetOptions): Net {
 
   const hold = (key: string): (() => void) => {
     const c = o.cluster;
-    if (!c) return () => undefined;
-    c.link.held(key, 1);
+    c?.link.held(key, 1);
+    const fleet = o.holdChannel?.(key);
     let held = true;
     return () => {
       if (!held) return;
       held = false;
-      c.link.held(key, -1);
+      c?.link.held(key, -1);
+      fleet?.();
     };
   };
 

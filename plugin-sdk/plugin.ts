@@ -105,8 +105,9 @@ export interface Net {
    */
   replayOf(socket: Socket): Buffer | undefined;
   /**
-   * With several workers: this worker owns the terminal of routing key `key` until the returned function is called
-   * (e.g. an RTMP encoder publishing a channel no request has opened yet), so its opens are routed here.
+   * This process serves the terminal of routing key `key` (`{sim}_{chan}`) until the returned function is called
+   * (e.g. an RTMP encoder publishing a channel no request has opened yet): with several workers this worker owns it,
+   * and in a fleet this node claims the channel, so its opens, on any worker or node, are routed here.
    */
   hold(key: string): () => void;
 }

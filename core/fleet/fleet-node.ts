@@ -37,6 +37,11 @@ export function memberOf(k: Kernel): Member {
 export interface Fleet {
   dir: Directory;
   sessions: FleetSessions;
+  /**
+   * A plugin serves the channel of routing key `{sim}_{chan}` before any stream does (an RTMP encoder publishing it):
+   * the node claims it, so opens on any node come here; the returned function gives it back unless a stream serves it.
+   */
+  holdChannel(key: string): () => void;
 }
 
 /**
@@ -62,11 +67,34 @@ export async function startFleet(k: Kernel, apiBase: string): Promise<Fleet> {
     dir.hold(channelOf(s));
     dir.setStreamCount(sessions.streamCount);
   });
+  /** channels plugins hold (holdChannel), by routing key: how many holds each */
+  const pluginHolds = new Map<string, number>();
+  const keyOf = (c: ChannelRef) => `${c.sim}_${c.chan}`;
   sessions.onStreamClosed((s) => {
     const other = s.typ === 'live' ? 'replay' : 'live';
-    if (!sessions.findStream(s.normSim, s.chanId, other)) dir.unhold(channelOf(s));
+    if (!sessions.findStream(s.normSim, s.chanId, other) && !pluginHolds.has(keyOf(channelOf(s)))) dir.unhold(channelOf(s));
     dir.setStreamCount(sessions.streamCount - 1);
   });
+  const holdChannel = (key: string): (() => void) => {
+    const m = /^(.+)_(\d{1,3})$/.exec(key);
+    if (!m) return () => undefined;
+    const ch: ChannelRef = { sim: m[1], chan: Number(m[2]) };
+    pluginHolds.set(key, (pluginHolds.get(key) ?? 0) + 1);
+    let held = true;
+    dir.claim(ch).then((a) => {
+      if (!held) return;
+      if (a.ok) dir.hold(ch);
+      else log.warn({ channel: key, owner: a.holder.nodeId }, 'a channel a plugin serves here (an RTMP publisher) is another node\'s: its opens go there, not here');
+    }, (err: Error) => log.warn({ channel: key, err: err.message }, 'could not claim a channel a plugin serves here'));
+    return () => {
+      if (!held) return;
+      held = false;
+      const n = (pluginHolds.get(key) ?? 1) - 1;
+      if (n > 0) pluginHolds.set(key, n);
+      else pluginHolds.delete(key);
+      if (n <= 0 && !servesHere(ch)) dir.unhold(ch);
+    };
+  };
   dir.onNodeLost((lost) => sendLostNotices(k, lost));
   dir.onAvailability((up, why) => {
     if (up) k.health.clear('directory');
@@ -89,7 +117,7 @@ export async function startFleet(k: Kernel, apiBase: string): Promise<Fleet> {
   const fleet = new FleetSessions(dir, local, log, (c) => (cs ? undefined : servesHere(c)), (method, outcome) => calls.inc({ method, outcome }));
   registerFleetRoutes(k, dir, fleet, local);
   if (dir.kind === 'redis') log.info({ node: dir.me.nodeId, directory: dir.describe, apiBase, hosts }, 'fleet node: directory on Redis');
-  return { dir, sessions: fleet };
+  return { dir, sessions: fleet, holdChannel };
 }
 
 /** a lost node's requests get their closed notices from here (closeCause 13, closeReason naming the node) */

@@ -139,6 +139,8 @@ export class ApiServer {
   private readonly onRequest: http.RequestListener;
   /** set by the kernel in a multi-worker gateway */
   forwarder: ApiForwarder | undefined;
+  /** in a fleet: a call about a request another node holds goes there (core/fleet/node-forwarder.ts) */
+  nodeForwarder: { requestOfReq(reqId: string, app: Application | undefined, req: http.IncomingMessage, body: Record<string, unknown>, res: http.ServerResponse): Promise<boolean> } | undefined;
 
   constructor(opts: ApiServerOptions) {
     this.opts = opts;
@@ -368,6 +370,7 @@ export class ApiServer {
       rr.body = await this.readJson(req);
       const id = route.reqIdOf?.(rr.body);
       if (id !== undefined && this.forwarder && await this.forwarder.requestOfReq(id, req, rr.body, res)) return;
+      if (id !== undefined && this.nodeForwarder && await this.nodeForwarder.requestOfReq(id, app, req, rr.body, res)) return;
     } else {
       req.resume();
     }
