@@ -8,6 +8,12 @@
  * is read as RTMP says, 64 + byte1 + byte2 * 256 (NMS shifts the sum by 8).
  */
 import NmsRtmp = require('node-media-server/src/protocol/rtmp.js');
+import nmsLogger = require('node-media-server/src/core/logger.js');
+
+// NMS's logger is one for the process and starts at debug, printing with console.log: its lines (an E-RTMP client's
+// strict array is "Do strict array!") would land between our JSON log lines. Its errors only are kept; the code we
+// use reaches them only for commands we send, never for what a peer sends (rtmp-peer.ts reads command names first).
+nmsLogger.level = 'error';
 
 /** a peer broke the protocol or a limit: drop it */
 export class ProtocolError extends Error {}

@@ -71,3 +71,14 @@ declare module 'node-media-server/src/protocol/amf.js' {
   /** a command message: its name, transaction id, command object and the fields NMS knows for that command */
   export function decodeAmf0Cmd(b: Buffer): { cmd: string; transId: number; cmdObj?: Record<string, unknown> | null; [k: string]: unknown };
 }
+
+declare module 'node-media-server/src/protocol/amf.js' {
+  /** a command message: `cmd`, then the fields NMS knows for that command, in order */
+  export function encodeAmf0Cmd(opt: Record<string, unknown>): Buffer;
+}
+
+declare module 'node-media-server/src/core/logger.js' {
+  /** NMS's one logger for the process: prints with console.log at or above `level` (it starts at debug) */
+  const logger: { level: string };
+  export = logger;
+}

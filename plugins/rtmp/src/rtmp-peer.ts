@@ -54,7 +54,9 @@ export class RtmpPeer extends GuardedRtmp {
   /** whether the client's connect said it reads Enhanced RTMP video (E-RTMP `fourCcList` naming hvc1, or '*') */
   get enhanced(): boolean {
     const list = this.connectCmdObj?.fourCcList;
-    return Array.isArray(list) && list.some((x) => x === 'hvc1' || x === '*');
+    // a strict array as E-RTMP says; an ECMA array (an object of indexes) from clients that encode it so
+    const values: unknown[] = Array.isArray(list) ? list : list !== null && typeof list === 'object' ? Object.values(list) : [];
+    return values.some((x) => x === 'hvc1' || x === '*');
   }
 
   /** Parses what the peer sent; throws ProtocolError (or whatever NMS's decoder throws on garbage) to drop it. */
