@@ -4,10 +4,11 @@ import {
   STREAM_NAME, type CreateStreamOptions, type MediaBus, type MediaStream, type Off, type OwnedStream, type StageDefinition,
   type StageInstance, type StageRef,
 } from '../../plugin-sdk/bus';
-import { BusStream, type BusLimits } from './stream';
+import { BusStream } from './stream';
+import type { BusLimits } from './stream-deps';
 import { ChunkPool } from './chunk-pool';
 
-export type { BusLimits } from './stream';
+export type { BusLimits } from './stream-deps';
 export type { BusStream } from './stream';
 
 interface RegisteredStage {

@@ -1,86 +1,21 @@
-import type { Logger } from 'pino';
 import type {
-  MediaSink, MediaStream, MediaStreamStats, Off, OwnedStream, Publisher, StageRef, StreamEvent, SubscribeOptions, Subscription,
+  MediaSink, MediaStream, MediaStreamStats, Off, OwnedStream, Publisher, StreamEvent, SubscribeOptions, Subscription,
 } from '../../plugin-sdk/bus';
 import { shiftUnit, type AccessUnit, type TrackInfo } from '../../plugin-sdk/media';
 import type { Entry } from './entry';
 import { StreamFormats } from './formats';
 import { GopCache } from './gop-cache';
 import { PayloadArena } from './payload-arena';
-import type { ChunkPool } from './chunk-pool';
 import { BufferSlab, FRAME_SLAB_BYTES } from '../../plugin-sdk/buffer-slab';
+import { PublisherHandle } from './publisher-handle';
+import type { StreamDeps } from './stream-deps';
+import { StreamEvents } from './stream-events';
 import { Reader } from './subscriber';
-
-export interface BusLimits {
-  maxGopBytes: number;
-  maxQueueBytes: number;
-  maxStreamBytes: number;
-  /** a reader that takes nothing this long while media waits is ended */
-  readerDropAfterMs: number;
-  /** Publisher.alloc reuses payload memory (payload-arena.ts); false: per-stream slabs the collector frees (default true) */
-  reusePayloads?: boolean;
-}
-
-export interface StreamDeps {
-  limits: BusLimits;
-  log: Logger;
-  /** the gateway clock (ms since the epoch; a manual clock in tests) */
-  now: () => number;
-  /** the derived stream a `via` names, started for this reader if need be */
-  derive: (from: BusStream, via: string | StageRef) => BusStream;
-  /** the bus's payload chunks: every stream's arena takes from it and gives back to it */
-  chunks: ChunkPool;
-}
 
 /** Audio-only terminals exist: after this much audio with no video track the stream counts as ready. */
 const AUDIO_ONLY_READY_MS = 3000;
 /** a new publisher's first unit lands this far after the previous one's last, so the timeline never goes back */
 const RECONNECT_STEP_MS = 20;
-
-class PublisherHandle implements Publisher {
-  active = true;
-  /** ms added to this publisher's timestamps so the stream's timeline continues; set at its first unit */
-  offset: number | undefined;
-  /** a wall-clock anchor given before the first unit (its dts is still on the publisher's own timeline) */
-  wallPending: { epochMs: number; dtsMs: number } | undefined;
-  private closeCbs: Array<() => void> = [];
-  constructor(private readonly stream: BusStream) {}
-  get closed(): boolean {
-    return !this.active || this.stream.closed;
-  }
-  setTrack(info: TrackInfo): void {
-    if (this.active) this.stream.setTrack(info);
-  }
-  push(unit: AccessUnit): void {
-    if (this.active) this.stream.push(this, unit);
-  }
-  alloc(bytes: number): Buffer {
-    return this.active ? this.stream.alloc(bytes) : Buffer.allocUnsafe(bytes);
-  }
-  discard(payload: Buffer): void {
-    if (this.active) this.stream.discard(payload);
-  }
-  pause(): void {
-    /* readers stay attached; the next publisher continues the timeline */
-  }
-  setWallClock(epochMs: number, dtsMs: number): void {
-    if (!this.active) return;
-    if (this.offset === undefined) this.wallPending = { epochMs, dtsMs };
-    else this.stream.anchorWallClock(epochMs, dtsMs + this.offset);
-  }
-  onClose(cb: () => void): void {
-    if (this.stream.closed) cb();
-    else this.closeCbs.push(cb);
-  }
-  fireClose(): void {
-    this.active = false;
-    const cbs = this.closeCbs;
-    this.closeCbs = [];
-    for (const cb of cbs) cb();
-  }
-}
-
-type Listener = (arg?: never) => void;
 
 /**
  * One stream of the bus: tracks, the publisher, the GOP cache, the formats in use and the readers. Units go in by
@@ -102,7 +37,7 @@ export class BusStream implements OwnedStream {
   private queued = 0;
   private anchor: { wall: number; dts: number } | undefined;
   private readonly formats: StreamFormats;
-  private listeners: Record<StreamEvent, Listener[]> = { ready: [], tracks: [], publisher: [], closed: [] };
+  private readonly events: StreamEvents;
   /** sessions say whether requests want video; decides what "ready" waits for */
   expectVideo = true;
   /** the last reader left (derived streams stop their stage then) */
@@ -131,6 +66,7 @@ export class BusStream implements OwnedStream {
     readonly derivedFrom?: { stream: string; stage: string; params: Readonly<Record<string, unknown>> },
   ) {
     this.formats = new StreamFormats(this, deps.log);
+    this.events = new StreamEvents(deps.log, name);
   }
 
   get tracks(): ReadonlyArray<TrackInfo> {
@@ -352,42 +288,18 @@ export class BusStream implements OwnedStream {
   private markReady(): void {
     this.readyFlag = true;
     this.emit('ready');
-    this.listeners.ready = [];
+    this.events.clear('ready');
   }
 
   on(event: 'ready' | 'publisher', cb: () => void): Off;
   on(event: 'tracks', cb: (tracks: ReadonlyArray<TrackInfo>) => void): Off;
   on(event: 'closed', cb: (reason: string) => void): Off;
   on(event: StreamEvent, cb: (arg: never) => void): Off {
-    if (event === 'ready' && this.readyFlag) {
-      this.safe(() => (cb as () => void)(), event);
-      return () => undefined;
-    }
-    if (this.closedFlag) {
-      if (event === 'closed') this.safe(() => (cb as (r: string) => void)('stream closed'), event);
-      return () => undefined;
-    }
-    const list = this.listeners[event];
-    list.push(cb as Listener);
-    return () => {
-      const l = this.listeners[event];
-      const i = l.indexOf(cb as Listener);
-      if (i >= 0) l.splice(i, 1);
-    };
+    return this.events.on(event, cb, this.readyFlag, this.closedFlag);
   }
 
   private emit(event: StreamEvent, arg?: unknown): void {
-    const list = this.listeners[event];
-    if (list.length === 0) return;
-    for (const cb of [...list]) this.safe(() => (cb as (a: unknown) => void)(arg), event);
-  }
-
-  private safe(fn: () => void, event: string): void {
-    try {
-      fn();
-    } catch (err) {
-      this.deps.log.error({ err, stream: this.name, event }, 'stream listener threw');
-    }
+    this.events.emit(event, arg);
   }
 
   subscribe<F = undefined>(sink: MediaSink<F>, opts: SubscribeOptions<F> = {}): Subscription {
@@ -471,11 +383,9 @@ export class BusStream implements OwnedStream {
     this.gop.clear();
     this.gop.dropEntries();
     this.queued = 0;
-    this.listeners.ready = [];
-    this.listeners.tracks = [];
-    this.listeners.publisher = [];
+    this.events.clear('ready', 'tracks', 'publisher');
     this.emit('closed', reason);
-    this.listeners.closed = [];
+    this.events.clear('closed');
     this.whenClosed(this);
   }
 }

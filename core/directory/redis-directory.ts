@@ -6,6 +6,7 @@ import {
   type ChannelRef, type ClaimAnswer, type Directory, type LostNode, type Member, type NodeView, type RequestEntry, type ReserveAnswer,
 } from './directory';
 import { keys, nodeOf, redisClientFor, scripted, waitOutPastRun, type Client, type NodeField, type Scripted } from './redis-client';
+import { dropRid, readEntries, reapNode, type Reaper } from './redis-reap';
 
 /** how long boot waits for the directory's Redis to answer */
 const BOOT_TIMEOUT_MS = 5000;
@@ -13,8 +14,6 @@ const BOOT_TIMEOUT_MS = 5000;
 const VIEW_MS = 1000;
 /** held claims are refreshed a slice this often (each once a beat) */
 const REFRESH_SLICE_MS = 100;
-/** a reaper's hold on a lost node, so one survivor sends its notices */
-const REAP_LOCK_MS = 30_000;
 
 /**
  * The fleet's directory on Redis (a single server, Sentinel or Cluster). Each gateway process (a single process, or
@@ -26,6 +25,7 @@ export class RedisDirectory implements Directory {
   readonly describe: string;
   private readonly client: Client;
   private readonly s: Scripted;
+  private readonly reaper: Reaper;
   private up = false;
   private everUp = false;
   private readonly availability: Array<(up: boolean, why?: string) => void> = [];
@@ -55,6 +55,7 @@ export class RedisDirectory implements Directory {
     this.describe = redactRedisUrl(url);
     this.client = redisClientFor(url);
     this.s = scripted(this.client);
+    this.reaper = { client: this.client, s: this.s, me, log, lost: this.lost };
     this.client.on('ready', () => this.setUp(true));
     this.client.on('error', (err: Error) => { this.lastDownWhy = err.message; });
     this.client.on('close', () => this.setUp(false, this.lastDownWhy || 'connection closed'));
@@ -202,7 +203,7 @@ export class RedisDirectory implements Directory {
     for (const { id, fields } of all) {
       const n = nodeOf(id, fields);
       if (n) view.push(n);
-      else if (id !== this.me.nodeId && this.reaping) await this.reap(id, undefined);
+      else if (id !== this.me.nodeId && this.reaping) await reapNode(this.reaper, id, undefined);
     }
     this.view = view.sort((a, b) => a.nodeId.localeCompare(b.nodeId));
   }
@@ -221,51 +222,7 @@ export class RedisDirectory implements Directory {
     if (this.reaping) return;
     this.reaping = true;
     // a node restarted (within the TTL or not) may have left requests of its last run: this one sends their notices
-    this.track(this.reap(this.me.nodeId, this.me.epoch));
-  }
-
-  /**
-   * Takes the reaping of a lost node (or, with `keepEpoch`, of this node's past incarnations): its requests' entries
-   * go, their closed notices are told to onNodeLost, and its counts are given back.
-   */
-  private async reap(nodeId: string, keepEpoch: string | undefined): Promise<void> {
-    const lock = keys.reap(nodeId, keepEpoch ?? 'lost');
-    if (await this.client.set(lock, memberValue(this.me), 'PX', REAP_LOCK_MS, 'NX') !== 'OK') return;
-    const apps = await this.client.smembers(keys.apps);
-    const byEpoch = new Map<string, RequestEntry[]>();
-    for (const app of apps) {
-      const set = keys.set(app, nodeId);
-      const ids = await this.client.smembers(set);
-      const entries = await this.entries(app, ids);
-      for (let i = 0; i < ids.length; i++) {
-        const e = entries[i];
-        if (!e) {
-          await this.client.srem(set, ids[i]);
-          continue;
-        }
-        if (keepEpoch !== undefined && e.epoch === keepEpoch) continue;
-        await this.s.gwForget(keys.count(app), keys.entry(app, e.reqId), set, e.reqId);
-        await this.dropRid(e.reqId, app);
-        (byEpoch.get(e.epoch) ?? byEpoch.set(e.epoch, []).get(e.epoch)!).push(e);
-      }
-      // counts of the lost incarnations' processes
-      const count = keys.count(app);
-      const fields = await this.client.hkeys(count);
-      const gone = fields.filter((f) => f.startsWith(`${nodeId}/`) && (keepEpoch === undefined || !f.startsWith(`${nodeId}/${keepEpoch}/`)));
-      if (gone.length) await this.client.hdel(count, ...gone);
-    }
-    if (keepEpoch === undefined) await this.client.srem(keys.nodes, nodeId);
-    // done: a later loss of the same node (restarted, then lost again) is reaped at once, not after the lock's time
-    await this.client.del(lock);
-    for (const [epoch, requests] of byEpoch) {
-      this.log.warn({ node: nodeId, epoch, requests: requests.length }, keepEpoch === undefined ? 'fleet node lost: sending its requests\' closed notices' : 'requests of this node\'s last run: sending their closed notices');
-      for (const cb of this.lost) cb({ nodeId, epoch, requests });
-    }
-  }
-
-  private async dropRid(reqId: string, appId: string): Promise<void> {
-    const rid = keys.rid(reqId);
-    if (await this.client.get(rid) === appId) await this.client.del(rid);
+    this.track(reapNode(this.reaper, this.me.nodeId, this.me.epoch));
   }
 
   // --- channels -------------------------------------------------------------------------------------------------
@@ -342,7 +299,7 @@ export class RedisDirectory implements Directory {
     }
     this.track((async () => {
       await this.s.gwForget(keys.count(appId), keys.entry(appId, reqId), keys.set(appId, nodeId), reqId);
-      await this.dropRid(reqId, appId);
+      await dropRid(this.client, reqId, appId);
     })().catch((err: Error) => {
       this.unforgotten.set(`${appId}\n${reqId}`, left);
       throw err;
@@ -360,22 +317,7 @@ export class RedisDirectory implements Directory {
 
   async find(appId: string, reqIds: string[]): Promise<Array<RequestEntry | undefined>> {
     this.need();
-    return this.entries(appId, reqIds);
-  }
-
-  private async entries(appId: string, reqIds: string[]): Promise<Array<RequestEntry | undefined>> {
-    return Promise.all(reqIds.map(async (id) => {
-      const [e, k] = await this.client.hmget(keys.entry(appId, id), 'e', 'k');
-      if (!e) return undefined;
-      try {
-        const entry = JSON.parse(e) as RequestEntry;
-        if (entry.appId !== appId) return undefined;
-        if (k) entry.keepDeadline = Number(k);
-        return entry;
-      } catch {
-        return undefined;
-      }
-    }));
+    return readEntries(this.client, appId, reqIds);
   }
 
   async fleetSecret(): Promise<string> {
@@ -393,10 +335,10 @@ export class RedisDirectory implements Directory {
     // requests that ended while Redis could not be told (it may have kept them): gone now, unless another node took
     // the id meanwhile (after a restart that lost it)
     for (const [k, f] of [...this.unforgotten]) {
-      const [cur] = await this.entries(f.appId, [f.reqId]);
+      const [cur] = await readEntries(this.client, f.appId, [f.reqId]);
       if (cur?.nodeId === f.nodeId) {
         await this.s.gwForget(keys.count(f.appId), keys.entry(f.appId, f.reqId), keys.set(f.appId, f.nodeId), f.reqId);
-        await this.dropRid(f.reqId, f.appId);
+        await dropRid(this.client, f.reqId, f.appId);
       }
       this.unforgotten.delete(k);
     }

@@ -1,0 +1,26 @@
+import type { Logger } from 'pino';
+import type { StageRef } from '../../plugin-sdk/bus';
+import type { ChunkPool } from './chunk-pool';
+import type { BusStream } from './stream';
+
+/** What the bus gives each of its streams: its limits, log, clock, stages and payload memory. */
+export interface BusLimits {
+  maxGopBytes: number;
+  maxQueueBytes: number;
+  maxStreamBytes: number;
+  /** a reader that takes nothing this long while media waits is ended */
+  readerDropAfterMs: number;
+  /** Publisher.alloc reuses payload memory (payload-arena.ts); false: per-stream slabs the collector frees (default true) */
+  reusePayloads?: boolean;
+}
+
+export interface StreamDeps {
+  limits: BusLimits;
+  log: Logger;
+  /** the gateway clock (ms since the epoch; a manual clock in tests) */
+  now: () => number;
+  /** the derived stream a `via` names, started for this reader if need be */
+  derive: (from: BusStream, via: string | StageRef) => BusStream;
+  /** the bus's payload chunks: every stream's arena takes from it and gives back to it */
+  chunks: ChunkPool;
+}
