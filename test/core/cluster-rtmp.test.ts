@@ -13,7 +13,8 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { requireTool } from '../support/tools';
 import { simsOfWorkers, startClusterGateway, type ClusterGateway } from '../support/cluster-gateway';
-import { ffmpegPublish, recordAndProbe, run } from '../../plugins/rtmp/test/helpers';
+import { run } from '../../plugins/rtsp-out/test/helpers';
+import { ffmpegPublish, recordAndProbe } from '../../plugins/rtmp/test/helpers';
 import { TcpTerminal, capture, encodeLazily, loopedPackets, waitFor } from '../e2e/helpers';
 
 const CAPTURE = 'jt1078/glaciall-cif-h264-2013.bin';

@@ -14,7 +14,8 @@ import * as path from 'node:path';
 import { requireTool } from '../support/tools';
 import { startRedis, type RedisServer } from '../support/redis';
 import { sharedPorts, startFleetNode, type FleetNode, type FleetPorts } from '../support/fleet-node';
-import { ffmpegPublish, recordAndProbe, run } from '../../plugins/rtmp/test/helpers';
+import { run } from '../../plugins/rtsp-out/test/helpers';
+import { ffmpegPublish, recordAndProbe } from '../../plugins/rtmp/test/helpers';
 import { waitFor } from './helpers';
 
 const HOSTS = ['127.0.0.2', '127.0.0.3'];

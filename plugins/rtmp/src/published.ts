@@ -7,33 +7,15 @@
  * publishing plays at once. Each stream it feeds starts its timeline at 0 (the first unit it gets).
  */
 import type { Logger } from 'pino';
-import { shiftUnit, type AccessUnit, type MediaStream, type Off, type Publisher, type TrackInfo } from '../../../plugin-sdk';
+import type { AccessUnit, MediaStream, TrackInfo } from '../../../plugin-sdk';
+import { StreamFeed } from '../../../plugin-sdk/stream-feed';
 import type { UnitSink } from './flv-units';
-
-class Feed {
-  publisher: Publisher | undefined;
-  baseMs: number | undefined;
-  offClosed: Off | undefined;
-  constructor(readonly stream: MediaStream) {}
-
-  /** starts at a start point (a key frame; audio when the channel has no video), then goes on */
-  push(u: AccessUnit, tracks: ReadonlyMap<string, TrackInfo>, hasVideo: boolean): void {
-    if (this.baseMs === undefined) {
-      if (hasVideo ? !(u.kind === 'video' && u.keyframe) : u.kind !== 'audio') return;
-      this.publisher = this.stream.attachPublisher();
-      for (const t of tracks.values()) this.publisher.setTrack(t);
-      this.baseMs = u.dts;
-    }
-    if (u.dts < this.baseMs || !this.publisher!.active) return;
-    this.publisher!.push(this.baseMs === 0 ? u : shiftUnit(u, -this.baseMs));
-  }
-}
 
 export class PublishedChannel implements UnitSink {
   private readonly tracks = new Map<string, TrackInfo>();
   private gop: AccessUnit[] = [];
   private gopBytes = 0;
-  private feed: Feed | undefined;
+  private feed: StreamFeed | undefined;
   units = 0;
   bytes = 0;
   lastUnitAt = 0;
@@ -85,7 +67,7 @@ export class PublishedChannel implements UnitSink {
   attach(stream: MediaStream): void {
     if (this.feed?.stream === stream || stream.closed) return;
     this.detach();
-    const f = new Feed(stream);
+    const f = new StreamFeed(stream);
     this.feed = f;
     f.offClosed = stream.on('closed', () => {
       if (this.feed === f) this.feed = undefined;

@@ -12,7 +12,8 @@ import type { AccessUnit } from '../../../plugin-sdk';
 import { h265Clip } from '../../rtsp-out/test/helpers';
 import { GuardedRtmp } from '../src/guarded-rtmp';
 import { FlvUnits } from '../src/flv-units';
-import { HOST, RawRtmp, startRtmpGateway, waitFor, type RtmpGateway } from './helpers';
+import { waitFor } from '../../rtsp-out/test/helpers';
+import { HOST, RawRtmp, startRtmpGateway, type RtmpGateway } from './helpers';
 
 interface Got { type: number; ts: number; body: Buffer }
 

@@ -11,6 +11,7 @@ import * as path from 'node:path';
 import { definePlugin } from '../../../plugin-sdk';
 import { startTestGateway, stubMediaPlugin, type TestGateway } from '../../../plugin-sdk/testkit';
 import { requireTool } from '../../../test/support/tools';
+import { run, waitFor } from '../../rtsp-out/test/helpers';
 import { RTMP_SERVER, type RtmpService } from '../service';
 
 export const HOST = '127.0.0.1';
@@ -45,31 +46,6 @@ export async function startRtmpGateway(rtmpConfig: Record<string, unknown> = {},
     captureLogs: opts.captureLogs,
   });
   return { gw, rtmp: rtmp!, port: rtmp!.port, stop: () => gw.stop() };
-}
-
-export function run(cmd: string, args: string[], timeoutMs: number, env?: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], env: env ?? process.env });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => { stdout += d.toString(); });
-    child.stderr.on('data', (d: Buffer) => { stderr += d.toString(); });
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
-
-export async function waitFor<T>(what: string, fn: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 15_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 /**

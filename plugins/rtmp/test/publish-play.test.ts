@@ -6,7 +6,8 @@ import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import { openStream } from '../../../plugin-sdk/testkit';
 import { requireTool } from '../../../test/support/tools';
-import { ffmpegPublish, HOST, KEY, recordAndProbe, run, startRtmpGateway, waitFor, type RtmpGateway } from './helpers';
+import { run, waitFor } from '../../rtsp-out/test/helpers';
+import { ffmpegPublish, HOST, KEY, recordAndProbe, startRtmpGateway, type RtmpGateway } from './helpers';
 
 describe('rtmp: an encoder publishes, every output plays', function () {
   this.timeout(120_000);
@@ -16,7 +17,7 @@ describe('rtmp: an encoder publishes, every output plays', function () {
   before(async () => {
     g = await startRtmpGateway();
     encoder = ffmpegPublish(`rtmp://${HOST}:${g.port}/push/enc01_1?key=${KEY}`);
-    await waitFor('the publisher', () => g.rtmp.publisherStats().find((p) => p.stream === 'enc01_1_1' && p.units > 50));
+    await waitFor('the publisher', () => g.rtmp.publisherStats().find((p) => p.stream === 'enc01_1_1' && p.units > 50), 15_000);
   });
 
   after(async () => {

@@ -12,7 +12,8 @@ import * as path from 'node:path';
 import { definePlugin, type NoticePayload } from '../../../plugin-sdk';
 import { DEMO_APP, startTestGateway, stubMediaPlugin, type TestGateway } from '../../../plugin-sdk/testkit';
 import { requireTool } from '../../../test/support/tools';
-import { ffmpegPublish, HOST, KEY, recordAndProbe, run, waitFor } from './helpers';
+import { run, waitFor } from '../../rtsp-out/test/helpers';
+import { ffmpegPublish, HOST, KEY, recordAndProbe } from './helpers';
 
 type RelayNotice = NoticePayload & { relayState?: string; relayUrl?: string; relayId?: string; relayError?: string };
 const OTHER = { appId: 'other', user: 'other', password: 'other-secret' };
@@ -45,8 +46,8 @@ class Nms {
     };
     const script = `const N = require(${JSON.stringify(require.resolve('node-media-server'))}); new N(${JSON.stringify(config)}).run();`;
     this.child = spawn(process.execPath, ['-e', script], { cwd: this.dir, stdio: 'ignore' });
-    await waitFor('node-media-server to listen', () => listening(this.rtmp));
-    if (this.tls) await waitFor('node-media-server RTMPS', () => listening(this.tls!.port));
+    await waitFor('node-media-server to listen', () => listening(this.rtmp), 15_000);
+    if (this.tls) await waitFor('node-media-server RTMPS', () => listening(this.tls!.port), 15_000);
   }
 
   async kill(): Promise<void> {
@@ -138,7 +139,7 @@ describe('rtmp: push out (POST /strm/relay) to RTMP servers we did not write', f
     assert.ok(p.streams.some((s) => s.codec_type === 'audio' && s.codec_name === 'aac'), JSON.stringify(p.streams));
     assert.equal(p.decodeErrors, '');
     assert.ok((await relaysOf(reqId))[0].bytesOut > 100_000);
-    await waitFor('a publishing notice', () => notices.find((n) => n.relayId === started.relayId && n.relayState === 'publishing'));
+    await waitFor('a publishing notice', () => notices.find((n) => n.relayId === started.relayId && n.relayState === 'publishing'), 15_000);
   });
 
   it('a second identical call answers the existing relay', async () => {
@@ -153,7 +154,7 @@ describe('rtmp: push out (POST /strm/relay) to RTMP servers we did not write', f
     await nms.kill();
     const retrying = await waitState(reqId, first.relayId, 'retrying');
     assert.ok(typeof retrying.error === 'string' && retrying.error.length > 0, JSON.stringify(retrying));
-    await waitFor('a retrying notice', () => notices.find((n) => n.relayId === first.relayId && n.relayState === 'retrying'));
+    await waitFor('a retrying notice', () => notices.find((n) => n.relayId === first.relayId && n.relayState === 'retrying'), 15_000);
     await nms.start();
     await waitState(reqId, first.relayId, 'publishing');
     const p = await recordAndProbe(`http://${HOST}:${nms.http}/live/${streamKey}.flv`, 3);
@@ -188,7 +189,7 @@ describe('rtmp: push out (POST /strm/relay) to RTMP servers we did not write', f
       const r = await relay({ reqId: o.reqId, url: `rtmp://${HOST}:${port}/app/listenkey` });
       assert.equal(r.json.errCode, 0, JSON.stringify(r.json));
       await waitState(o.reqId, r.json.data[0].relayId, 'publishing');
-      await waitFor('2 s of media at ffmpeg', async () => (await relaysOf(o.reqId))[0]?.bytesOut > 150_000);
+      await waitFor('2 s of media at ffmpeg', async () => (await relaysOf(o.reqId))[0]?.bytesOut > 150_000, 15_000);
       await new Promise((res) => setTimeout(res, 2000));
       const closed = await gw.api('POST', '/strm/close', { reqIds: [o.reqId] });
       assert.equal(closed.json.data[0].closed, true);

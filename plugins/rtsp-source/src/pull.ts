@@ -9,7 +9,7 @@ import type { AccessUnit, Cancel, Clock, MediaStream, TrackInfo } from '../../..
 import { SourceError } from './errors';
 import { parseRtcpSr } from './rtp';
 import { RtspSession, type PlayInfo } from './session';
-import { Target } from './target';
+import { StreamFeed } from '../../../plugin-sdk/stream-feed';
 import { statsOf, TrackReceiver, trackProblem, type ReceiverStats } from './tracks';
 import { RtpProbe, TransportChoice, type ChoiceHow, type FallbackReason, type Transport, type TransportMemory, type TransportMode } from './transport-choice';
 import type { SourceUrl } from './url';
@@ -49,7 +49,7 @@ export interface PullEvents {
 type FirstOutcome = { ok: true } | { ok: false; err: SourceError };
 
 export class Pull {
-  private readonly targets = new Map<string, Target>();
+  private readonly targets = new Map<string, StreamFeed>();
   private session: RtspSession | undefined;
   private receivers: Array<TrackReceiver | undefined> = [];
   private tracks = new Map<'video' | 'audio', TrackInfo>();
@@ -139,7 +139,7 @@ export class Pull {
 
   addTarget(stream: MediaStream): void {
     if (this.closedFlag || this.targets.has(stream.name)) return;
-    const t = new Target(stream);
+    const t = new StreamFeed(stream);
     this.targets.set(stream.name, t);
     this.linger?.();
     this.linger = undefined;
