@@ -4,117 +4,31 @@
  * a fragment is built synchronously in one allocation from the samples' NAL units (see the plugin README for the
  * cost per part against mediabunny's).
  */
+import { aacSampleEntry, box, dinf, fullBox, hdlr, mdhd, mediaHeader, mvhd, tkhd, u32s, visualSampleEntry } from '../../../plugin-sdk/formats/mp4-box';
 import type { MuxSample, MuxTrack } from './mux-types';
-
-const MATRIX = [0x00010000, 0, 0, 0, 0x00010000, 0, 0, 0, 0x40000000];
-
-function box(type: string, ...payload: Buffer[]): Buffer {
-  let size = 8;
-  for (const p of payload) size += p.length;
-  const head = Buffer.allocUnsafe(8);
-  head.writeUInt32BE(size, 0);
-  head.write(type, 4, 4, 'latin1');
-  return Buffer.concat([head, ...payload], size);
-}
-
-function fullBox(type: string, version: number, flags: number, ...payload: Buffer[]): Buffer {
-  const vf = Buffer.allocUnsafe(4);
-  vf.writeUInt32BE(((version & 0xff) << 24) | (flags & 0xffffff), 0);
-  return box(type, vf, ...payload);
-}
-
-function u32s(...values: number[]): Buffer {
-  const b = Buffer.allocUnsafe(values.length * 4);
-  values.forEach((v, i) => b.writeUInt32BE(v >>> 0, i * 4));
-  return b;
-}
-
-function u16s(...values: number[]): Buffer {
-  const b = Buffer.allocUnsafe(values.length * 2);
-  values.forEach((v, i) => b.writeUInt16BE(v & 0xffff, i * 2));
-  return b;
-}
-
-function matrix(): Buffer {
-  return u32s(...MATRIX);
-}
 
 function ftyp(): Buffer {
   return box('ftyp', Buffer.from('iso6', 'latin1'), u32s(0), Buffer.from('iso6cmfcmp41', 'latin1'));
 }
 
-function mvhd(nextTrackId: number): Buffer {
-  return fullBox('mvhd', 0, 0,
-    u32s(0, 0, 1000, 0, 0x00010000), u16s(0x0100, 0), u32s(0, 0), matrix(), Buffer.alloc(24), u32s(nextTrackId));
-}
-
-function tkhd(t: MuxTrack): Buffer {
-  const video = t.kind === 'video';
-  return fullBox('tkhd', 0, 3,
-    u32s(0, 0, t.id, 0, 0, 0, 0), u16s(0, 0, video ? 0 : 0x0100, 0), matrix(),
-    u32s(video ? (t.width ?? 0) * 65536 : 0, video ? (t.height ?? 0) * 65536 : 0));
-}
-
-function mdhd(timescale: number): Buffer {
-  // language 'und' packed as three 5-bit letters
-  return fullBox('mdhd', 0, 0, u32s(0, 0, timescale, 0), u16s(0x55c4, 0));
-}
-
-function hdlr(video: boolean): Buffer {
-  const name = Buffer.from(video ? 'VideoHandler\0' : 'SoundHandler\0', 'latin1');
-  return fullBox('hdlr', 0, 0, u32s(0), Buffer.from(video ? 'vide' : 'soun', 'latin1'), Buffer.alloc(12), name);
-}
-
-function visualEntry(t: MuxTrack): Buffer {
-  const head = Buffer.alloc(78);
-  head.writeUInt16BE(1, 6); // data_reference_index
-  head.writeUInt16BE(t.width ?? 0, 24);
-  head.writeUInt16BE(t.height ?? 0, 26);
-  head.writeUInt32BE(0x00480000, 28); // 72 dpi
-  head.writeUInt32BE(0x00480000, 32);
-  head.writeUInt16BE(1, 40); // frame_count
-  head.writeUInt16BE(0x0018, 74); // depth
-  head.writeInt16BE(-1, 76);
-  const type = t.codec === 'h265' ? 'hvc1' : 'avc1';
-  return box(type, head, box(t.codec === 'h265' ? 'hvcC' : 'avcC', t.config));
-}
-
-/** an MPEG-4 descriptor: tag, length (4-byte form, as most muxers write it), body */
-function descriptor(tag: number, ...body: Buffer[]): Buffer {
-  const len = body.reduce((n, b) => n + b.length, 0);
-  const head = Buffer.from([tag, 0x80 | ((len >> 21) & 0x7f), 0x80 | ((len >> 14) & 0x7f), 0x80 | ((len >> 7) & 0x7f), len & 0x7f]);
-  return Buffer.concat([head, ...body]);
-}
-
-function audioEntry(t: MuxTrack): Buffer {
-  const head = Buffer.alloc(28);
-  head.writeUInt16BE(1, 6);
-  head.writeUInt16BE(t.channels ?? 1, 16);
-  head.writeUInt16BE(16, 18);
-  head.writeUInt32BE(((t.sampleRate ?? 0) & 0xffff) * 65536, 24);
-  const decoderConfig = descriptor(0x04,
-    Buffer.from([0x40, 0x15, 0, 0, 0]), u32s(0, 0), // AAC (0x40), audio stream, buffer size and bitrates unknown
-    descriptor(0x05, t.config));
-  const es = descriptor(0x03, Buffer.from([0, t.id & 0xff, 0]), decoderConfig, descriptor(0x06, Buffer.from([0x02])));
-  return box('mp4a', head, fullBox('esds', 0, 0, es));
-}
-
 function trak(t: MuxTrack): Buffer {
   const video = t.kind === 'video';
-  const entry = video ? visualEntry(t) : audioEntry(t);
+  const entry = video
+    ? visualSampleEntry(t.codec === 'h265' ? 'h265' : 'h264', t.width ?? 0, t.height ?? 0, t.config)
+    : aacSampleEntry(t.channels ?? 1, t.sampleRate ?? 0, t.config, t.id);
   const stbl = box('stbl',
     fullBox('stsd', 0, 0, u32s(1), entry),
     fullBox('stts', 0, 0, u32s(0)), fullBox('stsc', 0, 0, u32s(0)), fullBox('stsz', 0, 0, u32s(0, 0)), fullBox('stco', 0, 0, u32s(0)));
-  const mediaHeader = video ? fullBox('vmhd', 0, 1, Buffer.alloc(8)) : fullBox('smhd', 0, 0, Buffer.alloc(4));
-  const dinf = box('dinf', fullBox('dref', 0, 0, u32s(1), fullBox('url ', 0, 1)));
-  return box('trak', tkhd(t), box('mdia', mdhd(t.timescale), hdlr(video), box('minf', mediaHeader, dinf, stbl)));
+  // an init segment's durations are 0: the fragments carry the samples
+  const header = tkhd(t.id, 0, video, t.width ?? 0, t.height ?? 0);
+  return box('trak', header, box('mdia', mdhd(t.timescale, 0), hdlr(video), box('minf', mediaHeader(video), dinf(), stbl)));
 }
 
 /** ftyp + moov for these tracks (ids as given) */
 export function fmp4Init(tracks: ReadonlyArray<MuxTrack>): Buffer {
   const nextId = Math.max(0, ...tracks.map((t) => t.id)) + 1;
   const trex = tracks.map((t) => fullBox('trex', 0, 0, u32s(t.id, 1, 0, 0, 0)));
-  return Buffer.concat([ftyp(), box('moov', mvhd(nextId), ...tracks.map(trak), box('mvex', ...trex))]);
+  return Buffer.concat([ftyp(), box('moov', mvhd(1000, 0, nextId), ...tracks.map(trak), box('mvex', ...trex))]);
 }
 
 /** sample_flags: a sync sample depends on nothing; others depend on earlier samples and are not sync samples */

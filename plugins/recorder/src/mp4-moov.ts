@@ -5,7 +5,8 @@
  * picture is shown after it is decoded (B-frames).
  */
 import type { FlvIndex } from './flv-index';
-import { box, fullBox, MATRIX, stsd, u16s, u32s } from './mp4-boxes';
+import { box, dinf, fullBox, hdlr, mdhd, mediaHeader, mvhd, tkhd, u32s } from '../../../plugin-sdk/formats/mp4-box';
+import { stsd } from './mp4-boxes';
 import type { SampleDescription } from './mp4-samples';
 
 /** every time in the file is in ms: the FLV's own unit */
@@ -161,17 +162,9 @@ function edts(p: TrackPlan): Buffer[] {
 
 function trak(index: FlvIndex, p: TrackPlan, offsetOf: (sample: number) => number, co64: boolean): Buffer {
   const d0 = p.descs[0]!;
-  const duration = movieDuration(p);
-  const tkhd = fullBox('tkhd', 0, 3,
-    u32s(0, 0, p.id, 0, duration), u32s(0, 0), u16s(0, 0, p.video ? 0 : 0x0100, 0), MATRIX,
-    u32s(p.video ? d0.width * 65536 : 0, p.video ? d0.height * 65536 : 0));
-  // language 'und' packed as three 5-bit letters
-  const mdhd = fullBox('mdhd', 0, 0, u32s(0, 0, TIMESCALE, p.mediaDuration), u16s(0x55c4, 0));
-  const name = Buffer.from(p.video ? 'VideoHandler\0' : 'SoundHandler\0', 'latin1');
-  const hdlr = fullBox('hdlr', 0, 0, u32s(0), Buffer.from(p.video ? 'vide' : 'soun', 'latin1'), Buffer.alloc(12), name);
-  const header = p.video ? fullBox('vmhd', 0, 1, Buffer.alloc(8)) : fullBox('smhd', 0, 0, Buffer.alloc(4));
-  const dinf = box('dinf', fullBox('dref', 0, 0, u32s(1), fullBox('url ', 0, 1)));
-  return box('trak', tkhd, ...edts(p), box('mdia', mdhd, hdlr, box('minf', header, dinf, stbl(index, p, offsetOf, co64))));
+  const header = tkhd(p.id, movieDuration(p), p.video, d0.width, d0.height);
+  const media = box('mdia', mdhd(TIMESCALE, p.mediaDuration), hdlr(p.video), box('minf', mediaHeader(p.video), dinf(), stbl(index, p, offsetOf, co64)));
+  return box('trak', header, ...edts(p), media);
 }
 
 export interface Moov {
@@ -185,8 +178,7 @@ export interface Moov {
 export function buildMoov(index: FlvIndex, offsetOf: (sample: number) => number, co64: boolean): Moov {
   const plans = planTracks(index);
   const durationMs = Math.max(0, ...plans.map(movieDuration));
-  const mvhd = fullBox('mvhd', 0, 0,
-    u32s(0, 0, TIMESCALE, durationMs, 0x00010000), u16s(0x0100, 0), u32s(0, 0), MATRIX, Buffer.alloc(24), u32s(plans.length + 1));
+  const movie = mvhd(TIMESCALE, durationMs, plans.length + 1);
   const hevc = index.descriptions[0].some((d) => d.codec === 'h265');
-  return { box: box('moov', mvhd, ...plans.map((p) => trak(index, p, offsetOf, co64))), durationMs, hevc };
+  return { box: box('moov', movie, ...plans.map((p) => trak(index, p, offsetOf, co64))), durationMs, hevc };
 }
