@@ -60,24 +60,7 @@ export class ClusterForwarder implements ApiForwarder {
   async request(req: http.IncomingMessage, res: http.ServerResponse): Promise<boolean> {
     const owner = await this.ownerOf(req);
     if (owner === undefined) return false;
-    this.counted('request');
-    const out = http.request({
-      socketPath: internalSocketPath(this.clusterId, owner, this.listener), method: req.method, path: req.url,
-      headers: this.headersFor(req), agent: false,
-    }, (up) => {
-      res.writeHead(up.statusCode ?? 502, up.rawHeaders as unknown as http.OutgoingHttpHeaders);
-      up.pipe(res);
-      up.on('error', () => res.destroy());
-    });
-    out.on('error', (err) => {
-      this.log.warn({ owner, path: req.url?.split('?')[0], err: err.message }, 'forwarding to the worker that owns the stream failed');
-      if (!res.headersSent) {
-        res.writeHead(503, { 'Content-Type': 'application/json', 'Retry-After': '1' });
-        res.end(JSON.stringify({ errCode: -3, message: 'The worker that serves this stream is restarting; retry.' }));
-      } else res.destroy();
-    });
-    res.on('close', () => out.destroy());
-    req.pipe(out);
+    this.pass(owner, req, res, this.headersFor(req), 'stream', (out) => req.pipe(out));
     return true;
   }
 
@@ -85,11 +68,19 @@ export class ClusterForwarder implements ApiForwarder {
     if (req.headers[FORWARDED_HEADER] !== undefined) return false;
     const [owner] = await this.link.lookup([reqId]).catch(() => [-1]);
     if (owner === undefined || owner < 0 || owner === this.link.index) return false;
-    this.counted('request');
+    // the body was read here: it goes as JSON of its own length
     const text = JSON.stringify(body);
     const headers = this.headersFor(req);
     delete headers['transfer-encoding'];
     headers['content-length'] = String(Buffer.byteLength(text));
+    this.pass(owner, req, res, headers, 'request', (out) => out.end(text));
+    return true;
+  }
+
+  /** passes a request to worker `owner`'s internal listener and its answer back; `send` writes the request's body */
+  private pass(owner: number, req: http.IncomingMessage, res: http.ServerResponse, headers: http.OutgoingHttpHeaders, what: 'stream' | 'request',
+    send: (out: http.ClientRequest) => void): void {
+    this.counted('request');
     const out = http.request({
       socketPath: internalSocketPath(this.clusterId, owner, this.listener), method: req.method, path: req.url, headers, agent: false,
     }, (up) => {
@@ -98,15 +89,15 @@ export class ClusterForwarder implements ApiForwarder {
       up.on('error', () => res.destroy());
     });
     out.on('error', (err) => {
-      this.log.warn({ owner, path: req.url?.split('?')[0], err: err.message }, 'forwarding to the worker that holds the request failed');
+      const whose = what === 'stream' ? 'owns the stream' : 'holds the request';
+      this.log.warn({ owner, path: req.url?.split('?')[0], err: err.message }, `forwarding to the worker that ${whose} failed`);
       if (!res.headersSent) {
         res.writeHead(503, { 'Content-Type': 'application/json', 'Retry-After': '1' });
-        res.end(JSON.stringify({ errCode: -3, message: 'The worker that holds this request is restarting; retry.' }));
+        res.end(JSON.stringify({ errCode: -3, message: what === 'stream' ? 'The worker that serves this stream is restarting; retry.' : 'The worker that holds this request is restarting; retry.' }));
       } else res.destroy();
     });
     res.on('close', () => out.destroy());
-    out.end(text);
-    return true;
+    send(out);
   }
 
   async upgrade(req: http.IncomingMessage, socket: Duplex, head: Buffer): Promise<boolean> {
