@@ -22,7 +22,7 @@ import { PlayerProcs, type PlayerFigures } from './support/fanout-players';
 import {
   Api, BOOT_TIMEOUT_MS, benchApplications, checkDeadline, connectTcp, f1, f2, freePort, gatewayCpu, gatewayRss, mb, pinSelf, pool,
   REQUESTS_PER_APP, runDeadline, startGateway, stopGateway, tail, waitHealthy, canPin, writeSite, profileDirFor, endScratch, printRunProfiles,
-  FLOOR_MAIN,
+  FLOOR_MAIN, watchWindow,
 } from './support/gateway-harness';
 import {
   DISTURBED_CORES, firstAtOrAfter, perfToMonotonic, representativeStart, summarise, windowLoad, type CpuSnap, type SentFrames,
@@ -287,15 +287,7 @@ async function runFanout(o: FanoutOptions): Promise<FanoutResult> {
       };
       const s0 = snap();
       const clock = perfToMonotonic();
-      let peakRss = 0;
-      let lastRss = 0;
-      const windowEnd = s0.at + o.seconds * 1000;
-      while (performance.now() < windowEnd) {
-        await sleep(Math.min(1000, Math.max(1, windowEnd - performance.now())), undefined, { signal: deadline });
-        if (gw.child.exitCode !== null) throw new Error(`gateway exited during the window (code ${gw.child.exitCode}):\n${tail(gw.logFile)}`);
-        lastRss = gatewayRss(gw.pid);
-        peakRss = Math.max(peakRss, lastRss);
-      }
+      const { lastRss, peakRss } = await watchWindow(gw, s0.at + o.seconds * 1000, deadline);
       const s1 = snap();
       const marks = await procs.mark(deadline);
       const { metrics: m1, at: m1At } = await api.timedMetrics();

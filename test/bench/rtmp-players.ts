@@ -21,7 +21,7 @@ import { BenchPlayer } from './support/bench-player';
 import { RtmpBenchPlayer } from './support/bench-rtmp-player';
 import {
   Api, BOOT_TIMEOUT_MS, FLOOR_MAIN, REQUESTS_PER_APP, Reservoir, benchApplications, canPin, checkDeadline, connectTcp, endScratch, f1, f2, freePort,
-  gatewayCpu, gatewayRss, mb, pinSelf, pool, printRunProfiles, profileDirFor, runDeadline, startGateway, stopGateway, tail, waitHealthy, writeSite,
+  gatewayCpu, gatewayRss, mb, pinSelf, pool, printRunProfiles, profileDirFor, runDeadline, startGateway, stopGateway, tail, waitHealthy, watchWindow, writeSite,
 } from './support/gateway-harness';
 import { keepAwake } from './support/keep-awake';
 import { coreTimes, quantile, sumDelta, sumOf } from './support/process-probe';
@@ -245,15 +245,7 @@ async function runOnce(o: RtmpPlayersOptions, stream: SynthStream, kind: Kind, p
     const loop = monitorEventLoopDelay({ resolution: 10 });
     loop.enable();
     const s0 = snap();
-    let peakRss = 0;
-    let lastRss = 0;
-    const windowEnd = s0.at + o.seconds * 1000;
-    while (performance.now() < windowEnd) {
-      await sleep(Math.min(1000, Math.max(1, windowEnd - performance.now())), undefined, { signal: deadline });
-      if (gw.child.exitCode !== null) throw new Error(`gateway exited during the window (code ${gw.child.exitCode}):\n${tail(gw.logFile)}`);
-      lastRss = gatewayRss(gw.pid);
-      peakRss = Math.max(peakRss, lastRss);
-    }
+    const { lastRss, peakRss } = await watchWindow(gw, s0.at + o.seconds * 1000, deadline);
     const s1 = snap();
     loop.disable();
     for (const p of [...flv, ...rtmp]) p.measuring = false;

@@ -500,3 +500,19 @@ export function profileFiles(dir: string): { main?: string; workers: string[] } 
   }
   return out;
 }
+
+/**
+ * Waits out a measuring window that ends at `windowEnd` (performance.now() ms), failing at once if the gateway exits,
+ * and samples its RSS about every second: the last sample and the peak.
+ */
+export async function watchWindow(gw: Gateway, windowEnd: number, signal: AbortSignal): Promise<{ lastRss: number; peakRss: number }> {
+  let peakRss = 0;
+  let lastRss = 0;
+  while (performance.now() < windowEnd) {
+    await sleep(Math.min(1000, Math.max(1, windowEnd - performance.now())), undefined, { signal });
+    if (gw.child.exitCode !== null) throw new Error(`gateway exited during the window (code ${gw.child.exitCode}):\n${tail(gw.logFile)}`);
+    lastRss = gatewayRss(gw.pid);
+    peakRss = Math.max(peakRss, lastRss);
+  }
+  return { lastRss, peakRss };
+}
