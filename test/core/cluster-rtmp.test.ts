@@ -6,15 +6,13 @@
  * publishes holds its channel on its worker, where the channel's opens then go.
  */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { requireTool } from '../support/tools';
 import { simsOfWorkers, startClusterGateway, type ClusterGateway } from '../support/cluster-gateway';
-import { run } from '../../plugins/rtsp-out/test/helpers';
-import { ffmpegPublish, recordAndProbe } from '../../plugins/rtmp/test/helpers';
+import { ffmpegListen, ffmpegPublish, probeVideo, recordAndProbe } from '../../plugins/rtmp/test/helpers';
 import { TcpTerminal, capture, encodeLazily, loopedPackets, waitFor } from '../e2e/helpers';
 
 const CAPTURE = 'jt1078/glaciall-cif-h264-2013.bin';
@@ -105,9 +103,7 @@ describe('RTMP on a gateway with two workers (real process)', function () {
         });
       });
       const file = path.join(dir, `${i}.flv`);
-      const ffmpeg = spawn(requireTool('ffmpeg', 'ffmpeg'), ['-v', 'error', '-listen', '1', '-i', `rtmp://127.0.0.1:${port}/app/k${i}`, '-c', 'copy', '-f', 'flv', file],
-        { stdio: ['ignore', 'ignore', 'ignore'] });
-      const exited = new Promise<number | null>((resolve) => ffmpeg.on('close', resolve));
+      const receiver = ffmpegListen(`rtmp://127.0.0.1:${port}/app/k${i}`, file);
       try {
         const reqId = reqIds.get(sim)!;
         // several calls: each lands on either worker, and is answered by the one that holds the request
@@ -122,12 +118,11 @@ describe('RTMP on a gateway with two workers (real process)', function () {
         }, 30_000, 200);
         const stop = await gw.api('POST', '/strm/relay/stop', { reqId });
         assert.equal(stop.json.data.length, 1, stop.text);
-        assert.equal(await exited, 0);
+        assert.equal(await receiver.exited, 0);
       } finally {
-        ffmpeg.kill('SIGKILL');
+        receiver.kill();
       }
-      const p = await run(requireTool('ffprobe', 'ffmpeg'), ['-v', 'error', '-count_frames', '-show_streams', '-of', 'json', file], 30_000);
-      const v = (JSON.parse(p.stdout).streams as Array<{ codec_type: string; codec_name: string; nb_read_frames?: string }>).find((x) => x.codec_type === 'video');
+      const v = await probeVideo(file);
       assert.equal(v?.codec_name, 'h264');
       assert.ok(Number(v?.nb_read_frames) >= 10, `worker ${i}: ${v?.nb_read_frames} frames`);
     }

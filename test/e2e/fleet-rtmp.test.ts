@@ -7,15 +7,13 @@
  */
 import assert from 'node:assert/strict';
 import * as net from 'node:net';
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { requireTool } from '../support/tools';
 import { startRedis, type RedisServer } from '../support/redis';
 import { sharedPorts, startFleetNode, type FleetNode, type FleetPorts } from '../support/fleet-node';
-import { run } from '../../plugins/rtsp-out/test/helpers';
-import { ffmpegPublish, recordAndProbe } from '../../plugins/rtmp/test/helpers';
+import { ffmpegListen, ffmpegPublish, probeVideo, recordAndProbe } from '../../plugins/rtmp/test/helpers';
 import { waitFor } from './helpers';
 
 const HOSTS = ['127.0.0.2', '127.0.0.3'];
@@ -91,9 +89,7 @@ describe('RTMP in a fleet of two nodes on one Redis directory (real processes)',
   it('POST /strm/relay through A for B\'s request is answered by B, whose relay reaches ffmpeg listening', async () => {
     const port = await freeOn(['127.0.0.1']);
     const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-relay-')), 'got.flv');
-    const ffmpeg = spawn(requireTool('ffmpeg', 'ffmpeg'), ['-v', 'error', '-listen', '1', '-i', `rtmp://127.0.0.1:${port}/app/fleetkey`, '-c', 'copy', '-f', 'flv', file],
-      { stdio: ['ignore', 'ignore', 'ignore'] });
-    const exited = new Promise<number | null>((resolve) => ffmpeg.on('close', resolve));
+    const receiver = ffmpegListen(`rtmp://127.0.0.1:${port}/app/fleetkey`, file);
     try {
       const r = await nodes.A.api('POST', '/strm/relay', { reqId: reqIdOnB, url: `rtmp://127.0.0.1:${port}/app/fleetkey` });
       assert.equal(r.json.errCode, 0, r.text);
@@ -104,12 +100,11 @@ describe('RTMP in a fleet of two nodes on one Redis directory (real processes)',
       }, 30_000, 200);
       const stop = await nodes.A.api('POST', '/strm/relay/stop', { reqId: reqIdOnB });
       assert.equal(stop.json.data.length, 1, stop.text);
-      assert.equal(await exited, 0);
+      assert.equal(await receiver.exited, 0);
     } finally {
-      ffmpeg.kill('SIGKILL');
+      receiver.kill();
     }
-    const p = await run(requireTool('ffprobe', 'ffmpeg'), ['-v', 'error', '-count_frames', '-show_streams', '-of', 'json', file], 30_000);
-    const v = (JSON.parse(p.stdout).streams as Array<{ codec_type: string; codec_name: string; nb_read_frames?: string }>).find((x) => x.codec_type === 'video');
+    const v = await probeVideo(file);
     assert.equal(v?.codec_name, 'h264');
     assert.ok(Number(v?.nb_read_frames) >= 10, `${v?.nb_read_frames} frames`);
   });

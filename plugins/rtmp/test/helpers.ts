@@ -67,6 +67,18 @@ export function ffmpegPublish(url: string, opts: { seconds?: number; codec?: 'h2
   return child;
 }
 
+/** ffmpeg as a receiving RTMP server (`-listen 1`): what it receives is copied into `file`; `exited` once it ends */
+export function ffmpegListen(url: string, file: string): { exited: Promise<number | null>; kill(): void } {
+  const ffmpeg = spawn(requireTool('ffmpeg', 'ffmpeg'), ['-v', 'error', '-listen', '1', '-i', url, '-c', 'copy', '-f', 'flv', file], { stdio: ['ignore', 'ignore', 'ignore'] });
+  return { exited: new Promise((resolve) => ffmpeg.on('close', resolve)), kill: () => ffmpeg.kill('SIGKILL') };
+}
+
+/** the video stream ffprobe finds in a file, its frames counted */
+export async function probeVideo(file: string): Promise<{ codec_name: string; nb_read_frames?: string } | undefined> {
+  const p = await run(requireTool('ffprobe', 'ffmpeg'), ['-v', 'error', '-count_frames', '-show_streams', '-of', 'json', file], 30_000);
+  return (JSON.parse(p.stdout).streams as Array<{ codec_type: string; codec_name: string; nb_read_frames?: string }>).find((x) => x.codec_type === 'video');
+}
+
 export interface Probed {
   streams: Array<{ codec_type: string; codec_name: string; width?: number; height?: number; sample_rate?: string; nb_read_frames?: string }>;
   decodeErrors: string;
