@@ -67,7 +67,7 @@ export class GatewayConfig {
 
   /**
    * How long, in ms, media reads may run at once in one turn of the event loop before the rest of that turn's reads
-   * are set aside for its end (plugin-sdk/read-slices.ts): 1, the default. A loop reading a thousand terminals runs
+   * are set aside for its end (core/net/read-slices.ts): 1, the default. A loop reading a thousand terminals runs
    * turns of 10-60 ms at 80 % of a core, and an API call or a player's request that arrives waits up to two of them;
    * in slices it waits about one slice. Measured (test/bench/README.md, open-latency, 450 terminals x 1 Mbit/s on a
    * core that 1,000 saturate, 83-90 % busy, alternated): open p99 6.8-7.6 ms with 1 ms slices, 8.1-9.8 ms with 2,

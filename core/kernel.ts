@@ -28,7 +28,7 @@ import type { PluginContext, PluginDefinition, PluginInstance, SiteInfo } from '
 import { TOKENS } from './tokens';
 import { ServiceRegistry } from './services';
 import { describeListenError, pluginNet, type PluginResources } from './plugin-net';
-import { ReadSlices } from '../plugin-sdk/read-slices';
+import { ReadSlices } from './net/read-slices';
 import { adoptHttp, udpPeerSettings, type ClusterContext } from './cluster/worker-net';
 import { registerClusterCalls } from './cluster/session-calls';
 import { WorkerBroadcasts } from './cluster/worker-broadcasts';

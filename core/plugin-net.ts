@@ -6,7 +6,7 @@ import type { ApplicationRegistry } from './apps';
 import { BootError } from './config';
 import type { ConnectionGuard } from './connection-guard';
 import { ApiServer, type ApiServerOptions } from './http/api-server';
-import type { ReadSlices } from '../plugin-sdk/read-slices';
+import type { ReadSlices } from './net/read-slices';
 import { adoptHttp, adoptTcp, adoptUdp, REPLAYED, routeSpec, type ClusterContext } from './cluster/worker-net';
 
 /** bytes asked for a UDP listener's receive buffer */

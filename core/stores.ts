@@ -35,7 +35,7 @@ export class StoreFactory {
   async open(): Promise<void> {
     if (this.spec.kind !== 'redis') return;
     // eslint-disable-next-line @typescript-eslint/no-require-imports
-    const { pingRedis, redactRedisUrl } = require('../plugin-sdk/stores') as typeof import('../plugin-sdk/stores');
+    const { pingRedis, redactRedisUrl } = require('./kv') as typeof import('./kv');
     try {
       await pingRedis(this.spec.url, REDIS_BOOT_TIMEOUT_MS);
     } catch (err) {
@@ -45,7 +45,7 @@ export class StoreFactory {
 
   keyv(namespace: string): KeyValueStore {
     // eslint-disable-next-line @typescript-eslint/no-require-imports
-    const { createKeyv } = require('../plugin-sdk/stores') as typeof import('../plugin-sdk/stores');
+    const { createKeyv } = require('./kv') as typeof import('./kv');
     const k = createKeyv(this.spec, namespace) as unknown as KeyvLike;
     this.connections.push(k);
     return k;

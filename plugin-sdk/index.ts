@@ -2,6 +2,7 @@
 export { definePlugin } from './plugin';
 export type {
   PluginDefinition, PluginContext, PluginInstance, RequestLog, Health, SiteInfo, Net, ListenOptions, HttpListenOptions, HttpListener, Stores, KeyValueStore, Workers,
+  SliceReader,
 } from './plugin';
 export type {
   Routes, RouteRequest, RouteOptions, AuthMode, JsonHandler, RawHandler, UpgradeHandler, WebSocketHandler, WebSocketRouteOptions, JsonReply, Application,
@@ -33,8 +34,26 @@ export type { Metrics } from './metrics';
 export { ErrCode, GatewayError, invalidParam } from './errors';
 export type { ErrCodeValue } from './errors';
 export { systemClock, ManualClock } from './clock';
-export { BufferSlab } from './buffer-slab';
+export { BufferSlab, FRAME_SLAB_BYTES } from './buffer-slab';
 export type { Clock, Cancel } from './clock';
 export { LogLimiter, OVERFLOW_KEY } from './log-limiter';
 export type { LogLimiterOptions, LogVerdict } from './log-limiter';
 export type { HotCounter, HotHistogram } from './hot-metrics';
+export { audioStage, audioStageStats } from './stages';
+export type { AudioTransform, AudioStageOptions, AudioStageStats } from './stages';
+export { StreamFeed } from './stream-feed';
+export { BatchedBroadcast } from './batched-broadcast';
+export type { BatchedBroadcastOptions } from './batched-broadcast';
+export { keptAlloc, keptCopy } from './kept-bytes';
+export { redactUrlPassword } from './redact';
+export { parseCallbackUrl } from './callback-url';
+export type { ParsedCallback, CallbackUrlResult } from './callback-url';
+export { API_DOCS, fieldSchema, objectSchema, queryParameters } from './api-docs';
+export type { ApiDescription, ApiDocs, FieldRule, FieldRules, JsonSchema, PathItem } from './api-docs';
+
+/*
+ * TypeScript compiles each `export … from` into an accessor on `exports` after first setting it to undefined, which
+ * turns the exports object into a dictionary: every `plugin_sdk_1.NAME` read by a plugin would be a hash lookup on
+ * the media path. A plain copy made once here keeps every read a fast property load (test/core/module-exports.test.ts).
+ */
+module.exports = { __esModule: true, ...module.exports };

@@ -1,4 +1,3 @@
-import type { SliceReader } from './read-slices';
 import type { Server as HttpServer } from 'node:http';
 import type { Server as NetServer, Socket } from 'node:net';
 import type { Socket as UdpSocket, RemoteInfo } from 'node:dgram';
@@ -70,6 +69,14 @@ export interface HttpListener {
   readonly server: HttpServer;
   /** it speaks HTTPS/WSS */
   readonly tls: boolean;
+}
+
+/** A source's reads, handled in the event loop's slices (Net.readSliced, Net.sliceReader). */
+export interface SliceReader {
+  /** a read, handled now or set aside for the turn's end; `owned`: the caller gives the buffer away (a datagram) */
+  deliver(chunk: Buffer, owned?: boolean): void;
+  /** handle what is set aside now: call it before acting on the source's end or close */
+  flush(): void;
 }
 
 export interface Net {

@@ -1,3 +1,4 @@
+import type { JsonSchema } from './api-docs';
 import type { Application } from './http';
 import type { TrackInfo } from './media';
 import type { MediaStream } from './bus';
@@ -169,6 +170,8 @@ export interface ChannelStream {
 }
 
 export interface Sessions {
+  /** the JSON Schema of the open body, generated from the field tables the open's validator reads (for API documents) */
+  openRequestSchema(): JsonSchema;
   registerIngest(p: IngestProvider): void;
   registerOutput(p: OutputProvider): void;
   /** the intercom provider (taUrl/wsUrl of live dataTyp 2 requests); a second one throws */

@@ -226,10 +226,10 @@ export interface ClipPublisher {
  * Attaches a publisher to an existing bus stream (one an open made: `gw.openStream(...).streamName`, or one a test
  * created), sets the clip's tracks and pushes its units.
  */
-export function publishClip(gw: Pick<TestGateway, 'kernel'>, streamName: string, clip: TestClip, opts: PublishOptions = {}): ClipPublisher {
-  const stream: MediaStream | undefined = gw.kernel.bus.get(streamName);
+export function publishClip(gw: Pick<TestGateway, 'bus'>, streamName: string, clip: TestClip, opts: PublishOptions = {}): ClipPublisher {
+  const stream: MediaStream | undefined = gw.bus.get(streamName);
   if (!stream) {
-    const open = gw.kernel.bus.list().map((s) => s.name);
+    const open = gw.bus.list().map((s) => s.name);
     throw new Error(`publish: no stream '${streamName}' on the bus (open: ${open.join(', ') || 'none'}); open a request first (gw.openStream)`);
   }
   if (stream.closed) throw new Error(`publish: stream '${streamName}' is closed`);

@@ -7,6 +7,8 @@ import { Kernel } from '../core/kernel';
 import type { SiteSpec } from '../core/site';
 import type { Clock } from './clock';
 import type { PluginDefinition } from './plugin';
+import type { MediaBus } from './bus';
+import type { Sessions } from './sessions';
 import {
   openStream, publishClip, waitReady,
   type ClipPublisher, type OpenedStream, type OpenStreamOptions, type PublishOptions, type RequestStatus, type TestClip,
@@ -30,7 +32,10 @@ export interface TestGatewayOptions {
 }
 
 export interface TestGateway {
-  kernel: Kernel;
+  /** the media bus, as a plugin's `ctx.bus` sees it (streams of every plugin) */
+  bus: MediaBus;
+  /** the sessions, as a plugin's `ctx.sessions` sees them */
+  sessions: Sessions;
   baseUrl: string;
   dataDir: string;
   /** bound ports by "<plugin>.<key>" (UDP ones "<plugin>.<key>:udp") and "gateway.httpPort" */
@@ -94,7 +99,8 @@ export async function startTestGateway(opts: TestGatewayOptions): Promise<TestGa
   const baseUrl = `http://127.0.0.1:${kernel.ports['gateway.httpPort']}`;
   const publishers = new Set<ClipPublisher>();
   const gw: TestGateway = {
-    kernel,
+    bus: kernel.bus.viewFor('testkit', kernel.log.child({ part: 'testkit' })),
+    sessions: kernel.sessions,
     baseUrl,
     dataDir,
     ports: kernel.ports,
@@ -126,8 +132,13 @@ export async function startTestGateway(opts: TestGatewayOptions): Promise<TestGa
       if (!givenDir) fs.rmSync(dataDir, { recursive: true, force: true });
     },
   };
+  // core's own tests reach the kernel behind a gateway (test/support/kernel-of.ts); plugins see bus and sessions only
+  Object.defineProperty(gw, KERNEL, { value: kernel });
   return gw;
 }
+
+/** where core's tests find the kernel behind a TestGateway */
+export const KERNEL = Symbol.for('jt1078-gateway.test-kernel');
 
 /**
  * A stand-in ingest and output for kernel and plugin tests that need open to succeed without media:

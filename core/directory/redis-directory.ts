@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
-import { redactRedisUrl } from '../../plugin-sdk/stores';
+import { redactRedisUrl } from '../kv';
 import {
   channelName, memberValue, nodePrefix, parseMember, DirectoryUnavailable,
   type ChannelRef, type ClaimAnswer, type Directory, type LostNode, type Member, type NodeView, type RequestEntry, type ReserveAnswer,

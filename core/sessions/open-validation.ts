@@ -1,11 +1,11 @@
 import { parseCallbackUrl } from '../../plugin-sdk/callback-url';
 import { invalidParam } from '../../plugin-sdk/errors';
 import type { FieldRule } from '../../plugin-sdk/api-docs';
-import { DATA_TYP_BY_TYP, OPEN_CROSS_RULES, OPEN_FIELDS as F, SCHEMES_BY_FMT } from '../../plugin-sdk/open-fields';
+import { DATA_TYP_BY_TYP, OPEN_CROSS_RULES, OPEN_FIELDS as F, SCHEMES_BY_FMT } from './open-fields';
 import type { OpenParams, StreamTyp } from '../../plugin-sdk/sessions';
 import { normaliseSim } from '../../plugin-sdk/sim';
 
-// The field rules (limits, enums, patterns, the -7 details) are data in plugin-sdk/open-fields.ts, which the
+// The field rules (limits, enums, patterns, the -7 details) are data in core/sessions/open-fields.ts, which the
 // OpenAPI document is generated from too; this module applies them in decisions.md's order.
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { RequestLog } from '../../plugin-sdk/plugin';
 import type { Application } from '../../plugin-sdk/http';
+import type { JsonSchema } from '../../plugin-sdk/api-docs';
 import { ErrCode, GatewayError } from '../../plugin-sdk/errors';
 import type { Clock, Cancel } from '../../plugin-sdk/clock';
 import type { Notice, NoticePayload } from '../../plugin-sdk/notices';
@@ -13,6 +14,7 @@ import {
 import type { CoreMediaBus, BusStream } from '../bus/media-bus';
 import type { NoticeHub } from '../notices';
 import { mediaTypOf, validateOpen } from './open-validation';
+import { openRequestSchema } from './open-schema';
 import { attachPlayerTo, tokenMatches } from './play-access';
 import { RequestCap } from './request-cap';
 import { checkReqIds, type RequestDirectory } from './request-ids';
@@ -67,6 +69,10 @@ export class SessionManager implements Sessions {
   }
 
   // --- registration -------------------------------------------------------------------------
+  openRequestSchema(): JsonSchema {
+    return openRequestSchema();
+  }
+
   registerIngest(p: IngestProvider): void {
     this.ingests.push(p);
   }

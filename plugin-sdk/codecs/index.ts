@@ -134,3 +134,6 @@ export class Pcm16Encoder implements AudioEncoder {
     // stateless
   }
 }
+
+// A plain copy keeps each importer's read a fast property load (see plugin-sdk/index.ts).
+module.exports = { __esModule: true, ...module.exports };

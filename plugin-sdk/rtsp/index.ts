@@ -5,3 +5,6 @@ export {
   STATUS_TEXT, serializeResponse, serializeRequest, cseqOf, parseSessionHeader, sessionIdOf, parseTransports, parseRtpInfo,
 } from './headers';
 export type { TransportSpec } from './headers';
+
+// A plain copy keeps each importer's read a fast property load (see plugin-sdk/index.ts).
+module.exports = { __esModule: true, ...module.exports };

@@ -254,7 +254,7 @@ describe('plugin-sdk test kit: media helpers', () => {
     assert.match(opened.playUrl, /\/live\/13900000001_2_1\?reqId=/);
     assert.equal(opened.result.reqId, opened.reqId);
 
-    const stream = gw!.kernel.bus.get(opened.streamName)!;
+    const stream = gw!.bus.get(opened.streamName)!;
     const reader = collect(stream);
     const t0 = performance.now();
     const p = gw!.publish(opened.streamName, clip);
@@ -284,7 +284,7 @@ describe('plugin-sdk test kit: media helpers', () => {
     await boot();
     const clip = testClip({ seconds: 1 });
     const { streamName } = await gw!.openStream({ simNo: '13900000002', chanId: 1 });
-    const reader = collect(gw!.kernel.bus.get(streamName)!);
+    const reader = collect(gw!.bus.get(streamName)!);
     const p = gw!.publish(streamName, clip, { realtime: false, loop: 3 });
     assert.equal(p.pushed, 75, 'pushed before publish() returned');
     await p.done;
@@ -296,7 +296,7 @@ describe('plugin-sdk test kit: media helpers', () => {
     reader.close();
 
     const other = await gw!.openStream({ simNo: '13900000002', chanId: 3 });
-    const fast = collect(gw!.kernel.bus.get(other.streamName)!);
+    const fast = collect(gw!.bus.get(other.streamName)!);
     gw!.publish(other.streamName, clip, { realtime: false, fps: 50 });
     await until(() => fast.units.length === 25, 'the re-timed clip');
     assert.deepEqual(fast.units.map((u) => u.dtsTicks), clip.units.map((_, i) => i * 1800));
@@ -313,7 +313,7 @@ describe('plugin-sdk test kit: media helpers', () => {
     await gw!.waitReady(reqId);
     // into the second GOP: the GOP cache gives the reader the keyframe at 1 s and what followed
     await until(() => p.pushed > 32, 'a second GOP');
-    const late = collect(gw!.kernel.bus.get(streamName)!);
+    const late = collect(gw!.bus.get(streamName)!);
     await until(() => late.units.length > 5, 'units at the late reader');
     assert.ok(late.units[0]!.keyframe && late.units[0]!.dts === 1000, `first at ${late.units[0]!.dts}`);
     for (let i = 1; i < late.units.length; i++) assert.equal(late.units[i]!.dts, late.units[i - 1]!.dts + 40);

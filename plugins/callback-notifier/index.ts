@@ -3,7 +3,7 @@ import { definePlugin } from '../../plugin-sdk';
 import { CallbackDispatcher } from './src/delivery';
 import { HostPolicy } from './src/host-policy';
 import { promCallbackMetrics } from './src/metrics';
-import { redactRedisUrl } from '../../plugin-sdk/stores/redis-kv-store';
+import { redactUrlPassword as redactRedisUrl } from '../../plugin-sdk';
 import { RedisNoticePublisher } from './src/redis-publisher';
 import { trustedCertificates } from './src/trust-store';
 

@@ -2,7 +2,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { IsBoolean, IsInt, Max, Min } from 'class-validator';
 import { definePlugin, ErrCode, GatewayError, type RouteRequest } from '../../plugin-sdk';
-import { API_DOCS } from '../../plugin-sdk/api-docs';
+import { API_DOCS } from '../../plugin-sdk';
 import { CSP, loadAssets, sendAsset, type Asset } from './src/assets';
 import { ApiDocRegistry } from './src/openapi';
 
@@ -43,7 +43,7 @@ export default definePlugin({
   config: ConsoleConfig,
   provides: [API_DOCS],
   setup(ctx) {
-    const docs = new ApiDocRegistry();
+    const docs = new ApiDocRegistry(ctx.sessions.openRequestSchema());
     ctx.services.provide(API_DOCS, docs);
     const cfg = ctx.config;
     if (!cfg.enabled && !cfg.apiDocs) return;

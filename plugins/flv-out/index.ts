@@ -1,5 +1,5 @@
 import { aacVia, definePlugin, mediaTypOf, type AudioCodec, type SubscribeOptions } from '../../plugin-sdk';
-import type { HotCounter } from '../../plugin-sdk/hot-metrics';
+import type { HotCounter } from '../../plugin-sdk';
 import { AudioSkips } from './src/audio-skips';
 import { FlvOutConfig } from './src/config';
 import { createFlvFormats } from './src/flv-format';

@@ -1,6 +1,6 @@
 import { IsArray } from 'class-validator';
 import { definePlugin, ErrCode, GatewayError, invalidParam } from '../../plugin-sdk';
-import { API_DOCS } from '../../plugin-sdk/api-docs';
+import { API_DOCS } from '../../plugin-sdk';
 import { timedTokenApi } from './src/api-doc';
 import { TimedTokenStore } from './src/token-store';
 import { parseTimedTokenBody } from './src/timed-token-body';

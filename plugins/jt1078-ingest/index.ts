@@ -5,8 +5,8 @@ import {
 import { Jt1078IngestConfig } from './src/config';
 import type { Jt1078Layout } from './src/packet';
 import { Jt1078StreamAssembler, type AudioOptions } from './src/stream-assembler';
-import { LogLimiter } from '../../plugin-sdk/log-limiter';
-import type { SliceReader } from '../../plugin-sdk/read-slices';
+import { LogLimiter } from '../../plugin-sdk';
+import type { SliceReader } from '../../plugin-sdk';
 import { TerminalLink, type ChannelSource, type LinkHost, type LinkTotals } from './src/terminal-link';
 
 export { Jt1078IngestConfig, terminalAudioProblem, type TerminalAudioOverride } from './src/config';

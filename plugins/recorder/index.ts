@@ -1,6 +1,6 @@
 import * as path from 'node:path';
 import { definePlugin } from '../../plugin-sdk';
-import { API_DOCS } from '../../plugin-sdk/api-docs';
+import { API_DOCS } from '../../plugin-sdk';
 import { recorderApi } from './src/api-doc';
 import type { RecordCatalog } from './src/catalog';
 import { openPostgresCatalog } from './src/catalog-postgres';

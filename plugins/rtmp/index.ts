@@ -4,7 +4,7 @@ import { createRtmpFormats, type RtmpFrame } from './src/rtmp-format';
 import { PLAY_APP, PUBLISH_APP, RtmpServer } from './src/server';
 import { setupRelays } from './src/relay';
 import { RTMP_SERVER } from './service';
-import { API_DOCS } from '../../plugin-sdk/api-docs';
+import { API_DOCS } from '../../plugin-sdk';
 
 export { RtmpConfig };
 

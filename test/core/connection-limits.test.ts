@@ -20,6 +20,7 @@ import { parseFdLimit } from '../../core/fd-probe';
 import { definePlugin, type PluginDefinition } from '../../plugin-sdk/plugin';
 import { DEMO_APP, startTestGateway, stubMediaPlugin, type TestGateway } from '../../plugin-sdk/testkit';
 import { CAPTURES, TcpTerminal, capture, encodeCapture, openLive, waitFor } from '../e2e/helpers';
+import { kernelOf } from '../support/kernel-of';
 
 class EchoConfig {
   @IsInt() @Min(0) @Max(65535)
@@ -84,8 +85,8 @@ async function echoes(c: Client, text: string): Promise<boolean> {
 }
 
 /** Sum of a metric's samples whose labels include all of `labels` (registry read directly: /metrics is a listener too). */
-async function metric(gw: { kernel: Kernel }, name: string, labels: Record<string, string> = {}): Promise<number> {
-  const m = gw.kernel.registry.getSingleMetric(name);
+async function metric(kernel: Kernel, name: string, labels: Record<string, string> = {}): Promise<number> {
+  const m = kernel.registry.getSingleMetric(name);
   if (!m) return 0;
   const { values } = await m.get();
   return values.filter((v) => Object.entries(labels).every(([k, x]) => String((v.labels as Record<string, unknown>)[k]) === x))
@@ -129,7 +130,7 @@ describe('connection caps and the descriptor reserve (issue 17 item 3)', functio
       clients.push(...early);
       await sleep(200);
       assert.equal(early.filter((c) => c.closedAt).length, 0, 'the first 20 are admitted');
-      assert.equal(await metric(gw, 'gw_core_connections_open', { listener: 'echo-port.port' }), 20);
+      assert.equal(await metric(kernelOf(gw), 'gw_core_connections_open', { listener: 'echo-port.port' }), 20);
 
       const t0 = Date.now();
       const flood = await connectMany(port, 400);
@@ -139,8 +140,8 @@ describe('connection caps and the descriptor reserve (issue 17 item 3)', functio
       assert.ok(slowest < 2000, `the slowest refused connection was closed ${slowest} ms after it was opened`);
       assert.ok(Date.now() - t0 < 5000);
 
-      assert.equal(await metric(gw, 'gw_core_connections_refused_total', { listener: 'echo-port.port', reason: 'address' }), 400);
-      assert.equal(await metric(gw, 'gw_core_connections_open', { listener: 'echo-port.port' }), 20);
+      assert.equal(await metric(kernelOf(gw), 'gw_core_connections_refused_total', { listener: 'echo-port.port', reason: 'address' }), 400);
+      assert.equal(await metric(kernelOf(gw), 'gw_core_connections_open', { listener: 'echo-port.port' }), 20);
       const lines = refusalLines(gw.logs);
       assert.ok(lines.length >= 1 && lines.length <= 2, `${lines.length} refusal lines for 400 refusals`);
       assert.equal(lines[0].listener, 'echo-port.port');
@@ -164,14 +165,14 @@ describe('connection caps and the descriptor reserve (issue 17 item 3)', functio
         c.socket.end();
         await closed;
       }
-      await waitFor('the gateway saw them close', async () => await metric(gw, 'gw_core_connections_open', { listener: 'echo-port.port' }) === 22);
+      await waitFor('the gateway saw them close', async () => await metric(kernelOf(gw), 'gw_core_connections_open', { listener: 'echo-port.port' }) === 22);
       const again = await connectMany(port, 3);
       clients.push(...again);
       for (const c of again) assert.equal(await echoes(c, 'again'), true);
     });
 
     it('every refusal is counted in the log once the rate-limited summary is written (at stop at the latest)', async () => {
-      gw.kernel.connections.stop();
+      kernelOf(gw).connections.stop();
       const lines = refusalLines(gw.logs, 'echo-port.port');
       assert.ok(lines.length <= 3, `${lines.length} lines`);
       assert.equal(refusalsLogged(lines), 400);
@@ -202,7 +203,7 @@ describe('connection caps and the descriptor reserve (issue 17 item 3)', functio
     });
 
     it('the limits in effect: the site\'s listenerLimits, else the defaults by kind (terminal ports 4096, HTTP 256)', () => {
-      const d = gw.kernel.connections.describe();
+      const d = kernelOf(gw).connections.describe();
       assert.equal(d.listeners['jt1078-ingest.livePort2013'].maxConnectionsPerAddress, 8);
       assert.equal(d.listeners['jt1078-ingest.livePort2019'].maxConnectionsPerAddress, 4096);
       assert.equal(d.listeners['flv-out.port'].maxConnectionsPerAddress, 16);
@@ -219,7 +220,7 @@ describe('connection caps and the descriptor reserve (issue 17 item 3)', functio
       await waitFor('the flood past the cap is closed', () => flood.filter((c) => c.closedAt).length === 300 - 7, 5000);
       await sleep(200);
       assert.equal(flood.filter((c) => !c.closedAt).length, 7, 'seven more fit under the cap of 8');
-      assert.equal(await metric(gw, 'gw_core_connections_refused_total', { listener: 'jt1078-ingest.livePort2013', reason: 'address' }), 293);
+      assert.equal(await metric(kernelOf(gw), 'gw_core_connections_refused_total', { listener: 'jt1078-ingest.livePort2013', reason: 'address' }), 293);
 
       await terminal.send(encodeCapture(capture(cap.file).packets), 64, 5);
       const ready = await gw.waitReady(open.reqId, 10_000);
@@ -238,7 +239,7 @@ describe('connection caps and the descriptor reserve (issue 17 item 3)', functio
       const flood = await connectMany(gw.ports['flv-out.port'], 100);
       clients.push(...flood);
       await waitFor('84 refused', () => flood.filter((c) => c.closedAt).length === 84, 5000);
-      assert.equal(await metric(gw, 'gw_core_connections_refused_total', { listener: 'flv-out.port', reason: 'address' }), 84);
+      assert.equal(await metric(kernelOf(gw), 'gw_core_connections_refused_total', { listener: 'flv-out.port', reason: 'address' }), 84);
       const h = await gw.api('GET', '/healthz', undefined, null);
       assert.equal(h.status, 200);
       const lines = refusalLines(gw.logs);
@@ -259,13 +260,13 @@ describe('connection caps and the descriptor reserve (issue 17 item 3)', functio
       // Node 20 on Linux never reports one (libuv sheds the connection itself); other platforms and versions do,
       // and an 'error' with no listener is thrown: the API server had none once bound
       for (let i = 0; i < 1000; i++) {
-        gw.kernel.api.server.emit('error', emfile());
+        kernelOf(gw).api.server.emit('error', emfile());
         echo.server().emit('error', emfile());
       }
-      assert.equal(gw.kernel.api.server.listening, true);
+      assert.equal(kernelOf(gw).api.server.listening, true);
       assert.equal(echo.server().listening, true);
-      assert.equal(await metric(gw, 'gw_core_listener_errors_total', { listener: 'gateway.httpPort', code: 'EMFILE' }), 1000);
-      assert.equal(await metric(gw, 'gw_core_listener_errors_total', { listener: 'echo-port.port', code: 'EMFILE' }), 1000);
+      assert.equal(await metric(kernelOf(gw), 'gw_core_listener_errors_total', { listener: 'gateway.httpPort', code: 'EMFILE' }), 1000);
+      assert.equal(await metric(kernelOf(gw), 'gw_core_listener_errors_total', { listener: 'echo-port.port', code: 'EMFILE' }), 1000);
       const lines = gw.logs.filter((l) => l.code === 'EMFILE');
       assert.equal(lines.length, 2, 'one line per listener');
       assert.match(String(lines[0].msg), /out of file descriptors \(still listening\)/);
@@ -359,12 +360,12 @@ describe('connection caps and the descriptor reserve (issue 17 item 3)', functio
       // each loopback connection is two descriptors of this process (both ends)
       const flood = await trickle(port, 150);
       clients.push(...flood);
-      await waitFor('refusals for descriptors', async () => await metric({ kernel }, 'gw_core_connections_refused_total', { listener: 'echo-port.port', reason: 'fds' }) > 0, 5000);
+      await waitFor('refusals for descriptors', async () => await metric(kernel, 'gw_core_connections_refused_total', { listener: 'echo-port.port', reason: 'fds' }) > 0, 5000);
       await sleep(300);
       const admitted = flood.filter((c) => !c.closedAt);
       assert.ok(admitted.length > 20 && admitted.length < 75, `${admitted.length} admitted`);
       assert.ok(realCount() <= limit - reserve + 6, `${realCount()} open of ${limit}`);
-      const refused = await metric({ kernel }, 'gw_core_connections_refused_total', { listener: 'echo-port.port', reason: 'fds' });
+      const refused = await metric(kernel, 'gw_core_connections_refused_total', { listener: 'echo-port.port', reason: 'fds' });
       assert.equal(refused, 150 - admitted.length);
       assert.ok(refusalLines(logs, 'echo-port.port').length <= 2);
 
@@ -382,7 +383,7 @@ describe('connection caps and the descriptor reserve (issue 17 item 3)', functio
       // a late one that slipped under the ceiling is open too
       closeAll(flood);
       closeAll(late);
-      await waitFor('the flood closed on the gateway side', async () => await metric({ kernel }, 'gw_core_connections_open', { listener: 'echo-port.port' }) === 0, 5000);
+      await waitFor('the flood closed on the gateway side', async () => await metric(kernel, 'gw_core_connections_open', { listener: 'echo-port.port' }) === 0, 5000);
       const back = await connectMany(port, 5);
       clients.push(...back);
       for (const c of back) assert.equal(await echoes(c, 'back'), true);
@@ -394,7 +395,7 @@ describe('connection caps and the descriptor reserve (issue 17 item 3)', functio
       const idle = await trickle(port, 100, 4);
       clients.push(...idle);
       await waitFor('an API connection refused for descriptors', async () =>
-        await metric({ kernel }, 'gw_core_connections_refused_total', { listener: 'gateway.httpPort', reason: 'fds' }) > 0, 5000);
+        await metric(kernel, 'gw_core_connections_refused_total', { listener: 'gateway.httpPort', reason: 'fds' }) > 0, 5000);
       assert.ok(realCount() <= limit - 10, `${realCount()} open of ${limit}`);
       assert.ok(idle.filter((c) => !c.closedAt).length > 10);
       const line = refusalLines(logs, 'gateway.httpPort')[0];
@@ -421,7 +422,7 @@ describe('connection caps and the descriptor reserve (issue 17 item 3)', functio
       }) as PluginDefinition<object>;
       const gw = await startTestGateway({ plugins: [{ name: 'player-port', def }] });
       try {
-        const d = gw.kernel.connections.describe();
+        const d = kernelOf(gw).connections.describe();
         assert.equal(d.listeners['player-port.port'].maxConnectionsPerAddress, 32);
         assert.equal(d.listeners['player-port.httpPort'].maxConnectionsPerAddress, 8);
       } finally {
@@ -429,7 +430,7 @@ describe('connection caps and the descriptor reserve (issue 17 item 3)', functio
       }
       const over = await startTestGateway({ plugins: [{ name: 'player-port', def }], gateway: { listenerLimits: { 'player-port.port': { maxConnectionsPerAddress: 0, maxConnections: 50 } } } });
       try {
-        const d = over.kernel.connections.describe();
+        const d = kernelOf(over).connections.describe();
         assert.equal(d.listeners['player-port.port'].maxConnectionsPerAddress, null, '0: no per-address cap');
         assert.equal(d.listeners['player-port.port'].maxConnections, 50);
       } finally {
@@ -440,7 +441,7 @@ describe('connection caps and the descriptor reserve (issue 17 item 3)', functio
     it('maxConnectionsPerListener 0 is half of the descriptors below the reserve', async () => {
       const gw = await startTestGateway({ plugins: [], gateway: { fdReserve: 100 } });
       try {
-        const d = gw.kernel.connections.describe();
+        const d = kernelOf(gw).connections.describe();
         if (d.fdLimit === undefined) return;
         const reserve = Math.min(100, Math.floor(d.fdLimit / 4));
         assert.equal(d.fdReserve, reserve);

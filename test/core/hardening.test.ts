@@ -3,6 +3,7 @@ import * as http from 'node:http';
 import { ManualClock } from '../../plugin-sdk/clock';
 import { definePlugin } from '../../plugin-sdk/plugin';
 import { startTestGateway, stubMediaPlugin, type TestGateway } from '../../plugin-sdk/testkit';
+import { kernelOf } from '../support/kernel-of';
 
 // Issue 17, items 4, 6, 7, 9 and parts of 10: each attack replayed on loopback against a real HTTP listener.
 
@@ -43,7 +44,7 @@ function request(base: string, o: { method?: string; path: string; auth?: string
 
 /** counts the credential checks the gateway makes, whatever route or listener asks */
 function countChecks(gw: TestGateway): { readonly n: number } {
-  const apps = gw.kernel.apps;
+  const apps = kernelOf(gw).apps;
   const orig = apps.authenticate.bind(apps);
   const counter = { n: 0 };
   apps.authenticate = (h) => { counter.n++; return orig(h); };
@@ -176,7 +177,7 @@ describe('hardening (issue 17)', function () {
 
     it("the default stays 'open' (the test kit and sites/default rely on it)", async () => {
       const g = await boot({});
-      assert.equal(g.kernel.gateway.metricsAccess, 'open');
+      assert.equal(kernelOf(g).gateway.metricsAccess, 'open');
       assert.equal((await request(g.baseUrl, { path: '/metrics' })).status, 200);
       assert.deepEqual(Object.keys((await request(g.baseUrl, { path: '/healthz' })).json), ['status', 'requests', 'streams']);
     });
@@ -312,7 +313,7 @@ describe('hardening (issue 17)', function () {
           const rs = await Promise.all(Array.from({ length: 50 }, (_, i) => g.api('POST', '/strm/open', openBody({ chanId: 1 + ((batch * 50 + i) % 255), keepIntv: 600 }))));
           codes.push(...rs.map((r) => r.json.errCode as number));
         }
-        assert.equal(g.kernel.sessions.requestCount, 1000, `${g.kernel.sessions.requestCount} requests held after 1,100 opens`);
+        assert.equal(kernelOf(g).sessions.requestCount, 1000, `${kernelOf(g).sessions.requestCount} requests held after 1,100 opens`);
         assert.deepEqual([codes.filter((c) => c === 0).length, codes.filter((c) => c === -3).length], [1000, 100]);
       } finally {
         await g.stop();
@@ -358,8 +359,8 @@ describe('hardening (issue 17)', function () {
         assert.equal(r.errCode, -3);
         assert.equal(r.message, 'Too many open requests: this application holds its maximum of 20; close some first.');
       }
-      assert.equal(gw.kernel.sessions.requestCount, 20);
-      assert.equal(gw.kernel.sessions.requestCountOf('A'), 20);
+      assert.equal(kernelOf(gw).sessions.requestCount, 20);
+      assert.equal(kernelOf(gw).sessions.requestCountOf('A'), 20);
       assert.equal(gw.logs.filter((l) => l.msg === 'open refused: the application holds its maximum of open requests').length, 1, 'one warning for the flood');
 
       // B has its own count and its own limit (maxRequests 3)
@@ -376,8 +377,8 @@ describe('hardening (issue 17)', function () {
       const all = (await gw.api('GET', '/strm/status', undefined, A)).json.data.map((r: { reqId: string }) => r.reqId);
       await gw.api('POST', '/strm/close', { reqIds: all }, A);
       await gw.api('POST', '/strm/close', { reqIds: b.slice(0, 3).map((r) => r.data[0].reqId) }, B);
-      assert.equal(gw.kernel.sessions.requestCountOf('A'), 0);
-      assert.equal(gw.kernel.sessions.requestCountOf('B'), 0);
+      assert.equal(kernelOf(gw).sessions.requestCountOf('A'), 0);
+      assert.equal(kernelOf(gw).sessions.requestCountOf('B'), 0);
     });
 
     it('conflicting maxRequests for one appId stops boot', async () => {

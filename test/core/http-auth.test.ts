@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import * as net from 'node:net';
 import { startTestGateway, stubMediaPlugin, type TestGateway } from '../../plugin-sdk/testkit';
 import { videoUnit } from '../../plugin-sdk/media';
+import { kernelOf } from '../support/kernel-of';
 
 describe('HTTP API: auth, envelope, limits', () => {
   let gw: TestGateway;
@@ -61,7 +62,7 @@ describe('HTTP API: auth, envelope, limits', () => {
       return { gop: of('gop'), queue: of('queue'), streams: Number(/^gw_core_bus_streams (\d+)$/m.exec(text)?.[1]) };
     };
     const before = await held();
-    const s = gw.kernel.bus.create('held-bytes-test', 'test');
+    const s = kernelOf(gw).bus.create('held-bytes-test', 'test');
     const pub = s.attachPublisher();
     const push = (dts: number, keyframe: boolean, size: number) => pub.push(videoUnit({ codec: 'h264', dts, keyframe, payload: Buffer.alloc(size) }));
     push(0, true, 5000);

@@ -61,7 +61,7 @@ describe('HTTP keep-alive (gateway.httpKeepAliveSec)', function () {
   const clients: RawClient[] = [];
   afterEach(async () => {
     for (const c of clients.splice(0)) c.destroy();
-    await gw?.kernel.stop();
+    await gw?.stop();
     gw = undefined;
   });
 

@@ -83,4 +83,23 @@ describe('module exports stay in fast mode (no hash lookup for a module_1.NAME r
     assert.deepEqual(report.mixed.map((m) => [path.basename(m.file), m.own, m.reexported]), [['mixed.js', 1, ['helper']]]);
     fs.rmSync(dir, { recursive: true, force: true });
   });
+
+  it('the SDK\'s entry points, which plugins read on the media path, keep fast properties', () => {
+    const entries = ['plugin-sdk', 'plugin-sdk/formats', 'plugin-sdk/codecs', 'plugin-sdk/rtsp', 'plugin-sdk/worker'];
+    const code = `require('reflect-metadata');
+      const out = {};
+      for (const e of ${JSON.stringify(entries)}) {
+        const m = require(require('node:path').join(${JSON.stringify(path.join(repoRoot, 'dist'))}, e));
+        out[e] = { fast: %HasFastProperties(m), names: Object.keys(m).length, esModule: m.__esModule === true };
+      }
+      process.stdout.write(JSON.stringify(out));`;
+    const r = spawnSync(process.execPath, ['--allow-natives-syntax', '-e', code], { encoding: 'utf8', timeout: 60_000, cwd: repoRoot });
+    assert.equal(r.status, 0, r.stderr);
+    const out = JSON.parse(r.stdout) as Record<string, { fast: boolean; names: number; esModule: boolean }>;
+    for (const e of entries) {
+      assert.ok(out[e].names >= 2, `${e} exports only ${out[e].names} names`);
+      assert.ok(out[e].esModule, `${e} lost its __esModule marker (default imports would break)`);
+      assert.ok(out[e].fast, `${e}'s exports object is a dictionary: end the barrel with \`module.exports = { __esModule: true, ...module.exports }\``);
+    }
+  });
 });

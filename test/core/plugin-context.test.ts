@@ -178,14 +178,14 @@ describe('plugin context: services, own HTTP listeners, bus view, players, outpu
       },
     });
     const gw = await startTestGateway({ plugins: [{ name: 'maker', def: def as PluginDefinition<object> }] });
-    const s = gw.kernel.bus.get('made_by_plugin')!;
+    const s = gw.bus.get('made_by_plugin')!;
     assert.equal(s.owner, 'maker');
     assert.deepEqual(ctx.bus.stages(), ['noop']);
     let closedWith = '';
     s.on('closed', (r) => { closedWith = r; });
     await gw.stop();
     assert.equal(closedWith, 'plugin maker stopped');
-    assert.deepEqual(gw.kernel.bus.stageNames(), []);
+    assert.deepEqual(gw.bus.stages(), []);
   });
 
   describe('players and outputs without fmt', () => {

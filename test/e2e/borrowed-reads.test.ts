@@ -1,9 +1,9 @@
 /**
  * The ingest reads every terminal socket into one shared buffer and copies out only what outlives a read
- * (plugin-sdk/borrowed-reads.ts, Jt1078Reassembler.detach). Through the real gateway: two channels of one terminal
+ * (core/net/borrowed-reads.ts, Jt1078Reassembler.detach). Through the real gateway: two channels of one terminal
  * on one connection, in small writes cut anywhere (every frame straddles reads, the channels' frames interleave in
  * them), must reach their players byte for byte as a third channel sent in whole packets does. The same again with
- * every read past a slice's first set aside for the end of the loop's turn (plugin-sdk/read-slices.ts, a slice of
+ * every read past a slice's first set aside for the end of the loop's turn (core/net/read-slices.ts, a slice of
  * 1 µs), the terminals closing right after their last bytes: the set-aside reads are handled before the link ends.
  */
 import assert from 'node:assert/strict';

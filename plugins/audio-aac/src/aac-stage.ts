@@ -7,11 +7,11 @@
  * counted and logged once per stream and codec.
  */
 import type { Logger } from 'pino';
-import { AAC_STAGE } from '../../../plugin-sdk/audio';
-import type { StageDefinition } from '../../../plugin-sdk/bus';
+import { AAC_STAGE } from '../../../plugin-sdk';
+import type { StageDefinition } from '../../../plugin-sdk';
 import { createDecoder, type AdpcmOptions } from '../../../plugin-sdk/codecs';
-import { unitAt, type AccessUnit, type AudioCodec, type AudioTrackInfo } from '../../../plugin-sdk/media';
-import { audioStage } from '../../../plugin-sdk/stages';
+import { unitAt, type AccessUnit, type AudioCodec, type AudioTrackInfo } from '../../../plugin-sdk';
+import { audioStage } from '../../../plugin-sdk';
 import { AAC_SAMPLE_RATES, aacLcAsc } from './engine/pool';
 import { FrameLane, type LaneWorker } from './frame-lane';
 import { HeldFrames } from './held-frames';

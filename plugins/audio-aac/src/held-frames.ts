@@ -15,7 +15,7 @@
  * The frames kept are copies (into one small buffer, reused once they are sent: the lane copies a group as it takes
  * it), so the stage never holds a view of its input's payload memory, which the bus can then reuse.
  */
-import type { AccessUnit } from '../../../plugin-sdk/media';
+import type { AccessUnit } from '../../../plugin-sdk';
 import type { LaneFrame } from './frame-lane';
 
 const FIRST_BYTES = 2048;

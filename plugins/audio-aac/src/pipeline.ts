@@ -9,7 +9,7 @@
  * anchor, encoder and resampler reset.
  */
 import { createDecoder, Resampler, type AudioDecoder, type CodecOptions } from '../../../plugin-sdk/codecs';
-import type { AudioTrackInfo } from '../../../plugin-sdk/media';
+import type { AudioTrackInfo } from '../../../plugin-sdk';
 
 /** What the pipeline needs of an AAC encoder (see engine/). */
 export interface FrameEncoder {

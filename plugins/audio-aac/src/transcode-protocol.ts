@@ -1,5 +1,5 @@
 /** What the stage says to its worker (transcode-worker.ts) and what comes back. */
-import type { AudioTrackInfo } from '../../../plugin-sdk/media';
+import type { AudioTrackInfo } from '../../../plugin-sdk';
 import type { AdpcmOptions } from '../../../plugin-sdk/codecs';
 
 export interface OpenJob {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import pino from 'pino';
-import { flvFileHeader, serializeTag } from '../../../plugin-sdk/formats/flv';
+import { flvFileHeader, serializeTag } from '../../../plugin-sdk/formats';
 import { adts, ffmpegDecode, frequency } from '../../../test/support/audio';
 import { requireTool } from '../../../test/support/tools';
 import { AacEncoderLostError, AacEncoderPool, AacEngine, AAC_SAMPLE_RATES, type AacEncoder, type AacEncoderInfo, type AacFrame } from '../src/engine';

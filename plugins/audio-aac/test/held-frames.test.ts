@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { audioUnit, type AccessUnit } from '../../../plugin-sdk/media';
+import { audioUnit, type AccessUnit } from '../../../plugin-sdk';
 import type { LaneFrame } from '../src/frame-lane';
 import { HeldFrames } from '../src/held-frames';
 

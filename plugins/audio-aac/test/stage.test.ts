@@ -34,7 +34,7 @@ describe('audio-aac: the aac stage', function () {
   /** opens a channel, reads it via the stage with these params, pushes the whole clip at once, waits for `enough` */
   async function read(chanId: number, params: Record<string, unknown> | undefined, units: readonly AccessUnit[], tracks: readonly TrackInfo[], enough: (r: Read) => boolean): Promise<Read & { reqId: string }> {
     const open = await gw.openStream({ simNo: '13900000010', chanId });
-    const stream = gw.kernel.bus.get(open.streamName)!;
+    const stream = gw.bus.get(open.streamName)!;
     const r: Read = { units: [], tracks: [] };
     stream.subscribe({ write: (u) => r.units.push(u), tracks: (t) => r.tracks.push(t) }, { via: { stage: 'aac', params } });
     const pub = stream.attachPublisher();
@@ -106,7 +106,7 @@ describe('audio-aac: the aac stage', function () {
   it('bad audio never stops the video: codec switches, an undecodable codec, a rate change and garbage frames', async () => {
     const video = clip.units.filter((u) => u.kind === 'video');
     const open = await gw.openStream({ simNo: '13900000012', chanId: 1 });
-    const stream = gw.kernel.bus.get(open.streamName)!;
+    const stream = gw.bus.get(open.streamName)!;
     const got: AccessUnit[] = [];
     const tracks: Array<ReadonlyArray<TrackInfo>> = [];
     stream.subscribe({ write: (u) => got.push(u), tracks: (t) => tracks.push(t) }, { via: 'aac' });
@@ -146,12 +146,12 @@ describe('audio-aac: the aac stage', function () {
 
   it('one instance per (stream, params) for all readers; it stops, and its transcoder goes, with the last reader', async () => {
     const open = await gw.openStream({ simNo: '13900000011', chanId: 1 });
-    const stream = gw.kernel.bus.get(open.streamName)!;
+    const stream = gw.bus.get(open.streamName)!;
     const a = stream.subscribe({ write: () => undefined }, { via: 'aac' });
     const b = stream.subscribe({ write: () => undefined }, { via: { stage: 'aac', params: { sampleRate: 8000, channels: 1 } } });
     const pub = gw.publish(open.streamName, clip, { realtime: false });
     await pub.done;
-    assert.equal(gw.kernel.bus.list().filter((s) => s.derivedFrom?.stream === open.streamName).length, 1, 'the defaults and the same values explicitly are one form');
+    assert.equal(gw.bus.list().filter((s) => s.derivedFrom?.stream === open.streamName).length, 1, 'the defaults and the same values explicitly are one form');
     let metrics = await (await fetch(gw.baseUrl + '/metrics')).text();
     assert.match(metrics, /^gw_audio_aac_transcoders 1$/m);
     a.close();
@@ -198,7 +198,7 @@ describe('audio-aac: the stage across a worker restart', function () {
     try {
       const clip = testClip({ seconds: 2, audio: true });
       const open = await gw.openStream({ simNo: '13900000020', chanId: 1 });
-      const stream = gw.kernel.bus.get(open.streamName)!;
+      const stream = gw.bus.get(open.streamName)!;
       const aac: AccessUnit[] = [];
       stream.subscribe({ write: (u) => { if (u.kind === 'audio') aac.push(u); } }, { via: 'aac' });
       // in real time, as a terminal sends: frames pushed before the reopen are lost, the rest are encoded

@@ -1,6 +1,6 @@
 import Redis from 'ioredis';
 import type { Logger } from 'pino';
-import { redactRedisUrl } from '../../../plugin-sdk/stores/redis-kv-store';
+import { redactUrlPassword as redactRedisUrl } from '../../../plugin-sdk';
 import type { NoticePayload } from './payload';
 
 export interface RedisNoticePublisherOptions {

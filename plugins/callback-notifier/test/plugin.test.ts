@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import Redis from 'ioredis';
-import { definePlugin, type PluginContext, type PluginDefinition } from '../../../plugin-sdk/plugin';
-import { videoUnit } from '../../../plugin-sdk/media';
+import { definePlugin, type PluginContext, type PluginDefinition } from '../../../plugin-sdk';
+import { videoUnit } from '../../../plugin-sdk';
 import { startTestGateway, stubMediaPlugin, type TestGateway } from '../../../plugin-sdk/testkit';
 import { startRedis, type RedisServer } from '../../../test/support/redis';
 import { streamFieldsToNotice } from '../src/redis-publisher';

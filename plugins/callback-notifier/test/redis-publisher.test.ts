@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import Redis from 'ioredis';
 import { startRedis, type RedisServer } from '../../../test/support/redis';
-import { redactRedisUrl } from '../../../plugin-sdk/stores/redis-kv-store';
+import { redactUrlPassword as redactRedisUrl } from '../../../plugin-sdk';
 import { RedisNoticePublisher, noticeToStreamFields, streamFieldsToNotice } from '../src/redis-publisher';
 import { memoryLogger, notice, until, within } from './helpers';
 

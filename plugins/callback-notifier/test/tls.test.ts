@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { definePlugin, type PluginContext, type PluginDefinition } from '../../../plugin-sdk/plugin';
-import { videoUnit } from '../../../plugin-sdk/media';
+import { definePlugin, type PluginContext, type PluginDefinition } from '../../../plugin-sdk';
+import { videoUnit } from '../../../plugin-sdk';
 import { startTestGateway, stubMediaPlugin, type TestGateway } from '../../../plugin-sdk/testkit';
 import { scratchDir } from '../../../test/support/paths';
 import { CallbackDispatcher } from '../src/delivery';

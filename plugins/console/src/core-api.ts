@@ -1,54 +1,14 @@
 /**
- * The description of the kernel's own routes (open, keep, close, status, healthz, metrics). The open body is
- * generated from the field tables the kernel's validator reads (plugin-sdk/open-fields.ts), rules between fields
- * included, so a change of a rule changes the document.
+ * The description of the kernel's own routes (open, keep, close, status, healthz, metrics). The open body's schema
+ * comes from the sessions (Sessions.openRequestSchema), generated from the field tables the kernel's validator
+ * reads, so a change of a rule changes the document.
  */
-import { objectSchema, type ApiDescription, type JsonSchema } from '../../../plugin-sdk/api-docs';
-import {
-  DATA_TYP_BY_TYP, OPEN_CROSS_RULES, OPEN_FIELDS, SCHEMES_BY_FMT,
-} from '../../../plugin-sdk/open-fields';
+import type { ApiDescription, JsonSchema } from '../../../plugin-sdk';
 import { envelopeOf, jsonBody, operation, ref } from './openapi-parts';
 
 /** The keep and close body: the session manager's check (1..1000 ids of at most 64 characters). */
 export const REQ_IDS_MAX = 1000;
 export const REQ_ID_MAX_LENGTH = 64;
-
-/** JSON Schema of the open body: the fields, then the rules between them as if/then. */
-export function openRequestSchema(): JsonSchema {
-  const conditions: JsonSchema[] = [];
-  for (const [typ, rule] of Object.entries(DATA_TYP_BY_TYP)) {
-    conditions.push({
-      if: { properties: { typ: { const: typ } }, required: ['typ'] },
-      then: { properties: { dataTyp: { enum: [...rule.values, null] } } },
-    });
-  }
-  conditions.push({
-    // subFmt (not null) only with fmt 1
-    if: { properties: { subFmt: { type: 'string' } }, required: ['subFmt'] },
-    then: { properties: { fmt: { const: OPEN_CROSS_RULES.subFmtFmt } }, required: ['fmt'] },
-  });
-  conditions.push({
-    if: { properties: { record: { const: true } }, required: ['record'] },
-    // an absent or null fmt is the default 0
-    then: { properties: { fmt: { enum: [OPEN_CROSS_RULES.recordFmt, null] } } },
-  });
-  for (const [fmt, schemes] of Object.entries(SCHEMES_BY_FMT)) {
-    const f = Number(fmt);
-    const fmtIs = f === OPEN_FIELDS.fmt.default ? { enum: [f, null] } : { const: f };
-    conditions.push({
-      if: { properties: { fmt: fmtIs }, ...(f === OPEN_FIELDS.fmt.default ? {} : { required: ['fmt'] }) },
-      then: { properties: { scheme: { enum: [...schemes, null] } } },
-    });
-  }
-  // chanId or its alias channelId
-  conditions.push({ anyOf: [{ required: ['chanId'] }, { required: ['channelId'] }] });
-  return {
-    type: 'object',
-    description: 'Open a channel (strm-api 3.4.4). Fields are checked in this order; the first bad one answers -7 naming it. `null` counts as absent.',
-    ...objectSchema(OPEN_FIELDS),
-    allOf: conditions,
-  };
-}
 
 const codecSchema: JsonSchema = {
   type: 'object',
@@ -65,8 +25,9 @@ const bool = (description: string): JsonSchema => ({ type: 'boolean', descriptio
 const int = (description: string): JsonSchema => ({ type: 'integer', description });
 const urls: JsonSchema = { type: 'object', additionalProperties: { type: 'string' }, description: 'Play URLs of outputs that serve every request their own way, by output name.' };
 
-export const CORE_SCHEMAS: Record<string, JsonSchema> = {
-  OpenRequest: openRequestSchema(),
+/** the schemas of the kernel's routes, given the open body's schema */
+export const coreSchemas = (openRequest: JsonSchema): Record<string, JsonSchema> => ({
+  OpenRequest: openRequest,
   OpenResult: {
     type: 'object',
     required: ['reqId', 'ctrl', 'playUrl', 'ready', 'mediaTyp', 'keepIntv', 'host', 'port', 'tcp', 'port2019', 'tcp2019'],
@@ -131,14 +92,14 @@ export const CORE_SCHEMAS: Record<string, JsonSchema> = {
       degraded: { type: 'object', additionalProperties: { type: 'string' }, description: 'Each degraded part\'s reason.' },
     },
   },
-};
+});
 
-export function coreApi(): ApiDescription {
+export function coreApi(openRequest: JsonSchema): ApiDescription {
   const reqId = { name: 'reqId', in: 'query', required: false, description: 'Only this request.', schema: { type: 'string', maxLength: REQ_ID_MAX_LENGTH } };
   return {
     owner: 'core',
     summary: 'Sessions (strm-api 3.4.4) and health',
-    schemas: CORE_SCHEMAS,
+    schemas: coreSchemas(openRequest),
     paths: {
       '/strm/open': {
         post: operation('openStream', 'Open a channel', {

@@ -2,8 +2,8 @@
  * The pieces every operation shares: the reply envelope of decisions.md ({errCode, message, data, count}), the error
  * codes (from the SDK's ErrCode, with the HTTP status GatewayError gives each), Basic authentication.
  */
-import type { JsonSchema } from '../../../plugin-sdk/api-docs';
-import { ErrCode, GatewayError } from '../../../plugin-sdk/errors';
+import type { JsonSchema } from '../../../plugin-sdk';
+import { ErrCode, GatewayError } from '../../../plugin-sdk';
 
 /** What each code means to a client (decisions.md "Error codes"). */
 const MEANING: Record<keyof typeof ErrCode, string> = {

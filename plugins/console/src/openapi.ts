@@ -2,7 +2,7 @@
  * The OpenAPI 3.1 document of the API port: the kernel's routes (core-api.ts) and what plugins described through
  * the API_DOCS service, put together at each request (plugins describe their routes during setup, after this one).
  */
-import type { ApiDescription, ApiDocs, JsonSchema } from '../../../plugin-sdk/api-docs';
+import type { ApiDescription, ApiDocs, JsonSchema } from '../../../plugin-sdk';
 import { coreApi } from './core-api';
 import { sharedSchemas } from './openapi-parts';
 
@@ -14,12 +14,15 @@ export interface DocumentInfo {
 export class ApiDocRegistry implements ApiDocs {
   private readonly byOwner = new Map<string, ApiDescription>();
 
+  /** `openRequest`: the open body's schema, as the sessions generate it from their field tables */
+  constructor(private readonly openRequest: JsonSchema) {}
+
   describe(d: ApiDescription): void {
     this.byOwner.set(d.owner, d);
   }
 
   document(info: DocumentInfo): Record<string, unknown> {
-    const all = [coreApi(), ...this.byOwner.values()];
+    const all = [coreApi(this.openRequest), ...this.byOwner.values()];
     const paths: Record<string, Record<string, unknown>> = {};
     const schemas: Record<string, JsonSchema> = { ...sharedSchemas() };
     for (const d of all) {

@@ -5,8 +5,8 @@
  * and the running validator, which must agree on every one.
  */
 import assert from 'node:assert/strict';
-import type { FieldRule } from '../../../plugin-sdk/api-docs';
-import { OPEN_FIELDS } from '../../../plugin-sdk/open-fields';
+import type { FieldRule } from '../../../plugin-sdk';
+import { OPEN_FIELDS } from '../../../test/support/core-parts';
 import { definePlugin, type PluginDefinition } from '../../../plugin-sdk';
 import { startTestGateway, type TestGateway } from '../../../plugin-sdk/testkit';
 import consolePlugin from '../index';

@@ -6,12 +6,12 @@
  */
 import { defineFormat, type AccessUnit, type FormatEncoder, type StreamInfo, type TrackInfo, type UnitFormat } from '../../../plugin-sdk';
 // per unit: from the defining modules, not the barrel (test/core/module-exports.test.ts says why)
-import { readU32LE, writeU32LE } from '../../../plugin-sdk/formats/byte-order';
-import { FLV_TAG_AUDIO, FLV_TAG_SCRIPT, serializeTag } from '../../../plugin-sdk/formats/flv-tag';
-import { FlvMuxer } from '../../../plugin-sdk/formats/flv-muxer';
-import type { WireUnit } from '../../../plugin-sdk/formats/flv-wire';
-import type { AudioCodec } from '../../../plugin-sdk/media';
-import { keptCopy } from '../../../plugin-sdk/kept-bytes';
+import { readU32LE, writeU32LE } from '../../../plugin-sdk/formats';
+import { FLV_TAG_AUDIO, FLV_TAG_SCRIPT, serializeTag } from '../../../plugin-sdk/formats';
+import { FlvMuxer } from '../../../plugin-sdk/formats';
+import type { WireUnit } from '../../../plugin-sdk/formats';
+import type { AudioCodec } from '../../../plugin-sdk';
+import { keptCopy } from '../../../plugin-sdk';
 import { sizeLineLength, writeSizeLine, wsHeader } from './framing';
 import { flvHeader, onMetaDataBody } from './nms';
 

@@ -6,7 +6,7 @@
  */
 import NmsFlv = require('node-media-server/src/protocol/flv.js');
 import nmsAmf = require('node-media-server/src/protocol/amf.js');
-import type { AmfValue } from '../../../plugin-sdk/formats/flv';
+import type { AmfValue } from '../../../plugin-sdk/formats';
 
 /** FLV file header and PreviousTagSize0, 13 bytes; the flags tell players (mpegts.js, flv.js) which tracks come */
 export function flvHeader(hasAudio: boolean, hasVideo: boolean): Buffer {

@@ -1,6 +1,6 @@
 import { strict as assert } from 'node:assert';
 import { createFlvFormats, type FlvFrame } from '../src/flv-format';
-import { unitAt, type AccessUnit, type AudioCodec, type AudioTrackInfo } from '../../../plugin-sdk/media';
+import { unitAt, type AccessUnit, type AudioCodec, type AudioTrackInfo } from '../../../plugin-sdk';
 
 /** The FLV encoder's audio decisions, unit by unit: what it carries, what it leaves out, what it counts and reports. */
 describe('flv-out FLV form: audio it leaves out', () => {

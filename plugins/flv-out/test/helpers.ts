@@ -53,7 +53,7 @@ export async function startFlvGateway(flvOut: Record<string, unknown> = {}, gate
       return { reqId: o.reqId, path: url.pathname + url.search, stream: o.streamName };
     },
     publisher(stream) {
-      const s = gw.kernel.bus.get(stream);
+      const s = gw.bus.get(stream);
       assert.ok(s, `no bus stream ${stream}`);
       return s.attachPublisher();
     },

@@ -4,7 +4,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { WebSocket } from 'ws';
 import { audioUnit, videoUnit, type AccessUnit, type TrackInfo } from '../../../plugin-sdk';
-import { joinAnnexB, splitAnnexB } from '../../../plugin-sdk/formats/annexb';
+import { joinAnnexB, splitAnnexB } from '../../../plugin-sdk/formats';
 import { testClip, type TestClip } from '../../../plugin-sdk/testkit';
 import { decodeScriptTag, parseFlv, videoAnnexB } from '../../../test/support/flv-reader';
 import { scratchDir } from '../../../test/support/paths';

@@ -2,7 +2,7 @@
  * POST /strm/timed_token described for the OpenAPI document (API_DOCS), from the constants timed-token-body.ts
  * validates with.
  */
-import type { ApiDescription, JsonSchema } from '../../../plugin-sdk/api-docs';
+import type { ApiDescription, JsonSchema } from '../../../plugin-sdk';
 import { EXPIRED_AT, MAX_TOKEN_LENGTH, MAX_TOKENS } from './timed-token-body';
 
 const ref = (name: string): JsonSchema => ({ $ref: `#/components/schemas/${name}` });

@@ -1,5 +1,5 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import type { KeyValueStore } from '../../../plugin-sdk/plugin';
+import type { KeyValueStore } from '../../../plugin-sdk';
 
 export interface TimedToken {
   token: string;

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { ManualClock } from '../../../plugin-sdk/clock';
+import { ManualClock } from '../../../plugin-sdk';
 import { startTestGateway, stubMediaPlugin, type TestGateway } from '../../../plugin-sdk/testkit';
 import { scratchDir } from '../../../test/support/paths';
 

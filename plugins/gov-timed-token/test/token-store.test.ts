@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { createKeyv, type Keyv } from '../../../plugin-sdk/stores';
+import { createKeyv, type Keyv } from '../../../test/support/core-parts';
 import { scratchDir } from '../../../test/support/paths';
 import { TimedTokenStore, type TimedToken } from '../src/token-store';
 

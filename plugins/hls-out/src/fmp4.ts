@@ -4,7 +4,7 @@
  * a fragment is built synchronously in one allocation from the samples' NAL units (see the plugin README for the
  * cost per part against mediabunny's).
  */
-import { aacSampleEntry, box, dinf, fullBox, hdlr, mdhd, mediaHeader, mvhd, tkhd, u32s, visualSampleEntry } from '../../../plugin-sdk/formats/mp4-box';
+import { aacSampleEntry, box, dinf, fullBox, hdlr, mdhd, mediaHeader, mvhd, tkhd, u32s, visualSampleEntry } from '../../../plugin-sdk/formats';
 import type { MuxSample, MuxTrack } from './mux-types';
 
 function ftyp(): Buffer {

@@ -1,8 +1,8 @@
 /** The bus's track descriptions as the container writers need them (codec records, ADTS fields). */
 import type { AudioTrackInfo, VideoTrackInfo } from '../../../plugin-sdk';
-import { buildAvcC } from '../../../plugin-sdk/formats/h264';
-import { buildHvcC } from '../../../plugin-sdk/formats/h265';
-import { keptCopy } from '../../../plugin-sdk/kept-bytes';
+import { buildAvcC } from '../../../plugin-sdk/formats';
+import { buildHvcC } from '../../../plugin-sdk/formats';
+import { keptCopy } from '../../../plugin-sdk';
 import { parseAsc } from './mpegts';
 import type { MuxTrack } from './mux-types';
 

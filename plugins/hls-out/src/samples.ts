@@ -4,7 +4,7 @@
  * unit's raw frame. The NAL units stay views of the unit's payload until a fragment copies them into place.
  */
 import type { AccessUnit } from '../../../plugin-sdk';
-import { h264NalType, h265NalType, splitAnnexB } from '../../../plugin-sdk/formats/annexb';
+import { h264NalType, h265NalType, splitAnnexB } from '../../../plugin-sdk/formats';
 import type { MuxSample, MuxTrack } from './mux-types';
 
 /** H.264 SPS, PPS, AUD; H.265 VPS, SPS, PPS, AUD */

@@ -29,7 +29,7 @@ describe('hls-out: ready means the first segment exists', function () {
     const hls = await gw.openStream({ simNo: '13900000061', chanId: 1, fmt: 1, dataTyp: 1 });
     const flv = await gw.openStream({ simNo: '13900000061', chanId: 1, fmt: 0, dataTyp: 1 });
     const clip = testClip({ seconds: 2 });
-    const pub = gw.kernel.bus.get(hls.streamName)!.attachPublisher();
+    const pub = gw.bus.get(hls.streamName)!.attachPublisher();
     pub.setTrack(clip.video);
     // the first 1.5 s: a keyframe, but no complete 2 s segment yet
     for (const u of clip.units.filter((x) => x.dts < 1500)) pub.push(u);

@@ -7,8 +7,8 @@ import pino from 'pino';
 import { performance } from 'node:perf_hooks';
 import { EncodedPacket, EncodedVideoPacketSource, MpegTsOutputFormat, Mp4OutputFormat, NullTarget, Output } from 'mediabunny';
 import type { AccessUnit } from '../../../plugin-sdk';
-import { h264NalType, splitAnnexB } from '../../../plugin-sdk/formats/annexb';
-import { buildAvcC } from '../../../plugin-sdk/formats/h264';
+import { h264NalType, splitAnnexB } from '../../../plugin-sdk/formats';
+import { buildAvcC } from '../../../plugin-sdk/formats';
 import { testClip } from '../../../plugin-sdk/testkit';
 import { Segmenter } from '../src/segmenter';
 

@@ -9,7 +9,7 @@
  */
 import type { Logger } from 'pino';
 import type { AudioTrackInfo, MediaStream, Sessions, StrmRequest, Subscription, TerminalLink, TerminalLinks, PlayerHandle } from '../../../plugin-sdk';
-import type { Off } from '../../../plugin-sdk/bus';
+import type { Off } from '../../../plugin-sdk';
 import { createDecoder, createEncoder, type AudioDecoder, type AudioEncoder, type EncoderSpec } from '../../../plugin-sdk/codecs';
 import { CLIENT_RATE, decodeClient, encodeClient, PcmRateConverter, type ClientFormat } from './client-format';
 import type { IntercomConfig } from './config';

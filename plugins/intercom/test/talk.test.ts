@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import * as dgram from 'node:dgram';
 import { once } from 'node:events';
 import type { TestGateway } from '../../../plugin-sdk/testkit';
-import type { Notice } from '../../../plugin-sdk/notices';
+import type { Notice } from '../../../plugin-sdk';
 import { createDecoder } from '../../../plugin-sdk/codecs';
 import { TalkReceiver } from '../../jt1078-ingest/tools/talk-receiver';
 import {

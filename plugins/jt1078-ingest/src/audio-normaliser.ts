@@ -13,7 +13,7 @@
  *   out rather than announced without a rate, which no decoder could use and which would change the track a few
  *   frames later. Its codeword packing is the site's (terminals never say).
  */
-import { unitAt, type AccessUnit, type AudioCodec, type AudioTrackInfo, type G726Packing, type TrackInfo } from '../../../plugin-sdk/media';
+import { unitAt, type AccessUnit, type AudioCodec, type AudioTrackInfo, type G726Packing, type TrackInfo } from '../../../plugin-sdk';
 import type { Jt1078Frame } from './reassembler';
 import { AAC_FRAME_SAMPLES, AdtsHeader, G726RateEstimator, parseMpegAudioHeader } from './audio';
 import { g726BitsOfPt, sampleRateOfPt } from './payload-types';

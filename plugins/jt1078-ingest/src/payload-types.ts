@@ -11,7 +11,7 @@
  * DVI4_3/DVI4_4 (10, 11) are left 'unknown': nothing says what their numbers mean, and a guess would be decoded
  * into noise.
  */
-import type { AudioCodec, VideoCodec } from '../../../plugin-sdk/media';
+import type { AudioCodec, VideoCodec } from '../../../plugin-sdk';
 
 export const PT = {
   G721: 1,

@@ -13,13 +13,13 @@
  * waits for the next I frame: a P frame whose reference is missing decodes into garbage until then.
  * Video also starts at an I frame.
  */
-import { NAL_SCAN, scanH264 } from '../../../plugin-sdk/formats/h264';
-import { scanH265 } from '../../../plugin-sdk/formats/h265';
-import type { CodecId } from '../../../plugin-sdk/media';
+import { NAL_SCAN, scanH264 } from '../../../plugin-sdk/formats';
+import { scanH265 } from '../../../plugin-sdk/formats';
+import type { CodecId } from '../../../plugin-sdk';
 import { DATA_TYPE, Jt1078Packet, SUB_MARK } from './packet';
 import { audioCodecOfPt, videoCodecOfPt } from './payload-types';
 import { hasHisiliconHeader } from './audio';
-import { BufferSlab, FRAME_SLAB_BYTES } from '../../../plugin-sdk/buffer-slab';
+import { BufferSlab, FRAME_SLAB_BYTES } from '../../../plugin-sdk';
 
 export interface Jt1078Frame {
   kind: 'video' | 'audio';
@@ -243,7 +243,7 @@ export class Jt1078Reassembler {
 
   /**
    * Copies the bodies of unfinished frames out of the read they came from, so the caller may reuse its read buffer
-   * (plugin-sdk/borrowed-reads.ts): called after each TCP chunk. A frame that began and ended within the chunk
+   * (core/net/borrowed-reads.ts): called after each TCP chunk. A frame that began and ended within the chunk
    * costs nothing here; one that straddles reads is copied once more than before, into a store that grows by
    * doubling and goes with the frame.
    */

@@ -10,14 +10,14 @@
  * Time: the timeline gives integer ms (terminals count in ms). Video units are at 90 kHz (ms x 90, exact); audio
  * units at the track's sample rate, placed and normalised by audio-normaliser.ts on the same timeline.
  */
-import { NAL_SCAN, extractH264ParameterSets, parseH264Sps } from '../../../plugin-sdk/formats/h264';
-import { extractH265ParameterSets, parseH265Sps } from '../../../plugin-sdk/formats/h265';
-import { joinAnnexB, splitAnnexB } from '../../../plugin-sdk/formats/annexb';
-import { keptCopy } from '../../../plugin-sdk/kept-bytes';
+import { NAL_SCAN, extractH264ParameterSets, parseH264Sps } from '../../../plugin-sdk/formats';
+import { extractH265ParameterSets, parseH265Sps } from '../../../plugin-sdk/formats';
+import { joinAnnexB, splitAnnexB } from '../../../plugin-sdk/formats';
+import { keptCopy } from '../../../plugin-sdk';
 import {
   VIDEO_TIMESCALE, unitAt, type AccessUnit, type AudioTrackInfo, type TrackInfo,
   type VideoCodec, type VideoTrackInfo,
-} from '../../../plugin-sdk/media';
+} from '../../../plugin-sdk';
 import type { Jt1078Packet } from './packet';
 import { Jt1078Reorderer, ReorderStats } from './reorder';
 import { Jt1078Frame, Jt1078Reassembler, ReassemblerStats } from './reassembler';

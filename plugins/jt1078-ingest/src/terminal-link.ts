@@ -1,10 +1,10 @@
 import type { Socket } from 'node:net';
 import type { Socket as UdpSocket } from 'node:dgram';
 import type { Logger } from 'pino';
-import type { LogLimiter } from '../../../plugin-sdk/log-limiter';
+import type { LogLimiter } from '../../../plugin-sdk';
 import { normaliseSim, type ChannelStream, type Publisher, type Sessions, type StreamTyp } from '../../../plugin-sdk';
-import type { Off } from '../../../plugin-sdk/bus';
-import type { DownlinkAudio, TerminalLink as SdkTerminalLink } from '../../../plugin-sdk/services/terminal-links';
+import type { Off } from '../../../plugin-sdk';
+import type { DownlinkAudio, TerminalLink as SdkTerminalLink } from '../../../plugin-sdk';
 import { Jt1078Parser } from './parser';
 import { DATA_TYPE, type Jt1078Layout, type Jt1078Packet } from './packet';
 import { Jt1078Packer } from './packer';
@@ -163,7 +163,7 @@ export class TerminalLink implements SdkTerminalLink {
   }
 
   /**
-   * Bytes from the terminal. A TCP chunk is borrowed (the socket's shared read buffer, plugin-sdk/borrowed-reads.ts):
+   * Bytes from the terminal. A TCP chunk is borrowed (the socket's shared read buffer, core/net/borrowed-reads.ts):
    * whatever outlives this call is copied before it returns. A datagram is the link's to keep (the UDP reorder
    * buffer holds packets that are views of it).
    */

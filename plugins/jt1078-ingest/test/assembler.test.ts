@@ -2,15 +2,15 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { scratchDir } from '../../../test/support/paths';
-import { NAL_SCAN, scanH264 } from '../../../plugin-sdk/formats/h264';
-import { joinAnnexB, splitAnnexB } from '../../../plugin-sdk/formats/annexb';
-import type { AccessUnit, AudioTrackInfo, VideoTrackInfo } from '../../../plugin-sdk/media';
+import { NAL_SCAN, scanH264 } from '../../../plugin-sdk/formats';
+import { joinAnnexB, splitAnnexB } from '../../../plugin-sdk/formats';
+import type { AccessUnit, AudioTrackInfo, VideoTrackInfo } from '../../../plugin-sdk';
 import { Jt1078Packet, SUB_MARK } from '../src/packet';
 import { Jt1078Parser } from '../src/parser';
 import { Jt1078Packer } from '../src/packer';
 import { Jt1078StreamAssembler } from '../src/stream-assembler';
 import pino from 'pino';
-import { CoreMediaBus } from '../../../core/bus/media-bus';
+import { CoreMediaBus } from '../../../test/support/core-parts';
 import { CAPTURES, Collector, assemble, capturePackets, checksum, ffprobeRaw, prng, reencode } from './helpers';
 
 function auKey(u: AccessUnit): string {

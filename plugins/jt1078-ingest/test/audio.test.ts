@@ -9,7 +9,7 @@ import * as path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { fixturePath, scratchDir } from '../../../test/support/paths';
 import { requireTool } from '../../../test/support/tools';
-import type { AudioTrackInfo } from '../../../plugin-sdk/media';
+import type { AudioTrackInfo } from '../../../plugin-sdk';
 import type { Jt1078Packet } from '../src/packet';
 import { Jt1078Parser } from '../src/parser';
 import { Jt1078Packer } from '../src/packer';

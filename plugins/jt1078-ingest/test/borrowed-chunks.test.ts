@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import type { AccessUnit } from '../../../plugin-sdk/media';
+import type { AccessUnit } from '../../../plugin-sdk';
 import { Jt1078Parser } from '../src/parser';
 import { Jt1078StreamAssembler } from '../src/stream-assembler';
 import { CAPTURES, Collector, checksum, prng, readCapture } from './helpers';

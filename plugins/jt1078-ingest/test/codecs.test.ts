@@ -4,12 +4,12 @@ import * as path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { scratchDir } from '../../../test/support/paths';
 import { requireTool } from '../../../test/support/tools';
-import { splitAnnexB } from '../../../plugin-sdk/formats/annexb';
+import { splitAnnexB } from '../../../plugin-sdk/formats';
 import {
   BitReader, NAL_SCAN, buildAvcC, extractH264ParameterSets, h264IsKeyframe, parseH264Sps, scanH264, unescapeRbsp,
-} from '../../../plugin-sdk/formats/h264';
-import { buildHvcC, extractH265ParameterSets, h265IsKeyframe, parseH265Sps, scanH265 } from '../../../plugin-sdk/formats/h265';
-import { VideoTrackInfo } from '../../../plugin-sdk/media';
+} from '../../../plugin-sdk/formats';
+import { buildHvcC, extractH265ParameterSets, h265IsKeyframe, parseH265Sps, scanH265 } from '../../../plugin-sdk/formats';
+import { VideoTrackInfo } from '../../../plugin-sdk';
 import { Jt1078Packer } from '../src/packer';
 import { Jt1078Parser } from '../src/parser';
 import { Collector } from './helpers';

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import type { AccessUnit, TrackInfo } from '../../../plugin-sdk/media';
+import type { AccessUnit, TrackInfo } from '../../../plugin-sdk';
 import { Jt1078Packet } from '../src/packet';
 import { Jt1078Parser } from '../src/parser';
 import { Jt1078StreamAssembler } from '../src/stream-assembler';

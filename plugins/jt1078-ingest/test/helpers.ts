@@ -3,7 +3,7 @@ import * as fs from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { fixturePath } from '../../../test/support/paths';
 import { requireTool } from '../../../test/support/tools';
-import type { AccessUnit, TrackInfo } from '../../../plugin-sdk/media';
+import type { AccessUnit, TrackInfo } from '../../../plugin-sdk';
 import { Jt1078Packet } from '../src/packet';
 import { Jt1078Parser, ParserOptions } from '../src/parser';
 import { AudioFraming, Jt1078StreamAssembler, StreamAssemblerOptions } from '../src/stream-assembler';

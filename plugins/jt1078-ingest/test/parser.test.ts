@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { Jt1078Packet, probeHeader, PROBE_INVALID, MAX_HEADER_LENGTH, SimDecoder } from '../src/packet';
-import { normaliseSim } from '../../../plugin-sdk/sim';
+import { normaliseSim } from '../../../plugin-sdk';
 import { Jt1078Parser } from '../src/parser';
 import { encodePacket } from '../src/packer';
 import { CAPTURES, capturePackets, fieldsOf, packetKey, parseAll, prng, readCapture, reencode } from './helpers';

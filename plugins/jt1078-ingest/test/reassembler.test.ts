@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { NAL_SCAN } from '../../../plugin-sdk/formats/h264';
+import { NAL_SCAN } from '../../../plugin-sdk/formats';
 import { Jt1078Packet, SUB_MARK } from '../src/packet';
 import { Jt1078Reorderer } from '../src/reorder';
 import { Jt1078Frame, Jt1078Reassembler, ReassemblerOptions } from '../src/reassembler';

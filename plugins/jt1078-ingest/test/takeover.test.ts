@@ -9,11 +9,11 @@ import * as net from 'node:net';
 import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startTestGateway, type TestGateway } from '../../../plugin-sdk/testkit';
-import { ManualClock } from '../../../plugin-sdk/clock';
-import { TERMINAL_LINKS, type TerminalLinks } from '../../../plugin-sdk/services/terminal-links';
-import type { PluginDefinition } from '../../../plugin-sdk/plugin';
-import type { MediaBus } from '../../../plugin-sdk/bus';
-import type { Notice } from '../../../plugin-sdk/notices';
+import { ManualClock } from '../../../plugin-sdk';
+import { TERMINAL_LINKS, type TerminalLinks } from '../../../plugin-sdk';
+import type { PluginDefinition } from '../../../plugin-sdk';
+import type { MediaBus } from '../../../plugin-sdk';
+import type { Notice } from '../../../plugin-sdk';
 import { capturePackets, reencode } from './helpers';
 
 const REAL = 'jt1078/glaciall-cif-h264-2013.bin';

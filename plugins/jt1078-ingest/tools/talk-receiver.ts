@@ -6,7 +6,7 @@
  */
 import * as fs from 'node:fs';
 import { createDecoder, type AudioDecoder } from '../../../plugin-sdk/codecs';
-import type { AudioTrackInfo, G726Packing } from '../../../plugin-sdk/media';
+import type { AudioTrackInfo, G726Packing } from '../../../plugin-sdk';
 import { hasHisiliconHeader, g726BitsFromFrameLength } from '../src/audio';
 import { DATA_TYPE, SUB_MARK, type Jt1078Layout, type Jt1078Packet } from '../src/packet';
 import { Jt1078Parser } from '../src/parser';

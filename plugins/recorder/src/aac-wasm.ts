@@ -14,7 +14,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vm from 'node:vm';
-import { ALAW_TO_PCM, ULAW_TO_PCM } from '../../../plugin-sdk/codecs/g711';
+import { ALAW_TO_PCM, ULAW_TO_PCM } from '../../../plugin-sdk/codecs';
 
 const PACKAGE = '@mediabunny/aac-encoder';
 export const AAC_FRAME = 1024;

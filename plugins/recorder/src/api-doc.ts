@@ -2,8 +2,8 @@
  * GET /strm/record and the file route, described for the OpenAPI document (API_DOCS) from the constants
  * query-params.ts validates with: change a limit there and the document follows.
  */
-import { queryParameters, type ApiDescription, type FieldRules, type JsonSchema } from '../../../plugin-sdk/api-docs';
-import { SIM_PATTERN } from '../../../plugin-sdk/sim';
+import { queryParameters, type ApiDescription, type FieldRules, type JsonSchema } from '../../../plugin-sdk';
+import { SIM_PATTERN } from '../../../plugin-sdk';
 import { DEFAULT_LIMIT, DEFAULT_PAGE, MAX_APP_ID_LENGTH, MAX_LIMIT, MAX_PAGE, MAX_SPAN_MS, REQ_ID_PATTERN, TIME_PATTERN } from './query-params';
 import { LINK_TTL_SEC } from './signed-link';
 

@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { FlvTag } from '../../../plugin-sdk/formats/flv';
-import { flvFileHeader, serializeTag } from '../../../plugin-sdk/formats/flv';
+import type { FlvTag } from '../../../plugin-sdk/formats';
+import { flvFileHeader, serializeTag } from '../../../plugin-sdk/formats';
 import { isNoSpace } from './storage-errors';
 
 export interface FlvFileWriterOptions {

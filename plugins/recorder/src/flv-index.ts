@@ -7,8 +7,8 @@
  */
 import * as fs from 'node:fs';
 import { promisify } from 'node:util';
-import { parseH264Sps } from '../../../plugin-sdk/formats/h264';
-import { parseH265Sps } from '../../../plugin-sdk/formats/h265';
+import { parseH264Sps } from '../../../plugin-sdk/formats';
+import { parseH265Sps } from '../../../plugin-sdk/formats';
 import { SampleTable, type SampleDescription } from './mp4-samples';
 
 const TAG_HEADER = 11;

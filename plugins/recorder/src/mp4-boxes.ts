@@ -3,7 +3,7 @@
  * QuickTime's alaw / ulaw for G.711, come from plugin-sdk/formats/mp4-box.ts with hls-out's). The tables are in
  * mp4-moov.ts.
  */
-import { aacSampleEntry, audioSampleHead, box, fullBox, u32s, visualSampleEntry } from '../../../plugin-sdk/formats/mp4-box';
+import { aacSampleEntry, audioSampleHead, box, fullBox, u32s, visualSampleEntry } from '../../../plugin-sdk/formats';
 import type { SampleDescription } from './mp4-samples';
 
 /** `isom` with the brands players look for; the file is laid out for progressive play (moov first) */

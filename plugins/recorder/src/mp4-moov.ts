@@ -5,7 +5,7 @@
  * picture is shown after it is decoded (B-frames).
  */
 import type { FlvIndex } from './flv-index';
-import { box, dinf, fullBox, hdlr, mdhd, mediaHeader, mvhd, tkhd, u32s } from '../../../plugin-sdk/formats/mp4-box';
+import { box, dinf, fullBox, hdlr, mdhd, mediaHeader, mvhd, tkhd, u32s } from '../../../plugin-sdk/formats';
 import { stsd } from './mp4-boxes';
 import type { SampleDescription } from './mp4-samples';
 

@@ -6,8 +6,8 @@ import * as path from 'node:path';
 import type { Logger } from 'pino';
 import type { AccessUnit, MediaStream, SubscribeOptions, Subscription } from '../../../plugin-sdk';
 // per unit: from the defining modules, not the barrel (test/core/module-exports.test.ts says why)
-import { FLV_TAG_AUDIO, FLV_TAG_VIDEO, type FlvTag } from '../../../plugin-sdk/formats/flv-tag';
-import { FlvMuxer } from '../../../plugin-sdk/formats/flv-muxer';
+import { FLV_TAG_AUDIO, FLV_TAG_VIDEO, type FlvTag } from '../../../plugin-sdk/formats';
+import { FlvMuxer } from '../../../plugin-sdk/formats';
 import { startedRecord, type MediaTyp, type RecordCatalog, type RecordStart, type RecordUpdate, type StoredRecord } from './catalog';
 import { FlvFileWriter } from './flv-file-writer';
 import { describeError as describe, isNoSpace, publicError } from './storage-errors';

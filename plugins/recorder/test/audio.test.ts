@@ -44,7 +44,7 @@ describe('recorder: the audio of record files', function () {
   /** records the units on a new channel; the file's streams as ffprobe names them */
   async function record(gw: TestGateway, chanId: number, units: readonly AccessUnit[], tracks: readonly TrackInfo[], over: Record<string, unknown> = {}): Promise<string[]> {
     const open = await gw.openStream({ simNo: '13800000001', chanId, extra: { record: true, ...over } });
-    const pub = gw.kernel.bus.get(open.streamName)!.attachPublisher();
+    const pub = gw.bus.get(open.streamName)!.attachPublisher();
     for (const t of tracks) pub.setTrack(t);
     for (const u of units) pub.push(u);
     // the AAC stage answers from its worker: let the last frames come back before the request closes

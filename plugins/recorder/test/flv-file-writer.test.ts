@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { FlvMuxer, type FlvTag } from '../../../plugin-sdk/formats/flv';
+import { FlvMuxer, type FlvTag } from '../../../plugin-sdk/formats';
 import { parseFlv } from '../../../test/support/flv-reader';
 import { scratchDir } from '../../../test/support/paths';
 import { FlvFileWriter } from '../src/flv-file-writer';

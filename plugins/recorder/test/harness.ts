@@ -1,7 +1,7 @@
 /** A recorder in a test gateway, with a probe plugin to push real H.264 into streams and watch notices. */
 import assert from 'node:assert/strict';
 import { definePlugin, type Notice, type PluginContext } from '../../../plugin-sdk';
-import type { ManualClock } from '../../../plugin-sdk/clock';
+import type { ManualClock } from '../../../plugin-sdk';
 import { startTestGateway, stubMediaPlugin, type TestGateway } from '../../../plugin-sdk/testkit';
 import { requireTool } from '../../../test/support/tools';
 import { encodeTestPattern, loadClip, unitAt, type H264Clip } from './fixtures/h264-clip';

@@ -2,8 +2,8 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import { audioUnit, videoUnit, type AccessUnit, type TrackInfo } from '../../../plugin-sdk';
-import { h264NalType, h265NalType, joinAnnexB, splitAnnexB } from '../../../plugin-sdk/formats/annexb';
-import { flvFileHeader, FlvMuxer, serializeTag } from '../../../plugin-sdk/formats/flv';
+import { h264NalType, h265NalType, joinAnnexB, splitAnnexB } from '../../../plugin-sdk/formats';
+import { flvFileHeader, FlvMuxer, serializeTag } from '../../../plugin-sdk/formats';
 import { requireTool } from '../../../test/support/tools';
 
 /** an FLV file of these units, as the recorder writes one (FlvMuxer, whole tags) */

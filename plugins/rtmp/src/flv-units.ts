@@ -13,8 +13,8 @@
  * A malformed body is a BadMedia error: the caller counts it and drops the message (or the publisher).
  */
 import { audioUnit, videoUnit, type AccessUnit, type AudioTrackInfo, type TrackInfo, type VideoTrackInfo } from '../../../plugin-sdk';
-import { parseH264Sps } from '../../../plugin-sdk/formats/h264';
-import { parseH265Sps } from '../../../plugin-sdk/formats/h265';
+import { parseH264Sps } from '../../../plugin-sdk/formats';
+import { parseH265Sps } from '../../../plugin-sdk/formats';
 
 export class BadMedia extends Error {}
 

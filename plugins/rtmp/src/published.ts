@@ -8,7 +8,7 @@
  */
 import type { Logger } from 'pino';
 import type { AccessUnit, MediaStream, TrackInfo } from '../../../plugin-sdk';
-import { StreamFeed } from '../../../plugin-sdk/stream-feed';
+import { StreamFeed } from '../../../plugin-sdk';
 import type { UnitSink } from './flv-units';
 
 export class PublishedChannel implements UnitSink {

@@ -11,11 +11,11 @@
  */
 import NmsRtmp = require('node-media-server/src/protocol/rtmp.js');
 import { defineFormat, type AccessUnit, type FormatEncoder, type StreamInfo, type TrackInfo, type UnitFormat } from '../../../plugin-sdk';
-import { FLV_TAG_AUDIO, FLV_TAG_SCRIPT, FLV_TAG_VIDEO, PREV_SIZE_SIZE, TAG_HEADER_SIZE, type FlvTag } from '../../../plugin-sdk/formats/flv-tag';
-import { FlvMuxer } from '../../../plugin-sdk/formats/flv-muxer';
-import { wireParts } from '../../../plugin-sdk/formats/flv-wire';
+import { FLV_TAG_AUDIO, FLV_TAG_SCRIPT, FLV_TAG_VIDEO, PREV_SIZE_SIZE, TAG_HEADER_SIZE, type FlvTag } from '../../../plugin-sdk/formats';
+import { FlvMuxer } from '../../../plugin-sdk/formats';
+import { wireParts } from '../../../plugin-sdk/formats';
 import { wireMessage } from './wire-message';
-import type { AudioCodec } from '../../../plugin-sdk/media';
+import type { AudioCodec } from '../../../plugin-sdk';
 
 /** the message stream id of the shared bytes (see above) */
 export const MEDIA_STREAM_ID = 1;

@@ -10,8 +10,8 @@
  * queue holds it (the GOP cache keeps units, not forms), so a block all streams fill dies young, and one
  * ArrayBuffer stands for dozens of messages.
  */
-import type { WireUnit } from '../../../plugin-sdk/formats/flv-wire';
-import { TAG_HEADER_SIZE, PREV_SIZE_SIZE } from '../../../plugin-sdk/formats/flv-tag';
+import type { WireUnit } from '../../../plugin-sdk/formats';
+import { TAG_HEADER_SIZE, PREV_SIZE_SIZE } from '../../../plugin-sdk/formats';
 
 /** the chunk size every connection announces (NMS's RTMP_MAX_CHUNK_SIZE, which its chunksCreate uses too) */
 export const CHUNK_SIZE = 0xffff;

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import type { AccessUnit, TrackInfo } from '../../../plugin-sdk';
 import { testClip } from '../../../plugin-sdk/testkit';
-import { FlvMuxer } from '../../../plugin-sdk/formats/flv-muxer';
+import { FlvMuxer } from '../../../plugin-sdk/formats';
 import { h265Clip } from '../../rtsp-out/test/helpers';
 import { BadMedia, FlvUnits } from '../src/flv-units';
 

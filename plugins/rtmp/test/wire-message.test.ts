@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { shiftUnit, videoUnit } from '../../../plugin-sdk';
-import { FlvMuxer } from '../../../plugin-sdk/formats/flv-muxer';
+import { FlvMuxer } from '../../../plugin-sdk/formats';
 import { testClip } from '../../../plugin-sdk/testkit';
 import { messageOf } from '../src/rtmp-format';
 import { wireMessage } from '../src/wire-message';

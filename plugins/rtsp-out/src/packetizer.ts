@@ -7,7 +7,7 @@
  * bus keeps a unit's RTP form as long as the unit (GOP cache, readers' queues), and a copy would double what a GOP
  * holds. Small parts of many units share 4 KiB chunks (the same reasoning as flv-out's FlvFrame).
  */
-import { splitAnnexB } from '../../../plugin-sdk/formats/annexb';
+import { splitAnnexB } from '../../../plugin-sdk/formats';
 
 /** tracks of a presentation, in SDP order; also the default interleaved channel pair (2 x index) */
 export const VIDEO = 0;

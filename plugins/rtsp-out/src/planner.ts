@@ -8,7 +8,7 @@ import {
   aacVia, mediaTypOf, type AudioTrackInfo, type ChannelStream, type Clock, type MediaBus, type MediaStream, type StrmRequest, type TrackInfo,
   type VideoTrackInfo,
 } from '../../../plugin-sdk';
-import type { AudioCodec } from '../../../plugin-sdk/media';
+import type { AudioCodec } from '../../../plugin-sdk';
 import type { PlayTarget } from './play-url';
 import { audioPayloadType } from './rtp-format';
 import type { Presentation } from './sdp';

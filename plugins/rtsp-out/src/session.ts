@@ -6,7 +6,7 @@
  */
 import type { Socket } from 'node:net';
 import type { AccessUnit, MediaSink, MediaStream, PlayerHandle, StageRef, Subscription, TrackInfo } from '../../../plugin-sdk';
-import type { MediaSelect } from '../../../plugin-sdk/bus';
+import type { MediaSelect } from '../../../plugin-sdk';
 import { AUDIO, VIDEO, type RtpUnit, type TrackIndex } from './packetizer';
 import { bye, senderReport } from './rtcp';
 import type { Presentation } from './sdp';

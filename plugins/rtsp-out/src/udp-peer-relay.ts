@@ -13,9 +13,9 @@
  * and a batch holds at most `PEER_BATCH_MAX` of them: datagrams from unknown addresses are anyone's to send, and a
  * flood of them must not become a flood of messages between workers.
  */
-import { BatchedBroadcast } from '../../../plugin-sdk/batched-broadcast';
-import type { Clock } from '../../../plugin-sdk/clock';
-import type { Workers } from '../../../plugin-sdk/plugin';
+import { BatchedBroadcast } from '../../../plugin-sdk';
+import type { Clock } from '../../../plugin-sdk';
+import type { Workers } from '../../../plugin-sdk';
 
 /** well inside any session timeout */
 const PEER_BATCH_MS = 100;

@@ -8,9 +8,9 @@
  */
 import assert from 'node:assert/strict';
 import { setImmediate as turn, setTimeout as sleep } from 'node:timers/promises';
-import type { CoreMediaBus } from '../../../core/bus/media-bus';
-import { splitAnnexB } from '../../../plugin-sdk/formats/annexb';
-import { videoUnit, type AccessUnit } from '../../../plugin-sdk/media';
+import { kernelOf } from '../../../test/support/kernel-of';
+import { splitAnnexB } from '../../../plugin-sdk/formats';
+import { videoUnit, type AccessUnit } from '../../../plugin-sdk';
 import { RawRtsp, depacketizeH264, h264Clip, startRtspGateway, waitFor, type RtspGateway } from './helpers';
 
 const FILLER = 12;
@@ -57,7 +57,7 @@ describe('rtsp-out: payload memory reused under RTSP/TCP readers', function () {
     const clip = h264Clip();
     const frames = clip.units.filter((u) => u.kind === 'video');
     const open = await g.open('13900001090', { dataTyp: 1 });
-    const bus = g.gw.kernel.bus as CoreMediaBus;
+    const bus = kernelOf(g.gw).bus;
     const pub = bus.get(open.stream)!.attachPublisher();
     pub.setTrack(clip.video);
     const sent = new Map<number, Buffer[]>();

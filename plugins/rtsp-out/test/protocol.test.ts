@@ -4,7 +4,7 @@
  * wall clock), PAUSE, TEARDOWN, and the answers RFC 2326 gives to requests that cannot be served.
  */
 import assert from 'node:assert/strict';
-import { splitAnnexB } from '../../../plugin-sdk/formats/annexb';
+import { splitAnnexB } from '../../../plugin-sdk/formats';
 import { epochMsOfNtp, rtcpPacketTypes } from '../src/rtcp';
 import { RawRtsp, depacketizeH264, h264Clip, rtpHeader, startRtspGateway, waitFor, type RtspGateway } from './helpers';
 
@@ -197,7 +197,7 @@ describe('rtsp-out: the RTSP request sequence over a raw socket', function () {
     await playVideo(c, open.url);
     await waitFor('video', () => (c.frames.get(0)?.length ?? 0) > 10);
     pub.stop();
-    const h265 = g.gw.kernel.bus.get(open.stream)!.attachPublisher();
+    const h265 = g.gw.bus.get(open.stream)!.attachPublisher();
     h265.setTrack({ kind: 'video', codec: 'h265', width: 320, height: 240 });
     await c.ended;
     assert.ok((c.frames.get(1) ?? []).some((p) => rtcpPacketTypes(p).includes(203)), 'BYE on the video track');

@@ -167,7 +167,7 @@ describe('rtsp-out: readers that vanish or stop reading', function () {
     const pub = g.gw.publish(open.stream, h264Clip(), { realtime: false, loop: 300 });
     await pub.done;
     await waitFor('the reader dropped', () => g.gw.logs.some((l) => l.msg === 'dropping an RTSP reader that stopped reading' && l.session === session));
-    const stream = g.gw.kernel.bus.get(open.stream)!;
+    const stream = g.gw.bus.get(open.stream)!;
     assert.equal(stream.stats().queuedBytes, 0, 'nothing queued for it any more');
     c.socket.resume();
     await c.ended;

@@ -3,7 +3,7 @@
  * packetisers (H.264 FU-A/STAP-A, H.265 FU/AP, AAC AU headers, G.711) rebuilt by independent depacketisers here.
  */
 import assert from 'node:assert/strict';
-import { joinAnnexB } from '../../../plugin-sdk/formats/annexb';
+import { joinAnnexB } from '../../../plugin-sdk/formats';
 import { parsePlayUri } from '../src/play-url';
 import { Packetizer, VIDEO, AUDIO, type RtpTrackState, type RtpUnit } from '../src/packetizer';
 import { epochMsOfNtp, ntpOf } from '../src/rtcp';

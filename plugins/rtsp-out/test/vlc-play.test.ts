@@ -114,7 +114,7 @@ describe('rtsp-out: VLC\'s RTP input plays the audio of a play URL', function ()
 
     // what the terminal sends, as the bus has it: every A-law byte from here on
     const sent: Buffer[] = [];
-    const bus = gw.kernel.bus.get(open.streamName);
+    const bus = gw.bus.get(open.streamName);
     assert.ok(bus, 'the request\'s bus stream');
     const sub = bus.subscribe({ write(u) { if (u.kind === 'audio') sent.push(Buffer.from(u.payload)); } }, { media: 'a', fromKeyframe: false });
 

@@ -9,7 +9,7 @@ import type { AccessUnit, Cancel, Clock, MediaStream, TrackInfo } from '../../..
 import { SourceError } from './errors';
 import { parseRtcpSr } from './rtp';
 import { RtspSession, type PlayInfo } from './session';
-import { StreamFeed } from '../../../plugin-sdk/stream-feed';
+import { StreamFeed } from '../../../plugin-sdk';
 import { statsOf, TrackReceiver, trackProblem, type ReceiverStats } from './tracks';
 import { RtpProbe, TransportChoice, type ChoiceHow, type FallbackReason, type Transport, type TransportMemory, type TransportMode } from './transport-choice';
 import type { SourceUrl } from './url';

@@ -4,8 +4,8 @@
  * rate for audio), so units carry exact ticks.
  */
 import { unitAt, type AccessUnit, type AudioTrackInfo, type TrackInfo, type VideoTrackInfo } from '../../../plugin-sdk';
-import { extractH264ParameterSets, parseH264Sps } from '../../../plugin-sdk/formats/h264';
-import { extractH265ParameterSets, parseH265Sps } from '../../../plugin-sdk/formats/h265';
+import { extractH264ParameterSets, parseH264Sps } from '../../../plugin-sdk/formats';
+import { extractH265ParameterSets, parseH265Sps } from '../../../plugin-sdk/formats';
 import { AacDepacketizer, G711Depacketizer, parseAacConfig } from './depacketize/audio';
 import type { Depacketizer } from './depacketize/types';
 import { h264Depacketizer, h265Depacketizer } from './depacketize/video';

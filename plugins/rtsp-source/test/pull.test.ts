@@ -90,7 +90,7 @@ describe('rtsp-source: a camera through the REST API', function () {
     assert.equal(r.errCode, 0, r.message);
     const reqId = String(r.data![0].reqId);
     await gw.waitReady(reqId, 15_000);
-    const stream = gw.kernel.bus.get('900000000005_1_1')!;
+    const stream = gw.bus.get('900000000005_1_1')!;
     const epoch = stream.epoch;
     const plays = server.stats.plays;
     server.dropReaders();
@@ -120,7 +120,7 @@ describe('rtsp-source: a camera through the REST API', function () {
     } finally {
       server.frozen = false;
     }
-    const stream = gw.kernel.bus.get('900000000009_1_1')!;
+    const stream = gw.bus.get('900000000009_1_1')!;
     const before = stream.stats().videoFrames;
     await until('video after the stall', () => stream.stats().videoFrames > before + 10);
     await gw.api('POST', '/strm/close', { reqIds: [reqId] });
@@ -132,7 +132,7 @@ describe('rtsp-source: a camera through the REST API', function () {
     const reqId = String(r.data![0].reqId);
     await gw.waitReady(reqId, 15_000);
     for (let i = 0; i < 5; i++) server.sendGarbage();
-    const stream = gw.kernel.bus.get('900000000006_1_1')!;
+    const stream = gw.bus.get('900000000006_1_1')!;
     const before = stream.stats().videoFrames;
     await until('video after the garbage', () => stream.stats().videoFrames > before + 10);
     const metrics = await (await fetch(`${gw.baseUrl}/metrics`)).text();
@@ -152,7 +152,7 @@ describe('rtsp-source: a camera through the REST API', function () {
     assert.equal(r.errCode, 0, r.message);
     const reqId = String(r.data![0].reqId);
     await gw.waitReady(reqId, 15_000);
-    const stream = gw.kernel.bus.get('900000000008_1_1')!;
+    const stream = gw.bus.get('900000000008_1_1')!;
     let lastDts = 0;
     const sub = stream.subscribe({ write: (u) => { lastDts = u.dts; } });
     try {
@@ -173,7 +173,7 @@ describe('rtsp-source: a camera through the REST API', function () {
     assert.equal(r.data![0].recording, true);
     const reqId = String(r.data![0].reqId);
     await gw.waitReady(reqId, 15_000);
-    const stream = gw.kernel.bus.get('900000000007_1_1')!;
+    const stream = gw.bus.get('900000000007_1_1')!;
     const from = stream.stats().videoFrames;
     await until('two seconds of video', () => stream.stats().videoFrames >= from + 50);
     await gw.api('POST', '/strm/close', { reqIds: [reqId] });

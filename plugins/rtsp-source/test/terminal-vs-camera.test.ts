@@ -33,7 +33,7 @@ describe('rtsp-source: a terminal pushing onto a camera\'s channel', function ()
     const r = await openRtsp(gw, sim, { url: server.url() });
     assert.equal(r.errCode, 0, r.message);
     await gw.waitReady(String(r.data![0].reqId), 15_000);
-    const stream = gw.kernel.bus.get('13800138000_1_1')!;
+    const stream = gw.bus.get('13800138000_1_1')!;
     const videoCodecs = new Set<string>();
     const sizes = new Set<string>();
     const sub = stream.subscribe({

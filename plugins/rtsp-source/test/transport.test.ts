@@ -45,7 +45,7 @@ describe('rtsp-source: transport auto, fallbacks and the per-host memory', funct
     assert.equal(r.errCode, 0, r.message);
     const reqId = String(r.data![0].reqId);
     await gw.waitReady(reqId, 20_000);
-    const stream = gw.kernel.bus.get(`${simNo}_1_1`)!;
+    const stream = gw.bus.get(`${simNo}_1_1`)!;
     const from = stream.stats().videoFrames;
     await until('video units on the bus', () => stream.stats().videoFrames > from + 10);
     return reqId;

@@ -110,7 +110,7 @@ async function pullFaults(gw: TestGateway): Promise<Record<string, number>> {
 }
 /** `n` audio units of a bus stream as they come */
 function collectAudio(gw: TestGateway, stream: string, n: number): Promise<Array<{ codec: string; bytes: number }>> {
-  const s = gw.kernel.bus.get(stream);
+  const s = gw.bus.get(stream);
   assert.ok(s, `bus stream ${stream}`);
   return new Promise((resolve, reject) => {
     const got: Array<{ codec: string; bytes: number }> = [];

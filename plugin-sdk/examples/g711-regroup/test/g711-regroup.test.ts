@@ -51,12 +51,12 @@ describe('example plugin: g711-regroup (a stage, and an output that reads it)', 
 
     it('one stage instance per (stream, ms) for all its readers: 20 ms frames, exact and contiguous, video untouched', async () => {
       const open = await gw.openStream({ simNo: '13900000003', chanId: 1 });
-      const stream = gw.kernel.bus.get(open.streamName)!;
+      const stream = gw.bus.get(open.streamName)!;
       const a: AccessUnit[] = [];
       const v: AccessUnit[] = [];
       const s1 = stream.subscribe({ write: (u) => a.push(u) }, { via: { stage: 'g711-frames', params: { ms: 20 } }, media: 'a' });
       const s2 = stream.subscribe({ write: (u) => v.push(u) }, { via: 'g711-frames' });
-      assert.equal(gw.kernel.bus.list().filter((s) => s.derivedFrom?.stream === open.streamName).length, 1, 'ms 20 is the default: one instance');
+      assert.equal(gw.bus.list().filter((s) => s.derivedFrom?.stream === open.streamName).length, 1, 'ms 20 is the default: one instance');
       const pub = gw.publish(open.streamName, clip, { realtime: false });
       await pub.done;
       await new Promise((r) => setImmediate(r));
@@ -67,7 +67,7 @@ describe('example plugin: g711-regroup (a stage, and an output that reads it)', 
       assert.equal(v.filter((u) => u.kind === 'video')[0], vIn[0], 'video passes by reference');
       s1.close();
       s2.close();
-      assert.equal(gw.kernel.bus.list().filter((s) => s.derivedFrom).length, 0, 'stopped with its last reader');
+      assert.equal(gw.bus.list().filter((s) => s.derivedFrom).length, 0, 'stopped with its last reader');
       await gw.api('POST', '/strm/close', { reqIds: [open.reqId] });
     });
 

@@ -6,7 +6,7 @@
 import * as fs from 'node:fs';
 import * as tls from 'node:tls';
 import { aacVia, mediaTypOf, type PluginContext } from '../../../../plugin-sdk';
-import { API_DOCS } from '../../../../plugin-sdk/api-docs';
+import { API_DOCS } from '../../../../plugin-sdk';
 import type { RtmpConfig } from '../config';
 import type { RtmpFormats } from '../rtmp-format';
 import { RelayRegistry } from './relay-registry';

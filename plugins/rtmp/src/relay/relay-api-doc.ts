@@ -1,5 +1,5 @@
 /** POST /strm/relay and /strm/relay/stop described for the OpenAPI document (API_DOCS), from the rules relay-routes.ts checks. */
-import type { ApiDescription, JsonSchema } from '../../../../plugin-sdk/api-docs';
+import type { ApiDescription, JsonSchema } from '../../../../plugin-sdk';
 import { RELAY_ID, REQ_ID } from './relay-routes';
 import { MAX_URL_LENGTH } from './relay-url';
 

@@ -8,7 +8,7 @@
  * Backpressure is the bus's: while the socket holds highWaterBytes the bus queues (bounded, then skips a GOP).
  */
 import type { AccessUnit, MediaSink, Subscription } from '../../../../plugin-sdk';
-import { FLV_TAG_SCRIPT, type FlvTag } from '../../../../plugin-sdk/formats/flv-tag';
+import { FLV_TAG_SCRIPT, type FlvTag } from '../../../../plugin-sdk/formats';
 import { messageOf, type RtmpFrame } from '../rtmp-format';
 
 /** AMF0 string "@setDataFrame", put before a script tag's "onMetaData" */

@@ -73,7 +73,7 @@ export function probeUrl(url: string, timeoutMs = 30_000): Promise<{ streams: Ar
 
 /** `n` video units of a bus stream from its latest keyframe, as one Annex-B buffer */
 export function collectVideo(gw: TestGateway, stream: string, n: number, timeoutMs = 15_000): Promise<Buffer> {
-  const s = gw.kernel.bus.get(stream);
+  const s = gw.bus.get(stream);
   if (!s) throw new Error(`no bus stream ${stream}`);
   return new Promise((resolve, reject) => {
     const parts: Buffer[] = [];

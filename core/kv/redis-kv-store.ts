@@ -1,16 +1,6 @@
 import { EventEmitter } from 'node:events';
 import Redis from 'ioredis';
 
-/** A Redis URL fit for logs and messages: any password replaced by `***`. */
-export function redactRedisUrl(url: string): string {
-  try {
-    const u = new URL(url);
-    if (u.password) u.password = '***';
-    return u.toString();
-  } catch {
-    return '(unparseable redis URL)';
-  }
-}
 
 /**
  * Resolves once Redis at `url` answers PING, trying again for up to `timeoutMs` (a Redis started beside the

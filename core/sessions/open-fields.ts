@@ -5,8 +5,8 @@
  *
  * The order of OPEN_FIELDS is the order in which the validator reports the first bad field.
  */
-import type { FieldRule, FieldRules } from './api-docs';
-import { SIM_PATTERN } from './sim';
+import type { FieldRule, FieldRules } from '../../plugin-sdk/api-docs';
+import { SIM_PATTERN } from '../../plugin-sdk/sim';
 
 export const REQ_ID_PATTERN = /^[A-Za-z0-9_\-$.~]{8,40}$/;
 /**

@@ -4,9 +4,9 @@ import * as path from 'node:path';
 import Database from 'better-sqlite3';
 import * as net from 'node:net';
 import Redis from 'ioredis';
-import { createKeyv, pingRedis, redactRedisUrl, SqliteKvStore, type Keyv } from './index';
-import { scratchDir } from '../../test/support/paths';
-import { startRedis, type RedisServer } from '../../test/support/redis';
+import { createKeyv, pingRedis, redactRedisUrl, SqliteKvStore, type Keyv } from '../../core/kv';
+import { scratchDir } from '../support/paths';
+import { startRedis, type RedisServer } from '../support/redis';
 
 describe('plugin-sdk stores: createKeyv', function () {
   this.timeout(30_000);

@@ -3,7 +3,8 @@ import { SqliteKvStore } from './sqlite-kv-store';
 import { RedisKvStore } from './redis-kv-store';
 
 export { SqliteKvStore } from './sqlite-kv-store';
-export { RedisKvStore, pingRedis, redactRedisUrl } from './redis-kv-store';
+export { RedisKvStore, pingRedis } from './redis-kv-store';
+export { redactUrlPassword as redactRedisUrl } from '../../plugin-sdk/redact';
 export type { Keyv } from 'keyv';
 
 export type KeyvBackend = { kind: 'sqlite'; file: string } | { kind: 'redis'; url: string } | { kind: 'memory' };

@@ -16,6 +16,7 @@
  * slabs, each reused once all of its copies have been handled; with every slab taken a read is handled at once.
  */
 import type { Socket } from 'node:net';
+import type { SliceReader as SdkSliceReader } from '../../plugin-sdk/plugin';
 import { readBorrowed } from './borrowed-reads';
 
 export interface ReadSliceStats {
@@ -218,7 +219,7 @@ export class ReadSlices {
   }
 }
 
-export class SliceReader {
+export class SliceReader implements SdkSliceReader {
   /** set-aside reads, oldest first; null when none */
   private pending: Buffer[] | null = null;
   private pendingBytes = 0;

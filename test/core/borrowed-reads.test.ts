@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import * as net from 'node:net';
 import { once } from 'node:events';
-import { borrowedReadsActive, readBorrowed } from '../borrowed-reads';
-import { prng } from '../../test/support/prng';
+import { borrowedReadsActive, readBorrowed } from '../../core/net/borrowed-reads';
+import { prng } from '../support/prng';
 
 interface Accepted {
   fast: boolean;

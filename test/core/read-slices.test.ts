@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import * as net from 'node:net';
 import { once } from 'node:events';
-import { ReadSlices, type SliceReader } from '../read-slices';
-import { prng } from '../../test/support/prng';
+import { ReadSlices, type SliceReader } from '../../core/net/read-slices';
+import { prng } from '../support/prng';
 
 /** a clock the test moves: each handled read costs `costMs` of it */
 class TestClock {
