@@ -2,7 +2,7 @@
 export { definePlugin } from './plugin';
 export type {
   PluginDefinition, PluginContext, PluginInstance, RequestLog, Health, SiteInfo, Net, ListenOptions, HttpListenOptions, HttpListener, Stores, KeyValueStore, Workers,
-  SliceReader,
+  SliceReader, UdpPort,
 } from './plugin';
 export type {
   Routes, RouteRequest, RouteOptions, AuthMode, JsonHandler, RawHandler, UpgradeHandler, WebSocketHandler, WebSocketRouteOptions, JsonReply, Application,

@@ -1,6 +1,6 @@
 import type { Server as HttpServer } from 'node:http';
 import type { Server as NetServer, Socket } from 'node:net';
-import type { Socket as UdpSocket, RemoteInfo } from 'node:dgram';
+import type { RemoteInfo } from 'node:dgram';
 import type { Logger } from 'pino';
 import type { Routes } from './http';
 import type { MediaBus } from './bus';
@@ -71,6 +71,18 @@ export interface HttpListener {
   readonly tls: boolean;
 }
 
+/**
+ * A UDP port a plugin listens on (Net.listenUdp): what it may do with it is answer peers and read its address. With
+ * several workers the port is the primary's and datagrams travel to the worker that owns their peer, so this is not
+ * a dgram.Socket: the kernel closes it at stop.
+ */
+export interface UdpPort {
+  address(): { port: number; address: string; family: string };
+  send(msg: Buffer | readonly Buffer[], port: number, address: string, callback?: (err: Error | null, bytes: number) => void): void;
+  /** datagrams handed to send and not yet sent: a sender without backpressure drops past its own limit */
+  getSendQueueSize(): number;
+}
+
 /** A source's reads, handled in the event loop's slices (Net.readSliced, Net.sliceReader). */
 export interface SliceReader {
   /** a read, handled now or set aside for the turn's end; `owned`: the caller gives the buffer away (a datagram) */
@@ -81,7 +93,7 @@ export interface SliceReader {
 
 export interface Net {
   listenTcp(opts: ListenOptions, onConnection: (socket: Socket) => void): Promise<NetServer>;
-  listenUdp(opts: ListenOptions, onMessage: (msg: Buffer, rinfo: RemoteInfo, socket: UdpSocket) => void): Promise<UdpSocket>;
+  listenUdp(opts: ListenOptions, onMessage: (msg: Buffer, rinfo: RemoteInfo, socket: UdpPort) => void): Promise<UdpPort>;
   /** HTTP (and WebSocket upgrades through `routes.upgrade`) on its own port; closed with its connections at stop */
   listenHttp(opts: HttpListenOptions): Promise<HttpListener>;
   /**

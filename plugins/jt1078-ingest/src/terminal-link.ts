@@ -1,7 +1,6 @@
 import type { Socket } from 'node:net';
-import type { Socket as UdpSocket } from 'node:dgram';
 import type { Logger } from 'pino';
-import type { LogLimiter } from '../../../plugin-sdk';
+import type { LogLimiter, UdpPort } from '../../../plugin-sdk';
 import { normaliseSim, type ChannelStream, type Publisher, type Sessions, type StreamTyp } from '../../../plugin-sdk';
 import type { Off } from '../../../plugin-sdk';
 import type { DownlinkAudio, TerminalLink as SdkTerminalLink } from '../../../plugin-sdk';
@@ -44,7 +43,7 @@ export interface ChannelSource {
 /** Where bytes for the terminal go: its TCP connection, or its source address through the listener's UDP socket. */
 export type LinkPeer =
   | { transport: 'tcp'; socket: Socket }
-  | { transport: 'udp'; socket: UdpSocket; address: string; port: number };
+  | { transport: 'udp'; socket: UdpPort; address: string; port: number };
 
 /** 'auto': add a HiSilicon header to downlink audio when the terminal's own audio has one */
 export type HisiliconDownlink = 'auto' | 'always' | 'never';

@@ -5,10 +5,10 @@
  */
 import { randomBytes } from 'node:crypto';
 import { isIPv6, type Socket } from 'node:net';
-import type { RemoteInfo, Socket as UdpSocket } from 'node:dgram';
+import type { RemoteInfo } from 'node:dgram';
 import type { Logger } from 'pino';
 import {
-  LogLimiter, type Cancel, type ChannelStream, type Clock, type MediaBus, type RequestLog, type Sessions, type StrmRequest, type UnitFormat,
+  LogLimiter, type Cancel, type ChannelStream, type Clock, type MediaBus, type RequestLog, type Sessions, type StrmRequest, type UnitFormat, type UdpPort,
 } from '../../../plugin-sdk';
 import type { RtspOutConfig } from './config';
 import { AUDIO, VIDEO, type RtpUnit, type TrackIndex } from './packetizer';
@@ -47,8 +47,8 @@ export interface RtspServerOptions {
   format: UnitFormat<RtpUnit>;
   /** host:port for URLs when a client sent no absolute URI */
   publicAddress: string;
-  rtpSocket: UdpSocket;
-  rtcpSocket: UdpSocket;
+  rtpSocket: UdpPort;
+  rtcpSocket: UdpPort;
   hooks: RtspServerHooks;
   cname: string;
 }
