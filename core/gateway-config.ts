@@ -72,7 +72,7 @@ export class GatewayConfig {
    * in slices it waits about one slice. Measured (test/bench/README.md, open-latency, 450 terminals x 1 Mbit/s on a
    * core that 1,000 saturate, 83-90 % busy, alternated): open p99 6.8-7.6 ms with 1 ms slices, 8.1-9.8 ms with 2,
    * 22-238 ms without; CPU the same (`paired`: 1 ms against 2, 4 pairs, 1.005; none against 2, 6 pairs, 1.029), RSS
-   * +9-10 MB (the copies' slabs, at most 8 MB). 0: every read at once, as before. Env GW_READ_SLICE_MS.
+   * +9-10 MB (the copies' slabs, at most 8 MB). 0: every read at once, no slices. Env GW_READ_SLICE_MS.
    */
   @IsNumber() @Min(0) @Max(1000)
   readSliceMs = 1;

@@ -143,7 +143,7 @@ export function isRetirable(m: WorkerMetric): m is MetricJson {
 
 /**
  * A gauge-table column summed over the workers: per series (its label text), in the order first seen. A worker that
- * sent the column as JSON (none does today; a mixed group is handled all the same) has its series keyed by the text
+ * sent the column as JSON (workers send it compact; a mixed group is handled all the same) has its series keyed by the text
  * prom-client would write for them.
  */
 function sumColumns(metrics: WorkerMetric[]): string {

@@ -127,7 +127,7 @@ export interface Publisher {
    * Memory for the payload of the next unit you push, not zeroed: the bus reuses it once no reader can read it any
    * more, which spares the collector (see core/bus/payload-arena.ts). Write all of it, and push it before you call
    * alloc again (or drop it: memory carved and never pushed is simply not reused). A unit's payload may also be any
-   * Buffer of your own, as before.
+   * Buffer of your own.
    */
   alloc(bytes: number): Buffer;
   /**

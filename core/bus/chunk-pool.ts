@@ -2,15 +2,15 @@
  * Payload chunks no stream can read any more, kept for the next stream of the bus that needs one (payload-arena.ts).
  *
  * Why one pool for the bus and not spares per stream: a stream's need swings by a whole GOP. Its GOP cache grows
- * from a key frame to the next and then lets the whole GOP go at once; spares kept per stream had to cover that peak
+ * from a key frame to the next and then lets the whole GOP go at once; spares kept per stream would cover that peak
  * (measured: 5 chunks of 64 KiB, 320 KiB a stream, for a GOP cache of 188 KiB on average). Streams' key frames do
  * not come together, so what one stream lets go another is filling its GOP with: a shared pool holds the sum of the
  * averages, not of the peaks.
  *
  * What it costs: a chunk moves between streams, so a mistake in deciding when a chunk is done (PayloadArena) could
- * show a reader bytes of another stream where before it could only show its own stream's older frames. The rule
- * that decides is unchanged, tested with readers of several streams that check every byte they read, and Node's own
- * pool of small Buffers (Buffer.allocUnsafe) mixes every connection's bytes the same way.
+ * show a reader bytes of another stream, where with spares per stream it could only show its own stream's older
+ * frames. The rule that decides is tested with readers of several streams that check every byte they read, and
+ * Node's own pool of small Buffers (Buffer.allocUnsafe) mixes every connection's bytes the same way.
  *
  * Sizes are whole multiples of `unit`: a frame that does not fit the rest of its stream's chunk gets one of at least
  * its size, the smallest free one that holds it (a key frame larger than `unit` gets one of its own size rounded

@@ -9,7 +9,7 @@
  * When a chunk may be reused: every unit carved from it was pushed (`pending` 0), the stream's GOP cache starts after
  * its last unit (`lastSeq`), every reader's queue does too, and every reader's sink says it holds none of what it was
  * given (`MediaSink.holdsPayloads`: an FLV player whose socket took all its bytes). The stream answers that (`done`).
- * What cannot be proven done is never reused, only forgotten (`escaped`), and the collector frees it as before: a
+ * What cannot be proven done is never reused, only forgotten (`escaped`), and left to the collector: a
  * chunk with a slice carved and never pushed, chunks past MAX_TRACKED_UNITS, and (the stream drops its whole arena) every
  * chunk of a stream a reader without `holdsPayloads` joins (HLS, RTSP, the recorder, a stage that cannot say: the
  * stream then uses small collected slabs while one is attached; a stage's stream fed by `passes` counts as the
@@ -23,7 +23,7 @@ import type { Chunk, ChunkPool } from './chunk-pool';
  * chunks tracked at most while waiting to be done, in the pool's units (4 MiB of 32 KiB ones): a reader that always
  * holds something (a player whose socket never quite empties) would otherwise make the arena keep every chunk the
  * stream ever had. Past this the oldest are forgotten and left to the collector, which frees them once their units
- * are gone, as before.
+ * are gone.
  */
 const MAX_TRACKED_UNITS = 128;
 
@@ -136,12 +136,12 @@ export class PayloadArena {
 
   /**
    * Gives back what is done now rather than at the next chunk this stream needs. The stream calls it when its GOP
-   * cache let a whole GOP go (a key frame): else those chunks waited for the key frame's chunk to fill, a whole GOP
-   * held twice over for a while by every stream.
+   * cache let a whole GOP go (a key frame): else those chunks would wait for the key frame's chunk to fill, a whole
+   * GOP held twice over for a while by every stream.
    */
   settle(): void {
     // not the chunk being carved, nor one with a slice still to be pushed (a frame held back to be ordered): the
-    // next chunk's reclaim decides on those, as before
+    // next chunk's reclaim decides on those
     if (this.chunks.length > 1) this.reclaim(this.chunks.length - 1, true);
   }
 

@@ -74,12 +74,12 @@ const SHARED_RETRY_MS = 60_000;
 
 /**
  * Sockets of this worker's UDP peers on the routed port, each connected to one peer. With several workers a routed UDP
- * port is one socket of the primary's, so every datagram crossed the primary (~12 us of its JS each, and an IPC hop).
+ * port is one socket of the primary's, so every datagram crosses the primary (~12 us of its JS each, and an IPC hop).
  * Linux delivers a datagram to the bound socket that matches it best, and a connected socket (remote address and
  * port set) beats an unconnected one on the same port. So once the primary has routed a peer's datagram here, this
  * worker binds a socket of its own to the same address and port (SO_REUSEADDR, which the primary's socket also
  * sets) and connects it to the peer: the kernel then hands that peer's datagrams to this worker directly, and
- * replies leave from the port the peer talks to, as before.
+ * replies leave from the port the peer talks to, as they do from the primary's socket.
  *
  * What could go wrong, and what happens then:
  * - A peer that sends datagrams of channels other workers own (a terminal multiplexing its channels on one source

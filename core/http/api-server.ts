@@ -1,14 +1,14 @@
 import * as http from 'node:http';
 import * as https from 'node:https';
 import type { Duplex } from 'node:stream';
-import type { Logger } from 'pino';
 import { WebSocketServer } from 'ws';
-import { ErrCode, GatewayError, invalidParam } from '../../plugin-sdk/errors';
+import { ErrCode, GatewayError } from '../../plugin-sdk/errors';
 import type {
   AuthMode, JsonHandler, RawHandler, RouteOptions, RouteRequest, Routes, UpgradeHandler, Application,
 } from '../../plugin-sdk/http';
-import type { ApplicationRegistry } from '../apps';
-import { LoginGuard } from './login-guard';
+import { CredentialCheck, LoginThrottled, type CredentialCheckOptions } from './credential-check';
+import { isJsonContentType, readJsonBody } from './json-body';
+import { envelope, SECURITY_HEADERS, sendFailure, sendJson } from './replies';
 
 type Route =
   | { kind: 'json'; handler: JsonHandler; auth: AuthMode; owner: string; reqIdOf?: (body: Record<string, unknown>) => string | undefined }
@@ -18,21 +18,14 @@ interface PrefixRoute<T> { prefix: string; route: T }
 /** an upgrade route: a path prefix (registered as `…/*`), or one exact path (a websocket route without `/*`) */
 interface UpgradeRoute { prefix: string; exact?: boolean; route: { handler: UpgradeHandler; auth: AuthMode } }
 
-export interface ApiServerOptions {
+export interface ApiServerOptions extends CredentialCheckOptions {
   bodyLimit: number;
-  apps: ApplicationRegistry;
-  log: Logger;
   /** default 15 s */
   headersTimeoutMs?: number;
   /** default 30 s */
   requestTimeoutMs?: number;
   /** idle time between requests before a connection is closed (gateway.httpKeepAliveSec); default 65 s */
   keepAliveTimeoutMs?: number;
-  /** the brake on password guessing; one shared by every listener, so a second port is no way around it */
-  loginGuard?: LoginGuard;
-  /** counts for /metrics (the log lines are rate-limited, these are not) */
-  onAuthFailure?: (reason: string) => void;
-  onAuthThrottled?: () => void;
   /** serve HTTPS (and WSS upgrades) with this certificate and key instead of plain HTTP */
   tls?: { cert: Buffer; key: Buffer };
 }
@@ -44,84 +37,6 @@ export interface ApiForwarder {
   /** a JSON call about request `reqId` (its body read already): passed to the worker that holds it, if another does */
   requestOfReq(reqId: string, req: http.IncomingMessage, body: Record<string, unknown>, res: http.ServerResponse): Promise<boolean>;
 }
-
-/** headers every reply of an API server carries */
-const SECURITY_HEADERS: Readonly<Record<string, string>> = {
-  // a reply is what its Content-Type says: no browser may sniff a JSON error or a record file into HTML or script
-  'X-Content-Type-Options': 'nosniff',
-};
-
-export function sendJson(res: http.ServerResponse, status: number, body: unknown, extraHeaders?: Record<string, string>): void {
-  if (res.headersSent) { res.end(); return; }
-  const text = JSON.stringify(body);
-  res.writeHead(status, {
-    'Content-Type': 'application/json; charset=utf-8',
-    'Content-Length': Buffer.byteLength(text),
-    'Cache-Control': 'no-store',
-    ...SECURITY_HEADERS,
-    ...extraHeaders,
-  });
-  res.end(text);
-}
-
-/** a JSON content type: application/json or a +json subtype, parameters (charset) allowed */
-export function isJsonContentType(header: string | undefined): boolean {
-  if (!header) return false;
-  const type = header.split(';')[0].trim().toLowerCase();
-  return type === 'application/json' || /^application\/[a-z0-9.!#$&^_-]+\+json$/.test(type);
-}
-
-/** a lone UTF-16 surrogate: what JSON's \u escapes can carry but no URL, header or UTF-8 log line can */
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-
-export function isWellFormed(s: string): boolean {
-  return !LONE_SURROGATE.test(s);
-}
-
-/**
- * The path (`user.token`, `reqIds[1]`) of the first string in document order, key or value, that is not well-formed
- * Unicode. Iterative: a 64 KiB body can nest deeper than the call stack.
- */
-export function firstIllFormed(root: unknown): string | undefined {
-  const stack: Array<{ v: unknown; path: string }> = [{ v: root, path: '' }];
-  while (stack.length) {
-    const { v, path } = stack.pop()!;
-    if (typeof v === 'string') {
-      if (!isWellFormed(v)) return path;
-      continue;
-    }
-    if (!v || typeof v !== 'object') continue;
-    const children: Array<{ v: unknown; path: string }> = [];
-    if (Array.isArray(v)) {
-      v.forEach((x, i) => children.push({ v: x, path: `${path}[${i}]` }));
-    } else {
-      for (const [k, x] of Object.entries(v)) {
-        // the name is shown to the caller and logged: make it printable first
-        const name = k.replace(new RegExp(LONE_SURROGATE.source, 'g'), '\uFFFD');
-        const p = path ? `${path}.${name}` : name;
-        if (!isWellFormed(k)) return p;
-        children.push({ v: x, path: p });
-      }
-    }
-    for (let i = children.length - 1; i >= 0; i--) stack.push(children[i]);
-  }
-  return undefined;
-}
-
-/** 429 for an address blocked after too many failed logins */
-export class LoginThrottled extends GatewayError {
-  constructor(readonly retryAfterSec: number) {
-    super(ErrCode.AUTHENTICATION_FAILED, `Too many failed logins from this address; retry in ${retryAfterSec} s.`, 429);
-  }
-}
-
-function envelope(errCode: number, message: string, data?: unknown[]): Record<string, unknown> {
-  const out: Record<string, unknown> = { errCode, message };
-  if (data !== undefined) { out.data = data; out.count = data.length; }
-  return out;
-}
-
-class BodyTooLarge extends Error {}
 
 /**
  * The one HTTP server on the API port. Routes come from the kernel and plugins; every reply uses the envelope
@@ -135,7 +50,7 @@ export class ApiServer {
   /** one per websocket route: what it accepted is closed at close() (upgraded sockets leave the HTTP server's care) */
   private readonly wsServers: WebSocketServer[] = [];
   private readonly opts: ApiServerOptions;
-  private readonly guard: LoginGuard;
+  private readonly credentials: CredentialCheck;
   private readonly onRequest: http.RequestListener;
   /** set by the kernel in a multi-worker gateway */
   forwarder: ApiForwarder | undefined;
@@ -144,7 +59,7 @@ export class ApiServer {
 
   constructor(opts: ApiServerOptions) {
     this.opts = opts;
-    this.guard = opts.loginGuard ?? new LoginGuard({ failLimit: 20, windowMs: 60_000, blockMs: 60_000, logIntervalMs: 10_000, now: Date.now });
+    this.credentials = new CredentialCheck(opts);
     const serverOptions = this.serverOptions();
     const create = (listener: http.RequestListener): http.Server => (opts.tls
       // a handshake that never completes holds a descriptor like a slowloris: the same header timeout bounds it
@@ -155,7 +70,7 @@ export class ApiServer {
       for (const [k, v] of Object.entries(SECURITY_HEADERS)) res.setHeader(k, v);
       this.forwardOrHandle(req, res).catch((err) => {
         try {
-          this.fail(res, err, req, remote);
+          sendFailure(res, err, req, remote, this.opts.bodyLimit, this.opts.log);
         } catch (inner) {
           this.opts.log.error({ err: inner }, 'failed to send an error reply');
           res.destroy();
@@ -284,59 +199,7 @@ export class ApiServer {
    * access rules (/metrics): every credential check goes through the same brake.
    */
   authenticate(req: http.IncomingMessage, mode: AuthMode): Application | undefined {
-    if (mode === 'none') return undefined;
-    const remote = req.socket?.remoteAddress ?? '';
-    const path = (req.url ?? '').split('?')[0];
-    const wait = this.guard.retryAfterSec(remote);
-    if (wait > 0) {
-      this.guard.refused(remote);
-      this.opts.onAuthThrottled?.();
-      throw new LoginThrottled(wait);
-    }
-    const r = this.opts.apps.authenticate(req.headers.authorization);
-    if (!r.ok) {
-      this.opts.onAuthFailure?.(r.reason);
-      const v = this.guard.failure(remote, r.reason, r.reason === 'unknown-user' || r.reason === 'bad-password');
-      if (v.blocked) {
-        // refusals are not logged one by one: the next block line of the address says how many there were
-        this.opts.log.warn({ remote, path, reason: r.reason, blockedSec: this.guard.retryAfterSec(remote), refusedBefore: v.suppressed }, 'too many failed logins: address blocked');
-      } else if (v.log) {
-        this.opts.log.warn({ remote, path, reason: r.reason, ...(v.suppressed ? { suppressed: v.suppressed } : {}) }, 'authentication failed');
-      }
-      throw new GatewayError(ErrCode.AUTHENTICATION_FAILED, 'Authentication failed.', 401);
-    }
-    if (mode === 'admin' && !r.app.admin) {
-      this.opts.log.warn({ appId: r.app.appId, path }, 'administrative route refused to a non-admin application');
-      throw new GatewayError(ErrCode.ACCESS_DENIED, 'Access denied.');
-    }
-    return r.app;
-  }
-
-  private async readJson(req: http.IncomingMessage): Promise<Record<string, unknown>> {
-    const limit = this.opts.bodyLimit;
-    const declared = Number(req.headers['content-length']);
-    if (Number.isFinite(declared) && declared > limit) throw new BodyTooLarge();
-    const chunks: Buffer[] = [];
-    let size = 0;
-    for await (const chunk of req as AsyncIterable<Buffer>) {
-      size += chunk.length;
-      if (size > limit) throw new BodyTooLarge();
-      chunks.push(chunk);
-    }
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-    } catch {
-      throw new GatewayError(ErrCode.BAD_REQUEST, 'Body is not valid JSON.', 400);
-    }
-    if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) {
-      throw new GatewayError(ErrCode.BAD_REQUEST, 'Body must be a JSON object.', 400);
-    }
-    // JSON can escape a lone surrogate; it would throw in encodeURIComponent (a play URL) or turn into U+FFFD in a
-    // header or log line, so no route sees one
-    const bad = firstIllFormed(parsed);
-    if (bad !== undefined) throw invalidParam(bad, 'It is not valid Unicode (lone surrogate).');
-    return parsed as Record<string, unknown>;
+    return this.credentials.authenticate(req, mode);
   }
 
   private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
@@ -367,7 +230,7 @@ export class ApiServer {
         req.resume();
         throw new GatewayError(ErrCode.BAD_REQUEST, 'Content-Type must be application/json.', 415);
       }
-      rr.body = await this.readJson(req);
+      rr.body = await readJsonBody(req, this.opts.bodyLimit);
       const id = route.reqIdOf?.(rr.body);
       if (id !== undefined && this.forwarder && await this.forwarder.requestOfReq(id, req, rr.body, res)) return;
       if (id !== undefined && this.nodeForwarder && await this.nodeForwarder.requestOfReq(id, app, req, rr.body, res)) return;
@@ -376,24 +239,6 @@ export class ApiServer {
     }
     const reply = (await route.handler(rr)) ?? {};
     sendJson(res, 200, envelope(ErrCode.OK, reply.message ?? 'OK', reply.data ?? []));
-  }
-
-  private fail(res: http.ServerResponse, err: unknown, req: http.IncomingMessage, remote: string): void {
-    if (err instanceof BodyTooLarge) {
-      this.opts.log.warn({ remote, path: req.url?.split('?')[0] }, 'request body over the limit');
-      sendJson(res, 413, envelope(ErrCode.BAD_REQUEST, `Body larger than ${this.opts.bodyLimit} bytes.`), { Connection: 'close' });
-      // stop reading the rest of the body once the reply is out
-      res.once('finish', () => req.destroy());
-      return;
-    }
-    if (err instanceof GatewayError) {
-      const headers: Record<string, string> = err.httpStatus === 401 ? { 'WWW-Authenticate': 'Basic realm="jt1078-gateway", charset="UTF-8"' } : {};
-      if (err instanceof LoginThrottled) headers['Retry-After'] = String(err.retryAfterSec);
-      sendJson(res, err.httpStatus, envelope(err.errCode, err.message), headers);
-      return;
-    }
-    this.opts.log.error({ err, method: req.method, path: req.url?.split('?')[0] }, 'request failed with an unexpected error');
-    sendJson(res, 500, envelope(ErrCode.INTERNAL_ERROR, 'Internal error.'));
   }
 
   private handleUpgrade(req: http.IncomingMessage, socket: Duplex, head: Buffer): void {

@@ -37,7 +37,7 @@ export interface SliceReaderOptions {
   /** stop reading from the source (e.g. socket.pause()) */
   pause(): void;
   resume(): void;
-  /** the handler threw on a set-aside read (at once, the throw goes to the caller as before) */
+  /** the handler threw on a set-aside read (on a read handled at once, the throw goes to the caller) */
   onError(err: unknown): void;
 }
 

@@ -20,6 +20,7 @@ import { RequestCap } from './request-cap';
 import { checkReqIds, type RequestDirectory } from './request-ids';
 import { lacksAudio, noticePayload, openResult, requestStatus } from './request-views';
 import { RequestState, StreamState, type SessionTimings } from './session-state';
+import { SessionProviders } from './session-providers';
 
 export type { RequestDirectory } from './request-ids';
 export type { SessionTimings } from './session-state';
@@ -33,14 +34,7 @@ export class SessionManager implements Sessions {
   private directory: RequestDirectory | undefined;
   private cap: RequestCap;
   private streams = new Map<string, StreamState>();
-  private ingests: IngestProvider[] = [];
-  /** by fmt: one or more outputs, each serving its own schemes (fmt 0: flv-out's http/ws, rtmp's rtmp) */
-  private outputs = new Map<number, OutputProvider[]>();
-  /** outputs without a fmt: their URLs go into `urls` of every open */
-  private extraOutputs: OutputProvider[] = [];
-  private talk: TalkProvider | undefined;
-  private presence: PresenceProvider | undefined;
-  private guards: OpenGuard[] = [];
+  private readonly providers: SessionProviders;
   private cbOpened: Array<(s: ChannelStream) => void> = [];
   private cbClosed: Array<(s: ChannelStream) => void | Promise<void>> = [];
   private cbReqOpened: Array<(r: StrmRequest, s: ChannelStream) => void> = [];
@@ -57,6 +51,7 @@ export class SessionManager implements Sessions {
     private readonly requestLog: RequestLog = (obj, msg) => log.info(obj, msg),
   ) {
     this.cap = new RequestCap(t, clock, log);
+    this.providers = new SessionProviders(log);
   }
 
   start(): void {
@@ -73,34 +68,13 @@ export class SessionManager implements Sessions {
     return openRequestSchema();
   }
 
-  registerIngest(p: IngestProvider): void {
-    this.ingests.push(p);
-  }
-  registerOutput(p: OutputProvider): void {
-    if (p.schemes.length === 0) throw new Error(`output ${p.name}: give at least one scheme`);
-    if (p.fmt === undefined) {
-      if (this.extraOutputs.some((o) => o.name === p.name)) throw new Error(`output ${p.name} is registered already`);
-      this.extraOutputs.push(p);
-      return;
-    }
-    const same = this.outputs.get(p.fmt) ?? [];
-    const taken = same.find((o) => o.schemes.some((x) => p.schemes.includes(x)));
-    if (taken) throw new Error(`fmt ${p.fmt}: ${taken.name} serves ${taken.schemes.join(', ')} already`);
-    this.outputs.set(p.fmt, [...same, p]);
-  }
-  registerTalk(p: TalkProvider): void {
-    if (this.talk) throw new Error(`talk provider ${p.name}: ${this.talk.name} is registered already`);
-    this.talk = p;
-  }
+  registerIngest(p: IngestProvider): void { this.providers.registerIngest(p); }
+  registerOutput(p: OutputProvider): void { this.providers.registerOutput(p); }
+  registerTalk(p: TalkProvider): void { this.providers.registerTalk(p); }
+  setPresenceProvider(p: PresenceProvider): void { this.providers.setPresenceProvider(p); }
+  addOpenGuard(g: OpenGuard): void { this.providers.guards.push(g); }
   setDirectory(d: RequestDirectory | undefined): void {
     this.directory = d;
-  }
-
-  setPresenceProvider(p: PresenceProvider): void {
-    this.presence = p;
-  }
-  addOpenGuard(g: OpenGuard): void {
-    this.guards.push(g);
   }
   onStreamOpened(cb: (s: ChannelStream) => void): void { this.cbOpened.push(cb); }
   onStreamClosed(cb: (s: ChannelStream) => void | Promise<void>): void { this.cbClosed.push(cb); }
@@ -166,12 +140,12 @@ export class SessionManager implements Sessions {
         const r = this.requests.get(id);
         return !r ? undefined : r.appId === app.appId ? 'self' : 'other';
       },
-      hasIngestFor: (src) => this.ingests.some((i) => i.source === src),
-      outputSchemes: (fmt) => this.outputs.get(fmt)?.flatMap((o) => o.schemes),
+      hasIngestFor: (src) => this.providers.hasIngestFor(src),
+      outputSchemes: (fmt) => this.providers.outputSchemes(fmt),
       keepIntvDefault: this.t.keepIntvDefault,
       newReqId: () => this.newReqId(),
     });
-    for (const g of this.guards) await g(app, params, body);
+    for (const g of this.providers.guards) await g(app, params, body);
     // a guard may have awaited: the reqId could have been taken meanwhile, and other opens may have filled the cap
     const taken = this.requests.get(params.reqId);
     if (taken) throw new GatewayError(ErrCode.INVALID_PARAM, taken.appId === app.appId ? 'Invalid parameter `reqId`. It is in use.' : 'Invalid parameter `reqId`.');
@@ -211,11 +185,10 @@ export class SessionManager implements Sessions {
 
   private async openChecked(app: Application, params: OpenParams): Promise<Record<string, unknown>> {
     const host = this.hostFor(params.connIdx);
-    if (this.presence?.presence(params.normSim) === 'offline') {
+    if (this.providers.offline(params.normSim)) {
       throw new GatewayError(ErrCode.NO_CONNECTION_AVAILABLE, 'The terminal is not online.');
     }
-    const ingest = this.ingests.find((i) => i.source === (params.rtspSrc ? 'rtsp' : 'terminal'))!;
-    const output = this.outputs.get(params.fmt)!.find((o) => o.schemes.includes(params.scheme!))!;
+    const { ingest, output } = this.providers.servingOf(params);
     const name = SessionManager.streamName(params.normSim, params.chanId, params.typ);
     let stream = this.streams.get(name);
     if (stream?.state === 'closing') throw new GatewayError(ErrCode.RETRY, 'The stream is closing; retry.');
@@ -245,21 +218,7 @@ export class SessionManager implements Sessions {
     }
     const req = new RequestState(params.reqId, app.appId, params, name, stream.requests.length === 0, new Date(now), now);
     req.keepDeadline = now + this.holdMs(params.keepIntv);
-    req.playUrl = output.playUrl({ streamName: name, reqId: req.reqId, token: params.user.token, scheme: params.scheme!, host, subFmt: params.subFmt });
-    for (const o of this.extraOutputs) {
-      try {
-        (req.urls ??= {})[o.name] = o.playUrl({ streamName: name, reqId: req.reqId, token: params.user.token, scheme: o.schemes[0], host });
-      } catch (err) {
-        this.log.error({ err, output: o.name }, 'output failed to make its URL; left out of the open result');
-      }
-    }
-    if (this.talk && params.typ === 'live' && params.dataTyp === 2) {
-      try {
-        req.talk = this.talk.talkUrls({ streamName: name, reqId: req.reqId, token: params.user.token, host, params });
-      } catch (err) {
-        this.log.error({ err, talk: this.talk.name }, 'talk provider failed to make its URLs; left out of the open result');
-      }
-    }
+    this.providers.makeUrls(req, output, name, host, params);
     if (output.readyWhen === 'own') req.ownReady = false;
     req.readyAtOpen = stream.state === 'ready' && req.ownReady !== false;
     req.sawReady = req.readyAtOpen;

@@ -31,7 +31,7 @@ export default definePlugin({
     }
     const storeRoot = path.resolve(ctx.site.dataDir, cfg.storeRoot ?? 'records');
     // A full or failing disk must not take live play down with the recorder: those errors leave the recorder
-    // degraded (it retries by itself); anything else is a configuration error that stops the boot, as before.
+    // degraded (it retries by itself); anything else is a configuration error that stops the boot.
     let unavailable: unknown;
     try {
       prepareStore(storeRoot);

@@ -418,7 +418,7 @@ describe('bench support: terminals\' start phases', () => {
     assert.ok(phases.gopMs >= 1900 && phases.gopMs <= 2100, `the capture's GOP ${phases.gopMs} ms`);
     const even = keyframeBins(n, (i, now) => phases.at(i, now));
     assert.ok(Math.max(...even) <= 1.25 * Math.min(...even), `key frames per tenth of a GOP: ${even.join(' ')}`);
-    // started as soon as opened (as before): the opens' pace shows in the key frames
+    // started as soon as opened, without the phases: the opens' pace shows in the key frames
     const asOpened = keyframeBins(n, (_i, now) => now);
     assert.ok(Math.max(...asOpened) > 1.5 * Math.min(...asOpened), `as opened: ${asOpened.join(' ')}`);
   });

@@ -1,5 +1,5 @@
 /**
- * Fan-out (issue 16): one simulated terminal at ~1 Mbit/s (the padded capture ingest-flv sends), one stream, and N
+ * Fan-out: one simulated terminal at ~1 Mbit/s (the padded capture ingest-flv sends), one stream, and N
  * players of it, HTTP-FLV by default or WS-FLV (--ws), each with its own open request (as N viewers would have).
  * The gateway runs as its own process pinned to core 0; the terminal runs here and the players in K child
  * processes (support/fanout-players.ts), all pinned to core 1. Reports the gateway's CPU and RSS, each player's

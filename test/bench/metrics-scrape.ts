@@ -1,11 +1,11 @@
 /**
  * Micro-benchmark: one /metrics scrape of a gateway's registry at N streams (the process metrics, ten per-stream
  * gauge-table columns as jt1078-ingest registers them, a few counters and histograms), made by prom-client's
- * `registry.metrics()` (the old way) and by `scrapeText` (core/metrics-scrape.ts), alternated. For each: the scrape's
- * wall time, the longest the event loop was held in one go (measured by a chain of setImmediate probes running beside
- * the scrape), the CPU time and the bytes allocated. Then the same for a gateway of two workers with N/2 streams each:
- * the worker that gets the scrape sums both workers' JSON, by `AggregatorRegistry.aggregate(...).metrics()` (the old
- * way) and by `aggregateText`. `npm run bench -- metrics-scrape [--streams N] [--rounds K]`.
+ * `registry.metrics()` and by `scrapeText` (core/metrics-scrape.ts), alternated. For each: the scrape's wall time, the
+ * longest the event loop was held in one go (measured by a chain of setImmediate probes running beside the scrape), the
+ * CPU time and the bytes allocated. Then the same for a gateway of two workers with N/2 streams each: the worker that
+ * gets the scrape sums both workers' JSON, by prom-client's `AggregatorRegistry.aggregate(...).metrics()` and by
+ * `aggregateText`. `npm run bench -- metrics-scrape [--streams N] [--rounds K]`.
  */
 import { performance } from 'node:perf_hooks';
 import * as v8 from 'node:v8';
@@ -84,7 +84,7 @@ export async function run(args: string[]): Promise<void> {
   const half = Math.floor(o.streams / 2);
   const workers = [gatewayLikeRegistry(half), gatewayLikeRegistry(o.streams - half, half)];
   // what arrives from the workers over the cluster's IPC (advanced serialisation: V8's structured clone): prom-client's
-  // JSON for the old way, scrapeJson's (gauge-table columns compact) for the new; each scrape sums a fresh copy,
+  // JSON for its aggregator, scrapeJson's (gauge-table columns compact) for aggregateText; each scrape sums a fresh copy,
   // deserialised before it is timed (the IPC's part, measured apart below)
   const theirWire = v8.serialize(await Promise.all(workers.map((w) => w.getMetricsAsJSON())));
   const ourWire = v8.serialize(await Promise.all(workers.map((w) => scrapeJson(w))));

@@ -1,5 +1,5 @@
 /**
- * Open latency under load (issue 16): while N simulated terminals push ~1 Mbit/s each with one HTTP-FLV player
+ * Open latency under load: while N simulated terminals push ~1 Mbit/s each with one HTTP-FLV player
  * each (the ingest-flv load, built from the same support modules), a probe in a process of its own sends
  * `POST /strm/open` at a steady rate for channels that are already live (a second request, of another
  * application, on a stream a terminal pushes: the answer is `ready: true` with its play URL at once) and closes

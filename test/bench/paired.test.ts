@@ -29,7 +29,7 @@ describe('bench paired: arguments, reading a run, the ratio', () => {
     assert.throws(() => parseArgs(['--b-workers', '2', '--against', repoRoot]), /not with --against or --floor/);
     assert.throws(() => parseArgs(['--b-workers', '2', '--', '--workers', '2']), /both sides would run workers/);
     assert.throws(() => parseArgs(['--env', 'GW_X=1', '--', '--workers', '2']), /both sides would run workers/);
-    // --b-node-opt alongside another B side stays allowed, as before
+    // --b-node-opt alongside another B side is allowed
     assert.equal(parseArgs(['--against', repoRoot, '--b-node-opt', '--trace-gc']).bNodeOpts.length, 1);
   });
 

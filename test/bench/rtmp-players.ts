@@ -1,5 +1,5 @@
 /**
- * RTMP players against HTTP-FLV players (issue 44): N simulated terminals pushing JT/T 1078 over TCP at ~1 Mbit/s
+ * RTMP players against HTTP-FLV players: N simulated terminals pushing JT/T 1078 over TCP at ~1 Mbit/s
  * (ingest-flv's load: the padded capture, the same start phases), one player per stream, and K rounds of an HTTP-FLV
  * run (ingest-flv's counting players) and an RTMP run (support/bench-rtmp-player.ts: handshake, connect,
  * createStream, play with the URL's name and query, acknowledgements, then every message counted) alternated, each

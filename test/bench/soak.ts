@@ -1,5 +1,5 @@
 /**
- * Soak (issue 17): the real gateway under a long, churning load, watched for leaks and lost notices.
+ * Soak: the real gateway under a long, churning load, watched for leaks and lost notices.
  *
  * N terminals push 1078 over TCP, each with the request that holds its stream and one HTTP-FLV player; C API clients
  * (one application each) loop open/keep/status/close on those SIMs and on SIMs nobody pushes; terminals drop their

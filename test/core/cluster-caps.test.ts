@@ -1,8 +1,8 @@
 /**
- * Issue 16, every core: a per-address connection cap holds for the whole gateway, not per worker. The primary deals
+ * With several workers, a per-address connection cap holds for the whole gateway, not per worker. The primary deals
  * an address's connections to the workers (API connections in turn, players and terminals by stream), and each
- * worker's gate counts only what it holds, so with two workers an address got twice its cap. The primary now counts
- * them (core/cluster/address-caps.ts): from accept while it reads their first bytes, then in their worker until the
+ * worker's gate counts only what it holds, so counted there alone an address would get its cap once per worker. The
+ * primary counts them (core/cluster/address-caps.ts): from accept while it reads their first bytes, then in their worker until the
  * worker reports the close, or dies. The real gateway with two workers, loopback not exempt, the API port capped at 4.
  */
 import assert from 'node:assert/strict';

@@ -1,5 +1,5 @@
 /**
- * Issue 43: inside a node, ownership is claimed, not hashed. With two workers, terminals that hash to one worker are
+ * Inside a node, ownership is claimed, not hashed. With two workers, terminals that hash to one worker are
  * placed on the worker with the fewest (so a node fills evenly whatever its SIMs); a terminal whose link arrives before
  * any open is placed by its link, and the opens of its channels then go where its link is; the primary says who owns
  * what only from what its workers serve.

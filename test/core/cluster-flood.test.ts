@@ -1,10 +1,10 @@
 /**
  * A flood of idle connections against a gateway with two workers (real process). The primary holds each new
- * connection until its first bytes show whose stream it is (up to 10 s): before, it held all of them outside every
- * cap, so 21,000 idle connections to a terminal port took its 20,000 descriptors and /healthz and /strm/keep failed
- * for the whole flood (a single process refused the flood with its caps). The primary now applies the per-listener
- * cap and the descriptor reserve of core/connection-guard.ts to what it holds, from accept until the hand-over: the
- * flood is reset at once past the cap, counted and logged (by a worker), and the API answers throughout. Loopback is
+ * connection until its first bytes show whose stream it is (up to 10 s): held outside every cap, 21,000 idle
+ * connections to a terminal port would take its 20,000 descriptors and /healthz and /strm/keep would fail for the
+ * whole flood (a single process refuses the flood with its caps). So the primary applies the per-listener cap and
+ * the descriptor reserve of core/connection-guard.ts to what it holds, from accept until the hand-over: the flood is
+ * reset at once past the cap, counted and logged (by a worker), and the API answers throughout. Loopback is
  * exempt from the per-address cap by default, so only those two stand between a loopback flood and the limit.
  *
  * The flood comes from two forked processes (test/support/flood-client.ts): each keeps only what the gateway

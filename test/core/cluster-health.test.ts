@@ -1,7 +1,7 @@
 /**
- * Issue 16, every core: /healthz speaks for the whole gateway, not for the worker a health check landed on. A part
- * one worker reports degraded shows whichever worker answers (before: only on that worker, so a monitor saw it half
- * of the time), and a worker that is not running (restarting after a crash) makes the gateway degraded with a part
+ * With several workers, /healthz speaks for the whole gateway, not for the worker a health check landed on. A part
+ * one worker reports degraded shows whichever worker answers (a monitor must not see it only when its check lands on
+ * that worker), and a worker that is not running (restarting after a crash) makes the gateway degraded with a part
  * `workers` naming it until it is back.
  */
 import assert from 'node:assert/strict';

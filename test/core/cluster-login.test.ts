@@ -1,5 +1,5 @@
 /**
- * Issue 16, every core, and the password-guessing brake (README, "Password guessing"): with two workers the primary
+ * Several workers and the password-guessing brake (README, "Password guessing"): with two workers the primary
  * deals API connections to either, and the brake must count an address's failures wherever they land: authFailLimit
  * guesses, not authFailLimit per worker, then 429 from every worker, the right password included.
  */

@@ -1,14 +1,14 @@
 /**
- * Issue 16, every core: what is left when a process dies. Connections that arrive while a worker dies get an answer
- * or a reset, never a hang: Node closes the primary's copy of a handed-over socket only when the worker acknowledges
- * it, so the one in flight and those queued behind it stayed open in the primary with nobody reading them (a third
- * of such requests hung until the client's own timeout).
+ * Several workers: what is left when a process dies. Connections that arrive while a worker dies get an answer or a
+ * reset, never a hang: Node closes the primary's copy of a handed-over socket only when the worker acknowledges it,
+ * so unless the primary ends them, the one in flight and those queued behind it stay open in the primary with nobody
+ * reading them (a client would wait for its own timeout).
  *
  * And a primary killed with SIGKILL while nothing reads the gateway's output any more (a log
  * shipper killed with it, a closed terminal) must not leave its workers behind. Each worker stops when its link to
- * the primary goes, and its logger flushes at exit; sonic-boom 4.2's synchronous flush retried a broken pipe (EPIPE)
- * for ever, so workers hung at exit holding their memory and any UDP port they shared (rtsp-out's RTP and RTCP),
- * which a restarted gateway could then not bind. package.json pins sonic-boom 5.0.2, where the flush gives up on
+ * the primary goes, and its logger flushes at exit; sonic-boom 4.2's synchronous flush retries a broken pipe (EPIPE)
+ * for ever, so with it workers would hang at exit holding their memory and any UDP port they shared (rtsp-out's RTP
+ * and RTCP), which a restarted gateway could then not bind. package.json pins sonic-boom 5.0.2, where the flush gives up on
  * errors it cannot retry.
  */
 import assert from 'node:assert/strict';
@@ -77,7 +77,7 @@ describe('processes of a two-worker gateway that die (real process)', function (
       gw.child.stdout!.destroy();
       gw.child.stderr!.destroy();
       gw.child.kill('SIGKILL');
-      // a worker stops within its 10 s stop limit; before the fix they were still there hours later
+      // a worker stops within its 10 s stop limit; with a flush that retries EPIPE for ever it would still be there hours later
       await waitFor('both workers gone', () => pids.every((p) => !alive(p)), 30_000, 100);
     } finally {
       for (const p of pids) if (alive(p)) process.kill(p, 'SIGKILL');

@@ -1,8 +1,7 @@
 /**
- * Issue 16, every core: the recorder on a gateway with two workers (the real process). Both workers write one SQLite
- * catalog and one store; each runs the recorder's maintenance pass (recovery of rows an unclean stop left
- * unfinished, retention), which must not take another worker's live recording for an orphan (before the fix each
- * worker closed the other's every pass). A worker killed with SIGKILL leaves its recording's row unfinished: it is
+ * The recorder on a gateway with two workers (the real process). Both workers write one SQLite catalog and one store;
+ * each runs the recorder's maintenance pass (recovery of rows an unclean stop left unfinished, retention), which must
+ * not take another worker's live recording for an orphan (else each worker would close the other's every pass). A worker killed with SIGKILL leaves its recording's row unfinished: it is
  * closed once its file has been quiet for orphanQuietSec, and the worker started in its place leaves the other
  * worker's live one alone. /strm/record lists both workers' recordings whichever worker answers.
  */

@@ -1,5 +1,5 @@
 /**
- * Issue 16, every core: RTSP both ways on a gateway with two workers (the real process). ffmpeg plays channels owned
+ * RTSP both ways on a gateway with two workers (the real process). ffmpeg plays channels owned
  * by each worker over TCP interleaving and over UDP; a UDP reader that keeps its session alive with receiver reports
  * alone (RFC 2326: no keep-alive requests, as live555 clients do when GET_PARAMETER is not used) keeps playing whichever
  * worker owns it, which needs its reports to reach that worker; and an rtspSrc open pulls one worker's RTSP output

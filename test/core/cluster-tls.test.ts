@@ -1,5 +1,5 @@
 /**
- * Issue 16, every core, with TLS (a site with tlsCertFile/tlsKeyFile): the primary cannot read a stream name in a TLS
+ * Several workers with TLS (a site with tlsCertFile/tlsKeyFile): the primary cannot read a stream name in a TLS
  * handshake, so an HTTPS or WSS player lands on either worker and the one that took it passes the request to the
  * channel's owner. Each worker's channel plays over https (ffprobe, ffmpeg's own TLS) and wss (the ws client,
  * verifying the certificate), and the API answers over HTTPS for both workers' requests.

@@ -1,5 +1,5 @@
 /**
- * Issue 16, every core, for terminals that push over UDP: the real gateway with two workers. A UDP port of a
+ * Several workers, for terminals that push over UDP: the real gateway with two workers. A UDP port of a
  * multi-worker gateway is the primary's socket; once the primary has routed a terminal's datagram to the worker that
  * owns its channel, that worker binds a socket of its own to the port, connected to the terminal
  * (gateway.udpPeerSockets, core/cluster/udp-peers.ts), and the terminal's datagrams and what is sent to it skip the

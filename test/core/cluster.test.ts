@@ -1,5 +1,5 @@
 /**
- * Issue 16, every core: the real gateway process with two workers (`workers: 2`), driven as users drive it. Terminals
+ * The real gateway process with two workers (`workers: 2`), driven as users drive it. Terminals
  * and players of two channels owned by different workers meet in their owner whichever worker the API call landed on;
  * keep and close find the worker that holds each request; a request id is unique across workers; an HLS client whose
  * one keep-alive connection asks for both streams gets both (the second forwarded); a worker killed with SIGKILL loses

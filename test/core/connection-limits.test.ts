@@ -1,5 +1,5 @@
 /**
- * Issue 17, item 3: one client took every file descriptor. Floods on loopback against the real listeners: a plugin's
+ * One client must not take every file descriptor. Floods on loopback against the real listeners: a plugin's
  * raw TCP port (ctx.net.listenTcp), jt1078-ingest's terminal port and flv-out's player port through the test kit, and
  * a process made to look close to its descriptor limit (a fake probe), so the API's reserve is tried in bounded time.
  * The real limit, with a child process under `ulimit -n`, is fd-exhaustion.test.ts.
@@ -104,7 +104,7 @@ function closeAll(clients: Client[]): void {
   for (const c of clients) c.socket.destroy();
 }
 
-describe('connection caps and the descriptor reserve (issue 17 item 3)', function () {
+describe('connection caps and the descriptor reserve', function () {
   this.timeout(60_000);
 
   describe('a flood on a plugin\'s raw TCP port from one address', () => {

@@ -1,5 +1,5 @@
 /**
- * Issue 17, item 3, against the real process: a gateway run under `ulimit -n 256` is flooded with idle connections
+ * The descriptor reserve against the real process: a gateway run under `ulimit -n 256` is flooded with idle connections
  * on its FLV and terminal ports until its descriptors run out. /healthz and /strm/keep must answer throughout (a keep
  * that cannot get through closes a live request), the process must not exit, and once the flood ends new
  * connections must be accepted again. Linux only (the limit and the count come from /proc).
@@ -147,7 +147,7 @@ function staysOpen(port: number, holdMs: number): Promise<boolean> {
   });
 }
 
-describe('a gateway at its descriptor limit (issue 17 item 3, real process under ulimit -n 256)', function () {
+describe('a gateway at its descriptor limit (real process under ulimit -n 256)', function () {
   this.timeout(90_000);
   let dir: string;
   let gw: Gateway | undefined;

@@ -5,7 +5,7 @@ import { definePlugin } from '../../plugin-sdk/plugin';
 import { startTestGateway, stubMediaPlugin, type TestGateway } from '../../plugin-sdk/testkit';
 import { kernelOf } from '../support/kernel-of';
 
-// Issue 17, items 4, 6, 7, 9 and parts of 10: each attack replayed on loopback against a real HTTP listener.
+// Each attack replayed on loopback against a real HTTP listener.
 
 const basic = (auth: string) => 'Basic ' + Buffer.from(auth).toString('base64');
 const openBody = (over: Record<string, unknown> = {}) => ({ user: { token: 't1' }, typ: 'live', simNo: '013800138000', chanId: 1, ...over });
@@ -51,10 +51,10 @@ function countChecks(gw: TestGateway): { readonly n: number } {
   return counter;
 }
 
-describe('hardening (issue 17)', function () {
+describe('hardening', function () {
   this.timeout(30_000);
 
-  describe('item 4: strings the API cannot encode, length limits', () => {
+  describe('strings the API cannot encode, length limits', () => {
     let gw: TestGateway;
     before(async () => {
       const stub = stubMediaPlugin({ fmts: [0] });
@@ -121,7 +121,7 @@ describe('hardening (issue 17)', function () {
     });
   });
 
-  describe('item 6: /metrics and /healthz exposure', () => {
+  describe('/metrics and /healthz exposure', () => {
     const TENANT = { appId: 'tenant', user: 'tenant', password: 'pw-tenant' };
     const OPS = { appId: 'ops', user: 'ops', password: 'pw-ops', admin: true };
     let gw: TestGateway | undefined;
@@ -189,7 +189,7 @@ describe('hardening (issue 17)', function () {
     });
   });
 
-  describe('item 7: brake on password guessing', () => {
+  describe('brake on password guessing', () => {
     it('with the default settings: 300 guesses on one connection get at most 20 checks and a few log lines', async () => {
       const stub = stubMediaPlugin();
       const gw = await startTestGateway({ plugins: [{ name: stub.name, def: stub.def }], captureLogs: true });
@@ -303,7 +303,7 @@ describe('hardening (issue 17)', function () {
     });
   });
 
-  describe('item 9: per-application cap on open requests (defaults)', () => {
+  describe('per-application cap on open requests (defaults)', () => {
     it('with the default settings: 1,100 opens hold 1,000 requests', async () => {
       const stub = stubMediaPlugin();
       const g = await startTestGateway({ plugins: [{ name: stub.name, def: stub.def }] });
@@ -322,7 +322,7 @@ describe('hardening (issue 17)', function () {
 
   });
 
-  describe('item 9: per-application cap on open requests', () => {
+  describe('per-application cap on open requests', () => {
     let gw: TestGateway;
     const A = 'appa:pwa';
     const B = 'appb:pwb';
@@ -389,7 +389,7 @@ describe('hardening (issue 17)', function () {
     });
   });
 
-  describe('item 10: JSON content type, foreign reqIds, security headers', () => {
+  describe('JSON content type, foreign reqIds, security headers', () => {
     let gw: TestGateway;
     const A = 'appa:pwa';
     const B = 'appb:pwb';

@@ -8,8 +8,8 @@ import { repoRoot, scratchDir } from '../support/paths';
  * TypeScript compiles `export { x } from './y'` (and re-exporting an import) into `exports.x = void 0` followed by
  * `Object.defineProperty(exports, 'x', { get })`. Turning a data property into an accessor puts the exports object
  * in dictionary mode, and from then on every `module_1.NAME` read of that module, by its importers and by its own
- * code (`exports.NAME`), is a hash lookup the optimizing compiler cannot inline: ~10 ns where it was ~1. packet.ts
- * re-exported one helper, and each of the ~60,000 packets a second at 450 terminals paid it several times (parser,
+ * code (`exports.NAME`), is a hash lookup the optimizing compiler cannot inline: ~10 ns instead of ~1. One helper
+ * re-exported by packet.ts costs each of the ~60,000 packets a second at 450 terminals that several times (parser,
  * reassembler, route). A module that defines things therefore does not re-export; a barrel (index.js, or a file of
  * re-exports only) may, and the media path imports from the defining module instead.
  */

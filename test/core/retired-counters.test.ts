@@ -1,6 +1,6 @@
 /**
- * Issue 16, every core: a worker's death does not make the gateway's summed counters fall. Prometheus reads a fall as
- * a counter reset and counts the whole remaining sum as new (core/cluster/retired-counters.ts).
+ * With several workers, a worker's death does not make the gateway's summed counters fall. Prometheus reads a fall
+ * as a counter reset and counts the whole remaining sum as new (core/cluster/retired-counters.ts).
  */
 import assert from 'node:assert/strict';
 import { Registry } from 'prom-client';

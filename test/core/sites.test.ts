@@ -7,7 +7,7 @@ import { Receiver } from '../../plugins/callback-notifier/test/helpers';
 import { repoRoot, scratchDir } from '../support/paths';
 
 // The shipped site files, loaded by name through the site loader as `npm start` / GW_SITE would, on free loopback
-// ports and a scratch data directory through the environment overrides an operator would use.
+// ports (rtsp-out's aside) and a scratch data directory through the environment overrides an operator would use.
 
 const PROD_APP = { appId: 'fleet', user: 'fleet', password: 'a-long-password-from-the-environment' };
 /** the operator's application: the production site shows /metrics to admin applications only */
@@ -97,7 +97,7 @@ describe('shipped sites: sites/production and sites/default', function () {
     receiver = await new Receiver().start();
   });
   afterEach(async () => {
-    // one at a time: node-media-server (flv-out) is process-wide
+    // one at a time: rtsp-out's port stays the site's (7554), which two gateways cannot both bind
     await booted?.kernel.stop();
     booted = undefined;
     await receiver?.close();

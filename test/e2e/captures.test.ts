@@ -1,6 +1,6 @@
 /**
  * Live ingest to FLV playback, end to end, with every real capture: terminal (simulator over TCP) -> jt1078-ingest
- * -> media bus -> flv-out -> node-media-server bridge -> HTTP-FLV / WS-FLV player, decoded by ffprobe.
+ * -> media bus -> flv-out (its own FLV muxer and port) -> HTTP-FLV / WS-FLV player, decoded by ffprobe.
  * Also the same captures re-packed in the 2019 layout, pushed to the 2019 port and to the 2013 port.
  */
 import assert from 'node:assert/strict';

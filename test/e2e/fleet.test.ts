@@ -1,5 +1,5 @@
 /**
- * Issue 43, a fleet: three real gateway nodes bound to 127.0.0.2, .3 and .4 on the same ports, one real redis-server
+ * A fleet: three real gateway nodes bound to 127.0.0.2, .3 and .4 on the same ports, one real redis-server
  * as their directory. An open on A for a channel lands on B (B serves another channel of the SIM); the terminal
  * pushes to B's address and a player plays B's URL; keep and close go through C and status through A; request ids
  * are unique over the fleet; connIdx picks B's second address set. Redis killed and started again: the live stream

@@ -1,5 +1,5 @@
 /**
- * A second sender for a live stream's SIM and channel (issue 17, item 1): a real terminal on TCP pushes a capture to
+ * A second sender for a live stream's SIM and channel (jt1078-ingest README, one publisher link per stream): a real terminal on TCP pushes a capture to
  * an HTTP-FLV player while another TCP connection, or a UDP sender, from another address (127.0.0.2) pushes another
  * capture under the same SIM and channel. The player must get every frame of the real terminal, in order, and none
  * of the intruder's; the refusal is counted and logged once per link. The real terminal's reconnect within the

@@ -1,5 +1,5 @@
 /**
- * Issue 17 item 10: TLS on the gateway's own ports when a site gives a certificate and key. The API, its record
+ * TLS on the gateway's own ports when a site gives a certificate and key. The API, its record
  * URLs and flv-out's players then speak HTTPS/WSS only, and play URLs say so (the spec's default schemes are wss for
  * FLV and https for HLS). Checked with independent clients: Node's https/tls with the certificate as the only CA
  * (so the chain and the SAN are verified), the ws client, and ffprobe reading the https play URL.
@@ -15,7 +15,7 @@ import { TcpTerminal, capture, encodeLazily, loopedPackets } from './helpers';
 
 const DEMO = `Basic ${Buffer.from('demo:demo').toString('base64')}`;
 
-describe('TLS on the gateway\'s ports (issue 17 item 10)', function () {
+describe('TLS on the gateway\'s ports', function () {
   this.timeout(60_000);
   let dir: string;
   let files: { cert: string; key: string };

@@ -2,9 +2,10 @@
  * Input frames kept on the main thread until one of them completes an AAC frame, then sent to the worker together.
  *
  * Why: the encoder makes a frame per 1,024 output samples, so of a terminal's 20 ms G.711 frames only one in 6.4
- * completes anything (128 ms at 8 kHz); sending each on its own cost a promise, a lane entry's answer and a stage
+ * completes anything (128 ms at 8 kHz); sending each on its own costs a promise, a lane entry's answer and a stage
  * reaction per frame for nothing. Held back until the one that completes a frame, the group costs one of each and
- * the AAC comes out exactly when it did before: the frames held could not have made anything sooner.
+ * the AAC comes out exactly when it would with each frame sent on its own: the frames held could not make anything
+ * sooner.
  *
  * Where the next AAC frame completes ("due", in the input's ticks) the worker says with each answer (its encoder's
  * buffered samples); until an answer comes it is stepped here one AAC frame at a time. Not known (the start, after

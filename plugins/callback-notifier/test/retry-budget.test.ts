@@ -94,7 +94,7 @@ describe('callback-notifier: the retry budget against a receiver that is down fo
   });
 
   it('connections refused for 90% of the budget: every queued notice arrives once the receiver is back, in order, none after the budget', async () => {
-    // The issue's shape scaled down 40 times (120 s budget, receiver back at 115 s): 5 requests, more than the 4
+    // A long outage scaled down 40 times (120 s budget, receiver back at 115 s): 5 requests, more than the 4
     // sending slots, each with a ready queued at the start of the outage and its closed a little later.
     const budget = 3000;
     const port = await closedPort();

@@ -24,14 +24,14 @@ export interface FlvInit {
 }
 
 /**
- * Where units' small bytes live: 4 KiB chunks shared by many units, each unit holding its chunk and offsets rather
- * than a Buffer view (a view per piece made the FLV output's old-space heap grow by ~40 % against the
- * node-media-server bridge it replaced). One memory for every encoder of the process: since the GOP cache keeps
- * no forms (FormatEncoder.catchUp), a form dies young with its unit, and so does a chunk all streams fill, within
- * milliseconds at hundreds of streams. A chunk of its own per stream took ~1.7 s to fill (~100 B a frame), outlived
- * two young-generation collections, and its 4 KiB then waited for a full collection: at 1,000 streams ~2.4 MB/s of
- * dead ArrayBuffers in the old generation. What a kept form pins (a slow player's queue, a GOP kept for a format
- * without catchUp) is bounded by the chunks made while it is kept, whoever's forms share them.
+ * Where units' small bytes live: 4 KiB chunks shared by many units, each unit holding its chunk and offsets rather than
+ * a Buffer view (a view per piece, measured, grows the FLV output's old-space heap by ~40 %). One memory for every
+ * encoder of the process: since the GOP cache keeps no forms (FormatEncoder.catchUp), a form dies young with its unit,
+ * and so does a chunk all streams fill, within milliseconds at hundreds of streams. A chunk of its own per stream would
+ * take ~1.7 s to fill (~100 B a frame), outlive two young-generation collections, and its 4 KiB then wait for a full
+ * collection: at 1,000 streams ~2.4 MB/s of dead ArrayBuffers in the old generation. What a kept form pins (a slow
+ * player's queue, a GOP kept for a format without catchUp) is bounded by the chunks made while it is kept, whoever's
+ * forms share them.
  */
 const FORM_CHUNK = 4096;
 

@@ -1,5 +1,5 @@
 /**
- * One publisher link per stream (issue 17, item 1), on real sockets on loopback: the real terminal pushes from
+ * One publisher link per stream (README), on real sockets on loopback: the real terminal pushes from
  * 127.0.0.1, the other sender from 127.0.0.2. What the bus stream sees (its publisher epoch counts every
  * attachPublisher), what the terminal-links service finds, the metrics and the log lines.
  */

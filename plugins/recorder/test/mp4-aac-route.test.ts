@@ -1,7 +1,7 @@
 /**
  * `audio` of the MP4 form over real HTTP on loopback, from a real recording with G.711A audio (an open with
  * record: true fed H.264 and A-law): by default (`aac`) ffprobe finds an AAC stream (8000 Hz, mono) that decodes
- * without an error and lasts what the FLV's audio lasts; `audio=as-is` is pcm_alaw as before; Range slices equal the
+ * without an error and lasts what the FLV's audio lasts; `audio=as-is` is pcm_alaw as recorded; Range slices equal the
  * whole, each form with its own ETag; -7 for a bad `audio` (file, signed and link routes); signed links carry the
  * choice; a recording still being written answers AAC of what is on disk.
  */

@@ -82,7 +82,7 @@ describe('recorder: G.711 as AAC in the MP4 form', function () {
     assert.deepEqual(r.layout.audioCodecs, ['aac']);
   });
 
-  it('G.711µ as AAC too; audio=as-is keeps pcm_alaw as before', async () => {
+  it('G.711µ as AAC too; audio=as-is keeps pcm_alaw', async () => {
     const clip = testClip({ seconds: 2, audio: true });
     const ulaw = clip.units.map((u) => (u.kind === 'audio' ? audioUnit({ codec: 'g711u', dts: u.dts, timescale: 8000, duration: 320, payload: u.payload }) : u));
     const u = await make('g711u', ulaw, [], 'aac');
@@ -129,7 +129,7 @@ describe('recorder: G.711 as AAC in the MP4 form', function () {
     const aac = await make('aacflv', units, [], 'aac');
     const asIs = await make('aacflv', units, [], 'as-is');
     assert.ok(aac.mp4.equals(asIs.mp4));
-    // and the remux as it was before `audio` existed
+    // and the remux with no `audio` option (mp4LayoutOf's default)
     assert.ok(aac.mp4.equals(await bytesOf(aac.flv, await mp4LayoutOf(aac.flv))));
     assert.equal(aac.layout.audioFrom, undefined);
     assert.deepEqual(aac.probed.streams.map((s) => s.codec_name), ['h264', 'aac']);

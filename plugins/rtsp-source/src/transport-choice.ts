@@ -1,5 +1,5 @@
 /**
- * Which transport a pull's RTP takes (issue 44). `auto`, the default: interleaved in the RTSP connection (TCP)
+ * Which transport a pull's RTP takes. `auto`, the default: interleaved in the RTSP connection (TCP)
  * first, since it passes NAT and firewalls and loses nothing; a SETUP that refuses it (461, another error status, an
  * answer that is not interleaved, the connection closed at SETUP) moves to UDP; UDP that brings no RTP within
  * UDP_PROBE_MS of PLAY (a firewall) moves back to TCP. Each transport is tried once per round (a pull's first play,

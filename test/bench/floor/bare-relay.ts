@@ -1,5 +1,5 @@
 /**
- * The floor for ingest-flv and fanout (issue 16): the least a relay must do to move the same terminals' bytes to the
+ * The floor for ingest-flv and fanout: the least a relay must do to move the same terminals' bytes to the
  * same players. It reads each terminal's TCP bytes, finds packet boundaries only as far as routing needs (magic,
  * data type, body length; 2013 layout, which the bench sends), and writes each packet's body to the stream's players
  * as one FLV tag, timed by the packet's device timestamp (a video tag's AVC header keyed by the packet's data type).

@@ -1,5 +1,5 @@
 /**
- * Pure pieces of the fan-out and open-latency benchmarks (issue 16), kept apart from sockets and processes so
+ * Pure pieces of the fan-out and open-latency benchmarks, kept apart from sockets and processes so
  * they can be unit tested (test/bench/perf-probes.test.ts):
  * - `LatencyHistogram`: a mergeable log-bucket histogram (1 % wide buckets), so player processes can send their
  *   latency distributions to the bench process without sending every sample;

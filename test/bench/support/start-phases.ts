@@ -2,12 +2,12 @@
  * When each bench terminal starts: spread over one GOP, so the fleet's key frames come evenly as a real fleet's do.
  *
  * Why: every terminal's camera keeps its own GOP clock, so across a fleet key frames land evenly over a GOP. The
- * bench's terminals replay one capture (a 2 s GOP), each from an I frame, and used to start as soon as each was
- * opened: their GOP phases were wherever the open phase put them. Opening 1,000 took 1.7 to 2.8 s, so some 200 to
- * 800 ms of the GOP held twice as many terminals as the rest, or none. Those terminals' key frames came together,
- * and their GOP caches grew together and let go together. So what the caches and the payload pool held at the
- * instant RSS was read swung with that run's open phase: 155-181 MB of caches, 5-36 MB free in the pool,
- * 283-332 KB a stream between runs of one build. Here terminal i of n starts at the phase i/n of a GOP, whenever it
+ * bench's terminals replay one capture (a 2 s GOP), each from an I frame. Started as soon as each is opened, their
+ * GOP phases would be wherever the open phase put them: opening 1,000 takes 1.7 to 2.8 s, so some 200 to 800 ms of
+ * the GOP would hold twice as many terminals as the rest, or none. Those terminals' key frames would come together,
+ * and their GOP caches grow together and let go together, so what the caches and the payload pool hold at the
+ * instant RSS is read would swing with each run's open phase (measured so: 155-181 MB of caches, 5-36 MB free in the
+ * pool, 283-332 KB a stream between runs of one build). Here terminal i of n starts at the phase i/n of a GOP, whenever it
  * was opened, so every run has the same phases.
  *
  * Frames are spread too: a GOP slot alone puts every terminal's frames at one instant of the frame interval when n

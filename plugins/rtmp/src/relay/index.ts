@@ -1,5 +1,5 @@
 /**
- * Push out (issue 44): `POST /strm/relay` publishes an open request's stream to an RTMP(S) server. The relay reads
+ * Push out: `POST /strm/relay` publishes an open request's stream to an RTMP(S) server. The relay reads
  * the stream's RTMP form (rtmp-format, shared with the RTMP players), audio as AAC through the site's AAC stage
  * (live platforms and CDNs take nothing else), and reconnects until the request closes.
  */
