@@ -147,7 +147,7 @@ export function buildConfig<C extends object>(cls: new () => C, fileValues: unkn
 }
 
 /** `GW_` variables that configure no key but are read elsewhere (site choice, debugging, test tools) */
-export const NON_CONFIG_ENV: readonly string[] = ['GW_SITE', 'GW_DEBUG', 'GW_TEST_LOG', 'GW_CHROMIUM', 'GW_FIXTURES_DIR', 'GW_FUZZ_VERBOSE'];
+export const NON_CONFIG_ENV: readonly string[] = ['GW_SITE', 'GW_DEBUG', 'GW_TEST_LOG', 'GW_CHROMIUM', 'GW_FIXTURES_DIR', 'GW_FUZZ_VERBOSE', 'GW_POISON_PAYLOADS'];
 
 /** What `checkEnvNames` needs of a plugin on the site: a `PluginDefinition` will do. */
 export interface EnvScope {

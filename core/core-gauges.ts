@@ -29,6 +29,12 @@ export function busGauges(m: Metrics, bus: CoreMediaBus): void {
     g.set({ event: 'escaped' }, arena.escaped);
     g.set({ event: 'released' }, arena.released);
   });
+  const reuseOffHelp = 'streams whose payload memory is not reused now, by the reader that keeps it so (its sink has no '
+    + 'MediaSink.holdsPayloads): SubscribeOptions.reader, the stage, or the plugin that subscribed';
+  m.gauge('bus_payload_reuse_off_streams', reuseOffHelp, ['reader'], (g) => {
+    g.reset();
+    for (const [reader, n] of bus.reuseOffByReader()) g.set({ reader }, n);
+  });
   m.gauge('bus_payload_chunk_bytes', 'bytes of payload chunks: held by streams (carved, or waiting until no reader can read them), free in the pool', ['state'], (g) => {
     const b = bus.chunks.bytes;
     g.set({ state: 'held' }, b.held);

@@ -35,10 +35,25 @@ export interface MediaSink<F = undefined> {
   /** the subscription ended: the stream closed, or the reader was stuck ('reader stuck: …'), or its sink threw */
   end?(reason: string): void;
   /**
-   * Whether anything it was given may still be read (e.g. bytes of a unit queued in its socket's buffer, a unit it
-   * kept). A sink that answers lets the bus reuse payload memory (Publisher.alloc) once it says false; a sink without
-   * it is taken to keep whatever it gets, and the stream's payload memory is then left to the garbage collector.
-   * Answer true when unsure: a false answer while a payload is still read would show it another frame's bytes.
+   * Whether this sink may still read the bytes of any payload it was given (`unit.payload`, or a view of it such as
+   * a form's body that points into it). The bus asks after it wrote units, to decide when a payload's memory
+   * (Publisher.alloc) may carry another frame: memory is shared by every stream of the bus, so a wrong `false` can
+   * put one vehicle's bytes on another vehicle's player.
+   *
+   * "Holds" means: a payload, or a view of it, is still referenced anywhere the sink's work may read it later: kept
+   * in a field or an array, queued in a socket's buffer (`socket.write(view)` keeps a reference until the kernel took
+   * it: `writableLength > 0`), waiting in a timer, a promise or another thread. Bytes copied out (`Buffer.from(x)`,
+   * `Buffer.concat`, an encoder's output) are not held.
+   *
+   * Answer false only when none is: e.g. a socket written by reference whose `writableLength` is 0, and nothing
+   * kept. Answer true when unsure. Leave it out if the sink cannot tell (it keeps units, or hands them to code it
+   * does not control): a sink without it is taken to hold everything it was given, which is always safe, but then
+   * nothing of the stream's payload memory is reused while it reads (the log says so once per stream, naming the
+   * reader, and /metrics counts such streams by reader: `gw_core_bus_payload_reuse_off_streams`). A sink that
+   * throws here is taken to hold.
+   *
+   * Tests run with `GW_POISON_PAYLOADS=1` (test/setup.ts): memory that goes back to the pool is overwritten with a
+   * poison pattern, so a payload read after a wrong `false` shows garbage, not a frame that passes for right.
    */
   holdsPayloads?(): boolean;
 }
@@ -98,6 +113,13 @@ export interface SubscribeOptions<F = undefined> {
   dropAfterMs?: number;
   /** start from the GOP cache (latest keyframe) instead of the next start point; default true */
   fromKeyframe?: boolean;
+  /**
+   * Who reads, for the log and /metrics, e.g. 'hls-out segmenter': 1-100 characters on one line, a few values per
+   * plugin (it is a metrics label, so never a stream or client name). A reader whose sink has no `holdsPayloads`
+   * turns payload memory reuse off for its stream and is named there: without this name, by the stage being started
+   * when it subscribes, or by the plugin whose code called subscribe.
+   */
+  reader?: string;
 }
 
 export interface SubscriptionStats {

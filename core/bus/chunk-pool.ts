@@ -1,22 +1,47 @@
 /**
  * Payload chunks no stream can read any more, kept for the next stream of the bus that needs one (payload-arena.ts).
  *
- * Why one pool for the bus and not spares per stream: a stream's need swings by a whole GOP. Its GOP cache grows
- * from a key frame to the next and then lets the whole GOP go at once; spares kept per stream would cover that peak
- * (measured: 5 chunks of 64 KiB, 320 KiB a stream, for a GOP cache of 188 KiB on average). Streams' key frames do
- * not come together, so what one stream lets go another is filling its GOP with: a shared pool holds the sum of the
- * averages, not of the peaks.
+ * Why one pool for the bus (so one per worker process) and not one per stream: a stream's need swings by a whole
+ * GOP. Its GOP cache grows from a key frame to the next and then lets the whole GOP go at once; a pool of its own
+ * has to keep that peak. Streams' key frames do not come together, so what one stream lets go another is filling
+ * its GOP with: a shared pool holds the sum of the averages, not of the peaks. Measured (test/bench/payload-pools.ts,
+ * 500 streams of ~1 Mbit/s, GOPs of 2 s at random phases): the shared pool holds 79 MB (162 KiB a stream, of which
+ * the GOP caches are 63 MB and spares 5 MB) at ~0.5 us of CPU a frame; pools per stream hold 172 MB (352 KiB a
+ * stream, 97 MB of it spare) at ~0.75 us a frame (2.5x the chunks allocated, more memory touched). With every key
+ * frame at once (a fleet switched on together): 126 MB against 173 MB. (No reuse: ~2.2 us a frame, the collector's.)
  *
- * What it costs: a chunk moves between streams, so a mistake in deciding when a chunk is done (PayloadArena) could
- * show a reader bytes of another stream, where with spares per stream it could only show its own stream's older
- * frames. The rule that decides is tested with readers of several streams that check every byte they read, and
- * Node's own pool of small Buffers (Buffer.allocUnsafe) mixes every connection's bytes the same way.
+ * What it costs: a chunk moves between streams, so a mistake in deciding when a chunk is done (a sink's wrong
+ * `false` from MediaSink.holdsPayloads, or a bug in PayloadArena) could show a reader bytes of another stream where
+ * a pool per stream could only show its own stream's newer frames: wrong video either way, another vehicle's here.
+ * Against it: a sink that cannot tell is taken to hold (the default), the rule is tested with readers of several
+ * streams that check every byte they read, and tests poison what comes back to the pool (`poison`), so a wrong
+ * `false` fails a test instead of showing a frame that passes for right. Node's own pool of small Buffers
+ * (Buffer.allocUnsafe) mixes every connection's bytes the same way.
  *
  * Sizes are whole multiples of `unit`: a frame that does not fit the rest of its stream's chunk gets one of at least
  * its size, the smallest free one that holds it (a key frame larger than `unit` gets one of its own size rounded
  * up, and the frames after it fill what is left), or a new one. Frames over `maxChunk` get memory the collector
  * frees (4K key frames: rare, and a pool of their size would be memory held for one stream).
  */
+
+/** Written over a chunk as it comes back to a poisoning pool: DE AD BE EF, repeated from the chunk's start. */
+const POISON = Buffer.from([0xde, 0xad, 0xbe, 0xef]);
+
+/**
+ * Whether a pool poisons what comes back by default: tests set GW_POISON_PAYLOADS=1 (test/setup.ts), so a payload
+ * read after its reader said it held none shows the poison. Off in production: a chunk's bytes are overwritten by
+ * the next frames anyway, and the fill would be a write of every byte once more.
+ */
+export function poisonByDefault(): boolean {
+  return process.env.GW_POISON_PAYLOADS === '1';
+}
+
+/** Whether every byte of `b` is the poison (a slice starts 8-byte aligned in its chunk, so on the pattern's start). */
+export function isPoisoned(b: Buffer): boolean {
+  if (b.length === 0) return false;
+  for (let i = 0; i < b.length; i++) if (b[i] !== POISON[i & 3]) return false;
+  return true;
+}
 
 export interface Chunk {
   readonly buf: Buffer;
@@ -69,6 +94,8 @@ export class ChunkPool {
     readonly unit = CHUNK_UNIT_BYTES,
     readonly maxChunk = MAX_CHUNK_BYTES,
     private readonly trimMs = POOL_TRIM_MS,
+    /** overwrite each chunk that comes back with POISON (tests): a reader still reading it sees garbage */
+    readonly poison = poisonByDefault(),
   ) {
     if (maxChunk % unit !== 0) throw new RangeError(`maxChunk ${maxChunk} is not a multiple of unit ${unit}`);
     for (let k = 0; k < maxChunk / unit; k++) this.free.push([]);
@@ -100,6 +127,7 @@ export class ChunkPool {
 
   /** A stream is done with this chunk: nothing can read it any more. */
   give(c: Chunk): void {
+    if (this.poison) c.buf.fill(POISON);
     const size = c.buf.length;
     this.heldBytes -= size;
     this.free[size / this.unit - 1].push(c);

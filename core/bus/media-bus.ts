@@ -7,6 +7,7 @@ import {
 import { BusStream } from './stream';
 import type { BusLimits } from './stream-deps';
 import { ChunkPool } from './chunk-pool';
+import { callerName } from './reader-name';
 
 export type { BusLimits } from './stream-deps';
 export type { BusStream } from './stream';
@@ -32,6 +33,8 @@ export class CoreMediaBus {
   private streams = new Map<string, BusStream>();
   private cbs: Array<(s: MediaStream) => void> = [];
   private stageDefs = new Map<string, RegisteredStage>();
+  /** the stage whose start() runs now: what it subscribes to then is its reader (see nameReader) */
+  private starting: string | undefined;
   constructor(
     readonly limits: BusLimits,
     private readonly log: Logger,
@@ -51,6 +54,22 @@ export class CoreMediaBus {
   get size(): number {
     return this.streams.size;
   }
+
+  /** Streams whose payload memory is not reused now, by the reader that keeps it so (BusStream.reuseOffBy). */
+  reuseOffByReader(): Map<string, number> {
+    const out = new Map<string, number>();
+    for (const s of this.streams.values()) {
+      const by = s.reuseOffBy;
+      if (by !== undefined) out.set(by, (out.get(by) ?? 0) + 1);
+    }
+    return out;
+  }
+
+  /**
+   * A reader that gave no name and cannot say when it is done: the stage being started, whose start() subscribes to
+   * its input (the stack would show the plugin that asked for the stage), else the plugin whose code called subscribe.
+   */
+  private readonly nameReader = (): string => this.starting ?? callerName();
 
   onStream(cb: (s: MediaStream) => void): Off {
     this.cbs.push(cb);
@@ -76,7 +95,7 @@ export class CoreMediaBus {
 
   private newStream(name: string, owner: string, derivedFrom?: BusStream['derivedFrom']): BusStream {
     return new BusStream(name, owner, {
-      limits: this.limits, log: this.log, now: this.now, derive: (from, via) => this.derive(from, via), chunks: this.chunks,
+      limits: this.limits, log: this.log, now: this.now, derive: (from, via) => this.derive(from, via), chunks: this.chunks, nameReader: this.nameReader,
     }, (s) => {
       if (this.streams.get(s.name) === s) this.streams.delete(s.name);
     }, derivedFrom);
@@ -153,7 +172,13 @@ export class CoreMediaBus {
     d.onIdle = () => d.close('no readers');
     this.added(d);
     try {
-      instance = st.def.start({ input: from, output, params, log, fail: (reason) => d.close(`stage ${ref.stage} failed: ${reason}`) });
+      const outer = this.starting;
+      this.starting = `stage ${ref.stage}`;
+      try {
+        instance = st.def.start({ input: from, output, params, log, fail: (reason) => d.close(`stage ${ref.stage} failed: ${reason}`) });
+      } finally {
+        this.starting = outer;
+      }
       // after the stage started: the tracks it made of the input's reach its stream first (see passInto)
       if (st.def.passes?.length) from.passInto(d, st.def.passes);
     } catch (err) {

@@ -3,7 +3,7 @@ import type { StageRef } from '../../plugin-sdk/bus';
 import type { ChunkPool } from './chunk-pool';
 import type { BusStream } from './stream';
 
-/** What the bus gives each of its streams: its limits, log, clock, stages and payload memory. */
+/** What the bus gives each of its streams: its limits, log, clock, stages, payload memory and readers' names. */
 export interface BusLimits {
   maxGopBytes: number;
   maxQueueBytes: number;
@@ -23,4 +23,9 @@ export interface StreamDeps {
   derive: (from: BusStream, via: string | StageRef) => BusStream;
   /** the bus's payload chunks: every stream's arena takes from it and gives back to it */
   chunks: ChunkPool;
+  /**
+   * a name for a reader subscribing now that gave none and cannot say when it is done (reader-name.ts): the stage
+   * being started, or the plugin whose code called subscribe
+   */
+  nameReader: () => string;
 }

@@ -1,62 +1,54 @@
 import type {
   MediaSink, MediaStream, MediaStreamStats, Off, OwnedStream, Publisher, StreamEvent, SubscribeOptions, Subscription,
 } from '../../plugin-sdk/bus';
-import { shiftUnit, type AccessUnit, type TrackInfo } from '../../plugin-sdk/media';
+import type { AccessUnit, TrackInfo } from '../../plugin-sdk/media';
 import type { Entry } from './entry';
+import { FanOut } from './fan-out';
 import { StreamFormats } from './formats';
 import { GopCache } from './gop-cache';
-import { PayloadArena } from './payload-arena';
-import { BufferSlab, FRAME_SLAB_BYTES } from '../../plugin-sdk/buffer-slab';
+import { PassThrough, type PassTarget } from './pass-through';
+import { PayloadReuse } from './payload-reuse';
 import { PublisherHandle } from './publisher-handle';
+import { Reader, answersHoldsPayloads } from './reader';
 import type { StreamDeps } from './stream-deps';
 import { StreamEvents } from './stream-events';
-import { Reader } from './subscriber';
+import { StreamTimeline } from './timeline';
 
 /** Audio-only terminals exist: after this much audio with no video track the stream counts as ready. */
 const AUDIO_ONLY_READY_MS = 3000;
-/** a new publisher's first unit lands this far after the previous one's last, so the timeline never goes back */
-const RECONNECT_STEP_MS = 20;
+/** SubscribeOptions.reader: a label of /metrics, so a short name */
+const READER_NAME = /^[^\n]{1,100}$/;
 
 /**
- * One stream of the bus: tracks, the publisher, the GOP cache, the formats in use and the readers. Units go in by
- * `push`, are framed once per format, cached from the latest keyframe and offered to every reader's own queue.
+ * One stream of the bus: its tracks, publisher, GOP cache and readiness, and the parts that do the rest: its
+ * timeline (timeline.ts), its readers (fan-out.ts), its payload memory (payload-reuse.ts) and the stages' streams it
+ * passes units to (pass-through.ts). Units go in by `push`, are framed once per format, cached from the latest
+ * keyframe, offered to every reader's own queue and passed on.
  */
-export class BusStream implements OwnedStream {
+export class BusStream implements OwnedStream, PassTarget {
   private trackMap = new Map<'video' | 'audio', TrackInfo>();
   private trackList: ReadonlyArray<TrackInfo> = [];
   /** from the latest keyframe; empty while its GOP is over maxGopBytes */
   private readonly gop = new GopCache();
   private gopValid = false;
-  private readers = new Set<Reader>();
   private publisher: PublisherHandle | undefined;
   private epochCount = 0;
   private readyFlag = false;
   private closedFlag = false;
-  private lastDts = -Infinity;
   private firstAudioDts: number | undefined;
-  private queued = 0;
-  private anchor: { wall: number; dts: number } | undefined;
+  private readonly timeline: StreamTimeline;
+  private readonly fanOut: FanOut;
+  private readonly reuse: PayloadReuse;
+  readonly passage = new PassThrough();
   private readonly formats: StreamFormats;
   private readonly events: StreamEvents;
   /** sessions say whether requests want video; decides what "ready" waits for */
   expectVideo = true;
   /** the last reader left (derived streams stop their stage then) */
   onIdle: (() => void) | undefined;
-  private readonly st = { unitsIn: 0, bytesIn: 0, videoFrames: 0, audioFrames: 0, skips: 0, droppedReaders: 0 };
+  private readonly st = { unitsIn: 0, bytesIn: 0, videoFrames: 0, audioFrames: 0, droppedReaders: 0 };
   /** units pushed so far: the next one's number */
   private seq = 0;
-  /** payload memory for Publisher.alloc, made at the first call */
-  private arena: PayloadArena | undefined;
-  /** Publisher.alloc's memory when nothing is reused (gateway.reusePayloads false, or a keeper attached) */
-  private slab: BufferSlab | undefined;
-  /** readers whose sinks cannot say when they are done with a payload (here or on a stream this one passes to) */
-  private keepers = 0;
-  /** derived streams this one hands units to itself (StageDefinition.passes) */
-  private passTo: BusStream[] = [];
-  /** of a derived stream: the input that hands it units, and which kinds */
-  private passFrom: { stream: BusStream; video: boolean; audio: boolean } | undefined;
-  /** Entry.src of the last unit passed in (-1: none yet); a stage's own units get it */
-  private passedSrc = -1;
 
   constructor(
     readonly name: string,
@@ -65,6 +57,9 @@ export class BusStream implements OwnedStream {
     private readonly whenClosed: (s: BusStream) => void,
     readonly derivedFrom?: { stream: string; stage: string; params: Readonly<Record<string, unknown>> },
   ) {
+    this.timeline = new StreamTimeline(deps.now);
+    this.fanOut = new FanOut(deps.limits);
+    this.reuse = new PayloadReuse(name, deps, (lastSrc) => this.doneWith(lastSrc));
     this.formats = new StreamFormats(this, deps.log);
     this.events = new StreamEvents(deps.log, name);
   }
@@ -82,17 +77,21 @@ export class BusStream implements OwnedStream {
     return this.epochCount;
   }
   get readerCount(): number {
-    return this.readers.size;
+    return this.fanOut.size;
+  }
+  /** the reader keeping this stream's payload memory from being reused now, if any (see PayloadReuse.offBy) */
+  get reuseOffBy(): string | undefined {
+    return this.reuse.offBy;
   }
 
   wallClock(dtsMs: number): number | undefined {
     // a stream fed by its input shares its timeline
-    if (this.passFrom) return this.passFrom.stream.wallClock(dtsMs);
-    return this.anchor ? this.anchor.wall + (dtsMs - this.anchor.dts) : undefined;
+    const from = this.passage.from;
+    return from ? from.stream.wallClock(dtsMs) : this.timeline.wallClock(dtsMs);
   }
 
   anchorWallClock(epochMs: number, dtsMs: number): void {
-    this.anchor = { wall: epochMs, dts: dtsMs };
+    this.timeline.anchorWallClock(epochMs, dtsMs);
   }
 
   attachPublisher(): Publisher {
@@ -113,9 +112,9 @@ export class BusStream implements OwnedStream {
     if (list.length > 1 && list[0].kind !== 'video') list.reverse();
     this.trackList = list;
     this.formats.tracks(list);
-    for (const r of this.readers) r.tracksChanged(list);
+    this.fanOut.tracksChanged(list);
     this.emit('tracks', list);
-    for (const d of this.passTo) if (d.takes(info.kind)) d.setTrack(info);
+    this.passage.track(info);
   }
 
   /**
@@ -126,42 +125,20 @@ export class BusStream implements OwnedStream {
    * tracks come.)
    */
   passInto(d: BusStream, kinds: ReadonlyArray<'video' | 'audio'>): void {
-    if (d.passFrom) throw new Error(`stream ${d.name} has a source already`);
-    d.passFrom = { stream: this, video: kinds.includes('video'), audio: kinds.includes('audio') };
-    this.passTo.push(d);
-    for (const t of this.trackList) if (d.takes(t.kind)) d.setTrack(t);
-    for (const e of this.gop.entryList()) if (d.takes(e.unit.kind)) d.accept(e.unit, e.src);
-    d.on('closed', () => {
-      const i = this.passTo.indexOf(d);
-      if (i >= 0) this.passTo.splice(i, 1);
-    });
-  }
-
-  /** whether this stream is passed its input's units of this kind */
-  private takes(kind: 'video' | 'audio'): boolean {
-    const p = this.passFrom;
-    return p !== undefined && (kind === 'video' ? p.video : p.audio);
+    this.passage.link(this, d, kinds, this.trackList, this.gop.entryList());
+    d.reuse.follow(this.reuse);
   }
 
   private hasVideo = (): boolean => this.trackMap.has('video') || this.expectVideo;
 
   push(pub: PublisherHandle, unit: AccessUnit): void {
     if (this.closedFlag) return;
-    // A new publisher (terminal reconnect) continues the old timeline so readers see no jump backwards; the
-    // shifted unit is a copy, since units are shared. A stage's stream is on its input's timeline, as the units
-    // passed to it are: its one publisher is never shifted.
-    if (pub.offset === undefined) {
-      pub.offset = this.lastDts === -Infinity || this.passFrom ? 0 : Math.round(this.lastDts + RECONNECT_STEP_MS - unit.dts);
-      const w = pub.wallPending;
-      if (w) this.anchorWallClock(w.epochMs, w.dtsMs + pub.offset);
-      else this.anchorWallClock(this.deps.now(), unit.dts + pub.offset);
-      pub.wallPending = undefined;
-    }
-    const au = pub.offset !== 0 ? shiftUnit(unit, pub.offset) : unit;
-    if (this.passFrom) this.accept(au, this.passedSrc);
+    const passage = this.passage;
+    const au = this.timeline.place(pub, unit, passage.from === undefined);
+    if (passage.from !== undefined) this.accept(au, passage.lastSrc);
     else {
       const seq = this.seq;
-      const arena = this.arena;
+      const arena = this.reuse.arena;
       arena?.pushed(au.payload, seq);
       this.accept(au, seq);
       if (arena !== undefined && au.keyframe && au.kind === 'video') arena.settle();
@@ -169,14 +146,15 @@ export class BusStream implements OwnedStream {
   }
 
   /** A unit on this stream's timeline: framed, cached, offered to every reader and passed on. */
-  private accept(au: AccessUnit, src: number): void {
+  accept(au: AccessUnit, src: number): void {
     if (this.closedFlag) return;
-    if (au.dts > this.lastDts) this.lastDts = au.dts;
+    this.timeline.reached(au.dts);
     const st = this.st;
     st.unitsIn++;
     st.bytesIn += au.payload.length;
     const seq = this.seq++;
-    if (this.passFrom && src > this.passedSrc) this.passedSrc = src;
+    const passage = this.passage;
+    if (passage.from !== undefined && src > passage.lastSrc) passage.lastSrc = src;
     const entry = this.formats.entryOf(au, seq, src);
     if (au.kind === 'video') {
       st.videoFrames++;
@@ -190,66 +168,28 @@ export class BusStream implements OwnedStream {
       if (!this.readyFlag) this.audioReadiness(au);
     }
     if (this.gopValid) this.cache(entry);
-    for (const r of this.readers) this.queued += r.offer(entry);
-    if (this.queued + this.gop.payloadBytes > this.deps.limits.maxStreamBytes) {
-      // the running total misses what sinks drained since; recount before shedding anyone
-      this.recount();
-      if (this.queued + this.gop.payloadBytes > this.deps.limits.maxStreamBytes) this.shedLargestQueue();
-    }
-    const pass = this.passTo;
-    for (let i = 0; i < pass.length; i++) {
-      const d = pass[i];
-      if (d.takes(au.kind)) d.accept(au, src);
-    }
+    this.fanOut.offer(entry, this.gop.payloadBytes);
+    passage.unit(au, src);
   }
 
-  /** Publisher.alloc: memory for a payload, reused once every holder is done with it (see payload-arena.ts). */
+  /** Publisher.alloc: memory for a payload, reused once every holder is done with it (see payload-reuse.ts). */
   alloc(bytes: number): Buffer {
-    if (this.closedFlag) return Buffer.allocUnsafe(bytes);
-    // small chunks the collector frees: a chunk pins its memory as long as any slice of it lives. A stage's
-    // stream numbers its units on its input's count (Entry.src), which its own chunks cannot be measured by.
-    if (this.deps.limits.reusePayloads === false || this.keepers > 0 || this.passFrom) return (this.slab ??= new BufferSlab(FRAME_SLAB_BYTES)).take(bytes);
-    this.arena ??= new PayloadArena((lastSeq) => this.doneWith(lastSeq), this.deps.chunks);
-    return this.arena.alloc(bytes);
+    return this.reuse.alloc(bytes);
   }
 
   /** Publisher.discard: memory from alloc that no unit will carry. */
   discard(payload: Buffer): void {
-    this.arena?.discard(payload);
-  }
-
-  private dropArena(escaped = true): void {
-    this.arena?.forgetAll(escaped);
-    this.arena = undefined;
-  }
-
-  /** payloads may be read where no one can tell when: nothing of the arena (here, or the input's) is reused */
-  private escaped(): void {
-    this.dropArena();
-    this.passFrom?.stream.escaped();
-  }
-
-  /** a reader that cannot say when it is done joined (+1) or left (-1), here or on a stream this one passes to */
-  private keeperChange(delta: 1 | -1): void {
-    // a closed stream gave back all it counted when it closed
-    if (this.closedFlag) return;
-    this.keepers += delta;
-    // it may keep what it gets for as long as it likes: the arena goes (nothing of it is ever reused; its chunks
-    // are freed by the collector once their units are gone) and a new one starts when no such reader is left
-    if (delta > 0) this.dropArena();
-    this.passFrom?.stream.keeperChange(delta);
+    this.reuse.discard(payload);
   }
 
   /**
    * Whether nothing can read the units numbered up to `lastSrc` (Entry.src) any more: not the GOP cache, not any
    * reader, not any stream this one passed them to.
    */
-  private doneWith(lastSrc: number): boolean {
+  doneWith(lastSrc: number): boolean {
     const first = this.gop.firstSrc;
     if (first !== undefined && first <= lastSrc) return false;
-    for (const r of this.readers) if (!r.doneWith(lastSrc)) return false;
-    for (const d of this.passTo) if (!d.doneWith(lastSrc)) return false;
-    return true;
+    return this.fanOut.doneWith(lastSrc) && this.passage.doneWith(lastSrc);
   }
 
   private audioReadiness(au: AccessUnit): void {
@@ -267,22 +207,6 @@ export class BusStream implements OwnedStream {
       this.gop.clear();
       this.gopValid = false;
     }
-  }
-
-  private shedLargestQueue(): void {
-    let worst: Reader | undefined;
-    for (const r of this.readers) if (!worst || r.queuedBytes > worst.queuedBytes) worst = r;
-    if (worst && worst.queuedBytes > 0) {
-      this.queued -= worst.skip();
-      this.st.skips++;
-    }
-    this.recount();
-  }
-
-  private recount(): void {
-    let q = 0;
-    for (const r of this.readers) q += r.queuedBytes;
-    this.queued = q;
   }
 
   private markReady(): void {
@@ -304,6 +228,10 @@ export class BusStream implements OwnedStream {
 
   subscribe<F = undefined>(sink: MediaSink<F>, opts: SubscribeOptions<F> = {}): Subscription {
     if (this.closedFlag) throw new Error(`stream ${this.name} is closed`);
+    if (opts.reader !== undefined && !(typeof opts.reader === 'string' && READER_NAME.test(opts.reader))) {
+      this.deps.log.warn({ stream: this.name, reader: String(opts.reader).slice(0, 200) }, 'subscribe refused: bad reader name');
+      throw new TypeError(`subscribe to ${this.name}: reader must be a name of 1-100 characters on one line`);
+    }
     if (opts.via !== undefined) {
       const derived = this.deps.derive(this, opts.via);
       try {
@@ -319,7 +247,10 @@ export class BusStream implements OwnedStream {
     const wantsGop = opts.fromKeyframe !== false;
     if (opts.format) ({ slot, entries: gop } = this.formats.join(opts.format as never, this.trackList, this.gop, wantsGop));
     else if (wantsGop) gop = this.gop.entryList();
+    const keeper = !answersHoldsPayloads(sink);
     const reader: Reader<F> = new Reader<F>(sink, {
+      // a reader that turns payload reuse off is always named: the log and /metrics say which one it was
+      name: opts.reader ?? (keeper ? this.deps.nameReader() : undefined),
       media: opts.media ?? 'av',
       slot,
       maxQueueBytes: opts.maxQueueBytes ?? limits.maxQueueBytes,
@@ -328,39 +259,36 @@ export class BusStream implements OwnedStream {
       now: this.deps.now,
       onFault: (r, reason) => {
         this.st.droppedReaders++;
-        this.deps.log.info({ stream: this.name, reason, skips: r.stats.skips, units: r.stats.units }, 'reader ended');
+        this.deps.log.info({ stream: this.name, reader: r.name, reason, skips: r.stats.skips, units: r.stats.units }, 'reader ended');
       },
       onClose: (r) => this.removeReader(r),
     });
-    this.readers.add(reader as Reader);
-    if (!reader.tellsWhenDone) this.keeperChange(1);
+    if (keeper) this.reuse.keeperJoined(reader.name!);
     reader.join(this.trackList, gop);
-    this.queued += reader.queuedBytes;
+    this.fanOut.add(reader as Reader);
     // nothing reaches the sink before subscribe() returns
     queueMicrotask(() => reader.start());
     return reader;
   }
 
   private removeReader(r: Reader): void {
-    if (!this.readers.delete(r)) return;
-    if (!r.tellsWhenDone) this.keeperChange(-1);
+    if (!this.fanOut.delete(r)) return;
+    if (!r.tellsWhenDone) this.reuse.keeperLeft(r.name!);
     // gone with bytes still on their way out (its socket's buffer): nothing it may have had is ever reused
-    else if (r.holdsPayloads()) this.escaped();
+    else if (r.holdsPayloads()) this.reuse.escaped();
     if (r.slot >= 0) this.formats.release(r.slot, this.gop);
-    this.recount();
-    if (this.readers.size === 0 && this.onIdle) this.onIdle();
+    if (this.fanOut.size === 0 && this.onIdle) this.onIdle();
   }
 
   /** payload bytes this stream keeps alive: its GOP cache and its readers' queues (shared units counted once per holder) */
   heldBytes(): { gop: number; queued: number } {
-    this.recount();
-    return { gop: this.gop.payloadBytes, queued: this.queued };
+    return { gop: this.gop.payloadBytes, queued: this.fanOut.queuedBytes() };
   }
 
   stats(): MediaStreamStats {
-    this.recount();
     return {
-      ...this.st, subscribers: this.readers.size, gopBytes: this.gop.payloadBytes, queuedBytes: this.queued, formats: this.formats.readersOf(),
+      ...this.st, skips: this.fanOut.skips, subscribers: this.fanOut.size, gopBytes: this.gop.payloadBytes, queuedBytes: this.fanOut.queuedBytes(),
+      formats: this.formats.readersOf(),
     };
   }
 
@@ -368,21 +296,13 @@ export class BusStream implements OwnedStream {
     if (this.closedFlag) return;
     this.closedFlag = true;
     this.publisher?.fireClose();
-    const readers = [...this.readers];
-    const src = this.passFrom?.stream;
-    if (src) {
-      // its readers may still hold what was passed (a socket's buffer): the input reuses nothing of it
-      if (readers.length > 0) src.escaped();
-      for (; this.keepers > 0; this.keepers--) src.keeperChange(-1);
-    }
-    this.readers.clear();
+    const readers = this.fanOut.takeAll();
+    // a stage's stream gives back what its readers counted on its input; its chunks are left to the collector
+    this.reuse.close(readers.length > 0);
     for (const r of readers) r.end(reason);
     this.formats.closeAll();
-    // sockets may still hold its units' bytes: the collector frees its chunks once they are gone
-    this.dropArena(false);
     this.gop.clear();
     this.gop.dropEntries();
-    this.queued = 0;
     this.events.clear('ready', 'tracks', 'publisher');
     this.emit('closed', reason);
     this.events.clear('closed');

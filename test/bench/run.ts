@@ -63,6 +63,10 @@ export const BENCHES: Record<string, { summary: string; load: () => Bench }> = {
     summary: 'ingest-flv against two gateways at the same time on one core (another build, the floor, or other settings): B\'s CPU over A\'s, steady where this machine\'s speed drifts',
     load: () => require('./paired') as Bench,
   },
+  'payload-pools': {
+    summary: 'N streams through Publisher.alloc in one process, one payload pool for the bus against a pool per stream (and no reuse): CPU a frame, pooled bytes held',
+    load: () => require('./payload-pools') as Bench,
+  },
   'record-catalog': {
     summary: 'stored-media range queries on a 1,000,000-record SQLite catalog (page 1 and page 500)',
     load: () => require('./record-catalog') as Bench,

@@ -78,6 +78,29 @@ describe('HTTP API: auth, envelope, limits', () => {
     assert.deepEqual(await held(), before);
   });
 
+  it('GET /metrics counts streams whose payload memory is not reused, by the reader that keeps it so; the log names it once', async () => {
+    const off = async () => {
+      const text = await (await fetch(gw.baseUrl + '/metrics')).text();
+      assert.match(text, /^# TYPE gw_core_bus_payload_reuse_off_streams gauge$/m);
+      return [...text.matchAll(/^gw_core_bus_payload_reuse_off_streams\{reader="([^"]*)"\} (\d+)$/gm)].map((m) => [m[1], Number(m[2])]).sort();
+    };
+    assert.deepEqual(await off(), []);
+    const streams = ['reuse-off-a', 'reuse-off-b'].map((name) => {
+      const s = kernelOf(gw).bus.create(name, 'test');
+      const pub = s.attachPublisher();
+      pub.push(videoUnit({ codec: 'h264', dts: 0, keyframe: true, payload: pub.alloc(1000) }));
+      return s;
+    });
+    // a sink with no holdsPayloads: taken to hold everything it gets
+    streams[0].subscribe({ write: () => undefined }, { reader: 'metrics test keeper' });
+    streams[1].subscribe({ write: () => undefined });
+    assert.deepEqual(await off(), [['http-auth.test', 1], ['metrics test keeper', 1]]);
+    const lines = gw.logs.filter((l) => String(l.msg).startsWith('payload memory of this stream is not reused'));
+    assert.deepEqual(lines.map((l) => [l.stream, l.reader]), [['reuse-off-a', 'metrics test keeper'], ['reuse-off-b', 'http-auth.test']]);
+    for (const s of streams) s.close('test over');
+    assert.deepEqual(await off(), [], 'a reader that is gone is no longer a label');
+  });
+
   it('unknown route: 404, errCode -8', async () => {
     const r = await gw.api('GET', '/strm/nothing-here');
     assert.equal(r.status, 404);

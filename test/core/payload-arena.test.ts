@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import pino from 'pino';
 import { CoreMediaBus, type BusStream } from '../../core/bus/media-bus';
 import { PayloadArena } from '../../core/bus/payload-arena';
-import { ChunkPool } from '../../core/bus/chunk-pool';
+import { ChunkPool, isPoisoned } from '../../core/bus/chunk-pool';
 import type { MediaSink, Publisher, StageContext, StageDefinition, StageRef } from '../../plugin-sdk/bus';
 import { videoUnit, type AccessUnit } from '../../plugin-sdk/media';
 
@@ -351,6 +351,49 @@ describe('payload arena (Publisher.alloc)', () => {
     for (; n < 400; n++) pushUnit(pub, n, 10 * KB, 5);
     assert.ok(bus.chunks.counts.reused > reusedThen, 'reuse resumes after the stage failed');
     s.close('test over');
+  });
+
+  it('a pool that poisons overwrites each chunk that comes back to it; one that does not leaves its bytes', () => {
+    for (const poison of [true, false]) {
+      const pool = new ChunkPool(() => 0, 1024, 4096, 10_000, poison);
+      const c = pool.take(1000);
+      fill(c.buf, 7);
+      const view = c.buf.subarray(16, 600);
+      pool.give(c);
+      assert.equal(isPoisoned(view), poison, `poison ${poison}`);
+      assert.equal(intact(c.buf, 7), !poison);
+    }
+    assert.equal(isPoisoned(Buffer.from([0xde, 0xad, 0xbe, 0xef, 0xde, 0xad])), true);
+    assert.equal(isPoisoned(Buffer.from([0xde, 0xad, 0xbe, 0xee])), false);
+    assert.equal(isPoisoned(Buffer.alloc(0)), false);
+  });
+
+  it('a sink that says it holds nothing while it keeps every unit reads poison, then another stream\'s frames', async () => {
+    const bus = new CoreMediaBus({ maxGopBytes: 4096 * KB, maxQueueBytes: 2048 * KB, maxStreamBytes: 8192 * KB, readerDropAfterMs: 60_000 },
+      quiet, () => 0, new ChunkPool(() => 0, undefined, undefined, undefined, true));
+    const a = bus.create('vehicle-a', 'test');
+    const pubA = a.attachPublisher();
+    const kept: AccessUnit[] = [];
+    // the lie: it keeps every unit it is given and says it holds none
+    a.subscribe({ write: (u) => kept.push(u), holdsPayloads: () => false });
+    await tick();
+    // units of 10 KiB, three to a 32 KiB chunk; unit 10, a key frame, lets the first GOP's chunks (units 0-8) go
+    for (let n = 0; n <= 10; n++) pushUnit(pubA, n, 10 * KB, 10);
+    assert.deepEqual(kept.filter((u) => isPoisoned(u.payload)).map(numberOf), [0, 1, 2, 3, 4, 5, 6, 7, 8]);
+    // a reader that checks what it reads later (a socket sending what it kept) fails loudly
+    assert.throws(() => {
+      for (const u of kept) assert.ok(unitIntact(u), `unit ${numberOf(u)} of vehicle-a intact when read`);
+    }, /unit 0 of vehicle-a intact/);
+    // what the poison stands in for: once another stream takes the chunks, the kept units are its frames, whole
+    const b = bus.create('vehicle-b', 'test');
+    const pubB = b.attachPublisher();
+    b.subscribe({ write: () => undefined, holdsPayloads: () => false });
+    await tick();
+    for (let n = 0; n < 9; n++) pushUnit(pubB, n, 10 * KB, 10, 1);
+    const shown = kept.slice(0, 9).filter((u) => [...Array(9).keys()].some((m) => intact(u.payload, m, 1)));
+    assert.equal(shown.length, 9, 'every unit vehicle-a\'s liar kept now holds a frame of vehicle-b');
+    a.close('test over');
+    b.close('test over');
   });
 
   it('gateway.reusePayloads false: alloc hands out fresh memory, nothing is ever reused', async () => {

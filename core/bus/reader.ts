@@ -3,6 +3,11 @@ import type { TrackInfo } from '../../plugin-sdk/media';
 import { formOf, isTrackChange, type Entry, type QueueItem, type TrackChange } from './entry';
 
 export interface ReaderOptions {
+  /**
+   * who reads (SubscribeOptions.reader, or found by the bus for a sink that cannot say when it is done): named in
+   * logs and metrics; undefined for an unnamed sink that answers holdsPayloads
+   */
+  name: string | undefined;
   media: MediaSelect;
   /** the stream's format slot whose forms this reader gets, or -1 */
   slot: number;
@@ -14,6 +19,11 @@ export interface ReaderOptions {
   /** the reader ended itself (stuck, or its sink threw): the stream logs and counts it */
   onFault: (r: Reader, reason: string) => void;
   onClose: (r: Reader) => void;
+}
+
+/** whether a sink says when it holds none of what it was given; one that does not is taken to hold everything */
+export function answersHoldsPayloads(sink: Pick<MediaSink<unknown>, 'holdsPayloads'>): boolean {
+  return typeof sink.holdsPayloads === 'function';
 }
 
 /** A reader that misses this many times its queue cap since it last took a unit is stuck, whatever the clock says. */
@@ -54,7 +64,11 @@ export class Reader<F = unknown> implements Subscription {
   readonly tellsWhenDone: boolean;
 
   constructor(private readonly sink: MediaSink<F>, private readonly o: ReaderOptions) {
-    this.tellsWhenDone = typeof sink.holdsPayloads === 'function';
+    this.tellsWhenDone = answersHoldsPayloads(sink);
+  }
+
+  get name(): string | undefined {
+    return this.o.name;
   }
 
   /** whether its sink may still read a payload it was given (true when it cannot tell) */
