@@ -145,8 +145,8 @@ export class Kernel {
     this.modules.set(entry.name, require.resolve(file));
     let mod: { default?: PluginDefinition<object> };
     try {
-      // eslint-disable-next-line @typescript-eslint/no-require-imports
-      mod = require(file);
+      // eslint-disable-next-line @typescript-eslint/no-require-imports -- the plugin's module is known only at run time, and boot loads it synchronously
+      mod = require(file) as typeof mod;
     } catch (err) {
       throw new BootError(`${where}: cannot load module ${file}: ${(err as Error).message.split('\n')[0]}`);
     }
@@ -356,7 +356,7 @@ export class Kernel {
         loaded.instance = await def.setup(ctx);
       } catch (err) {
         if (err instanceof BootError) throw err;
-        throw new BootError(`${this.site.file}: plugin ${def.name}: setup failed: ${(err as Error)?.message ?? String(err)}`);
+        throw new BootError(`${this.site.file}: plugin ${def.name}: setup failed: ${(err as Error | undefined)?.message ?? String(err)}`);
       }
       this.services.checkProvided(def);
       loaded.log.info('plugin started');
@@ -367,7 +367,7 @@ export class Kernel {
     }
     this.started = true;
     // lost nodes' closed notices go through the plugins that deliver notices, now started
-    this.fleet?.dir.ready();
+    this.fleet.dir.ready();
     this.log.info({ httpPort, plugins: ordered.map((o) => o.def.name), ports: this.ports, connections: this.connections.describe() }, 'gateway started');
   }
 
@@ -486,6 +486,8 @@ export class Kernel {
   }
 
   private async doStop(): Promise<void> {
+    /* eslint-disable @typescript-eslint/no-unnecessary-condition -- a boot that failed part-way leaves the later
+       fields unset, though typed as set: stop closes what exists */
     this.started = false;
     this.loginShare?.stop();
     this.sessions?.stopAll();
@@ -516,5 +518,6 @@ export class Kernel {
     this.registry?.clear();
     this.log?.info('gateway stopped');
     this.log?.flush?.();
+    /* eslint-enable @typescript-eslint/no-unnecessary-condition */
   }
 }

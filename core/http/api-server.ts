@@ -151,6 +151,7 @@ export class ApiServer {
       ? https.createServer({ ...serverOptions, ...opts.tls, handshakeTimeout: opts.headersTimeoutMs ?? 15_000 }, listener)
       : http.createServer(serverOptions, listener));
     this.onRequest = (req, res) => {
+      // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- Node's docs: a request's socket may be internally nulled, which its type does not say
       const remote = req.socket?.remoteAddress ?? '';
       for (const [k, v] of Object.entries(SECURITY_HEADERS)) res.setHeader(k, v);
       this.forwardOrHandle(req, res).catch((err) => {
@@ -285,6 +286,7 @@ export class ApiServer {
    */
   authenticate(req: http.IncomingMessage, mode: AuthMode): Application | undefined {
     if (mode === 'none') return undefined;
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- Node's docs: a request's socket may be internally nulled, which its type does not say
     const remote = req.socket?.remoteAddress ?? '';
     const path = (req.url ?? '').split('?')[0];
     const wait = this.guard.retryAfterSec(remote);
@@ -354,6 +356,7 @@ export class ApiServer {
     const { route, rest } = found;
     const app = this.authenticate(req, route.auth);
     const rr: RouteRequest = {
+      // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- as in onRequest: the socket may be nulled
       method, path, rest, query, app, body: undefined, headers: req.headers, remote: req.socket?.remoteAddress ?? '', raw: req,
     };
     if (route.kind === 'raw') {
