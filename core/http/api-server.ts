@@ -355,9 +355,10 @@ export class ApiServer {
     }
     const { route, rest } = found;
     const app = this.authenticate(req, route.auth);
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- as in onRequest: the socket may be nulled
+    const remote = req.socket?.remoteAddress ?? '';
     const rr: RouteRequest = {
-      // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- as in onRequest: the socket may be nulled
-      method, path, rest, query, app, body: undefined, headers: req.headers, remote: req.socket?.remoteAddress ?? '', raw: req,
+      method, path, rest, query, app, body: undefined, headers: req.headers, remote, raw: req,
     };
     if (route.kind === 'raw') {
       await route.handler(rr, res);
