@@ -198,7 +198,7 @@ export class Kernel {
         loaded.instance = await def.setup(ctx);
       } catch (err) {
         if (err instanceof BootError) throw err;
-        throw new BootError(`${site.file}: plugin ${def.name}: setup failed: ${(err as Error)?.message ?? String(err)}`);
+        throw new BootError(`${site.file}: plugin ${def.name}: setup failed: ${(err as Error | undefined)?.message ?? String(err)}`);
       }
       checked.services.checkProvided(def);
       loaded.log.info('plugin started');
@@ -209,7 +209,7 @@ export class Kernel {
     }
     this.started = true;
     // lost nodes' closed notices go through the plugins that deliver notices, which have all started by this line
-    this.fleet?.dir.ready();
+    this.fleet.dir.ready();
     this.log.info({ httpPort, plugins: ordered.map((o) => o.def.name), ports: this.ports, connections: this.connections.describe() }, 'gateway started');
   }
 
@@ -220,6 +220,8 @@ export class Kernel {
   }
 
   private async doStop(): Promise<void> {
+    /* eslint-disable @typescript-eslint/no-unnecessary-condition -- a boot that failed part-way leaves the later
+       fields unset, though typed as set: stop closes what exists */
     this.started = false;
     this.loginShare?.stop();
     this.sessions?.stopAll();
@@ -233,5 +235,6 @@ export class Kernel {
     this.registry?.clear();
     this.log?.info('gateway stopped');
     this.log?.flush?.();
+    /* eslint-enable @typescript-eslint/no-unnecessary-condition */
   }
 }

@@ -16,9 +16,9 @@ import { gcNodeFlags, SEMI_SPACE, setHeapGrowth, singleThreadedGc, SINGLE_THREAD
 const STOP_LIMIT_MS = 10_000;
 
 function bootFailed(err: unknown): never {
-  const msg = err instanceof BootError ? err.message : `unexpected error: ${(err as Error)?.message ?? String(err)}`;
+  const msg = err instanceof BootError ? err.message : `unexpected error: ${(err as Error | undefined)?.message ?? String(err)}`;
   process.stderr.write(`boot failed: ${msg}\n`);
-  if (!(err instanceof BootError) && process.env.GW_DEBUG) process.stderr.write(`${(err as Error)?.stack}\n`);
+  if (!(err instanceof BootError) && process.env.GW_DEBUG) process.stderr.write(`${(err as Error | undefined)?.stack}\n`);
   process.exit(1);
 }
 
@@ -71,7 +71,7 @@ async function runPrimary(workers: number, gateway: GatewayConfig, siteName: str
     // the worker that failed printed why on the shared stderr; the others stop
     log.error({ err: (err as Error).message }, 'boot failed');
     await primary.stop(2000).catch(() => undefined);
-    log.flush?.();
+    log.flush();
     process.exit(1);
   }
   log.info({ workers, connections: primary.describeConnections() }, 'gateway started with workers');

@@ -54,6 +54,7 @@ async function eachMetric<T>(registry: Registry, sliceMs: number, make: (metric:
 /** the registry's text exposition, made over as many turns as it takes at `sliceMs` each */
 export async function scrapeText(registry: Registry, sliceMs = SCRAPE_SLICE_MS): Promise<string> {
   // our fast path writes the Prometheus text format only; an OpenMetrics registry keeps prom-client's own way
+  // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- an OpenMetrics registry reaches here typed as the default Registry
   if (registry.contentType !== 'text/plain; version=0.0.4; charset=utf-8') return registry.metrics();
   const parts = await eachMetric(registry, sliceMs, (m) => (hasPromText(m) ? m.promText() : registry.getSingleMetricAsString(m.name)));
   return `${parts.join('\n\n')}\n`;

@@ -60,8 +60,8 @@ export class PluginResolver {
     this.modules.set(entry.name, require.resolve(file));
     let mod: { default?: PluginDefinition<object> };
     try {
-      // eslint-disable-next-line @typescript-eslint/no-require-imports
-      mod = require(file);
+      // eslint-disable-next-line @typescript-eslint/no-require-imports -- the plugin's module is known only at run time, and boot loads it synchronously
+      mod = require(file) as typeof mod;
     } catch (err) {
       throw new BootError(`${where}: cannot load module ${file}: ${(err as Error).message.split('\n')[0]}`);
     }

@@ -34,7 +34,7 @@ export class StoreFactory {
    */
   async open(): Promise<void> {
     if (this.spec.kind !== 'redis') return;
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- the Redis client loads only when the site's store is Redis
     const { pingRedis, redactRedisUrl } = require('./kv') as typeof import('./kv');
     try {
       await pingRedis(this.spec.url, REDIS_BOOT_TIMEOUT_MS);
@@ -44,7 +44,7 @@ export class StoreFactory {
   }
 
   keyv(namespace: string): KeyValueStore {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- keyv, SQLite and Redis clients load only when a plugin asks for a store
     const { createKeyv } = require('./kv') as typeof import('./kv');
     const k = createKeyv(this.spec, namespace) as unknown as KeyvLike;
     this.connections.push(k);
@@ -54,6 +54,6 @@ export class StoreFactory {
   async close(): Promise<void> {
     const all = this.connections;
     this.connections = [];
-    await Promise.all(all.map((k) => k.disconnect?.().catch(() => undefined)));
+    await Promise.all(all.map((k) => Promise.resolve(k.disconnect?.()).catch(() => undefined)));
   }
 }

@@ -27,6 +27,7 @@ export function parseCallbackUrl(cb: unknown): CallbackUrlResult {
   if (cb.length > MAX_CB_LENGTH) return fail(`cb is longer than ${MAX_CB_LENGTH} characters`);
   // The WHATWG parser silently strips surrounding blanks and embedded tabs/newlines; a cb like that is a client bug
   // better reported than guessed at.
+  // eslint-disable-next-line no-control-regex -- control characters are what it rejects
   if (/[\u0000-\u0020\u007f]/.test(cb)) return fail('cb must not contain spaces or control characters');
   let url: URL;
   try {

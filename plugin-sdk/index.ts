@@ -56,4 +56,5 @@ export type { ApiDescription, ApiDocs, FieldRule, FieldRules, JsonSchema, PathIt
  * turns the exports object into a dictionary: every `plugin_sdk_1.NAME` read by a plugin would be a hash lookup on
  * the media path. A plain copy made once here keeps every read a fast property load (test/core/module-exports.test.ts).
  */
+// eslint-disable-next-line @typescript-eslint/no-unsafe-assignment -- module.exports is typed any; the copy is the same names
 module.exports = { __esModule: true, ...module.exports };

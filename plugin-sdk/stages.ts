@@ -76,7 +76,7 @@ export function audioStage(opts: AudioStageOptions): StageDefinition {
 
       const flush = () => {
         while (fifo.length > 0) {
-          const head = fifo[0];
+          const head = fifo[0]!;
           if (head.kind === 'pending' && !head.done) break;
           fifo.shift();
           if (stopped) continue;
@@ -94,7 +94,7 @@ export function audioStage(opts: AudioStageOptions): StageDefinition {
       };
       const failed = (err: unknown) => {
         // the first failures say why; a transform failing on every frame must not flood the log
-        if (++stats.failed <= 3) log.warn({ err: (err as Error)?.message ?? String(err) }, 'audio stage could not transform a frame: left out');
+        if (++stats.failed <= 3) log.warn({ err: (err as Error | undefined)?.message ?? String(err) }, 'audio stage could not transform a frame: left out');
       };
 
       /** the input's audio track last given to the transform: a list repeats it when the other track changes */
@@ -166,7 +166,7 @@ export function audioStage(opts: AudioStageOptions): StageDefinition {
           try {
             transform.stop?.();
           } catch (err) {
-            log.warn({ err: (err as Error)?.message }, 'audio transform failed to stop');
+            log.warn({ err: (err as Error | undefined)?.message }, 'audio transform failed to stop');
           }
         },
       };

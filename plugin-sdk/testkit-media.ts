@@ -61,7 +61,7 @@ export function encodeH264TestPattern(opts: TestPatternOptions = {}): Buffer {
     '-c:v', 'libx264', '-bf', '0', '-g', String(gop), '-x264-params', 'aud=1', '-f', 'h264', '-',
   ], { maxBuffer: 256 * 1024 * 1024 });
   if (r.status !== 0 || r.stdout.length === 0) {
-    const why = r.error?.message ?? r.stderr?.toString().trim() ?? `exit ${r.status}`;
+    const why = r.error?.message ?? (r.stderr.toString().trim() || `exit ${r.status}`);
     throw new Error(`ffmpeg could not encode the test pattern (${ffmpeg}): ${why}${/libx264/.test(why) ? " (Debian's ffmpeg package has libx264)" : ''}`);
   }
   return r.stdout;
@@ -219,7 +219,7 @@ export interface ClipPublisher {
   /** settles when the last pass is pushed, `stop()` is called, the stream closes or another publisher replaces this one */
   readonly done: Promise<void>;
   /** stops pushing (the publisher pauses; the stream and its readers stay) */
-  stop(): void;
+  stop: () => void;
 }
 
 /**
@@ -353,9 +353,10 @@ export async function openStream(gw: Pick<TestGateway, 'api'>, opts: OpenStreamO
     ...opts.extra,
   };
   const r = await gw.api('POST', '/strm/open', body, auth);
-  const result = r.json?.data?.[0] as Record<string, unknown> | undefined;
-  if (r.status !== 200 || r.json?.errCode !== 0 || !result) {
-    throw new Error(`open ${opts.simNo}/${opts.chanId} refused: HTTP ${r.status}, errCode ${r.json?.errCode}: ${r.json?.message ?? JSON.stringify(r.json)}`);
+  const json = r.json as Envelope | undefined;
+  const result = json?.data?.[0] as Record<string, unknown> | undefined;
+  if (r.status !== 200 || json?.errCode !== 0 || !result) {
+    throw new Error(`open ${opts.simNo}/${opts.chanId} refused: HTTP ${r.status}, errCode ${json?.errCode}: ${json?.message ?? JSON.stringify(json)}`);
   }
   const reqId = String(result.reqId);
   // the stream's name comes from status rather than being rebuilt here: names are the gateway's to choose
@@ -368,13 +369,17 @@ export async function openStream(gw: Pick<TestGateway, 'api'>, opts: OpenStreamO
   };
 }
 
+/** The API's answer envelope, as far as these helpers read it. */
+type Envelope = { errCode?: number; message?: string; data?: unknown[] };
+
 /** A request in GET /strm/status. */
 export type RequestStatus = Record<string, unknown> & { reqId: string; stream: string; ready: boolean };
 
 async function status(gw: Pick<TestGateway, 'api'>, reqId: string, auth: string): Promise<RequestStatus[]> {
   const r = await gw.api('GET', `/strm/status?reqId=${encodeURIComponent(reqId)}`, undefined, auth);
-  if (r.status !== 200 || r.json?.errCode !== 0) throw new Error(`/strm/status for ${reqId}: HTTP ${r.status}: ${JSON.stringify(r.json)}`);
-  return r.json.data as RequestStatus[];
+  const json = r.json as Envelope | undefined;
+  if (r.status !== 200 || json?.errCode !== 0) throw new Error(`/strm/status for ${reqId}: HTTP ${r.status}: ${JSON.stringify(json)}`);
+  return json.data as RequestStatus[];
 }
 
 /** Polls GET /strm/status until the request is ready; its status entry then. Fails if it closes or time runs out. */
@@ -385,7 +390,7 @@ export async function waitReady(gw: Pick<TestGateway, 'api'>, reqId: string, tim
     if (!st) throw new Error(`waitReady: request ${reqId} is not open (closed, or another application's)`);
     if (st.ready === true) return st;
     if (Date.now() >= deadline) {
-      throw new Error(`waitReady: request ${reqId} was not ready within ${timeoutMs} ms (stream ${st.stream}, codecs ${JSON.stringify(st.codecs)}, bytesIn ${st.bytesIn}): is anything publishing into it?`);
+      throw new Error(`waitReady: request ${reqId} was not ready within ${timeoutMs} ms (stream ${st.stream}, codecs ${JSON.stringify(st.codecs)}, bytesIn ${String(st.bytesIn)}): is anything publishing into it?`);
     }
     await new Promise((r) => setTimeout(r, 25));
   }

@@ -45,6 +45,7 @@ export interface TestGateway {
   /** raw captured log text */
   logText(): string;
   /** JSON request to the API; auth is "user:password" (default demo:demo), or null for none */
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- tests read the answer's fields directly; a field read wrong fails the test
   api(method: string, path: string, body?: unknown, auth?: string | null): Promise<{ status: number; headers: Headers; json: any }>;
   /** POST /strm/open as the demo application: the reqId, play URL and the bus stream's name (see testkit-media.ts) */
   openStream(opts: OpenStreamOptions): Promise<OpenedStream>;
@@ -75,7 +76,7 @@ export async function startTestGateway(opts: TestGatewayOptions): Promise<TestGa
       if (process.env.GW_TEST_LOG) process.stdout.write(s);
       if (opts.captureLogs) {
         text += s;
-        for (const line of s.split('\n')) if (line.trim()) { try { logs.push(JSON.parse(line)); } catch { /* partial line */ } }
+        for (const line of s.split('\n')) if (line.trim()) { try { logs.push(JSON.parse(line) as Record<string, unknown>); } catch { /* partial line */ } }
       }
       done();
     },

@@ -208,7 +208,7 @@ export function serveWorker<Req, Res>(handle: (req: Req) => Res | Promise<Res>, 
       if (transfer) for (const t of transfer(res)) if (!moved.includes(t)) moved.push(t);
       return { id, ok: true, res };
     } catch (err) {
-      return { id, ok: false, error: (err as Error)?.message ?? String(err) };
+      return { id, ok: false, error: (err as Error | undefined)?.message ?? String(err) };
     }
   };
   const batch = async ({ calls }: Batch<Req>): Promise<void> => {

@@ -73,7 +73,7 @@ export class StreamFormats {
     try {
       slot.encoder.close?.();
     } catch (err) {
-      this.log.warn({ stream: this.stream.name, format: slot.format.name, err: (err as Error)?.message }, 'format encoder failed to close');
+      this.log.warn({ stream: this.stream.name, format: slot.format.name, err: (err as Error | undefined)?.message }, 'format encoder failed to close');
     }
   }
 
@@ -150,6 +150,6 @@ export class StreamFormats {
 
   private failed(s: Slot, err: unknown): void {
     // a unit it cannot frame is left out for its readers; logged the first times, not for every unit
-    if (++s.failures <= 3) this.log.warn({ stream: this.stream.name, format: s.format.name, err: (err as Error)?.message ?? String(err) }, 'format encoder failed on a unit: left out for its readers');
+    if (++s.failures <= 3) this.log.warn({ stream: this.stream.name, format: s.format.name, err: (err as Error | undefined)?.message ?? String(err) }, 'format encoder failed on a unit: left out for its readers');
   }
 }

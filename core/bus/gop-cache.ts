@@ -109,7 +109,7 @@ export class GopCache {
    */
   entryList(): Entry[] {
     if (this.entries !== undefined) return this.entries;
-    const out: Entry[] = new Array(this.count);
+    const out = new Array<Entry>(this.count);
     for (let i = 0; i < this.count; i++) out[i] = { unit: this.unit(i), seq: this.nums[i * ROW + SEQ], src: this.nums[i * ROW + SRC], f0: undefined, more: undefined };
     return out;
   }

@@ -22,6 +22,7 @@ interface RegisteredStage {
 function canonical(v: unknown): string {
   if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
   if (v && typeof v === 'object') return `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${canonical((v as Record<string, unknown>)[k])}`).join(',')}}`;
+  // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- JSON.stringify answers undefined for undefined, a function or a symbol, though typed string
   return JSON.stringify(v) ?? 'null';
 }
 
@@ -183,7 +184,7 @@ export class CoreMediaBus {
       if (st.def.passes?.length) from.passInto(d, st.def.passes);
     } catch (err) {
       d.close('stage failed to start');
-      throw new Error(`stage '${ref.stage}' failed to start on ${from.name}: ${(err as Error)?.message ?? err}`);
+      throw new Error(`stage '${ref.stage}' failed to start on ${from.name}: ${(err as Error | undefined)?.message ?? String(err)}`, { cause: err });
     }
     log.debug({ params }, 'stage started');
     return d;

@@ -18,6 +18,7 @@ const FRAMES = 24;
 
 /** The plugin (or else the file) whose code is calling now, from outside the bus and the SDK. */
 export function callerName(): string {
+  // eslint-disable-next-line @typescript-eslint/unbound-method -- V8's hook, put back as it was; it is never called through this name
   const prepare = Error.prepareStackTrace;
   const limit = Error.stackTraceLimit;
   let files: string[] = [];

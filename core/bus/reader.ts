@@ -73,6 +73,7 @@ export class Reader<F = unknown> implements Subscription {
 
   /** whether its sink may still read a payload it was given (true when it cannot tell) */
   holdsPayloads(): boolean {
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- called with .call(this.sink) below
     const h = this.sink.holdsPayloads;
     if (h === undefined) return true;
     try {
@@ -140,6 +141,7 @@ export class Reader<F = unknown> implements Subscription {
       // written first if the sink can take it: a unit bigger than the cap is not "behind" when nothing waits
       if (this.started) this.drain();
       if (this.queuedBytes > this.o.maxQueueBytes + this.joinAllowance) this.skip();
+      // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- drain() or skip() above may close it
       if (this.queuedBytes > 0 && !this.closedFlag) this.checkStuck();
     }
     return this.queuedBytes - before;
@@ -190,7 +192,7 @@ export class Reader<F = unknown> implements Subscription {
     try {
       this.sink.skipped?.({ units, bytes: freed });
     } catch (err) {
-      this.fault(`sink threw in skipped(): ${(err as Error)?.message ?? err}`);
+      this.fault(`sink threw in skipped(): ${(err as Error | undefined)?.message ?? String(err)}`);
     }
     return freed;
   }
@@ -247,7 +249,7 @@ export class Reader<F = unknown> implements Subscription {
       }
       this.stats.queuedBytes = this.queuedBytes;
     } catch (err) {
-      this.fault(`sink threw: ${(err as Error)?.message ?? err}`);
+      this.fault(`sink threw: ${(err as Error | undefined)?.message ?? String(err)}`);
     } finally {
       this.draining = false;
     }

@@ -353,7 +353,7 @@ export class HandOver {
    * it rate-limited, as it does its own refusals. A batch waits for a worker while none is up.
    */
   refused(l: Listener, reason: RefusalReason, remote: string): void {
-    const batches = l.refused ??= new Map();
+    const batches = l.refused ??= new Map<RefusalReason, { remotes: string[]; more: number }>();
     let batch = batches.get(reason);
     if (!batch) {
       const b = { remotes: [] as string[], more: 0 };

@@ -72,7 +72,7 @@ const anyWorker: ConnectionRouter = () => 'any';
 
 export function loadRouter(spec: RouteSpec): ConnectionRouter {
   if ('builtin' in spec) return spec.builtin === 'late' ? anyWorker : streamPathRouter;
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- the router's module is named by the site, known only at run time
   const r = (require(spec.module) as { router?: unknown }).router;
   if (typeof r !== 'function') throw new Error(`plugin ${spec.plugin}: router '${spec.name}' (${spec.module}) exports no function 'router'`);
   return r as ConnectionRouter;

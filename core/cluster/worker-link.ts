@@ -11,7 +11,7 @@ type RpcHandler = (args: unknown) => unknown;
 /** an error as it crosses to another worker: a GatewayError keeps its code, status and message */
 export function toWire(err: unknown): WireError {
   if (err instanceof GatewayError) return { message: err.message, errCode: err.errCode, status: err.httpStatus };
-  return { message: (err as Error)?.message ?? String(err) };
+  return { message: (err as Error | undefined)?.message ?? String(err) };
 }
 
 export function fromWire(e: WireError | undefined): Error {

@@ -101,7 +101,7 @@ export class RedisDirectory implements Directory {
     } catch (err) {
       this.stopped = true;
       this.client.disconnect();
-      throw new Error(`Redis at ${this.describe} is not reachable (${this.lastDownWhy || (err as Error).message})`);
+      throw new Error(`Redis at ${this.describe} is not reachable (${this.lastDownWhy || (err as Error).message})`, { cause: err });
     }
     this.up = true;
     this.everUp = true;

@@ -121,6 +121,7 @@ export class FleetSessions {
       if (hop >= MAX_HOPS) throw new GatewayError(ErrCode.RETRY, 'The channel changed owner while it was being opened; retry.');
       return await this.openOn(target!, app, body, hop, ch);
     } catch (err) {
+      // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- the directory may go down during the awaits above
       if (err instanceof DirectoryUnavailable || (!this.dir.available && !(err instanceof GatewayError))) throw directoryDown(this.dir);
       throw err;
     }

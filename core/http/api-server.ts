@@ -66,6 +66,7 @@ export class ApiServer {
       ? https.createServer({ ...serverOptions, ...opts.tls, handshakeTimeout: opts.headersTimeoutMs ?? 15_000 }, listener)
       : http.createServer(serverOptions, listener));
     this.onRequest = (req, res) => {
+      // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- Node's docs: a request's socket may be internally nulled, which its type does not say
       const remote = req.socket?.remoteAddress ?? '';
       for (const [k, v] of Object.entries(SECURITY_HEADERS)) res.setHeader(k, v);
       this.forwardOrHandle(req, res).catch((err) => {
@@ -216,8 +217,10 @@ export class ApiServer {
     }
     const { route, rest } = found;
     const app = this.authenticate(req, route.auth);
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- as in onRequest: the socket may be nulled
+    const remote = req.socket?.remoteAddress ?? '';
     const rr: RouteRequest = {
-      method, path, rest, query, app, body: undefined, headers: req.headers, remote: req.socket?.remoteAddress ?? '', raw: req,
+      method, path, rest, query, app, body: undefined, headers: req.headers, remote, raw: req,
     };
     if (route.kind === 'raw') {
       await route.handler(rr, res);

@@ -41,6 +41,7 @@ export class CredentialCheck {
    */
   authenticate(req: http.IncomingMessage, mode: AuthMode): Application | undefined {
     if (mode === 'none') return undefined;
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- Node's docs: a request's socket may be internally nulled, which its type does not say
     const remote = req.socket?.remoteAddress ?? '';
     const path = (req.url ?? '').split('?')[0];
     const wait = this.guard.retryAfterSec(remote);

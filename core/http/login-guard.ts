@@ -68,7 +68,7 @@ function expandV6(a: string): string[] | undefined {
   const t = tail !== undefined && tail !== '' ? tail.split(':') : [];
   if (zoneless.includes('.')) return undefined;
   const fill = zoneless.includes('::') ? 8 - h.length - t.length : 0;
-  const all = [...h, ...Array(fill).fill('0'), ...t];
+  const all = [...h, ...Array<string>(fill).fill('0'), ...t];
   return all.length === 8 ? all.map((g) => g.toLowerCase().replace(/^0+(?=.)/, '')) : undefined;
 }
 

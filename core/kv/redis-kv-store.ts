@@ -39,9 +39,11 @@ export async function pingRedis(url: string, timeoutMs: number): Promise<void> {
       const e = socketError ?? (err as Error);
       // A later attempt cut short by the deadline says nothing new (it may have had a millisecond): the reason an
       // earlier attempt got, e.g. ECONNREFUSED, stands.
+      // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- the timer sets timedOut while the race above is awaited
       if (!(timedOut && socketError === undefined && attempt > 0)) lastReason = (e as NodeJS.ErrnoException).code ?? e.message;
       // a refused password or database will not fix itself while we wait
-      if (e.name === 'ReplyError') throw new Error(e.message.split('\n')[0]);
+      // eslint-disable-next-line preserve-caught-error -- e is the socket's error when there is one: the reply that refused us
+      if (e.name === 'ReplyError') throw new Error(e.message.split('\n')[0], { cause: e });
     } finally {
       clearTimeout(timer);
       client.disconnect();

@@ -91,7 +91,7 @@ export class G711Decoder extends DecoderBase {
     const n = frame.length;
     checkRoom('G.711 decode', n, out.length - offset);
     const t = this.table;
-    for (let i = 0; i < n; i++) out[offset + i] = t[frame[i]];
+    for (let i = 0; i < n; i++) out[offset + i] = t[frame[i]!];
     return n;
   }
 

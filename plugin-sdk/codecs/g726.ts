@@ -79,7 +79,8 @@ export interface G726Options {
 }
 
 function checkPacking(p: G726Packing | undefined): G726Packing {
-  const packing = p ?? 'left';
+  // string: a JavaScript caller can pass anything, and the check below narrows it
+  const packing: string = p ?? 'left';
   if (packing !== 'left' && packing !== 'right') throw new RangeError(`G.726 packing '${String(p)}': 'left' or 'right'`);
   return packing;
 }
@@ -392,7 +393,7 @@ export class G726Encoder implements AudioEncoder {
           out[o++] = (acc >> have) & 0xff;
         }
       }
-      if (have > 0) out[o++] = (acc << (8 - have)) & 0xff;
+      if (have > 0) out[o] = (acc << (8 - have)) & 0xff;
     } else {
       for (let i = 0; i < n; i++) {
         acc |= st.encode(pcm[i]) << have;
@@ -403,7 +404,7 @@ export class G726Encoder implements AudioEncoder {
           have -= 8;
         }
       }
-      if (have > 0) out[o++] = acc & 0xff;
+      if (have > 0) out[o] = acc & 0xff;
     }
     return bytes;
   }

@@ -58,9 +58,10 @@ export const ADPCM_HEADER_BYTES = 4;
 function checkOptions(o: AdpcmOptions): { layout: AdpcmLayout; be: boolean; rounding: AdpcmRounding } {
   const layout = o.layout ?? 'dvi4';
   if (!ADPCM_LAYOUTS.includes(layout)) throw new RangeError(`ADPCM layout '${layout}': 'dvi4' or 'ima-wav'`);
-  const order = o.headerByteOrder ?? 'le';
+  // strings: a JavaScript caller can pass anything, and the checks below narrow them
+  const order: string = o.headerByteOrder ?? 'le';
   if (order !== 'le' && order !== 'be') throw new RangeError(`ADPCM header byte order '${order}': 'le' or 'be'`);
-  const rounding = o.rounding ?? 'ima';
+  const rounding: string = o.rounding ?? 'ima';
   if (rounding !== 'ima' && rounding !== 'ffmpeg') throw new RangeError(`ADPCM rounding '${rounding}': 'ima' or 'ffmpeg'`);
   return { layout, be: order === 'be', rounding };
 }
@@ -108,7 +109,7 @@ export class ImaAdpcmDecoder extends DecoderBase {
     if (total === 0) return 0;
     let pred = this.be ? (frame[0] << 8) | frame[1] : frame[0] | (frame[1] << 8);
     pred = (pred << 16) >> 16;
-    let index = frame[2];
+    let index = frame[2]!;
     if (index > 88) {
       index = 88;
       this.badIndexBlocks++;

@@ -150,6 +150,7 @@ export function h265NalType(nal: Buffer, at = 0): number {
 const START_CODE = Buffer.from([0, 0, 0, 1]);
 
 /** Joins NAL units into one Annex-B buffer with 4-byte start codes, in memory from `alloc`. */
+// eslint-disable-next-line @typescript-eslint/unbound-method -- Buffer.allocUnsafe does not use this
 export function joinAnnexB(nals: Buffer[], alloc: (bytes: number) => Buffer = Buffer.allocUnsafe): Buffer {
   let n = 0;
   for (const nal of nals) n += START_CODE.length + nal.length;

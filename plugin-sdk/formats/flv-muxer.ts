@@ -71,7 +71,7 @@ export class FlvMuxer {
    * Whether audio units of this codec are left out whatever they hold (a codec FLV cannot carry or not chosen),
    * as opposed to skipped for now (AAC before its config). True only for the current audio track's codec.
    */
-  skipsAudio(codec: AudioCodec | string): boolean {
+  skipsAudio(codec: string): boolean {
     const a = this.m.audio;
     return a !== undefined && a.codec === codec && flagsOf(this.m, a) === undefined;
   }

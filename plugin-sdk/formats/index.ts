@@ -17,4 +17,5 @@ export { WIRE_VIEW_MIN, wireParts } from './flv-wire';
 export type { WireUnit } from './flv-wire';
 
 // Importers read these on the media path: a plain object keeps each read a fast property load (see plugin-sdk/index.ts).
+// eslint-disable-next-line @typescript-eslint/no-unsafe-assignment -- module.exports is typed any; the copy is the same names
 module.exports = { __esModule: true, ...module.exports };

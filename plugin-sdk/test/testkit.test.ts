@@ -115,9 +115,9 @@ describe('plugin-sdk test kit: ports', () => {
   });
 
   it('the port-like keys of the real plugins: bound ports, not the advertised or non-port ones', () => {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- the SDK's tests import no plugin: this one test loads two plugins' config classes
     const ingest = require('../../plugins/jt1078-ingest/index').Jt1078IngestConfig as new () => object;
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- as above
     const flv = require('../../plugins/flv-out/index').FlvOutConfig as new () => object;
     assert.deepEqual(freePortOverrides(ingest), { livePort2013: 0, livePort2019: 0, replayPort2013: 0, replayPort2019: 0 });
     assert.deepEqual(freePortOverrides(flv), { port: 0 });

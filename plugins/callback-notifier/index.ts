@@ -76,7 +76,7 @@ export default definePlugin({
     try {
       trustedCa = trustedCertificates(c.caFiles);
     } catch (err) {
-      throw new Error(`config key caFiles: ${(err as Error).message}`);
+      throw new Error(`config key caFiles: ${(err as Error).message}`, { cause: err });
     }
     const policy = new HostPolicy({ allow: c.allowHosts, blockInternal: c.blockInternal, allowLoopback: c.allowLoopback });
     const dispatcher = new CallbackDispatcher({

@@ -27,7 +27,7 @@ export default definePlugin({
     try {
       assertTimeZone(cfg.timeZone);
     } catch (err) {
-      throw new Error(`config key timeZone: ${(err as Error).message}`);
+      throw new Error(`config key timeZone: ${(err as Error).message}`, { cause: err });
     }
     const storeRoot = path.resolve(ctx.site.dataDir, cfg.storeRoot ?? 'records');
     // A full or failing disk must not take live play down with the recorder: those errors leave the recorder
@@ -36,7 +36,7 @@ export default definePlugin({
     try {
       prepareStore(storeRoot);
     } catch (err) {
-      if (!isStorageFailure(err)) throw new Error(`config key storeRoot: cannot write to ${storeRoot} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+      if (!isStorageFailure(err)) throw new Error(`config key storeRoot: cannot write to ${storeRoot} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`, { cause: err });
       unavailable = err;
     }
 
@@ -50,7 +50,7 @@ export default definePlugin({
         catalog = await openCatalog();
       } catch (err) {
         // the URL may hold a password: name the key, not the value
-        throw new Error(`config key postgresUrl: cannot open the catalog (${(err as Error).message})`);
+        throw new Error(`config key postgresUrl: cannot open the catalog (${(err as Error).message})`, { cause: err });
       }
     } else {
       catalogDir = () => ctx.stores.dir();

@@ -27,6 +27,7 @@ export default definePlugin({
     const c = ctx.config;
     const m = ctx.metrics;
     for (const [i, k] of c.publishKeys.entries()) {
+      // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- the site's JSON can put anything in this array: this is its check
       if (typeof k?.appId !== 'string' || typeof k.key !== 'string' || k.key.length < 8) {
         throw new Error(`config key publishKeys[${i}]: give { appId, key } with a key of at least 8 characters`);
       }

@@ -36,7 +36,7 @@ function tag(type: 8 | 9 | 18, timestamp: number, size: number): Buffer {
 }
 
 /** A TCP connection on loopback, both ends open: the terminal's side and the gateway's; close() ends both and the server. */
-async function loopbackPair(): Promise<{ client: net.Socket; peer: net.Socket; close(): void }> {
+async function loopbackPair(): Promise<{ client: net.Socket; peer: net.Socket; close: () => void }> {
   const server = net.createServer();
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');

@@ -43,7 +43,7 @@ export function readerBenchOptions(kind: Exclude<ReaderKind, 'flv'>, args: strin
     o = parseFlvArgs(rest);
   } catch (err) {
     // ingest-flv's message ends with its own usage: show ours
-    throw new Error(`${(err as Error).message.split('\n\n')[0]}\n\n${help}`);
+    throw new Error(`${(err as Error).message.split('\n\n')[0]}\n\n${help}`, { cause: err });
   }
   return { ...o, readers: kind, vsFlv: rounds };
 }

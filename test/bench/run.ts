@@ -9,71 +9,75 @@ export interface Bench {
   run(args: string[]): Promise<unknown>;
 }
 
+/** A bench module's loader, resolved from this file's folder. */
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- a bench module loads only when it is picked
+const lazy = (file: string) => (): Bench => require(file) as Bench;
+
 /** Benchmarks by name; each module stays unloaded until picked, so one bench's imports cannot slow another. */
 export const BENCHES: Record<string, { summary: string; load: () => Bench }> = {
   'ingest-flv': {
     summary: 'N simulated terminals at ~1 Mbit/s, one HTTP-FLV player each; gateway CPU, RSS, throughput, added latency',
-    load: () => require('./ingest-flv') as Bench,
+    load: lazy('./ingest-flv'),
   },
   'ingest-hls': {
     summary: 'ingest-flv\'s load with one low-latency HLS reader per terminal (blocking reloads, every part fetched), alternated with FLV players: gateway CPU and RSS ratios, part age, reader errors',
-    load: () => require('./ingest-hls') as Bench,
+    load: lazy('./ingest-hls'),
   },
   rtsp: {
     summary: 'ingest-flv\'s load with one RTSP/TCP (interleaved) reader per terminal, alternated with FLV players: gateway CPU and RSS ratios, RTP flow, stalls, end to end',
-    load: () => require('./rtsp') as Bench,
+    load: lazy('./rtsp'),
   },
   'rtmp-players': {
     summary: 'N streams at ~1 Mbit/s, one RTMP player each (a minimal RTMP client) against one HTTP-FLV player each, alternated: gateway CPU RTMP/FLV (issue 44), RSS, bytes and frames per player',
-    load: () => require('./rtmp-players') as Bench,
+    load: lazy('./rtmp-players'),
   },
   audio: {
     summary: 'N watched G.711A streams through the gateway to AAC (audio-aac): CPU per stream-second of the main and the AAC worker thread, memory per encoder, ramp until it falls behind',
-    load: () => require('./audio') as Bench,
+    load: lazy('./audio'),
   },
   'aac-engine': {
     summary: 'N AAC encoders in one worker thread fed real-time speech chunks: CPU per stream-second, memory per encoder, streams per core',
-    load: () => require('./aac-engine') as Bench,
+    load: lazy('./aac-engine'),
   },
   codecs: {
     summary: 'CPU ms per second of 8 kHz audio for each decoder, encoder (G.711, G.726, IMA ADPCM) and resampler rate',
-    load: () => require('./codecs') as Bench,
+    load: lazy('./codecs'),
   },
   soak: {
     summary: 'long churn (terminals, players, 200 API clients, a callback outage) against the gateway: RSS, heap, fds, event loop, leaked requests, lost notices; fails on a leak',
-    load: () => require('./soak') as Bench,
+    load: lazy('./soak'),
   },
   fanout: {
     summary: 'one terminal at ~1 Mbit/s, N HTTP-FLV (or WS-FLV) players of its one stream: gateway CPU, RSS, per-player throughput, every frame to every player, lag',
-    load: () => require('./fanout') as Bench,
+    load: lazy('./fanout'),
   },
   'metrics-scrape': {
     summary: "one /metrics scrape at N streams, prom-client's registry.metrics() against the gateway's scrapeText, alternated: wall time, longest event-loop hold, CPU, garbage",
-    load: () => require('./metrics-scrape') as Bench,
+    load: lazy('./metrics-scrape'),
   },
   'open-latency': {
     summary: 'POST /strm/open of already-live channels at a steady rate, with no load and while N terminals x 1 Mbit/s with one player each run: open latency p50/p99/max',
-    load: () => require('./open-latency') as Bench,
+    load: lazy('./open-latency'),
   },
   'fleet-directory': {
     summary: 'one node with the fleet directory on a local Redis against the in-process directory, alternated: open p50/p99/max under N live streams, Redis commands per open, per media packet and per second (heartbeat), bytes and keys per stream',
-    load: () => require('./fleet-directory') as Bench,
+    load: lazy('./fleet-directory'),
   },
   paired: {
     summary: 'ingest-flv against two gateways at the same time on one core (another build, the floor, or other settings): B\'s CPU over A\'s, steady where this machine\'s speed drifts',
-    load: () => require('./paired') as Bench,
+    load: lazy('./paired'),
   },
   'payload-pools': {
     summary: 'N streams through Publisher.alloc in one process, one payload pool for the bus against a pool per stream (and no reuse): CPU a frame, pooled bytes held',
-    load: () => require('./payload-pools') as Bench,
+    load: lazy('./payload-pools'),
   },
   'record-catalog': {
     summary: 'stored-media range queries on a 1,000,000-record SQLite catalog (page 1 and page 500)',
-    load: () => require('./record-catalog') as Bench,
+    load: lazy('./record-catalog'),
   },
   'record-mp4': {
     summary: 'a 10-minute record file as MP4 (format=mp4) over loopback HTTP: made on the fly (layout per request, or kept) against a sidecar file made once: time to first byte and CPU of a download and of a seek',
-    load: () => require('./record-mp4') as Bench,
+    load: lazy('./record-mp4'),
   },
 };
 
@@ -106,7 +110,9 @@ export async function main(argv: string[]): Promise<number> {
 }
 
 if (require.main === module) {
-  main(process.argv.slice(2)).then((code) => {
+  // main() reports its own failures and returns the exit code; anything it lets through is an unhandled
+  // rejection, which Node prints before it exits with code 1
+  void main(process.argv.slice(2)).then((code) => {
     process.exitCode = code;
     // A benchmark stops by itself: if some handle it forgot still holds the process, do not hang on it.
     setTimeout(() => {

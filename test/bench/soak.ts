@@ -229,6 +229,7 @@ export async function run(args: string[]): Promise<void> {
     for (const t of timers) clearInterval(t);
     timers.length = 0;
     await Promise.all(background);
+    // eslint-disable-next-line @typescript-eslint/only-throw-error -- a background task sets fatal during the await; tsc keeps the narrowing to undefined from the check above
     if (fatal) throw fatal;
     if (receiver.isDown) await receiver.comeBack();
     await pool(clients, 32, 0, (c) => c.shutdown(), signal);
@@ -305,7 +306,7 @@ export async function run(args: string[]): Promise<void> {
     if (!v.ok) throw new Error(`verdict FAIL: ${v.failures.join('; ')}`);
   } catch (err) {
     if (signal.aborted && !(err instanceof Error && err.message.startsWith('verdict'))) {
-      throw new Error(`benchmark aborted: ${signal.reason instanceof Error ? signal.reason.message : String(signal.reason)}`);
+      throw new Error(`benchmark aborted: ${signal.reason instanceof Error ? signal.reason.message : String(signal.reason)}`, { cause: err });
     }
     throw err;
   } finally {
@@ -361,7 +362,7 @@ async function checkHolders(ctx: SoakCtx, slots: TerminalSlot[], apps: AppCreden
 
 /** The gateway's warn and error lines (JSON, pino), counted by message: what it complained about during the soak. */
 function logSummary(file: string): string[] {
-  let text = '';
+  let text: string;
   try {
     text = fs.readFileSync(file, 'utf8');
   } catch {

@@ -101,7 +101,7 @@ export async function startPostgres(label = 'pg'): Promise<PostgresServer> {
       await run(c, a, { cwd: dir, timeout: 60_000, env: { ...process.env, LC_ALL: 'C' } });
     } catch (err) {
       const e = err as Error & { stderr?: string; stdout?: string };
-      throw new Error(`${what} failed: ${e.message}\n${e.stderr ?? ''}\nserver log:\n${tail(logFile)}`);
+      throw new Error(`${what} failed: ${e.message}\n${e.stderr ?? ''}\nserver log:\n${tail(logFile)}`, { cause: err });
     }
   };
   const removeDir = (): void => fs.rmSync(dir, { recursive: true, force: true });

@@ -6,9 +6,7 @@
  *
  * The output, `GET /g711/{stream}?reqId&token&ms=20` on the API port, streams that audio as raw G.711 bytes.
  */
-import { audioStage, type AudioTransform } from '../../stages';
-import { definePlugin, type AccessUnit, type StageRef } from '../../index';
-import { audioUnit } from '../../media';
+import { audioStage, audioUnit, definePlugin, type AccessUnit, type AudioTransform, type StageRef } from '../../index';
 
 const SAMPLES_PER_MS = 8;
 

@@ -72,7 +72,7 @@ function pushBatch(b: PushBatch): PushBatchReply {
       for (const f of out) made.push(f);
     } catch (err) {
       status[i] = 2;
-      errors[i] = (err as Error)?.message ?? String(err);
+      errors[i] = (err as Error | undefined)?.message ?? String(err);
     }
   }
   const frameLengths = new Uint32Array(made.length);

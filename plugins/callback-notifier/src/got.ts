@@ -6,7 +6,7 @@
  */
 import type * as GotModule from 'got/dist/source/index.js';
 
-// eslint-disable-next-line @typescript-eslint/no-require-imports
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- got is ESM-only: require() loads it from CommonJS (see above)
 const gotModule = require('got') as typeof GotModule;
 
 export const got: GotModule.Got = gotModule.got;

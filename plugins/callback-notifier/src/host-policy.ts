@@ -122,7 +122,8 @@ export class HostPolicy {
  * where the policy looked (no second resolution that a rebinding DNS server could answer differently).
  */
 export function pinnedLookup(addresses: readonly ResolvedAddress[]): LookupFunction {
-  return ((hostname: string, options: LookupOptions, callback: (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void) => {
+  // options: Node's dns.lookup contract also allows a family number, or nothing, in their place
+  return ((hostname: string, options: LookupOptions | number | null | undefined, callback: (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void) => {
     const wanted = typeof options === 'object' && options ? options.family : undefined;
     const fam = wanted === 'IPv4' ? 4 : wanted === 'IPv6' ? 6 : wanted;
     const usable = addresses.filter((a) => !fam || a.family === fam);

@@ -140,6 +140,7 @@ export class RedisNoticePublisher {
             continue;
           }
           // Connection trouble: back to the head of the line; the next 'ready' restarts the pump.
+          // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- stop() may run during the await above
           if (this.stopped) {
             this.countDrop(reqIdOf(fields), undefined);
           } else {

@@ -30,7 +30,7 @@ export function readCaFile(file: string): string[] {
   try {
     text = fs.readFileSync(file, 'utf8');
   } catch (err) {
-    throw new Error(`cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+    throw new Error(`cannot read ${file} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`, { cause: err });
   }
   const certs = certificatesIn(text);
   if (certs.length === 0) throw new Error(`${file} holds no PEM certificate (-----BEGIN CERTIFICATE-----)`);

@@ -11,7 +11,7 @@ describe('callback-notifier: RedisNoticePublisher (real redis-server)', function
   this.timeout(30_000);
 
   let server: RedisServer | undefined;
-  const cleanups: Array<() => Promise<unknown> | unknown> = [];
+  const cleanups: Array<() => unknown> = [];
 
   afterEach(async () => {
     for (const c of cleanups.splice(0).reverse()) await c();

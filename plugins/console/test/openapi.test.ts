@@ -5,6 +5,8 @@
  * and the running validator, which must agree on every one.
  */
 import assert from 'node:assert/strict';
+// ESM-only package: Node 20.19+ loads it with require(), which tsc emits for this import
+import { Validator } from '@seriousme/openapi-schema-validator';
 import type { FieldRule } from '../../../plugin-sdk';
 import { OPEN_FIELDS } from '../../../test/support/core-parts';
 import { definePlugin, type PluginDefinition } from '../../../plugin-sdk';
@@ -122,8 +124,6 @@ describe('console: GET /openapi.json', function () {
   after(() => gw.stop());
 
   it('is an OpenAPI 3.1 document that an independent validator accepts', async () => {
-    // ESM-only package: Node 20.19+ loads it with require()
-    const { Validator } = require('@seriousme/openapi-schema-validator') as { Validator: new () => { validate(d: unknown): Promise<{ valid: boolean; errors?: unknown }>; version: string } };
     const v = new Validator();
     const r = await v.validate(doc);
     assert.equal(r.valid, true, JSON.stringify(r.errors, null, 1)?.slice(0, 2000));

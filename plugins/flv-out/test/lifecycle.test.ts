@@ -142,6 +142,7 @@ describe('flv-out: lifecycle, gateways side by side, audio left out', function (
     pushAll(pub, clip.units.slice(0, 10));
     await until(() => framesIn(hp.data()) === 10, 'media');
 
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- kept to be put back as it was; never called detached
     const exit = process.exit;
     let exitCalled = false;
     process.exit = ((code?: number) => { exitCalled = true; throw new Error(`process.exit(${code})`); }) as typeof process.exit;

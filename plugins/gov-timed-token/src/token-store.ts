@@ -111,8 +111,10 @@ export class TimedTokenStore {
   /** takes the set another worker saved (the store already holds it); malformed entries are ignored */
   adopt(set: unknown): number {
     if (!Array.isArray(set)) return 0;
-    const ok = set.filter((t): t is { digest: string; expiresMs: number } =>
-      typeof t?.digest === 'string' && /^[0-9a-f]{64}$/.test(t.digest) && Number.isFinite(t.expiresMs));
+    const ok = (set as unknown[]).filter((t): t is { digest: string; expiresMs: number } => {
+      const e = t as { digest?: unknown; expiresMs?: unknown } | null | undefined;
+      return typeof e?.digest === 'string' && /^[0-9a-f]{64}$/.test(e.digest) && Number.isFinite(e.expiresMs);
+    });
     this.tokens = ok.map((t) => ({ digest: Buffer.from(t.digest, 'hex'), expiresMs: t.expiresMs }));
     return ok.length;
   }
@@ -124,6 +126,7 @@ export class TimedTokenStore {
 
   private async save(tokens: readonly TimedToken[], configDigest: string): Promise<void> {
     tokens.forEach((t, i) => {
+      // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- the tokens come from the site's JSON or a JavaScript caller: this is their check
       if (typeof t?.token !== 'string' || t.token.length === 0) throw new Error(`timed token ${i}: token must be a non-empty string`);
       if (!(t.expiredAt instanceof Date) || Number.isNaN(t.expiredAt.getTime())) throw new Error(`timed token ${i}: expiredAt must be a valid Date`);
     });
@@ -143,9 +146,13 @@ function digestOfSet(tokens: readonly TimedToken[]): string {
 }
 
 function isStoredTokenSet(x: unknown): x is StoredTokenSet {
-  const r = x as StoredTokenSet;
+  // read back from the store: any shape until checked
+  const r = x as { v?: unknown; configDigest?: unknown; tokens?: unknown } | null;
   return (
     typeof r === 'object' && r !== null && r.v === 1 && typeof r.configDigest === 'string' && Array.isArray(r.tokens) &&
-    r.tokens.every((t) => typeof t?.digest === 'string' && /^[0-9a-f]{64}$/.test(t.digest) && !Number.isNaN(Date.parse(t.expiredAt)))
+    (r.tokens as unknown[]).every((t) => {
+      const e = t as { digest?: unknown; expiredAt?: unknown } | null | undefined;
+      return typeof e?.digest === 'string' && /^[0-9a-f]{64}$/.test(e.digest) && typeof e.expiredAt === 'string' && !Number.isNaN(Date.parse(e.expiredAt));
+    })
   );
 }

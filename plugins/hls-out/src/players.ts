@@ -26,7 +26,7 @@ export class HlsPlayers {
   }
 
   /** a fetch of reqId's media started; returns what to call with the bytes sent and when it ends, or undefined */
-  fetch(reqId: string, address: string): { sent(n: number): void; done(): void } | undefined {
+  fetch(reqId: string, address: string): { sent(n: number): void; done: () => void } | undefined {
     const key = `${reqId} ${address}`;
     let p = this.players.get(key);
     if (!p) {

@@ -138,6 +138,7 @@ export class HlsServer {
     if (!seg.hasMedia) {
       await this.waitFor(res, seg, () => seg.hasMedia || seg.closed, this.c.earlyWaitSec * 1000);
       if (res.destroyed) return;
+      // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- the segmenter gets its media while waitFor is awaited
       if (!seg.hasMedia) {
         res.setHeader('Retry-After', '1');
         return text(res, seg.closed ? 404 : 503, seg.closed ? 'stream closed' : 'no media yet');

@@ -129,7 +129,7 @@ export function checkRfc(p: ParsedPlaylist, container: 'fmp4' | 'mpegts'): void 
 /** Polls the playlist until `ok` holds for it. */
 export async function waitPlaylist(url: string, ok: (p: ParsedPlaylist) => boolean, timeoutMs = 15_000): Promise<ParsedPlaylist> {
   const deadline = Date.now() + timeoutMs;
-  let last = '';
+  let last: string;
   for (;;) {
     const r = await get(url);
     if (r.status === 200) {

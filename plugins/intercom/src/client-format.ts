@@ -26,7 +26,7 @@ export function decodeClient(fmt: ClientFormat, data: Buffer): Int16Array | stri
   }
   const table = fmt === 'g711a' ? ALAW_TO_PCM : ULAW_TO_PCM;
   const out = new Int16Array(data.length);
-  for (let i = 0; i < data.length; i++) out[i] = table[data[i]];
+  for (let i = 0; i < data.length; i++) out[i] = table[data[i]!];
   return out;
 }
 

@@ -21,7 +21,7 @@ export interface TalkServerOptions {
   talkerHost: Omit<TalkerHost, 'ended'>;
   stompHeartBeatMs: number;
   maxMessageBytes: number;
-  setInterval(fn: () => void, ms: number): () => void;
+  setInterval: (fn: () => void, ms: number) => () => void;
 }
 
 /** a refusal: the socket is closed with this code and reason before any audio */

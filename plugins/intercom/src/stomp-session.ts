@@ -80,6 +80,7 @@ export class StompSession {
     this.lastRx = this.o.now();
     try {
       for (const e of this.reader.push(data)) {
+        // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- handling the frame before may have ended the session
         if (this.ending) return;
         if (e.type === 'frame') this.onFrame(e.frame);
       }

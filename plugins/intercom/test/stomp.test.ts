@@ -142,7 +142,10 @@ describe('intercom: wsUrl (STOMP 1.2)', function () {
     const got: StompFrame[] = [];
     const beats = { n: 0 };
     const feed = (b: Buffer): void => {
-      for (const e of r.push(b)) (e.type === 'frame' ? got.push(e.frame) : beats.n++);
+      for (const e of r.push(b)) {
+        if (e.type === 'frame') got.push(e.frame);
+        else beats.n++;
+      }
     };
     feed(Buffer.from('\n\r\n'));
     feed(send.subarray(0, 7));

@@ -175,6 +175,7 @@ export class G726RateEstimator {
     }
     this.lastTs = timestamp;
     this.lastBytes = bytes;
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- settle() above may have set it
     if (this.settled === undefined && this.frames >= G726_GIVE_UP_FRAMES) {
       let best = 0;
       for (let b = 2; b <= 5; b++) if (this.votes[b] > (best ? this.votes[best] : 0)) best = b;

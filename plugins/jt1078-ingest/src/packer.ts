@@ -146,7 +146,7 @@ export class Jt1078Packer {
   packFrame(frame: FrameToPack): Buffer[] {
     const len = frame.payload.length;
     const n = Math.max(1, Math.ceil(len / this.maxBody));
-    const out: Buffer[] = new Array(n);
+    const out = new Array<Buffer>(n);
     const h = headerLength(this.layout, frame.dataType);
     const f: PacketFields = {
       layout: this.layout, sim: this.sim, channel: this.channel, pt: frame.pt, marker: false, seq: 0,

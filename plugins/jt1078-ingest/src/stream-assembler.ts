@@ -103,6 +103,7 @@ export class Jt1078StreamAssembler {
     this.now = opts.now ?? (() => performance.now());
     this.reassembler = new Jt1078Reassembler(this, { maxFrameBytes: opts.maxFrameBytes, alloc: opts.alloc, discard: opts.discard });
     this.discard = opts.alloc ? opts.discard : undefined;
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- Buffer.allocUnsafe does not use this
     this.alloc = opts.alloc ?? Buffer.allocUnsafe;
     const r = opts.reorder;
     this.reorderer = new Jt1078Reorderer(this.reassembler, {
@@ -195,6 +196,7 @@ export class Jt1078StreamAssembler {
     else this.audio.onFrame(f);
     this.framePayload = undefined;
     // dropped, or carried in memory of its own: the bus may reuse what the reassembler took for it
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- onVideo() or the audio path above set it when the bus keeps the payload
     if (!this.carried) this.discard?.(f.payload);
   }
 

@@ -169,7 +169,7 @@ export async function runSimulator(opts: SimulatorOptions): Promise<SimulatorSum
   try {
     address = net.isIP(host) ? host : (await dns.lookup(host)).address;
   } catch (err) {
-    throw new Error(`cannot resolve host '${host}': ${(err as Error).message}`);
+    throw new Error(`cannot resolve host '${host}': ${(err as Error).message}`, { cause: err });
   }
   const counters: Counters = { packets: 0, bytes: 0, passes: 0 };
   const started = performance.now();
@@ -294,7 +294,7 @@ async function openTcp(address: string, port: number, signal: AbortSignal | unde
   } catch (err) {
     s.destroy();
     if (signal?.aborted) return undefined;
-    throw new Error(`cannot connect to ${address}:${port}: ${(err as Error).message}`);
+    throw new Error(`cannot connect to ${address}:${port}: ${(err as Error).message}`, { cause: err });
   }
   return s;
 }
@@ -431,5 +431,7 @@ export async function main(argv: string[]): Promise<number> {
 }
 
 if (require.main === module) {
-  main(process.argv.slice(2)).then((code) => { process.exitCode = code; });
+  // main() reports its own failures and returns the exit code; anything it lets through is an unhandled
+  // rejection, which Node prints before it exits with code 1
+  void main(process.argv.slice(2)).then((code) => { process.exitCode = code; });
 }

@@ -134,6 +134,7 @@ export interface CatalogOptions {
 const REQ_ID_PATTERN = /^[A-Za-z0-9_\-$.~]{1,64}$/;
 
 /** gateway.apiBase is free text in the kernel's config: only what cannot be a URL prefix is refused */
+// eslint-disable-next-line no-control-regex -- control characters are what it keeps out
 const API_BASE_PATTERN = /^[^\x00-\x20\x7f]{1,2048}$/;
 
 function checkRecordStart(rec: RecordStart): void {

@@ -28,8 +28,8 @@ export interface FileRouteOptions {
   /** layouts of the MP4 form (format=mp4) */
   mp4Cache: Mp4LayoutCache;
   /** downloads in progress, for the metric */
-  onStart?(): void;
-  onEnd?(): void;
+  onStart?: () => void;
+  onEnd?: () => void;
 }
 
 const openAsync = promisify(fs.open);

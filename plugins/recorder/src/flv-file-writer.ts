@@ -153,7 +153,8 @@ export class FlvFileWriter {
         if (isNoSpace(err) && this.opts.onNoSpace && this.noSpaceRetries < MAX_NO_SPACE_RETRIES && !this.failed) {
           this.noSpaceRetries++;
           // writing stays true meanwhile: close() waits for the outcome, and queued tags stay behind this buffer
-          this.opts.onNoSpace(err).catch(() => false).then((retry) => {
+          // void: a failed makeRoom reads as no retry (the catch), and what comes after reports through onError
+          void this.opts.onNoSpace(err).catch(() => false).then((retry) => {
             if (retry && !this.failed) this.writeAll(chunk, off);
             else this.giveUp(buf, err);
           });

@@ -68,7 +68,7 @@ export class G711Transcoder {
     const job = ++this.seq;
     this.running++;
     const frames: Array<{ bytes: Uint8Array; sizes: Uint32Array }> = [];
-    let samples = 0;
+    let samples: number;
     let fd: fs.promises.FileHandle | undefined;
     try {
       fd = await fs.promises.open(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);

@@ -147,7 +147,7 @@ export interface OpenRecord {
   /** what the query asked for the audio */
   audio: RecordAudio;
   /** closes fd */
-  close(): void;
+  close: () => void;
 }
 
 /** Answers with the MP4; true when the descriptor was handed to the response (which closes it). */

@@ -232,6 +232,7 @@ export async function startRecorder(ctx: PluginContext<RecorderConfig>, store: R
         prepareStore(storeRoot);
         if (!catalog) {
           const opened = await store.openCatalog();
+          // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- the plugin may stop while the catalog opens
           if (stopping) {
             await opened.close();
             return;

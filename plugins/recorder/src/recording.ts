@@ -206,12 +206,14 @@ export class Recording {
         });
         break;
       } catch (err) {
+        // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- the writer's callbacks may have set the failure meanwhile
         if (attempt < ROOM_TRIES && isNoSpace(err) && this.failure === undefined && await this.ctx.makeRoom(err)) continue;
         this.fail(err);
         return;
       }
     }
     this.writer = w;
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- the awaits above let the writer's callbacks fail the recording
     if (this.failure !== undefined) return;
     w.header(this.headerFlags!.video, this.headerFlags!.audio);
     w.writeTags(this.early);
@@ -234,7 +236,7 @@ export class Recording {
     this.failure = err;
     this.early = [];
     this.earlyBytes = 0;
-    const code = (err as NodeJS.ErrnoException)?.code ?? 'EUNKNOWN';
+    const code = (err as NodeJS.ErrnoException | undefined)?.code ?? 'EUNKNOWN';
     this.ctx.onWriteError(code);
     this.ctx.log.error({ reqId: this.reqId, file: this.file, code, err: describe(err) }, 'recording stopped by a write error; live play goes on');
     this.closeSub();

@@ -43,7 +43,7 @@ export function unavailableReason(err: unknown): string {
 
 /** An error for the log and the catalog row: its code and message. */
 export function describeError(err: unknown): string {
-  const e = err as NodeJS.ErrnoException;
+  const e = err as NodeJS.ErrnoException | undefined;
   return e?.code && !String(e.message).startsWith(e.code) ? `${e.code}: ${e.message}` : String(e?.message ?? err);
 }
 

@@ -357,7 +357,7 @@ describe('recorder on a fleet: nodes sharing a PostgreSQL catalog, each with its
       const column = `SELECT is_nullable FROM information_schema.columns WHERE table_name = 'stored_av' AND column_name = 'api_base'`;
       assert.deepEqual(await sql(url, column), [], 'the previous layout');
 
-      let base = '';
+      let base: string;
       h.gw = await startNode(h.dataDir, '127.0.0.4', { postgresUrl: url });
       try {
         base = apiBaseOf(h.gw, '127.0.0.4');

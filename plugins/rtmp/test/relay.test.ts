@@ -81,7 +81,7 @@ describe('rtmp: push out (POST /strm/relay) to RTMP servers we did not write', f
     try {
       return await waitFor(`relay ${relayId} ${state}`, async () => (await relaysOf(id)).find((x) => x.relayId === relayId && x.state === state), ms);
     } catch (err) {
-      throw new Error(`${(err as Error).message}: ${JSON.stringify((await relaysOf(id)).find((x) => x.relayId === relayId))}`);
+      throw new Error(`${(err as Error).message}: ${JSON.stringify((await relaysOf(id)).find((x) => x.relayId === relayId))}`, { cause: err });
     }
   }
 

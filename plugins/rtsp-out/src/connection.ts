@@ -93,6 +93,7 @@ export class Connection {
         r = { status: 500 };
       }
       this.pending = Math.max(0, this.pending - 1);
+      // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- the connection may close while the answer is awaited
       if (this.closed) {
         // a UDP session set playing by this reply plays on without its connection: its held packets must go
         r.after?.();

@@ -70,7 +70,7 @@ export class RtspServer implements SessionOwner {
     now: () => this.now(),
     handle: (c, req) => this.handle(c, req),
     bad: (c, reason) => this.bad(c, reason),
-    failed: (c, err) => this.o.log.warn({ remote: c.remote, err: (err as Error)?.message }, 'RTSP request failed'),
+    failed: (c, err) => this.o.log.warn({ remote: c.remote, err: (err as Error | undefined)?.message }, 'RTSP request failed'),
   };
 
   constructor(private readonly o: RtspServerOptions) {
@@ -359,6 +359,7 @@ export class RtspServer implements SessionOwner {
     s.state = 'playing';
     // the bus hands over the tracks and the GOP cache from a microtask: by the next turn the first packets are known
     await new Promise<void>((resolve) => setImmediate(resolve));
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- a TEARDOWN or PAUSE may come in while we wait a turn
     if (s.ended || s.state !== 'playing') return { status: 454 };
     this.o.requestLog({ stream: s.plan.stream, reqId: s.reqId, remote: s.remote, protocol: `rtsp-${s.lower}`, session: s.id }, 'player started');
     const info: string[] = [];

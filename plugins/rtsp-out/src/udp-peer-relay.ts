@@ -27,9 +27,9 @@ export function udpPeerRelay(o: {
   workers: Workers;
   clock: Clock;
   /** peers another worker heard: refresh the sessions this worker holds for them */
-  heard(peers: readonly string[]): void;
-  relayed(n: number): void;
-  dropped(): void;
+  heard: (peers: readonly string[]) => void;
+  relayed: (n: number) => void;
+  dropped: () => void;
 }): BatchedBroadcast {
   return new BatchedBroadcast({
     workers: o.workers, topic: 'udp-peers-heard', clock: o.clock, batchMs: PEER_BATCH_MS, maxBatch: PEER_BATCH_MAX,

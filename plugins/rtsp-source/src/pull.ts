@@ -196,6 +196,7 @@ export class Pull {
         played = await this.playOverTransports();
       } catch (err) {
         const e = err as SourceError;
+        // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- close() may run during the await above
         if (this.closedFlag) return;
         if (!this.everPlayed) {
           // before the first PLAY: a source that is not there (yet) is tried until the open timeout; anything
@@ -220,6 +221,7 @@ export class Pull {
       this.settleFirst({ ok: true });
       const playedAt = this.clock.now();
       const e = await played.endedP;
+      // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- close() may run during the await above
       if (this.closedFlag) return;
       for (const t of this.targets.values()) t.publisher?.pause();
       // a session that ran a while earns a quick retry; one that ends at once backs off further
@@ -276,6 +278,7 @@ export class Pull {
         if (final) throw final;
         continue;
       }
+      // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- close() may run during the await above
       if (this.closedFlag) return undefined;
       this.ev.connect('ok');
       this.playingTransport = transport;

@@ -232,8 +232,8 @@ export class RtspSession {
   // --- requests --------------------------------------------------------------------------------------------
 
   private expectOk(r: RtspResponse, method: string): void {
-    if (r.status !== undefined && r.status >= 200 && r.status < 300) return;
-    throw new SourceError('status', `${r.status} ${redactText(r.reason ?? '', [this.o.source.pwd])} to ${method}`);
+    if (r.status >= 200 && r.status < 300) return;
+    throw new SourceError('status', `${r.status} ${redactText(r.reason, [this.o.source.pwd])} to ${method}`);
   }
 
   /** a request, answering one 401 with the credentials we have */

@@ -83,7 +83,7 @@ function onTerminal(sock: net.Socket): void {
   // player a syscall per read of a large key frame. Still no reassembly: the subpackage flag says where frames end.
   let held: Buffer[] = [];
   sock.on('data', (chunk: Buffer) => {
-    let buf = pending ? Buffer.concat([pending, chunk]) : chunk;
+    const buf = pending ? Buffer.concat([pending, chunk]) : chunk;
     pending = undefined;
     let off = 0;
     // how many of `held` end with a frame's last packet: those go out now, the rest wait for their frame's end

@@ -608,7 +608,6 @@ export function parseFragment(head: Buffer, total: number): FragmentInfo {
         info.mdatBytes = total - at;
         first = info;
         mergeTracks(byTrack, info.tracks);
-        at = total;
         break;
       }
       throw new Error(`mdat header at ${at} not in the ${head.length} bytes given`);

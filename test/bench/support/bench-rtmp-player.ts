@@ -294,7 +294,9 @@ export class RtmpBenchPlayer {
       cs.head = 0;
       cs.headFill = 0;
       cs.bodyFill = 0;
-      const media = cs.type === RtmpType.Audio || cs.type === RtmpType.Video || cs.type === RtmpType.Data;
+      // the type byte as received: one the player does not handle matches no member
+      const type = cs.type as RtmpType;
+      const media = type === RtmpType.Audio || type === RtmpType.Video || type === RtmpType.Data;
       if (!media && cs.len > MAX_KEPT) throw new Error(`a type-${cs.type} message of ${cs.len} bytes`);
       cs.body = media ? undefined : Buffer.alloc(cs.len);
     } else if (fmt !== 3) {
@@ -308,7 +310,7 @@ export class RtmpBenchPlayer {
   private message(cs: ChunkStream): void {
     this.messages++;
     const body = cs.body;
-    switch (cs.type) {
+    switch (cs.type as RtmpType) {
       case RtmpType.Video: return this.onVideo(cs.ts, cs.head, cs.headFill);
       case RtmpType.Audio:
         this.audioMessages++;

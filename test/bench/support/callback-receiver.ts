@@ -80,7 +80,7 @@ export class CallbackReceiver {
         await this.start(this.port);
         return;
       } catch (err) {
-        if (i >= 20) throw new Error(`callback receiver cannot listen on ${this.port} again: ${(err as Error).message}`);
+        if (i >= 20) throw new Error(`callback receiver cannot listen on ${this.port} again: ${(err as Error).message}`, { cause: err });
         await new Promise((r) => setTimeout(r, 250));
       }
     }

@@ -104,7 +104,7 @@ export async function connectTcp(port: number, signal: AbortSignal, onData?: (ch
     await once(s, 'connect', { signal: AbortSignal.any([signal, AbortSignal.timeout(CONNECT_TIMEOUT_MS)]) });
   } catch (err) {
     s.destroy();
-    throw new Error(`cannot connect to 127.0.0.1:${port}: ${(err as Error).message}`);
+    throw new Error(`cannot connect to 127.0.0.1:${port}: ${(err as Error).message}`, { cause: err });
   }
   return s;
 }

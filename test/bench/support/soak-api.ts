@@ -85,7 +85,7 @@ export class SoakApi {
     try {
       const doc = JSON.parse(r.text) as { errCode?: unknown; message?: unknown; data?: T };
       if (typeof doc.errCode !== 'number') throw new Error('no errCode');
-      return { errCode: doc.errCode, message: String(doc.message ?? ''), data: doc.data };
+      return { errCode: doc.errCode, message: typeof doc.message === 'string' ? doc.message : '', data: doc.data };
     } catch {
       this.transportErrors++;
       throw new ApiError(`${method} ${path}: HTTP ${r.status}, not an API envelope: ${r.text.slice(0, 200)}`, false);

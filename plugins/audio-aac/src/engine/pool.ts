@@ -46,7 +46,9 @@ export const DEFAULT_AAC_CONFIG: Readonly<AacEncoderConfig> = { sampleRate: 8000
 
 export function checkAacConfig(c: AacEncoderConfig): void {
   if (!AAC_SAMPLE_RATES.includes(c.sampleRate)) throw new RangeError(`AAC sample rate ${c.sampleRate} is not one of ${AAC_SAMPLE_RATES.join(', ')}`);
-  if (c.channels !== 1 && c.channels !== 2) throw new RangeError(`AAC channels must be 1 or 2, not ${String(c.channels)}`);
+  // number: a JavaScript caller or a config can pass anything
+  const channels: number = c.channels;
+  if (channels !== 1 && channels !== 2) throw new RangeError(`AAC channels must be 1 or 2, not ${String(channels)}`);
   // above 6144 bits per channel per frame AAC cannot go; below 8 kbit/s ffmpeg's output is not speech any more
   const max = Math.floor((6144 * c.sampleRate) / AAC_FRAME_SAMPLES) * c.channels;
   if (!Number.isInteger(c.bitrate) || c.bitrate < 8000 || c.bitrate > max) throw new RangeError(`AAC bitrate ${c.bitrate} must be an integer in 8000..${max} for ${c.sampleRate} Hz x ${c.channels}`);

@@ -25,7 +25,7 @@ function trustedCa(files: string[]): string[] | undefined {
     try {
       return fs.readFileSync(f, 'utf8');
     } catch (err) {
-      throw new Error(`config key relayCaFiles[${i}]: ${(err as Error).message}`);
+      throw new Error(`config key relayCaFiles[${i}]: ${(err as Error).message}`, { cause: err });
     }
   });
   // `ca` replaces Node's store: keep the public CAs beside the extra ones
