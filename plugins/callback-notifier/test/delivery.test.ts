@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { Registry } from 'prom-client';
-import { CallbackDispatcher, type CallbackDispatcherOptions } from '../src/delivery';
+import { CallbackDispatcher } from '../src/delivery';
+import type { CallbackDispatcherOptions } from '../src/dispatcher-options';
 import { HostPolicy } from '../src/host-policy';
 import { promCallbackMetrics, type CallbackMetrics } from '../src/metrics';
 import { memoryLogger, notice, Receiver, until, within } from './helpers';

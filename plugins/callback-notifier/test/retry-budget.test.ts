@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { CallbackDispatcher, type CallbackDispatcherOptions } from '../src/delivery';
+import { CallbackDispatcher } from '../src/delivery';
+import type { CallbackDispatcherOptions } from '../src/dispatcher-options';
 import type { CallbackMetrics } from '../src/metrics';
 import type { NoticePayload } from '../src/payload';
 import { memoryLogger, notice, Receiver, within, type Arrival } from './helpers';

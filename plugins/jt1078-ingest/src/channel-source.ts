@@ -8,11 +8,22 @@
  * - Audio options: a terminal's own entry in terminalAudio (by normalised SIM) over the site's g726* keys, since
  *   terminals never say their G.726 packing and some label its rate wrong.
  */
-import { normaliseSim, type ChannelStream } from '../../../plugin-sdk';
+import { normaliseSim, type ChannelStream, type Publisher } from '../../../plugin-sdk';
 import type { Logger } from 'pino';
 import type { Jt1078IngestConfig } from './config';
 import { Jt1078StreamAssembler, type AudioOptions } from './stream-assembler';
-import type { ChannelSource, TerminalLink } from './terminal-link';
+import type { TerminalLink } from './terminal-link';
+
+/** One pushed channel on a link: its publisher and assembler. */
+export interface ChannelSource {
+  key: string;
+  stream: ChannelStream;
+  publisher: Publisher;
+  assembler: Jt1078StreamAssembler;
+  link: TerminalLink;
+  /** when the link last carried a packet for this channel (host clock): a link silent past the grace can be replaced */
+  lastAt: number;
+}
 
 export class ChannelSources {
   private readonly siteAudio: AudioOptions;

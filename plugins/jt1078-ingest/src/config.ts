@@ -2,7 +2,7 @@
  * link and takeover timing, frame bounds, G.726 defaults and per-terminal overrides, the downlink's limits. */
 import { IsBoolean, IsIn, IsInt, IsObject, IsOptional, IsString, Max, Min, ValidateBy } from 'class-validator';
 import type { G726Packing } from '../../../plugin-sdk';
-import type { HisiliconDownlink } from './terminal-link';
+import type { HisiliconDownlink } from './terminal-downlink';
 
 /** Per-terminal audio overrides, by SIM. */
 export interface TerminalAudioOverride {

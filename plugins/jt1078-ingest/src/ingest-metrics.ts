@@ -6,7 +6,9 @@
  */
 import type { Metrics } from '../../../plugin-sdk';
 import type { TerminalLinkSet } from './link-set';
-import type { ChannelSource, LinkTotals, TerminalLink } from './terminal-link';
+import type { ChannelSource } from './channel-source';
+import type { LinkTotals } from './link-totals';
+import type { TerminalLink } from './terminal-link';
 
 export type IngestMetrics = ReturnType<typeof ingestMetrics>;
 

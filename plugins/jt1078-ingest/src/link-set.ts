@@ -2,7 +2,8 @@
  * The open terminal links, and per listener what the closed ones carried: the listener_* gauges count since start,
  * so a link's totals are folded into its listener's when it closes rather than lost with it.
  */
-import type { LinkTotals, TerminalLink } from './terminal-link';
+import type { LinkTotals } from './link-totals';
+import type { TerminalLink } from './terminal-link';
 
 export class TerminalLinkSet {
   private readonly open = new Set<TerminalLink>();

@@ -6,7 +6,7 @@
  */
 import { normaliseSim, type StreamTyp, type TerminalLink, type TerminalLinks } from '../../../plugin-sdk';
 import type { Logger } from 'pino';
-import type { ChannelSource } from './terminal-link';
+import type { ChannelSource } from './channel-source';
 
 type AttachListener = Parameters<TerminalLinks['onAttach']>[0];
 

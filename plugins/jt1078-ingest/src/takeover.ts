@@ -24,11 +24,11 @@
  */
 import { CloseCause, type ChannelStream, type Clock, type Sessions } from '../../../plugin-sdk';
 import type { Logger } from 'pino';
-import type { ChannelSources } from './channel-source';
+import type { ChannelSource, ChannelSources } from './channel-source';
 import type { IngestMetrics } from './ingest-metrics';
 import type { TerminalLinksService } from './links-service';
 import type { RefusalLog } from './refusal-log';
-import type { ChannelSource, TerminalLink } from './terminal-link';
+import type { TerminalLink } from './terminal-link';
 
 /** A publisher link that sent for its channel within this long keeps its stream: disconnectGraceMs, but never less. */
 const MIN_ALIVE_MS = 1000;

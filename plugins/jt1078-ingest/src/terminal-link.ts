@@ -1,62 +1,31 @@
-import type { Socket } from 'node:net';
-import type { Logger } from 'pino';
-import type { LogLimiter, UdpPort } from '../../../plugin-sdk';
-import { normaliseSim, type ChannelStream, type Publisher, type Sessions, type StreamTyp } from '../../../plugin-sdk';
-import type { Off } from '../../../plugin-sdk';
-import type { DownlinkAudio, TerminalLink as SdkTerminalLink } from '../../../plugin-sdk';
+/**
+ * A terminal's push connection (TCP) or source address (UDP), as the ingest drives it: one parser, then one assembler
+ * per channel it carries (its ChannelSource, channel-source.ts).
+ *
+ * - Packets for a channel nobody opened are counted and dropped; a link that carries nothing wanted is closed after
+ *   a grace period (unknownGraceMs), and gets that grace again when another link takes its last channel over.
+ * - A channel fed by an RTSP pull is the camera's: a terminal claiming its SIM and channel gets nothing of it.
+ * - Who publishes a stream is the host's call (takeover.ts): a refused packet is dropped and the link asks again
+ *   with the next one, so it takes the stream over once the publisher is gone.
+ * - push and onPacket are the per-packet path, kept in this one class with no object, closure or call of their own
+ *   per packet; the previous packet's channel and source are remembered, so most packets build no key string and
+ *   look nothing up.
+ * - A link's close is logged; a link that never published (a stray or flooding sender) has its close line
+ *   rate-limited per source address.
+ *
+ * The way down to the terminal, and what the terminal-links service offers other plugins, is the base class
+ * (terminal-downlink.ts).
+ */
+import type { LogLimiter, Sessions, ChannelStream, StreamTyp } from '../../../plugin-sdk';
+import type { ChannelSource } from './channel-source';
+import { addChannelStats, type LinkCounters, type LinkTotals } from './link-totals';
+import type { Jt1078Layout, Jt1078Packet } from './packet';
 import { Jt1078Parser } from './parser';
-import { DATA_TYPE, type Jt1078Layout, type Jt1078Packet } from './packet';
-import { Jt1078Packer } from './packer';
-import { addHisiliconHeader } from './audio';
-import { audioCodecOfPt, ptOfAudioCodec } from './payload-types';
-import type { AudioFraming, Jt1078StreamAssembler } from './stream-assembler';
+import { TerminalDownlink, type DownlinkHost, type LinkPeer } from './terminal-downlink';
 
-export interface LinkCounters {
-  bytes: number;
-  packets: number;
-  unmatchedPackets: number;
-  /** packets for a stream another link publishes (or pinned to another address): dropped */
-  refusedPackets: number;
-}
-
-/** What a link has carried so far, its channels' frames and losses included, for per-listener metrics. */
-export interface LinkTotals {
-  packets: number;
-  unmatchedPackets: number;
-  frames: number;
-  lostPackets: number;
-  droppedFrames: number;
-  resyncs: number;
-}
-
-/** One pushed channel on a link: its publisher and assembler. */
-export interface ChannelSource {
-  key: string;
-  stream: ChannelStream;
-  publisher: Publisher;
-  assembler: Jt1078StreamAssembler;
-  link: TerminalLink;
-  /** when the link last carried a packet for this channel (host clock): a link silent past the grace can be replaced */
-  lastAt: number;
-}
-
-/** Where bytes for the terminal go: its TCP connection, or its source address through the listener's UDP socket. */
-export type LinkPeer =
-  | { transport: 'tcp'; socket: Socket }
-  | { transport: 'udp'; socket: UdpPort; address: string; port: number };
-
-/** 'auto': add a HiSilicon header to downlink audio when the terminal's own audio has one */
-export type HisiliconDownlink = 'auto' | 'always' | 'never';
-
-export interface DownlinkOptions {
-  /** bytes waiting to go to a terminal past which sendAudio/write refuse */
-  maxPendingBytes: number;
-  hisilicon: HisiliconDownlink;
-}
-
-export interface LinkHost {
+/** What a link needs from the ingest that holds it (index.ts): sessions, takeover, metrics, clock. */
+export interface LinkHost extends DownlinkHost {
   sessions: Sessions;
-  log: Logger;
   /**
    * Lines any peer can cause (data for unopened channels, links that carried nothing) are rate-limited per source
    * address across its links: a UDP flood from random ports makes a link per port.
@@ -75,40 +44,18 @@ export interface LinkHost {
   unknownGraceMs: number;
   setTimer(fn: () => void, ms: number): () => void;
   now(): number;
-  downlink: DownlinkOptions;
-  /** downlink bytes handed to the socket */
-  sent?(link: TerminalLink, packets: number, bytes: number): void;
-  /** downlink refused ('closed' | 'backlog') */
-  refused?(link: TerminalLink, why: 'closed' | 'backlog'): void;
 }
 
-/** channels whose audio framing a link remembers after their source went (a terminal has a handful) */
-const MAX_FRAMINGS = 64;
-
-/**
- * A terminal's push connection (TCP) or source address (UDP): one parser, then one assembler per channel it carries.
- * Packets for a channel nobody opened are counted and dropped; a link that carries nothing wanted is closed after
- * a grace period.
- *
- * It is also the terminal-links service's link (plugin-sdk/services/terminal-links.ts): the way down to the
- * terminal. Downlink packets carry the link's own sequence numbers (one counter for the link, whatever the channel:
- * the terminal's counters are its own business), and nothing is queued here: a refused frame is the caller's to
- * drop, so a stalled terminal costs at most maxPendingBytes plus one write.
- */
-export class TerminalLink implements SdkTerminalLink {
+export class TerminalLink extends TerminalDownlink<LinkHost> {
   readonly parser: Jt1078Parser;
   readonly counters: LinkCounters = { bytes: 0, packets: 0, unmatchedPackets: 0, refusedPackets: 0 };
   readonly sources = new Map<string, ChannelSource>();
-  readonly transport: 'tcp' | 'udp';
-  readonly remote: string;
   /** the terminal's IP address alone (IPv4-mapped IPv6 as IPv4): what pinning compares, whatever the port */
   readonly address: string;
   /** the host's rate limit on refusal warnings for this link: when it last wrote one (-1: never), packets since */
   readonly refusalLog = { at: -1, notLogged: 0 };
   /** frames and losses of channels this link no longer carries (their assemblers are gone) */
   private readonly retired = { frames: 0, lostPackets: 0, droppedFrames: 0 };
-  private isClosed = false;
-  private closeReason = '';
   private cancelGrace: (() => void) | undefined;
   private warnedUnmatched = new Set<string>();
   /** it published a channel at some point: its close is a terminal's, always logged */
@@ -122,43 +69,26 @@ export class TerminalLink implements SdkTerminalLink {
   private lastSrc: ChannelSource | undefined;
   /** the host's clock when the bytes being parsed were received */
   private readAt = 0;
-  /** per `${sim}_${channel}`: how that channel's audio was framed (kept after its source goes) */
-  private readonly framings = new Map<string, AudioFraming>();
-  private lastFraming: AudioFraming | undefined;
-  private readonly closeCbs = new Set<(reason: string) => void>();
-  private downSeq = 0;
-  private packer: Jt1078Packer | undefined;
-  /** UDP: bytes handed to dgram and not yet reported sent */
-  private udpInFlight = 0;
 
   constructor(
-    readonly id: string,
+    id: string,
     /** listener name, e.g. live2013 */
     readonly listener: string,
     readonly typ: StreamTyp,
-    private readonly guess: Jt1078Layout,
-    private readonly host: LinkHost,
+    guess: Jt1078Layout,
+    host: LinkHost,
     private readonly closedHook: (link: TerminalLink) => void,
-    private readonly peer: LinkPeer,
+    peer: LinkPeer,
   ) {
-    this.transport = peer.transport;
-    this.remote = peer.transport === 'tcp' ? `${peer.socket.remoteAddress}:${peer.socket.remotePort}` : `${peer.address}:${peer.port}`;
+    super(id, guess, host, peer);
     this.address = plainAddress(peer.transport === 'tcp' ? peer.socket.remoteAddress ?? '' : peer.address);
     // TCP: nothing keeps a packet past onPacket but copies (the reassembler detaches its bodies); UDP's reorder buffer does
     this.parser = new Jt1078Parser((p) => this.onPacket(p), { layout: guess, reusePacket: peer.transport === 'tcp' });
     this.armGrace();
   }
 
-  get layout(): Jt1078Layout | undefined {
+  override get layout(): Jt1078Layout | undefined {
     return this.parser.layout;
-  }
-
-  get closed(): boolean {
-    return this.isClosed;
-  }
-
-  get socket(): Socket | undefined {
-    return this.peer.transport === 'tcp' ? this.peer.socket : undefined;
   }
 
   /**
@@ -244,13 +174,6 @@ export class TerminalLink implements SdkTerminalLink {
     this.host.attached?.(src);
   }
 
-  /** The assembler of channel `key` saw the terminal's audio framing (first audio frame, or a change). */
-  noteAudioFraming(key: string, f: AudioFraming): void {
-    if (!this.framings.has(key) && this.framings.size >= MAX_FRAMINGS) this.framings.clear();
-    this.framings.set(key, f);
-    this.lastFraming = f;
-  }
-
   /**
    * Another link took this channel over (this one was silent past the grace): packets for it here find no source
    * again, and are refused while the new publisher is alive. A link left carrying nothing gets the unknown-channel
@@ -317,14 +240,7 @@ export class TerminalLink implements SdkTerminalLink {
     this.lastSrc = undefined;
     if (this.peer.transport === 'tcp') this.peer.socket.destroy();
     this.closedHook(this);
-    for (const cb of [...this.closeCbs]) {
-      try {
-        cb(reason);
-      } catch (err) {
-        this.host.log.error({ link: this.id, err }, 'a terminal link onClose callback threw');
-      }
-    }
-    this.closeCbs.clear();
+    this.runCloseCallbacks(reason);
   }
 
   totals(): LinkTotals {
@@ -337,117 +253,9 @@ export class TerminalLink implements SdkTerminalLink {
     for (const src of this.sources.values()) addChannelStats(t, src);
     return t;
   }
-
-  // --- the way down to the terminal (terminal-links service) ----------------------------------------------------
-
-  /** true when the terminal's latest audio frame (any channel) carried a HiSilicon header */
-  get hisiliconAudio(): boolean {
-    return this.lastFraming?.hisilicon ?? false;
-  }
-
-  get pendingBytes(): number {
-    if (this.peer.transport === 'tcp') return this.peer.socket.writableLength;
-    return this.udpInFlight;
-  }
-
-  onClose(cb: (reason: string) => void): Off {
-    if (this.isClosed) {
-      const reason = this.closeReason;
-      queueMicrotask(() => cb(reason));
-      return () => undefined;
-    }
-    this.closeCbs.add(cb);
-    return () => {
-      this.closeCbs.delete(cb);
-    };
-  }
-
-  /**
-   * Throws (TypeError/RangeError) for a frame that cannot be packed: a codec with no JT/T 1078 payload type, a
-   * timestamp that is not a non-negative integer, an odd-sized frame for a terminal that wants a HiSilicon header,
-   * a SIM or channel out of range. Those are the caller's bugs; false is for the link's state only.
-   */
-  sendAudio(normSim: string, chanId: number, frame: DownlinkAudio): boolean {
-    const key = `${normaliseSim(normSim)}_${chanId}`;
-    const own = this.framings.get(key) ?? this.lastFraming;
-    // the terminal's own payload type for its own codec (G.721 stays 1, AAC-LC stays 24), else the codec's
-    const pt = own && audioCodecOfPt(own.pt) === frame.codec ? own.pt : ptOfAudioCodec(frame.codec);
-    if (pt === undefined) throw new TypeError(`sendAudio: codec ${frame.codec} has no JT/T 1078 payload type`);
-    if (!this.canSend()) return false;
-    const mode = this.host.downlink.hisilicon;
-    const hisilicon = mode === 'always' || (mode === 'auto' && own !== undefined && own.hisilicon);
-    const payload = hisilicon ? addHisiliconHeader(frame.payload) : frame.payload;
-    const layout = frame.layout ?? this.layout ?? this.guess;
-    let packer = this.packer;
-    if (!packer || packer.sim !== normSim || packer.channel !== chanId || packer.layout !== layout) {
-      packer = this.packer = new Jt1078Packer({ layout, sim: normSim, channel: chanId });
-    }
-    packer.seq = this.downSeq;
-    const packets = packer.packFrame({ dataType: DATA_TYPE.AUDIO, pt, timestamp: frame.timestamp, payload });
-    this.downSeq = packer.seq;
-    this.send(packets);
-    return true;
-  }
-
-  write(bytes: Buffer): boolean {
-    if (!this.canSend()) return false;
-    this.send([bytes]);
-    return true;
-  }
-
-  private canSend(): boolean {
-    const p = this.peer;
-    if (this.isClosed || (p.transport === 'tcp' && (p.socket.destroyed || !p.socket.writable))) {
-      this.host.refused?.(this, 'closed');
-      return false;
-    }
-    if (this.pendingBytes > this.host.downlink.maxPendingBytes) {
-      this.host.refused?.(this, 'backlog');
-      return false;
-    }
-    return true;
-  }
-
-  private send(packets: Buffer[]): void {
-    const p = this.peer;
-    let bytes = 0;
-    if (p.transport === 'tcp') {
-      if (packets.length > 1) p.socket.cork();
-      for (const b of packets) {
-        p.socket.write(b);
-        bytes += b.length;
-      }
-      if (packets.length > 1) p.socket.uncork();
-    } else {
-      // one packet per datagram, as terminals send them
-      for (const b of packets) {
-        const n = b.length;
-        this.udpInFlight += n;
-        bytes += n;
-        try {
-          p.socket.send(b, p.port, p.address, () => {
-            this.udpInFlight -= n;
-          });
-        } catch (err) {
-          // the listener's socket is closing (gateway stopping): what was not sent is lost like any datagram
-          this.udpInFlight -= n;
-          this.host.log.debug({ link: this.id, err: (err as Error).message }, 'downlink datagram not sent');
-        }
-      }
-    }
-    this.host.sent?.(this, packets.length, bytes);
-  }
 }
 
 /** An IP address as pinning compares it: `::ffff:10.0.0.1` (a dual-stack socket's IPv4) is `10.0.0.1`. */
 export function plainAddress(a: string): string {
   return a.startsWith('::ffff:') && a.includes('.') ? a.slice(7) : a;
-}
-
-/** Adds what a channel's assembler counted to a link's totals. */
-function addChannelStats(into: Pick<LinkTotals, 'frames' | 'lostPackets' | 'droppedFrames'>, src: ChannelSource): void {
-  const s = src.assembler.stats;
-  into.frames += s.videoUnits + s.audioUnits;
-  into.lostPackets += s.reorder.lost;
-  into.droppedFrames += s.reassembly.droppedFrames;
 }
