@@ -99,3 +99,14 @@ export function joinAnnexB(nals: Buffer[], alloc: (bytes: number) => Buffer = Bu
   }
   return out;
 }
+
+/**
+ * A video track's parameter sets as Annex-B (H.265: VPS, SPS, PPS; H.264: SPS, PPS), for an output of raw Annex-B:
+ * a unit carries only those its source sent with it, so a reader writes these before its first unit and again when
+ * the track changes. Empty when the track has none.
+ */
+export function parameterSetsAnnexB(t: { sps?: Buffer; pps?: Buffer; vps?: Buffer }): Buffer {
+  const sets: Buffer[] = [];
+  for (const s of [t.vps, t.sps, t.pps]) if (s !== undefined && s.length > 0) sets.push(s);
+  return joinAnnexB(sets);
+}

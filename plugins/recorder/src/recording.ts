@@ -1,13 +1,14 @@
 /**
- * One recorded request: its own bus subscription and FLV muxer, one append-only file, and the catalog row that
- * follows the file (size as it grows, media type, end state).
+ * One recorded request: its own bus subscription to the stream's FLV form (a bus format: framed once per stream for
+ * all its FLV readers, see formats/flv-form.ts), one append-only file whose tag times start at 0, and the catalog
+ * row that follows the file (size as it grows, media type, end state).
  */
 import * as path from 'node:path';
 import type { Logger } from 'pino';
-import type { AccessUnit, MediaStream, SubscribeOptions, Subscription } from '../../../plugin-sdk';
+import type { AccessUnit, MediaStream, SubscribeOptions, Subscription, UnitFormat } from '../../../plugin-sdk';
 // per unit: from the defining modules, not the barrel (test/core/module-exports.test.ts says why)
-import { FLV_TAG_AUDIO, FLV_TAG_VIDEO, type FlvTag } from '../../../plugin-sdk/formats/flv-tag';
-import { FlvMuxer } from '../../../plugin-sdk/formats/flv-muxer';
+import { FLV_TAG_AUDIO, FLV_TAG_VIDEO } from '../../../plugin-sdk/formats/flv-tag';
+import { flvTagTimestamp, retimeFlvTags, type FlvForm } from '../../../plugin-sdk/formats/flv-form';
 import { startedRecord, type MediaTyp, type RecordCatalog, type RecordStart, type RecordUpdate, type StoredRecord } from './catalog';
 import { FlvFileWriter } from './flv-file-writer';
 import { describeError as describe, isNoSpace, publicError } from './storage-errors';
@@ -42,7 +43,6 @@ export interface RecordingContext {
 /** How a recording ended. */
 export type RecordingOutcome = 'done' | 'failed' | 'empty' | 'uncatalogued';
 
-const FRAMING = 15; // tag header and PreviousTagSize around each body
 /** tries of a catalog insert or a file creation that each found the disk full and had room made */
 const ROOM_TRIES = 3;
 
@@ -52,15 +52,22 @@ export class Recording {
   /** the row as inserted; path is relative to the store root */
   readonly row: StoredRecord;
   readonly file: string;
-  private readonly muxer = new FlvMuxer();
   private readonly highWater: number;
   private sub: Subscription | undefined;
-  /** dts of the first unit written: file timestamps start at 0 */
+  /** FLV timestamp (ms, the stream's) of the first media tag written: file timestamps start at 0 */
   private base: number | undefined;
   private headerFlags: { video: boolean; audio: boolean } | undefined;
-  /** tags muxed while the file is being created */
-  private early: FlvTag[] = [];
+  /** at a start point next: the first unit, or the first after the bus skipped ahead */
+  private starting = true;
+  /** the configuration version of the last form written (see FlvForm.version) */
+  private version = -1;
+  /** framed tags waiting while the file is being created */
+  private early: Buffer[] = [];
   private earlyBytes = 0;
+  private videoTags = 0;
+  private audioTags = 0;
+  /** audio units the FLV form leaves out (a codec FLV cannot carry) */
+  private skippedAudio = 0;
   private writer: FlvFileWriter | undefined;
   private opening: Promise<void> | undefined;
   private wroteVideo = false;
@@ -126,14 +133,17 @@ export class Recording {
     }
   }
 
-  /** Subscribes to the channel's stream (from its latest keyframe): the tracks the request wants, audio as `via` says. */
-  attach(media: MediaStream, read: Pick<SubscribeOptions, 'media' | 'via'> = {}): void {
-    const sub = media.subscribe({
-      tracks: (list) => { for (const t of list) this.muxer.setTrack(t); },
-      write: (au) => this.write(au),
+  /**
+   * Subscribes to the channel's stream (from its latest keyframe) in `format` (the gateway's FLV form for the tracks
+   * the request wants: flvFormatOf), audio as `via` says.
+   */
+  attach(media: MediaStream, format: UnitFormat<FlvForm>, read: Pick<SubscribeOptions, 'media' | 'via'> = {}): void {
+    const sub = media.subscribe<FlvForm>({
+      write: (au, form) => this.write(au, form),
       writable: () => this.writable(),
+      skipped: () => { this.starting = true; },
       end: (reason) => { void this.finish(`stream ended: ${reason}`); },
-    }, read);
+    }, { ...read, format });
     // subscribe() may already have handed over the GOP cache, and that may have failed the recording
     if (this.failure !== undefined || this.finishing) sub.close();
     else this.sub = sub;
@@ -166,32 +176,61 @@ export class Recording {
     return (this.writer ? this.writer.pendingBytes : this.earlyBytes) < this.highWater;
   }
 
-  private write(au: AccessUnit): void {
+  /**
+   * A unit's form as file bytes: at a start point (the first, or the first after a skip) the configuration when it
+   * is not the one last written, else the config tags that changed with it; then its media tags. Copied (the form
+   * is shared) and moved to the file's time, which starts at 0.
+   */
+  private write(au: AccessUnit, f: FlvForm | undefined): void {
     if (this.failure !== undefined) return;
-    // Units the muxer drops (before parameter sets or a keyframe) do not fix the time base.
-    const base = this.base ?? au.dts;
-    const tags = this.muxer.push({ ...au, dts: au.dts - base, pts: au.pts - base });
-    if (tags.length === 0) return;
-    this.base = base;
-    this.headerFlags ??= { video: this.muxer.hasVideo, audio: this.muxer.hasAudio };
-    for (const t of tags) {
-      if (t.type === FLV_TAG_VIDEO) this.wroteVideo = true;
-      else if (t.type === FLV_TAG_AUDIO) this.wroteAudio = true;
-    }
-    if (this.writer) {
-      this.writer.writeTags(tags);
+    if (f === undefined) {
+      if (au.kind === 'audio' && au.payload.length > 0) this.skippedAudio++;
       return;
     }
-    for (const t of tags) {
-      this.early.push(t);
-      this.earlyBytes += t.body.length + FRAMING;
+    let config: Buffer | undefined;
+    let configBytes = 0;
+    const init = f.init;
+    if (this.starting) {
+      // (the bus starts a reader at a keyframe; a unit that is no start point waits for one)
+      if (init === undefined) return;
+      if (this.version !== f.version) {
+        config = init.config;
+        configBytes = config.length;
+      }
+    } else if (f.config !== undefined) {
+      for (const c of f.config) configBytes += c.length;
     }
+    const bytes = Buffer.allocUnsafe(configBytes + f.mediaBytes);
+    let at = config !== undefined ? config.copy(bytes, 0) : this.starting ? 0 : f.copyConfig(bytes, 0);
+    at = f.copyMedia(bytes, at);
+    if (this.base === undefined) {
+      this.base = flvTagTimestamp(bytes, configBytes);
+      const flags = init!.header[4];
+      this.headerFlags = { video: (flags & 0x01) !== 0, audio: (flags & 0x04) !== 0 };
+    }
+    retimeFlvTags(bytes, 0, at, this.base, this.tagSeen);
+    this.starting = false;
+    this.version = f.version;
+    if (au.kind === 'video') this.videoTags++;
+    else this.audioTags++;
+    if (this.writer) {
+      this.writer.writeFramed([bytes]);
+      return;
+    }
+    this.early.push(bytes);
+    this.earlyBytes += bytes.length;
     if (this.earlyBytes > this.ctx.maxPendingBytes) {
       this.fail(Object.assign(new Error(`the file could not be created in time: ${this.earlyBytes} bytes waiting`), { code: 'EBACKLOG' }));
       return;
     }
     this.opening ??= this.openFile();
   }
+
+  /** what the file holds, from the tags written (sequence headers included) */
+  private readonly tagSeen = (type: number): void => {
+    if (type === FLV_TAG_VIDEO) this.wroteVideo = true;
+    else if (type === FLV_TAG_AUDIO) this.wroteAudio = true;
+  };
 
   private async openFile(): Promise<void> {
     if (!(await this.insert()) || this.failure !== undefined) return;
@@ -214,7 +253,7 @@ export class Recording {
     this.writer = w;
     if (this.failure !== undefined) return;
     w.header(this.headerFlags!.video, this.headerFlags!.audio);
-    w.writeTags(this.early);
+    w.writeFramed(this.early);
     this.early = [];
     this.earlyBytes = 0;
     this.sub?.resume();
@@ -364,10 +403,9 @@ export class Recording {
       this.unsettled = final;
       this.ctx.settleLater(this);
     }
-    const st = this.muxer.stats;
     this.ctx.log.info({
       reqId: this.reqId, path: this.row.path, sz: size, mediaTyp: this.mediaTyp, state: failed ? 'failed' : 'done', reason,
-      videoTags: st.videoTags, audioTags: st.audioTags, skippedAudio: st.skippedAudio || undefined, gaps: this.gaps || undefined,
+      videoTags: this.videoTags, audioTags: this.audioTags, skippedAudio: this.skippedAudio || undefined, gaps: this.gaps || undefined,
       finalRowPending: written ? undefined : true,
     }, 'recording ended');
     return failed ? 'failed' : 'done';
