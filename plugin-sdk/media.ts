@@ -125,7 +125,10 @@ export function unitAt(u: UnitTicks): AccessUnit {
   const ts = u.timescale;
   if (!(ts > 0) || !Number.isInteger(u.dtsTicks)) throw new RangeError(`unit time: timescale ${ts} and integer dtsTicks ${u.dtsTicks} needed`);
   const pt = u.ptsTicks ?? u.dtsTicks;
-  return made(u.kind, u.codec, (u.dtsTicks * 1000) / ts, (pt * 1000) / ts, ts, u.dtsTicks, pt, u.duration ?? 0, u.keyframe, u.payload, u.receivedAt, u.nals, u.nalsAt);
+  return made(
+    u.kind, u.codec, (u.dtsTicks * 1000) / ts, (pt * 1000) / ts, ts, u.dtsTicks, pt, u.duration ?? 0, u.keyframe, u.payload, u.receivedAt,
+    u.nals, u.nalsAt,
+  );
 }
 
 /** Fields for a unit timed in ms (what JT/T 1078 terminals send); ticks are derived at the given time base. */

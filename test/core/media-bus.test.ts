@@ -381,25 +381,6 @@ describe('media bus', () => {
       assert.equal(ended, 'stage audio-doubler stopped');
       assert.deepEqual(bus.stageNames(), []);
     });
-
-    it('a format shared under a key is the one other plugins get for it, until its plugin stops', () => {
-      const bus = newBus();
-      const out = bus.viewFor('out', quiet);
-      const rec = bus.viewFor('rec', quiet);
-      const theirs = defineFormat('theirs', () => ({ encode: () => 1 }));
-      out.shareFormat('k', theirs);
-      let made = 0;
-      const make = () => { made++; return defineFormat('mine', () => ({ encode: () => 2 })); };
-      assert.equal(rec.sharedFormat('k', make), theirs);
-      assert.equal(made, 0, 'nothing made while one is shared');
-      const other = rec.sharedFormat('other', make);
-      assert.equal(rec.sharedFormat('other', make), other, 'made once, then shared');
-      assert.equal(made, 1);
-      assert.notEqual(newBus().sharedFormat('k', make), theirs, 'another gateway\'s bus shares its own');
-      out.release();
-      const after = rec.sharedFormat('k', make);
-      assert.notEqual(after, theirs, 'withdrawn with its plugin');
-    });
   });
 
   it('closing the stream ends readers and tells the publisher', () => {

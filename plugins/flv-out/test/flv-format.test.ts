@@ -87,6 +87,8 @@ describe('flv-out FLV form: audio it leaves out', () => {
 /** flv-out's formats and the recorder's ask for one encoder per stream when their bytes are the same. */
 describe('flv-out FLV form: shared with the gateway\'s other FLV readers', () => {
   const count = () => ({ n: 0, inc() { this.n++; } });
+  const newBus = (): CoreMediaBus =>
+    new CoreMediaBus({ maxGopBytes: 4 << 20, maxQueueBytes: 2 << 20, maxStreamBytes: 8 << 20, readerDropAfterMs: 60_000 }, pino({ level: 'silent' }), () => 0);
 
   function hooks(audioCodecs: AudioCodec[]) {
     const encoders = { n: 0 };
@@ -100,7 +102,7 @@ describe('flv-out FLV form: shared with the gateway\'s other FLV readers', () =>
   }
 
   it('a reader asking for flv-out\'s options gets flv-out\'s format: one encoder, one form per unit for both', async () => {
-    const bus = new CoreMediaBus({ maxGopBytes: 4 << 20, maxQueueBytes: 2 << 20, maxStreamBytes: 8 << 20, readerDropAfterMs: 60_000 }, pino({ level: 'silent' }), () => 0);
+    const bus = newBus();
     const h = hooks(['aac', 'g711a', 'g711u']);
     const formats = createFlvFormats(h.hooks, bus);
     assert.equal(flvFormatOf(bus, { audioCodecs: ['g711u', 'aac', 'g711a'] }), formats.av, 'the same codecs in any order');
@@ -108,8 +110,7 @@ describe('flv-out FLV form: shared with the gateway\'s other FLV readers', () =>
     const other = flvFormatOf(bus, { audioCodecs: ['aac'] });
     assert.notEqual(other, formats.av, 'other bytes: a format of its own');
     assert.equal(flvFormatOf(bus, { audioCodecs: ['aac'] }), other, 'made once per bus');
-    const otherBus = new CoreMediaBus({ maxGopBytes: 4 << 20, maxQueueBytes: 2 << 20, maxStreamBytes: 8 << 20, readerDropAfterMs: 60_000 }, pino({ level: 'silent' }), () => 0);
-    assert.notEqual(flvFormatOf(otherBus, { audioCodecs: ['aac', 'g711a', 'g711u'] }), formats.av, 'another gateway\'s bus: its own');
+    assert.notEqual(flvFormatOf(newBus(), { audioCodecs: ['aac', 'g711a', 'g711u'] }), formats.av, 'another gateway\'s bus: its own');
 
     const clip = testClip({ seconds: 1 });
     const stream = bus.create('s1', 'test');

@@ -313,7 +313,8 @@ export async function startRecorder(ctx: PluginContext<RecorderConfig>, store: R
     m.started.inc();
     ctx.log.info({ reqId: r.reqId, path: rec.row.path }, 'recording started');
     const read = readFor(r.params.typ, r.params.dataTyp, r.params.audioCfg);
-    rec.attach(s.media, flvFormatOf(ctx.bus, { audioCodecs: RECORDED_AUDIO, only: read.media === 'v' ? 'video' : read.media === 'a' ? 'audio' : undefined }), read);
+    const only = read.media === 'v' ? 'video' : read.media === 'a' ? 'audio' : undefined;
+    rec.attach(s.media, flvFormatOf(ctx.bus, { audioCodecs: RECORDED_AUDIO, only }), read);
     void rec.ended.then((outcome) => {
       m.ended.inc({ outcome });
       if (active.get(r.reqId) === rec) active.delete(r.reqId);

@@ -1,15 +1,14 @@
 /**
  * One recorded request: its own bus subscription to the stream's FLV form (a bus format: framed once per stream for
- * all its FLV readers, see formats/flv-form.ts), one append-only file whose tag times start at 0, and the catalog
- * row that follows the file (size as it grows, media type, end state).
+ * all its FLV readers, see formats/flv-form.ts), one append-only file whose tag times start at 0 (file-tags.ts),
+ * and the catalog row that follows the file (size as it grows, media type, end state).
  */
 import * as path from 'node:path';
 import type { Logger } from 'pino';
 import type { AccessUnit, MediaStream, SubscribeOptions, Subscription, UnitFormat } from '../../../plugin-sdk';
-// per unit: from the defining modules, not the barrel (test/core/module-exports.test.ts says why)
-import { FLV_TAG_AUDIO, FLV_TAG_VIDEO } from '../../../plugin-sdk/formats/flv-tag';
-import { flvTagTimestamp, retimeFlvTags, type FlvForm } from '../../../plugin-sdk/formats/flv-form';
+import type { FlvForm } from '../../../plugin-sdk/formats/flv-form';
 import { startedRecord, type MediaTyp, type RecordCatalog, type RecordStart, type RecordUpdate, type StoredRecord } from './catalog';
+import { FileTags } from './file-tags';
 import { FlvFileWriter } from './flv-file-writer';
 import { describeError as describe, isNoSpace, publicError } from './storage-errors';
 import { storedRecordUrl } from './stored-av';
@@ -54,24 +53,13 @@ export class Recording {
   readonly file: string;
   private readonly highWater: number;
   private sub: Subscription | undefined;
-  /** FLV timestamp (ms, the stream's) of the first media tag written: file timestamps start at 0 */
-  private base: number | undefined;
-  private headerFlags: { video: boolean; audio: boolean } | undefined;
-  /** at a start point next: the first unit, or the first after the bus skipped ahead */
-  private starting = true;
-  /** the configuration version of the last form written (see FlvForm.version) */
-  private version = -1;
+  /** the stream's FLV form as this file's bytes */
+  private readonly tags = new FileTags();
   /** framed tags waiting while the file is being created */
   private early: Buffer[] = [];
   private earlyBytes = 0;
-  private videoTags = 0;
-  private audioTags = 0;
-  /** audio units the FLV form leaves out (a codec FLV cannot carry) */
-  private skippedAudio = 0;
   private writer: FlvFileWriter | undefined;
   private opening: Promise<void> | undefined;
-  private wroteVideo = false;
-  private wroteAudio = false;
   private failure: unknown;
   private finishing = false;
   private finished: Promise<RecordingOutcome> | undefined;
@@ -141,7 +129,7 @@ export class Recording {
     const sub = media.subscribe<FlvForm>({
       write: (au, form) => this.write(au, form),
       writable: () => this.writable(),
-      skipped: () => { this.starting = true; },
+      skipped: () => this.tags.skipped(),
       end: (reason) => { void this.finish(`stream ended: ${reason}`); },
     }, { ...read, format });
     // subscribe() may already have handed over the GOP cache, and that may have failed the recording
@@ -154,7 +142,7 @@ export class Recording {
    * only when something was recorded into a file that exists.
    */
   noticeUrl(fallbackApiBase: string): string | undefined {
-    if (this.base === undefined) return undefined;
+    if (!this.tags.started) return undefined;
     if (this.failure !== undefined && !this.writer) return undefined;
     return storedRecordUrl(this.row, fallbackApiBase);
   }
@@ -165,9 +153,10 @@ export class Recording {
   }
 
   get mediaTyp(): MediaTyp | null {
-    if (this.wroteVideo && this.wroteAudio) return 'av';
-    if (this.wroteVideo) return 'v';
-    if (this.wroteAudio) return 'a';
+    const t = this.tags;
+    if (t.wroteVideo && t.wroteAudio) return 'av';
+    if (t.wroteVideo) return 'v';
+    if (t.wroteAudio) return 'a';
     return null;
   }
 
@@ -176,43 +165,11 @@ export class Recording {
     return (this.writer ? this.writer.pendingBytes : this.earlyBytes) < this.highWater;
   }
 
-  /**
-   * A unit's form as file bytes: at a start point (the first, or the first after a skip) the configuration when it
-   * is not the one last written, else the config tags that changed with it; then its media tags. Copied (the form
-   * is shared) and moved to the file's time, which starts at 0.
-   */
+  /** A unit's form, as file bytes (FileTags), to the file, or held while the file is being created. */
   private write(au: AccessUnit, f: FlvForm | undefined): void {
     if (this.failure !== undefined) return;
-    if (f === undefined) {
-      if (au.kind === 'audio' && au.payload.length > 0) this.skippedAudio++;
-      return;
-    }
-    let config: Buffer | undefined;
-    let configBytes = 0;
-    const init = f.init;
-    if (this.starting) {
-      // (the bus starts a reader at a keyframe; a unit that is no start point waits for one)
-      if (init === undefined) return;
-      if (this.version !== f.version) {
-        config = init.config;
-        configBytes = config.length;
-      }
-    } else if (f.config !== undefined) {
-      for (const c of f.config) configBytes += c.length;
-    }
-    const bytes = Buffer.allocUnsafe(configBytes + f.mediaBytes);
-    let at = config !== undefined ? config.copy(bytes, 0) : this.starting ? 0 : f.copyConfig(bytes, 0);
-    at = f.copyMedia(bytes, at);
-    if (this.base === undefined) {
-      this.base = flvTagTimestamp(bytes, configBytes);
-      const flags = init!.header[4];
-      this.headerFlags = { video: (flags & 0x01) !== 0, audio: (flags & 0x04) !== 0 };
-    }
-    retimeFlvTags(bytes, 0, at, this.base, this.tagSeen);
-    this.starting = false;
-    this.version = f.version;
-    if (au.kind === 'video') this.videoTags++;
-    else this.audioTags++;
+    const bytes = this.tags.bytesOf(au, f);
+    if (bytes === undefined) return;
     if (this.writer) {
       this.writer.writeFramed([bytes]);
       return;
@@ -225,12 +182,6 @@ export class Recording {
     }
     this.opening ??= this.openFile();
   }
-
-  /** what the file holds, from the tags written (sequence headers included) */
-  private readonly tagSeen = (type: number): void => {
-    if (type === FLV_TAG_VIDEO) this.wroteVideo = true;
-    else if (type === FLV_TAG_AUDIO) this.wroteAudio = true;
-  };
 
   private async openFile(): Promise<void> {
     if (!(await this.insert()) || this.failure !== undefined) return;
@@ -252,7 +203,7 @@ export class Recording {
     }
     this.writer = w;
     if (this.failure !== undefined) return;
-    w.header(this.headerFlags!.video, this.headerFlags!.audio);
+    w.header(this.tags.headerFlags!.video, this.tags.headerFlags!.audio);
     w.writeFramed(this.early);
     this.early = [];
     this.earlyBytes = 0;
@@ -405,7 +356,7 @@ export class Recording {
     }
     this.ctx.log.info({
       reqId: this.reqId, path: this.row.path, sz: size, mediaTyp: this.mediaTyp, state: failed ? 'failed' : 'done', reason,
-      videoTags: this.videoTags, audioTags: this.audioTags, skippedAudio: this.skippedAudio || undefined, gaps: this.gaps || undefined,
+      videoTags: this.tags.videoUnits, audioTags: this.tags.audioUnits, skippedAudio: this.tags.skippedAudio || undefined, gaps: this.gaps || undefined,
       finalRowPending: written ? undefined : true,
     }, 'recording ended');
     return failed ? 'failed' : 'done';

@@ -154,7 +154,8 @@ describe('rtsp-out units: packetisers', () => {
     const nals = rebuildH264(key);
     assert.deepEqual(nals, [sps, pps, idr], 'SPS and PPS (one STAP-A) before the IDR slice');
     assert.equal(key[0][12] & 0x1f, 24);
-    const other = packets(p.h264(videoUnit({ codec: 'h264', dts: 40, keyframe: false, payload: joinAnnexB([bytes(300, 14, [0x41])]) }), [sps, pps], VIDEO, 96, 0, state())!);
+    const p40 = videoUnit({ codec: 'h264', dts: 40, keyframe: false, payload: joinAnnexB([bytes(300, 14, [0x41])]) });
+    const other = packets(p.h264(p40, [sps, pps], VIDEO, 96, 0, state())!);
     assert.deepEqual(rebuildH264(other).map((n) => n[0]), [0x41]);
   });
 
