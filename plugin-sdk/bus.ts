@@ -279,6 +279,14 @@ export interface MediaBus {
   registerStage(def: StageDefinition): void;
   /** names of the stages registered */
   stages(): string[];
+  /**
+   * Makes `format` the gateway's format for `key` (one that names what its bytes are, e.g. formats/flv-form's
+   * flvFormatKey): readers of other plugins asking for the key get it, and so share its one encoder per stream.
+   * Withdrawn when the plugin stops.
+   */
+  shareFormat(key: string, format: UnitFormat<unknown>): void;
+  /** The gateway's format for `key`: the one shared under it, else `make()`'s, shared from now on. */
+  sharedFormat<F>(key: string, make: () => UnitFormat<F>): UnitFormat<F>;
 }
 
 export const STREAM_NAME = /^[A-Za-z0-9_.~-]{1,128}$/;

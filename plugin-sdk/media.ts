@@ -11,6 +11,8 @@
  * with `videoUnit`/`audioUnit` (or `unitAt` for exact ticks) and never change one afterwards.
  */
 
+import { isNalIndexOf, NAL_ARENA } from './formats/nal-index';
+
 export type VideoCodec = 'h264' | 'h265';
 /**
  * Audio codecs as sources send them. Stages (e.g. an AAC encoder) derive other forms; an output that needs one
@@ -66,7 +68,10 @@ export type TrackInfo = VideoTrackInfo | AudioTrackInfo;
 
 /**
  * One access unit: a whole video frame (all its NAL units) or one audio frame.
- * Video payload is Annex-B (NAL units each preceded by 00 00 00 01), parameter sets included on keyframes.
+ * Video payload is Annex-B (NAL units each preceded by 00 00 00 01), with the parameter sets the source sent in it
+ * (the track's `sps`/`pps`/`vps` are the current ones, whether or not a key frame carries them). Where its NAL units
+ * are was found when the unit was made (`nals`): read it with `NalUnits` (formats/nal-index.ts), never search the
+ * payload again.
  * Audio payload is one frame of the track's codec with nothing around it: raw AAC (no ADTS header), G.711/G.726/
  * ADPCM codewords without a vendor frame header (the ingest removes HiSilicon's).
  */
@@ -89,6 +94,13 @@ export interface AccessUnit {
   readonly payload: Buffer;
   /** set by the ingest that publishes it: when the unit's last packet was parsed (performance.now(), ms, monotonic); flv-out's added-latency metric starts here */
   readonly receivedAt?: number;
+  /**
+   * Video: the chunk holding the payload's NAL index (formats/nal-index.ts), made with the unit; undefined for
+   * audio. Read it with `NalUnits`; a unit made by hand without one gets it on its first read.
+   */
+  readonly nals?: Int32Array;
+  /** where this unit's index starts in `nals` */
+  readonly nalsAt?: number;
 }
 
 /** Fields for a unit at exact ticks. */
@@ -103,6 +115,9 @@ export interface UnitTicks {
   keyframe: boolean;
   payload: Buffer;
   receivedAt?: number;
+  /** video: the payload's NAL index when the publisher made it (NalArena), else it is found here */
+  nals?: Int32Array;
+  nalsAt?: number;
 }
 
 /** A unit at exact ticks of its time base; the ms view is derived. */
@@ -110,7 +125,10 @@ export function unitAt(u: UnitTicks): AccessUnit {
   const ts = u.timescale;
   if (!(ts > 0) || !Number.isInteger(u.dtsTicks)) throw new RangeError(`unit time: timescale ${ts} and integer dtsTicks ${u.dtsTicks} needed`);
   const pt = u.ptsTicks ?? u.dtsTicks;
-  return makeUnit(u.kind, u.codec, (u.dtsTicks * 1000) / ts, (pt * 1000) / ts, ts, u.dtsTicks, pt, u.duration ?? 0, u.keyframe, u.payload, u.receivedAt);
+  return made(
+    u.kind, u.codec, (u.dtsTicks * 1000) / ts, (pt * 1000) / ts, ts, u.dtsTicks, pt, u.duration ?? 0, u.keyframe, u.payload, u.receivedAt,
+    u.nals, u.nalsAt,
+  );
 }
 
 /** Fields for a unit timed in ms (what JT/T 1078 terminals send); ticks are derived at the given time base. */
@@ -127,6 +145,9 @@ export interface UnitMs {
   /** ticks (audio: samples in the frame) */
   duration?: number;
   receivedAt?: number;
+  /** video: the payload's NAL index when the publisher made it (NalArena), else it is found here */
+  nals?: Int32Array;
+  nalsAt?: number;
 }
 
 const VIDEO_CODECS: ReadonlySet<string> = new Set<VideoCodec>(['h264', 'h265']);
@@ -146,9 +167,9 @@ export function audioUnit(u: UnitMs & { timescale: number }): AccessUnit {
 function msUnit(kind: 'video' | 'audio', u: UnitMs, ts: number): AccessUnit {
   if (!(ts > 0)) throw new RangeError(`unit time: timescale ${ts} must be > 0`);
   const pts = u.pts ?? u.dts;
-  return makeUnit(
+  return made(
     kind, u.codec, u.dts, pts, ts, Math.round((u.dts * ts) / 1000), Math.round((pts * ts) / 1000), u.duration ?? 0,
-    kind === 'audio' ? true : u.keyframe === true, u.payload, u.receivedAt,
+    kind === 'audio' ? true : u.keyframe === true, u.payload, u.receivedAt, u.nals, u.nalsAt,
   );
 }
 
@@ -161,25 +182,42 @@ export function shiftUnit(u: AccessUnit, offsetMs: number): AccessUnit {
   const dt = Math.round((offsetMs * u.timescale) / 1000);
   const dtsTicks = u.dtsTicks + dt;
   const ptsTicks = u.ptsTicks + dt;
-  return makeUnit(
+  return made(
     u.kind, u.codec, (dtsTicks * 1000) / u.timescale, (ptsTicks * 1000) / u.timescale, u.timescale, dtsTicks, ptsTicks,
-    u.duration, u.keyframe, u.payload, u.receivedAt,
+    u.duration, u.keyframe, u.payload, u.receivedAt, u.nals, u.nalsAt,
   );
 }
 
 /** The same unit with another payload (and optionally codec and duration): what a stage makes of an audio frame. */
 export function withPayload(u: AccessUnit, payload: Buffer, change: { codec?: CodecId; duration?: number } = {}): AccessUnit {
-  return makeUnit(
+  // another payload: its own index (found anew for video)
+  return made(
     u.kind, change.codec ?? u.codec, u.dts, u.pts, u.timescale, u.dtsTicks, u.ptsTicks, change.duration ?? u.duration,
-    u.keyframe, payload, u.receivedAt,
+    u.keyframe, payload, u.receivedAt, undefined, undefined,
   );
 }
 
 /**
- * A unit with exactly these fields, nothing derived (the bus makes its cached units again with it). Units made
- * anywhere else start with `videoUnit`, `audioUnit` or `unitAt`.
+ * A unit with exactly these fields, nothing derived (the bus makes its cached units again with it, index included).
+ * Units made anywhere else start with `videoUnit`, `audioUnit` or `unitAt`.
  */
 export const unitOf: typeof makeUnit = makeUnit;
+
+/**
+ * A unit with its NAL index: the one handed over when it fits the payload, else (video) found now, once, in the
+ * process's NalArena. A handed index that does not fit (another payload's) is not trusted.
+ */
+function made(
+  kind: 'video' | 'audio', codec: CodecId, dts: number, pts: number, timescale: number, dtsTicks: number, ptsTicks: number,
+  duration: number, keyframe: boolean, payload: Buffer, receivedAt: number | undefined, nals: Int32Array | undefined, nalsAt: number | undefined,
+): AccessUnit {
+  if (kind !== 'video') return makeUnit(kind, codec, dts, pts, timescale, dtsTicks, ptsTicks, duration, keyframe, payload, receivedAt, undefined, 0);
+  if (!isNalIndexOf(nals, nalsAt, payload.length)) {
+    nalsAt = NAL_ARENA.index(payload, codec);
+    nals = NAL_ARENA.mem;
+  }
+  return makeUnit(kind, codec, dts, pts, timescale, dtsTicks, ptsTicks, duration, keyframe, payload, receivedAt, nals, nalsAt!);
+}
 
 /**
  * Every unit is made here: one object literal, so one hidden class for all of them.
@@ -193,11 +231,11 @@ export const unitOf: typeof makeUnit = makeUnit;
  */
 function makeUnit(
   kind: 'video' | 'audio', codec: CodecId, dts: number, pts: number, timescale: number, dtsTicks: number, ptsTicks: number,
-  duration: number, keyframe: boolean, payload: Buffer, receivedAt: number | undefined,
+  duration: number, keyframe: boolean, payload: Buffer, receivedAt: number | undefined, nals: Int32Array | undefined, nalsAt: number,
 ): AccessUnit {
   return {
     kind, codec, dts: small(dts), pts: small(pts), timescale: small(timescale), dtsTicks: small(dtsTicks), ptsTicks: small(ptsTicks),
-    duration: small(duration), keyframe, payload, receivedAt,
+    duration: small(duration), keyframe, payload, receivedAt, nals, nalsAt,
   };
 }
 
@@ -212,5 +250,5 @@ function small(x: number): number {
 const ANY_VALUE = null as unknown as number;
 /** kept so the hidden class it made stays the one every unit takes */
 export const UNIT_SHAPE_SEED: AccessUnit = makeUnit(
-  'video', 'h264', ANY_VALUE, ANY_VALUE, ANY_VALUE, ANY_VALUE, ANY_VALUE, ANY_VALUE, false, Buffer.alloc(0), ANY_VALUE,
+  'video', 'h264', ANY_VALUE, ANY_VALUE, ANY_VALUE, ANY_VALUE, ANY_VALUE, ANY_VALUE, false, Buffer.alloc(0), ANY_VALUE, undefined, ANY_VALUE,
 );

@@ -5,9 +5,10 @@
  * collections: every unit, its payload view, the bus's Entry and its FLV form (~430 B, five objects) were copied
  * twice, promoted, and left for a full collection to find dead. At 1,000 terminals that promotion (~8 MB/s) is what
  * started a full collection every ~7 s, whose marking is the end-to-end tail. The units a reader in step gets are
- * written and dropped while young; only the cache kept them. Here each cached unit is a row of numbers and two
- * pointers to things many units share (its codec's string, its payload's ArrayBuffer), and the objects are made
- * again for a reader that joins (rare: a player opening), with their forms from the format's `catchUp`.
+ * written and dropped while young; only the cache kept them. Here each cached unit is a row of numbers and three
+ * pointers to things many units share (its codec's string, its payload's ArrayBuffer, its NAL index's chunk), and
+ * the objects are made again for a reader that joins (rare: a player opening), with their forms from the format's
+ * `catchUp`.
  *
  * A format whose encoder cannot make its forms again (no `catchUp`) needs its forms kept: while such a format is in
  * use the cache also keeps each unit's Entry, as the bus did before (`keepEntries`).
@@ -16,8 +17,8 @@ import type { AccessUnit, CodecId } from '../../plugin-sdk/media';
 import { unitOf } from '../../plugin-sdk/media';
 import type { Entry } from './entry';
 
-/** numbers a row: dts, pts, timescale, dtsTicks, ptsTicks, duration, payload offset, payload length, seq, src, flags */
-const ROW = 11;
+/** numbers a row: dts, pts, timescale, dtsTicks, ptsTicks, duration, payload offset, payload length, seq, src, flags, NAL index offset */
+const ROW = 12;
 const DTS = 0;
 const PTS = 1;
 const TIMESCALE = 2;
@@ -29,6 +30,9 @@ const LENGTH = 7;
 const SEQ = 8;
 const SRC = 9;
 const FLAGS = 10;
+const NALS_AT = 11;
+/** pointers a row: the codec, the payload's ArrayBuffer, the NAL index's chunk */
+const REFS = 3;
 const VIDEO = 1;
 const KEYFRAME = 2;
 
@@ -37,7 +41,7 @@ const SHRINK_ROWS = 1024;
 
 export class GopCache {
   private nums = new Float64Array(FIRST_ROWS * ROW);
-  /** two a row: the codec (an interned string) and the payload's ArrayBuffer (shared by the units of its chunk) */
+  /** REFS a row: the codec (an interned string), the payload's ArrayBuffer and the NAL index's chunk (each shared by many units) */
   private refs: unknown[] = [];
   private count = 0;
   private bytes = 0;
@@ -81,8 +85,10 @@ export class GopCache {
     n[at + SEQ] = e.seq;
     n[at + SRC] = e.src;
     n[at + FLAGS] = (u.kind === 'video' ? VIDEO : 0) | (u.keyframe ? KEYFRAME : 0);
-    this.refs[2 * i] = u.codec;
-    this.refs[2 * i + 1] = u.payload.buffer;
+    n[at + NALS_AT] = u.nalsAt ?? 0;
+    this.refs[REFS * i] = u.codec;
+    this.refs[REFS * i + 1] = u.payload.buffer;
+    this.refs[REFS * i + 2] = u.nals;
     this.count = i + 1;
     this.bytes += u.payload.length;
     this.entries?.push(e);
@@ -92,7 +98,7 @@ export class GopCache {
   clear(): void {
     // the rows' slots are kept for the next GOP; their buffers are let go now
     const r = this.refs;
-    for (let i = 0, end = 2 * this.count; i < end; i++) r[i] = undefined;
+    for (let i = 0, end = REFS * this.count; i < end; i++) r[i] = undefined;
     // a GOP of thousands of units (a long one of small audio frames) does not keep its rows for good
     if (this.nums.length > SHRINK_ROWS * ROW && this.count * 4 < this.nums.length / ROW) {
       this.nums = new Float64Array(FIRST_ROWS * ROW);
@@ -129,10 +135,10 @@ export class GopCache {
     const n = this.nums;
     const at = i * ROW;
     const flags = n[at + FLAGS];
-    const payload = Buffer.from(this.refs[2 * i + 1] as ArrayBuffer, n[at + OFFSET], n[at + LENGTH]);
+    const payload = Buffer.from(this.refs[REFS * i + 1] as ArrayBuffer, n[at + OFFSET], n[at + LENGTH]);
     return unitOf(
-      flags & VIDEO ? 'video' : 'audio', this.refs[2 * i] as CodecId, n[at + DTS], n[at + PTS], n[at + TIMESCALE], n[at + DTS_TICKS],
-      n[at + PTS_TICKS], n[at + DURATION], (flags & KEYFRAME) !== 0, payload, undefined,
+      flags & VIDEO ? 'video' : 'audio', this.refs[REFS * i] as CodecId, n[at + DTS], n[at + PTS], n[at + TIMESCALE], n[at + DTS_TICKS],
+      n[at + PTS_TICKS], n[at + DURATION], (flags & KEYFRAME) !== 0, payload, undefined, this.refs[REFS * i + 2] as Int32Array | undefined, n[at + NALS_AT],
     );
   }
 

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import {
   STREAM_NAME, type CreateStreamOptions, type MediaBus, type MediaStream, type Off, type OwnedStream, type StageDefinition,
-  type StageInstance, type StageRef,
+  type StageInstance, type StageRef, type UnitFormat,
 } from '../../plugin-sdk/bus';
 import { BusStream } from './stream';
 import type { BusLimits } from './stream-deps';
@@ -36,6 +36,8 @@ export class CoreMediaBus {
   private stageDefs = new Map<string, RegisteredStage>();
   /** the stage whose start() runs now: what it subscribes to then is its reader (see nameReader) */
   private starting: string | undefined;
+  /** formats shared between plugins by what their bytes are (MediaBus.shareFormat) */
+  private readonly formats = new Map<string, UnitFormat<unknown>>();
   constructor(
     readonly limits: BusLimits,
     private readonly log: Logger,
@@ -190,6 +192,21 @@ export class CoreMediaBus {
     return d;
   }
 
+  shareFormat(key: string, format: UnitFormat<unknown>): void {
+    this.formats.set(key, format);
+  }
+
+  sharedFormat<F>(key: string, make: () => UnitFormat<F>): UnitFormat<F> {
+    let f = this.formats.get(key) as UnitFormat<F> | undefined;
+    if (f === undefined) this.formats.set(key, (f = make()));
+    return f;
+  }
+
+  /** Withdraws `format` from `key` (its plugin stopped), unless another took the key since. */
+  unshareFormat(key: string, format: UnitFormat<unknown>): void {
+    if (this.formats.get(key) === format) this.formats.delete(key);
+  }
+
   /** A plugin's view: what it creates and registers is released when it stops. */
   viewFor(plugin: string, log: Logger): PluginBus {
     return new PluginBus(this, plugin, log);
@@ -200,6 +217,7 @@ export class CoreMediaBus {
 export class PluginBus implements MediaBus {
   private owned = new Set<BusStream>();
   private stageNames = new Set<string>();
+  private shared = new Map<string, UnitFormat<unknown>>();
   private offs: Off[] = [];
 
   constructor(private readonly core: CoreMediaBus, private readonly plugin: string, private readonly log: Logger) {}
@@ -228,6 +246,13 @@ export class PluginBus implements MediaBus {
   stages(): string[] {
     return this.core.stageNames();
   }
+  shareFormat(key: string, format: UnitFormat<unknown>): void {
+    this.core.shareFormat(key, format);
+    this.shared.set(key, format);
+  }
+  sharedFormat<F>(key: string, make: () => UnitFormat<F>): UnitFormat<F> {
+    return this.core.sharedFormat(key, make);
+  }
 
   /** The plugin stopped: its stages go (their running instances with them), its streams close. */
   release(): void {
@@ -235,6 +260,8 @@ export class PluginBus implements MediaBus {
     this.offs = [];
     for (const name of this.stageNames) this.core.unregisterStage(name);
     this.stageNames.clear();
+    for (const [key, f] of this.shared) this.core.unshareFormat(key, f);
+    this.shared.clear();
     for (const s of [...this.owned]) s.close(`plugin ${this.plugin} stopped`);
     this.owned.clear();
   }

@@ -3,14 +3,15 @@
  * Terminals use both 3-byte (00 00 01) and 4-byte (00 00 00 01) start codes, sometimes in one frame.
  */
 
+import { NAL_SCANS } from './nal-index';
+
 const SC3 = Buffer.from([0, 0, 1]);
 
 /**
  * Where the NAL units of an Annex-B buffer are, [start, end) without their start codes, found without making a view
- * of each: a muxer that frames every unit reads a NAL unit's type and length and copies or references its bytes, so
- * a view per NAL unit and the array holding them were only garbage (the FLV encoder: 1,426 -> 1,223 ns a unit in a
- * micro-benchmark, though no change the gateway's CPU shows). One instance is reused for every buffer scanned; `scan`
- * overwrites what the last one found.
+ * of each. One instance is reused for every buffer scanned; `scan` overwrites what the last one found. A unit's own
+ * NAL units are in its index (nal-index.ts, NalUnits): this is for bytes that are not a unit's payload (files,
+ * elementary streams, tests), and a list muxers fill with the ranges they keep (`push`).
  */
 export class NalRanges {
   count = 0;
@@ -24,15 +25,15 @@ export class NalRanges {
     return this.at[2 * i + 1];
   }
 
-  /** The NAL units of `buf` (empty ones left out); the count. */
+  /** The NAL units of `buf` (empty ones left out); the count. The same units as a unit's index of `buf` has. */
   scan(buf: Buffer): number {
+    NAL_SCANS.count++;
     this.count = 0;
     const n = buf.length;
-    const codes = startCodesOf(buf, false);
-    const found = codes.count;
     let start = -1;
-    for (let k = 0; k < found; k++) {
-      const i = codes.position(k);
+    // Buffer.indexOf searches natively
+    let i = buf.indexOf(SC3, 0);
+    while (i >= 0) {
       // A start code is 00 00 01; a 4-byte one is the same with a leading zero, trimmed below.
       if (start >= 0) {
         let end = i;
@@ -40,6 +41,7 @@ export class NalRanges {
         if (end > start) this.push(start, end);
       }
       start = i + 3;
+      i = start + 2 < n ? buf.indexOf(SC3, start) : -1;
     }
     if (start >= 0 && start < n) this.push(start, n);
     // No start code at all: the whole buffer as one NAL unit rather than losing it.
@@ -61,70 +63,6 @@ export class NalRanges {
     this.at[k] = start;
     this.at[k + 1] = end;
   }
-}
-
-/**
- * Where the start codes (00 00 01) of one buffer are, found left to right, each search going on from the end of the
- * code before (codes never overlap). A 4-byte code is found as its last three bytes.
- */
-export class StartCodes {
-  count = 0;
-  private at = new Int32Array(16);
-  /** the buffer whose codes these are, while they wait for one more reader (see startCodesOf) */
-  private sharedFor: Buffer | undefined;
-  private sharedOffset = 0;
-  private sharedLength = 0;
-
-  position(k: number): number {
-    return this.at[k];
-  }
-
-  find(buf: Buffer): void {
-    this.count = 0;
-    const n = buf.length;
-    // Buffer.indexOf searches natively; a JS byte loop here cost ~5 % of the gateway's time at 500 streams.
-    let i = buf.indexOf(SC3, 0);
-    while (i >= 0) {
-      if (this.count === this.at.length) {
-        const grown = new Int32Array(2 * this.at.length);
-        grown.set(this.at);
-        this.at = grown;
-      }
-      this.at[this.count++] = i;
-      const next = i + 3;
-      i = next + 2 < n ? buf.indexOf(SC3, next) : -1;
-    }
-  }
-
-  /** whether these are `buf`'s codes, left for it by the scan before; they are not left for anyone after */
-  takeFor(buf: Buffer): boolean {
-    const hit = buf === this.sharedFor && buf.byteOffset === this.sharedOffset && buf.length === this.sharedLength;
-    this.sharedFor = undefined;
-    return hit;
-  }
-
-  shareWith(buf: Buffer): void {
-    this.sharedFor = buf;
-    this.sharedOffset = buf.byteOffset;
-    this.sharedLength = buf.length;
-  }
-}
-
-const codes = new StartCodes();
-
-/**
- * The start codes of `buf`, found once for a unit's two scans. Why: the ingest scans each frame for its NAL kinds
- * (scanH264/scanH265: is it a key frame, must its start codes be normalised) and the FLV muxer, in the same call
- * that pushes the unit, scans it again for its NAL units: two searches of every video byte, ~3.5 % of the gateway's
- * busy time at 1,000 streams between them. With `share`, what was found is left for the next call on the very same
- * buffer (same object, offset and length), and only for that one: a payload is not changed once published, and
- * nothing runs between the two scans that could change it. The result is overwritten by the next call: read it
- * before scanning anything else.
- */
-export function startCodesOf(buf: Buffer, share: boolean): StartCodes {
-  if (!codes.takeFor(buf)) codes.find(buf);
-  if (share) codes.shareWith(buf);
-  return codes;
 }
 
 const splitRanges = new NalRanges();
@@ -161,4 +99,15 @@ export function joinAnnexB(nals: Buffer[], alloc: (bytes: number) => Buffer = Bu
     at += nal.copy(out, at);
   }
   return out;
+}
+
+/**
+ * A video track's parameter sets as Annex-B (H.265: VPS, SPS, PPS; H.264: SPS, PPS), for an output of raw Annex-B:
+ * a unit carries only those its source sent with it, so a reader writes these before its first unit and again when
+ * the track changes. Empty when the track has none.
+ */
+export function parameterSetsAnnexB(t: { sps?: Buffer; pps?: Buffer; vps?: Buffer }): Buffer {
+  const sets: Buffer[] = [];
+  for (const s of [t.vps, t.sps, t.pps]) if (s !== undefined && s.length > 0) sets.push(s);
+  return joinAnnexB(sets);
 }

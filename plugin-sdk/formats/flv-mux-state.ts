@@ -5,6 +5,7 @@
 import type { AudioCodec, VideoCodec } from '../media';
 import type { AmfValue } from './flv-amf';
 import { NalRanges } from './annexb';
+import { NalUnits } from './nal-index';
 import { BodySlab, FLV_TAG_SCRIPT, type FlvTag } from './flv-tag';
 
 /** FLV SoundFormat and flags byte for codecs FLV can carry (AAC's byte is fixed at 0xAF by the spec). */
@@ -79,8 +80,8 @@ export class MuxState {
   };
   readonly skippedCodecs = new Set<AudioCodec>();
   readonly slab = new BodySlab();
-  /** every NAL unit of the unit being planned */
-  readonly nals = new NalRanges();
+  /** every NAL unit of the unit being planned (its index, read) */
+  readonly nals = new NalUnits();
   readonly plan: VideoPlan = { out: undefined, ts: 0, cts: 0, key: false, hevc: false, payload: Buffer.alloc(0), kept: new NalRanges(), keptBytes: 0 };
 
   constructor(

@@ -65,7 +65,7 @@ export function planVideo(m: MuxState, au: AccessUnit): VideoPlan | undefined {
   let keptBytes = 0;
   let idr = false;
   let sps: Buffer | undefined, pps: Buffer | undefined, vps: Buffer | undefined;
-  for (let i = 0, n = all.scan(payload); i < n; i++) {
+  for (let i = 0, n = all.of(au); i < n; i++) {
     const from = all.start(i);
     const to = all.end(i);
     if (hevc) {

@@ -2,7 +2,7 @@
  * H.264 helpers: SPS parsing, avcC building, keyframe and parameter-set extraction from Annex-B frames.
  * Also the RBSP bit reader and Annex-B scanning shared with h265.ts.
  */
-import { startCodesOf } from './annexb';
+import { NAL_FLAG, NAL_SCANS, NalArena, nalIndexFlags } from './nal-index';
 
 // ---------------------------------------------------------------------------------------------
 // RBSP and bit reading
@@ -93,7 +93,7 @@ export function nextNalStart(buf: Buffer, from: number): number {
   return i < 0 || i + 3 >= buf.length ? -1 : i + 3;
 }
 
-/** Flags returned by scanH264 / scanH265. */
+/** Flags returned by scanH264 / scanH265: those of a unit's NAL index (NAL_FLAG) but AUD. */
 export const NAL_SCAN = {
   /** an IDR (H.264) or IRAP (H.265) slice is present */
   KEY: 1,
@@ -108,50 +108,19 @@ export const NAL_SCAN = {
   NO_START_CODE: 64,
 } as const;
 
-/** NEEDS_NORMALISING when the NAL unit starting at `nalStart` follows a 3-byte start code (or bytes come before the first) */
-export function startCodeFlags(buf: Buffer, nalStart: number, first: boolean): number {
-  // nalStart - 3 is the 00 00 01; a 4-byte code has one more zero in front of it.
-  const sc = nalStart - 3;
-  if (first) return sc === 1 && buf[0] === 0 ? 0 : NAL_SCAN.NEEDS_NORMALISING;
-  return sc > 0 && buf[sc - 1] === 0 ? 0 : NAL_SCAN.NEEDS_NORMALISING;
-}
+/** a private arena for the kind scans below (emptied for each: nothing keeps what they found) */
+const scratch = new NalArena();
 
-/**
- * What scanH264 and scanH265 do with the buffer's start codes (found once for a unit's two scans: startCodesOf):
- * OR-s `flagsOf(buf, p, first)` for the first byte p of each NAL unit; NO_START_CODE when there is none. The same
- * positions as a walk of nextNalStart from 0, each search one byte past the last NAL start: a code right at a NAL
- * unit's first byte (an empty NAL unit) is not one to that walk, and a code with no byte after it ends it.
- */
-export function scanNalStarts(buf: Buffer, flagsOf: (buf: Buffer, p: number, first: boolean) => number): number {
-  const codes = startCodesOf(buf, true);
-  const n = buf.length;
-  let flags = 0;
-  let first = true;
-  let last = -4;
-  for (let k = 0, found = codes.count; k < found; k++) {
-    const q = codes.position(k);
-    if (q === last + 3) continue;
-    if (q + 3 >= n) break;
-    last = q;
-    flags |= flagsOf(buf, q + 3, first);
-    first = false;
-  }
-  return first ? NAL_SCAN.NO_START_CODE | NAL_SCAN.NEEDS_NORMALISING : flags;
-}
-
-function h264Flags(buf: Buffer, p: number, first: boolean): number {
-  let flags = startCodeFlags(buf, p, first);
-  const t = buf[p] & 0x1f;
-  if (t === 5) flags |= NAL_SCAN.KEY | NAL_SCAN.VCL;
-  else if (t >= 1 && t <= 4) flags |= NAL_SCAN.VCL;
-  else if (t === 7) flags |= NAL_SCAN.SPS;
-  else if (t === 8) flags |= NAL_SCAN.PPS;
-  return flags;
+/** The NAL_SCAN flags of an Annex-B buffer (one search), read from the index a unit would get. */
+export function scanFlags(buf: Buffer, codec: 'h264' | 'h265'): number {
+  scratch.reset();
+  const at = scratch.index(buf, codec);
+  return nalIndexFlags(scratch.mem, at) & ~NAL_FLAG.AUD;
 }
 
 /** One pass over an H.264 Annex-B frame: which NAL kinds it holds (NAL_SCAN flags). */
 export function scanH264(buf: Buffer): number {
-  return scanNalStarts(buf, h264Flags);
+  return scanFlags(buf, 'h264');
 }
 
 /** True when the Annex-B frame holds an IDR slice. */
@@ -164,6 +133,7 @@ export function h264IsKeyframe(annexB: Buffer): boolean {
  * Same result as splitAnnexB for well-formed input; kept here so the codec helpers stand alone.
  */
 function* nalUnits(buf: Buffer): Generator<Buffer> {
+  NAL_SCANS.count++;
   let p = nextNalStart(buf, 0);
   while (p >= 0) {
     const next = nextNalStart(buf, p + 1);

@@ -2,26 +2,14 @@
  * H.265 helpers: SPS parsing (size, profile/tier/level and the fields an hvcC record needs), hvcC building,
  * keyframe (IRAP) detection and VPS/SPS/PPS extraction from Annex-B frames.
  */
-import { BitReader, BitstreamError, NAL_SCAN, nextNalStart, scanNalStarts, startCodeFlags, unescapeRbsp } from './h264';
+import { BitReader, BitstreamError, NAL_SCAN, nextNalStart, scanFlags, unescapeRbsp } from './h264';
+import { NAL_SCANS } from './nal-index';
 
 export const H265_NAL = { VPS: 32, SPS: 33, PPS: 34, AUD: 35, PREFIX_SEI: 39, SUFFIX_SEI: 40 } as const;
 
 /** One pass over an H.265 Annex-B frame: which NAL kinds it holds (NAL_SCAN flags from h264.ts). */
 export function scanH265(buf: Buffer): number {
-  return scanNalStarts(buf, h265Flags);
-}
-
-function h265Flags(buf: Buffer, p: number, first: boolean): number {
-  let flags = startCodeFlags(buf, p, first);
-  const t = (buf[p] >> 1) & 0x3f;
-  if (t < 32) {
-    flags |= NAL_SCAN.VCL;
-    // IRAP pictures (BLA, IDR, CRA: 16..21) are where a decoder can start.
-    if (t >= 16 && t <= 21) flags |= NAL_SCAN.KEY;
-  } else if (t === H265_NAL.VPS) flags |= NAL_SCAN.VPS;
-  else if (t === H265_NAL.SPS) flags |= NAL_SCAN.SPS;
-  else if (t === H265_NAL.PPS) flags |= NAL_SCAN.PPS;
-  return flags;
+  return scanFlags(buf, 'h265');
 }
 
 /** True when the Annex-B frame holds an IRAP slice (IDR, CRA or BLA). */
@@ -38,6 +26,7 @@ export interface H265ParameterSets {
 /** The last VPS, SPS and PPS of an Annex-B frame, as subarrays of the input (copy before keeping). */
 export function extractH265ParameterSets(annexB: Buffer): H265ParameterSets {
   const out: H265ParameterSets = {};
+  NAL_SCANS.count++;
   let p = nextNalStart(annexB, 0);
   while (p >= 0) {
     const next = nextNalStart(annexB, p + 1);

@@ -7,6 +7,8 @@ export * from './byte-order';
 export * from './h264';
 export * from './h265';
 export * from './mp4-box';
+export * from './nal-index';
+export * from './flv-form';
 export { FLV_TAG_AUDIO, FLV_TAG_SCRIPT, FLV_TAG_VIDEO, PREV_SIZE_SIZE, TAG_HEADER_SIZE, flvFileHeader, flvPrevTagSize, flvTagHeader, serializeTag } from './flv-tag';
 export type { FlvTag } from './flv-tag';
 export { encodeOnMetaData } from './flv-amf';

@@ -1,5 +1,7 @@
 import { strict as assert } from 'node:assert';
-import { NalRanges, splitAnnexB } from '../formats/annexb';
+import { joinAnnexB, NalRanges, splitAnnexB } from '../formats/annexb';
+import { NAL_ARENA, NAL_FLAG, NAL_SCANS, NalArena, NalUnits } from '../formats/nal-index';
+import { audioUnit, shiftUnit, unitAt, videoUnit } from '../media';
 import { NAL_SCAN, scanH264 } from '../formats/h264';
 import { scanH265 } from '../formats/h265';
 
@@ -33,39 +35,8 @@ describe('Annex-B NAL units (splitAnnexB, NalRanges)', () => {
   });
 });
 
-// The walks as they were before the start codes were shared between a unit's two scans: the reference.
+// The reference: the NAL units as a plain walk of the start codes finds them, and their kinds.
 const SC3 = Buffer.from([0, 0, 1]);
-function refNextNalStart(buf: Buffer, from: number): number {
-  const i = buf.indexOf(SC3, from);
-  return i < 0 || i + 3 >= buf.length ? -1 : i + 3;
-}
-function refScan(buf: Buffer, hevc: boolean): number {
-  let flags = 0;
-  let p = refNextNalStart(buf, 0);
-  if (p < 0) return NAL_SCAN.NO_START_CODE | NAL_SCAN.NEEDS_NORMALISING;
-  let first = true;
-  while (p >= 0) {
-    const sc = p - 3;
-    const four = first ? sc === 1 && buf[0] === 0 : sc > 0 && buf[sc - 1] === 0;
-    if (!four) flags |= NAL_SCAN.NEEDS_NORMALISING;
-    first = false;
-    if (hevc) {
-      const t = (buf[p] >> 1) & 0x3f;
-      if (t < 32) flags |= NAL_SCAN.VCL | (t >= 16 && t <= 21 ? NAL_SCAN.KEY : 0);
-      else if (t === 32) flags |= NAL_SCAN.VPS;
-      else if (t === 33) flags |= NAL_SCAN.SPS;
-      else if (t === 34) flags |= NAL_SCAN.PPS;
-    } else {
-      const t = buf[p] & 0x1f;
-      if (t === 5) flags |= NAL_SCAN.KEY | NAL_SCAN.VCL;
-      else if (t >= 1 && t <= 4) flags |= NAL_SCAN.VCL;
-      else if (t === 7) flags |= NAL_SCAN.SPS;
-      else if (t === 8) flags |= NAL_SCAN.PPS;
-    }
-    p = refNextNalStart(buf, p + 1);
-  }
-  return flags;
-}
 function refRanges(buf: Buffer): number[] {
   const out: number[] = [];
   const n = buf.length;
@@ -84,18 +55,46 @@ function refRanges(buf: Buffer): number[] {
   else if (start < 0 && n > 0) out.push(0, n);
   return out;
 }
-function rangesOf(r: NalRanges): number[] {
+function refFlags(buf: Buffer, hevc: boolean): number {
+  const first = buf.indexOf(SC3, 0);
+  if (first < 0) return NAL_SCAN.NO_START_CODE | NAL_SCAN.NEEDS_NORMALISING;
+  let flags = first === 1 && buf[0] === 0 ? 0 : NAL_SCAN.NEEDS_NORMALISING;
+  // every later start code must be a 4-byte one
+  for (let i = buf.indexOf(SC3, first + 3); i >= 0 && first + 5 < buf.length; i = i + 5 < buf.length ? buf.indexOf(SC3, i + 3) : -1) {
+    if (buf[i - 1] !== 0) flags |= NAL_SCAN.NEEDS_NORMALISING;
+  }
+  const r = refRanges(buf);
+  for (let k = 0; k < r.length; k += 2) {
+    const p = r[k];
+    if (hevc) {
+      const t = (buf[p] >> 1) & 0x3f;
+      if (t < 32) flags |= NAL_SCAN.VCL | (t >= 16 && t <= 21 ? NAL_SCAN.KEY : 0);
+      else if (t === 32) flags |= NAL_SCAN.VPS;
+      else if (t === 33) flags |= NAL_SCAN.SPS;
+      else if (t === 34) flags |= NAL_SCAN.PPS;
+    } else {
+      const t = buf[p] & 0x1f;
+      if (t === 5) flags |= NAL_SCAN.KEY | NAL_SCAN.VCL;
+      else if (t >= 1 && t <= 4) flags |= NAL_SCAN.VCL;
+      else if (t === 7) flags |= NAL_SCAN.SPS;
+      else if (t === 8) flags |= NAL_SCAN.PPS;
+    }
+  }
+  return flags;
+}
+function rangesOf(r: { count: number; start(i: number): number; end(i: number): number }): number[] {
   const out: number[] = [];
   for (let i = 0; i < r.count; i++) out.push(r.start(i), r.end(i));
   return out;
 }
 
-describe('Annex-B start codes found once for a unit\'s kind scan and its muxer\'s NAL scan (startCodesOf)', () => {
-  it('scanH264, scanH265 and NalRanges give what their own walks gave, on hostile buffers (zeros, ones, codes back to back, at the ends)', () => {
+describe('NAL index: found once when a unit is made, read by every output (nal-index.ts)', () => {
+  it('a unit\'s index, NalRanges and scanH264/scanH265 agree with a plain walk, on hostile buffers (zeros, ones, codes back to back, at the ends)', () => {
     let seed = 12345;
     const rand = (): number => (seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x80000000;
     const pick = [0, 0, 0, 1, 1, 0x65, 0x41, 0x67, 0x68, 0x40, 0x42, 0x44, 0x26, 0x02, 0xff];
     const ranges = new NalRanges();
+    const reader = new NalUnits();
     for (let round = 0; round < 20000; round++) {
       const n = Math.floor(rand() * 24);
       const buf = Buffer.alloc(n);
@@ -104,26 +103,73 @@ describe('Annex-B start codes found once for a unit\'s kind scan and its muxer\'
       const view = Buffer.concat([Buffer.from([0, 0, 1]), buf, Buffer.from([0, 0])]).subarray(3, 3 + n);
       for (const x of [buf, view]) {
         const hevc = round % 2 === 1;
-        const want = refScan(x, hevc);
+        const want = refFlags(x, hevc);
         assert.equal(hevc ? scanH265(x) : scanH264(x), want, `${hevc ? 'h265' : 'h264'} flags of ${x.toString('hex')}`);
-        // the muxer's scan right after (the codes left for it) and once more on its own
-        assert.deepEqual(rangesOf((ranges.scan(x), ranges)), refRanges(x), `ranges after a kind scan of ${x.toString('hex')}`);
         assert.deepEqual(rangesOf((ranges.scan(x), ranges)), refRanges(x), `ranges of ${x.toString('hex')}`);
+        const u = videoUnit({ codec: hevc ? 'h265' : 'h264', dts: 0, payload: x });
+        reader.of(u);
+        assert.deepEqual(rangesOf(reader), refRanges(x), `the unit's index of ${x.toString('hex')}`);
+        assert.equal(reader.flags & ~NAL_FLAG.AUD, want, `the unit's flags of ${x.toString('hex')}`);
       }
     }
   });
 
-  it('leaves the codes for the same buffer only: another view of the same bytes, or a buffer changed in between, is searched again', () => {
-    const ranges = new NalRanges();
-    const mem = Buffer.from([0, 0, 0, 1, 0x41, 1, 2, 3, 0, 0, 1, 0x41, 9]);
-    assert.equal(scanH264(mem), NAL_SCAN.VCL | NAL_SCAN.NEEDS_NORMALISING);
-    // a shorter view of the same memory: not the scanned buffer
-    const head = mem.subarray(0, 8);
-    assert.deepEqual(rangesOf((ranges.scan(head), ranges)), [4, 8]);
-    // taken once: a change after the muxer's scan is seen by the next one
-    scanH264(mem);
-    assert.deepEqual(rangesOf((ranges.scan(mem), ranges)), [4, 8, 11, 13]);
-    mem[9] = 7; // no second start code any more
-    assert.deepEqual(rangesOf((ranges.scan(mem), ranges)), [4, 13]);
+  it('a unit is searched once, when it is made; shifted or cached units keep the index; reading it searches nothing', () => {
+    const payload = joinAnnexB([b(0x67, 1, 2), b(0x68, 3), b(0x65, 4, 5, 6)]);
+    const before = NAL_SCANS.count;
+    const u = videoUnit({ codec: 'h264', dts: 0, keyframe: true, payload });
+    assert.equal(NAL_SCANS.count, before + 1, 'one search to make the unit');
+    const moved = shiftUnit(u, 40);
+    assert.equal(moved.nals, u.nals);
+    assert.equal(moved.nalsAt, u.nalsAt);
+    const reader = new NalUnits();
+    for (const x of [u, moved, { ...u }]) assert.deepEqual((reader.of(x), rangesOf(reader)), [4, 7, 11, 13, 17, 21]);
+    assert.equal(reader.flags, NAL_FLAG.SPS | NAL_FLAG.PPS | NAL_FLAG.KEY | NAL_FLAG.VCL);
+    assert.equal(NAL_SCANS.count, before + 1, 'no search to read it');
+    const audio = audioUnit({ codec: 'g711a', dts: 0, timescale: 8000, payload: b(1, 2, 3) });
+    assert.equal(audio.nals, undefined);
+    assert.equal(reader.of(audio), 0, 'audio has no NAL units');
+  });
+
+  it('an index handed over by the publisher is taken as it is; one that does not fit the payload is not trusted', () => {
+    const payload = joinAnnexB([b(0x41, 9, 9)]);
+    NAL_ARENA.begin();
+    NAL_ARENA.add(4, 7, NAL_FLAG.VCL);
+    const at = NAL_ARENA.finish(payload.length);
+    const before = NAL_SCANS.count;
+    const u = unitAt({ kind: 'video', codec: 'h264', timescale: 90000, dtsTicks: 0, keyframe: false, payload, nals: NAL_ARENA.mem, nalsAt: at });
+    assert.equal(NAL_SCANS.count, before, 'no search');
+    assert.equal(u.nals, NAL_ARENA.mem);
+    const other = joinAnnexB([b(0x41, 9, 9), b(0x41, 8)]);
+    const v = unitAt({ kind: 'video', codec: 'h264', timescale: 90000, dtsTicks: 0, keyframe: false, payload: other, nals: NAL_ARENA.mem, nalsAt: at });
+    assert.equal(NAL_SCANS.count, before + 1, 'searched: the index was another payload\'s');
+    const reader = new NalUnits();
+    assert.deepEqual((reader.of(v), rangesOf(reader)), [4, 7, 11, 13]);
+  });
+
+  it('a unit made by hand (a literal, or a spread with another payload) is searched on its first read only, frozen or not', () => {
+    const payload = joinAnnexB([b(0x65, 1), b(0x41, 2, 3)]);
+    const made = videoUnit({ codec: 'h264', dts: 0, keyframe: true, payload });
+    const byHand = Object.freeze({ ...made, payload: joinAnnexB([b(0x41, 7)]) });
+    const reader = new NalUnits();
+    const before = NAL_SCANS.count;
+    assert.deepEqual((reader.of(byHand), rangesOf(reader)), [4, 6]);
+    assert.deepEqual((reader.of(byHand), rangesOf(reader)), [4, 6]);
+    assert.equal(NAL_SCANS.count, before + 1);
+  });
+
+  it('indexes fill chunks one after another; one that outgrows its chunk moves whole to the next', () => {
+    const arena = new NalArena();
+    const firstChunk = arena.mem;
+    const many = joinAnnexB(Array.from({ length: 700 }, (_x, i) => b(0x41, i & 0xff, 1)));
+    const at = arena.index(many, 'h264');
+    assert.notEqual(arena.mem, firstChunk, 'a chunk of its own: 700 units need more than one chunk holds');
+    const reader = new NalUnits();
+    assert.equal(reader.ofIndex(arena.mem, at), 700);
+    assert.deepEqual([reader.start(699), reader.end(699)], [699 * 7 + 4, 699 * 7 + 7]);
+    const kept = arena.mem;
+    const small = arena.index(joinAnnexB([b(0x41, 1)]), 'h264');
+    assert.equal(reader.ofIndex(arena.mem, small), 1);
+    assert.equal(reader.ofIndex(kept, at), 700, 'an earlier index is never written over');
   });
 });

@@ -44,7 +44,7 @@ export default definePlugin({
       audioSkipped: inc(audioSkipped),
       audioSkipStarted: (stream, codec) => skips.note(stream, codec),
       encoders: (d) => { streams += d; },
-    });
+    }, ctx.bus);
 
     const http = await ctx.net.listenHttp({ port: c.port, host: c.host, key: 'port', tls: c.tls, route: 'stream-path' });
     const schemes = c.schemes ?? (http.tls ? ['https', 'wss'] : ['http', 'ws']);

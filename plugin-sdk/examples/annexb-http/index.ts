@@ -6,6 +6,7 @@
 import type { ServerResponse } from 'node:http';
 import { IsInt, Max, Min } from 'class-validator';
 import { definePlugin } from '../../index';
+import { parameterSetsAnnexB } from '../../formats';
 
 export class AnnexbHttpConfig {
   @IsInt() @Min(0) @Max(65535)
@@ -43,9 +44,20 @@ export default definePlugin({
         return;
       }
       res.writeHead(200, { 'content-type': 'video/h264', 'cache-control': 'no-store' });
-      // video only; the bus starts it at the latest keyframe, and keyframes carry their parameter sets
+      // video only; the bus starts it at the latest keyframe, after the track's parameter sets (a unit carries only
+      // those its source sent with it): written first, and again when the track changes
+      let sets: Buffer | undefined;
       const sub = stream.media.subscribe({
+        tracks(list) {
+          const v = list.find((t) => t.kind === 'video');
+          if (v?.kind === 'video') sets = parameterSetsAnnexB(v);
+        },
         write(unit) {
+          if (sets !== undefined && sets.length > 0) {
+            res.write(sets);
+            player.sent(sets.length);
+          }
+          sets = undefined;
           res.write(unit.payload);
           player.sent(unit.payload.length);
         },

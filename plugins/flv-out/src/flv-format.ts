@@ -1,27 +1,18 @@
 /**
- * FLV as a bus format: one encoder per stream frames each unit once, for every FLV player of the stream. The bus
- * keeps a unit's form with the unit (readers' queues; the GOP cache only while a format without catchUp is in use),
- * so a form holds no copy of a large payload: the muxer's wire form refers to ranges of the unit's own payload
- * (FlvMuxer.pushWire).
+ * flv-out's FLV form: the SDK's FLV bus format (formats/flv-form.ts: one encoder per stream frames each unit once,
+ * for every FLV reader of the stream, players and recordings alike) with the form a player writes, which holds the
+ * HTTP/1.1 chunk-size line and the WebSocket header for all players. The bus keeps a unit's form with the unit
+ * (readers' queues; the GOP cache only while a format without catchUp is in use), so a form holds no copy of a large
+ * payload: it refers to ranges of the unit's own payload (FlvMuxer.pushWire).
  */
-import { defineFormat, type AccessUnit, type FormatEncoder, type StreamInfo, type TrackInfo, type UnitFormat } from '../../../plugin-sdk';
+import { defineFormat, type MediaBus, type UnitFormat } from '../../../plugin-sdk';
 // per unit: from the defining modules, not the barrel (test/core/module-exports.test.ts says why)
 import { readU32LE, writeU32LE } from '../../../plugin-sdk/formats';
-import { FLV_TAG_AUDIO, FLV_TAG_SCRIPT, serializeTag } from '../../../plugin-sdk/formats';
-import { FlvMuxer } from '../../../plugin-sdk/formats';
+import { FlvFormEncoder, shareFlvFormat, type FlvForm, type FlvFormHooks, type FlvInit } from '../../../plugin-sdk/formats';
 import type { WireUnit } from '../../../plugin-sdk/formats';
 import type { AudioCodec } from '../../../plugin-sdk';
-import { keptCopy } from '../../../plugin-sdk';
 import { sizeLineLength, writeSizeLine, wsHeader } from './framing';
 import { flvHeader, onMetaDataBody } from './nms';
-
-/** What a player starting at a unit writes before it; shared by every start point until the configuration changes. */
-export interface FlvInit {
-  /** FLV file header (flags from the tracks known then) and PreviousTagSize0; only the very first start sends it */
-  readonly header: Buffer;
-  /** onMetaData and the current sequence headers, framed */
-  readonly config: Buffer;
-}
 
 /**
  * Where units' small bytes live: 4 KiB chunks shared by many units, each unit holding its chunk and offsets rather than
@@ -59,7 +50,7 @@ class FormMemory {
  * (headers, length fields, short NAL units), then the ranges (uint32 LE, alternating: small parts, relative to
  * `memAt`; the unit's payload) that the tags are made of, in order.
  */
-export class FlvFrame {
+export class FlvFrame implements FlvForm {
   /** its added latency was observed (by the first player it was written to) */
   observed = false;
   private wsHead: Buffer | undefined = undefined;
@@ -154,120 +145,9 @@ function frameOf(w: WireUnit, version: number, init: FlvInit | undefined): FlvFr
   return new FlvFrame(w.config, buf, lineAt, memAt, rangesAt, r.length, w.payload, w.mediaBytes, bytes, version, init);
 }
 
-interface Inc {
-  inc(): void;
-}
-
-export interface FlvFormatHooks {
+/** flv-out's counters and reports; all of them (see FlvFormHooks) */
+export interface FlvFormatHooks extends Required<FlvFormHooks> {
   audioCodecs: readonly AudioCodec[];
-  /** tags_total's children, resolved once */
-  tags: { video: Inc; audio: Inc; script: Inc };
-  /** an audio unit left out (codec not carried, or AAC without a config yet): counted */
-  audioSkipped: Inc;
-  /** the first audio unit of a codec a stream's encoder leaves out (to log once, not per unit) */
-  audioSkipStarted(stream: string, codec: string): void;
-  /** an encoder started (+1) or stopped (-1): a stream has FLV players */
-  encoders(delta: 1 | -1): void;
-}
-
-const NOT_COUNTED: Inc = { inc: () => undefined };
-
-/** the hooks with every count and report left out (what a catch-up encoder frames was counted when it came) */
-function uncounted(h: FlvFormatHooks): FlvFormatHooks {
-  return {
-    audioCodecs: h.audioCodecs, tags: { video: NOT_COUNTED, audio: NOT_COUNTED, script: NOT_COUNTED }, audioSkipped: NOT_COUNTED,
-    audioSkipStarted: () => undefined, encoders: () => undefined,
-  };
-}
-
-class FlvEncoder implements FormatEncoder<FlvFrame> {
-  private readonly muxer: FlvMuxer;
-  private version = 0;
-  private init: FlvInit | undefined;
-  private initVersion = -1;
-  private closed = false;
-  /**
-   * An audio codec this form does not carry (not in audioCodecs, or FLV cannot): its units are counted and left
-   * out here, without the muxer. A stream without audio-aac sends 50 of them a second; the muxer's way to the same
-   * answer (and a map lookup to log it) was ~4 % of the main thread's profile at 250 such streams.
-   */
-  private skipCodec: string | undefined;
-  /** audio codecs already reported to audioSkipStarted */
-  private reported: string[] = [];
-
-  constructor(private readonly stream: StreamInfo, private readonly h: FlvFormatHooks, private readonly only: 'video' | 'audio' | undefined) {
-    this.muxer = new FlvMuxer({ audioCodecs: h.audioCodecs, metaBody: onMetaDataBody });
-    h.encoders(1);
-  }
-
-  tracks(list: ReadonlyArray<TrackInfo>): void {
-    // a track this form leaves out is not announced either: its file header and onMetaData say only what it carries
-    for (const t of list) if (this.only === undefined || t.kind === this.only) this.muxer.setTrack(t);
-    // a new audio track (another rate, say) may be one the muxer carries
-    this.skipCodec = undefined;
-  }
-
-  encode(unit: AccessUnit): FlvFrame | undefined {
-    if (this.only !== undefined && unit.kind !== this.only) return undefined;
-    if (unit.codec === this.skipCodec && unit.kind === 'audio') {
-      if (unit.payload.length > 0) this.h.audioSkipped.inc();
-      return undefined;
-    }
-    const w = this.muxer.pushWire(unit);
-    if (w === undefined) {
-      if (unit.kind === 'audio' && unit.payload.length > 0) this.skipped(unit.codec);
-      return undefined;
-    }
-    this.count(w);
-    if (w.config !== undefined) this.version++;
-    const start = w.keyframe || (unit.kind === 'audio' && !this.muxer.hasVideo);
-    return frameOf(w, this.version, start ? this.initAt(w.timestamp) : undefined);
-  }
-
-  /**
-   * A new encoder's forms of the GOP: the same tags, their own FlvInit; configuration versions on their own count
-   * (a reader that falls behind while still in them sends the configuration again at its next start: one set of
-   * sequence headers more, never one less). Counted nowhere: the tags were counted when the units came.
-   */
-  catchUp(units: ReadonlyArray<AccessUnit>, tracks: ReadonlyArray<TrackInfo>): Array<FlvFrame | undefined> {
-    const e = new FlvEncoder(this.stream, uncounted(this.h), this.only);
-    e.tracks(tracks);
-    return units.map((u) => e.encode(u));
-  }
-
-  close(): void {
-    if (this.closed) return;
-    this.closed = true;
-    this.h.encoders(-1);
-  }
-
-  private skipped(codec: string): void {
-    this.h.audioSkipped.inc();
-    // (AAC before its config is skipped too, but only until the config comes: not a codec to skip for good)
-    if (this.muxer.skipsAudio(codec)) this.skipCodec = codec;
-    if (this.reported.includes(codec)) return;
-    this.reported.push(codec);
-    this.h.audioSkipStarted(this.stream.name, codec);
-  }
-
-  private count(w: WireUnit): void {
-    const tags = this.h.tags;
-    if (w.config !== undefined) {
-      for (const c of w.config) (c[0] === FLV_TAG_SCRIPT ? tags.script : c[0] === FLV_TAG_AUDIO ? tags.audio : tags.video).inc();
-    }
-    const media = w.mediaType === FLV_TAG_AUDIO ? tags.audio : tags.video;
-    for (let i = 0; i < w.mediaTags; i++) media.inc();
-  }
-
-  /** Rebuilt only when the configuration changed since the last start point. */
-  private initAt(timestamp: number): FlvInit {
-    if (this.init !== undefined && this.initVersion === this.version) return this.init;
-    const m = this.muxer;
-    // kept until the configuration changes again, so copied out of Node's pool (kept-bytes)
-    this.init = { header: keptCopy(flvHeader(m.hasAudio, m.hasVideo)), config: keptCopy(Buffer.concat(m.configTags(timestamp).map(serializeTag))) };
-    this.initVersion = this.version;
-    return this.init;
-  }
 }
 
 /** The FLV format of one flv-out instance (players ask for it by identity, so each gateway has its own). */
@@ -280,11 +160,17 @@ export interface FlvFormats {
   a: UnitFormat<FlvFrame>;
 }
 
-/** The FLV formats of one flv-out instance (players ask for them by identity, so each gateway has its own). */
-export function createFlvFormats(hooks: FlvFormatHooks): FlvFormats {
-  return {
-    av: defineFormat<FlvFrame>('flv', (stream) => new FlvEncoder(stream, hooks, undefined)),
-    v: defineFormat<FlvFrame>('flv-video', (stream) => new FlvEncoder(stream, hooks, 'video')),
-    a: defineFormat<FlvFrame>('flv-audio', (stream) => new FlvEncoder(stream, hooks, 'audio')),
+/**
+ * The FLV formats of one flv-out instance. With `bus`, each is also the one the gateway's other FLV readers (the
+ * recorder) get when they ask for the same options (shareFlvFormat): one encoder per stream then serves both.
+ */
+export function createFlvFormats(hooks: FlvFormatHooks, bus?: Pick<MediaBus, 'shareFormat'>): FlvFormats {
+  const writing = { header: flvHeader, metaBody: onMetaDataBody };
+  const format = (name: string, only: 'video' | 'audio' | undefined): UnitFormat<FlvFrame> => {
+    const o = { audioCodecs: hooks.audioCodecs, only };
+    const f = defineFormat<FlvFrame>(name, (stream) => new FlvFormEncoder<FlvFrame>(stream, { ...o, ...writing }, hooks, frameOf));
+    if (bus !== undefined) shareFlvFormat(bus, o, f);
+    return f;
   };
+  return { av: format('flv', undefined), v: format('flv-video', 'video'), a: format('flv-audio', 'audio') };
 }

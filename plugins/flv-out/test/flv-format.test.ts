@@ -1,6 +1,10 @@
 import { strict as assert } from 'node:assert';
 import { createFlvFormats, type FlvFrame } from '../src/flv-format';
 import { unitAt, type AccessUnit, type AudioCodec, type AudioTrackInfo } from '../../../plugin-sdk';
+import pino from 'pino';
+import { CoreMediaBus } from '../../../test/support/core-parts';
+import { flvFormatOf } from '../../../plugin-sdk/formats';
+import { testClip } from '../../../plugin-sdk/testkit';
 
 /** The FLV encoder's audio decisions, unit by unit: what it carries, what it leaves out, what it counts and reports. */
 describe('flv-out FLV form: audio it leaves out', () => {
@@ -77,5 +81,51 @@ describe('flv-out FLV form: audio it leaves out', () => {
     const f = enc.encode(unitAt({ kind: 'audio', codec: 'aac', timescale: 8000, dtsTicks: 1024 * 10, keyframe: true, payload: adts }));
     assert.equal(soundByte(f), 0xaf, 'an FLV AAC tag');
     assert.equal(skipped.n, 2);
+  });
+});
+
+/** flv-out's formats and the recorder's ask for one encoder per stream when their bytes are the same. */
+describe('flv-out FLV form: shared with the gateway\'s other FLV readers', () => {
+  const count = () => ({ n: 0, inc() { this.n++; } });
+  const newBus = (): CoreMediaBus =>
+    new CoreMediaBus({ maxGopBytes: 4 << 20, maxQueueBytes: 2 << 20, maxStreamBytes: 8 << 20, readerDropAfterMs: 60_000 }, pino({ level: 'silent' }), () => 0);
+
+  function hooks(audioCodecs: AudioCodec[]) {
+    const encoders = { n: 0 };
+    return {
+      encoders,
+      hooks: {
+        audioCodecs, tags: { video: count(), audio: count(), script: count() }, audioSkipped: count(),
+        audioSkipStarted: () => undefined, encoders: (d: 1 | -1) => { encoders.n += d; },
+      },
+    };
+  }
+
+  it('a reader asking for flv-out\'s options gets flv-out\'s format: one encoder, one form per unit for both', async () => {
+    const bus = newBus();
+    const h = hooks(['aac', 'g711a', 'g711u']);
+    const formats = createFlvFormats(h.hooks, bus);
+    assert.equal(flvFormatOf(bus, { audioCodecs: ['g711u', 'aac', 'g711a'] }), formats.av, 'the same codecs in any order');
+    assert.equal(flvFormatOf(bus, { audioCodecs: ['aac', 'g711a', 'g711u'], only: 'video' }), formats.v);
+    const other = flvFormatOf(bus, { audioCodecs: ['aac'] });
+    assert.notEqual(other, formats.av, 'other bytes: a format of its own');
+    assert.equal(flvFormatOf(bus, { audioCodecs: ['aac'] }), other, 'made once per bus');
+    assert.notEqual(flvFormatOf(newBus(), { audioCodecs: ['aac', 'g711a', 'g711u'] }), formats.av, 'another gateway\'s bus: its own');
+
+    const clip = testClip({ seconds: 1 });
+    const stream = bus.create('s1', 'test');
+    const pub = stream.attachPublisher();
+    pub.setTrack(clip.video);
+    const player: unknown[] = [];
+    const recording: unknown[] = [];
+    stream.subscribe({ write: (_u, f) => { player.push(f); } }, { format: formats.av });
+    stream.subscribe({ write: (_u, f) => { recording.push(f); } }, { format: flvFormatOf(bus, { audioCodecs: ['aac', 'g711a', 'g711u'] }) });
+    await new Promise<void>((r) => setImmediate(r));
+    for (const u of clip.units) pub.push(u);
+    await new Promise<void>((r) => setImmediate(r));
+    assert.equal(h.encoders.n, 1, 'one encoder for the stream');
+    assert.equal(player.length, clip.units.length);
+    assert.ok(player.every((f, i) => f !== undefined && f === recording[i]), 'the very same forms');
+    stream.close('test over');
   });
 });

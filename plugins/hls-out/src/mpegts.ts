@@ -110,10 +110,18 @@ export class TsWriter {
   private videoPes(s: VideoSample, out: Buffer[]): void {
     const t = this.video!;
     const hevc = t.codec === 'h265';
-    const parts: Buffer[] = [hevc ? H265_AUD : H264_AUD];
+    const aud = hevc ? H265_AUD : H264_AUD;
     // the track's parameter sets (the samples' own were taken out for fMP4), before every keyframe
-    if (s.unit.keyframe) for (const ps of t.paramSets ?? []) parts.push(START, ps);
-    for (const n of s.nals) parts.push(START, n);
+    const sets = s.unit.keyframe ? t.paramSets ?? [] : [];
+    let size = aud.length + s.size;
+    for (const ps of sets) size += START.length + ps.length;
+    const es = Buffer.allocUnsafe(size);
+    let at = aud.copy(es, 0);
+    for (const ps of sets) {
+      at += START.copy(es, at);
+      at += ps.copy(es, at);
+    }
+    s.writeAnnexB(es, at);
     const dts = s.dts % WRAP;
     const pts = (s.dts + s.cto) % WRAP;
     const head = Buffer.allocUnsafe(19);
@@ -124,7 +132,7 @@ export class TsWriter {
     head[8] = 10;
     writeTs(head, 9, 0x3, pts);
     writeTs(head, 14, 0x1, dts);
-    this.packetize(VIDEO_PID, [head, ...parts], { pcr: dts, rai: s.unit.keyframe }, out);
+    this.packetize(VIDEO_PID, [head, es], { pcr: dts, rai: s.unit.keyframe }, out);
   }
 
   private audioPes(s: AudioSample, out: Buffer[]): void {

@@ -1,26 +1,34 @@
 /**
  * Units as samples: a video unit's NAL units without the parameter sets and delimiters that fMP4 keeps in the
  * init segment (avc1/hvc1: every parameter set in the sample entry, which Safari requires for hvc1), and an audio
- * unit's raw frame. The NAL units stay views of the unit's payload until a fragment copies them into place.
+ * unit's raw frame. The NAL units are read from the unit's index (no search) when a fragment copies them into place.
  */
 import type { AccessUnit } from '../../../plugin-sdk';
-import { h264NalType, h265NalType, splitAnnexB } from '../../../plugin-sdk/formats';
+import { NalUnits } from '../../../plugin-sdk/formats';
 import type { MuxSample, MuxTrack } from './mux-types';
 
-/** H.264 SPS, PPS, AUD; H.265 VPS, SPS, PPS, AUD */
-const H264_OUT_OF_BAND = new Set([7, 8, 9]);
-const H265_OUT_OF_BAND = new Set([32, 33, 34, 35]);
+/** Whether a NAL unit (first byte `b`) goes in a sample: not H.264 SPS, PPS, AUD (7-9) nor H.265 VPS, SPS, PPS, AUD (32-35). */
+function inSample(b: number, hevc: boolean): boolean {
+  if (hevc) {
+    const t = (b >> 1) & 0x3f;
+    return t < 32 || t > 35;
+  }
+  const t = b & 0x1f;
+  return t < 7 || t > 9;
+}
+
+/** reads a unit's index; pointed at one unit and read through within one call */
+const nals = new NalUnits();
 
 export class VideoSample implements MuxSample {
-  readonly nals: Buffer[];
+  /** bytes of its NAL units, each with a 4-byte length (fMP4) or start code (MPEG-TS) */
   readonly size: number;
   duration = 0;
   constructor(readonly unit: AccessUnit, readonly dts: number, readonly cto: number) {
     const hevc = unit.codec === 'h265';
-    const drop = hevc ? H265_OUT_OF_BAND : H264_OUT_OF_BAND;
-    this.nals = splitAnnexB(unit.payload).filter((n) => n.length > 0 && !drop.has(hevc ? h265NalType(n) : h264NalType(n)));
+    const p = unit.payload;
     let size = 0;
-    for (const n of this.nals) size += 4 + n.length;
+    for (let i = 0, n = nals.of(unit); i < n; i++) if (inSample(p[nals.start(i)], hevc)) size += 4 + nals.end(i) - nals.start(i);
     this.size = size;
   }
 
@@ -28,11 +36,25 @@ export class VideoSample implements MuxSample {
     return this.unit.keyframe;
   }
 
+  /** its NAL units with 4-byte lengths (fMP4) */
   writeTo(out: Buffer, at: number): number {
-    for (const n of this.nals) {
-      out.writeUInt32BE(n.length, at);
-      n.copy(out, at + 4);
-      at += 4 + n.length;
+    return this.write(out, at, false);
+  }
+
+  /** its NAL units after 4-byte start codes (MPEG-TS) */
+  writeAnnexB(out: Buffer, at: number): number {
+    return this.write(out, at, true);
+  }
+
+  private write(out: Buffer, at: number, annexB: boolean): number {
+    const hevc = this.unit.codec === 'h265';
+    const p = this.unit.payload;
+    for (let i = 0, n = nals.of(this.unit); i < n; i++) {
+      const from = nals.start(i);
+      const to = nals.end(i);
+      if (!inSample(p[from], hevc)) continue;
+      out.writeUInt32BE(annexB ? 1 : to - from, at);
+      at += 4 + p.copy(out, at + 4, from, to);
     }
     return at;
   }

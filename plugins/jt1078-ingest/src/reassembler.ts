@@ -13,8 +13,7 @@
  * waits for the next I frame: a P frame whose reference is missing decodes into garbage until then.
  * Video also starts at an I frame.
  */
-import { NAL_SCAN, scanH264 } from '../../../plugin-sdk/formats';
-import { scanH265 } from '../../../plugin-sdk/formats';
+import { NAL_ARENA, NAL_FLAG, nalIndexFlags } from '../../../plugin-sdk/formats';
 import type { CodecId } from '../../../plugin-sdk';
 import { DATA_TYPE, Jt1078Packet, SUB_MARK } from './packet';
 import { audioCodecOfPt, videoCodecOfPt } from './payload-types';
@@ -33,8 +32,11 @@ export interface Jt1078Frame {
   keyframe: boolean;
   /** video: Annex-B as sent; audio: codec payload with any HiSilicon header removed. Owned (a copy). */
   payload: Buffer;
-  /** video: NAL_SCAN flags of the payload (0 for audio or unknown codecs) */
+  /** video: NAL_FLAG flags of the payload (0 for audio or unknown codecs), from its index */
   nalFlags: number;
+  /** video (H.264/H.265): the payload's NAL index, found once here and carried by the unit made of it (nal-index.ts) */
+  nals: Int32Array | undefined;
+  nalsAt: number;
   packets: number;
   /** audio: the terminal put a HiSilicon header in front of the frame (removed from payload) */
   hisilicon: boolean;
@@ -319,8 +321,16 @@ export class Jt1078Reassembler {
     b.reset();
     if (isVideo) {
       const codec = videoCodecOfPt(b.pt);
-      const flags = codec === 'h264' ? scanH264(payload) : codec === 'h265' ? scanH265(payload) : 0;
-      const keyframe = b.dataType === DATA_TYPE.VIDEO_I || (flags & NAL_SCAN.KEY) !== 0;
+      // the one search of the frame's bytes: its NAL index, which the unit carries to every output
+      let nals: Int32Array | undefined;
+      let nalsAt = 0;
+      let flags = 0;
+      if (codec === 'h264' || codec === 'h265') {
+        nalsAt = NAL_ARENA.index(payload, codec);
+        nals = NAL_ARENA.mem;
+        flags = nalIndexFlags(nals, nalsAt);
+      }
+      const keyframe = b.dataType === DATA_TYPE.VIDEO_I || (flags & NAL_FLAG.KEY) !== 0;
       if (b.waitKey) {
         if (!keyframe) {
           this.stats.skippedFrames++;
@@ -332,7 +342,7 @@ export class Jt1078Reassembler {
       this.stats.frames++;
       this.sink.onFrame({
         kind: 'video', codec, pt: b.pt, dataType: b.dataType, timestamp: b.timestamp, keyframe, payload,
-        nalFlags: flags, packets: count, hisilicon: false,
+        nalFlags: flags, nals, nalsAt, packets: count, hisilicon: false,
       });
       return;
     }
@@ -342,7 +352,7 @@ export class Jt1078Reassembler {
     this.stats.frames++;
     this.sink.onFrame({
       kind: 'audio', codec, pt: b.pt, dataType: DATA_TYPE.AUDIO, timestamp: b.timestamp, keyframe: true,
-      payload: hisilicon ? payload.subarray(4) : payload, nalFlags: 0, packets: count, hisilicon,
+      payload: hisilicon ? payload.subarray(4) : payload, nalFlags: 0, nals: undefined, nalsAt: 0, packets: count, hisilicon,
     });
   }
 }

@@ -1,7 +1,8 @@
 /**
  * Everything between parsed packets and the media bus for one source (one SIM + logical channel):
- * reorder / loss accounting -> frame reassembly -> parameter sets and track announcements -> audio normalisation ->
- * timeline -> immutable access units.
+ * reorder / loss accounting -> frame reassembly (where a video frame's NAL units are found, once) -> parameter sets
+ * and track announcements -> audio normalisation -> timeline -> immutable access units, each video one with its NAL
+ * index. The parameter sets are the track's (VideoTrackInfo); a key frame carries those the terminal sent with it.
  *
  * Output starts at the first video keyframe for which the parameter sets are known (the frame's own, or ones seen
  * earlier), so the first access unit a subscriber gets is decodable. Audio is not held back by video: it flows
@@ -10,9 +11,9 @@
  * Time: the timeline gives integer ms (terminals count in ms). Video units are at 90 kHz (ms x 90, exact); audio
  * units at the track's sample rate, placed and normalised by audio-normaliser.ts on the same timeline.
  */
-import { NAL_SCAN, extractH264ParameterSets, parseH264Sps } from '../../../plugin-sdk/formats';
-import { extractH265ParameterSets, parseH265Sps } from '../../../plugin-sdk/formats';
-import { joinAnnexB, splitAnnexB } from '../../../plugin-sdk/formats';
+import { parseH264Sps } from '../../../plugin-sdk/formats';
+import { parseH265Sps } from '../../../plugin-sdk/formats';
+import { NAL_ARENA, NAL_FLAG, NalUnits, nalKindFlags } from '../../../plugin-sdk/formats';
 import { keptCopy } from '../../../plugin-sdk';
 import {
   VIDEO_TIMESCALE, unitAt, type AccessUnit, type AudioTrackInfo, type TrackInfo,
@@ -40,8 +41,8 @@ export interface StreamAssemblerOptions {
   /** see ReassemblerOptions.alloc (the publisher's alloc: its units are pushed in the call that finishes a frame) */
   alloc?: (bytes: number) => Buffer;
   /**
-   * the publisher's discard: memory from `alloc` that no unit carries (a frame dropped, or one given its parameter
-   * sets in memory of its own), which the bus would otherwise never reuse
+   * the publisher's discard: memory from `alloc` that no unit carries (a frame dropped, or one whose start codes
+   * were made 4-byte in memory of its own), which the bus would otherwise never reuse
    */
   discard?: (payload: Buffer) => void;
   audio?: AudioOptions;
@@ -77,7 +78,7 @@ export class Jt1078StreamAssembler {
   private readonly timeline: Jt1078Timeline;
   private readonly now: () => number;
   private readonly discard: ((payload: Buffer) => void) | undefined;
-  /** memory for a payload made anew (parameter sets put in front, start codes normalised): the publisher's */
+  /** memory for a payload made anew (start codes normalised): the publisher's */
   private readonly alloc: (bytes: number) => Buffer;
   /** the payload of the frame being handled, and whether a unit pushed carries (part of) it */
   private framePayload: Buffer | undefined;
@@ -98,6 +99,10 @@ export class Jt1078StreamAssembler {
   private videoStarted = false;
 
   private readonly audio: AudioNormaliser;
+  /** reads a frame's NAL index */
+  private readonly reader = new NalUnits();
+  /** where normalised() wrote its payload's index in NAL_ARENA.mem */
+  private normalisedAt = 0;
 
   constructor(private readonly sink: AssemblerSink, opts: StreamAssemblerOptions = {}) {
     this.now = opts.now ?? (() => performance.now());
@@ -225,8 +230,8 @@ export class Jt1078StreamAssembler {
       this.paramsDirty = true;
     }
     const flags = f.nalFlags;
-    if (flags & (NAL_SCAN.SPS | NAL_SCAN.PPS | NAL_SCAN.VPS)) this.takeParameterSets(codec, f.payload);
-    if (!(flags & NAL_SCAN.VCL) && !(flags & NAL_SCAN.NO_START_CODE)) return; // parameter sets / SEI only: nothing to show
+    if (flags & (NAL_FLAG.SPS | NAL_FLAG.PPS | NAL_FLAG.VPS)) this.takeParameterSets(codec, f);
+    if (!(flags & NAL_FLAG.VCL) && !(flags & NAL_FLAG.NO_START_CODE)) return; // parameter sets / SEI only: nothing to show
     const haveParams = this.sps !== undefined && this.pps !== undefined && (codec === 'h264' || this.vps !== undefined);
 
     if (f.keyframe && haveParams && (this.paramsDirty || !this.videoStarted)) {
@@ -238,44 +243,71 @@ export class Jt1078StreamAssembler {
       return;
     }
 
+    // A key frame is published as the terminal sent it: the track holds the parameter sets (announced before it),
+    // and an output that needs them in-band takes them from there. Only start codes are made 4-byte.
     let payload = f.payload;
-    const fix = flags & NAL_SCAN.NEEDS_NORMALISING;
-    const addPs = f.keyframe && !(flags & NAL_SCAN.SPS);
-    if (fix || addPs) {
-      // Keyframes carry their parameter sets on the bus, so a subscriber can start at any of them. Made anew in the
-      // publisher's memory (key frames are the large ones); the frame's own is given back (onFrame).
-      const ps: Buffer[] = !addPs ? [] : codec === 'h265' ? [this.vps as Buffer, this.sps as Buffer, this.pps as Buffer] : [this.sps as Buffer, this.pps as Buffer];
-      if (fix) payload = joinAnnexB([...ps, ...splitAnnexB(payload)], this.alloc);
-      else {
-        const head = joinAnnexB(ps);
-        const out = this.alloc(head.length + payload.length);
-        head.copy(out, 0);
-        payload.copy(out, head.length);
-        payload = out;
-      }
+    let nals = f.nals;
+    let nalsAt = f.nalsAt;
+    if (flags & NAL_FLAG.NEEDS_NORMALISING && nals !== undefined) {
+      payload = this.normalised(codec, f.payload, nals, nalsAt);
+      nals = NAL_ARENA.mem;
+      nalsAt = this.normalisedAt;
     }
     const t = this.timeline.map('video', f.timestamp);
     this.videoUnits++;
     this.unit(unitAt({
       kind: 'video', codec, timescale: VIDEO_TIMESCALE, dtsTicks: t * (VIDEO_TIMESCALE / 1000), keyframe: f.keyframe, payload,
-      receivedAt: this.now(),
+      receivedAt: this.now(), nals, nalsAt,
     }));
   }
 
-  private takeParameterSets(codec: VideoCodec, payload: Buffer): void {
-    const found: { vps?: Buffer; sps?: Buffer; pps?: Buffer } =
-      codec === 'h264' ? extractH264ParameterSets(payload) : extractH265ParameterSets(payload);
-    const vps = found.vps;
+  /**
+   * The frame's NAL units again, each after a 4-byte start code, in the publisher's memory (the frame's own is given
+   * back: onFrame), with their index written as they are laid out (normalisedAt): no second search.
+   */
+  private normalised(codec: VideoCodec, src: Buffer, nals: Int32Array, nalsAt: number): Buffer {
+    const r = this.reader;
+    const n = r.ofIndex(nals, nalsAt);
+    let size = 0;
+    for (let i = 0; i < n; i++) size += 4 + r.end(i) - r.start(i);
+    const out = this.alloc(size);
+    NAL_ARENA.begin();
+    let at = 0;
+    for (let i = 0; i < n; i++) {
+      const from = r.start(i);
+      out[at] = 0;
+      out[at + 1] = 0;
+      out[at + 2] = 0;
+      out[at + 3] = 1;
+      at += 4;
+      NAL_ARENA.add(at, at + r.end(i) - from, nalKindFlags(codec, src[from]));
+      at += src.copy(out, at, from, r.end(i));
+    }
+    this.normalisedAt = NAL_ARENA.finish(size);
+    return out;
+  }
+
+  /** The frame's parameter sets, from its index (the last of each kind, as a decoder takes them). */
+  private takeParameterSets(codec: VideoCodec, f: Jt1078Frame): void {
+    const r = this.reader;
+    const payload = f.payload;
+    let vps: Buffer | undefined, sps: Buffer | undefined, pps: Buffer | undefined;
+    for (let i = 0, n = f.nals === undefined ? 0 : r.ofIndex(f.nals, f.nalsAt); i < n; i++) {
+      const k = nalKindFlags(codec, payload[r.start(i)]);
+      if (k === NAL_FLAG.SPS) sps = payload.subarray(r.start(i), r.end(i));
+      else if (k === NAL_FLAG.PPS) pps = payload.subarray(r.start(i), r.end(i));
+      else if (k === NAL_FLAG.VPS) vps = payload.subarray(r.start(i), r.end(i));
+    }
     if (vps && !(this.vps && this.vps.equals(vps))) {
       this.vps = keptCopy(vps);
       this.paramsDirty = true;
     }
-    if (found.sps && !(this.sps && this.sps.equals(found.sps))) {
-      this.sps = keptCopy(found.sps);
+    if (sps && !(this.sps && this.sps.equals(sps))) {
+      this.sps = keptCopy(sps);
       this.paramsDirty = true;
     }
-    if (found.pps && !(this.pps && this.pps.equals(found.pps))) {
-      this.pps = keptCopy(found.pps);
+    if (pps && !(this.pps && this.pps.equals(pps))) {
+      this.pps = keptCopy(pps);
       this.paramsDirty = true;
     }
   }

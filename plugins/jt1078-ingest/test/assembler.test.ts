@@ -3,7 +3,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { scratchDir } from '../../../test/support/paths';
 import { NAL_SCAN, scanH264 } from '../../../plugin-sdk/formats';
-import { joinAnnexB, splitAnnexB } from '../../../plugin-sdk/formats';
+import { joinAnnexB, NalRanges, splitAnnexB } from '../../../plugin-sdk/formats';
+import { NAL_SCANS, NalUnits } from '../../../plugin-sdk/formats';
 import type { AccessUnit, AudioTrackInfo, VideoTrackInfo } from '../../../plugin-sdk';
 import { Jt1078Packet, SUB_MARK } from '../src/packet';
 import { Jt1078Parser } from '../src/parser';
@@ -222,17 +223,31 @@ describe('jt1078 stream assembler', function () {
     return { packets, wire };
   }
 
-  it('puts the parameter sets in front of keyframes that lack them, and normalises 3-byte start codes', () => {
+  it('publishes keyframes as sent (the track holds the parameter sets), normalises 3-byte start codes, and indexes each unit without a second search', () => {
     const { packets, wire } = sparseParameterSets();
-    const { out } = assemble(parsePackets(wire));
+    const parsed = parsePackets(wire);
+    const before = NAL_SCANS.count;
+    const { out, asm } = assemble(parsed);
     const video = out.video();
     assert.equal(video.length, 931);
+    const r = asm.stats.reassembly;
+    assert.equal(NAL_SCANS.count - before, r.frames + r.skippedFrames, 'one search per video frame, normalised or not');
+    const reader = new NalUnits();
     for (const u of video) {
       const flags = scanH264(u.payload);
       assert.equal(flags & NAL_SCAN.NEEDS_NORMALISING, 0, 'only 4-byte start codes');
-      if (u.keyframe) assert.equal(flags & (NAL_SCAN.SPS | NAL_SCAN.PPS), NAL_SCAN.SPS | NAL_SCAN.PPS);
+      // the index made while laying out the normalised payload is the one a search finds
+      const found = new NalRanges();
+      found.scan(u.payload);
+      assert.equal(reader.of(u), found.count);
+      for (let i = 0; i < found.count; i++) assert.deepEqual([reader.start(i), reader.end(i)], [found.start(i), found.end(i)]);
     }
-    assert.equal(video.filter((u) => u.keyframe).length, 37);
+    const keys = video.filter((u) => u.keyframe);
+    assert.equal(keys.length, 37);
+    assert.equal(scanH264(keys[0].payload) & (NAL_SCAN.SPS | NAL_SCAN.PPS), NAL_SCAN.SPS | NAL_SCAN.PPS, 'the first as sent: with its sets');
+    assert.ok(keys.slice(1).every((u) => (scanH264(u.payload) & NAL_SCAN.SPS) === 0), 'the others as sent: none added');
+    const vt = out.tracks.find((t): t is VideoTrackInfo => t.kind === 'video')!;
+    assert.ok(vt.sps && vt.pps, 'the track has them');
     const file = path.join(dir, 'prepended.h264');
     fs.writeFileSync(file, Buffer.concat(video.map((u) => u.payload)));
     assert.equal(ffprobeRaw(file, 'h264').frames, 931);
@@ -241,7 +256,7 @@ describe('jt1078 stream assembler', function () {
     assert.ok(video[1].payload.equals(joinAnnexB(splitAnnexB(clean[1].payload))));
   });
 
-  it('frames made anew (parameter sets put in front, start codes normalised) leave the bus\'s memory reusable', async () => {
+  it('frames made anew (start codes normalised) leave the bus\'s memory reusable', async () => {
     const bus = new CoreMediaBus({ maxGopBytes: 4 << 20, maxQueueBytes: 2 << 20, maxStreamBytes: 8 << 20, readerDropAfterMs: 60_000 }, pino({ level: 'silent' }), () => 0);
     const stream = bus.create('sparse', 'test');
     const pub = stream.attachPublisher();

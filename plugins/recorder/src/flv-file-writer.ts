@@ -113,6 +113,12 @@ export class FlvFileWriter {
     this.enqueue(tags.map(serializeTag));
   }
 
+  /** Whole tags, framed (tag headers, bodies, PreviousTagSizes), in memory the writer may keep. */
+  writeFramed(parts: Buffer[]): void {
+    if (!parts.length) return;
+    this.enqueue(parts);
+  }
+
   /** Each part is whole tags (or the file header), so every part's end is a point the file may be cut back to. */
   private enqueue(parts: Buffer[]): void {
     if (this.failed || this.closed || this.fd === undefined) return;

@@ -14,6 +14,14 @@ import { parseRecordQuery } from './query-params';
 import { findRecords } from './record-query';
 import { registerRecordFileRoutes } from './record-file-routes';
 import { Recording, type RecordingContext } from './recording';
+import { flvFormatOf } from '../../../plugin-sdk/formats';
+import type { AudioCodec } from '../../../plugin-sdk';
+
+/**
+ * Audio a recording keeps: every codec FLV carries. Its FLV form is the gateway's for these options (flvFormatOf):
+ * flv-out's when flv-out carries the same, so one encoder per stream frames for players and files alike.
+ */
+const RECORDED_AUDIO: readonly AudioCodec[] = ['aac', 'g711a', 'g711u'];
 import { claimUnnamed, recoverUnfinished } from './recovery';
 import { applyRetention, type RetentionPolicy } from './retention';
 import { codeOf, describeError, unavailableReason } from './storage-errors';
@@ -305,7 +313,9 @@ export async function startRecorder(ctx: PluginContext<RecorderConfig>, store: R
     awaitingNotice.set(r.reqId, rec);
     m.started.inc();
     ctx.log.info({ reqId: r.reqId, path: rec.row.path }, 'recording started');
-    rec.attach(s.media, readFor(r.params.typ, r.params.dataTyp, r.params.audioCfg));
+    const read = readFor(r.params.typ, r.params.dataTyp, r.params.audioCfg);
+    const only = read.media === 'v' ? 'video' : read.media === 'a' ? 'audio' : undefined;
+    rec.attach(s.media, flvFormatOf(ctx.bus, { audioCodecs: RECORDED_AUDIO, only }), read);
     void rec.ended.then((outcome) => {
       m.ended.inc({ outcome });
       if (active.get(r.reqId) === rec) active.delete(r.reqId);

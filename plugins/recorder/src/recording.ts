@@ -1,14 +1,14 @@
 /**
- * One recorded request: its own bus subscription and FLV muxer, one append-only file, and the catalog row that
- * follows the file (size as it grows, media type, end state).
+ * One recorded request: its own bus subscription to the stream's FLV form (a bus format: framed once per stream for
+ * all its FLV readers, see formats/flv-form.ts), one append-only file whose tag times start at 0 (file-tags.ts),
+ * and the catalog row that follows the file (size as it grows, media type, end state).
  */
 import * as path from 'node:path';
 import type { Logger } from 'pino';
-import type { AccessUnit, MediaStream, SubscribeOptions, Subscription } from '../../../plugin-sdk';
-// per unit: from the defining modules, not the barrel (test/core/module-exports.test.ts says why)
-import { FLV_TAG_AUDIO, FLV_TAG_VIDEO, type FlvTag } from '../../../plugin-sdk/formats';
-import { FlvMuxer } from '../../../plugin-sdk/formats';
+import type { AccessUnit, MediaStream, SubscribeOptions, Subscription, UnitFormat } from '../../../plugin-sdk';
+import type { FlvForm } from '../../../plugin-sdk/formats';
 import { startedRecord, type MediaTyp, type RecordCatalog, type RecordStart, type RecordUpdate, type StoredRecord } from './catalog';
+import { FileTags } from './file-tags';
 import { FlvFileWriter } from './flv-file-writer';
 import { describeError as describe, isNoSpace, publicError } from './storage-errors';
 import { storedRecordUrl } from './stored-av';
@@ -42,7 +42,6 @@ export interface RecordingContext {
 /** How a recording ended. */
 export type RecordingOutcome = 'done' | 'failed' | 'empty' | 'uncatalogued';
 
-const FRAMING = 15; // tag header and PreviousTagSize around each body
 /** tries of a catalog insert or a file creation that each found the disk full and had room made */
 const ROOM_TRIES = 3;
 
@@ -52,19 +51,15 @@ export class Recording {
   /** the row as inserted; path is relative to the store root */
   readonly row: StoredRecord;
   readonly file: string;
-  private readonly muxer = new FlvMuxer();
   private readonly highWater: number;
   private sub: Subscription | undefined;
-  /** dts of the first unit written: file timestamps start at 0 */
-  private base: number | undefined;
-  private headerFlags: { video: boolean; audio: boolean } | undefined;
-  /** tags muxed while the file is being created */
-  private early: FlvTag[] = [];
+  /** the stream's FLV form as this file's bytes */
+  private readonly tags = new FileTags();
+  /** framed tags waiting while the file is being created */
+  private early: Buffer[] = [];
   private earlyBytes = 0;
   private writer: FlvFileWriter | undefined;
   private opening: Promise<void> | undefined;
-  private wroteVideo = false;
-  private wroteAudio = false;
   private failure: unknown;
   private finishing = false;
   private finished: Promise<RecordingOutcome> | undefined;
@@ -126,14 +121,17 @@ export class Recording {
     }
   }
 
-  /** Subscribes to the channel's stream (from its latest keyframe): the tracks the request wants, audio as `via` says. */
-  attach(media: MediaStream, read: Pick<SubscribeOptions, 'media' | 'via'> = {}): void {
-    const sub = media.subscribe({
-      tracks: (list) => { for (const t of list) this.muxer.setTrack(t); },
-      write: (au) => this.write(au),
+  /**
+   * Subscribes to the channel's stream (from its latest keyframe) in `format` (the gateway's FLV form for the tracks
+   * the request wants: flvFormatOf), audio as `via` says.
+   */
+  attach(media: MediaStream, format: UnitFormat<FlvForm>, read: Pick<SubscribeOptions, 'media' | 'via'> = {}): void {
+    const sub = media.subscribe<FlvForm>({
+      write: (au, form) => this.write(au, form),
       writable: () => this.writable(),
+      skipped: () => this.tags.skipped(),
       end: (reason) => { void this.finish(`stream ended: ${reason}`); },
-    }, read);
+    }, { ...read, format });
     // subscribe() may already have handed over the GOP cache, and that may have failed the recording
     if (this.failure !== undefined || this.finishing) sub.close();
     else this.sub = sub;
@@ -144,7 +142,7 @@ export class Recording {
    * only when something was recorded into a file that exists.
    */
   noticeUrl(fallbackApiBase: string): string | undefined {
-    if (this.base === undefined) return undefined;
+    if (!this.tags.started) return undefined;
     if (this.failure !== undefined && !this.writer) return undefined;
     return storedRecordUrl(this.row, fallbackApiBase);
   }
@@ -155,9 +153,10 @@ export class Recording {
   }
 
   get mediaTyp(): MediaTyp | null {
-    if (this.wroteVideo && this.wroteAudio) return 'av';
-    if (this.wroteVideo) return 'v';
-    if (this.wroteAudio) return 'a';
+    const t = this.tags;
+    if (t.wroteVideo && t.wroteAudio) return 'av';
+    if (t.wroteVideo) return 'v';
+    if (t.wroteAudio) return 'a';
     return null;
   }
 
@@ -166,26 +165,17 @@ export class Recording {
     return (this.writer ? this.writer.pendingBytes : this.earlyBytes) < this.highWater;
   }
 
-  private write(au: AccessUnit): void {
+  /** A unit's form, as file bytes (FileTags), to the file, or held while the file is being created. */
+  private write(au: AccessUnit, f: FlvForm | undefined): void {
     if (this.failure !== undefined) return;
-    // Units the muxer drops (before parameter sets or a keyframe) do not fix the time base.
-    const base = this.base ?? au.dts;
-    const tags = this.muxer.push({ ...au, dts: au.dts - base, pts: au.pts - base });
-    if (tags.length === 0) return;
-    this.base = base;
-    this.headerFlags ??= { video: this.muxer.hasVideo, audio: this.muxer.hasAudio };
-    for (const t of tags) {
-      if (t.type === FLV_TAG_VIDEO) this.wroteVideo = true;
-      else if (t.type === FLV_TAG_AUDIO) this.wroteAudio = true;
-    }
+    const bytes = this.tags.bytesOf(au, f);
+    if (bytes === undefined) return;
     if (this.writer) {
-      this.writer.writeTags(tags);
+      this.writer.writeFramed([bytes]);
       return;
     }
-    for (const t of tags) {
-      this.early.push(t);
-      this.earlyBytes += t.body.length + FRAMING;
-    }
+    this.early.push(bytes);
+    this.earlyBytes += bytes.length;
     if (this.earlyBytes > this.ctx.maxPendingBytes) {
       this.fail(Object.assign(new Error(`the file could not be created in time: ${this.earlyBytes} bytes waiting`), { code: 'EBACKLOG' }));
       return;
@@ -215,8 +205,8 @@ export class Recording {
     this.writer = w;
     // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- the awaits above let the writer's callbacks fail the recording
     if (this.failure !== undefined) return;
-    w.header(this.headerFlags!.video, this.headerFlags!.audio);
-    w.writeTags(this.early);
+    w.header(this.tags.headerFlags!.video, this.tags.headerFlags!.audio);
+    w.writeFramed(this.early);
     this.early = [];
     this.earlyBytes = 0;
     this.sub?.resume();
@@ -366,10 +356,9 @@ export class Recording {
       this.unsettled = final;
       this.ctx.settleLater(this);
     }
-    const st = this.muxer.stats;
     this.ctx.log.info({
       reqId: this.reqId, path: this.row.path, sz: size, mediaTyp: this.mediaTyp, state: failed ? 'failed' : 'done', reason,
-      videoTags: st.videoTags, audioTags: st.audioTags, skippedAudio: st.skippedAudio || undefined, gaps: this.gaps || undefined,
+      videoTags: this.tags.videoUnits, audioTags: this.tags.audioUnits, skippedAudio: this.tags.skippedAudio || undefined, gaps: this.gaps || undefined,
       finalRowPending: written ? undefined : true,
     }, 'recording ended');
     return failed ? 'failed' : 'done';

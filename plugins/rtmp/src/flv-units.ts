@@ -3,9 +3,9 @@
  *
  * - Video: H.264 (codec id 7) and H.265 as Enhanced RTMP (`hvc1`, E-RTMP v1/v2 packet types SequenceStart,
  *   CodedFrames with a composition time, CodedFramesX without) or as codec id 12 (the pre-E-RTMP HEVC extension some
- *   Chinese encoders send). The sequence header (avcC / hvcC) gives the parameter sets; frames come as NAL units with
- *   length prefixes and become Annex-B, the bus's form, with the parameter sets in front of each key frame (the bus's
- *   rule: a reader may start at any key frame).
+ *   Chinese encoders send). The sequence header (avcC / hvcC) gives the parameter sets, which the track carries;
+ *   frames come as NAL units with length prefixes and become Annex-B, the bus's form, their NAL index written as
+ *   they are laid out (no search of the bytes again).
  * - Audio: AAC (sequence header: AudioSpecificConfig, then raw frames) and G.711 A-law / µ-law (8 kHz mono). Other
  *   sound formats are left out and reported once.
  * - Timestamps: the message's (ms); video pts = dts + composition time.
@@ -15,6 +15,7 @@
 import { audioUnit, videoUnit, type AccessUnit, type AudioTrackInfo, type TrackInfo, type VideoTrackInfo } from '../../../plugin-sdk';
 import { parseH264Sps } from '../../../plugin-sdk/formats';
 import { parseH265Sps } from '../../../plugin-sdk/formats';
+import { NAL_ARENA, nalKindFlags } from '../../../plugin-sdk/formats';
 
 export class BadMedia extends Error {}
 
@@ -33,7 +34,7 @@ interface VideoConfig {
   codec: 'h264' | 'h265';
   /** bytes of each NAL unit's length prefix */
   lengthSize: number;
-  /** VPS (H.265), SPS and PPS as Annex-B, put in front of key frames */
+  /** VPS (H.265), SPS and PPS as Annex-B: what tells a new configuration from the same one sent again */
   paramSets: Buffer;
 }
 
@@ -96,7 +97,7 @@ export class FlvUnits {
     const v = this.video;
     if (!v) return; // nothing a reader could decode before the sequence header
     const nals: Buffer[] = [];
-    let size = key ? v.paramSets.length : 0;
+    let size = 0;
     for (let at = 0; at < data.length;) {
       if (at + v.lengthSize > data.length) throw new BadMedia('a NAL unit length past the frame');
       const len = data.readUIntBE(at, v.lengthSize);
@@ -110,12 +111,17 @@ export class FlvUnits {
     if (nals.length === 0) return;
     if (size > this.maxFrameBytes) throw new BadMedia(`a video frame of ${size} bytes`);
     const payload = Buffer.allocUnsafe(size);
-    let p = key ? v.paramSets.copy(payload, 0) : 0;
+    let p = 0;
+    NAL_ARENA.begin();
     for (const n of nals) {
       p += START_CODE.copy(payload, p);
+      NAL_ARENA.add(p, p + n.length, nalKindFlags(v.codec, n[0]));
       p += n.copy(payload, p);
     }
-    this.out.unit(videoUnit({ codec: v.codec, dts: ts, pts: ts + Math.max(0, cts), keyframe: key, payload, receivedAt: performance.now() }));
+    const nalsAt = NAL_ARENA.finish(size);
+    this.out.unit(videoUnit({
+      codec: v.codec, dts: ts, pts: ts + Math.max(0, cts), keyframe: key, payload, receivedAt: performance.now(), nals: NAL_ARENA.mem, nalsAt,
+    }));
   }
 
   private audioTag(ts: number, b: Buffer): void {

@@ -7,7 +7,8 @@
  * bus keeps a unit's RTP form as long as the unit (GOP cache, readers' queues), and a copy would double what a GOP
  * holds. Small parts of many units share 4 KiB chunks (the same reasoning as flv-out's FlvFrame).
  */
-import { splitAnnexB } from '../../../plugin-sdk/formats';
+import type { AccessUnit } from '../../../plugin-sdk';
+import { NAL_FLAG, NalUnits } from '../../../plugin-sdk/formats';
 
 /** tracks of a presentation, in SDP order; also the default interleaved channel pair (2 x index) */
 export const VIDEO = 0;
@@ -55,6 +56,7 @@ export class RtpUnit {
 }
 
 const CHUNK = 4096;
+const NO_BYTES = Buffer.alloc(0);
 
 /** Small parts of many units in shared chunks: a form holds its chunk and offsets, not a view per piece. */
 class FormMemory {
@@ -95,89 +97,112 @@ export class Packetizer {
   private packets = 0;
   private readonly mem = new FormMemory();
   private readonly maxPayload: number;
+  /** reads a unit's NAL index */
+  private readonly nals = new NalUnits();
+  // the NAL units of the unit being built: [srcFrom, srcTo) of srcBuf (the payload, or a track's parameter set),
+  // emptied by their count like the table
+  private srcBuf: Buffer[] = [];
+  private srcFrom: number[] = [];
+  private srcTo: number[] = [];
+  private srcN = 0;
+  private payload: Buffer = NO_BYTES;
 
   /** @param mtu the largest RTP packet (header included) */
   constructor(mtu: number) {
     this.maxPayload = mtu - RTP_HEADER;
   }
 
-  h264(payload: Buffer, track: TrackIndex, pt: number, ts: number, st: RtpTrackState): RtpUnit | undefined {
+  /**
+   * An H.264 unit's packets, its NAL units read from its index; a key frame without an SPS of its own gets the
+   * track's `paramSets` (SPS, PPS) first, so a client that reads them in-band rather than from the SDP has them.
+   */
+  h264(unit: AccessUnit, paramSets: readonly Buffer[] | undefined, track: TrackIndex, pt: number, ts: number, st: RtpTrackState): RtpUnit | undefined {
     this.begin();
-    const nals = splitAnnexB(payload).filter((n) => n.length > 0 && (n[0] & 0x1f) !== 9); // access unit delimiters mean nothing in RTP
-    for (let i = 0; i < nals.length;) {
-      const group = this.aggregateRun(nals, i, 1);
+    this.sources(unit, paramSets, false);
+    for (let i = 0; i < this.srcN;) {
+      const group = this.aggregateRun(i, 1);
       if (group > 1) {
         let nri = 0;
         let f = 0;
         for (let k = i; k < i + group; k++) {
-          nri = Math.max(nri, nals[k][0] & 0x60);
-          f |= nals[k][0] & 0x80;
+          const h = this.srcBuf[k]![this.srcFrom[k]!]!;
+          nri = Math.max(nri, h & 0x60);
+          f |= h & 0x80;
         }
-        this.aggregate(nals, i, group, Buffer.from([f | nri | 24]));
+        this.aggregate(i, group, f | nri | 24, -1);
         i += group;
         continue;
       }
-      const nal = nals[i++];
-      const at = nal.byteOffset - payload.byteOffset;
-      if (nal.length <= this.maxPayload) {
-        this.single(at, at + nal.length);
+      const k = i++;
+      const nal = this.srcBuf[k];
+      const from = this.srcFrom[k];
+      const to = this.srcTo[k];
+      if (to - from <= this.maxPayload) {
+        this.single(k);
         continue;
       }
       // FU-A: the NAL header becomes the FU indicator and header; fragments carry the rest
-      const indicator = (nal[0] & 0xe0) | 28;
-      const type = nal[0] & 0x1f;
+      const indicator = (nal[from] & 0xe0) | 28;
+      const type = nal[from] & 0x1f;
       const step = this.maxPayload - 2;
-      for (let pos = 1; pos < nal.length; pos += step) {
-        const n = Math.min(step, nal.length - pos);
+      for (let pos = from + 1; pos < to; pos += step) {
+        const n = Math.min(step, to - pos);
         const o = this.open(2);
         this.scratch[o] = indicator;
-        this.scratch[o + 1] = (pos === 1 ? 0x80 : 0) | (pos + n === nal.length ? 0x40 : 0) | type;
-        this.close(o + 2, at + pos, at + pos + n);
+        this.scratch[o + 1] = (pos === from + 1 ? 0x80 : 0) | (pos + n === to ? 0x40 : 0) | type;
+        this.fragment(k, o + 2, pos, pos + n);
       }
     }
-    return this.finish(track, pt, ts, st, true, payload);
+    this.letGo();
+    return this.finish(track, pt, ts, st, true, unit.payload);
   }
 
-  h265(payload: Buffer, track: TrackIndex, pt: number, ts: number, st: RtpTrackState): RtpUnit | undefined {
+  /** An H.265 unit's packets, as h264 does them (RFC 7798); the track's `paramSets` are VPS, SPS, PPS. */
+  h265(unit: AccessUnit, paramSets: readonly Buffer[] | undefined, track: TrackIndex, pt: number, ts: number, st: RtpTrackState): RtpUnit | undefined {
     this.begin();
-    const nals = splitAnnexB(payload).filter((n) => n.length > 2 && ((n[0] >> 1) & 0x3f) !== 35); // no AUDs
-    for (let i = 0; i < nals.length;) {
-      const group = this.aggregateRun(nals, i, 2);
+    this.sources(unit, paramSets, true);
+    for (let i = 0; i < this.srcN;) {
+      const group = this.aggregateRun(i, 2);
       if (group > 1) {
         // AP payload header: F is the OR, LayerId and TID the lowest of the aggregated units (RFC 7798 4.4.2)
         let f = 0;
         let layer = 63;
         let tid = 7;
         for (let k = i; k < i + group; k++) {
-          const n = nals[k];
-          f |= n[0] & 0x80;
-          layer = Math.min(layer, ((n[0] & 1) << 5) | (n[1] >> 3));
-          tid = Math.min(tid, n[1] & 7);
+          const b = this.srcBuf[k]!;
+          const h0 = b[this.srcFrom[k]!]!;
+          const h1 = b[this.srcFrom[k]! + 1]!;
+          f |= h0 & 0x80;
+          layer = Math.min(layer, ((h0 & 1) << 5) | (h1 >> 3));
+          tid = Math.min(tid, h1 & 7);
         }
-        this.aggregate(nals, i, group, Buffer.from([f | (48 << 1) | (layer >> 5), ((layer & 0x1f) << 3) | tid]));
+        this.aggregate(i, group, f | (48 << 1) | (layer >> 5), ((layer & 0x1f) << 3) | tid);
         i += group;
         continue;
       }
-      const nal = nals[i++];
-      const at = nal.byteOffset - payload.byteOffset;
-      if (nal.length <= this.maxPayload) {
-        this.single(at, at + nal.length);
+      const k = i++;
+      const nal = this.srcBuf[k];
+      const from = this.srcFrom[k];
+      const to = this.srcTo[k];
+      if (to - from <= this.maxPayload) {
+        this.single(k);
         continue;
       }
-      const h0 = (nal[0] & 0x81) | (49 << 1);
-      const h1 = nal[1];
-      const type = (nal[0] >> 1) & 0x3f;
+      const h0 = (nal[from] & 0x81) | (49 << 1);
+      const h1 = nal[from + 1];
+      const type = (nal[from] >> 1) & 0x3f;
       const step = this.maxPayload - 3;
-      for (let pos = 2; pos < nal.length; pos += step) {
-        const n = Math.min(step, nal.length - pos);
+      for (let pos = from + 2; pos < to; pos += step) {
+        const n = Math.min(step, to - pos);
         const o = this.open(3);
         this.scratch[o] = h0;
         this.scratch[o + 1] = h1;
-        this.scratch[o + 2] = (pos === 2 ? 0x80 : 0) | (pos + n === nal.length ? 0x40 : 0) | type;
-        this.close(o + 3, at + pos, at + pos + n);
+        this.scratch[o + 2] = (pos === from + 2 ? 0x80 : 0) | (pos + n === to ? 0x40 : 0) | type;
+        this.fragment(k, o + 3, pos, pos + n);
       }
     }
-    return this.finish(track, pt, ts, st, true, payload);
+    this.letGo();
+    return this.finish(track, pt, ts, st, true, unit.payload);
   }
 
   /** G.711 code words as received; a unit over the MTU is split, each part timed by its first sample. */
@@ -215,33 +240,93 @@ export class Packetizer {
     this.packets = 0;
   }
 
+  /**
+   * The NAL units to send, in order: the track's parameter sets when a key frame has no SPS of its own, then the
+   * unit's NAL units from its index, without access unit delimiters (they mean nothing in RTP; H.265 ones shorter
+   * than their 2-byte header are left out too).
+   */
+  private sources(unit: AccessUnit, paramSets: readonly Buffer[] | undefined, hevc: boolean): void {
+    this.srcN = 0;
+    const r = this.nals;
+    const n = r.of(unit);
+    if (paramSets !== undefined && unit.keyframe && !(r.flags & NAL_FLAG.SPS)) for (const ps of paramSets) this.source(ps, 0, ps.length);
+    const payload = unit.payload;
+    for (let i = 0; i < n; i++) {
+      const from = r.start(i);
+      const to = r.end(i);
+      if (hevc ? to - from > 2 && ((payload[from] >> 1) & 0x3f) !== 35 : (payload[from] & 0x1f) !== 9) this.source(payload, from, to);
+    }
+    this.payload = payload;
+  }
+
+  /** The unit's buffers are not kept past its packets. */
+  private letGo(): void {
+    for (let k = 0; k < this.srcN; k++) this.srcBuf[k] = NO_BYTES;
+    this.payload = NO_BYTES;
+  }
+
+  private source(buf: Buffer, from: number, to: number): void {
+    const k = this.srcN++;
+    this.srcBuf[k] = buf;
+    this.srcFrom[k] = from;
+    this.srcTo[k] = to;
+  }
+
   /** How many NAL units from i fit in one aggregation packet (1: aggregate nothing). */
-  private aggregateRun(nals: Buffer[], i: number, headerBytes: number): number {
+  private aggregateRun(i: number, headerBytes: number): number {
     let total = headerBytes;
     let k = i;
-    while (k < nals.length && nals[k].length <= AGGREGATE_MAX && total + 2 + nals[k].length <= this.maxPayload) {
-      total += 2 + nals[k].length;
+    while (k < this.srcN) {
+      const len = this.srcTo[k] - this.srcFrom[k];
+      if (len > AGGREGATE_MAX || total + 2 + len > this.maxPayload) break;
+      total += 2 + len;
       k++;
     }
     return k - i;
   }
 
-  private aggregate(nals: Buffer[], i: number, count: number, header: Buffer): void {
-    let size = header.length;
-    for (let k = i; k < i + count; k++) size += 2 + nals[k].length;
+  /** An aggregation packet (STAP-A: one header byte h0; AP: two, h1 >= 0) of `count` NAL units from i, copied. */
+  private aggregate(i: number, count: number, h0: number, h1: number): void {
+    const header = h1 < 0 ? 1 : 2;
+    let size = header;
+    for (let k = i; k < i + count; k++) size += 2 + this.srcTo[k] - this.srcFrom[k];
     let o = this.open(size);
-    header.copy(this.scratch, o);
-    o += header.length;
+    this.scratch[o++] = h0;
+    if (h1 >= 0) this.scratch[o++] = h1;
     for (let k = i; k < i + count; k++) {
-      this.scratch.writeUInt16BE(nals[k].length, o);
-      nals[k].copy(this.scratch, o + 2);
-      o += 2 + nals[k].length;
+      const len = this.srcTo[k] - this.srcFrom[k];
+      this.scratch.writeUInt16BE(len, o);
+      this.srcBuf[k].copy(this.scratch, o + 2, this.srcFrom[k], this.srcTo[k]);
+      o += 2 + len;
     }
     this.close(o, 0, 0);
   }
 
-  private single(from: number, to: number): void {
-    this.close(this.open(0), from, to);
+  /** NAL unit k in a packet of its own: a range of the payload, or (a track's parameter set) copied. */
+  private single(k: number): void {
+    this.fragment(k, this.open(0), this.srcFrom[k], this.srcTo[k]);
+  }
+
+  /** Bytes [from, to) of NAL unit k as a packet's body after its head (which ends at headEnd). */
+  private fragment(k: number, headEnd: number, from: number, to: number): void {
+    if (this.srcBuf[k] === this.payload) {
+      this.close(headEnd, from, to);
+      return;
+    }
+    headEnd = this.grow(headEnd, to - from);
+    this.srcBuf[k].copy(this.scratch, headEnd, from, to);
+    this.close(headEnd + to - from, 0, 0);
+  }
+
+  /** Room for `extra` bytes more at the end of the packet being built (its head ends at headEnd). */
+  private grow(headEnd: number, extra: number): number {
+    const need = headEnd + extra;
+    if (need > this.scratch.length) {
+      const bigger = Buffer.allocUnsafe(Math.max(need, this.scratch.length * 2));
+      this.scratch.copy(bigger, 0, 0, headEnd);
+      this.scratch = bigger;
+    }
+    return headEnd;
   }
 
   /** Room for a packet's prefix, RTP header and `extra` bytes; returns where the extra bytes go. */

@@ -55,6 +55,8 @@ class RtpEncoder implements FormatEncoder<RtpUnit> {
   private readonly video = trackState();
   private readonly audio = trackState();
   private videoCodec: string | undefined;
+  /** the video track's parameter sets (H.264: SPS, PPS; H.265: VPS, SPS, PPS), for key frames that carry none */
+  private paramSets: Buffer[] | undefined;
   private audioTrack: AudioTrackInfo | undefined;
   private audioPt: number | undefined;
   private closed = false;
@@ -66,8 +68,11 @@ class RtpEncoder implements FormatEncoder<RtpUnit> {
 
   tracks(list: ReadonlyArray<TrackInfo>): void {
     for (const t of list) {
-      if (t.kind === 'video') this.videoCodec = t.codec;
-      else {
+      if (t.kind === 'video') {
+        this.videoCodec = t.codec;
+        const sets = t.codec === 'h265' ? [t.vps, t.sps, t.pps] : [t.sps, t.pps];
+        this.paramSets = sets.every((b) => b !== undefined && b.length > 0) ? (sets as Buffer[]) : undefined;
+      } else {
         this.audioTrack = t;
         this.audioPt = audioPayloadType(t);
       }
@@ -80,7 +85,9 @@ class RtpEncoder implements FormatEncoder<RtpUnit> {
       if (unit.codec !== this.videoCodec) return undefined;
       // RFC 6184 5.1 / RFC 7798 4.1: the timestamp is the sampling (presentation) time, 90 kHz
       const ts = (this.video.tsOffset + rescale(unit.ptsTicks, unit.timescale, VIDEO_CLOCK)) >>> 0;
-      out = unit.codec === 'h264' ? this.p.h264(unit.payload, VIDEO, VIDEO_PT, ts, this.video) : this.p.h265(unit.payload, VIDEO, VIDEO_PT, ts, this.video);
+      out = unit.codec === 'h264'
+        ? this.p.h264(unit, this.paramSets, VIDEO, VIDEO_PT, ts, this.video)
+        : this.p.h265(unit, this.paramSets, VIDEO, VIDEO_PT, ts, this.video);
       if (out) this.h.packets.video.inc(out.count);
       return out;
     }

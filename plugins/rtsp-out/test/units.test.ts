@@ -4,6 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { joinAnnexB } from '../../../plugin-sdk/formats';
+import { videoUnit } from '../../../plugin-sdk';
 import { parsePlayUri } from '../src/play-url';
 import { Packetizer, VIDEO, AUDIO, type RtpTrackState, type RtpUnit } from '../src/packetizer';
 import { epochMsOfNtp, ntpOf } from '../src/rtcp';
@@ -25,6 +26,23 @@ function bytes(n: number, seed: number, first: number[]): Buffer {
   // no start codes inside: 00 00 0x would split the NAL unit
   for (let i = 2; i < n; i++) if (b[i - 2] === 0 && b[i - 1] === 0) b[i] = 0xff;
   return b;
+}
+
+/** The NAL units of H.264 RTP packets (single, STAP-A, FU-A), in order. */
+function rebuildH264(ps: Buffer[]): Buffer[] {
+  const nals: Buffer[] = [];
+  let fu: Buffer[] = [];
+  for (const p of ps) {
+    const pl = p.subarray(12);
+    const t = pl[0] & 0x1f;
+    if (t === 24) for (let at = 1; at < pl.length; at += 2 + pl.readUInt16BE(at)) nals.push(pl.subarray(at + 2, at + 2 + pl.readUInt16BE(at)));
+    else if (t === 28) {
+      if (pl[1] & 0x80) fu = [Buffer.from([(pl[0] & 0xe0) | (pl[1] & 0x1f)])];
+      fu.push(pl.subarray(2));
+      if (pl[1] & 0x40) nals.push(Buffer.concat(fu));
+    } else nals.push(pl);
+  }
+  return nals;
 }
 
 /** the RTP packets of a unit, as a UDP reader gets them */
@@ -103,7 +121,7 @@ describe('rtsp-out units: packetisers', () => {
     const idr = bytes(5000, 3, [0x65]);
     const small = bytes(900, 4, [0x41]);
     const au = joinAnnexB([Buffer.from([0x09, 0xf0]), sps, pps, idr, small]);
-    const u = new Packetizer(1400).h264(au, VIDEO, 96, 1234, state())!;
+    const u = new Packetizer(1400).h264(videoUnit({ codec: 'h264', dts: 0, keyframe: true, payload: au }), [sps, pps], VIDEO, 96, 1234, state())!;
     const ps = packets(u);
     assert.ok(ps.every((p) => p.length <= 1400));
     assert.deepEqual(ps.map((p) => p.readUInt16BE(2)), ps.map((_p, i) => (65534 + i) & 0xffff), 'sequence wraps');
@@ -122,9 +140,23 @@ describe('rtsp-out units: packetisers', () => {
         if (pl[1] & 0x40) nals.push(Buffer.concat(fu));
       } else nals.push(pl);
     }
-    assert.deepEqual(nals, [sps, pps, idr, small], 'the AUD is left out; the rest comes back as sent');
+    assert.deepEqual(nals, [sps, pps, idr, small], 'the AUD is left out; the rest comes back as sent (the track\'s sets are not added again)');
     assert.equal(ps[0][12] & 0x1f, 24);
     assert.equal(ps[0][12] & 0x60, 0x60, 'STAP-A NRI is the highest of its units');
+  });
+
+  it('H.264: a key frame without an SPS of its own gets the track\'s SPS and PPS first; other frames get nothing added', () => {
+    const sps = bytes(20, 11, [0x67, 0x42, 0xc0, 0x1e]);
+    const pps = bytes(4, 12, [0x68]);
+    const idr = bytes(3000, 13, [0x65]);
+    const p = new Packetizer(1400);
+    const key = packets(p.h264(videoUnit({ codec: 'h264', dts: 0, keyframe: true, payload: joinAnnexB([idr]) }), [sps, pps], VIDEO, 96, 0, state())!);
+    const nals = rebuildH264(key);
+    assert.deepEqual(nals, [sps, pps, idr], 'SPS and PPS (one STAP-A) before the IDR slice');
+    assert.equal(key[0][12] & 0x1f, 24);
+    const p40 = videoUnit({ codec: 'h264', dts: 40, keyframe: false, payload: joinAnnexB([bytes(300, 14, [0x41])]) });
+    const other = packets(p.h264(p40, [sps, pps], VIDEO, 96, 0, state())!);
+    assert.deepEqual(rebuildH264(other).map((n) => n[0]), [0x41]);
   });
 
   it('H.265: AP for VPS/SPS/PPS, FU over the MTU (2-byte payload header, 1-byte FU header)', () => {
@@ -133,7 +165,7 @@ describe('rtsp-out units: packetisers', () => {
     const pps = bytes(8, 7, [0x44, 0x01]);
     const idr = bytes(4000, 8, [0x26, 0x01]);
     const au = joinAnnexB([vps, sps, pps, idr]);
-    const ps = packets(new Packetizer(1000).h265(au, VIDEO, 96, 0, state())!);
+    const ps = packets(new Packetizer(1000).h265(videoUnit({ codec: 'h265', dts: 0, keyframe: true, payload: au }), undefined, VIDEO, 96, 0, state())!);
     assert.ok(ps.every((p) => p.length <= 1000));
     const nals: Buffer[] = [];
     let fu: Buffer[] = [];

@@ -3,9 +3,10 @@
  * depacketises, and maps RTP time to the session's timeline in the track's own time base (90 kHz video, the sample
  * rate for audio), so units carry exact ticks.
  */
-import { unitAt, type AccessUnit, type AudioTrackInfo, type TrackInfo, type VideoTrackInfo } from '../../../plugin-sdk';
-import { extractH264ParameterSets, parseH264Sps } from '../../../plugin-sdk/formats';
-import { extractH265ParameterSets, parseH265Sps } from '../../../plugin-sdk/formats';
+import { unitAt, type AccessUnit, type AudioTrackInfo, type TrackInfo, type VideoCodec, type VideoTrackInfo } from '../../../plugin-sdk';
+import { parseH264Sps } from '../../../plugin-sdk/formats';
+import { parseH265Sps } from '../../../plugin-sdk/formats';
+import { NAL_FLAG, NalUnits, nalKindFlags } from '../../../plugin-sdk/formats';
 import { AacDepacketizer, G711Depacketizer, parseAacConfig } from './depacketize/audio';
 import type { Depacketizer } from './depacketize/types';
 import { h264Depacketizer, h265Depacketizer } from './depacketize/video';
@@ -50,6 +51,8 @@ export class TrackReceiver {
   private lastSeq: number | undefined;
   private lastDts = -Infinity;
   private info: TrackInfo | undefined;
+  /** reads a key frame's NAL index */
+  private readonly nals = new NalUnits();
 
   /**
    * `rtptime`: RTP-Info's timestamp for the PLAY instant (tracks then line up exactly); without it, a track's first
@@ -119,37 +122,49 @@ export class TrackReceiver {
   }
 
   private emit(ticks: number, payload: Buffer, keyframe: boolean, duration: number): void {
-    if (this.kind === 'video' && keyframe) this.checkParameterSets(payload);
-    if (this.kind === 'video' && !this.info) return; // nothing a reader can decode before the first parameter sets
     // RTP times are presentation times; decode times must not go back (B frames, a camera's jitter)
     const dts = Math.max(ticks, this.lastDts + 1);
     if (this.kind === 'audio' && ticks <= this.lastDts - this.timescale) return; // an audio frame from the past: a duplicate
+    const video = this.kind === 'video';
+    // (a video unit's NAL index is found here, once: the parameter sets are read from it)
+    const u = unitAt({
+      kind: this.kind, codec: video ? this.media.codec as VideoCodec : this.info!.codec, timescale: this.timescale, dtsTicks: dts,
+      ptsTicks: Math.max(ticks, dts), duration, keyframe: video ? keyframe : true, payload, receivedAt: performance.now(),
+    });
+    if (video && keyframe) this.checkParameterSets(u);
+    if (video && !this.info) return; // nothing a reader can decode before the first parameter sets
     this.lastDts = dts;
-    this.out.unit(unitAt({
-      kind: this.kind, codec: this.info!.codec, timescale: this.timescale, dtsTicks: dts, ptsTicks: Math.max(ticks, dts),
-      duration, keyframe: this.kind === 'audio' ? true : keyframe, payload, receivedAt: performance.now(),
-    }));
+    this.out.unit(u);
   }
 
-  private checkParameterSets(frame: Buffer): void {
+  /** The key frame's parameter sets (the last of each kind), from its NAL index; a new track when they changed. */
+  private checkParameterSets(u: AccessUnit): void {
     const cur = this.info as VideoTrackInfo | undefined;
-    if (this.media.codec === 'h264') {
-      const ps = extractH264ParameterSets(frame);
-      if (!ps.sps || !ps.pps || (cur?.sps?.equals(ps.sps) && cur.pps?.equals(ps.pps))) return;
-      const info: VideoTrackInfo = { kind: 'video', codec: 'h264', sps: Buffer.from(ps.sps), pps: Buffer.from(ps.pps) };
+    const r = this.nals;
+    const p = u.payload;
+    const codec = this.media.codec === 'h265' ? 'h265' : 'h264';
+    let vps: Buffer | undefined, sps: Buffer | undefined, pps: Buffer | undefined;
+    for (let i = 0, n = r.of(u); i < n; i++) {
+      const k = nalKindFlags(codec, p[r.start(i)]);
+      if (k === NAL_FLAG.SPS) sps = p.subarray(r.start(i), r.end(i));
+      else if (k === NAL_FLAG.PPS) pps = p.subarray(r.start(i), r.end(i));
+      else if (k === NAL_FLAG.VPS) vps = p.subarray(r.start(i), r.end(i));
+    }
+    if (codec === 'h264') {
+      if (!sps || !pps || (cur?.sps?.equals(sps) && cur.pps?.equals(pps))) return;
+      const info: VideoTrackInfo = { kind: 'video', codec: 'h264', sps: Buffer.from(sps), pps: Buffer.from(pps) };
       try {
-        const s = parseH264Sps(ps.sps);
+        const s = parseH264Sps(sps);
         Object.assign(info, { width: s.width, height: s.height, profile: s.profile, profileIdc: s.profileIdc, level: s.levelIdc, frameRate: s.frameRate });
       } catch {
         // an SPS we cannot read still goes to players, which may
       }
       this.setInfo(info);
     } else {
-      const ps = extractH265ParameterSets(frame);
-      if (!ps.vps || !ps.sps || !ps.pps || (cur?.sps?.equals(ps.sps) && cur.pps?.equals(ps.pps) && cur.vps?.equals(ps.vps))) return;
-      const info: VideoTrackInfo = { kind: 'video', codec: 'h265', vps: Buffer.from(ps.vps), sps: Buffer.from(ps.sps), pps: Buffer.from(ps.pps) };
+      if (!vps || !sps || !pps || (cur?.sps?.equals(sps) && cur.pps?.equals(pps) && cur.vps?.equals(vps))) return;
+      const info: VideoTrackInfo = { kind: 'video', codec: 'h265', vps: Buffer.from(vps), sps: Buffer.from(sps), pps: Buffer.from(pps) };
       try {
-        const s = parseH265Sps(ps.sps);
+        const s = parseH265Sps(sps);
         Object.assign(info, { width: s.width, height: s.height, profile: s.profile, profileIdc: s.generalProfileIdc, level: s.generalLevelIdc });
       } catch {
         // as above

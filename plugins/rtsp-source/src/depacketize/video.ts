@@ -2,7 +2,8 @@
  * H.264 (RFC 6184: single NAL unit, STAP-A, FU-A) and H.265 (RFC 7798: single NAL unit, AP, FU) into Annex-B access
  * units. An access unit ends at the marker bit or where the timestamp changes (cameras that never set the marker
  * exist). Keyframes carry their parameter sets: when a camera sends them only in the SDP (sprop-*), or only once at
- * the start, the last known ones are put in front, since the bus and FLV expect them on every keyframe.
+ * the start, the last known ones are put in front, where the track receiver reads them (tracks.ts) to announce the
+ * track and its changes.
  */
 import type { RtpPacket } from '../rtp';
 import { START_CODE, type Depacketizer, type DepacketizerStats, type Frame } from './types';
