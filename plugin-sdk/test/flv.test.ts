@@ -15,7 +15,7 @@ import { g711, muxAll } from './flv-units';
  * `frames` of a capture's H.264 at 30 fps (a keyframe a second), with the parameter sets left in the first frame
  * only, as an encoder that sends them once does.
  */
-function captureVideo(frames = 60): AccessUnit[] {
+function captureUnits(frames = 60): AccessUnit[] {
   const clip = fixtureClip({ seconds: frames / 30 });
   return clip.units.map((u, i) => (i === 0 ? u : videoUnit({
     codec: 'h264', dts: u.dts, keyframe: u.keyframe,
@@ -27,7 +27,7 @@ describe('FLV muxer', function () {
   it('leaves out, and counts, audio codecs not in audioCodecs: no audio tag, no audio flag, no audio in onMetaData', () => {
     const muxer = new FlvMuxer({ audioCodecs: ['aac'] });
     muxer.setTrack({ kind: 'audio', codec: 'g711a', sampleRate: 8000, channels: 1 });
-    const units: AccessUnit[] = captureVideo();
+    const units: AccessUnit[] = captureUnits();
     for (let i = 0; i < 10; i++) units.push(g711('g711a', i * 20, Buffer.alloc(160, 0xd5)));
     const tags = muxAll(muxer, units.sort((a, b) => a.dts - b.dts));
     assert.equal(tags.filter((t) => t.type === 8).length, 0, 'no audio tag');
@@ -57,7 +57,7 @@ describe('FLV muxer', function () {
   });
 
   it('drops video until parameter sets and a keyframe are known', () => {
-    const units = captureVideo(35);
+    const units = captureUnits(35);
     const muxer = new FlvMuxer();
     // frames 1..29 are P frames without parameter sets; 30 is the next IDR (in-band SPS/PPS only on the first)
     assert.deepEqual(muxAll(muxer, units.slice(1, 30)), []);
@@ -72,7 +72,7 @@ describe('FLV muxer', function () {
 
   it('frames muxer tags in place, identical to a generic serialisation', () => {
     const muxer = new FlvMuxer();
-    const [unit] = captureVideo(1);
+    const [unit] = captureUnits(1);
     const tags = muxer.push(shiftUnit(unit, 0x1234567));
     const framed: Buffer[] = [];
     for (const tag of tags) {
@@ -93,7 +93,7 @@ describe('FLV muxer', function () {
   });
 
   it('pushWire(): the same bytes as push() framed, large NAL units as ranges of the payload, not copies', () => {
-    const video = captureVideo(30);
+    const video = captureUnits(30);
     // a filler NAL unit makes every frame carry one large NAL unit; a short SEI-like one is copied
     const filler = Buffer.concat([Buffer.from([0x0c]), Buffer.alloc(WIRE_VIEW_MIN + 100, 0xff), Buffer.from([0x80])]);
     const small = Buffer.from([0x06, 0x05, 0x01, 0x02, 0x80]);
