@@ -33,7 +33,7 @@ const WHERE = "the unit tier (npm run test:unit) runs with Node and the npm depe
 /** Refusals not yet taken: a test that catches one and carries on still fails the run (see test/unit-setup.ts). */
 const refusals: string[] = [];
 
-/** The refusals recorded since the last call, which are then forgotten (the guard's own tests expect theirs). */
+/** The refusals recorded since the last call, which are then forgotten (unit-setup's hooks take them after each test). */
 export function takeRefusals(): string[] {
   return refusals.splice(0);
 }
