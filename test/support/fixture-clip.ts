@@ -5,7 +5,7 @@
  */
 import * as fs from 'node:fs';
 import { clipOfFrames, type H264Frames, type TestClip, type TestClipOptions } from '../../plugin-sdk/testkit';
-import type { AccessUnit, TrackInfo, VideoTrackInfo } from '../../plugin-sdk/media';
+import type { AccessUnit, TrackInfo, VideoTrackInfo } from '../../plugin-sdk';
 import { Jt1078Parser } from '../../plugins/jt1078-ingest/src/parser';
 import { Jt1078StreamAssembler } from '../../plugins/jt1078-ingest/src/stream-assembler';
 import { fixturePath } from './paths';
