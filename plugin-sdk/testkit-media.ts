@@ -168,11 +168,21 @@ export function testClip(opts: TestClipOptions = {}): TestClip {
   const key = JSON.stringify([seconds, fps, size, gopFrames, audio]);
   const cached = clips.get(key);
   if (cached) return cached;
+  const clip = clipOfFrames(splitH264Frames(encodeH264TestPattern({ seconds, fps, size, gopFrames }), fps), { fps, audio: opts.audio });
+  clips.set(key, clip);
+  return clip;
+}
 
-  const h = splitH264Frames(encodeH264TestPattern({ seconds, fps, size, gopFrames }), fps);
-  const frameMs = 1000 / fps;
-  const units: AccessUnit[] = h.frames.map((payload, i) => Object.freeze(videoUnit({ codec: 'h264', dts: i * frameMs, keyframe: h.keyframes[i]!, payload })));
-  const durationMs = h.frames.length * frameMs;
+/**
+ * H.264 frames (from any source: ffmpeg, a capture) as a clip: one frame every 1/fps s from dts 0, and with `audio`
+ * the G.711 A-law tone testClip gives. The units are frozen, since the bus shares them.
+ */
+export function clipOfFrames(h: H264Frames, opts: { fps: number; audio?: TestClipOptions['audio'] }): TestClip {
+  const { fps } = opts;
+  const audio = opts.audio === true ? {} : opts.audio || undefined;
+  // i * 1000 / fps, not i times a rounded frame time: whole seconds stay whole at 30 fps, where audio units start
+  const units: AccessUnit[] = h.frames.map((payload, i) => Object.freeze(videoUnit({ codec: 'h264', dts: (i * 1000) / fps, keyframe: h.keyframes[i]!, payload })));
+  const durationMs = (h.frames.length * 1000) / fps;
   let track: AudioTrackInfo | undefined;
   if (audio) {
     const frameSamples = audio.frameSamples ?? 320;
@@ -187,7 +197,7 @@ export function testClip(opts: TestClipOptions = {}): TestClip {
     // stable: video stays before audio at the same instant, so a reader sees the keyframe first
     units.sort((a, b) => a.dts - b.dts || (a.kind === b.kind ? 0 : a.kind === 'video' ? -1 : 1));
   }
-  const clip: TestClip = Object.freeze({
+  return Object.freeze({
     video: Object.freeze(h.track),
     audio: track && Object.freeze(track),
     tracks: Object.freeze(track ? [h.track, track] : [h.track]),
@@ -196,8 +206,6 @@ export function testClip(opts: TestClipOptions = {}): TestClip {
     frameCount: h.frames.length,
     durationMs,
   });
-  clips.set(key, clip);
-  return clip;
 }
 
 // --- publishing --------------------------------------------------------------------------------------------------

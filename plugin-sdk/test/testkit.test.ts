@@ -1,13 +1,10 @@
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import * as fs from 'node:fs';
 import * as net from 'node:net';
-import * as os from 'node:os';
-import * as path from 'node:path';
 import { IsInt, IsOptional, Max, Min } from 'class-validator';
 import { definePlugin, type AccessUnit, type MediaStream, type PluginDefinition, type TrackInfo } from '../index';
-import { findFfmpeg, linearToAlaw, startTestGateway, stubMediaPlugin, testClip, type TestGateway } from '../testkit';
+import { startTestGateway, stubMediaPlugin, type TestGateway } from '../testkit';
 import { freePortOverrides } from '../../core/config';
+import { fixtureClip } from '../../test/support/fixture-clip';
 
 function listen(port = 0): Promise<net.Server> {
   return new Promise((resolve, reject) => {
@@ -172,81 +169,24 @@ async function until(cond: () => boolean, what: string, ms = 5000): Promise<void
   }
 }
 
-function ffprobeOf(): string {
-  return path.join(path.dirname(findFfmpeg()), 'ffprobe');
-}
-
-describe('plugin-sdk test kit: media helpers', () => {
+describe('plugin-sdk test kit: media helpers (publish, open, waitReady)', () => {
   let gw: TestGateway | undefined;
-  let scratch: string | undefined;
   afterEach(async () => {
     await gw?.stop();
     gw = undefined;
-    if (scratch) fs.rmSync(scratch, { recursive: true, force: true });
-    scratch = undefined;
   });
+  // the capture re-timed to 25 fps: a 1 s pass is 25 frames, a keyframe first and no other (its GOP is 30 frames)
+  const clipOf = (audio = false) => fixtureClip({ seconds: 1, fps: 25, audio });
   const boot = async () => {
     const stub = stubMediaPlugin();
     gw = await startTestGateway({ plugins: [{ name: stub.name, def: stub.def }] });
     return gw;
   };
 
-  it('testClip: real H.264 that ffprobe decodes, as frozen units at exact 90 kHz ticks, cached per process', () => {
-    const clip = testClip({ seconds: 2 });
-    assert.equal(testClip({ seconds: 2 }), clip, 'encoded once per process');
-    assert.equal(clip.frameCount, 50);
-    assert.equal(clip.durationMs, 2000);
-    assert.equal(clip.units.length, 50);
-    assert.deepEqual(clip.tracks, [clip.video]);
-    assert.equal(clip.video.codec, 'h264');
-    assert.deepEqual([clip.video.width, clip.video.height], [320, 240]);
-    assert.ok(clip.video.sps && clip.video.pps);
-    clip.units.forEach((u, i) => {
-      assert.deepEqual([u.kind, u.codec, u.timescale, u.dtsTicks, u.ptsTicks, u.dts], ['video', 'h264', 90_000, i * 3600, i * 3600, i * 40]);
-      // one keyframe a second, first of all
-      assert.equal(u.keyframe, i % 25 === 0, `frame ${i}`);
-      assert.ok(Object.isFrozen(u));
-    });
-    assert.throws(() => { (clip.units[0] as { dts: number }).dts = 5; }, TypeError);
-
-    scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'testclip-'));
-    const file = path.join(scratch, 'clip.h264');
-    fs.writeFileSync(file, Buffer.concat(clip.units.map((u) => u.payload)));
-    const probe = spawnSync(ffprobeOf(), ['-v', 'error', '-count_frames', '-select_streams', 'v:0', '-show_entries', 'stream=codec_name,width,height,nb_read_frames', '-of', 'json', file], { encoding: 'utf8' });
-    assert.equal(probe.status, 0, probe.stderr);
-    const st = JSON.parse(probe.stdout).streams[0];
-    assert.deepEqual([st.codec_name, st.width, st.height, Number(st.nb_read_frames)], ['h264', 320, 240, 50]);
-  });
-
-  it('testClip with audio: G.711 A-law units of a 1 kHz tone, interleaved by time after the video', () => {
-    assert.equal(linearToAlaw(0), 0xd5);
-    assert.equal(linearToAlaw(-1), 0x55);
-    assert.equal(linearToAlaw(32767), 0xaa);
-    assert.equal(linearToAlaw(-32768), 0x2a);
-    const clip = testClip({ seconds: 1, audio: true });
-    assert.deepEqual(clip.audio, { kind: 'audio', codec: 'g711a', sampleRate: 8000, channels: 1, bitsPerSample: 8, frameSamples: 320 });
-    assert.deepEqual(clip.tracks.map((t) => t.kind), ['video', 'audio']);
-    const audio = clip.units.filter((u) => u.kind === 'audio');
-    assert.equal(audio.length, 25);
-    audio.forEach((u, i) => assert.deepEqual([u.timescale, u.dtsTicks, u.duration, u.payload.length, u.dts], [8000, i * 320, 320, 320, i * 40]));
-    assert.equal(clip.units[0]!.kind, 'video');
-    assert.ok(clip.units[0]!.keyframe);
-    for (let i = 1; i < clip.units.length; i++) assert.ok(clip.units[i]!.dts >= clip.units[i - 1]!.dts, `unit ${i} in time order`);
-
-    // ffmpeg hears a 1 kHz tone: about 2 zero crossings per ms
-    const r = spawnSync(findFfmpeg(), ['-v', 'error', '-f', 'alaw', '-ar', '8000', '-ac', '1', '-i', '-', '-f', 's16le', '-'], { input: Buffer.concat(audio.map((u) => u.payload)) });
-    assert.equal(r.status, 0, r.stderr?.toString());
-    const pcm = r.stdout;
-    let crossings = 0;
-    for (let i = 2; i + 1 < pcm.length; i += 2) if ((pcm.readInt16LE(i - 2) < 0) !== (pcm.readInt16LE(i) < 0)) crossings++;
-    assert.equal(pcm.length / 2, 8000);
-    assert.ok(Math.abs(crossings - 2000) <= 4, `${crossings} zero crossings in 1 s`);
-  });
-
   it('openStream, publish in real time, read through a bus subscription, waitReady', async function () {
     this.timeout(20_000);
     await boot();
-    const clip = testClip({ seconds: 1, audio: true });
+    const clip = clipOf(true);
     const opened = await gw!.openStream({ simNo: '013900000001', chanId: 2 });
     assert.match(opened.reqId, /\S/);
     assert.equal(opened.streamName, '13900000001_2_1');
@@ -277,12 +217,12 @@ describe('plugin-sdk test kit: media helpers', () => {
     assert.ok(performance.now() - t0 >= 950);
     assert.equal(p.pushed, clip.units.length);
     const status = (await gw!.api('GET', `/strm/status?reqId=${opened.reqId}`)).json.data[0];
-    assert.deepEqual(status.codecs, [{ kind: 'video', codec: 'h264', width: 320, height: 240 }, { kind: 'audio', codec: 'g711a', sampleRate: 8000 }]);
+    assert.deepEqual(status.codecs, [{ kind: 'video', codec: 'h264', width: 704, height: 576 }, { kind: 'audio', codec: 'g711a', sampleRate: 8000 }]);
   });
 
   it('all at once with loops: each pass continues the timeline at exact ticks; fps re-times the video', async () => {
     await boot();
-    const clip = testClip({ seconds: 1 });
+    const clip = clipOf();
     const { streamName } = await gw!.openStream({ simNo: '13900000002', chanId: 1 });
     const reader = collect(gw!.bus.get(streamName)!);
     const p = gw!.publish(streamName, clip, { realtime: false, loop: 3 });
@@ -300,14 +240,14 @@ describe('plugin-sdk test kit: media helpers', () => {
     gw!.publish(other.streamName, clip, { realtime: false, fps: 50 });
     await until(() => fast.units.length === 25, 'the re-timed clip');
     assert.deepEqual(fast.units.map((u) => u.dtsTicks), clip.units.map((_, i) => i * 1800));
-    assert.throws(() => gw!.publish(other.streamName, testClip({ seconds: 1, audio: true }), { fps: 50 }), /fps re-times video only/);
+    assert.throws(() => gw!.publish(other.streamName, clipOf(true), { fps: 50 }), /fps re-times video only/);
     assert.throws(() => gw!.publish(other.streamName, clip, { realtime: false, loop: true }), /endless loop needs realtime/);
   });
 
   it('a late reader starts at a keyframe; an endless loop stops with stop() and with the gateway', async function () {
     this.timeout(20_000);
     await boot();
-    const clip = testClip({ seconds: 1 });
+    const clip = clipOf();
     const { streamName, reqId } = await gw!.openStream({ simNo: '13900000003', chanId: 1 });
     const p = gw!.publish(streamName, clip, { loop: true });
     await gw!.waitReady(reqId);
@@ -338,6 +278,6 @@ describe('plugin-sdk test kit: media helpers', () => {
     await assert.rejects(gw!.waitReady(reqId, 200), new RegExp(`request ${reqId} was not ready within 200 ms .*is anything publishing`));
     await gw!.api('POST', '/strm/close', { reqIds: [reqId] });
     await assert.rejects(gw!.waitReady(reqId, 200), /is not open/);
-    assert.throws(() => gw!.publish('no_such_stream', testClip({ seconds: 1 })), /no stream 'no_such_stream' on the bus/);
+    assert.throws(() => gw!.publish('no_such_stream', clipOf()), /no stream 'no_such_stream' on the bus/);
   });
 });

@@ -4,7 +4,7 @@ import { unitAt, type AccessUnit, type AudioCodec, type AudioTrackInfo } from '.
 import pino from 'pino';
 import { CoreMediaBus } from '../../../test/support/core-parts';
 import { flvFormatOf } from '../../../plugin-sdk/formats';
-import { testClip } from '../../../plugin-sdk/testkit';
+import { fixtureClip } from '../../../test/support/fixture-clip';
 
 /** The FLV encoder's audio decisions, unit by unit: what it carries, what it leaves out, what it counts and reports. */
 describe('flv-out FLV form: audio it leaves out', () => {
@@ -112,7 +112,7 @@ describe('flv-out FLV form: shared with the gateway\'s other FLV readers', () =>
     assert.equal(flvFormatOf(bus, { audioCodecs: ['aac'] }), other, 'made once per bus');
     assert.notEqual(flvFormatOf(newBus(), { audioCodecs: ['aac', 'g711a', 'g711u'] }), formats.av, 'another gateway\'s bus: its own');
 
-    const clip = testClip({ seconds: 1 });
+    const clip = fixtureClip({ seconds: 1 });
     const stream = bus.create('s1', 'test');
     const pub = stream.attachPublisher();
     pub.setTrack(clip.video);

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { videoUnit, type AccessUnit, type Publisher } from '../../../plugin-sdk';
-import { testClip } from '../../../plugin-sdk/testkit';
+import { fixtureClip } from '../../../test/support/fixture-clip';
 import { WRITABLE_BELOW } from '../src/transport';
 import {
   framesIn, httpPlay, newPlayer, parsed, rawPlay, startFlvGateway, until, videoFrames, type FlvGateway, type HttpPlay, type RawPlay,
@@ -29,7 +29,7 @@ describe('flv-out: players that fall behind', function () {
     g = await startFlvGateway({ maxPlayerBacklogBytes: cap }, gateway);
     const o = await g.open('13900000099');
     const pub = g.publisher(o.stream);
-    pub.setTrack(testClip().video); // its SPS/PPS: the frames here carry none
+    pub.setTrack(fixtureClip().video); // its SPS/PPS: the frames here carry none
     return { gw: g, path: o.path, reqId: o.reqId, pub };
   };
   /** a player that sends its request and never reads again */

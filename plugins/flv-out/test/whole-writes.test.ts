@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { videoUnit, type AccessUnit } from '../../../plugin-sdk';
-import { testClip } from '../../../plugin-sdk/testkit';
+import { fixtureClip } from '../../../test/support/fixture-clip';
 import {
   chunksAt, framesIn, httpPlay, newPlayer, parsed, rawPlay, startFlvGateway, until, videoFrames, type FlvGateway, type HttpPlay,
 } from './helpers';
@@ -42,7 +42,7 @@ describe('flv-out: each unit written whole to players in step', function () {
     const gw = g;
     const o = await gw.open('13900000077');
     const pub = gw.publisher(o.stream);
-    pub.setTrack(testClip().video);
+    pub.setTrack(fixtureClip().video);
     let fast!: HttpPlay;
     const fastId = await newPlayer(gw.flv, () => { fast = httpPlay(gw.port, `${o.path}&who=fast`); });
     const slow = rawPlay(gw.port, `GET ${o.path}&who=slow HTTP/1.1\r\nHost: x\r\n\r\n`);

@@ -5,9 +5,10 @@
  */
 import assert from 'node:assert/strict';
 import { definePlugin, shiftUnit, type Notice } from '../../../plugin-sdk';
-import { startTestGateway, stubMediaPlugin, testClip, type TestGateway } from '../../../plugin-sdk/testkit';
+import { startTestGateway, stubMediaPlugin, type TestGateway } from '../../../plugin-sdk/testkit';
 import hlsOut from '../index';
 import { get, parsePlaylist } from './helpers';
+import { fixtureClip } from '../../../test/support/fixture-clip';
 
 describe('hls-out: ready means the first segment exists', function () {
   this.timeout(30_000);
@@ -28,7 +29,7 @@ describe('hls-out: ready means the first segment exists', function () {
   it('an FLV request is ready at the keyframe; an HLS one when its first segment is cut, then later HLS opens are ready at once', async () => {
     const hls = await gw.openStream({ simNo: '13900000061', chanId: 1, fmt: 1, dataTyp: 1 });
     const flv = await gw.openStream({ simNo: '13900000061', chanId: 1, fmt: 0, dataTyp: 1 });
-    const clip = testClip({ seconds: 2 });
+    const clip = fixtureClip({ seconds: 2 });
     const pub = gw.bus.get(hls.streamName)!.attachPublisher();
     pub.setTrack(clip.video);
     // the first 1.5 s: a keyframe, but no complete 2 s segment yet

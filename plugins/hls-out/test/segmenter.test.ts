@@ -5,8 +5,8 @@
 import assert from 'node:assert/strict';
 import pino from 'pino';
 import { audioUnit, type AccessUnit } from '../../../plugin-sdk';
-import { testClip } from '../../../plugin-sdk/testkit';
 import { Segmenter, type SegmenterOptions } from '../src/segmenter';
+import { fixtureClip } from '../../../test/support/fixture-clip';
 
 const log = pino({ level: 'silent' });
 
@@ -34,7 +34,7 @@ function looped(units: ReadonlyArray<AccessUnit>, passes: number, spanMs: number
 
 describe('hls-out: the segmenter', () => {
   it('cuts 2 s segments at keyframes and parts of at most the part target; the window keeps its size', () => {
-    const clip = testClip({ seconds: 2 });
+    const clip = fixtureClip({ seconds: 2 });
     const { seg } = segmenter();
     seg.tracks([clip.video]);
     for (const u of looped(clip.units, 12, clip.durationMs)) seg.write(u);
@@ -50,7 +50,8 @@ describe('hls-out: the segmenter', () => {
   });
 
   it('a GOP longer than the target is cut at the target without a keyframe: EXT-X-TARGETDURATION never changes', () => {
-    const clip = testClip({ seconds: 4, gopFrames: 75 });
+    // a capture's 3 s GOP (30 frames at 10 fps), and the first 1 s of the GOP after it
+    const clip = fixtureClip({ capture: 'cifSlow', fps: 10, gopFrames: 30, seconds: 4 });
     const { seg } = segmenter();
     seg.tracks([clip.video]);
     const targets = new Set<number>();
@@ -78,7 +79,7 @@ describe('hls-out: the segmenter', () => {
 
   it('holds no more than maxStreamBytes after any unit, dropping old segments (and an oversized one) and counting it', () => {
     const max = 256 * 1024;
-    const clip = testClip({ seconds: 2, size: '1280x720', gopFrames: 5 });
+    const clip = fixtureClip({ seconds: 2 });
     const { seg, drops } = segmenter({ maxStreamBytes: max });
     seg.tracks([clip.video]);
     let peak = 0;
@@ -102,7 +103,7 @@ describe('hls-out: the segmenter', () => {
 
   it('with AAC that comes 200 ms after its video (as from the AAC stage), stays within maxStreamBytes too', () => {
     const max = 256 * 1024;
-    const clip = testClip({ seconds: 2, size: '1280x720', gopFrames: 5 });
+    const clip = fixtureClip({ seconds: 2 });
     const { seg } = segmenter({ maxStreamBytes: max, wantsAudioWithVideo: true });
     const aac = { kind: 'audio' as const, codec: 'aac' as const, sampleRate: 8000, channels: 1, config: Buffer.from([0x15, 0x88]) };
     seg.tracks([clip.video, aac]);
@@ -123,8 +124,8 @@ describe('hls-out: the segmenter', () => {
 
 describe('hls-out: the segmenter across configuration changes', () => {
   it('new parameter sets (another picture size) start a segment with EXT-X-DISCONTINUITY and a new init segment', () => {
-    const a = testClip({ seconds: 2 });
-    const b = testClip({ seconds: 2, size: '352x288' });
+    const a = fixtureClip({ seconds: 2 });
+    const b = fixtureClip({ seconds: 2, capture: 'cif' });
     const { seg } = segmenter();
     seg.tracks([a.video]);
     for (const u of looped(a.units, 2, a.durationMs)) seg.write(u);

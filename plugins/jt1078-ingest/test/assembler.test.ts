@@ -1,18 +1,14 @@
 import assert from 'node:assert/strict';
-import * as fs from 'node:fs';
-import * as path from 'node:path';
-import { scratchDir } from '../../../test/support/paths';
 import { NAL_SCAN, scanH264 } from '../../../plugin-sdk/formats';
 import { joinAnnexB, NalRanges, splitAnnexB } from '../../../plugin-sdk/formats';
 import { NAL_SCANS, NalUnits } from '../../../plugin-sdk/formats';
 import type { AccessUnit, AudioTrackInfo, VideoTrackInfo } from '../../../plugin-sdk';
-import { Jt1078Packet, SUB_MARK } from '../src/packet';
+import { SUB_MARK } from '../src/packet';
 import { Jt1078Parser } from '../src/parser';
-import { Jt1078Packer } from '../src/packer';
 import { Jt1078StreamAssembler } from '../src/stream-assembler';
 import pino from 'pino';
 import { CoreMediaBus } from '../../../test/support/core-parts';
-import { CAPTURES, Collector, assemble, capturePackets, checksum, ffprobeRaw, prng, reencode } from './helpers';
+import { CAPTURES, Collector, assemble, capturePackets, checksum, framesOf, parsePackets, prng, reencode, sparseParameterSets } from './helpers';
 
 function auKey(u: AccessUnit): string {
   return `${u.kind}/${u.codec}/${u.dts}/${u.keyframe}/${u.payload.length}/${checksum(u.payload)}`;
@@ -22,41 +18,11 @@ function increasing(xs: number[]): boolean {
   return xs.every((x, i) => i === 0 || x > xs[i - 1]);
 }
 
-/** Rebuilds frames of packets (by marks), so tests can edit payloads and re-pack them. */
-function framesOf(packets: Jt1078Packet[]): Array<{ first: Jt1078Packet; payload: Buffer }> {
-  const out: Array<{ first: Jt1078Packet; payload: Buffer }> = [];
-  const open: Record<number, Jt1078Packet[]> = {};
-  for (const p of packets) {
-    const k = p.dataType === 3 ? 1 : 0;
-    if (p.subMark === SUB_MARK.ATOMIC || p.subMark === SUB_MARK.FIRST) open[k] = [];
-    open[k].push(p);
-    if (p.subMark === SUB_MARK.ATOMIC || p.subMark === SUB_MARK.LAST) {
-      out.push({ first: open[k][0], payload: Buffer.concat(open[k].map((x) => x.body)) });
-    }
-  }
-  return out;
-}
-
-function parsePackets(bufs: Buffer[]): Jt1078Packet[] {
-  const out: Jt1078Packet[] = [];
-  const parser = new Jt1078Parser((p) => out.push(p));
-  for (const b of bufs) parser.push(b);
-  parser.end();
-  return out;
-}
-
 describe('jt1078 stream assembler', function () {
   this.timeout(60000);
-  let dir: string;
-  before(() => {
-    dir = scratchDir('jt1078-assembler');
-  });
-  after(() => {
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
-
   for (const c of CAPTURES) {
-    it(`turns ${c.file} into access units an independent decoder reads (${c.width}x${c.height})`, () => {
+    // that ffprobe decodes these units is checked in assembler-ffprobe.test.ts (full tier)
+    it(`turns ${c.file} into access units: the track, a keyframe first, the timeline (${c.width}x${c.height})`, () => {
       const { out, asm } = assemble(capturePackets(c.file));
       const video = out.video();
       const audio = out.audio();
@@ -85,13 +51,6 @@ describe('jt1078 stream assembler', function () {
       assert.ok(increasing(audio.map((u) => u.dts)));
       assert.ok(audio.every((u) => u.timescale === 8000 && u.duration === u.payload.length && u.dts === (u.dtsTicks * 1000) / 8000));
       assert.equal(asm.stats.timeline.rebases, 0);
-      const file = path.join(dir, path.basename(c.file) + '.h264');
-      fs.writeFileSync(file, Buffer.concat(video.map((u) => u.payload)));
-      const probe = ffprobeRaw(file, 'h264');
-      assert.equal(probe.frames, c.videoFrames);
-      assert.equal(probe.width, c.width);
-      assert.equal(probe.height, c.height);
-      assert.equal(probe.profile, c.profile);
     });
   }
 
@@ -206,23 +165,6 @@ describe('jt1078 stream assembler', function () {
     assert.ok(scanH264(video[cif].payload) & NAL_SCAN.SPS);
   });
 
-  /** smallchi's frames as a terminal that sends parameter sets on its first key frame only, with 3-byte start codes */
-  function sparseParameterSets(): { packets: Jt1078Packet[]; wire: Buffer[] } {
-    const packets = capturePackets('jt1078/smallchi-cif-h264-2013.bin');
-    const frames = framesOf(packets);
-    let keyframes = 0;
-    const packer = new Jt1078Packer({ layout: '2013', sim: '1901305037', channel: 3 });
-    const wire: Buffer[] = [];
-    for (const f of frames) {
-      let nals = splitAnnexB(f.payload);
-      if (f.first.dataType === 0 && keyframes++ > 0) nals = nals.filter((n) => (n[0] & 0x1f) === 5);
-      // 3-byte start codes everywhere
-      const payload = Buffer.concat(nals.flatMap((n) => [Buffer.from([0, 0, 1]), n]));
-      wire.push(...packer.packFrame({ dataType: f.first.dataType, pt: f.first.pt, timestamp: f.first.timestamp, payload }));
-    }
-    return { packets, wire };
-  }
-
   it('publishes keyframes as sent (the track holds the parameter sets), normalises 3-byte start codes, and indexes each unit without a second search', () => {
     const { packets, wire } = sparseParameterSets();
     const parsed = parsePackets(wire);
@@ -248,9 +190,6 @@ describe('jt1078 stream assembler', function () {
     assert.ok(keys.slice(1).every((u) => (scanH264(u.payload) & NAL_SCAN.SPS) === 0), 'the others as sent: none added');
     const vt = out.tracks.find((t): t is VideoTrackInfo => t.kind === 'video')!;
     assert.ok(vt.sps && vt.pps, 'the track has them');
-    const file = path.join(dir, 'prepended.h264');
-    fs.writeFileSync(file, Buffer.concat(video.map((u) => u.payload)));
-    assert.equal(ffprobeRaw(file, 'h264').frames, 931);
     // the non-key units are the original NAL units, re-joined
     const clean = assemble(packets).out.video();
     assert.ok(video[1].payload.equals(joinAnnexB(splitAnnexB(clean[1].payload))));

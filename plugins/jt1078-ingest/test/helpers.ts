@@ -3,11 +3,12 @@ import * as fs from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { fixturePath } from '../../../test/support/paths';
 import { requireTool } from '../../../test/support/tools';
-import type { AccessUnit, TrackInfo } from '../../../plugin-sdk';
-import { Jt1078Packet } from '../src/packet';
+import { splitAnnexB } from '../../../plugin-sdk/formats';
+import type { AccessUnit, AudioTrackInfo, TrackInfo } from '../../../plugin-sdk';
+import { Jt1078Packet, SUB_MARK } from '../src/packet';
 import { Jt1078Parser, ParserOptions } from '../src/parser';
 import { AudioFraming, Jt1078StreamAssembler, StreamAssemblerOptions } from '../src/stream-assembler';
-import { PacketFields, encodePacket } from '../src/packer';
+import { Jt1078Packer, PacketFields, encodePacket } from '../src/packer';
 import { prng } from '../../../test/support/prng';
 export { prng };
 
@@ -125,4 +126,65 @@ export function ffprobeRaw(file: string, format: 'h264' | 'hevc'): ProbeResult {
   if (r.status !== 0) throw new Error(`ffprobe failed on ${file}: ${r.stderr}`);
   const s = JSON.parse(r.stdout).streams[0];
   return { codec: s.codec_name, width: s.width, height: s.height, profile: s.profile, level: s.level, frames: Number(s.nb_read_frames) };
+}
+
+/** Rebuilds frames of packets (by marks), so tests can edit payloads and re-pack them. */
+export function framesOf(packets: Jt1078Packet[]): Array<{ first: Jt1078Packet; payload: Buffer }> {
+  const out: Array<{ first: Jt1078Packet; payload: Buffer }> = [];
+  const open: Record<number, Jt1078Packet[]> = {};
+  for (const p of packets) {
+    const k = p.dataType === 3 ? 1 : 0;
+    if (p.subMark === SUB_MARK.ATOMIC || p.subMark === SUB_MARK.FIRST) open[k] = [];
+    open[k].push(p);
+    if (p.subMark === SUB_MARK.ATOMIC || p.subMark === SUB_MARK.LAST) {
+      out.push({ first: open[k][0], payload: Buffer.concat(open[k].map((x) => x.body)) });
+    }
+  }
+  return out;
+}
+
+export function parsePackets(bufs: Buffer[]): Jt1078Packet[] {
+  const out: Jt1078Packet[] = [];
+  const parser = new Jt1078Parser((p) => out.push(p));
+  for (const b of bufs) parser.push(b);
+  parser.end();
+  return out;
+}
+
+/** smallchi's frames as a terminal that sends parameter sets on its first key frame only, with 3-byte start codes */
+export function sparseParameterSets(): { packets: Jt1078Packet[]; wire: Buffer[] } {
+  const packets = capturePackets('jt1078/smallchi-cif-h264-2013.bin');
+  const frames = framesOf(packets);
+  let keyframes = 0;
+  const packer = new Jt1078Packer({ layout: '2013', sim: '1901305037', channel: 3 });
+  const wire: Buffer[] = [];
+  for (const f of frames) {
+    let nals = splitAnnexB(f.payload);
+    if (f.first.dataType === 0 && keyframes++ > 0) nals = nals.filter((n) => (n[0] & 0x1f) === 5);
+    // 3-byte start codes everywhere
+    const payload = Buffer.concat(nals.flatMap((n) => [Buffer.from([0, 0, 1]), n]));
+    wire.push(...packer.packFrame({ dataType: f.first.dataType, pt: f.first.pt, timestamp: f.first.timestamp, payload }));
+  }
+  return { packets, wire };
+}
+
+export interface AudioFrameIn {
+  pt: number;
+  /** device ms */
+  ts: number;
+  payload: Buffer;
+}
+
+/** Audio frames as a terminal would push them (JT/T 1078 packets, parsed back), through the assembler. */
+export function pushAudio(frames: AudioFrameIn[], opts?: StreamAssemblerOptions) {
+  const packer = new Jt1078Packer({ layout: '2013', sim: '13800138000', channel: 1 });
+  const packets: Jt1078Packet[] = [];
+  const parser = new Jt1078Parser((p) => packets.push(p));
+  for (const f of frames) for (const b of packer.packFrame({ dataType: 3, pt: f.pt, timestamp: f.ts, payload: f.payload })) parser.push(b);
+  parser.end();
+  return assemble(packets, opts);
+}
+
+export function audioTracks(tracks: ReadonlyArray<{ kind: string }>): AudioTrackInfo[] {
+  return tracks.filter((t): t is AudioTrackInfo => t.kind === 'audio');
 }

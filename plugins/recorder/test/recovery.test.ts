@@ -8,11 +8,11 @@ import { openSqliteCatalog, type SqliteRecordCatalog } from '../src/catalog-sqli
 import { flvExtent } from '../src/flv-tail';
 import { recoverUnfinished } from '../src/recovery';
 import { unitAt } from './fixtures/h264-clip';
-import { testClip } from './harness';
+import { fixtureFrames } from '../../../test/support/fixture-clip';
 
 /** A real FLV recording of `frames` frames of the test clip. */
 function flvBytes(frames: number): Buffer {
-  const clip = testClip();
+  const clip = fixtureFrames({ seconds: 4, fps: 25 });
   const mux = new FlvMuxer();
   mux.setTrack(clip.track);
   const parts = [flvFileHeader(true, false)];

@@ -6,14 +6,14 @@
 import assert from 'node:assert/strict';
 import { shiftUnit, videoUnit } from '../../../plugin-sdk';
 import { FlvMuxer } from '../../../plugin-sdk/formats';
-import { testClip } from '../../../plugin-sdk/testkit';
+import { fixtureClip } from '../../../test/support/fixture-clip';
 import { messageOf } from '../src/rtmp-format';
 import { wireMessage } from '../src/wire-message';
 
 describe('rtmp: a unit chunked from the wire form', () => {
   for (const offset of [0, 0xffffff + 5000]) {
     it(`equals chunksCreate of the tag, frames small and large${offset ? ', extended timestamps' : ''}`, () => {
-      const clip = testClip({ seconds: 2 });
+      const clip = fixtureClip({ seconds: 2 });
       const a = new FlvMuxer();
       const b = new FlvMuxer();
       a.setTrack(clip.video);

@@ -11,7 +11,8 @@ import { setImmediate as turn, setTimeout as sleep } from 'node:timers/promises'
 import { kernelOf } from '../../../test/support/kernel-of';
 import { splitAnnexB } from '../../../plugin-sdk/formats';
 import { videoUnit, type AccessUnit } from '../../../plugin-sdk';
-import { RawRtsp, depacketizeH264, h264Clip, startRtspGateway, waitFor, type RtspGateway } from './helpers';
+import { RawRtsp, depacketizeH264, startRtspGateway, waitFor, type RtspGateway } from './helpers';
+import { fixtureClip } from '../../../test/support/fixture-clip';
 
 const FILLER = 12;
 /** NAL types the packetizer or a player may add or drop around a frame (parameter sets, delimiters) */
@@ -54,7 +55,7 @@ describe('rtsp-out: payload memory reused under RTSP/TCP readers', function () {
   }
 
   it('readers fast and stalled rebuild every frame they get byte for byte while chunks are reused', async () => {
-    const clip = h264Clip();
+    const clip = fixtureClip({ seconds: 2, audio: true });
     const frames = clip.units.filter((u) => u.kind === 'video');
     const open = await g.open('13900001090', { dataTyp: 1 });
     const bus = kernelOf(g.gw).bus;

@@ -6,7 +6,8 @@
 import assert from 'node:assert/strict';
 import { splitAnnexB } from '../../../plugin-sdk/formats';
 import { epochMsOfNtp, rtcpPacketTypes } from '../src/rtcp';
-import { RawRtsp, depacketizeH264, h264Clip, rtpHeader, startRtspGateway, waitFor, type RtspGateway } from './helpers';
+import { RawRtsp, depacketizeH264, rtpHeader, startRtspGateway, waitFor, type RtspGateway } from './helpers';
+import { fixtureClip } from '../../../test/support/fixture-clip';
 
 describe('rtsp-out: the RTSP request sequence over a raw socket', function () {
   this.timeout(30_000);
@@ -17,7 +18,7 @@ describe('rtsp-out: the RTSP request sequence over a raw socket', function () {
   after(() => g.stop());
 
   it('OPTIONS, DESCRIBE, SETUP x2 (interleaved), PLAY: SDP, RTP-Info, packets that rebuild every frame, SRs on the wall clock', async () => {
-    const clip = h264Clip();
+    const clip = fixtureClip({ seconds: 2, audio: true });
     const open = await g.open('13900001001');
     const pub = g.gw.publish(open.stream, clip, { realtime: false });
     // the stream's timeline starts at 2020-01-01T00:00:00Z: the sender reports must say so
@@ -65,10 +66,14 @@ describe('rtsp-out: the RTSP request sequence over a raw socket', function () {
     const info = play.headers.get('rtp-info')!.split(',').map((e) => Object.fromEntries(e.split(';').map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)])));
     assert.deepEqual(info.map((e) => e.url), controls);
 
-    // the reader starts at the GOP cache: the clip's last keyframe (1000 ms) and what follows, 25 frames and 25 audio units
-    const video = await waitFor('25 video frames', () => {
+    // the reader starts at the GOP cache: the clip's last keyframe (1000 ms) and what follows, its last GOP's frames
+    // (30 at 30 fps) and 25 audio units
+    const clipVideo = clip.units.filter((u) => u.kind === 'video');
+    const lastKey = clipVideo.map((u) => u.keyframe).lastIndexOf(true);
+    const gop = clipVideo.length - lastKey;
+    const video = await waitFor(`${gop} video frames`, () => {
       const f = c.frames.get(0) ?? [];
-      return f.filter((p) => rtpHeader(p).marker).length >= 25 && f;
+      return f.filter((p) => rtpHeader(p).marker).length >= gop && f;
     });
     const audio = await waitFor('25 audio packets', () => (c.frames.get(6)?.length ?? 0) >= 25 && c.frames.get(6)!);
     assert.equal(rtpHeader(video[0]).seq, Number(info[0].seq), 'RTP-Info seq is the first video packet\'s');
@@ -82,13 +87,13 @@ describe('rtsp-out: the RTSP request sequence over a raw socket', function () {
     assert.equal(rtpHeader(audio[0]).pt, 8);
     assert.equal(rtpHeader(audio[1]).ts - rtpHeader(audio[0]).ts, 320, 'audio timed in samples');
 
-    // every frame rebuilt from the packets equals the clip's (AUDs aside), 40 ms = 3600 ticks apart
+    // every frame rebuilt from the packets equals the clip's (AUDs aside), 1/fps apart (at 30 fps, 3000 ticks)
     const frames = depacketizeH264(video);
-    const sent = clip.units.filter((u) => u.kind === 'video').slice(25);
+    const sent = clipVideo.slice(lastKey);
     const stamps = [...frames.keys()];
-    assert.equal(stamps.length, 25);
+    assert.equal(stamps.length, gop);
     stamps.forEach((ts, i) => {
-      assert.equal((ts - stamps[0]) >>> 0, i * 3600);
+      assert.equal((ts - stamps[0]) >>> 0, Math.round((i * 90_000) / clip.fps));
       const want = splitAnnexB(sent[i].payload).filter((n) => (n[0] & 0x1f) !== 9);
       assert.deepEqual(frames.get(ts)!.map((n) => n.toString('hex')), want.map((n) => n.toString('hex')), `frame ${i}`);
     });
@@ -123,7 +128,7 @@ describe('rtsp-out: the RTSP request sequence over a raw socket', function () {
 
   it('refuses what it cannot serve: 401 for a bad token, an unknown request or stream; 404 other paths, 454, 459, 461, 455, 405, 501', async () => {
     const open = await g.open('13900001002');
-    const pub = g.gw.publish(open.stream, h264Clip(), { loop: true });
+    const pub = g.gw.publish(open.stream, fixtureClip({ seconds: 2, audio: true }), { loop: true });
     await g.gw.waitReady(open.reqId);
     const c = await RawRtsp.connect(g.port);
     const base = open.url.split('?')[0];
@@ -169,7 +174,7 @@ describe('rtsp-out: the RTSP request sequence over a raw socket', function () {
 
   it('packets are made once per unit: two readers of a stream get the same bytes, from one encoder', async () => {
     const open = await g.open('13900001004');
-    const pub = g.gw.publish(open.stream, h264Clip(), { loop: true });
+    const pub = g.gw.publish(open.stream, fixtureClip({ seconds: 2, audio: true }), { loop: true });
     await g.gw.waitReady(open.reqId);
     const a = await RawRtsp.connect(g.port);
     const b = await RawRtsp.connect(g.port);
@@ -191,7 +196,7 @@ describe('rtsp-out: the RTSP request sequence over a raw socket', function () {
 
   it('a codec change under a playing session ends it (BYE), so the client describes the stream again', async () => {
     const open = await g.open('13900001005');
-    const pub = g.gw.publish(open.stream, h264Clip(), { loop: true });
+    const pub = g.gw.publish(open.stream, fixtureClip({ seconds: 2, audio: true }), { loop: true });
     await g.gw.waitReady(open.reqId);
     const c = await RawRtsp.connect(g.port);
     await playVideo(c, open.url);
@@ -206,7 +211,7 @@ describe('rtsp-out: the RTSP request sequence over a raw socket', function () {
 
   it('dataTyp 3 (listen): only the audio track is described; SETUP of the aggregate takes it; audio on the channels asked', async () => {
     const open = await g.open('13900001006', { dataTyp: 3 });
-    const pub = g.gw.publish(open.stream, h264Clip(), { loop: true });
+    const pub = g.gw.publish(open.stream, fixtureClip({ seconds: 2, audio: true }), { loop: true });
     await g.gw.waitReady(open.reqId);
     const c = await RawRtsp.connect(g.port);
     const d = await c.request('DESCRIBE', open.url);
@@ -231,7 +236,7 @@ describe('rtsp-out: the RTSP request sequence over a raw socket', function () {
     const describing = c.request('DESCRIBE', open.url);
     await new Promise((r) => setTimeout(r, 200));
     assert.equal(c.responses.length, 0, 'no answer before the stream has media');
-    const pub = g.gw.publish(open.stream, h264Clip(), { loop: true });
+    const pub = g.gw.publish(open.stream, fixtureClip({ seconds: 2, audio: true }), { loop: true });
     const d = await describing;
     assert.equal(d.status, 200);
     assert.match(d.body, /m=video/);
