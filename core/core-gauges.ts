@@ -30,7 +30,7 @@ export function busGauges(m: Metrics, bus: CoreMediaBus): void {
     g.set({ event: 'released' }, arena.released);
   });
   const reuseOffHelp = 'streams whose payload memory is not reused now, by the reader that keeps it so (its sink has no '
-    + 'MediaSink.holdsPayloads): SubscribeOptions.reader, the stage, or the plugin that subscribed';
+    + 'MediaReader.holdsPayloads): ReaderOptions.reader, the stage, or the plugin that subscribed';
   m.gauge('bus_payload_reuse_off_streams', reuseOffHelp, ['reader'], (g) => {
     g.reset();
     for (const [reader, n] of bus.reuseOffByReader()) g.set({ reader }, n);

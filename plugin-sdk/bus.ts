@@ -3,10 +3,12 @@
  *
  * - A stream has tracks (video, audio), a GOP cache (from the latest keyframe) and readers. Units are immutable
  *   and shared by reference (see media.ts).
- * - Every reader is a subscription with its own bounded queue: while its sink is not writable, units queue; past
- *   `maxQueueBytes` the queue is dropped and the reader resumes at the next keyframe (it loses whole GOPs, never
- *   memory, and never slows the publisher or another reader); a reader that takes nothing for `dropAfterMs`
- *   while media waits for it, or misses more than 4 x `maxQueueBytes`, is ended with reason 'reader stuck'.
+ * - A reader is what a plugin gives `stream.subscribe()` (a `MediaReader`: write, writable, holdsPayloads…); it gets
+ *   back a `ReaderHandle` (pause, resume, stats, close). Every reader has its own bounded queue: while it is not
+ *   writable, units queue; past `maxQueueBytes` the queue is dropped and the reader resumes at the next keyframe
+ *   (it loses whole GOPs, never memory, and never slows the publisher or another reader); a reader that takes
+ *   nothing for `dropAfterMs` while media waits for it, or misses more than 4 x `maxQueueBytes`, is ended with
+ *   reason 'reader stuck'.
  * - A format (`defineFormat`) frames each unit once per stream for all of that format's readers (an FLV tag, RTP
  *   packets, a CMAF chunk): its encoder sees every unit in order while the stream has such readers.
  * - A stage (`MediaBus.registerStage`) derives a form of a stream (audio as AAC): readers that ask for it share one
@@ -20,36 +22,36 @@ import type { AccessUnit, TrackInfo } from './media';
 export type Off = () => void;
 
 /**
- * What a reader hands the bus. The bus calls `write` while `writable()` is true and queues otherwise; call
- * `Subscription.resume()` when the sink can take more (e.g. on a socket's 'drain').
+ * A reader of a stream, as a plugin writes it. The bus calls `write` while `writable()` is true and queues otherwise;
+ * call `ReaderHandle.resume()` when the reader can take more (e.g. on a socket's 'drain').
  * No method is called before `subscribe()` returns: the first calls come from a microtask.
  */
-export interface MediaSink<F = undefined> {
-  /** one unit; `framed` is its form in the reader's format (undefined when the subscription has no format) */
+export interface MediaReader<F = undefined> {
+  /** one unit; `framed` is its form in the reader's format (undefined when the reader asked for no format) */
   write(unit: AccessUnit, framed: F): void;
   /** tracks known so far (filtered by the reader's `media`), and again whenever one changes (new SPS, codec) */
   tracks?(tracks: ReadonlyArray<TrackInfo>): void;
   writable?(): boolean;
   /** the reader fell behind: what was queued for it is dropped and it resumes at the next keyframe */
   skipped?(info: { units: number; bytes: number }): void;
-  /** the subscription ended: the stream closed, or the reader was stuck ('reader stuck: …'), or its sink threw */
+  /** the reader ended: the stream closed, or it was stuck ('reader stuck: …'), or it threw */
   end?(reason: string): void;
   /**
-   * Whether this sink may still read the bytes of any payload it was given (`unit.payload`, or a view of it such as
+   * Whether this reader may still read the bytes of any payload it was given (`unit.payload`, or a view of it such as
    * a form's body that points into it). The bus asks after it wrote units, to decide when a payload's memory
    * (Publisher.alloc) may carry another frame: memory is shared by every stream of the bus, so a wrong `false` can
    * put one vehicle's bytes on another vehicle's player.
    *
-   * "Holds" means: a payload, or a view of it, is still referenced anywhere the sink's work may read it later: kept
+   * "Holds" means: a payload, or a view of it, is still referenced anywhere the reader's work may read it later: kept
    * in a field or an array, queued in a socket's buffer (`socket.write(view)` keeps a reference until the kernel took
    * it: `writableLength > 0`), waiting in a timer, a promise or another thread. Bytes copied out (`Buffer.from(x)`,
    * `Buffer.concat`, an encoder's output) are not held.
    *
    * Answer false only when none is: e.g. a socket written by reference whose `writableLength` is 0, and nothing
-   * kept. Answer true when unsure. Leave it out if the sink cannot tell (it keeps units, or hands them to code it
-   * does not control): a sink without it is taken to hold everything it was given, which is always safe, but then
+   * kept. Answer true when unsure. Leave it out if the reader cannot tell (it keeps units, or hands them to code it
+   * does not control): a reader without it is taken to hold everything it was given, which is always safe, but then
    * nothing of the stream's payload memory is reused while it reads (the log says so once per stream, naming the
-   * reader, and /metrics counts such streams by reader: `gw_core_bus_payload_reuse_off_streams`). A sink that
+   * reader, and /metrics counts such streams by reader: `gw_core_bus_payload_reuse_off_streams`). A reader that
    * throws here is taken to hold.
    *
    * Tests run with `GW_POISON_PAYLOADS=1` (test/setup.ts): memory that goes back to the pool is overwritten with a
@@ -100,7 +102,7 @@ export interface StageRef {
   params?: Record<string, unknown>;
 }
 
-export interface SubscribeOptions<F = undefined> {
+export interface ReaderOptions<F = undefined> {
   /** tracks to read (default 'av'). An audio-only reader may start at any unit; a video reader at a keyframe */
   media?: MediaSelect;
   /** the format whose framing `write` gets as its second argument */
@@ -122,7 +124,7 @@ export interface SubscribeOptions<F = undefined> {
   reader?: string;
 }
 
-export interface SubscriptionStats {
+export interface ReaderStats {
   units: number;
   bytes: number;
   /** times the reader fell behind and was moved to the next keyframe */
@@ -132,13 +134,13 @@ export interface SubscriptionStats {
   queuedBytes: number;
 }
 
-export interface Subscription {
+export interface ReaderHandle {
   /** the sink can take more: deliver what is queued */
   resume(): void;
   /** stop reading (no `end` call follows) */
   close(): void;
   readonly closed: boolean;
-  readonly stats: Readonly<SubscriptionStats>;
+  readonly stats: Readonly<ReaderStats>;
 }
 
 export interface Publisher {
@@ -210,7 +212,7 @@ export interface MediaStream extends StreamInfo {
   readonly epoch: number;
   /** at most one publisher at a time; a second attach replaces the first (terminal reconnect) */
   attachPublisher(): Publisher;
-  subscribe<F = undefined>(sink: MediaSink<F>, opts?: SubscribeOptions<F>): Subscription;
+  subscribe<F = undefined>(sink: MediaReader<F>, opts?: ReaderOptions<F>): ReaderHandle;
   /** 'ready' (once), 'tracks' (on each change), 'publisher' (a new publisher attached), 'closed' (with the reason) */
   on(event: 'ready' | 'publisher', cb: () => void): Off;
   on(event: 'tracks', cb: (tracks: ReadonlyArray<TrackInfo>) => void): Off;

@@ -9,7 +9,7 @@ export type {
 } from './http';
 export { defineFormat, STREAM_NAME } from './bus';
 export type {
-  MediaBus, MediaStream, OwnedStream, MediaSink, Publisher, Subscription, SubscribeOptions, SubscriptionStats, MediaStreamStats,
+  MediaBus, MediaStream, OwnedStream, MediaReader, Publisher, ReaderHandle, ReaderOptions, ReaderStats, MediaStreamStats,
   MediaSelect, UnitFormat, FormatEncoder, StreamInfo, StreamEvent, StageDefinition, StageContext, StageInstance, StageRef,
   CreateStreamOptions, Off,
 } from './bus';

@@ -9,7 +9,7 @@
  * its slow-reader policy (skip to the next keyframe), as for any other reader.
  */
 import type { Logger } from 'pino';
-import type { MediaSink, StageContext, StageDefinition, StageInstance } from './bus';
+import type { MediaReader, StageContext, StageDefinition, StageInstance } from './bus';
 import type { AccessUnit, AudioTrackInfo, TrackInfo } from './media';
 
 export interface AudioTransform {
@@ -25,7 +25,7 @@ export interface AudioTransform {
   /**
    * Whether the transform still holds an input frame's payload (a view of it it will read later). Define it when
    * it copies what it keeps (then it answers false whenever it holds no view): the input's payload memory can then
-   * be reused (Publisher.alloc, MediaSink.holdsPayloads). Frames it returns that share an input's memory are copied
+   * be reused (Publisher.alloc, MediaReader.holdsPayloads). Frames it returns that share an input's memory are copied
    * by the stage. Left undefined, the stage counts as holding everything it was given.
    */
   holdsPayloads?(): boolean;
@@ -113,7 +113,7 @@ export function audioStage(opts: AudioStageOptions): StageDefinition {
         }
         flush();
       };
-      const sink: MediaSink = {
+      const sink: MediaReader = {
         // audio only (media 'a'): the bus passes video
         tracks,
         write(u) {

@@ -11,7 +11,7 @@
  * frame at once (a fleet switched on together): 126 MB against 173 MB. (No reuse: ~2.2 us a frame, the collector's.)
  *
  * What it costs: a chunk moves between streams, so a mistake in deciding when a chunk is done (a sink's wrong
- * `false` from MediaSink.holdsPayloads, or a bug in PayloadArena) could show a reader bytes of another stream where
+ * `false` from MediaReader.holdsPayloads, or a bug in PayloadArena) could show a reader bytes of another stream where
  * a pool per stream could only show its own stream's newer frames: wrong video either way, another vehicle's here.
  * Against it: a sink that cannot tell is taken to hold (the default), the rule is tested with readers of several
  * streams that check every byte they read, and tests poison what comes back to the pool (`poison`), so a wrong

@@ -8,7 +8,7 @@
  *
  * When a chunk may be reused: every unit carved from it was pushed (`pending` 0), the stream's GOP cache starts after
  * its last unit (`lastSeq`), every reader's queue does too, and every reader's sink says it holds none of what it was
- * given (`MediaSink.holdsPayloads`: an FLV player whose socket took all its bytes). The stream answers that (`done`).
+ * given (`MediaReader.holdsPayloads`: an FLV player whose socket took all its bytes). The stream answers that (`done`).
  * What cannot be proven done is never reused, only forgotten (`escaped`), and left to the collector: a
  * chunk with a slice carved and never pushed, chunks past MAX_TRACKED_UNITS, and (the stream drops its whole arena) every
  * chunk of a stream a reader without `holdsPayloads` joins (HLS, RTSP, the recorder, a stage that cannot say: the

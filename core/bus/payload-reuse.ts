@@ -4,7 +4,7 @@ import type { StreamDeps } from './stream-deps';
 
 /**
  * A stream's payload memory (Publisher.alloc): an arena reused once nothing can read it (payload-arena.ts), or,
- * while some reader cannot say when it is done with what it gets (a sink without MediaSink.holdsPayloads: a
+ * while some reader cannot say when it is done with what it gets (a sink without MediaReader.holdsPayloads: a
  * "keeper"), small slabs the collector frees. It knows which readers keep reuse off, says so once per stream in
  * the log, and tells /metrics (`offBy`).
  *
@@ -137,6 +137,6 @@ export class PayloadReuse {
     if (this.told || by === undefined) return;
     this.told = true;
     this.deps.log.info({ stream: this.stream, reader: by },
-      'payload memory of this stream is not reused while this reader reads: its sink cannot say when it is done with what it gets (MediaSink.holdsPayloads)');
+      'payload memory of this stream is not reused while this reader reads: its sink cannot say when it is done with what it gets (MediaReader.holdsPayloads)');
   }
 }

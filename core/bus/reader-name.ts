@@ -1,8 +1,8 @@
 import * as path from 'node:path';
 
 /**
- * Names for readers that gave none (SubscribeOptions.reader) and whose sinks cannot say when they are done with
- * payloads (no MediaSink.holdsPayloads): such a reader turns payload memory reuse off for its stream, and the log
+ * Names for readers that gave none (ReaderOptions.reader) and whose sinks cannot say when they are done with
+ * payloads (no MediaReader.holdsPayloads): such a reader turns payload memory reuse off for its stream, and the log
  * and /metrics say which reader it was. Readers are not subscribed through a plugin's own view of the bus (a plugin
  * gets streams from sessions, stages and `ctx.bus` alike), so the bus finds the plugin from the code that called
  * subscribe: one stack capture at such a reader's subscribe, never per unit.

@@ -1,10 +1,10 @@
-import type { MediaSelect, MediaSink, Subscription, SubscriptionStats } from '../../plugin-sdk/bus';
+import type { MediaSelect, MediaReader, ReaderHandle, ReaderStats } from '../../plugin-sdk/bus';
 import type { TrackInfo } from '../../plugin-sdk/media';
 import { formOf, isTrackChange, type Entry, type QueueItem, type TrackChange } from './entry';
 
-export interface ReaderOptions {
+export interface ReaderSettings {
   /**
-   * who reads (SubscribeOptions.reader, or found by the bus for a sink that cannot say when it is done): named in
+   * who reads (ReaderOptions.reader, or found by the bus for a sink that cannot say when it is done): named in
    * logs and metrics; undefined for an unnamed sink that answers holdsPayloads
    */
   name: string | undefined;
@@ -22,7 +22,7 @@ export interface ReaderOptions {
 }
 
 /** whether a sink says when it holds none of what it was given; one that does not is taken to hold everything */
-export function answersHoldsPayloads(sink: Pick<MediaSink<unknown>, 'holdsPayloads'>): boolean {
+export function answersHoldsPayloads(sink: Pick<MediaReader<unknown>, 'holdsPayloads'>): boolean {
   return typeof sink.holdsPayloads === 'function';
 }
 
@@ -36,7 +36,7 @@ const STUCK_MISSED_FACTOR = 4;
  * that takes nothing for dropAfterMs while media waits, or misses 4x its cap, is ended ('reader stuck').
  * Nothing reaches the sink before start(), which the stream calls from a microtask after subscribe() returned.
  */
-export class Reader<F = unknown> implements Subscription {
+export class Reader<F = unknown> implements ReaderHandle {
   /**
    * Items from `head` to `tail`. Emptied by moving the indices, not by `length = 0`: V8 drops an array's backing
    * store at length 0, and a reader that keeps up empties its queue at every unit, so each unit cost it a new
@@ -58,12 +58,12 @@ export class Reader<F = unknown> implements Subscription {
   private missed = 0;
   /** when the sink was first found not writable with units waiting (-1: taking units) */
   private stuckSince = -1;
-  readonly stats: SubscriptionStats = { units: 0, bytes: 0, skips: 0, skippedUnits: 0, queuedBytes: 0 };
+  readonly stats: ReaderStats = { units: 0, bytes: 0, skips: 0, skippedUnits: 0, queuedBytes: 0 };
 
-  /** its sink says when it holds none of what it was given (MediaSink.holdsPayloads), so payload memory can be reused */
+  /** its sink says when it holds none of what it was given (MediaReader.holdsPayloads), so payload memory can be reused */
   readonly tellsWhenDone: boolean;
 
-  constructor(private readonly sink: MediaSink<F>, private readonly o: ReaderOptions) {
+  constructor(private readonly sink: MediaReader<F>, private readonly o: ReaderSettings) {
     this.tellsWhenDone = answersHoldsPayloads(sink);
   }
 

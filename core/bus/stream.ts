@@ -1,5 +1,5 @@
 import type {
-  MediaSink, MediaStream, MediaStreamStats, Off, OwnedStream, Publisher, StreamEvent, SubscribeOptions, Subscription,
+  MediaReader, MediaStream, MediaStreamStats, Off, OwnedStream, Publisher, StreamEvent, ReaderOptions, ReaderHandle,
 } from '../../plugin-sdk/bus';
 import type { AccessUnit, TrackInfo } from '../../plugin-sdk/media';
 import type { Entry } from './entry';
@@ -16,7 +16,7 @@ import { StreamTimeline } from './timeline';
 
 /** Audio-only terminals exist: after this much audio with no video track the stream counts as ready. */
 const AUDIO_ONLY_READY_MS = 3000;
-/** SubscribeOptions.reader: a label of /metrics, so a short name */
+/** ReaderOptions.reader: a label of /metrics, so a short name */
 const READER_NAME = /^[^\n]{1,100}$/;
 
 /**
@@ -226,7 +226,7 @@ export class BusStream implements OwnedStream, PassTarget {
     this.events.emit(event, arg);
   }
 
-  subscribe<F = undefined>(sink: MediaSink<F>, opts: SubscribeOptions<F> = {}): Subscription {
+  subscribe<F = undefined>(sink: MediaReader<F>, opts: ReaderOptions<F> = {}): ReaderHandle {
     if (this.closedFlag) throw new Error(`stream ${this.name} is closed`);
     if (opts.reader !== undefined && !(typeof opts.reader === 'string' && READER_NAME.test(opts.reader))) {
       this.deps.log.warn({ stream: this.name, reader: String(opts.reader).slice(0, 200) }, 'subscribe refused: bad reader name');

@@ -1,4 +1,4 @@
-import { aacVia, definePlugin, mediaTypOf, type AudioCodec, type SubscribeOptions } from '../../plugin-sdk';
+import { aacVia, definePlugin, mediaTypOf, type AudioCodec, type ReaderOptions } from '../../plugin-sdk';
 import type { HotCounter } from '../../plugin-sdk';
 import { AudioSkips } from './src/audio-skips';
 import { FlvOutConfig } from './src/config';
@@ -53,7 +53,7 @@ export default definePlugin({
     }
     // G.711 listed in audioCodecs is what a site's own players take as received: the AAC stage passes it on
     const keep = c.audioCodecs.filter((x) => x !== 'aac') as AudioCodec[];
-    const readFor = (reqId: string): Pick<SubscribeOptions<unknown>, 'media' | 'via'> => {
+    const readFor = (reqId: string): Pick<ReaderOptions<unknown>, 'media' | 'via'> => {
       const r = ctx.sessions.getRequest(reqId);
       if (!r) return {};
       const media = mediaTypOf(r.params.typ, r.params.dataTyp);

@@ -1,4 +1,4 @@
-import { aacVia, definePlugin, invalidParam, mediaTypOf, type AudioCodec, type SubscribeOptions } from '../../plugin-sdk';
+import { aacVia, definePlugin, invalidParam, mediaTypOf, type AudioCodec, type ReaderOptions } from '../../plugin-sdk';
 import { RtmpConfig } from './src/config';
 import { createRtmpFormats, type RtmpFrame } from './src/rtmp-format';
 import { PLAY_APP, PUBLISH_APP, RtmpServer } from './src/server';
@@ -46,7 +46,7 @@ export default definePlugin({
       messages: (n) => messages.add(n),
     });
     const keep = c.audioCodecs.filter((x) => x !== 'aac') as AudioCodec[];
-    const readFor = (reqId: string): Pick<SubscribeOptions<RtmpFrame>, 'media' | 'via'> => {
+    const readFor = (reqId: string): Pick<ReaderOptions<RtmpFrame>, 'media' | 'via'> => {
       const r = ctx.sessions.getRequest(reqId);
       if (!r) return {};
       const media = mediaTypOf(r.params.typ, r.params.dataTyp);

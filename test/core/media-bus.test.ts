@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import pino from 'pino';
 import { CoreMediaBus } from '../../core/bus/media-bus';
-import { defineFormat, type MediaSink, type StageDefinition } from '../../plugin-sdk/bus';
+import { defineFormat, type MediaReader, type StageDefinition } from '../../plugin-sdk/bus';
 import { audioUnit, videoUnit, withPayload, type AccessUnit, type TrackInfo } from '../../plugin-sdk/media';
 
 const KB = 1024;
@@ -22,7 +22,7 @@ function newBus(limits: Partial<ConstructorParameters<typeof CoreMediaBus>[0]> =
   }, quiet, now);
 }
 
-function collect(extra: Partial<MediaSink> = {}): { got: AccessUnit[]; sink: MediaSink } {
+function collect(extra: Partial<MediaReader> = {}): { got: AccessUnit[]; sink: MediaReader } {
   const got: AccessUnit[] = [];
   return { got, sink: { write: (u) => got.push(u), ...extra } };
 }

@@ -3,7 +3,7 @@ import pino from 'pino';
 import { CoreMediaBus, type BusStream } from '../../core/bus/media-bus';
 import { PayloadArena } from '../../core/bus/payload-arena';
 import { ChunkPool, isPoisoned } from '../../core/bus/chunk-pool';
-import type { MediaSink, Publisher, StageContext, StageDefinition, StageRef } from '../../plugin-sdk/bus';
+import type { MediaReader, Publisher, StageContext, StageDefinition, StageRef } from '../../plugin-sdk/bus';
 import { videoUnit, type AccessUnit } from '../../plugin-sdk/media';
 
 const KB = 1024;
@@ -254,7 +254,7 @@ describe('payload arena (Publisher.alloc)', () => {
     let holding = true;
     const got: AccessUnit[] = [];
     let n = 0;
-    const sink: MediaSink = { write: (u) => got.push(u), holdsPayloads: () => holding };
+    const sink: MediaReader = { write: (u) => got.push(u), holdsPayloads: () => holding };
     s.subscribe(sink);
     await tick();
     // 40 units of 10 KB in GOPs of 10: 400 KB through 32 KB chunks

@@ -1,5 +1,5 @@
 /**
- * A reader whose sink has no MediaSink.holdsPayloads is taken to hold everything it gets, which turns payload memory
+ * A reader whose sink has no MediaReader.holdsPayloads is taken to hold everything it gets, which turns payload memory
  * reuse off for its stream (core/bus/payload-reuse.ts). The bus says which reader did: a log line once per stream,
  * and a count of such streams by reader for /metrics (CoreMediaBus.reuseOffByReader).
  */
@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import pino from 'pino';
 import { CoreMediaBus } from '../../core/bus/media-bus';
 import { nameFromFiles } from '../../core/bus/reader-name';
-import type { MediaSink, Publisher, StageDefinition } from '../../plugin-sdk/bus';
+import type { MediaReader, Publisher, StageDefinition } from '../../plugin-sdk/bus';
 import { audioUnit, videoUnit } from '../../plugin-sdk/media';
 
 const KB = 1024;
@@ -34,14 +34,14 @@ function push(pub: Publisher, n: number, alloc = true): void {
 }
 
 /** holds nothing once written, and says so */
-const answering = (): MediaSink => ({ write: () => undefined, holdsPayloads: () => false });
+const answering = (): MediaReader => ({ write: () => undefined, holdsPayloads: () => false });
 /** cannot say when it is done */
-const keeping = (): MediaSink => ({ write: () => undefined });
+const keeping = (): MediaReader => ({ write: () => undefined });
 
 const asObject = (m: Map<string, number>): Record<string, number> => Object.fromEntries(m);
 
 describe('payload reuse off: which reader turned it off', () => {
-  it('a keeper named by SubscribeOptions.reader: one log line for the stream, counted by reader while it reads', async () => {
+  it('a keeper named by ReaderOptions.reader: one log line for the stream, counted by reader while it reads', async () => {
     const { bus, offLines } = newBus();
     const s = bus.create('v1', 'test');
     const pub = s.attachPublisher();

@@ -3,7 +3,7 @@
  * socket cannot take yet (bounded; past the cap it skips to the next keyframe; a reader that stays stuck is ended),
  * so all this does is write each unit's shared bytes, start the player properly, and report.
  */
-import type { AccessUnit, MediaSink, PlayerHandle, Subscription } from '../../../plugin-sdk';
+import type { AccessUnit, MediaReader, PlayerHandle, ReaderHandle } from '../../../plugin-sdk';
 import type { FlvFrame } from './flv-format';
 import type { Transport } from './transport';
 import type { TickFlush } from './tick';
@@ -37,8 +37,8 @@ export interface PlayerOwner {
   dropped(p: Player, reason: string): void;
 }
 
-export class Player implements MediaSink<FlvFrame> {
-  sub: Subscription | undefined;
+export class Player implements MediaReader<FlvFrame> {
+  sub: ReaderHandle | undefined;
   bytesOut = 0;
   skips = 0;
   peakBacklog = 0;
@@ -50,7 +50,7 @@ export class Player implements MediaSink<FlvFrame> {
   private isGone = false;
   private endTimer: NodeJS.Timeout | undefined;
   /**
-   * MediaSink.holdsPayloads: the units' bytes are only ever in the socket's buffer (written by reference), so an empty
+   * MediaReader.holdsPayloads: the units' bytes are only ever in the socket's buffer (written by reference), so an empty
    * buffer means this player reads none of them any more and the stream's payload memory can be reused.
    */
   readonly holdsPayloads: (() => boolean) | undefined;

@@ -8,7 +8,7 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { LogLimiter, type HttpListener, type RequestLog, type RouteRequest, type Sessions, type SubscribeOptions } from '../../../plugin-sdk';
+import { LogLimiter, type HttpListener, type RequestLog, type RouteRequest, type Sessions, type ReaderOptions } from '../../../plugin-sdk';
 import type { FlvFormats, FlvFrame } from './flv-format';
 import { Player, type PlayerOwner, type PlayerStats } from './player';
 import type { TickFlush } from './tick';
@@ -31,7 +31,7 @@ export interface FlvServerOptions {
   /** a play refused (unknown request or wrong token) */
   refused(): void;
   /** how a request's players read its stream: which tracks, and through which stage (AAC audio) */
-  readFor(reqId: string): Pick<SubscribeOptions<FlvFrame>, 'media' | 'via'>;
+  readFor(reqId: string): Pick<ReaderOptions<FlvFrame>, 'media' | 'via'>;
 }
 
 interface Play {

@@ -48,7 +48,7 @@ export abstract class Transport implements Corked {
   abstract backlog(): number;
   /**
    * backlog() counts every byte node still holds for this player (its socket's Writable buffer, corked or in flight),
-   * so 0 means node holds none of the units' memory: what MediaSink.holdsPayloads needs. Not so for a pipelined
+   * so 0 means node holds none of the units' memory: what MediaReader.holdsPayloads needs. Not so for a pipelined
    * response, which buffers in the HTTP layer until its turn.
    */
   abstract readonly backlogCoversAll: boolean;

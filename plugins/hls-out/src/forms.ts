@@ -5,7 +5,7 @@
  */
 import type { Logger } from 'pino';
 import {
-  aacVia, mediaTypOf, type ChannelStream, type MediaBus, type StageRef, type StrmRequest, type Subscription,
+  aacVia, mediaTypOf, type ChannelStream, type MediaBus, type StageRef, type StrmRequest, type ReaderHandle,
 } from '../../../plugin-sdk';
 import type { HlsOutConfig } from './config';
 import { Segmenter, type Container, type SegmenterStats } from './segmenter';
@@ -20,7 +20,7 @@ export interface HlsForm {
 }
 
 interface FormState extends HlsForm {
-  sub: Subscription | undefined;
+  sub: ReaderHandle | undefined;
   offPublisher: () => void;
   /** its first segment exists: its requests are playable */
   playable: boolean;

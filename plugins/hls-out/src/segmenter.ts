@@ -16,7 +16,7 @@
  * held and their bound: the Segmenter extends it), cut-rules.ts (where cuts fall), track-config.ts (track
  * configurations and their init segment versions).
  */
-import type { AccessUnit, MediaSink, TrackInfo } from '../../../plugin-sdk';
+import type { AccessUnit, MediaReader, TrackInfo } from '../../../plugin-sdk';
 import { partDue, partLongEnough, pastTarget, round3, segmentDue } from './cut-rules';
 import { fmp4Fragment } from './fmp4';
 import type { HlsInit } from './hls-types';
@@ -37,7 +37,7 @@ const MAX_AUDIO_LAG_MS = 1000;
 /** no audio for this long (stream time): the terminal stopped sending it; video stops waiting until it comes back */
 const AUDIO_GONE_MS = 3000;
 
-export class Segmenter extends LiveWindow implements MediaSink {
+export class Segmenter extends LiveWindow implements MediaReader {
   closed = false;
   private nextMsn = 0;
   private fragmentSeq = 1;
@@ -76,7 +76,7 @@ export class Segmenter extends LiveWindow implements MediaSink {
     return this.segments.find((s) => s.init.version === version)?.init;
   }
 
-  // --- MediaSink ------------------------------------------------------------------------------------------------
+  // --- MediaReader ------------------------------------------------------------------------------------------------
 
   tracks(list: ReadonlyArray<TrackInfo>): void {
     const w = configOf(list);

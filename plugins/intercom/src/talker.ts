@@ -8,7 +8,7 @@
  * client's format; dropped (counted) while the client's socket is backed up.
  */
 import type { Logger } from 'pino';
-import type { AudioTrackInfo, MediaStream, Sessions, StrmRequest, Subscription, TerminalLink, TerminalLinks, PlayerHandle } from '../../../plugin-sdk';
+import type { AudioTrackInfo, MediaStream, Sessions, StrmRequest, ReaderHandle, TerminalLink, TerminalLinks, PlayerHandle } from '../../../plugin-sdk';
 import type { Off } from '../../../plugin-sdk';
 import { createDecoder, createEncoder, type AudioDecoder, type AudioEncoder, type EncoderSpec } from '../../../plugin-sdk/codecs';
 import { CLIENT_RATE, decodeClient, encodeClient, PcmRateConverter, type ClientFormat } from './client-format';
@@ -68,7 +68,7 @@ export class Talker {
   private readonly startedAt: number;
   private nextDue: number;
   private encoder: { key: string; enc: AudioEncoder; toRate: PcmRateConverter } | undefined;
-  private downSub: Subscription | undefined;
+  private downSub: ReaderHandle | undefined;
   private player: PlayerHandle | undefined;
   private closed = false;
   /** the client left normally: what it said is still being sent, then the talk ends with this */

@@ -6,7 +6,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import {
   aacVia, ErrCode, GatewayError, invalidParam, mediaTypOf, type Cancel, type Notice, type OpenParams, type PluginContext,
-  type PluginInstance, type StreamTyp, type SubscribeOptions,
+  type PluginInstance, type StreamTyp, type ReaderOptions,
 } from '../../../plugin-sdk';
 import type { NodeScope, RecordCatalog, StoredRecord } from './catalog';
 import type { RecorderConfig } from './config';
@@ -279,7 +279,7 @@ export async function startRecorder(ctx: PluginContext<RecorderConfig>, store: R
 
   // --- recording ------------------------------------------------------------------------------------
   /** the tracks a request wants and how its audio reaches the file (see RecorderConfig.audio) */
-  const readFor = (typ: StreamTyp, dataTyp: number, audioCfg: OpenParams['audioCfg']): Pick<SubscribeOptions, 'media' | 'via'> => {
+  const readFor = (typ: StreamTyp, dataTyp: number, audioCfg: OpenParams['audioCfg']): Pick<ReaderOptions, 'media' | 'via'> => {
     const media = mediaTypOf(typ, dataTyp);
     if (media === 'v' || cfg.audio === 'as-received') return { media };
     return { media, via: aacVia(ctx.bus, audioCfg, cfg.audio === 'auto' ? ['g711a', 'g711u'] : []) };

@@ -5,7 +5,7 @@
  */
 import * as path from 'node:path';
 import type { Logger } from 'pino';
-import type { AccessUnit, MediaStream, SubscribeOptions, Subscription, UnitFormat } from '../../../plugin-sdk';
+import type { AccessUnit, MediaStream, ReaderOptions, ReaderHandle, UnitFormat } from '../../../plugin-sdk';
 import type { FlvForm } from '../../../plugin-sdk/formats';
 import { startedRecord, type MediaTyp, type RecordCatalog, type RecordStart, type RecordUpdate, type StoredRecord } from './catalog';
 import { FileTags } from './file-tags';
@@ -52,7 +52,7 @@ export class Recording {
   readonly row: StoredRecord;
   readonly file: string;
   private readonly highWater: number;
-  private sub: Subscription | undefined;
+  private sub: ReaderHandle | undefined;
   /** the stream's FLV form as this file's bytes */
   private readonly tags = new FileTags();
   /** framed tags waiting while the file is being created */
@@ -125,7 +125,7 @@ export class Recording {
    * Subscribes to the channel's stream (from its latest keyframe) in `format` (the gateway's FLV form for the tracks
    * the request wants: flvFormatOf), audio as `via` says.
    */
-  attach(media: MediaStream, format: UnitFormat<FlvForm>, read: Pick<SubscribeOptions, 'media' | 'via'> = {}): void {
+  attach(media: MediaStream, format: UnitFormat<FlvForm>, read: Pick<ReaderOptions, 'media' | 'via'> = {}): void {
     const sub = media.subscribe<FlvForm>({
       write: (au, form) => this.write(au, form),
       writable: () => this.writable(),

@@ -4,7 +4,7 @@
  * shared bytes, starts the player at a start point with the stream's configuration, and reports.
  */
 import type { Socket } from 'node:net';
-import type { AccessUnit, MediaSink, PlayerHandle, Subscription } from '../../../plugin-sdk';
+import type { AccessUnit, MediaReader, PlayerHandle, ReaderHandle } from '../../../plugin-sdk';
 import type { RtmpFrame } from './rtmp-format';
 
 export interface RtmpPlayerStats {
@@ -18,8 +18,8 @@ export interface RtmpPlayerStats {
   waitingForKeyframe: boolean;
 }
 
-export class RtmpPlayer implements MediaSink<RtmpFrame> {
-  sub: Subscription | undefined;
+export class RtmpPlayer implements MediaReader<RtmpFrame> {
+  sub: ReaderHandle | undefined;
   bytesOut = 0;
   skips = 0;
   private starting = true;

@@ -13,7 +13,7 @@ import { timingSafeEqual, createHash } from 'node:crypto';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import {
-  channelKey, LogLimiter, normaliseSim, SIM_PATTERN, streamKey, type MediaStream, type Net, type RequestLog, type Sessions, type SubscribeOptions,
+  channelKey, LogLimiter, normaliseSim, SIM_PATTERN, streamKey, type MediaStream, type Net, type RequestLog, type Sessions, type ReaderOptions,
 } from '../../../plugin-sdk';
 import type { RtmpConfig } from './config';
 import { RtmpConnection, type ConnectionHost } from './connection';
@@ -38,7 +38,7 @@ export interface RtmpServerOptions {
   formats: RtmpFormats;
   now: () => number;
   /** how a request's players read its stream: which tracks, and through which stage (AAC audio) */
-  readFor(reqId: string): Pick<SubscribeOptions<RtmpFrame>, 'media' | 'via'>;
+  readFor(reqId: string): Pick<ReaderOptions<RtmpFrame>, 'media' | 'via'>;
   counts: { refused(what: 'play' | 'publish'): void; dropped(): void; bytesIn(n: number): void; bytesOut(n: number): void; badMedia(): void; moved(): void };
 }
 

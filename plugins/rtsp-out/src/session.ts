@@ -5,7 +5,7 @@
  * and adds the RTCP that is its own (sender reports counting what it sent, BYE).
  */
 import type { Socket } from 'node:net';
-import type { AccessUnit, MediaSink, MediaStream, PlayerHandle, StageRef, Subscription, TrackInfo } from '../../../plugin-sdk';
+import type { AccessUnit, MediaReader, MediaStream, PlayerHandle, StageRef, ReaderHandle, TrackInfo } from '../../../plugin-sdk';
 import type { MediaSelect } from '../../../plugin-sdk';
 import { AUDIO, VIDEO, type RtpUnit, type TrackIndex } from './packetizer';
 import { bye, senderReport } from './rtcp';
@@ -50,18 +50,18 @@ interface TrackStats {
   ssrc: number | undefined;
 }
 
-export class RtspSession implements MediaSink<RtpUnit> {
+export class RtspSession implements MediaReader<RtpUnit> {
   state: 'ready' | 'playing' = 'ready';
   lastSeen: number;
   readonly setup = new Map<TrackIndex, TrackTransport>();
-  sub: Subscription | undefined;
+  sub: ReaderHandle | undefined;
   handle: PlayerHandle | undefined;
   bytesOut = 0;
   skips = 0;
   ended = false;
   private held: Array<[AccessUnit, RtpUnit]> | undefined;
   /**
-   * MediaSink.holdsPayloads, for sessions over TCP only: their packets' bodies are views of the units' payloads that
+   * MediaReader.holdsPayloads, for sessions over TCP only: their packets' bodies are views of the units' payloads that
    * the socket holds while they count in `writableLength` (as flv-out's players), so the bus may reuse the memory
    * once it says false. A UDP session cannot tell when dgram is done with what it was given: it has none, and a
    * stream it reads keeps collected memory.
@@ -91,7 +91,7 @@ export class RtspSession implements MediaSink<RtpUnit> {
     return this.plan.reqId;
   }
 
-  // --- MediaSink ----------------------------------------------------------------------------------------------
+  // --- MediaReader ----------------------------------------------------------------------------------------------
 
   write(unit: AccessUnit, form: RtpUnit): void {
     if (this.held) {

@@ -1,5 +1,5 @@
 /**
- * An RTSP session over TCP answers MediaSink.holdsPayloads (its socket's unsent bytes), so a stream it reads reuses
+ * An RTSP session over TCP answers MediaReader.holdsPayloads (its socket's unsent bytes), so a stream it reads reuses
  * payload memory (core/bus/payload-arena.ts) as one read by FLV players does. Here a publisher takes every frame's
  * memory from Publisher.alloc and marks each frame with a filler NAL unit carrying its number; one reader reads at
  * once, another stops reading for a while (its socket fills: the bus must not reuse what it still has to send) and

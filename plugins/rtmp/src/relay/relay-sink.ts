@@ -7,7 +7,7 @@
  * - the message stream id is the one createStream gave (the shared bytes say 1).
  * Backpressure is the bus's: while the socket holds highWaterBytes the bus queues (bounded, then skips a GOP).
  */
-import type { AccessUnit, MediaSink, Subscription } from '../../../../plugin-sdk';
+import type { AccessUnit, MediaReader, ReaderHandle } from '../../../../plugin-sdk';
 import { FLV_TAG_SCRIPT, type FlvTag } from '../../../../plugin-sdk/formats';
 import { messageOf, type RtmpFrame } from '../rtmp-format';
 
@@ -61,8 +61,8 @@ export interface RelayOut {
   writable(): boolean;
 }
 
-export class RelaySink implements MediaSink<RtmpFrame> {
-  sub: Subscription | undefined;
+export class RelaySink implements MediaReader<RtmpFrame> {
+  sub: ReaderHandle | undefined;
   private starting = true;
   private version = -1;
   private base: number | undefined;

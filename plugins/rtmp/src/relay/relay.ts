@@ -3,7 +3,7 @@
  * back-off (retryMinMs doubling to retryMaxMs; back at retryMinMs after a publish that held retryMaxMs). It reads
  * the bus only while the server takes its publish, so a server that is away costs a timer, not a reader.
  */
-import type { Cancel, Clock, MediaStream, PlayerHandle, SubscribeOptions } from '../../../../plugin-sdk';
+import type { Cancel, Clock, MediaStream, PlayerHandle, ReaderOptions } from '../../../../plugin-sdk';
 import type { RtmpFrame } from '../rtmp-format';
 import { RelayClient } from './relay-client';
 import { resolveAllowed, type HostRule } from './relay-hosts';
@@ -35,7 +35,7 @@ export interface RelayEnv {
   retryMaxMs: number;
   highWaterBytes: number;
   /** the request's stream and how a relay reads it; undefined once it is gone */
-  source(reqId: string): { media: MediaStream; opts: SubscribeOptions<RtmpFrame> } | undefined;
+  source(reqId: string): { media: MediaStream; opts: ReaderOptions<RtmpFrame> } | undefined;
   /** the state changed (view updated); `prev` was the state before */
   changed(r: Relay, prev: RelayState): void;
   sent(n: number): void;
