@@ -338,7 +338,7 @@ export class Kernel {
     const apiBase = (this.gateway.apiBase ?? `${this.tls ? 'https' : 'http'}://${this.gateway.publicHost}:${httpPort}`).replace(/\/+$/, '');
     this.siteInfo = {
       name: this.site.name, file: this.site.file, publicHost: this.gateway.publicHost, listenHost: this.gateway.listenHost, dataDir, instId: this.gateway.instId, apiBase,
-      tls: this.tls !== undefined,
+      apiPort: Number(new URL(apiBase).port) || (apiBase.startsWith('https:') ? 443 : 80), tls: this.tls !== undefined,
     };
     this.fleet = await startFleet(this, apiBase);
     this.api.nodeForwarder = new NodeForwarder(this.fleet.dir, this.log.child({ part: 'fleet' }));
@@ -440,7 +440,7 @@ export class Kernel {
     const name = l.def.name;
     const where = `${this.site.file}: plugin ${name}`;
     const netApi = pluginNet(l, {
-      plugin: name, where, defaultHost: this.gateway.listenHost, ports: this.ports, bodyLimit: this.gateway.bodyLimit, keepAliveTimeoutMs: this.gateway.httpKeepAliveSec * 1000, apps: this.apps,
+      plugin: name, where, defaultHost: this.gateway.listenHost, publicHost: this.gateway.publicHost, ports: this.ports, bodyLimit: this.gateway.bodyLimit, keepAliveTimeoutMs: this.gateway.httpKeepAliveSec * 1000, apps: this.apps,
       auth: this.authHooks, connections: this.connections, tls: this.tls, cluster: this.opts.cluster, slices: this.slices,
       holdChannel: (key) => this.fleet?.holdChannel(key) ?? (() => undefined),
     });
@@ -459,7 +459,7 @@ export class Kernel {
       requestLog: requestLogFor(l.log, this.gateway.requestLogLevel),
       health: this.health.forPlugin(name),
       site: this.siteInfo,
-      routes: this.api.routesFor(name),
+      routes: this.api.routesFor(name, { host: this.siteInfo.publicHost, port: this.siteInfo.apiPort, tls: this.siteInfo.tls }),
       net: netApi,
       bus: l.bus,
       sessions: c.resolve<SessionManager>(TOKENS.Sessions),

@@ -13,6 +13,7 @@ import {
 } from './testkit-media';
 
 export * from './testkit-media';
+export * from './testkit-probe';
 
 export interface TestGatewayOptions {
   /**
