@@ -440,7 +440,8 @@ export class Kernel {
     const name = l.def.name;
     const where = `${this.site.file}: plugin ${name}`;
     const netApi = pluginNet(l, {
-      plugin: name, where, defaultHost: this.gateway.listenHost, publicHost: this.gateway.publicHost, ports: this.ports, bodyLimit: this.gateway.bodyLimit, keepAliveTimeoutMs: this.gateway.httpKeepAliveSec * 1000, apps: this.apps,
+      plugin: name, where, defaultHost: this.gateway.listenHost, publicHost: this.gateway.publicHost,
+      ports: this.ports, bodyLimit: this.gateway.bodyLimit, keepAliveTimeoutMs: this.gateway.httpKeepAliveSec * 1000, apps: this.apps,
       auth: this.authHooks, connections: this.connections, tls: this.tls, cluster: this.opts.cluster, slices: this.slices,
       holdChannel: (key) => this.fleet?.holdChannel(key) ?? (() => undefined),
     });

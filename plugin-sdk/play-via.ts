@@ -24,7 +24,9 @@ export function playVia(query: URLSearchParams, bus: Pick<MediaBus, 'stages'>): 
   // (only a well-formed name is echoed back)
   if (!STAGE_NAME.test(name)) return { ok: false, reason: 'via: not a stage name (lower-case letters, digits and dashes)' };
   const known = bus.stages();
-  if (!known.includes(name)) return { ok: false, reason: `via: no stage '${name}' on this gateway (${known.length ? `stages: ${known.join(', ')}` : 'none registered'})` };
+  if (!known.includes(name)) {
+    return { ok: false, reason: `via: no stage '${name}' on this gateway (${known.length ? `stages: ${known.join(', ')}` : 'none registered'})` };
+  }
   return { ok: true, via: name };
 }
 

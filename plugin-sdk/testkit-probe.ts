@@ -23,6 +23,8 @@ export interface ProbedFrame {
 }
 
 export interface VideoProbe {
+  /** every stream's codec, in order (e.g. ['h264', 'aac']) */
+  streams: string[];
   codec: string;
   width: number;
   height: number;
@@ -35,7 +37,7 @@ export interface VideoProbe {
 export interface ProbeOptions {
   /** the container when ffprobe cannot guess it (bytes, or a URL without an extension): 'h264', 'flv' */
   format?: string;
-  /** stop after this many packets (a live URL never ends); default: read it all */
+  /** stop after this many packets, of all streams (a live URL never ends); default: read it all */
   packets?: number;
   /**
    * Media time ffprobe reads to learn the streams before it reports frames (default 1000; ffprobe's own is 5 s, which
@@ -46,7 +48,7 @@ export interface ProbeOptions {
   timeoutMs?: number;
 }
 
-/** The first video stream of a URL or of bytes as ffprobe decodes it. */
+/** The first video stream of a URL or of bytes as ffprobe decodes it (and the codecs of all its streams). */
 export async function probeVideo(input: string | Buffer, opts: ProbeOptions = {}): Promise<VideoProbe> {
   let dir: string | undefined;
   let target: string;
@@ -56,8 +58,8 @@ export async function probeVideo(input: string | Buffer, opts: ProbeOptions = {}
     target = path.join(dir, 'input');
     fs.writeFileSync(target, input);
   }
-  const args = ['-v', 'error', '-select_streams', 'v:0', '-show_streams', '-show_frames',
-    '-show_entries', 'stream=codec_name,width,height:frame=key_frame,pict_type,pts_time', '-of', 'json'];
+  const args = ['-v', 'error', '-show_streams', '-show_frames',
+    '-show_entries', 'stream=index,codec_type,codec_name,width,height:frame=stream_index,key_frame,pict_type,pts_time', '-of', 'json'];
   args.push('-analyzeduration', String(Math.round((opts.analyzeMs ?? 1000) * 1000)));
   if (opts.packets !== undefined) args.push('-read_intervals', `%+#${opts.packets}`);
   if (opts.format) args.push('-f', opts.format);
@@ -66,11 +68,12 @@ export async function probeVideo(input: string | Buffer, opts: ProbeOptions = {}
     const { code, stdout, stderr } = await run(findFfprobe(), args, opts.timeoutMs ?? 20_000);
     if (code !== 0) throw new Error(`ffprobe ${target} exited ${code}: ${stderr.trim()}`);
     const out = JSON.parse(stdout) as { streams?: Array<Record<string, unknown>>; frames?: Array<Record<string, unknown>> };
-    const s = out.streams?.[0];
+    const s = out.streams?.find((x) => x.codec_type === 'video');
     if (!s) throw new Error(`ffprobe found no video stream in ${target}: ${stderr.trim()}`);
     return {
+      streams: (out.streams ?? []).map((x) => String(x.codec_name)),
       codec: String(s.codec_name), width: Number(s.width), height: Number(s.height), errors: stderr.trim(),
-      frames: (out.frames ?? []).map((f) => ({
+      frames: (out.frames ?? []).filter((f) => f.stream_index === s.index).map((f) => ({
         keyFrame: f.key_frame === 1, pictType: String(f.pict_type), ptsSec: f.pts_time === undefined ? undefined : Number(f.pts_time),
       })),
     };

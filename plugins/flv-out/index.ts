@@ -61,7 +61,8 @@ export default definePlugin({
       return { media, via: aacVia(ctx.bus, r.params.audioCfg, keep) };
     };
     const server = new FlvServer({
-      log: ctx.log, requestLog: ctx.requestLog, sessions: ctx.sessions, bus: ctx.bus, formats, tick: new TickFlush(latency), maxBacklogBytes: c.maxPlayerBacklogBytes,
+      log: ctx.log, requestLog: ctx.requestLog, sessions: ctx.sessions, bus: ctx.bus, formats,
+      tick: new TickFlush(latency), maxBacklogBytes: c.maxPlayerBacklogBytes,
       refused: () => refused.inc(), readFor,
     });
     server.mount(http);

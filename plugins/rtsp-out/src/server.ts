@@ -372,9 +372,12 @@ export class RtspServer implements SessionOwner {
     // the bus hands over the tracks and the GOP cache from a microtask: by the next turn the first packets are known
     await new Promise<void>((resolve) => setImmediate(resolve));
     if (s.ended || s.state !== 'playing') return { status: 454 };
-    this.o.requestLog({ stream: s.plan.stream, reqId: s.reqId, remote: s.remote, protocol: `rtsp-${s.lower}`, session: s.id, via: s.plan.play }, 'player started');
+    const started = { stream: s.plan.stream, reqId: s.reqId, remote: s.remote, protocol: `rtsp-${s.lower}`, session: s.id, via: s.plan.play };
+    this.o.requestLog(started, 'player started');
     const info: string[] = [];
-    for (const [track, p] of s.firstPackets()) info.push(`url=${trackUrl(s.plan.host, s.plan.stream, track, s.plan.reqId, s.plan.token, s.plan.play)};seq=${p.seq};rtptime=${p.rtptime}`);
+    for (const [track, p] of s.firstPackets()) {
+      info.push(`url=${trackUrl(s.plan.host, s.plan.stream, track, s.plan.reqId, s.plan.token, s.plan.play)};seq=${p.seq};rtptime=${p.rtptime}`);
+    }
     const headers: Array<[string, string]> = [...sessionHeader(s), ['Range', 'npt=0.000-']];
     if (info.length) headers.push(['RTP-Info', info.join(',')]);
     // the reply goes out first, then the held packets

@@ -9,7 +9,10 @@ describe('example plugin: test-pattern (a source publishing H.264 it makes itsel
   before(async () => {
     const stub = stubMediaPlugin({ fmts: [] });
     gw = await startTestGateway({
-      plugins: [{ name: stub.name, def: stub.def }, { name: 'flv-out' }, { name: 'test-pattern', def: testPattern, config: { sims: ['019900000001'], gopFrames: 10 } }],
+      plugins: [
+        { name: stub.name, def: stub.def }, { name: 'flv-out' },
+        { name: 'test-pattern', def: testPattern, config: { sims: ['019900000001'], gopFrames: 10 } },
+      ],
     });
   });
   after(() => gw.stop());

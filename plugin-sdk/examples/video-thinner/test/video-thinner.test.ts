@@ -11,7 +11,8 @@ describe('example plugin: video-thinner (a filter stage, played through flv-out 
   before(async () => {
     const stub = stubMediaPlugin({ fmts: [] });
     gw = await startTestGateway({
-      plugins: [{ name: stub.name, def: stub.def }, { name: 'flv-out' }, { name: 'video-thinner', def: videoThinner }],
+      // audio-aac: flv-out reads audio as AAC, so a play with via reads the chain [video-thinner, aac]
+      plugins: [{ name: stub.name, def: stub.def }, { name: 'audio-aac' }, { name: 'flv-out' }, { name: 'video-thinner', def: videoThinner }],
       captureLogs: true,
     });
   });
@@ -49,15 +50,16 @@ describe('example plugin: video-thinner (a filter stage, played through flv-out 
     await gw.api('POST', '/strm/close', { reqIds: [open.reqId] });
   });
 
-  it('ffprobe plays a request through flv-out with via=video-thinner and sees key frames only', async () => {
+  it('ffprobe plays a request through flv-out with via=video-thinner and sees key frames only, with the AAC audio', async () => {
     const open = await gw.openStream({ simNo: '13900000022', chanId: 1, scheme: 'http' });
     // five key frames a second: ffprobe looks at 20 frames before it answers, and a live stream gives them at its pace
     const pub = gw.publish(open.streamName, testClip({ seconds: 2, gopFrames: 5, audio: true }), { loop: true });
     await gw.waitReady(open.reqId);
-    const thin = await probeVideo(`${open.playUrl}&via=video-thinner`, { packets: 8 });
-    const plain = await probeVideo(open.playUrl, { packets: 8 });
+    const thin = await probeVideo(`${open.playUrl}&via=video-thinner`, { packets: 30 });
+    const plain = await probeVideo(open.playUrl, { packets: 30 });
     pub.stop();
     assert.equal(`${thin.codec} ${thin.width}x${thin.height}`, 'h264 320x240');
+    assert.deepEqual(thin.streams, ['h264', 'aac'], 'the audio passed the thinner, then the AAC stage');
     const video = thin.frames.map((f) => f.pictType);
     assert.ok(video.length >= 2, `${video.length} frames`);
     assert.deepEqual(video, video.map(() => 'I'), 'key frames only');
@@ -71,8 +73,8 @@ describe('example plugin: video-thinner (a filter stage, played through flv-out 
     const open = await gw.openStream({ simNo: '13900000023', chanId: 1, scheme: 'http' });
     const r = await fetch(`${open.playUrl}&via=nope`);
     assert.equal(r.status, 400);
-    assert.equal(await r.text(), "via: no stage 'nope' on this gateway (stages: video-thinner)\n");
-    assert.ok(gw.logs.some((l) => l.msg === "play refused: via: no stage 'nope' on this gateway (stages: video-thinner)" && l.plugin === 'flv-out'));
+    assert.equal(await r.text(), "via: no stage 'nope' on this gateway (stages: aac, video-thinner)\n");
+    assert.ok(gw.logs.some((l) => l.msg === "play refused: via: no stage 'nope' on this gateway (stages: aac, video-thinner)" && l.plugin === 'flv-out'));
     await gw.api('POST', '/strm/close', { reqIds: [open.reqId] });
   });
 });
