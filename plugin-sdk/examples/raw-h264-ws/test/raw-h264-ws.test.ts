@@ -1,8 +1,16 @@
 import assert from 'node:assert/strict';
 import { WebSocket } from 'ws';
+import { definePlugin, filterStage, type PluginDefinition } from '../../..';
 import { probeVideo, startTestGateway, stubMediaPlugin, testClip, type TestGateway } from '../../../testkit';
-import videoThinner from '../../video-thinner';
 import rawH264Ws from '../index';
+
+/** a stage for `via`: key frames only */
+const videoThinner = definePlugin({
+  name: 'video-thinner',
+  setup(ctx) {
+    ctx.bus.registerStage(filterStage({ name: 'video-thinner', create: () => (u) => u.keyframe }));
+  },
+}) as PluginDefinition<object>;
 
 interface Played {
   /** the binary messages, in order */
