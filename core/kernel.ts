@@ -16,6 +16,7 @@ import { loadSite, type SiteSpec } from './site';
 import { ApplicationRegistry } from './apps';
 import { ApiServer, type ApiServerOptions } from './http/api-server';
 import { LoginGuard } from './http/login-guard';
+import { apiAddress, apiPortOf } from './http/route-url';
 import { BatchedBroadcast } from '../plugin-sdk/batched-broadcast';
 import { CoreMediaBus, type PluginBus } from './bus/media-bus';
 import { NoticeHub } from './notices';
@@ -338,7 +339,7 @@ export class Kernel {
     const apiBase = (this.gateway.apiBase ?? `${this.tls ? 'https' : 'http'}://${this.gateway.publicHost}:${httpPort}`).replace(/\/+$/, '');
     this.siteInfo = {
       name: this.site.name, file: this.site.file, publicHost: this.gateway.publicHost, listenHost: this.gateway.listenHost, dataDir, instId: this.gateway.instId, apiBase,
-      apiPort: Number(new URL(apiBase).port) || (apiBase.startsWith('https:') ? 443 : 80), tls: this.tls !== undefined,
+      apiPort: apiPortOf(apiBase), tls: this.tls !== undefined,
     };
     this.fleet = await startFleet(this, apiBase);
     this.api.nodeForwarder = new NodeForwarder(this.fleet.dir, this.log.child({ part: 'fleet' }));
@@ -460,7 +461,7 @@ export class Kernel {
       requestLog: requestLogFor(l.log, this.gateway.requestLogLevel),
       health: this.health.forPlugin(name),
       site: this.siteInfo,
-      routes: this.api.routesFor(name, { host: this.siteInfo.publicHost, port: this.siteInfo.apiPort, tls: this.siteInfo.tls }),
+      routes: this.api.routesFor(name, apiAddress(this.siteInfo.apiBase)),
       net: netApi,
       bus: l.bus,
       sessions: c.resolve<SessionManager>(TOKENS.Sessions),

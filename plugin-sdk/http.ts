@@ -70,9 +70,12 @@ export interface RouteOptions {
 
 /** How `Routes.url` writes a URL; every part has a default. */
 export interface UrlOptions {
-  /** default: the site's publicHost. A play URL takes the host its `playUrl` args give (the open's connIdx picks it) */
+  /**
+   * default: apiBase's host on the API port, the site's publicHost on a listener of the plugin's own. A play URL takes
+   * the host its `playUrl` args give (the open's connIdx picks it)
+   */
   host?: string;
-  /** default: http, or https when the listener speaks TLS; give ws/wss for a WebSocket route (the args' scheme) */
+  /** default: apiBase's scheme on the API port; http, or https when it speaks TLS, on a listener of the plugin's own; ws/wss for a WebSocket route */
   scheme?: string;
   /** query parameters, each encoded; undefined values are left out */
   query?: Record<string, string | undefined>;

@@ -9,6 +9,18 @@ export interface PublicAddress {
 
 const DEFAULT_PORT: Readonly<Record<string, number>> = { http: 80, ws: 80, https: 443, wss: 443 };
 
+/** The port clients reach the API at: the one apiBase names, or its scheme's default. */
+export function apiPortOf(apiBase: string): number {
+  const u = new URL(apiBase);
+  return Number(u.port) || (u.protocol === 'https:' ? 443 : 80);
+}
+
+/** Where clients reach the API: apiBase's host, port and scheme (a front of the site's own may answer there). */
+export function apiAddress(apiBase: string): PublicAddress {
+  const u = new URL(apiBase);
+  return { host: u.hostname, port: apiPortOf(apiBase), tls: u.protocol === 'https:' };
+}
+
 /** A URL of a route on a listener reached at `at`: the port is left out when it is the scheme's default. */
 export function routeUrl(at: PublicAddress, path: string, opts: UrlOptions = {}): string {
   if (!path.startsWith('/')) throw new TypeError(`routes.url: the path '${path}' must start with /`);

@@ -16,6 +16,7 @@ export function frameMs(given: Readonly<Record<string, unknown>>): { ms: number 
   if (typeof ms !== 'number' || !Number.isInteger(ms) || ms < 10 || ms > 60) throw new TypeError('g711-frames: ms must be an integer from 10 to 60');
   return { ms };
 }
+
 /** Re-cuts G.711 frames into `bytes`-sized ones; a gap in the input starts the timeline again from the input. */
 export function regrouper(bytes: number, counted: () => void): AudioTransform {
   let carry: Buffer = Buffer.alloc(0);
