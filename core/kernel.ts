@@ -16,6 +16,7 @@ import { ApiServer } from './http/api-server';
 import { loginBrake, type AuthHooks } from './http/login-brake';
 import type { BatchedBroadcast } from '../plugin-sdk/batched-broadcast';
 import { CoreMediaBus } from './bus/media-bus';
+import { apiPortOf } from './http/route-url';
 import { NoticeHub } from './notices';
 import { SessionManager } from './sessions/session-manager';
 import { createRegistry, metricsFor } from './metrics';
@@ -176,7 +177,7 @@ export class Kernel {
     const apiBase = (gateway.apiBase ?? `${this.tls ? 'https' : 'http'}://${gateway.publicHost}:${httpPort}`).replace(/\/+$/, '');
     this.siteInfo = {
       name: site.name, file: site.file, publicHost: gateway.publicHost, listenHost: gateway.listenHost, dataDir, instId: gateway.instId, apiBase,
-      tls: this.tls !== undefined,
+      apiPort: apiPortOf(apiBase), tls: this.tls !== undefined,
     };
     this.fleet = await startFleet(this, apiBase);
     this.api.nodeForwarder = new NodeForwarder(this.fleet.dir, this.log.child({ part: 'fleet' }));

@@ -32,6 +32,7 @@ import type { SessionManager } from './sessions/session-manager';
 import type { StoreFactory } from './stores';
 import type { TlsFiles } from './tls-files';
 import { TOKENS } from './tokens';
+import { apiAddress } from './http/route-url';
 
 /** A plugin the kernel started: its definition and config, what it returned, and what it opened. */
 export interface LoadedPlugin extends PluginResources {
@@ -94,7 +95,7 @@ export function pluginContext(l: LoadedPlugin, h: PluginHost): PluginContext<obj
   const name = l.def.name;
   const where = `${h.site.file}: plugin ${name}`;
   const netApi = pluginNet(l, {
-    plugin: name, where, defaultHost: h.gateway.listenHost, ports: h.ports, bodyLimit: h.gateway.bodyLimit, keepAliveTimeoutMs: h.gateway.httpKeepAliveSec * 1000, apps: h.apps,
+    plugin: name, where, defaultHost: h.gateway.listenHost, publicHost: h.gateway.publicHost, ports: h.ports, bodyLimit: h.gateway.bodyLimit, keepAliveTimeoutMs: h.gateway.httpKeepAliveSec * 1000, apps: h.apps,
     auth: h.auth, connections: h.connections, tls: h.tls, cluster: h.cluster, slices: h.slices, holdChannel: h.holdChannel,
   });
   const stores = h.stores;
@@ -109,7 +110,7 @@ export function pluginContext(l: LoadedPlugin, h: PluginHost): PluginContext<obj
     requestLog: requestLogFor(l.log, h.gateway.requestLogLevel),
     health: h.health.forPlugin(name),
     site: h.site,
-    routes: h.api.routesFor(name),
+    routes: h.api.routesFor(name, apiAddress(h.site.apiBase)),
     net: netApi,
     bus: l.bus,
     sessions: c.resolve<SessionManager>(TOKENS.Sessions),

@@ -36,6 +36,8 @@ export interface PluginNetOptions {
   /** "<site file>: plugin <name>", the start of a bind failure's message */
   where: string;
   defaultHost: string;
+  /** the host clients reach the gateway at (Routes.url's default) */
+  publicHost: string;
   /** bound ports are published here as "<plugin>.<key>" */
   ports: Record<string, number>;
   bodyLimit: number;
@@ -143,7 +145,8 @@ export function pluginNet(l: PluginResources, o: PluginNetOptions): Net {
       l.http.push(api);
       l.servers.push(adopted.internal);
       o.ports[listener] = adopted.port;
-      return { routes: api.routesFor(name), port: adopted.port, server: api.server, tls: lo.tls !== false && o.tls !== undefined };
+      const tls = lo.tls !== false && o.tls !== undefined;
+      return { routes: api.routesFor(name, { host: o.publicHost, port: adopted.port, tls }), port: adopted.port, server: api.server, tls };
     }
     await new Promise<void>((resolve, reject) => {
       const onErr = (err: NodeJS.ErrnoException) => reject(bindError(lo.key, err, lo.port, host));
@@ -157,7 +160,8 @@ export function pluginNet(l: PluginResources, o: PluginNetOptions): Net {
     l.http.push(api);
     const port = (api.server.address() as net.AddressInfo).port;
     o.ports[listener] = port;
-    return { routes: api.routesFor(name), port, server: api.server, tls: lo.tls !== false && o.tls !== undefined };
+    const tls = lo.tls !== false && o.tls !== undefined;
+    return { routes: api.routesFor(name, { host: o.publicHost, port, tls }), port, server: api.server, tls };
   };
 
   const readSliced = (socket: net.Socket, onChunk: (chunk: Buffer) => void, onError: (err: unknown) => void) =>

@@ -102,13 +102,20 @@ export interface StageRef {
   params?: Record<string, unknown>;
 }
 
+/**
+ * What `subscribe` reads through: a stage's form of the stream (its name, or a `StageRef`), or a chain of them, each
+ * reading the form before it (`['video-thinner', aacRef]`: key frames only, then audio as AAC). The bus runs one
+ * instance of each link per (its input, stage, params), shared by every reader of the same chain.
+ */
+export type Via = string | StageRef | ReadonlyArray<string | StageRef>;
+
 export interface ReaderOptions<F = undefined> {
   /** tracks to read (default 'av'). An audio-only reader may start at any unit; a video reader at a keyframe */
   media?: MediaSelect;
   /** the format whose framing `write` gets as its second argument */
   format?: UnitFormat<F>;
-  /** read a stage's form of the stream instead of the stream itself (e.g. { stage: 'aac' }) */
-  via?: string | StageRef;
+  /** read a stage's form of the stream instead of the stream itself (e.g. { stage: 'aac' }), or a chain of forms */
+  via?: Via;
   /** queued bytes past which this reader skips ahead to the next keyframe (default: the bus's maxQueueBytes) */
   maxQueueBytes?: number;
   /** a reader that takes nothing this long while media waits for it is ended (default: the bus's, 30 s) */
@@ -225,13 +232,16 @@ export interface OwnedStream extends MediaStream {
   close(reason: string): void;
 }
 
+/** A stage's params as its `params` check completes them (a stage without a check gets what readers gave). */
+export type StageParams = Record<string, unknown>;
+
 /** What a stage gets when the bus starts it for one (stream, params). */
-export interface StageContext {
+export interface StageContext<P extends object = StageParams> {
   /** the stream to read */
   readonly input: MediaStream;
   /** the derived stream's publisher */
   readonly output: Publisher;
-  readonly params: Readonly<Record<string, unknown>>;
+  readonly params: Readonly<P>;
   readonly log: Logger;
   /** the stage cannot go on (e.g. its input reader was ended): closes the derived stream, ending its readers */
   fail(reason: string): void;
@@ -242,14 +252,18 @@ export interface StageInstance {
   stop(): void;
 }
 
-export interface StageDefinition {
+/**
+ * A stage, typed by its params `P`: what `params` returns is what `start` finds in `ctx.params`. A stage with params
+ * gives `params`, so that `P` is what the bus hands over, not whatever a reader wrote.
+ */
+export interface StageDefinition<P extends object = StageParams> {
   /** unique on the gateway; readers name it in `via` */
   name: string;
   /**
    * Checks and completes the reader's params (defaults filled in), so equal forms share one instance. Throw a
    * TypeError to refuse: the subscribe throws it.
    */
-  params?(given: Readonly<Record<string, unknown>>): Record<string, unknown>;
+  params?(given: Readonly<Record<string, unknown>>): P;
   /**
    * Tracks the stage leaves as they are: the bus hands their units and track changes to the derived stream itself,
    * the same objects in the same order, as the input gets them (and its GOP cache when the stage starts), so the
@@ -258,7 +272,7 @@ export interface StageDefinition {
    * still holds a passed unit, so the input's payload memory stays reusable (Publisher.alloc).
    */
   passes?: ReadonlyArray<'video' | 'audio'>;
-  start(ctx: StageContext): StageInstance;
+  start(ctx: StageContext<P>): StageInstance;
 }
 
 export interface CreateStreamOptions {
@@ -278,7 +292,7 @@ export interface MediaBus {
    */
   create(name: string, opts?: CreateStreamOptions): OwnedStream;
   /** A stage other plugins' readers can ask for by name; unregistered when the plugin stops. */
-  registerStage(def: StageDefinition): void;
+  registerStage<P extends object>(def: StageDefinition<P>): void;
   /** names of the stages registered */
   stages(): string[];
   /**

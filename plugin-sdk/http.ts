@@ -68,7 +68,26 @@ export interface RouteOptions {
   reqIdOf?: (body: Record<string, unknown>) => string | undefined;
 }
 
+/** How `Routes.url` writes a URL; every part has a default. */
+export interface UrlOptions {
+  /**
+   * default: apiBase's host on the API port, the site's publicHost on a listener of the plugin's own. A play URL takes
+   * the host its `playUrl` args give (the open's connIdx picks it)
+   */
+  host?: string;
+  /** default: apiBase's scheme on the API port; http, or https when it speaks TLS, on a listener of the plugin's own; ws/wss for a WebSocket route */
+  scheme?: string;
+  /** query parameters, each encoded; undefined values are left out */
+  query?: Record<string, string | undefined>;
+}
+
 export interface Routes {
+  /**
+   * The URL a client reaches `path` of these routes at: the listener's public port (on the API port, the one in the
+   * site's apiBase), left out when it is the scheme's default. For play URLs and log lines:
+   * `ctx.routes.url('/raw-h264/' + a.streamName, { host: a.host, scheme: a.scheme, query: { reqId: a.reqId, token: a.token } })`.
+   */
+  url(path: string, opts?: UrlOptions): string;
   get(path: string, handler: JsonHandler, opts: RouteOptions): void;
   post(path: string, handler: JsonHandler, opts: RouteOptions): void;
   /**

@@ -6,13 +6,24 @@ export type {
 } from './plugin';
 export type {
   Routes, RouteRequest, RouteOptions, AuthMode, JsonHandler, RawHandler, UpgradeHandler, WebSocketHandler, WebSocketRouteOptions, JsonReply, Application,
+  UrlOptions,
 } from './http';
 export { defineFormat, STREAM_NAME } from './bus';
 export type {
   MediaBus, MediaStream, OwnedStream, MediaReader, Publisher, ReaderHandle, ReaderOptions, ReaderStats, MediaStreamStats,
   MediaSelect, UnitFormat, FormatEncoder, StreamInfo, StreamEvent, StageDefinition, StageContext, StageInstance, StageRef,
-  CreateStreamOptions, Off,
+  StageParams, Via, CreateStreamOptions, Off,
 } from './bus';
+export { audioStage, audioStageStats } from './stages';
+export type { AudioTransform, AudioStageOptions, AudioStageStats } from './stages';
+export { filterStage } from './filter-stage';
+export type { FilterStageOptions } from './filter-stage';
+export { VIA_PARAM, playVia, chainVia, playQuery } from './play-via';
+export type { PlayVia } from './play-via';
+export { servePlays } from './plays';
+export type { Plays, Play, PlayRead, PlaysOptions, PlaysContext } from './plays';
+export { wsPlayerSocket, httpPlayerSocket } from './player-sockets';
+export type { PlayerSocket, PlayRefusal, PlayerSocketOptions, HttpPlayerSocketOptions } from './player-sockets';
 export { VIDEO_TIMESCALE, unitAt, videoUnit, audioUnit, shiftUnit, withPayload } from './media';
 export type { AccessUnit, TrackInfo, VideoTrackInfo, AudioTrackInfo, CodecId, VideoCodec, AudioCodec, G726Packing, UnitTicks, UnitMs } from './media';
 export { AAC_STAGE, aacVia } from './audio';
@@ -39,8 +50,6 @@ export type { Clock, Cancel } from './clock';
 export { LogLimiter, OVERFLOW_KEY } from './log-limiter';
 export type { LogLimiterOptions, LogVerdict } from './log-limiter';
 export type { HotCounter, HotHistogram } from './hot-metrics';
-export { audioStage, audioStageStats } from './stages';
-export type { AudioTransform, AudioStageOptions, AudioStageStats } from './stages';
 export { StreamFeed } from './stream-feed';
 export { BatchedBroadcast } from './batched-broadcast';
 export type { BatchedBroadcastOptions } from './batched-broadcast';

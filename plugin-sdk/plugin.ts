@@ -23,6 +23,8 @@ export interface SiteInfo {
   instId: string;
   /** e.g. http://127.0.0.1:7080 (what clients use to reach the API) */
   apiBase: string;
+  /** the port clients reach the API at: apiBase's (the bound one unless the site sets apiBase) */
+  apiPort: number;
   /**
    * the site serves TLS (gateway tlsCertFile/tlsKeyFile): the API port and plugins' HTTP listeners speak HTTPS/WSS
    * only, so URLs a plugin writes for them say https/wss

@@ -9,7 +9,7 @@
  * its slow-reader policy (skip to the next keyframe), as for any other reader.
  */
 import type { Logger } from 'pino';
-import type { MediaReader, StageContext, StageDefinition, StageInstance } from './bus';
+import type { MediaReader, StageContext, StageDefinition, StageInstance, StageParams } from './bus';
 import type { AccessUnit, AudioTrackInfo, TrackInfo } from './media';
 
 export interface AudioTransform {
@@ -31,12 +31,13 @@ export interface AudioTransform {
   holdsPayloads?(): boolean;
 }
 
-export interface AudioStageOptions {
+export interface AudioStageOptions<P extends object = StageParams> {
   name: string;
-  params?: StageDefinition['params'];
+  /** checks and completes a reader's params (StageDefinition.params): `create` finds the result in `ctx.params` */
+  params?: StageDefinition<P>['params'];
   /** audio frames being transformed at once before the input stops taking more (default 32) */
   maxInFlight?: number;
-  create(ctx: StageContext): AudioTransform;
+  create(ctx: StageContext<P>): AudioTransform;
 }
 
 type Item =
@@ -59,7 +60,7 @@ export function audioStageStats(instance: StageInstance): AudioStageStats | unde
   return running.get(instance);
 }
 
-export function audioStage(opts: AudioStageOptions): StageDefinition {
+export function audioStage<P extends object = StageParams>(opts: AudioStageOptions<P>): StageDefinition<P> {
   const maxInFlight = opts.maxInFlight ?? 32;
   if (!(maxInFlight >= 1)) throw new RangeError('audioStage: maxInFlight must be >= 1');
   return {

@@ -15,6 +15,7 @@ import {
 } from './testkit-media';
 
 export * from './testkit-media';
+export * from './testkit-probe';
 
 export interface TestGatewayOptions {
   /**

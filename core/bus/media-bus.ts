@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import {
   STREAM_NAME, type CreateStreamOptions, type MediaBus, type MediaStream, type Off, type OwnedStream, type StageDefinition,
-  type StageInstance, type StageRef, type UnitFormat,
+  type StageInstance, type StageRef, type UnitFormat, type Via,
 } from '../../plugin-sdk/bus';
 import { BusStream } from './stream';
 import type { BusLimits } from './stream-deps';
@@ -38,6 +38,8 @@ export class CoreMediaBus {
   private starting: string | undefined;
   /** formats shared between plugins by what their bytes are (MediaBus.shareFormat) */
   private readonly formats = new Map<string, UnitFormat<unknown>>();
+  /** derived streams that close the link before them in a chain when they close */
+  private chained = new WeakSet<BusStream>();
   constructor(
     readonly limits: BusLimits,
     private readonly log: Logger,
@@ -117,7 +119,9 @@ export class CoreMediaBus {
 
   // --- stages -----------------------------------------------------------------------------------------------------
 
-  registerStage(def: StageDefinition, owner: string, log: Logger): void {
+  registerStage<P extends object>(stage: StageDefinition<P>, owner: string, log: Logger): void {
+    // (the bus hands a stage the params its own check made: P is the stage's business)
+    const def = stage as unknown as StageDefinition;
     if (!/^[a-z][a-z0-9-]{0,39}$/.test(def.name)) throw new TypeError(`stage name '${def.name}': lower-case letters, digits and dashes, up to 40`);
     if (def.passes !== undefined && !(Array.isArray(def.passes) && def.passes.every((k) => k === 'video' || k === 'audio'))) {
       throw new TypeError(`stage '${def.name}': passes lists 'video' and/or 'audio'`);
@@ -137,10 +141,41 @@ export class CoreMediaBus {
   }
 
   /**
+   * The derived stream a `via` names: for a chain, each link derived from the one before. A link a later one failed
+   * on, or whose only reader was a later link, closes with it (a stage that passes every track reads nothing).
+   */
+  private derive(from: BusStream, via: Via): BusStream {
+    if (typeof via === 'string' || !Array.isArray(via)) return this.deriveOne(from, via as string | StageRef);
+    if (via.length === 0) throw new TypeError('via: an empty chain of stages');
+    let s = from;
+    for (const link of via as ReadonlyArray<string | StageRef>) {
+      const input = s;
+      try {
+        s = this.deriveOne(input, link);
+      } catch (err) {
+        if (input !== from) this.closeIfUnread(input);
+        throw err;
+      }
+      if (input !== from && !this.chained.has(s)) {
+        this.chained.add(s);
+        s.on('closed', () => this.closeIfUnread(input));
+      }
+    }
+    return s;
+  }
+
+  /** a derived stream nobody reads, directly or through a stream derived from it */
+  private closeIfUnread(s: BusStream): void {
+    if (s.closed || s.readerCount > 0) return;
+    for (const d of this.streams.values()) if (!d.closed && d.derivedFrom?.stream === s.name) return;
+    s.close('no readers');
+  }
+
+  /**
    * The derived stream for (from, stage, params): found, or made and its stage started. It closes, and its stage
    * stops, when its last reader leaves or its input closes.
    */
-  private derive(from: BusStream, via: string | StageRef): BusStream {
+  private deriveOne(from: BusStream, via: string | StageRef): BusStream {
     const ref: StageRef = typeof via === 'string' ? { stage: via } : via;
     const st = this.stageDefs.get(ref.stage);
     if (!st) {
@@ -239,7 +274,7 @@ export class PluginBus implements MediaBus {
     s.on('closed', () => this.owned.delete(s));
     return s;
   }
-  registerStage(def: StageDefinition): void {
+  registerStage<P extends object>(def: StageDefinition<P>): void {
     this.core.registerStage(def, this.plugin, this.log);
     this.stageNames.add(def.name);
   }

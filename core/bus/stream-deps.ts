@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { StageRef } from '../../plugin-sdk/bus';
+import type { Via } from '../../plugin-sdk/bus';
 import type { ChunkPool } from './chunk-pool';
 import type { BusStream } from './stream';
 
@@ -19,8 +19,8 @@ export interface StreamDeps {
   log: Logger;
   /** the gateway clock (ms since the epoch; a manual clock in tests) */
   now: () => number;
-  /** the derived stream a `via` names, started for this reader if need be */
-  derive: (from: BusStream, via: string | StageRef) => BusStream;
+  /** the derived stream a `via` names (the last of a chain), started for this reader if need be */
+  derive: (from: BusStream, via: Via) => BusStream;
   /** the bus's payload chunks: every stream's arena takes from it and gives back to it */
   chunks: ChunkPool;
   /**

@@ -9,6 +9,7 @@ import type {
 import { CredentialCheck, LoginThrottled, type CredentialCheckOptions } from './credential-check';
 import { isJsonContentType, readJsonBody } from './json-body';
 import { envelope, SECURITY_HEADERS, sendFailure, sendJson } from './replies';
+import { routeUrl, type PublicAddress } from './route-url';
 
 type Route =
   | { kind: 'json'; handler: JsonHandler; auth: AuthMode; owner: string; reqIdOf?: (body: Record<string, unknown>) => string | undefined }
@@ -123,8 +124,11 @@ export class ApiServer {
     await this.handle(req, res);
   }
 
-  /** Routes bound to one owner (a plugin name or 'core') for error messages and logs. */
-  routesFor(owner: string): Routes {
+  /**
+   * Routes bound to one owner (a plugin name or 'core') for error messages and logs; `at` is where clients reach this
+   * server (`Routes.url`), when the caller knows.
+   */
+  routesFor(owner: string, at?: PublicAddress): Routes {
     const add = (method: string, path: string, route: Route) => {
       if (path.endsWith('/*')) {
         const prefix = path.slice(0, -1);
@@ -138,6 +142,10 @@ export class ApiServer {
       this.exact.set(key, route);
     };
     return {
+      url: (path, o) => {
+        if (!at) throw new Error('routes.url: these routes have no public address');
+        return routeUrl(at, path, o);
+      },
       get: (path, handler, o: RouteOptions) => add('GET', path, { kind: 'json', handler, auth: o.auth, owner }),
       post: (path, handler, o: RouteOptions) => add('POST', path, { kind: 'json', handler, auth: o.auth, owner, reqIdOf: o.reqIdOf }),
       raw: (method, path, handler, o: RouteOptions) => {

@@ -11,7 +11,7 @@
  * input samples and the output phase) carries across calls: cutting the input into frames anywhere gives exactly the
  * samples one call would, so frame joins cannot click.
  *
- * Latency: half the filter, `delay` seconds (2 ms at 8 kHz); the first outputs are the filter filling from silence.
+ * Latency: half the filter, `delaySec` seconds (2 ms at 8 kHz); the first outputs are the filter filling from silence.
  * Equal rates skip the filter (no delay, samples / 32768 as they are).
  */
 
@@ -35,7 +35,7 @@ interface Bank {
    * converts nothing (about 20 % faster than Float32Array).
    */
   coeffs: Float64Array;
-  delaySeconds: number;
+  delaySec: number;
 }
 
 // Many streams resample at the same pair of rates: one filter bank per pair, shared (it is never written after design).
@@ -92,7 +92,7 @@ function designBank(inputRate: number, outputRate: number, baseTaps: number): Ba
     for (let k = 0; k < taps; k++) sum += h[p + k * l];
     for (let k = 0; k < taps; k++) coeffs[p * taps + (taps - 1 - k)] = h[p + k * l] / sum;
   }
-  const bank: Bank = { l, m, taps, coeffs, delaySeconds: center / (l * inputRate) };
+  const bank: Bank = { l, m, taps, coeffs, delaySec: center / (l * inputRate) };
   banks.set(key, bank);
   return bank;
 }
@@ -105,7 +105,7 @@ export class Resampler {
   readonly outputRate: number;
   readonly channels: 1 | 2;
   /** how far the output lags the input, seconds */
-  readonly delay: number;
+  readonly delaySec: number;
   private readonly bank: Bank | undefined;
   /** the last taps - 1 input samples, then the current call's input (scaled to [-1, 1)) */
   private work: Float64Array;
@@ -129,7 +129,7 @@ export class Resampler {
     this.outputRate = outputRate;
     this.channels = channels;
     this.bank = inputRate === outputRate ? undefined : designBank(inputRate, outputRate, taps);
-    this.delay = this.bank?.delaySeconds ?? 0;
+    this.delaySec = this.bank?.delaySec ?? 0;
     const hist = this.bank ? this.bank.taps - 1 : 0;
     this.work = new Float64Array(hist + 1024);
     this.out = new Float32Array(4096);

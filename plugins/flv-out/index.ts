@@ -33,7 +33,7 @@ export default definePlugin({
       'time from a frame\'s arrival at the gateway (its last packet read) to its FLV tags handed to the players\' sockets',
       LATENCY_BUCKETS,
     );
-    const refused = m.counter('plays_refused_total', 'play attempts refused (unknown reqId or wrong token)');
+    const refused = m.counter('plays_refused_total', 'play attempts refused (unknown reqId or wrong token, or a via that names no stage)');
     // (hot: a stream without audio-aac skips 50 units a second)
     const audioSkipped = m.hotCounter('audio_skipped_total', 'audio units left out of the FLV (a codec FLV cannot carry, or not in audioCodecs)').child({});
     const skips = new AudioSkips(ctx.log, c.audioCodecs, ctx.bus);
@@ -61,7 +61,8 @@ export default definePlugin({
       return { media, via: aacVia(ctx.bus, r.params.audioCfg, keep) };
     };
     const server = new FlvServer({
-      log: ctx.log, requestLog: ctx.requestLog, sessions: ctx.sessions, formats, tick: new TickFlush(latency), maxBacklogBytes: c.maxPlayerBacklogBytes,
+      log: ctx.log, requestLog: ctx.requestLog, sessions: ctx.sessions, bus: ctx.bus, formats,
+      tick: new TickFlush(latency), maxBacklogBytes: c.maxPlayerBacklogBytes,
       refused: () => refused.inc(), readFor,
     });
     server.mount(http);

@@ -21,7 +21,7 @@ export default definePlugin({
     const memoryDrops = m.counter('memory_drops_total', 'segments dropped early to keep a stream form within maxStreamBytes');
     const leftOut = m.counter('units_left_out_total', 'units left out: audio that is not AAC, video without usable parameter sets');
     const fetches = m.counter('fetches_total', 'HLS fetches, by what was asked', ['kind']);
-    const refused = m.counter('fetches_refused_total', 'HLS fetches refused (unknown request or wrong token)');
+    const refused = m.counter('fetches_refused_total', 'HLS fetches refused (unknown request or wrong token, or a via that names no stage)');
     const blockTimeouts = m.counter('block_timeouts_total', 'blocking playlist reloads answered 503: the part asked for did not come in time');
     const fetched = { playlist: fetches.labels('playlist'), init: fetches.labels('init'), segment: fetches.labels('segment'), part: fetches.labels('part') };
 
@@ -31,7 +31,7 @@ export default definePlugin({
       memoryDrops: () => memoryDrops.inc(),
       unitsLeftOut: () => leftOut.inc(),
     }, (reqId) => ctx.sessions.outputReady(reqId));
-    const server = new HlsServer(c, ctx.sessions, forms, ctx.clock, ctx.log, {
+    const server = new HlsServer(c, ctx.sessions, ctx.bus, forms, ctx.clock, ctx.log, {
       fetched: (k) => fetched[k].inc(),
       refused: () => refused.inc(),
       blockTimeouts: () => blockTimeouts.inc(),

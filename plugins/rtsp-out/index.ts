@@ -22,7 +22,7 @@ export default definePlugin({
     const c = ctx.config;
     const m = ctx.metrics;
     const packets = m.counter('rtp_packets_total', 'RTP packets made (once per stream, whatever the number of readers)', ['kind']);
-    const refused = m.counter('plays_refused_total', 'RTSP requests refused with 401 (unknown request or wrong token)');
+    const refused = m.counter('plays_refused_total', 'RTSP requests refused: 401 (unknown request or wrong token) or 400 (a via that names no stage)');
     const bad = m.counter('bad_requests_total', 'malformed RTSP requests (answered 400/413/505/501, or the connection closed)');
     const timeouts = m.counter('session_timeouts_total', 'RTSP sessions torn down after sessionTimeoutSec without a word from their client');
     const udpDropped = m.counter('udp_dropped_total', 'RTP/RTCP datagrams dropped because the UDP send queue was full');

@@ -157,6 +157,41 @@ describe('plugin context: services, own HTTP listeners, bus view, players, outpu
     assert.equal(await gone, 1006, 'terminated at stop');
   });
 
+  it('routes.url writes where clients reach a route: the API port (apiBase\'s) or the listener\'s, the host and scheme given', async () => {
+    let urls: Record<string, string | number> = {};
+    const def = definePlugin({
+      name: 'urls',
+      async setup(ctx) {
+        const own = await ctx.net.listenHttp({ port: 0, key: 'port' });
+        urls = {
+          apiPort: ctx.site.apiPort,
+          api: ctx.routes.url('/raw-h264/1_1_1', { scheme: 'ws', query: { reqId: 'r 1', token: 'a&b', via: undefined } }),
+          apiDefault: ctx.routes.url('/x'),
+          own: own.routes.url('/x', { host: '10.0.0.7' }),
+          v6: own.routes.url('/x', { host: '::1', scheme: 'http' }),
+          ownPort: own.port,
+        };
+      },
+    });
+    const gw = await startTestGateway({ plugins: [{ name: 'urls', def: def as PluginDefinition<object> }] });
+    const port = gw.ports['gateway.httpPort'];
+    assert.equal(urls.apiPort, port);
+    assert.equal(urls.api, `ws://127.0.0.1:${port}/raw-h264/1_1_1?reqId=r%201&token=a%26b`);
+    assert.equal(urls.apiDefault, `http://127.0.0.1:${port}/x`);
+    assert.equal(urls.own, `http://10.0.0.7:${urls.ownPort}/x`);
+    assert.equal(urls.v6, `http://[::1]:${urls.ownPort}/x`);
+    await gw.stop();
+
+    // behind a front of the site's own (apiBase): its port, and none when it is the scheme's default
+    const behind = await startTestGateway({
+      plugins: [{ name: 'urls', def: def as PluginDefinition<object> }], gateway: { apiBase: 'https://gw.example.com' },
+    });
+    assert.equal(urls.apiPort, 443);
+    assert.equal(urls.apiDefault, 'https://gw.example.com/x', 'apiBase\'s host, scheme and port');
+    assert.equal(urls.api, 'ws://gw.example.com:443/raw-h264/1_1_1?reqId=r%201&token=a%26b', 'the scheme given decides whether the port is a default');
+    await behind.stop();
+  });
+
   it('a port taken by another listener stops boot naming the plugin and key', async () => {
     const blocker = net.createServer().listen(0, '127.0.0.1');
     await new Promise((r) => blocker.once('listening', r));

@@ -5,6 +5,7 @@ import { CoreMediaBus } from '../../core/bus/media-bus';
 import type { AccessUnit } from '../../plugin-sdk/media';
 import { audioUnit, videoUnit, withPayload } from '../../plugin-sdk/media';
 import { audioStage } from '../../plugin-sdk/stages';
+import { filterStage } from '../../plugin-sdk/filter-stage';
 import { StageWorker } from '../../plugin-sdk/worker';
 import { alawToS16 } from '../support/audio';
 import type { TranscodeRequest } from './fixtures/g711-transcode-worker';
@@ -201,3 +202,141 @@ describe('stages: audioStage and StageWorker', function () {
     assert.equal(src.stats().subscribers, 0, 'the stage let go of its input');
   });
 });
+
+describe('stages: filterStage and chains of stages', function () {
+  this.timeout(30_000);
+
+  /** a byte pattern per unit number, so a payload overwritten by a later frame shows */
+  const fill = (b: Buffer, n: number): Buffer => {
+    for (let i = 0; i < b.length; i++) b[i] = (n * 31 + i * 7) & 0xff;
+    return b;
+  };
+  const intact = (u: AccessUnit, n: number): boolean => {
+    for (let i = 0; i < u.payload.length; i++) if (u.payload[i] !== ((n * 31 + i * 7) & 0xff)) return false;
+    return true;
+  };
+  const keyframesOnly = filterStage({ name: 'keys', create: () => (u) => u.keyframe });
+
+  it('keeps the units its predicate keeps, by reference, passes the other track, and the input\'s payload memory is reused', async () => {
+    const bus = newBus({ maxGopBytes: 4096 * KB, maxQueueBytes: 2048 * KB, maxStreamBytes: 8192 * KB });
+    bus.registerStage(keyframesOnly, 'test', quiet);
+    const src = bus.create('src', 'test');
+    const pub = src.attachPublisher();
+    pub.setTrack({ kind: 'video', codec: 'h264' });
+    pub.setTrack({ kind: 'audio', codec: 'g711a', sampleRate: 8000, channels: 1 });
+    // a reader of the stage's stream whose socket holds what it got until told
+    let holding = true;
+    const got: Array<{ u: AccessUnit; n: number; ok: boolean }> = [];
+    const numbers = new Map<AccessUnit, number>();
+    const tracks: string[] = [];
+    const write = (u: AccessUnit): void => {
+      const n = numbers.get(u) ?? -1;
+      got.push({ u, n, ok: intact(u, n) });
+    };
+    src.subscribe({ write, tracks: (t) => tracks.push(t.map((x) => x.codec).join('+')), holdsPayloads: () => holding }, { via: 'keys' });
+    await tick();
+    await tick();
+    const pushed: AccessUnit[] = [];
+    let n = 0;
+    const push = (count: number): void => {
+      for (const end = n + count; n < end; n++) {
+        const v = videoUnit({ codec: 'h264', dts: n * 40, keyframe: n % 10 === 0, payload: fill(pub.alloc(10 * KB), n) });
+        numbers.set(v, n);
+        pushed.push(v);
+        pub.push(v);
+        const a = alaw(n * 40 + 1, fill(pub.alloc(320), n));
+        numbers.set(a, n);
+        pub.push(a);
+      }
+    };
+    push(40);
+    assert.equal(tracks[0], 'h264+g711a');
+    const video = got.filter((g) => g.u.kind === 'video');
+    assert.deepEqual(video.map((g) => g.n), [0, 10, 20, 30], 'key frames only');
+    assert.ok(video.every((g) => g.u === pushed[g.n]), 'the same unit objects the publisher pushed');
+    assert.equal(got.filter((g) => g.u.kind === 'audio').length, 40, 'audio passes');
+    assert.equal(bus.chunks.counts.reused, 0, 'nothing reused while the reader holds what it got');
+    for (const g of got) assert.ok(intact(g.u, g.n), `held unit ${g.n} (${g.u.kind}) still as pushed`);
+    holding = false;
+    push(160);
+    assert.ok(bus.chunks.counts.reused > 0, 'the input\'s chunks come back once the reader lets go');
+    for (const g of got) assert.ok(g.ok, `unit ${g.n} (${g.u.kind}) as pushed when it was written`);
+    // a reader joining the stage's stream now gets its cached key frame intact
+    const late: Array<{ u: AccessUnit; n: number }> = [];
+    src.subscribe({ write: (u) => late.push({ u, n: numbers.get(u) ?? u.dts / 40 }), holdsPayloads: () => true }, { via: 'keys', media: 'v' });
+    await tick();
+    assert.deepEqual(late.map((g) => g.n), [190]);
+    assert.ok(intact(late[0].u, 190));
+    src.close('test over');
+  });
+
+  it('a stage started on a running stream copies the GOP it is handed at start (its units come later than their push)', async () => {
+    const bus = newBus({ maxGopBytes: 4096 * KB, maxQueueBytes: 2048 * KB, maxStreamBytes: 8192 * KB });
+    bus.registerStage(keyframesOnly, 'test', quiet);
+    const src = bus.create('src', 'test');
+    const pub = src.attachPublisher();
+    src.subscribe({ write: () => undefined, holdsPayloads: () => false });
+    await tick();
+    const pushed: AccessUnit[] = [];
+    for (let n = 0; n < 25; n++) pushed.push(videoUnit({ codec: 'h264', dts: n * 40, keyframe: n % 10 === 0, payload: fill(pub.alloc(10 * KB), n) }));
+    for (const u of pushed) pub.push(u);
+    const got: AccessUnit[] = [];
+    src.subscribe({ write: (u) => got.push(u), holdsPayloads: () => true }, { via: 'keys' });
+    await tick();
+    await new Promise((r) => setImmediate(r));
+    assert.equal(got.length, 1);
+    assert.notEqual(got[0].payload.buffer, pushed[20].payload.buffer, 'the cached key frame is a copy');
+    assert.ok(intact(got[0], 20));
+    src.close('test over');
+  });
+
+  it('a predicate that throws drops the unit and is logged, the stream goes on', async () => {
+    const bus = newBus();
+    const lines: string[] = [];
+    const log = pino({ level: 'warn' }, { write: (line: string) => void lines.push(line) });
+    bus.registerStage(filterStage({ name: 'odd', create: () => (u) => { if (u.dts === 40) throw new Error('boom'); return true; } }), 'test', log);
+    const src = bus.create('src', 'test');
+    const pub = src.attachPublisher();
+    const got: number[] = [];
+    src.subscribe({ write: (u) => got.push(u.dts) }, { via: 'odd' });
+    await tick();
+    await new Promise((r) => setImmediate(r));
+    for (let i = 0; i < 3; i++) pub.push(video(i * 40, i === 0));
+    assert.deepEqual(got, [0, 80]);
+    assert.equal(lines.length, 1);
+    assert.match(lines[0], /"err":"boom".*filter stage predicate threw: unit dropped/);
+  });
+
+  it('a chain of stages: each link reads the one before, shared by readers of the same chain, closed with its last reader', async () => {
+    const bus = newBus();
+    bus.registerStage(keyframesOnly, 'test', quiet);
+    bus.registerStage(filterStage<{ after: number }>({
+      name: 'after', params: (p) => ({ after: Number(p.after ?? 0) }), create: ({ params }) => (u) => u.dts >= params.after,
+    }), 'test', quiet);
+    const src = bus.create('src', 'test');
+    const pub = src.attachPublisher();
+    const a: number[] = [];
+    const b: number[] = [];
+    const chain = ['keys', { stage: 'after', params: { after: 100 } }] as const;
+    const s1 = src.subscribe({ write: (u) => a.push(u.dts) }, { via: chain });
+    const s2 = src.subscribe({ write: (u) => b.push(u.dts) }, { via: chain });
+    const last = bus.list().find((s) => s.derivedFrom?.stage === 'after')!;
+    assert.equal(last.derivedFrom!.stream, 'src~keys', 'the second link reads the first');
+    assert.deepEqual(bus.list().map((s) => s.name).sort(), ['src', 'src~keys', last.name]);
+    await tick();
+    await new Promise((r) => setImmediate(r));
+    for (let i = 0; i < 12; i++) pub.push(video(i * 40, i % 3 === 0));
+    assert.deepEqual(a, [120, 240, 360], 'key frames from 100 ms on');
+    assert.deepEqual(b, a);
+    s1.close();
+    assert.equal(bus.list().length, 3, 'still read');
+    s2.close();
+    assert.deepEqual(bus.list().map((s) => s.name), ['src'], 'both links closed with the last reader');
+
+    // a link that fails closes the links before it
+    assert.throws(() => src.subscribe({ write: () => undefined }, { via: ['keys', 'nope'] }), /no stage 'nope'/);
+    assert.deepEqual(bus.list().map((s) => s.name), ['src']);
+    assert.throws(() => src.subscribe({ write: () => undefined }, { via: [] }), /an empty chain/);
+  });
+});
+

@@ -6,12 +6,12 @@
  *
  * The output, `GET /g711/{stream}?reqId&token&ms=20` on the API port, streams that audio as raw G.711 bytes.
  */
-import { audioStage, audioUnit, definePlugin, type AccessUnit, type AudioTransform, type StageRef } from '../../index';
+import { audioStage, audioUnit, definePlugin, httpPlayerSocket, servePlays, type AccessUnit, type AudioTransform } from '../..';
 
 const SAMPLES_PER_MS = 8;
 
 /** The stage's params: frame length in ms, 10..60, default 20. */
-function frameMs(given: Readonly<Record<string, unknown>>): { ms: number } {
+export function frameMs(given: Readonly<Record<string, unknown>>): { ms: number } {
   const ms = given.ms ?? 20;
   if (typeof ms !== 'number' || !Number.isInteger(ms) || ms < 10 || ms > 60) throw new TypeError('g711-frames: ms must be an integer from 10 to 60');
   return { ms };
@@ -51,40 +51,17 @@ export default definePlugin({
     ctx.bus.registerStage(audioStage({
       name: 'g711-frames',
       params: frameMs,
-      create: ({ params }) => regrouper((params.ms as number) * SAMPLES_PER_MS, () => frames.inc()),
+      // (params.ms is a number: frameMs made it)
+      create: ({ params }) => regrouper(params.ms * SAMPLES_PER_MS, () => frames.inc()),
     }));
 
+    const plays = servePlays(ctx, { protocol: 'g711-http' });
     ctx.routes.raw('GET', '/g711/*', (req, res) => {
-      const name = req.rest;
-      const request = ctx.sessions.authorizePlay(name, req.query.get('reqId') ?? '', req.query.get('token') ?? '');
-      const stream = request && ctx.sessions.getStreamByName(name);
-      if (!request || !stream) {
-        res.writeHead(401, { 'content-type': 'text/plain' }).end('unauthorized\n');
-        return;
-      }
-      const via: StageRef = { stage: 'g711-frames', params: { ms: Number(req.query.get('ms') ?? 20) } };
-      let player: ReturnType<typeof ctx.sessions.attachPlayer>;
-      try {
-        const sub = stream.media.subscribe({
-          tracks(list) {
-            if (!res.headersSent && list.length) res.writeHead(200, { 'content-type': list[0].codec === 'g711u' ? 'audio/PCMU' : 'audio/PCMA' });
-          },
-          write(unit) {
-            if (!res.headersSent) res.writeHead(200, { 'content-type': 'audio/PCMA' });
-            res.write(unit.payload);
-            player?.sent(unit.payload.length);
-          },
-          writable: () => res.writableLength < 64 * 1024,
-          end: () => res.end(),
-        }, { via, media: 'a' });
-        res.on('drain', () => sub.resume());
-        res.on('close', () => { sub.close(); player?.close(); });
-      } catch (err) {
-        // bad params: the stage refused them
-        res.writeHead(400, { 'content-type': 'text/plain' }).end(`${(err as Error).message}\n`);
-        return;
-      }
-      player = ctx.sessions.attachPlayer(request.reqId, { protocol: 'g711-http', remote: req.remote });
+      const codec = ctx.bus.get(req.rest)?.tracks.find((t) => t.kind === 'audio')?.codec;
+      const socket = httpPlayerSocket(res, req, { contentType: codec === 'g711u' ? 'audio/PCMU' : 'audio/PCMA' });
+      // bad params (ms=7) make the stage's check throw a TypeError: the play is refused with 400
+      plays.play(req, socket, { media: 'a', via: { stage: 'g711-frames', params: { ms: Number(req.query.get('ms') ?? 20) } } });
     }, { auth: 'none' });
+    return plays;
   },
 });

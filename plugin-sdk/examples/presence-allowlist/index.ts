@@ -1,5 +1,5 @@
 import { IsArray, IsString } from 'class-validator';
-import { definePlugin } from '../../index';
+import { definePlugin } from '../..';
 
 /**
  * Example plugin: a presence provider that knows a fixed set of offline terminals, plus a route to list them.

@@ -73,7 +73,7 @@ export class AacPipeline {
     this.decoder = d;
     this.inRate = d.sampleRate;
     this.resampler = new Resampler({ inputRate: this.inRate, outputRate: out.sampleRate, channels: out.channels });
-    this.delayOut = Math.round(this.resampler.delay * out.sampleRate);
+    this.delayOut = Math.round(this.resampler.delaySec * out.sampleRate);
   }
 
   /** One coded frame at `dtsTicks` of `timescale`: the AAC frames it completes. */

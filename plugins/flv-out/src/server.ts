@@ -1,14 +1,17 @@
 /**
  * The HTTP-FLV / WS-FLV server on flv-out's own port: play URLs, their authorisation, and the players they make.
- * `GET|HEAD /live/{stream}.flv?reqId&token` and the same path as a WebSocket upgrade; a play is served only for an
- * open request of that stream with its token (HTTP 401 / WS close 4401 otherwise, before any media).
+ * `GET|HEAD /live/{stream}.flv?reqId&token[&via]` and the same path as a WebSocket upgrade; a play is served only for
+ * an open request of that stream with its token (HTTP 401 / WS close 4401 otherwise, before any media), and a `via`
+ * must name a stage on this gateway (400 / 4400): the player reads that stage's form of the stream.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { LogLimiter, type HttpListener, type RequestLog, type RouteRequest, type Sessions, type ReaderOptions } from '../../../plugin-sdk';
+import {
+  chainVia, LogLimiter, playVia, type HttpListener, type MediaBus, type RequestLog, type RouteRequest, type Sessions, type ReaderOptions,
+} from '../../../plugin-sdk';
 import type { FlvFormats, FlvFrame } from './flv-format';
 import { Player, type PlayerOwner, type PlayerStats } from './player';
 import type { TickFlush } from './tick';
@@ -17,6 +20,7 @@ import { ResponseHttp, SocketHttp, WsTransport, type Transport } from './transpo
 export const APP = 'live';
 const STREAM_PATH = /^([A-Za-z0-9_.~-]{1,128})\.flv$/;
 const WS_UNAUTHORIZED = 4401;
+const WS_BAD_REQUEST = 4400;
 const CORS = { 'Access-Control-Allow-Origin': '*' } as const;
 
 export interface FlvServerOptions {
@@ -24,6 +28,8 @@ export interface FlvServerOptions {
   /** player started/stopped lines */
   requestLog: RequestLog;
   sessions: Sessions;
+  /** the stages a play's `via` may name */
+  bus: Pick<MediaBus, 'stages'>;
   formats: FlvFormats;
   tick: TickFlush;
   /** each player's queue cap on the bus */
@@ -38,6 +44,14 @@ interface Play {
   stream: string;
   reqId: string;
   remote: string;
+  /** the stage the play URL asked for */
+  via: string | undefined;
+}
+
+/** a play refused for a bad `via`, with the reason */
+interface BadVia {
+  status: 400;
+  reason: string;
 }
 
 export class FlvServer implements PlayerOwner {
@@ -110,8 +124,11 @@ export class FlvServer implements PlayerOwner {
 
   // --- requests -----------------------------------------------------------------------------------------------
 
-  /** The play a request asks for: 404 for a path that names no stream, 401 for an unknown request or a wrong token. */
-  private authorize(req: RouteRequest, protocol: string): Play | 404 | 401 {
+  /**
+   * The play a request asks for: 404 for a path that names no stream, 401 for an unknown request or a wrong token,
+   * 400 for a `via` that names no stage here.
+   */
+  private authorize(req: RouteRequest, protocol: string): Play | BadVia | 404 | 401 {
     let m: RegExpExecArray | null;
     try {
       m = STREAM_PATH.exec(decodeURIComponent(req.rest));
@@ -123,19 +140,28 @@ export class FlvServer implements PlayerOwner {
     const reqId = req.query.get('reqId') ?? '';
     const sock = req.raw.socket;
     const remote = `${sock.remoteAddress}:${sock.remotePort}`;
-    if (this.o.sessions.authorizePlay(stream, reqId, req.query.get('token') ?? '')) return { stream, reqId, remote };
-    this.o.refused();
-    // anyone can send these: at most one line per address per 10 s, with the count left out
-    this.refusalLog.log(this.o.log, 'warn', sock.remoteAddress ?? '', { stream, reqId, remote, protocol }, 'play refused: unknown request or wrong token');
-    return 401;
+    if (!this.o.sessions.authorizePlay(stream, reqId, req.query.get('token') ?? '')) {
+      this.o.refused();
+      // anyone can send these: at most one line per address per 10 s, with the count left out
+      this.refusalLog.log(this.o.log, 'warn', sock.remoteAddress ?? '', { stream, reqId, remote, protocol }, 'play refused: unknown request or wrong token');
+      return 401;
+    }
+    const via = playVia(req.query, this.o.bus);
+    if (!via.ok) {
+      this.o.refused();
+      this.refusalLog.log(this.o.log, 'warn', sock.remoteAddress ?? '', { stream, reqId, remote, protocol }, `play refused: ${via.reason}`);
+      return { status: 400, reason: via.reason };
+    }
+    return { stream, reqId, remote, via: via.via };
   }
 
   private onPlay(req: RouteRequest, res: ServerResponse): void {
     req.raw.resume(); // a player's request body means nothing here
     const play = this.stopped ? 503 : this.authorize(req, 'http-flv');
-    if (typeof play === 'number') {
-      res.writeHead(play, { ...CORS, 'Content-Type': 'text/plain' });
-      res.end(play === 404 ? 'not found\n' : play === 401 ? 'unauthorized\n' : 'stopping\n');
+    if (typeof play === 'number' || 'status' in play) {
+      const status = typeof play === 'number' ? play : play.status;
+      res.writeHead(status, { ...CORS, 'Content-Type': 'text/plain' });
+      res.end(typeof play !== 'number' ? `${play.reason}\n` : play === 404 ? 'not found\n' : play === 401 ? 'unauthorized\n' : 'stopping\n');
       return;
     }
     res.writeHead(200, { ...CORS, 'Content-Type': 'video/x-flv', 'Cache-Control': 'no-cache, no-store', Connection: 'keep-alive' });
@@ -167,6 +193,10 @@ export class FlvServer implements PlayerOwner {
         ws.close(WS_UNAUTHORIZED, 'unauthorized');
         return;
       }
+      if ('status' in play) {
+        ws.close(WS_BAD_REQUEST, play.reason.slice(0, 120));
+        return;
+      }
       ws.on('error', (err) => this.o.log.debug({ err: err.message }, 'WS-FLV player socket error'));
       // a player has nothing to say: what it sends is ignored (and capped by maxPayload)
       ws.on('message', () => undefined);
@@ -193,13 +223,14 @@ export class FlvServer implements PlayerOwner {
     try {
       const read = this.o.readFor(p.reqId);
       const format = this.o.formats[read.media ?? 'av'];
-      p.sub = media.subscribe(p, { format, maxQueueBytes: this.o.maxBacklogBytes, ...read });
+      // the play's stage first, then the output's own form (AAC audio)
+      p.sub = media.subscribe(p, { format, maxQueueBytes: this.o.maxBacklogBytes, media: read.media, via: chainVia(play.via, read.via) });
     } catch (err) {
       this.o.log.warn({ stream: p.stream, err: (err as Error).message }, 'player could not subscribe to its stream');
       p.close();
       return;
     }
-    this.o.requestLog({ stream: p.stream, reqId: p.reqId, remote: p.remote, protocol: t.protocol }, 'player started');
+    this.o.requestLog({ stream: p.stream, reqId: p.reqId, remote: p.remote, protocol: t.protocol, via: play.via }, 'player started');
   }
 }
 

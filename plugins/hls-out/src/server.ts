@@ -1,12 +1,13 @@
 /**
- * HLS over the API port: `/hls/{stream}/index.m3u8?reqId&token` and the init segments, segments and parts it
+ * HLS over the API port: `/hls/{stream}/index.m3u8?reqId&token[&via]` and the init segments, segments and parts it
  * names, each with the same query. Served only for an open fmt 1 request of that stream with its token (401
- * otherwise; 404 for a stream that is not open or a name this server never makes). Blocking playlist reloads
- * (`_HLS_msn`, `_HLS_part`) and fetches of the hinted next part wait for it, as RFC 8216bis asks.
+ * otherwise; 404 for a stream that is not open or a name this server never makes); a `via` names a stage on this
+ * gateway (400 otherwise), whose form of the stream the fetch reads. Blocking playlist reloads (`_HLS_msn`,
+ * `_HLS_part`) and fetches of the hinted next part wait for it, as RFC 8216bis asks.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
-import type { Clock, RouteRequest, Routes, Sessions } from '../../../plugin-sdk';
+import { playQuery, playVia, type Clock, type MediaBus, type RouteRequest, type Routes, type Sessions } from '../../../plugin-sdk';
 import type { HlsOutConfig } from './config';
 import type { HlsForm, HlsForms } from './forms';
 import { HlsPlayers } from './players';
@@ -33,6 +34,8 @@ export class HlsServer {
   constructor(
     private readonly c: HlsOutConfig,
     private readonly sessions: Sessions,
+    /** the stages a fetch's `via` may name */
+    private readonly bus: Pick<MediaBus, 'stages'>,
     private readonly forms: HlsForms,
     private readonly clock: Clock,
     private readonly log: Logger,
@@ -77,12 +80,26 @@ export class HlsServer {
       this.log.warn({ stream, reqId, remote: req.remote }, 'HLS fetch refused: unknown request or wrong token');
       return text(res, 401, 'unauthorized');
     }
-    const form = this.forms.of(r.reqId);
-    if (!form) return text(res, 404, r.params.fmt === 1 ? 'stream closed' : 'this request is not an HLS request (fmt 1)');
+    const via = playVia(req.query, this.bus);
+    if (!via.ok) {
+      this.stats.refused();
+      this.log.warn({ stream, reqId, remote: req.remote }, `HLS fetch refused: ${via.reason}`);
+      return text(res, 400, via.reason);
+    }
+    if (r.params.fmt !== 1) return text(res, 404, 'this request is not an HLS request (fmt 1)');
+    let form = this.forms.of(r.reqId, via.via);
+    if (!form && via.via !== undefined) {
+      // the first fetch through this stage starts its form
+      const cs = this.sessions.getStreamByName(stream);
+      if (!cs) return text(res, 404, 'stream closed');
+      form = this.forms.forPlay(r, cs, via.via);
+      if (!form) return text(res, 503, `stage ${via.via} cannot read this stream`);
+    }
+    if (!form) return text(res, 404, 'stream closed');
     const fetch = this.players.fetch(r.reqId, req.remote);
     if (!fetch) return text(res, 404, 'request closed');
     res.on('close', fetch.done);
-    const query = `?reqId=${encodeURIComponent(r.reqId)}&token=${encodeURIComponent(r.params.user.token)}`;
+    const query = `?${playQuery(r.reqId, r.params.user.token, via.via)}`;
     const send = (type: string, body: Buffer | Buffer[]): void => {
       if (res.destroyed) return; // (the client left while its fetch waited)
       const parts = Array.isArray(body) ? body : [body];

@@ -1,12 +1,13 @@
 /**
- * What DESCRIBE decides for a request: which tracks the presentation has (the request's dataTyp, the stream's tracks)
- * and how its readers read the stream (as it is, or through the AAC stage for audio RTP here does not carry as
- * received). An early player's DESCRIBE waits here for the stream's first media.
+ * What DESCRIBE decides for a request: which tracks the presentation has (the request's dataTyp, the tracks of the
+ * stream, or of the stage's form of it that the play URL asked for) and how its readers read the stream (as it is,
+ * or through that stage, then through the AAC stage for audio RTP here does not carry as received). An early
+ * player's DESCRIBE waits here for the stream's first media.
  */
 import type { Logger } from 'pino';
 import {
-  aacVia, mediaTypOf, type AudioTrackInfo, type ChannelStream, type Clock, type MediaBus, type MediaStream, type StrmRequest, type TrackInfo,
-  type VideoTrackInfo,
+  aacVia, chainVia, mediaTypOf, type AudioTrackInfo, type ChannelStream, type Clock, type MediaBus, type MediaSelect, type MediaStream,
+  type StrmRequest, type TrackInfo, type VideoTrackInfo, type Via,
 } from '../../../plugin-sdk';
 import type { AudioCodec } from '../../../plugin-sdk';
 import type { PlayTarget } from './play-url';
@@ -47,9 +48,10 @@ export class Planner {
 
   /**
    * The plan, or the status DESCRIBE answers instead: 404 (the request, stream or connection closed while waiting),
-   * 503 (no media within describeWaitMs), 415 (nothing RTP here can carry).
+   * 503 (no media within describeWaitMs, or the play's stage gives no tracks), 415 (nothing RTP here can carry).
+   * `play` is the stage the play URL asked for, checked.
    */
-  async plan(t: PlayTarget, r: StrmRequest, cs: ChannelStream, owner: { closed: boolean }, publicAddress: string): Promise<Plan | number> {
+  async plan(t: PlayTarget, r: StrmRequest, cs: ChannelStream, owner: { closed: boolean }, publicAddress: string, play?: string): Promise<Plan | number> {
     const media = mediaTypOf(r.params.typ, r.params.dataTyp);
     const ms = cs.media;
     const hasVideo = (): boolean => ms.tracks.some((x) => x.kind === 'video');
@@ -61,22 +63,27 @@ export class Planner {
     if (media === 'av' && !hasAudio()) {
       if ((await this.waitFor(ms, r.reqId, owner, hasAudio, AUDIO_GRACE_MS)) === 'closed') return 404;
     }
+    // the tracks of the play's form of the stream: a stage may change them
+    const tracks = play === undefined ? ms.tracks : await this.formTracks(ms, play, media);
+    if (!tracks) return 503;
     const presentation: Presentation = {};
-    if (media !== 'a') presentation.video = ms.tracks.find((x): x is VideoTrackInfo => x.kind === 'video');
-    let via: Plan['via'];
-    const audio = media === 'v' ? undefined : ms.tracks.find((x): x is AudioTrackInfo => x.kind === 'audio');
+    if (media !== 'a') presentation.video = tracks.find((x): x is VideoTrackInfo => x.kind === 'video');
+    let via: Via | undefined = play;
+    const audio = media === 'v' ? undefined : tracks.find((x): x is AudioTrackInfo => x.kind === 'audio');
     if (audio) {
       if (this.o.audioCodecs.includes(audio.codec) && audioPayloadType(audio) !== undefined) {
         presentation.audio = audio;
       } else {
-        via = aacVia(this.o.bus, r.params.audioCfg, this.o.audioCodecs as AudioCodec[]);
-        const derived = via && (await this.derivedAudio(ms, via));
-        if (derived && audioPayloadType(derived) !== undefined) presentation.audio = derived;
-        else via = undefined;
+        const aac = aacVia(this.o.bus, r.params.audioCfg, this.o.audioCodecs as AudioCodec[]);
+        const derived = aac && (await this.formTracks(ms, chainVia(play, aac)!, 'a'))?.find((x): x is AudioTrackInfo => x.kind === 'audio');
+        if (derived && audioPayloadType(derived) !== undefined) {
+          presentation.audio = derived;
+          via = chainVia(play, aac);
+        }
       }
     }
     if (!presentation.video && !presentation.audio) return 415;
-    return { reqId: r.reqId, token: t.token, stream: t.stream, host: t.host || publicAddress, media, via, presentation };
+    return { reqId: r.reqId, token: t.token, stream: t.stream, host: t.host || publicAddress, media, play, via, presentation };
   }
 
   /** Waits until `cond` holds, the time is up, or the request, stream or connection closes. */
@@ -102,25 +109,28 @@ export class Planner {
     });
   }
 
-  /** The audio track of a stage's form of the stream (AAC): read from a short-lived reader of that form. */
-  private async derivedAudio(ms: MediaStream, via: NonNullable<Plan['via']>): Promise<AudioTrackInfo | undefined> {
-    let found: AudioTrackInfo | undefined;
+  /**
+   * The tracks (of `media`) of a stage's form of the stream (the play's, or AAC audio): read from a short-lived reader
+   * of that form; undefined when the form cannot be read (logged).
+   */
+  private async formTracks(ms: MediaStream, via: Via, media: MediaSelect): Promise<ReadonlyArray<TrackInfo> | undefined> {
+    let found: ReadonlyArray<TrackInfo> | undefined;
     let sub;
     try {
       sub = ms.subscribe({
         // what comes meanwhile is let go (tracks are delivered in order with units, so this reader must take them)
         write: () => undefined,
         tracks: (list: ReadonlyArray<TrackInfo>) => {
-          found = list.find((x): x is AudioTrackInfo => x.kind === 'audio');
+          found = list;
         },
-      }, { media: 'a', via });
+      }, { media, via });
     } catch (err) {
-      this.o.log.warn({ stream: ms.name, err: (err as Error).message }, 'AAC form of the stream unavailable: audio left out of RTSP');
+      this.o.log.warn({ stream: ms.name, via, err: (err as Error).message }, 'a stage\'s form of the stream is unavailable: RTSP goes without it');
       return undefined;
     }
     try {
-      // the stage sets its track when its own reader starts, a microtask or two after ours: a few turns at most
-      for (let i = 0; i < 20 && !found; i++) await new Promise<void>((resolve) => (i < 5 ? setImmediate(resolve) : setTimeout(resolve, 10)));
+      // the stage sets its tracks when its own reader starts, a microtask or two after ours: a few turns at most
+      for (let i = 0; i < 20 && !found?.length; i++) await new Promise<void>((resolve) => (i < 5 ? setImmediate(resolve) : setTimeout(resolve, 10)));
     } finally {
       sub.close();
     }

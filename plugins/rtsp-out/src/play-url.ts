@@ -1,11 +1,13 @@
 /**
- * Play URLs (decisions.md): `rtsp://{host}:{port}/live/{stream}?reqId=..&token=..`, and the track URLs this server
- * writes into its SDP as absolute `a=control` values: `rtsp://{host}:{port}/live/{stream}/trackID={n}?reqId=..&token=..`.
+ * Play URLs (decisions.md): `rtsp://{host}:{port}/live/{stream}?reqId=..&token=..[&via=..]`, and the track URLs this
+ * server writes into its SDP as absolute `a=control` values: `rtsp://{host}:{port}/live/{stream}/trackID={n}?reqId=..`
+ * (with the same query, `via` included: a SETUP reads what its DESCRIBE described).
  *
  * Why absolute controls: clients resolve a relative control by appending `/trackID=n` to the base URL, after its
  * query (ffmpeg, live555), which would put the track into the token. The parser still accepts that form, so a client
  * that ignores absolute controls (or builds its own) works too.
  */
+import { playQuery } from '../../../plugin-sdk';
 
 export const APP = 'live';
 const STREAM = /^[A-Za-z0-9_.~-]{1,128}$/;
@@ -19,6 +21,8 @@ export interface PlayTarget {
   track?: number;
   /** host[:port] as the client wrote it, when the URI is absolute */
   host?: string;
+  /** the whole query, for `via` (playVia) */
+  query: URLSearchParams;
 }
 
 /** The play target of a request URI, or undefined when it is not a play URL of this server. */
@@ -62,20 +66,15 @@ export function parsePlayUri(uri: string): PlayTarget | undefined {
   const stream = decoded.slice(prefix.length);
   if (!STREAM.test(stream)) return undefined;
   const params = new URLSearchParams(query);
-  return { stream, reqId: params.get('reqId') ?? '', token: params.get('token') ?? '', track, host };
-}
-
-/** The query a play URL carries. */
-export function playQuery(reqId: string, token: string): string {
-  return `reqId=${encodeURIComponent(reqId)}&token=${encodeURIComponent(token)}`;
+  return { stream, reqId: params.get('reqId') ?? '', token: params.get('token') ?? '', track, host, query: params };
 }
 
 /** The base URL of a presentation (aggregate PLAY, PAUSE, TEARDOWN). */
-export function presentationUrl(host: string, stream: string, reqId: string, token: string): string {
-  return `rtsp://${host}/${APP}/${stream}?${playQuery(reqId, token)}`;
+export function presentationUrl(host: string, stream: string, reqId: string, token: string, via?: string): string {
+  return `rtsp://${host}/${APP}/${stream}?${playQuery(reqId, token, via)}`;
 }
 
 /** A track's URL: what the SDP gives as its `a=control` and RTP-Info names. */
-export function trackUrl(host: string, stream: string, track: number, reqId: string, token: string): string {
-  return `rtsp://${host}/${APP}/${stream}/trackID=${track}?${playQuery(reqId, token)}`;
+export function trackUrl(host: string, stream: string, track: number, reqId: string, token: string, via?: string): string {
+  return `rtsp://${host}/${APP}/${stream}/trackID=${track}?${playQuery(reqId, token, via)}`;
 }

@@ -8,7 +8,7 @@ import { isIPv6, type Socket } from 'node:net';
 import type { RemoteInfo } from 'node:dgram';
 import type { Logger } from 'pino';
 import {
-  LogLimiter, type Cancel, type ChannelStream, type Clock, type MediaBus, type RequestLog, type Sessions, type StrmRequest, type UnitFormat, type UdpPort,
+  LogLimiter, playVia, type Cancel, type ChannelStream, type Clock, type MediaBus, type RequestLog, type Sessions, type StrmRequest, type UnitFormat, type UdpPort,
 } from '../../../plugin-sdk';
 import type { RtspOutConfig } from './config';
 import { AUDIO, VIDEO, type RtpUnit, type TrackIndex } from './packetizer';
@@ -240,38 +240,50 @@ export class RtspServer implements SessionOwner {
     }
   }
 
-  /** The request a play URL names, when its reqId is open on that stream and the token is its user.token. */
-  private authorize(c: Connection, t: PlayTarget, method: string): { request: StrmRequest; stream: ChannelStream } | undefined {
+  /**
+   * The request a play URL names, when its reqId is open on that stream and the token is its user.token (else 401),
+   * and the stage its `via` asks for, when that is one on this gateway (else 400).
+   */
+  private authorize(c: Connection, t: PlayTarget, method: string): { request: StrmRequest; stream: ChannelStream; play: string | undefined } | 400 | 401 {
     const request = this.o.sessions.authorizePlay(t.stream, t.reqId, t.token);
     const stream = request && this.o.sessions.getStreamByName(t.stream);
-    if (request && stream && !stream.media.closed) return { request, stream };
-    this.o.hooks.refused();
-    this.refusalLog.log(this.o.log, 'warn', c.ip, { stream: t.stream, reqId: t.reqId.slice(0, 64), remote: c.remote, method }, 'RTSP play refused: unknown request or wrong token');
-    return undefined;
+    const fields = { stream: t.stream, reqId: t.reqId.slice(0, 64), remote: c.remote, method };
+    if (!request || !stream || stream.media.closed) {
+      this.o.hooks.refused();
+      this.refusalLog.log(this.o.log, 'warn', c.ip, fields, 'RTSP play refused: unknown request or wrong token');
+      return 401;
+    }
+    const via = playVia(t.query, this.o.bus);
+    if (!via.ok) {
+      this.o.hooks.refused();
+      this.refusalLog.log(this.o.log, 'warn', c.ip, fields, `RTSP play refused: ${via.reason}`);
+      return 400;
+    }
+    return { request, stream, play: via.via };
   }
 
   private async describe(c: Connection, req: RtspRequest): Promise<Reply> {
     const t = parsePlayUri(req.uri);
     if (!t) return { status: 404 };
     const auth = this.authorize(c, t, 'DESCRIBE');
-    if (!auth) return { status: 401 };
+    if (typeof auth === 'number') return { status: auth };
     // always anew: a client describing again (after a codec change ended its session) gets the stream as it is now
-    const plan = await this.planFor(c, t, auth.request, auth.stream, true);
+    const plan = await this.planFor(c, t, auth.request, auth.stream, auth.play, true);
     if (typeof plan === 'number') return { status: plan, close: plan === 404 };
     const sdp = buildSdp(plan.presentation, {
       stream: plan.stream,
       sessionId: String(Date.now()),
-      control: (track) => trackUrl(plan.host, plan.stream, track, plan.reqId, plan.token),
+      control: (track) => trackUrl(plan.host, plan.stream, track, plan.reqId, plan.token, plan.play),
     });
-    return { status: 200, headers: [['Content-Base', `${presentationUrl(plan.host, plan.stream, plan.reqId, plan.token)}`]], body: sdp };
+    return { status: 200, headers: [['Content-Base', `${presentationUrl(plan.host, plan.stream, plan.reqId, plan.token, plan.play)}`]], body: sdp };
   }
 
   private async setup(c: Connection, req: RtspRequest): Promise<Reply> {
     const t = parsePlayUri(req.uri);
     if (!t) return { status: 404 };
     const auth = this.authorize(c, t, 'SETUP');
-    if (!auth) return { status: 401 };
-    const plan = await this.planFor(c, t, auth.request, auth.stream);
+    if (typeof auth === 'number') return { status: auth };
+    const plan = await this.planFor(c, t, auth.request, auth.stream, auth.play);
     if (typeof plan === 'number') return { status: plan, close: plan === 404 };
     const tracks = presentTracks(plan.presentation);
     const asked = t.track ?? (tracks.length === 1 ? tracks[0] : undefined);
@@ -283,7 +295,7 @@ export class RtspServer implements SessionOwner {
     let s = sid !== undefined ? this.byId.get(sid) : undefined;
     // a TCP session's media rides on its own connection: another connection cannot set it up
     if (sid !== undefined && (!s || (s.lower === 'tcp' && s.socket !== c.socket))) return { status: 454 };
-    if (s && (s.reqId !== plan.reqId || s.plan.stream !== plan.stream)) return { status: 459 };
+    if (s && (s.reqId !== plan.reqId || s.plan.stream !== plan.stream || s.plan.play !== plan.play)) return { status: 459 };
     if (s && s.state === 'playing') return { status: 455, headers: sessionHeader(s) };
 
     const offered = parseTransports(req.headers.get('transport') ?? '');
@@ -361,21 +373,24 @@ export class RtspServer implements SessionOwner {
     await new Promise<void>((resolve) => setImmediate(resolve));
     // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- a TEARDOWN or PAUSE may come in while we wait a turn
     if (s.ended || s.state !== 'playing') return { status: 454 };
-    this.o.requestLog({ stream: s.plan.stream, reqId: s.reqId, remote: s.remote, protocol: `rtsp-${s.lower}`, session: s.id }, 'player started');
+    const started = { stream: s.plan.stream, reqId: s.reqId, remote: s.remote, protocol: `rtsp-${s.lower}`, session: s.id, via: s.plan.play };
+    this.o.requestLog(started, 'player started');
     const info: string[] = [];
-    for (const [track, p] of s.firstPackets()) info.push(`url=${trackUrl(s.plan.host, s.plan.stream, track, s.plan.reqId, s.plan.token)};seq=${p.seq};rtptime=${p.rtptime}`);
+    for (const [track, p] of s.firstPackets()) {
+      info.push(`url=${trackUrl(s.plan.host, s.plan.stream, track, s.plan.reqId, s.plan.token, s.plan.play)};seq=${p.seq};rtptime=${p.rtptime}`);
+    }
     const headers: Array<[string, string]> = [...sessionHeader(s), ['Range', 'npt=0.000-']];
     if (info.length) headers.push(['RTP-Info', info.join(',')]);
     // the reply goes out first, then the held packets
     return { status: 200, headers, after: () => s.release() };
   }
 
-  /** DESCRIBE's decision for a request (cached on the connection for the SETUPs that follow). */
-  private async planFor(c: Connection, t: PlayTarget, r: StrmRequest, cs: ChannelStream, fresh = false): Promise<Plan | number> {
-    const key = `${t.stream} ${r.reqId}`;
+  /** DESCRIBE's decision for a request and play stage (cached on the connection for the SETUPs that follow). */
+  private async planFor(c: Connection, t: PlayTarget, r: StrmRequest, cs: ChannelStream, play: string | undefined, fresh = false): Promise<Plan | number> {
+    const key = `${t.stream} ${r.reqId} ${play ?? ''}`;
     const known = fresh ? undefined : c.plans.get(key);
     if (known) return known;
-    const plan = await this.planner.plan(t, r, cs, c, this.o.publicAddress);
+    const plan = await this.planner.plan(t, r, cs, c, this.o.publicAddress, play);
     if (typeof plan === 'number') return plan;
     c.plans.delete(key);
     if (c.plans.size >= MAX_SESSIONS_PER_CONNECTION) c.plans.delete(c.plans.keys().next().value!);

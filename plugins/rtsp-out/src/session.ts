@@ -5,7 +5,7 @@
  * and adds the RTCP that is its own (sender reports counting what it sent, BYE).
  */
 import type { Socket } from 'node:net';
-import type { AccessUnit, MediaReader, MediaStream, PlayerHandle, StageRef, ReaderHandle, TrackInfo } from '../../../plugin-sdk';
+import type { AccessUnit, MediaReader, MediaStream, PlayerHandle, ReaderHandle, TrackInfo, Via } from '../../../plugin-sdk';
 import type { MediaSelect } from '../../../plugin-sdk';
 import { AUDIO, VIDEO, type RtpUnit, type TrackIndex } from './packetizer';
 import { bye, senderReport } from './rtcp';
@@ -19,7 +19,10 @@ export interface Plan {
   /** host[:port] the client addresses, for track URLs (SDP controls, RTP-Info) */
   host: string;
   media: MediaSelect;
-  via?: StageRef;
+  /** the stage the play URL asked for (its track URLs carry it) */
+  play?: string;
+  /** what the session's reader reads through: the play's stage, then the AAC form of audio RTP does not carry as received */
+  via?: Via;
   presentation: Presentation;
 }
 

@@ -101,7 +101,9 @@ describe('rtsp-out units: RTSP messages', () => {
   });
 
   it('play URLs: absolute track URLs, a track appended after the query, path-only URIs, credentials dropped', () => {
-    assert.deepEqual(parsePlayUri('rtsp://h:7554/live/1_2_1?reqId=r1&token=t%20x'), { stream: '1_2_1', reqId: 'r1', token: 't x', track: undefined, host: 'h:7554' });
+    const { query, ...target } = parsePlayUri('rtsp://h:7554/live/1_2_1?reqId=r1&token=t%20x&via=video-thinner')!;
+    assert.deepEqual(target, { stream: '1_2_1', reqId: 'r1', token: 't x', track: undefined, host: 'h:7554' });
+    assert.equal(query.get('via'), 'video-thinner');
     assert.equal(parsePlayUri('rtsp://h/live/1_2_1/trackID=1?reqId=r&token=t')?.track, 1);
     const appended = parsePlayUri('rtsp://h/live/1_2_1?reqId=r&token=t/trackID=0');
     assert.deepEqual([appended?.track, appended?.token], [0, 't']);

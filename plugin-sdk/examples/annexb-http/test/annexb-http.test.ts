@@ -1,10 +1,6 @@
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import * as fs from 'node:fs';
 import * as http from 'node:http';
-import * as os from 'node:os';
-import * as path from 'node:path';
-import { findFfmpeg, startTestGateway, stubMediaPlugin, testClip, type TestGateway } from '../../../testkit';
+import { probeVideo, startTestGateway, stubMediaPlugin, testClip, type TestGateway } from '../../../testkit';
 import annexbHttp from '../index';
 
 /** GET a URL and keep reading until `enough` says so (or the response ends); returns the status and the bytes. */
@@ -23,22 +19,6 @@ function read(url: string, enough: (bytes: number) => boolean): Promise<{ status
     });
     req.on('error', reject);
   });
-}
-
-/** ffprobe (beside the test kit's ffmpeg) decodes every frame of raw H.264. */
-function probeH264(data: Buffer): { width: number; height: number; frames: number; errors: string } {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'annexb-'));
-  const file = path.join(dir, 'out.h264');
-  try {
-    fs.writeFileSync(file, data);
-    const ffprobe = path.join(path.dirname(findFfmpeg()), 'ffprobe');
-    const r = spawnSync(ffprobe, ['-v', 'error', '-f', 'h264', '-count_frames', '-show_entries', 'stream=width,height,nb_read_frames', '-of', 'json', file], { encoding: 'utf8' });
-    assert.equal(r.status, 0, r.stderr);
-    const s = JSON.parse(r.stdout).streams[0];
-    return { width: s.width, height: s.height, frames: Number(s.nb_read_frames), errors: r.stderr.trim() };
-  } finally {
-    fs.rmSync(dir, { recursive: true, force: true });
-  }
 }
 
 describe('example plugin: annexb-http (an output on its own port, through the test kit)', function () {
@@ -65,9 +45,9 @@ describe('example plugin: annexb-http (an output on its own port, through the te
     assert.equal(status.consumed, true);
     assert.ok(status.bytesOut >= got.body.length * 0.9, `bytes out counted: ${status.bytesOut}`);
     pub.stop();
-    const p = probeH264(got.body);
+    const p = await probeVideo(got.body, { format: 'h264' });
     assert.equal(`${p.width}x${p.height}`, '320x240');
-    assert.ok(p.frames >= 30, `decoded ${p.frames} frames`);
+    assert.ok(p.frames.length >= 30, `decoded ${p.frames.length} frames`);
     assert.equal(p.errors, '', 'no decoding errors: it started at a keyframe with its parameter sets');
     await gw.api('POST', '/strm/close', { reqIds: [open.reqId] });
   });

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import * as http from 'node:http';
-import { audioUnit, type AccessUnit } from '../../../index';
+import { audioUnit, type AccessUnit } from '../../..';
 import { findFfmpeg, startTestGateway, stubMediaPlugin, testClip, type TestGateway } from '../../../testkit';
 import g711Regroup, { regrouper } from '../index';
 
