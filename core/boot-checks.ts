@@ -54,11 +54,23 @@ export function checkSite(o: SiteChecksOptions): CheckedSite {
   const tls = loadTlsFiles(gateway.tlsCertFile, gateway.tlsKeyFile, where);
   const plugins = new PluginResolver(site, { pluginDefs: o.pluginDefs, freePorts: o.freePorts, env: o.env });
   const resolved = plugins.resolveAll();
-  const services = new ServiceRegistry(site.file, resolved.map((r) => r.def));
+  const services = new ServiceRegistry(
+    site.file,
+    resolved.map((r) => r.def),
+  );
   const ordered = startOrder(site.file, resolved, services);
-  checkGovApplications(site.file, appEntries, resolved.map((r) => r.def.name));
+  checkGovApplications(
+    site.file,
+    appEntries,
+    resolved.map((r) => r.def.name),
+  );
   // a misspelt plugin variable stops boot here, before anything is written; strays are warned about once logging is up
-  const strayEnv = checkEnvNames(o.env, site.file, GatewayConfig, resolved.map((r) => r.def));
+  const strayEnv = checkEnvNames(
+    o.env,
+    site.file,
+    GatewayConfig,
+    resolved.map((r) => r.def),
+  );
   const dataDir = writableDataDir(site.file, gateway.dataDir);
   return { site, gateway, appEntries, metricsAllow, perAddressExempt, listenerLimits, tls, plugins, services, ordered, strayEnv, dataDir };
 }
@@ -74,7 +86,7 @@ function checkGovApplications(siteFile: string, apps: ApplicationEntry[], plugin
   if (i < 0) return;
   throw new BootError(
     `${siteFile}: gateway: key applications[${i}].gov: application '${apps[i].appId}' is marked gov, but the site does not run ` +
-    'the gov-timed-token plugin that checks its timedToken (add {"name": "gov-timed-token"} to plugins, or drop gov)',
+      'the gov-timed-token plugin that checks its timedToken (add {"name": "gov-timed-token"} to plugins, or drop gov)',
   );
 }
 

@@ -15,7 +15,10 @@ export function envNameFor(prefix: string, key: string): string {
 
 function validatorNames(cls: new () => object, key: string): Set<string> {
   return new Set<string>(
-    getMetadataStorage().getTargetValidationMetadatas(cls, '', true, false).filter((m) => m.propertyName === key).map((m) => m.name ?? ''),
+    getMetadataStorage()
+      .getTargetValidationMetadatas(cls, '', true, false)
+      .filter((m) => m.propertyName === key)
+      .map((m) => m.name ?? ''),
   );
 }
 
@@ -147,7 +150,15 @@ export function buildConfig<C extends object>(cls: new () => C, fileValues: unkn
 }
 
 /** `GW_` variables that configure no key but are read elsewhere (site choice, debugging, test tools) */
-export const NON_CONFIG_ENV: readonly string[] = ['GW_SITE', 'GW_DEBUG', 'GW_TEST_LOG', 'GW_CHROMIUM', 'GW_FIXTURES_DIR', 'GW_FUZZ_VERBOSE', 'GW_POISON_PAYLOADS'];
+export const NON_CONFIG_ENV: readonly string[] = [
+  'GW_SITE',
+  'GW_DEBUG',
+  'GW_TEST_LOG',
+  'GW_CHROMIUM',
+  'GW_FIXTURES_DIR',
+  'GW_FUZZ_VERBOSE',
+  'GW_POISON_PAYLOADS',
+];
 
 /** What `checkEnvNames` needs of a plugin on the site: a `PluginDefinition` will do. */
 export interface EnvScope {
@@ -217,9 +228,7 @@ export function checkEnvNames(env: NodeJS.ProcessEnv, siteFile: string, gateway:
     if (scope) {
       const key = keyOf(name.slice(scope.prefix.length));
       const near = closest(name, scope.names);
-      const hint = near ? `did you mean ${near}?`
-        : scope.names.size ? `its variables: ${[...scope.names].join(', ')}`
-          : 'it has no config keys';
+      const hint = near ? `did you mean ${near}?` : scope.names.size ? `its variables: ${[...scope.names].join(', ')}` : 'it has no config keys';
       throw new BootError(`${siteFile}: ${name}: no key '${key}' in plugin ${scope.plugin} (${hint})`);
     }
     const near = closest(name, [...kernelNames, ...scopes.flatMap((s) => [...s.names])]);

@@ -32,7 +32,11 @@ const MAX_REMOTES_PER_WINDOW = 1024;
 class RateLimitedLog {
   private readonly windows = new Map<string, Window>();
 
-  constructor(private readonly log: Logger, private readonly intervalMs: number, private readonly now: () => number) {}
+  constructor(
+    private readonly log: Logger,
+    private readonly intervalMs: number,
+    private readonly now: () => number,
+  ) {}
 
   note(key: string, msg: string, fields: Record<string, unknown>, remote?: string): void {
     const at = this.now();
@@ -65,10 +69,15 @@ class RateLimitedLog {
     let top: { remote: string; n: number } | undefined;
     for (const [remote, n] of w.byRemote) if (!top || n > top.n) top = { remote, n };
     const { remote: _last, ...rest } = w.fields;
-    this.log.warn({
-      ...rest, count: w.pending, sinceMs: Math.round(this.now() - w.lastLineAt),
-      ...(w.byRemote.size ? { addresses: w.byRemote.size, top } : {}),
-    }, `${w.msg} (repeated)`);
+    this.log.warn(
+      {
+        ...rest,
+        count: w.pending,
+        sinceMs: Math.round(this.now() - w.lastLineAt),
+        ...(w.byRemote.size ? { addresses: w.byRemote.size, top } : {}),
+      },
+      `${w.msg} (repeated)`,
+    );
     w.lastLineAt = this.now();
     w.pending = 0;
     w.byRemote.clear();
@@ -208,8 +217,8 @@ export class ConnectionGuard {
   gate(name: string, kind: ListenerKind, pluginPerAddress?: number): ListenerGate {
     const over = this.o.overrides.get(name) ?? {};
     const total = over.maxConnections || this.o.maxConnectionsPerListener || this.autoListenerCap;
-    const perAddress = over.maxConnectionsPerAddress ?? pluginPerAddress
-      ?? (kind === 'tcp' ? this.o.maxTcpConnectionsPerAddress : this.o.maxHttpConnectionsPerAddress);
+    const perAddress =
+      over.maxConnectionsPerAddress ?? pluginPerAddress ?? (kind === 'tcp' ? this.o.maxTcpConnectionsPerAddress : this.o.maxHttpConnectionsPerAddress);
     const g = new ListenerGate(this, name, kind, total, perAddress);
     this.gates.push(g);
     return g;
@@ -237,9 +246,16 @@ export class ConnectionGuard {
       const code = err.code ?? 'unknown';
       this.o.onListenerError?.(listener, code);
       const fdsOut = code === 'EMFILE' || code === 'ENFILE';
-      this.log.note(`error|${listener}|${code}`, fdsOut ? 'listener cannot accept: out of file descriptors (still listening)' : 'listener error (still listening)', {
-        listener, code, syscall: err.syscall, err: err.message,
-      });
+      this.log.note(
+        `error|${listener}|${code}`,
+        fdsOut ? 'listener cannot accept: out of file descriptors (still listening)' : 'listener error (still listening)',
+        {
+          listener,
+          code,
+          syscall: err.syscall,
+          err: err.message,
+        },
+      );
     });
   }
 
@@ -278,9 +294,10 @@ export class ConnectionGuard {
       msg = 'connection refused: the listener holds its maximum of connections';
       fields.limit = g.maxConnections;
     } else {
-      msg = g.kind === 'api'
-        ? 'connection refused: open file descriptors at the process limit'
-        : 'connection refused: open file descriptors near the process limit (the rest is kept for the API port)';
+      msg =
+        g.kind === 'api'
+          ? 'connection refused: open file descriptors at the process limit'
+          : 'connection refused: open file descriptors near the process limit (the rest is kept for the API port)';
       fields.fdLimit = this.fdLimit;
       fields.fdReserve = this.fdReserve;
     }
@@ -302,8 +319,12 @@ export class ConnectionGuard {
     return this.fds.now(performance.now()) < ceiling;
   }
 
-  fdOpened(): void { this.fds?.opened(); }
-  fdClosed(): void { this.fds?.closed(); }
+  fdOpened(): void {
+    this.fds?.opened();
+  }
+  fdClosed(): void {
+    this.fds?.closed();
+  }
 
   /** open connections by listener name, for the gauge */
   openByListener(): Map<string, number> {
@@ -313,7 +334,11 @@ export class ConnectionGuard {
   }
 
   /** what each listener allows, for the boot log and tests */
-  describe(): { fdLimit: number | undefined; fdReserve: number; listeners: Record<string, { maxConnections: number | null; maxConnectionsPerAddress: number | null }> } {
+  describe(): {
+    fdLimit: number | undefined;
+    fdReserve: number;
+    listeners: Record<string, { maxConnections: number | null; maxConnectionsPerAddress: number | null }>;
+  } {
     const listeners: Record<string, { maxConnections: number | null; maxConnectionsPerAddress: number | null }> = {};
     for (const g of this.gates) {
       listeners[g.name] = {

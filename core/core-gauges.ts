@@ -11,7 +11,7 @@ import type { SessionManager } from './sessions/session-manager';
 export function busGauges(m: Metrics, bus: CoreMediaBus): void {
   m.gauge('bus_streams', 'streams on the bus (derived ones included)', [], (g) => g.set(bus.size));
   // what the media memory is, next to gw_process_nodejs_external_memory_bytes: payloads the bus holds
-  m.gauge('bus_held_bytes', 'payload bytes the bus keeps alive, by holder: GOP caches, readers\' queues', ['holder'], (g) => {
+  m.gauge('bus_held_bytes', "payload bytes the bus keeps alive, by holder: GOP caches, readers' queues", ['holder'], (g) => {
     let gop = 0;
     let queued = 0;
     for (const s of bus.list()) {
@@ -23,38 +23,64 @@ export function busGauges(m: Metrics, bus: CoreMediaBus): void {
     g.set({ holder: 'queue' }, queued);
   });
   const arena = bus.chunks.counts;
-  m.gauge('bus_payload_chunks', 'payload chunks of Publisher.alloc since start, by what became of them: allocated, reused, escaped (left to the collector: a reader could not say when it was done), released (done, let go by the pool after 10 s unused)', ['event'], (g) => {
-    g.set({ event: 'allocated' }, arena.allocated);
-    g.set({ event: 'reused' }, arena.reused);
-    g.set({ event: 'escaped' }, arena.escaped);
-    g.set({ event: 'released' }, arena.released);
-  });
-  const reuseOffHelp = 'streams whose payload memory is not reused now, by the reader that keeps it so (its sink has no '
-    + 'MediaReader.holdsPayloads): ReaderOptions.reader, the stage, or the plugin that subscribed';
+  m.gauge(
+    'bus_payload_chunks',
+    'payload chunks of Publisher.alloc since start, by what became of them: allocated, reused, escaped (left to the collector: a reader could not say when it was done), released (done, let go by the pool after 10 s unused)',
+    ['event'],
+    (g) => {
+      g.set({ event: 'allocated' }, arena.allocated);
+      g.set({ event: 'reused' }, arena.reused);
+      g.set({ event: 'escaped' }, arena.escaped);
+      g.set({ event: 'released' }, arena.released);
+    },
+  );
+  const reuseOffHelp =
+    'streams whose payload memory is not reused now, by the reader that keeps it so (its sink has no ' +
+    'MediaReader.holdsPayloads): ReaderOptions.reader, the stage, or the plugin that subscribed';
   m.gauge('bus_payload_reuse_off_streams', reuseOffHelp, ['reader'], (g) => {
     g.reset();
     for (const [reader, n] of bus.reuseOffByReader()) g.set({ reader }, n);
   });
-  m.gauge('bus_payload_chunk_bytes', 'bytes of payload chunks: held by streams (carved, or waiting until no reader can read them), free in the pool', ['state'], (g) => {
-    const b = bus.chunks.bytes;
-    g.set({ state: 'held' }, b.held);
-    g.set({ state: 'free' }, b.free);
-  });
+  m.gauge(
+    'bus_payload_chunk_bytes',
+    'bytes of payload chunks: held by streams (carved, or waiting until no reader can read them), free in the pool',
+    ['state'],
+    (g) => {
+      const b = bus.chunks.bytes;
+      g.set({ state: 'held' }, b.held);
+      g.set({ state: 'free' }, b.free);
+    },
+  );
 }
 
 /** how media socket reads were handled against the loop's slice (gateway.readSliceMs) */
 export function readSliceGauges(m: Metrics, slices: ReadSlices): void {
   const sliced = slices.stats;
-  m.gauge('read_slice_reads', 'media socket reads since start (ctx.net.readSliced, gateway.readSliceMs), by how they were handled: at once, set aside past the slice (copied, handled at the turn\'s end), at once past the slice as every copy slab was taken', ['how'], (g) => {
-    g.set({ how: 'at_once' }, sliced.direct - sliced.full);
-    g.set({ how: 'set_aside' }, sliced.deferred);
-    g.set({ how: 'slabs_full' }, sliced.full);
-  });
-  m.gauge('read_slice_events', 'read slices since start that ended with reads still set aside (overrun: the loop was more than a slice behind), and readers paused for their set-aside bytes', ['event'], (g) => {
-    g.set({ event: 'overrun' }, sliced.overrun);
-    g.set({ event: 'paused' }, sliced.paused);
-  });
-  m.gauge('read_slice_slab_bytes', 'bytes of the slabs set-aside reads are copied into (in use or spare; spares a burst made are let go 10-20 s after it)', [], (g) => g.set(slices.slabBytes));
+  m.gauge(
+    'read_slice_reads',
+    "media socket reads since start (ctx.net.readSliced, gateway.readSliceMs), by how they were handled: at once, set aside past the slice (copied, handled at the turn's end), at once past the slice as every copy slab was taken",
+    ['how'],
+    (g) => {
+      g.set({ how: 'at_once' }, sliced.direct - sliced.full);
+      g.set({ how: 'set_aside' }, sliced.deferred);
+      g.set({ how: 'slabs_full' }, sliced.full);
+    },
+  );
+  m.gauge(
+    'read_slice_events',
+    'read slices since start that ended with reads still set aside (overrun: the loop was more than a slice behind), and readers paused for their set-aside bytes',
+    ['event'],
+    (g) => {
+      g.set({ event: 'overrun' }, sliced.overrun);
+      g.set({ event: 'paused' }, sliced.paused);
+    },
+  );
+  m.gauge(
+    'read_slice_slab_bytes',
+    'bytes of the slabs set-aside reads are copied into (in use or spare; spares a burst made are let go 10-20 s after it)',
+    [],
+    (g) => g.set(slices.slabBytes),
+  );
 }
 
 /** open requests and channel streams */

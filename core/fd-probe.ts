@@ -63,7 +63,10 @@ export class FdCount {
   private sampledAt = -Infinity;
   private delta = 0;
 
-  constructor(private readonly probe: FdProbe, private readonly nearAt: number) {}
+  constructor(
+    private readonly probe: FdProbe,
+    private readonly nearAt: number,
+  ) {}
 
   now(at: number): number {
     const maxAge = this.probe.cheap ? 10 : this.sample + this.delta >= this.nearAt ? 250 : 1000;
@@ -78,6 +81,10 @@ export class FdCount {
     return this.sample + this.delta;
   }
 
-  opened(): void { this.delta++; }
-  closed(): void { this.delta--; }
+  opened(): void {
+    this.delta++;
+  }
+  closed(): void {
+    this.delta--;
+  }
 }

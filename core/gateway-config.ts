@@ -5,21 +5,27 @@ import { BootError } from './config';
 
 /** The kernel's own keys (site file "gateway"); env overrides are GW_<KEY>, e.g. GW_HTTP_PORT, GW_DATA_DIR. */
 export class GatewayConfig {
-  @IsInt() @Min(0) @Max(65535)
+  @IsInt()
+  @Min(0)
+  @Max(65535)
   httpPort = 7080;
 
-  @IsString() @MinLength(1)
+  @IsString()
+  @MinLength(1)
   listenHost = '0.0.0.0';
 
   /** written into play URLs and push addresses */
-  @IsString() @MinLength(1)
+  @IsString()
+  @MinLength(1)
   publicHost = '127.0.0.1';
 
   /** public base of the API for URLs given to clients (record file urls); default http://{publicHost}:{httpPort} */
-  @IsOptional() @IsString()
+  @IsOptional()
+  @IsString()
   apiBase: string | undefined = undefined;
 
-  @IsString() @MinLength(1)
+  @IsString()
+  @MinLength(1)
   dataDir = './data';
 
   /**
@@ -27,7 +33,9 @@ export class GatewayConfig {
    * than one, a primary process binds the ports and hands each terminal connection and player to the worker that owns
    * its channel (core/cluster/).
    */
-  @IsInt() @Min(0) @Max(256)
+  @IsInt()
+  @Min(0)
+  @Max(256)
   workers = 0;
 
   /**
@@ -49,7 +57,9 @@ export class GatewayConfig {
    * RSS 4-7 % more. Lower (50) holds less memory for more full collections: for hosts short of memory rather than
    * CPU. Env GW_GC_HEAP_GROWTH_PERCENT.
    */
-  @IsInt() @Min(0) @Max(1000)
+  @IsInt()
+  @Min(0)
+  @Max(1000)
   gcHeapGrowthPercent = 100;
 
   /**
@@ -62,7 +72,9 @@ export class GatewayConfig {
    * --single-threaded-gc it only counts when a process starts: workers get it from the primary, a single process from
    * its command line (npm start passes 8) and warns at start when that differs. 0: V8's own. Env GW_GC_SEMI_SPACE_MB.
    */
-  @IsInt() @Min(0) @Max(1024)
+  @IsInt()
+  @Min(0)
+  @Max(1024)
   gcSemiSpaceMB = 8;
 
   /**
@@ -74,7 +86,9 @@ export class GatewayConfig {
    * 22-238 ms without; CPU the same (`paired`: 1 ms against 2, 4 pairs, 1.005; none against 2, 6 pairs, 1.029), RSS
    * +9-10 MB (the copies' slabs, at most 8 MB). 0: every read at once, no slices. Env GW_READ_SLICE_MS.
    */
-  @IsNumber() @Min(0) @Max(1000)
+  @IsNumber()
+  @Min(0)
+  @Max(1000)
   readSliceMs = 1;
 
   /**
@@ -97,15 +111,21 @@ export class GatewayConfig {
   @IsBoolean()
   udpPeerSockets = true;
 
-  @IsString() @MinLength(1)
+  @IsString()
+  @MinLength(1)
   instId = os.hostname();
 
   /**
    * This node's name in a fleet (env GW_NODE_ID): 1-64 letters, digits, '.', '_' or '-', one per node of the fleet.
    * Default: the host name (with dots and other characters a node id cannot hold turned into '-').
    */
-  @IsString() @MinLength(1)
-  nodeId = os.hostname().replace(/[^A-Za-z0-9._-]/g, '-').slice(0, 64) || 'node';
+  @IsString()
+  @MinLength(1)
+  nodeId =
+    os
+      .hostname()
+      .replace(/[^A-Za-z0-9._-]/g, '-')
+      .slice(0, 64) || 'node';
 
   /**
    * The directory of channels and requests (core/directory/, env GW_DIRECTORY_URL): absent or 'memory:' for one node
@@ -113,7 +133,8 @@ export class GatewayConfig {
    * 'redis+sentinel://h1:26379,h2:26379/<master>' or 'redis+cluster://h1:7000,h2:7001'. Every node of a fleet names
    * the same one.
    */
-  @IsOptional() @IsString()
+  @IsOptional()
+  @IsString()
   directoryUrl: string | undefined = undefined;
 
   /**
@@ -121,7 +142,9 @@ export class GatewayConfig {
    * seconds: a node that stops loses its channels within this, and a survivor then sends its requests' closed notices.
    * Env GW_DIRECTORY_TTL_SEC.
    */
-  @IsInt() @Min(2) @Max(60)
+  @IsInt()
+  @Min(2)
+  @Max(60)
   directoryTtlSec = 6;
 
   /**
@@ -129,7 +152,9 @@ export class GatewayConfig {
    * publicHosts[k - 1] in place of publicHost (push host, play and talk URLs), for example one address per carrier line.
    * connIdx 0 is publicHost; an index the node does not have answers -7 naming connIdx.
    */
-  @IsArray() @IsString({ each: true }) @MinLength(1, { each: true })
+  @IsArray()
+  @IsString({ each: true })
+  @MinLength(1, { each: true })
   publicHosts: string[] = [];
 
   @IsIn(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'])
@@ -142,7 +167,9 @@ export class GatewayConfig {
   @IsIn(['info', 'debug', 'trace', 'silent'])
   requestLogLevel: 'info' | 'debug' | 'trace' | 'silent' = 'info';
 
-  @IsInt() @Min(1024) @Max(16 * 1024 * 1024)
+  @IsInt()
+  @Min(1024)
+  @Max(16 * 1024 * 1024)
   bodyLimit = 64 * 1024;
 
   /**
@@ -152,32 +179,45 @@ export class GatewayConfig {
    * gets ECONNRESET, which a client does not retry for a POST such as /strm/open. 65 s outlasts a load balancer's 60 s;
    * the `Keep-Alive: timeout=` reply header tells clients that honour it. Applies to every HTTP listener.
    */
-  @IsInt() @Min(1) @Max(3600)
+  @IsInt()
+  @Min(1)
+  @Max(3600)
   httpKeepAliveSec = 65;
 
-  @IsInt() @Min(15) @Max(600)
+  @IsInt()
+  @Min(15)
+  @Max(600)
   keepIntvDefault = 20;
 
-  @IsInt() @Min(1) @Max(3600)
+  @IsInt()
+  @Min(1)
+  @Max(3600)
   openTimeoutSec = 60;
 
-  @IsInt() @Min(1) @Max(86400)
+  @IsInt()
+  @Min(1)
+  @Max(86400)
   consumptionTimeoutSec = 120;
 
   /** a stream's GOP cache is dropped past this many bytes until the next keyframe */
-  @IsInt() @Min(64 * 1024)
+  @IsInt()
+  @Min(64 * 1024)
   maxGopBytes = 8 * 1024 * 1024;
 
   /** one subscriber's queue past this skips ahead to the next keyframe */
-  @IsInt() @Min(64 * 1024)
+  @IsInt()
+  @Min(64 * 1024)
   maxQueueBytes = 2 * 1024 * 1024;
 
   /** ceiling for a stream's queued media (GOP cache plus all subscriber queues) */
-  @IsInt() @Min(256 * 1024)
+  @IsInt()
+  @Min(256 * 1024)
   maxStreamBytes = 32 * 1024 * 1024;
 
   /** a reader (player, recorder, stage) that takes nothing this long while media waits for it is ended */
-  @IsInt() @Min(1) @Max(3600)
+  @IsInt()
+  @Min(1)
+  @Max(3600)
   readerDropAfterSec = 30;
 
   /** [{appId, user, password, gov?, admin?, maxRequests?}] */
@@ -188,7 +228,9 @@ export class GatewayConfig {
    * open requests one application may hold at once (an application's own `maxRequests` overrides it): each costs
    * memory and timers, and one client in a loop must not take them all
    */
-  @IsInt() @Min(1) @Max(10_000_000)
+  @IsInt()
+  @Min(1)
+  @Max(10_000_000)
   maxRequestsPerApp = 1000;
 
   /**
@@ -200,18 +242,25 @@ export class GatewayConfig {
   metricsAccess: 'open' | 'admin' | 'allow-list' = 'open';
 
   /** addresses or CIDRs (10.0.0.0/8, ::1/128) let in by metricsAccess 'admin' and 'allow-list' without credentials */
-  @IsArray() @IsString({ each: true })
+  @IsArray()
+  @IsString({ each: true })
   metricsAllow: string[] = [];
 
   /** failed Basic logins from one address (an IPv6 /64) within authFailWindowSec that block it; 0: no brake */
-  @IsInt() @Min(0) @Max(1_000_000)
+  @IsInt()
+  @Min(0)
+  @Max(1_000_000)
   authFailLimit = 20;
 
-  @IsInt() @Min(1) @Max(86400)
+  @IsInt()
+  @Min(1)
+  @Max(86400)
   authFailWindowSec = 60;
 
   /** a blocked address answers 429 with Retry-After, without a credential check, this long */
-  @IsInt() @Min(1) @Max(86400)
+  @IsInt()
+  @Min(1)
+  @Max(86400)
   authBlockSec = 60;
 
   /**
@@ -219,28 +268,35 @@ export class GatewayConfig {
    * ports (flv-out's players). A player takes one per stream and an API client a small pool, so 256 is a large video
    * wall behind one NAT; past it a single client could hold a listener's share of the descriptors. 0: no cap
    */
-  @IsInt() @Min(0) @Max(10_000_000)
+  @IsInt()
+  @Min(0)
+  @Max(10_000_000)
   maxHttpConnectionsPerAddress = 256;
 
   /**
    * the same for plugins' raw TCP listeners (jt1078-ingest's terminal ports): a carrier's NAT puts many vehicles
    * behind one address, each with a link per channel it pushes, so the cap is far higher. 0: no cap
    */
-  @IsInt() @Min(0) @Max(10_000_000)
+  @IsInt()
+  @Min(0)
+  @Max(10_000_000)
   maxTcpConnectionsPerAddress = 4096;
 
   /**
    * open connections on any one listener, from all addresses; 0: half of the descriptors the process may open below
    * fdReserve (Linux; elsewhere no cap), so a flood of one port from many addresses leaves the other ports theirs
    */
-  @IsInt() @Min(0) @Max(10_000_000)
+  @IsInt()
+  @Min(0)
+  @Max(10_000_000)
   maxConnectionsPerListener = 0;
 
   /**
    * addresses or CIDRs the per-address caps do not apply to: a reverse proxy or load balancer in front of the
    * gateway brings every client from its own address (loopback by default: a TLS front on the same machine)
    */
-  @IsArray() @IsString({ each: true })
+  @IsArray()
+  @IsString({ each: true })
   perAddressExempt: string[] = ['127.0.0.0/8', '::1/128'];
 
   /**
@@ -248,7 +304,9 @@ export class GatewayConfig {
    * fewer than this are free those ports refuse new connections; the API port may still use half of them (keeps,
    * health, metrics), the rest stays for files, recordings and callbacks. 0: off
    */
-  @IsInt() @Min(0) @Max(1_000_000)
+  @IsInt()
+  @Min(0)
+  @Max(1_000_000)
   fdReserve = 256;
 
   /**
@@ -262,10 +320,14 @@ export class GatewayConfig {
    * PEM certificate (chain) and private key: when both are given, the API port and plugins' HTTP ports (flv-out's
    * players) serve HTTPS and WSS only, and play URLs, apiBase and talk URLs say https/wss
    */
-  @IsOptional() @IsString() @MinLength(1)
+  @IsOptional()
+  @IsString()
+  @MinLength(1)
   tlsCertFile: string | undefined = undefined;
 
-  @IsOptional() @IsString() @MinLength(1)
+  @IsOptional()
+  @IsString()
+  @MinLength(1)
   tlsKeyFile: string | undefined = undefined;
 
   /** small-state store: {"kind":"sqlite"} (file in dataDir), {"kind":"redis","url":"redis://..."} or {"kind":"memory"} */
@@ -312,7 +374,11 @@ export function parseApplications(list: unknown[], where: string): ApplicationEn
     if (other !== undefined && other !== a.maxRequests) throw new BootError(`${at}.maxRequests: application '${a.appId}' is given ${other} by another entry`);
     if (a.maxRequests !== undefined) limits.set(a.appId, a.maxRequests);
     return {
-      appId: a.appId, user: a.user, password: a.password, gov: a.gov === true, admin: a.admin === true,
+      appId: a.appId,
+      user: a.user,
+      password: a.password,
+      gov: a.gov === true,
+      admin: a.admin === true,
       ...(a.maxRequests !== undefined ? { maxRequests: a.maxRequests as number } : {}),
     };
   });
@@ -373,7 +439,8 @@ export function parseListenerLimits(raw: Record<string, unknown>, where: string)
     if (!v || typeof v !== 'object' || Array.isArray(v)) throw new BootError(`${at}: must be an object like {"maxConnectionsPerAddress": 64}`);
     const limits: ListenerLimits = {};
     for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
-      if (k !== 'maxConnections' && k !== 'maxConnectionsPerAddress') throw new BootError(`${at}.${k}: unknown key (known: maxConnections, maxConnectionsPerAddress)`);
+      if (k !== 'maxConnections' && k !== 'maxConnectionsPerAddress')
+        throw new BootError(`${at}.${k}: unknown key (known: maxConnections, maxConnectionsPerAddress)`);
       if (typeof x !== 'number' || !Number.isInteger(x) || x < 0 || x > 10_000_000) throw new BootError(`${at}.${k}: must be an integer from 0 to 10000000`);
       limits[k] = x;
     }

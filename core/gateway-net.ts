@@ -35,9 +35,14 @@ export function connectionGuard(m: Metrics, s: GuardSettings): ConnectionGuard {
   const errors = m.counter('listener_errors_total', 'errors listeners reported after binding (accept failures), by code', ['listener', 'code']);
   const g = s.gateway;
   const guard = new ConnectionGuard({
-    maxHttpConnectionsPerAddress: g.maxHttpConnectionsPerAddress, maxTcpConnectionsPerAddress: g.maxTcpConnectionsPerAddress,
-    maxConnectionsPerListener: g.maxConnectionsPerListener, fdReserve: g.fdReserve, perAddressExempt: s.perAddressExempt, overrides: s.overrides,
-    log: s.log, probe: s.fdProbe,
+    maxHttpConnectionsPerAddress: g.maxHttpConnectionsPerAddress,
+    maxTcpConnectionsPerAddress: g.maxTcpConnectionsPerAddress,
+    maxConnectionsPerListener: g.maxConnectionsPerListener,
+    fdReserve: g.fdReserve,
+    perAddressExempt: s.perAddressExempt,
+    overrides: s.overrides,
+    log: s.log,
+    probe: s.fdProbe,
     onRefused: (listener, reason) => refused.inc({ listener, reason }),
     onListenerError: (listener, code) => errors.inc({ listener, code }),
   });
@@ -87,7 +92,8 @@ export async function listenApi(o: ApiListen): Promise<{ port: number; internal?
     }
   }
   await new Promise<void>((resolve, reject) => {
-    const onErr = (err: NodeJS.ErrnoException) => reject(new BootError(`${o.siteFile}: gateway: key httpPort: ${describeListenError(err, gateway.httpPort, host)}`));
+    const onErr = (err: NodeJS.ErrnoException) =>
+      reject(new BootError(`${o.siteFile}: gateway: key httpPort: ${describeListenError(err, gateway.httpPort, host)}`));
     api.server.once('error', onErr);
     api.server.listen(gateway.httpPort, host, () => {
       api.server.off('error', onErr);

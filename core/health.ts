@@ -9,7 +9,10 @@ import type { Health } from '../plugin-sdk/plugin';
 export class HealthState {
   private readonly parts = new Map<string, { reason: string; since: number }>();
 
-  constructor(private readonly log: Logger, private readonly now: () => number) {}
+  constructor(
+    private readonly log: Logger,
+    private readonly now: () => number,
+  ) {}
 
   /** ctx.health for one plugin: its parts are named `<plugin>` or `<plugin>.<part>` */
   forPlugin(plugin: string): Health {

@@ -128,7 +128,10 @@ export class Kernel {
     this.metricsAllow = checked.metricsAllow;
     this.tls = checked.tls;
 
-    this.log = pino({ level: gateway.logLevel, base: { site: site.name, ...(this.opts.cluster ? { worker: this.opts.cluster.link.index } : {}) } }, this.opts.logDestination ?? pino.destination({ fd: 1, sync: false }));
+    this.log = pino(
+      { level: gateway.logLevel, base: { site: site.name, ...(this.opts.cluster ? { worker: this.opts.cluster.link.index } : {}) } },
+      this.opts.logDestination ?? pino.destination({ fd: 1, sync: false }),
+    );
     this.broadcasts = new WorkerBroadcasts(this.opts.cluster?.link, this.log);
     // with several workers the first one says what is the site's (they all read the same site and environment)
     const firstWorker = !this.opts.cluster || this.opts.cluster.link.index === 0;
@@ -136,18 +139,37 @@ export class Kernel {
     this.registry = createRegistry();
     this.apps = new ApplicationRegistry(appEntries);
     if (this.apps.size === 0) this.log.warn('no applications configured: every API call will answer 401');
-    if (firstWorker && this.apps.usesDemoCredentials()) this.log.warn('demo credentials (demo:demo) are in use: configure real applications before exposing this gateway');
-    this.bus = new CoreMediaBus({
-      maxGopBytes: gateway.maxGopBytes, maxQueueBytes: gateway.maxQueueBytes, maxStreamBytes: gateway.maxStreamBytes,
-      readerDropAfterMs: gateway.readerDropAfterSec * 1000, reusePayloads: gateway.reusePayloads,
-    }, this.log.child({ part: 'bus' }), () => this.clock.now());
+    if (firstWorker && this.apps.usesDemoCredentials())
+      this.log.warn('demo credentials (demo:demo) are in use: configure real applications before exposing this gateway');
+    this.bus = new CoreMediaBus(
+      {
+        maxGopBytes: gateway.maxGopBytes,
+        maxQueueBytes: gateway.maxQueueBytes,
+        maxStreamBytes: gateway.maxStreamBytes,
+        readerDropAfterMs: gateway.readerDropAfterSec * 1000,
+        reusePayloads: gateway.reusePayloads,
+      },
+      this.log.child({ part: 'bus' }),
+      () => this.clock.now(),
+    );
     this.health = new HealthState(this.log.child({ part: 'health' }), () => this.clock.now());
     const noticesLog = this.log.child({ part: 'notices' });
     this.notices = new NoticeHub(noticesLog, requestLogFor(noticesLog, gateway.requestLogLevel));
     this.sessions = new SessionManager(
-      { keepIntvDefault: gateway.keepIntvDefault, openTimeoutSec: gateway.openTimeoutSec, consumptionTimeoutSec: gateway.consumptionTimeoutSec, instId: gateway.instId, publicHost: gateway.publicHost, publicHosts: gateway.publicHosts,
-        maxRequestsPerApp: gateway.maxRequestsPerApp, requestLimits: requestLimits(appEntries) },
-      this.bus, this.notices, this.clock, this.log.child({ part: 'sessions' }),
+      {
+        keepIntvDefault: gateway.keepIntvDefault,
+        openTimeoutSec: gateway.openTimeoutSec,
+        consumptionTimeoutSec: gateway.consumptionTimeoutSec,
+        instId: gateway.instId,
+        publicHost: gateway.publicHost,
+        publicHosts: gateway.publicHosts,
+        maxRequestsPerApp: gateway.maxRequestsPerApp,
+        requestLimits: requestLimits(appEntries),
+      },
+      this.bus,
+      this.notices,
+      this.clock,
+      this.log.child({ part: 'sessions' }),
       requestLogFor(this.log.child({ part: 'sessions' }), gateway.requestLogLevel),
     );
     this.stores = new StoreFactory(gateway.store, dataDir, `${site.file}: gateway: key store`);
@@ -160,15 +182,35 @@ export class Kernel {
     this.loginShare = brake.share;
     this.authHooks = brake.hooks;
     this.connections = connectionGuard(coreMetrics, {
-      gateway, perAddressExempt: checked.perAddressExempt, overrides: checked.listenerLimits, log: this.log.child({ part: 'net' }), fdProbe: this.opts.fdProbe,
+      gateway,
+      perAddressExempt: checked.perAddressExempt,
+      overrides: checked.listenerLimits,
+      log: this.log.child({ part: 'net' }),
+      fdProbe: this.opts.fdProbe,
     });
     if (this.opts.cluster) joinWorkerNet(this.opts.cluster, coreMetrics, this.connections, gateway);
-    this.api = new ApiServer({ bodyLimit: gateway.bodyLimit, keepAliveTimeoutMs: gateway.httpKeepAliveSec * 1000, apps: this.apps, log: this.log.child({ part: 'http' }), ...this.authHooks, tls: this.tls });
+    this.api = new ApiServer({
+      bodyLimit: gateway.bodyLimit,
+      keepAliveTimeoutMs: gateway.httpKeepAliveSec * 1000,
+      apps: this.apps,
+      log: this.log.child({ part: 'http' }),
+      ...this.authHooks,
+      tls: this.tls,
+    });
     this.connections.guardServer(this.api.server, this.connections.gate('gateway.httpPort', 'api'));
 
-    this.container = kernelContainer({
-      kernel: this, log: this.log, clock: this.clock, sessions: this.sessions, bus: this.bus, notices: this.notices, registry: this.registry,
-    }, checked.services);
+    this.container = kernelContainer(
+      {
+        kernel: this,
+        log: this.log,
+        clock: this.clock,
+        sessions: this.sessions,
+        bus: this.bus,
+        notices: this.notices,
+        registry: this.registry,
+      },
+      checked.services,
+    );
 
     const listened = await listenApi({ siteFile: site.file, gateway, api: this.api, connections: this.connections, cluster: this.opts.cluster, log: this.log });
     this.internalApi = listened.internal;
@@ -176,8 +218,15 @@ export class Kernel {
     this.ports['gateway.httpPort'] = httpPort;
     const apiBase = (gateway.apiBase ?? `${this.tls ? 'https' : 'http'}://${gateway.publicHost}:${httpPort}`).replace(/\/+$/, '');
     this.siteInfo = {
-      name: site.name, file: site.file, publicHost: gateway.publicHost, listenHost: gateway.listenHost, dataDir, instId: gateway.instId, apiBase,
-      apiPort: apiPortOf(apiBase), tls: this.tls !== undefined,
+      name: site.name,
+      file: site.file,
+      publicHost: gateway.publicHost,
+      listenHost: gateway.listenHost,
+      dataDir,
+      instId: gateway.instId,
+      apiBase,
+      apiPort: apiPortOf(apiBase),
+      tls: this.tls !== undefined,
     };
     this.fleet = await startFleet(this, apiBase);
     this.api.nodeForwarder = new NodeForwarder(this.fleet.dir, this.log.child({ part: 'fleet' }));
@@ -187,12 +236,33 @@ export class Kernel {
     this.sessions.start();
 
     const host: PluginHost = {
-      gateway, site: this.siteInfo, ports: this.ports, apps: this.apps, auth: this.authHooks, connections: this.connections, tls: this.tls,
-      cluster: this.opts.cluster, slices: this.slices, holdChannel: (key) => this.fleet?.holdChannel(key) ?? (() => undefined),
-      container: this.container, api: this.api, health: this.health, stores: this.stores, services: checked.services, broadcasts: this.broadcasts,
+      gateway,
+      site: this.siteInfo,
+      ports: this.ports,
+      apps: this.apps,
+      auth: this.authHooks,
+      connections: this.connections,
+      tls: this.tls,
+      cluster: this.opts.cluster,
+      slices: this.slices,
+      holdChannel: (key) => this.fleet?.holdChannel(key) ?? (() => undefined),
+      container: this.container,
+      api: this.api,
+      health: this.health,
+      stores: this.stores,
+      services: checked.services,
+      broadcasts: this.broadcasts,
     };
     for (const { def, config } of ordered) {
-      const loaded: LoadedPlugin = { def, config, servers: [], sockets: new Set(), http: [], log: this.log.child({ plugin: def.name }), routers: checked.plugins.routerModules(def) };
+      const loaded: LoadedPlugin = {
+        def,
+        config,
+        servers: [],
+        sockets: new Set(),
+        http: [],
+        log: this.log.child({ plugin: def.name }),
+        routers: checked.plugins.routerModules(def),
+      };
       this.loaded.push(loaded);
       const ctx = pluginContext(loaded, host);
       try {
@@ -206,7 +276,9 @@ export class Kernel {
     }
     const unknown = this.connections.unknownOverrides();
     if (unknown.length) {
-      throw new BootError(`${site.file}: gateway: key listenerLimits.${unknown[0]}: no such listener on this site (its listeners: ${this.connections.listenerNames().join(', ')})`);
+      throw new BootError(
+        `${site.file}: gateway: key listenerLimits.${unknown[0]}: no such listener on this site (its listeners: ${this.connections.listenerNames().join(', ')})`,
+      );
     }
     this.started = true;
     // lost nodes' closed notices go through the plugins that deliver notices, which have all started by this line

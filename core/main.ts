@@ -56,12 +56,19 @@ function workersOf(siteArg: string | undefined): { workers: number; gateway: Gat
 async function runPrimary(workers: number, gateway: GatewayConfig, siteName: string, listenerLimits: Map<string, ListenerLimits>): Promise<void> {
   const log = pino({ level: gateway.logLevel, base: { site: siteName, role: 'primary' } }, pino.destination({ fd: 1, sync: false }));
   const primary = new Primary({
-    workers, log, workerFlags: gcNodeFlags(gateway.gcHelperThreads, gateway.gcSemiSpaceMB),
+    workers,
+    log,
+    workerFlags: gcNodeFlags(gateway.gcHelperThreads, gateway.gcSemiSpaceMB),
     // the caps on connections the primary holds while it reads their first bytes (a worker applies them to its own)
     connections: { maxConnectionsPerListener: gateway.maxConnectionsPerListener, fdReserve: gateway.fdReserve, listenerLimits },
     // JTGW_NODE_EPOCH: this run of the node, shared by its workers (a worker restarted is the same run; the node
     // restarted is a new one, whose last run's requests the fleet closes: core/directory/)
-    env: { ...process.env, JTGW_CLUSTER_ID: String(process.pid), JTGW_CLUSTER_SECRET: randomBytes(18).toString('base64url'), JTGW_NODE_EPOCH: randomBytes(6).toString('base64url') },
+    env: {
+      ...process.env,
+      JTGW_CLUSTER_ID: String(process.pid),
+      JTGW_CLUSTER_SECRET: randomBytes(18).toString('base64url'),
+      JTGW_NODE_EPOCH: randomBytes(6).toString('base64url'),
+    },
   });
   // a signal during boot stops the workers booted so far
   onSignals(() => primary.stop(STOP_LIMIT_MS - 1000), log);
@@ -103,20 +110,27 @@ async function runSingle(siteArg: string | undefined, link?: WorkerLink, flags?:
   const growth = kernel.gateway.gcHeapGrowthPercent;
   if (growth > 0) {
     setHeapGrowth(growth);
-    kernel.log.info({ key: 'gateway.gcHeapGrowthPercent', percent: growth }, `the old generation grows to ${1 + growth / 100} times what a full collection kept before the next`);
+    kernel.log.info(
+      { key: 'gateway.gcHeapGrowthPercent', percent: growth },
+      `the old generation grows to ${1 + growth / 100} times what a full collection kept before the next`,
+    );
   }
   const startCommand = ['node', ...gcNodeFlags(kernel.gateway.gcHelperThreads, kernel.gateway.gcSemiSpaceMB), 'dist/core/main.js <site>'].join(' ');
   if (flags?.semiSpaceStarted !== undefined) {
     const want = kernel.gateway.gcSemiSpaceMB;
     const got = flags.semiSpaceStarted;
-    kernel.log.warn({ nodeFlag: SEMI_SPACE, key: 'gateway.gcSemiSpaceMB', wanted: want, started: got || 'V8 default' },
-      `started with ${got ? `${SEMI_SPACE}=${got}` : `V8's own young generation`} where gateway.gcSemiSpaceMB asks for ${want} MB, which only counts `
-      + `at start (core/gc-flags.ts): start it as ${startCommand} (npm start passes ${SEMI_SPACE}=8), or set gcSemiSpaceMB to ${got}`);
+    kernel.log.warn(
+      { nodeFlag: SEMI_SPACE, key: 'gateway.gcSemiSpaceMB', wanted: want, started: got || 'V8 default' },
+      `started with ${got ? `${SEMI_SPACE}=${got}` : `V8's own young generation`} where gateway.gcSemiSpaceMB asks for ${want} MB, which only counts ` +
+        `at start (core/gc-flags.ts): start it as ${startCommand} (npm start passes ${SEMI_SPACE}=8), or set gcSemiSpaceMB to ${got}`,
+    );
   }
   if (flags?.singleThreadMissing) {
-    kernel.log.warn({ nodeFlag: SINGLE_THREADED_GC, key: 'gateway.gcHelperThreads' },
-      `started without ${SINGLE_THREADED_GC}: V8's GC helper threads share the cores with the event loop and delay frames at load (core/gc-flags.ts); `
-      + `start it as npm start does (${startCommand}), or set gcHelperThreads: true to keep the helpers`);
+    kernel.log.warn(
+      { nodeFlag: SINGLE_THREADED_GC, key: 'gateway.gcHelperThreads' },
+      `started without ${SINGLE_THREADED_GC}: V8's GC helper threads share the cores with the event loop and delay frames at load (core/gc-flags.ts); ` +
+        `start it as npm start does (${startCommand}), or set gcHelperThreads: true to keep the helpers`,
+    );
   }
   if (link) {
     // the primary asks its workers to stop; a worker whose primary is gone (killed) stops by itself

@@ -28,7 +28,12 @@ function slicer(ms: number): () => Promise<void> | undefined {
   let start = performance.now();
   return () => {
     if (performance.now() - start < ms) return undefined;
-    return new Promise((resolve) => setImmediate(() => { start = performance.now(); resolve(); }));
+    return new Promise((resolve) =>
+      setImmediate(() => {
+        start = performance.now();
+        resolve();
+      }),
+    );
   };
 }
 
@@ -72,7 +77,11 @@ type Aggregator = (metrics: MetricJson[]) => MetricJson | undefined;
 /** prom-client's cluster aggregators (sum, first, omit, average, min, max): exported by its index, not its typings */
 const aggregators = (promClient as unknown as { aggregators: Record<string, Aggregator> }).aggregators;
 
-interface Sample { value: number; labels?: Record<string, string | number>; metricName?: string }
+interface Sample {
+  value: number;
+  labels?: Record<string, string | number>;
+  metricName?: string;
+}
 
 /** a label value as prom-client writes it: strings escaped, other values as they print */
 function labelValue(v: unknown): string {
@@ -188,7 +197,8 @@ export async function aggregateText(perWorker: WorkerMetric[][], sliceMs = SCRAP
   for (const list of perWorker) {
     for (const m of list) {
       const group = byName.get(m.name);
-      if (group) group.push(m); else byName.set(m.name, [m]);
+      if (group) group.push(m);
+      else byName.set(m.name, [m]);
     }
   }
   const parts: string[] = [];

@@ -15,14 +15,31 @@ export function metricsFor(registry: Registry, owner: string): Metrics {
     registry,
     counter: (name, help, labelNames = []) => new Counter({ name: prefix + name, help, labelNames, registers: [registry] }),
     gauge: (name, help, labelNames = [], collect) =>
-      new Gauge({ name: prefix + name, help, labelNames, registers: [registry], ...(collect ? { collect(this: Gauge) { collect(this as never); } } : {}) }),
+      new Gauge({
+        name: prefix + name,
+        help,
+        labelNames,
+        registers: [registry],
+        ...(collect
+          ? {
+              collect(this: Gauge) {
+                collect(this as never);
+              },
+            }
+          : {}),
+      }),
     histogram: (name, help, buckets, labelNames = []) => new Histogram({ name: prefix + name, help, buckets, labelNames, registers: [registry] }),
     hotCounter: <L extends string>(name: string, help: string, labelNames: L[] = []) => {
       const set = new HotCounterSet<L>();
       // prom-client's own collect hook: the sums are folded in when the registry reads the counter
       new Counter<L>({
-        name: prefix + name, help, labelNames, registers: [registry],
-        collect(this: Counter<L>) { set.drain((labels, n) => this.inc(labels as never, n)); },
+        name: prefix + name,
+        help,
+        labelNames,
+        registers: [registry],
+        collect(this: Counter<L>) {
+          set.drain((labels, n) => this.inc(labels as never, n));
+        },
       });
       return { child: (labels: Partial<Record<L, string>>) => set.child(labels) };
     },
@@ -34,7 +51,8 @@ export function metricsFor(registry: Registry, owner: string): Metrics {
     gaugeTable: (columns, labelNames, rows) => {
       const table = new GaugeTable(labelNames, columns.length, rows);
       const tables = tablesOf.get(registry);
-      if (tables) tables.push(table); else tablesOf.set(registry, [table]);
+      if (tables) tables.push(table);
+      else tablesOf.set(registry, [table]);
       columns.forEach((c, i) => registry.registerMetric(table.column(prefix + c.name, c.help, i) as never));
     },
   };
@@ -155,12 +173,23 @@ class GaugeTable {
   column(name: string, help: string, i: number) {
     const head = `# HELP ${name} ${escapeHelp(help)}\n# TYPE ${name} gauge`;
     return {
-      name, help, type: 'gauge', aggregator: 'sum',
+      name,
+      help,
+      type: 'gauge',
+      aggregator: 'sum',
       get: async () => ({
-        name, help, type: 'gauge', aggregator: 'sum', values: this.read().map((r) => ({ labels: r.labels, value: r.values[i] })),
+        name,
+        help,
+        type: 'gauge',
+        aggregator: 'sum',
+        values: this.read().map((r) => ({ labels: r.labels, value: r.values[i] })),
       }),
       getForPromString: async () => ({
-        name, help, type: 'gauge', aggregator: 'sum', values: this.read().map((r) => ({ metricName: name + r.text, value: r.values[i] })),
+        name,
+        help,
+        type: 'gauge',
+        aggregator: 'sum',
+        values: this.read().map((r) => ({ metricName: name + r.text, value: r.values[i] })),
       }),
       promText: () => {
         let out = head;
@@ -200,7 +229,9 @@ class GaugeTable {
       out.push({ labels, text: text === '' ? '' : `{${text}}`, values });
     });
     this.snapshot = out;
-    setImmediate(() => { if (this.holds === 0) this.forget(); });
+    setImmediate(() => {
+      if (this.holds === 0) this.forget();
+    });
     return out;
   }
 }
@@ -217,7 +248,10 @@ function hotHistogramMetric(name: string, help: string, data: HotHistogramData) 
     ];
   };
   return {
-    name, help, type: 'histogram', aggregator: 'sum',
+    name,
+    help,
+    type: 'histogram',
+    aggregator: 'sum',
     get: async () => ({ name, help, type: 'histogram', values: values(), aggregator: 'sum' }),
     reset: () => undefined,
   };

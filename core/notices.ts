@@ -7,7 +7,10 @@ export class NoticeHub implements Notices {
   private listeners: Array<(n: Notice) => void> = [];
   private enrichers: Array<(n: Notice) => void> = [];
   /** `requestLog`: a notice is a per-request line, at the site's requestLogLevel */
-  constructor(private readonly log: Logger, private readonly requestLog: RequestLog = (o, m) => log.info(o, m)) {}
+  constructor(
+    private readonly log: Logger,
+    private readonly requestLog: RequestLog = (o, m) => log.info(o, m),
+  ) {}
 
   on(cb: (n: Notice) => void): void {
     this.listeners.push(cb);
@@ -17,11 +20,19 @@ export class NoticeHub implements Notices {
   }
   emit(n: Notice): void {
     for (const fn of this.enrichers) {
-      try { fn(n); } catch (err) { this.log.error({ err, reqId: n.payload.reqId }, 'notice enricher failed'); }
+      try {
+        fn(n);
+      } catch (err) {
+        this.log.error({ err, reqId: n.payload.reqId }, 'notice enricher failed');
+      }
     }
     this.requestLog({ reqId: n.payload.reqId, act: n.payload.act, closeCause: n.payload.closeCause, appId: n.appId }, 'notice');
     for (const cb of this.listeners) {
-      try { cb(n); } catch (err) { this.log.error({ err, reqId: n.payload.reqId }, 'notice listener failed'); }
+      try {
+        cb(n);
+      } catch (err) {
+        this.log.error({ err, reqId: n.payload.reqId }, 'notice listener failed');
+      }
     }
   }
 }

@@ -95,8 +95,20 @@ export function pluginContext(l: LoadedPlugin, h: PluginHost): PluginContext<obj
   const name = l.def.name;
   const where = `${h.site.file}: plugin ${name}`;
   const netApi = pluginNet(l, {
-    plugin: name, where, defaultHost: h.gateway.listenHost, publicHost: h.gateway.publicHost, ports: h.ports, bodyLimit: h.gateway.bodyLimit, keepAliveTimeoutMs: h.gateway.httpKeepAliveSec * 1000, apps: h.apps,
-    auth: h.auth, connections: h.connections, tls: h.tls, cluster: h.cluster, slices: h.slices, holdChannel: h.holdChannel,
+    plugin: name,
+    where,
+    defaultHost: h.gateway.listenHost,
+    publicHost: h.gateway.publicHost,
+    ports: h.ports,
+    bodyLimit: h.gateway.bodyLimit,
+    keepAliveTimeoutMs: h.gateway.httpKeepAliveSec * 1000,
+    apps: h.apps,
+    auth: h.auth,
+    connections: h.connections,
+    tls: h.tls,
+    cluster: h.cluster,
+    slices: h.slices,
+    holdChannel: h.holdChannel,
   });
   const stores = h.stores;
   const dataDir = h.site.dataDir;

@@ -81,12 +81,15 @@ export function pluginNet(l: PluginResources, o: PluginNetOptions): Net {
       });
       const spec = o.cluster && routeSpec(lo.route, name, l.routers);
       if (o.cluster && spec) {
-        adoptTcp(o.cluster, listener, lo.port, host, spec, srv).then((port) => {
-          o.connections.watchErrors(srv, listener);
-          l.servers.push(srv);
-          o.ports[listener] = port;
-          resolve(srv);
-        }, (err: Error) => reject(new BootError(`${where}: key ${lo.key}: ${err.message}`)));
+        adoptTcp(o.cluster, listener, lo.port, host, spec, srv).then(
+          (port) => {
+            o.connections.watchErrors(srv, listener);
+            l.servers.push(srv);
+            o.ports[listener] = port;
+            resolve(srv);
+          },
+          (err: Error) => reject(new BootError(`${where}: key ${lo.key}: ${err.message}`)),
+        );
         return;
       }
       srv.once('error', (err: NodeJS.ErrnoException) => reject(bindError(lo.key, err, lo.port, host)));
@@ -104,11 +107,14 @@ export function pluginNet(l: PluginResources, o: PluginNetOptions): Net {
       const host = lo.host ?? defaultHost;
       const spec = o.cluster && routeSpec(lo.route, name, l.routers);
       if (o.cluster && spec) {
-        adoptUdp(o.cluster, `${name}.${lo.key}:udp`, lo.port, host, spec, onMsg, l.log).then(({ port, socket }) => {
-          o.ports[`${name}.${lo.key}:udp`] = port;
-          l.servers.push(socket);
-          resolve(socket);
-        }, (err: Error) => reject(new BootError(`${where}: key ${lo.key}: ${err.message}`)));
+        adoptUdp(o.cluster, `${name}.${lo.key}:udp`, lo.port, host, spec, onMsg, l.log).then(
+          ({ port, socket }) => {
+            o.ports[`${name}.${lo.key}:udp`] = port;
+            l.servers.push(socket);
+            resolve(socket);
+          },
+          (err: Error) => reject(new BootError(`${where}: key ${lo.key}: ${err.message}`)),
+        );
         return;
       }
       // terminals' datagrams wait here while the event loop is busy (a GC pause, a burst): a 208 KiB default holds
@@ -127,8 +133,13 @@ export function pluginNet(l: PluginResources, o: PluginNetOptions): Net {
 
   const listenHttp = async (lo: HttpListenOptions): Promise<HttpListener> => {
     const api = new ApiServer({
-      bodyLimit: lo.bodyLimit ?? o.bodyLimit, apps: o.apps, log: l.log.child({ part: 'http', key: lo.key }),
-      headersTimeoutMs: lo.headersTimeoutMs, requestTimeoutMs: lo.requestTimeoutMs, keepAliveTimeoutMs: o.keepAliveTimeoutMs, ...o.auth,
+      bodyLimit: lo.bodyLimit ?? o.bodyLimit,
+      apps: o.apps,
+      log: l.log.child({ part: 'http', key: lo.key }),
+      headersTimeoutMs: lo.headersTimeoutMs,
+      requestTimeoutMs: lo.requestTimeoutMs,
+      keepAliveTimeoutMs: o.keepAliveTimeoutMs,
+      ...o.auth,
       tls: lo.tls === false ? undefined : o.tls,
     });
     const host = lo.host ?? defaultHost;
@@ -164,8 +175,7 @@ export function pluginNet(l: PluginResources, o: PluginNetOptions): Net {
     return { routes: api.routesFor(name, { host: o.publicHost, port, tls }), port, server: api.server, tls };
   };
 
-  const readSliced = (socket: net.Socket, onChunk: (chunk: Buffer) => void, onError: (err: unknown) => void) =>
-    o.slices.readSocket(socket, onChunk, onError);
+  const readSliced = (socket: net.Socket, onChunk: (chunk: Buffer) => void, onError: (err: unknown) => void) => o.slices.readSocket(socket, onChunk, onError);
 
   const sliceReader = (onChunk: (chunk: Buffer) => void, onError: (err: unknown) => void) =>
     o.slices.reader(onChunk, { pause: () => undefined, resume: () => undefined, onError });

@@ -32,7 +32,10 @@ export class PluginResolver {
   /** the plugin module files by plugin name (their router modules are found beside them) */
   private readonly modules = new Map<string, string>();
 
-  constructor(private readonly site: SiteSpec, private readonly opts: ResolverOptions) {}
+  constructor(
+    private readonly site: SiteSpec,
+    private readonly opts: ResolverOptions,
+  ) {}
 
   /** Every plugin of the site with its config: the first bad module or value throws a BootError naming it. */
   resolveAll(): ResolvedPlugin[] {
@@ -41,11 +44,15 @@ export class PluginResolver {
       const prefix = envNameFor('GW', def.name);
       const given = entry.config;
       // a non-object config is left as it is, for buildConfig to refuse with its usual message
-      const fileValues = this.opts.freePorts && given !== null && typeof given === 'object' && !Array.isArray(given)
-        ? { ...freePortOverrides(def.config), ...given }
-        : given;
+      const fileValues =
+        this.opts.freePorts && given !== null && typeof given === 'object' && !Array.isArray(given) ? { ...freePortOverrides(def.config), ...given } : given;
       const config = def.config
-        ? buildConfig(def.config, fileValues, { where: `${this.site.file}: plugin ${def.name}`, envPrefix: prefix, envAliases: def.env as Record<string, string>, env: this.opts.env })
+        ? buildConfig(def.config, fileValues, {
+            where: `${this.site.file}: plugin ${def.name}`,
+            envPrefix: prefix,
+            envAliases: def.env as Record<string, string>,
+            env: this.opts.env,
+          })
         : {};
       return { def, config };
     });
@@ -66,7 +73,8 @@ export class PluginResolver {
       throw new BootError(`${where}: cannot load module ${file}: ${(err as Error).message.split('\n')[0]}`);
     }
     const def = mod.default;
-    if (!def || typeof def.setup !== 'function' || typeof def.name !== 'string') throw new BootError(`${where}: module does not export a plugin (default export of definePlugin)`);
+    if (!def || typeof def.setup !== 'function' || typeof def.name !== 'string')
+      throw new BootError(`${where}: module does not export a plugin (default export of definePlugin)`);
     if (def.name !== entry.name) throw new BootError(`${where}: module declares plugin '${def.name}'`);
     return def;
   }

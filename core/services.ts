@@ -16,11 +16,15 @@ export class ServiceRegistry {
   private container: DependencyContainer | undefined;
   private readonly provided = new Set<string>();
 
-  constructor(private readonly siteFile: string, defs: ReadonlyArray<PluginDefinition<object>>) {
+  constructor(
+    private readonly siteFile: string,
+    defs: ReadonlyArray<PluginDefinition<object>>,
+  ) {
     for (const d of defs) {
       for (const t of d.provides ?? []) {
         const other = this.providers.get(t.id);
-        if (other) throw new BootError(`${siteFile}: plugin ${d.name}: provides service ${t.id}, which plugin ${other} provides too (keep one of them on the site)`);
+        if (other)
+          throw new BootError(`${siteFile}: plugin ${d.name}: provides service ${t.id}, which plugin ${other} provides too (keep one of them on the site)`);
         this.providers.set(t.id, d.name);
       }
     }
@@ -51,7 +55,9 @@ export class ServiceRegistry {
   checkProvided(def: PluginDefinition<object>): void {
     for (const t of def.provides ?? []) {
       if (!this.provided.has(t.id)) {
-        throw new BootError(`${this.siteFile}: plugin ${def.name}: declares it provides service ${t.id}, but its setup did not call ctx.services.provide for it`);
+        throw new BootError(
+          `${this.siteFile}: plugin ${def.name}: declares it provides service ${t.id}, but its setup did not call ctx.services.provide for it`,
+        );
       }
     }
   }
@@ -77,7 +83,9 @@ export class ServiceRegistry {
         const impl = lookup(t);
         if (impl === undefined) {
           const p = this.providers.get(t.id);
-          throw new Error(`plugin ${name}: service ${t.id} is not available${p ? ` (plugin ${p} has not provided it yet)` : ' (no plugin on this site provides it)'}`);
+          throw new Error(
+            `plugin ${name}: service ${t.id} is not available${p ? ` (plugin ${p} has not provided it yet)` : ' (no plugin on this site provides it)'}`,
+          );
         }
         return impl;
       },

@@ -12,7 +12,11 @@ export class StoreFactory {
   private connections: KeyvLike[] = [];
   private readonly spec: { kind: 'sqlite'; file: string } | { kind: 'redis'; url: string } | { kind: 'memory' };
 
-  constructor(raw: Record<string, unknown>, dataDir: string, private readonly where: string) {
+  constructor(
+    raw: Record<string, unknown>,
+    dataDir: string,
+    private readonly where: string,
+  ) {
     const kind = raw.kind ?? 'sqlite';
     if (kind === 'sqlite') {
       const file = typeof raw.file === 'string' ? path.resolve(dataDir, raw.file) : path.join(dataDir, 'state.sqlite');

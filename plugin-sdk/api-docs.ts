@@ -77,7 +77,10 @@ export function objectSchema(rules: FieldRules): JsonSchema {
 /** OpenAPI query parameters of a table of fields. */
 export function queryParameters(rules: FieldRules): JsonSchema[] {
   return Object.entries(rules).map(([name, rule]) => ({
-    name, in: 'query', required: !!rule.required, description: rule.description,
+    name,
+    in: 'query',
+    required: !!rule.required,
+    description: rule.description,
     // a query parameter is text: integers and booleans are documented as their type, which clients serialise
     schema: (({ description: _d, ...rest }) => rest)(fieldSchema(rule, false)),
   }));

@@ -48,11 +48,15 @@ export class ManualClock implements Clock {
       let nextId = -1;
       let next: { at: number; fn: () => void; every?: number } | undefined;
       for (const [id, tm] of this.timers) {
-        if (tm.at <= end && (!next || tm.at < next.at)) { next = tm; nextId = id; }
+        if (tm.at <= end && (!next || tm.at < next.at)) {
+          next = tm;
+          nextId = id;
+        }
       }
       if (!next) break;
       this.t = next.at;
-      if (next.every) next.at += next.every; else this.timers.delete(nextId);
+      if (next.every) next.at += next.every;
+      else this.timers.delete(nextId);
       next.fn();
     }
     this.t = end;

@@ -60,25 +60,28 @@ export function filterStage<P extends object = StageParams>(opts: FilterStageOpt
           out.setTrack(t);
         }
       };
-      const sub = ctx.input.subscribe({
-        tracks,
-        write(u) {
-          let kept: boolean;
-          try {
-            kept = keep(u);
-          } catch (err) {
-            // the first failures say why; a predicate failing on every unit must not flood the log
-            if (++failed <= 3) log.warn({ err: (err as Error | undefined)?.message ?? String(err) }, 'filter stage predicate threw: unit dropped');
-            return;
-          }
-          if (kept) out.push(starting ? withPayload(u, Buffer.from(u.payload)) : u);
+      const sub = ctx.input.subscribe(
+        {
+          tracks,
+          write(u) {
+            let kept: boolean;
+            try {
+              kept = keep(u);
+            } catch (err) {
+              // the first failures say why; a predicate failing on every unit must not flood the log
+              if (++failed <= 3) log.warn({ err: (err as Error | undefined)?.message ?? String(err) }, 'filter stage predicate threw: unit dropped');
+              return;
+            }
+            if (kept) out.push(starting ? withPayload(u, Buffer.from(u.payload)) : u);
+          },
+          holdsPayloads: () => false,
+          // the input closed (the bus closes this stage's stream then), or this reader was ended as stuck
+          end: (reason) => {
+            if (!ctx.input.closed) ctx.fail(reason);
+          },
         },
-        holdsPayloads: () => false,
-        // the input closed (the bus closes this stage's stream then), or this reader was ended as stuck
-        end: (reason) => {
-          if (!ctx.input.closed) ctx.fail(reason);
-        },
-      }, { media: kind === 'video' ? 'v' : 'a' });
+        { media: kind === 'video' ? 'v' : 'a' },
+      );
       // the track now, not from the reader's first call: a reader of the stage's stream that joins now finds it
       tracks(ctx.input.tracks);
       return {

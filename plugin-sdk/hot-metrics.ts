@@ -22,7 +22,11 @@ export class HotCounterSet<L extends string> {
   child(labels: Partial<Record<L, string>>): HotCounter {
     const c = { labels, pending: 0 };
     this.children.push(c);
-    return { add: (n = 1) => { c.pending += n; } };
+    return {
+      add: (n = 1) => {
+        c.pending += n;
+      },
+    };
   }
 
   /** hands what accumulated since the last call to `inc`, then zeroes it */

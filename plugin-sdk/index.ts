@@ -1,18 +1,60 @@
 /** The public surface for plugin authors. Plugins import from here, never from core/ or from each other. */
 export { definePlugin } from './plugin';
 export type {
-  PluginDefinition, PluginContext, PluginInstance, RequestLog, Health, SiteInfo, Net, ListenOptions, HttpListenOptions, HttpListener, Stores, KeyValueStore, Workers,
-  SliceReader, UdpPort,
+  PluginDefinition,
+  PluginContext,
+  PluginInstance,
+  RequestLog,
+  Health,
+  SiteInfo,
+  Net,
+  ListenOptions,
+  HttpListenOptions,
+  HttpListener,
+  Stores,
+  KeyValueStore,
+  Workers,
+  SliceReader,
+  UdpPort,
 } from './plugin';
 export type {
-  Routes, RouteRequest, RouteOptions, AuthMode, JsonHandler, RawHandler, UpgradeHandler, WebSocketHandler, WebSocketRouteOptions, JsonReply, Application,
+  Routes,
+  RouteRequest,
+  RouteOptions,
+  AuthMode,
+  JsonHandler,
+  RawHandler,
+  UpgradeHandler,
+  WebSocketHandler,
+  WebSocketRouteOptions,
+  JsonReply,
+  Application,
   UrlOptions,
 } from './http';
 export { defineFormat, STREAM_NAME } from './bus';
 export type {
-  MediaBus, MediaStream, OwnedStream, MediaReader, Publisher, ReaderHandle, ReaderOptions, ReaderStats, MediaStreamStats,
-  MediaSelect, UnitFormat, FormatEncoder, StreamInfo, StreamEvent, StageDefinition, StageContext, StageInstance, StageRef,
-  StageParams, Via, CreateStreamOptions, Off,
+  MediaBus,
+  MediaStream,
+  OwnedStream,
+  MediaReader,
+  Publisher,
+  ReaderHandle,
+  ReaderOptions,
+  ReaderStats,
+  MediaStreamStats,
+  MediaSelect,
+  UnitFormat,
+  FormatEncoder,
+  StreamInfo,
+  StreamEvent,
+  StageDefinition,
+  StageContext,
+  StageInstance,
+  StageRef,
+  StageParams,
+  Via,
+  CreateStreamOptions,
+  Off,
 } from './bus';
 export { audioStage, audioStageStats } from './stages';
 export type { AudioTransform, AudioStageOptions, AudioStageStats } from './stages';
@@ -37,8 +79,21 @@ export type { TerminalLinks, TerminalLink, DownlinkAudio, Jt1078Layout } from '.
 export { CloseCause, closeReasonOf, mediaTypOf } from './sessions';
 export { normaliseSim, SIM_PATTERN } from './sim';
 export type {
-  Sessions, StrmRequest, ChannelStream, OpenParams, IngestProvider, OutputProvider, TalkProvider, PresenceProvider, OpenGuard, PushAddress,
-  StreamTyp, MediaTyp, CloseCauseValue, PlayerInfo, PlayerHandle,
+  Sessions,
+  StrmRequest,
+  ChannelStream,
+  OpenParams,
+  IngestProvider,
+  OutputProvider,
+  TalkProvider,
+  PresenceProvider,
+  OpenGuard,
+  PushAddress,
+  StreamTyp,
+  MediaTyp,
+  CloseCauseValue,
+  PlayerInfo,
+  PlayerHandle,
 } from './sessions';
 export type { Notice, NoticePayload, Notices } from './notices';
 export type { Metrics } from './metrics';

@@ -126,8 +126,19 @@ export function unitAt(u: UnitTicks): AccessUnit {
   if (!(ts > 0) || !Number.isInteger(u.dtsTicks)) throw new RangeError(`unit time: timescale ${ts} and integer dtsTicks ${u.dtsTicks} needed`);
   const pt = u.ptsTicks ?? u.dtsTicks;
   return made(
-    u.kind, u.codec, (u.dtsTicks * 1000) / ts, (pt * 1000) / ts, ts, u.dtsTicks, pt, u.duration ?? 0, u.keyframe, u.payload, u.receivedAt,
-    u.nals, u.nalsAt,
+    u.kind,
+    u.codec,
+    (u.dtsTicks * 1000) / ts,
+    (pt * 1000) / ts,
+    ts,
+    u.dtsTicks,
+    pt,
+    u.duration ?? 0,
+    u.keyframe,
+    u.payload,
+    u.receivedAt,
+    u.nals,
+    u.nalsAt,
   );
 }
 
@@ -168,8 +179,19 @@ function msUnit(kind: 'video' | 'audio', u: UnitMs, ts: number): AccessUnit {
   if (!(ts > 0)) throw new RangeError(`unit time: timescale ${ts} must be > 0`);
   const pts = u.pts ?? u.dts;
   return made(
-    kind, u.codec, u.dts, pts, ts, Math.round((u.dts * ts) / 1000), Math.round((pts * ts) / 1000), u.duration ?? 0,
-    kind === 'audio' ? true : u.keyframe === true, u.payload, u.receivedAt, u.nals, u.nalsAt,
+    kind,
+    u.codec,
+    u.dts,
+    pts,
+    ts,
+    Math.round((u.dts * ts) / 1000),
+    Math.round((pts * ts) / 1000),
+    u.duration ?? 0,
+    kind === 'audio' ? true : u.keyframe === true,
+    u.payload,
+    u.receivedAt,
+    u.nals,
+    u.nalsAt,
   );
 }
 
@@ -183,8 +205,19 @@ export function shiftUnit(u: AccessUnit, offsetMs: number): AccessUnit {
   const dtsTicks = u.dtsTicks + dt;
   const ptsTicks = u.ptsTicks + dt;
   return made(
-    u.kind, u.codec, (dtsTicks * 1000) / u.timescale, (ptsTicks * 1000) / u.timescale, u.timescale, dtsTicks, ptsTicks,
-    u.duration, u.keyframe, u.payload, u.receivedAt, u.nals, u.nalsAt,
+    u.kind,
+    u.codec,
+    (dtsTicks * 1000) / u.timescale,
+    (ptsTicks * 1000) / u.timescale,
+    u.timescale,
+    dtsTicks,
+    ptsTicks,
+    u.duration,
+    u.keyframe,
+    u.payload,
+    u.receivedAt,
+    u.nals,
+    u.nalsAt,
   );
 }
 
@@ -192,8 +225,19 @@ export function shiftUnit(u: AccessUnit, offsetMs: number): AccessUnit {
 export function withPayload(u: AccessUnit, payload: Buffer, change: { codec?: CodecId; duration?: number } = {}): AccessUnit {
   // another payload: its own index (found anew for video)
   return made(
-    u.kind, change.codec ?? u.codec, u.dts, u.pts, u.timescale, u.dtsTicks, u.ptsTicks, change.duration ?? u.duration,
-    u.keyframe, payload, u.receivedAt, undefined, undefined,
+    u.kind,
+    change.codec ?? u.codec,
+    u.dts,
+    u.pts,
+    u.timescale,
+    u.dtsTicks,
+    u.ptsTicks,
+    change.duration ?? u.duration,
+    u.keyframe,
+    payload,
+    u.receivedAt,
+    undefined,
+    undefined,
   );
 }
 
@@ -208,8 +252,19 @@ export const unitOf: typeof makeUnit = makeUnit;
  * process's NalArena. A handed index that does not fit (another payload's) is not trusted.
  */
 function made(
-  kind: 'video' | 'audio', codec: CodecId, dts: number, pts: number, timescale: number, dtsTicks: number, ptsTicks: number,
-  duration: number, keyframe: boolean, payload: Buffer, receivedAt: number | undefined, nals: Int32Array | undefined, nalsAt: number | undefined,
+  kind: 'video' | 'audio',
+  codec: CodecId,
+  dts: number,
+  pts: number,
+  timescale: number,
+  dtsTicks: number,
+  ptsTicks: number,
+  duration: number,
+  keyframe: boolean,
+  payload: Buffer,
+  receivedAt: number | undefined,
+  nals: Int32Array | undefined,
+  nalsAt: number | undefined,
 ): AccessUnit {
   if (kind !== 'video') return makeUnit(kind, codec, dts, pts, timescale, dtsTicks, ptsTicks, duration, keyframe, payload, receivedAt, undefined, 0);
   if (!isNalIndexOf(nals, nalsAt, payload.length)) {
@@ -230,12 +285,34 @@ function made(
  * holding something else keeps any value: small integers inline, only a value that is not one boxed.
  */
 function makeUnit(
-  kind: 'video' | 'audio', codec: CodecId, dts: number, pts: number, timescale: number, dtsTicks: number, ptsTicks: number,
-  duration: number, keyframe: boolean, payload: Buffer, receivedAt: number | undefined, nals: Int32Array | undefined, nalsAt: number,
+  kind: 'video' | 'audio',
+  codec: CodecId,
+  dts: number,
+  pts: number,
+  timescale: number,
+  dtsTicks: number,
+  ptsTicks: number,
+  duration: number,
+  keyframe: boolean,
+  payload: Buffer,
+  receivedAt: number | undefined,
+  nals: Int32Array | undefined,
+  nalsAt: number,
 ): AccessUnit {
   return {
-    kind, codec, dts: small(dts), pts: small(pts), timescale: small(timescale), dtsTicks: small(dtsTicks), ptsTicks: small(ptsTicks),
-    duration: small(duration), keyframe, payload, receivedAt, nals, nalsAt,
+    kind,
+    codec,
+    dts: small(dts),
+    pts: small(pts),
+    timescale: small(timescale),
+    dtsTicks: small(dtsTicks),
+    ptsTicks: small(ptsTicks),
+    duration: small(duration),
+    keyframe,
+    payload,
+    receivedAt,
+    nals,
+    nalsAt,
   };
 }
 
@@ -250,5 +327,17 @@ function small(x: number): number {
 const ANY_VALUE = null as unknown as number;
 /** kept so the hidden class it made stays the one every unit takes */
 export const UNIT_SHAPE_SEED: AccessUnit = makeUnit(
-  'video', 'h264', ANY_VALUE, ANY_VALUE, ANY_VALUE, ANY_VALUE, ANY_VALUE, ANY_VALUE, false, Buffer.alloc(0), ANY_VALUE, undefined, ANY_VALUE,
+  'video',
+  'h264',
+  ANY_VALUE,
+  ANY_VALUE,
+  ANY_VALUE,
+  ANY_VALUE,
+  ANY_VALUE,
+  ANY_VALUE,
+  false,
+  Buffer.alloc(0),
+  ANY_VALUE,
+  undefined,
+  ANY_VALUE,
 );

@@ -22,7 +22,8 @@ export interface Metrics {
    * a scrape sums the rows of every worker's table per series (the same labels in two workers: one series, summed).
    */
   gaugeTable<L extends string = string>(
-    columns: ReadonlyArray<{ name: string; help: string }>, labelNames: L[],
+    columns: ReadonlyArray<{ name: string; help: string }>,
+    labelNames: L[],
     rows: (emit: (labels: Record<L, string>, values: ArrayLike<number>) => void) => void,
   ): void;
 }

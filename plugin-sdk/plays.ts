@@ -116,7 +116,10 @@ export function servePlays(ctx: PlaysContext, opts: PlaysOptions): Plays {
     bytesOut = 0;
     private gone = false;
     constructor(
-      readonly request: StrmRequest, readonly stream: ChannelStream, readonly via: string | undefined, readonly socket: PlayerSocket,
+      readonly request: StrmRequest,
+      readonly stream: ChannelStream,
+      readonly via: string | undefined,
+      readonly socket: PlayerSocket,
       private readonly handle: PlayerHandle,
     ) {}
 
@@ -178,14 +181,17 @@ export function servePlays(ctx: PlaysContext, opts: PlaysOptions): Plays {
       const p = new PlayState(request, stream, via.via, socket, handle);
       const bytes = read.bytes?.bind(read);
       try {
-        p.sub = stream.media.subscribe<F>({
-          write: (unit, framed) => p.send((bytes ? bytes(unit, framed) : unit.payload) ?? EMPTY),
-          tracks: read.tracks && ((list) => read.tracks!(list, p)),
-          writable: () => socket.writable(),
-          holdsPayloads: () => socket.holdsPayloads(),
-          // the stream closed, or the player stopped reading and was ended (a graceful end would wait behind its backlog)
-          end: (reason) => (reason.startsWith('reader stuck') ? p.drop() : p.close(reason)),
-        }, { media: read.media, format: read.format, via: chainVia(via.via, read.via), maxQueueBytes: read.maxQueueBytes });
+        p.sub = stream.media.subscribe<F>(
+          {
+            write: (unit, framed) => p.send((bytes ? bytes(unit, framed) : unit.payload) ?? EMPTY),
+            tracks: read.tracks && ((list) => read.tracks!(list, p)),
+            writable: () => socket.writable(),
+            holdsPayloads: () => socket.holdsPayloads(),
+            // the stream closed, or the player stopped reading and was ended (a graceful end would wait behind its backlog)
+            end: (reason) => (reason.startsWith('reader stuck') ? p.drop() : p.close(reason)),
+          },
+          { media: read.media, format: read.format, via: chainVia(via.via, read.via), maxQueueBytes: read.maxQueueBytes },
+        );
       } catch (err) {
         handle.close();
         // a stage's params check refuses with a TypeError: the play's fault; anything else is the gateway's

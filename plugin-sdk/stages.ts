@@ -40,9 +40,7 @@ export interface AudioStageOptions<P extends object = StageParams> {
   create(ctx: StageContext<P>): AudioTransform;
 }
 
-type Item =
-  | { kind: 'track'; track: TrackInfo }
-  | { kind: 'pending'; done: boolean; out: readonly AccessUnit[] };
+type Item = { kind: 'track'; track: TrackInfo } | { kind: 'pending'; done: boolean; out: readonly AccessUnit[] };
 
 /** Counts of one running audio stage, for its plugin's metrics. */
 export interface AudioStageStats {
@@ -82,7 +80,11 @@ export function audioStage<P extends object = StageParams>(opts: AudioStageOptio
           fifo.shift();
           if (stopped) continue;
           if (head.kind === 'track') out.setTrack(head.track);
-          else for (const u of head.out) { stats.framesOut++; out.push(u); }
+          else
+            for (const u of head.out) {
+              stats.framesOut++;
+              out.push(u);
+            }
         }
       };
       const answers = typeof transform.holdsPayloads === 'function';
@@ -144,7 +146,16 @@ export function audioStage<P extends object = StageParams>(opts: AudioStageOptio
             flush();
             if (!stopped) sub.resume();
           };
-          r.then((o) => { item.out = own(o, u); settle(); }, (err) => { failed(err); settle(); });
+          r.then(
+            (o) => {
+              item.out = own(o, u);
+              settle();
+            },
+            (err) => {
+              failed(err);
+              settle();
+            },
+          );
         },
         writable: () => stats.inFlight < maxInFlight,
         // the input closed (the bus closes this stage's stream then), or this reader was ended as stuck

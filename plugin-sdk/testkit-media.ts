@@ -56,10 +56,31 @@ export function encodeH264TestPattern(opts: TestPatternOptions = {}): Buffer {
   const { seconds = 2, fps = 25, size = '320x240' } = opts;
   const gop = opts.gopFrames ?? fps;
   const ffmpeg = opts.ffmpeg ?? findFfmpeg();
-  const r = spawnSync(ffmpeg, [
-    '-v', 'error', '-f', 'lavfi', '-i', `testsrc=size=${size}:rate=${fps}`, '-t', String(seconds),
-    '-c:v', 'libx264', '-bf', '0', '-g', String(gop), '-x264-params', 'aud=1', '-f', 'h264', '-',
-  ], { maxBuffer: 256 * 1024 * 1024 });
+  const r = spawnSync(
+    ffmpeg,
+    [
+      '-v',
+      'error',
+      '-f',
+      'lavfi',
+      '-i',
+      `testsrc=size=${size}:rate=${fps}`,
+      '-t',
+      String(seconds),
+      '-c:v',
+      'libx264',
+      '-bf',
+      '0',
+      '-g',
+      String(gop),
+      '-x264-params',
+      'aud=1',
+      '-f',
+      'h264',
+      '-',
+    ],
+    { maxBuffer: 256 * 1024 * 1024 },
+  );
   if (r.status !== 0 || r.stdout.length === 0) {
     const why = r.error?.message ?? (r.stderr.toString().trim() || `exit ${r.status}`);
     throw new Error(`ffmpeg could not encode the test pattern (${ffmpeg}): ${why}${/libx264/.test(why) ? " (Debian's ffmpeg package has libx264)" : ''}`);
@@ -96,8 +117,16 @@ export function splitH264Frames(annexB: Buffer, frameRate = 25): H264Frames {
   if (!sps || !pps) throw new Error('the H.264 stream has no SPS/PPS');
   const info = parseH264Sps(sps);
   const track: VideoTrackInfo = {
-    kind: 'video', codec: 'h264', width: info.width, height: info.height, profile: info.profile,
-    profileIdc: info.profileIdc, level: info.levelIdc, sps, pps, frameRate,
+    kind: 'video',
+    codec: 'h264',
+    width: info.width,
+    height: info.height,
+    profile: info.profile,
+    profileIdc: info.profileIdc,
+    level: info.levelIdc,
+    sps,
+    pps,
+    frameRate,
   };
   return { track, frames, keyframes: frames.map((f) => h264IsKeyframe(f)) };
 }
@@ -181,7 +210,9 @@ export function clipOfFrames(h: H264Frames, opts: { fps: number; audio?: TestCli
   const { fps } = opts;
   const audio = opts.audio === true ? {} : opts.audio || undefined;
   // i * 1000 / fps, not i times a rounded frame time: whole seconds stay whole at 30 fps, where audio units start
-  const units: AccessUnit[] = h.frames.map((payload, i) => Object.freeze(videoUnit({ codec: 'h264', dts: (i * 1000) / fps, keyframe: h.keyframes[i]!, payload })));
+  const units: AccessUnit[] = h.frames.map((payload, i) =>
+    Object.freeze(videoUnit({ codec: 'h264', dts: (i * 1000) / fps, keyframe: h.keyframes[i]!, payload })),
+  );
   const durationMs = (h.frames.length * 1000) / fps;
   let track: AudioTrackInfo | undefined;
   if (audio) {
@@ -191,7 +222,11 @@ export function clipOfFrames(h: H264Frames, opts: { fps: number; audio?: TestCli
     const total = Math.round((durationMs * 8000) / 1000);
     const aus: AccessUnit[] = [];
     for (let s = 0; s + frameSamples <= total; s += frameSamples) {
-      aus.push(Object.freeze(audioUnit({ codec: 'g711a', dts: (s * 1000) / 8000, timescale: 8000, duration: frameSamples, payload: alawTone(toneHz, s, frameSamples) })));
+      aus.push(
+        Object.freeze(
+          audioUnit({ codec: 'g711a', dts: (s * 1000) / 8000, timescale: 8000, duration: frameSamples, payload: alawTone(toneHz, s, frameSamples) }),
+        ),
+      );
     }
     units.push(...aus);
     // stable: video stays before audio at the same instant, so a reader sees the keyframe first
@@ -264,7 +299,9 @@ export function publishClip(gw: Pick<TestGateway, 'bus'>, streamName: string, cl
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
   let settle!: () => void;
-  const done = new Promise<void>((resolve) => { settle = resolve; });
+  const done = new Promise<void>((resolve) => {
+    settle = resolve;
+  });
   const finish = () => {
     if (stopped) return;
     stopped = true;
@@ -294,7 +331,9 @@ export function publishClip(gw: Pick<TestGateway, 'bus'>, streamName: string, cl
   };
 
   if (!realtime) {
-    while (pushOne()) { /* every pass, now */ }
+    while (pushOne()) {
+      /* every pass, now */
+    }
   } else {
     const start = performance.now();
     const tick = () => {
@@ -310,7 +349,9 @@ export function publishClip(gw: Pick<TestGateway, 'bus'>, streamName: string, cl
   return {
     publisher,
     stream,
-    get pushed() { return index; },
+    get pushed() {
+      return index;
+    },
     done,
     stop: finish,
   };
@@ -353,7 +394,10 @@ export interface OpenedStream {
 export async function openStream(gw: Pick<TestGateway, 'api'>, opts: OpenStreamOptions): Promise<OpenedStream> {
   const auth = opts.auth ?? 'demo:demo';
   const body: Record<string, unknown> = {
-    user: { token: opts.token ?? 'test-token' }, typ: opts.typ ?? 'live', simNo: opts.simNo, chanId: opts.chanId,
+    user: { token: opts.token ?? 'test-token' },
+    typ: opts.typ ?? 'live',
+    simNo: opts.simNo,
+    chanId: opts.chanId,
     ...(opts.fmt !== undefined ? { fmt: opts.fmt } : {}),
     ...(opts.dataTyp !== undefined ? { dataTyp: opts.dataTyp } : {}),
     ...(opts.scheme !== undefined ? { scheme: opts.scheme } : {}),
@@ -371,7 +415,10 @@ export async function openStream(gw: Pick<TestGateway, 'api'>, opts: OpenStreamO
   const [st] = await status(gw, reqId, auth);
   if (!st) throw new Error(`open ${opts.simNo}/${opts.chanId}: request ${reqId} is not in /strm/status right after its open`);
   return {
-    reqId, playUrl: String(result.playUrl), streamName: String(st.stream), ready: result.ready === true,
+    reqId,
+    playUrl: String(result.playUrl),
+    streamName: String(st.stream),
+    ready: result.ready === true,
     ...(result.urls ? { urls: result.urls as Record<string, string> } : {}),
     result,
   };
@@ -398,7 +445,9 @@ export async function waitReady(gw: Pick<TestGateway, 'api'>, reqId: string, tim
     if (!st) throw new Error(`waitReady: request ${reqId} is not open (closed, or another application's)`);
     if (st.ready === true) return st;
     if (Date.now() >= deadline) {
-      throw new Error(`waitReady: request ${reqId} was not ready within ${timeoutMs} ms (stream ${st.stream}, codecs ${JSON.stringify(st.codecs)}, bytesIn ${String(st.bytesIn)}): is anything publishing into it?`);
+      throw new Error(
+        `waitReady: request ${reqId} was not ready within ${timeoutMs} ms (stream ${st.stream}, codecs ${JSON.stringify(st.codecs)}, bytesIn ${String(st.bytesIn)}): is anything publishing into it?`,
+      );
     }
     await new Promise((r) => setTimeout(r, 25));
   }

@@ -58,8 +58,16 @@ export async function probeVideo(input: string | Buffer, opts: ProbeOptions = {}
     target = path.join(dir, 'input');
     fs.writeFileSync(target, input);
   }
-  const args = ['-v', 'error', '-show_streams', '-show_frames',
-    '-show_entries', 'stream=index,codec_type,codec_name,width,height:frame=stream_index,key_frame,pict_type,pts_time', '-of', 'json'];
+  const args = [
+    '-v',
+    'error',
+    '-show_streams',
+    '-show_frames',
+    '-show_entries',
+    'stream=index,codec_type,codec_name,width,height:frame=stream_index,key_frame,pict_type,pts_time',
+    '-of',
+    'json',
+  ];
   args.push('-analyzeduration', String(Math.round((opts.analyzeMs ?? 1000) * 1000)));
   if (opts.packets !== undefined) args.push('-read_intervals', `%+#${opts.packets}`);
   if (opts.format) args.push('-f', opts.format);
@@ -72,10 +80,17 @@ export async function probeVideo(input: string | Buffer, opts: ProbeOptions = {}
     if (!s) throw new Error(`ffprobe found no video stream in ${target}: ${stderr.trim()}`);
     return {
       streams: (out.streams ?? []).map((x) => String(x.codec_name)),
-      codec: String(s.codec_name), width: Number(s.width), height: Number(s.height), errors: stderr.trim(),
-      frames: (out.frames ?? []).filter((f) => f.stream_index === s.index).map((f) => ({
-        keyFrame: f.key_frame === 1, pictType: String(f.pict_type), ptsSec: f.pts_time === undefined ? undefined : Number(f.pts_time),
-      })),
+      codec: String(s.codec_name),
+      width: Number(s.width),
+      height: Number(s.height),
+      errors: stderr.trim(),
+      frames: (out.frames ?? [])
+        .filter((f) => f.stream_index === s.index)
+        .map((f) => ({
+          keyFrame: f.key_frame === 1,
+          pictType: String(f.pict_type),
+          ptsSec: f.pts_time === undefined ? undefined : Number(f.pts_time),
+        })),
     };
   } finally {
     if (dir) fs.rmSync(dir, { recursive: true, force: true });
@@ -87,13 +102,23 @@ function run(cmd: string, args: string[], timeoutMs: number): Promise<{ code: nu
     const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (c: Buffer) => { stdout += c.toString('utf8'); });
-    child.stderr.on('data', (c: Buffer) => { stderr += c.toString('utf8'); });
+    child.stdout.on('data', (c: Buffer) => {
+      stdout += c.toString('utf8');
+    });
+    child.stderr.on('data', (c: Buffer) => {
+      stderr += c.toString('utf8');
+    });
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
       reject(new Error(`${path.basename(cmd)} took longer than ${timeoutMs} ms: ${stderr.trim()}`));
     }, timeoutMs);
-    child.on('error', (err) => { clearTimeout(timer); reject(err); });
-    child.on('close', (code) => { clearTimeout(timer); resolve({ code, stdout, stderr }); });
+    child.on('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
   });
 }

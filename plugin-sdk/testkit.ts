@@ -10,8 +10,15 @@ import type { PluginDefinition } from './plugin';
 import type { MediaBus } from './bus';
 import type { Sessions } from './sessions';
 import {
-  openStream, publishClip, waitReady,
-  type ClipPublisher, type OpenedStream, type OpenStreamOptions, type PublishOptions, type RequestStatus, type TestClip,
+  openStream,
+  publishClip,
+  waitReady,
+  type ClipPublisher,
+  type OpenedStream,
+  type OpenStreamOptions,
+  type PublishOptions,
+  type RequestStatus,
+  type TestClip,
 } from './testkit-media';
 
 export * from './testkit-media';
@@ -77,7 +84,14 @@ export async function startTestGateway(opts: TestGatewayOptions): Promise<TestGa
       if (process.env.GW_TEST_LOG) process.stdout.write(s);
       if (opts.captureLogs) {
         text += s;
-        for (const line of s.split('\n')) if (line.trim()) { try { logs.push(JSON.parse(line) as Record<string, unknown>); } catch { /* partial line */ } }
+        for (const line of s.split('\n'))
+          if (line.trim()) {
+            try {
+              logs.push(JSON.parse(line) as Record<string, unknown>);
+            } catch {
+              /* partial line */
+            }
+          }
       }
       done();
     },
@@ -115,7 +129,11 @@ export async function startTestGateway(opts: TestGatewayOptions): Promise<TestGa
       const res = await fetch(baseUrl + p, { method, headers, body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body) });
       const t = await res.text();
       let json: unknown;
-      try { json = JSON.parse(t); } catch { json = t; }
+      try {
+        json = JSON.parse(t);
+      } catch {
+        json = t;
+      }
       return { status: res.status, headers: res.headers, json };
     },
     openStream: (o) => openStream(gw, o),
@@ -152,12 +170,21 @@ export function stubMediaPlugin(opts: { fmts?: number[]; name?: string } = {}): 
     name,
     setup(ctx) {
       ctx.sessions.registerIngest({
-        name, source: 'terminal',
-        pushAddress: (typ) => ({ host: ctx.site.publicHost, port: typ === 'live' ? 7612 : 7614, tcp: true, port2019: typ === 'live' ? 7613 : 7615, tcp2019: true }),
+        name,
+        source: 'terminal',
+        pushAddress: (typ) => ({
+          host: ctx.site.publicHost,
+          port: typ === 'live' ? 7612 : 7614,
+          tcp: true,
+          port2019: typ === 'live' ? 7613 : 7615,
+          tcp2019: true,
+        }),
       });
       for (const fmt of opts.fmts ?? [0]) {
         ctx.sessions.registerOutput({
-          name, fmt, schemes: fmt === 4 ? ['rtsp'] : ['http', 'ws'],
+          name,
+          fmt,
+          schemes: fmt === 4 ? ['rtsp'] : ['http', 'ws'],
           playUrl: (a) => `${a.scheme}://${a.host}:1/live/${a.streamName}?reqId=${a.reqId}&token=${encodeURIComponent(a.token)}`,
         });
       }

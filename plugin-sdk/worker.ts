@@ -60,25 +60,31 @@ export class StageWorker<Req, Res> {
 
   private readonly watchdog: NodeJS.Timeout;
 
-  constructor(private readonly file: string, private readonly opts: StageWorkerOptions) {
+  constructor(
+    private readonly file: string,
+    private readonly opts: StageWorkerOptions,
+  ) {
     this.spawn();
     const hangMs = opts.hangMs ?? 10_000;
     // one timer for all calls: a timer per call would cost more than many of the calls
-    this.watchdog = setInterval(() => {
-      const w = this.worker;
-      if (!w) return;
-      const now = Date.now();
-      for (const p of this.pending.values()) {
-        // Hung means no progress: the oldest call waited hangMs and nothing at all came back meanwhile. A worker
-        // that is only behind (a saturated core, a burst of opens) keeps answering batches; killing it would fail
-        // every call in flight and lose work it was about to finish.
-        if (now - p.at > hangMs && now - this.lastReplyAt > hangMs) {
-          this.died(w, `no answer for ${hangMs} ms`);
-          void w.terminate();
+    this.watchdog = setInterval(
+      () => {
+        const w = this.worker;
+        if (!w) return;
+        const now = Date.now();
+        for (const p of this.pending.values()) {
+          // Hung means no progress: the oldest call waited hangMs and nothing at all came back meanwhile. A worker
+          // that is only behind (a saturated core, a burst of opens) keeps answering batches; killing it would fail
+          // every call in flight and lose work it was about to finish.
+          if (now - p.at > hangMs && now - this.lastReplyAt > hangMs) {
+            this.died(w, `no answer for ${hangMs} ms`);
+            void w.terminate();
+          }
+          break; // the oldest call comes first in the map
         }
-        break; // the oldest call comes first in the map
-      }
-    }, Math.max(50, Math.min(1000, hangMs / 4)));
+      },
+      Math.max(50, Math.min(1000, hangMs / 4)),
+    );
     this.watchdog.unref();
   }
 

@@ -24,7 +24,10 @@ export class StreamFormats {
   /** slots whose encoder has no catchUp: while any is in use the GOP cache keeps its Entries */
   private keeping = 0;
 
-  constructor(private readonly stream: StreamInfo, private readonly log: Logger) {}
+  constructor(
+    private readonly stream: StreamInfo,
+    private readonly log: Logger,
+  ) {}
 
   get inUse(): number {
     return this.active;
@@ -92,7 +95,10 @@ export class StreamFormats {
     if (entries.length === 0) return;
     let forms: ReadonlyArray<unknown> = [];
     try {
-      forms = s.encoder.catchUp!(entries.map((e) => e.unit), tracks);
+      forms = s.encoder.catchUp!(
+        entries.map((e) => e.unit),
+        tracks,
+      );
     } catch (err) {
       this.failed(s, err);
     }
@@ -126,7 +132,11 @@ export class StreamFormats {
       const s = this.slots[i];
       if (!s) continue;
       this.slots[i] = undefined;
-      try { s.encoder.close?.(); } catch { /* closing anyway */ }
+      try {
+        s.encoder.close?.();
+      } catch {
+        /* closing anyway */
+      }
     }
     this.active = 0;
   }
@@ -150,6 +160,10 @@ export class StreamFormats {
 
   private failed(s: Slot, err: unknown): void {
     // a unit it cannot frame is left out for its readers; logged the first times, not for every unit
-    if (++s.failures <= 3) this.log.warn({ stream: this.stream.name, format: s.format.name, err: (err as Error | undefined)?.message ?? String(err) }, 'format encoder failed on a unit: left out for its readers');
+    if (++s.failures <= 3)
+      this.log.warn(
+        { stream: this.stream.name, format: s.format.name, err: (err as Error | undefined)?.message ?? String(err) },
+        'format encoder failed on a unit: left out for its readers',
+      );
   }
 }

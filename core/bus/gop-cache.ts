@@ -116,7 +116,8 @@ export class GopCache {
   entryList(): Entry[] {
     if (this.entries !== undefined) return this.entries;
     const out = new Array<Entry>(this.count);
-    for (let i = 0; i < this.count; i++) out[i] = { unit: this.unit(i), seq: this.nums[i * ROW + SEQ], src: this.nums[i * ROW + SRC], f0: undefined, more: undefined };
+    for (let i = 0; i < this.count; i++)
+      out[i] = { unit: this.unit(i), seq: this.nums[i * ROW + SEQ], src: this.nums[i * ROW + SRC], f0: undefined, more: undefined };
     return out;
   }
 
@@ -137,8 +138,19 @@ export class GopCache {
     const flags = n[at + FLAGS];
     const payload = Buffer.from(this.refs[REFS * i + 1] as ArrayBuffer, n[at + OFFSET], n[at + LENGTH]);
     return unitOf(
-      flags & VIDEO ? 'video' : 'audio', this.refs[REFS * i] as CodecId, n[at + DTS], n[at + PTS], n[at + TIMESCALE], n[at + DTS_TICKS],
-      n[at + PTS_TICKS], n[at + DURATION], (flags & KEYFRAME) !== 0, payload, undefined, this.refs[REFS * i + 2] as Int32Array | undefined, n[at + NALS_AT],
+      flags & VIDEO ? 'video' : 'audio',
+      this.refs[REFS * i] as CodecId,
+      n[at + DTS],
+      n[at + PTS],
+      n[at + TIMESCALE],
+      n[at + DTS_TICKS],
+      n[at + PTS_TICKS],
+      n[at + DURATION],
+      (flags & KEYFRAME) !== 0,
+      payload,
+      undefined,
+      this.refs[REFS * i + 2] as Int32Array | undefined,
+      n[at + NALS_AT],
     );
   }
 

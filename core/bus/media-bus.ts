@@ -1,8 +1,17 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import {
-  STREAM_NAME, type CreateStreamOptions, type MediaBus, type MediaStream, type Off, type OwnedStream, type StageDefinition,
-  type StageInstance, type StageRef, type UnitFormat, type Via,
+  STREAM_NAME,
+  type CreateStreamOptions,
+  type MediaBus,
+  type MediaStream,
+  type Off,
+  type OwnedStream,
+  type StageDefinition,
+  type StageInstance,
+  type StageRef,
+  type UnitFormat,
+  type Via,
 } from '../../plugin-sdk/bus';
 import { BusStream } from './stream';
 import type { BusLimits } from './stream-deps';
@@ -21,7 +30,11 @@ interface RegisteredStage {
 /** Params in one canonical text (sorted keys), so equal forms name one derived stream. */
 function canonical(v: unknown): string {
   if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
-  if (v && typeof v === 'object') return `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${canonical((v as Record<string, unknown>)[k])}`).join(',')}}`;
+  if (v && typeof v === 'object')
+    return `{${Object.keys(v)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonical((v as Record<string, unknown>)[k])}`)
+      .join(',')}}`;
   // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- JSON.stringify answers undefined for undefined, a function or a symbol, though typed string
   return JSON.stringify(v) ?? 'null';
 }
@@ -99,11 +112,22 @@ export class CoreMediaBus {
   }
 
   private newStream(name: string, owner: string, derivedFrom?: BusStream['derivedFrom']): BusStream {
-    return new BusStream(name, owner, {
-      limits: this.limits, log: this.log, now: this.now, derive: (from, via) => this.derive(from, via), chunks: this.chunks, nameReader: this.nameReader,
-    }, (s) => {
-      if (this.streams.get(s.name) === s) this.streams.delete(s.name);
-    }, derivedFrom);
+    return new BusStream(
+      name,
+      owner,
+      {
+        limits: this.limits,
+        log: this.log,
+        now: this.now,
+        derive: (from, via) => this.derive(from, via),
+        chunks: this.chunks,
+        nameReader: this.nameReader,
+      },
+      (s) => {
+        if (this.streams.get(s.name) === s) this.streams.delete(s.name);
+      },
+      derivedFrom,
+    );
   }
 
   private added(s: BusStream): void {
@@ -255,7 +279,11 @@ export class PluginBus implements MediaBus {
   private shared = new Map<string, UnitFormat<unknown>>();
   private offs: Off[] = [];
 
-  constructor(private readonly core: CoreMediaBus, private readonly plugin: string, private readonly log: Logger) {}
+  constructor(
+    private readonly core: CoreMediaBus,
+    private readonly plugin: string,
+    private readonly log: Logger,
+  ) {}
 
   get(name: string): MediaStream | undefined {
     return this.core.get(name);

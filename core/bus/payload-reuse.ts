@@ -136,7 +136,9 @@ export class PayloadReuse {
     const by = this.offBy;
     if (this.told || by === undefined) return;
     this.told = true;
-    this.deps.log.info({ stream: this.stream, reader: by },
-      'payload memory of this stream is not reused while this reader reads: its sink cannot say when it is done with what it gets (MediaReader.holdsPayloads)');
+    this.deps.log.info(
+      { stream: this.stream, reader: by },
+      'payload memory of this stream is not reused while this reader reads: its sink cannot say when it is done with what it gets (MediaReader.holdsPayloads)',
+    );
   }
 }

@@ -63,7 +63,10 @@ export class Reader<F = unknown> implements ReaderHandle {
   /** its sink says when it holds none of what it was given (MediaReader.holdsPayloads), so payload memory can be reused */
   readonly tellsWhenDone: boolean;
 
-  constructor(private readonly sink: MediaReader<F>, private readonly o: ReaderSettings) {
+  constructor(
+    private readonly sink: MediaReader<F>,
+    private readonly o: ReaderSettings,
+  ) {
     this.tellsWhenDone = answersHoldsPayloads(sink);
   }
 

@@ -7,7 +7,10 @@ type Listener = (arg?: never) => void;
 export class StreamEvents {
   private listeners: Record<StreamEvent, Listener[]> = { ready: [], tracks: [], publisher: [], closed: [] };
 
-  constructor(private readonly log: Logger, private readonly stream: string) {}
+  constructor(
+    private readonly log: Logger,
+    private readonly stream: string,
+  ) {}
 
   /** `ready`, `closed`: the stream's state now (a late 'ready' listener is called now; after the close, 'closed' ones are) */
   on(event: StreamEvent, cb: (arg: never) => void, ready: boolean, closed: boolean): Off {

@@ -1,6 +1,4 @@
-import type {
-  MediaReader, MediaStream, MediaStreamStats, Off, OwnedStream, Publisher, StreamEvent, ReaderOptions, ReaderHandle,
-} from '../../plugin-sdk/bus';
+import type { MediaReader, MediaStream, MediaStreamStats, Off, OwnedStream, Publisher, StreamEvent, ReaderOptions, ReaderHandle } from '../../plugin-sdk/bus';
 import type { AccessUnit, TrackInfo } from '../../plugin-sdk/media';
 import type { Entry } from './entry';
 import { FanOut } from './fan-out';
@@ -287,7 +285,11 @@ export class BusStream implements OwnedStream, PassTarget {
 
   stats(): MediaStreamStats {
     return {
-      ...this.st, skips: this.fanOut.skips, subscribers: this.fanOut.size, gopBytes: this.gop.payloadBytes, queuedBytes: this.fanOut.queuedBytes(),
+      ...this.st,
+      skips: this.fanOut.skips,
+      subscribers: this.fanOut.size,
+      gopBytes: this.gop.payloadBytes,
+      queuedBytes: this.fanOut.queuedBytes(),
       formats: this.formats.readersOf(),
     };
   }

@@ -3,7 +3,10 @@ import { addressKey } from '../http/login-guard';
 import { allowListed } from '../gateway-config';
 
 /** where one connection is counted: routing (the primary reads its first bytes), in a worker, or nowhere any more */
-export interface CountedConnection { readonly key: string; at: 'routing' | 'gone' | { slot: number; epoch: number } }
+export interface CountedConnection {
+  readonly key: string;
+  at: 'routing' | 'gone' | { slot: number; epoch: number };
+}
 
 /**
  * A routed TCP listener's per-address cap (maxHttpConnectionsPerAddress, maxTcpConnectionsPerAddress, a plugin's own,
@@ -20,7 +23,10 @@ export class AddressCaps {
   private readonly epochs: number[] = [];
   private readonly total = new Map<string, number>();
 
-  constructor(readonly max: number, private readonly exempt: net.BlockList) {}
+  constructor(
+    readonly max: number,
+    private readonly exempt: net.BlockList,
+  ) {}
 
   /** a connection just accepted, counted as routing; undefined: refused, its address is at the cap */
   admit(remote: string): CountedConnection | undefined {
@@ -45,7 +51,7 @@ export class AddressCaps {
       return;
     }
     c.at = { slot: to, epoch: this.epochs[to] ?? 0 };
-    add(this.bySlot[to] ??= new Map(), c.key, 1);
+    add((this.bySlot[to] ??= new Map()), c.key, 1);
     add(this.total, c.key, 1);
   }
 

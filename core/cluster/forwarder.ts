@@ -78,22 +78,41 @@ export class ClusterForwarder implements ApiForwarder {
   }
 
   /** passes a request to worker `owner`'s internal listener and its answer back; `send` writes the request's body */
-  private pass(owner: number, req: http.IncomingMessage, res: http.ServerResponse, headers: http.OutgoingHttpHeaders, what: 'stream' | 'request',
-    send: (out: http.ClientRequest) => void): void {
+  private pass(
+    owner: number,
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    headers: http.OutgoingHttpHeaders,
+    what: 'stream' | 'request',
+    send: (out: http.ClientRequest) => void,
+  ): void {
     this.counted('request');
-    const out = http.request({
-      socketPath: internalSocketPath(this.clusterId, owner, this.listener), method: req.method, path: req.url, headers, agent: false,
-    }, (up) => {
-      res.writeHead(up.statusCode ?? 502, up.rawHeaders as unknown as http.OutgoingHttpHeaders);
-      up.pipe(res);
-      up.on('error', () => res.destroy());
-    });
+    const out = http.request(
+      {
+        socketPath: internalSocketPath(this.clusterId, owner, this.listener),
+        method: req.method,
+        path: req.url,
+        headers,
+        agent: false,
+      },
+      (up) => {
+        res.writeHead(up.statusCode ?? 502, up.rawHeaders as unknown as http.OutgoingHttpHeaders);
+        up.pipe(res);
+        up.on('error', () => res.destroy());
+      },
+    );
     out.on('error', (err) => {
       const whose = what === 'stream' ? 'owns the stream' : 'holds the request';
       this.log.warn({ owner, path: req.url?.split('?')[0], err: err.message }, `forwarding to the worker that ${whose} failed`);
       if (!res.headersSent) {
         res.writeHead(503, { 'Content-Type': 'application/json', 'Retry-After': '1' });
-        res.end(JSON.stringify({ errCode: -3, message: what === 'stream' ? 'The worker that serves this stream is restarting; retry.' : 'The worker that holds this request is restarting; retry.' }));
+        res.end(
+          JSON.stringify({
+            errCode: -3,
+            message:
+              what === 'stream' ? 'The worker that serves this stream is restarting; retry.' : 'The worker that holds this request is restarting; retry.',
+          }),
+        );
       } else res.destroy();
     });
     res.on('close', () => out.destroy());
@@ -116,7 +135,10 @@ export class ClusterForwarder implements ApiForwarder {
     if (head.length) up.write(head);
     up.pipe(socket);
     socket.pipe(up);
-    const end = () => { up.destroy(); socket.destroy(); };
+    const end = () => {
+      up.destroy();
+      socket.destroy();
+    };
     up.on('error', end);
     socket.on('error', end);
     up.on('close', end);
@@ -132,7 +154,11 @@ export class ClusterForwarder implements ApiForwarder {
  */
 export function listenInternal(socketPath: string, server: http.Server, secret: string): Promise<net.Server> {
   fs.mkdirSync(path.dirname(socketPath), { recursive: true, mode: 0o700 });
-  try { fs.unlinkSync(socketPath); } catch { /* none left over */ }
+  try {
+    fs.unlinkSync(socketPath);
+  } catch {
+    /* none left over */
+  }
   const srv = net.createServer((sock) => {
     // one forwarded request or upgrade per connection (the forwarder uses no agent): its claimed address is read
     // from its first head, and only with the cluster's secret
@@ -143,7 +169,10 @@ export function listenInternal(socketPath: string, server: http.Server, secret: 
       const headers = headEnd >= 0 ? text.slice(0, headEnd) : text;
       const has = new RegExp(`\\r\\n${FORWARDED_HEADER}: ${secret}\\r\\n`, 'i').test(headers + '\r\n');
       const remote = has ? /\r\nx-gw-remote: ([^\r\n]*)/i.exec(headers)?.[1] : undefined;
-      if (!has) { sock.destroy(); return; }
+      if (!has) {
+        sock.destroy();
+        return;
+      }
       if (remote !== undefined) Object.defineProperty(sock, 'remoteAddress', { value: remote, configurable: true });
       sock.unshift(chunk);
       server.emit('connection', sock);
@@ -152,6 +181,9 @@ export function listenInternal(socketPath: string, server: http.Server, secret: 
   });
   return new Promise((resolve, reject) => {
     srv.once('error', reject);
-    srv.listen(socketPath, () => { srv.off('error', reject); resolve(srv); });
+    srv.listen(socketPath, () => {
+      srv.off('error', reject);
+      resolve(srv);
+    });
   });
 }

@@ -80,7 +80,10 @@ export interface Listener {
 }
 
 /** libuv's TCP handle under a net.Socket (Node internals: `_handle`, and `fd` -1 once closed) */
-interface TcpWrap { fd: number; close(): void }
+interface TcpWrap {
+  fd: number;
+  close(): void;
+}
 
 function wrapOf(sock: net.Socket): TcpWrap | undefined {
   return (sock as unknown as { _handle?: TcpWrap | null })._handle ?? undefined;
@@ -90,10 +93,18 @@ function wrapOf(sock: net.Socket): TcpWrap | undefined {
  * A connection the primary holds: its place in the address's count across workers, and its place in the listener's
  * count of what the primary holds (`release` ends it: once handed over, or closed; idempotent)
  */
-interface Held { counted: CountedConnection | undefined; release: () => void }
+interface Held {
+  counted: CountedConnection | undefined;
+  release: () => void;
+}
 
 interface Handing {
-  l: Listener; sock: net.Socket; head: Buffer; key: string | undefined; wrap: TcpWrap; held: Held;
+  l: Listener;
+  sock: net.Socket;
+  head: Buffer;
+  key: string | undefined;
+  wrap: TcpWrap;
+  held: Held;
   /** its first try: a connection for any worker whose hand-over failed is offered once more */
   firstTry: boolean;
   /** routed when FIRST_BYTES_MS ran out, not by its first bytes: handed over after those that were */
@@ -213,7 +224,11 @@ export class HandOver {
       head = head.length ? Buffer.concat([head, chunk]) : chunk;
       const complete = head.length >= MAX_HEAD;
       let d: RouteDecision;
-      try { d = l.router(head, complete); } catch { d = 'any'; }
+      try {
+        d = l.router(head, complete);
+      } catch {
+        d = 'any';
+      }
       if (d === 'more' && !complete) return;
       finish(d === 'more' ? 'any' : d);
     };
@@ -227,7 +242,12 @@ export class HandOver {
     // a peer that goes quiet before its router could decide: a last, final guess on what came
     const timer = setTimeout(() => {
       let d: RouteDecision = 'any';
-      if (head.length) try { d = l.router(head, true); } catch { /* any */ }
+      if (head.length)
+        try {
+          d = l.router(head, true);
+        } catch {
+          /* any */
+        }
       finish(d === 'more' ? 'any' : d, true);
     }, FIRST_BYTES_MS);
     sock.on('data', onData);
@@ -242,8 +262,17 @@ export class HandOver {
    * for any worker whose hand-over failed (that worker just died) is offered once more to the next one; otherwise it
    * is closed, so the client sees a reset and retries rather than hanging.
    */
-  private handOver(l: Listener, sock: net.Socket, head: Buffer, key: string | undefined, firstTry: boolean, held: Held, late: boolean,
-    place = l.places, replayed = false): void {
+  private handOver(
+    l: Listener,
+    sock: net.Socket,
+    head: Buffer,
+    key: string | undefined,
+    firstTry: boolean,
+    held: Held,
+    late: boolean,
+    place = l.places,
+    replayed = false,
+  ): void {
     const slot = (key !== undefined ? this.h.ownerSlot(key, place) : undefined) ?? this.h.nextReady();
     if (!slot?.ready || !slot.worker) {
       this.h.log.warn({ listener: l.name, key }, 'connection refused: its worker is restarting');
@@ -353,7 +382,7 @@ export class HandOver {
    * it rate-limited, as it does its own refusals. A batch waits for a worker while none is up.
    */
   refused(l: Listener, reason: RefusalReason, remote: string): void {
-    const batches = l.refused ??= new Map<RefusalReason, { remotes: string[]; more: number }>();
+    const batches = (l.refused ??= new Map<RefusalReason, { remotes: string[]; more: number }>());
     let batch = batches.get(reason);
     if (!batch) {
       const b = { remotes: [] as string[], more: 0 };
@@ -377,7 +406,12 @@ export class HandOver {
 }
 
 /** the site's caps on what the primary itself holds (PrimaryOptions.connections) */
-export interface HoldingCaps { maxConnectionsPerListener: number; fdReserve: number; listenerLimits: ReadonlyMap<string, ListenerLimits>; probe?: FdProbe }
+export interface HoldingCaps {
+  maxConnectionsPerListener: number;
+  fdReserve: number;
+  listenerLimits: ReadonlyMap<string, ListenerLimits>;
+  probe?: FdProbe;
+}
 
 /** gateway.fdReserve's default, for a primary started without the site's (tests) */
 const FD_RESERVE_DEFAULT = 256;
@@ -387,13 +421,24 @@ const FD_RESERVE_DEFAULT = 256;
  * holds while it reads their first bytes: per listener, and the descriptor reserve (the per-address caps are counted
  * across workers, in each listener's AddressCaps). What it refuses goes to `refused`, which tells a worker.
  */
-export function holdingGuard(c: HoldingCaps | undefined, log: Logger, refused: (listener: string, reason: RefusalReason, remote: string) => void): ConnectionGuard {
+export function holdingGuard(
+  c: HoldingCaps | undefined,
+  log: Logger,
+  refused: (listener: string, reason: RefusalReason, remote: string) => void,
+): ConnectionGuard {
   // listenerLimits' per-address caps are the workers' (and AddressCaps'): the primary's gates have none
   const overrides = new Map<string, ListenerLimits>();
   for (const [name, lim] of c?.listenerLimits ?? []) overrides.set(name, { maxConnections: lim.maxConnections });
   return new ConnectionGuard({
-    maxHttpConnectionsPerAddress: 0, maxTcpConnectionsPerAddress: 0, perAddressExempt: new net.BlockList(), overrides,
-    maxConnectionsPerListener: c?.maxConnectionsPerListener ?? 0, fdReserve: c?.fdReserve ?? FD_RESERVE_DEFAULT, probe: c?.probe,
-    log: log.child({ part: 'net' }), logRefusals: false, onRefused: refused,
+    maxHttpConnectionsPerAddress: 0,
+    maxTcpConnectionsPerAddress: 0,
+    perAddressExempt: new net.BlockList(),
+    overrides,
+    maxConnectionsPerListener: c?.maxConnectionsPerListener ?? 0,
+    fdReserve: c?.fdReserve ?? FD_RESERVE_DEFAULT,
+    probe: c?.probe,
+    log: log.child({ part: 'net' }),
+    logRefusals: false,
+    onRefused: refused,
   });
 }

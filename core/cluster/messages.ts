@@ -9,11 +9,20 @@ import type { ListenerKind, RefusalReason } from '../connection-guard';
 export type RouteSpec = { builtin: 'stream-path' | 'late' } | { module: string; plugin: string; name: string };
 
 export type ToPrimary =
-  | { t: 'listen'; id: number; listener: string; proto: 'tcp' | 'udp'; port: number; host: string; route: RouteSpec; reuseAddr?: boolean;
-    /** TCP: the listener's per-address cap (0: none), counted by the primary across workers (address-caps.ts) */
-    perAddress?: { max: number; exempt: string[] };
-    /** TCP: what the listener is for, for the primary's own per-listener cap and descriptor reserve (default 'tcp') */
-    kind?: ListenerKind }
+  | {
+      t: 'listen';
+      id: number;
+      listener: string;
+      proto: 'tcp' | 'udp';
+      port: number;
+      host: string;
+      route: RouteSpec;
+      reuseAddr?: boolean;
+      /** TCP: the listener's per-address cap (0: none), counted by the primary across workers (address-caps.ts) */
+      perAddress?: { max: number; exempt: string[] };
+      /** TCP: what the listener is for, for the primary's own per-listener cap and descriptor reserve (default 'tcp') */
+      kind?: ListenerKind;
+    }
   | { t: 'ready' }
   | { t: 'rpc'; id: number; to: number | 'all'; method: string; args: unknown }
   | { t: 'rpc-out'; id: number; ok: boolean; value?: unknown; error?: WireError }
@@ -60,4 +69,8 @@ export type ToWorker =
   | { t: 'stop' };
 
 /** a GatewayError (or any error) as it crosses processes */
-export interface WireError { message: string; errCode?: number; status?: number }
+export interface WireError {
+  message: string;
+  errCode?: number;
+  status?: number;
+}

@@ -31,8 +31,11 @@ export class NodeClaims {
    * `told`: where the changes go, batched once per turn of the event loop (the primary tells every worker); without
    * one they wait for takeChanges()
    */
-  constructor(private readonly workers: number, private readonly now: () => number = Date.now,
-    private readonly told?: (changes: Array<[string, number]>) => void) {
+  constructor(
+    private readonly workers: number,
+    private readonly now: () => number = Date.now,
+    private readonly told?: (changes: Array<[string, number]>) => void,
+  ) {
     this.load = new Array<number>(workers).fill(0);
   }
 

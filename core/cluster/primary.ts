@@ -69,8 +69,12 @@ export class Primary {
   constructor(private readonly o: PrimaryOptions) {
     this.log = o.log;
     this.handOver = new HandOver({
-      slots: this.slots, log: this.log, booted: () => this.booted, hold: (go) => this.held.push(go),
-      nextReady: () => this.nextReady(), send: (w, m, handle, written) => this.send(w, m, handle, written),
+      slots: this.slots,
+      log: this.log,
+      booted: () => this.booted,
+      hold: (go) => this.held.push(go),
+      nextReady: () => this.nextReady(),
+      send: (w, m, handle, written) => this.send(w, m, handle, written),
       ownerSlot: (key, place) => this.ownerSlot(key, place),
     });
     // what changes goes to every worker (they route forwarded requests and UDP peers by it)
@@ -88,7 +92,10 @@ export class Primary {
   start(): Promise<void> {
     const extra = (this.o.workerFlags ?? []).filter((f) => !process.execArgv.includes(f));
     cluster.setupPrimary({ serialization: 'advanced', execArgv: [...process.execArgv, ...extra] });
-    const booted = new Promise<void>((resolve, reject) => { this.bootResolve = resolve; this.bootReject = reject; });
+    const booted = new Promise<void>((resolve, reject) => {
+      this.bootResolve = resolve;
+      this.bootReject = reject;
+    });
     for (let i = 0; i < this.o.workers; i++) this.slots.push(idleSlot(i, RESTART_MIN_MS));
     // the first worker boots alone: a bad site fails once, with one message, and first-run work (stores, schemas)
     // is done before the others start
@@ -127,7 +134,9 @@ export class Primary {
     const quick = Date.now() - slot.startedAt < 60_000;
     const delay = quick ? slot.restartMs : RESTART_MIN_MS;
     slot.restartMs = quick ? Math.min(slot.restartMs * 2, RESTART_MAX_MS) : RESTART_MIN_MS;
-    setTimeout(() => { if (!this.stopping) this.fork(slot); }, delay).unref();
+    setTimeout(() => {
+      if (!this.stopping) this.fork(slot);
+    }, delay).unref();
   }
 
   /** the requests a dead worker held get their closed notices (internalError) from a live worker */
@@ -136,7 +145,11 @@ export class Primary {
     for (const [reqId, e] of this.directory) {
       if (e.worker !== index) continue;
       this.forget(reqId, e.appId);
-      notices.push({ ...e.notice, payload: { ...e.notice.payload, act: 'closed', closeCause: CloseCause.internalError, closeReason: closeReasonOf[CloseCause.internalError] }, last: true });
+      notices.push({
+        ...e.notice,
+        payload: { ...e.notice.payload, act: 'closed', closeCause: CloseCause.internalError, closeReason: closeReasonOf[CloseCause.internalError] },
+        last: true,
+      });
     }
     if (notices.length === 0) return;
     const deliver = (attempt: number) => {
@@ -264,7 +277,13 @@ export class Primary {
       if (fromW) this.send(fromW, { t: 'rpc-reply', id: m.id, ok: false, error: { message: `worker ${String(m.to)} is restarting`, errCode: -3 } });
       return;
     }
-    const id = this.rpcs.open(from, m.id, m.method, m.to === 'all', targets.map((t) => t.index));
+    const id = this.rpcs.open(
+      from,
+      m.id,
+      m.method,
+      m.to === 'all',
+      targets.map((t) => t.index),
+    );
     for (const t of targets) {
       if (!this.send(t.worker!, { t: 'rpc-in', id, method: m.method, args: m.args })) {
         const done = this.rpcs.answer(id, t.index, { ok: false, error: { message: `worker ${t.index} is restarting`, errCode: -3 } });
@@ -300,7 +319,8 @@ export class Primary {
     const router = loadRouter(m.route);
     // a plugin's router reads terminals' packets: a link nobody's worker owns is placed, and that worker claims it
     const l: Listener = { name: m.listener, proto: m.proto, router, bound: Promise.resolve(0), places: !('builtin' in m.route) };
-    if (m.proto === 'tcp' && m.perAddress && m.perAddress.max > 0) l.caps = new AddressCaps(m.perAddress.max, parseAllowList(m.perAddress.exempt, 'gateway', 'perAddressExempt'));
+    if (m.proto === 'tcp' && m.perAddress && m.perAddress.max > 0)
+      l.caps = new AddressCaps(m.perAddress.max, parseAllowList(m.perAddress.exempt, 'gateway', 'perAddressExempt'));
     if (m.proto === 'tcp') l.gate = this.guard.gate(m.listener, m.kind ?? 'tcp', 0);
     l.bound = m.proto === 'tcp' ? this.bindTcp(l, m.port, m.host) : this.bindUdp(l, m.port, m.host, m.reuseAddr === true);
     this.listeners.set(m.listener, l);
@@ -327,12 +347,18 @@ export class Primary {
       // terminals' datagrams pass through this one socket until their worker has a socket for them (all of them
       // without udpPeerSockets): room for a burst while the primary is busy
       const sock = dgram.createSocket({ type: host.includes(':') ? 'udp6' : 'udp4', recvBufferSize: UDP_RECV_BUFFER, reuseAddr });
-      const batches = new UdpBatches<Slot>((slot, m) => { if (slot.worker) this.send(slot.worker, { t: 'udp', listener: l.name, ...m }); });
+      const batches = new UdpBatches<Slot>((slot, m) => {
+        if (slot.worker) this.send(slot.worker, { t: 'udp', listener: l.name, ...m });
+      });
       l.batches = batches;
       sock.once('error', (err: NodeJS.ErrnoException) => reject(new Error(`${describeListenError(err, port, host)} (UDP)`)));
       sock.on('message', (msg, rinfo) => {
         let d: RouteDecision;
-        try { d = l.router(msg, true); } catch { d = 'any'; }
+        try {
+          d = l.router(msg, true);
+        } catch {
+          d = 'any';
+        }
         // a datagram that names no stream is junk to a routed listener: no worker would know what to do with it
         if (typeof d !== 'object') return;
         const slot = this.ownerSlot(d.key, true);
@@ -358,7 +384,7 @@ export class Primary {
 
   private nextReady(): Slot | undefined {
     for (let i = 0; i < this.slots.length; i++) {
-      const s = this.slots[(this.rr++) % this.slots.length];
+      const s = this.slots[this.rr++ % this.slots.length];
       if (s.ready && s.worker) return s;
     }
     return undefined;
@@ -374,13 +400,21 @@ export class Primary {
       l.server?.close();
       l.udp?.close();
     }
-    const exits = this.slots.map((s) => new Promise<void>((resolve) => {
-      const w = s.worker;
-      if (!w || w.isDead()) { resolve(); return; }
-      w.once('exit', () => resolve());
-      if (!this.send(w, { t: 'stop' })) w.kill('SIGTERM');
-    }));
-    const timer = setTimeout(() => { for (const s of this.slots) s.worker?.process.kill('SIGKILL'); }, limitMs);
+    const exits = this.slots.map(
+      (s) =>
+        new Promise<void>((resolve) => {
+          const w = s.worker;
+          if (!w || w.isDead()) {
+            resolve();
+            return;
+          }
+          w.once('exit', () => resolve());
+          if (!this.send(w, { t: 'stop' })) w.kill('SIGTERM');
+        }),
+    );
+    const timer = setTimeout(() => {
+      for (const s of this.slots) s.worker?.process.kill('SIGKILL');
+    }, limitMs);
     await Promise.all(exits);
     clearTimeout(timer);
   }

@@ -9,7 +9,11 @@
  * reads as a counter reset), or a status listing without that worker's streams.
  */
 
-export interface RpcResult { ok: boolean; value?: unknown; error?: unknown }
+export interface RpcResult {
+  ok: boolean;
+  value?: unknown;
+  error?: unknown;
+}
 
 export interface PendingRpc {
   /** the calling worker's slot, and its id for the call */

@@ -58,14 +58,24 @@ export function registerClusterCalls(k: Kernel, link: WorkerLink): void {
   });
 }
 
-interface WorkerHealth { worker: number; parts: Record<string, { reason: string; since: string }> }
+interface WorkerHealth {
+  worker: number;
+  parts: Record<string, { reason: string; since: string }>;
+}
 
 /** a degraded part of a multi-worker gateway, as /healthz shows it */
-export interface ClusterHealthPart { reason: string; since: string; workers: number[] }
+export interface ClusterHealthPart {
+  reason: string;
+  since: string;
+  workers: number[];
+}
 
 /** The session API over every worker: each call goes to the worker that holds the channel or the request. */
 export class ClusterSessions {
-  constructor(private readonly k: Kernel, private readonly link: WorkerLink) {}
+  constructor(
+    private readonly k: Kernel,
+    private readonly link: WorkerLink,
+  ) {}
 
   async open(app: Application, body: Record<string, unknown>): Promise<Record<string, unknown>> {
     const owner = await openOwner(this.link, body);
@@ -86,8 +96,12 @@ export class ClusterSessions {
     const ids = checkReqIds(reqIds);
     const owners = await this.link.lookup(ids);
     const key = method === 'keep' ? 'keep' : 'closed';
-    return answerByHolder(ids, key, (i) => (owners[i] >= 0 ? owners[i] : undefined),
-      (w, sub) => this.link.call(w, method, { app, reqIds: sub })) as unknown as Promise<T[]>;
+    return answerByHolder(
+      ids,
+      key,
+      (i) => (owners[i] >= 0 ? owners[i] : undefined),
+      (w, sub) => this.link.call(w, method, { app, reqIds: sub }),
+    ) as unknown as Promise<T[]>;
   }
 
   async status(app: Application): Promise<unknown[]> {
@@ -123,8 +137,11 @@ export class ClusterSessions {
     const answered = new Set(answers.map((a) => a.worker));
     const missing = Array.from({ length: this.link.count }, (_, i) => i).filter((i) => !answered.has(i));
     if (missing.length) {
-      out.workers = { reason: `worker ${missing.join(', ')} not running (restarting): the channels it owns cannot be opened or played until it is back`,
-        since: new Date().toISOString(), workers: missing };
+      out.workers = {
+        reason: `worker ${missing.join(', ')} not running (restarting): the channels it owns cannot be opened or played until it is back`,
+        since: new Date().toISOString(),
+        workers: missing,
+      };
     }
     return out;
   }

@@ -55,7 +55,11 @@ export function keyOfTarget(target: string): string | undefined {
   for (const seg of p.split('/')) {
     if (!seg) continue;
     let s = seg;
-    try { s = decodeURIComponent(seg); } catch { /* as it is */ }
+    try {
+      s = decodeURIComponent(seg);
+    } catch {
+      /* as it is */
+    }
     // a SIM may hold dots: the whole segment first, then without an extension (`.flv`, `.m3u8`)
     const key = streamKey(s) ?? streamKey(s.replace(/\.[A-Za-z0-9]{1,8}$/, ''));
     if (key) return key;

@@ -1,7 +1,12 @@
 /** a batch is sent at once past this many bytes, so one message stays small */
 const UDP_BATCH_BYTES = 64 * 1024;
 
-interface UdpBatch { msgs: Uint8Array[]; bytes: number; addresses: string[]; ports: number[] }
+interface UdpBatch {
+  msgs: Uint8Array[];
+  bytes: number;
+  addresses: string[];
+  ports: number[];
+}
 
 /**
  * A routed UDP listener's datagrams, gathered per worker (`T`: the primary's slot) for the rest of the event-loop
@@ -41,6 +46,11 @@ export class UdpBatches<T> {
   }
 
   private flushOne(to: T, b: UdpBatch): void {
-    this.send(to, { data: Buffer.concat(b.msgs, b.bytes), sizes: Uint32Array.from(b.msgs, (m) => m.length), addresses: b.addresses, ports: Uint16Array.from(b.ports) });
+    this.send(to, {
+      data: Buffer.concat(b.msgs, b.bytes),
+      sizes: Uint32Array.from(b.msgs, (m) => m.length),
+      addresses: b.addresses,
+      ports: Uint16Array.from(b.ports),
+    });
   }
 }

@@ -149,9 +149,12 @@ export class UdpPeerSockets {
     this.refused++;
     const now = performance.now();
     if (now - this.warnedAt < 60_000) return;
-    this.o.log.warn({ refused: this.refused, open: this.peers.size, max: this.o.max, reason: why },
-      why === 'full' ? 'UDP peers refused a socket of their own: this listener holds its maximum (their datagrams cross the primary)'
-        : 'UDP peers refused a socket of their own: descriptors near the process limit (their datagrams cross the primary)');
+    this.o.log.warn(
+      { refused: this.refused, open: this.peers.size, max: this.o.max, reason: why },
+      why === 'full'
+        ? 'UDP peers refused a socket of their own: this listener holds its maximum (their datagrams cross the primary)'
+        : 'UDP peers refused a socket of their own: descriptors near the process limit (their datagrams cross the primary)',
+    );
     this.warnedAt = now;
     this.refused = 0;
   }
@@ -193,7 +196,11 @@ export class UdpPeerSockets {
 
   private onDirect(k: string, peer: Peer, msg: Buffer, rinfo: dgram.RemoteInfo): void {
     let d: RouteDecision;
-    try { d = this.o.router(msg, true); } catch { d = 'any'; }
+    try {
+      d = this.o.router(msg, true);
+    } catch {
+      d = 'any';
+    }
     // as on the primary's socket: a datagram that names no stream is junk to a routed listener
     if (typeof d !== 'object') return;
     const fromPeer = rinfo.port === peer.port && rinfo.address === peer.address;
@@ -231,7 +238,11 @@ export class UdpPeerSockets {
     this.peers.delete(k);
     p.connected = false;
     this.o.fds?.closed();
-    try { p.sock.close(); } catch { /* closed already (an error closed it) */ }
+    try {
+      p.sock.close();
+    } catch {
+      /* closed already (an error closed it) */
+    }
   }
 }
 

@@ -11,7 +11,10 @@ export class WorkerBroadcasts {
   /** handlers by "<plugin>\0<topic>" */
   private readonly handlers = new Map<string, (payload: unknown) => void>();
 
-  constructor(private readonly link: WorkerLink | undefined, private readonly log: Logger) {}
+  constructor(
+    private readonly link: WorkerLink | undefined,
+    private readonly log: Logger,
+  ) {}
 
   for(plugin: string): Workers {
     const link = this.link;
@@ -20,10 +23,13 @@ export class WorkerBroadcasts {
       index: link?.index ?? 0,
       broadcast: (topic, payload) => {
         if (!link) return;
-        link.callAll('broadcast', { from: link.index, plugin, topic, payload }).catch((err) =>
-          this.log.warn({ plugin, topic, err: (err as Error).message }, 'broadcast to the other workers failed'));
+        link
+          .callAll('broadcast', { from: link.index, plugin, topic, payload })
+          .catch((err) => this.log.warn({ plugin, topic, err: (err as Error).message }, 'broadcast to the other workers failed'));
       },
-      on: (topic, fn) => { this.handlers.set(`${plugin}\0${topic}`, fn); },
+      on: (topic, fn) => {
+        this.handlers.set(`${plugin}\0${topic}`, fn);
+      },
     };
   }
 

@@ -40,7 +40,10 @@ export class WorkerLink {
   onRefused: (listener: string, remotes: string[], more: number, reason: RefusalReason) => void = () => undefined;
   private closedConns: Array<[string, string]> = [];
 
-  constructor(readonly index: number, readonly count: number) {
+  constructor(
+    readonly index: number,
+    readonly count: number,
+  ) {
     process.on('message', (m: ToWorker, handle: unknown) => this.onMessage(m, handle as Socket | undefined));
   }
 
@@ -82,7 +85,10 @@ export class WorkerLink {
   private ask<T>(build: (id: number) => ToPrimary): Promise<T> {
     const id = ++this.seq;
     return new Promise<T>((resolve, reject) => {
-      if (!process.connected) { reject(new GatewayError(ErrCode.EXECUTION_ERROR, 'The gateway is stopping.')); return; }
+      if (!process.connected) {
+        reject(new GatewayError(ErrCode.EXECUTION_ERROR, 'The gateway is stopping.'));
+        return;
+      }
       this.waiting.set(id, { resolve: resolve as (v: unknown) => void, reject });
       process.send!(build(id));
     });
@@ -98,10 +104,18 @@ export class WorkerLink {
 
   private onMessage(m: ToWorker, handle: Socket | undefined): void {
     switch (m.t) {
-      case 'listened': this.settle(m.id, m.error === undefined, m.port, m.error); return;
-      case 'reserved': this.settle(m.id, true, m.result); return;
-      case 'looked-up': this.settle(m.id, true, m.owners); return;
-      case 'placed': this.settle(m.id, true, m.worker); return;
+      case 'listened':
+        this.settle(m.id, m.error === undefined, m.port, m.error);
+        return;
+      case 'reserved':
+        this.settle(m.id, true, m.result);
+        return;
+      case 'looked-up':
+        this.settle(m.id, true, m.owners);
+        return;
+      case 'placed':
+        this.settle(m.id, true, m.worker);
+        return;
       case 'owners':
         if (m.all) this.owners.clear();
         for (const [sim, w] of m.changes) {
@@ -109,11 +123,16 @@ export class WorkerLink {
           else this.owners.set(sim, w);
         }
         return;
-      case 'rpc-reply': this.settle(m.id, m.ok, m.value, m.error); return;
+      case 'rpc-reply':
+        this.settle(m.id, m.ok, m.value, m.error);
+        return;
       case 'conn': {
         const h = this.onConn.get(m.listener);
         if (!handle) return;
-        if (!h) { handle.destroy(); return; }
+        if (!h) {
+          handle.destroy();
+          return;
+        }
         h(handle, Buffer.from(m.head.buffer, m.head.byteOffset, m.head.byteLength), m.replayed === true);
         return;
       }
@@ -129,9 +148,15 @@ export class WorkerLink {
         }
         return;
       }
-      case 'refused': this.onRefused(m.listener, m.remotes, m.more, m.reason); return;
-      case 'rpc-in': void this.serve(m.id, m.method, m.args); return;
-      case 'stop': this.onStop(); return;
+      case 'refused':
+        this.onRefused(m.listener, m.remotes, m.more, m.reason);
+        return;
+      case 'rpc-in':
+        void this.serve(m.id, m.method, m.args);
+        return;
+      case 'stop':
+        this.onStop();
+        return;
     }
   }
 
@@ -171,8 +196,15 @@ export class WorkerLink {
    * `perAddress`: the listener's per-address cap, which the primary counts across workers (report closes: connClosed);
    * `kind`: what the listener is for (the primary's share of its descriptor reserve)
    */
-  listenTcp(listener: string, port: number, host: string, route: RouteSpec, perAddress: { max: number; exempt: string[] } | undefined,
-    onConn: (sock: Socket, head: Buffer, replayed: boolean) => void, kind: ListenerKind = 'tcp'): Promise<number> {
+  listenTcp(
+    listener: string,
+    port: number,
+    host: string,
+    route: RouteSpec,
+    perAddress: { max: number; exempt: string[] } | undefined,
+    onConn: (sock: Socket, head: Buffer, replayed: boolean) => void,
+    kind: ListenerKind = 'tcp',
+  ): Promise<number> {
     this.onConn.set(listener, onConn);
     return this.ask<number>((id) => ({ t: 'listen', id, listener, proto: 'tcp', port, host, route, perAddress, kind }));
   }
@@ -188,7 +220,14 @@ export class WorkerLink {
   }
 
   /** `reuseAddr`: the primary's socket lets workers bind peers' own sockets to its port (udp-peers.ts) */
-  listenUdp(listener: string, port: number, host: string, route: RouteSpec, reuseAddr: boolean, onMsg: (msg: Buffer, rinfo: RemoteInfo) => void): Promise<number> {
+  listenUdp(
+    listener: string,
+    port: number,
+    host: string,
+    route: RouteSpec,
+    reuseAddr: boolean,
+    onMsg: (msg: Buffer, rinfo: RemoteInfo) => void,
+  ): Promise<number> {
     this.onUdp.set(listener, onMsg);
     return this.ask<number>((id) => ({ t: 'listen', id, listener, proto: 'udp', port, host, route, reuseAddr }));
   }

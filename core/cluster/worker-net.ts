@@ -36,12 +36,31 @@ export interface ClusterContext {
 export function udpPeerSettings(metrics: Metrics, guard: ConnectionGuard): NonNullable<ClusterContext['udpPeers']> {
   let open = 0;
   const counts = { datagrams: 0 };
-  const events = metrics.counter('udp_peer_socket_events_total', 'UDP peers\' own sockets in this worker (gateway.udpPeerSockets), by event: opened, closed (idle, shared: the peer sends other workers\' channels, failed), not opened (full, fds)', ['event']);
+  const events = metrics.counter(
+    'udp_peer_socket_events_total',
+    "UDP peers' own sockets in this worker (gateway.udpPeerSockets), by event: opened, closed (idle, shared: the peer sends other workers' channels, failed), not opened (full, fds)",
+    ['event'],
+  );
   metrics.gauge('udp_peer_sockets', 'UDP peers with a socket of their own in this worker (their datagrams skip the primary)', [], (g) => g.set(open));
-  metrics.gauge('udp_peer_socket_datagrams', 'datagrams this worker\'s UDP peer sockets took since start (they did not cross the primary)', [], (g) => g.set(counts.datagrams));
+  metrics.gauge('udp_peer_socket_datagrams', "datagrams this worker's UDP peer sockets took since start (they did not cross the primary)", [], (g) =>
+    g.set(counts.datagrams),
+  );
   return {
-    max: UDP_PEER_SOCKETS_MAX, idleMs: UDP_PEER_IDLE_MS, counts, onEvent: (event) => events.inc({ event }),
-    fds: { mayOpen: () => guard.fdsFree(), opened: () => { open++; guard.fdOpened(); }, closed: () => { open--; guard.fdClosed(); } },
+    max: UDP_PEER_SOCKETS_MAX,
+    idleMs: UDP_PEER_IDLE_MS,
+    counts,
+    onEvent: (event) => events.inc({ event }),
+    fds: {
+      mayOpen: () => guard.fdsFree(),
+      opened: () => {
+        open++;
+        guard.fdOpened();
+      },
+      closed: () => {
+        open--;
+        guard.fdClosed();
+      },
+    },
   };
 }
 
@@ -73,18 +92,33 @@ function adoptingServer(srv: net.Server, port: number, host: string): void {
  * A routed TCP listener in a worker: `srv` gets 'connection' for each socket the primary hands over. A per-address
  * cap is counted by the primary across workers: each connection's close is reported to it.
  */
-export async function adoptTcp(c: ClusterContext, listener: string, port: number, host: string, spec: RouteSpec, srv: net.Server,
-  kind: ListenerKind = 'tcp'): Promise<number> {
+export async function adoptTcp(
+  c: ClusterContext,
+  listener: string,
+  port: number,
+  host: string,
+  spec: RouteSpec,
+  srv: net.Server,
+  kind: ListenerKind = 'tcp',
+): Promise<number> {
   const perAddress = c.perAddress?.(listener);
-  const bound = await c.link.listenTcp(listener, port, host, spec, perAddress, (sock, head, replayed) => {
-    if (perAddress) {
-      const key = addressKey(sock.remoteAddress ?? '');
-      sock.once('close', () => c.link.connClosed(listener, key));
-    }
-    if (replayed) REPLAYED.set(sock, head);
-    else if (head.length) sock.unshift(head);
-    srv.emit('connection', sock);
-  }, kind);
+  const bound = await c.link.listenTcp(
+    listener,
+    port,
+    host,
+    spec,
+    perAddress,
+    (sock, head, replayed) => {
+      if (perAddress) {
+        const key = addressKey(sock.remoteAddress ?? '');
+        sock.once('close', () => c.link.connClosed(listener, key));
+      }
+      if (replayed) REPLAYED.set(sock, head);
+      else if (head.length) sock.unshift(head);
+      srv.emit('connection', sock);
+    },
+    kind,
+  );
   adoptingServer(srv, bound, host);
   return bound;
 }
@@ -93,7 +127,15 @@ export async function adoptTcp(c: ClusterContext, listener: string, port: number
  * A routed HTTP listener in a worker: the public port's connections come from the primary; requests that belong to
  * another worker go there; other workers' forwarded requests arrive on an internal socket.
  */
-export async function adoptHttp(c: ClusterContext, listener: string, port: number, host: string, spec: RouteSpec, api: ApiServer, log: Logger): Promise<{ port: number; internal: net.Server }> {
+export async function adoptHttp(
+  c: ClusterContext,
+  listener: string,
+  port: number,
+  host: string,
+  spec: RouteSpec,
+  api: ApiServer,
+  log: Logger,
+): Promise<{ port: number; internal: net.Server }> {
   // the gateway's own API port may use half of the primary's descriptor reserve, as it does a worker's
   const bound = await adoptTcp(c, listener, port, host, spec, api.server, listener === API_LISTENER ? 'api' : 'http');
   api.forwarder = new ClusterForwarder(c.link, c.id, listener, c.secret, log, (kind) => c.forwarded?.(kind));
@@ -107,8 +149,15 @@ export async function adoptHttp(c: ClusterContext, listener: string, port: numbe
  * `c.udpPeers`, a peer whose datagram the primary routed here gets a socket of its own on the same port
  * (udp-peers.ts): its next datagrams, and what is sent to it, skip the primary.
  */
-export async function adoptUdp(c: ClusterContext, listener: string, port: number, host: string, spec: RouteSpec,
-  onMsg: (m: Buffer, r: dgram.RemoteInfo, s: dgram.Socket) => void, log: Logger): Promise<{ port: number; socket: dgram.Socket }> {
+export async function adoptUdp(
+  c: ClusterContext,
+  listener: string,
+  port: number,
+  host: string,
+  spec: RouteSpec,
+  onMsg: (m: Buffer, r: dgram.RemoteInfo, s: dgram.Socket) => void,
+  log: Logger,
+): Promise<{ port: number; socket: dgram.Socket }> {
   const type = host.includes(':') ? 'udp6' : 'udp4';
   const socket = dgram.createSocket(type);
   let peers: UdpPeerSockets | undefined;
@@ -119,7 +168,12 @@ export async function adoptUdp(c: ClusterContext, listener: string, port: number
   if (c.udpPeers) {
     const { link } = c;
     peers = new UdpPeerSockets({
-      type, host, port: bound, router: loadRouter(spec), ...c.udpPeers, log,
+      type,
+      host,
+      port: bound,
+      router: loadRouter(spec),
+      ...c.udpPeers,
+      log,
       // a terminal no worker owns yet is this one's to take (it came to this worker's socket)
       owns: (key) => (link.ownerOf(key) ?? link.index) === link.index,
       deliver: (m, r) => onMsg(m, r, socket),
@@ -140,12 +194,18 @@ export async function adoptUdp(c: ClusterContext, listener: string, port: number
         a = rest[3];
       }
       const last = rest[rest.length - 1];
-      const cb = typeof last === 'function' ? last as (err: Error | null) => void : undefined;
+      const cb = typeof last === 'function' ? (last as (err: Error | null) => void) : undefined;
       if (peers?.send(data, p as number, a as string, cb)) return;
       c.link.udpSend(listener, data, p as number, a as string);
       if (cb) process.nextTick(cb, null);
     },
   });
-  Object.defineProperty(socket, 'close', { configurable: true, value: (cb?: () => void) => { peers?.close(); if (cb) process.nextTick(cb); } });
+  Object.defineProperty(socket, 'close', {
+    configurable: true,
+    value: (cb?: () => void) => {
+      peers?.close();
+      if (cb) process.nextTick(cb);
+    },
+  });
   return { port: bound, socket };
 }

@@ -65,7 +65,8 @@ export interface RequestEntry {
 export type ReserveAnswer =
   | 'ok'
   /** held already by the same application ('self') or another ('other') */
-  | 'self' | 'other'
+  | 'self'
+  | 'other'
   /** the application holds its maximum of open requests across the fleet */
   | 'cap';
 

@@ -1,7 +1,15 @@
 import { randomBytes } from 'node:crypto';
 import {
-  channelName, nodePrefix, type ChannelRef, type ClaimAnswer, type Directory, type LostNode, type Member, type NodeView,
-  type RequestEntry, type ReserveAnswer,
+  channelName,
+  nodePrefix,
+  type ChannelRef,
+  type ClaimAnswer,
+  type Directory,
+  type LostNode,
+  type Member,
+  type NodeView,
+  type RequestEntry,
+  type ReserveAnswer,
 } from './directory';
 
 /**
@@ -25,16 +33,24 @@ export class MemoryDirectory implements Directory {
     this.self = { nodeId: me.nodeId, epoch: me.epoch, apiBase: '', hosts: [], streams: 0 };
   }
 
-  onAvailability(): void { /* always available */ }
-  onNodeLost(_cb: (l: LostNode) => void): void { /* one node: none is ever lost to a survivor */ }
+  onAvailability(): void {
+    /* always available */
+  }
+  onNodeLost(_cb: (l: LostNode) => void): void {
+    /* one node: none is ever lost to a survivor */
+  }
 
   async start(self: { apiBase: string; hosts: string[] }): Promise<void> {
     this.self = { ...this.self, ...self };
   }
 
-  ready(): void { /* nothing to reap */ }
+  ready(): void {
+    /* nothing to reap */
+  }
 
-  async stop(): Promise<void> { /* nothing outside the process */ }
+  async stop(): Promise<void> {
+    /* nothing outside the process */
+  }
 
   liveNodes(): NodeView[] {
     return [this.self];

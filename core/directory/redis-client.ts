@@ -24,10 +24,15 @@ export interface Scripted {
 /** where the directory lives: `redis://` / `rediss://` (one server), `redis+sentinel://h:p,h:p/<master>`, `redis+cluster://h:p,h:p` */
 export function redisClientFor(url: string): Client {
   const common: RedisOptions = {
-    enableOfflineQueue: false, maxRetriesPerRequest: 1, commandTimeout: COMMAND_TIMEOUT_MS, connectTimeout: 3000,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    commandTimeout: COMMAND_TIMEOUT_MS,
+    connectTimeout: 3000,
     // no auto-pipelining: it holds a command until the loop's check phase (setImmediate), after every other read of
     // that turn, and an open waits on its one round trip (written at once, its answer can come within the turn)
-    retryStrategy: (n: number) => Math.min(100 * n, 1000), lazyConnect: true, enableAutoPipelining: false,
+    retryStrategy: (n: number) => Math.min(100 * n, 1000),
+    lazyConnect: true,
+    enableAutoPipelining: false,
   };
   const m = /^redis\+(sentinel|cluster)(s?):\/\/(?:([^:@/]*)(?::([^@/]*))?@)?([^/?]+)(?:\/([^?]*))?/.exec(url);
   if (!m) return new Redis(url, common);
@@ -41,7 +46,12 @@ export function redisClientFor(url: string): Client {
     if (!name) throw new Error('a redis+sentinel:// URL names its master after the hosts: redis+sentinel://h1:26379,h2:26379/mymaster');
     return new Redis({ ...common, ...auth, sentinels: hosts, name, ...(tls ? { tls: {}, enableTLSForSentinelMode: true } : {}) });
   }
-  return new Cluster(hosts, { redisOptions: { ...common, ...auth, ...(tls ? { tls: {} } : {}) }, enableOfflineQueue: false, enableAutoPipelining: false, lazyConnect: true });
+  return new Cluster(hosts, {
+    redisOptions: { ...common, ...auth, ...(tls ? { tls: {} } : {}) },
+    enableOfflineQueue: false,
+    enableAutoPipelining: false,
+    lazyConnect: true,
+  });
 }
 
 export const keys = {
@@ -59,12 +69,23 @@ export const keys = {
 };
 
 /** one process's heartbeat field in `gw:node:<id>` */
-export interface NodeField { epoch: string; apiBase: string; hosts: string[]; streams: number; at: number }
+export interface NodeField {
+  epoch: string;
+  apiBase: string;
+  hosts: string[];
+  streams: number;
+  at: number;
+}
 
 /** the scripts of redis-scripts.ts as the client's own commands (EVALSHA, loaded on first use) */
 export function scripted(client: Client): Scripted {
   for (const [name, lua, numberOfKeys] of [
-    ['gwClaim', CLAIM, 2], ['gwRefresh', REFRESH, 2], ['gwRelease', RELEASE, 2], ['gwLookup', LOOKUP, 2], ['gwReserve', RESERVE, 3], ['gwForget', FORGET, 3],
+    ['gwClaim', CLAIM, 2],
+    ['gwRefresh', REFRESH, 2],
+    ['gwRelease', RELEASE, 2],
+    ['gwLookup', LOOKUP, 2],
+    ['gwReserve', RESERVE, 3],
+    ['gwForget', FORGET, 3],
   ] as const) {
     client.defineCommand(name, { lua, numberOfKeys });
   }
@@ -75,7 +96,11 @@ export function scripted(client: Client): Scripted {
 export function nodeOf(nodeId: string, fields: Record<string, string>): NodeView | undefined {
   const parsed: NodeField[] = [];
   for (const v of Object.values(fields)) {
-    try { parsed.push(JSON.parse(v) as NodeField); } catch { /* not ours */ }
+    try {
+      parsed.push(JSON.parse(v) as NodeField);
+    } catch {
+      /* not ours */
+    }
   }
   if (parsed.length === 0) return undefined;
   const newest = parsed.reduce((a, b) => (b.at > a.at ? b : a));
@@ -96,7 +121,9 @@ export async function waitOutPastRun(client: Client, me: Member, ttlMs: number, 
       try {
         const f = JSON.parse(v) as NodeField;
         if (f.epoch !== me.epoch) out.set(field, f.at);
-      } catch { /* not ours */ }
+      } catch {
+        /* not ours */
+      }
     }
     return out;
   };

@@ -2,8 +2,19 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { redactRedisUrl } from '../kv';
 import {
-  channelName, memberValue, nodePrefix, parseMember, DirectoryUnavailable,
-  type ChannelRef, type ClaimAnswer, type Directory, type LostNode, type Member, type NodeView, type RequestEntry, type ReserveAnswer,
+  channelName,
+  memberValue,
+  nodePrefix,
+  parseMember,
+  DirectoryUnavailable,
+  type ChannelRef,
+  type ClaimAnswer,
+  type Directory,
+  type LostNode,
+  type Member,
+  type NodeView,
+  type RequestEntry,
+  type ReserveAnswer,
 } from './directory';
 import { keys, nodeOf, redisClientFor, scripted, waitOutPastRun, type Client, type NodeField, type Scripted } from './redis-client';
 import { dropRid, readEntries, reapNode, type Reaper } from './redis-reap';
@@ -51,13 +62,20 @@ export class RedisDirectory implements Directory {
   private reaping = false;
   private lastDownWhy = '';
 
-  constructor(url: string, readonly me: Member, private readonly ttlMs: number, private readonly log: Logger) {
+  constructor(
+    url: string,
+    readonly me: Member,
+    private readonly ttlMs: number,
+    private readonly log: Logger,
+  ) {
     this.describe = redactRedisUrl(url);
     this.client = redisClientFor(url);
     this.s = scripted(this.client);
     this.reaper = { client: this.client, s: this.s, me, log, lost: this.lost };
     this.client.on('ready', () => this.setUp(true));
-    this.client.on('error', (err: Error) => { this.lastDownWhy = err.message; });
+    this.client.on('error', (err: Error) => {
+      this.lastDownWhy = err.message;
+    });
     this.client.on('close', () => this.setUp(false, this.lastDownWhy || 'connection closed'));
     this.client.on('end', () => this.setUp(false, 'connection ended'));
   }
@@ -84,7 +102,7 @@ export class RedisDirectory implements Directory {
     this.up = up;
     if (up && this.everUp) {
       // back after an outage (or a Redis restart that lost everything): put back what this process holds
-      this.log.info({ directory: this.describe }, 'directory reachable again: putting back this process\'s claims and requests');
+      this.log.info({ directory: this.describe }, "directory reachable again: putting back this process's claims and requests");
       this.track(this.restore());
     }
     this.everUp ||= up;
@@ -94,7 +112,9 @@ export class RedisDirectory implements Directory {
   async start(self: { apiBase: string; hosts: string[] }, apps: string[]): Promise<void> {
     this.self = self;
     this.apps = apps;
-    const timer = new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no answer within ${BOOT_TIMEOUT_MS / 1000} s`)), BOOT_TIMEOUT_MS).unref());
+    const timer = new Promise<never>((_, reject) =>
+      setTimeout(() => reject(new Error(`no answer within ${BOOT_TIMEOUT_MS / 1000} s`)), BOOT_TIMEOUT_MS).unref(),
+    );
     try {
       await Promise.race([this.client.connect(), timer]);
       await Promise.race([this.client.ping(), timer]);
@@ -138,9 +158,11 @@ export class RedisDirectory implements Directory {
   }
 
   private track<T>(p: Promise<T>): void {
-    const q = p.catch((err: Error) => {
-      if (this.up) this.log.warn({ err: err.message }, 'directory call failed');
-    }).finally(() => this.pending.delete(q));
+    const q = p
+      .catch((err: Error) => {
+        if (this.up) this.log.warn({ err: err.message }, 'directory call failed');
+      })
+      .finally(() => this.pending.delete(q));
     this.pending.add(q);
   }
 
@@ -182,7 +204,7 @@ export class RedisDirectory implements Directory {
   private refreshSlice(): void {
     if (!this.up || this.held.size === 0) return;
     if (this.refreshQueue.length === 0) this.refreshQueue = [...this.held.values()];
-    const n = Math.ceil(this.held.size * REFRESH_SLICE_MS / this.beatMs);
+    const n = Math.ceil((this.held.size * REFRESH_SLICE_MS) / this.beatMs);
     for (const c of this.refreshQueue.splice(0, n)) {
       // one unheld since the queue was made is left to expire
       if (this.held.get(channelName(c)) === c) this.track(this.refresh(c));
@@ -235,7 +257,15 @@ export class RedisDirectory implements Directory {
 
   async claim(c: ChannelRef, replace?: Member): Promise<ClaimAnswer> {
     this.need();
-    const [what, v] = await this.s.gwClaim(keys.ch(c), keys.sim(c), memberValue(this.me), this.ttlMs, c.chan, nodePrefix(this.me), replace ? nodePrefix(replace) : '');
+    const [what, v] = await this.s.gwClaim(
+      keys.ch(c),
+      keys.sim(c),
+      memberValue(this.me),
+      this.ttlMs,
+      c.chan,
+      nodePrefix(this.me),
+      replace ? nodePrefix(replace) : '',
+    );
     if (what === 'ok') return { ok: true };
     return { ok: false, why: what === 'sim' ? 'sim' : 'owned', holder: parseMember(v)! };
   }
@@ -269,7 +299,16 @@ export class RedisDirectory implements Directory {
     // waits for it); an application's own id in use shows in the entry, another's in the id key
     const [was, res] = await Promise.all([
       this.client.set(keys.rid(e.reqId), e.appId, 'NX', 'GET'),
-      this.s.gwReserve(keys.count(e.appId), keys.entry(e.appId, e.reqId), keys.set(e.appId, e.nodeId), this.field(e), limit, JSON.stringify(e), e.reqId, e.keepDeadline),
+      this.s.gwReserve(
+        keys.count(e.appId),
+        keys.entry(e.appId, e.reqId),
+        keys.set(e.appId, e.nodeId),
+        this.field(e),
+        limit,
+        JSON.stringify(e),
+        e.reqId,
+        e.keepDeadline,
+      ),
     ]);
     if (was !== null && was !== e.appId) {
       // another application's: the place just taken (if it was) is given back
@@ -297,13 +336,15 @@ export class RedisDirectory implements Directory {
       this.unforgotten.set(`${appId}\n${reqId}`, left);
       return;
     }
-    this.track((async () => {
-      await this.s.gwForget(keys.count(appId), keys.entry(appId, reqId), keys.set(appId, nodeId), reqId);
-      await dropRid(this.client, reqId, appId);
-    })().catch((err: Error) => {
-      this.unforgotten.set(`${appId}\n${reqId}`, left);
-      throw err;
-    }));
+    this.track(
+      (async () => {
+        await this.s.gwForget(keys.count(appId), keys.entry(appId, reqId), keys.set(appId, nodeId), reqId);
+        await dropRid(this.client, reqId, appId);
+      })().catch((err: Error) => {
+        this.unforgotten.set(`${appId}\n${reqId}`, left);
+        throw err;
+      }),
+    );
   }
 
   touch(appId: string, reqIds: string[], keepDeadline: number): void {
@@ -345,11 +386,15 @@ export class RedisDirectory implements Directory {
     const perApp = new Map<string, number>();
     for (const e of this.mine.values()) {
       const was = await this.client.set(keys.rid(e.reqId), e.appId, 'NX', 'GET');
-      const cur = was === null || was === e.appId ? JSON.parse(await this.client.hget(keys.entry(e.appId, e.reqId), 'e') ?? 'null') as RequestEntry | null : null;
+      const cur =
+        was === null || was === e.appId ? (JSON.parse((await this.client.hget(keys.entry(e.appId, e.reqId), 'e')) ?? 'null') as RequestEntry | null) : null;
       const other = was !== null && was !== e.appId ? `application ${was}` : cur && cur.nodeId !== this.me.nodeId ? `node ${cur.nodeId}` : undefined;
       if (other !== undefined) {
         // reserved elsewhere while this process could not say it held it (Redis lost it): the other holder keeps it
-        this.log.error({ reqId: e.reqId, appId: e.appId, heldBy: other }, 'a request of this process was taken by another while the directory was away: left to it');
+        this.log.error(
+          { reqId: e.reqId, appId: e.appId, heldBy: other },
+          'a request of this process was taken by another while the directory was away: left to it',
+        );
         continue;
       }
       await this.client.hset(keys.entry(e.appId, e.reqId), 'e', JSON.stringify(e), 'k', e.keepDeadline);

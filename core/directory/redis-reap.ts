@@ -21,24 +21,26 @@ export interface Reaper {
 
 /** the entries of these requests of one application (undefined: none, or another application's) */
 export async function readEntries(client: Client, appId: string, reqIds: string[]): Promise<Array<RequestEntry | undefined>> {
-  return Promise.all(reqIds.map(async (id) => {
-    const [e, k] = await client.hmget(keys.entry(appId, id), 'e', 'k');
-    if (!e) return undefined;
-    try {
-      const entry = JSON.parse(e) as RequestEntry;
-      if (entry.appId !== appId) return undefined;
-      if (k) entry.keepDeadline = Number(k);
-      return entry;
-    } catch {
-      return undefined;
-    }
-  }));
+  return Promise.all(
+    reqIds.map(async (id) => {
+      const [e, k] = await client.hmget(keys.entry(appId, id), 'e', 'k');
+      if (!e) return undefined;
+      try {
+        const entry = JSON.parse(e) as RequestEntry;
+        if (entry.appId !== appId) return undefined;
+        if (k) entry.keepDeadline = Number(k);
+        return entry;
+      } catch {
+        return undefined;
+      }
+    }),
+  );
 }
 
 /** a request id is free again, unless another application took it meanwhile */
 export async function dropRid(client: Client, reqId: string, appId: string): Promise<void> {
   const rid = keys.rid(reqId);
-  if (await client.get(rid) === appId) await client.del(rid);
+  if ((await client.get(rid)) === appId) await client.del(rid);
 }
 
 /**
@@ -48,7 +50,7 @@ export async function dropRid(client: Client, reqId: string, appId: string): Pro
 export async function reapNode(r: Reaper, nodeId: string, keepEpoch: string | undefined): Promise<void> {
   const { client } = r;
   const lock = keys.reap(nodeId, keepEpoch ?? 'lost');
-  if (await client.set(lock, memberValue(r.me), 'PX', REAP_LOCK_MS, 'NX') !== 'OK') return;
+  if ((await client.set(lock, memberValue(r.me), 'PX', REAP_LOCK_MS, 'NX')) !== 'OK') return;
   const apps = await client.smembers(keys.apps);
   const byEpoch = new Map<string, RequestEntry[]>();
   for (const app of apps) {
@@ -76,7 +78,10 @@ export async function reapNode(r: Reaper, nodeId: string, keepEpoch: string | un
   // done: a later loss of the same node (restarted, then lost again) is reaped at once, not after the lock's time
   await client.del(lock);
   for (const [epoch, requests] of byEpoch) {
-    r.log.warn({ node: nodeId, epoch, requests: requests.length }, keepEpoch === undefined ? 'fleet node lost: sending its requests\' closed notices' : 'requests of this node\'s last run: sending their closed notices');
+    r.log.warn(
+      { node: nodeId, epoch, requests: requests.length },
+      keepEpoch === undefined ? "fleet node lost: sending its requests' closed notices" : "requests of this node's last run: sending their closed notices",
+    );
     for (const cb of r.lost) cb({ nodeId, epoch, requests });
   }
 }

@@ -8,7 +8,7 @@
  */
 
 /** the key of a SIM's channel claims hash ends in 'sim': a sibling channel's key is the same tag with 'ch:<chan>' */
-const SIBLING = "local base = string.sub(KEYS[2], 1, -4)\n";
+const SIBLING = 'local base = string.sub(KEYS[2], 1, -4)\n';
 
 /**
  * Claims a channel for this node. KEYS: channel, SIM hash. ARGV: my value, ttl ms, chan, my node prefix, a stale

@@ -26,26 +26,37 @@ export function callNode(apiBase: string, secret: string, method: FleetMethod, a
   const body = JSON.stringify(args);
   const mod = url.protocol === 'https:' ? https : http;
   return new Promise((resolve, reject) => {
-    const req = mod.request(url, {
-      method: 'POST', agent: url.protocol === 'https:' ? agents.https : agents.http, timeout: CALL_TIMEOUT_MS,
-      headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body), [FLEET_HEADER]: secret },
-    }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (d: string) => { text += d; });
-      res.on('end', () => {
-        let env: { errCode?: number; message?: string; data?: unknown[] };
-        try {
-          env = JSON.parse(text) as typeof env;
-        } catch {
-          reject(new NodeUnreachable(`${url.host} answered HTTP ${res.statusCode} without a gateway envelope`));
-          return;
-        }
-        if (env.errCode === 0) resolve(env.data ?? []);
-        else reject(new GatewayError((env.errCode ?? ErrCode.EXECUTION_ERROR) as ErrCodeValue, env.message ?? 'Failed on the node that serves it.', res.statusCode));
-      });
-      res.on('error', (err) => reject(new NodeUnreachable(`${url.host}: ${err.message}`)));
-    });
+    const req = mod.request(
+      url,
+      {
+        method: 'POST',
+        agent: url.protocol === 'https:' ? agents.https : agents.http,
+        timeout: CALL_TIMEOUT_MS,
+        headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body), [FLEET_HEADER]: secret },
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (d: string) => {
+          text += d;
+        });
+        res.on('end', () => {
+          let env: { errCode?: number; message?: string; data?: unknown[] };
+          try {
+            env = JSON.parse(text) as typeof env;
+          } catch {
+            reject(new NodeUnreachable(`${url.host} answered HTTP ${res.statusCode} without a gateway envelope`));
+            return;
+          }
+          if (env.errCode === 0) resolve(env.data ?? []);
+          else
+            reject(
+              new GatewayError((env.errCode ?? ErrCode.EXECUTION_ERROR) as ErrCodeValue, env.message ?? 'Failed on the node that serves it.', res.statusCode),
+            );
+        });
+        res.on('error', (err) => reject(new NodeUnreachable(`${url.host}: ${err.message}`)));
+      },
+    );
     req.on('timeout', () => req.destroy(new Error(`no answer within ${CALL_TIMEOUT_MS / 1000} s`)));
     req.on('error', (err) => reject(new NodeUnreachable(`${url.host}: ${err.message}`)));
     req.end(body);

@@ -19,7 +19,9 @@ export function directoryFor(url: string | undefined, me: Member, ttlMs: number,
   if (!NODE_ID_PATTERN.test(me.nodeId)) throw new BootError(`${where}: key nodeId: '${me.nodeId}' is not a node id (1-64 letters, digits, '.', '_' or '-')`);
   if (url === undefined || url === '' || url === 'memory:') return new MemoryDirectory(me);
   if (!/^(rediss?|redis\+sentinels?|redis\+clusters?):\/\//.test(url)) {
-    throw new BootError(`${where}: key directoryUrl: must be memory:, redis://…, rediss://…, redis+sentinel://h:p,…/<master> or redis+cluster://h:p,… (got ${JSON.stringify(url.replace(/:[^:@/]*@/, ':***@'))})`);
+    throw new BootError(
+      `${where}: key directoryUrl: must be memory:, redis://…, rediss://…, redis+sentinel://h:p,…/<master> or redis+cluster://h:p,… (got ${JSON.stringify(url.replace(/:[^:@/]*@/, ':***@'))})`,
+    );
   }
   return new RedisDirectory(url, me, ttlMs, log);
 }
@@ -81,11 +83,18 @@ export async function startFleet(k: Kernel, apiBase: string): Promise<Fleet> {
     const ch: ChannelRef = { sim: m[1], chan: Number(m[2]) };
     pluginHolds.set(key, (pluginHolds.get(key) ?? 0) + 1);
     let held = true;
-    dir.claim(ch).then((a) => {
-      if (!held) return;
-      if (a.ok) dir.hold(ch);
-      else log.warn({ channel: key, owner: a.holder.nodeId }, 'a channel a plugin serves here (an RTMP publisher) is another node\'s: its opens go there, not here');
-    }, (err: Error) => log.warn({ channel: key, err: err.message }, 'could not claim a channel a plugin serves here'));
+    dir.claim(ch).then(
+      (a) => {
+        if (!held) return;
+        if (a.ok) dir.hold(ch);
+        else
+          log.warn(
+            { channel: key, owner: a.holder.nodeId },
+            "a channel a plugin serves here (an RTMP publisher) is another node's: its opens go there, not here",
+          );
+      },
+      (err: Error) => log.warn({ channel: key, err: err.message }, 'could not claim a channel a plugin serves here'),
+    );
     return () => {
       if (!held) return;
       held = false;
@@ -98,7 +107,11 @@ export async function startFleet(k: Kernel, apiBase: string): Promise<Fleet> {
   dir.onNodeLost((lost) => sendLostNotices(k, lost));
   dir.onAvailability((up, why) => {
     if (up) k.health.clear('directory');
-    else k.health.set('directory', `the fleet directory (${dir.describe}) is unreachable (${why ?? 'no answer'}): opens answer -2; live streams, players and keeps of this node's requests go on`);
+    else
+      k.health.set(
+        'directory',
+        `the fleet directory (${dir.describe}) is unreachable (${why ?? 'no answer'}): opens answer -2; live streams, players and keeps of this node's requests go on`,
+      );
   });
   const cs = k.cluster ? new ClusterSessions(k, k.cluster.link) : undefined;
   const local: NodeSessions = cs ?? {
@@ -114,7 +127,13 @@ export async function startFleet(k: Kernel, apiBase: string): Promise<Fleet> {
   m.gauge('nodes', 'live nodes of the fleet, as this process last read them', [], (g) => g.set(dir.liveNodes().length));
   m.gauge('claims_held', 'channels whose claim this process refreshes', [], (g) => g.set(dir.heldCount()));
   dir.onNodeLost((lost) => lostNotices.inc(lost.requests.length));
-  const fleet = new FleetSessions(dir, local, log, (c) => (cs ? undefined : servesHere(c)), (method, outcome) => calls.inc({ method, outcome }));
+  const fleet = new FleetSessions(
+    dir,
+    local,
+    log,
+    (c) => (cs ? undefined : servesHere(c)),
+    (method, outcome) => calls.inc({ method, outcome }),
+  );
   registerFleetRoutes(k, dir, fleet, local);
   if (dir.kind === 'redis') log.info({ node: dir.me.nodeId, directory: dir.describe, apiBase, hosts }, 'fleet node: directory on Redis');
   return { dir, sessions: fleet, holdChannel };
@@ -139,21 +158,29 @@ function registerFleetRoutes(k: Kernel, dir: Directory, fleet: FleetSessions, lo
   const caller = async (req: RouteRequest) => {
     secret ??= await dir.fleetSecret().catch(() => undefined);
     if (!secret || !fleetSecretMatches(req.headers[FLEET_HEADER], secret)) {
-      k.log.warn({ remote: req.remote, path: req.path }, 'fleet call without the fleet\'s secret: refused');
+      k.log.warn({ remote: req.remote, path: req.path }, "fleet call without the fleet's secret: refused");
       throw new GatewayError(ErrCode.AUTHENTICATION_FAILED, 'Authentication failed.', 401);
     }
     const appId = req.body?.appId;
     const app = typeof appId === 'string' ? k.apps.byAppId(appId) : undefined;
     // every node runs the same site: an application this node does not know is a misconfigured fleet
-    if (!app) throw new GatewayError(ErrCode.EXECUTION_ERROR, `Application ${JSON.stringify(appId)} is not configured on node ${dir.me.nodeId}; every node of a fleet runs the same site.`);
+    if (!app)
+      throw new GatewayError(
+        ErrCode.EXECUTION_ERROR,
+        `Application ${JSON.stringify(appId)} is not configured on node ${dir.me.nodeId}; every node of a fleet runs the same site.`,
+      );
     return app;
   };
   const ids = (req: RouteRequest) => req.body?.reqIds as string[];
-  routes.post(`${FLEET_PATH}open`, async (req) => {
-    const app = await caller(req);
-    const hop = typeof req.body?.hop === 'number' ? req.body.hop : 1;
-    return { data: [await fleet.open(app, (req.body?.body ?? {}) as Record<string, unknown>, hop)] };
-  }, { auth: 'none' });
+  routes.post(
+    `${FLEET_PATH}open`,
+    async (req) => {
+      const app = await caller(req);
+      const hop = typeof req.body?.hop === 'number' ? req.body.hop : 1;
+      return { data: [await fleet.open(app, (req.body?.body ?? {}) as Record<string, unknown>, hop)] };
+    },
+    { auth: 'none' },
+  );
   routes.post(`${FLEET_PATH}keep`, async (req) => ({ data: await local.keep(await caller(req), ids(req)) }), { auth: 'none' });
   routes.post(`${FLEET_PATH}close`, async (req) => ({ data: await local.close(await caller(req), ids(req)) }), { auth: 'none' });
   routes.post(`${FLEET_PATH}status`, async (req) => ({ data: await local.status(await caller(req)) }), { auth: 'none' });

@@ -31,7 +31,6 @@ export function channelOfOpen(body: Record<string, unknown>): ChannelRef | undef
   return { sim: normaliseSim(sim), chan };
 }
 
-
 /**
  * The session API over a fleet: an open goes to the node that owns its channel (or is placed on one and claimed
  * there); keep and close go to the node that holds each request; status asks every live node. With the in-process
@@ -42,11 +41,15 @@ export class FleetSessions {
   /** channels this node placed lately, by node: not in the heartbeats' counts yet */
   private readonly placed: Array<{ nodeId: string; at: number }> = [];
 
-  constructor(private readonly dir: Directory, private readonly local: NodeSessions, private readonly log: Logger,
+  constructor(
+    private readonly dir: Directory,
+    private readonly local: NodeSessions,
+    private readonly log: Logger,
     /** this process holds a stream of the channel (an open that failed leaves no claim behind it) */
     private readonly servesHere: (c: ChannelRef) => boolean | undefined,
     /** a call to another node ended: answered (ok or an error answer) or unreachable */
-    private readonly counted: (method: FleetMethod, outcome: 'answered' | 'unreachable') => void = () => undefined) {}
+    private readonly counted: (method: FleetMethod, outcome: 'answered' | 'unreachable') => void = () => undefined,
+  ) {}
 
   private get me(): Member {
     return this.dir.me;
@@ -66,7 +69,7 @@ export class FleetSessions {
 
   /** a live node: from the view, or read now (it may have started since the view was read) */
   private async nodeById(id: string): Promise<NodeView | undefined> {
-    return this.dir.liveNodes().find((n) => n.nodeId === id) ?? await this.dir.node(id).catch(() => undefined);
+    return this.dir.liveNodes().find((n) => n.nodeId === id) ?? (await this.dir.node(id).catch(() => undefined));
   }
 
   /**
@@ -182,14 +185,20 @@ export class FleetSessions {
       // Redis gone mid-call: keeps and closes of this node's requests still work
       entries = await this.dir.find(app.appId, ids).catch(() => []);
     }
-    return answerByHolder(ids, method === 'keep' ? 'keep' : 'closed', (i) => entries[i]?.nodeId ?? this.me.nodeId, async (nodeId, sub) => {
-      if (nodeId === this.me.nodeId) return this.local[method](app, sub) as never;
-      const node = await this.nodeById(nodeId);
-      return node ? this.call(node, method, { appId: app.appId, reqIds: sub }) as never : [];
-    }, (nodeId, err) => {
-      // a node that does not answer holds them no more as far as the caller can tell: they answer false
-      this.log.warn({ node: nodeId, method, err: err.message }, 'a fleet node did not answer for its requests');
-    }) as unknown as Promise<T[]>;
+    return answerByHolder(
+      ids,
+      method === 'keep' ? 'keep' : 'closed',
+      (i) => entries[i]?.nodeId ?? this.me.nodeId,
+      async (nodeId, sub) => {
+        if (nodeId === this.me.nodeId) return this.local[method](app, sub) as never;
+        const node = await this.nodeById(nodeId);
+        return node ? (this.call(node, method, { appId: app.appId, reqIds: sub }) as never) : [];
+      },
+      (nodeId, err) => {
+        // a node that does not answer holds them no more as far as the caller can tell: they answer false
+        this.log.warn({ node: nodeId, method, err: err.message }, 'a fleet node did not answer for its requests');
+      },
+    ) as unknown as Promise<T[]>;
   }
 
   /** this node's requests of the application and every other live node's */
@@ -197,14 +206,16 @@ export class FleetSessions {
     const mine = this.local.status(app);
     if (this.dir.kind === 'memory' || !this.dir.available) return mine;
     const others = (await this.dir.nodesNow().catch(() => this.dir.liveNodes())).filter((n) => n.nodeId !== this.me.nodeId);
-    const parts = await Promise.all(others.map(async (n) => {
-      try {
-        return (await this.call(n, 'status', { appId: app.appId })).map((e) => ({ ...(e as object), node: n.nodeId }));
-      } catch (err) {
-        this.log.warn({ node: n.nodeId, err: (err as Error).message }, 'a fleet node did not answer status: its requests are left out');
-        return [];
-      }
-    }));
+    const parts = await Promise.all(
+      others.map(async (n) => {
+        try {
+          return (await this.call(n, 'status', { appId: app.appId })).map((e) => ({ ...(e as object), node: n.nodeId }));
+        } catch (err) {
+          this.log.warn({ node: n.nodeId, err: (err as Error).message }, 'a fleet node did not answer status: its requests are left out');
+          return [];
+        }
+      }),
+    );
     return [...(await mine).map((e) => ({ ...(e as object), node: this.me.nodeId })), ...parts.flat()];
   }
 }

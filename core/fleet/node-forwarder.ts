@@ -16,9 +16,18 @@ export const NODE_HOP_HEADER = 'x-gw-node-hop';
 const TIMEOUT_MS = 10_000;
 
 export class NodeForwarder {
-  constructor(private readonly dir: Directory, private readonly log: Logger) {}
+  constructor(
+    private readonly dir: Directory,
+    private readonly log: Logger,
+  ) {}
 
-  async requestOfReq(reqId: string, app: Application | undefined, req: http.IncomingMessage, body: Record<string, unknown>, res: http.ServerResponse): Promise<boolean> {
+  async requestOfReq(
+    reqId: string,
+    app: Application | undefined,
+    req: http.IncomingMessage,
+    body: Record<string, unknown>,
+    res: http.ServerResponse,
+  ): Promise<boolean> {
     if (!app || req.headers[NODE_HOP_HEADER] !== undefined || this.dir.kind !== 'redis') return false;
     const [entry] = await this.dir.find(app.appId, [reqId]).catch(() => [undefined]);
     if (!entry || entry.nodeId === this.dir.me.nodeId) return false;
@@ -28,18 +37,28 @@ export class NodeForwarder {
     const text = JSON.stringify(body);
     const mod = url.protocol === 'https:' ? https : http;
     await new Promise<void>((resolve) => {
-      const out = mod.request(url, {
-        method: req.method, timeout: TIMEOUT_MS,
-        headers: {
-          'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(text), [NODE_HOP_HEADER]: this.dir.me.nodeId,
-          ...(req.headers.authorization ? { Authorization: req.headers.authorization } : {}),
+      const out = mod.request(
+        url,
+        {
+          method: req.method,
+          timeout: TIMEOUT_MS,
+          headers: {
+            'Content-Type': 'application/json',
+            'Content-Length': Buffer.byteLength(text),
+            [NODE_HOP_HEADER]: this.dir.me.nodeId,
+            ...(req.headers.authorization ? { Authorization: req.headers.authorization } : {}),
+          },
         },
-      }, (up) => {
-        res.writeHead(up.statusCode ?? 502, { 'Content-Type': up.headers['content-type'] ?? 'application/json' });
-        up.pipe(res);
-        up.on('end', resolve);
-        up.on('error', () => { res.destroy(); resolve(); });
-      });
+        (up) => {
+          res.writeHead(up.statusCode ?? 502, { 'Content-Type': up.headers['content-type'] ?? 'application/json' });
+          up.pipe(res);
+          up.on('end', resolve);
+          up.on('error', () => {
+            res.destroy();
+            resolve();
+          });
+        },
+      );
       out.on('timeout', () => out.destroy(new Error(`no answer within ${TIMEOUT_MS / 1000} s`)));
       out.on('error', (err) => {
         this.log.warn({ node: node.nodeId, path: url.pathname, err: err.message }, 'the node that holds the request did not answer a call passed to it');

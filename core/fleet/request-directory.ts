@@ -13,13 +13,21 @@ export function requestDirectoryFor(link: WorkerLink | undefined, fleet: Directo
   const shared = fleet?.kind === 'redis' ? fleet : undefined;
   if (!link && !shared) return undefined;
   const entryOf = (reqId: string, appId: string, notice: Notice, info: RequestInfo) => ({
-    reqId, appId, nodeId: shared!.me.nodeId, epoch: shared!.me.epoch, worker: shared!.me.worker, notice, ...info,
+    reqId,
+    appId,
+    nodeId: shared!.me.nodeId,
+    epoch: shared!.me.epoch,
+    worker: shared!.me.worker,
+    notice,
+    ...info,
   });
   return {
     async reserve(reqId, appId, limit, notice, info) {
       if (shared) {
         // unreachable (or gone mid-call): the open answers -2 saying so, from whichever worker it ran in
-        const held = await shared.reserve(entryOf(reqId, appId, notice, info), limit).catch(() => { throw directoryDown(shared); });
+        const held = await shared.reserve(entryOf(reqId, appId, notice, info), limit).catch(() => {
+          throw directoryDown(shared);
+        });
         if (held !== 'ok' || !link) return held;
         // unique across the fleet already; the primary keeps it for a dead worker's notices (the cap is the fleet's)
         const local = await link.reserve(reqId, appId, Infinity, notice).catch((err: Error) => {

@@ -3,9 +3,7 @@ import * as https from 'node:https';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer } from 'ws';
 import { ErrCode, GatewayError } from '../../plugin-sdk/errors';
-import type {
-  AuthMode, JsonHandler, RawHandler, RouteOptions, RouteRequest, Routes, UpgradeHandler, Application,
-} from '../../plugin-sdk/http';
+import type { AuthMode, JsonHandler, RawHandler, RouteOptions, RouteRequest, Routes, UpgradeHandler, Application } from '../../plugin-sdk/http';
 import { CredentialCheck, LoginThrottled, type CredentialCheckOptions } from './credential-check';
 import { isJsonContentType, readJsonBody } from './json-body';
 import { envelope, SECURITY_HEADERS, sendFailure, sendJson } from './replies';
@@ -15,9 +13,16 @@ type Route =
   | { kind: 'json'; handler: JsonHandler; auth: AuthMode; owner: string; reqIdOf?: (body: Record<string, unknown>) => string | undefined }
   | { kind: 'raw'; handler: RawHandler; auth: AuthMode; owner: string };
 
-interface PrefixRoute<T> { prefix: string; route: T }
+interface PrefixRoute<T> {
+  prefix: string;
+  route: T;
+}
 /** an upgrade route: a path prefix (registered as `…/*`), or one exact path (a websocket route without `/*`) */
-interface UpgradeRoute { prefix: string; exact?: boolean; route: { handler: UpgradeHandler; auth: AuthMode } }
+interface UpgradeRoute {
+  prefix: string;
+  exact?: boolean;
+  route: { handler: UpgradeHandler; auth: AuthMode };
+}
 
 export interface ApiServerOptions extends CredentialCheckOptions {
   bodyLimit: number;
@@ -56,16 +61,27 @@ export class ApiServer {
   /** set by the kernel in a multi-worker gateway */
   forwarder: ApiForwarder | undefined;
   /** in a fleet: a call about a request another node holds goes there (core/fleet/node-forwarder.ts) */
-  nodeForwarder: { requestOfReq(reqId: string, app: Application | undefined, req: http.IncomingMessage, body: Record<string, unknown>, res: http.ServerResponse): Promise<boolean> } | undefined;
+  nodeForwarder:
+    | {
+        requestOfReq(
+          reqId: string,
+          app: Application | undefined,
+          req: http.IncomingMessage,
+          body: Record<string, unknown>,
+          res: http.ServerResponse,
+        ): Promise<boolean>;
+      }
+    | undefined;
 
   constructor(opts: ApiServerOptions) {
     this.opts = opts;
     this.credentials = new CredentialCheck(opts);
     const serverOptions = this.serverOptions();
-    const create = (listener: http.RequestListener): http.Server => (opts.tls
-      // a handshake that never completes holds a descriptor like a slowloris: the same header timeout bounds it
-      ? https.createServer({ ...serverOptions, ...opts.tls, handshakeTimeout: opts.headersTimeoutMs ?? 15_000 }, listener)
-      : http.createServer(serverOptions, listener));
+    const create = (listener: http.RequestListener): http.Server =>
+      opts.tls
+        ? // a handshake that never completes holds a descriptor like a slowloris: the same header timeout bounds it
+          https.createServer({ ...serverOptions, ...opts.tls, handshakeTimeout: opts.headersTimeoutMs ?? 15_000 }, listener)
+        : http.createServer(serverOptions, listener);
     this.onRequest = (req, res) => {
       // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- Node's docs: a request's socket may be internally nulled, which its type does not say
       const remote = req.socket?.remoteAddress ?? '';
@@ -94,11 +110,19 @@ export class ApiServer {
   private attach(server: http.Server): void {
     server.on('upgrade', (req, socket, head) => {
       const fwd = this.forwarder;
-      if (!fwd) { this.handleUpgrade(req, socket, head); return; }
-      fwd.upgrade(req, socket, head).then((taken) => { if (!taken) this.handleUpgrade(req, socket, head); }, (err) => {
-        this.opts.log.error({ err, path: req.url?.split('?')[0] }, 'forwarding an upgrade failed');
-        socket.destroy();
-      });
+      if (!fwd) {
+        this.handleUpgrade(req, socket, head);
+        return;
+      }
+      fwd.upgrade(req, socket, head).then(
+        (taken) => {
+          if (!taken) this.handleUpgrade(req, socket, head);
+        },
+        (err) => {
+          this.opts.log.error({ err, path: req.url?.split('?')[0] }, 'forwarding an upgrade failed');
+          socket.destroy();
+        },
+      );
     });
     server.on('clientError', (err, socket) => {
       if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
@@ -120,7 +144,7 @@ export class ApiServer {
   }
 
   private async forwardOrHandle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    if (this.forwarder && await this.forwarder.request(req, res)) return;
+    if (this.forwarder && (await this.forwarder.request(req, res))) return;
     await this.handle(req, res);
   }
 
@@ -162,9 +186,13 @@ export class ApiServer {
         // an exact path (e.g. intercom's /talk-stomp, whose URL decisions.md fixes) is allowed for WebSockets
         const exact = !path.endsWith('/*');
         if (exact && this.upgrades.some((u) => u.exact && u.prefix === path)) throw new Error(`upgrade route ${path} is already registered`);
-        const wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: o.maxPayload ?? 1024 * 1024,
+        const wss = new WebSocketServer({
+          noServer: true,
+          perMessageDeflate: false,
+          maxPayload: o.maxPayload ?? 1024 * 1024,
           // the first subprotocol the route speaks that the client offers (STOMP clients offer v12.stomp), else none
-          handleProtocols: (offered: Set<string>) => o.protocols?.find((p) => offered.has(p)) ?? false });
+          handleProtocols: (offered: Set<string>) => o.protocols?.find((p) => offered.has(p)) ?? false,
+        });
         this.wsServers.push(wss);
         const routes = this.routesFor(owner);
         const onUpgrade: UpgradeHandler = (rr, socket, head) => {
@@ -228,7 +256,15 @@ export class ApiServer {
     // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- as in onRequest: the socket may be nulled
     const remote = req.socket?.remoteAddress ?? '';
     const rr: RouteRequest = {
-      method, path, rest, query, app, body: undefined, headers: req.headers, remote, raw: req,
+      method,
+      path,
+      rest,
+      query,
+      app,
+      body: undefined,
+      headers: req.headers,
+      remote,
+      raw: req,
     };
     if (route.kind === 'raw') {
       await route.handler(rr, res);
@@ -243,8 +279,8 @@ export class ApiServer {
       }
       rr.body = await readJsonBody(req, this.opts.bodyLimit);
       const id = route.reqIdOf?.(rr.body);
-      if (id !== undefined && this.forwarder && await this.forwarder.requestOfReq(id, req, rr.body, res)) return;
-      if (id !== undefined && this.nodeForwarder && await this.nodeForwarder.requestOfReq(id, app, req, rr.body, res)) return;
+      if (id !== undefined && this.forwarder && (await this.forwarder.requestOfReq(id, req, rr.body, res))) return;
+      if (id !== undefined && this.nodeForwarder && (await this.nodeForwarder.requestOfReq(id, app, req, rr.body, res))) return;
     } else {
       req.resume();
     }
@@ -273,8 +309,15 @@ export class ApiServer {
       return;
     }
     const rr: RouteRequest = {
-      method: req.method ?? 'GET', path, rest: path.slice(up.prefix.length), query: new URLSearchParams(q < 0 ? '' : url.slice(q + 1)),
-      app, body: undefined, headers: req.headers, remote: req.socket.remoteAddress ?? '', raw: req,
+      method: req.method ?? 'GET',
+      path,
+      rest: path.slice(up.prefix.length),
+      query: new URLSearchParams(q < 0 ? '' : url.slice(q + 1)),
+      app,
+      body: undefined,
+      headers: req.headers,
+      remote: req.socket.remoteAddress ?? '',
+      raw: req,
     };
     try {
       up.route.handler(rr, socket, head);

@@ -56,7 +56,10 @@ export class CredentialCheck {
       const v = this.guard.failure(remote, r.reason, r.reason === 'unknown-user' || r.reason === 'bad-password');
       if (v.blocked) {
         // refusals are not logged one by one: the next block line of the address says how many there were
-        this.o.log.warn({ remote, path, reason: r.reason, blockedSec: this.guard.retryAfterSec(remote), refusedBefore: v.suppressed }, 'too many failed logins: address blocked');
+        this.o.log.warn(
+          { remote, path, reason: r.reason, blockedSec: this.guard.retryAfterSec(remote), refusedBefore: v.suppressed },
+          'too many failed logins: address blocked',
+        );
       } else if (v.log) {
         this.o.log.warn({ remote, path, reason: r.reason, ...(v.suppressed ? { suppressed: v.suppressed } : {}) }, 'authentication failed');
       }

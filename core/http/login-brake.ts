@@ -27,12 +27,23 @@ export function loginBrake(gateway: GatewayConfig, clock: Clock, workers: Worker
   const authFailures = m.counter('auth_failures_total', 'failed Basic logins, by reason', ['reason']);
   const authThrottled = m.counter('auth_throttled_total', 'requests refused (429) from addresses blocked after too many failed logins');
   const share = new BatchedBroadcast({
-    workers, topic: 'login-failures', clock, batchMs: 10, maxBatch: 4096, maxItemLength: 128,
-    received: (keys) => { for (const k of keys) guard.failureElsewhere(k); },
+    workers,
+    topic: 'login-failures',
+    clock,
+    batchMs: 10,
+    maxBatch: 4096,
+    maxItemLength: 128,
+    received: (keys) => {
+      for (const k of keys) guard.failureElsewhere(k);
+    },
   });
   const guard = new LoginGuard({
-    failLimit: gateway.authFailLimit, windowMs: gateway.authFailWindowSec * 1000, blockMs: gateway.authBlockSec * 1000,
-    logIntervalMs: 10_000, now: () => clock.now(), shared: (key) => share.add(key),
+    failLimit: gateway.authFailLimit,
+    windowMs: gateway.authFailWindowSec * 1000,
+    blockMs: gateway.authBlockSec * 1000,
+    logIntervalMs: 10_000,
+    now: () => clock.now(),
+    shared: (key) => share.add(key),
   });
   const hooks: AuthHooks = { loginGuard: guard, onAuthFailure: (reason: string) => authFailures.inc({ reason }), onAuthThrottled: () => authThrottled.inc() };
   return { guard, share, hooks };

@@ -16,7 +16,10 @@ export const SECURITY_HEADERS: Readonly<Record<string, string>> = {
 };
 
 export function sendJson(res: http.ServerResponse, status: number, body: unknown, extraHeaders?: Record<string, string>): void {
-  if (res.headersSent) { res.end(); return; }
+  if (res.headersSent) {
+    res.end();
+    return;
+  }
   const text = JSON.stringify(body);
   res.writeHead(status, {
     'Content-Type': 'application/json; charset=utf-8',
@@ -30,7 +33,10 @@ export function sendJson(res: http.ServerResponse, status: number, body: unknown
 
 export function envelope(errCode: number, message: string, data?: unknown[]): Record<string, unknown> {
   const out: Record<string, unknown> = { errCode, message };
-  if (data !== undefined) { out.data = data; out.count = data.length; }
+  if (data !== undefined) {
+    out.data = data;
+    out.count = data.length;
+  }
   return out;
 }
 

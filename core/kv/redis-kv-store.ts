@@ -1,7 +1,6 @@
 import { EventEmitter } from 'node:events';
 import Redis from 'ioredis';
 
-
 /**
  * Resolves once Redis at `url` answers PING, trying again for up to `timeoutMs` (a Redis started beside the
  * gateway may come up a moment later); rejects with the last reason, which never holds the URL.
@@ -24,13 +23,18 @@ export async function pingRedis(url: string, timeoutMs: number): Promise<void> {
       enableOfflineQueue: false,
     });
     let socketError: Error | undefined;
-    client.on('error', (err: Error) => { socketError ??= err; });
+    client.on('error', (err: Error) => {
+      socketError ??= err;
+    });
     let timer: NodeJS.Timeout | undefined;
     let timedOut = false;
     try {
       // a server that accepts and never answers (a wrong port, a proxy) would hold connect() or PING forever
       const noAnswer = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => { timedOut = true; reject(new Error('no answer to PING')); }, left);
+        timer = setTimeout(() => {
+          timedOut = true;
+          reject(new Error('no answer to PING'));
+        }, left);
       });
       await Promise.race([client.connect().then(() => client.ping()), noAnswer]);
       return;

@@ -225,7 +225,11 @@ export class SliceReader implements SdkSliceReader {
   private pendingBytes = 0;
   private paused = false;
 
-  constructor(private readonly slices: ReadSlices, private readonly onChunk: (chunk: Buffer) => void, private readonly opts: SliceReaderOptions) {}
+  constructor(
+    private readonly slices: ReadSlices,
+    private readonly onChunk: (chunk: Buffer) => void,
+    private readonly opts: SliceReaderOptions,
+  ) {}
 
   /**
    * A read, handled now or set aside if the slice's budget is spent. Borrowed (valid during the call only, e.g. a

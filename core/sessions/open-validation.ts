@@ -42,7 +42,14 @@ function intAllowed(rule: FieldRule, n: number): boolean {
   return (rule.minimum === undefined || n >= rule.minimum) && (rule.maximum === undefined || n <= rule.maximum);
 }
 
-function optInt(body: Record<string, unknown>, key: string, rule: FieldRule, dflt: number, ok = (n: number) => intAllowed(rule, n), detail = rule.detail): number {
+function optInt(
+  body: Record<string, unknown>,
+  key: string,
+  rule: FieldRule,
+  dflt: number,
+  ok = (n: number) => intAllowed(rule, n),
+  detail = rule.detail,
+): number {
   const v = body[key];
   if (v === undefined || v === null) return dflt;
   if (!isInt(v) || !ok(v)) throw invalidParam(key, detail);
@@ -87,7 +94,8 @@ export function validateOpen(body: Record<string, unknown>, env: ValidationEnv):
   const simNo = body.simNo;
   // 5. chanId (channelId alias)
   const chanRaw = body.chanId !== undefined && body.chanId !== null ? body.chanId : body.channelId;
-  if (!isInt(chanRaw) || !intAllowed(F.chanId, chanRaw)) throw invalidParam(body.chanId === undefined && body.channelId !== undefined ? 'channelId' : 'chanId', F.chanId.detail);
+  if (!isInt(chanRaw) || !intAllowed(F.chanId, chanRaw))
+    throw invalidParam(body.chanId === undefined && body.channelId !== undefined ? 'channelId' : 'chanId', F.chanId.detail);
   // 6. dataTyp
   const dt = DATA_TYP_BY_TYP[typ];
   const known = (n: number) => (dt.values as readonly number[]).includes(n) || (dt.unsupported as readonly number[]).includes(n);
@@ -131,7 +139,11 @@ export function validateOpen(body: Record<string, unknown>, env: ValidationEnv):
     const r = body.rtspSrc;
     const S = F.rtspSrc.properties;
     if (!isObj(r) || !okString(r.url, S.url.maxLength) || !S.url.pattern.test(r.url)) throw invalidParam('rtspSrc.url');
-    try { new URL(r.url); } catch { throw invalidParam('rtspSrc.url'); }
+    try {
+      new URL(r.url);
+    } catch {
+      throw invalidParam('rtspSrc.url');
+    }
     if (r.user !== undefined && !okString(r.user, S.user.maxLength)) throw invalidParam('rtspSrc.user');
     if (r.pwd !== undefined && !okString(r.pwd, S.pwd.maxLength)) throw invalidParam('rtspSrc.pwd');
     const transport = r.transport ?? undefined;
@@ -157,7 +169,8 @@ export function validateOpen(body: Record<string, unknown>, env: ValidationEnv):
   const connIdx = optInt(body, 'connIdx', F.connIdx, F.connIdx.default);
   let talkSendProtoVer: number | undefined;
   if (body.talkSendProtoVer !== undefined && body.talkSendProtoVer !== null) {
-    if (!isInt(body.talkSendProtoVer) || !intAllowed(F.talkSendProtoVer, body.talkSendProtoVer)) throw invalidParam('talkSendProtoVer', F.talkSendProtoVer.detail);
+    if (!isInt(body.talkSendProtoVer) || !intAllowed(F.talkSendProtoVer, body.talkSendProtoVer))
+      throw invalidParam('talkSendProtoVer', F.talkSendProtoVer.detail);
     talkSendProtoVer = body.talkSendProtoVer;
   }
   const exclusive = optBool(body, 'exclusive', F.exclusive);
@@ -172,9 +185,28 @@ export function validateOpen(body: Record<string, unknown>, env: ValidationEnv):
   }
   if (!scheme) scheme = defaultScheme(fmt, schemes);
   return {
-    reqId, cb, user: { token: user.token, userId: user.userId as string | undefined, userGrade: user.userGrade as number | undefined },
-    typ, simNo, normSim: normaliseSim(simNo), chanId: chanRaw, dataTyp, codeStrm, fmt, subFmt, scheme, connIdx, talkSendProtoVer,
-    exclusive, record, detectMediaTyp, keepIntv, audioCfg, rtspSrc, http, timedToken,
+    reqId,
+    cb,
+    user: { token: user.token, userId: user.userId as string | undefined, userGrade: user.userGrade as number | undefined },
+    typ,
+    simNo,
+    normSim: normaliseSim(simNo),
+    chanId: chanRaw,
+    dataTyp,
+    codeStrm,
+    fmt,
+    subFmt,
+    scheme,
+    connIdx,
+    talkSendProtoVer,
+    exclusive,
+    record,
+    detectMediaTyp,
+    keepIntv,
+    audioCfg,
+    rtspSrc,
+    http,
+    timedToken,
   };
 }
 

@@ -39,20 +39,27 @@ type Answer<K extends 'keep' | 'closed'> = { reqId: string } & Record<K, boolean
  * order. An id without a holder, or whose holder failed (it died meanwhile: it holds them no more), answers false,
  * like an unknown one.
  */
-export async function answerByHolder<H, K extends 'keep' | 'closed'>(ids: string[], key: K, holderOf: (i: number) => H | undefined,
-  call: (holder: H, ids: string[]) => Promise<Array<Answer<K>>>, failed: (holder: H, err: Error) => void = () => undefined): Promise<Array<Answer<K>>> {
+export async function answerByHolder<H, K extends 'keep' | 'closed'>(
+  ids: string[],
+  key: K,
+  holderOf: (i: number) => H | undefined,
+  call: (holder: H, ids: string[]) => Promise<Array<Answer<K>>>,
+  failed: (holder: H, err: Error) => void = () => undefined,
+): Promise<Array<Answer<K>>> {
   const byHolder = new Map<H, string[]>();
   ids.forEach((id, i) => {
     const h = holderOf(i);
     if (h !== undefined) (byHolder.get(h) ?? byHolder.set(h, []).get(h)!).push(id);
   });
   const answered = new Map<string, Answer<K>>();
-  await Promise.all([...byHolder].map(async ([h, sub]) => {
-    try {
-      for (const it of await call(h, sub)) if (it[key]) answered.set(it.reqId, it);
-    } catch (err) {
-      failed(h, err as Error);
-    }
-  }));
+  await Promise.all(
+    [...byHolder].map(async ([h, sub]) => {
+      try {
+        for (const it of await call(h, sub)) if (it[key]) answered.set(it.reqId, it);
+      } catch (err) {
+        failed(h, err as Error);
+      }
+    }),
+  );
   return ids.map((id) => answered.get(id) ?? ({ reqId: id, [key]: false } as Answer<K>));
 }

@@ -102,7 +102,9 @@ export function requestStatus(r: RequestState, s: StreamState | undefined): unkn
     keepDeadline: new Date(r.keepDeadline).toISOString(),
     mediaTyp: s ? mediaTypFor(r, s) : undefined,
     flags: r.flags,
-    codecs: s?.media.tracks.map((t) => (t.kind === 'video' ? { kind: t.kind, codec: t.codec, width: t.width, height: t.height } : { kind: t.kind, codec: t.codec, sampleRate: t.sampleRate })),
+    codecs: s?.media.tracks.map((t) =>
+      t.kind === 'video' ? { kind: t.kind, codec: t.codec, width: t.width, height: t.height } : { kind: t.kind, codec: t.codec, sampleRate: t.sampleRate },
+    ),
     bytesIn: st?.bytesIn ?? 0,
     bytesOut: s?.bytesOut ?? 0,
     streamRequests: s?.requests.length ?? 0,

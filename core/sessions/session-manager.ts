@@ -7,9 +7,22 @@ import { ErrCode, GatewayError } from '../../plugin-sdk/errors';
 import type { Clock, Cancel } from '../../plugin-sdk/clock';
 import type { Notice, NoticePayload } from '../../plugin-sdk/notices';
 import {
-  CloseCause, closeReasonOf, type ChannelStream, type CloseCauseValue, type IngestProvider, type OpenGuard,
-  type OpenParams, type OutputProvider, type PlayerHandle, type PlayerInfo, type PresenceProvider, type PushAddress, type Sessions,
-  type StreamTyp, type StrmRequest, type TalkProvider,
+  CloseCause,
+  closeReasonOf,
+  type ChannelStream,
+  type CloseCauseValue,
+  type IngestProvider,
+  type OpenGuard,
+  type OpenParams,
+  type OutputProvider,
+  type PlayerHandle,
+  type PlayerInfo,
+  type PresenceProvider,
+  type PushAddress,
+  type Sessions,
+  type StreamTyp,
+  type StrmRequest,
+  type TalkProvider,
 } from '../../plugin-sdk/sessions';
 import type { CoreMediaBus, BusStream } from '../bus/media-bus';
 import type { NoticeHub } from '../notices';
@@ -68,18 +81,36 @@ export class SessionManager implements Sessions {
     return openRequestSchema();
   }
 
-  registerIngest(p: IngestProvider): void { this.providers.registerIngest(p); }
-  registerOutput(p: OutputProvider): void { this.providers.registerOutput(p); }
-  registerTalk(p: TalkProvider): void { this.providers.registerTalk(p); }
-  setPresenceProvider(p: PresenceProvider): void { this.providers.setPresenceProvider(p); }
-  addOpenGuard(g: OpenGuard): void { this.providers.guards.push(g); }
+  registerIngest(p: IngestProvider): void {
+    this.providers.registerIngest(p);
+  }
+  registerOutput(p: OutputProvider): void {
+    this.providers.registerOutput(p);
+  }
+  registerTalk(p: TalkProvider): void {
+    this.providers.registerTalk(p);
+  }
+  setPresenceProvider(p: PresenceProvider): void {
+    this.providers.setPresenceProvider(p);
+  }
+  addOpenGuard(g: OpenGuard): void {
+    this.providers.guards.push(g);
+  }
   setDirectory(d: RequestDirectory | undefined): void {
     this.directory = d;
   }
-  onStreamOpened(cb: (s: ChannelStream) => void): void { this.cbOpened.push(cb); }
-  onStreamClosed(cb: (s: ChannelStream) => void | Promise<void>): void { this.cbClosed.push(cb); }
-  onRequestOpened(cb: (r: StrmRequest, s: ChannelStream) => void): void { this.cbReqOpened.push(cb); }
-  onRequestClosed(cb: (r: StrmRequest, cause: CloseCauseValue) => void): void { this.cbReqClosed.push(cb); }
+  onStreamOpened(cb: (s: ChannelStream) => void): void {
+    this.cbOpened.push(cb);
+  }
+  onStreamClosed(cb: (s: ChannelStream) => void | Promise<void>): void {
+    this.cbClosed.push(cb);
+  }
+  onRequestOpened(cb: (r: StrmRequest, s: ChannelStream) => void): void {
+    this.cbReqOpened.push(cb);
+  }
+  onRequestClosed(cb: (r: StrmRequest, cause: CloseCauseValue) => void): void {
+    this.cbReqClosed.push(cb);
+  }
 
   // --- lookups -------------------------------------------------------------------------------
   static streamName(normSim: string, chanId: number, typ: StreamTyp): string {
@@ -148,17 +179,31 @@ export class SessionManager implements Sessions {
     for (const g of this.providers.guards) await g(app, params, body);
     // a guard may have awaited: the reqId could have been taken meanwhile, and other opens may have filled the cap
     const taken = this.requests.get(params.reqId);
-    if (taken) throw new GatewayError(ErrCode.INVALID_PARAM, taken.appId === app.appId ? 'Invalid parameter `reqId`. It is in use.' : 'Invalid parameter `reqId`.');
+    if (taken)
+      throw new GatewayError(ErrCode.INVALID_PARAM, taken.appId === app.appId ? 'Invalid parameter `reqId`. It is in use.' : 'Invalid parameter `reqId`.');
     this.cap.check(app.appId);
     if (!this.directory) return this.openChecked(app, params);
     const closedNotice: Notice = {
-      payload: { instId: this.t.instId, act: 'closed', reqId: params.reqId, typ: params.typ, simNo: params.simNo, chan: params.chanId, mediaTyp: mediaTypOf(params.typ, params.dataTyp) },
-      appId: app.appId, cb: params.cb, last: true,
+      payload: {
+        instId: this.t.instId,
+        act: 'closed',
+        reqId: params.reqId,
+        typ: params.typ,
+        simNo: params.simNo,
+        chan: params.chanId,
+        mediaTyp: mediaTypOf(params.typ, params.dataTyp),
+      },
+      appId: app.appId,
+      cb: params.cb,
+      last: true,
     };
     const existing = this.streams.get(SessionManager.streamName(params.normSim, params.chanId, params.typ));
     const info = {
-      channel: `${params.normSim}_${params.chanId}`, fmt: params.fmt, ctrl: !existing || existing.requests.length === 0,
-      keepIntv: params.keepIntv, keepDeadline: this.clock.now() + this.holdMs(params.keepIntv),
+      channel: `${params.normSim}_${params.chanId}`,
+      fmt: params.fmt,
+      ctrl: !existing || existing.requests.length === 0,
+      keepIntv: params.keepIntv,
+      keepDeadline: this.clock.now() + this.holdMs(params.keepIntv),
     };
     const held = await this.directory.reserve(params.reqId, app.appId, this.requestLimitFor(app.appId), closedNotice, info);
     if (held === 'self') throw new GatewayError(ErrCode.INVALID_PARAM, 'Invalid parameter `reqId`. It is in use.');
@@ -178,7 +223,10 @@ export class SessionManager implements Sessions {
     const more = this.t.publicHosts ?? [];
     const host = more[connIdx - 1];
     if (host === undefined) {
-      throw new GatewayError(ErrCode.INVALID_PARAM, `Invalid parameter \`connIdx\`. This gateway node has ${more.length + 1} address set${more.length ? 's' : ''}: use 0${more.length ? `..${more.length}` : ''}.`);
+      throw new GatewayError(
+        ErrCode.INVALID_PARAM,
+        `Invalid parameter \`connIdx\`. This gateway node has ${more.length + 1} address set${more.length ? 's' : ''}: use 0${more.length ? `..${more.length}` : ''}.`,
+      );
     }
     return host;
   }
@@ -261,7 +309,12 @@ export class SessionManager implements Sessions {
     });
   }
 
-  private eachOwned<K extends string>(app: Application, reqIds: unknown, key: K, fn: (r: RequestState) => boolean): Array<{ reqId: string } & Record<K, boolean>> {
+  private eachOwned<K extends string>(
+    app: Application,
+    reqIds: unknown,
+    key: K,
+    fn: (r: RequestState) => boolean,
+  ): Array<{ reqId: string } & Record<K, boolean>> {
     return checkReqIds(reqIds).map((id) => {
       const r = this.requests.get(id);
       // another application's request answers exactly like an unknown one
@@ -289,7 +342,9 @@ export class SessionManager implements Sessions {
     const s = this.streams.get(r.streamName);
     this.requestLog({ reqId, appId: r.appId, stream: r.streamName, closeCause: cause, closeReason: closeReasonOf[cause], detail }, 'request closed');
     for (const cb of this.cbReqClosed) this.safe(() => cb(r, cause), 'request-closed hook');
-    const failed = !r.sawReady && (cause === CloseCause.termDataTimeout || cause === CloseCause.badStrmFormat || cause === CloseCause.internalError || cause === CloseCause.termStrmClose);
+    const failed =
+      !r.sawReady &&
+      (cause === CloseCause.termDataTimeout || cause === CloseCause.badStrmFormat || cause === CloseCause.internalError || cause === CloseCause.termStrmClose);
     this.emit(r, s, failed ? 'failed' : 'closed', cause);
     if (s) {
       s.requests = s.requests.filter((x) => x !== r);
@@ -312,8 +367,19 @@ export class SessionManager implements Sessions {
     try {
       // opens of this channel answer -207 until every plugin has let go of the stream (at most 5 s)
       await Promise.race([
-        Promise.all(this.cbClosed.map((cb) => Promise.resolve().then(() => cb(s)).catch((err) => this.log.error({ err, stream: s.name }, 'stream-closed hook failed')))),
-        new Promise<void>((resolve) => { cancel = this.clock.setTimeout(() => { this.log.warn({ stream: s.name }, 'stream-closed hooks took over 5 s'); resolve(); }, 5000); }),
+        Promise.all(
+          this.cbClosed.map((cb) =>
+            Promise.resolve()
+              .then(() => cb(s))
+              .catch((err) => this.log.error({ err, stream: s.name }, 'stream-closed hook failed')),
+          ),
+        ),
+        new Promise<void>((resolve) => {
+          cancel = this.clock.setTimeout(() => {
+            this.log.warn({ stream: s.name }, 'stream-closed hooks took over 5 s');
+            resolve();
+          }, 5000);
+        }),
       ]);
     } finally {
       cancel?.();
@@ -345,7 +411,9 @@ export class SessionManager implements Sessions {
       cancel();
       for (const r of waiting) if (!r.closed) this.emit(r, s, 'ready');
     };
-    const offTracks = s.media.on('tracks', () => { if (!lacksAudio(s)) release(); });
+    const offTracks = s.media.on('tracks', () => {
+      if (!lacksAudio(s)) release();
+    });
     const cancel = this.clock.setTimeout(release, DETECT_WAIT_MS);
   }
 
@@ -381,6 +449,10 @@ export class SessionManager implements Sessions {
   }
 
   private safe(fn: () => void, what: string): void {
-    try { fn(); } catch (err) { this.log.error({ err }, `${what} failed`); }
+    try {
+      fn();
+    } catch (err) {
+      this.log.error({ err }, `${what} failed`);
+    }
   }
 }

@@ -6,9 +6,7 @@
  * extras: one that fails to make its URL is logged and left out rather than failing the open.
  */
 import type { Logger } from 'pino';
-import type {
-  IngestProvider, OpenGuard, OpenParams, OutputProvider, PresenceProvider, TalkProvider,
-} from '../../plugin-sdk/sessions';
+import type { IngestProvider, OpenGuard, OpenParams, OutputProvider, PresenceProvider, TalkProvider } from '../../plugin-sdk/sessions';
 import type { RequestState } from './session-state';
 
 export class SessionProviders {

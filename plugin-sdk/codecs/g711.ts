@@ -77,7 +77,10 @@ export class G711Decoder extends DecoderBase {
   readonly codec: AudioCodec;
   private readonly table: Int16Array;
 
-  constructor(readonly law: G711Law, readonly sampleRate = 8000) {
+  constructor(
+    readonly law: G711Law,
+    readonly sampleRate = 8000,
+  ) {
     super();
     this.codec = law === 'alaw' ? 'g711a' : 'g711u';
     this.table = law === 'alaw' ? ALAW_TO_PCM : ULAW_TO_PCM;
@@ -104,7 +107,10 @@ export class G711Encoder implements AudioEncoder {
   readonly codec: AudioCodec;
   private readonly table: Uint8Array;
 
-  constructor(readonly law: G711Law, readonly sampleRate = 8000) {
+  constructor(
+    readonly law: G711Law,
+    readonly sampleRate = 8000,
+  ) {
     this.codec = law === 'alaw' ? 'g711a' : 'g711u';
     this.table = law === 'alaw' ? PCM_TO_ALAW : PCM_TO_ULAW;
   }

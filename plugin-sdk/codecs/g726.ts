@@ -49,11 +49,73 @@ const TABLES: Record<number, RateTables> = {
   5: {
     quant: Int32Array.of(-122, -16, 67, 138, 197, 249, 297, 338, 377, 412, 444, 474, 501, 527, 552, BIG),
     iquant: Int16Array.of(
-      -32768, -66, 28, 104, 169, 224, 274, 318, 358, 395, 429, 459, 488, 514, 539, 566,
-      566, 539, 514, 488, 459, 429, 395, 358, 318, 274, 224, 169, 104, 28, -66, -32768),
+      -32768,
+      -66,
+      28,
+      104,
+      169,
+      224,
+      274,
+      318,
+      358,
+      395,
+      429,
+      459,
+      488,
+      514,
+      539,
+      566,
+      566,
+      539,
+      514,
+      488,
+      459,
+      429,
+      395,
+      358,
+      318,
+      274,
+      224,
+      169,
+      104,
+      28,
+      -66,
+      -32768,
+    ),
     w: Int16Array.of(
-      14, 14, 24, 39, 40, 41, 58, 100, 141, 179, 219, 280, 358, 440, 529, 696,
-      696, 529, 440, 358, 280, 219, 179, 141, 100, 58, 41, 40, 39, 24, 14, 14),
+      14,
+      14,
+      24,
+      39,
+      40,
+      41,
+      58,
+      100,
+      141,
+      179,
+      219,
+      280,
+      358,
+      440,
+      529,
+      696,
+      696,
+      529,
+      440,
+      358,
+      280,
+      219,
+      179,
+      141,
+      100,
+      58,
+      41,
+      40,
+      39,
+      24,
+      14,
+      14,
+    ),
     f: Uint8Array.of(0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 2, 3, 4, 5, 6, 6, 6, 6, 5, 4, 3, 2, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0),
   },
 };
@@ -164,7 +226,10 @@ export class G726State {
    * `wrap`: G726Options.overflow 'wrap'. Saturating is the default because real terminal audio overflows (6 to 29
    * times in each 81 s glaciall recording), and each wrap is a full-scale click.
    */
-  constructor(readonly bits: number, private readonly wrap = false) {
+  constructor(
+    readonly bits: number,
+    private readonly wrap = false,
+  ) {
     checkG726Bits(bits);
     this.t = TABLES[bits];
     this.mask = (1 << bits) - 1;
@@ -197,7 +262,7 @@ export class G726State {
     const yl = this.yl;
     const ylint = yl >> 15;
     const thr2 = ylint > 9 ? 0x1f << 10 : (0x20 + ((yl >> 10) & 0x1f)) << ylint;
-    const tr = this.td === 1 && dq > ((3 * thr2) >> 2);
+    const tr = this.td === 1 && dq > (3 * thr2) >> 2;
 
     if (sign !== 0) dq = -dq;
     const re = ((this.se + dq) << 16) >> 16;
@@ -236,17 +301,17 @@ export class G726State {
     this.td = this.a1 < -11776 ? 1 : 0;
 
     const f = t.f[code] << 4;
-    this.dms += f + ((-this.dms) >> 5);
-    this.dml += f + ((-this.dml) >> 7);
+    this.dms += f + (-this.dms >> 5);
+    this.dml += f + (-this.dml >> 7);
     if (tr) {
       this.ap = 256;
     } else {
-      this.ap += (-this.ap) >> 4;
-      if (this.y <= 1535 || this.td === 1 || Math.abs((this.dms << 2) - this.dml) >= (this.dml >> 3)) this.ap += 0x20;
+      this.ap += -this.ap >> 4;
+      if (this.y <= 1535 || this.td === 1 || Math.abs((this.dms << 2) - this.dml) >= this.dml >> 3) this.ap += 0x20;
     }
 
-    const yu = clip(this.y + t.w[code] + ((-this.y) >> 5), 544, 5120);
-    this.yl += yu + ((-this.yl) >> 6);
+    const yu = clip(this.y + t.w[code] + (-this.y >> 5), 544, 5120);
+    this.yl += yu + (-this.yl >> 6);
     const al = this.ap >= 256 ? 64 : this.ap >> 2;
     this.y = (this.yl + (yu - (this.yl >> 6)) * al) >> 6;
 
@@ -272,7 +337,7 @@ export class G726State {
       d = -d;
     }
     const exp = log2(d);
-    const dln = ((exp << 7) + (((d << 7) >> exp) & 0x7f)) - (this.y >> 2);
+    const dln = (exp << 7) + (((d << 7) >> exp) & 0x7f) - (this.y >> 2);
     const q = this.t.quant;
     let i = 0;
     while (q[i] !== BIG && q[i] < dln) i++;

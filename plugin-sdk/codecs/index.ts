@@ -15,8 +15,15 @@ export type { AudioDecoder, AudioEncoder } from './types';
 export { G711Decoder, G711Encoder, ALAW_TO_PCM, ULAW_TO_PCM, alawEncodeSample, ulawEncodeSample, type G711Law } from './g711';
 export { G726Decoder, G726Encoder, G726State, type G726Options } from './g726';
 export {
-  ImaAdpcmDecoder, ImaAdpcmEncoder, ADPCM_LAYOUTS, ADPCM_HEADER_BYTES, type AdpcmLayout, type AdpcmByteOrder, type AdpcmRounding,
-  type AdpcmOptions, type AdpcmCodecOptions,
+  ImaAdpcmDecoder,
+  ImaAdpcmEncoder,
+  ADPCM_LAYOUTS,
+  ADPCM_HEADER_BYTES,
+  type AdpcmLayout,
+  type AdpcmByteOrder,
+  type AdpcmRounding,
+  type AdpcmOptions,
+  type AdpcmCodecOptions,
 } from './ima-adpcm';
 export { Resampler, AAC_OUTPUT_RATES, type ResamplerOptions } from './resampler';
 
@@ -38,16 +45,21 @@ export interface CodecOptions {
 export function createDecoder(track: AudioTrackInfo, options: CodecOptions = {}): AudioDecoder | undefined {
   const rate = track.sampleRate || 8000;
   switch (track.codec) {
-    case 'g711a': return new G711Decoder('alaw', rate);
-    case 'g711u': return new G711Decoder('ulaw', rate);
+    case 'g711a':
+      return new G711Decoder('alaw', rate);
+    case 'g711u':
+      return new G711Decoder('ulaw', rate);
     case 'g726':
     case 'g721': {
-      const bits = track.codec === 'g721' ? 4 : track.bitsPerSample ?? 4;
+      const bits = track.codec === 'g721' ? 4 : (track.bitsPerSample ?? 4);
       return new G726Decoder({ bitsPerSample: bits, packing: track.packing, sampleRate: rate });
     }
-    case 'adpcm': return new ImaAdpcmDecoder({ ...options.adpcm, sampleRate: rate });
-    case 'pcm': return track.bitsPerSample === undefined || track.bitsPerSample === 16 ? new Pcm16Decoder(rate) : undefined;
-    default: return undefined;
+    case 'adpcm':
+      return new ImaAdpcmDecoder({ ...options.adpcm, sampleRate: rate });
+    case 'pcm':
+      return track.bitsPerSample === undefined || track.bitsPerSample === 16 ? new Pcm16Decoder(rate) : undefined;
+    default:
+      return undefined;
   }
 }
 
@@ -68,16 +80,21 @@ export interface EncoderSpec {
 export function createEncoder(spec: EncoderSpec, options: CodecOptions = {}): AudioEncoder | undefined {
   const rate = spec.sampleRate || 8000;
   switch (spec.codec) {
-    case 'g711a': return new G711Encoder('alaw', rate);
-    case 'g711u': return new G711Encoder('ulaw', rate);
+    case 'g711a':
+      return new G711Encoder('alaw', rate);
+    case 'g711u':
+      return new G711Encoder('ulaw', rate);
     case 'g726':
     case 'g721': {
-      const bits = spec.codec === 'g721' ? 4 : spec.bitsPerSample ?? 4;
+      const bits = spec.codec === 'g721' ? 4 : (spec.bitsPerSample ?? 4);
       return new G726Encoder({ bitsPerSample: bits, packing: spec.packing, sampleRate: rate });
     }
-    case 'adpcm': return new ImaAdpcmEncoder({ ...options.adpcm, sampleRate: rate });
-    case 'pcm': return spec.bitsPerSample === undefined || spec.bitsPerSample === 16 ? new Pcm16Encoder(rate) : undefined;
-    default: return undefined;
+    case 'adpcm':
+      return new ImaAdpcmEncoder({ ...options.adpcm, sampleRate: rate });
+    case 'pcm':
+      return spec.bitsPerSample === undefined || spec.bitsPerSample === 16 ? new Pcm16Encoder(rate) : undefined;
+    default:
+      return undefined;
   }
 }
 

@@ -120,7 +120,10 @@ export class Resampler {
     // number: a JavaScript caller can pass anything, and the check below narrows it
     const channels: number = opts.channels ?? 1;
     const taps = opts.taps ?? 32;
-    for (const [name, v] of [['inputRate', inputRate], ['outputRate', outputRate]] as const) {
+    for (const [name, v] of [
+      ['inputRate', inputRate],
+      ['outputRate', outputRate],
+    ] as const) {
       if (!Number.isInteger(v) || v < 1000 || v > 384000) throw new RangeError(`${name} ${v}: an integer rate 1000..384000 Hz`);
     }
     if (channels !== 1 && channels !== 2) throw new RangeError(`channels ${String(channels)}: 1 or 2`);

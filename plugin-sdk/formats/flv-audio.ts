@@ -12,8 +12,13 @@ export function setAudio(m: MuxState, info: AudioTrackInfo): void {
   const a = m.audio;
   if (!a || a.codec !== info.codec || a.sampleRate !== info.sampleRate || a.channels !== info.channels) {
     m.audio = {
-      codec: info.codec, sampleRate: info.sampleRate, channels: info.channels,
-      config: info.config, configDirty: true, seqHeader: undefined, lastTs: a?.lastTs ?? 0,
+      codec: info.codec,
+      sampleRate: info.sampleRate,
+      channels: info.channels,
+      config: info.config,
+      configDirty: true,
+      seqHeader: undefined,
+      lastTs: a?.lastTs ?? 0,
     };
     m.metaDirty = true;
   } else if (info.config && !sameBuf(info.config, a.config)) {

@@ -182,7 +182,11 @@ export class FlvFormEncoder<F> implements FormatEncoder<F> {
 export class WireForm implements FlvForm {
   readonly config: Buffer[] | undefined;
   readonly mediaBytes: number;
-  constructor(private readonly w: WireUnit, readonly version: number, readonly init: FlvInit | undefined) {
+  constructor(
+    private readonly w: WireUnit,
+    readonly version: number,
+    readonly init: FlvInit | undefined,
+  ) {
     this.config = w.config;
     this.mediaBytes = w.mediaBytes;
   }

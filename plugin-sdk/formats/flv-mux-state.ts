@@ -76,7 +76,12 @@ export class MuxState {
   audio?: AudioState;
   metaDirty = false;
   readonly counters = {
-    videoTags: 0, audioTags: 0, scriptTags: 0, droppedVideo: 0, skippedAudio: 0, clampedTimestamps: 0,
+    videoTags: 0,
+    audioTags: 0,
+    scriptTags: 0,
+    droppedVideo: 0,
+    skippedAudio: 0,
+    clampedTimestamps: 0,
   };
   readonly skippedCodecs = new Set<AudioCodec>();
   readonly slab = new BodySlab();

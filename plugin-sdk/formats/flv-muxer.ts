@@ -64,8 +64,12 @@ export class FlvMuxer {
   }
 
   /** whether a video / an FLV-representable audio track is known (for the file header flags) */
-  get hasVideo(): boolean { return this.m.video !== undefined; }
-  get hasAudio(): boolean { return this.m.audio !== undefined && flagsOf(this.m, this.m.audio) !== undefined; }
+  get hasVideo(): boolean {
+    return this.m.video !== undefined;
+  }
+  get hasAudio(): boolean {
+    return this.m.audio !== undefined && flagsOf(this.m, this.m.audio) !== undefined;
+  }
 
   /**
    * Whether audio units of this codec are left out whatever they hold (a codec FLV cannot carry or not chosen),
@@ -146,8 +150,16 @@ export class FlvMuxer {
     ranges[r] = at + PREV_SIZE_SIZE;
     const config = configOf(p.out ?? []);
     return {
-      config, configBytes: bytesOf(config), mem, payload, ranges, mediaBytes: TAG_HEADER_SIZE + bodyLen + PREV_SIZE_SIZE,
-      mediaType: FLV_TAG_VIDEO, mediaTags: 1, timestamp: p.ts, keyframe: p.key,
+      config,
+      configBytes: bytesOf(config),
+      mem,
+      payload,
+      ranges,
+      mediaBytes: TAG_HEADER_SIZE + bodyLen + PREV_SIZE_SIZE,
+      mediaType: FLV_TAG_VIDEO,
+      mediaTags: 1,
+      timestamp: p.ts,
+      keyframe: p.key,
     };
   }
 

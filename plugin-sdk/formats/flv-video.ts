@@ -9,17 +9,25 @@ import { buildAvcC, parseH264Sps } from './h264';
 import { buildHvcC, parseH265Sps } from './h265';
 import { allocBody, FLV_TAG_VIDEO, type FlvTag } from './flv-tag';
 import { keptCopy } from '../kept-bytes';
-import {
-  clampTs, emitMeta, ENHANCED_HEVC_FOURCC, sameBuf, type MuxState, type VideoPlan, type VideoState,
-} from './flv-mux-state';
+import { clampTs, emitMeta, ENHANCED_HEVC_FOURCC, sameBuf, type MuxState, type VideoPlan, type VideoState } from './flv-mux-state';
 
 export function setVideo(m: MuxState, info: VideoTrackInfo): void {
   let v = m.video;
   if (!v || v.codec !== info.codec) {
     // every field from the start: streams whose states gained fields in different orders made these loads polymorphic
     v = {
-      codec: info.codec, sps: undefined, pps: undefined, vps: undefined, width: undefined, height: undefined, sizeGiven: false,
-      frameRate: undefined, configDirty: true, seqHeader: undefined, started: false, lastTs: v?.lastTs ?? 0,
+      codec: info.codec,
+      sps: undefined,
+      pps: undefined,
+      vps: undefined,
+      width: undefined,
+      height: undefined,
+      sizeGiven: false,
+      frameRate: undefined,
+      configDirty: true,
+      seqHeader: undefined,
+      started: false,
+      lastTs: v?.lastTs ?? 0,
     };
     m.video = v;
     m.metaDirty = true;
@@ -39,9 +47,18 @@ export function setVideo(m: MuxState, info: VideoTrackInfo): void {
 
 /** Parameter sets that changed are copied: they may be views of a payload whose memory is reused. */
 function updateParams(v: VideoState, sps?: Buffer, pps?: Buffer, vps?: Buffer): void {
-  if (sps && !sameBuf(sps, v.sps)) { v.sps = keptCopy(sps); v.configDirty = true; }
-  if (pps && !sameBuf(pps, v.pps)) { v.pps = keptCopy(pps); v.configDirty = true; }
-  if (vps && !sameBuf(vps, v.vps)) { v.vps = keptCopy(vps); v.configDirty = true; }
+  if (sps && !sameBuf(sps, v.sps)) {
+    v.sps = keptCopy(sps);
+    v.configDirty = true;
+  }
+  if (pps && !sameBuf(pps, v.pps)) {
+    v.pps = keptCopy(pps);
+    v.configDirty = true;
+  }
+  if (vps && !sameBuf(vps, v.vps)) {
+    v.vps = keptCopy(vps);
+    v.configDirty = true;
+  }
 }
 
 /** Everything about a video unit but its body: parameter sets, config tags, timestamps, the NAL units kept. */
@@ -70,15 +87,30 @@ export function planVideo(m: MuxState, au: AccessUnit): VideoPlan | undefined {
     const to = all.end(i);
     if (hevc) {
       const t = h265NalType(payload, from);
-      if (t === 32) { vps = payload.subarray(from, to); continue; }
-      if (t === 33) { sps = payload.subarray(from, to); continue; }
-      if (t === 34) { pps = payload.subarray(from, to); continue; }
+      if (t === 32) {
+        vps = payload.subarray(from, to);
+        continue;
+      }
+      if (t === 33) {
+        sps = payload.subarray(from, to);
+        continue;
+      }
+      if (t === 34) {
+        pps = payload.subarray(from, to);
+        continue;
+      }
       if (t === 35) continue; // AUD
       if (t >= 16 && t <= 23) idr = true; // IRAP
     } else {
       const t = h264NalType(payload, from);
-      if (t === 7) { sps = payload.subarray(from, to); continue; }
-      if (t === 8) { pps = payload.subarray(from, to); continue; }
+      if (t === 7) {
+        sps = payload.subarray(from, to);
+        continue;
+      }
+      if (t === 8) {
+        pps = payload.subarray(from, to);
+        continue;
+      }
       if (t === 9) continue; // AUD
       if (t === 5) idr = true;
     }

@@ -69,7 +69,15 @@ export function wireOfTags(tags: FlvTag[], payload: Buffer): WireUnit | undefine
   // (several media tags only from ADTS input, which the bus's units do not carry: one copy is no matter then)
   const mem = tags.length - c === 1 ? serializeTag(tags[c]) : Buffer.concat(tags.slice(c).map(serializeTag));
   return {
-    config, configBytes: bytesOf(config), mem, payload, ranges: [0, mem.length], mediaBytes: mem.length,
-    mediaType: tags[c].type === FLV_TAG_VIDEO ? FLV_TAG_VIDEO : FLV_TAG_AUDIO, mediaTags: tags.length - c, timestamp: tags[c].timestamp, keyframe: false,
+    config,
+    configBytes: bytesOf(config),
+    mem,
+    payload,
+    ranges: [0, mem.length],
+    mediaBytes: mem.length,
+    mediaType: tags[c].type === FLV_TAG_VIDEO ? FLV_TAG_VIDEO : FLV_TAG_AUDIO,
+    mediaTags: tags.length - c,
+    timestamp: tags[c].timestamp,
+    keyframe: false,
   };
 }

@@ -72,7 +72,14 @@ class BitWriter {
 
 /** BT.601 studio-range YCbCr of the bars: white, yellow, cyan, green, magenta, red, blue, black */
 const BARS: ReadonlyArray<readonly [number, number, number]> = [
-  [235, 128, 128], [210, 16, 146], [170, 166, 16], [145, 54, 34], [106, 202, 222], [81, 90, 240], [41, 240, 110], [16, 128, 128],
+  [235, 128, 128],
+  [210, 16, 146],
+  [170, 166, 16],
+  [145, 54, 34],
+  [106, 202, 222],
+  [81, 90, 240],
+  [41, 240, 110],
+  [16, 128, 128],
 ];
 const LOG2_MAX_FRAME_NUM = 4;
 
@@ -107,36 +114,49 @@ export function h264TestPattern(opts: H264TestPatternOptions = {}): H264TestPatt
   // the level whose largest frame (MaxFS, in macroblocks) holds this one: 3, 4 or 5.1
   const level = mbW * mbH <= 1620 ? 30 : mbW * mbH <= 8192 ? 40 : 51;
   const sps = new BitWriter()
-    .bits(66, 8).bits(0b11000000, 8).bits(level, 8) // Baseline with constraint_set0 and 1: Constrained Baseline
+    .bits(66, 8)
+    .bits(0b11000000, 8)
+    .bits(level, 8) // Baseline with constraint_set0 and 1: Constrained Baseline
     .ue(0) // seq_parameter_set_id
     .ue(LOG2_MAX_FRAME_NUM - 4)
     .ue(2) // pic_order_cnt_type 2: output order is decoding order
     .ue(1) // max_num_ref_frames
     .bits(0, 1) // gaps_in_frame_num_value_allowed_flag
-    .ue(mbW - 1).ue(mbH - 1)
+    .ue(mbW - 1)
+    .ue(mbH - 1)
     .bits(1, 1) // frame_mbs_only_flag
     .bits(1, 1) // direct_8x8_inference_flag
     .bits(0, 1) // frame_cropping_flag
     .bits(0, 1) // vui_parameters_present_flag
     .nal(0x67);
   const pps = new BitWriter()
-    .ue(0).ue(0) // pps id, sps id
-    .bits(0, 1).bits(0, 1) // CAVLC; no bottom_field_pic_order_in_frame_present
+    .ue(0)
+    .ue(0) // pps id, sps id
+    .bits(0, 1)
+    .bits(0, 1) // CAVLC; no bottom_field_pic_order_in_frame_present
     .ue(0) // one slice group
-    .ue(0).ue(0) // num_ref_idx_l0/l1_default_active_minus1
-    .bits(0, 1).bits(0, 2) // no weighted prediction
-    .se(0).se(0).se(0) // pic_init_qp/qs, chroma_qp_index_offset
+    .ue(0)
+    .ue(0) // num_ref_idx_l0/l1_default_active_minus1
+    .bits(0, 1)
+    .bits(0, 2) // no weighted prediction
+    .se(0)
+    .se(0)
+    .se(0) // pic_init_qp/qs, chroma_qp_index_offset
     .bits(1, 1) // deblocking_filter_control_present_flag
-    .bits(0, 1).bits(0, 1) // constrained_intra_pred, redundant_pic_cnt_present
+    .bits(0, 1)
+    .bits(0, 1) // constrained_intra_pred, redundant_pic_cnt_present
     .nal(0x68);
 
   /** the k-th key frame of a cycle of eight: the bars moved k to the left, the block at the k-th eighth */
   const idr = (k: number): Buffer => {
     const w = new BitWriter()
-      .ue(0).ue(7).ue(0) // first_mb_in_slice, slice_type I (all slices), pps id
+      .ue(0)
+      .ue(7)
+      .ue(0) // first_mb_in_slice, slice_type I (all slices), pps id
       .bits(0, LOG2_MAX_FRAME_NUM) // frame_num
       .ue(k) // idr_pic_id: two IDR pictures in a row differ
-      .bits(0, 1).bits(0, 1) // dec_ref_pic_marking: no_output_of_prior_pics, long_term_reference
+      .bits(0, 1)
+      .bits(0, 1) // dec_ref_pic_marking: no_output_of_prior_pics, long_term_reference
       .se(0) // slice_qp_delta
       .ue(1); // deblocking off (I_PCM has nothing to smooth)
     const mb = new Uint8Array(384);
@@ -151,15 +171,19 @@ export function h264TestPattern(opts: H264TestPatternOptions = {}): H264TestPatt
     }
     return w.nal(0x65);
   };
-  const skipped = (frameNum: number): Buffer => new BitWriter()
-    .ue(0).ue(5).ue(0) // first_mb_in_slice, slice_type P (all slices), pps id
-    .bits(frameNum, LOG2_MAX_FRAME_NUM)
-    .bits(0, 1) // num_ref_idx_active_override_flag
-    .bits(0, 1) // ref_pic_list_modification_flag_l0
-    .bits(0, 1) // adaptive_ref_pic_marking_mode_flag (a reference picture: sliding window)
-    .se(0).ue(1)
-    .ue(mbW * mbH) // mb_skip_run: every macroblock
-    .nal(0x41);
+  const skipped = (frameNum: number): Buffer =>
+    new BitWriter()
+      .ue(0)
+      .ue(5)
+      .ue(0) // first_mb_in_slice, slice_type P (all slices), pps id
+      .bits(frameNum, LOG2_MAX_FRAME_NUM)
+      .bits(0, 1) // num_ref_idx_active_override_flag
+      .bits(0, 1) // ref_pic_list_modification_flag_l0
+      .bits(0, 1) // adaptive_ref_pic_marking_mode_flag (a reference picture: sliding window)
+      .se(0)
+      .ue(1)
+      .ue(mbW * mbH) // mb_skip_run: every macroblock
+      .nal(0x41);
 
   const ps = Buffer.concat([sps, pps]);
   const keys: Buffer[] = [];

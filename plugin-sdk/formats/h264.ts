@@ -42,12 +42,19 @@ export class BitstreamError extends Error {
 export class BitReader {
   private pos = 0;
   private readonly bits: number;
-  constructor(private readonly buf: Buffer, byteOffset = 0) {
+  constructor(
+    private readonly buf: Buffer,
+    byteOffset = 0,
+  ) {
     this.pos = byteOffset * 8;
     this.bits = buf.length * 8;
   }
-  get bitPos(): number { return this.pos; }
-  get bitsLeft(): number { return this.bits - this.pos; }
+  get bitPos(): number {
+    return this.pos;
+  }
+  get bitsLeft(): number {
+    return this.bits - this.pos;
+  }
 
   u1(): number {
     if (this.pos >= this.bits) throw new BitstreamError('bitstream ended early');
@@ -188,17 +195,28 @@ const HIGH_PROFILES = new Set([100, 110, 122, 244, 44, 83, 86, 118, 128, 138, 13
 
 export function h264ProfileName(profileIdc: number, constraintFlags = 0): string {
   switch (profileIdc) {
-    case 66: return constraintFlags & 0x40 ? 'Constrained Baseline' : 'Baseline';
-    case 77: return 'Main';
-    case 88: return 'Extended';
-    case 100: return 'High';
-    case 110: return 'High 10';
-    case 122: return 'High 4:2:2';
-    case 244: return 'High 4:4:4 Predictive';
-    case 44: return 'CAVLC 4:4:4 Intra';
-    case 118: return 'Multiview High';
-    case 128: return 'Stereo High';
-    default: return `profile ${profileIdc}`;
+    case 66:
+      return constraintFlags & 0x40 ? 'Constrained Baseline' : 'Baseline';
+    case 77:
+      return 'Main';
+    case 88:
+      return 'Extended';
+    case 100:
+      return 'High';
+    case 110:
+      return 'High 10';
+    case 122:
+      return 'High 4:2:2';
+    case 244:
+      return 'High 4:4:4 Predictive';
+    case 44:
+      return 'CAVLC 4:4:4 Intra';
+    case 118:
+      return 'Multiview High';
+    case 128:
+      return 'Stereo High';
+    default:
+      return `profile ${profileIdc}`;
   }
 }
 
@@ -258,9 +276,15 @@ export function parseH264Sps(nal: Buffer): H264SpsInfo {
   const frameMbsOnly = r.u1();
   if (!frameMbsOnly) r.u1(); // mb_adaptive_frame_field_flag
   r.u1(); // direct_8x8_inference_flag
-  let cropL = 0, cropR = 0, cropT = 0, cropB = 0;
+  let cropL = 0,
+    cropR = 0,
+    cropT = 0,
+    cropB = 0;
   if (r.u1()) {
-    cropL = r.ue(); cropR = r.ue(); cropT = r.ue(); cropB = r.ue();
+    cropL = r.ue();
+    cropR = r.ue();
+    cropT = r.ue();
+    cropB = r.ue();
   }
   // Crop units depend on chroma subsampling (ChromaArrayType) and on field coding.
   const chromaArrayType = separateColourPlane ? 0 : chromaFormatIdc;
@@ -274,8 +298,17 @@ export function parseH264Sps(nal: Buffer): H264SpsInfo {
     throw new BitstreamError(`implausible picture size ${width}x${height}`);
   }
   const info: H264SpsInfo = {
-    profileIdc, constraintFlags, levelIdc, profile: h264ProfileName(profileIdc, constraintFlags), spsId,
-    chromaFormatIdc, bitDepthLuma, bitDepthChroma, width, height, frameMbsOnly: frameMbsOnly === 1,
+    profileIdc,
+    constraintFlags,
+    levelIdc,
+    profile: h264ProfileName(profileIdc, constraintFlags),
+    spsId,
+    chromaFormatIdc,
+    bitDepthLuma,
+    bitDepthChroma,
+    width,
+    height,
+    frameMbsOnly: frameMbsOnly === 1,
   };
   try {
     if (r.u1()) {
@@ -290,15 +323,20 @@ export function parseH264Sps(nal: Buffer): H264SpsInfo {
 }
 
 function readVuiFrameRate(r: BitReader): number | undefined {
-  if (r.u1()) { // aspect_ratio_info_present_flag
+  if (r.u1()) {
+    // aspect_ratio_info_present_flag
     if (r.u(8) === 255) r.skip(32);
   }
   if (r.u1()) r.u1(); // overscan
-  if (r.u1()) { // video_signal_type_present_flag
+  if (r.u1()) {
+    // video_signal_type_present_flag
     r.skip(4);
     if (r.u1()) r.skip(24);
   }
-  if (r.u1()) { r.ue(); r.ue(); } // chroma_loc_info
+  if (r.u1()) {
+    r.ue();
+    r.ue();
+  } // chroma_loc_info
   if (!r.u1()) return undefined; // timing_info_present_flag
   const numUnitsInTick = r.u(32);
   const timeScale = r.u(32);
@@ -330,7 +368,9 @@ export function buildAvcC(sps: Buffer | Buffer[], pps: Buffer | Buffer[]): Buffe
   if (HIGH_PROFILES.has(profileIdc)) {
     // Profiles whose SPS carries chroma format and bit depths repeat them here (14496-15 5.3.3.1.2),
     // as ffmpeg writes it.
-    let chroma = 1, lumaMinus8 = 0, chromaMinus8 = 0;
+    let chroma = 1,
+      lumaMinus8 = 0,
+      chromaMinus8 = 0;
     try {
       const info = parseH264Sps(first);
       chroma = info.chromaFormatIdc;

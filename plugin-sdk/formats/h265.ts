@@ -72,13 +72,20 @@ export interface H265SpsInfo {
 
 export function h265ProfileName(profileIdc: number): string {
   switch (profileIdc) {
-    case 1: return 'Main';
-    case 2: return 'Main 10';
-    case 3: return 'Main Still Picture';
-    case 4: return 'Rext';
-    case 5: return 'High Throughput 4:4:4';
-    case 9: return 'Screen Extended';
-    default: return `profile ${profileIdc}`;
+    case 1:
+      return 'Main';
+    case 2:
+      return 'Main 10';
+    case 3:
+      return 'Main Still Picture';
+    case 4:
+      return 'Rext';
+    case 5:
+      return 'High Throughput 4:4:4';
+    case 9:
+      return 'Screen Extended';
+    default:
+      return `profile ${profileIdc}`;
   }
 }
 
@@ -122,9 +129,15 @@ export function parseH265Sps(nal: Buffer): H265SpsInfo {
   if (chromaFormatIdc === 3) separateColourPlane = r.u1();
   const picWidth = r.ue();
   const picHeight = r.ue();
-  let left = 0, right = 0, top = 0, bottom = 0;
+  let left = 0,
+    right = 0,
+    top = 0,
+    bottom = 0;
   if (r.u1()) {
-    left = r.ue(); right = r.ue(); top = r.ue(); bottom = r.ue();
+    left = r.ue();
+    right = r.ue();
+    top = r.ue();
+    bottom = r.ue();
   }
   const bitDepthLuma = r.ue() + 8;
   const bitDepthChroma = r.ue() + 8;
@@ -139,15 +152,30 @@ export function parseH265Sps(nal: Buffer): H265SpsInfo {
   let profileIdc = generalProfileIdc;
   if (profileIdc === 0) {
     // Some encoders leave general_profile_idc 0 and only set the compatibility flag.
-    for (let j = 1; j < 32; j++) if (generalProfileCompatibilityFlags & (2 ** (31 - j))) { profileIdc = j; break; }
+    for (let j = 1; j < 32; j++)
+      if (generalProfileCompatibilityFlags & (2 ** (31 - j))) {
+        profileIdc = j;
+        break;
+      }
   }
   return {
-    vpsId, spsId, maxSubLayers: maxSubLayersMinus1 + 1, temporalIdNesting,
-    generalProfileSpace, generalTierFlag, generalProfileIdc,
+    vpsId,
+    spsId,
+    maxSubLayers: maxSubLayersMinus1 + 1,
+    temporalIdNesting,
+    generalProfileSpace,
+    generalTierFlag,
+    generalProfileIdc,
     generalProfileCompatibilityFlags: generalProfileCompatibilityFlags >>> 0,
     generalConstraintIndicatorFlags: Buffer.from(generalProfileTierLevel.subarray(5, 11)),
-    generalLevelIdc, profile: h265ProfileName(profileIdc),
-    chromaFormatIdc, bitDepthLuma, bitDepthChroma, width, height, generalProfileTierLevel,
+    generalLevelIdc,
+    profile: h265ProfileName(profileIdc),
+    chromaFormatIdc,
+    bitDepthLuma,
+    bitDepthChroma,
+    width,
+    height,
+    generalProfileTierLevel,
   };
 }
 
@@ -175,7 +203,11 @@ export function buildHvcC(vps: Buffer | Buffer[], sps: Buffer | Buffer[], pps: B
   head[21] = ((info.maxSubLayers & 7) << 3) | ((info.temporalIdNesting ? 1 : 0) << 2) | 3;
   head[22] = 3;
   const parts: Buffer[] = [head];
-  const arrays: Array<[number, Buffer[]]> = [[H265_NAL.VPS, vpsList], [H265_NAL.SPS, spsList], [H265_NAL.PPS, ppsList]];
+  const arrays: Array<[number, Buffer[]]> = [
+    [H265_NAL.VPS, vpsList],
+    [H265_NAL.SPS, spsList],
+    [H265_NAL.PPS, ppsList],
+  ];
   for (const [type, list] of arrays) {
     const a = Buffer.allocUnsafe(3);
     // array_completeness 0: parameter sets may also come in-band (they do: on every keyframe), as ffmpeg writes it

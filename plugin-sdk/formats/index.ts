@@ -11,7 +11,17 @@ export * from './nal-index';
 export * from './flv-form';
 export { h264TestPattern } from './h264-pattern';
 export type { H264TestPattern, H264TestPatternOptions } from './h264-pattern';
-export { FLV_TAG_AUDIO, FLV_TAG_SCRIPT, FLV_TAG_VIDEO, PREV_SIZE_SIZE, TAG_HEADER_SIZE, flvFileHeader, flvPrevTagSize, flvTagHeader, serializeTag } from './flv-tag';
+export {
+  FLV_TAG_AUDIO,
+  FLV_TAG_SCRIPT,
+  FLV_TAG_VIDEO,
+  PREV_SIZE_SIZE,
+  TAG_HEADER_SIZE,
+  flvFileHeader,
+  flvPrevTagSize,
+  flvTagHeader,
+  serializeTag,
+} from './flv-tag';
 export type { FlvTag } from './flv-tag';
 export { encodeOnMetaData } from './flv-amf';
 export type { AmfValue } from './flv-amf';

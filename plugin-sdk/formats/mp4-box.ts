@@ -42,8 +42,16 @@ export function mvhd(timescale: number, duration: number, nextTrackId: number): 
 
 /** track header, version 0, enabled and in the movie; width and height are the video's (0 for audio) */
 export function tkhd(id: number, duration: number, video: boolean, width: number, height: number): Buffer {
-  return fullBox('tkhd', 0, 3,
-    u32s(0, 0, id, 0, duration), u32s(0, 0), u16s(0, 0, video ? 0 : 0x0100, 0), MATRIX, u32s(video ? width * 65536 : 0, video ? height * 65536 : 0));
+  return fullBox(
+    'tkhd',
+    0,
+    3,
+    u32s(0, 0, id, 0, duration),
+    u32s(0, 0),
+    u16s(0, 0, video ? 0 : 0x0100, 0),
+    MATRIX,
+    u32s(video ? width * 65536 : 0, video ? height * 65536 : 0),
+  );
 }
 
 /** media header, version 0, language 'und' (three 5-bit letters) */
@@ -100,9 +108,12 @@ function descriptor(tag: number, ...body: Buffer[]): Buffer {
 
 /** mp4a with its esds: AAC of this AudioSpecificConfig */
 export function aacSampleEntry(channels: number, sampleRate: number, config: Buffer, trackId: number): Buffer {
-  const decoderConfig = descriptor(0x04,
-    Buffer.from([0x40, 0x15, 0, 0, 0]), u32s(0, 0), // AAC (0x40), audio stream, buffer size and bitrates unknown
-    descriptor(0x05, config));
+  const decoderConfig = descriptor(
+    0x04,
+    Buffer.from([0x40, 0x15, 0, 0, 0]),
+    u32s(0, 0), // AAC (0x40), audio stream, buffer size and bitrates unknown
+    descriptor(0x05, config),
+  );
   const es = descriptor(0x03, Buffer.from([0, trackId & 0xff, 0]), decoderConfig, descriptor(0x06, Buffer.from([0x02])));
   return box('mp4a', audioSampleHead(channels, sampleRate), fullBox('esds', 0, 0, es));
 }

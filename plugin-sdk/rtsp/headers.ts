@@ -90,7 +90,10 @@ export interface TransportSpec {
 export function parseTransports(header: string): TransportSpec[] {
   const out: TransportSpec[] = [];
   for (const spec of header.split(',')) {
-    const params = spec.trim().split(';').map((p) => p.trim());
+    const params = spec
+      .trim()
+      .split(';')
+      .map((p) => p.trim());
     const proto = params[0].toUpperCase();
     let lower: 'tcp' | 'udp';
     if (proto === 'RTP/AVP' || proto === 'RTP/AVP/UDP') lower = 'udp';

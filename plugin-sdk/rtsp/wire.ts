@@ -170,7 +170,8 @@ export class RtspReader {
     const lenText = headers.get('content-length');
     let bodyLen = 0;
     if (lenText !== undefined) {
-      if (!/^\d{1,9}$/.test(lenText.trim())) return resync ? this.skip(end + 4, 'bad Content-Length', true) : { kind: 'error', status: 400, reason: 'bad Content-Length', cseq };
+      if (!/^\d{1,9}$/.test(lenText.trim()))
+        return resync ? this.skip(end + 4, 'bad Content-Length', true) : { kind: 'error', status: 400, reason: 'bad Content-Length', cseq };
       bodyLen = Number(lenText.trim());
       if (bodyLen > this.o.maxBodyBytes) {
         return resync ? this.skip(end + 4, 'body too long', true) : { kind: 'error', status: 413, reason: `body over ${this.o.maxBodyBytes} bytes`, cseq };
@@ -219,7 +220,8 @@ export class RtspReader {
         if (this.o.mode === 'strict') return { t: 'bad', status: 400, reason: 'malformed header line', cseq: headers.get('cseq') };
         continue;
       }
-      if (headers.size >= this.o.maxHeaders && !headers.has(name)) return { t: 'bad', status: 400, reason: `more than ${this.o.maxHeaders} headers`, cseq: headers.get('cseq') };
+      if (headers.size >= this.o.maxHeaders && !headers.has(name))
+        return { t: 'bad', status: 400, reason: `more than ${this.o.maxHeaders} headers`, cseq: headers.get('cseq') };
       headers.append(name, line.slice(colon + 1).trim());
       last = name;
     }

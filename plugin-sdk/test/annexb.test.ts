@@ -12,12 +12,26 @@ describe('Annex-B NAL units (splitAnnexB, NalRanges)', () => {
     const buf = b(0, 0, 0, 1, 0x67, 1, 2, 0, 0, 0, 1, 0x68, 3, 0, 0, 1, 0, 0, 1, 0x65, 4, 5, 0);
     const nals = splitAnnexB(buf).map((n) => [...n]);
     // the 4-byte code's leading zero is trimmed from the NAL before it; an empty NAL between two codes is left out
-    assert.deepEqual(nals, [[0x67, 1, 2], [0x68, 3], [0x65, 4, 5, 0]], 'the last NAL keeps its trailing zero (it ends the buffer)');
+    assert.deepEqual(
+      nals,
+      [
+        [0x67, 1, 2],
+        [0x68, 3],
+        [0x65, 4, 5, 0],
+      ],
+      'the last NAL keeps its trailing zero (it ends the buffer)',
+    );
   });
 
   it('keeps bytes before the first start code out, and takes a buffer without any as one NAL unit', () => {
-    assert.deepEqual(splitAnnexB(b(9, 9, 0, 0, 1, 0x41, 7)).map((n) => [...n]), [[0x41, 7]]);
-    assert.deepEqual(splitAnnexB(b(0x41, 7, 8)).map((n) => [...n]), [[0x41, 7, 8]]);
+    assert.deepEqual(
+      splitAnnexB(b(9, 9, 0, 0, 1, 0x41, 7)).map((n) => [...n]),
+      [[0x41, 7]],
+    );
+    assert.deepEqual(
+      splitAnnexB(b(0x41, 7, 8)).map((n) => [...n]),
+      [[0x41, 7, 8]],
+    );
     assert.deepEqual(splitAnnexB(b()), []);
     assert.deepEqual(splitAnnexB(b(0, 0, 1)), [], 'a start code that ends the buffer starts nothing');
   });
@@ -89,7 +103,7 @@ function rangesOf(r: { count: number; start(i: number): number; end(i: number): 
 }
 
 describe('NAL index: found once when a unit is made, read by every output (nal-index.ts)', () => {
-  it('a unit\'s index, NalRanges and scanH264/scanH265 agree with a plain walk, on hostile buffers (zeros, ones, codes back to back, at the ends)', () => {
+  it("a unit's index, NalRanges and scanH264/scanH265 agree with a plain walk, on hostile buffers (zeros, ones, codes back to back, at the ends)", () => {
     let seed = 12345;
     const rand = (): number => (seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x80000000;
     const pick = [0, 0, 0, 1, 1, 0x65, 0x41, 0x67, 0x68, 0x40, 0x42, 0x44, 0x26, 0x02, 0xff];
@@ -142,7 +156,7 @@ describe('NAL index: found once when a unit is made, read by every output (nal-i
     assert.equal(u.nals, NAL_ARENA.mem);
     const other = joinAnnexB([b(0x41, 9, 9), b(0x41, 8)]);
     const v = unitAt({ kind: 'video', codec: 'h264', timescale: 90000, dtsTicks: 0, keyframe: false, payload: other, nals: NAL_ARENA.mem, nalsAt: at });
-    assert.equal(NAL_SCANS.count, before + 1, 'searched: the index was another payload\'s');
+    assert.equal(NAL_SCANS.count, before + 1, "searched: the index was another payload's");
     const reader = new NalUnits();
     assert.deepEqual((reader.of(v), rangesOf(reader)), [4, 7, 11, 13]);
   });

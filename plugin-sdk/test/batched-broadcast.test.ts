@@ -9,7 +9,12 @@ import { BatchedBroadcast, type BatchedBroadcastOptions } from '../batched-broad
 import { ManualClock } from '../clock';
 import type { Workers } from '../plugin';
 
-interface Seen { received: string[][]; sent: number; dropped: number; messages: number }
+interface Seen {
+  received: string[][];
+  sent: number;
+  dropped: number;
+  messages: number;
+}
 type Worker = Seen & { batch: BatchedBroadcast };
 
 function cluster(count: number, clock: ManualClock, o: Partial<BatchedBroadcastOptions> = {}): Worker[] {
@@ -18,16 +23,33 @@ function cluster(count: number, clock: ManualClock, o: Partial<BatchedBroadcastO
   for (let i = 0; i < count; i++) {
     const w: Seen = { received: [], sent: 0, dropped: 0, messages: 0 };
     const workers: Workers = {
-      count, index: i,
+      count,
+      index: i,
       broadcast: (_topic, payload) => {
         w.messages++;
-        handlers.forEach((h, j) => { if (j !== i) h(structuredClone(payload)); });
+        handlers.forEach((h, j) => {
+          if (j !== i) h(structuredClone(payload));
+        });
       },
-      on: (_topic, fn) => { handlers[i] = fn; },
+      on: (_topic, fn) => {
+        handlers[i] = fn;
+      },
     };
     const batch = new BatchedBroadcast({
-      workers, topic: 't', clock, batchMs: 100, maxBatch: 8, maxItemLength: 64,
-      received: (items) => w.received.push([...items]), sent: (n) => { w.sent += n; }, dropped: () => { w.dropped++; }, ...o,
+      workers,
+      topic: 't',
+      clock,
+      batchMs: 100,
+      maxBatch: 8,
+      maxItemLength: 64,
+      received: (items) => w.received.push([...items]),
+      sent: (n) => {
+        w.sent += n;
+      },
+      dropped: () => {
+        w.dropped++;
+      },
+      ...o,
     });
     out.push(Object.assign(w, { batch }));
   }
@@ -98,8 +120,20 @@ describe('BatchedBroadcast: state told to the other workers', () => {
     const handlers: Array<(p: unknown) => void> = [];
     const received: string[][] = [];
     new BatchedBroadcast({
-      workers: { count: 2, index: 0, broadcast: () => undefined, on: (_t, fn) => { handlers.push(fn); } },
-      topic: 't', clock, batchMs: 100, maxBatch: 4, maxItemLength: 64, received: (p) => received.push([...p]),
+      workers: {
+        count: 2,
+        index: 0,
+        broadcast: () => undefined,
+        on: (_t, fn) => {
+          handlers.push(fn);
+        },
+      },
+      topic: 't',
+      clock,
+      batchMs: 100,
+      maxBatch: 4,
+      maxItemLength: 64,
+      received: (p) => received.push([...p]),
     });
     for (const bad of [undefined, null, 42, 'a:1', { 0: 'a:1' }, [], [1, 2], ['x'.repeat(65)]]) handlers[0](bad);
     assert.deepEqual(received, []);

@@ -13,7 +13,10 @@ describe('BufferSlab', () => {
     assert.ok(b.byteOffset >= a.byteOffset + a.length, 'slices do not overlap');
     a.fill(0xaa);
     b.fill(0xbb);
-    assert.ok(a.every((x) => x === 0xaa), 'writing b left a intact');
+    assert.ok(
+      a.every((x) => x === 0xaa),
+      'writing b left a intact',
+    );
   });
 
   it('starts a new chunk when a take does not fit, and keeps earlier slices valid', () => {

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { prng } from '../../test/support/prng';
 import { readU16BE, readU32BE, readU32LE, writeU32BE, writeU32LE } from '../formats/byte-order';
 
-describe('byte-order: reads and writes by index agree with Buffer\'s checked methods', () => {
+describe("byte-order: reads and writes by index agree with Buffer's checked methods", () => {
   const edges = [0, 1, 0x7f, 0x80, 0xff, 0x100, 0x7fff, 0x8000, 0xffff, 0x10000, 0x7fffffff, 0x80000000, 0xfffffffe, 0xffffffff];
 
   it('reads what Buffer reads at every offset, the sign bit included', () => {
@@ -21,7 +21,10 @@ describe('byte-order: reads and writes by index agree with Buffer\'s checked met
     const rnd = prng(11);
     const values = [...edges, ...Array.from({ length: 200 }, () => Math.floor(rnd() * 0x100000000))];
     for (const v of values) {
-      for (const [ours, theirs] of [[writeU32BE, 'writeUInt32BE'], [writeU32LE, 'writeUInt32LE']] as const) {
+      for (const [ours, theirs] of [
+        [writeU32BE, 'writeUInt32BE'],
+        [writeU32LE, 'writeUInt32LE'],
+      ] as const) {
         const a = Buffer.alloc(10, 0xaa);
         const b = Buffer.alloc(10, 0xaa);
         ours(a, v, 3);

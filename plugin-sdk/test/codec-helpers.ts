@@ -3,7 +3,13 @@ import assert from 'node:assert/strict';
 import type { AudioDecoder, AudioEncoder } from '../codecs';
 import type { AudioCodec, AudioTrackInfo } from '../media';
 
-export const track = (codec: AudioCodec, extra: Partial<AudioTrackInfo> = {}): AudioTrackInfo => ({ kind: 'audio', codec, sampleRate: 8000, channels: 1, ...extra });
+export const track = (codec: AudioCodec, extra: Partial<AudioTrackInfo> = {}): AudioTrackInfo => ({
+  kind: 'audio',
+  codec,
+  sampleRate: 8000,
+  channels: 1,
+  ...extra,
+});
 
 /** Runs a decoder over a stream cut into frames of `frameBytes`, into one array. */
 export function decodeFrames(dec: AudioDecoder, data: Uint8Array, frameBytes: number): Int16Array {
@@ -21,7 +27,6 @@ export function encodeFrames(enc: AudioEncoder, pcm: Int16Array, frameSamples: n
   for (let off = 0; off < pcm.length; off += frameSamples) parts.push(enc.encode(pcm.subarray(off, off + frameSamples)));
   return Buffer.concat(parts);
 }
-
 
 export function assertSamplesEqual(ours: Int16Array, ref: Int16Array, what: string): void {
   assert.equal(ours.length, ref.length, `${what}: sample count`);

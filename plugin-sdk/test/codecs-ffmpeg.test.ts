@@ -9,8 +9,19 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import {
-  ALAW_TO_PCM, G711Decoder, G711Encoder, G726Decoder, G726Encoder, ImaAdpcmDecoder, ImaAdpcmEncoder,
-  ULAW_TO_PCM, createDecoder, createEncoder, type AdpcmOptions, type AudioDecoder, type AudioEncoder,
+  ALAW_TO_PCM,
+  G711Decoder,
+  G711Encoder,
+  G726Decoder,
+  G726Encoder,
+  ImaAdpcmDecoder,
+  ImaAdpcmEncoder,
+  ULAW_TO_PCM,
+  createDecoder,
+  createEncoder,
+  type AdpcmOptions,
+  type AudioDecoder,
+  type AudioEncoder,
 } from '../codecs';
 import { fixturePath, scratchDir } from '../../test/support/paths';
 import { requireTool } from '../../test/support/tools';
@@ -21,7 +32,6 @@ function ffmpeg(args: string[], input?: Uint8Array): Buffer {
   if (r.status !== 0) throw new Error(`ffmpeg ${args.join(' ')} failed: ${r.stderr}`);
   return r.stdout;
 }
-
 
 /** s16le bytes as samples (copied: ffmpeg's buffer may not be 2-byte aligned) */
 function s16(b: Buffer): Int16Array {
@@ -66,7 +76,10 @@ describe('audio codecs against ffmpeg', function () {
   });
 
   describe('G.711', () => {
-    for (const [law, fmt, table] of [['alaw', 'alaw', ALAW_TO_PCM], ['ulaw', 'mulaw', ULAW_TO_PCM]] as const) {
+    for (const [law, fmt, table] of [
+      ['alaw', 'alaw', ALAW_TO_PCM],
+      ['ulaw', 'mulaw', ULAW_TO_PCM],
+    ] as const) {
       it(`${law}: all 256 codes decode as ffmpeg's pcm_${fmt}, and ffmpeg-made G.711 of speech too`, () => {
         const codes = Uint8Array.from({ length: 256 }, (_, i) => i);
         const ref = s16(ffmpeg(['-f', fmt, '-ar', '8000', '-ac', '1', '-i', '-', '-f', 's16le', '-'], codes));
@@ -83,7 +96,6 @@ describe('audio codecs against ffmpeg', function () {
         assertBytesEqual(new G711Encoder(law).encode(all), ref, `${law} encode`);
       });
     }
-
   });
 
   describe('G.726 decoder on the terminal fixtures (glaciall, 81 s of speech at each rate)', () => {
@@ -100,14 +112,16 @@ describe('audio codecs against ffmpeg', function () {
     };
 
     for (const bits of [2, 3, 4, 5]) {
-      for (const [packing, fmt] of [['left', 'g726'], ['right', 'g726le']] as const) {
+      for (const [packing, fmt] of [
+        ['left', 'g726'],
+        ['right', 'g726le'],
+      ] as const) {
         it(`${bits * 8} kbit/s, ${packing} packing: bit-exact with ffmpeg -f ${fmt} (overflow 'wrap'), 40 ms frames`, () => {
           const dec = new G726Decoder({ bitsPerSample: bits, packing, overflow: 'wrap' });
           assertSamplesEqual(decodeFrames(dec, raw(bits), bits * 40), ffDecode(bits, fmt), `${bits * 8}k ${packing}`);
         });
       }
     }
-
 
     it('default overflow saturates: equal to ffmpeg except where ffmpeg wrapped a value past 16 bits (it does, in real audio)', () => {
       for (const bits of [2, 3, 4, 5]) {
@@ -130,9 +144,15 @@ describe('audio codecs against ffmpeg', function () {
 
   describe('G.726 encoder', () => {
     for (const bits of [2, 3, 4, 5]) {
-      for (const [packing, fmt] of [['left', 'g726'], ['right', 'g726le']] as const) {
+      for (const [packing, fmt] of [
+        ['left', 'g726'],
+        ['right', 'g726le'],
+      ] as const) {
         it(`${bits * 8} kbit/s ${packing}: bit-exact with ffmpeg -c:a ${fmt} -b:a ${bits * 8}k on speech and on a loud signal`, () => {
-          for (const [name, pcm] of [['speech', speech], ['loud', loudSignal(48000)]] as const) {
+          for (const [name, pcm] of [
+            ['speech', speech],
+            ['loud', loudSignal(48000)],
+          ] as const) {
             const ref = ffmpeg(['-f', 's16le', '-ar', '8000', '-ac', '1', '-i', '-', '-c:a', fmt, '-b:a', `${bits * 8}k`, '-f', fmt, '-'], bytesOf(pcm));
             const enc = new G726Encoder({ bitsPerSample: bits, packing });
             assertBytesEqual(encodeFrames(enc, pcm, 320), ref, `${name} ${bits * 8}k ${packing}`);
@@ -141,7 +161,6 @@ describe('audio codecs against ffmpeg', function () {
       }
     }
 
-
     it('ffmpeg hears our frames as our decoder does', () => {
       for (const bits of [2, 3, 4, 5]) {
         const spec = { codec: 'g726' as const, bitsPerSample: bits, packing: 'right' as const };
@@ -149,7 +168,11 @@ describe('audio codecs against ffmpeg', function () {
         const back = decodeFrames(createDecoder(track('g726', spec)) as AudioDecoder, coded, bits * 20);
         const file = path.join(dir, `rt-${bits}.g726`);
         fs.writeFileSync(file, coded);
-        assertSamplesEqual(back, s16(ffmpeg(['-f', 'g726le', '-code_size', String(bits), '-sample_rate', '8000', '-i', file, '-f', 's16le', '-'])), `${bits * 8}k via ffmpeg`);
+        assertSamplesEqual(
+          back,
+          s16(ffmpeg(['-f', 'g726le', '-code_size', String(bits), '-sample_rate', '8000', '-i', file, '-f', 's16le', '-'])),
+          `${bits * 8}k via ffmpeg`,
+        );
       }
     });
   });

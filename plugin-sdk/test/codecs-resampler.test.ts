@@ -108,7 +108,12 @@ describe('resampler', () => {
   it('streaming: any cut of the input gives the samples one call gives, and outputFrames() predicts each call', () => {
     let seed = 7;
     const input = tone(440, 8000, 4000, 0.8).map((v, i) => v + ((i * 7919) % 200) - 100);
-    for (const [from, to, channels] of [[8000, 44100, 2], [8000, 22050, 1], [16000, 8000, 1], [8000, 48000, 1]] as const) {
+    for (const [from, to, channels] of [
+      [8000, 44100, 2],
+      [8000, 22050, 1],
+      [16000, 8000, 1],
+      [8000, 48000, 1],
+    ] as const) {
       const whole = new Resampler({ inputRate: from, outputRate: to, channels });
       const expected = Float32Array.from(whole.process(input));
       const r = new Resampler({ inputRate: from, outputRate: to, channels });
@@ -166,9 +171,15 @@ describe('resampler', () => {
     const input = Int16Array.of(0, 1, -1, 32767, -32768, 1234);
     const mono = new Resampler({ inputRate: 8000, outputRate: 8000 });
     assert.equal(mono.delaySec, 0);
-    assert.deepEqual([...mono.process(input)], [...input].map((v) => v / 32768));
+    assert.deepEqual(
+      [...mono.process(input)],
+      [...input].map((v) => v / 32768),
+    );
     const stereo = new Resampler({ inputRate: 8000, outputRate: 8000, channels: 2 });
-    assert.deepEqual([...stereo.process(input)], [...input].flatMap((v) => [v / 32768, v / 32768]));
+    assert.deepEqual(
+      [...stereo.process(input)],
+      [...input].flatMap((v) => [v / 32768, v / 32768]),
+    );
   });
 
   it('reset() starts a new signal; bad options are refused', () => {

@@ -7,8 +7,17 @@
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import {
-  G711Decoder, G711Encoder, G726Decoder, G726Encoder, ImaAdpcmDecoder, ImaAdpcmEncoder, Pcm16Decoder,
-  createDecoder, createEncoder, type AudioDecoder, type AudioEncoder,
+  G711Decoder,
+  G711Encoder,
+  G726Decoder,
+  G726Encoder,
+  ImaAdpcmDecoder,
+  ImaAdpcmEncoder,
+  Pcm16Decoder,
+  createDecoder,
+  createEncoder,
+  type AudioDecoder,
+  type AudioEncoder,
 } from '../codecs';
 import type { AudioTrackInfo, G726Packing } from '../media';
 import { fixturePath } from '../../test/support/paths';
@@ -162,7 +171,6 @@ describe('audio codecs', function () {
       });
     }
 
-
     it('frames as the ingest publishes them: 2 samples per byte after the header; bad headers and sizes', () => {
       const dec = createDecoder(track('adpcm', { sampleRate: 16000, bitsPerSample: 4 })) as ImaAdpcmDecoder;
       assert.equal(dec.sampleRate, 16000);
@@ -209,9 +217,13 @@ describe('audio codecs', function () {
     it('encoders from the terminal track, each one heard back by its decoder', () => {
       const tone = Int16Array.from({ length: 320 }, (_, i) => Math.round(8000 * Math.sin((2 * Math.PI * 440 * i) / 8000)));
       const cases: [AudioTrackInfo, number][] = [
-        [track('g711a'), 320], [track('g711u'), 320], [track('pcm'), 640],
-        [track('g726', { bitsPerSample: 2, packing: 'left' }), 80], [track('g726', { bitsPerSample: 5, packing: 'right' }), 200],
-        [track('g721'), 160], [track('adpcm'), 164],
+        [track('g711a'), 320],
+        [track('g711u'), 320],
+        [track('pcm'), 640],
+        [track('g726', { bitsPerSample: 2, packing: 'left' }), 80],
+        [track('g726', { bitsPerSample: 5, packing: 'right' }), 200],
+        [track('g721'), 160],
+        [track('adpcm'), 164],
       ];
       for (const [t, bytes] of cases) {
         const enc = createEncoder(t) as AudioEncoder;

@@ -27,11 +27,23 @@ function probe(args: string[], input?: Buffer): any {
 
 /** Encodes a test pattern and splits it into access units on the AUD that starts each one. */
 function encodeVideo(codec: 'h264' | 'h265', size = '320x240', frames = 50): AccessUnit[] {
-  const enc = codec === 'h264'
-    ? ['-c:v', 'libx264', '-bf', '0', '-g', '25', '-x264-params', 'aud=1', '-f', 'h264']
-    : ['-c:v', 'libx265', '-x265-params', 'bframes=0:keyint=25:aud=1:log-level=error', '-f', 'hevc'];
-  const es = run('ffmpeg', ['-hide_banner', '-loglevel', 'error', '-f', 'lavfi', '-i', `testsrc=size=${size}:rate=25`,
-    '-frames:v', String(frames), ...enc, '-']);
+  const enc =
+    codec === 'h264'
+      ? ['-c:v', 'libx264', '-bf', '0', '-g', '25', '-x264-params', 'aud=1', '-f', 'h264']
+      : ['-c:v', 'libx265', '-x265-params', 'bframes=0:keyint=25:aud=1:log-level=error', '-f', 'hevc'];
+  const es = run('ffmpeg', [
+    '-hide_banner',
+    '-loglevel',
+    'error',
+    '-f',
+    'lavfi',
+    '-i',
+    `testsrc=size=${size}:rate=25`,
+    '-frames:v',
+    String(frames),
+    ...enc,
+    '-',
+  ]);
   const aud = codec === 'h264' ? 9 : 35;
   const nalType = codec === 'h264' ? h264NalType : h265NalType;
   const units: Buffer[][] = [];
@@ -47,8 +59,23 @@ function encodeVideo(codec: 'h264' | 'h265', size = '320x240', frames = 50): Acc
 
 function encodeAudio(codec: 'pcm_alaw' | 'aac', seconds: number, rate: number): Buffer {
   const fmt = codec === 'pcm_alaw' ? ['-f', 'alaw'] : ['-b:a', '64k', '-f', 'adts'];
-  return run('ffmpeg', ['-hide_banner', '-loglevel', 'error', '-f', 'lavfi', '-i', `sine=frequency=1000:sample_rate=${rate}`,
-    '-t', String(seconds), '-ac', '1', '-c:a', codec, ...fmt, '-']);
+  return run('ffmpeg', [
+    '-hide_banner',
+    '-loglevel',
+    'error',
+    '-f',
+    'lavfi',
+    '-i',
+    `sine=frequency=1000:sample_rate=${rate}`,
+    '-t',
+    String(seconds),
+    '-ac',
+    '1',
+    '-c:a',
+    codec,
+    ...fmt,
+    '-',
+  ]);
 }
 
 function writeFlv(file: string, muxer: FlvMuxer, tags: FlvTag[]): Buffer {
@@ -68,8 +95,12 @@ function videoNalTypes(tags: ReadTag[], codec: 'h264' | 'h265'): number[] {
 
 describe('FLV muxer, read back by ffprobe and ffmpeg', function () {
   let dir: string;
-  before(() => { dir = scratchDir('flv-mux'); });
-  after(() => { fs.rmSync(dir, { recursive: true, force: true }); });
+  before(() => {
+    dir = scratchDir('flv-mux');
+  });
+  after(() => {
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
 
   it('muxes H.264 into classic AVC tags that ffprobe reads as 320x240, 50 frames, monotonic timestamps', () => {
     const units = encodeVideo('h264');
@@ -90,10 +121,16 @@ describe('FLV muxer, read back by ffprobe and ffmpeg', function () {
     assert.deepEqual([md.props.width, md.props.height, md.props.videocodecid, md.props.framerate], [320, 240, 7, 25]);
     assert.equal(seq.sequenceHeader, true);
     assert.equal(seq.codec, 'h264');
-    assert.deepEqual(parseAvcC(seq.data).parameterSets.map((p) => h264NalType(p)), [7, 8]);
+    assert.deepEqual(
+      parseAvcC(seq.data).parameterSets.map((p) => h264NalType(p)),
+      [7, 8],
+    );
     assert.equal(frames.length, 50);
     assert.ok(frames.every((t) => t.codec === 'h264' && !t.sequenceHeader));
-    assert.deepEqual(frames.filter((t) => t.keyframe).map((t) => t.timestamp), [0, 1000]);
+    assert.deepEqual(
+      frames.filter((t) => t.keyframe).map((t) => t.timestamp),
+      [0, 1000],
+    );
     // SPS, PPS and AUD live in the sequence header only
     const nalTypes = videoNalTypes(flv.tags, 'h264');
     assert.ok(nalTypes.includes(5) && nalTypes.includes(1));
@@ -115,9 +152,14 @@ describe('FLV muxer, read back by ffprobe and ffmpeg', function () {
     const muxer = new FlvMuxer();
     const flv = parseFlv(Buffer.concat([flvFileHeader(true, false), ...muxAll(muxer, [...first, ...second]).map(serializeTag)]));
     const seqs = flv.tags.filter((t) => t.sequenceHeader);
-    assert.deepEqual(seqs.map((t) => t.timestamp), [0, 1000]);
+    assert.deepEqual(
+      seqs.map((t) => t.timestamp),
+      [0, 1000],
+    );
     // no track info was given: onMetaData takes the size from each SPS
-    const metaSizes = flv.tags.filter((t) => t.type === 18).map((t) => decodeScriptTag(t.body).props)
+    const metaSizes = flv.tags
+      .filter((t) => t.type === 18)
+      .map((t) => decodeScriptTag(t.body).props)
       .map((p) => `${p.width}x${p.height} codec ${p.videocodecid}`);
     assert.deepEqual(metaSizes, ['320x240 codec 7', '160x120 codec 7']);
     const { annexB, frames } = videoAnnexB(flv.tags, 'h264');
@@ -130,22 +172,49 @@ describe('FLV muxer, read back by ffprobe and ffmpeg', function () {
 
   it('carries composition time (pts - dts) for streams with B frames', () => {
     // ffmpeg's own FLV with B frames is the reference: its frames, re-muxed by us, must keep every pts.
-    const ref = run('ffmpeg', ['-hide_banner', '-loglevel', 'error', '-f', 'lavfi', '-i', 'testsrc=size=320x240:rate=25',
-      '-frames:v', '50', '-c:v', 'libx264', '-bf', '2', '-g', '25', '-f', 'flv', '-']);
+    const ref = run('ffmpeg', [
+      '-hide_banner',
+      '-loglevel',
+      'error',
+      '-f',
+      'lavfi',
+      '-i',
+      'testsrc=size=320x240:rate=25',
+      '-frames:v',
+      '50',
+      '-c:v',
+      'libx264',
+      '-bf',
+      '2',
+      '-g',
+      '25',
+      '-f',
+      'flv',
+      '-',
+    ]);
     const refTags = parseFlv(ref).tags;
     const seq = refTags.find((t) => t.sequenceHeader)!;
     const ps = parseAvcC(seq.data).parameterSets;
-    const units: AccessUnit[] = refTags.filter((t) => t.codec === 'h264' && t.packetType === 1).map((t) => videoUnit({
-      codec: 'h264', dts: t.timestamp, pts: t.timestamp + t.cts, keyframe: t.keyframe,
-      payload: joinAnnexB([...(t.keyframe ? ps : []), ...splitLengthPrefixed(t.data)]),
-    }));
-    assert.ok(units.some((u, i) => i > 0 && u.pts < units[i - 1].pts), 'the reference stream should have B frames');
+    const units: AccessUnit[] = refTags
+      .filter((t) => t.codec === 'h264' && t.packetType === 1)
+      .map((t) =>
+        videoUnit({
+          codec: 'h264',
+          dts: t.timestamp,
+          pts: t.timestamp + t.cts,
+          keyframe: t.keyframe,
+          payload: joinAnnexB([...(t.keyframe ? ps : []), ...splitLengthPrefixed(t.data)]),
+        }),
+      );
+    assert.ok(
+      units.some((u, i) => i > 0 && u.pts < units[i - 1].pts),
+      'the reference stream should have B frames',
+    );
     const muxer = new FlvMuxer();
     const file = path.join(dir, 'bframes.flv');
     writeFlv(file, muxer, muxAll(muxer, units));
     const mine = probe(['-show_packets', '-show_entries', 'packet=pts,dts', file]).packets;
-    const theirs = probe(['-show_packets', '-show_entries', 'packet=pts,dts', '-'], ref).packets
-      .filter((_: any, i: number) => i < mine.length);
+    const theirs = probe(['-show_packets', '-show_entries', 'packet=pts,dts', '-'], ref).packets.filter((_: any, i: number) => i < mine.length);
     assert.equal(mine.length, 50);
     assert.deepEqual(mine, theirs);
     const decoded = probe(['-count_frames', '-show_streams', file]).streams[0];
@@ -165,7 +234,10 @@ describe('FLV muxer, read back by ffprobe and ffmpeg', function () {
     assert.equal(video[0].body[0], 0x90, 'SequenceStart: IsExHeader | key frame | packet type 0');
     const frames = video.slice(1);
     assert.equal(frames.length, 50);
-    assert.ok(frames.every((t) => t.packetType === 3 && t.cts === 0), 'no B frames: CodedFramesX');
+    assert.ok(
+      frames.every((t) => t.packetType === 3 && t.cts === 0),
+      'no B frames: CodedFramesX',
+    );
     assert.equal(frames[0].body[0] >> 4, 0x9, 'key frame type in the upper bits');
     assert.equal(frames[1].body[0] >> 4, 0xa, 'inter frame type in the upper bits');
     const md = decodeScriptTag(flv.tags[0].body).props;
@@ -175,8 +247,25 @@ describe('FLV muxer, read back by ffprobe and ffmpeg', function () {
 
     // ffmpeg's own hvcC (from an MP4 of the same encode) is the reference for the record's header fields
     const mp4 = path.join(dir, 'ref.mp4');
-    run('ffmpeg', ['-hide_banner', '-loglevel', 'error', '-f', 'lavfi', '-i', 'testsrc=size=320x240:rate=25', '-frames:v', '50',
-      '-c:v', 'libx265', '-x265-params', 'bframes=0:keyint=25:aud=1:log-level=error', '-tag:v', 'hvc1', '-y', mp4]);
+    run('ffmpeg', [
+      '-hide_banner',
+      '-loglevel',
+      'error',
+      '-f',
+      'lavfi',
+      '-i',
+      'testsrc=size=320x240:rate=25',
+      '-frames:v',
+      '50',
+      '-c:v',
+      'libx265',
+      '-x265-params',
+      'bframes=0:keyint=25:aud=1:log-level=error',
+      '-tag:v',
+      'hvc1',
+      '-y',
+      mp4,
+    ]);
     const mp4Bytes = fs.readFileSync(mp4);
     const boxAt = mp4Bytes.indexOf('hvcC');
     assert.ok(boxAt > 0);
@@ -261,7 +350,13 @@ describe('FLV muxer, read back by ffprobe and ffmpeg', function () {
     const tail = muxAll(muxer, units.slice(25));
     const file = path.join(dir, 'mid.flv');
     const tags = [...muxer.configTags(1000), ...tail];
-    assert.deepEqual(tags.slice(0, 2).map((t) => [t.type, t.timestamp]), [[18, 0], [9, 1000]]);
+    assert.deepEqual(
+      tags.slice(0, 2).map((t) => [t.type, t.timestamp]),
+      [
+        [18, 0],
+        [9, 1000],
+      ],
+    );
     writeFlv(file, muxer, tags);
     const streams = probe(['-count_frames', '-show_streams', file]).streams;
     assert.equal(streams.length, 1, 'onMetaData read as metadata, not as a subtitle stream');

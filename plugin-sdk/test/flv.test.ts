@@ -17,10 +17,16 @@ import { g711, muxAll } from './flv-units';
  */
 function captureUnits(frames = 60): AccessUnit[] {
   const clip = fixtureClip({ seconds: frames / 30 });
-  return clip.units.map((u, i) => (i === 0 ? u : videoUnit({
-    codec: 'h264', dts: u.dts, keyframe: u.keyframe,
-    payload: joinAnnexB(splitAnnexB(u.payload).filter((n) => h264NalType(n) !== 7 && h264NalType(n) !== 8)),
-  })));
+  return clip.units.map((u, i) =>
+    i === 0
+      ? u
+      : videoUnit({
+          codec: 'h264',
+          dts: u.dts,
+          keyframe: u.keyframe,
+          payload: joinAnnexB(splitAnnexB(u.payload).filter((n) => h264NalType(n) !== 7 && h264NalType(n) !== 8)),
+        }),
+  );
 }
 
 describe('FLV muxer', function () {
@@ -29,7 +35,10 @@ describe('FLV muxer', function () {
     muxer.setTrack({ kind: 'audio', codec: 'g711a', sampleRate: 8000, channels: 1 });
     const units: AccessUnit[] = captureUnits();
     for (let i = 0; i < 10; i++) units.push(g711('g711a', i * 20, Buffer.alloc(160, 0xd5)));
-    const tags = muxAll(muxer, units.sort((a, b) => a.dts - b.dts));
+    const tags = muxAll(
+      muxer,
+      units.sort((a, b) => a.dts - b.dts),
+    );
     assert.equal(tags.filter((t) => t.type === 8).length, 0, 'no audio tag');
     assert.equal(muxer.hasAudio, false, 'the file header gets no audio flag');
     const meta = decodeScriptTag(tags.find((t) => t.type === 18)!.body);
@@ -62,8 +71,12 @@ describe('FLV muxer', function () {
     // frames 1..29 are P frames without parameter sets; 30 is the next IDR (in-band SPS/PPS only on the first)
     assert.deepEqual(muxAll(muxer, units.slice(1, 30)), []);
     assert.equal(muxer.stats.droppedVideo, 29);
-    muxer.setTrack({ kind: 'video', codec: 'h264', sps: splitAnnexB(units[0].payload).find((n) => h264NalType(n) === 7),
-      pps: splitAnnexB(units[0].payload).find((n) => h264NalType(n) === 8) });
+    muxer.setTrack({
+      kind: 'video',
+      codec: 'h264',
+      sps: splitAnnexB(units[0].payload).find((n) => h264NalType(n) === 7),
+      pps: splitAnnexB(units[0].payload).find((n) => h264NalType(n) === 8),
+    });
     const tags = muxAll(muxer, units.slice(30));
     const types = tags.map((t) => (t.type === 9 && t.body[1] === 0 ? 'seq' : t.type === 18 ? 'meta' : t.keyframe ? 'key' : 'p'));
     assert.deepEqual(types, ['meta', 'seq', 'key', 'p', 'p', 'p', 'p']);
@@ -89,7 +102,11 @@ describe('FLV muxer', function () {
       assert.ok(inPlace.equals(framed[framed.length - 1]), 'first serialisation left untouched');
     }
     const flv = parseFlv(Buffer.concat([flvFileHeader(true, false), ...framed]));
-    assert.deepEqual(flv.tags.map((t) => t.timestamp), [0, 0x1234567, 0x1234567], 'timestamps above 24 bits use TimestampExtended');
+    assert.deepEqual(
+      flv.tags.map((t) => t.timestamp),
+      [0, 0x1234567, 0x1234567],
+      'timestamps above 24 bits use TimestampExtended',
+    );
   });
 
   it('pushWire(): the same bytes as push() framed, large NAL units as ranges of the payload, not copies', () => {
@@ -97,9 +114,14 @@ describe('FLV muxer', function () {
     // a filler NAL unit makes every frame carry one large NAL unit; a short SEI-like one is copied
     const filler = Buffer.concat([Buffer.from([0x0c]), Buffer.alloc(WIRE_VIEW_MIN + 100, 0xff), Buffer.from([0x80])]);
     const small = Buffer.from([0x06, 0x05, 0x01, 0x02, 0x80]);
-    const units: AccessUnit[] = video.map((u) => videoUnit({
-      codec: 'h264', dts: u.dts, keyframe: u.keyframe, payload: Buffer.concat([u.payload, Buffer.from([0, 0, 1]), small, Buffer.from([0, 0, 0, 1]), filler]),
-    }));
+    const units: AccessUnit[] = video.map((u) =>
+      videoUnit({
+        codec: 'h264',
+        dts: u.dts,
+        keyframe: u.keyframe,
+        payload: Buffer.concat([u.payload, Buffer.from([0, 0, 1]), small, Buffer.from([0, 0, 0, 1]), filler]),
+      }),
+    );
     for (let i = 0; i < 30; i++) units.push(audioUnit({ codec: 'aac', dts: i * 40 + 5, payload: Buffer.alloc(200, i), timescale: 16000, duration: 1024 }));
     units.sort((x, y) => x.dts - y.dts);
     const copying = new FlvMuxer();
@@ -120,8 +142,14 @@ describe('FLV muxer', function () {
       if (w.config) configs += w.config.length;
       const fromPayload = parts.filter((_, i) => i % 2 === 1);
       if (u.kind === 'video') {
-        assert.ok(fromPayload.some((v) => v.length === filler.length), 'the filler is a range of the payload');
-        assert.ok(fromPayload.every((v) => v.length >= WIRE_VIEW_MIN && v.buffer === u.payload.buffer), 'only large NAL units are');
+        assert.ok(
+          fromPayload.some((v) => v.length === filler.length),
+          'the filler is a range of the payload',
+        );
+        assert.ok(
+          fromPayload.every((v) => v.length >= WIRE_VIEW_MIN && v.buffer === u.payload.buffer),
+          'only large NAL units are',
+        );
         assert.ok(media.includes(small), 'the short NAL unit is copied');
       } else {
         assert.equal(fromPayload.length, 0, 'small audio frames are copied');
@@ -136,8 +164,11 @@ describe('FLV muxer', function () {
     const muxer = new FlvMuxer();
     muxer.setTrack({ kind: 'audio', codec: 'g711a', sampleRate: 8000, channels: 1 });
     const ts = [0, 20, 10, 40].flatMap((dts) =>
-      muxer.push(g711('g711a', dts, Buffer.alloc(160)))
-        .filter((t) => t.type === 8).map((t) => t.timestamp));
+      muxer
+        .push(g711('g711a', dts, Buffer.alloc(160)))
+        .filter((t) => t.type === 8)
+        .map((t) => t.timestamp),
+    );
     assert.deepEqual(ts, [0, 20, 20, 40]);
     assert.equal(muxer.stats.clampedTimestamps, 1);
   });

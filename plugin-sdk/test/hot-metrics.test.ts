@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { metricsFor } from '../../core/metrics';
 
-describe('hot metrics: the media path\'s counters and histograms', () => {
-  it('a hot histogram exposes exactly what prom-client\'s own Histogram does for the same observations', async () => {
+describe("hot metrics: the media path's counters and histograms", () => {
+  it("a hot histogram exposes exactly what prom-client's own Histogram does for the same observations", async () => {
     const buckets = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5];
     const ours = new Registry();
     const hot = metricsFor(ours, 'p').hotHistogram('lat_seconds', 'help text', buckets);
@@ -18,7 +18,7 @@ describe('hot metrics: the media path\'s counters and histograms', () => {
     assert.equal(await ours.metrics(), await theirs.metrics());
   });
 
-  it('a hot counter\'s sums per label set reach the registry at each scrape, and keep counting after', async () => {
+  it("a hot counter's sums per label set reach the registry at each scrape, and keep counting after", async () => {
     const reg = new Registry();
     const c = metricsFor(reg, 'p').hotCounter('bytes_total', 'bytes', ['listener', 'transport']);
     const tcp = c.child({ listener: 'live2013', transport: 'tcp' });
@@ -44,14 +44,23 @@ describe('hot metrics: the media path\'s counters and histograms', () => {
     ]);
     let reads = 0;
     const ours = new Registry();
-    metricsFor(ours, 'p').gaugeTable([{ name: 'stream_packets', help: 'packets' }, { name: 'stream_lost', help: 'lost "ones"' }], ['stream', 'layout'], (emit) => {
-      reads++;
-      for (const [stream, r] of rows) emit({ stream, layout: r.layout }, r.values);
-    });
+    metricsFor(ours, 'p').gaugeTable(
+      [
+        { name: 'stream_packets', help: 'packets' },
+        { name: 'stream_lost', help: 'lost "ones"' },
+      ],
+      ['stream', 'layout'],
+      (emit) => {
+        reads++;
+        for (const [stream, r] of rows) emit({ stream, layout: r.layout }, r.values);
+      },
+    );
     const theirs = (): Registry => {
       const reg = new Registry();
-      const g = [new Gauge({ name: 'gw_p_stream_packets', help: 'packets', labelNames: ['stream', 'layout'], registers: [reg] }),
-        new Gauge({ name: 'gw_p_stream_lost', help: 'lost "ones"', labelNames: ['stream', 'layout'], registers: [reg] })];
+      const g = [
+        new Gauge({ name: 'gw_p_stream_packets', help: 'packets', labelNames: ['stream', 'layout'], registers: [reg] }),
+        new Gauge({ name: 'gw_p_stream_lost', help: 'lost "ones"', labelNames: ['stream', 'layout'], registers: [reg] }),
+      ];
       for (const [stream, r] of rows) g.forEach((gauge, i) => gauge.set({ stream, layout: r.layout }, r.values[i]));
       return reg;
     };

@@ -8,7 +8,7 @@ function carved(b: Buffer): boolean {
   return b.buffer.byteLength > b.length;
 }
 
-describe('kept bytes: what a stream keeps for its life has memory of its own, not a slab of Node\'s pool', () => {
+describe("kept bytes: what a stream keeps for its life has memory of its own, not a slab of Node's pool", () => {
   it('keptCopy gives the same bytes in an ArrayBuffer of their size, apart from the source', () => {
     const src = Buffer.from([0x67, 0x42, 0xc0, 0x1e, 0xd9]);
     assert.ok(carved(src), 'the source is a slice of the pool (what the copy must not be)');
@@ -21,7 +21,7 @@ describe('kept bytes: what a stream keeps for its life has memory of its own, no
     assert.equal(keptAlloc(3).buffer.byteLength, 3);
   });
 
-  it('the FLV muxer\'s config tags (sequence header, onMetaData) are not carved from the pool', () => {
+  it("the FLV muxer's config tags (sequence header, onMetaData) are not carved from the pool", () => {
     const sps = [0x67, 0x42, 0xc0, 0x1e, 0xd9, 0x00, 0xa0, 0x47, 0xfe, 0xc8];
     const pps = [0x68, 0xce, 0x3c, 0x80];
     // a key frame as a small pooled Buffer, the way a reassembled frame's views are
@@ -31,7 +31,10 @@ describe('kept bytes: what a stream keeps for its life has memory of its own, no
     muxer.setTrack({ kind: 'video', codec: 'h264', width: 320, height: 240 });
     assert.equal(muxer.push(videoUnit({ codec: 'h264', dts: 0, keyframe: true, payload: frame })).length, 3);
     const config = muxer.configTags();
-    assert.deepEqual(config.map((t) => t.type), [18, 9]);
+    assert.deepEqual(
+      config.map((t) => t.type),
+      [18, 9],
+    );
     // each body is framed in place: its memory is its tag, header and trailer included, and nothing else
     for (const t of config) assert.equal(t.body.buffer.byteLength, 11 + t.body.length + 4, `tag type ${t.type}`);
   });

@@ -48,6 +48,9 @@ describe('LogLimiter: repeated lines per source', () => {
     assert.equal(l.log(fake, 'warn', 'x', { remote: '1.2.3.4:6' }, 'refused'), false);
     now = 10;
     l.log(fake, 'warn', 'x', { remote: '1.2.3.4:7' }, 'refused');
-    assert.deepEqual(lines, [[{ remote: '1.2.3.4:5' }, 'refused'], [{ remote: '1.2.3.4:7', suppressed: 1 }, 'refused']]);
+    assert.deepEqual(lines, [
+      [{ remote: '1.2.3.4:5' }, 'refused'],
+      [{ remote: '1.2.3.4:7', suppressed: 1 }, 'refused'],
+    ]);
   });
 });

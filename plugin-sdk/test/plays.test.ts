@@ -11,7 +11,7 @@ const turn = (): Promise<void> => new Promise((r) => setImmediate(r));
 describe('plays: via, WebSocket player sockets, the H.264 test pattern', function () {
   this.timeout(30_000);
 
-  it('playVia: none, a registered stage, or a refusal saying why; chainVia puts the play\'s stage first', () => {
+  it("playVia: none, a registered stage, or a refusal saying why; chainVia puts the play's stage first", () => {
     const bus = { stages: () => ['aac', 'video-thinner'] };
     const q = (s: string) => new URLSearchParams(s);
     assert.deepEqual(playVia(q('reqId=r&token=t'), bus), { ok: true, via: undefined });
@@ -36,7 +36,9 @@ describe('plays: via, WebSocket player sockets, the H.264 test pattern', functio
     await new Promise((r) => client.once('open', r));
     client.pause();
     let received = 0;
-    client.on('message', (m: Buffer) => { received += m.length; });
+    client.on('message', (m: Buffer) => {
+      received += m.length;
+    });
     const ws = await accepted;
     const socket = wsPlayerSocket(ws, { remote: '127.0.0.1:1' } as RouteRequest, { highWaterBytes: 256 * 1024 });
     let drained = 0;
@@ -53,7 +55,12 @@ describe('plays: via, WebSocket player sockets, the H.264 test pattern', functio
     assert.equal(socket.holdsPayloads(), true);
     assert.ok(ws.bufferedAmount >= 256 * 1024);
     assert.equal(drained, 0);
-    const drain = new Promise<void>((r) => socket.onDrain(() => { drained++; r(); }));
+    const drain = new Promise<void>((r) =>
+      socket.onDrain(() => {
+        drained++;
+        r();
+      }),
+    );
     client.resume();
     await drain;
     assert.equal(drained, 1, 'one drain');
@@ -81,7 +88,10 @@ describe('plays: via, WebSocket player sockets, the H.264 test pattern', functio
     const sps = parseH264Sps(p.sps);
     assert.deepEqual([sps.width, sps.height, sps.profile], [176, 144, 'Constrained Baseline']);
     const frames = Array.from({ length: 30 }, (_, n) => p.frame(n, 10));
-    assert.deepEqual(frames.map((f) => f.keyframe).flatMap((k, i) => (k ? [i] : [])), [0, 10, 20]);
+    assert.deepEqual(
+      frames.map((f) => f.keyframe).flatMap((k, i) => (k ? [i] : [])),
+      [0, 10, 20],
+    );
     assert.equal(p.frame(10, 10).payload, frames[10].payload, 'frames are made once');
     assert.notDeepEqual(frames[0].payload, frames[10].payload, 'each key frame of a cycle differs (the bars move)');
     const probe = await probeVideo(Buffer.concat(frames.map((f) => f.payload)), { format: 'h264' });

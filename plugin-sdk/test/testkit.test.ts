@@ -22,16 +22,26 @@ const closeServer = (srv: net.Server): Promise<void> => new Promise((r) => srv.c
  */
 function fixedPortPlugin(busy: number[]): { def: PluginDefinition<object>; seen: () => Record<string, unknown> } {
   class FixedConfig {
-    @IsInt() @Min(0) @Max(65535)
+    @IsInt()
+    @Min(0)
+    @Max(65535)
     port = busy[0];
-    @IsInt() @Min(0) @Max(65535)
+    @IsInt()
+    @Min(0)
+    @Max(65535)
     dataPort2013 = busy[1];
-    @IsInt() @Min(0) @Max(65535)
+    @IsInt()
+    @Min(0)
+    @Max(65535)
     dataPort2019 = busy[2];
-    @IsOptional() @IsInt() @Min(1) @Max(65535)
+    @IsOptional()
+    @IsInt()
+    @Min(1)
+    @Max(65535)
     publicPort: number | undefined = undefined;
     /** a number that is not a port: left alone */
-    @IsInt() @Min(1)
+    @IsInt()
+    @Min(1)
     portions = 7;
   }
   let seen: Record<string, unknown> = {};
@@ -125,7 +135,13 @@ describe('plugin-sdk test kit: ports', () => {
     gw = await startTestGateway({ plugins: [{ name: 'jt1078-ingest', config: { udp: true } }, { name: 'flv-out' }] });
     const defaults = [7080, 7081, 7612, 7613, 7614, 7615];
     const p = gw.ports;
-    for (const key of ['jt1078-ingest.livePort2013', 'jt1078-ingest.livePort2019', 'jt1078-ingest.replayPort2013', 'jt1078-ingest.replayPort2019', 'flv-out.port']) {
+    for (const key of [
+      'jt1078-ingest.livePort2013',
+      'jt1078-ingest.livePort2019',
+      'jt1078-ingest.replayPort2013',
+      'jt1078-ingest.replayPort2019',
+      'flv-out.port',
+    ]) {
       assert.ok(p[key] > 0 && !defaults.includes(p[key]), `${key} bound ${p[key]}`);
     }
     // UDP shares each TCP listener's number
@@ -155,8 +171,13 @@ function collect(stream: MediaStream): { units: AccessUnit[]; at: number[]; trac
   const at: number[] = [];
   const tracks: Array<ReadonlyArray<TrackInfo>> = [];
   const sub = stream.subscribe({
-    write(u) { units.push(u); at.push(performance.now()); },
-    tracks(t) { tracks.push(t); },
+    write(u) {
+      units.push(u);
+      at.push(performance.now());
+    },
+    tracks(t) {
+      tracks.push(t);
+    },
   });
   return { units, at, tracks, close: () => sub.close() };
 }
@@ -210,14 +231,20 @@ describe('plugin-sdk test kit: media helpers (publish, open, waitReady)', () => 
     reader.units.forEach((u, i) => assert.equal(u, clip.units[i], `unit ${i}`));
     assert.equal(reader.units[0]!.kind, 'video');
     assert.ok(reader.units[0]!.keyframe);
-    assert.deepEqual(reader.tracks.at(-1)!.map((t) => t.codec), ['h264', 'g711a']);
+    assert.deepEqual(
+      reader.tracks.at(-1)!.map((t) => t.codec),
+      ['h264', 'g711a'],
+    );
     // paced by their timestamps: the last unit (dts 960) came about a second after the first
     const span = reader.at.at(-1)! - reader.at[0]!;
     assert.ok(span >= 900 && span < 3000, `span ${span} ms`);
     assert.ok(performance.now() - t0 >= 950);
     assert.equal(p.pushed, clip.units.length);
     const status = (await gw!.api('GET', `/strm/status?reqId=${opened.reqId}`)).json.data[0];
-    assert.deepEqual(status.codecs, [{ kind: 'video', codec: 'h264', width: 704, height: 576 }, { kind: 'audio', codec: 'g711a', sampleRate: 8000 }]);
+    assert.deepEqual(status.codecs, [
+      { kind: 'video', codec: 'h264', width: 704, height: 576 },
+      { kind: 'audio', codec: 'g711a', sampleRate: 8000 },
+    ]);
   });
 
   it('all at once with loops: each pass continues the timeline at exact ticks; fps re-times the video', async () => {
@@ -239,7 +266,10 @@ describe('plugin-sdk test kit: media helpers (publish, open, waitReady)', () => 
     const fast = collect(gw!.bus.get(other.streamName)!);
     gw!.publish(other.streamName, clip, { realtime: false, fps: 50 });
     await until(() => fast.units.length === 25, 'the re-timed clip');
-    assert.deepEqual(fast.units.map((u) => u.dtsTicks), clip.units.map((_, i) => i * 1800));
+    assert.deepEqual(
+      fast.units.map((u) => u.dtsTicks),
+      clip.units.map((_, i) => i * 1800),
+    );
     assert.throws(() => gw!.publish(other.streamName, clipOf(true), { fps: 50 }), /fps re-times video only/);
     assert.throws(() => gw!.publish(other.streamName, clip, { realtime: false, loop: true }), /endless loop needs realtime/);
   });

@@ -17,7 +17,9 @@ export default definePlugin({
   setup(ctx) {
     const c = ctx.config;
     const worker = new StageWorker<TranscodeRequest, TranscodeReply>(path.join(__dirname, 'src', 'transcode-worker.js'), {
-      name: 'aac', log: ctx.log, workerData: { coder: c.coder },
+      name: 'aac',
+      log: ctx.log,
+      workerData: { coder: c.coder },
     });
     const m = ctx.metrics;
     let transcoders = 0;
@@ -29,28 +31,32 @@ export default definePlugin({
     const leftOut = m.counter('left_out_total', 'audio tracks left out: a codec that cannot be decoded', ['codec']);
     const logged = new Set<string>();
 
-    ctx.bus.registerStage(aacStage({
-      worker,
-      defaults: { sampleRate: c.sampleRate, channels: c.channels },
-      bitrate: (rate, ch) => bitrateFor(c, rate, ch),
-      maxGapMs: c.maxGapMs,
-      maxInFlight: c.maxInFlight,
-      frameBatchMs: c.frameBatchMs,
-      adpcm: { layout: c.adpcmLayout, headerByteOrder: c.adpcmHeaderByteOrder },
-      log: ctx.log,
-      hooks: {
-        transcoders: (d) => { transcoders += d; },
-        framesOut: (n) => framesOut.inc(n),
-        failed: () => failed.inc(),
-        leftOut: (stream, codec) => {
-          leftOut.inc({ codec });
-          const key = `${stream}/${codec}`;
-          if (logged.has(key) || logged.size > 10_000) return;
-          logged.add(key);
-          ctx.log.info({ stream, codec }, 'audio codec cannot be decoded: left out of the AAC form (video goes on)');
+    ctx.bus.registerStage(
+      aacStage({
+        worker,
+        defaults: { sampleRate: c.sampleRate, channels: c.channels },
+        bitrate: (rate, ch) => bitrateFor(c, rate, ch),
+        maxGapMs: c.maxGapMs,
+        maxInFlight: c.maxInFlight,
+        frameBatchMs: c.frameBatchMs,
+        adpcm: { layout: c.adpcmLayout, headerByteOrder: c.adpcmHeaderByteOrder },
+        log: ctx.log,
+        hooks: {
+          transcoders: (d) => {
+            transcoders += d;
+          },
+          framesOut: (n) => framesOut.inc(n),
+          failed: () => failed.inc(),
+          leftOut: (stream, codec) => {
+            leftOut.inc({ codec });
+            const key = `${stream}/${codec}`;
+            if (logged.has(key) || logged.size > 10_000) return;
+            logged.add(key);
+            ctx.log.info({ stream, codec }, 'audio codec cannot be decoded: left out of the AAC form (video goes on)');
+          },
         },
-      },
-    }));
+      }),
+    );
     ctx.log.info({ sampleRate: c.sampleRate, channels: c.channels, coder: c.coder }, 'AAC stage ready');
     return {
       async stop() {

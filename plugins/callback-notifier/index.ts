@@ -8,21 +8,30 @@ import { RedisNoticePublisher } from './src/redis-publisher';
 import { trustedCertificates } from './src/trust-store';
 
 export class CallbackNotifierConfig {
-  @IsInt() @Min(100) @Max(60_000)
+  @IsInt()
+  @Min(100)
+  @Max(60_000)
   attemptTimeoutMs = 5000;
 
   /** how long a notice is retried after it was queued; a backoff that would overshoot it is cut, for a last attempt at the deadline */
-  @IsInt() @Min(0) @Max(24 * 3600_000)
+  @IsInt()
+  @Min(0)
+  @Max(24 * 3600_000)
   retryForMs = 120_000;
 
-  @IsInt() @Min(1) @Max(1_000_000)
+  @IsInt()
+  @Min(1)
+  @Max(1_000_000)
   maxQueuePerHost = 1000;
 
-  @IsInt() @Min(1) @Max(64)
+  @IsInt()
+  @Min(1)
+  @Max(64)
   concurrencyPerHost = 4;
 
   /** callback hosts allowed (names, *.suffix, IPs, CIDRs); empty: any host the internal-address rule lets through */
-  @IsArray() @IsString({ each: true })
+  @IsArray()
+  @IsString({ each: true })
   allowHosts: string[] = [];
 
   /** refuse callback hosts that are or resolve to internal addresses (private, link-local, loopback, ...) */
@@ -38,7 +47,8 @@ export class CallbackNotifierConfig {
   allowLoopback = false;
 
   /** Redis for notices of requests without cb (Redis Streams XADD); unset: such notices are only logged */
-  @IsOptional() @Matches(/^rediss?:\/\//)
+  @IsOptional()
+  @Matches(/^rediss?:\/\//)
   redisUrl: string | undefined = undefined;
 
   @IsString()
@@ -48,18 +58,23 @@ export class CallbackNotifierConfig {
   @IsBoolean()
   redisStreamPerApp = true;
 
-  @IsInt() @Min(100)
+  @IsInt()
+  @Min(100)
   redisMaxLen = 100_000;
 
-  @IsInt() @Min(1)
+  @IsInt()
+  @Min(1)
   redisBufferLimit = 1000;
 
   /** PEM files of extra CAs trusted for HTTPS callbacks, beside the system's store (e.g. a private enterprise CA) */
-  @IsArray() @IsString({ each: true })
+  @IsArray()
+  @IsString({ each: true })
   caFiles: string[] = [];
 
   /** at shutdown, how long queued notices may still be delivered */
-  @IsInt() @Min(0) @Max(9000)
+  @IsInt()
+  @Min(0)
+  @Max(9000)
   shutdownGraceMs = 3000;
 }
 
@@ -94,7 +109,11 @@ export default definePlugin({
     const unrouted = ctx.metrics.counter('unrouted_total', 'notices of requests without cb on a site without a message queue');
     const mq = c.redisUrl
       ? new RedisNoticePublisher({
-          url: c.redisUrl, logger: ctx.log, streamKey: c.redisStreamKey, maxLen: c.redisMaxLen, bufferLimit: c.redisBufferLimit,
+          url: c.redisUrl,
+          logger: ctx.log,
+          streamKey: c.redisStreamKey,
+          maxLen: c.redisMaxLen,
+          bufferLimit: c.redisBufferLimit,
           metrics: { published: () => published.inc(), dropped: () => mqDropped.inc() },
         })
       : undefined;
@@ -105,7 +124,17 @@ export default definePlugin({
       else unrouted.inc();
     });
 
-    ctx.log.info({ redis: c.redisUrl ? redactRedisUrl(c.redisUrl) : undefined, streamKey: mq ? c.redisStreamKey : undefined, allowHosts: c.allowHosts, blockInternal: c.blockInternal, allowLoopback: c.allowLoopback, caFiles: c.caFiles }, 'callback notifier ready');
+    ctx.log.info(
+      {
+        redis: c.redisUrl ? redactRedisUrl(c.redisUrl) : undefined,
+        streamKey: mq ? c.redisStreamKey : undefined,
+        allowHosts: c.allowHosts,
+        blockInternal: c.blockInternal,
+        allowLoopback: c.allowLoopback,
+        caFiles: c.caFiles,
+      },
+      'callback notifier ready',
+    );
     return {
       async stop() {
         // the closed notices of requests ended by the shutdown get a short chance to leave

@@ -16,7 +16,9 @@ export class ConsoleConfig {
   apiDocs = true;
 
   /** how often the console page polls /strm/status, s */
-  @IsInt() @Min(1) @Max(60)
+  @IsInt()
+  @Min(1)
+  @Max(60)
   refreshSec = 2;
 }
 
@@ -71,17 +73,22 @@ export default definePlugin({
       ctx.routes.raw('GET', '/docs/*', serve(assets.docs), none);
       const version = gatewayVersion();
       // no credentials: the document describes the API, it holds no data (as a public API reference would)
-      ctx.routes.raw('GET', '/openapi.json', (req, res) => {
-        const text = JSON.stringify(docs.document({ version, siteName: ctx.site.name }), null, 1);
-        res.writeHead(200, {
-          'Content-Type': 'application/json; charset=utf-8',
-          'Content-Length': Buffer.byteLength(text),
-          'Cache-Control': 'no-cache',
-          // Swagger UI elsewhere (an integrator's own) may read it; it carries no secrets and needs no credentials
-          'Access-Control-Allow-Origin': '*',
-        });
-        res.end(req.method === 'HEAD' ? undefined : text);
-      }, none);
+      ctx.routes.raw(
+        'GET',
+        '/openapi.json',
+        (req, res) => {
+          const text = JSON.stringify(docs.document({ version, siteName: ctx.site.name }), null, 1);
+          res.writeHead(200, {
+            'Content-Type': 'application/json; charset=utf-8',
+            'Content-Length': Buffer.byteLength(text),
+            'Cache-Control': 'no-cache',
+            // Swagger UI elsewhere (an integrator's own) may read it; it carries no secrets and needs no credentials
+            'Access-Control-Allow-Origin': '*',
+          });
+          res.end(req.method === 'HEAD' ? undefined : text);
+        },
+        none,
+      );
     }
     ctx.log.info({ console: cfg.enabled, apiDocs: cfg.apiDocs }, 'console ready');
   },

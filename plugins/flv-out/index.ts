@@ -30,7 +30,7 @@ export default definePlugin({
     const tags = m.hotCounter('tags_total', 'FLV tags made (once per stream, whatever the number of players)', ['type']);
     const latency = m.hotHistogram(
       'added_latency_seconds',
-      'time from a frame\'s arrival at the gateway (its last packet read) to its FLV tags handed to the players\' sockets',
+      "time from a frame's arrival at the gateway (its last packet read) to its FLV tags handed to the players' sockets",
       LATENCY_BUCKETS,
     );
     const refused = m.counter('plays_refused_total', 'play attempts refused (unknown reqId or wrong token, or a via that names no stage)');
@@ -38,18 +38,25 @@ export default definePlugin({
     const audioSkipped = m.hotCounter('audio_skipped_total', 'audio units left out of the FLV (a codec FLV cannot carry, or not in audioCodecs)').child({});
     const skips = new AudioSkips(ctx.log, c.audioCodecs, ctx.bus);
     let streams = 0;
-    const formats = createFlvFormats({
-      audioCodecs: c.audioCodecs,
-      tags: { video: inc(tags.child({ type: 'video' })), audio: inc(tags.child({ type: 'audio' })), script: inc(tags.child({ type: 'script' })) },
-      audioSkipped: inc(audioSkipped),
-      audioSkipStarted: (stream, codec) => skips.note(stream, codec),
-      encoders: (d) => { streams += d; },
-    }, ctx.bus);
+    const formats = createFlvFormats(
+      {
+        audioCodecs: c.audioCodecs,
+        tags: { video: inc(tags.child({ type: 'video' })), audio: inc(tags.child({ type: 'audio' })), script: inc(tags.child({ type: 'script' })) },
+        audioSkipped: inc(audioSkipped),
+        audioSkipStarted: (stream, codec) => skips.note(stream, codec),
+        encoders: (d) => {
+          streams += d;
+        },
+      },
+      ctx.bus,
+    );
 
     const http = await ctx.net.listenHttp({ port: c.port, host: c.host, key: 'port', tls: c.tls, route: 'stream-path' });
     const schemes = c.schemes ?? (http.tls ? ['https', 'wss'] : ['http', 'ws']);
     if (http.tls && schemes.some((x) => x === 'http' || x === 'ws')) {
-      throw new Error(`key schemes: this port serves TLS only (the site's tlsCertFile), so ${schemes.filter((x) => x === 'http' || x === 'ws').join(', ')} URLs would not play; list https, wss or set tls: false`);
+      throw new Error(
+        `key schemes: this port serves TLS only (the site's tlsCertFile), so ${schemes.filter((x) => x === 'http' || x === 'ws').join(', ')} URLs would not play; list https, wss or set tls: false`,
+      );
     }
     // G.711 listed in audioCodecs is what a site's own players take as received: the AAC stage passes it on
     const keep = c.audioCodecs.filter((x) => x !== 'aac') as AudioCodec[];
@@ -61,9 +68,15 @@ export default definePlugin({
       return { media, via: aacVia(ctx.bus, r.params.audioCfg, keep) };
     };
     const server = new FlvServer({
-      log: ctx.log, requestLog: ctx.requestLog, sessions: ctx.sessions, bus: ctx.bus, formats,
-      tick: new TickFlush(latency), maxBacklogBytes: c.maxPlayerBacklogBytes,
-      refused: () => refused.inc(), readFor,
+      log: ctx.log,
+      requestLog: ctx.requestLog,
+      sessions: ctx.sessions,
+      bus: ctx.bus,
+      formats,
+      tick: new TickFlush(latency),
+      maxBacklogBytes: c.maxPlayerBacklogBytes,
+      refused: () => refused.inc(),
+      readFor,
     });
     server.mount(http);
     m.gauge('players', 'connected FLV players', [], (g) => g.set(server.playerCount));

@@ -36,13 +36,16 @@ export default definePlugin({
       ctx.log.error({ err: why }, 'timed token store unavailable: checking with the config tokens until it is back');
       store = TimedTokenStore.unsaved(seed.tokens, why);
       cancelRetry = ctx.clock.setInterval(() => {
-        TimedTokenStore.open(keyv, seed.tokens).then((s) => {
-          if (!cancelRetry) return;
-          cancelRetry();
-          cancelRetry = undefined;
-          store = s;
-          ctx.log.info({ tokens: s.list().length }, 'timed token store back: tokens loaded');
-        }, () => undefined);
+        TimedTokenStore.open(keyv, seed.tokens).then(
+          (s) => {
+            if (!cancelRetry) return;
+            cancelRetry();
+            cancelRetry = undefined;
+            store = s;
+            ctx.log.info({ tokens: s.list().length }, 'timed token store back: tokens loaded');
+          },
+          () => undefined,
+        );
       }, 10_000);
     }
     const refused = ctx.metrics.counter('refused_total', 'gov opens refused', ['reason']);
@@ -58,21 +61,28 @@ export default definePlugin({
       throw new GatewayError(ErrCode.INVALID_TOKEN, 'Invalid timedToken.');
     });
 
-    ctx.routes.post('/strm/timed_token', async (req) => {
-      const parsed = parseTimedTokenBody(req.body);
-      if (!parsed.ok) throw new GatewayError(ErrCode.INVALID_PARAM, parsed.message);
-      try {
-        await store.setTokens(parsed.tokens);
-      } catch (err) {
-        ctx.log.error({ err: (err as Error).message }, 'timed tokens not replaced: the store failed');
-        throw new GatewayError(ErrCode.EXECUTION_ERROR, 'The timed token store is not available; the tokens in use are unchanged.');
-      }
-      updates.inc();
-      // every worker checks opens: they all take the new set now, not at their next start
-      ctx.workers.broadcast('tokens', store.digests());
-      ctx.log.info({ appId: req.app!.appId, count: parsed.tokens.length, expiries: parsed.tokens.map((t) => t.expiredAt.toISOString()) }, 'timed tokens replaced');
-      return { data: store.list().map((t) => ({ fingerprint: t.fingerprint, expiredAt: t.expiredAt.toISOString() })) };
-    }, { auth: 'admin' });
+    ctx.routes.post(
+      '/strm/timed_token',
+      async (req) => {
+        const parsed = parseTimedTokenBody(req.body);
+        if (!parsed.ok) throw new GatewayError(ErrCode.INVALID_PARAM, parsed.message);
+        try {
+          await store.setTokens(parsed.tokens);
+        } catch (err) {
+          ctx.log.error({ err: (err as Error).message }, 'timed tokens not replaced: the store failed');
+          throw new GatewayError(ErrCode.EXECUTION_ERROR, 'The timed token store is not available; the tokens in use are unchanged.');
+        }
+        updates.inc();
+        // every worker checks opens: they all take the new set now, not at their next start
+        ctx.workers.broadcast('tokens', store.digests());
+        ctx.log.info(
+          { appId: req.app!.appId, count: parsed.tokens.length, expiries: parsed.tokens.map((t) => t.expiredAt.toISOString()) },
+          'timed tokens replaced',
+        );
+        return { data: store.list().map((t) => ({ fingerprint: t.fingerprint, expiredAt: t.expiredAt.toISOString() })) };
+      },
+      { auth: 'admin' },
+    );
 
     ctx.workers.on('tokens', (set) => {
       const n = store.adopt(set);

@@ -25,12 +25,18 @@ export default definePlugin({
     const blockTimeouts = m.counter('block_timeouts_total', 'blocking playlist reloads answered 503: the part asked for did not come in time');
     const fetched = { playlist: fetches.labels('playlist'), init: fetches.labels('init'), segment: fetches.labels('segment'), part: fetches.labels('part') };
 
-    const forms = new HlsForms(c, ctx.bus, ctx.log, {
-      parts: () => parts.inc(),
-      segments: () => segments.inc(),
-      memoryDrops: () => memoryDrops.inc(),
-      unitsLeftOut: () => leftOut.inc(),
-    }, (reqId) => ctx.sessions.outputReady(reqId));
+    const forms = new HlsForms(
+      c,
+      ctx.bus,
+      ctx.log,
+      {
+        parts: () => parts.inc(),
+        segments: () => segments.inc(),
+        memoryDrops: () => memoryDrops.inc(),
+        unitsLeftOut: () => leftOut.inc(),
+      },
+      (reqId) => ctx.sessions.outputReady(reqId),
+    );
     const server = new HlsServer(c, ctx.sessions, ctx.bus, forms, ctx.clock, ctx.log, {
       fetched: (k) => fetched[k].inc(),
       refused: () => refused.inc(),

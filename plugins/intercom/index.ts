@@ -29,7 +29,12 @@ export default definePlugin({
       limiter: new LogLimiter({ intervalMs: 10_000, now: () => ctx.clock.now() }),
       meters,
       talkerHost: {
-        config: c, sessions: ctx.sessions, links: ctx.services.get(TERMINAL_LINKS), meters, log: ctx.log, requestLog: ctx.requestLog,
+        config: c,
+        sessions: ctx.sessions,
+        links: ctx.services.get(TERMINAL_LINKS),
+        meters,
+        log: ctx.log,
+        requestLog: ctx.requestLog,
         now: () => ctx.clock.now(),
       },
       stompHeartBeatMs: c.stompHeartBeatMs,
@@ -47,9 +52,12 @@ export default definePlugin({
     });
     ctx.sessions.onRequestClosed((r, cause) => talk.requestClosed(r.reqId, closeReasonOf[cause]));
     // one clock for every talker: half a frame, so a slot is never more than that late
-    const cancelPacer = ctx.clock.setInterval(() => {
-      if (talk.count > 0) talk.tick(ctx.clock.now());
-    }, Math.max(5, Math.floor(c.frameMs / 2)));
+    const cancelPacer = ctx.clock.setInterval(
+      () => {
+        if (talk.count > 0) talk.tick(ctx.clock.now());
+      },
+      Math.max(5, Math.floor(c.frameMs / 2)),
+    );
     return {
       stop() {
         cancelPacer();

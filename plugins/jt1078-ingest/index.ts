@@ -31,8 +31,15 @@ export default definePlugin({
     // the per-stream gauges read the publishing sources at scrape time, once setup is over
     const m = ingestMetrics(ctx.metrics, links, () => takeover.publishing());
     const takeover = new StreamClaims({
-      disconnectGraceMs: c.disconnectGraceMs, pinFirstAddress: c.pinFirstAddress, clock: ctx.clock, log: ctx.log, sessions: ctx.sessions,
-      metrics: m, refusals: new RefusalLog(ctx.log), sources: new ChannelSources(c, ctx.log), service,
+      disconnectGraceMs: c.disconnectGraceMs,
+      pinFirstAddress: c.pinFirstAddress,
+      clock: ctx.clock,
+      log: ctx.log,
+      sessions: ctx.sessions,
+      metrics: m,
+      refusals: new RefusalLog(ctx.log),
+      sources: new ChannelSources(c, ctx.log),
+      service,
     });
     const logLimit = new LogLimiter({ intervalMs: 10_000, now: () => ctx.clock.now() });
     const host: LinkHost = {
@@ -79,7 +86,10 @@ export default definePlugin({
         links.closeAll('gateway stopping');
         service.stop();
         if (logLimit.suppressedTotal > 0) {
-          ctx.log.info({ suppressed: logLimit.suppressedTotal, untold: logLimit.pending().size }, 'lines left out by the per-source log rate limit since start');
+          ctx.log.info(
+            { suppressed: logLimit.suppressedTotal, untold: logLimit.pending().size },
+            'lines left out by the per-source log rate limit since start',
+          );
         }
       },
     };

@@ -36,7 +36,10 @@ export default definePlugin({
     try {
       prepareStore(storeRoot);
     } catch (err) {
-      if (!isStorageFailure(err)) throw new Error(`config key storeRoot: cannot write to ${storeRoot} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`, { cause: err });
+      if (!isStorageFailure(err))
+        throw new Error(`config key storeRoot: cannot write to ${storeRoot} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`, {
+          cause: err,
+        });
       unavailable = err;
     }
 

@@ -42,7 +42,9 @@ export default definePlugin({
     let streams = 0;
     const formats = createRtmpFormats({
       audioCodecs: c.audioCodecs,
-      encoders: (d) => { streams += d; },
+      encoders: (d) => {
+        streams += d;
+      },
       messages: (n) => messages.add(n),
     });
     const keep = c.audioCodecs.filter((x) => x !== 'aac') as AudioCodec[];
@@ -54,10 +56,25 @@ export default definePlugin({
       return { media, via: aacVia(ctx.bus, r.params.audioCfg, keep) };
     };
     const server = new RtmpServer({
-      log: ctx.log, requestLog: ctx.requestLog, sessions: ctx.sessions, net: ctx.net, config: c, formats, now: () => ctx.clock.now(), readFor,
+      log: ctx.log,
+      requestLog: ctx.requestLog,
+      sessions: ctx.sessions,
+      net: ctx.net,
+      config: c,
+      formats,
+      now: () => ctx.clock.now(),
+      readFor,
       counts: {
-        refused: (what) => refused.inc({ what }), dropped: () => dropped.inc(), bytesIn: (n) => { bytesIn += n; }, bytesOut: (n) => { bytesOut += n; },
-        badMedia: () => badMedia.inc(), moved: () => moved.inc(),
+        refused: (what) => refused.inc({ what }),
+        dropped: () => dropped.inc(),
+        bytesIn: (n) => {
+          bytesIn += n;
+        },
+        bytesOut: (n) => {
+          bytesOut += n;
+        },
+        badMedia: () => badMedia.inc(),
+        moved: () => moved.inc(),
       },
     });
     // with workers, a connection starts on any worker and moves to its stream's once its play or publish names it
@@ -85,7 +102,12 @@ export default definePlugin({
       if (owner !== undefined && owner !== app.appId) throw invalidParam('simNo', 'Another application publishes this channel over RTMP.');
     });
     ctx.sessions.onStreamOpened((s) => {
-      if (s.typ === 'live') server.streamOpened(s.name, s.media, s.requests.map((r) => r.appId));
+      if (s.typ === 'live')
+        server.streamOpened(
+          s.name,
+          s.media,
+          s.requests.map((r) => r.appId),
+        );
     });
     ctx.sessions.onRequestClosed((r) => server.closeRequest(r.reqId));
     ctx.services.provide(RTMP_SERVER, {
@@ -99,6 +121,11 @@ export default definePlugin({
     });
     ctx.log.info({ port, publishKeys: c.publishKeys.length }, 'RTMP served');
     const relays = setupRelays(ctx, formats);
-    return { stop: () => { relays.stop(); server.stop(); } };
+    return {
+      stop: () => {
+        relays.stop();
+        server.stop();
+      },
+    };
   },
 });

@@ -26,7 +26,11 @@ export default definePlugin({
     const bad = m.counter('bad_requests_total', 'malformed RTSP requests (answered 400/413/505/501, or the connection closed)');
     const timeouts = m.counter('session_timeouts_total', 'RTSP sessions torn down after sessionTimeoutSec without a word from their client');
     const udpDropped = m.counter('udp_dropped_total', 'RTP/RTCP datagrams dropped because the UDP send queue was full');
-    const peersRelayed = m.counter('udp_peers_relayed_total', 'with workers: addresses of UDP readers heard here whose session may be another worker\'s, passed to the others', ['outcome']);
+    const peersRelayed = m.counter(
+      'udp_peers_relayed_total',
+      "with workers: addresses of UDP readers heard here whose session may be another worker's, passed to the others",
+      ['outcome'],
+    );
     const relayedSent = peersRelayed.labels('sent');
     const relayedDropped = peersRelayed.labels('dropped');
     let bytesOut = 0;
@@ -35,12 +39,15 @@ export default definePlugin({
       mtu: c.mtu,
       // label children resolved once: this runs per unit
       packets: { video: packets.labels('video'), audio: packets.labels('audio') },
-      encoders: (d) => { streams += d; },
+      encoders: (d) => {
+        streams += d;
+      },
     });
 
     let server: RtspServer | undefined;
     const relay = udpPeerRelay({
-      workers: ctx.workers, clock: ctx.clock,
+      workers: ctx.workers,
+      clock: ctx.clock,
       heard: (peers) => server?.heardElsewhere(peers),
       relayed: (n) => relayedSent.inc(n),
       dropped: () => relayedDropped.inc(),
@@ -56,14 +63,25 @@ export default definePlugin({
     const publicPort = c.publicPort ?? port;
 
     server = new RtspServer({
-      log: ctx.log, requestLog: ctx.requestLog, sessions: ctx.sessions, bus: ctx.bus, clock: ctx.clock, config: c, format,
-      publicAddress: `${ctx.site.publicHost}:${publicPort}`, rtpSocket, rtcpSocket, cname: `rtsp-out@${ctx.site.instId || os.hostname()}`,
+      log: ctx.log,
+      requestLog: ctx.requestLog,
+      sessions: ctx.sessions,
+      bus: ctx.bus,
+      clock: ctx.clock,
+      config: c,
+      format,
+      publicAddress: `${ctx.site.publicHost}:${publicPort}`,
+      rtpSocket,
+      rtcpSocket,
+      cname: `rtsp-out@${ctx.site.instId || os.hostname()}`,
       hooks: {
         refused: () => refused.inc(),
         badRequest: () => bad.inc(),
         timedOut: () => timeouts.inc(),
         udpDropped: () => udpDropped.inc(),
-        sent: (n) => { bytesOut += n; },
+        sent: (n) => {
+          bytesOut += n;
+        },
         unknownPeer: (peer) => relay.add(peer),
       },
     });

@@ -24,7 +24,8 @@ export class RtspSourceConfig {
    * any. An rtspSrc makes the gateway connect where an application says, so a site that knows its cameras' networks
    * lists them, and the gateway cannot be pointed at its own neighbours
    */
-  @IsArray() @IsString({ each: true })
+  @IsArray()
+  @IsString({ each: true })
   allowHosts: string[] = [];
 
   /**
@@ -36,25 +37,37 @@ export class RtspSourceConfig {
   transport: TransportMode = 'auto';
 
   /** how long an open waits for the camera to play: then -5 */
-  @IsInt() @Min(1) @Max(120)
+  @IsInt()
+  @Min(1)
+  @Max(120)
   openTimeoutSec = 10;
 
   /** connect, and each RTSP request's answer */
-  @IsInt() @Min(1) @Max(120)
+  @IsInt()
+  @Min(1)
+  @Max(120)
   requestTimeoutSec = 10;
 
   /** no media this long while playing: the session is given up and started again */
-  @IsInt() @Min(1) @Max(600)
+  @IsInt()
+  @Min(1)
+  @Max(600)
   stallTimeoutSec = 10;
 
   /** keep-alive period (GET_PARAMETER, else OPTIONS); 0: half the session timeout the camera gives (default 60 s) */
-  @IsInt() @Min(0) @Max(600)
+  @IsInt()
+  @Min(0)
+  @Max(600)
   keepAliveSec = 0;
 
   /** reconnect backoff: first wait, doubling up to the max */
-  @IsInt() @Min(100) @Max(60_000)
+  @IsInt()
+  @Min(100)
+  @Max(60_000)
   reconnectMinMs = 1000;
-  @IsInt() @Min(100) @Max(600_000)
+  @IsInt()
+  @Min(100)
+  @Max(600_000)
   reconnectMaxMs = 30_000;
 
   /** rtsps://: check the camera's certificate (cameras with self-signed certificates need false) */
@@ -62,7 +75,9 @@ export class RtspSourceConfig {
   tlsVerify = true;
 
   /** a video frame larger than this is dropped (a broken stream must not grow memory) */
-  @IsInt() @Min(64 * 1024) @Max(64 * 1024 * 1024)
+  @IsInt()
+  @Min(64 * 1024)
+  @Max(64 * 1024 * 1024)
   maxFrameBytes = 4 * 1024 * 1024;
 }
 
@@ -103,7 +118,9 @@ function hostAllowList(list: string[]): (host: string) => boolean {
 
 /** a digest of the request URL and credentials, so no map holds a password */
 function sourceKeyOf(src: SourceUrl): string {
-  return createHash('sha256').update(`${src.requestUrl}\0${src.user ?? ''}\0${src.pwd ?? ''}`).digest('base64url');
+  return createHash('sha256')
+    .update(`${src.requestUrl}\0${src.user ?? ''}\0${src.pwd ?? ''}`)
+    .digest('base64url');
 }
 
 /**
@@ -129,14 +146,28 @@ export default definePlugin({
     const allowed = hostAllowList(c.allowHosts);
 
     const m = {
-      connects: ctx.metrics.counter('connects_total', 'RTSP sessions started, by result (ok, unreachable, dropped, auth, status, unsupported, timeout, tls)', ['result']),
+      connects: ctx.metrics.counter('connects_total', 'RTSP sessions started, by result (ok, unreachable, dropped, auth, status, unsupported, timeout, tls)', [
+        'result',
+      ]),
       reconnects: ctx.metrics.counter('reconnects_total', 'sessions started again after a source was lost'),
       bytes: ctx.metrics.counter('bytes_total', 'bytes read from cameras (RTSP, RTP, RTCP)'),
       units: ctx.metrics.counter('units_total', 'access units published, by kind', ['kind']),
-      malformed: ctx.metrics.counter('malformed_total', 'bad input from cameras skipped (rtsp: bytes between messages; interleaved: unknown channel; rtp: packet that broke a handler; rtcp)', ['what']),
+      malformed: ctx.metrics.counter(
+        'malformed_total',
+        'bad input from cameras skipped (rtsp: bytes between messages; interleaved: unknown channel; rtp: packet that broke a handler; rtcp)',
+        ['what'],
+      ),
       refused: ctx.metrics.counter('opens_refused_total', 'rtspSrc opens refused, by errCode', ['errCode']),
-      fallbacks: ctx.metrics.counter('transport_fallbacks_total', 'transport auto moving a pull to the other transport: from, to, reason (refused: SETUP refused it; no_rtp: UDP brought no RTP within 3 s)', ['from', 'to', 'reason']),
-      transportsUsed: ctx.metrics.counter('transports_used_total', 'sessions that played, by transport and how it was chosen (forced, remembered for the host, tried)', ['transport', 'how']),
+      fallbacks: ctx.metrics.counter(
+        'transport_fallbacks_total',
+        'transport auto moving a pull to the other transport: from, to, reason (refused: SETUP refused it; no_rtp: UDP brought no RTP within 3 s)',
+        ['from', 'to', 'reason'],
+      ),
+      transportsUsed: ctx.metrics.counter(
+        'transports_used_total',
+        'sessions that played, by transport and how it was chosen (forced, remembered for the host, tried)',
+        ['transport', 'how'],
+      ),
     };
     const unitsBy = { video: m.units.labels('video'), audio: m.units.labels('audio') };
     ctx.metrics.gauge('pulls', 'camera pulls open', [], (g) => g.set(pulls.size));
@@ -150,41 +181,75 @@ export default definePlugin({
       return n;
     };
     const gaugeOf = (name: string, help: string, f: () => number) => ctx.metrics.gauge(name, help, [], (g) => g.set(f()));
-    gaugeOf('rtp_lost_packets', 'RTP packets missing by sequence number, tracks of open pulls', trackSum((s) => s.lost));
-    gaugeOf('rtp_bad_packets', 'packets not RTP, of another payload type, duplicate or too late, tracks of open pulls', trackSum((s) => s.bad));
-    gaugeOf('payload_malformed', 'RTP payloads that broke their format (RFC 6184/7798/3640), tracks of open pulls', trackSum((s) => s.malformed));
-    gaugeOf('frames_dropped', 'access units left out (a hole, over maxFrameBytes, waiting for a keyframe), tracks of open pulls', trackSum((s) => s.dropped));
+    gaugeOf(
+      'rtp_lost_packets',
+      'RTP packets missing by sequence number, tracks of open pulls',
+      trackSum((s) => s.lost),
+    );
+    gaugeOf(
+      'rtp_bad_packets',
+      'packets not RTP, of another payload type, duplicate or too late, tracks of open pulls',
+      trackSum((s) => s.bad),
+    );
+    gaugeOf(
+      'payload_malformed',
+      'RTP payloads that broke their format (RFC 6184/7798/3640), tracks of open pulls',
+      trackSum((s) => s.malformed),
+    );
+    gaugeOf(
+      'frames_dropped',
+      'access units left out (a hole, over maxFrameBytes, waiting for a keyframe), tracks of open pulls',
+      trackSum((s) => s.dropped),
+    );
 
     const pullCfg: Omit<PullConfig, 'transport' | 'forcedBy'> = {
-      memory: new TransportMemory(), requestTimeoutMs: c.requestTimeoutSec * 1000, stallTimeoutMs: c.stallTimeoutSec * 1000,
-      keepAliveMs: c.keepAliveSec * 1000, tlsVerify: c.tlsVerify, reconnectMinMs: c.reconnectMinMs, reconnectMaxMs: c.reconnectMaxMs,
-      maxFrameBytes: c.maxFrameBytes, maxGopBytes: MAX_PULL_GOP_BYTES, lingerMs: LINGER_MS,
+      memory: new TransportMemory(),
+      requestTimeoutMs: c.requestTimeoutSec * 1000,
+      stallTimeoutMs: c.stallTimeoutSec * 1000,
+      keepAliveMs: c.keepAliveSec * 1000,
+      tlsVerify: c.tlsVerify,
+      reconnectMinMs: c.reconnectMinMs,
+      reconnectMaxMs: c.reconnectMaxMs,
+      maxFrameBytes: c.maxFrameBytes,
+      maxGopBytes: MAX_PULL_GOP_BYTES,
+      lingerMs: LINGER_MS,
     };
 
     /** the transport an rtspSrc asks for: its own, else the site's */
-    const modeOf = (r: NonNullable<OpenParams['rtspSrc']>) => ({ transport: r.transport ?? c.transport, forcedBy: r.transport ? 'request' as const : 'site' as const });
+    const modeOf = (r: NonNullable<OpenParams['rtspSrc']>) => ({
+      transport: r.transport ?? c.transport,
+      forcedBy: r.transport ? ('request' as const) : ('site' as const),
+    });
 
     function pullFor(src: SourceUrl, r: NonNullable<OpenParams['rtspSrc']>): Pull {
       const mode = modeOf(r);
       const key = pullKeyOf(src, mode.transport);
       let p = pulls.get(key);
       if (p && !p.closed) return p;
-      p = new Pull(key, src, { ...pullCfg, ...mode }, ctx.clock, ctx.log, {
-        connect: (result) => m.connects.inc({ result }),
-        reconnect: () => m.reconnects.inc(),
-        bytes: (n) => m.bytes.inc(n),
-        malformed: (what) => {
-          m.malformed.inc({ what });
-          const v = logLimit.take(`${key}|${what}`);
-          if (v.write) ctx.log.warn({ source: src.redacted, what, suppressed: v.suppressed || undefined }, 'bad input from the RTSP source skipped');
+      p = new Pull(
+        key,
+        src,
+        { ...pullCfg, ...mode },
+        ctx.clock,
+        ctx.log,
+        {
+          connect: (result) => m.connects.inc({ result }),
+          reconnect: () => m.reconnects.inc(),
+          bytes: (n) => m.bytes.inc(n),
+          malformed: (what) => {
+            m.malformed.inc({ what });
+            const v = logLimit.take(`${key}|${what}`);
+            if (v.write) ctx.log.warn({ source: src.redacted, what, suppressed: v.suppressed || undefined }, 'bad input from the RTSP source skipped');
+          },
+          unit: (kind) => unitsBy[kind].inc(),
+          fallback: (from, to, reason) => m.fallbacks.inc({ from, to, reason }),
+          transportUsed: (transport, how) => m.transportsUsed.inc({ transport, how }),
+          closed: (x) => {
+            if (pulls.get(x.key) === x) pulls.delete(x.key);
+          },
         },
-        unit: (kind) => unitsBy[kind].inc(),
-        fallback: (from, to, reason) => m.fallbacks.inc({ from, to, reason }),
-        transportUsed: (transport, how) => m.transportsUsed.inc({ transport, how }),
-        closed: (x) => {
-          if (pulls.get(x.key) === x) pulls.delete(x.key);
-        },
-      }, c.openTimeoutSec * 1000);
+        c.openTimeoutSec * 1000,
+      );
       pulls.set(key, p);
       return p;
     }
@@ -215,11 +280,21 @@ export default definePlugin({
       if ((existing && feeds.get(name) !== key) || (waiting && waiting.key !== key)) {
         const feeder = (existing && feeds.get(name)) || waiting?.key;
         if (feeder?.startsWith(`${sourceKeyOf(src)}.`)) {
-          throw refuse(invalidParam('rtspSrc.transport', `The channel is pulled from this source with transport ${feeder.slice(feeder.lastIndexOf('.') + 1)}; ask the same, or open another simNo/chanId.`));
+          throw refuse(
+            invalidParam(
+              'rtspSrc.transport',
+              `The channel is pulled from this source with transport ${feeder.slice(feeder.lastIndexOf('.') + 1)}; ask the same, or open another simNo/chanId.`,
+            ),
+          );
         }
-        throw refuse(invalidParam('rtspSrc.url', existing && !feeds.has(name)
-          ? 'The channel is fed by a terminal; open another simNo/chanId for this source.'
-          : 'The channel is fed by another RTSP source; open another simNo/chanId for this one.'));
+        throw refuse(
+          invalidParam(
+            'rtspSrc.url',
+            existing && !feeds.has(name)
+              ? 'The channel is fed by a terminal; open another simNo/chanId for this source.'
+              : 'The channel is fed by another RTSP source; open another simNo/chanId for this one.',
+          ),
+        );
       }
       const w = waiting ?? { key, n: 0 };
       w.n++;

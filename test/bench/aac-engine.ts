@@ -74,15 +74,26 @@ export function parseArgs(args: string[]): AacEngineBenchOptions {
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
     switch (a) {
-      case '--streams': o.streams = Math.round(num(i++, a, 1, 5000)); break;
-      case '--seconds': o.seconds = num(i++, a, 1, 600); break;
-      case '--warmup': o.warmup = num(i++, a, 0, 60); break;
-      case '--chunk-ms': o.chunkMs = num(i++, a, 5, 1000); break;
-      case '--bitrate': o.bitrate = Math.round(num(i++, a, 8000, 320000)); break;
+      case '--streams':
+        o.streams = Math.round(num(i++, a, 1, 5000));
+        break;
+      case '--seconds':
+        o.seconds = num(i++, a, 1, 600);
+        break;
+      case '--warmup':
+        o.warmup = num(i++, a, 0, 60);
+        break;
+      case '--chunk-ms':
+        o.chunkMs = num(i++, a, 5, 1000);
+        break;
+      case '--bitrate':
+        o.bitrate = Math.round(num(i++, a, 8000, 320000));
+        break;
       case '--rates': {
         const v = args[++i] ?? '';
         o.rates = v.split(',').map(Number);
-        if (o.rates.length === 0 || o.rates.some((r) => !Number.isInteger(r) || r < 8000 || r > 48000)) throw new Error(`--rates needs rates such as 16000,8000\n\n${USAGE}`);
+        if (o.rates.length === 0 || o.rates.some((r) => !Number.isInteger(r) || r < 8000 || r > 48000))
+          throw new Error(`--rates needs rates such as 16000,8000\n\n${USAGE}`);
         break;
       }
       case '--coder': {
@@ -91,9 +102,14 @@ export function parseArgs(args: string[]): AacEngineBenchOptions {
         o.coder = v;
         break;
       }
-      case '--ffmpeg': o.ffmpeg = true; break;
-      case '-h': case '--help': throw new Error(USAGE);
-      default: throw new Error(`unknown argument '${a}'\n\n${USAGE}`);
+      case '--ffmpeg':
+        o.ffmpeg = true;
+        break;
+      case '-h':
+      case '--help':
+        throw new Error(USAGE);
+      default:
+        throw new Error(`unknown argument '${a}'\n\n${USAGE}`);
     }
   }
   return o;
@@ -102,7 +118,29 @@ export function parseArgs(args: string[]): AacEngineBenchOptions {
 /** The fixture's speech at `rate`, float mono. */
 function speech(rate: number): Float32Array {
   const ffmpeg = requireTool('ffmpeg', 'ffmpeg');
-  const r = spawnSync(ffmpeg, ['-v', 'error', '-f', 'g726', '-code_size', '4', '-sample_rate', '8000', '-ch_layout', 'mono', '-i', fixturePath('g726/in_32.g726'), '-f', 'f32le', '-ar', String(rate), 'pipe:1'], { maxBuffer: 1 << 28 });
+  const r = spawnSync(
+    ffmpeg,
+    [
+      '-v',
+      'error',
+      '-f',
+      'g726',
+      '-code_size',
+      '4',
+      '-sample_rate',
+      '8000',
+      '-ch_layout',
+      'mono',
+      '-i',
+      fixturePath('g726/in_32.g726'),
+      '-f',
+      'f32le',
+      '-ar',
+      String(rate),
+      'pipe:1',
+    ],
+    { maxBuffer: 1 << 28 },
+  );
   if (r.status !== 0) throw new Error(`ffmpeg could not decode the G.726 fixture: ${r.stderr.toString()}`);
   const b = Buffer.from(r.stdout);
   return new Float32Array(b.buffer, b.byteOffset, b.length / 4);
@@ -169,7 +207,9 @@ async function runEngine(o: AacEngineBenchOptions, rate: number, pcm: Float32Arr
     const t0 = performance.now();
     const ids: number[] = [];
     for (let s = 0; s < o.streams; s += 50) {
-      const batch = await Promise.all(Array.from({ length: Math.min(50, o.streams - s) }, () => engine.open({ sampleRate: rate, channels: 1, bitrate: o.bitrate })));
+      const batch = await Promise.all(
+        Array.from({ length: Math.min(50, o.streams - s) }, () => engine.open({ sampleRate: rate, channels: 1, bitrate: o.bitrate })),
+      );
       for (const b of batch) ids.push(b.id);
     }
     const openMs = (performance.now() - t0) / o.streams;
@@ -253,8 +293,39 @@ async function runFfmpeg(o: AacEngineBenchOptions, rate: number, pcm: Float32Arr
   const t0 = performance.now();
   try {
     for (let s = 0; s < o.streams; s++) {
-      const c = spawn(ffmpeg, ['-v', 'error', '-probesize', '32', '-analyzeduration', '0', '-fflags', 'nobuffer', '-f', 'f32le', '-ar', String(rate), '-ac', '1', '-i', 'pipe:0',
-        '-c:a', 'aac', '-aac_coder', o.coder, '-b:a', String(o.bitrate), '-flush_packets', '1', '-f', 'adts', 'pipe:1'], { stdio: ['pipe', 'pipe', 'inherit'] });
+      const c = spawn(
+        ffmpeg,
+        [
+          '-v',
+          'error',
+          '-probesize',
+          '32',
+          '-analyzeduration',
+          '0',
+          '-fflags',
+          'nobuffer',
+          '-f',
+          'f32le',
+          '-ar',
+          String(rate),
+          '-ac',
+          '1',
+          '-i',
+          'pipe:0',
+          '-c:a',
+          'aac',
+          '-aac_coder',
+          o.coder,
+          '-b:a',
+          String(o.bitrate),
+          '-flush_packets',
+          '1',
+          '-f',
+          'adts',
+          'pipe:1',
+        ],
+        { stdio: ['pipe', 'pipe', 'inherit'] },
+      );
       c.stdout!.on('data', (d: Buffer) => {
         if (counting) bytes += d.length;
       });
@@ -304,17 +375,23 @@ export async function run(args: string[]): Promise<AacEngineBenchRate[]> {
   const o = parseArgs(args);
   const out: AacEngineBenchRate[] = [];
   const what = o.ffmpeg ? `one ffmpeg child per stream (-aac_coder ${o.coder})` : `one worker thread, coder ${o.coder}`;
-  console.log(`aac-engine: ${o.streams} streams, mono, ${o.bitrate / 1000} kbit/s, ${o.chunkMs} ms chunks, ${what}; warm-up ${o.warmup} s, window ${o.seconds} s`);
+  console.log(
+    `aac-engine: ${o.streams} streams, mono, ${o.bitrate / 1000} kbit/s, ${o.chunkMs} ms chunks, ${what}; warm-up ${o.warmup} s, window ${o.seconds} s`,
+  );
   for (const rate of o.rates) {
     const pcm = speech(rate);
     const r = o.ffmpeg ? await runFfmpeg(o, rate, pcm) : await runEngine(o, rate, pcm);
     out.push(r);
     const f = (x: number, d = 2) => (Number.isFinite(x) ? x.toFixed(d) : '-');
     console.log(`\n  ${rate} Hz, ${r.streams} streams, ${f(r.windowSeconds, 1)} s window`);
-    console.log(`    encoding CPU      ${f(r.encodeMsPerStreamSecond)} ms per stream-second (the ${o.ffmpeg ? 'children' : 'worker thread'} used ${f(r.workerCpuPct, 1)} % of a core)`);
+    console.log(
+      `    encoding CPU      ${f(r.encodeMsPerStreamSecond)} ms per stream-second (the ${o.ffmpeg ? 'children' : 'worker thread'} used ${f(r.workerCpuPct, 1)} % of a core)`,
+    );
     console.log(`    main thread CPU   ${f(r.mainMsPerStreamSecond)} ms per stream-second (load generation included)`);
     console.log(`    process CPU       ${f(r.processMsPerStreamSecond)} ms per stream-second`);
-    console.log(`    memory            ${f(r.rssPerEncoderKB, 0)} KB RSS per encoder${o.ffmpeg ? ' (PSS of each child)' : `, ${f(r.wasmPerEncoderKB, 0)} KB of wasm memory`}; open ${f(r.openMs)} ms each`);
+    console.log(
+      `    memory            ${f(r.rssPerEncoderKB, 0)} KB RSS per encoder${o.ffmpeg ? ' (PSS of each child)' : `, ${f(r.wasmPerEncoderKB, 0)} KB of wasm memory`}; open ${f(r.openMs)} ms each`,
+    );
     if (!o.ffmpeg) {
       const behind = r.keptUp < 0.99 || r.roundTripMs.p99 > 250;
       console.log(`    round trip        p50 ${f(r.roundTripMs.p50, 1)} ms, p99 ${f(r.roundTripMs.p99, 1)} ms; ${r.backlog} chunks unanswered at the end`);

@@ -23,8 +23,32 @@ import { fixturePath, scratchDir } from '../support/paths';
 import { BenchArgs, gatewayArg } from './support/bench-args';
 import { BenchPlayer } from './support/bench-player';
 import {
-  Api, Reservoir, benchApplications, checkDeadline, connectTcp, f1, f2, freePort, mb, pinSelf, pinThread, pool,
-  runDeadline, startGateway, stopGateway, tail, threadCpu, waitHealthy, workerThreadIds, REQUESTS_PER_APP, type ThreadCpu, canPin, writeSite, profileDirFor, endScratch, printRunProfiles,
+  Api,
+  Reservoir,
+  benchApplications,
+  checkDeadline,
+  connectTcp,
+  f1,
+  f2,
+  freePort,
+  mb,
+  pinSelf,
+  pinThread,
+  pool,
+  runDeadline,
+  startGateway,
+  stopGateway,
+  tail,
+  threadCpu,
+  waitHealthy,
+  workerThreadIds,
+  REQUESTS_PER_APP,
+  type ThreadCpu,
+  canPin,
+  writeSite,
+  profileDirFor,
+  endScratch,
+  printRunProfiles,
 } from './support/gateway-harness';
 import { coreTimes, quantile, rssBytes, sumDelta, sumOf, wasmRssBytes, type Sample } from './support/process-probe';
 import { SynthTerminal, speechPcm, synthAudioStream } from './support/synth-terminals';
@@ -120,8 +144,17 @@ export const USAGE = `usage: npm run bench -- audio [--streams N[,N...]] [--seco
 
 export function parseArgs(args: string[]): AudioBenchOptions {
   const o: AudioBenchOptions = {
-    steps: [100, 200, 300, 400, 500, 600, 800, 1000], seconds: 15, warmup: 5, frameMs: 20, asReceived: false, pin: 'gateway', keepGoing: false, retries: 2,
-    profile: false, keepDir: false, nodeOpts: [],
+    steps: [100, 200, 300, 400, 500, 600, 800, 1000],
+    seconds: 15,
+    warmup: 5,
+    frameMs: 20,
+    asReceived: false,
+    pin: 'gateway',
+    keepGoing: false,
+    retries: 2,
+    profile: false,
+    keepDir: false,
+    nodeOpts: [],
   };
   const r = new BenchArgs(args, USAGE);
   for (let a = r.next(); a !== undefined; a = r.next()) {
@@ -135,19 +168,32 @@ export function parseArgs(args: string[]): AudioBenchOptions {
         o.steps = steps;
         break;
       }
-      case '--seconds': o.seconds = r.num(a, 1, 3600, false); break;
-      case '--warmup': o.warmup = r.num(a, 0, 600, false); break;
-      case '--frame-ms': o.frameMs = r.num(a, 10, 200, true); break;
-      case '--retries': o.retries = r.num(a, 0, 20, true); break;
+      case '--seconds':
+        o.seconds = r.num(a, 1, 3600, false);
+        break;
+      case '--warmup':
+        o.warmup = r.num(a, 0, 600, false);
+        break;
+      case '--frame-ms':
+        o.frameMs = r.num(a, 10, 200, true);
+        break;
+      case '--retries':
+        o.retries = r.num(a, 0, 20, true);
+        break;
       case '--pin': {
         const v = r.value();
         if (v !== 'gateway' && v !== 'split' && v !== 'none') throw r.error('--pin is gateway, split or none');
         o.pin = v;
         break;
       }
-      case '--as-received': o.asReceived = true; break;
-      case '--keep-going': o.keepGoing = true; break;
-      default: if (!gatewayArg(a, r, o)) r.unknown(a);
+      case '--as-received':
+        o.asReceived = true;
+        break;
+      case '--keep-going':
+        o.keepGoing = true;
+        break;
+      default:
+        if (!gatewayArg(a, r, o)) r.unknown(a);
     }
   }
   return o;
@@ -214,7 +260,11 @@ export async function run(args: string[]): Promise<AudioBenchResult> {
   if (o.asReceived) Object.assign(flvConfig, { audio: 'as-received', audioCodecs: ['aac', 'g711a'] });
   const site = {
     gateway: {
-      httpPort, listenHost: '127.0.0.1', publicHost: '127.0.0.1', dataDir: path.join(dir, 'data'), logLevel: 'warn',
+      httpPort,
+      listenHost: '127.0.0.1',
+      publicHost: '127.0.0.1',
+      dataDir: path.join(dir, 'data'),
+      logLevel: 'warn',
       applications: benchApplications(maxStreams),
     },
     plugins: [
@@ -228,8 +278,8 @@ export async function run(args: string[]): Promise<AudioBenchResult> {
   const out = o.asReceived ? 'G.711A as received (no encoder)' : `AAC-LC ${AAC_RATE / 1000} kHz mono (audio-aac's default)`;
   console.log(
     `audio: terminals push G.711A 8 kHz speech, ${o.frameMs} ms frames (${f1(stream.framesPerSecond)} packets/s, ` +
-    `${f1((stream.bytesPerSecond * 8) / 1000)} kbit/s each); one listening HTTP-FLV player each (dataTyp 3) taking ${out}; ` +
-    `steps ${o.steps.join(', ')} streams; warm-up ${o.warmup} s, window ${o.seconds} s each; placement ${pin ? o.pin : 'none'}`,
+      `${f1((stream.bytesPerSecond * 8) / 1000)} kbit/s each); one listening HTTP-FLV player each (dataTyp 3) taking ${out}; ` +
+      `steps ${o.steps.join(', ')} streams; warm-up ${o.warmup} s, window ${o.seconds} s each; placement ${pin ? o.pin : 'none'}`,
   );
 
   const gw = startGateway({ siteFile, dir, pin, profileDir, nodeOpts: o.nodeOpts });
@@ -260,7 +310,7 @@ export async function run(args: string[]): Promise<AudioBenchResult> {
     const idleWasm = wasmRssBytes(gw.pid);
     console.log(
       `  gateway pid ${gw.pid}, worker thread${workers.length === 1 ? '' : 's'} ${workers.join(', ') || 'none'}; idle RSS ${f1(result.idleRssMB)} MB ` +
-      `(wasm ${f1(mb(idleWasm.bytes))} MB in ${idleWasm.memories} memories)`,
+        `(wasm ${f1(mb(idleWasm.bytes))} MB in ${idleWasm.memories} memories)`,
     );
 
     let lateTicks = 0;
@@ -271,30 +321,39 @@ export async function run(args: string[]): Promise<AudioBenchResult> {
       lastTick = now;
       for (let i = 0; i < terminals.length; i++) terminals[i].sendDue(now, 64);
     }, TICK_MS);
-    keeper = setInterval(() => { api.keep(reqIds).catch((err) => console.warn(`audio: keep failed: ${(err as Error).message}`)); }, 300_000);
+    keeper = setInterval(() => {
+      api.keep(reqIds).catch((err) => console.warn(`audio: keep failed: ${(err as Error).message}`));
+    }, 300_000);
 
-    const header = '  streams | main ms/s | worker ms/s | other ms/s | main % | worker % | RSS MB | wasm KB/enc |     got |   late p50/p99/max ms | growth | loop p99 | gen % | msgs/s | cores busy %';
+    const header =
+      '  streams | main ms/s | worker ms/s | other ms/s | main % | worker % | RSS MB | wasm KB/enc |     got |   late p50/p99/max ms | growth | loop p99 | gen % | msgs/s | cores busy %';
     let printedHeader = false;
     for (const target of o.steps) {
       // --- open the step's new streams: terminal first (audio flows), then its listener
       const from = terminals.length;
       const sims = Array.from({ length: target - from }, (_x, i) => String(13900000000 + from + i));
-      await pool(sims, OPEN_CONCURRENCY, 0, async (sim, k) => {
-        const i = from + k;
-        const app = Math.floor(i / REQUESTS_PER_APP);
-        const r = await api.openLive(sim, app, { dataTyp: 3 });
-        (reqIds[app] ??= []).push(r.reqId);
-        const sock = await connectTcp(r.port, signal);
-        sock.on('error', () => undefined);
-        sock.on('data', () => undefined);
-        const term = new SynthTerminal(sim, sock, stream, MAX_SEND_BACKLOG);
-        // different places in the speech, spread over one frame interval
-        term.start(performance.now() + ((i * o.frameMs) / Math.max(1, target)) % o.frameMs, (i * 7919) % stream.frames.length);
-        terminals.push(term);
-        const player = new BenchPlayer(term, { audio: (ms) => latency.add(ms) }, AAC_LOOKAHEAD_MS, o.frameMs);
-        players.push(player);
-        await player.connect(r.url, signal);
-      }, signal);
+      await pool(
+        sims,
+        OPEN_CONCURRENCY,
+        0,
+        async (sim, k) => {
+          const i = from + k;
+          const app = Math.floor(i / REQUESTS_PER_APP);
+          const r = await api.openLive(sim, app, { dataTyp: 3 });
+          (reqIds[app] ??= []).push(r.reqId);
+          const sock = await connectTcp(r.port, signal);
+          sock.on('error', () => undefined);
+          sock.on('data', () => undefined);
+          const term = new SynthTerminal(sim, sock, stream, MAX_SEND_BACKLOG);
+          // different places in the speech, spread over one frame interval
+          term.start(performance.now() + (((i * o.frameMs) / Math.max(1, target)) % o.frameMs), (i * 7919) % stream.frames.length);
+          terminals.push(term);
+          const player = new BenchPlayer(term, { audio: (ms) => latency.add(ms) }, AAC_LOOKAHEAD_MS, o.frameMs);
+          players.push(player);
+          await player.connect(r.url, signal);
+        },
+        signal,
+      );
       await api.keep(reqIds);
       await sleep(o.warmup * 1000, undefined, { signal });
       checkDeadline(signal);
@@ -313,7 +372,10 @@ export async function run(args: string[]): Promise<AudioBenchResult> {
           p.early = 0;
         }
         const snap = () => ({
-          at: performance.now(), cpu: threadCpu(gw.pid), self: process.cpuUsage(), cores: coreTimes(),
+          at: performance.now(),
+          cpu: threadCpu(gw.pid),
+          self: process.cpuUsage(),
+          cores: coreTimes(),
           dropped: terminals.reduce((s, t) => s + t.dropped, 0),
         });
         const s0 = snap();
@@ -373,8 +435,15 @@ interface Snap {
 }
 
 function stepResult(
-  o: AudioBenchOptions, streams: number, s0: Snap, s1: Snap, m0: Map<string, Sample[]>, m1: Map<string, Sample[]>, players: BenchPlayer[],
-  lat: WindowLatency, pid: number,
+  o: AudioBenchOptions,
+  streams: number,
+  s0: Snap,
+  s1: Snap,
+  m0: Map<string, Sample[]>,
+  m1: Map<string, Sample[]>,
+  players: BenchPlayer[],
+  lat: WindowLatency,
+  pid: number,
 ): AudioStepResult {
   const secs = (s1.at - s0.at) / 1000;
   const main = s1.cpu.main - s0.cpu.main;
@@ -398,7 +467,8 @@ function stepResult(
   if (!(latencyMs.p99 < LATE_P99_MS)) why.push(`latency p99 ${f1(latencyMs.p99)} ms`);
   if (latencyMs.growth > LATE_GROWTH_MS) why.push(`latency grew ${f1(latencyMs.growth)} ms within the window`);
   return {
-    streams, seconds: secs,
+    streams,
+    seconds: secs,
     msPerStreamSecond: { main: perStream(main), worker: perStream(worker), other: perStream(other), total: perStream(total) },
     cpuPct: { main: pct(main), worker: pct(worker), other: pct(other), total: pct(total) },
     rssMB: mb(rssBytes(pid)),
@@ -429,10 +499,21 @@ function stepLine(r: AudioStepResult): string {
   const wasmPerEnc = r.encoders > 0 ? (r.wasmMB * 1024) / r.encoders : NaN;
   const l = r.latencyMs;
   const cols = [
-    p(String(r.streams), 9), p(f2(r.msPerStreamSecond.main), 9), p(f2(r.msPerStreamSecond.worker), 11), p(f2(r.msPerStreamSecond.other), 10),
-    p(f1(r.cpuPct.main), 6), p(f1(r.cpuPct.worker), 8), p(f1(r.rssMB), 6), p(f1(wasmPerEnc), 11), p(`${f1(100 * r.keptUpShare)} %`, 7),
-    p(`${f1(l.p50)} / ${f1(l.p99)} / ${f1(l.max)}`, 21), p(f1(l.growth), 6), p(f1(r.eventLoopP99Ms), 8), p(f1(r.generatorCpuPct), 5),
-    p(r.workerMessagesPerSecond.toFixed(0), 6), r.coreBusyPct.map((c) => f1(c).padStart(5)).join(' '),
+    p(String(r.streams), 9),
+    p(f2(r.msPerStreamSecond.main), 9),
+    p(f2(r.msPerStreamSecond.worker), 11),
+    p(f2(r.msPerStreamSecond.other), 10),
+    p(f1(r.cpuPct.main), 6),
+    p(f1(r.cpuPct.worker), 8),
+    p(f1(r.rssMB), 6),
+    p(f1(wasmPerEnc), 11),
+    p(`${f1(100 * r.keptUpShare)} %`, 7),
+    p(`${f1(l.p50)} / ${f1(l.p99)} / ${f1(l.max)}`, 21),
+    p(f1(l.growth), 6),
+    p(f1(r.eventLoopP99Ms), 8),
+    p(f1(r.generatorCpuPct), 5),
+    p(r.workerMessagesPerSecond.toFixed(0), 6),
+    r.coreBusyPct.map((c) => f1(c).padStart(5)).join(' '),
   ];
   const notes: string[] = [];
   if (r.behind) notes.push(`BEHIND: ${r.why.join('; ')}`);
@@ -449,7 +530,11 @@ function stepLine(r: AudioStepResult): string {
 function summarise(o: AudioBenchOptions, r: AudioBenchResult): void {
   const ok = r.steps.filter((s) => !s.behind);
   const lines: string[] = [];
-  const fit = (pick: (s: AudioStepResult) => number) => slope(ok.map((s) => s.streams), ok.map((s) => pick(s) * s.streams));
+  const fit = (pick: (s: AudioStepResult) => number) =>
+    slope(
+      ok.map((s) => s.streams),
+      ok.map((s) => pick(s) * s.streams),
+    );
   if (ok.length >= 2) {
     r.marginalMs = { main: fit((s) => s.msPerStreamSecond.main), worker: fit((s) => s.msPerStreamSecond.worker), total: fit((s) => s.msPerStreamSecond.total) };
   }
@@ -473,14 +558,18 @@ function summarise(o: AudioBenchOptions, r: AudioBenchResult): void {
     const rssPer = ((best.rssMB - r.idleRssMB) * 1024) / best.streams;
     lines.push(
       `  memory: RSS ${f1(best.rssMB)} MB (${f1(rssPer)} KB per stream over the idle ${f1(r.idleRssMB)} MB)` +
-        (best.encoders > 0 ? `, wasm ${f1(best.wasmMB)} MB in ${best.wasmMemories} memories for ${best.encoders} encoders (${f1((best.wasmMB * 1024) / best.encoders)} KB each)` : ''),
+        (best.encoders > 0
+          ? `, wasm ${f1(best.wasmMB)} MB in ${best.wasmMemories} memories for ${best.encoders} encoders (${f1((best.wasmMB * 1024) / best.encoders)} KB each)`
+          : ''),
     );
   }
   if (first) lines.push(`  fell behind at ${first.streams} streams: ${first.why.join('; ')}`);
   else lines.push(`  kept up at every step, up to ${r.steps[r.steps.length - 1]?.streams ?? 0} streams`);
   if (!o.asReceived && best) {
     const workerPerCore = 1000 / (r.marginalMs?.worker ?? best.msPerStreamSecond.worker);
-    lines.push(`  target: ${TARGET_PER_CORE} streams per core for the AAC worker: ${workerPerCore >= TARGET_PER_CORE ? 'ok' : 'MISSED'} (${f1(workerPerCore)})`);
+    lines.push(
+      `  target: ${TARGET_PER_CORE} streams per core for the AAC worker: ${workerPerCore >= TARGET_PER_CORE ? 'ok' : 'MISSED'} (${f1(workerPerCore)})`,
+    );
   }
   console.log(lines.join('\n'));
 }

@@ -16,11 +16,32 @@ import type { HlsSegment, Segmenter } from '../../plugins/hls-out/src/segmenter'
 import { buildSdp } from '../../plugins/rtsp-out/src/sdp';
 import { fixturePath } from '../support/paths';
 import {
-  HttpConn, HttpResponseReader, bodyText, keptBody, nextDirective, parseAttributes, parseFragment, parseInit, parseMediaPlaylist, pickStart, resolveUri,
-  sentAtOf, type HttpResponse,
+  HttpConn,
+  HttpResponseReader,
+  bodyText,
+  keptBody,
+  nextDirective,
+  parseAttributes,
+  parseFragment,
+  parseInit,
+  parseMediaPlaylist,
+  pickStart,
+  resolveUri,
+  sentAtOf,
+  type HttpResponse,
 } from './support/bench-hls-reader';
 import {
-  FRAME_HEAD, InterleavedReader, RtpSequence, alignRtp, isIdr, keyframeTest, parseRtpInfo, parseSdp, resolveControl, type ReadFrame, type RtspResponse,
+  FRAME_HEAD,
+  InterleavedReader,
+  RtpSequence,
+  alignRtp,
+  isIdr,
+  keyframeTest,
+  parseRtpInfo,
+  parseSdp,
+  resolveControl,
+  type ReadFrame,
+  type RtspResponse,
 } from './support/bench-rtsp-reader';
 import { SENT_RING, synthesise } from './support/synth-terminals';
 
@@ -47,10 +68,10 @@ describe('bench readers: HTTP responses (HLS)', () => {
   it('reads Content-Length, chunked and empty responses back to back, however the bytes are cut', () => {
     const wire = Buffer.from(
       'HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nhello' +
-      'HTTP/1.1 100 Continue\r\n\r\n' +
-      'HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n3;ext=1\r\nabc\r\nA\r\n0123456789\r\n0\r\nX-Trailer: 1\r\n\r\n' +
-      'HTTP/1.1 204 No Content\r\n\r\n' +
-      'HTTP/1.0 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n',
+        'HTTP/1.1 100 Continue\r\n\r\n' +
+        'HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n3;ext=1\r\nabc\r\nA\r\n0123456789\r\n0\r\nX-Trailer: 1\r\n\r\n' +
+        'HTTP/1.1 204 No Content\r\n\r\n' +
+        'HTTP/1.0 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n',
       'latin1',
     );
     for (const step of [wire.length, 13, 7, 2, 1]) {
@@ -59,7 +80,16 @@ describe('bench readers: HTTP responses (HLS)', () => {
       feed((b) => r.push(b), wire, step);
       r.end();
       assert.equal(r.error, undefined, `step ${step}`);
-      assert.deepEqual(got.map((x) => [x.status, bodyText(x)]), [[200, 'hello'], [404, 'abc0123456789'], [204, ''], [200, '']], `step ${step}`);
+      assert.deepEqual(
+        got.map((x) => [x.status, bodyText(x)]),
+        [
+          [200, 'hello'],
+          [404, 'abc0123456789'],
+          [204, ''],
+          [200, ''],
+        ],
+        `step ${step}`,
+      );
       assert.equal(got[3].headers.get('connection'), 'close');
     }
   });
@@ -91,7 +121,8 @@ describe('bench readers: HTTP responses (HLS)', () => {
     const body = Buffer.alloc(100_000, 0);
     for (let i = 0; i < body.length; i++) body[i] = (i * 7 + (i >> 8)) & 0xff;
     const wire = Buffer.concat([
-      Buffer.from(`HTTP/1.1 200 OK\r\nX-Long: ${'h'.repeat(300)}\r\nContent-Length: ${body.length}\r\n\r\n`, 'latin1'), body,
+      Buffer.from(`HTTP/1.1 200 OK\r\nX-Long: ${'h'.repeat(300)}\r\nContent-Length: ${body.length}\r\n\r\n`, 'latin1'),
+      body,
       Buffer.from('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n', 'latin1'),
     ]);
     for (const keep of [4096, Infinity]) {
@@ -128,33 +159,36 @@ describe('bench readers: HTTP responses (HLS)', () => {
 
   it('HttpConn keeps one connection alive across requests and opens another after Connection: close', async () => {
     let n = 0;
-    await withServer((req, res) => {
-      n++;
-      const body = `#${n} ${req.url}`;
-      // the third answer closes its connection; the fourth request must come on a new one
-      res.writeHead(200, { 'Content-Length': Buffer.byteLength(body), ...(n === 3 ? { Connection: 'close' } : {}) });
-      if (n === 2) {
-        res.write(body.slice(0, 2)); // a body in two writes
-        setTimeout(() => res.end(body.slice(2)), 5);
-      } else res.end(body);
-    }, async (port, sockets) => {
-      const c = new HttpConn(port, `127.0.0.1:${port}`);
-      try {
-        const texts: string[] = [];
-        for (const p of ['/a?x=1', '/b', '/c']) texts.push(bodyText(await c.get(p)));
-        assert.deepEqual(texts, ['#1 /a?x=1', '#2 /b', '#3 /c']);
-        assert.equal(sockets.size, 1, 'three requests on one keep-alive connection');
-        assert.equal(bodyText(await c.get('/d')), '#4 /d');
-        assert.equal(sockets.size, 2, 'a new connection after Connection: close');
-        assert.ok(c.bytes > 4 * 20);
-        const head = await c.get('/e', 3);
-        assert.deepEqual([Buffer.concat(head.body).toString(), head.bodyBytes], ['#5 ', '#5 /e'.length]);
-        await assert.rejects(Promise.all([c.get('/f'), c.get('/g')]), /already in flight/);
-      } finally {
-        c.close();
-      }
-      await assert.rejects(c.get('/h'), /closed/);
-    });
+    await withServer(
+      (req, res) => {
+        n++;
+        const body = `#${n} ${req.url}`;
+        // the third answer closes its connection; the fourth request must come on a new one
+        res.writeHead(200, { 'Content-Length': Buffer.byteLength(body), ...(n === 3 ? { Connection: 'close' } : {}) });
+        if (n === 2) {
+          res.write(body.slice(0, 2)); // a body in two writes
+          setTimeout(() => res.end(body.slice(2)), 5);
+        } else res.end(body);
+      },
+      async (port, sockets) => {
+        const c = new HttpConn(port, `127.0.0.1:${port}`);
+        try {
+          const texts: string[] = [];
+          for (const p of ['/a?x=1', '/b', '/c']) texts.push(bodyText(await c.get(p)));
+          assert.deepEqual(texts, ['#1 /a?x=1', '#2 /b', '#3 /c']);
+          assert.equal(sockets.size, 1, 'three requests on one keep-alive connection');
+          assert.equal(bodyText(await c.get('/d')), '#4 /d');
+          assert.equal(sockets.size, 2, 'a new connection after Connection: close');
+          assert.ok(c.bytes > 4 * 20);
+          const head = await c.get('/e', 3);
+          assert.deepEqual([Buffer.concat(head.body).toString(), head.bodyBytes], ['#5 ', '#5 /e'.length]);
+          await assert.rejects(Promise.all([c.get('/f'), c.get('/g')]), /already in flight/);
+        } finally {
+          c.close();
+        }
+        await assert.rejects(c.get('/h'), /closed/);
+      },
+    );
   });
 });
 
@@ -166,17 +200,30 @@ function hlsPart(index: number, duration: number, independent: boolean): { index
 
 function hlsSegment(msn: number, parts: number, complete: boolean, version = 0, discontinuity = false): HlsSegment {
   return {
-    msn, parts: Array.from({ length: parts }, (_x, i) => hlsPart(i, i === 5 ? 0.32 : 0.333, i === 0)),
-    duration: complete ? 1.985 : 0, bytes: 0, complete, discontinuity, init: { version, data: undefined },
-    programDateTime: Date.UTC(2026, 0, 1, 0, 0, 2 * msn), startDts: 2000 * msn,
+    msn,
+    parts: Array.from({ length: parts }, (_x, i) => hlsPart(i, i === 5 ? 0.32 : 0.333, i === 0)),
+    duration: complete ? 1.985 : 0,
+    bytes: 0,
+    complete,
+    discontinuity,
+    init: { version, data: undefined },
+    programDateTime: Date.UTC(2026, 0, 1, 0, 0, 2 * msn),
+    startDts: 2000 * msn,
   };
 }
 
 /** just what renderPlaylist reads of a segmenter */
 function fakeSegmenter(segments: HlsSegment[], current: HlsSegment | undefined): Segmenter {
   const s = {
-    segments, current, discontinuitiesGone: 0, targetDuration: 2, partTarget: 0.333, audioOnly: false,
-    get lastMsn() { return current?.msn ?? segments[segments.length - 1]?.msn ?? -1; },
+    segments,
+    current,
+    discontinuitiesGone: 0,
+    targetDuration: 2,
+    partTarget: 0.333,
+    audioOnly: false,
+    get lastMsn() {
+      return current?.msn ?? segments[segments.length - 1]?.msn ?? -1;
+    },
   };
   return s as unknown as Segmenter;
 }
@@ -193,25 +240,48 @@ describe('bench readers: LL-HLS playlists as hls-out renders them', () => {
     assert.equal(pl.partTarget, 0.333);
     assert.equal(pl.partHoldBack, 0.999);
     assert.equal(pl.canBlockReload, true);
-    assert.deepEqual(pl.segments.map((s) => [s.msn, s.complete, s.parts.length]), [
-      [11, true, 0], [12, true, 0], [13, true, 0], [14, true, 0], [15, true, 6], [16, true, 6], [17, false, 2],
-    ]);
+    assert.deepEqual(
+      pl.segments.map((s) => [s.msn, s.complete, s.parts.length]),
+      [
+        [11, true, 0],
+        [12, true, 0],
+        [13, true, 0],
+        [14, true, 0],
+        [15, true, 6],
+        [16, true, 6],
+        [17, false, 2],
+      ],
+    );
     const s16 = pl.segments[5];
     assert.equal(s16.uri, `seg-16.m4s${query}`);
     assert.equal(s16.duration, 1.985);
     assert.equal(s16.map, `init-1.mp4${query}`);
     assert.equal(pl.segments[0].map, `init-0.mp4${query}`);
-    assert.deepEqual(pl.segments.map((s) => s.discontinuity), [false, false, false, false, true, false, false]);
+    assert.deepEqual(
+      pl.segments.map((s) => s.discontinuity),
+      [false, false, false, false, true, false, false],
+    );
     assert.equal(s16.programDateTime, Date.UTC(2026, 0, 1, 0, 0, 32));
-    assert.deepEqual(s16.parts.map((p) => [p.msn, p.index, p.independent, p.duration]),
-      [[16, 0, true, 0.333], [16, 1, false, 0.333], [16, 2, false, 0.333], [16, 3, false, 0.333], [16, 4, false, 0.333], [16, 5, false, 0.32]]);
+    assert.deepEqual(
+      s16.parts.map((p) => [p.msn, p.index, p.independent, p.duration]),
+      [
+        [16, 0, true, 0.333],
+        [16, 1, false, 0.333],
+        [16, 2, false, 0.333],
+        [16, 3, false, 0.333],
+        [16, 4, false, 0.333],
+        [16, 5, false, 0.32],
+      ],
+    );
     assert.equal(s16.parts[2].uri, `part-16.2.m4s${query}`);
     assert.equal(pl.preloadHint, `part-17.2.m4s${query}`);
     assert.deepEqual(nextDirective(pl), { msn: 17, part: 2 });
     // hold back 0.999 s from the end (17.1 ends the list) lands in 16.4: the independent part at or before it is 16.0
     // (17.0 starts after it), as hls.js picks
     assert.deepEqual([pickStart(pl)?.msn, pickStart(pl)?.index], [16, 0]);
-    const later = parseMediaPlaylist(renderPlaylist(fakeSegmenter(segs, hlsSegment(17, 5, false, 1)), { container: 'fmp4', lowLatency: true, windowSegments: 6, query }));
+    const later = parseMediaPlaylist(
+      renderPlaylist(fakeSegmenter(segs, hlsSegment(17, 5, false, 1)), { container: 'fmp4', lowLatency: true, windowSegments: 6, query }),
+    );
     assert.deepEqual([pickStart(later)?.msn, pickStart(later)?.index], [17, 0], 'three parts later, 17.0 is within the hold-back');
 
     // no segment being made: the next directive is the next segment's first part (what the hint says too)
@@ -223,15 +293,27 @@ describe('bench readers: LL-HLS playlists as hls-out renders them', () => {
   });
 
   it('reads a classic playlist (no parts) and refuses what a player could not use', () => {
-    const pl = parseMediaPlaylist(renderPlaylist(fakeSegmenter([hlsSegment(3, 6, true)], undefined), { container: 'mpegts', lowLatency: false, windowSegments: 6, query: '' }));
+    const pl = parseMediaPlaylist(
+      renderPlaylist(fakeSegmenter([hlsSegment(3, 6, true)], undefined), { container: 'mpegts', lowLatency: false, windowSegments: 6, query: '' }),
+    );
     assert.equal(pl.canBlockReload, false);
-    assert.deepEqual(pl.segments.map((s) => [s.msn, s.uri, s.parts.length]), [[3, 'seg-3.ts', 0]]);
+    assert.deepEqual(
+      pl.segments.map((s) => [s.msn, s.uri, s.parts.length]),
+      [[3, 'seg-3.ts', 0]],
+    );
     assert.equal(pickStart(pl), undefined);
     assert.throws(() => parseMediaPlaylist('#EXT-X-TARGETDURATION:2\n'), /#EXTM3U/);
     assert.throws(() => parseMediaPlaylist('#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2.0,\n'), /without its URI/);
     assert.throws(() => parseMediaPlaylist('#EXTM3U\n#EXT-X-TARGETDURATION:2\nseg.ts\n'), /without #EXTINF/);
     assert.throws(() => parseMediaPlaylist('#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-PART:DURATION=0.3\n'), /without URI/);
-    assert.deepEqual([...parseAttributes('A=1,URI="x,y=2",INDEPENDENT=YES')], [['A', '1'], ['URI', 'x,y=2'], ['INDEPENDENT', 'YES']]);
+    assert.deepEqual(
+      [...parseAttributes('A=1,URI="x,y=2",INDEPENDENT=YES')],
+      [
+        ['A', '1'],
+        ['URI', 'x,y=2'],
+        ['INDEPENDENT', 'YES'],
+      ],
+    );
   });
 
   it('resolves playlist URIs against the playlist path', () => {
@@ -246,7 +328,12 @@ describe('bench readers: LL-HLS playlists as hls-out renders them', () => {
 
 function sample(dts: number, duration: number, size: number, sync: boolean): MuxSample {
   return {
-    unit: undefined as never, dts, cto: 0, duration, sync, size,
+    unit: undefined as never,
+    dts,
+    cto: 0,
+    duration,
+    sync,
+    size,
     writeTo(out: Buffer, at: number) {
       out.fill(sync ? 1 : 2, at, at + size);
       return at + size;
@@ -255,12 +342,21 @@ function sample(dts: number, duration: number, size: number, sync: boolean): Mux
 }
 
 describe('bench readers: fMP4 as hls-out writes it', () => {
-  const video: MuxTrack = { id: 1, kind: 'video', codec: 'h264', timescale: 90000, width: 352, height: 288, config: Buffer.from([1, 0x42, 0, 0x1e, 0xff, 0xe0, 0]) };
+  const video: MuxTrack = {
+    id: 1,
+    kind: 'video',
+    codec: 'h264',
+    timescale: 90000,
+    width: 352,
+    height: 288,
+    config: Buffer.from([1, 0x42, 0, 0x1e, 0xff, 0xe0, 0]),
+  };
   const audio: MuxTrack = { id: 2, kind: 'audio', codec: 'aac', timescale: 8000, sampleRate: 8000, channels: 1, config: Buffer.from([0x15, 0x88]) };
 
   it('finds the tracks of an init segment', () => {
     assert.deepEqual(parseInit(fmp4Init([video, audio])), [
-      { id: 1, timescale: 90000, handler: 'vide' }, { id: 2, timescale: 8000, handler: 'soun' },
+      { id: 1, timescale: 90000, handler: 'vide' },
+      { id: 2, timescale: 8000, handler: 'soun' },
     ]);
     assert.throws(() => parseInit(Buffer.concat([Buffer.from([0, 0, 0, 12]), Buffer.from('ftypiso6')])), /without moov/);
     assert.throws(() => parseInit(Buffer.concat([Buffer.from([0, 0, 0, 99]), Buffer.from('moovxxxx')])), /runs past/);
@@ -269,13 +365,20 @@ describe('bench readers: fMP4 as hls-out writes it', () => {
   it('reads a part: sequence, base time, last and end decode times, sync flag, sizes', () => {
     const v = [sample(9000, 3600, 1000, true), sample(12600, 3690, 300, false), sample(16290, 3510, 250, false)];
     const a = [sample(800, 1024, 40, true), sample(1824, 1024, 41, true)];
-    const frag = fmp4Fragment(7, [{ track: video, baseTime: 9000, samples: v }, { track: audio, baseTime: 800, samples: a }]);
+    const frag = fmp4Fragment(7, [
+      { track: video, baseTime: 9000, samples: v },
+      { track: audio, baseTime: 800, samples: a },
+    ]);
     const info = parseFragment(frag, frag.length);
     assert.equal(info.sequence, 7);
     assert.equal(info.moofBytes + info.mdatBytes, frag.length);
-    assert.deepEqual(info.tracks.map((t) => [t.trackId, t.baseTime, t.samples, t.lastDts, t.endDts, t.firstSync]), [
-      [1, 9000, 3, 16290, 19800, true], [2, 800, 2, 1824, 2848, true],
-    ]);
+    assert.deepEqual(
+      info.tracks.map((t) => [t.trackId, t.baseTime, t.samples, t.lastDts, t.endDts, t.firstSync]),
+      [
+        [1, 9000, 3, 16290, 19800, true],
+        [2, 800, 2, 1824, 2848, true],
+      ],
+    );
     // only the head given (as the reader does for parts): the same answer
     assert.deepEqual(parseFragment(frag.subarray(0, info.moofBytes + 8), frag.length), info);
     const p = fmp4Fragment(8, [{ track: video, baseTime: 19800, samples: [sample(19800, 3600, 10, false)] }]);
@@ -283,7 +386,13 @@ describe('bench readers: fMP4 as hls-out writes it', () => {
     // a segment is its parts joined: timing over both
     const seg = Buffer.concat([frag, p]);
     const s = parseFragment(seg, seg.length);
-    assert.deepEqual(s.tracks.map((t) => [t.trackId, t.baseTime, t.samples, t.lastDts, t.endDts]), [[1, 9000, 4, 19800, 23400], [2, 800, 2, 1824, 2848]]);
+    assert.deepEqual(
+      s.tracks.map((t) => [t.trackId, t.baseTime, t.samples, t.lastDts, t.endDts]),
+      [
+        [1, 9000, 4, 19800, 23400],
+        [2, 800, 2, 1824, 2848],
+      ],
+    );
   });
 
   it('refuses a body that the boxes do not fill exactly', () => {
@@ -332,7 +441,10 @@ describe('bench readers: RTSP interleaved connection', () => {
     const rtcp = Buffer.from([0x80, 200, 0, 6, ...Buffer.alloc(24)]);
     const wire = Buffer.concat([
       Buffer.from(`RTSP/1.0 200 OK\r\nCSeq: 2\r\nContent-Type: application/sdp\r\nContent-Length: ${sdp.length}\r\n\r\n${sdp}`),
-      frame(0, p1), frame(1, rtcp), frame(0, p2), frame(2, Buffer.from([1, 2, 3])),
+      frame(0, p1),
+      frame(1, rtcp),
+      frame(0, p2),
+      frame(2, Buffer.from([1, 2, 3])),
       Buffer.from('RTSP/1.0 200 OK\r\nCSeq: 3\r\nSession: abc\r\n\r\n'),
     ]);
     for (const step of [wire.length, 100, 13, 5, 1]) {
@@ -344,11 +456,24 @@ describe('bench readers: RTSP interleaved connection', () => {
       });
       feed((b) => r.push(b), wire, step);
       assert.equal(r.error, undefined, `step ${step}`);
-      assert.deepEqual(responses.map((x) => [x.status, x.headers.get('cseq'), x.body]), [[200, '2', sdp], [200, '3', '']], `step ${step}`);
-      assert.deepEqual(frames, [
-        [0, p1.length, p1.toString('hex', 0, FRAME_HEAD)], [1, rtcp.length, rtcp.toString('hex', 0, FRAME_HEAD)],
-        [0, p2.length, p2.toString('hex', 0, FRAME_HEAD)], [2, 3, '010203'],
-      ], `step ${step}`);
+      assert.deepEqual(
+        responses.map((x) => [x.status, x.headers.get('cseq'), x.body]),
+        [
+          [200, '2', sdp],
+          [200, '3', ''],
+        ],
+        `step ${step}`,
+      );
+      assert.deepEqual(
+        frames,
+        [
+          [0, p1.length, p1.toString('hex', 0, FRAME_HEAD)],
+          [1, rtcp.length, rtcp.toString('hex', 0, FRAME_HEAD)],
+          [0, p2.length, p2.toString('hex', 0, FRAME_HEAD)],
+          [2, 3, '010203'],
+        ],
+        `step ${step}`,
+      );
     }
     const bad = new InterleavedReader({ onResponse: () => assert.fail(), onFrame: () => assert.fail() });
     bad.push(Buffer.from([0x00, 0x24]));
@@ -358,26 +483,35 @@ describe('bench readers: RTSP interleaved connection', () => {
   it('reads the SDP rtsp-out writes: tracks, payload types, absolute and relative controls', () => {
     const base = 'rtsp://127.0.0.1:7554/live/139_1_1?reqId=r&token=t';
     const sdp = buildSdp(
-      { video: { kind: 'video', codec: 'h264', width: 352, height: 288, sps: Buffer.from([0x67, 0x42, 0, 0x1e]), pps: Buffer.from([0x68, 0xce]) },
-        audio: { kind: 'audio', codec: 'g711a', sampleRate: 8000, channels: 1 } as never },
+      {
+        video: { kind: 'video', codec: 'h264', width: 352, height: 288, sps: Buffer.from([0x67, 0x42, 0, 0x1e]), pps: Buffer.from([0x68, 0xce]) },
+        audio: { kind: 'audio', codec: 'g711a', sampleRate: 8000, channels: 1 } as never,
+      },
       { stream: '139_1_1', sessionId: '1', control: (t) => `rtsp://127.0.0.1:7554/live/139_1_1/trackID=${t}?reqId=r&token=t` },
     );
     const tracks = parseSdp(sdp, base);
-    assert.deepEqual(tracks.map((t) => [t.media, t.payloadType, t.rtpmap, t.control]), [
-      ['video', 96, 'H264/90000', 'rtsp://127.0.0.1:7554/live/139_1_1/trackID=0?reqId=r&token=t'],
-      ['audio', 8, 'PCMA/8000', 'rtsp://127.0.0.1:7554/live/139_1_1/trackID=1?reqId=r&token=t'],
-    ]);
+    assert.deepEqual(
+      tracks.map((t) => [t.media, t.payloadType, t.rtpmap, t.control]),
+      [
+        ['video', 96, 'H264/90000', 'rtsp://127.0.0.1:7554/live/139_1_1/trackID=0?reqId=r&token=t'],
+        ['audio', 8, 'PCMA/8000', 'rtsp://127.0.0.1:7554/live/139_1_1/trackID=1?reqId=r&token=t'],
+      ],
+    );
     assert.equal(resolveControl('rtsp://h/live/x', 'trackID=0'), 'rtsp://h/live/x/trackID=0');
     assert.equal(resolveControl('rtsp://h/live/x/', 'trackID=0'), 'rtsp://h/live/x/trackID=0');
     assert.equal(resolveControl('rtsp://h/live/x', '*'), 'rtsp://h/live/x');
     assert.deepEqual(parseRtpInfo('url=rtsp://h/a/trackID=0?q=1;seq=17;rtptime=123, url=rtsp://h/a/trackID=1;seq=5'), [
-      { url: 'rtsp://h/a/trackID=0?q=1', seq: 17, rtptime: 123 }, { url: 'rtsp://h/a/trackID=1', seq: 5 },
+      { url: 'rtsp://h/a/trackID=0?q=1', seq: 17, rtptime: 123 },
+      { url: 'rtsp://h/a/trackID=1', seq: 5 },
     ]);
   });
 
   it('counts lost packets across the sequence wrap, and packets going back or changing source', () => {
     const s = new RtpSequence();
-    assert.deepEqual([65533, 65534, 65535, 0, 3, 4].map((q) => s.add(q, 1)), [0, 0, 0, 0, 2, 0]);
+    assert.deepEqual(
+      [65533, 65534, 65535, 0, 3, 4].map((q) => s.add(q, 1)),
+      [0, 0, 0, 0, 2, 0],
+    );
     assert.equal(s.lost, 2);
     assert.equal(s.add(4, 1), 0);
     assert.equal(s.add(2, 1), 0);
@@ -428,7 +562,7 @@ describe('bench readers: RTP timestamps against the terminal sends', () => {
     return { t: sentT.slice(lo, hi), key: sentKey.slice(lo, hi), at: sentAt.slice(lo, hi) };
   }
 
-  it('knows which of the terminal\'s frames are I frames', () => {
+  it("knows which of the terminal's frames are I frames", () => {
     assert.deepEqual(sentT.map(isKey), sentKey);
     assert.ok(sentKey.filter(Boolean).length > 100);
   });
@@ -462,8 +596,18 @@ describe('bench readers: RTP timestamps against the terminal sends', () => {
 
   it('gives up without an I frame among the frames, or when the frames do not follow the sends', () => {
     const noKey = readFrames(1000, 40, 1);
-    assert.equal(noKey.some((f) => f.key), true, 'precondition: the test window holds an I frame');
-    assert.equal(alignRtp(noKey.map((f) => ({ ...f, key: false })), ringAt(noKey[39].at)), undefined);
+    assert.equal(
+      noKey.some((f) => f.key),
+      true,
+      'precondition: the test window holds an I frame',
+    );
+    assert.equal(
+      alignRtp(
+        noKey.map((f) => ({ ...f, key: false })),
+        ringAt(noKey[39].at),
+      ),
+      undefined,
+    );
     const skewed = readFrames(1000, 40, 1).map((f, i) => ({ ...f, ts: (f.ts + (i === 20 ? 900 : 0)) >>> 0 }));
     assert.equal(alignRtp(skewed, ringAt(skewed[39].at)), undefined, 'one frame 10 ms off');
     const early = readFrames(1000, 40, 1).map((f) => ({ ...f, at: f.at - 2 }));

@@ -19,8 +19,20 @@ import { BenchPlayer } from './support/bench-player';
 import { FlvPlayCounter } from './support/flv-play-counter';
 import { benchApplications, connectTcp, connectUdp, threadCpu } from './support/gateway-harness';
 import {
-  bucketsDelta, bucketsOf, coreTimes, cpuSeconds, histogramQuantile, parsePrometheus, quantile, rssBytes, summariseCpuProfile, sumDelta, sumOf,
-  threadCpuSeconds, threadsOf, wasmRssBytes,
+  bucketsDelta,
+  bucketsOf,
+  coreTimes,
+  cpuSeconds,
+  histogramQuantile,
+  parsePrometheus,
+  quantile,
+  rssBytes,
+  summariseCpuProfile,
+  sumDelta,
+  sumOf,
+  threadCpuSeconds,
+  threadsOf,
+  wasmRssBytes,
 } from './support/process-probe';
 import { StartPhases } from './support/start-phases';
 import { SENT_RING, SynthTerminal, UdpTerminalLink, speechPcm, synthAudioStream, synthesise } from './support/synth-terminals';
@@ -45,7 +57,9 @@ async function loopbackPair(): Promise<{ client: net.Socket; peer: net.Socket; c
   await once(client, 'connect');
   const [peer] = (await accepted) as [net.Socket];
   return {
-    client, peer, close: () => {
+    client,
+    peer,
+    close: () => {
       client.destroy();
       peer.destroy();
       server.close();
@@ -83,7 +97,17 @@ describe('bench support: FlvPlayCounter', () => {
         assert.equal(c.error, 'response ended (last chunk)', `step ${step}`);
         assert.equal(c.status, 200);
         // each body is filled with its type byte: the first two bytes read back as type * 0x101
-        assert.deepEqual(seen, [[18, 0, 40, 0x1212], [9, 0, 30, 0x0909], [9, 40, 70_000, 0x0909], [8, 41, 160, 0x0808], [9, 0x1234567, 5, 0x0909]], `step ${step}`);
+        assert.deepEqual(
+          seen,
+          [
+            [18, 0, 40, 0x1212],
+            [9, 0, 30, 0x0909],
+            [9, 40, 70_000, 0x0909],
+            [8, 41, 160, 0x0808],
+            [9, 0x1234567, 5, 0x0909],
+          ],
+          `step ${step}`,
+        );
         assert.equal(c.videoTags, 3);
         assert.equal(c.audioTags, 1);
         assert.equal(c.flvBytes, flv.length);
@@ -101,7 +125,7 @@ describe('bench support: FlvPlayCounter', () => {
     assert.equal(c.tags, 5);
   });
 
-  it('gives each tag\'s first two body bytes (AAC config 0xaf00 vs frame 0xaf01), -1 for a shorter body, split anywhere', () => {
+  it("gives each tag's first two body bytes (AAC config 0xaf00 vs frame 0xaf01), -1 for a shorter body, split anywhere", () => {
     const aac = (packetType: number, ts: number, size: number) => {
       const body = Buffer.alloc(size, 0x21);
       body[0] = 0xaf;
@@ -109,7 +133,11 @@ describe('bench support: FlvPlayCounter', () => {
       return serializeTag({ type: 8, timestamp: ts, body, keyframe: false });
     };
     const wire = Buffer.concat([
-      Buffer.from('HTTP/1.0 200 OK\r\n\r\n'), flvFileHeader(true, false), aac(0, 0, 4), aac(1, 0, 300), serializeTag({ type: 8, timestamp: 5, body: Buffer.from([0x72]), keyframe: false }),
+      Buffer.from('HTTP/1.0 200 OK\r\n\r\n'),
+      flvFileHeader(true, false),
+      aac(0, 0, 4),
+      aac(1, 0, 300),
+      serializeTag({ type: 8, timestamp: 5, body: Buffer.from([0x72]), keyframe: false }),
     ]);
     for (const step of [wire.length, 1]) {
       const seen: number[] = [];
@@ -204,7 +232,8 @@ describe('bench support: metrics and /proc', () => {
     assert.ok(Number.isNaN(threadCpuSeconds(process.pid, 2 ** 30)));
     const preload = path.join(__dirname, 'support', 'name-threads.js');
     // a worker that spins for a while, then idles until killed
-    const code = "const { Worker } = require('node:worker_threads'); new Worker('const t = Date.now(); while (Date.now() - t < 300) {} setInterval(() => {}, 1000)', { eval: true }); setInterval(() => {}, 1000);";
+    const code =
+      "const { Worker } = require('node:worker_threads'); new Worker('const t = Date.now(); while (Date.now() - t < 300) {} setInterval(() => {}, 1000)', { eval: true }); setInterval(() => {}, 1000);";
     const child = spawn(process.execPath, ['--require', preload, '-e', code], { stdio: 'ignore' });
     try {
       let named: Array<{ tid: number; comm: string }> = [];
@@ -263,12 +292,21 @@ describe('bench support: metrics and /proc', () => {
       const s = summariseCpuProfile(f, '/repo');
       assert.equal(s.totalMs, 11);
       assert.equal(s.busyMs, 6);
-      assert.deepEqual(s.functions.map((e) => [e.name, e.where, e.selfMs, e.pct]), [
-        ['hot', 'dist/a.js:10', 3, 50],
-        ['(anonymous)', 'dist/a.js:20', 2, (100 * 2) / 6],
-        ['(garbage collector)', '', 1, (100 * 1) / 6],
-      ]);
-      assert.deepEqual(s.files.map((e) => [e.name, e.selfMs]), [['dist/a.js', 5], ['(garbage collector)', 1]]);
+      assert.deepEqual(
+        s.functions.map((e) => [e.name, e.where, e.selfMs, e.pct]),
+        [
+          ['hot', 'dist/a.js:10', 3, 50],
+          ['(anonymous)', 'dist/a.js:20', 2, (100 * 2) / 6],
+          ['(garbage collector)', '', 1, (100 * 1) / 6],
+        ],
+      );
+      assert.deepEqual(
+        s.files.map((e) => [e.name, e.selfMs]),
+        [
+          ['dist/a.js', 5],
+          ['(garbage collector)', 1],
+        ],
+      );
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
@@ -287,7 +325,10 @@ describe('bench support: synthetic terminals', () => {
     const parser = new Jt1078Parser((p) => packets.push(p));
     for (const f of s.frames.slice(0, 60)) parser.push(f.buf);
     parser.end();
-    assert.equal(packets.length, s.frames.slice(0, 60).reduce((n, f) => n + f.packets.length, 0));
+    assert.equal(
+      packets.length,
+      s.frames.slice(0, 60).reduce((n, f) => n + f.packets.length, 0),
+    );
     assert.ok(packets.every((p) => p.body.length <= 950));
     const first = Buffer.concat(packets.filter((p) => p.dataType === 0 && p.timestamp === packets[0].timestamp).map((p) => p.body));
     const types = splitAnnexB(first).map((n) => n[0] & 0x1f);
@@ -313,7 +354,10 @@ describe('bench support: synthetic terminals', () => {
       const bytes = term.bytes;
       while (parser.stats.bytes < bytes) await once(peer, 'data');
       parser.end(); // the parser holds a packet until the next header confirms it
-      assert.equal(packets.length, s.frames.slice(first, first + sent).reduce((n, f) => n + f.packets.length, 0));
+      assert.equal(
+        packets.length,
+        s.frames.slice(first, first + sent).reduce((n, f) => n + f.packets.length, 0),
+      );
       assert.ok(packets.every((p) => p.sim === '13912345678' && p.channel === 1));
       packets.forEach((p, i) => assert.equal(p.seq, i & 0xffff));
       for (let i = 1; i < packets.length; i++) assert.ok(packets[i].timestamp >= packets[i - 1].timestamp);
@@ -326,7 +370,7 @@ describe('bench support: synthetic terminals', () => {
       close();
     }
   });
-  it('--udp: a datagram per packet, each a whole JT/T 1078 packet with the terminal\'s SIM and the next sequence number', async () => {
+  it("--udp: a datagram per packet, each a whole JT/T 1078 packet with the terminal's SIM and the next sequence number", async () => {
     const s = synthesise(GLACIALL(), 1);
     const server = dgram.createSocket('udp4');
     await new Promise<void>((r) => server.bind(0, '127.0.0.1', () => r()));
@@ -351,7 +395,10 @@ describe('bench support: synthetic terminals', () => {
         assert.equal(packets[0].sim, '13912345678');
         assert.equal(packets[0].seq, i);
       });
-      assert.equal(term.bytes, datagrams.reduce((n, d) => n + d.length, 0));
+      assert.equal(
+        term.bytes,
+        datagrams.reduce((n, d) => n + d.length, 0),
+      );
     } finally {
       link.destroy();
       server.close();
@@ -388,9 +435,11 @@ describe('bench support: synthetic terminals', () => {
   });
 });
 
-describe('bench support: terminals\' start phases', () => {
+describe("bench support: terminals' start phases", () => {
   let s: ReturnType<typeof synthesise>;
-  before(() => { s = synthesise(GLACIALL(), 1); });
+  before(() => {
+    s = synthesise(GLACIALL(), 1);
+  });
 
   /** key frames of n terminals in one GOP-long window a while after all started, counted in 10 bins */
   function keyframeBins(n: number, starts: (i: number, now: number) => number): number[] {
@@ -412,7 +461,7 @@ describe('bench support: terminals\' start phases', () => {
     return bins;
   }
 
-  it('spreads a fleet\'s key frames evenly over a GOP however unevenly the terminals were opened', () => {
+  it("spreads a fleet's key frames evenly over a GOP however unevenly the terminals were opened", () => {
     const n = 1000;
     const phases = new StartPhases(s, n, 0);
     assert.ok(phases.gopMs >= 1900 && phases.gopMs <= 2100, `the capture's GOP ${phases.gopMs} ms`);
@@ -434,7 +483,9 @@ describe('bench support: terminals\' start phases', () => {
 describe('bench support: reads into one shared buffer', () => {
   it('hands each socket its own bytes, in order, however the reads of several sockets interleave', async () => {
     const payloads = [Buffer.alloc(300_000), Buffer.alloc(200_000)];
-    payloads.forEach((b, k) => { for (let i = 0; i < b.length; i++) b[i] = (i * (k + 3)) & 0xff; });
+    payloads.forEach((b, k) => {
+      for (let i = 0; i < b.length; i++) b[i] = (i * (k + 3)) & 0xff;
+    });
     let n = 0;
     const server = net.createServer((sock) => {
       const b = payloads[n++];
@@ -514,7 +565,10 @@ describe('bench support: synthetic audio and players', () => {
       assert.equal(term.sendDue(400, 1000), 11);
       assert.equal(term.sentCount, 0);
       assert.equal(term.audioCount, 11);
-      assert.deepEqual(Array.from(term.audioT.subarray(0, 11)), Array.from({ length: 11 }, (_x, k) => k * 40));
+      assert.deepEqual(
+        Array.from(term.audioT.subarray(0, 11)),
+        Array.from({ length: 11 }, (_x, k) => k * 40),
+      );
     } finally {
       client.destroy();
       server.close();
@@ -524,8 +578,12 @@ describe('bench support: synthetic audio and players', () => {
   it('players match AAC frames to the terminal frame completing their input, G.711 and video frame for frame', () => {
     // a terminal that sent 20 ms audio frames at media times 0, 20, ... 980, frame k written at 1000 + k * 20 ms
     const term = {
-      sentT: new Float64Array(SENT_RING), sentAt: new Float64Array(SENT_RING), sentCount: 0,
-      audioT: new Float64Array(SENT_RING), audioAt: new Float64Array(SENT_RING), audioCount: 0,
+      sentT: new Float64Array(SENT_RING),
+      sentAt: new Float64Array(SENT_RING),
+      sentCount: 0,
+      audioT: new Float64Array(SENT_RING),
+      audioAt: new Float64Array(SENT_RING),
+      audioCount: 0,
     };
     for (let k = 0; k < 50; k++) {
       term.audioT[k] = k * 20;
@@ -542,11 +600,17 @@ describe('bench support: synthetic audio and players', () => {
     const tag = (type: 8 | 9, ts: number, body: number[]) => serializeTag({ type, timestamp: ts, body: Buffer.from(body), keyframe: false });
     const now = performance.now();
     // an AAC frame at 128 ms needs input up to 512 ms: the frame starting at 500 ms (written at 1500)
-    p.counter.push(Buffer.concat([
-      Buffer.from('HTTP/1.0 200 OK\r\n\r\n'), flvFileHeader(true, true),
-      tag(8, 40, [0x72, 0xd5]), tag(8, 0, [0xaf, 0x00, 0x15, 0x88]), tag(8, 128, [0xaf, 0x01, 0x21]), tag(9, 0, [0x17, 0x01, 0, 0, 0]),
-      tag(8, 896, [0xaf, 0x01, 0x21]), // needs input to 1280 ms: not sent yet
-    ]));
+    p.counter.push(
+      Buffer.concat([
+        Buffer.from('HTTP/1.0 200 OK\r\n\r\n'),
+        flvFileHeader(true, true),
+        tag(8, 40, [0x72, 0xd5]),
+        tag(8, 0, [0xaf, 0x00, 0x15, 0x88]),
+        tag(8, 128, [0xaf, 0x01, 0x21]),
+        tag(9, 0, [0x17, 0x01, 0, 0, 0]),
+        tag(8, 896, [0xaf, 0x01, 0x21]), // needs input to 1280 ms: not sent yet
+      ]),
+    );
     const at = performance.now();
     assert.equal(p.audioInWindow, 3, 'the AAC config is not a frame');
     assert.equal(audio.length, 3);
@@ -558,7 +622,7 @@ describe('bench support: synthetic audio and players', () => {
   });
 });
 
-describe('bench support: the generator\'s own GC', () => {
+describe("bench support: the generator's own GC", () => {
   it('counts full collections and their pauses in the window, and nothing after it stops', async () => {
     v8.setFlagsFromString('--expose-gc');
     const gc = vm.runInNewContext('gc') as () => void;
@@ -578,8 +642,12 @@ describe('bench support: the generator\'s own GC', () => {
 
 describe('bench report: the end-to-end tail and the load generator', () => {
   it('notes a missed end-to-end p99 when the generator was late by half of it or more, else when core 0 was past 80 % busy', () => {
-    const t = (generatorLoopP99Ms: number, e2eP99Ms: number, core0BusyPct = 70) => endToEndTailNote({ generatorLoopP99Ms, e2eP99Ms, addedP99Ms: 0.05, core0BusyPct });
-    assert.match(t(27.9, 28.0) ?? '', /own loop was 17\.9 ms late at its p99 .* end-to-end p99 of 28\.0 ms is at least partly the bench's \(the gateway's added latency p99: 0\.05 ms\)/);
+    const t = (generatorLoopP99Ms: number, e2eP99Ms: number, core0BusyPct = 70) =>
+      endToEndTailNote({ generatorLoopP99Ms, e2eP99Ms, addedP99Ms: 0.05, core0BusyPct });
+    assert.match(
+      t(27.9, 28.0) ?? '',
+      /own loop was 17\.9 ms late at its p99 .* end-to-end p99 of 28\.0 ms is at least partly the bench's \(the gateway's added latency p99: 0\.05 ms\)/,
+    );
     assert.match(t(27.9, 28.0, 90) ?? '', /load generator's own loop/, 'a late generator is named first, however busy the core');
     assert.equal(t(27.9, 19.9, 90), undefined, 'the target met: nothing to explain');
     assert.equal(t(12.0, 25.0), undefined, 'a generator on time and a core with room: nothing the run can tell');
@@ -587,24 +655,45 @@ describe('bench report: the end-to-end tail and the load generator', () => {
     assert.equal(t(Number.NaN, 25.0), undefined, 'no reading');
   });
 
-  it('judges a run against each of issue 16\'s targets, RSS by the larger of end and peak over idle', () => {
+  it("judges a run against each of issue 16's targets, RSS by the larger of end and peak over idle", () => {
     // 2026-11-28's one run that met them all: 74.6 %, p99 6.6 ms, (344.2 - 68.3) MB over 1,000 streams = 282.5 KB
-    const run = { cpuPct: 74.6, endToEndMs: { p50: 1.3, p99: 6.6, count: 469312 }, rssMB: 344.2, peakRssMB: 344.2, idleRssMB: 68.3, terminals: 1000, droppedFrames: 0, stalledPlayers: 0 };
-    assert.deepEqual(targetChecks(run).map((c) => c.met), [true, true, true, true]);
+    const run = {
+      cpuPct: 74.6,
+      endToEndMs: { p50: 1.3, p99: 6.6, count: 469312 },
+      rssMB: 344.2,
+      peakRssMB: 344.2,
+      idleRssMB: 68.3,
+      terminals: 1000,
+      droppedFrames: 0,
+      stalledPlayers: 0,
+    };
+    assert.deepEqual(
+      targetChecks(run).map((c) => c.met),
+      [true, true, true, true],
+    );
     assert.equal(targetsShort(run), 'every target met');
     // the peak counts when it is the larger: 361.2 MB at the peak is 299.9 KB a stream over idle, 361.4 MB 300.1
     assert.equal(targetsShort({ ...run, peakRssMB: 361.2 }), 'every target met');
     assert.equal(targetsShort({ ...run, peakRssMB: 361.4 }), 'missed RSS');
     assert.equal(targetsShort({ ...run, cpuPct: 80, endToEndMs: { ...run.endToEndMs, p99: 20 } }), 'missed CPU, p99', 'a target is a bound not reached');
     assert.equal(targetsShort({ ...run, stalledPlayers: 1 }), 'missed frames', 'a player that got no video fails it like a dropped frame');
-    assert.deepEqual(targetChecks(run).map((c) => c.what), ['CPU < 80 %', 'end-to-end p99 < 20 ms', 'RSS < 300 KB per stream', 'no frame dropped']);
+    assert.deepEqual(
+      targetChecks(run).map((c) => c.what),
+      ['CPU < 80 %', 'end-to-end p99 < 20 ms', 'RSS < 300 KB per stream', 'no frame dropped'],
+    );
   });
 });
 
 describe('bench dispatcher', () => {
   it('spreads requests over applications under the per-application cap', () => {
-    assert.deepEqual(benchApplications(500).map((a) => a.appId), ['bench']);
-    assert.deepEqual(benchApplications(2500).map((a) => a.appId), ['bench', 'bench2', 'bench3']);
+    assert.deepEqual(
+      benchApplications(500).map((a) => a.appId),
+      ['bench'],
+    );
+    assert.deepEqual(
+      benchApplications(2500).map((a) => a.appId),
+      ['bench', 'bench2', 'bench3'],
+    );
   });
 
   it('lists the benchmarks and refuses an unknown one with exit code 2', async () => {
@@ -613,7 +702,10 @@ describe('bench dispatcher', () => {
     for (const b of Object.values(BENCHES)) assert.equal(typeof b.load().run, 'function');
     const err: string[] = [];
     const write = process.stderr.write.bind(process.stderr);
-    process.stderr.write = ((s: string) => { err.push(String(s)); return true; }) as typeof process.stderr.write;
+    process.stderr.write = ((s: string) => {
+      err.push(String(s));
+      return true;
+    }) as typeof process.stderr.write;
     try {
       assert.equal(await benchMain(['no-such-bench']), 2);
       assert.equal(await benchMain(['ingest-flv', '--terminals', 'many']), 1);

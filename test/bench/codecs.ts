@@ -39,36 +39,58 @@ function main(args: string[]): void {
   const pcm = speechLike(8000 * seconds);
   const rows: [string, number][] = [];
   const specs: [string, EncoderSpec][] = [
-    ['g711a', { codec: 'g711a' }], ['g711u', { codec: 'g711u' }],
-    ...[2, 3, 4, 5].flatMap((b) => (['left', 'right'] as const).map((p): [string, EncoderSpec] => [`g726-${b * 8}k ${p}`, { codec: 'g726', bitsPerSample: b, packing: p }])),
+    ['g711a', { codec: 'g711a' }],
+    ['g711u', { codec: 'g711u' }],
+    ...[2, 3, 4, 5].flatMap((b) =>
+      (['left', 'right'] as const).map((p): [string, EncoderSpec] => [`g726-${b * 8}k ${p}`, { codec: 'g726', bitsPerSample: b, packing: p }]),
+    ),
     ['adpcm dvi4', { codec: 'adpcm' }],
   ];
   for (const [name, spec] of specs) {
     const enc = createEncoder(spec) as AudioEncoder;
     const frames: Buffer[] = [];
     for (let o = 0; o + FRAME <= pcm.length; o += FRAME) frames.push(enc.encode(pcm.subarray(o, o + FRAME)));
-    rows.push([`encode ${name}`, msPerSecond(seconds, () => {
-      enc.reset();
-      for (let o = 0; o + FRAME <= pcm.length; o += FRAME) enc.encode(pcm.subarray(o, o + FRAME));
-    })]);
-    const dec = createDecoder({ kind: 'audio', codec: spec.codec, sampleRate: 8000, channels: 1, bitsPerSample: spec.bitsPerSample, packing: spec.packing }) as AudioDecoder;
-    rows.push([`decode ${name}`, msPerSecond(seconds, () => {
-      dec.reset();
-      for (const f of frames) dec.decode(f);
-    })]);
+    rows.push([
+      `encode ${name}`,
+      msPerSecond(seconds, () => {
+        enc.reset();
+        for (let o = 0; o + FRAME <= pcm.length; o += FRAME) enc.encode(pcm.subarray(o, o + FRAME));
+      }),
+    ]);
+    const dec = createDecoder({
+      kind: 'audio',
+      codec: spec.codec,
+      sampleRate: 8000,
+      channels: 1,
+      bitsPerSample: spec.bitsPerSample,
+      packing: spec.packing,
+    }) as AudioDecoder;
+    rows.push([
+      `decode ${name}`,
+      msPerSecond(seconds, () => {
+        dec.reset();
+        for (const f of frames) dec.decode(f);
+      }),
+    ]);
     const into = new Int16Array(FRAME * 2);
-    rows.push([`decodeInto ${name}`, msPerSecond(seconds, () => {
-      dec.reset();
-      for (const f of frames) dec.decodeInto(f, into, 0);
-    })]);
+    rows.push([
+      `decodeInto ${name}`,
+      msPerSecond(seconds, () => {
+        dec.reset();
+        for (const f of frames) dec.decodeInto(f, into, 0);
+      }),
+    ]);
   }
   for (const rate of [8000, 16000, 22050, 24000, 32000, 44100, 48000]) {
     for (const channels of [1, 2] as const) {
       const rs = new Resampler({ inputRate: 8000, outputRate: rate, channels });
-      rows.push([`resample 8000->${rate} x${channels}`, msPerSecond(seconds, () => {
-        rs.reset();
-        for (let o = 0; o + FRAME <= pcm.length; o += FRAME) rs.process(pcm.subarray(o, o + FRAME));
-      })]);
+      rows.push([
+        `resample 8000->${rate} x${channels}`,
+        msPerSecond(seconds, () => {
+          rs.reset();
+          for (let o = 0; o + FRAME <= pcm.length; o += FRAME) rs.process(pcm.subarray(o, o + FRAME));
+        }),
+      ]);
     }
   }
   for (const [name, ms] of rows) console.log(`${name.padEnd(34)} ${ms.toFixed(3)} ms/s`);

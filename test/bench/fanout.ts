@@ -20,12 +20,42 @@ import { BenchArgs, captureFile, loadArg } from './support/bench-args';
 import { vsFloor } from './support/fanout-compare';
 import { PlayerProcs, type PlayerFigures } from './support/fanout-players';
 import {
-  Api, BOOT_TIMEOUT_MS, benchApplications, checkDeadline, connectTcp, f1, f2, freePort, gatewayCpu, gatewayRss, mb, pinSelf, pool,
-  REQUESTS_PER_APP, runDeadline, startGateway, stopGateway, tail, waitHealthy, canPin, writeSite, profileDirFor, endScratch, printRunProfiles,
-  FLOOR_MAIN, watchWindow,
+  Api,
+  BOOT_TIMEOUT_MS,
+  benchApplications,
+  checkDeadline,
+  connectTcp,
+  f1,
+  f2,
+  freePort,
+  gatewayCpu,
+  gatewayRss,
+  mb,
+  pinSelf,
+  pool,
+  REQUESTS_PER_APP,
+  runDeadline,
+  startGateway,
+  stopGateway,
+  tail,
+  waitHealthy,
+  canPin,
+  writeSite,
+  profileDirFor,
+  endScratch,
+  printRunProfiles,
+  FLOOR_MAIN,
+  watchWindow,
 } from './support/gateway-harness';
 import {
-  DISTURBED_CORES, firstAtOrAfter, perfToMonotonic, representativeStart, summarise, windowLoad, type CpuSnap, type SentFrames,
+  DISTURBED_CORES,
+  firstAtOrAfter,
+  perfToMonotonic,
+  representativeStart,
+  summarise,
+  windowLoad,
+  type CpuSnap,
+  type SentFrames,
 } from './support/perf-probes';
 import { bucketsDelta, bucketsOf, coreTimes, cpuSeconds, histogramQuantile, sumDelta, sumOf, type Buckets } from './support/process-probe';
 import { SENT_RING, SynthTerminal, synthesise, type SynthStream } from './support/synth-terminals';
@@ -119,21 +149,49 @@ export const USAGE = `usage: npm run bench -- fanout [--players N] [--seconds S]
 
 export function parseArgs(args: string[]): FanoutOptions {
   const o: FanoutOptions = {
-    players: 2000, seconds: 30, warmup: 5, ws: false, procs: 2, mbps: 1, capture: '', profile: false, pin: true, keepDir: false, nodeOpts: [],
-    floor: false, vsFloor: 0,
+    players: 2000,
+    seconds: 30,
+    warmup: 5,
+    ws: false,
+    procs: 2,
+    mbps: 1,
+    capture: '',
+    profile: false,
+    pin: true,
+    keepDir: false,
+    nodeOpts: [],
+    floor: false,
+    vsFloor: 0,
   };
   const r = new BenchArgs(args, USAGE);
   for (let a = r.next(); a !== undefined; a = r.next()) {
     switch (a) {
-      case '--players': o.players = r.num(a, 1, 20000, true); break;
-      case '--seconds': o.seconds = r.num(a, 1, 3600, false); break;
-      case '--warmup': o.warmup = r.num(a, 0, 600, false); break;
-      case '--procs': o.procs = r.num(a, 1, 16, true); break;
-      case '--mbps': o.mbps = r.num(a, 0.01, 100, false); break;
-      case '--ws': o.ws = true; break;
-      case '--floor': o.floor = true; break;
-      case '--vs-floor': o.vsFloor = r.num(a, 1, 20, true); break;
-      default: if (!loadArg(a, r, o)) r.unknown(a);
+      case '--players':
+        o.players = r.num(a, 1, 20000, true);
+        break;
+      case '--seconds':
+        o.seconds = r.num(a, 1, 3600, false);
+        break;
+      case '--warmup':
+        o.warmup = r.num(a, 0, 600, false);
+        break;
+      case '--procs':
+        o.procs = r.num(a, 1, 16, true);
+        break;
+      case '--mbps':
+        o.mbps = r.num(a, 0.01, 100, false);
+        break;
+      case '--ws':
+        o.ws = true;
+        break;
+      case '--floor':
+        o.floor = true;
+        break;
+      case '--vs-floor':
+        o.vsFloor = r.num(a, 1, 20, true);
+        break;
+      default:
+        if (!loadArg(a, r, o)) r.unknown(a);
     }
   }
   if (o.floor && o.vsFloor > 0) throw r.error('--floor and --vs-floor: one or the other');
@@ -154,7 +212,11 @@ class SentRecorder {
   private readonly keyTimes: Set<number>;
   private readonly clock = perfToMonotonic();
 
-  constructor(private readonly term: SynthTerminal, private readonly stream: SynthStream, private readonly tStart: number) {
+  constructor(
+    private readonly term: SynthTerminal,
+    private readonly stream: SynthStream,
+    private readonly tStart: number,
+  ) {
     this.keyTimes = new Set(stream.frames.filter((f) => f.video && f.key).map((f) => Math.round(f.t)));
   }
 
@@ -195,7 +257,11 @@ async function runFanout(o: FanoutOptions): Promise<FanoutResult> {
   const httpPort = await freePort();
   const site = {
     gateway: {
-      httpPort, listenHost: '127.0.0.1', publicHost: '127.0.0.1', dataDir: path.join(dir, 'data'), logLevel: 'warn',
+      httpPort,
+      listenHost: '127.0.0.1',
+      publicHost: '127.0.0.1',
+      dataDir: path.join(dir, 'data'),
+      logLevel: 'warn',
       applications: benchApplications(o.players),
     },
     plugins: [
@@ -208,8 +274,8 @@ async function runFanout(o: FanoutOptions): Promise<FanoutResult> {
   const videoFps = video.length / (stream.loopMs / 1000);
   console.log(
     `fanout: 1 terminal x ${f2((stream.bytesPerSecond * 8) / 1e6)} Mbit/s (${path.basename(o.capture)} padded x${f2(stream.padFactor)}, ` +
-    `${f1(videoFps)} video frames/s), ${o.players} ${o.ws ? 'WS-FLV' : 'HTTP-FLV'} players of its one stream (one request each) in ` +
-    `${o.procs} player process(es); warm-up ${o.warmup} s, measured ${o.seconds} s`,
+      `${f1(videoFps)} video frames/s), ${o.players} ${o.ws ? 'WS-FLV' : 'HTTP-FLV'} players of its one stream (one request each) in ` +
+      `${o.procs} player process(es); warm-up ${o.warmup} s, measured ${o.seconds} s`,
   );
 
   const gw = startGateway({ siteFile, dir, pin, profileDir, nodeOpts: o.nodeOpts, main: o.floor ? FLOOR_MAIN : undefined });
@@ -243,8 +309,13 @@ async function runFanout(o: FanoutOptions): Promise<FanoutResult> {
     const t = new SynthTerminal(sim, sock, stream, MAX_SEND_BACKLOG);
     term = t;
     // the key frame from which the window (about 4 s of joins and the warm-up away) carries the capture's average rate
-    const firstFrame = representativeStart(stream.frames.map((f) => ({ t: f.t, bytes: f.buf.length })), stream.loopMs, stream.keyframes,
-      (o.warmup + 4) * 1000, o.seconds * 1000);
+    const firstFrame = representativeStart(
+      stream.frames.map((f) => ({ t: f.t, bytes: f.buf.length })),
+      stream.loopMs,
+      stream.keyframes,
+      (o.warmup + 4) * 1000,
+      o.seconds * 1000,
+    );
     t.start(performance.now() + 10, firstFrame);
     ticker = setInterval(() => t.sendDue(performance.now(), 64), TICK_MS);
     const sent = new SentRecorder(t, stream, stream.frames[firstFrame].t);
@@ -252,18 +323,28 @@ async function runFanout(o: FanoutOptions): Promise<FanoutResult> {
     // --- the other requests, then every player
     const opened = performance.now();
     const rest = Array.from({ length: o.players - 1 }, (_x, i) => i + 1);
-    await pool(rest, OPEN_CONCURRENCY, 0, async (i) => {
-      const app = Math.floor(i / REQUESTS_PER_APP);
-      const r = await api.openLive(sim, app);
-      (reqIds[app] ??= []).push(r.reqId);
-      urls[i] = r.url.toString();
-    }, deadline);
+    await pool(
+      rest,
+      OPEN_CONCURRENCY,
+      0,
+      async (i) => {
+        const app = Math.floor(i / REQUESTS_PER_APP);
+        const r = await api.openLive(sim, app);
+        (reqIds[app] ??= []).push(r.reqId);
+        urls[i] = r.url.toString();
+      },
+      deadline,
+    );
     const capacity = Math.ceil(videoFps * (o.seconds + DRAIN_MS / 1000 + 5) * 1.2) + 64;
     const conn = await procs.connect(urls, o.ws, capacity, deadline);
-    console.log(`  ${o.players} requests opened and ${conn.ok} players playing in ${f1((performance.now() - opened) / 1000)} s` +
-      (conn.failed ? `; ${conn.failed} failed: ${conn.errors.join('; ')}` : ''));
+    console.log(
+      `  ${o.players} requests opened and ${conn.ok} players playing in ${f1((performance.now() - opened) / 1000)} s` +
+        (conn.failed ? `; ${conn.failed} failed: ${conn.errors.join('; ')}` : ''),
+    );
     await api.keep(reqIds);
-    keeper = setInterval(() => { api.keep(reqIds).catch((err) => console.warn(`fanout: keep failed: ${(err as Error).message}`)); }, 300_000);
+    keeper = setInterval(() => {
+      api.keep(reqIds).catch((err) => console.warn(`fanout: keep failed: ${(err as Error).message}`));
+    }, 300_000);
     const poller = setInterval(() => sent.poll(), 250);
 
     try {
@@ -279,10 +360,22 @@ async function runFanout(o: FanoutOptions): Promise<FanoutResult> {
       const snap = (): CpuSnap & { threads: ReturnType<typeof gatewayCpu>; players: number; dropped: number; bytesIn: number } => {
         const threads = gatewayCpu(gw.pid);
         const self = process.cpuUsage();
-        const players = pids.reduce((s, p) => { try { return s + cpuSeconds(p); } catch { return s; } }, 0);
+        const players = pids.reduce((s, p) => {
+          try {
+            return s + cpuSeconds(p);
+          } catch {
+            return s;
+          }
+        }, 0);
         return {
-          at: performance.now(), gateway: threads.total, bench: (self.user + self.system) / 1e6 + players, cores: coreTimes(),
-          threads, players, dropped: t.dropped, bytesIn: t.bytes,
+          at: performance.now(),
+          gateway: threads.total,
+          bench: (self.user + self.system) / 1e6 + players,
+          cores: coreTimes(),
+          threads,
+          players,
+          dropped: t.dropped,
+          bytesIn: t.bytes,
         };
       };
       const s0 = snap();
@@ -345,7 +438,11 @@ async function runFanout(o: FanoutOptions): Promise<FanoutResult> {
         keyMismatch: ps.reduce((s, p) => s + p.keyMismatch, 0),
         closedPlayers: ps.filter((p) => p.closed).length,
         lagMs: {
-          p50: check.latency.quantile(0.5), p99: check.latency.quantile(0.99), max: check.latency.max, count: check.latency.count, negative: check.latency.negative,
+          p50: check.latency.quantile(0.5),
+          p99: check.latency.quantile(0.99),
+          max: check.latency.max,
+          count: check.latency.count,
+          negative: check.latency.negative,
         },
         addedLatencyMs: { p50: histogramQuantile(lat, 0.5) * 1000, p99: histogramQuantile(lat, 0.99) * 1000 },
         eventLoopDelayMs: {
@@ -388,7 +485,8 @@ function report(r: FanoutResult, o: FanoutOptions, errors: string[]): void {
   const ok = (b: boolean) => (b ? 'ok' : 'MISSED');
   const every = r.completePlayers === r.players;
   const lines = [
-    `  players: ${r.connected} of ${r.players} connected; ${r.closedPlayers} closed before the end` + (errors.length ? ` (errors: ${errors.slice(0, 3).join('; ')})` : ''),
+    `  players: ${r.connected} of ${r.players} connected; ${r.closedPlayers} closed before the end` +
+      (errors.length ? ` (errors: ${errors.slice(0, 3).join('; ')})` : ''),
     `  in:  ${f2(r.mbpsIn)} Mbit/s from the terminal (${r.framesDroppedAtTerminal} frames dropped at the terminal on backpressure)`,
     `  out: ${f1(r.mbpsOut)} Mbit/s of FLV read by the players (gateway wrote ${f1(r.gatewayMbpsOut)}); per player ` +
       `min ${f2(r.perPlayerMbps.min)} / median ${f2(r.perPlayerMbps.p50)} / max ${f2(r.perPlayerMbps.max)} Mbit/s`,
@@ -398,17 +496,20 @@ function report(r: FanoutResult, o: FanoutOptions, errors: string[]): void {
     `  gateway RSS: ${f1(r.rssMB)} MB at the end, ${f1(r.peakRssMB)} MB peak in the window (${f1(r.idleRssMB)} MB idle)`,
     // the floor's tags are packets: a frame's later packets read as repeats of its first, so no duplicates are counted
     `  frames: the terminal sent ${r.sentFrames} video frames (${r.sentKeyframes} key frames) in the checked part of the window; ` +
-      (o.floor ? 'the floor writes each packet as a tag, so a frame counts by its first packet\'s: ' : '') +
+      (o.floor ? "the floor writes each packet as a tag, so a frame counts by its first packet's: " : '') +
       `${r.completePlayers} of ${r.players} players read every ${o.floor ? 'frame, in order' : 'one once and in order'}; ` +
       `per player ${r.framesPerPlayer.min}-${r.framesPerPlayer.max} frames, ${r.keyframesPerPlayer.min}-${r.keyframesPerPlayer.max} key frames; ` +
       `${r.missingFrames} missing (${r.playersMissing} players), ${o.floor ? '' : `${r.duplicates} duplicate or out of order, `}` +
       `${r.unknown} never sent, ${r.keyMismatch} key flags wrong`,
     `  lag, terminal write -> player read (${r.lagMs.count} frames, every player): p50 ${f2(r.lagMs.p50)} ms, p99 ${f2(r.lagMs.p99)} ms, ` +
-      `max ${f2(r.lagMs.max)} ms` + (r.lagMs.negative ? ` (${r.lagMs.negative} negative: clocks disagree)` : ''),
-    ...(o.floor ? [] : [
-      `  gateway: added latency (frame read -> its bytes handed to every player's socket, the tick's writes done) p50 ${f2(r.addedLatencyMs.p50)} ms, ` +
-        `p99 ${f2(r.addedLatencyMs.p99)} ms; event-loop delay p99 ${f2(r.eventLoopDelayMs.p99)} ms, max ${f2(r.eventLoopDelayMs.max)} ms (a 10 ms timer)`,
-    ]),
+      `max ${f2(r.lagMs.max)} ms` +
+      (r.lagMs.negative ? ` (${r.lagMs.negative} negative: clocks disagree)` : ''),
+    ...(o.floor
+      ? []
+      : [
+          `  gateway: added latency (frame read -> its bytes handed to every player's socket, the tick's writes done) p50 ${f2(r.addedLatencyMs.p50)} ms, ` +
+            `p99 ${f2(r.addedLatencyMs.p99)} ms; event-loop delay p99 ${f2(r.eventLoopDelayMs.p99)} ms, max ${f2(r.eventLoopDelayMs.max)} ms (a 10 ms timer)`,
+        ]),
     `  players' ${o.procs} process(es): ${f1(r.playerProcsPct)} % of a core, event-loop delay p99 ${f2(r.playerLoopDelayMs.p99)} ms, ` +
       `max ${f2(r.playerLoopDelayMs.max)} ms; core 1 ${f1(r.core1BusyPct)} % busy`,
     `  machine: other processes used ${f2(r.othersCores)} cores in the window, interrupts ${f2(r.irqCores)}`,
@@ -416,11 +517,14 @@ function report(r: FanoutResult, o: FanoutOptions, errors: string[]): void {
   if (r.othersCores > DISTURBED_CORES) lines.push(`  DISTURBED: other processes used over ${DISTURBED_CORES} core: run it again`);
   // core 0 busier than the gateway and the interrupts there explain: someone else ran on the gateway's core
   else if (r.othersOnCore0Pct > 5) lines.push(`  DISTURBED: other processes took ${f1(r.othersOnCore0Pct)} % of core 0, the gateway's: run it again`);
-  if (r.core1BusyPct > 95) lines.push('  WARNING: core 1 (terminal and players) was saturated: lag and throughput may be limited by the players, not the gateway');
+  if (r.core1BusyPct > 95)
+    lines.push('  WARNING: core 1 (terminal and players) was saturated: lag and throughput may be limited by the players, not the gateway');
   if (o.floor) lines.push(`  the floor, not the gateway: no target (fanout --vs-floor K compares the two)`);
-  else lines.push(
-    `  target (${TARGET.players} players): gateway CPU < ${TARGET.cpuPct} % of a core: ${ok(r.cpuPct < TARGET.cpuPct)}; ` +
-      `every player got every frame: ${ok(every)}` + (r.players !== TARGET.players ? ` (this run: ${r.players} players)` : ''),
-  );
+  else
+    lines.push(
+      `  target (${TARGET.players} players): gateway CPU < ${TARGET.cpuPct} % of a core: ${ok(r.cpuPct < TARGET.cpuPct)}; ` +
+        `every player got every frame: ${ok(every)}` +
+        (r.players !== TARGET.players ? ` (this run: ${r.players} players)` : ''),
+    );
   console.log(lines.join('\n'));
 }

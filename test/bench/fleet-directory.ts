@@ -25,8 +25,25 @@ import { startRedis, type RedisServer } from '../support/redis';
 import { BenchArgs, captureFile, loadArg } from './support/bench-args';
 import { BenchPlayer } from './support/bench-player';
 import {
-  Api, benchApplications, canPin, checkDeadline, connectTcp, endScratch, f1, f2, freePort, pinSelf, pool, REQUESTS_PER_APP, runDeadline,
-  startGateway, stopGateway, tail, waitHealthy, writeSite, BOOT_TIMEOUT_MS,
+  Api,
+  benchApplications,
+  canPin,
+  checkDeadline,
+  connectTcp,
+  endScratch,
+  f1,
+  f2,
+  freePort,
+  pinSelf,
+  pool,
+  REQUESTS_PER_APP,
+  runDeadline,
+  startGateway,
+  stopGateway,
+  tail,
+  waitHealthy,
+  writeSite,
+  BOOT_TIMEOUT_MS,
 } from './support/gateway-harness';
 import { IDLE_CLIENT_USAGE, keepAwake } from './support/keep-awake';
 import { OpenProbe } from './support/open-probe';
@@ -82,23 +99,57 @@ const OWN_COMMANDS = new Set(['info', 'dbsize', 'config|resetstat', 'config', 'f
 
 export function parseArgs(args: string[]): FleetDirectoryOptions {
   const o: FleetDirectoryOptions = {
-    terminals: 500, rounds: 3, seconds: 20, rate: 20, quiet: 10, burst: 100, warmup: 5, mbps: 1, capture: '', players: true, pin: true,
-    busyClient: true, profile: false, keepDir: false, nodeOpts: [],
+    terminals: 500,
+    rounds: 3,
+    seconds: 20,
+    rate: 20,
+    quiet: 10,
+    burst: 100,
+    warmup: 5,
+    mbps: 1,
+    capture: '',
+    players: true,
+    pin: true,
+    busyClient: true,
+    profile: false,
+    keepDir: false,
+    nodeOpts: [],
   };
   const r = new BenchArgs(args, USAGE);
   for (let a = r.next(); a !== undefined; a = r.next()) {
     switch (a) {
-      case '--terminals': o.terminals = r.num(a, 10, 5000, true); break;
-      case '--rounds': o.rounds = r.num(a, 1, 20, true); break;
-      case '--seconds': o.seconds = r.num(a, 1, 3600, false); break;
-      case '--rate': o.rate = r.num(a, 0.1, 1000, false); break;
-      case '--quiet': o.quiet = r.num(a, 1, 25, false); break;
-      case '--burst': o.burst = r.num(a, 1, 1000, true); break;
-      case '--warmup': o.warmup = r.num(a, 0, 600, false); break;
-      case '--mbps': o.mbps = r.num(a, 0.01, 100, false); break;
-      case '--no-players': o.players = false; break;
-      case '--idle-client': o.busyClient = false; break;
-      default: if (!loadArg(a, r, o)) r.unknown(a);
+      case '--terminals':
+        o.terminals = r.num(a, 10, 5000, true);
+        break;
+      case '--rounds':
+        o.rounds = r.num(a, 1, 20, true);
+        break;
+      case '--seconds':
+        o.seconds = r.num(a, 1, 3600, false);
+        break;
+      case '--rate':
+        o.rate = r.num(a, 0.1, 1000, false);
+        break;
+      case '--quiet':
+        o.quiet = r.num(a, 1, 25, false);
+        break;
+      case '--burst':
+        o.burst = r.num(a, 1, 1000, true);
+        break;
+      case '--warmup':
+        o.warmup = r.num(a, 0, 600, false);
+        break;
+      case '--mbps':
+        o.mbps = r.num(a, 0.01, 100, false);
+        break;
+      case '--no-players':
+        o.players = false;
+        break;
+      case '--idle-client':
+        o.busyClient = false;
+        break;
+      default:
+        if (!loadArg(a, r, o)) r.unknown(a);
     }
   }
   if (o.profile) throw r.error('--profile is not supported by fleet-directory');
@@ -125,7 +176,10 @@ function minus(a: Counts, b: Counts): Counts {
 
 const sum = (c: Counts): number => [...c.values()].reduce((s, v) => s + v, 0);
 const shown = (c: Counts, per = 1): string =>
-  [...c].sort((x, y) => y[1] - x[1]).map(([k, v]) => `${k} ${f2(v / per)}`).join(', ') || 'none';
+  [...c]
+    .sort((x, y) => y[1] - x[1])
+    .map(([k, v]) => `${k} ${f2(v / per)}`)
+    .join(', ') || 'none';
 
 /** what the gateway sent (round trips) and what ran inside its scripts, from MONITOR */
 class Monitor {
@@ -160,7 +214,12 @@ class Monitor {
   }
 }
 
-interface Snap { at: number; stats: Counts; usedMemory: number; keys: number }
+interface Snap {
+  at: number;
+  stats: Counts;
+  usedMemory: number;
+  keys: number;
+}
 
 async function snap(r: Redis): Promise<Snap> {
   const [stats, mem, keys] = await Promise.all([r.info('commandstats'), r.info('memory'), r.dbsize()]);
@@ -184,7 +243,12 @@ async function afterBeat(r: Redis, signal: AbortSignal): Promise<void> {
 
 // --- one run ------------------------------------------------------------------------------------------------------
 
-interface Window { seconds: number; commands: Counts; sent?: Counts; inScripts?: Counts }
+interface Window {
+  seconds: number;
+  commands: Counts;
+  sent?: Counts;
+  inScripts?: Counts;
+}
 
 export interface RedisFigures {
   /** streams opened, and what Redis held before/after */
@@ -226,7 +290,11 @@ async function oneRun(s: Session, mode: 'redis' | 'memory', round: number): Prom
   const httpPort = await freePort();
   const site = {
     gateway: {
-      httpPort, listenHost: '127.0.0.1', publicHost: '127.0.0.1', dataDir: path.join(dir, 'data'), logLevel: 'warn',
+      httpPort,
+      listenHost: '127.0.0.1',
+      publicHost: '127.0.0.1',
+      dataDir: path.join(dir, 'data'),
+      logLevel: 'warn',
       applications: [...benchApplications(o.terminals + o.burst), PROBE_APP],
       ...(mode === 'redis' ? { directoryUrl: s.redis.url, nodeId: 'bench-node' } : { nodeId: 'bench-node' }),
     },
@@ -262,23 +330,29 @@ async function oneRun(s: Session, mode: 'redis' | 'memory', round: number): Prom
     const phases = new StartPhases(stream, o.terminals, performance.now());
     const sims = Array.from({ length: o.terminals }, (_x, i) => String(13900000000 + i));
     const r0 = mode === 'redis' ? await snap(s.client) : undefined;
-    await pool(sims.map((_x, i) => i), OPEN_CONCURRENCY, 0, async (i) => {
-      const sim = sims[i];
-      const app = Math.floor(i / REQUESTS_PER_APP);
-      const r = await api.openLive(sim, app);
-      (reqIds[app] ??= []).push(r.reqId);
-      const sock = await connectTcp(r.port, deadline);
-      sock.on('error', () => undefined);
-      sock.on('data', () => undefined);
-      const term = new SynthTerminal(sim, sock, stream, MAX_SEND_BACKLOG);
-      term.start(phases.at(i, performance.now()), stream.keyframes[(i * 7) % stream.keyframes.length]);
-      terminals.push(term);
-      if (o.players) {
-        const player = new BenchPlayer(term, {});
-        players.push(player);
-        await player.connect(r.url, deadline);
-      }
-    }, deadline);
+    await pool(
+      sims.map((_x, i) => i),
+      OPEN_CONCURRENCY,
+      0,
+      async (i) => {
+        const sim = sims[i];
+        const app = Math.floor(i / REQUESTS_PER_APP);
+        const r = await api.openLive(sim, app);
+        (reqIds[app] ??= []).push(r.reqId);
+        const sock = await connectTcp(r.port, deadline);
+        sock.on('error', () => undefined);
+        sock.on('data', () => undefined);
+        const term = new SynthTerminal(sim, sock, stream, MAX_SEND_BACKLOG);
+        term.start(phases.at(i, performance.now()), stream.keyframes[(i * 7) % stream.keyframes.length]);
+        terminals.push(term);
+        if (o.players) {
+          const player = new BenchPlayer(term, {});
+          players.push(player);
+          await player.connect(r.url, deadline);
+        }
+      },
+      deadline,
+    );
     await sleep(1000, undefined, { signal: deadline });
     const r1 = mode === 'redis' ? await snap(s.client) : undefined;
     await api.keep(reqIds);
@@ -287,9 +361,18 @@ async function oneRun(s: Session, mode: 'redis' | 'memory', round: number): Prom
 
     // --- the probe window
     const p0 = mode === 'redis' ? await snap(s.client) : undefined;
-    const pr = await probe.run({
-      port: httpPort, user: PROBE_APP.user, password: PROBE_APP.password, sims, rate: o.rate, seconds: o.seconds, maxInFlight: MAX_IN_FLIGHT,
-    }, deadline);
+    const pr = await probe.run(
+      {
+        port: httpPort,
+        user: PROBE_APP.user,
+        password: PROBE_APP.password,
+        sims,
+        rate: o.rate,
+        seconds: o.seconds,
+        maxInFlight: MAX_IN_FLIGHT,
+      },
+      deadline,
+    );
     const p1 = mode === 'redis' ? await snap(s.client) : undefined;
     const result: RunResult = { mode, open: summarise(pr.open), close: summarise(pr.close), openSamples: pr.open, failed: pr.failed, errors: pr.errors };
 
@@ -328,10 +411,22 @@ async function oneRun(s: Session, mode: 'redis' | 'memory', round: number): Prom
         const m = monitor!.take();
         return { seconds: (b.at - a.at) / 1000, commands: minus(b.stats, a.stats), sent: m.sent, inScripts: m.inScripts };
       };
-      const openWin = await measured(() => pool(burstSims, OPEN_CONCURRENCY, 0, async (sim) => {
-        const [r] = await api.post<Array<{ reqId: string }>>('/strm/open', { user: { token: 't' }, typ: 'live', simNo: sim, chanId: 1, keepIntv: 600 }, burstApp);
-        burstIds.push(r.reqId);
-      }, deadline));
+      const openWin = await measured(() =>
+        pool(
+          burstSims,
+          OPEN_CONCURRENCY,
+          0,
+          async (sim) => {
+            const [r] = await api.post<Array<{ reqId: string }>>(
+              '/strm/open',
+              { user: { token: 't' }, typ: 'live', simNo: sim, chanId: 1, keepIntv: 600 },
+              burstApp,
+            );
+            burstIds.push(r.reqId);
+          },
+          deadline,
+        ),
+      );
       const closeWin = await measured(async () => {
         for (let i = 0; i < burstIds.length; i += 1) await api.post('/strm/close', { reqIds: [burstIds[i]] }, burstApp);
       });
@@ -380,8 +475,8 @@ export async function run(args: string[]): Promise<FleetDirectoryResult> {
   let stopSpinning: (() => void) | undefined;
   console.log(
     `fleet-directory: ${o.terminals} terminals x ${f2((stream.bytesPerSecond * 8) / 1e6)} Mbit/s${o.players ? ', one HTTP-FLV player each' : ''}; ` +
-    `probe ${o.rate} opens/s of live channels for ${o.seconds} s (each closed once answered); ${o.rounds} round(s) of: directory on Redis ` +
-    `(${redis.url}, redis-server ${await client.info('server').then((t) => /redis_version:(\S+)/.exec(t)?.[1] ?? '?')}), then the in-process directory`,
+      `probe ${o.rate} opens/s of live channels for ${o.seconds} s (each closed once answered); ${o.rounds} round(s) of: directory on Redis ` +
+      `(${redis.url}, redis-server ${await client.info('server').then((t) => /redis_version:(\S+)/.exec(t)?.[1] ?? '?')}), then the in-process directory`,
   );
   const rounds: FleetDirectoryResult['rounds'] = [];
   try {
@@ -396,10 +491,12 @@ export async function run(args: string[]): Promise<FleetDirectoryResult> {
       const r = await oneRun({ o, stream, redis, client, pin, deadline }, 'redis', i);
       const m = await oneRun({ o, stream, redis, client, pin, deadline }, 'memory', i);
       rounds.push({ redis: r, memory: m });
-      console.log(`  round ${i + 1}: open p50/p99/max with Redis ${f2(r.open.p50)}/${f2(r.open.p99)}/${f2(r.open.max)} ms, in-process ` +
-        `${f2(m.open.p50)}/${f2(m.open.p99)}/${f2(m.open.max)} ms (p99 ${r.open.p99 - m.open.p99 >= 0 ? '+' : ''}${f2(r.open.p99 - m.open.p99)} ms)` +
-        `; ${r.open.count}/${m.open.count} probes answered, ${r.failed}/${m.failed} failed` +
-        ([...r.errors, ...m.errors].length ? `; errors: ${[...r.errors, ...m.errors].slice(0, 3).join('; ')}` : ''));
+      console.log(
+        `  round ${i + 1}: open p50/p99/max with Redis ${f2(r.open.p50)}/${f2(r.open.p99)}/${f2(r.open.max)} ms, in-process ` +
+          `${f2(m.open.p50)}/${f2(m.open.p99)}/${f2(m.open.max)} ms (p99 ${r.open.p99 - m.open.p99 >= 0 ? '+' : ''}${f2(r.open.p99 - m.open.p99)} ms)` +
+          `; ${r.open.count}/${m.open.count} probes answered, ${r.failed}/${m.failed} failed` +
+          ([...r.errors, ...m.errors].length ? `; errors: ${[...r.errors, ...m.errors].slice(0, 3).join('; ')}` : ''),
+      );
     }
   } finally {
     stopSpinning?.();
@@ -420,8 +517,10 @@ function report(rounds: FleetDirectoryResult['rounds'], pooled: FleetDirectoryRe
   lines.push(`  open latency under ${o.terminals} live streams, pooled over ${rounds.length} round(s):`);
   lines.push(`    Redis directory:      ${s(pooled.redis)}`);
   lines.push(`    in-process directory: ${s(pooled.memory)}`);
-  lines.push(`    added at p99: ${f2(pooled.addedP99)} ms (target < ${TARGET_P99_ADDED_MS} ms: ${pooled.addedP99 < TARGET_P99_ADDED_MS ? 'ok' : 'MISSED'}); ` +
-    `per round: ${rounds.map((r) => f2(r.redis.open.p99 - r.memory.open.p99)).join(', ')} ms`);
+  lines.push(
+    `    added at p99: ${f2(pooled.addedP99)} ms (target < ${TARGET_P99_ADDED_MS} ms: ${pooled.addedP99 < TARGET_P99_ADDED_MS ? 'ok' : 'MISSED'}); ` +
+      `per round: ${rounds.map((r) => f2(r.redis.open.p99 - r.memory.open.p99)).join(', ')} ms`,
+  );
   const rs = rounds.map((r) => r.redis.redis!).filter(Boolean);
   const mean = (f: (x: RedisFigures) => number) => rs.reduce((n, x) => n + f(x), 0) / rs.length;
   const perOp = (w: Window, count: number, bgPerSec: number) => (sum(w.commands) - bgPerSec * w.seconds) / count;
@@ -431,20 +530,32 @@ function report(rounds: FleetDirectoryResult['rounds'], pooled: FleetDirectoryRe
   // held claims are refreshed a slice every 100 ms: the whole background runs in a burst's window too
   const bgRun = (x: RedisFigures) => sum(x.paused.commands) / x.paused.seconds;
   const bgSent = (x: RedisFigures) => sum(x.paused.sent!) / x.paused.seconds;
-  lines.push(`    first open of a channel: ${f2(mean((x) => perOp(x.firstOpen.window, x.firstOpen.count, bgRun(x))))} commands run, ` +
-    `${f2(mean((x) => sentPerOp(x.firstOpen.window, x.firstOpen.count, bgSent(x))))} sent per open, background taken off` +
-    ` (last round, per open, background in: sent ${shown(last.firstOpen.window.sent!, last.firstOpen.count)}; in scripts ${shown(last.firstOpen.window.inScripts!, last.firstOpen.count)})`);
-  lines.push(`    close of a channel's last request: ${f2(mean((x) => perOp(x.lastClose.window, x.lastClose.count, bgRun(x))))} run, ` +
-    `${f2(mean((x) => sentPerOp(x.lastClose.window, x.lastClose.count, bgSent(x))))} sent per close, background taken off` +
-    ` (last round, per close, background in: sent ${shown(last.lastClose.window.sent!, last.lastClose.count)})`);
-  lines.push(`    open + close of a request on a live channel (probe window, background taken off): ` +
-    `${f2(mean((x) => perOp(x.probePair.window, x.probePair.count, bgRun(x))))} commands run per pair`);
-  lines.push(`    background (heartbeat, claim refreshes, view reads) with ${o.terminals} streams held, terminals paused: ` +
-    `${f1(mean(bgRun))} commands run/s per node, ${f1(mean(bgSent))} sent/s (last round, sent per second: ${shown(last.paused.sent!, last.paused.seconds)})`);
-  const perPacket = (x: RedisFigures) => (sum(x.playing.commands) / x.playing.seconds - bgRun(x)) * x.playing.seconds / x.playing.packets;
-  lines.push(`    media: ${f1(mean((x) => x.playing.packets / x.playing.seconds))} packets/s pushed in the quiet window; ` +
-    `${mean((x) => sum(x.playing.commands) / x.playing.seconds).toFixed(1)} commands/s playing vs ${mean(bgRun).toFixed(1)} paused: ` +
-    `${mean(perPacket).toExponential(2)} commands per media packet`);
-  lines.push(`    memory: ${f1(mean((x) => x.bytesPer1000Streams) / 1024)} KiB of used_memory per 1,000 streams; ${f2(mean((x) => x.keysPerStream))} keys per stream (DBSIZE)`);
+  lines.push(
+    `    first open of a channel: ${f2(mean((x) => perOp(x.firstOpen.window, x.firstOpen.count, bgRun(x))))} commands run, ` +
+      `${f2(mean((x) => sentPerOp(x.firstOpen.window, x.firstOpen.count, bgSent(x))))} sent per open, background taken off` +
+      ` (last round, per open, background in: sent ${shown(last.firstOpen.window.sent!, last.firstOpen.count)}; in scripts ${shown(last.firstOpen.window.inScripts!, last.firstOpen.count)})`,
+  );
+  lines.push(
+    `    close of a channel's last request: ${f2(mean((x) => perOp(x.lastClose.window, x.lastClose.count, bgRun(x))))} run, ` +
+      `${f2(mean((x) => sentPerOp(x.lastClose.window, x.lastClose.count, bgSent(x))))} sent per close, background taken off` +
+      ` (last round, per close, background in: sent ${shown(last.lastClose.window.sent!, last.lastClose.count)})`,
+  );
+  lines.push(
+    `    open + close of a request on a live channel (probe window, background taken off): ` +
+      `${f2(mean((x) => perOp(x.probePair.window, x.probePair.count, bgRun(x))))} commands run per pair`,
+  );
+  lines.push(
+    `    background (heartbeat, claim refreshes, view reads) with ${o.terminals} streams held, terminals paused: ` +
+      `${f1(mean(bgRun))} commands run/s per node, ${f1(mean(bgSent))} sent/s (last round, sent per second: ${shown(last.paused.sent!, last.paused.seconds)})`,
+  );
+  const perPacket = (x: RedisFigures) => ((sum(x.playing.commands) / x.playing.seconds - bgRun(x)) * x.playing.seconds) / x.playing.packets;
+  lines.push(
+    `    media: ${f1(mean((x) => x.playing.packets / x.playing.seconds))} packets/s pushed in the quiet window; ` +
+      `${mean((x) => sum(x.playing.commands) / x.playing.seconds).toFixed(1)} commands/s playing vs ${mean(bgRun).toFixed(1)} paused: ` +
+      `${mean(perPacket).toExponential(2)} commands per media packet`,
+  );
+  lines.push(
+    `    memory: ${f1(mean((x) => x.bytesPer1000Streams) / 1024)} KiB of used_memory per 1,000 streams; ${f2(mean((x) => x.keysPerStream))} keys per stream (DBSIZE)`,
+  );
   console.log(lines.join('\n'));
 }

@@ -21,12 +21,35 @@ import { BenchArgs, captureFile, loadArg } from './support/bench-args';
 import { IDLE_CLIENT_USAGE, keepAwake } from './support/keep-awake';
 import { BenchPlayer } from './support/bench-player';
 import {
-  Api, Reservoir, benchApplications, checkDeadline, connectTcp, connectUdp, f1, f2, mb, pinSelf, pool, runDeadline,
-  freePort, startGateway, BOOT_TIMEOUT_MS, stopGateway, tail, gatewayCpu, gatewayRss, waitHealthy, REQUESTS_PER_APP, canPin, writeSite, profileDirFor, endScratch, printRunProfiles, FLOOR_MAIN,
+  Api,
+  Reservoir,
+  benchApplications,
+  checkDeadline,
+  connectTcp,
+  connectUdp,
+  f1,
+  f2,
+  mb,
+  pinSelf,
+  pool,
+  runDeadline,
+  freePort,
+  startGateway,
+  BOOT_TIMEOUT_MS,
+  stopGateway,
+  tail,
+  gatewayCpu,
+  gatewayRss,
+  waitHealthy,
+  REQUESTS_PER_APP,
+  canPin,
+  writeSite,
+  profileDirFor,
+  endScratch,
+  printRunProfiles,
+  FLOOR_MAIN,
 } from './support/gateway-harness';
-import {
-  bucketsDelta, bucketsOf, coreTimes, histogramQuantile, quantile, sumDelta, sumOf, type Buckets, type Sample,
-} from './support/process-probe';
+import { bucketsDelta, bucketsOf, coreTimes, histogramQuantile, quantile, sumDelta, sumOf, type Buckets, type Sample } from './support/process-probe';
 import { StartPhases } from './support/start-phases';
 import { SynthTerminal, UdpTerminalLink, speechPcm, synthesise, type SynthStream, type TerminalLink } from './support/synth-terminals';
 import { gcFigures, report } from './support/ingest-flv-report';
@@ -230,32 +253,90 @@ ${IDLE_CLIENT_USAGE}
 
 export function parseArgs(args: string[]): IngestFlvOptions {
   const o: IngestFlvOptions = {
-    terminals: 500, seconds: 30, mbps: 1, capture: '', ramp: false, rampSeconds: 20, warmup: 5, profile: false, pin: true, keepDir: false,
-    nodeOpts: [], audio: false, audioFrameMs: 20, aac: false, floor: false, vsFloor: 0, workers: 1, vsWorkers: 0, readers: 'flv', vsFlv: 0, vsVideo: 0,
-    busyClient: true, udp: false,
+    terminals: 500,
+    seconds: 30,
+    mbps: 1,
+    capture: '',
+    ramp: false,
+    rampSeconds: 20,
+    warmup: 5,
+    profile: false,
+    pin: true,
+    keepDir: false,
+    nodeOpts: [],
+    audio: false,
+    audioFrameMs: 20,
+    aac: false,
+    floor: false,
+    vsFloor: 0,
+    workers: 1,
+    vsWorkers: 0,
+    readers: 'flv',
+    vsFlv: 0,
+    vsVideo: 0,
+    busyClient: true,
+    udp: false,
   };
   let aac: boolean | undefined;
   const r = new BenchArgs(args, USAGE);
   for (let a = r.next(); a !== undefined; a = r.next()) {
     switch (a) {
-      case '--terminals': o.terminals = r.num(a, 1, 5000, true); break;
-      case '--seconds': o.seconds = r.num(a, 1, 3600, false); break;
-      case '--mbps': o.mbps = r.num(a, 0.01, 100, false); break;
-      case '--warmup': o.warmup = r.num(a, 0, 600, false); break;
-      case '--floor': o.floor = true; break;
-      case '--vs-floor': o.vsFloor = r.num(a, 1, 20, true); break;
-      case '--workers': o.workers = r.num(a, 1, 64, true); break;
-      case '--vs-workers': o.vsWorkers = r.num(a, 1, 20, true); break;
-      case '--vs-video': o.vsVideo = r.num(a, 1, 20, true); o.audio = true; break;
-      case '--ramp-seconds': o.rampSeconds = r.num(a, 0, 3600, false); o.ramp = true; break;
-      case '--audio-frame-ms': o.audioFrameMs = r.num(a, 10, 200, true); o.audio = true; break;
-      case '--audio': o.audio = true; break;
-      case '--aac': aac = true; break;
-      case '--no-aac': aac = false; break;
-      case '--ramp': o.ramp = true; break;
-      case '--idle-client': o.busyClient = false; break;
-      case '--udp': o.udp = true; break;
-      default: if (!loadArg(a, r, o)) r.unknown(a);
+      case '--terminals':
+        o.terminals = r.num(a, 1, 5000, true);
+        break;
+      case '--seconds':
+        o.seconds = r.num(a, 1, 3600, false);
+        break;
+      case '--mbps':
+        o.mbps = r.num(a, 0.01, 100, false);
+        break;
+      case '--warmup':
+        o.warmup = r.num(a, 0, 600, false);
+        break;
+      case '--floor':
+        o.floor = true;
+        break;
+      case '--vs-floor':
+        o.vsFloor = r.num(a, 1, 20, true);
+        break;
+      case '--workers':
+        o.workers = r.num(a, 1, 64, true);
+        break;
+      case '--vs-workers':
+        o.vsWorkers = r.num(a, 1, 20, true);
+        break;
+      case '--vs-video':
+        o.vsVideo = r.num(a, 1, 20, true);
+        o.audio = true;
+        break;
+      case '--ramp-seconds':
+        o.rampSeconds = r.num(a, 0, 3600, false);
+        o.ramp = true;
+        break;
+      case '--audio-frame-ms':
+        o.audioFrameMs = r.num(a, 10, 200, true);
+        o.audio = true;
+        break;
+      case '--audio':
+        o.audio = true;
+        break;
+      case '--aac':
+        aac = true;
+        break;
+      case '--no-aac':
+        aac = false;
+        break;
+      case '--ramp':
+        o.ramp = true;
+        break;
+      case '--idle-client':
+        o.busyClient = false;
+        break;
+      case '--udp':
+        o.udp = true;
+        break;
+      default:
+        if (!loadArg(a, r, o)) r.unknown(a);
     }
   }
   o.aac = aac ?? o.audio;
@@ -284,7 +365,7 @@ export async function runOptions(o: IngestFlvOptions): Promise<IngestFlvResult> 
 async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<IngestFlvResult> {
   const rampS = o.ramp ? o.rampSeconds : 0;
   // every phase has a bound; past the whole budget everything is torn down
-  const budgetMs = (BOOT_TIMEOUT_MS + 60_000 + o.terminals * 200 + (rampS + o.warmup + o.seconds) * 1000 + 60_000);
+  const budgetMs = BOOT_TIMEOUT_MS + 60_000 + o.terminals * 200 + (rampS + o.warmup + o.seconds) * 1000 + 60_000;
   const run = runDeadline(budgetMs);
   const deadline = run.signal;
   const dir = scratchDir('bench-ingest-flv');
@@ -295,7 +376,11 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
   const fleet = o.floor ? undefined : makeFleet(o.readers);
   const site = {
     gateway: {
-      httpPort, listenHost: '127.0.0.1', publicHost: '127.0.0.1', dataDir: path.join(dir, 'data'), logLevel: 'warn',
+      httpPort,
+      listenHost: '127.0.0.1',
+      publicHost: '127.0.0.1',
+      dataDir: path.join(dir, 'data'),
+      logLevel: 'warn',
       applications: benchApplications(o.terminals),
     },
     plugins: [
@@ -310,16 +395,16 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
 
   console.log(
     `ingest-flv: ${o.terminals} terminals x ${f2((stream.bytesPerSecond * 8) / 1e6)} Mbit/s (${path.basename(o.capture)}: ` +
-    `${f2((stream.captureBytesPerSecond * 8) / 1e6)} Mbit/s of frames, video padded x${f2(stream.padFactor)}; ` +
-    `${f1(stream.framesPerSecond)} frames/s, ${f1(stream.packetsPerSecond)} packets/s each), one ${fleet?.what ?? 'HTTP-FLV player'} each; ` +
-    `${o.ramp ? `ramp ${rampS} s, ` : ''}warm-up ${o.warmup} s, measured ${o.seconds} s`,
+      `${f2((stream.captureBytesPerSecond * 8) / 1e6)} Mbit/s of frames, video padded x${f2(stream.padFactor)}; ` +
+      `${f1(stream.framesPerSecond)} frames/s, ${f1(stream.packetsPerSecond)} packets/s each), one ${fleet?.what ?? 'HTTP-FLV player'} each; ` +
+      `${o.ramp ? `ramp ${rampS} s, ` : ''}warm-up ${o.warmup} s, measured ${o.seconds} s`,
   );
   const audioKbps = (stream.audioPayloadBytesPerSecond * 8) / 1000;
   if (stream.audio !== 'none') {
     console.log(
       `  audio: ${stream.audio === 'synthetic' ? `G.711A 8 kHz speech added, ${o.audioFrameMs} ms frames` : "the capture's own"} ` +
-      `(${f1(stream.audioFramesPerSecond)} frames/s, ${f1(audioKbps)} kbit/s of payload per terminal); ` +
-      `site ${o.aac ? 'runs audio-aac: players take AAC' : 'has no audio-aac: players get video only (flv-out leaves G.711 out)'}`,
+        `(${f1(stream.audioFramesPerSecond)} frames/s, ${f1(audioKbps)} kbit/s of payload per terminal); ` +
+        `site ${o.aac ? 'runs audio-aac: players take AAC' : 'has no audio-aac: players get video only (flv-out leaves G.711 out)'}`,
     );
   } else if (o.aac) {
     console.log('  no audio in the stream; the site runs audio-aac, so players still read through the AAC stage (video passes by reference)');
@@ -329,7 +414,8 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
   }
 
   const gw = startGateway({ siteFile, dir, pin, profileDir, nodeOpts: o.nodeOpts, main: o.floor ? FLOOR_MAIN : undefined, workers: o.floor ? 1 : o.workers });
-  if (o.workers > 1 && !o.floor) console.log(`  the gateway runs ${o.workers} worker processes${pin ? ', all on core 0 with the primary' : ''}: CPU and RSS below add up every process`);
+  if (o.workers > 1 && !o.floor)
+    console.log(`  the gateway runs ${o.workers} worker processes${pin ? ', all on core 0 with the primary' : ''}: CPU and RSS below add up every process`);
   if (o.floor) console.log('  the FLOOR runs instead of the gateway: a bare relay (packets to FLV tags, nothing else); gateway metrics below read 0');
   const killGateway = () => gw.child.kill('SIGKILL'); // last resort if this process exits mid-run
   process.once('exit', killGateway);
@@ -347,7 +433,9 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
     await waitHealthy(gw, api, deadline);
     if (pin && !pinSelf(1)) console.warn('ingest-flv: could not pin this process to core 1');
     const idleRss = gatewayRss(gw.pid);
-    console.log(`  gateway pid ${gw.pid}${pin ? ' on core 0, load generator and players on core 1' : ' (unpinned)'}${o.busyClient ? ' (spinning, so no write wakes it)' : ' (sleeping between events: --idle-client)'}; idle RSS ${f1(mb(idleRss))} MB`);
+    console.log(
+      `  gateway pid ${gw.pid}${pin ? ' on core 0, load generator and players on core 1' : ' (unpinned)'}${o.busyClient ? ' (spinning, so no write wakes it)' : ' (sleeping between events: --idle-client)'}; idle RSS ${f1(mb(idleRss))} MB`,
+    );
 
     // --- one timer paces every terminal
     let lateTicks = 0;
@@ -365,36 +453,44 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
     const opened = performance.now();
     const phases = new StartPhases(stream, o.terminals, opened);
     const sims = Array.from({ length: o.terminals }, (_x, i) => String(13900000000 + i));
-    await pool(sims, OPEN_CONCURRENCY, rampS > 0 ? (rampS * 1000) / o.terminals : 0, async (sim, i) => {
-      const app = Math.floor(i / REQUESTS_PER_APP);
-      const r = await api.openLive(sim, app, fleet?.openFields);
-      (reqIds[app] ??= []).push(r.reqId);
-      let link: TerminalLink;
-      if (o.udp) link = new UdpTerminalLink(await connectUdp(r.port));
-      else {
-        const sock = await connectTcp(r.port, deadline);
-        sock.on('error', () => undefined);
-        sock.on('data', () => undefined); // the gateway sends nothing on this link; drain whatever it does send
-        link = sock;
-      }
-      const term = new SynthTerminal(sim, link, stream, MAX_SEND_BACKLOG);
-      // each at its own phase of the GOP and of the frame interval (start-phases.ts), and from a different I frame,
-      // so the sum of their rates follows the capture's average
-      const first = stream.keyframes[(i * 7) % stream.keyframes.length];
-      term.start(phases.at(i, performance.now()), first);
-      terminals.push(term);
-      if (fleet) return fleet.add(term, r.url, stream, first);
-      const player = new BenchPlayer(term, { video: (ms) => e2e.add(ms), audio: (ms) => audioLat.add(ms) }, AAC_LOOKAHEAD_MS, o.audioFrameMs);
-      players.push(player);
-      await player.connect(r.url, deadline);
-    }, deadline);
+    await pool(
+      sims,
+      OPEN_CONCURRENCY,
+      rampS > 0 ? (rampS * 1000) / o.terminals : 0,
+      async (sim, i) => {
+        const app = Math.floor(i / REQUESTS_PER_APP);
+        const r = await api.openLive(sim, app, fleet?.openFields);
+        (reqIds[app] ??= []).push(r.reqId);
+        let link: TerminalLink;
+        if (o.udp) link = new UdpTerminalLink(await connectUdp(r.port));
+        else {
+          const sock = await connectTcp(r.port, deadline);
+          sock.on('error', () => undefined);
+          sock.on('data', () => undefined); // the gateway sends nothing on this link; drain whatever it does send
+          link = sock;
+        }
+        const term = new SynthTerminal(sim, link, stream, MAX_SEND_BACKLOG);
+        // each at its own phase of the GOP and of the frame interval (start-phases.ts), and from a different I frame,
+        // so the sum of their rates follows the capture's average
+        const first = stream.keyframes[(i * 7) % stream.keyframes.length];
+        term.start(phases.at(i, performance.now()), first);
+        terminals.push(term);
+        if (fleet) return fleet.add(term, r.url, stream, first);
+        const player = new BenchPlayer(term, { video: (ms) => e2e.add(ms), audio: (ms) => audioLat.add(ms) }, AAC_LOOKAHEAD_MS, o.audioFrameMs);
+        players.push(player);
+        await player.connect(r.url, deadline);
+      },
+      deadline,
+    );
     if (fleet) await fleet.ready(deadline, 60_000 + o.terminals * 100);
     console.log(`  ${o.terminals} opened, pushing and playing in ${f1((performance.now() - opened) / 1000)} s`);
 
     // keep the requests alive however long the run is (keepIntv 600)
     const keepAll = () => api.keep(reqIds);
     await keepAll();
-    keeper = setInterval(() => { keepAll().catch((err) => console.warn(`ingest-flv: keep failed: ${(err as Error).message}`)); }, 300_000);
+    keeper = setInterval(() => {
+      keepAll().catch((err) => console.warn(`ingest-flv: keep failed: ${(err as Error).message}`));
+    }, 300_000);
 
     // --- warm-up
     await sleep(o.warmup * 1000, undefined, { signal: deadline });
@@ -409,8 +505,12 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
     // state is measured from a second on, and the scrape's own time is printed apart.
     await sleep(SCRAPE_SETTLE_MS, undefined, { signal: deadline });
     const snap = () => ({
-      at: performance.now(), threads: gatewayCpu(gw.pid), self: process.cpuUsage(), cores: coreTimes(),
-      bytesIn: terminals.reduce((s, t) => s + t.bytes, 0), bytesOut: players.reduce((s, p) => s + p.counter.bytes, 0) + (fleet?.bytesRead() ?? 0),
+      at: performance.now(),
+      threads: gatewayCpu(gw.pid),
+      self: process.cpuUsage(),
+      cores: coreTimes(),
+      bytesIn: terminals.reduce((s, t) => s + t.bytes, 0),
+      bytesOut: players.reduce((s, p) => s + p.counter.bytes, 0) + (fleet?.bytesRead() ?? 0),
       dropped: terminals.reduce((s, t) => s + t.dropped, 0),
     });
     for (const p of players) {
@@ -468,7 +568,8 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
       threadCpuPct: {
         main: (100 * (s1.threads.main - s0.threads.main)) / secs,
         worker: (100 * (s1.threads.workers - s0.threads.workers)) / secs,
-        other: (100 * Math.max(0, s1.threads.total - s0.threads.total - (s1.threads.main - s0.threads.main) - (s1.threads.workers - s0.threads.workers))) / secs,
+        other:
+          (100 * Math.max(0, s1.threads.total - s0.threads.total - (s1.threads.main - s0.threads.main) - (s1.threads.workers - s0.threads.workers))) / secs,
       },
       rssMB: mb(rssSamples[rssSamples.length - 1] ?? gatewayRss(gw.pid)),
       peakRssMB: mb(peakRss),
@@ -499,15 +600,26 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
       arrayBuffersMB: mb(sumOf(m1, 'gw_process_nodejs_external_memory_bytes')),
       busHeldMB: { gop: mb(sumOf(m1, 'gw_core_bus_held_bytes', { holder: 'gop' })), queue: mb(sumOf(m1, 'gw_core_bus_held_bytes', { holder: 'queue' })) },
       chunks: {
-        allocated: sumDelta(m1, m0, CHUNKS_METRIC, { event: 'allocated' }), reused: sumDelta(m1, m0, CHUNKS_METRIC, { event: 'reused' }),
-        escaped: sumDelta(m1, m0, CHUNKS_METRIC, { event: 'escaped' }), released: sumDelta(m1, m0, CHUNKS_METRIC, { event: 'released' }),
+        allocated: sumDelta(m1, m0, CHUNKS_METRIC, { event: 'allocated' }),
+        reused: sumDelta(m1, m0, CHUNKS_METRIC, { event: 'reused' }),
+        escaped: sumDelta(m1, m0, CHUNKS_METRIC, { event: 'escaped' }),
+        released: sumDelta(m1, m0, CHUNKS_METRIC, { event: 'released' }),
       },
       chunkMB: { held: mb(sumOf(m1, CHUNK_BYTES_METRIC, { state: 'held' })), free: mb(sumOf(m1, CHUNK_BYTES_METRIC, { state: 'free' })) },
       readers: fleet ? o.readers : 'flv',
       readerFigures: figures,
     };
     const errors = players.map((p) => p.counter.error).filter((e): e is string => e !== undefined);
-    report(result, m1, lateTicks, players.reduce((n, p) => n + p.unmatched, 0), errors, o, stream, fleet ? [...fleet.report(secs), ...(fleet.metricLines?.(m1, o.terminals) ?? [])] : undefined);
+    report(
+      result,
+      m1,
+      lateTicks,
+      players.reduce((n, p) => n + p.unmatched, 0),
+      errors,
+      o,
+      stream,
+      fleet ? [...fleet.report(secs), ...(fleet.metricLines?.(m1, o.terminals) ?? [])] : undefined,
+    );
   } catch (err) {
     // an abort surfaces as a bare AbortError from whatever was waiting: say why instead
     if (deadline.aborted) checkDeadline(deadline);

@@ -28,7 +28,8 @@ export function readerBenchOptions(kind: Exclude<ReaderKind, 'flv'>, args: strin
     if (a === '--rounds') {
       const v = args[++i];
       const n = Number(v);
-      if (v === undefined || !Number.isInteger(n) || n < 0 || n > 20) throw new Error(`--rounds needs a whole number from 0 to 20${v === undefined ? '' : `, got '${v}'`}\n\n${help}`);
+      if (v === undefined || !Number.isInteger(n) || n < 0 || n > 20)
+        throw new Error(`--rounds needs a whole number from 0 to 20${v === undefined ? '' : `, got '${v}'`}\n\n${help}`);
       rounds = n;
     } else if (a === '-h' || a === '--help') {
       throw new Error(help);

@@ -14,7 +14,10 @@ async function sleepsDuring(ms: number): Promise<number> {
   const before = sleeps();
   await new Promise<void>((resolve) => {
     const t = setInterval(() => undefined, 1);
-    setTimeout(() => { clearInterval(t); resolve(); }, ms);
+    setTimeout(() => {
+      clearInterval(t);
+      resolve();
+    }, ms);
   });
   return sleeps() - before;
 }

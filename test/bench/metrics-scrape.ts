@@ -16,7 +16,13 @@ import { BenchArgs } from './support/bench-args';
 
 const USAGE = 'usage: npm run bench -- metrics-scrape [--streams N] [--rounds K]';
 
-interface Sample { wallMs: number; longestMs: number; cpuMs: number; allocatedMb: number; bytes: number }
+interface Sample {
+  wallMs: number;
+  longestMs: number;
+  cpuMs: number;
+  allocatedMb: number;
+  bytes: number;
+}
 
 function gatewayLikeRegistry(streams: number, first = 0): Registry {
   const registry = createRegistry();
@@ -28,7 +34,11 @@ function gatewayLikeRegistry(streams: number, first = 0): Registry {
   const columns = Array.from({ length: 10 }, (_, i) => ({ name: `stream_column_${i}`, help: `per-stream column ${i}` }));
   m.gaugeTable(columns, ['stream', 'layout', 'transport'], (emit) => {
     // the values move between scrapes, as a live stream's counters do
-    for (const r of rows) { r.counts[0] += 139; r.counts[1] += 24; emit(r.labels, Array.from(r.counts)); }
+    for (const r of rows) {
+      r.counts[0] += 139;
+      r.counts[1] += 24;
+      emit(r.labels, Array.from(r.counts));
+    }
   });
   const flv = metricsFor(registry, 'flv-out');
   flv.hotCounter('tags_total', 'tags', ['type']).child({ type: 'video' }).add(1);
@@ -75,9 +85,14 @@ export async function run(args: string[]): Promise<void> {
   const r = new BenchArgs(args, USAGE);
   for (let a = r.next(); a !== undefined; a = r.next()) {
     switch (a) {
-      case '--streams': o.streams = r.num(a, 1, 100_000, true); break;
-      case '--rounds': o.rounds = r.num(a, 1, 1000, true); break;
-      default: r.unknown(a);
+      case '--streams':
+        o.streams = r.num(a, 1, 100_000, true);
+        break;
+      case '--rounds':
+        o.rounds = r.num(a, 1, 1000, true);
+        break;
+      default:
+        r.unknown(a);
     }
   }
   const registry = gatewayLikeRegistry(o.streams);
@@ -101,7 +116,11 @@ export async function run(args: string[]): Promise<void> {
     ['2 workers: aggregateText', () => aggregateText(ourParts)],
   ];
   // warm-up: the JIT and the first-scrape costs of both ways
-  for (const [, f] of ways) for (let i = 0; i < 3; i++) { prepare(); await f(); }
+  for (const [, f] of ways)
+    for (let i = 0; i < 3; i++) {
+      prepare();
+      await f();
+    }
   const samples: Sample[][] = ways.map(() => []);
   for (let round = 0; round < o.rounds; round++) {
     for (let w = 0; w < ways.length; w++) {
@@ -116,7 +135,9 @@ export async function run(args: string[]): Promise<void> {
   for (let w = 0; w < ways.length; w++) {
     const s = samples[w];
     const col = (f: (x: Sample) => number, d = 1) => `${median(s.map(f)).toFixed(d)} (${Math.max(...s.map(f)).toFixed(d)})`;
-    console.log(`  ${ways[w][0].padEnd(34)} wall ${col((x) => x.wallMs)} ms, loop held at most ${col((x) => x.longestMs)} ms, CPU ${col((x) => x.cpuMs)} ms, heap grew ${col((x) => x.allocatedMb)} MB, ${s[0].bytes} bytes`);
+    console.log(
+      `  ${ways[w][0].padEnd(34)} wall ${col((x) => x.wallMs)} ms, loop held at most ${col((x) => x.longestMs)} ms, CPU ${col((x) => x.cpuMs)} ms, heap grew ${col((x) => x.allocatedMb)} MB, ${s[0].bytes} bytes`,
+    );
   }
   const held = samples.map((s) => median(s.map((x) => x.longestMs)));
   const cpu = samples.map((s) => median(s.map((x) => x.cpuMs)));
@@ -129,12 +150,20 @@ export async function run(args: string[]): Promise<void> {
     v8.deserialize(wire);
     return { bytes: wire.length, serialiseMs: t1 - t0, deserialiseMs: performance.now() - t1 };
   };
-  for (const [what, make] of [['prom-client JSON', () => workers[0].getMetricsAsJSON()], ['scrapeJson (compact columns)', () => scrapeJson(workers[0])]] as const) {
+  for (const [what, make] of [
+    ['prom-client JSON', () => workers[0].getMetricsAsJSON()],
+    ['scrapeJson (compact columns)', () => scrapeJson(workers[0])],
+  ] as const) {
     const runs = [];
     for (let i = 0; i < 7; i++) runs.push(await ipc(make)());
-    console.log(`  one worker's reply (${half} streams) as ${what.padEnd(28)} ${(runs[0].bytes / 1024).toFixed(0)} KiB, serialise ${median(runs.map((r) => r.serialiseMs)).toFixed(1)} ms, deserialise ${median(runs.map((r) => r.deserialiseMs)).toFixed(1)} ms (medians of 7)`);
+    console.log(
+      `  one worker's reply (${half} streams) as ${what.padEnd(28)} ${(runs[0].bytes / 1024).toFixed(0)} KiB, serialise ${median(runs.map((r) => r.serialiseMs)).toFixed(1)} ms, deserialise ${median(runs.map((r) => r.deserialiseMs)).toFixed(1)} ms (medians of 7)`,
+    );
   }
-  for (const [at, what] of [[0, 'one process'], [2, 'two workers']] as const) {
+  for (const [at, what] of [
+    [0, 'one process'],
+    [2, 'two workers'],
+  ] as const) {
     console.log(`  ${what}: longest hold, old / new: ${(held[at] / held[at + 1]).toFixed(1)}x; CPU a scrape, new / old: ${(cpu[at + 1] / cpu[at]).toFixed(2)}`);
   }
 }

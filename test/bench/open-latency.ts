@@ -17,8 +17,31 @@ import { scratchDir } from '../support/paths';
 import { BenchArgs, captureFile, loadArg } from './support/bench-args';
 import { BenchPlayer } from './support/bench-player';
 import {
-  Api, BOOT_TIMEOUT_MS, Reservoir, benchApplications, checkDeadline, connectTcp, f1, f2, freePort, gatewayCpu, gatewayRss, mb,
-  pinSelf, pool, REQUESTS_PER_APP, runDeadline, startGateway, stopGateway, tail, waitHealthy, canPin, writeSite, profileDirFor, endScratch, printRunProfiles,
+  Api,
+  BOOT_TIMEOUT_MS,
+  Reservoir,
+  benchApplications,
+  checkDeadline,
+  connectTcp,
+  f1,
+  f2,
+  freePort,
+  gatewayCpu,
+  gatewayRss,
+  mb,
+  pinSelf,
+  pool,
+  REQUESTS_PER_APP,
+  runDeadline,
+  startGateway,
+  stopGateway,
+  tail,
+  waitHealthy,
+  canPin,
+  writeSite,
+  profileDirFor,
+  endScratch,
+  printRunProfiles,
 } from './support/gateway-harness';
 import { IDLE_CLIENT_USAGE, keepAwake } from './support/keep-awake';
 import { OpenProbe, PROBE_NICE, type ProbeResult } from './support/open-probe';
@@ -104,21 +127,49 @@ ${IDLE_CLIENT_USAGE}. The probe process runs at nice ${PROBE_NICE} either way
 
 export function parseArgs(args: string[]): OpenLatencyOptions {
   const o: OpenLatencyOptions = {
-    terminals: 1000, seconds: 30, rate: 20, baselineSeconds: 15, warmup: 5, mbps: 1, capture: '', workers: 1, profile: false, pin: true,
-    busyClient: true, keepDir: false, nodeOpts: [],
+    terminals: 1000,
+    seconds: 30,
+    rate: 20,
+    baselineSeconds: 15,
+    warmup: 5,
+    mbps: 1,
+    capture: '',
+    workers: 1,
+    profile: false,
+    pin: true,
+    busyClient: true,
+    keepDir: false,
+    nodeOpts: [],
   };
   const r = new BenchArgs(args, USAGE);
   for (let a = r.next(); a !== undefined; a = r.next()) {
     switch (a) {
-      case '--terminals': o.terminals = r.num(a, 1, 5000, true); break;
-      case '--seconds': o.seconds = r.num(a, 1, 3600, false); break;
-      case '--rate': o.rate = r.num(a, 0.1, 1000, false); break;
-      case '--baseline-seconds': o.baselineSeconds = r.num(a, 0, 600, false); break;
-      case '--warmup': o.warmup = r.num(a, 0, 600, false); break;
-      case '--mbps': o.mbps = r.num(a, 0.01, 100, false); break;
-      case '--workers': o.workers = r.num(a, 1, 64, true); break;
-      case '--idle-client': o.busyClient = false; break;
-      default: if (!loadArg(a, r, o)) r.unknown(a);
+      case '--terminals':
+        o.terminals = r.num(a, 1, 5000, true);
+        break;
+      case '--seconds':
+        o.seconds = r.num(a, 1, 3600, false);
+        break;
+      case '--rate':
+        o.rate = r.num(a, 0.1, 1000, false);
+        break;
+      case '--baseline-seconds':
+        o.baselineSeconds = r.num(a, 0, 600, false);
+        break;
+      case '--warmup':
+        o.warmup = r.num(a, 0, 600, false);
+        break;
+      case '--mbps':
+        o.mbps = r.num(a, 0.01, 100, false);
+        break;
+      case '--workers':
+        o.workers = r.num(a, 1, 64, true);
+        break;
+      case '--idle-client':
+        o.busyClient = false;
+        break;
+      default:
+        if (!loadArg(a, r, o)) r.unknown(a);
     }
   }
   o.capture = captureFile(o.capture);
@@ -127,8 +178,17 @@ export function parseArgs(args: string[]): OpenLatencyOptions {
 
 function figures(r: ProbeResult, load: WindowLoad): ProbeFigures {
   return {
-    open: summarise(r.open), close: summarise(r.close), lateP99: quantile(r.late, 0.99), started: r.started, failed: r.failed,
-    notReady: r.notReady, ctrlTrue: r.ctrlTrue, notClosed: r.notClosed, skipped: r.skipped, errors: r.errors, load,
+    open: summarise(r.open),
+    close: summarise(r.close),
+    lateP99: quantile(r.late, 0.99),
+    started: r.started,
+    failed: r.failed,
+    notReady: r.notReady,
+    ctrlTrue: r.ctrlTrue,
+    notClosed: r.notClosed,
+    skipped: r.skipped,
+    errors: r.errors,
+    load,
   };
 }
 
@@ -145,7 +205,11 @@ export async function run(args: string[]): Promise<OpenLatencyResult> {
   const httpPort = await freePort();
   const site = {
     gateway: {
-      httpPort, listenHost: '127.0.0.1', publicHost: '127.0.0.1', dataDir: path.join(dir, 'data'), logLevel: 'warn',
+      httpPort,
+      listenHost: '127.0.0.1',
+      publicHost: '127.0.0.1',
+      dataDir: path.join(dir, 'data'),
+      logLevel: 'warn',
       applications: [...benchApplications(o.terminals), PROBE_APP],
     },
     plugins: [
@@ -156,8 +220,8 @@ export async function run(args: string[]): Promise<OpenLatencyResult> {
   const siteFile = writeSite(dir, site);
   console.log(
     `open-latency: ${o.terminals} terminals x ${f2((stream.bytesPerSecond * 8) / 1e6)} Mbit/s, one HTTP-FLV player each; probe ${o.rate} opens/s ` +
-    `of live channels (application 'probe', a new request on a stream the load's request holds), each closed once answered; ` +
-    `baseline ${o.baselineSeconds} s with ${Math.min(BASELINE_STREAMS, o.terminals)} streams live, warm-up ${o.warmup} s, measured ${o.seconds} s`,
+      `of live channels (application 'probe', a new request on a stream the load's request holds), each closed once answered; ` +
+      `baseline ${o.baselineSeconds} s with ${Math.min(BASELINE_STREAMS, o.terminals)} streams live, warm-up ${o.warmup} s, measured ${o.seconds} s`,
   );
 
   const gw = startGateway({ siteFile, dir, pin, profileDir, nodeOpts: o.nodeOpts, workers: o.workers });
@@ -177,9 +241,11 @@ export async function run(args: string[]): Promise<OpenLatencyResult> {
     if (pin && !pinSelf(1)) console.warn('open-latency: could not pin this process to core 1');
     probe = new OpenProbe(); // forked after pinning: it inherits core 1
     const probePid = probe.pid;
-    console.log(`  gateway pid ${gw.pid}${pin ? ' on core 0; load generator, players and the probe process on core 1' : ' (unpinned)'}` +
-      `; load generator ${o.busyClient ? 'spinning, so no write wakes it' : 'sleeping between events (--idle-client)'}; probe process at ${probe.niced ? `nice ${PROBE_NICE}` : 'the bench\'s priority (could not renice it)'}` +
-      (o.workers > 1 ? `; ${o.workers} worker processes (CPU and RSS add them up)` : ''));
+    console.log(
+      `  gateway pid ${gw.pid}${pin ? ' on core 0; load generator, players and the probe process on core 1' : ' (unpinned)'}` +
+        `; load generator ${o.busyClient ? 'spinning, so no write wakes it' : 'sleeping between events (--idle-client)'}; probe process at ${probe.niced ? `nice ${PROBE_NICE}` : "the bench's priority (could not renice it)"}` +
+        (o.workers > 1 ? `; ${o.workers} worker processes (CPU and RSS add them up)` : ''),
+    );
 
     if (o.busyClient) stopSpinning = keepAwake();
     ticker = setInterval(() => {
@@ -189,30 +255,47 @@ export async function run(args: string[]): Promise<OpenLatencyResult> {
     const reqIds: string[][] = [];
     const phases = new StartPhases(stream, o.terminals, performance.now());
     const sims = Array.from({ length: o.terminals }, (_x, i) => String(13900000000 + i));
-    const addTerminals = (idx: number[]) => pool(idx, OPEN_CONCURRENCY, 0, async (i) => {
-      const sim = sims[i];
-      const app = Math.floor(i / REQUESTS_PER_APP);
-      const r = await api.openLive(sim, app);
-      (reqIds[app] ??= []).push(r.reqId);
-      const sock = await connectTcp(r.port, deadline);
-      sock.on('error', () => undefined);
-      sock.on('data', () => undefined);
-      const term = new SynthTerminal(sim, sock, stream, MAX_SEND_BACKLOG);
-      // each at its own phase of the GOP and of the frame interval (start-phases.ts)
-      term.start(phases.at(i, performance.now()), stream.keyframes[(i * 7) % stream.keyframes.length]);
-      terminals.push(term);
-      const player = new BenchPlayer(term, { video: (ms) => e2e.add(ms) });
-      players.push(player);
-      await player.connect(r.url, deadline);
-    }, deadline);
+    const addTerminals = (idx: number[]) =>
+      pool(
+        idx,
+        OPEN_CONCURRENCY,
+        0,
+        async (i) => {
+          const sim = sims[i];
+          const app = Math.floor(i / REQUESTS_PER_APP);
+          const r = await api.openLive(sim, app);
+          (reqIds[app] ??= []).push(r.reqId);
+          const sock = await connectTcp(r.port, deadline);
+          sock.on('error', () => undefined);
+          sock.on('data', () => undefined);
+          const term = new SynthTerminal(sim, sock, stream, MAX_SEND_BACKLOG);
+          // each at its own phase of the GOP and of the frame interval (start-phases.ts)
+          term.start(phases.at(i, performance.now()), stream.keyframes[(i * 7) % stream.keyframes.length]);
+          terminals.push(term);
+          const player = new BenchPlayer(term, { video: (ms) => e2e.add(ms) });
+          players.push(player);
+          await player.connect(r.url, deadline);
+        },
+        deadline,
+      );
     const snap = (): CpuSnap => {
       const self = process.cpuUsage();
       let probeCpu = 0;
-      try { probeCpu = probePid ? cpuSeconds(probePid) : 0; } catch { /* gone */ }
+      try {
+        probeCpu = probePid ? cpuSeconds(probePid) : 0;
+      } catch {
+        /* gone */
+      }
       return { at: performance.now(), gateway: gatewayCpu(gw.pid).total, bench: (self.user + self.system) / 1e6 + probeCpu, cores: coreTimes() };
     };
     const probeJob = (n: number, seconds: number) => ({
-      port: httpPort, user: PROBE_APP.user, password: PROBE_APP.password, sims: sims.slice(0, n), rate: o.rate, seconds, maxInFlight: MAX_IN_FLIGHT,
+      port: httpPort,
+      user: PROBE_APP.user,
+      password: PROBE_APP.password,
+      sims: sims.slice(0, n),
+      rate: o.rate,
+      seconds,
+      maxInFlight: MAX_IN_FLIGHT,
     });
 
     // --- baseline: a few streams live, nothing else
@@ -232,7 +315,9 @@ export async function run(args: string[]): Promise<OpenLatencyResult> {
     await addTerminals(Array.from({ length: o.terminals - nBase }, (_x, i) => i + nBase));
     console.log(`  ${o.terminals} terminals pushing and playing (${o.terminals - nBase} opened in ${f1((performance.now() - opened) / 1000)} s)`);
     await api.keep(reqIds);
-    keeper = setInterval(() => { api.keep(reqIds).catch((err) => console.warn(`open-latency: keep failed: ${(err as Error).message}`)); }, 300_000);
+    keeper = setInterval(() => {
+      api.keep(reqIds).catch((err) => console.warn(`open-latency: keep failed: ${(err as Error).message}`));
+    }, 300_000);
     await sleep(o.warmup * 1000, undefined, { signal: deadline });
     checkDeadline(deadline);
     if (gw.child.exitCode !== null) throw new Error(`gateway exited (code ${gw.child.exitCode}):\n${tail(gw.logFile)}`);
@@ -244,7 +329,11 @@ export async function run(args: string[]): Promise<OpenLatencyResult> {
       p.videoInWindow = 0;
     }
     e2e.reset();
-    const bytes = () => ({ in: terminals.reduce((s, t) => s + t.bytes, 0), out: players.reduce((s, p) => s + p.counter.bytes, 0), dropped: terminals.reduce((s, t) => s + t.dropped, 0) });
+    const bytes = () => ({
+      in: terminals.reduce((s, t) => s + t.bytes, 0),
+      out: players.reduce((s, p) => s + p.counter.bytes, 0),
+      dropped: terminals.reduce((s, t) => s + t.dropped, 0),
+    });
     const c0 = bytes();
     const s0 = snap();
     let lastRss = 0;
@@ -322,7 +411,8 @@ function probeLines(label: string, f: ProbeFigures, pinned: boolean): string[] {
       (f.errors.length ? `; errors: ${f.errors.join('; ')}` : '') +
       `; probe started late p99 ${f2(f.lateP99)} ms (its own process)`,
     `    machine: gateway ${f1(f.load.gatewayPct)} % of a core, core 0 ${f1(f.load.coreBusyPct[0] ?? NaN)} % busy (interrupts ${f1(f.load.coreIrqPct[0] ?? NaN)} %); ` +
-      `other processes ${f2(f.load.othersCores)} cores` + (disturbed(f.load, pinned) ? ' -- DISTURBED: run it again' : ''),
+      `other processes ${f2(f.load.othersCores)} cores` +
+      (disturbed(f.load, pinned) ? ' -- DISTURBED: run it again' : ''),
   ];
   return lines;
 }

@@ -33,7 +33,7 @@ describe('bench paired: arguments, reading a run, the ratio', () => {
     assert.equal(parseArgs(['--against', repoRoot, '--b-node-opt', '--trace-gc']).bNodeOpts.length, 1);
   });
 
-  it('turns B / A into what N workers make of N cores, with the single pairs\' spread', () => {
+  it("turns B / A into what N workers make of N cores, with the single pairs' spread", () => {
     // B (2 workers) costs 1.1x A for the same streams: each core holds 1 / 1.1 of one process's, 2 cores 1.82x
     assert.match(workersVerdict(2, { ratio: 1.1, min: 1.0, max: 1.25 }), /on 2 cores: 1\.82 x one process \(single pairs 1\.60 to 2\.00; target 1\.8 x: ok/);
     assert.match(workersVerdict(2, { ratio: 1.2, min: 1.2, max: 1.2 }), /1\.67 x one process .* target 1\.8 x: MISSED/);

@@ -47,7 +47,11 @@ export function parseArgs(args: string[]): PairedOptions {
   const split = args.indexOf('--');
   const own = split < 0 ? args : args.slice(0, split);
   const o: PairedOptions = {
-    floor: false, env: {}, pairs: 4, bWorkers: 0, bNodeOpts: [],
+    floor: false,
+    env: {},
+    pairs: 4,
+    bWorkers: 0,
+    bNodeOpts: [],
     ingestArgs: split < 0 ? ['--terminals', '350', '--seconds', '20'] : args.slice(split + 1),
   };
   const r = new BenchArgs(own, USAGE);
@@ -59,7 +63,9 @@ export function parseArgs(args: string[]): PairedOptions {
         o.against = path.resolve(dir);
         break;
       }
-      case '--floor': o.floor = true; break;
+      case '--floor':
+        o.floor = true;
+        break;
       case '--env': {
         const kv = r.value() ?? '';
         const eq = kv.indexOf('=');
@@ -67,25 +73,31 @@ export function parseArgs(args: string[]): PairedOptions {
         o.env[kv.slice(0, eq)] = kv.slice(eq + 1);
         break;
       }
-      case '--pairs': o.pairs = r.num(a, 1, 50, true); break;
-      case '--b-workers': o.bWorkers = r.num(a, 2, 16, true); break;
+      case '--pairs':
+        o.pairs = r.num(a, 1, 50, true);
+        break;
+      case '--b-workers':
+        o.bWorkers = r.num(a, 2, 16, true);
+        break;
       case '--b-node-opt': {
         const v = r.value();
         if (v === undefined || !v.startsWith('--')) throw r.error('--b-node-opt needs a node option such as --trace-gc');
         o.bNodeOpts.push(v);
         break;
       }
-      default: r.unknown(a);
+      default:
+        r.unknown(a);
     }
   }
   const sides = (o.against ? 1 : 0) + (o.floor ? 1 : 0) + (o.bWorkers > 0 ? 1 : 0) + (Object.keys(o.env).length > 0 || o.bNodeOpts.length > 0 ? 1 : 0);
   if (sides === 0) throw r.error('say what B is: --against DIR, --floor, --b-workers N, or --env NAME=VALUE (or --b-node-opt)');
   if (o.against && o.floor) throw r.error('--against and --floor are two different B sides: pick one');
-  if (o.bWorkers > 0 && (o.against || o.floor)) throw r.error('--b-workers runs this build\'s gateway with workers: not with --against or --floor');
+  if (o.bWorkers > 0 && (o.against || o.floor)) throw r.error("--b-workers runs this build's gateway with workers: not with --against or --floor");
   if (o.ingestArgs.some((a) => a.startsWith('--vs-'))) throw r.error('ingest-flv arguments for both sides cannot hold --vs-*');
   if (o.ingestArgs.includes('--workers')) throw r.error('--workers after --: both sides would run workers (--b-workers N gives them to B)');
   // both sides' floors: only two builds' floors differ
-  if (o.ingestArgs.includes('--floor') && !o.against) throw r.error('--floor after --: both sides would run the same floor (with --against DIR it compares two builds\' floors)');
+  if (o.ingestArgs.includes('--floor') && !o.against)
+    throw r.error("--floor after --: both sides would run the same floor (with --against DIR it compares two builds' floors)");
   if (o.against && !fs.existsSync(runnerOf(o.against))) throw r.error(`${runnerOf(o.against)} not found: build that checkout first (npx tsc -p tsconfig.json)`);
   return o;
 }
@@ -144,8 +156,12 @@ function runSide(runner: string, args: string[], env: NodeJS.ProcessEnv, delayMs
     setTimeout(() => {
       const child = spawn(process.execPath, [runner, 'ingest-flv', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
       let out = '';
-      child.stdout.on('data', (d: Buffer) => { out += d.toString(); });
-      child.stderr.on('data', (d: Buffer) => { out += d.toString(); });
+      child.stdout.on('data', (d: Buffer) => {
+        out += d.toString();
+      });
+      child.stderr.on('data', (d: Buffer) => {
+        out += d.toString();
+      });
       child.on('error', reject);
       child.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`ingest-flv exited ${code}:\n${out.split('\n').slice(-20).join('\n')}`))));
     }, delayMs);
@@ -158,13 +174,23 @@ export async function run(args: string[]): Promise<void> {
   const o = parseArgs(args);
   const here = runnerOf(repoRoot);
   const bRunner = o.against ? runnerOf(o.against) : here;
-  const bArgs = [...o.ingestArgs, ...(o.floor ? ['--floor'] : []), ...(o.bWorkers > 0 ? ['--workers', String(o.bWorkers)] : []),
-    ...o.bNodeOpts.flatMap((x) => ['--node-opt', x])];
+  const bArgs = [
+    ...o.ingestArgs,
+    ...(o.floor ? ['--floor'] : []),
+    ...(o.bWorkers > 0 ? ['--workers', String(o.bWorkers)] : []),
+    ...o.bNodeOpts.flatMap((x) => ['--node-opt', x]),
+  ];
   // a build from before the spinning load generator has only the sleeping one: A sleeps too, or the loads would differ
   const aArgs = o.against && !knowsIdleClient(o.against) ? [...o.ingestArgs, '--idle-client'] : o.ingestArgs;
-  if (aArgs !== o.ingestArgs) console.log('paired: B\'s ingest-flv predates --idle-client (its load generator always sleeps): A gets --idle-client');
+  if (aArgs !== o.ingestArgs) console.log("paired: B's ingest-flv predates --idle-client (its load generator always sleeps): A gets --idle-client");
   const bEnv = { ...process.env, ...o.env };
-  const what = o.against ? `the build in ${o.against}` : o.floor ? 'the floor (bare relay)' : o.bWorkers > 0 ? `this build with ${o.bWorkers} workers` : `this build with ${[...Object.entries(o.env).map(([k, v]) => `${k}=${v}`), ...o.bNodeOpts].join(' ')}`;
+  const what = o.against
+    ? `the build in ${o.against}`
+    : o.floor
+      ? 'the floor (bare relay)'
+      : o.bWorkers > 0
+        ? `this build with ${o.bWorkers} workers`
+        : `this build with ${[...Object.entries(o.env).map(([k, v]) => `${k}=${v}`), ...o.bNodeOpts].join(' ')}`;
   console.log(`paired: ${o.pairs} pair(s) of ingest-flv ${o.ingestArgs.join(' ')}, run at the same time; A = this build, B = ${what}`);
   const pairs: PairResult[] = [];
   for (let i = 0; i < o.pairs; i++) {
@@ -175,8 +201,10 @@ export async function run(args: string[]): Promise<void> {
     ]);
     const p: PairResult = { a: readFigures(aOut), b: readFigures(bOut), firstSide };
     pairs.push(p);
-    console.log(`  pair ${i + 1} (${firstSide} first): A ${f1(p.a.cpuPct)} %, B ${f1(p.b.cpuPct)} % -> B / A ${(p.b.cpuPct / p.a.cpuPct).toFixed(3)}; ` +
-      `GC pauses A ${f1(p.a.gcPct)} / B ${f1(p.b.gcPct)} %; KB per stream A ${f1(p.a.kbPerStream)} / B ${f1(p.b.kbPerStream)}`);
+    console.log(
+      `  pair ${i + 1} (${firstSide} first): A ${f1(p.a.cpuPct)} %, B ${f1(p.b.cpuPct)} % -> B / A ${(p.b.cpuPct / p.a.cpuPct).toFixed(3)}; ` +
+        `GC pauses A ${f1(p.a.gcPct)} / B ${f1(p.b.gcPct)} %; KB per stream A ${f1(p.a.kbPerStream)} / B ${f1(p.b.kbPerStream)}`,
+    );
   }
   const s = summarise(pairs);
   console.log(`  B / A over ${pairs.length} pair(s): ${s.ratio.toFixed(3)} (single pairs ${s.min.toFixed(3)} to ${s.max.toFixed(3)})`);
@@ -189,6 +217,8 @@ export async function run(args: string[]): Promise<void> {
  */
 export function workersVerdict(n: number, s: { ratio: number; min: number; max: number }): string {
   const on = (r: number) => n / r;
-  return `on ${n} cores: ${on(s.ratio).toFixed(2)} x one process (single pairs ${on(s.max).toFixed(2)} to ${on(s.min).toFixed(2)}; ` +
-    `target ${(0.9 * n).toFixed(1)} x: ${on(s.ratio) >= 0.9 * n ? 'ok' : 'MISSED'}; assumes the cores are independent)`;
+  return (
+    `on ${n} cores: ${on(s.ratio).toFixed(2)} x one process (single pairs ${on(s.max).toFixed(2)} to ${on(s.min).toFixed(2)}; ` +
+    `target ${(0.9 * n).toFixed(1)} x: ${on(s.ratio) >= 0.9 * n ? 'ok' : 'MISSED'}; assumes the cores are independent)`
+  );
 }

@@ -53,8 +53,7 @@ function parse(args: string[]): Options {
       const l = args[++i] as Layout;
       if (!LAYOUTS.includes(l)) throw new Error(`--layout takes one of ${LAYOUTS.join(', ')}, got '${l}'`);
       o.layouts.push(l);
-    }
-    else throw new Error(`unknown argument ${a}`);
+    } else throw new Error(`unknown argument ${a}`);
   }
   if (o.layouts.length === 0) o.layouts = [...LAYOUTS];
   return o;
@@ -80,7 +79,11 @@ async function once(layout: Layout, o: Options): Promise<Result> {
   let now = 1_700_000_000_000;
   const clock = () => now;
   const limits = {
-    maxGopBytes: 4096 * KB, maxQueueBytes: 2048 * KB, maxStreamBytes: 8192 * KB, readerDropAfterMs: 60_000, reusePayloads: layout !== 'no-reuse',
+    maxGopBytes: 4096 * KB,
+    maxQueueBytes: 2048 * KB,
+    maxStreamBytes: 8192 * KB,
+    readerDropAfterMs: 60_000,
+    reusePayloads: layout !== 'no-reuse',
   };
   // never poisoned (GW_POISON_PAYLOADS, in tests): what production does
   const newBus = () => new CoreMediaBus(limits, quiet, clock, new ChunkPool(clock, undefined, undefined, undefined, false));
@@ -152,8 +155,15 @@ async function once(layout: Layout, o: Options): Promise<Result> {
   }
   const total = frames * o.streams;
   return {
-    layout, nsPerFrame: (cpu * 1000) / total, framesPerSec: total / (cpu / 1e6),
-    pooledMean: pooledSum / samples, pooledPeak, freeMean: freeSum / samples, gopMean: gopSum / samples, allocated, reused,
+    layout,
+    nsPerFrame: (cpu * 1000) / total,
+    framesPerSec: total / (cpu / 1e6),
+    pooledMean: pooledSum / samples,
+    pooledPeak,
+    freeMean: freeSum / samples,
+    gopMean: gopSum / samples,
+    allocated,
+    reused,
   };
 }
 
@@ -162,8 +172,9 @@ const mb = (b: number): string => `${(b / 1024 / 1024).toFixed(1)} MB`;
 export async function run(args: string[]): Promise<void> {
   const o = parse(args);
   const keys = o.aligned ? 'aligned' : 'at random phases';
-  process.stdout.write(`payload-pools: ${o.streams} streams, ${o.seconds} s of 25 fps, GOP ${o.gop} frames, key frames ${keys}, `
-    + `${o.rounds} rounds alternated\n`);
+  process.stdout.write(
+    `payload-pools: ${o.streams} streams, ${o.seconds} s of 25 fps, GOP ${o.gop} frames, key frames ${keys}, ` + `${o.rounds} rounds alternated\n`,
+  );
   const results: Record<Layout, Result[]> = { shared: [], 'per-stream': [], 'no-reuse': [] };
   const order = o.layouts;
   for (let r = 0; r < o.rounds; r++) {
@@ -176,11 +187,13 @@ export async function run(args: string[]): Promise<void> {
   for (const layout of order) {
     const rs = results[layout];
     const m = (f: (r: Result) => number) => median(rs.map(f));
-    const perFrame = `${m((r) => r.nsPerFrame).toFixed(0).padStart(5)} ns/frame (${(m((r) => r.framesPerSec) / 1e6).toFixed(2)} M frames/s)`;
+    const perFrame = `${m((r) => r.nsPerFrame)
+      .toFixed(0)
+      .padStart(5)} ns/frame (${(m((r) => r.framesPerSec) / 1e6).toFixed(2)} M frames/s)`;
     process.stdout.write(
       `${layout.padEnd(10)} ${perFrame}` +
-      `  pooled ${mb(m((r) => r.pooledMean))} mean, ${mb(m((r) => r.pooledPeak))} peak (${(m((r) => r.pooledMean) / o.streams / KB).toFixed(0)} KiB a stream)` +
-      `  free ${mb(m((r) => r.freeMean))}  GOP caches ${mb(m((r) => r.gopMean))}  chunks allocated ${m((r) => r.allocated)}, reused ${m((r) => r.reused)}\n`,
+        `  pooled ${mb(m((r) => r.pooledMean))} mean, ${mb(m((r) => r.pooledPeak))} peak (${(m((r) => r.pooledMean) / o.streams / KB).toFixed(0)} KiB a stream)` +
+        `  free ${mb(m((r) => r.freeMean))}  GOP caches ${mb(m((r) => r.gopMean))}  chunks allocated ${m((r) => r.allocated)}, reused ${m((r) => r.reused)}\n`,
     );
   }
 }

@@ -2,7 +2,19 @@ import assert from 'node:assert/strict';
 import { parseArgs as parseFanout } from './fanout';
 import { parseArgs as parseOpenLatency } from './open-latency';
 import {
-  LatencyHistogram, ProbeScheduler, checkFrames, firstAtOrAfter, indexSent, monotonicMs, perfToMonotonic, representativeStart, summarise, windowLoad, type CpuSnap, type ReadFrames, type SentFrames,
+  LatencyHistogram,
+  ProbeScheduler,
+  checkFrames,
+  firstAtOrAfter,
+  indexSent,
+  monotonicMs,
+  perfToMonotonic,
+  representativeStart,
+  summarise,
+  windowLoad,
+  type CpuSnap,
+  type ReadFrames,
+  type SentFrames,
 } from './support/perf-probes';
 import { BENCHES } from './run';
 
@@ -29,10 +41,13 @@ describe('bench perf probes: LatencyHistogram', () => {
     const h = new LatencyHistogram();
     const values: number[] = [];
     // deterministic spread from 0.02 ms to 20 s
-    for (let i = 0; i < 5000; i++) values.push(0.02 * 10 ** ((i * 7919) % 5000 / 5000 * 6));
+    for (let i = 0; i < 5000; i++) values.push(0.02 * 10 ** ((((i * 7919) % 5000) / 5000) * 6));
     for (const v of values) h.add(v);
     const exact = summarise(values);
-    for (const [q, want] of [[0.5, exact.p50], [0.99, exact.p99]] as const) {
+    for (const [q, want] of [
+      [0.5, exact.p50],
+      [0.99, exact.p99],
+    ] as const) {
       const got = h.quantile(q);
       assert.ok(Math.abs(got - want) / want < 0.01, `q ${q}: ${got} vs ${want}`);
     }
@@ -60,7 +75,7 @@ describe('bench perf probes: LatencyHistogram', () => {
     const b = new LatencyHistogram();
     const all = new LatencyHistogram();
     for (let i = 1; i <= 300; i++) {
-      const v = (i * 37) % 101 + 0.5;
+      const v = ((i * 37) % 101) + 0.5;
       (i % 3 === 0 ? a : b).add(v);
       all.add(v);
     }
@@ -82,7 +97,10 @@ describe('bench perf probes: ProbeScheduler', () => {
     const s = new ProbeScheduler(20, 1000, 1200);
     assert.equal(s.total, 4); // due at 1000, 1050, 1100, 1150
     assert.deepEqual(s.take(999, 0), []);
-    assert.deepEqual(s.take(1000, 0).map((p) => [p.index, p.dueAt, p.lateMs]), [[0, 1000, 0]]);
+    assert.deepEqual(
+      s.take(1000, 0).map((p) => [p.index, p.dueAt, p.lateMs]),
+      [[0, 1000, 0]],
+    );
     assert.equal(s.nextDueAt(), 1050);
     assert.deepEqual(s.take(1049.9, 0), []);
     assert.equal(s.done, false);
@@ -91,9 +109,18 @@ describe('bench perf probes: ProbeScheduler', () => {
   it('catches up after a late timer instead of lowering the rate, and says how late each started', () => {
     const s = new ProbeScheduler(10, 0, 1000);
     const got = s.take(250, 0);
-    assert.deepEqual(got.map((p) => p.index), [0, 1, 2]);
-    assert.deepEqual(got.map((p) => p.lateMs), [250, 150, 50]);
-    assert.deepEqual(s.take(10_000, 0).map((p) => p.index), [3, 4, 5, 6, 7, 8, 9]);
+    assert.deepEqual(
+      got.map((p) => p.index),
+      [0, 1, 2],
+    );
+    assert.deepEqual(
+      got.map((p) => p.lateMs),
+      [250, 150, 50],
+    );
+    assert.deepEqual(
+      s.take(10_000, 0).map((p) => p.index),
+      [3, 4, 5, 6, 7, 8, 9],
+    );
     assert.equal(s.done, true);
     assert.equal(s.nextDueAt(), Infinity);
     assert.deepEqual(s.take(20_000, 0), []);
@@ -102,10 +129,16 @@ describe('bench perf probes: ProbeScheduler', () => {
   it('skips, and counts, probes past the in-flight cap instead of queueing them', () => {
     const s = new ProbeScheduler(100, 0, 100, 3);
     // 2 still running: one more may start, the other due ones are skipped
-    assert.deepEqual(s.take(35, 2).map((p) => p.index), [0]);
+    assert.deepEqual(
+      s.take(35, 2).map((p) => p.index),
+      [0],
+    );
     assert.equal(s.skipped, 3);
     // the skipped ones are gone for good: the next take starts at the next due probe
-    assert.deepEqual(s.take(45, 0).map((p) => p.index), [4]);
+    assert.deepEqual(
+      s.take(45, 0).map((p) => p.index),
+      [4],
+    );
     assert.equal(s.skipped, 3);
   });
 
@@ -154,7 +187,20 @@ describe('bench perf probes: checkFrames', () => {
   });
 
   it('notices a key flag that differs from what the terminal sent', () => {
-    const c = checkFrames(sent, index, 0, 9, read([0, 1, 2, 3, 4, 5, 6, 7, 8, 9], 3, new Map([[5, false], [6, true]])));
+    const c = checkFrames(
+      sent,
+      index,
+      0,
+      9,
+      read(
+        [0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
+        3,
+        new Map([
+          [5, false],
+          [6, true],
+        ]),
+      ),
+    );
     assert.equal(c.keyMismatch, 2);
     assert.equal(c.keyframes, 2); // 0 and 6 as the player saw them
   });
@@ -209,17 +255,39 @@ describe('bench perf probes: representativeStart', () => {
 
 describe('bench perf probes: windowLoad', () => {
   it('splits the machine CPU into the gateway, the bench, interrupts and everyone else', () => {
-    const s0: CpuSnap = { at: 0, gateway: 10, bench: 5, cores: [{ busy: 100, irq: 1, total: 1000 }, { busy: 200, irq: 2, total: 1000 }] };
+    const s0: CpuSnap = {
+      at: 0,
+      gateway: 10,
+      bench: 5,
+      cores: [
+        { busy: 100, irq: 1, total: 1000 },
+        { busy: 200, irq: 2, total: 1000 },
+      ],
+    };
     // 10 s: core 0 busy 6 s, core 1 busy 5 s; interrupts 0.5 s; gateway 5 s, bench 4 s -> others 1.5 s
-    const s1: CpuSnap = { at: 10_000, gateway: 15, bench: 9, cores: [{ busy: 106, irq: 1.3, total: 1010 }, { busy: 205, irq: 2.2, total: 1010 }] };
+    const s1: CpuSnap = {
+      at: 10_000,
+      gateway: 15,
+      bench: 9,
+      cores: [
+        { busy: 106, irq: 1.3, total: 1010 },
+        { busy: 205, irq: 2.2, total: 1010 },
+      ],
+    };
     const l = windowLoad(s0, s1);
     assert.equal(l.seconds, 10);
     assert.equal(l.gatewayPct, 50);
     assert.equal(l.benchPct, 40);
     assert.ok(Math.abs(l.irqCores - 0.05) < 1e-9);
     assert.ok(Math.abs(l.othersCores - 0.15) < 1e-9);
-    assert.deepEqual(l.coreBusyPct.map((p) => Math.round(p)), [60, 50]);
-    assert.deepEqual(l.coreIrqPct.map((p) => Math.round(p)), [3, 2]);
+    assert.deepEqual(
+      l.coreBusyPct.map((p) => Math.round(p)),
+      [60, 50],
+    );
+    assert.deepEqual(
+      l.coreIrqPct.map((p) => Math.round(p)),
+      [3, 2],
+    );
   });
 });
 

@@ -30,7 +30,6 @@ export interface RecordCatalogBenchResult {
   simPage1Ms: number;
 }
 
-
 const B64URL = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
 
 /**
@@ -49,10 +48,20 @@ function* generate(rows: number): Generator<StoredRecord> {
     for (let k = 0; k < 22; k++) reqId += B64URL[Math.floor(rnd() * 64)];
     const m = rnd();
     yield {
-      reqId, appId, simNo, chan: 1 + Math.floor(rnd() * 4), live: rnd() < 0.7, reqTm,
-      path: recordPath(simNo, reqId, reqTm, 'UTC'), ext: 'flv', sz: Math.floor(1e6 + rnd() * 5e7),
+      reqId,
+      appId,
+      simNo,
+      chan: 1 + Math.floor(rnd() * 4),
+      live: rnd() < 0.7,
+      reqTm,
+      path: recordPath(simNo, reqId, reqTm, 'UTC'),
+      ext: 'flv',
+      sz: Math.floor(1e6 + rnd() * 5e7),
       mediaTyp: m < 0.7 ? 'av' : m < 0.85 ? 'v' : m < 0.95 ? 'a' : null,
-      state: 'done', endTm: new Date(reqTm.getTime() + 60_000 + Math.floor(rnd() * 600_000)), error: null, apiBase: null,
+      state: 'done',
+      endTm: new Date(reqTm.getTime() + 60_000 + Math.floor(rnd() * 600_000)),
+      error: null,
+      apiBase: null,
     };
   }
 }
@@ -134,7 +143,9 @@ export async function run(args: string[]): Promise<RecordCatalogBenchResult> {
     const simPage1Ms = await timeIt(runs, () => cat.queryRange({ ...q, simNo: sim, page: 1 }));
 
     const verdict = (ms: number): string => (ms < TARGET_MS ? 'ok' : `OVER the ${TARGET_MS} ms target`);
-    console.log(`record-catalog: ${rows} rows; range ${start.toISOString()}..${end.toISOString()} appId=demo (~${rangeRows} matching), limit 20, median of ${runs}`);
+    console.log(
+      `record-catalog: ${rows} rows; range ${start.toISOString()}..${end.toISOString()} appId=demo (~${rangeRows} matching), limit 20, median of ${runs}`,
+    );
     console.log(`  page 1:           ${page1Ms.toFixed(3)} ms  ${verdict(page1Ms)}`);
     console.log(`  page 500:         ${page500Ms.toFixed(3)} ms  ${verdict(page500Ms)}`);
     console.log(`  simNo page 1:     ${simPage1Ms.toFixed(3)} ms  ${verdict(simPage1Ms)}`);

@@ -58,7 +58,9 @@ function threadCpuMs(): number {
 }
 
 /** `audio=aac`: the layout with the file's G.711 encoded as AAC, made from nothing as a first request does */
-async function aacFirstLayout(flv: string): Promise<{ ms: number; mainThreadCpuMs: number; processCpuMs: number; maxStallMs: number; aacBytes: number; mp4Bytes: number }> {
+async function aacFirstLayout(
+  flv: string,
+): Promise<{ ms: number; mainThreadCpuMs: number; processCpuMs: number; maxStallMs: number; aacBytes: number; mp4Bytes: number }> {
   const transcoder = new G711Transcoder(pino({ level: 'silent' }));
   const runs: Array<{ ms: number; mainThreadCpuMs: number; processCpuMs: number; maxStallMs: number; aacBytes: number; mp4Bytes: number }> = [];
   try {
@@ -71,13 +73,27 @@ async function aacFirstLayout(flv: string): Promise<{ ms: number; mainThreadCpuM
       const l = await mp4LayoutFor(flv, undefined, 'aac', transcoder);
       const u = process.cpuUsage(c);
       h.disable();
-      runs.push({ ms: performance.now() - t, mainThreadCpuMs: threadCpuMs() - tc, processCpuMs: (u.user + u.system) / 1000, maxStallMs: h.max / 1e6, aacBytes: l.memory?.length ?? 0, mp4Bytes: l.total });
+      runs.push({
+        ms: performance.now() - t,
+        mainThreadCpuMs: threadCpuMs() - tc,
+        processCpuMs: (u.user + u.system) / 1000,
+        maxStallMs: h.max / 1e6,
+        aacBytes: l.memory?.length ?? 0,
+        mp4Bytes: l.total,
+      });
     }
   } finally {
     await transcoder.close();
   }
   const m = (k: keyof (typeof runs)[number]): number => +median(runs.map((r) => r[k])).toFixed(1);
-  return { ms: m('ms'), mainThreadCpuMs: m('mainThreadCpuMs'), processCpuMs: m('processCpuMs'), maxStallMs: m('maxStallMs'), aacBytes: m('aacBytes'), mp4Bytes: m('mp4Bytes') };
+  return {
+    ms: m('ms'),
+    mainThreadCpuMs: m('mainThreadCpuMs'),
+    processCpuMs: m('processCpuMs'),
+    maxStallMs: m('maxStallMs'),
+    aacBytes: m('aacBytes'),
+    mp4Bytes: m('mp4Bytes'),
+  };
 }
 
 export async function run(args: string[]): Promise<unknown> {
@@ -101,7 +117,10 @@ export async function run(args: string[]): Promise<unknown> {
           const c = process.cpuUsage();
           const l = await mp4LayoutOf(flv);
           const fd = fs.openSync(flv, 'r');
-          await pipeline(mp4Stream(l, fd, 0, l.total - 1, () => fs.closeSync(fd)), fs.createWriteStream(sidecar + '.tmp'));
+          await pipeline(
+            mp4Stream(l, fd, 0, l.total - 1, () => fs.closeSync(fd)),
+            fs.createWriteStream(sidecar + '.tmp'),
+          );
           fs.renameSync(sidecar + '.tmp', sidecar);
           const u = process.cpuUsage(c);
           sidecarMade = { ms: performance.now() - t, cpuMs: (u.user + u.system) / 1000 };
@@ -121,27 +140,33 @@ export async function run(args: string[]): Promise<unknown> {
       const [start, end] = r.status === 206 ? [r.start, r.end] : [0, size - 1];
       res.writeHead(r.status === 206 ? 206 : 200, { 'Content-Type': 'video/mp4', 'Content-Length': end - start + 1 });
       await pipeline(open(start, end) as never, res);
-    })().catch((err) => { res.destroy(err as Error); });
+    })().catch((err) => {
+      res.destroy(err as Error);
+    });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const port = (server.address() as { port: number }).port;
   const agent = new http.Agent({ keepAlive: true });
 
-  const fetchOnce = (mode: Mode, range?: string): Promise<{ ttfbMs: number; totalMs: number; cpuMs: number; bytes: number }> => new Promise((resolve, reject) => {
-    const t = performance.now();
-    const c = process.cpuUsage();
-    const req = http.get({ host: '127.0.0.1', port, path: `/${mode}`, agent, headers: range ? { Range: range } : {} }, (res) => {
-      let ttfb = 0;
-      let bytes = 0;
-      res.on('data', (b: Buffer) => { if (!ttfb) ttfb = performance.now() - t; bytes += b.length; });
-      res.on('end', () => {
-        const u = process.cpuUsage(c);
-        resolve({ ttfbMs: ttfb, totalMs: performance.now() - t, cpuMs: (u.user + u.system) / 1000, bytes });
+  const fetchOnce = (mode: Mode, range?: string): Promise<{ ttfbMs: number; totalMs: number; cpuMs: number; bytes: number }> =>
+    new Promise((resolve, reject) => {
+      const t = performance.now();
+      const c = process.cpuUsage();
+      const req = http.get({ host: '127.0.0.1', port, path: `/${mode}`, agent, headers: range ? { Range: range } : {} }, (res) => {
+        let ttfb = 0;
+        let bytes = 0;
+        res.on('data', (b: Buffer) => {
+          if (!ttfb) ttfb = performance.now() - t;
+          bytes += b.length;
+        });
+        res.on('end', () => {
+          const u = process.cpuUsage(c);
+          resolve({ ttfbMs: ttfb, totalMs: performance.now() - t, cpuMs: (u.user + u.system) / 1000, bytes });
+        });
+        res.on('error', reject);
       });
-      res.on('error', reject);
+      req.on('error', reject);
     });
-    req.on('error', reject);
-  });
 
   // the first sidecar request pays for the file: measured apart, then every mode is warmed up once
   const first = await fetchOnce('sidecar');
@@ -161,11 +186,26 @@ export async function run(args: string[]): Promise<unknown> {
   const aacFirst = await aacFirstLayout(flv);
   const result = {
     aacFirst,
-    minutes, flvBytes, mp4Bytes: total, samples: warm!.samples.count, layoutBytes: warm!.bytes,
-    sidecarFirstRequest: { ttfbMs: +first.ttfbMs.toFixed(1), totalMs: +first.totalMs.toFixed(1), made: sidecarMade && { ms: +sidecarMade.ms.toFixed(1), cpuMs: +sidecarMade.cpuMs.toFixed(1) } },
-    medians: Object.fromEntries(Object.entries(samples).map(([k, xs]) => [k, {
-      ttfbMs: +median(xs.map((x) => x.ttfbMs)).toFixed(2), totalMs: +median(xs.map((x) => x.totalMs)).toFixed(1), cpuMs: +median(xs.map((x) => x.cpuMs)).toFixed(1),
-    }])),
+    minutes,
+    flvBytes,
+    mp4Bytes: total,
+    samples: warm!.samples.count,
+    layoutBytes: warm!.bytes,
+    sidecarFirstRequest: {
+      ttfbMs: +first.ttfbMs.toFixed(1),
+      totalMs: +first.totalMs.toFixed(1),
+      made: sidecarMade && { ms: +sidecarMade.ms.toFixed(1), cpuMs: +sidecarMade.cpuMs.toFixed(1) },
+    },
+    medians: Object.fromEntries(
+      Object.entries(samples).map(([k, xs]) => [
+        k,
+        {
+          ttfbMs: +median(xs.map((x) => x.ttfbMs)).toFixed(2),
+          totalMs: +median(xs.map((x) => x.totalMs)).toFixed(1),
+          cpuMs: +median(xs.map((x) => x.cpuMs)).toFixed(1),
+        },
+      ]),
+    ),
   };
   fs.rmSync(dir, { recursive: true, force: true });
   console.log(JSON.stringify(result, null, 2));

@@ -25,13 +25,19 @@ function chunked(cid: number, type: number, ts: number, body: Buffer, size: numb
 
 /** feeds `b` in pieces of 1 to 97 bytes */
 function feed(p: RtmpBenchPlayer, b: Buffer): void {
-  for (let at = 0, k = 1; at < b.length; at += k, k = (k * 7 + 3) % 97 + 1) p.push(b.subarray(at, Math.min(b.length, at + k)));
+  for (let at = 0, k = 1; at < b.length; at += k, k = ((k * 7 + 3) % 97) + 1) p.push(b.subarray(at, Math.min(b.length, at + k)));
 }
 
 function scripted(): { player: RtmpBenchPlayer; written: Buffer[] } {
   const player = new RtmpBenchPlayer(undefined);
   const written: Buffer[] = [];
-  const socket = { destroyed: false, write: (b: Buffer) => written.push(Buffer.from(b)), destroy: () => { socket.destroyed = true; } };
+  const socket = {
+    destroyed: false,
+    write: (b: Buffer) => written.push(Buffer.from(b)),
+    destroy: () => {
+      socket.destroyed = true;
+    },
+  };
   (player as { socket?: unknown }).socket = socket;
   return { player, written };
 }
@@ -49,16 +55,26 @@ describe('rtmp-players bench', () => {
     const s = handshake();
     feed(player, s);
     assert.deepEqual(written[0], s.subarray(1, 1537), 'C2 echoes S1');
-    assert.ok(written.some((b) => b.includes(Buffer.from('connect'))), 'connect sent');
+    assert.ok(
+      written.some((b) => b.includes(Buffer.from('connect'))),
+      'connect sent',
+    );
     const win = Buffer.alloc(4);
     win.writeUInt32BE(20_000);
     const small = Buffer.alloc(4);
     small.writeUInt32BE(100);
-    feed(player, Buffer.concat([
-      rtmpMessage(2, 5, 0, win), rtmpMessage(2, 1, 0, small),
-      ...chunked(3, 20, 0, amf0(['_result', 1, { fmsVer: 'x' }, { code: 'NetConnection.Connect.Success' }]), 100),
-    ]));
-    assert.ok(written.some((b) => b.includes(Buffer.from('createStream'))), 'createStream sent');
+    feed(
+      player,
+      Buffer.concat([
+        rtmpMessage(2, 5, 0, win),
+        rtmpMessage(2, 1, 0, small),
+        ...chunked(3, 20, 0, amf0(['_result', 1, { fmsVer: 'x' }, { code: 'NetConnection.Connect.Success' }]), 100),
+      ]),
+    );
+    assert.ok(
+      written.some((b) => b.includes(Buffer.from('createStream'))),
+      'createStream sent',
+    );
     feed(player, Buffer.concat(chunked(3, 20, 0, amf0(['_result', 2, null, 1]), 100)));
     const play = written.find((b) => b.includes(Buffer.from('play')));
     assert.ok(play && play[0] === 8 && play.readUInt32LE(8) === 1, 'play sent on the stream createStream gave');

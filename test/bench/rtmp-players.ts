@@ -20,8 +20,33 @@ import { BenchArgs, captureFile, loadArg } from './support/bench-args';
 import { BenchPlayer } from './support/bench-player';
 import { RtmpBenchPlayer } from './support/bench-rtmp-player';
 import {
-  Api, BOOT_TIMEOUT_MS, FLOOR_MAIN, REQUESTS_PER_APP, Reservoir, benchApplications, canPin, checkDeadline, connectTcp, endScratch, f1, f2, freePort,
-  gatewayCpu, gatewayRss, mb, pinSelf, pool, printRunProfiles, profileDirFor, runDeadline, startGateway, stopGateway, tail, waitHealthy, watchWindow, writeSite,
+  Api,
+  BOOT_TIMEOUT_MS,
+  FLOOR_MAIN,
+  REQUESTS_PER_APP,
+  Reservoir,
+  benchApplications,
+  canPin,
+  checkDeadline,
+  connectTcp,
+  endScratch,
+  f1,
+  f2,
+  freePort,
+  gatewayCpu,
+  gatewayRss,
+  mb,
+  pinSelf,
+  pool,
+  printRunProfiles,
+  profileDirFor,
+  runDeadline,
+  startGateway,
+  stopGateway,
+  tail,
+  waitHealthy,
+  watchWindow,
+  writeSite,
 } from './support/gateway-harness';
 import { keepAwake } from './support/keep-awake';
 import { coreTimes, quantile, sumDelta, sumOf } from './support/process-probe';
@@ -101,19 +126,45 @@ export const USAGE = `usage: npm run bench -- rtmp-players [--streams N] [--roun
 
 export function parseArgs(args: string[]): RtmpPlayersOptions {
   const o: RtmpPlayersOptions = {
-    streams: 200, rounds: 3, seconds: 20, warmup: 5, mbps: 1, capture: '', audio: false, floor: true, profile: false, pin: true, keepDir: false, nodeOpts: [],
+    streams: 200,
+    rounds: 3,
+    seconds: 20,
+    warmup: 5,
+    mbps: 1,
+    capture: '',
+    audio: false,
+    floor: true,
+    profile: false,
+    pin: true,
+    keepDir: false,
+    nodeOpts: [],
   };
   const r = new BenchArgs(args, USAGE);
   for (let a = r.next(); a !== undefined; a = r.next()) {
     switch (a) {
-      case '--streams': o.streams = r.num(a, 1, 2000, true); break;
-      case '--rounds': o.rounds = r.num(a, 1, 20, true); break;
-      case '--seconds': o.seconds = r.num(a, 1, 3600, false); break;
-      case '--warmup': o.warmup = r.num(a, 0, 600, false); break;
-      case '--mbps': o.mbps = r.num(a, 0.01, 100, false); break;
-      case '--audio': o.audio = true; break;
-      case '--no-floor': o.floor = false; break;
-      default: if (!loadArg(a, r, o)) r.unknown(a);
+      case '--streams':
+        o.streams = r.num(a, 1, 2000, true);
+        break;
+      case '--rounds':
+        o.rounds = r.num(a, 1, 20, true);
+        break;
+      case '--seconds':
+        o.seconds = r.num(a, 1, 3600, false);
+        break;
+      case '--warmup':
+        o.warmup = r.num(a, 0, 600, false);
+        break;
+      case '--mbps':
+        o.mbps = r.num(a, 0.01, 100, false);
+        break;
+      case '--audio':
+        o.audio = true;
+        break;
+      case '--no-floor':
+        o.floor = false;
+        break;
+      default:
+        if (!loadArg(a, r, o)) r.unknown(a);
     }
   }
   o.capture = captureFile(o.capture);
@@ -130,10 +181,14 @@ export async function runOptions(o: RtmpPlayersOptions): Promise<RunResult[][]> 
   const pin = canPin(o.pin, 'rtmp-players', ' (CPU % is then less exact)');
   console.log(
     `rtmp-players: ${o.streams} terminals x ${f2((stream.bytesPerSecond * 8) / 1e6)} Mbit/s (${path.basename(o.capture)}, ${f1(stream.framesPerSecond)} frames/s` +
-    `${o.audio ? ', G.711A speech: players take AAC from audio-aac' : ', video only'}), one player each; ${o.rounds} round(s) of HTTP-FLV, RTMP` +
-    `${o.floor ? ', floor' : ''}; warm-up ${o.warmup} s, measured ${o.seconds} s; gateway ${pin ? 'on core 0, this process on core 1' : 'unpinned'}`,
+      `${o.audio ? ', G.711A speech: players take AAC from audio-aac' : ', video only'}), one player each; ${o.rounds} round(s) of HTTP-FLV, RTMP` +
+      `${o.floor ? ', floor' : ''}; warm-up ${o.warmup} s, measured ${o.seconds} s; gateway ${pin ? 'on core 0, this process on core 1' : 'unpinned'}`,
   );
-  const runs = { flv: () => runOnce(o, stream, 'flv', pin), rtmp: () => runOnce(o, stream, 'rtmp', pin), ...(o.floor ? { floor: () => runOnce(o, stream, 'floor', pin) } : {}) };
+  const runs = {
+    flv: () => runOnce(o, stream, 'flv', pin),
+    rtmp: () => runOnce(o, stream, 'rtmp', pin),
+    ...(o.floor ? { floor: () => runOnce(o, stream, 'floor', pin) } : {}),
+  };
   const rounds = await alternate(o.rounds, runs as Record<Kind, () => Promise<RunResult>>);
   summarise(o, rounds);
   return rounds.map((r) => Object.values(r));
@@ -142,23 +197,37 @@ export async function runOptions(o: RtmpPlayersOptions): Promise<RunResult[][]> 
 function summarise(o: RtmpPlayersOptions, rounds: Array<Record<Kind, RunResult>>): void {
   console.log(`\nrtmp-players: RTMP vs HTTP-FLV players, ${o.streams} streams, ${rounds.length} round(s) alternated (FLV first), ${o.seconds} s windows:`);
   for (const [k, r] of rounds.entries()) {
-    console.log(`  round ${k + 1}: FLV ${f1(r.flv.cpuPct)} %, RTMP ${f1(r.rtmp.cpuPct)} % -> RTMP/FLV ${f2(r.rtmp.cpuPct / r.flv.cpuPct)}; ` +
-      `RSS ${f1(r.flv.rssMB)} / ${f1(r.rtmp.rssMB)} MB` + (r.floor ? `; floor ${f1(r.floor.cpuPct)} %` : '') + othersNote(r.flv, r.rtmp));
+    console.log(
+      `  round ${k + 1}: FLV ${f1(r.flv.cpuPct)} %, RTMP ${f1(r.rtmp.cpuPct)} % -> RTMP/FLV ${f2(r.rtmp.cpuPct / r.flv.cpuPct)}; ` +
+        `RSS ${f1(r.flv.rssMB)} / ${f1(r.rtmp.rssMB)} MB` +
+        (r.floor ? `; floor ${f1(r.floor.cpuPct)} %` : '') +
+        othersNote(r.flv, r.rtmp),
+    );
   }
   const sum = (f: (r: Record<Kind, RunResult>) => number) => total(rounds, f);
   const ratio = sum((r) => r.rtmp.cpuPct) / sum((r) => r.flv.cpuPct);
   const per = rounds.map((r) => r.rtmp.cpuPct / r.flv.cpuPct);
-  console.log(`  pooled gateway CPU RTMP/FLV: ${f2(ratio)} (rounds ${f2(Math.min(...per))}-${f2(Math.max(...per))}; target 1.2 or less): ${ratio <= 1.2 ? 'ok' : 'MISSED'}`);
-  console.log(`  main thread RTMP/FLV: ${f2(sum((r) => r.rtmp.mainPct) / sum((r) => r.flv.mainPct))}; RSS at the end RTMP/FLV: ${f2(sum((r) => r.rtmp.rssMB) / sum((r) => r.flv.rssMB))} ` +
-    `(${f1(sum((r) => r.flv.rssMB) / rounds.length)} / ${f1(sum((r) => r.rtmp.rssMB) / rounds.length)} MB, idle ${f1(sum((r) => r.flv.idleRssMB) / rounds.length)} MB)`);
+  console.log(
+    `  pooled gateway CPU RTMP/FLV: ${f2(ratio)} (rounds ${f2(Math.min(...per))}-${f2(Math.max(...per))}; target 1.2 or less): ${ratio <= 1.2 ? 'ok' : 'MISSED'}`,
+  );
+  console.log(
+    `  main thread RTMP/FLV: ${f2(sum((r) => r.rtmp.mainPct) / sum((r) => r.flv.mainPct))}; RSS at the end RTMP/FLV: ${f2(sum((r) => r.rtmp.rssMB) / sum((r) => r.flv.rssMB))} ` +
+      `(${f1(sum((r) => r.flv.rssMB) / rounds.length)} / ${f1(sum((r) => r.rtmp.rssMB) / rounds.length)} MB, idle ${f1(sum((r) => r.flv.idleRssMB) / rounds.length)} MB)`,
+  );
   const bps = (k: 'flv' | 'rtmp') => sum((r) => r[k].bytesOutPerSec) / rounds.length;
-  console.log(`  read by the players: FLV ${f1(bps('flv') / 1e6)} MB/s (${f1(bps('flv') / o.streams / 1e3)} kB/s a player), ` +
-    `RTMP ${f1(bps('rtmp') / 1e6)} MB/s (${f1(bps('rtmp') / o.streams / 1e3)} kB/s a player): RTMP/FLV bytes ${f2(bps('rtmp') / bps('flv'))}`);
-  const media = rounds.every((r) => r.flv.playersWithMedia === o.streams && r.rtmp.playersWithMedia === o.streams && r.flv.errors.length + r.rtmp.errors.length === 0);
+  console.log(
+    `  read by the players: FLV ${f1(bps('flv') / 1e6)} MB/s (${f1(bps('flv') / o.streams / 1e3)} kB/s a player), ` +
+      `RTMP ${f1(bps('rtmp') / 1e6)} MB/s (${f1(bps('rtmp') / o.streams / 1e3)} kB/s a player): RTMP/FLV bytes ${f2(bps('rtmp') / bps('flv'))}`,
+  );
+  const media = rounds.every(
+    (r) => r.flv.playersWithMedia === o.streams && r.rtmp.playersWithMedia === o.streams && r.flv.errors.length + r.rtmp.errors.length === 0,
+  );
   console.log(`  every player of every run got media, without an error: ${media ? 'yes' : 'NO (see the runs above)'}`);
   if (rounds[0].floor) {
     const fl = rounds.map((r) => r.floor.cpuPct);
-    console.log(`  machine speed: the floor took ${fl.map(f1).join(' / ')} % of a core on this load (FLV/floor ${f2(sum((r) => r.flv.cpuPct) / sum((r) => r.floor.cpuPct))})`);
+    console.log(
+      `  machine speed: the floor took ${fl.map(f1).join(' / ')} % of a core on this load (FLV/floor ${f2(sum((r) => r.flv.cpuPct) / sum((r) => r.floor.cpuPct))})`,
+    );
   }
 }
 
@@ -171,7 +240,12 @@ async function runOnce(o: RtmpPlayersOptions, stream: SynthStream, kind: Kind, p
   const httpPort = await freePort();
   const siteFile = writeSite(dir, {
     gateway: {
-      httpPort, listenHost: '127.0.0.1', publicHost: '127.0.0.1', dataDir: path.join(dir, 'data'), logLevel: 'warn', applications: benchApplications(o.streams),
+      httpPort,
+      listenHost: '127.0.0.1',
+      publicHost: '127.0.0.1',
+      dataDir: path.join(dir, 'data'),
+      logLevel: 'warn',
+      applications: benchApplications(o.streams),
     },
     // the same site for both kinds of player: only who plays differs
     plugins: [
@@ -205,30 +279,42 @@ async function runOnce(o: RtmpPlayersOptions, stream: SynthStream, kind: Kind, p
     // --- open, push, play (as ingest-flv: each terminal at its own GOP phase, from a different I frame)
     const phases = new StartPhases(stream, o.streams, performance.now());
     const sims = Array.from({ length: o.streams }, (_x, i) => String(13900000000 + i));
-    await pool(sims, OPEN_CONCURRENCY, 0, async (sim, i) => {
-      const r = await api.openLive(sim, Math.floor(i / REQUESTS_PER_APP), kind === 'rtmp' ? { fmt: 0, scheme: 'rtmp' } : undefined);
-      const sock = await connectTcp(r.port, deadline);
-      sock.on('error', () => undefined);
-      sock.on('data', () => undefined);
-      const term = new SynthTerminal(sim, sock, stream, MAX_SEND_BACKLOG);
-      const first = stream.keyframes[(i * 7) % stream.keyframes.length];
-      term.start(phases.at(i, performance.now()), first);
-      terminals.push(term);
-      if (kind === 'rtmp') {
-        const p = new RtmpBenchPlayer(term, (ms) => e2e.add(ms));
-        rtmp.push(p);
-        await p.connect(r.url, deadline);
-      } else {
-        const p = new BenchPlayer(term, { video: (ms) => e2e.add(ms) });
-        flv.push(p);
-        await p.connect(r.url, deadline);
-      }
-    }, deadline);
+    await pool(
+      sims,
+      OPEN_CONCURRENCY,
+      0,
+      async (sim, i) => {
+        const r = await api.openLive(sim, Math.floor(i / REQUESTS_PER_APP), kind === 'rtmp' ? { fmt: 0, scheme: 'rtmp' } : undefined);
+        const sock = await connectTcp(r.port, deadline);
+        sock.on('error', () => undefined);
+        sock.on('data', () => undefined);
+        const term = new SynthTerminal(sim, sock, stream, MAX_SEND_BACKLOG);
+        const first = stream.keyframes[(i * 7) % stream.keyframes.length];
+        term.start(phases.at(i, performance.now()), first);
+        terminals.push(term);
+        if (kind === 'rtmp') {
+          const p = new RtmpBenchPlayer(term, (ms) => e2e.add(ms));
+          rtmp.push(p);
+          await p.connect(r.url, deadline);
+        } else {
+          const p = new BenchPlayer(term, { video: (ms) => e2e.add(ms) });
+          flv.push(p);
+          await p.connect(r.url, deadline);
+        }
+      },
+      deadline,
+    );
     // every player has video before the warm-up counts
     const readyBy = performance.now() + 30_000 + o.streams * 50;
-    const waiting = () => (kind === 'rtmp' ? rtmp.filter((p) => p.videoFrames === 0 && p.error === undefined).length : flv.filter((p) => p.counter.videoTags === 0 && !p.closed).length);
+    const waiting = () =>
+      kind === 'rtmp'
+        ? rtmp.filter((p) => p.videoFrames === 0 && p.error === undefined).length
+        : flv.filter((p) => p.counter.videoTags === 0 && !p.closed).length;
     while (waiting() > 0 && performance.now() < readyBy) await sleep(100, undefined, { signal: deadline });
-    if (waiting() > 0) console.warn(`rtmp-players: ${waiting()} ${NAME[kind]} players still without video after ${f1((readyBy - performance.now()) / 1000 + 30 + o.streams * 0.05)} s`);
+    if (waiting() > 0)
+      console.warn(
+        `rtmp-players: ${waiting()} ${NAME[kind]} players still without video after ${f1((readyBy - performance.now()) / 1000 + 30 + o.streams * 0.05)} s`,
+      );
 
     await sleep(o.warmup * 1000, undefined, { signal: deadline });
     checkDeadline(deadline);
@@ -238,8 +324,16 @@ async function runOnce(o: RtmpPlayersOptions, stream: SynthStream, kind: Kind, p
     const { metrics: m0, at: m0At } = await api.timedMetrics();
     await sleep(SCRAPE_SETTLE_MS, undefined, { signal: deadline });
     const playerBytes = () => (kind === 'rtmp' ? rtmp.map((p) => p.bytes) : flv.map((p) => p.counter.bytes));
-    const snap = () => ({ at: performance.now(), threads: gatewayCpu(gw.pid), self: process.cpuUsage(), cores: coreTimes(), players: playerBytes(),
-      sent: terminals.reduce((s, t) => s + t.sentCount, 0), bytesIn: terminals.reduce((s, t) => s + t.bytes, 0), dropped: terminals.reduce((s, t) => s + t.dropped, 0) });
+    const snap = () => ({
+      at: performance.now(),
+      threads: gatewayCpu(gw.pid),
+      self: process.cpuUsage(),
+      cores: coreTimes(),
+      players: playerBytes(),
+      sent: terminals.reduce((s, t) => s + t.sentCount, 0),
+      bytesIn: terminals.reduce((s, t) => s + t.bytes, 0),
+      dropped: terminals.reduce((s, t) => s + t.dropped, 0),
+    });
     for (const p of [...flv, ...rtmp]) p.measuring = true;
     e2e.reset();
     const loop = monitorEventLoopDelay({ resolution: 10 });
@@ -259,10 +353,14 @@ async function runOnce(o: RtmpPlayersOptions, stream: SynthStream, kind: Kind, p
     const sortedVideo = [...video].sort((a, b) => a - b);
     const outMetric = OUT_METRIC[kind];
     result = {
-      kind, streams: o.streams, seconds: secs,
+      kind,
+      streams: o.streams,
+      seconds: secs,
       cpuPct: (100 * gwCpu) / secs,
       mainPct: (100 * (s1.threads.main - s0.threads.main)) / secs,
-      rssMB: mb(lastRss), peakRssMB: mb(peakRss), idleRssMB: mb(idleRss),
+      rssMB: mb(lastRss),
+      peakRssMB: mb(peakRss),
+      idleRssMB: mb(idleRss),
       mbpsIn: ((s1.bytesIn - s0.bytesIn) * 8) / secs / 1e6,
       bytesOutPerSec: got.reduce((a, b) => a + b, 0) / secs,
       gatewayBytesOutPerSec: outMetric ? sumDelta(m1, m0, outMetric) / ((m1At - m0At) / 1000) : NaN,
@@ -272,8 +370,10 @@ async function runOnce(o: RtmpPlayersOptions, stream: SynthStream, kind: Kind, p
       keyframesPerPlayerMin: kind === 'rtmp' ? Math.min(...rtmp.map((p) => p.keyframesInWindow)) : NaN,
       deliveredFraction: video.reduce((a, b) => a + b, 0) / Math.max(1, s1.sent - s0.sent),
       audioPerPlayerMin: Math.min(...(kind === 'rtmp' ? rtmp.map((p) => p.audioInWindow) : flv.map((p) => p.audioInWindow))),
-      errors: kind === 'rtmp' ? rtmp.flatMap((p) => (p.error !== undefined ? [p.error] : p.closed ? ['closed'] : []))
-        : flv.flatMap((p) => (p.counter.error !== undefined ? [p.counter.error] : p.closed ? ['closed'] : [])),
+      errors:
+        kind === 'rtmp'
+          ? rtmp.flatMap((p) => (p.error !== undefined ? [p.error] : p.closed ? ['closed'] : []))
+          : flv.flatMap((p) => (p.counter.error !== undefined ? [p.counter.error] : p.closed ? ['closed'] : [])),
       e2eMs: { p50: quantile(e2e.values(), 0.5), p99: quantile(e2e.values(), 0.99), count: e2e.seen },
       unmatched: kind === 'rtmp' ? rtmp.reduce((n, p) => n + p.unmatched, 0) : flv.reduce((n, p) => n + p.unmatched, 0),
       acks: rtmp.reduce((n, p) => n + p.acksSent, 0),
@@ -308,10 +408,13 @@ function printRun(r: RunResult, o: RtmpPlayersOptions, gwPlayers: number | undef
       `in ${f1(r.mbpsIn)} Mbit/s, players read ${f1(r.bytesOutPerSec / 1e6)} MB/s (${f1(r.bytesOutPerSec / n / 1e3)} kB/s each, least ${f1(r.minPlayerBytes / r.seconds / 1e3)})` +
       (Number.isFinite(r.gatewayBytesOutPerSec) ? `, gateway says ${f1(r.gatewayBytesOutPerSec / 1e6)} MB/s` : ''),
     `           ${r.playersWithMedia}/${n} players with media${gwPlayers !== undefined ? ` (gateway counts ${gwPlayers})` : ''}, video frames a player ${r.videoPerPlayer.min}-${r.videoPerPlayer.median} (min-median; ` +
-      `${f1(100 * r.deliveredFraction)} % of those sent)` + (Number.isFinite(r.keyframesPerPlayerMin) ? `, key frames at least ${r.keyframesPerPlayerMin}` : '') +
+      `${f1(100 * r.deliveredFraction)} % of those sent)` +
+      (Number.isFinite(r.keyframesPerPlayerMin) ? `, key frames at least ${r.keyframesPerPlayerMin}` : '') +
       (o.audio ? `, audio frames at least ${r.audioPerPlayerMin}` : '') +
-      `; e2e p50 ${f1(r.e2eMs.p50)} / p99 ${f1(r.e2eMs.p99)} ms (${r.unmatched} unmatched)` + (r.kind === 'rtmp' ? `; ${r.acks} acks sent` : '') +
-      `; load generator loop p99 ${f1(r.generatorLoopP99Ms)} ms, others ${f2(r.othersCores)} cores` + (r.droppedFrames > 0 ? `, ${r.droppedFrames} frames DROPPED at the terminals` : ''),
+      `; e2e p50 ${f1(r.e2eMs.p50)} / p99 ${f1(r.e2eMs.p99)} ms (${r.unmatched} unmatched)` +
+      (r.kind === 'rtmp' ? `; ${r.acks} acks sent` : '') +
+      `; load generator loop p99 ${f1(r.generatorLoopP99Ms)} ms, others ${f2(r.othersCores)} cores` +
+      (r.droppedFrames > 0 ? `, ${r.droppedFrames} frames DROPPED at the terminals` : ''),
   ];
   if (r.errors.length > 0) lines.push(`           ${r.errors.length} player ERRORS, e.g. ${[...new Set(r.errors)].slice(0, 3).join('; ')}`);
   if (r.playersWithMedia < n) lines.push(`           ${n - r.playersWithMedia} players got NO media in the window`);

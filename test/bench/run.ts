@@ -20,19 +20,23 @@ export const BENCHES: Record<string, { summary: string; load: () => Bench }> = {
     load: lazy('./ingest-flv'),
   },
   'ingest-hls': {
-    summary: 'ingest-flv\'s load with one low-latency HLS reader per terminal (blocking reloads, every part fetched), alternated with FLV players: gateway CPU and RSS ratios, part age, reader errors',
+    summary:
+      "ingest-flv's load with one low-latency HLS reader per terminal (blocking reloads, every part fetched), alternated with FLV players: gateway CPU and RSS ratios, part age, reader errors",
     load: lazy('./ingest-hls'),
   },
   rtsp: {
-    summary: 'ingest-flv\'s load with one RTSP/TCP (interleaved) reader per terminal, alternated with FLV players: gateway CPU and RSS ratios, RTP flow, stalls, end to end',
+    summary:
+      "ingest-flv's load with one RTSP/TCP (interleaved) reader per terminal, alternated with FLV players: gateway CPU and RSS ratios, RTP flow, stalls, end to end",
     load: lazy('./rtsp'),
   },
   'rtmp-players': {
-    summary: 'N streams at ~1 Mbit/s, one RTMP player each (a minimal RTMP client) against one HTTP-FLV player each, alternated: gateway CPU RTMP/FLV (issue 44), RSS, bytes and frames per player',
+    summary:
+      'N streams at ~1 Mbit/s, one RTMP player each (a minimal RTMP client) against one HTTP-FLV player each, alternated: gateway CPU RTMP/FLV (issue 44), RSS, bytes and frames per player',
     load: lazy('./rtmp-players'),
   },
   audio: {
-    summary: 'N watched G.711A streams through the gateway to AAC (audio-aac): CPU per stream-second of the main and the AAC worker thread, memory per encoder, ramp until it falls behind',
+    summary:
+      'N watched G.711A streams through the gateway to AAC (audio-aac): CPU per stream-second of the main and the AAC worker thread, memory per encoder, ramp until it falls behind',
     load: lazy('./audio'),
   },
   'aac-engine': {
@@ -44,31 +48,38 @@ export const BENCHES: Record<string, { summary: string; load: () => Bench }> = {
     load: lazy('./codecs'),
   },
   soak: {
-    summary: 'long churn (terminals, players, 200 API clients, a callback outage) against the gateway: RSS, heap, fds, event loop, leaked requests, lost notices; fails on a leak',
+    summary:
+      'long churn (terminals, players, 200 API clients, a callback outage) against the gateway: RSS, heap, fds, event loop, leaked requests, lost notices; fails on a leak',
     load: lazy('./soak'),
   },
   fanout: {
-    summary: 'one terminal at ~1 Mbit/s, N HTTP-FLV (or WS-FLV) players of its one stream: gateway CPU, RSS, per-player throughput, every frame to every player, lag',
+    summary:
+      'one terminal at ~1 Mbit/s, N HTTP-FLV (or WS-FLV) players of its one stream: gateway CPU, RSS, per-player throughput, every frame to every player, lag',
     load: lazy('./fanout'),
   },
   'metrics-scrape': {
-    summary: "one /metrics scrape at N streams, prom-client's registry.metrics() against the gateway's scrapeText, alternated: wall time, longest event-loop hold, CPU, garbage",
+    summary:
+      "one /metrics scrape at N streams, prom-client's registry.metrics() against the gateway's scrapeText, alternated: wall time, longest event-loop hold, CPU, garbage",
     load: lazy('./metrics-scrape'),
   },
   'open-latency': {
-    summary: 'POST /strm/open of already-live channels at a steady rate, with no load and while N terminals x 1 Mbit/s with one player each run: open latency p50/p99/max',
+    summary:
+      'POST /strm/open of already-live channels at a steady rate, with no load and while N terminals x 1 Mbit/s with one player each run: open latency p50/p99/max',
     load: lazy('./open-latency'),
   },
   'fleet-directory': {
-    summary: 'one node with the fleet directory on a local Redis against the in-process directory, alternated: open p50/p99/max under N live streams, Redis commands per open, per media packet and per second (heartbeat), bytes and keys per stream',
+    summary:
+      'one node with the fleet directory on a local Redis against the in-process directory, alternated: open p50/p99/max under N live streams, Redis commands per open, per media packet and per second (heartbeat), bytes and keys per stream',
     load: lazy('./fleet-directory'),
   },
   paired: {
-    summary: 'ingest-flv against two gateways at the same time on one core (another build, the floor, or other settings): B\'s CPU over A\'s, steady where this machine\'s speed drifts',
+    summary:
+      "ingest-flv against two gateways at the same time on one core (another build, the floor, or other settings): B's CPU over A's, steady where this machine's speed drifts",
     load: lazy('./paired'),
   },
   'payload-pools': {
-    summary: 'N streams through Publisher.alloc in one process, one payload pool for the bus against a pool per stream (and no reuse): CPU a frame, pooled bytes held',
+    summary:
+      'N streams through Publisher.alloc in one process, one payload pool for the bus against a pool per stream (and no reuse): CPU a frame, pooled bytes held',
     load: lazy('./payload-pools'),
   },
   'record-catalog': {
@@ -76,13 +87,16 @@ export const BENCHES: Record<string, { summary: string; load: () => Bench }> = {
     load: lazy('./record-catalog'),
   },
   'record-mp4': {
-    summary: 'a 10-minute record file as MP4 (format=mp4) over loopback HTTP: made on the fly (layout per request, or kept) against a sidecar file made once: time to first byte and CPU of a download and of a seek',
+    summary:
+      'a 10-minute record file as MP4 (format=mp4) over loopback HTTP: made on the fly (layout per request, or kept) against a sidecar file made once: time to first byte and CPU of a download and of a seek',
     load: lazy('./record-mp4'),
   },
 };
 
 export function usage(): string {
-  const names = Object.entries(BENCHES).map(([n, b]) => `  ${n.padEnd(16)} ${b.summary}`).join('\n');
+  const names = Object.entries(BENCHES)
+    .map(([n, b]) => `  ${n.padEnd(16)} ${b.summary}`)
+    .join('\n');
   return `usage: npm run bench -- <name> [args]   (or: node dist/test/bench/run.js <name> [args])\n\nbenchmarks:\n${names}\n\nEach benchmark's own arguments: see test/bench/README.md.`;
 }
 

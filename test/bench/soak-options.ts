@@ -78,10 +78,35 @@ export const USAGE = `usage: npm run bench -- soak [--minutes M] [--terminals N]
 
 export function parseSoakArgs(args: string[]): SoakOptions {
   const o: SoakOptions = {
-    minutes: 30, terminals: 500, clients: 200, mbps: 1, graceMs: 5000, keepIntv: 60, terminalChurn: 0.02, longShare: 0.3, playerChurn: 0.05,
-    outageAt: NaN, outageSeconds: NaN, outageMode: 'refuse', retryForMs: 120_000, maxQueue: 100_000, reportSeconds: NaN, warmupSeconds: NaN,
-    rssMBPerHour: 50, rssMinRiseMB: 20, fdSlack: 16, maxOpen: 3, holdMin: 5, holdMax: 45, thinkMin: 1, thinkMax: 5, idleShare: 0.2,
-    seed: 1, pin: false, keepDir: false, nodeOpts: [],
+    minutes: 30,
+    terminals: 500,
+    clients: 200,
+    mbps: 1,
+    graceMs: 5000,
+    keepIntv: 60,
+    terminalChurn: 0.02,
+    longShare: 0.3,
+    playerChurn: 0.05,
+    outageAt: NaN,
+    outageSeconds: NaN,
+    outageMode: 'refuse',
+    retryForMs: 120_000,
+    maxQueue: 100_000,
+    reportSeconds: NaN,
+    warmupSeconds: NaN,
+    rssMBPerHour: 50,
+    rssMinRiseMB: 20,
+    fdSlack: 16,
+    maxOpen: 3,
+    holdMin: 5,
+    holdMax: 45,
+    thinkMin: 1,
+    thinkMax: 5,
+    idleShare: 0.2,
+    seed: 1,
+    pin: false,
+    keepDir: false,
+    nodeOpts: [],
   };
   const r = new BenchArgs(args, USAGE);
   const pair = (flag: string, max: number): [number, number] => {
@@ -94,39 +119,92 @@ export function parseSoakArgs(args: string[]): SoakOptions {
   };
   for (let a = r.next(); a !== undefined; a = r.next()) {
     switch (a) {
-      case '--minutes': o.minutes = r.num(a, 0.5, 24 * 60); break;
-      case '--terminals': o.terminals = r.num(a, 1, 5000, true); break;
-      case '--clients': o.clients = r.num(a, 0, 2000, true); break;
-      case '--mbps': o.mbps = r.num(a, 0.01, 100); break;
-      case '--grace-ms': o.graceMs = r.num(a, 1000, 60_000, true); break;
-      case '--keep-intv': o.keepIntv = r.num(a, 15, 600, true); break;
-      case '--terminal-churn': o.terminalChurn = r.num(a, 0, 10); break;
-      case '--long-share': o.longShare = r.num(a, 0, 1); break;
-      case '--player-churn': o.playerChurn = r.num(a, 0, 10); break;
-      case '--outage-at': o.outageAt = r.num(a, 0, 24 * 3600); break;
-      case '--outage-seconds': o.outageSeconds = r.num(a, 0, 3600); break;
+      case '--minutes':
+        o.minutes = r.num(a, 0.5, 24 * 60);
+        break;
+      case '--terminals':
+        o.terminals = r.num(a, 1, 5000, true);
+        break;
+      case '--clients':
+        o.clients = r.num(a, 0, 2000, true);
+        break;
+      case '--mbps':
+        o.mbps = r.num(a, 0.01, 100);
+        break;
+      case '--grace-ms':
+        o.graceMs = r.num(a, 1000, 60_000, true);
+        break;
+      case '--keep-intv':
+        o.keepIntv = r.num(a, 15, 600, true);
+        break;
+      case '--terminal-churn':
+        o.terminalChurn = r.num(a, 0, 10);
+        break;
+      case '--long-share':
+        o.longShare = r.num(a, 0, 1);
+        break;
+      case '--player-churn':
+        o.playerChurn = r.num(a, 0, 10);
+        break;
+      case '--outage-at':
+        o.outageAt = r.num(a, 0, 24 * 3600);
+        break;
+      case '--outage-seconds':
+        o.outageSeconds = r.num(a, 0, 3600);
+        break;
       case '--outage-mode': {
         const v = r.value();
         if (v !== 'refuse' && v !== '503') throw r.error(`--outage-mode is refuse or 503, got '${v}'`);
         o.outageMode = v;
         break;
       }
-      case '--retry-for-ms': o.retryForMs = r.num(a, 1000, 3_600_000, true); break;
-      case '--max-queue': o.maxQueue = r.num(a, 1, 1_000_000, true); break;
-      case '--report-seconds': o.reportSeconds = r.num(a, 5, 3600); break;
-      case '--warmup-seconds': o.warmupSeconds = r.num(a, 0, 24 * 3600); break;
-      case '--rss-mb-per-hour': o.rssMBPerHour = r.num(a, 0, 100_000); break;
-      case '--rss-min-rise-mb': o.rssMinRiseMB = r.num(a, 0, 100_000); break;
-      case '--fd-slack': o.fdSlack = r.num(a, 0, 100_000, true); break;
-      case '--max-open': o.maxOpen = r.num(a, 1, 100, true); break;
-      case '--hold': [o.holdMin, o.holdMax] = pair(a, 3600); break;
-      case '--think': [o.thinkMin, o.thinkMax] = pair(a, 3600); break;
-      case '--idle-share': o.idleShare = r.num(a, 0, 1); break;
-      case '--seed': o.seed = r.num(a, 0, 2 ** 32 - 1, true); break;
-      case '--pin': o.pin = true; break;
-      case '--keep-dir': o.keepDir = true; break;
-      case '--node-opt': o.nodeOpts.push(r.nodeOpt()); break;
-      default: r.unknown(a);
+      case '--retry-for-ms':
+        o.retryForMs = r.num(a, 1000, 3_600_000, true);
+        break;
+      case '--max-queue':
+        o.maxQueue = r.num(a, 1, 1_000_000, true);
+        break;
+      case '--report-seconds':
+        o.reportSeconds = r.num(a, 5, 3600);
+        break;
+      case '--warmup-seconds':
+        o.warmupSeconds = r.num(a, 0, 24 * 3600);
+        break;
+      case '--rss-mb-per-hour':
+        o.rssMBPerHour = r.num(a, 0, 100_000);
+        break;
+      case '--rss-min-rise-mb':
+        o.rssMinRiseMB = r.num(a, 0, 100_000);
+        break;
+      case '--fd-slack':
+        o.fdSlack = r.num(a, 0, 100_000, true);
+        break;
+      case '--max-open':
+        o.maxOpen = r.num(a, 1, 100, true);
+        break;
+      case '--hold':
+        [o.holdMin, o.holdMax] = pair(a, 3600);
+        break;
+      case '--think':
+        [o.thinkMin, o.thinkMax] = pair(a, 3600);
+        break;
+      case '--idle-share':
+        o.idleShare = r.num(a, 0, 1);
+        break;
+      case '--seed':
+        o.seed = r.num(a, 0, 2 ** 32 - 1, true);
+        break;
+      case '--pin':
+        o.pin = true;
+        break;
+      case '--keep-dir':
+        o.keepDir = true;
+        break;
+      case '--node-opt':
+        o.nodeOpts.push(r.nodeOpt());
+        break;
+      default:
+        r.unknown(a);
     }
   }
   const runS = o.minutes * 60;
@@ -137,9 +215,12 @@ export function parseSoakArgs(args: string[]): SoakOptions {
   // A notice queued when the receiver goes down must still be within its budget when it is back, plus the longest
   // backoff step (30 s) and a little: otherwise the soak would provoke the losses it is looking for.
   if (o.outageSeconds > 0 && o.outageSeconds * 1000 + 35_000 > o.retryForMs) {
-    throw new Error(`--outage-seconds ${o.outageSeconds} leaves less than 35 s of the notifier's retry budget (${o.retryForMs} ms): the receiver must come back within the budget`);
+    throw new Error(
+      `--outage-seconds ${o.outageSeconds} leaves less than 35 s of the notifier's retry budget (${o.retryForMs} ms): the receiver must come back within the budget`,
+    );
   }
-  if (o.outageSeconds > 0 && o.outageAt + o.outageSeconds > runS) throw new Error(`the outage (${o.outageAt} s + ${o.outageSeconds} s) must end within the run (${runS} s)`);
+  if (o.outageSeconds > 0 && o.outageAt + o.outageSeconds > runS)
+    throw new Error(`the outage (${o.outageAt} s + ${o.outageSeconds} s) must end within the run (${runS} s)`);
   if (o.holdMax >= 55) throw new Error('--hold MAX must stay under 55 s: the site closes requests nobody plays after 120 s and waiting streams after 60 s');
   return o;
 }

@@ -44,8 +44,17 @@ describe('soak support: NoticeLedger', () => {
     l.goneAtGateway('b', 20, 'keep answered false', [2, 6]);
     opened(l, 'c', false); // still open: nothing owed yet
     const s = l.summary(1020);
-    assert.deepEqual(s.pendingFinals.map((p) => [p.reqId, p.ageMs]), [['a', 1010], ['b', 1000]]);
-    assert.deepEqual(s.missingReady.map((p) => p.reqId), ['a']);
+    assert.deepEqual(
+      s.pendingFinals.map((p) => [p.reqId, p.ageMs]),
+      [
+        ['a', 1010],
+        ['b', 1000],
+      ],
+    );
+    assert.deepEqual(
+      s.missingReady.map((p) => p.reqId),
+      ['a'],
+    );
   });
 
   it('does not owe a ready when the final is failed (the gateway never saw the stream ready)', () => {
@@ -93,7 +102,13 @@ describe('soak support: NoticeLedger', () => {
     l.goneAtGateway('free', 0, 'anything', []);
     rx(l, 'free', 'closed', 12);
     const s = l.summary(100);
-    assert.deepEqual(s.unexpectedCauses.map((u) => [u.reqId, u.cause, u.expected]), [['client', 5, '1'], ['kept', 5, '2 or 6']]);
+    assert.deepEqual(
+      s.unexpectedCauses.map((u) => [u.reqId, u.cause, u.expected]),
+      [
+        ['client', 5, '1'],
+        ['kept', 5, '2 or 6'],
+      ],
+    );
     assert.equal(s.pendingFinals.length, 0);
   });
 
@@ -106,7 +121,10 @@ describe('soak support: NoticeLedger', () => {
     rx(l, 'in', 'closed', 1, 40);
     opened(l, 'owed', true);
     l.goneAtGateway('owed', 18, 'x', [2]);
-    assert.deepEqual(l.endedBetween(10, 20), [{ reqId: 'in', endAt: 15, finalAt: 40 }, { reqId: 'owed', endAt: 18, finalAt: undefined }]);
+    assert.deepEqual(l.endedBetween(10, 20), [
+      { reqId: 'in', endAt: 15, finalAt: 40 },
+      { reqId: 'owed', endAt: 18, finalAt: undefined },
+    ]);
   });
 
   it('counts notices for reqIds it does not know, and for opens that were refused', () => {
@@ -126,7 +144,13 @@ describe('soak support: growth and verdict', () => {
   const saw = (n: number, perS: number): Point[] => Array.from({ length: n }, (_x, i) => ({ t: i * 5, v: 300 + (i % 4) * 10 + perS * i * 5 }));
 
   it('slope, median and growth', () => {
-    assert.equal(slope([{ t: 0, v: 1 }, { t: 2, v: 5 }]), 2);
+    assert.equal(
+      slope([
+        { t: 0, v: 1 },
+        { t: 2, v: 5 },
+      ]),
+      2,
+    );
     assert.ok(Number.isNaN(slope([{ t: 0, v: 1 }])));
     assert.equal(median([3, 1, 2]), 2);
     assert.equal(median([4, 1, 2, 3]), 2.5);
@@ -141,9 +165,28 @@ describe('soak support: growth and verdict', () => {
   });
 
   const clean: VerdictInput = {
-    rss: growth(saw(40, 0).map((p) => ({ t: p.t, v: 300 })), 0), fdIdleStart: 26, fdIdleEnd: 27, fdOther: growth(saw(40, 0).map((p) => ({ t: p.t, v: 25 })), 0),
-    leakedRequests: 0, requestsLeft: 0, streamsLeft: 0, linksLeft: 0, playersLeft: 0, lostFinals: 0, lostReady: 0, duplicates: 0,
-    orderViolations: 0, notifierFailed: 0, notifierDropped: 0, unexpectedCauses: 0,
+    rss: growth(
+      saw(40, 0).map((p) => ({ t: p.t, v: 300 })),
+      0,
+    ),
+    fdIdleStart: 26,
+    fdIdleEnd: 27,
+    fdOther: growth(
+      saw(40, 0).map((p) => ({ t: p.t, v: 25 })),
+      0,
+    ),
+    leakedRequests: 0,
+    requestsLeft: 0,
+    streamsLeft: 0,
+    linksLeft: 0,
+    playersLeft: 0,
+    lostFinals: 0,
+    lostReady: 0,
+    duplicates: 0,
+    orderViolations: 0,
+    notifierFailed: 0,
+    notifierDropped: 0,
+    unexpectedCauses: 0,
   };
   const limits = { rssMBPerHour: 50, rssMinRiseMB: 20, fdSlack: 16 };
 
@@ -167,7 +210,15 @@ describe('soak support: growth and verdict', () => {
 
   it('only warns on a steep slope without a rise, on notifier give-ups and on unexpected causes', () => {
     // a short run's few samples: a steep slope but a small rise
-    const short = growth([{ t: 0, v: 100 }, { t: 5, v: 101 }, { t: 10, v: 100.5 }, { t: 15, v: 102 }], 0);
+    const short = growth(
+      [
+        { t: 0, v: 100 },
+        { t: 5, v: 101 },
+        { t: 10, v: 100.5 },
+        { t: 15, v: 102 },
+      ],
+      0,
+    );
     const v = verdict({ ...clean, rss: short, notifierFailed: 1, unexpectedCauses: 2 }, limits);
     assert.equal(v.ok, true);
     assert.equal(v.warnings.length, 3);
@@ -212,15 +263,19 @@ describe('soak support: arguments', () => {
 });
 
 describe('soak support: CallbackReceiver', () => {
-  const post = (port: number, path: string, body: unknown): Promise<number> => new Promise((resolve, reject) => {
-    const data = Buffer.from(JSON.stringify(body));
-    const req = http.request({ host: '127.0.0.1', port, path, method: 'POST', agent: false, headers: { 'Content-Type': 'application/json', 'Content-Length': data.length } }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode ?? 0));
+  const post = (port: number, path: string, body: unknown): Promise<number> =>
+    new Promise((resolve, reject) => {
+      const data = Buffer.from(JSON.stringify(body));
+      const req = http.request(
+        { host: '127.0.0.1', port, path, method: 'POST', agent: false, headers: { 'Content-Type': 'application/json', 'Content-Length': data.length } },
+        (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.statusCode ?? 0));
+        },
+      );
+      req.on('error', reject);
+      req.end(data);
     });
-    req.on('error', reject);
-    req.end(data);
-  });
 
   it('records notices, refuses connections while down, and comes back on the same port', async () => {
     const got: ReceivedNotice[] = [];
@@ -238,7 +293,13 @@ describe('soak support: CallbackReceiver', () => {
       await r.goDown('503');
       assert.equal(await post(port, '/cb/c1/strm_notif', { reqId: 'x3', act: 'ready' }), 503);
       await r.comeBack();
-      assert.deepEqual(got.map((n) => [n.reqId, n.act, n.closeCause]), [['x1', 'closed', 1], ['x2', 'ready', undefined]]);
+      assert.deepEqual(
+        got.map((n) => [n.reqId, n.act, n.closeCause]),
+        [
+          ['x1', 'closed', 1],
+          ['x2', 'ready', undefined],
+        ],
+      );
       assert.equal(r.accepted, 2);
       assert.equal(r.refused, 1);
       assert.equal(r.rejected, 2);

@@ -18,7 +18,21 @@ import { prng } from '../support/prng';
 import { fixturePath, scratchDir } from '../support/paths';
 import { CallbackReceiver } from './support/callback-receiver';
 import {
-  BOOT_TIMEOUT_MS, f1, freePort, mb, pinSelf, pool, runDeadline, startGateway, stopGateway, tail, waitHealthy, Api, canPin, writeSite, endScratch,
+  BOOT_TIMEOUT_MS,
+  f1,
+  freePort,
+  mb,
+  pinSelf,
+  pool,
+  runDeadline,
+  startGateway,
+  stopGateway,
+  tail,
+  waitHealthy,
+  Api,
+  canPin,
+  writeSite,
+  endScratch,
 } from './support/gateway-harness';
 import { NoticeLedger } from './support/notice-ledger';
 import { parsePrometheus, rssBytes, sumOf, type Sample } from './support/process-probe';
@@ -52,15 +66,25 @@ export async function run(args: string[]): Promise<void> {
   const dir = scratchDir('bench-soak');
   const pin = canPin(o.pin, 'soak');
 
-  const holderApps: AppCredentials[] = Array.from({ length: Math.max(1, Math.ceil(o.terminals / HOLDERS_PER_APP)) }, (_x, i) => ({ appId: `hold${i + 1}`, user: `hold${i + 1}`, password: `hold${i + 1}` }));
+  const holderApps: AppCredentials[] = Array.from({ length: Math.max(1, Math.ceil(o.terminals / HOLDERS_PER_APP)) }, (_x, i) => ({
+    appId: `hold${i + 1}`,
+    user: `hold${i + 1}`,
+    password: `hold${i + 1}`,
+  }));
   const clientApps: AppCredentials[] = Array.from({ length: o.clients }, (_x, i) => ({ appId: `cli${i + 1}`, user: `cli${i + 1}`, password: `cli${i + 1}` }));
   const receiver = new CallbackReceiver((n) => ledger.receive(n));
   const cbPort = await receiver.start();
   const httpPort = await freePort();
   const site = {
     gateway: {
-      httpPort, listenHost: '127.0.0.1', publicHost: '127.0.0.1', dataDir: path.join(dir, 'data'), logLevel: 'warn', instId: 'soak',
-      metricsAccess: 'open', applications: [...holderApps, ...clientApps],
+      httpPort,
+      listenHost: '127.0.0.1',
+      publicHost: '127.0.0.1',
+      dataDir: path.join(dir, 'data'),
+      logLevel: 'warn',
+      instId: 'soak',
+      metricsAccess: 'open',
+      applications: [...holderApps, ...clientApps],
     },
     plugins: [
       { name: 'jt1078-ingest', config: { livePort2013: 0, livePort2019: 0, replayPort2013: 0, replayPort2019: 0, udp: false, disconnectGraceMs: o.graceMs } },
@@ -72,10 +96,10 @@ export async function run(args: string[]): Promise<void> {
 
   const runS = o.minutes * 60;
   console.log(
-    `soak: ${o.minutes} min, ${o.terminals} terminals x ${(stream.bytesPerSecond * 8 / 1e6).toFixed(2)} Mbit/s with one HTTP-FLV player each, ` +
-    `${o.clients} API clients; churn: ${o.terminalChurn} link drops per terminal-minute (${Math.round(o.longShare * 100)} % past the ` +
-    `${o.graceMs / 1000} s grace), ${o.playerChurn} player departures per player-minute; callback receiver on 127.0.0.1:${cbPort} ` +
-    `down (${o.outageMode}) from ${clock(o.outageAt)} for ${o.outageSeconds} s (retry budget ${o.retryForMs / 1000} s); seed ${o.seed}`,
+    `soak: ${o.minutes} min, ${o.terminals} terminals x ${((stream.bytesPerSecond * 8) / 1e6).toFixed(2)} Mbit/s with one HTTP-FLV player each, ` +
+      `${o.clients} API clients; churn: ${o.terminalChurn} link drops per terminal-minute (${Math.round(o.longShare * 100)} % past the ` +
+      `${o.graceMs / 1000} s grace), ${o.playerChurn} player departures per player-minute; callback receiver on 127.0.0.1:${cbPort} ` +
+      `down (${o.outageMode}) from ${clock(o.outageAt)} for ${o.outageSeconds} s (retry budget ${o.retryForMs / 1000} s); seed ${o.seed}`,
   );
 
   const gw = startGateway({ siteFile, dir, pin, nodeOpts: o.nodeOpts });
@@ -90,14 +114,24 @@ export async function run(args: string[]): Promise<void> {
   const runTag = Date.now().toString(36).slice(-5);
   let reqSeq = 0;
   const ctx: SoakCtx = {
-    api, ledger, deadline: signal, stop: stopper.signal, rnd, anomalies, graceMs: o.graceMs, keepIntv: o.keepIntv,
+    api,
+    ledger,
+    deadline: signal,
+    stop: stopper.signal,
+    rnd,
+    anomalies,
+    graceMs: o.graceMs,
+    keepIntv: o.keepIntv,
     cb: (owner) => `http://127.0.0.1:${cbPort}/cb/${owner}`,
     newReqId: () => `soak${runTag}-${(reqSeq++).toString(36).padStart(6, '0')}`,
   };
   const live = new Set<SynthTerminal>();
   const slotN: SlotCounters = { holderOpens: 0, openRetries: 0, shortDrops: 0, longDrops: 0, playerChurns: 0, playersCut: 0 };
   const cliN: ClientCounters = { opens: 0, openRetries: 0, openRefused: 0, keeps: 0, statuses: 0, closes: 0, endedByGateway: 0, failedCalls: 0 };
-  const slots = Array.from({ length: o.terminals }, (_x, i) => new TerminalSlot(i, String(13900000000 + i), holderApps[Math.floor(i / HOLDERS_PER_APP)], ctx, stream, live, slotN));
+  const slots = Array.from(
+    { length: o.terminals },
+    (_x, i) => new TerminalSlot(i, String(13900000000 + i), holderApps[Math.floor(i / HOLDERS_PER_APP)], ctx, stream, live, slotN),
+  );
   const idleSims = Array.from({ length: Math.max(10, Math.ceil(o.clients / 4)) }, (_x, i) => String(14900000000 + i));
   const pickSim = (idle: boolean) => (idle ? idleSims[Math.floor(rnd() * idleSims.length)] : slots[Math.floor(rnd() * slots.length)].sim);
   const clients = clientApps.map((app, i) => new ApiClient(i, app, ctx, o, pickSim, cliN));
@@ -120,13 +154,17 @@ export async function run(args: string[]): Promise<void> {
     await sleep(2000, undefined, { signal });
     const idleStart = { rss: rssBytes(gw.pid), fds: fdCount(gw.pid) };
     const m0 = parsePrometheus(await api.metricsText());
-    console.log(`  gateway pid ${gw.pid}${pin ? ' on core 0' : ''}; idle: RSS ${f1(mb(idleStart.rss))} MB, heap ${f1(mb(sumOf(m0, 'gw_process_nodejs_heap_size_used_bytes')))} MB, ${idleStart.fds} descriptors`);
+    console.log(
+      `  gateway pid ${gw.pid}${pin ? ' on core 0' : ''}; idle: RSS ${f1(mb(idleStart.rss))} MB, heap ${f1(mb(sumOf(m0, 'gw_process_nodejs_heap_size_used_bytes')))} MB, ${idleStart.fds} descriptors`,
+    );
 
     // --- one timer paces every terminal
-    timers.push(setInterval(() => {
-      const now = performance.now();
-      for (const t of live) t.sendDue(now, 64);
-    }, TICK_MS));
+    timers.push(
+      setInterval(() => {
+        const now = performance.now();
+        for (const t of live) t.sendDue(now, 64);
+      }, TICK_MS),
+    );
 
     // --- terminals, their requests and players
     const t0 = performance.now();
@@ -136,7 +174,14 @@ export async function run(args: string[]): Promise<void> {
     const since = () => (performance.now() - loadStart) / 1000;
 
     // --- holders' keeps, the clients, churn, outage, samples, reports
-    timers.push(setInterval(() => { keepHolders(ctx, slots).catch((err: Error) => anomalies.note('holder keep failed', err.message)); }, (o.keepIntv * 1000) / 3));
+    timers.push(
+      setInterval(
+        () => {
+          keepHolders(ctx, slots).catch((err: Error) => anomalies.note('holder keep failed', err.message));
+        },
+        (o.keepIntv * 1000) / 3,
+      ),
+    );
     for (const c of clients) background.push(c.run().catch(onFatal));
     // churn events arrive as a Poisson process: rate per slot per minute, drawn each second
     const churn = (rate: number, act: (s: TerminalSlot) => Promise<void>) => () => {
@@ -156,20 +201,35 @@ export async function run(args: string[]): Promise<void> {
       return s.dropTerminal(long, long ? o.graceMs + uniform(rnd, 2000, 8000) : uniform(rnd, 300, 0.6 * o.graceMs));
     });
     const playerTick = churn(o.playerChurn, (s) => s.churnPlayer(uniform(rnd, 500, 8000)));
-    timers.push(setInterval(() => { dropTick(); playerTick(); }, 1000));
+    timers.push(
+      setInterval(() => {
+        dropTick();
+        playerTick();
+      }, 1000),
+    );
     if (o.outageSeconds > 0) {
-      timers.push(setTimeout(() => {
-        outage.downAt = since();
-        outage.downPerf = performance.now();
-        receiver.goDown(o.outageMode).then(() => console.log(`  [${clock(since())}] callback receiver DOWN (${o.outageMode})`)).catch(onFatal);
-        timers.push(setTimeout(() => {
-          receiver.comeBack().then(() => {
-            outage.upAt = since();
-            outage.upPerf = performance.now();
-            console.log(`  [${clock(since())}] callback receiver back after ${f1(outage.upAt - (outage.downAt ?? 0))} s`);
-          }).catch(onFatal);
-        }, o.outageSeconds * 1000));
-      }, o.outageAt * 1000));
+      timers.push(
+        setTimeout(() => {
+          outage.downAt = since();
+          outage.downPerf = performance.now();
+          receiver
+            .goDown(o.outageMode)
+            .then(() => console.log(`  [${clock(since())}] callback receiver DOWN (${o.outageMode})`))
+            .catch(onFatal);
+          timers.push(
+            setTimeout(() => {
+              receiver
+                .comeBack()
+                .then(() => {
+                  outage.upAt = since();
+                  outage.upPerf = performance.now();
+                  console.log(`  [${clock(since())}] callback receiver back after ${f1(outage.upAt - (outage.downAt ?? 0))} s`);
+                })
+                .catch(onFatal);
+            }, o.outageSeconds * 1000),
+          );
+        }, o.outageAt * 1000),
+      );
     }
     const ours = () => {
       let players = 0;
@@ -183,7 +243,15 @@ export async function run(args: string[]): Promise<void> {
       samples.fds.push({ t, v: fds });
       samples.fdOther.push({ t, v: fds - ours() });
     };
-    timers.push(setInterval(() => { try { sample(); } catch (err) { onFatal(err); } }, SAMPLE_MS));
+    timers.push(
+      setInterval(() => {
+        try {
+          sample();
+        } catch (err) {
+          onFatal(err);
+        }
+      }, SAMPLE_MS),
+    );
     const holderSuspects = new Set<string>();
     const report = async (label: string) => {
       const m = parsePrometheus(await api.metricsText());
@@ -200,13 +268,13 @@ export async function run(args: string[]): Promise<void> {
       const stalled = slots.filter((s) => s.isStalled(now)).length;
       console.log(
         `  [${label.padStart(5)}] RSS ${f1(rss)} MB, heap ${f1(heap[heap.length - 1].v)} MB, fds ${fds} (ours ${ours()}), ` +
-        `loop p99 ${f1(sumOf(m, 'gw_process_nodejs_eventloop_lag_p99_seconds') * 1000)} / max ${f1(sumOf(m, 'gw_process_nodejs_eventloop_lag_max_seconds') * 1000)} ms | ` +
-        `requests gw ${h.requests ?? '?'} / clients ${believed}, streams ${h.streams ?? '?'}, links ${sumOf(m, 'gw_jt1078_ingest_links')}, ` +
-        `players ${sumOf(m, 'gw_flv_out_players')} (stalled ${stalled}) | notices rx ${sum.noticesReceived}, finals owed ${sum.pendingFinals.length}` +
-        `${oldest ? ` (oldest ${f1(oldest.ageMs / 1000)} s)` : ''}, dup ${sum.duplicates.length}, order ${sum.orderViolations.length}; ` +
-        `notifier delivered ${sumOf(m, 'gw_callback_notifier_delivered_total')} retried ${sumOf(m, 'gw_callback_notifier_retried_total')} ` +
-        `failed ${sumOf(m, 'gw_callback_notifier_failed_total')} dropped ${sumOf(m, 'gw_callback_notifier_dropped_total')} queued ${sumOf(m, 'gw_callback_notifier_queue_depth')}` +
-        `${receiver.isDown ? ' [receiver DOWN]' : ''}${leaks > 0 ? ` | LEAKED holder requests ${leaks}` : ''}`,
+          `loop p99 ${f1(sumOf(m, 'gw_process_nodejs_eventloop_lag_p99_seconds') * 1000)} / max ${f1(sumOf(m, 'gw_process_nodejs_eventloop_lag_max_seconds') * 1000)} ms | ` +
+          `requests gw ${h.requests ?? '?'} / clients ${believed}, streams ${h.streams ?? '?'}, links ${sumOf(m, 'gw_jt1078_ingest_links')}, ` +
+          `players ${sumOf(m, 'gw_flv_out_players')} (stalled ${stalled}) | notices rx ${sum.noticesReceived}, finals owed ${sum.pendingFinals.length}` +
+          `${oldest ? ` (oldest ${f1(oldest.ageMs / 1000)} s)` : ''}, dup ${sum.duplicates.length}, order ${sum.orderViolations.length}; ` +
+          `notifier delivered ${sumOf(m, 'gw_callback_notifier_delivered_total')} retried ${sumOf(m, 'gw_callback_notifier_retried_total')} ` +
+          `failed ${sumOf(m, 'gw_callback_notifier_failed_total')} dropped ${sumOf(m, 'gw_callback_notifier_dropped_total')} queued ${sumOf(m, 'gw_callback_notifier_queue_depth')}` +
+          `${receiver.isDown ? ' [receiver DOWN]' : ''}${leaks > 0 ? ` | LEAKED holder requests ${leaks}` : ''}`,
       );
     };
     sample();
@@ -246,7 +314,12 @@ export async function run(args: string[]): Promise<void> {
     for (let i = 0; i < 40; i++) {
       const h = await api.health();
       mEnd = parsePrometheus(await api.metricsText());
-      left = { requests: h.requests ?? NaN, streams: h.streams ?? NaN, links: sumOf(mEnd, 'gw_jt1078_ingest_links'), players: sumOf(mEnd, 'gw_flv_out_players') };
+      left = {
+        requests: h.requests ?? NaN,
+        streams: h.streams ?? NaN,
+        links: sumOf(mEnd, 'gw_jt1078_ingest_links'),
+        players: sumOf(mEnd, 'gw_flv_out_players'),
+      };
       if (left.requests === 0 && left.streams === 0 && left.links === 0 && left.players === 0) break;
       await sleep(500, undefined, { signal });
     }
@@ -263,23 +336,41 @@ export async function run(args: string[]): Promise<void> {
     const fdOtherG = growth(samples.fdOther, o.warmupSeconds);
     const heapG = growth(heap, o.warmupSeconds);
     const lines: string[] = [];
-    lines.push(`  end: gateway idle RSS ${f1(mb(idleEnd.rss))} MB (${f1(mb(idleStart.rss))} at the start), ${idleEnd.fds} descriptors (${idleStart.fds} at the start)`);
-    lines.push(`  RSS from ${clock(o.warmupSeconds)} on (${rssG.samples} samples): ${f1(rssG.first)} -> ${f1(rssG.last)} MB (quarter medians), slope ${f1(rssG.perHour)} MB/h; ` +
-      `heap slope ${f1(heapG.perHour)} MB/h (${heapG.samples} scrapes); descriptors beyond the soak's own connections: ${f1(fdOtherG.first)} -> ${f1(fdOtherG.last)}`);
-    lines.push(`  terminals: ${slotN.holderOpens} holding requests opened (${slotN.openRetries} opens retried on a closing stream), ${slotN.shortDrops} drops within the grace, ` +
-      `${slotN.longDrops} past it, ${slotN.playerChurns} player departures, ${slotN.playersCut} players cut off unexpectedly`);
-    lines.push(`  clients: ${cliN.opens} opens (${cliN.openRetries} retried, ${cliN.openRefused} refused), ${cliN.keeps} keeps, ${cliN.statuses} status, ${cliN.closes} closes, ` +
-      `${cliN.endedByGateway} requests ended by the gateway, ${cliN.failedCalls} failed calls; API calls ${api.calls}, transport errors ${api.transportErrors}`);
-    lines.push(`  notices: ${final.requests} requests, ${final.noticesReceived} notices received (${receiver.accepted} POSTs answered, ${receiver.refused} refused while down), ` +
-      `${final.finalsReceived} finals and ${final.readyReceived} ready; gateway delivered ${sumOf(mEnd, 'gw_callback_notifier_delivered_total')}, ` +
-      `retried ${sumOf(mEnd, 'gw_callback_notifier_retried_total')}, gave up ${sumOf(mEnd, 'gw_callback_notifier_failed_total')}, dropped ${sumOf(mEnd, 'gw_callback_notifier_dropped_total')}; ` +
-      `close -> final notice p50 ${f1(final.finalDelayMs.p50)} ms, p99 ${f1(final.finalDelayMs.p99)} ms, max ${f1(final.finalDelayMs.max / 1000)} s`);
-    lines.push(`  final notices by closeCause: ${Object.entries(final.causes).map(([c, n]) => `${c}: ${n}`).join(', ') || 'none'}; unknown reqIds ${final.unknown}`);
+    lines.push(
+      `  end: gateway idle RSS ${f1(mb(idleEnd.rss))} MB (${f1(mb(idleStart.rss))} at the start), ${idleEnd.fds} descriptors (${idleStart.fds} at the start)`,
+    );
+    lines.push(
+      `  RSS from ${clock(o.warmupSeconds)} on (${rssG.samples} samples): ${f1(rssG.first)} -> ${f1(rssG.last)} MB (quarter medians), slope ${f1(rssG.perHour)} MB/h; ` +
+        `heap slope ${f1(heapG.perHour)} MB/h (${heapG.samples} scrapes); descriptors beyond the soak's own connections: ${f1(fdOtherG.first)} -> ${f1(fdOtherG.last)}`,
+    );
+    lines.push(
+      `  terminals: ${slotN.holderOpens} holding requests opened (${slotN.openRetries} opens retried on a closing stream), ${slotN.shortDrops} drops within the grace, ` +
+        `${slotN.longDrops} past it, ${slotN.playerChurns} player departures, ${slotN.playersCut} players cut off unexpectedly`,
+    );
+    lines.push(
+      `  clients: ${cliN.opens} opens (${cliN.openRetries} retried, ${cliN.openRefused} refused), ${cliN.keeps} keeps, ${cliN.statuses} status, ${cliN.closes} closes, ` +
+        `${cliN.endedByGateway} requests ended by the gateway, ${cliN.failedCalls} failed calls; API calls ${api.calls}, transport errors ${api.transportErrors}`,
+    );
+    lines.push(
+      `  notices: ${final.requests} requests, ${final.noticesReceived} notices received (${receiver.accepted} POSTs answered, ${receiver.refused} refused while down), ` +
+        `${final.finalsReceived} finals and ${final.readyReceived} ready; gateway delivered ${sumOf(mEnd, 'gw_callback_notifier_delivered_total')}, ` +
+        `retried ${sumOf(mEnd, 'gw_callback_notifier_retried_total')}, gave up ${sumOf(mEnd, 'gw_callback_notifier_failed_total')}, dropped ${sumOf(mEnd, 'gw_callback_notifier_dropped_total')}; ` +
+        `close -> final notice p50 ${f1(final.finalDelayMs.p50)} ms, p99 ${f1(final.finalDelayMs.p99)} ms, max ${f1(final.finalDelayMs.max / 1000)} s`,
+    );
+    lines.push(
+      `  final notices by closeCause: ${
+        Object.entries(final.causes)
+          .map(([c, n]) => `${c}: ${n}`)
+          .join(', ') || 'none'
+      }; unknown reqIds ${final.unknown}`,
+    );
     if (outage.downPerf !== undefined) {
       const during = ledger.endedBetween(outage.downPerf, outage.upPerf ?? performance.now());
       const late = during.filter((d) => d.finalAt !== undefined).map((d) => (d.finalAt! - (outage.upPerf ?? 0)) / 1000);
-      lines.push(`  outage: down at ${clock(outage.downAt!)}, back at ${outage.upAt !== undefined ? clock(outage.upAt) : '(end of load)'}; ` +
-        `${during.length} requests ended while it was down, ${late.length} of their finals arrived, the last ${f1(Math.max(0, ...late))} s after the receiver came back`);
+      lines.push(
+        `  outage: down at ${clock(outage.downAt!)}, back at ${outage.upAt !== undefined ? clock(outage.upAt) : '(end of load)'}; ` +
+          `${during.length} requests ended while it was down, ${late.length} of their finals arrived, the last ${f1(Math.max(0, ...late))} s after the receiver came back`,
+      );
     }
     const show = <T>(what: string, list: T[], fmt: (x: T) => string) => {
       if (list.length) lines.push(`  ${what} (${list.length}): ${list.slice(0, 5).map(fmt).join('; ')}${list.length > 5 ? '; ...' : ''}`);
@@ -291,17 +382,33 @@ export async function run(args: string[]): Promise<void> {
     show('unexpected closeCause', final.unexpectedCauses, (u) => `${u.owner} ${u.reqId} cause ${u.cause} (expected ${u.expected})`);
     for (const a of anomalies.lines()) lines.push(`  anomaly: ${a}`);
     lines.push(...logSummary(gw.logFile));
-    const v = verdict({
-      rss: rssG, fdIdleStart: idleStart.fds, fdIdleEnd: idleEnd.fds, fdOther: fdOtherG,
-      leakedRequests: leakedRequests.size + holderLeaks, requestsLeft: left.requests, streamsLeft: left.streams, linksLeft: left.links, playersLeft: left.players,
-      lostFinals: final.pendingFinals.length, lostReady: final.missingReady.length, duplicates: final.duplicates.length, orderViolations: final.orderViolations.length,
-      notifierFailed: sumOf(mEnd, 'gw_callback_notifier_failed_total'), notifierDropped: sumOf(mEnd, 'gw_callback_notifier_dropped_total'),
-      unexpectedCauses: final.unexpectedCauses.length,
-    }, { rssMBPerHour: o.rssMBPerHour, rssMinRiseMB: o.rssMinRiseMB, fdSlack: o.fdSlack });
+    const v = verdict(
+      {
+        rss: rssG,
+        fdIdleStart: idleStart.fds,
+        fdIdleEnd: idleEnd.fds,
+        fdOther: fdOtherG,
+        leakedRequests: leakedRequests.size + holderLeaks,
+        requestsLeft: left.requests,
+        streamsLeft: left.streams,
+        linksLeft: left.links,
+        playersLeft: left.players,
+        lostFinals: final.pendingFinals.length,
+        lostReady: final.missingReady.length,
+        duplicates: final.duplicates.length,
+        orderViolations: final.orderViolations.length,
+        notifierFailed: sumOf(mEnd, 'gw_callback_notifier_failed_total'),
+        notifierDropped: sumOf(mEnd, 'gw_callback_notifier_dropped_total'),
+        unexpectedCauses: final.unexpectedCauses.length,
+      },
+      { rssMBPerHour: o.rssMBPerHour, rssMinRiseMB: o.rssMinRiseMB, fdSlack: o.fdSlack },
+    );
     for (const w of v.warnings) lines.push(`  warning: ${w}`);
-    lines.push(`  VERDICT: ${v.ok ? 'PASS' : 'FAIL'}: RSS ${f1(rssG.perHour)} MB/h (rise ${f1(rssG.rise)} MB), descriptors ${idleEnd.fds - idleStart.fds >= 0 ? '+' : ''}${idleEnd.fds - idleStart.fds} idle-to-idle, ` +
-      `${final.pendingFinals.length + final.missingReady.length} lost notices of ${final.requests} requests, ${leakedRequests.size + holderLeaks} leaked requests` +
-      (v.ok ? '' : ` | ${v.failures.join('; ')}`));
+    lines.push(
+      `  VERDICT: ${v.ok ? 'PASS' : 'FAIL'}: RSS ${f1(rssG.perHour)} MB/h (rise ${f1(rssG.rise)} MB), descriptors ${idleEnd.fds - idleStart.fds >= 0 ? '+' : ''}${idleEnd.fds - idleStart.fds} idle-to-idle, ` +
+        `${final.pendingFinals.length + final.missingReady.length} lost notices of ${final.requests} requests, ${leakedRequests.size + holderLeaks} leaked requests` +
+        (v.ok ? '' : ` | ${v.failures.join('; ')}`),
+    );
     console.log(lines.join('\n'));
     if (!v.ok) throw new Error(`verdict FAIL: ${v.failures.join('; ')}`);
   } catch (err) {
@@ -383,6 +490,12 @@ function logSummary(file: string): string[] {
   }
   const top = [...byMsg.entries()].sort((a, b) => b[1] - a[1]).slice(0, 8);
   const out = top.length ? [`  gateway log: ${top.map(([k, n]) => `${n} x ${k}`).join(', ')}`] : ['  gateway log: no warn or error line'];
-  if (other > 0) out.push(`  gateway log: ${other} lines not JSON (stderr), e.g. ${text.split('\n').find((l) => l && !l.startsWith('{'))?.slice(0, 160)}`);
+  if (other > 0)
+    out.push(
+      `  gateway log: ${other} lines not JSON (stderr), e.g. ${text
+        .split('\n')
+        .find((l) => l && !l.startsWith('{'))
+        ?.slice(0, 160)}`,
+    );
   return out;
 }

@@ -18,8 +18,18 @@ import { linearToAlaw } from '../../plugin-sdk/testkit';
 import { runSimulator } from '../../plugins/jt1078-ingest/tools/simulator';
 import { scratchDir } from '../support/paths';
 import {
-  CAPTURES, capture, closeReq, encodeOne, httpUrlOf, metric, openLive, useE2eGateway, waitFor, wsUrlOf,
-  type E2eGateway, type OpenResult,
+  CAPTURES,
+  capture,
+  closeReq,
+  encodeOne,
+  httpUrlOf,
+  metric,
+  openLive,
+  useE2eGateway,
+  waitFor,
+  wsUrlOf,
+  type E2eGateway,
+  type OpenResult,
 } from '../e2e/helpers';
 import { BrowserPlayer, within, type AudioSnapshot, type PlayerSnapshot } from './page';
 
@@ -87,7 +97,7 @@ async function release(e: E2eGateway, open: OpenResult): Promise<void> {
 const fmt = (a: AudioSnapshot): string =>
   `peak ${a.peakHz.toFixed(1)} Hz at ${a.peakDb.toFixed(1)} dB, next ${a.nextDb.toFixed(1)} dB at ${a.nextHz.toFixed(0)} Hz, floor ${a.floorDb.toFixed(1)} dB, rms ${a.rms.toFixed(3)}`;
 
-describe('browser: AAC audio (from the terminal\'s G.711A) heard through mpegts.js in headless Chromium', function () {
+describe("browser: AAC audio (from the terminal's G.711A) heard through mpegts.js in headless Chromium", function () {
   this.timeout(60_000);
   const e = useE2eGateway({ disconnectGraceMs: 200 }, {}, [{ name: 'audio-aac' }]);
   let bp: BrowserPlayer | undefined;
@@ -104,8 +114,11 @@ describe('browser: AAC audio (from the terminal\'s G.711A) heard through mpegts.
     // what mpegts.js will ask of MediaSource for 8 kHz AAC in Chromium, and the AAC-LC the stream really is: if this
     // build cannot decode them, the test fails here saying so
     const types = ['audio/mp4; codecs="mp4a.40.5"', 'audio/mp4; codecs="mp4a.40.2"'];
-    const supported = await within('MediaSource.isTypeSupported in the page', 5_000,
-      bp.page.evaluate((ts) => ts.map((t) => (globalThis as any).MediaSource.isTypeSupported(t) as boolean), types));
+    const supported = await within(
+      'MediaSource.isTypeSupported in the page',
+      5_000,
+      bp.page.evaluate((ts) => ts.map((t) => (globalThis as any).MediaSource.isTypeSupported(t) as boolean), types),
+    );
     types.forEach((t, i) => assert.equal(supported[i], true, `this Chromium cannot decode AAC: MediaSource.isTypeSupported('${t}') is false`));
   });
 
@@ -132,11 +145,15 @@ describe('browser: AAC audio (from the terminal\'s G.711A) heard through mpegts.
       try {
         await b.play(id, url, { hasAudio: true });
         const ctx = await b.listen(id, FFT_SIZE);
-        assert.equal(ctx.state, 'running', 'the page\'s AudioContext runs (headless, without a sound card)');
+        assert.equal(ctx.state, 'running', "the page's AudioContext runs (headless, without a sound card)");
         term = loopingTerminal(e, toneFile);
 
-        const s0 = await b.waitUntil(id, 'the video to start playing',
-          (s) => s.errors.length > 0 || s.mediaError !== 0 || (s.videoWidth > 0 && s.totalVideoFrames > 0 && s.currentTime > 0 && !s.paused), 20_000);
+        const s0 = await b.waitUntil(
+          id,
+          'the video to start playing',
+          (s) => s.errors.length > 0 || s.mediaError !== 0 || (s.videoWidth > 0 && s.totalVideoFrames > 0 && s.currentTime > 0 && !s.paused),
+          20_000,
+        );
         assert.deepEqual(s0.errors, [], 'mpegts.js reported no error while starting');
         const a0 = await b.hear(id, BAND);
         // the sound, read through the watch: each reading a window of its own
@@ -147,18 +164,23 @@ describe('browser: AAC audio (from the terminal\'s G.711A) heard through mpegts.
           heard.push(await b.hear(id, BAND));
           s1 = await b.snapshot(id);
           if (s1.errors.length > 0 || s1.mediaError !== 0 || s1.currentTime >= s0.currentTime + WATCH_S) break;
-          if (s1.at - s0.at > (WATCH_S + 10) * 1000) assert.fail(`${WATCH_S} s of playback did not come in ${WATCH_S + 10} s: ${JSON.stringify(s1)}; page console: ${b.console.slice(-20).join(' | ')}`);
+          if (s1.at - s0.at > (WATCH_S + 10) * 1000)
+            assert.fail(`${WATCH_S} s of playback did not come in ${WATCH_S + 10} s: ${JSON.stringify(s1)}; page console: ${b.console.slice(-20).join(' | ')}`);
         }
         const a1 = heard[heard.length - 1]!;
 
         assert.deepEqual(s1.errors, [], 'mpegts.js reported no error');
         assert.equal(s1.mediaError, 0, 'the video element has no MediaError');
         const players = e.flv.playerStats().filter((p) => `/live/${p.stream}.flv` === new URL(url).pathname);
-        assert.deepEqual(players.map((p) => p.protocol), [proto], 'the gateway has one player of the stream, over the protocol the page used');
+        assert.deepEqual(
+          players.map((p) => p.protocol),
+          [proto],
+          'the gateway has one player of the stream, over the protocol the page used',
+        );
 
         // the video, as the other browser tests check it
-        assert.equal(`${s1.mediaInfo?.width}x${s1.mediaInfo?.height}`, `${CAP.width}x${CAP.height}`, 'mpegts.js read the capture\'s coded size');
-        assert.equal(s1.videoHeight, CAP.height, 'a picture of the capture\'s height (Chromium widens it by the SPS\'s 64:45 aspect)');
+        assert.equal(`${s1.mediaInfo?.width}x${s1.mediaInfo?.height}`, `${CAP.width}x${CAP.height}`, "mpegts.js read the capture's coded size");
+        assert.equal(s1.videoHeight, CAP.height, "a picture of the capture's height (Chromium widens it by the SPS's 64:45 aspect)");
         const played = s1.currentTime - s0.currentTime;
         const wall = (s1.at - s0.at) / 1000;
         assert.ok(played >= 3, `currentTime advanced by ${played.toFixed(2)} s`);
@@ -169,8 +191,11 @@ describe('browser: AAC audio (from the terminal\'s G.711A) heard through mpegts.
 
         // the audio: what mpegts.js made of the stream, and the element's decoder taking it all along
         assert.equal(s1.mediaInfo?.hasAudio, true, 'mpegts.js sees an audio track');
-        assert.deepEqual([a1.audioCodec, a1.audioSampleRate, a1.audioChannelCount], ['mp4a.40.2', 8000, 1],
-          'AAC-LC 8 kHz mono, as the AAC stage makes it by default');
+        assert.deepEqual(
+          [a1.audioCodec, a1.audioSampleRate, a1.audioChannelCount],
+          ['mp4a.40.2', 8000, 1],
+          'AAC-LC 8 kHz mono, as the AAC stage makes it by default',
+        );
         const audioBuffers = a1.sourceBufferTypes.filter((t) => t.startsWith('audio/'));
         assert.deepEqual(audioBuffers, ['audio/mp4;codecs=mp4a.40.5'], 'mpegts.js has Chromium decode it as HE-AAC (its rewrite for rates under 24 kHz)');
         assert.equal(a1.muted, false, 'the element is not muted');
@@ -179,8 +204,10 @@ describe('browser: AAC audio (from the terminal\'s G.711A) heard through mpegts.
         // 24 kbit/s is the stage's target; a tone is easy to code, so the floor is well under it, and a decoder that
         // stopped after the first frames would be far below it
         assert.ok(bytes / audioSeconds > 500, `the element decoded ${bytes} bytes of audio in ${audioSeconds.toFixed(2)} s`);
-        assert.ok(heard.every((a, i) => i === 0 || a.decodedAudioBytes > heard[i - 1]!.decodedAudioBytes),
-          `audio decoded at every reading: ${heard.map((a) => a.decodedAudioBytes).join(', ')}`);
+        assert.ok(
+          heard.every((a, i) => i === 0 || a.decodedAudioBytes > heard[i - 1]!.decodedAudioBytes),
+          `audio decoded at every reading: ${heard.map((a) => a.decodedAudioBytes).join(', ')}`,
+        );
         assert.ok(a1.contextTime - a0.contextTime > 0.75 * audioSeconds, 'the AudioContext rendered all along');
 
         // the sound: the tone, at its frequency, far above anything else in the band, at every reading
@@ -188,7 +215,10 @@ describe('browser: AAC audio (from the terminal\'s G.711A) heard through mpegts.
         for (const [i, a] of heard.entries()) {
           const what = `reading ${i + 1}/${heard.length} (${fmt(a)})`;
           assert.ok(a.rms > 0.05, `${what}: the element sounds`);
-          assert.ok(Math.abs(a.peakHz - TONE_HZ) <= tolerance, `${what}: the strongest component is ${TONE_HZ} Hz within ${tolerance.toFixed(1)} Hz (two bins)`);
+          assert.ok(
+            Math.abs(a.peakHz - TONE_HZ) <= tolerance,
+            `${what}: the strongest component is ${TONE_HZ} Hz within ${tolerance.toFixed(1)} Hz (two bins)`,
+          );
           // measured: 49 dB (the next is at 3 kHz, an odd harmonic as A-law's quantisation of the tone makes); noise or a
           // garbled decode comes far closer
           assert.ok(a.peakDb - a.nextDb >= 40, `${what}: the tone stands 40 dB above anything else in ${BAND[0]}-${BAND[1]} Hz`);
@@ -198,16 +228,22 @@ describe('browser: AAC audio (from the terminal\'s G.711A) heard through mpegts.
             assert.ok(Math.abs(db) <= 1.5, `${what}: the tone's level as the terminal sent it (${db.toFixed(2)} dB off, within 1.5)`);
           }
         }
-        assert.ok(await metric(e.gw, 'gw_audio_aac_frames_out_total') > framesOutBefore, 'the gateway\'s AAC stage made the frames');
+        assert.ok((await metric(e.gw, 'gw_audio_aac_frames_out_total')) > framesOutBefore, "the gateway's AAC stage made the frames");
 
         const peaks = heard.map((a) => a.peakHz);
-        report.push(`${proto}: video ${s1.videoWidth}x${s1.videoHeight} (coded ${s1.mediaInfo?.width}x${s1.mediaInfo?.height}) ${s1.mediaInfo?.videoCodec}, ` +
-          `currentTime ${s0.currentTime.toFixed(2)} -> ${s1.currentTime.toFixed(2)} s in ${wall.toFixed(2)} s wall, frames +${decoded}`);
-        report.push(`${proto}: audio ${a1.audioCodec} ${a1.audioSampleRate} Hz x${a1.audioChannelCount}, SourceBuffers ${a1.sourceBufferTypes.join(' + ')}; decoded bytes ${a0.decodedAudioBytes} -> ` +
-          `${a1.decodedAudioBytes} (+${bytes} in ${audioSeconds.toFixed(2)} s, ${((8 * bytes) / audioSeconds / 1000).toFixed(1)} kbit/s); ` +
-          `AudioContext ${ctx.sampleRate} Hz, bins ${a1.binHz.toFixed(2)} Hz`);
-        report.push(`${proto}: ${heard.length} readings, peak ${Math.min(...peaks).toFixed(2)}-${Math.max(...peaks).toFixed(2)} Hz; last: ${fmt(a1)} ` +
-          `(the terminal's tone: rms ${TONE_RMS.toFixed(3)})`);
+        report.push(
+          `${proto}: video ${s1.videoWidth}x${s1.videoHeight} (coded ${s1.mediaInfo?.width}x${s1.mediaInfo?.height}) ${s1.mediaInfo?.videoCodec}, ` +
+            `currentTime ${s0.currentTime.toFixed(2)} -> ${s1.currentTime.toFixed(2)} s in ${wall.toFixed(2)} s wall, frames +${decoded}`,
+        );
+        report.push(
+          `${proto}: audio ${a1.audioCodec} ${a1.audioSampleRate} Hz x${a1.audioChannelCount}, SourceBuffers ${a1.sourceBufferTypes.join(' + ')}; decoded bytes ${a0.decodedAudioBytes} -> ` +
+            `${a1.decodedAudioBytes} (+${bytes} in ${audioSeconds.toFixed(2)} s, ${((8 * bytes) / audioSeconds / 1000).toFixed(1)} kbit/s); ` +
+            `AudioContext ${ctx.sampleRate} Hz, bins ${a1.binHz.toFixed(2)} Hz`,
+        );
+        report.push(
+          `${proto}: ${heard.length} readings, peak ${Math.min(...peaks).toFixed(2)}-${Math.max(...peaks).toFixed(2)} Hz; last: ${fmt(a1)} ` +
+            `(the terminal's tone: rms ${TONE_RMS.toFixed(3)})`,
+        );
       } finally {
         await b.stopPlayer(id).catch(() => undefined);
         await term?.stop();

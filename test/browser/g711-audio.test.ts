@@ -33,7 +33,12 @@ async function release(e: E2eGateway, open: OpenResult): Promise<void> {
 
 /** Plays until the clock has run `seconds` past the first decoded picture; returns the first and last snapshots. */
 async function watch(b: BrowserPlayer, id: string, seconds: number): Promise<[PlayerSnapshot, PlayerSnapshot]> {
-  const s0 = await b.waitUntil(id, 'the video to start playing', (s) => s.mediaError !== 0 || (s.videoWidth > 0 && s.totalVideoFrames > 0 && s.currentTime > 0), 20_000);
+  const s0 = await b.waitUntil(
+    id,
+    'the video to start playing',
+    (s) => s.mediaError !== 0 || (s.videoWidth > 0 && s.totalVideoFrames > 0 && s.currentTime > 0),
+    20_000,
+  );
   const s1 = await b.waitUntil(id, `${seconds} s of playback`, (s) => s.mediaError !== 0 || s.currentTime >= s0.currentTime + seconds, (seconds + 10) * 1000);
   return [s0, s1];
 }
@@ -74,11 +79,15 @@ describe('browser: G.711A audio and mpegts.js', function () {
       const term = loopingTerminal(e);
       try {
         // what a front end reads to choose (the ready notice's ac names it too when audio came before the first keyframe)
-        const codecs = await waitFor('the audio codec in /strm/status', async () => {
-          const st = await statusOf(e.gw, open.reqId);
-          const list = (st?.codecs ?? []) as Array<{ kind: string; codec: string }>;
-          return list.some((c) => c.kind === 'audio') ? list : undefined;
-        }, 10_000);
+        const codecs = await waitFor(
+          'the audio codec in /strm/status',
+          async () => {
+            const st = await statusOf(e.gw, open.reqId);
+            const list = (st?.codecs ?? []) as Array<{ kind: string; codec: string }>;
+            return list.some((c) => c.kind === 'audio') ? list : undefined;
+          },
+          10_000,
+        );
         assert.deepEqual(codecs.map((c) => `${c.kind}:${c.codec}`).sort(), ['audio:g711a', 'video:h264']);
         await b.play('plain', wsUrlOf(open.playUrl));
         await b.play('no-audio', wsUrlOf(open.playUrl), { hasAudio: false });
@@ -88,12 +97,18 @@ describe('browser: G.711A audio and mpegts.js', function () {
         // the plain player got the same bytes all along: its demuxer waits for audio it cannot decode
         const p = await b.snapshot('plain');
         assert.ok(p.errors.length > 0, 'mpegts.js reports the G.711A tags');
-        assert.deepEqual([...new Set(p.errors.map((x) => `${x.type}/${x.detail}/${String(x.info)}`))], [`MediaError/CodecUnsupported/${UNSUPPORTED_G711A}`],
-          'and nothing else');
+        assert.deepEqual(
+          [...new Set(p.errors.map((x) => `${x.type}/${x.detail}/${String(x.info)}`))],
+          [`MediaError/CodecUnsupported/${UNSUPPORTED_G711A}`],
+          'and nothing else',
+        );
         assert.equal(p.totalVideoFrames, 0, 'without the hint, not one video frame is decoded');
         assert.equal(p.videoWidth, 0, 'and no picture is shown');
       } finally {
-        for (const id of ['plain', 'no-audio']) await browser().stopPlayer(id).catch(() => undefined);
+        for (const id of ['plain', 'no-audio'])
+          await browser()
+            .stopPlayer(id)
+            .catch(() => undefined);
         await term.stop();
         await release(e, open);
       }
@@ -116,9 +131,12 @@ describe('browser: G.711A audio and mpegts.js', function () {
           assert.equal(s1.mediaInfo?.hasAudio, false, `${id}: mpegts.js sees a video-only stream`);
           assertVideoPlayed(s0, s1, id);
         }
-        assert.ok(await metric(e.gw, 'gw_flv_out_audio_skipped_total') > 0, 'the left-out G.711A units are counted');
+        assert.ok((await metric(e.gw, 'gw_flv_out_audio_skipped_total')) > 0, 'the left-out G.711A units are counted');
       } finally {
-        for (const id of ['ws', 'http']) await browser().stopPlayer(id).catch(() => undefined);
+        for (const id of ['ws', 'http'])
+          await browser()
+            .stopPlayer(id)
+            .catch(() => undefined);
         await term.stop();
         await release(e, open);
       }

@@ -9,8 +9,18 @@ import assert from 'node:assert/strict';
 import { runSimulator } from '../../plugins/jt1078-ingest/tools/simulator';
 import { fixturePath } from '../support/paths';
 import {
-  CAPTURES, capture, closeReq, expectedFrom, httpUrlOf, metric, openLive, useE2eGateway, waitFor, wsUrlOf,
-  type E2eGateway, type OpenResult,
+  CAPTURES,
+  capture,
+  closeReq,
+  expectedFrom,
+  httpUrlOf,
+  metric,
+  openLive,
+  useE2eGateway,
+  waitFor,
+  wsUrlOf,
+  type E2eGateway,
+  type OpenResult,
 } from '../e2e/helpers';
 import { BrowserPlayer, within } from './page';
 
@@ -57,8 +67,11 @@ describe('browser: mpegts.js in headless Chromium plays live streams', function 
     this.timeout(45_000);
     bp = await BrowserPlayer.start();
     // Debian's Chromium plays H.264 through its FFmpeg: if this build cannot, the test fails saying so
-    assert.equal(await bp.h264Supported(), true,
-      'this Chromium cannot decode H.264: MediaSource.isTypeSupported(\'video/mp4; codecs="avc1.42E01E"\') is false');
+    assert.equal(
+      await bp.h264Supported(),
+      true,
+      'this Chromium cannot decode H.264: MediaSource.isTypeSupported(\'video/mp4; codecs="avc1.42E01E"\') is false',
+    );
     const features = await bp.mpegtsFeatures();
     assert.equal(features.mseLivePlayback, true, `mpegts.js: live FLV over MSE is not supported here: ${JSON.stringify(features)}`);
   });
@@ -93,19 +106,31 @@ describe('browser: mpegts.js in headless Chromium plays live streams', function 
         await b.play(id, url);
         term = realTimeTerminal(e);
         // the capture's first keyframe comes within its first GOP (2 s); then MSE needs a moment to start
-        const s0 = await b.waitUntil(id, 'the video to start playing (a decoded frame, its size known, the clock running)',
-          (s) => s.errors.length > 0 || (s.videoWidth > 0 && s.totalVideoFrames > 0 && s.currentTime > 0 && !s.paused), 20_000);
+        const s0 = await b.waitUntil(
+          id,
+          'the video to start playing (a decoded frame, its size known, the clock running)',
+          (s) => s.errors.length > 0 || (s.videoWidth > 0 && s.totalVideoFrames > 0 && s.currentTime > 0 && !s.paused),
+          20_000,
+        );
         assert.deepEqual(s0.errors, [], 'mpegts.js reported no error while starting');
-        const s1 = await b.waitUntil(id, `${WATCH_S} s of playback`,
-          (s) => s.errors.length > 0 || s.mediaError !== 0 || s.currentTime >= s0.currentTime + WATCH_S, (WATCH_S + 10) * 1000);
+        const s1 = await b.waitUntil(
+          id,
+          `${WATCH_S} s of playback`,
+          (s) => s.errors.length > 0 || s.mediaError !== 0 || s.currentTime >= s0.currentTime + WATCH_S,
+          (WATCH_S + 10) * 1000,
+        );
 
         // the gateway served this very browser over the protocol asked for
         const players = e.flv.playerStats().filter((p) => `/live/${p.stream}.flv` === new URL(url).pathname);
-        assert.deepEqual(players.map((p) => p.protocol), [proto], 'the gateway has one player of the stream, over the protocol the page used');
+        assert.deepEqual(
+          players.map((p) => p.protocol),
+          [proto],
+          'the gateway has one player of the stream, over the protocol the page used',
+        );
 
         assert.deepEqual(s1.errors, [], 'mpegts.js reported no error');
         assert.equal(s1.mediaError, 0, 'the video element has no MediaError');
-        assert.equal(`${s1.videoWidth}x${s1.videoHeight}`, `${CAP.width}x${CAP.height}`, 'the decoded picture has the capture\'s resolution');
+        assert.equal(`${s1.videoWidth}x${s1.videoHeight}`, `${CAP.width}x${CAP.height}`, "the decoded picture has the capture's resolution");
         assert.equal(s1.mediaInfo?.videoCodec?.startsWith('avc1.'), true, `mpegts.js saw H.264 (${s1.mediaInfo?.videoCodec})`);
         assert.equal(`${s1.mediaInfo?.width}x${s1.mediaInfo?.height}`, `${CAP.width}x${CAP.height}`, 'mpegts.js read the resolution from the SPS');
 
@@ -120,11 +145,16 @@ describe('browser: mpegts.js in headless Chromium plays live streams', function 
         // keyframe-only or frame-dropping decode would be far below: a GOP is 2 s, ~32-50 frames)
         const inWindow = frameTimes.filter((t) => t >= s0.currentTime * 1000 && t < s1.currentTime * 1000).length;
         const minFrames = Math.floor(0.85 * inWindow);
-        assert.ok(decoded >= minFrames, `${decoded} frames decoded over ${played.toFixed(2)} s of playback (>= ${minFrames}: the capture holds ${inWindow} there)`);
+        assert.ok(
+          decoded >= minFrames,
+          `${decoded} frames decoded over ${played.toFixed(2)} s of playback (>= ${minFrames}: the capture holds ${inWindow} there)`,
+        );
         assert.ok(s1.totalVideoFrames >= minFrames, `${s1.totalVideoFrames} frames decoded in all`);
-        report.push(`${proto}: ${s1.videoWidth}x${s1.videoHeight} ${s1.mediaInfo?.videoCodec}; currentTime ${s0.currentTime.toFixed(2)} -> ${s1.currentTime.toFixed(2)} s ` +
-          `in ${wall.toFixed(2)} s wall; frames ${s0.totalVideoFrames} -> ${s1.totalVideoFrames} (+${decoded}; the capture holds ${inWindow} there, >= ${minFrames} needed), ` +
-          `dropped ${s1.droppedVideoFrames}, buffered to ${s1.bufferedEnd.toFixed(2)} s`);
+        report.push(
+          `${proto}: ${s1.videoWidth}x${s1.videoHeight} ${s1.mediaInfo?.videoCodec}; currentTime ${s0.currentTime.toFixed(2)} -> ${s1.currentTime.toFixed(2)} s ` +
+            `in ${wall.toFixed(2)} s wall; frames ${s0.totalVideoFrames} -> ${s1.totalVideoFrames} (+${decoded}; the capture holds ${inWindow} there, >= ${minFrames} needed), ` +
+            `dropped ${s1.droppedVideoFrames}, buffered to ${s1.bufferedEnd.toFixed(2)} s`,
+        );
       } finally {
         await b.stopPlayer(id).catch(() => undefined);
         await term?.stop();
@@ -144,12 +174,19 @@ describe('browser: mpegts.js in headless Chromium plays live streams', function 
       await b.play('bad-http', withParam(httpUrlOf(open.playUrl), 'token', 'tok-e2e-wrong'));
       await b.play('bad-ws', withParam(wsUrlOf(open.playUrl), 'token', 'tok-e2e-wrong'));
       const badHttp = await b.waitUntil('bad-http', 'mpegts.js to report the refused HTTP-FLV play', (s) => s.errors.length > 0, 10_000);
-      assert.deepEqual(badHttp.errors.map((x) => [x.type, x.detail, (x.info as { code?: number } | null)?.code]),
-        [['NetworkError', 'HttpStatusCodeInvalid', 401]], 'HTTP-FLV: a NetworkError with status 401');
+      assert.deepEqual(
+        badHttp.errors.map((x) => [x.type, x.detail, (x.info as { code?: number } | null)?.code]),
+        [['NetworkError', 'HttpStatusCodeInvalid', 401]],
+        'HTTP-FLV: a NetworkError with status 401',
+      );
       // mpegts.js's WebSocket loader takes any close for the end of the stream (it reports LOADING_COMPLETE, not
       // an error, and never shows the code): the page's own WebSocket wrapper reads the close code
-      const badWs = await b.waitUntil('bad-ws', 'the refused WS-FLV play to end (close 4401, mpegts.js loading complete)',
-        (s) => s.wsCloseCodes.length > 0 && (s.errors.length > 0 || s.events.includes('loading_complete')), 10_000);
+      const badWs = await b.waitUntil(
+        'bad-ws',
+        'the refused WS-FLV play to end (close 4401, mpegts.js loading complete)',
+        (s) => s.wsCloseCodes.length > 0 && (s.errors.length > 0 || s.events.includes('loading_complete')),
+        10_000,
+      );
       assert.deepEqual(badWs.wsCloseCodes, [4401], 'WS-FLV: the gateway closed the WebSocket with 4401');
       assert.deepEqual(badWs.errors, [], 'WS-FLV: mpegts.js itself raises no error for a closed WebSocket');
       // with nothing received, mpegts.js ends the MediaSource empty: the page sees the element fail
@@ -163,13 +200,15 @@ describe('browser: mpegts.js in headless Chromium plays live streams', function 
         assert.equal(s.videoWidth, 0, `${id}: no picture`);
         assert.equal(s.currentTime, 0, `${id}: the clock never ran`);
         assert.equal(s.mediaInfo, undefined, `${id}: mpegts.js never saw the stream`);
-        report.push(`${id}: errors ${JSON.stringify(s.errors)}, events ${JSON.stringify(s.events)}, WS close codes ${JSON.stringify(s.wsCloseCodes)}, video error ${s.mediaError}, frames ${s.totalVideoFrames}`);
+        report.push(
+          `${id}: errors ${JSON.stringify(s.errors)}, events ${JSON.stringify(s.events)}, WS close codes ${JSON.stringify(s.wsCloseCodes)}, video error ${s.mediaError}, frames ${s.totalVideoFrames}`,
+        );
       }
       const good = await b.snapshot('good');
       assert.deepEqual(good.errors, [], 'the right token: no error');
       assert.equal(`${good.videoWidth}x${good.videoHeight}`, `${CAP.width}x${CAP.height}`);
       report.push(`good (same moment): frames ${good.totalVideoFrames}, currentTime ${good.currentTime.toFixed(2)} s`);
-      assert.equal(await metric(e.gw, 'gw_flv_out_plays_refused_total') - refusedBefore, 2, 'the gateway refused both plays');
+      assert.equal((await metric(e.gw, 'gw_flv_out_plays_refused_total')) - refusedBefore, 2, 'the gateway refused both plays');
     } finally {
       for (const id of ['good', 'bad-http', 'bad-ws']) await b.stopPlayer(id).catch(() => undefined);
       await term.stop();

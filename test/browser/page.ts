@@ -251,11 +251,18 @@ export async function within<T>(what: string, ms: number, p: Promise<T>): Promis
 export class BrowserPlayer {
   /** what the page printed to its console and any uncaught error there (for failure messages) */
   readonly console: string[] = [];
-  private constructor(private readonly server: http.Server, private readonly browser: Browser, readonly page: Page, readonly origin: string) {}
+  private constructor(
+    private readonly server: http.Server,
+    private readonly browser: Browser,
+    readonly page: Page,
+    readonly origin: string,
+  ) {}
 
   static async start(): Promise<BrowserPlayer> {
     if (!fs.existsSync(CHROMIUM)) {
-      throw new Error(`Chromium is missing at ${CHROMIUM}: install Debian's 'chromium' package (apt-get install -y chromium); test/support/install-tools.sh does this`);
+      throw new Error(
+        `Chromium is missing at ${CHROMIUM}: install Debian's 'chromium' package (apt-get install -y chromium); test/support/install-tools.sh does this`,
+      );
     }
     const mpegtsJs = fs.readFileSync(path.join(repoRoot, 'node_modules', 'mpegts.js', 'dist', 'mpegts.js'));
     const server = http.createServer((req, res) => {
@@ -272,10 +279,14 @@ export class BrowserPlayer {
       }
     });
     server.listen(0, '127.0.0.1');
-    await within('the page server to listen', 5_000, new Promise<void>((resolve, reject) => {
-      server.once('listening', resolve);
-      server.once('error', reject);
-    }));
+    await within(
+      'the page server to listen',
+      5_000,
+      new Promise<void>((resolve, reject) => {
+        server.once('listening', resolve);
+        server.once('error', reject);
+      }),
+    );
     const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     let browser: Browser | undefined;
     try {
@@ -290,9 +301,14 @@ export class BrowserPlayer {
           // timer at their real rate, so media clocks and Web Audio run as with a sound card, on any machine, with
           // no sound card, PulseAudio server or ALSA device needed (this one has none) and none played through
           '--disable-audio-output',
-          '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+          '--no-sandbox',
+          '--disable-gpu',
+          '--disable-quic',
+          '--no-first-run',
           // this machine's network is closed: no background connections to be refused
-          '--disable-background-networking', '--disable-component-update', '--disable-sync',
+          '--disable-background-networking',
+          '--disable-component-update',
+          '--disable-sync',
         ],
       });
       const page = await browser.newPage();
@@ -312,22 +328,37 @@ export class BrowserPlayer {
 
   /** MediaSource's answer for H.264 Constrained Baseline in MP4 (what mpegts.js remuxes FLV into). */
   h264Supported(): Promise<boolean> {
-    return within('MediaSource.isTypeSupported in the page', 5_000, this.page.evaluate(() => (globalThis as any).h264Supported() as boolean));
+    return within(
+      'MediaSource.isTypeSupported in the page',
+      5_000,
+      this.page.evaluate(() => (globalThis as any).h264Supported() as boolean),
+    );
   }
 
   /** mpegts.js's own feature check for live FLV over MSE. */
   async mpegtsFeatures(): Promise<Record<string, unknown>> {
-    return within('mpegts.getFeatureList in the page', 5_000, this.page.evaluate(() => (globalThis as any).mpegts.getFeatureList() as Record<string, unknown>));
+    return within(
+      'mpegts.getFeatureList in the page',
+      5_000,
+      this.page.evaluate(() => (globalThis as any).mpegts.getFeatureList() as Record<string, unknown>),
+    );
   }
 
   /** Starts an mpegts.js player of `url`; `source` adds MediaDataSource fields (e.g. `{ hasAudio: false }`). */
   play(id: string, url: string, source: Record<string, unknown> = {}): Promise<void> {
-    return within(`starting player '${id}' in the page`, 5_000,
-      this.page.evaluate(([i, u, src]) => (globalThis as any).play(i, u, src), [id, url, source] as const));
+    return within(
+      `starting player '${id}' in the page`,
+      5_000,
+      this.page.evaluate(([i, u, src]) => (globalThis as any).play(i, u, src), [id, url, source] as const),
+    );
   }
 
   async snapshot(id: string): Promise<PlayerSnapshot> {
-    const s = await within(`reading player '${id}' from the page`, 5_000, this.page.evaluate((i) => (globalThis as any).snapshot(i) as PlayerSnapshot | null, id));
+    const s = await within(
+      `reading player '${id}' from the page`,
+      5_000,
+      this.page.evaluate((i) => (globalThis as any).snapshot(i) as PlayerSnapshot | null, id),
+    );
     if (!s) throw new Error(`no player '${id}' in the page`);
     return s;
   }
@@ -337,20 +368,30 @@ export class BrowserPlayer {
    * the AudioContext's state (it must be 'running') and rate.
    */
   listen(id: string, fftSize = 32768): Promise<{ state: string; sampleRate: number }> {
-    return within(`listening to player '${id}' in the page`, 5_000,
-      this.page.evaluate(([i, n]) => (globalThis as any).listen(i, n) as Promise<{ state: string; sampleRate: number }>, [id, fftSize] as const));
+    return within(
+      `listening to player '${id}' in the page`,
+      5_000,
+      this.page.evaluate(([i, n]) => (globalThis as any).listen(i, n) as Promise<{ state: string; sampleRate: number }>, [id, fftSize] as const),
+    );
   }
 
   /** What the analyser of a listened player hears now, its spectrum searched within band ([lowHz, highHz]). */
   async hear(id: string, band: [number, number] = [50, 4000]): Promise<AudioSnapshot> {
-    const s = await within(`reading player '${id}'s sound in the page`, 5_000,
-      this.page.evaluate(([i, b]) => (globalThis as any).hear(i, b) as AudioSnapshot | null, [id, band] as const));
+    const s = await within(
+      `reading player '${id}'s sound in the page`,
+      5_000,
+      this.page.evaluate(([i, b]) => (globalThis as any).hear(i, b) as AudioSnapshot | null, [id, band] as const),
+    );
     if (!s) throw new Error(`no player '${id}' in the page`);
     return s;
   }
 
   stopPlayer(id: string): Promise<void> {
-    return within(`stopping player '${id}' in the page`, 5_000, this.page.evaluate((i) => (globalThis as any).stop(i), id));
+    return within(
+      `stopping player '${id}' in the page`,
+      5_000,
+      this.page.evaluate((i) => (globalThis as any).stop(i), id),
+    );
   }
 
   /** Polls the player until check returns true; fails after timeoutMs with `what`, the last snapshot and the page's console. */
@@ -360,7 +401,9 @@ export class BrowserPlayer {
       const s = await this.snapshot(id);
       if (check(s)) return s;
       if (Date.now() > deadline) {
-        throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; player '${id}': ${JSON.stringify(s)}; page console: ${this.console.slice(-20).join(' | ') || '(empty)'}`);
+        throw new Error(
+          `timed out after ${timeoutMs} ms waiting for ${what}; player '${id}': ${JSON.stringify(s)}; page console: ${this.console.slice(-20).join(' | ') || '(empty)'}`,
+        );
       }
       await new Promise((r) => setTimeout(r, 100));
     }

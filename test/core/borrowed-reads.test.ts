@@ -15,7 +15,9 @@ interface Accepted {
 /** A server whose one connection is read with readBorrowed (after `before` ran on it); each chunk copied out. */
 async function serveOnce(before?: (s: net.Socket) => void): Promise<{ port: number; accepted: Promise<Accepted>; close(): void }> {
   let done!: (a: Accepted) => void;
-  const accepted = new Promise<Accepted>((r) => { done = r; });
+  const accepted = new Promise<Accepted>((r) => {
+    done = r;
+  });
   const srv = net.createServer({ pauseOnConnect: true }, (s) => {
     before?.(s);
     const a: Accepted = { fast: false, got: [], arrayBuffers: new Set(), events: [], closed: once(s, 'close').then(() => undefined) };
@@ -56,7 +58,7 @@ describe('plugin-sdk readBorrowed (socket reads into one shared buffer)', () => 
     assert.deepEqual(a.events, ['end', 'close']);
   });
 
-  it('bytes already put back on the socket (a cluster hand-over\'s first bytes) come first', async () => {
+  it("bytes already put back on the socket (a cluster hand-over's first bytes) come first", async () => {
     const srv = await serveOnce((s) => s.unshift(Buffer.from('HEAD:')));
     const c = net.connect(srv.port, '127.0.0.1', () => c.end('rest of it'));
     const a = await srv.accepted;

@@ -44,11 +44,19 @@ async function silent(port: number): Promise<net.Socket> {
 }
 
 async function closeAll(socks: net.Socket[]): Promise<void> {
-  await Promise.all(socks.splice(0).map((s) => new Promise<void>((r) => {
-    if (s.destroyed) { r(); return; }
-    s.once('close', () => r());
-    s.destroy();
-  })));
+  await Promise.all(
+    socks.splice(0).map(
+      (s) =>
+        new Promise<void>((r) => {
+          if (s.destroyed) {
+            r();
+            return;
+          }
+          s.once('close', () => r());
+          s.destroy();
+        }),
+    ),
+  );
 }
 
 describe('a per-address connection cap across two workers (real process)', function () {
@@ -68,17 +76,23 @@ describe('a per-address connection cap across two workers (real process)', funct
   after(() => gw?.stop());
 
   /** `n` more connections admitted, once those closed before have been reported (in batches of 10 ms) */
-  const admitsAgain = (n: number) => waitFor(`${n} connections admitted again`, async () => {
-    const fresh: net.Socket[] = [];
-    const r: string[] = [];
-    for (let i = 0; i < n; i++) r.push(await tryApi(port, fresh));
-    if (r.every((x) => x === 'served')) {
-      open.push(...fresh);
-      return true;
-    }
-    await closeAll(fresh);
-    return undefined;
-  }, 10_000, 50);
+  const admitsAgain = (n: number) =>
+    waitFor(
+      `${n} connections admitted again`,
+      async () => {
+        const fresh: net.Socket[] = [];
+        const r: string[] = [];
+        for (let i = 0; i < n; i++) r.push(await tryApi(port, fresh));
+        if (r.every((x) => x === 'served')) {
+          open.push(...fresh);
+          return true;
+        }
+        await closeAll(fresh);
+        return undefined;
+      },
+      10_000,
+      50,
+    );
 
   it('connections still with the primary (no bytes yet) count too', async () => {
     const quiet: net.Socket[] = [];
@@ -106,10 +120,15 @@ describe('a per-address connection cap across two workers (real process)', funct
     process.kill(before.get(1)!, 'SIGKILL');
     await workerRestarted(gw.child.pid!, 1, before.get(1));
     // the dead worker's half is free: as many connections are admitted as it held
-    const dead = await waitFor('the dead worker\'s connections closed', () => {
-      const n = open.filter((s) => s.destroyed).length;
-      return n > 0 ? n : undefined;
-    }, 5000, 20);
+    const dead = await waitFor(
+      "the dead worker's connections closed",
+      () => {
+        const n = open.filter((s) => s.destroyed).length;
+        return n > 0 ? n : undefined;
+      },
+      5000,
+      20,
+    );
     assert.ok(dead < CAP, `the dead worker held ${dead} of ${CAP}`);
     open.splice(0, open.length, ...open.filter((s) => !s.destroyed));
     await admitsAgain(dead);
@@ -120,17 +139,29 @@ describe('a per-address connection cap across two workers (real process)', funct
     let last = '';
     // the primary tells a worker its refusals in batches (REFUSED_BATCH_MS), and /metrics is refused until the closes
     // above have reached the primary
-    await waitFor('the refusals after the restart counted', async () => {
-      const r = await gw.api('GET', '/metrics').catch(() => undefined);
-      if (r?.status !== 200) return undefined;
-      last = r.text;
-      return metricSum(r.text, 'gw_core_connections_refused_total', { listener: 'gateway.httpPort', reason: 'address' }) >= 3 ? true : undefined;
-    }, 5000, 50).catch(() => assert.fail(`fewer than 3 address refusals counted:\n${last.split('\n').filter((l) => l.includes('refused')).join('\n')}`));
+    await waitFor(
+      'the refusals after the restart counted',
+      async () => {
+        const r = await gw.api('GET', '/metrics').catch(() => undefined);
+        if (r?.status !== 200) return undefined;
+        last = r.text;
+        return metricSum(r.text, 'gw_core_connections_refused_total', { listener: 'gateway.httpPort', reason: 'address' }) >= 3 ? true : undefined;
+      },
+      5000,
+      50,
+    ).catch(() =>
+      assert.fail(
+        `fewer than 3 address refusals counted:\n${last
+          .split('\n')
+          .filter((l) => l.includes('refused'))
+          .join('\n')}`,
+      ),
+    );
     assert.ok(gw.log().includes('this address holds its maximum on the listener'), 'the refusal is logged');
   });
 });
 
-describe('AddressCaps: the primary\'s count of an address\'s connections', () => {
+describe("AddressCaps: the primary's count of an address's connections", () => {
   const caps = () => new AddressCaps(2, parseAllowList(['10.9.0.0/16'], 'test', 'perAddressExempt'));
 
   it('refuses past the cap whatever worker holds them, and counts IPv4-mapped and plain alike', () => {
@@ -151,7 +182,7 @@ describe('AddressCaps: the primary\'s count of an address\'s connections', () =>
     assert.equal(c.of('10.9.1.1'), 5);
   });
 
-  it('a dead worker\'s connections stop counting once, however their hand-over ends', () => {
+  it("a dead worker's connections stop counting once, however their hand-over ends", () => {
     const c = caps();
     const a = c.admit('192.0.2.1')!;
     const b = c.admit('192.0.2.1')!;

@@ -19,7 +19,7 @@ function simsHashingTo(w: number, n: number, first: number): string[] {
   return out;
 }
 
-describe('a node\'s workers claim their terminals (real process, two workers)', function () {
+describe("a node's workers claim their terminals (real process, two workers)", function () {
   this.timeout(90_000);
   let gw: ClusterGateway;
   const terminals: TcpTerminal[] = [];
@@ -41,8 +41,15 @@ describe('a node\'s workers claim their terminals (real process, two workers)', 
   const open = (sim: string, chanId = 1, over: Record<string, unknown> = {}) =>
     gw.api('POST', '/strm/open', { user: { token: 'tk' }, typ: 'live', simNo: sim, chanId, scheme: 'http', ...over });
   /** the worker whose log says it opened the request (its line may come a moment after the answer) */
-  const workerOf = async (reqId: string): Promise<number> => (await waitFor(`the log line of ${reqId}`,
-    () => gw.lines<{ worker: number; reqId?: string }>('"msg":"request opened"').find((l) => l.reqId === reqId), 5_000, 20)).worker;
+  const workerOf = async (reqId: string): Promise<number> =>
+    (
+      await waitFor(
+        `the log line of ${reqId}`,
+        () => gw.lines<{ worker: number; reqId?: string }>('"msg":"request opened"').find((l) => l.reqId === reqId),
+        5_000,
+        20,
+      )
+    ).worker;
 
   async function plays(playUrl: string): Promise<void> {
     const p = await HttpFlvPlayer.connect(playUrl);
@@ -83,10 +90,15 @@ describe('a node\'s workers claim their terminals (real process, two workers)', 
     terminals.push(t);
     void t.send(encodeLazily(loopedPackets(capture(CAPTURE), 40), { sim, channel: 1 }), 16, 20).catch(() => undefined);
     // the link's packets reach its worker before the open (it counts them as nobody's)
-    await waitFor('the link counted', async () => {
-      const m = await gw.api('GET', '/metrics');
-      return /gw_jt1078_ingest_unmatched_packets_total\{[^}]*\} [1-9]/.test(m.text) || undefined;
-    }, 10_000, 100);
+    await waitFor(
+      'the link counted',
+      async () => {
+        const m = await gw.api('GET', '/metrics');
+        return /gw_jt1078_ingest_unmatched_packets_total\{[^}]*\} [1-9]/.test(m.text) || undefined;
+      },
+      10_000,
+      100,
+    );
     const r = await open(sim);
     assert.equal(r.json.errCode, 0, r.text);
     assert.equal(await workerOf(r.json.data[0].reqId), 1, 'the open went to the worker its link was placed on');

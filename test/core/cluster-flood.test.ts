@@ -52,10 +52,7 @@ class Probe {
       while (this.running) {
         const tick = sleep(250);
         this.maxFds = Math.max(this.maxFds, openFds(primary));
-        const [h, k] = await Promise.all([
-          timed(port, 'GET', '/healthz'),
-          timed(port, 'POST', '/strm/keep', { reqIds: [reqId] }),
-        ]);
+        const [h, k] = await Promise.all([timed(port, 'GET', '/healthz'), timed(port, 'POST', '/strm/keep', { reqIds: [reqId] })]);
         this.healthz.n++;
         this.healthz.maxMs = Math.max(this.healthz.maxMs, h.ms);
         this.keep.n++;
@@ -127,11 +124,13 @@ describe('a flood of idle connections against two workers (real process, 21,000 
     gw?.stop();
   });
 
-  it('refuses the flood at the primary\'s per-listener cap; /healthz and /strm/keep answer within 2 s throughout; the primary\'s descriptors come back down', async () => {
+  it("refuses the flood at the primary's per-listener cap; /healthz and /strm/keep answer within 2 s throughout; the primary's descriptors come back down", async () => {
     const api = gw.ports['gateway.httpPort'];
     const push = gw.ports['jt1078-ingest.livePort2013'];
     const primary = gw.child.pid!;
-    const started = gw.lines<{ connections: { fdLimit: number; fdReserve: number; listeners: Record<string, { maxConnections: number | null }> } }>('"msg":"gateway started with workers"')[0];
+    const started = gw.lines<{ connections: { fdLimit: number; fdReserve: number; listeners: Record<string, { maxConnections: number | null }> } }>(
+      '"msg":"gateway started with workers"',
+    )[0];
     const fdLimit = started.connections.fdLimit;
     const cap = started.connections.listeners['jt1078-ingest.livePort2013'].maxConnections!;
     assert.ok(fdLimit > 0 && FLOOD > fdLimit, `the flood (${FLOOD}) must exceed the primary's descriptor limit (${fdLimit}) to mean anything`);
@@ -168,10 +167,19 @@ describe('a flood of idle connections against two workers (real process, 21,000 
     const refusedMetric = metricSum(metrics, 'gw_core_connections_refused_total', { listener: 'jt1078-ingest.livePort2013' });
 
     const summary = {
-      floodMs: Math.round(floodMs), handedAfterMs: Math.round(handedAfterMs), cap, fdLimit,
-      connected: sum('connected'), resetEarly: sum('resetEarly'), failed, heldAfterFlood, refusedAfterFlood, resets: sum('resets'),
+      floodMs: Math.round(floodMs),
+      handedAfterMs: Math.round(handedAfterMs),
+      cap,
+      fdLimit,
+      connected: sum('connected'),
+      resetEarly: sum('resetEarly'),
+      failed,
+      heldAfterFlood,
+      refusedAfterFlood,
+      resets: sum('resets'),
       primaryFds: { before: baseFds, max: probe.maxFds, afterFlood: fdsAfterFlood, after },
-      healthz: { n: probe.healthz.n, maxMs: Math.round(probe.healthz.maxMs) }, keep: { n: probe.keep.n, maxMs: Math.round(probe.keep.maxMs) },
+      healthz: { n: probe.healthz.n, maxMs: Math.round(probe.healthz.maxMs) },
+      keep: { n: probe.keep.n, maxMs: Math.round(probe.keep.maxMs) },
       refusedMetric,
     };
     console.log(`      flood: ${JSON.stringify(summary)}`);

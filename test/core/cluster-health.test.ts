@@ -42,15 +42,25 @@ describe('/healthz on a gateway with two workers (real process)', function () {
     const before = workerPids(gw.child.pid!);
     process.kill(before.get(0)!, 'SIGKILL');
     // (a call dealt to the dying worker is reset: asked again)
-    const seen = await waitFor('worker 0 reported missing', async () => {
-      const h = await gw.api('GET', '/healthz').catch(() => undefined);
-      return h?.json?.degraded?.workers ? h.json : undefined;
-    }, 20_000, 20);
+    const seen = await waitFor(
+      'worker 0 reported missing',
+      async () => {
+        const h = await gw.api('GET', '/healthz').catch(() => undefined);
+        return h?.json?.degraded?.workers ? h.json : undefined;
+      },
+      20_000,
+      20,
+    );
     assert.deepEqual(seen.degraded.workers.workers, [0]);
     assert.match(seen.degraded.workers.reason, /worker 0 not running/);
-    await waitFor('worker 0 back', async () => {
-      const h = await gw.api('GET', '/healthz').catch(() => undefined);
-      return h?.json && !h.json.degraded?.workers && h.json.degraded?.['degraded-probe.disk'] ? h.json : undefined;
-    }, 30_000, 100);
+    await waitFor(
+      'worker 0 back',
+      async () => {
+        const h = await gw.api('GET', '/healthz').catch(() => undefined);
+        return h?.json && !h.json.degraded?.workers && h.json.degraded?.['degraded-probe.disk'] ? h.json : undefined;
+      },
+      30_000,
+      100,
+    );
   });
 });

@@ -27,7 +27,7 @@ describe('the login brake on a gateway with two workers (real process)', functio
     cb.stop();
   });
 
-  it('counts an address\'s failed logins across workers and blocks it on every worker', async () => {
+  it("counts an address's failed logins across workers and blocks it on every worker", async () => {
     const statuses: number[] = [];
     // a new connection each time: the primary deals them to the workers in turn
     for (let i = 0; i < 4 * LIMIT; i++) {

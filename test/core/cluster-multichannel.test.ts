@@ -80,7 +80,14 @@ describe('one TCP link carrying channels 1, 2 and 3 of a terminal, two workers (
 
     const opened = [];
     for (const chanId of CHANNELS) {
-      const r = await api(gw.ports['gateway.httpPort'], 'POST', '/strm/open', { user: { token: 'tk' }, typ: 'live', simNo: sim, chanId, scheme: 'http', reqId: `multichan-${chanId}` });
+      const r = await api(gw.ports['gateway.httpPort'], 'POST', '/strm/open', {
+        user: { token: 'tk' },
+        typ: 'live',
+        simNo: sim,
+        chanId,
+        scheme: 'http',
+        reqId: `multichan-${chanId}`,
+      });
       assert.equal(r.json?.errCode, 0, r.text);
       opened.push(r.json.data[0] as { port: number; playUrl: string });
     }
@@ -90,11 +97,17 @@ describe('one TCP link carrying channels 1, 2 and 3 of a terminal, two workers (
     // one link, all three channels: a few passes in the background keep the streams live while the players join
     terminal = await TcpTerminal.connect(port);
     let done = false;
-    const sending = terminal.send(interleaved(loopedPackets(capture(CAPTURE), 5), sim, () => done), 48, 20).catch(() => undefined);
+    const sending = terminal
+      .send(
+        interleaved(loopedPackets(capture(CAPTURE), 5), sim, () => done),
+        48,
+        20,
+      )
+      .catch(() => undefined);
 
     for (const o of opened) players.push(await HttpFlvPlayer.connect(o.playUrl, { keep: false }));
     for (const p of players) assert.equal(p.status, 200);
-    await waitFor('a video keyframe on every channel\'s player', () => players.every((p) => p.counter!.keyframes >= 1), 30_000, 50).catch((err: Error) => {
+    await waitFor("a video keyframe on every channel's player", () => players.every((p) => p.counter!.keyframes >= 1), 30_000, 50).catch((err: Error) => {
       const got = players.map((p, i) => `channel ${CHANNELS[i]}: ${p.counter!.keyframes} keyframes, ${p.counter!.videoFrames} frames`);
       throw new Error(`${err.message} (${got.join('; ')})`);
     });
@@ -105,10 +118,15 @@ describe('one TCP link carrying channels 1, 2 and 3 of a terminal, two workers (
     const mine = (status.json.data as Array<{ reqId: string; ready: boolean; bytesIn: number }>).filter((r) => r.reqId.startsWith('multichan-'));
     assert.deepEqual(mine.map((r) => r.reqId).sort(), ['multichan-1', 'multichan-2', 'multichan-3']);
     for (const r of mine) assert.ok(r.ready && r.bytesIn > 0, JSON.stringify(r));
-    const opens = await waitFor('the request log lines', () => {
-      const lines = gw.lines<{ reqId: string; worker: number }>('"request opened"').filter((l) => l.reqId.startsWith('multichan-'));
-      return lines.length === CHANNELS.length ? lines : undefined;
-    }, 10_000, 20);
+    const opens = await waitFor(
+      'the request log lines',
+      () => {
+        const lines = gw.lines<{ reqId: string; worker: number }>('"request opened"').filter((l) => l.reqId.startsWith('multichan-'));
+        return lines.length === CHANNELS.length ? lines : undefined;
+      },
+      10_000,
+      20,
+    );
     for (const l of opens) assert.equal(l.worker, owner, `${l.reqId} opened in worker ${l.worker}`);
 
     done = true;

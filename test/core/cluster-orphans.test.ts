@@ -50,13 +50,18 @@ describe('processes of a two-worker gateway that die (real process)', function (
     try {
       const outcomes: string[] = [];
       for (let round = 0; round < 4; round++) {
-        const pids = await waitFor('both workers up', () => {
-          const p = workerPids(gw.child.pid!);
-          return p.size === 2 && gw.lines('"msg":"gateway started"').length >= 2 + round ? p : undefined;
-        }, 30_000, 50);
+        const pids = await waitFor(
+          'both workers up',
+          () => {
+            const p = workerPids(gw.child.pid!);
+            return p.size === 2 && gw.lines('"msg":"gateway started"').length >= 2 + round ? p : undefined;
+          },
+          30_000,
+          50,
+        );
         process.kill(pids.get(round % 2)!, 'SIGKILL');
         // at once, before the primary has seen the exit: some of these go to the dying worker
-        outcomes.push(...await Promise.all(Array.from({ length: 6 }, () => probe(gw.ports['gateway.httpPort']))));
+        outcomes.push(...(await Promise.all(Array.from({ length: 6 }, () => probe(gw.ports['gateway.httpPort'])))));
       }
       assert.equal(outcomes.filter((o) => o === 'hung').length, 0, outcomes.join(' '));
       assert.ok(outcomes.filter((o) => o === '200').length >= outcomes.length / 2, outcomes.join(' '));

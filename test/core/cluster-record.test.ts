@@ -53,24 +53,45 @@ describe('the recorder on a gateway with two workers (real process)', function (
     }
   }
 
-  it('a worker\'s maintenance pass leaves the other worker\'s live recording alone', async () => {
+  it("a worker's maintenance pass leaves the other worker's live recording alone", async () => {
     for (const [i, sim] of sims.entries()) {
-      const r = await gw.api('POST', '/strm/open', { user: { token: 'tk' }, typ: 'live', simNo: sim, chanId: 1, keepIntv: 600, record: true,
-        reqId: reqIds[i], cb: `http://127.0.0.1:${cb.port}` });
+      const r = await gw.api('POST', '/strm/open', {
+        user: { token: 'tk' },
+        typ: 'live',
+        simNo: sim,
+        chanId: 1,
+        keepIntv: 600,
+        record: true,
+        reqId: reqIds[i],
+        cb: `http://127.0.0.1:${cb.port}`,
+      });
       assert.equal(r.json.errCode, 0, r.text);
       assert.equal(r.json.data[0].recording, true);
       const t = await TcpTerminal.connect(r.json.data[0].port);
       terminals.push(t);
       void t.send(encodeLazily(loopedPackets(capture(CAPTURE), 60), { sim, channel: 1 }), 16, 20).catch(() => undefined);
     }
-    await waitFor('both recordings catalogued and growing', async () => {
-      const r = await rows();
-      return reqIds.every((id) => (r.get(id)?.sz ?? 0) > 20_000);
-    }, 30_000, 200);
+    await waitFor(
+      'both recordings catalogued and growing',
+      async () => {
+        const r = await rows();
+        return reqIds.every((id) => (r.get(id)?.sz ?? 0) > 20_000);
+      },
+      30_000,
+      200,
+    );
     // several passes in each worker
     await new Promise((r) => setTimeout(r, 3500));
     const r = await rows();
-    for (const id of reqIds) assert.equal(r.get(id)?.state, 'recording', `${id}: ${JSON.stringify(r.get(id))}\n${gw.lines('closed a recording').map((l) => JSON.stringify(l)).join('\n')}`);
+    for (const id of reqIds)
+      assert.equal(
+        r.get(id)?.state,
+        'recording',
+        `${id}: ${JSON.stringify(r.get(id))}\n${gw
+          .lines('closed a recording')
+          .map((l) => JSON.stringify(l))
+          .join('\n')}`,
+      );
     assert.deepEqual(gw.lines('closed a recording left unfinished'), []);
     // a row another writer closed while the stream was quiet is marked live again by the recording's next size update
     const c = openSqliteCatalog({ dir: path.join(gw.dir, 'data', 'recorder') });
@@ -84,42 +105,70 @@ describe('the recorder on a gateway with two workers (real process)', function (
       const since = new Date(Date.now() - 3600_000).toISOString().slice(0, 19).replace('T', ' ');
       const listed = await gw.api('GET', `/strm/record?startTm=${encodeURIComponent(since)}`);
       assert.equal(listed.json.errCode, 0, listed.text);
-      const mine = (listed.json.data as Array<{ reqId: string }>).map((x) => x.reqId).filter((id) => reqIds.includes(id)).sort();
+      const mine = (listed.json.data as Array<{ reqId: string }>)
+        .map((x) => x.reqId)
+        .filter((id) => reqIds.includes(id))
+        .sort();
       assert.deepEqual(mine, reqIds);
     }
   });
 
-  it('the worker started after a SIGKILL does not close the other worker\'s live recording', async () => {
+  it("the worker started after a SIGKILL does not close the other worker's live recording", async () => {
     const before = workerPids(gw.child.pid!);
     process.kill(before.get(1)!, 'SIGKILL');
     await workerRestarted(gw.child.pid!, 1, before.get(1));
-    await waitFor('the new worker 1 up', () => gw.log().split('\n').filter((l) => l.includes('"msg":"gateway started"')).length >= 3, 30_000, 100);
+    await waitFor(
+      'the new worker 1 up',
+      () =>
+        gw
+          .log()
+          .split('\n')
+          .filter((l) => l.includes('"msg":"gateway started"')).length >= 3,
+      30_000,
+      100,
+    );
     // the dead worker's row is an orphan: closed from its file once that has been quiet for orphanQuietSec
-    const orphan = await waitFor('the dead worker\'s recording closed', async () => {
-      const x = (await rows()).get(reqIds[1]);
-      return x?.state === 'done' ? x : undefined;
-    }, 20_000, 200);
+    const orphan = await waitFor(
+      "the dead worker's recording closed",
+      async () => {
+        const x = (await rows()).get(reqIds[1]);
+        return x?.state === 'done' ? x : undefined;
+      },
+      20_000,
+      200,
+    );
     const listedOrphan = (await gw.api('GET', `/strm/record?reqId=${reqIds[1]}`)).json.data[0] as { path: string };
     assert.equal(orphan.sz, fs.statSync(path.join(gw.dir, 'data', 'records', ...listedOrphan.path.split('/'))).size);
     const r = await rows();
     assert.equal(r.get(reqIds[0])?.state, 'recording', JSON.stringify(r.get(reqIds[0])));
-    assert.deepEqual(gw.lines<{ reqId: string }>('closed a recording left unfinished').map((l) => l.reqId), [reqIds[1]]);
+    assert.deepEqual(
+      gw.lines<{ reqId: string }>('closed a recording left unfinished').map((l) => l.reqId),
+      [reqIds[1]],
+    );
     const szBefore = r.get(reqIds[0])!.sz;
     await waitFor('worker 0 still recording', async () => ((await rows()).get(reqIds[0])?.sz ?? 0) > szBefore, 10_000, 200);
     // its own recording ends cleanly: done, with its file's size
     assert.equal((await gw.api('POST', '/strm/close', { reqIds: [reqIds[0]] })).json.data[0].closed, true);
-    const done = await waitFor('the closed recording done', async () => {
-      const x = (await rows()).get(reqIds[0]);
-      return x?.state === 'done' ? x : undefined;
-    }, 10_000, 100);
+    const done = await waitFor(
+      'the closed recording done',
+      async () => {
+        const x = (await rows()).get(reqIds[0]);
+        return x?.state === 'done' ? x : undefined;
+      },
+      10_000,
+      100,
+    );
     const listed = (await gw.api('GET', `/strm/record?reqId=${reqIds[0]}`)).json.data[0] as { path: string; sz: number };
     assert.equal(done.sz, fs.statSync(path.join(gw.dir, 'data', 'records', ...listed.path.split('/'))).size);
   });
 
   it('orphanQuietSec 0 with several workers stops boot, naming the key', async () => {
-    await assert.rejects(startClusterGateway('cluster-record-0', { workers: 2 }, [
-      { name: 'jt1078-ingest', config: { livePort2013: 0, livePort2019: 0, replayPort2013: 0, replayPort2019: 0 } },
-      { name: 'recorder', config: { orphanQuietSec: 0 } },
-    ]), /orphanQuietSec: 0 with 2 workers would let each worker close the others' live recordings/);
+    await assert.rejects(
+      startClusterGateway('cluster-record-0', { workers: 2 }, [
+        { name: 'jt1078-ingest', config: { livePort2013: 0, livePort2019: 0, replayPort2013: 0, replayPort2019: 0 } },
+        { name: 'recorder', config: { orphanQuietSec: 0 } },
+      ]),
+      /orphanQuietSec: 0 with 2 workers would let each worker close the others' live recordings/,
+    );
   });
 });

@@ -73,17 +73,24 @@ describe('RTMP on a gateway with two workers (real process)', function () {
 
   it('an encoder publishes on either worker; the open of its channel goes there and plays over RTMP', async () => {
     encoder = ffmpegPublish(`rtmp://127.0.0.1:${gw.ports['rtmp.port']}/push/enc77_3?key=${KEY}`, { audio: 'none' });
-    const opened = await waitFor('the published channel open and ready', async () => {
-      const r = await gw.api('POST', '/strm/open', { user: { token: 'tk' }, typ: 'live', simNo: 'enc77', chanId: 3, scheme: 'rtmp', dataTyp: 1 });
-      if (r.json.errCode !== 0) return undefined;
-      const reqId = r.json.data[0].reqId;
-      const ready = await waitFor('ready', async () => (await gw.api('GET', `/strm/status?reqId=${reqId}`)).json.data[0]?.ready, 5000, 100).catch(() => false);
-      if (!ready) {
-        await gw.api('POST', '/strm/close', { reqIds: [reqId] });
-        return undefined;
-      }
-      return r.json.data[0] as { playUrl: string };
-    }, 40_000, 500);
+    const opened = await waitFor(
+      'the published channel open and ready',
+      async () => {
+        const r = await gw.api('POST', '/strm/open', { user: { token: 'tk' }, typ: 'live', simNo: 'enc77', chanId: 3, scheme: 'rtmp', dataTyp: 1 });
+        if (r.json.errCode !== 0) return undefined;
+        const reqId = r.json.data[0].reqId;
+        const ready = await waitFor('ready', async () => (await gw.api('GET', `/strm/status?reqId=${reqId}`)).json.data[0]?.ready, 5000, 100).catch(
+          () => false,
+        );
+        if (!ready) {
+          await gw.api('POST', '/strm/close', { reqIds: [reqId] });
+          return undefined;
+        }
+        return r.json.data[0] as { playUrl: string };
+      },
+      40_000,
+      500,
+    );
     for (let round = 0; round < 2; round++) {
       const p = await recordAndProbe(opened.playUrl, 2);
       fs.rmSync(p.file, { force: true });
@@ -111,11 +118,16 @@ describe('RTMP on a gateway with two workers (real process)', function () {
           const r = await gw.api('POST', '/strm/relay', { reqId, url: `rtmp://127.0.0.1:${port}/app/k${i}` });
           assert.equal(r.json.errCode, 0, `worker ${i}'s request, call ${k}: ${r.text}`);
         }
-        await waitFor('the relay publishing', async () => {
-          const st = (await gw.api('GET', `/strm/status?reqId=${reqId}`)).json.data[0];
-          const relays = (st?.flags?.relays ?? st?.relays ?? []) as Array<{ state: string; bytesOut: number }>;
-          return relays.length === 1 && relays[0].state === 'publishing' && relays[0].bytesOut > 50_000;
-        }, 30_000, 200);
+        await waitFor(
+          'the relay publishing',
+          async () => {
+            const st = (await gw.api('GET', `/strm/status?reqId=${reqId}`)).json.data[0];
+            const relays = (st?.flags?.relays ?? st?.relays ?? []) as Array<{ state: string; bytesOut: number }>;
+            return relays.length === 1 && relays[0].state === 'publishing' && relays[0].bytesOut > 50_000;
+          },
+          30_000,
+          200,
+        );
         const stop = await gw.api('POST', '/strm/relay/stop', { reqId });
         assert.equal(stop.json.data.length, 1, stop.text);
         assert.equal(await receiver.exited, 0);

@@ -35,8 +35,17 @@ describe('RTSP on a gateway with two workers (real process)', function () {
     ]);
     assert.ok(gw.ports['rtsp-out.port'] > 0, gw.log());
     for (const sim of sims) {
-      const r = await gw.api('POST', '/strm/open', { user: { token: 'tk' }, typ: 'live', simNo: sim, chanId: 1, fmt: 4, scheme: 'rtsp', dataTyp: 1,
-        reqId: `rtsp-${sim}`, cb: `http://127.0.0.1:${cb.port}` });
+      const r = await gw.api('POST', '/strm/open', {
+        user: { token: 'tk' },
+        typ: 'live',
+        simNo: sim,
+        chanId: 1,
+        fmt: 4,
+        scheme: 'rtsp',
+        dataTyp: 1,
+        reqId: `rtsp-${sim}`,
+        cb: `http://127.0.0.1:${cb.port}`,
+      });
       assert.equal(r.json.errCode, 0, r.text);
       opened.set(sim, { reqId: r.json.data[0].reqId, url: r.json.data[0].playUrl, port: r.json.data[0].port });
       const t = await TcpTerminal.connect(r.json.data[0].port);
@@ -77,11 +86,15 @@ describe('RTSP on a gateway with two workers (real process)', function () {
       const rtp = await udpSocket();
       const rtcp = await udpSocket();
       let packets = 0;
-      rtp.on('message', () => { packets++; });
+      rtp.on('message', () => {
+        packets++;
+      });
       const c = await RawRtsp.connect(gw.ports['rtsp-out.port']);
       const [base, query] = url.split('?');
       assert.equal((await c.request('DESCRIBE', url)).status, 200);
-      const s = await c.request('SETUP', `${base}/trackID=0?${query}`, { Transport: `RTP/AVP;unicast;client_port=${rtp.address().port}-${rtcp.address().port}` });
+      const s = await c.request('SETUP', `${base}/trackID=0?${query}`, {
+        Transport: `RTP/AVP;unicast;client_port=${rtp.address().port}-${rtcp.address().port}`,
+      });
       assert.equal(s.status, 200);
       const serverRtcp = Number(/server_port=\d+-(\d+)/.exec(s.headers.get('transport')!)![1]);
       const session = s.headers.get('session')!.split(';')[0];
@@ -103,7 +116,13 @@ describe('RTSP on a gateway with two workers (real process)', function () {
         const st = (await gw.api('GET', `/strm/status?reqId=${opened.get(r.sim)!.reqId}`)).json.data[0];
         assert.equal(st.players, 1, `worker ${i}'s reader is still a player after 4x the timeout`);
       }
-      assert.ok(!gw.log().includes('RTSP session timed out'), gw.lines('RTSP session timed out').map((l) => JSON.stringify(l)).join('\n'));
+      assert.ok(
+        !gw.log().includes('RTSP session timed out'),
+        gw
+          .lines('RTSP session timed out')
+          .map((l) => JSON.stringify(l))
+          .join('\n'),
+      );
       // the reports that reached the other worker were passed on (the scrape sums both workers)
       const m = (await gw.api('GET', '/metrics')).text;
       assert.match(m, /^gw_rtsp_out_udp_peers_relayed_total\{outcome="sent"\} [1-9]/m);
@@ -111,7 +130,12 @@ describe('RTSP on a gateway with two workers (real process)', function () {
       // and once its reports stop, each reader is timed out by its own worker
       for (const r of readers) clearInterval(r.timer);
       for (const [i, r] of readers.entries()) {
-        await waitFor(`worker ${i}'s reader timed out`, async () => (await gw.api('GET', `/strm/status?reqId=${opened.get(r.sim)!.reqId}`)).json.data[0].players === 0, 10_000, 100);
+        await waitFor(
+          `worker ${i}'s reader timed out`,
+          async () => (await gw.api('GET', `/strm/status?reqId=${opened.get(r.sim)!.reqId}`)).json.data[0].players === 0,
+          10_000,
+          100,
+        );
       }
     } finally {
       for (const r of readers) {
@@ -126,8 +150,16 @@ describe('RTSP on a gateway with two workers (real process)', function () {
     // a virtual channel owned by worker 1 pulls the channel worker 0 serves
     const sim = simsOfWorkers(13500135000, 3, 2)[1];
     const source = opened.get(sims[0])!.url;
-    const r = await gw.api('POST', '/strm/open', { user: { token: 'tk' }, typ: 'live', simNo: sim, chanId: 3, scheme: 'http', reqId: 'rtsp-pull',
-      rtspSrc: { url: source }, cb: `http://127.0.0.1:${cb.port}` });
+    const r = await gw.api('POST', '/strm/open', {
+      user: { token: 'tk' },
+      typ: 'live',
+      simNo: sim,
+      chanId: 3,
+      scheme: 'http',
+      reqId: 'rtsp-pull',
+      rtspSrc: { url: source },
+      cb: `http://127.0.0.1:${cb.port}`,
+    });
     assert.equal(r.json.errCode, 0, r.text);
     const player = await HttpFlvPlayer.connect(r.json.data[0].playUrl);
     await waitFor('pulled video', () => player.videoFrames() >= 40, 30_000, 50);
@@ -135,7 +167,9 @@ describe('RTSP on a gateway with two workers (real process)', function () {
     const p = ffprobe(player.data(), 'flv');
     assert.equal(p.codec, 'h264');
     assert.equal(p.width, 352);
-    const lines = await waitFor('the open\'s log line', () => gw.lines<{ reqId: string; worker: number }>('"request opened"').find((l) => l.reqId === 'rtsp-pull'));
+    const lines = await waitFor("the open's log line", () =>
+      gw.lines<{ reqId: string; worker: number }>('"request opened"').find((l) => l.reqId === 'rtsp-pull'),
+    );
     assert.equal(lines.worker, 1);
     // the pull is a reader of worker 0's stream
     const st = (await gw.api('GET', `/strm/status?reqId=${opened.get(sims[0])!.reqId}`)).json.data[0];

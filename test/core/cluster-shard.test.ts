@@ -74,7 +74,7 @@ describe('cluster routing keys', () => {
     for (const w of [2, 3, 5, 7, 11]) assert.equal(shardOf('13800138009_3', w), fnv('13800138009_3', w), `over ${w}`);
   });
 
-  it('the primary loads a plugin\'s router module alone: none of the plugin, its setup or a dependency', () => {
+  it("the primary loads a plugin's router module alone: none of the plugin, its setup or a dependency", () => {
     const shard = path.join(repoRoot, 'dist', 'core', 'cluster', 'shard.js');
     const route = path.join(repoRoot, 'dist', 'plugins', 'jt1078-ingest', 'src', 'route.js');
     const script = `const { loadRouter } = require(${JSON.stringify(shard)}); const before = new Set(Object.keys(require.cache));
@@ -83,6 +83,11 @@ describe('cluster routing keys', () => {
     const out = JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8' })) as { fn: string; loaded: string[] };
     assert.equal(out.fn, 'function');
     const rel = out.loaded.map((f) => path.relative(path.join(repoRoot, 'dist'), f)).sort();
-    assert.deepEqual(rel, ['plugin-sdk/formats/byte-order.js', 'plugin-sdk/sim.js', 'plugins/jt1078-ingest/src/packet.js', 'plugins/jt1078-ingest/src/route.js']);
+    assert.deepEqual(rel, [
+      'plugin-sdk/formats/byte-order.js',
+      'plugin-sdk/sim.js',
+      'plugins/jt1078-ingest/src/packet.js',
+      'plugins/jt1078-ingest/src/route.js',
+    ]);
   });
 });

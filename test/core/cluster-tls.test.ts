@@ -11,7 +11,6 @@ import { scratchDir } from '../support/paths';
 import { httpsRequest, makeCert, probeHttpsVideo, readWss } from '../support/tls-cert';
 import { TcpTerminal, capture, encodeLazily, loopedPackets } from '../e2e/helpers';
 
-
 describe('TLS on a gateway with two workers (real process)', function () {
   this.timeout(120_000);
   let gw: ClusterGateway;
@@ -32,7 +31,11 @@ describe('TLS on a gateway with two workers (real process)', function () {
     const api = `https://127.0.0.1:${gw.ports['gateway.httpPort']}`;
     for (const sim of sims) {
       const open = async (extra: Record<string, unknown>) => {
-        const r = await httpsRequest(`${api}/strm/open`, ca, { method: 'POST', auth: AUTH_A, body: { user: { token: 'tk' }, typ: 'live', simNo: sim, chanId: 1, keepIntv: 600, ...extra } });
+        const r = await httpsRequest(`${api}/strm/open`, ca, {
+          method: 'POST',
+          auth: AUTH_A,
+          body: { user: { token: 'tk' }, typ: 'live', simNo: sim, chanId: 1, keepIntv: 600, ...extra },
+        });
         const j = JSON.parse(r.body.toString());
         assert.equal(j.errCode, 0, JSON.stringify(j));
         return j.data[0] as { reqId: string; playUrl: string; port: number };
@@ -52,7 +55,7 @@ describe('TLS on a gateway with two workers (real process)', function () {
     if (dir) fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  it('each worker\'s channel plays over WSS and HTTPS, whichever worker takes the connection', async () => {
+  it("each worker's channel plays over WSS and HTTPS, whichever worker takes the connection", async () => {
     for (const [i, o] of opened.entries()) {
       assert.match(o.wss, /^wss:\/\//);
       // several players, so both workers take some (the primary deals TLS connections in turn)
@@ -66,12 +69,20 @@ describe('TLS on a gateway with two workers (real process)', function () {
       assert.equal(`${v.width}x${v.height}`, '352x288');
     }
     const m = await httpsRequest(`https://127.0.0.1:${gw.ports['gateway.httpPort']}/metrics`, ca);
-    assert.match(m.body.toString(), /^gw_core_forwarded_total\{kind="(request|upgrade)"\} [1-9]/m, 'players that landed on the other worker were passed to the owner');
+    assert.match(
+      m.body.toString(),
+      /^gw_core_forwarded_total\{kind="(request|upgrade)"\} [1-9]/m,
+      'players that landed on the other worker were passed to the owner',
+    );
   });
 
-  it('the API over HTTPS sees both workers\' requests', async () => {
+  it("the API over HTTPS sees both workers' requests", async () => {
     const st = await httpsRequest(`https://127.0.0.1:${gw.ports['gateway.httpPort']}/strm/status`, ca, { auth: AUTH_A });
-    const ids = (JSON.parse(st.body.toString()).data as Array<{ reqId: string; bytesIn: number }>);
-    for (const o of opened) assert.ok(ids.some((r) => r.reqId === o.reqId && r.bytesIn > 0), JSON.stringify(ids));
+    const ids = JSON.parse(st.body.toString()).data as Array<{ reqId: string; bytesIn: number }>;
+    for (const o of opened)
+      assert.ok(
+        ids.some((r) => r.reqId === o.reqId && r.bytesIn > 0),
+        JSON.stringify(ids),
+      );
   });
 });

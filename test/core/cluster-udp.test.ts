@@ -38,7 +38,9 @@ class UdpTerminal {
     return new UdpTerminal(s);
   }
 
-  get port(): number { return this.sock.address().port; }
+  get port(): number {
+    return this.sock.address().port;
+  }
 
   /** sends `datagrams` to `port`, 8 every 4 ms (a 1 Mbit/s terminal's pace), until they run out or stop() */
   push(port: number, datagrams: Iterable<Buffer>): Promise<void> {
@@ -123,7 +125,7 @@ describe('UDP terminals with two workers: peer sockets in the owner (real proces
     return t;
   };
 
-  it('a terminal\'s datagrams reach its channel\'s worker on a socket of that worker\'s, connected to the terminal', async () => {
+  it("a terminal's datagrams reach its channel's worker on a socket of that worker's, connected to the terminal", async () => {
     const { port, t, playUrl } = await pushingToWorker1(gw, 13600000100, 60, { reqId: 'udp-peer-video' });
     terminals.push(t);
     await playsVideo(playUrl);
@@ -142,7 +144,7 @@ describe('UDP terminals with two workers: peer sockets in the owner (real proces
     await gw.api('POST', '/strm/close', { reqIds: ['udp-peer-video'] });
   });
 
-  it('talk to a UDP terminal leaves from the port it pushes to, through its worker\'s peer socket', async () => {
+  it("talk to a UDP terminal leaves from the port it pushes to, through its worker's peer socket", async () => {
     const sim = simsOfWorkers(13600000200, 1, 2)[1];
     const r = await open(gw, sim, { dataTyp: 2, reqId: 'udp-peer-talk' });
     assert.equal(r.json.errCode, 0, r.text);
@@ -152,7 +154,12 @@ describe('UDP terminals with two workers: peer sockets in the owner (real proces
     t.sock.on('message', (m) => receiver.push(m));
     // the terminal's own audio, looped, keeps the talk stream live
     const { packets } = terminalPackets({ sim, channel: 1, layout: '2013' });
-    void t.push(port, (function* () { for (let i = 0; i < 40; i++) yield* packets; })());
+    void t.push(
+      port,
+      (function* () {
+        for (let i = 0; i < 40; i++) yield* packets;
+      })(),
+    );
     await waitFor('the talk stream ready', async () => (await gw.api('GET', '/strm/status?reqId=udp-peer-talk')).json.data[0]?.ready, 20_000, 100);
     await waitFor('the peer socket in worker 1', () => peerSocketOwner(port, t.port) === workerPids(gw.child.pid!).get(1), 10_000, 50);
     const ta = await Client.open(r.json.data[0].taUrl);
@@ -194,7 +201,7 @@ describe('UDP terminals with two workers: peer sockets in the owner (real proces
     await gw.api('POST', '/strm/close', { reqIds: ['udp-shared-A', 'udp-shared-B'] });
   });
 
-  it('a worker killed under a pushing UDP terminal: the terminal is nobody\'s until its datagrams or an open place it again, and its worker takes its datagrams', async () => {
+  it("a worker killed under a pushing UDP terminal: the terminal is nobody's until its datagrams or an open place it again, and its worker takes its datagrams", async () => {
     const { sim, port, t, playUrl } = await pushingToWorker1(gw, 13600000400, 60, { reqId: 'udp-kill' });
     terminals.push(t);
     await playsVideo(playUrl, 20);
@@ -202,10 +209,15 @@ describe('UDP terminals with two workers: peer sockets in the owner (real proces
     assert.equal(peerSocketOwner(port, t.port), pids.get(1));
     process.kill(pids.get(1)!, 'SIGKILL');
     await workerRestarted(gw.child.pid!, 1, pids.get(1));
-    const again = await waitFor('an open on the restarted worker', async () => {
-      const x = await open(gw, sim, { reqId: 'udp-kill-2' });
-      return x.json.errCode === 0 ? x : undefined;
-    }, 30_000, 200);
+    const again = await waitFor(
+      'an open on the restarted worker',
+      async () => {
+        const x = await open(gw, sim, { reqId: 'udp-kill-2' });
+        return x.json.errCode === 0 ? x : undefined;
+      },
+      30_000,
+      200,
+    );
     await playsVideo(again.json.data[0].playUrl, 40);
     // claimed, not hashed: while worker 1 restarted, the terminal's datagrams placed it on worker 0, where it opens
     const opened = gw.lines<{ worker: number; reqId?: string }>('"msg":"request opened"').find((l) => l.reqId === 'udp-kill-2');

@@ -10,7 +10,17 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as net from 'node:net';
-import { AUTH_A, AUTH_B, CallbackReceiver, api, simsOfWorkers, startClusterGateway, workerPids, workerRestarted, type ClusterGateway } from '../support/cluster-gateway';
+import {
+  AUTH_A,
+  AUTH_B,
+  CallbackReceiver,
+  api,
+  simsOfWorkers,
+  startClusterGateway,
+  workerPids,
+  workerRestarted,
+  type ClusterGateway,
+} from '../support/cluster-gateway';
 import { Client, Terminal, dominantHz, pcmBytes, terminalPackets, tone } from '../../plugins/intercom/test/helpers';
 import { HttpFlvPlayer, TcpTerminal, capture, encodeCapture, encodeLazily, ffprobe, loopedPackets, sendUdp, waitFor } from '../e2e/helpers';
 
@@ -48,7 +58,13 @@ describe('a gateway with two workers (real process)', function () {
   });
 
   const open = (sim: string, over: Record<string, unknown> = {}, auth = AUTH_A) =>
-    api(ports['gateway.httpPort'], 'POST', '/strm/open', { user: { token: 'tk' }, typ: 'live', simNo: sim, chanId: 1, scheme: 'http', cb: `http://127.0.0.1:${cb.port}`, ...over }, auth);
+    api(
+      ports['gateway.httpPort'],
+      'POST',
+      '/strm/open',
+      { user: { token: 'tk' }, typ: 'live', simNo: sim, chanId: 1, scheme: 'http', cb: `http://127.0.0.1:${cb.port}`, ...over },
+      auth,
+    );
 
   async function push(sim: string, port: number): Promise<TcpTerminal> {
     const t = await TcpTerminal.connect(port);
@@ -85,10 +101,19 @@ describe('a gateway with two workers (real process)', function () {
     assert.equal(b.json.errCode, 0, b.text);
     // the opens were served by their channels' workers
     // (the log is written asynchronously: the lines may trail the answers)
-    const opened = await waitFor('the request log lines', () => {
-      const lines = gw.log().split('\n').filter((l) => l.includes('"request opened"')).map((l) => JSON.parse(l) as { worker: number; reqId: string });
-      return lines.filter((o) => o.reqId.startsWith('cluster-req-')).length === 2 ? lines : undefined;
-    }, 10_000, 20);
+    const opened = await waitFor(
+      'the request log lines',
+      () => {
+        const lines = gw
+          .log()
+          .split('\n')
+          .filter((l) => l.includes('"request opened"'))
+          .map((l) => JSON.parse(l) as { worker: number; reqId: string });
+        return lines.filter((o) => o.reqId.startsWith('cluster-req-')).length === 2 ? lines : undefined;
+      },
+      10_000,
+      20,
+    );
     assert.equal(opened.find((o) => o.reqId === 'cluster-req-A')?.worker, 0);
     assert.equal(opened.find((o) => o.reqId === 'cluster-req-B')?.worker, 1);
 
@@ -114,18 +139,28 @@ describe('a gateway with two workers (real process)', function () {
     // each worker's per-stream rows (gauge tables, sent compact) are in it, one a stream, with what was counted
     const rows = metrics.text.split('\n').filter((l) => l.startsWith('gw_jt1078_ingest_stream_packets{'));
     assert.equal(rows.length, 2, rows.join('\n'));
-    assert.ok(rows.every((l) => Number(l.slice(l.lastIndexOf(' ') + 1)) > 0), rows.join('\n'));
+    assert.ok(
+      rows.every((l) => Number(l.slice(l.lastIndexOf(' ') + 1)) > 0),
+      rows.join('\n'),
+    );
     assert.match(metrics.text, /^# TYPE gw_jt1078_ingest_stream_packets gauge$/m);
 
     const keep = await api(ports['gateway.httpPort'], 'POST', '/strm/keep', { reqIds: ['cluster-req-B', 'no-such-request', 'cluster-req-A'] });
-    assert.deepEqual(keep.json.data, [{ reqId: 'cluster-req-B', keep: true }, { reqId: 'no-such-request', keep: false }, { reqId: 'cluster-req-A', keep: true }]);
+    assert.deepEqual(keep.json.data, [
+      { reqId: 'cluster-req-B', keep: true },
+      { reqId: 'no-such-request', keep: false },
+      { reqId: 'cluster-req-A', keep: true },
+    ]);
     // another application's requests answer like unknown ones, whichever worker holds them
     const foreign = await api(ports['gateway.httpPort'], 'POST', '/strm/keep', { reqIds: ['cluster-req-A', 'cluster-req-B'] }, AUTH_B);
-    assert.deepEqual(foreign.json.data.map((x: { keep: boolean }) => x.keep), [false, false]);
+    assert.deepEqual(
+      foreign.json.data.map((x: { keep: boolean }) => x.keep),
+      [false, false],
+    );
     assert.equal((await api(ports['gateway.httpPort'], 'GET', '/strm/status', undefined, AUTH_B)).json.count, 0);
   });
 
-  it('a terminal pushing over UDP reaches its channel\'s worker through the primary, datagram by datagram', async () => {
+  it("a terminal pushing over UDP reaches its channel's worker through the primary, datagram by datagram", async () => {
     // a third channel, on worker 1, in the 2019 layout
     const sim = simsOfWorkers(13900000100, 2, 2)[1];
     const r = await open(sim, { chanId: 2, reqId: 'cluster-udp' });
@@ -139,7 +174,12 @@ describe('a gateway with two workers (real process)', function () {
     const p = ffprobe(player.data(), 'flv');
     assert.equal(p.codec, 'h264');
     assert.ok(p.frames >= 100, `decoded ${p.frames}`);
-    const opened = await waitFor('its log line', () => gw.log().split('\n').find((l) => l.includes('"request opened"') && l.includes('cluster-udp')));
+    const opened = await waitFor('its log line', () =>
+      gw
+        .log()
+        .split('\n')
+        .find((l) => l.includes('"request opened"') && l.includes('cluster-udp')),
+    );
     assert.equal((JSON.parse(opened) as { worker: number }).worker, 1);
     await api(ports['gateway.httpPort'], 'POST', '/strm/close', { reqIds: ['cluster-udp'] });
   });
@@ -152,10 +192,15 @@ describe('a gateway with two workers (real process)', function () {
     const t = await Terminal.connect(r.json.data[0].port, { layout: '2013' });
     try {
       t.write(terminalPackets({ sim, channel: 1, layout: '2013' }).packets);
-      await waitFor('the talk stream ready', async () => {
-        const st = await api(ports['gateway.httpPort'], 'GET', '/strm/status?reqId=cluster-talk');
-        return st.json.data[0]?.ready;
-      }, 20_000, 100);
+      await waitFor(
+        'the talk stream ready',
+        async () => {
+          const st = await api(ports['gateway.httpPort'], 'GET', '/strm/status?reqId=cluster-talk');
+          return st.json.data[0]?.ready;
+        },
+        20_000,
+        100,
+      );
       const ta = await Client.open(taUrl);
       for (let at = 0; at < 8000; at += 160) ta.send(pcmBytes(tone(700, 160, at)));
       await waitFor('a second of taUrl audio at the terminal', () => t.receiver.report().frames >= 50, 15_000, 50);
@@ -163,7 +208,13 @@ describe('a gateway with two workers (real process)', function () {
       // one talker per channel: the next one starts once this one's talk has ended on the owner (a client's close
       // reaches the worker after the client sees it, through the primary when forwarded, and a normal close first
       // plays out what is buffered: the channel stays taken until then, by design)
-      const talkEnded = () => waitFor('the talk ended on its worker', async () => /^gw_intercom_talkers 0$/m.test((await api(ports['gateway.httpPort'], 'GET', '/metrics')).text), 5000, 20);
+      const talkEnded = () =>
+        waitFor(
+          'the talk ended on its worker',
+          async () => /^gw_intercom_talkers 0$/m.test((await api(ports['gateway.httpPort'], 'GET', '/metrics')).text),
+          5000,
+          20,
+        );
       ta.ws.close();
       await ta.closedP;
       await talkEnded();
@@ -177,10 +228,15 @@ describe('a gateway with two workers (real process)', function () {
           c.send(Buffer.concat([Buffer.from(head + '\n'), body ?? Buffer.alloc(0), Buffer.from([0])]));
         };
         stomp('CONNECT', { 'accept-version': '1.2', host: '127.0.0.1' });
-        await waitFor('CONNECTED', () => {
-          assert.equal(c.closed, undefined, `STOMP socket closed: ${JSON.stringify(c.closed)}`);
-          return [...c.messages.map((m) => m.toString('latin1')), ...c.texts].some((m) => m.startsWith('CONNECTED'));
-        }, 5000, 20);
+        await waitFor(
+          'CONNECTED',
+          () => {
+            assert.equal(c.closed, undefined, `STOMP socket closed: ${JSON.stringify(c.closed)}`);
+            return [...c.messages.map((m) => m.toString('latin1')), ...c.texts].some((m) => m.startsWith('CONNECTED'));
+          },
+          5000,
+          20,
+        );
         const before = t.receiver.report().frames;
         for (let at = 0; at < 8000; at += 160) stomp('SEND', { destination: '/talk/cluster-talk' }, pcmBytes(tone(hz, 160, at)));
         await waitFor(`a second of ${hz} Hz over STOMP`, () => t.receiver.report().frames >= before + 50, 15_000, 50);
@@ -231,7 +287,7 @@ describe('a gateway with two workers (real process)', function () {
     }
   });
 
-  it('serves HLS of both workers\' streams on one keep-alive connection', async () => {
+  it("serves HLS of both workers' streams on one keep-alive connection", async () => {
     const ha = await open(simA, { reqId: 'cluster-hls-A', fmt: 1 });
     const hb = await open(simB, { reqId: 'cluster-hls-B', fmt: 1 });
     assert.equal(ha.json.errCode, 0, ha.text);
@@ -242,10 +298,15 @@ describe('a gateway with two workers (real process)', function () {
     try {
       for (const r of [ha, hb, ha, hb]) {
         const u = new URL(r.json.data[0].playUrl);
-        const got = await waitFor('a playlist', async () => {
-          const x = await api(Number(u.port), 'GET', u.pathname + u.search, undefined, '', agent);
-          return x.status === 200 ? x : undefined;
-        }, 30_000, 200);
+        const got = await waitFor(
+          'a playlist',
+          async () => {
+            const x = await api(Number(u.port), 'GET', u.pathname + u.search, undefined, '', agent);
+            return x.status === 200 ? x : undefined;
+          },
+          30_000,
+          200,
+        );
         assert.match(got.text, /^#EXTM3U/);
         assert.match(got.text, /#EXTINF|#EXT-X-PART/);
       }
@@ -261,10 +322,15 @@ describe('a gateway with two workers (real process)', function () {
     const before = workerPids(child.pid!);
     assert.equal(before.size, 2);
     process.kill(before.get(1)!, 'SIGKILL');
-    const closed = await waitFor('closed notices of the dead worker\'s requests', () => {
-      const got = cb.notices.filter((n) => n.act === 'closed' && n.closeCause === 4);
-      return got.length >= 2 ? got : undefined;
-    }, 20_000, 50);
+    const closed = await waitFor(
+      "closed notices of the dead worker's requests",
+      () => {
+        const got = cb.notices.filter((n) => n.act === 'closed' && n.closeCause === 4);
+        return got.length >= 2 ? got : undefined;
+      },
+      20_000,
+      50,
+    );
     assert.deepEqual(closed.map((n) => n.reqId).sort(), ['cluster-hls-B', 'cluster-req-B']);
     // worker 0's requests are untouched and its stream still plays
     const st = await api(ports['gateway.httpPort'], 'GET', '/strm/status');
@@ -275,10 +341,15 @@ describe('a gateway with two workers (real process)', function () {
 
     const after = await workerRestarted(child.pid!, 1, before.get(1));
     assert.equal(after.get(0), before.get(0), 'worker 0 was not restarted');
-    const again = await waitFor('an open on the restarted worker', async () => {
-      const r = await open(simB, { reqId: 'cluster-req-B2' });
-      return r.json.errCode === 0 ? r : undefined;
-    }, 30_000, 200);
+    const again = await waitFor(
+      'an open on the restarted worker',
+      async () => {
+        const r = await open(simB, { reqId: 'cluster-req-B2' });
+        return r.json.errCode === 0 ? r : undefined;
+      },
+      30_000,
+      200,
+    );
     await push(simB, again.json.data[0].port);
     const b = await playFlv(again.json.data[0].playUrl);
     assert.equal(b.codec, 'h264');
@@ -288,9 +359,17 @@ describe('a gateway with two workers (real process)', function () {
 
   it('closes across workers, and SIGTERM stops every worker with exit 0', async () => {
     const close = await api(ports['gateway.httpPort'], 'POST', '/strm/close', { reqIds: ['cluster-req-A', 'cluster-req-B2', 'cluster-req-B'] });
-    assert.deepEqual(close.json.data.map((x: { closed: boolean }) => x.closed), [true, true, true]);
-    await waitFor('closed notices (clientReq)', () => ['cluster-req-A', 'cluster-req-B2', 'cluster-req-B']
-      .every((id) => cb.notices.some((n) => n.reqId === id && n.act === 'closed' && n.closeCause === 1)), 10_000, 50);
+    assert.deepEqual(
+      close.json.data.map((x: { closed: boolean }) => x.closed),
+      [true, true, true],
+    );
+    await waitFor(
+      'closed notices (clientReq)',
+      () =>
+        ['cluster-req-A', 'cluster-req-B2', 'cluster-req-B'].every((id) => cb.notices.some((n) => n.reqId === id && n.act === 'closed' && n.closeCause === 1)),
+      10_000,
+      50,
+    );
     const workers = [...workerPids(child.pid!).values()];
     const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
     child.kill('SIGTERM');

@@ -23,7 +23,9 @@ import { CAPTURES, TcpTerminal, capture, encodeCapture, openLive, waitFor } from
 import { kernelOf } from '../support/kernel-of';
 
 class EchoConfig {
-  @IsInt() @Min(0) @Max(65535)
+  @IsInt()
+  @Min(0)
+  @Max(65535)
   port = 7999;
 }
 
@@ -55,18 +57,26 @@ interface Client {
  * before the client saw its connect complete (ECONNRESET either way); anything else fails.
  */
 async function connectMany(port: number, n: number, from = '127.0.0.1'): Promise<Client[]> {
-  return Promise.all(Array.from({ length: n }, () => new Promise<Client>((resolve, reject) => {
-    const socket = net.connect({ host: '127.0.0.1', port, localAddress: from });
-    const c: Client = { socket, startedAt: Date.now(), closedAt: 0 };
-    let error: NodeJS.ErrnoException | undefined;
-    socket.on('error', (err) => { error = err; });
-    socket.once('close', () => {
-      c.closedAt = Date.now();
-      if (error && error.code !== 'ECONNRESET') reject(error);
-      else resolve(c);
-    });
-    socket.once('connect', () => resolve(c));
-  })));
+  return Promise.all(
+    Array.from(
+      { length: n },
+      () =>
+        new Promise<Client>((resolve, reject) => {
+          const socket = net.connect({ host: '127.0.0.1', port, localAddress: from });
+          const c: Client = { socket, startedAt: Date.now(), closedAt: 0 };
+          let error: NodeJS.ErrnoException | undefined;
+          socket.on('error', (err) => {
+            error = err;
+          });
+          socket.once('close', () => {
+            c.closedAt = Date.now();
+            if (error && error.code !== 'ECONNRESET') reject(error);
+            else resolve(c);
+          });
+          socket.once('connect', () => resolve(c));
+        }),
+    ),
+  );
 }
 
 async function echoes(c: Client, text: string): Promise<boolean> {
@@ -75,7 +85,10 @@ async function echoes(c: Client, text: string): Promise<boolean> {
     let buf = '';
     const onData = (d: Buffer): void => {
       buf += d.toString();
-      if (buf === text) { c.socket.off('data', onData); resolve(true); }
+      if (buf === text) {
+        c.socket.off('data', onData);
+        resolve(true);
+      }
     };
     c.socket.on('data', onData);
     c.socket.once('close', () => resolve(false));
@@ -89,7 +102,8 @@ async function metric(kernel: Kernel, name: string, labels: Record<string, strin
   const m = kernel.registry.getSingleMetric(name);
   if (!m) return 0;
   const { values } = await m.get();
-  return values.filter((v) => Object.entries(labels).every(([k, x]) => String((v.labels as Record<string, unknown>)[k]) === x))
+  return values
+    .filter((v) => Object.entries(labels).every(([k, x]) => String((v.labels as Record<string, unknown>)[k]) === x))
     .reduce((s, v) => s + v.value, 0);
 }
 
@@ -97,8 +111,7 @@ const refusalLines = (logs: Array<Record<string, unknown>>, listener?: string) =
   logs.filter((l) => String(l.msg).startsWith('connection refused') && (listener === undefined || l.listener === listener));
 
 /** refusals a set of log lines accounts for: a first line is one, a "(repeated)" line carries its count */
-const refusalsLogged = (lines: Array<Record<string, unknown>>) =>
-  lines.reduce((s, l) => s + (String(l.msg).endsWith('(repeated)') ? Number(l.count) : 1), 0);
+const refusalsLogged = (lines: Array<Record<string, unknown>>) => lines.reduce((s, l) => s + (String(l.msg).endsWith('(repeated)') ? Number(l.count) : 1), 0);
 
 function closeAll(clients: Client[]): void {
   for (const c of clients) c.socket.destroy();
@@ -107,7 +120,7 @@ function closeAll(clients: Client[]): void {
 describe('connection caps and the descriptor reserve', function () {
   this.timeout(60_000);
 
-  describe('a flood on a plugin\'s raw TCP port from one address', () => {
+  describe("a flood on a plugin's raw TCP port from one address", () => {
     let gw: TestGateway;
     const echo = echoPlugin();
     const clients: Client[] = [];
@@ -165,7 +178,7 @@ describe('connection caps and the descriptor reserve', function () {
         c.socket.end();
         await closed;
       }
-      await waitFor('the gateway saw them close', async () => await metric(kernelOf(gw), 'gw_core_connections_open', { listener: 'echo-port.port' }) === 22);
+      await waitFor('the gateway saw them close', async () => (await metric(kernelOf(gw), 'gw_core_connections_open', { listener: 'echo-port.port' })) === 22);
       const again = await connectMany(port, 3);
       clients.push(...again);
       for (const c of again) assert.equal(await echoes(c, 'again'), true);
@@ -181,7 +194,7 @@ describe('connection caps and the descriptor reserve', function () {
     });
   });
 
-  describe('jt1078-ingest\'s terminal port and flv-out\'s player port through the test kit', () => {
+  describe("jt1078-ingest's terminal port and flv-out's player port through the test kit", () => {
     let gw: TestGateway;
     const clients: Client[] = [];
     before(async () => {
@@ -202,7 +215,7 @@ describe('connection caps and the descriptor reserve', function () {
       await gw?.stop();
     });
 
-    it('the limits in effect: the site\'s listenerLimits, else the defaults by kind (terminal ports 4096, HTTP 256)', () => {
+    it("the limits in effect: the site's listenerLimits, else the defaults by kind (terminal ports 4096, HTTP 256)", () => {
       const d = kernelOf(gw).connections.describe();
       assert.equal(d.listeners['jt1078-ingest.livePort2013'].maxConnectionsPerAddress, 8);
       assert.equal(d.listeners['jt1078-ingest.livePort2019'].maxConnectionsPerAddress, 4096);
@@ -235,7 +248,7 @@ describe('connection caps and the descriptor reserve', function () {
       assert.equal(other.filter((c) => c.closedAt).length, 0);
     });
 
-    it('players past the cap on flv-out\'s port are reset; the API port is another listener and answers', async () => {
+    it("players past the cap on flv-out's port are reset; the API port is another listener and answers", async () => {
       const flood = await connectMany(gw.ports['flv-out.port'], 100);
       clients.push(...flood);
       await waitFor('84 refused', () => flood.filter((c) => c.closedAt).length === 84, 5000);
@@ -302,14 +315,28 @@ describe('connection caps and the descriptor reserve', function () {
       });
       kernel = new Kernel({
         site: {
-          name: 'fds', file: 'fds-site.json', dir: process.cwd(),
+          name: 'fds',
+          file: 'fds-site.json',
+          dir: process.cwd(),
           gateway: {
-            httpPort: 0, listenHost: '127.0.0.1', dataDir, applications: [DEMO_APP], store: { kind: 'memory' },
-            fdReserve: 40, maxConnectionsPerListener: 100_000,
+            httpPort: 0,
+            listenHost: '127.0.0.1',
+            dataDir,
+            applications: [DEMO_APP],
+            store: { kind: 'memory' },
+            fdReserve: 40,
+            maxConnectionsPerListener: 100_000,
           },
-          plugins: [{ name: 'echo-port', config: {} }, { name: stub.name, config: {} }],
+          plugins: [
+            { name: 'echo-port', config: {} },
+            { name: stub.name, config: {} },
+          ],
         },
-        env: {}, logDestination: dest, pluginDefs: { 'echo-port': echo.def, [stub.name]: stub.def }, freePorts: true, fdProbe: probe,
+        env: {},
+        logDestination: dest,
+        pluginDefs: { 'echo-port': echo.def, [stub.name]: stub.def },
+        freePorts: true,
+        fdProbe: probe,
       });
       await kernel.start();
     });
@@ -320,28 +347,38 @@ describe('connection caps and the descriptor reserve', function () {
     });
 
     /** one request on a connection of its own, closed after (a keep-alive pool would hide a refused connection) */
-    const api = (p: string, body?: unknown): Promise<{ status: number; json: any }> => new Promise((resolve, reject) => {
-      const text = body === undefined ? undefined : JSON.stringify(body);
-      const req = http.request({
-        host: '127.0.0.1', port: kernel.ports['gateway.httpPort'], path: p, method: text === undefined ? 'GET' : 'POST', agent: false,
-        headers: {
-          authorization: 'Basic ' + Buffer.from('demo:demo').toString('base64'),
-          ...(text === undefined ? {} : { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)) }),
-        },
-      }, (res) => {
-        let t = '';
-        res.on('data', (c: Buffer) => { t += c.toString(); });
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, json: JSON.parse(t) }));
+    const api = (p: string, body?: unknown): Promise<{ status: number; json: any }> =>
+      new Promise((resolve, reject) => {
+        const text = body === undefined ? undefined : JSON.stringify(body);
+        const req = http.request(
+          {
+            host: '127.0.0.1',
+            port: kernel.ports['gateway.httpPort'],
+            path: p,
+            method: text === undefined ? 'GET' : 'POST',
+            agent: false,
+            headers: {
+              authorization: 'Basic ' + Buffer.from('demo:demo').toString('base64'),
+              ...(text === undefined ? {} : { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)) }),
+            },
+          },
+          (res) => {
+            let t = '';
+            res.on('data', (c: Buffer) => {
+              t += c.toString();
+            });
+            res.on('end', () => resolve({ status: res.statusCode ?? 0, json: JSON.parse(t) }));
+          },
+        );
+        req.on('error', reject);
+        req.end(text);
       });
-      req.on('error', reject);
-      req.end(text);
-    });
 
     /** connections a few at a time, as a flood arrives: all at once would be refused before the first is accepted */
     async function trickle(port: number, n: number, batch = 5): Promise<Client[]> {
       const out: Client[] = [];
       for (let i = 0; i < n; i += batch) {
-        out.push(...await connectMany(port, Math.min(batch, n - i)));
+        out.push(...(await connectMany(port, Math.min(batch, n - i))));
         await sleep(20);
       }
       return out;
@@ -360,7 +397,11 @@ describe('connection caps and the descriptor reserve', function () {
       // each loopback connection is two descriptors of this process (both ends)
       const flood = await trickle(port, 150);
       clients.push(...flood);
-      await waitFor('refusals for descriptors', async () => await metric(kernel, 'gw_core_connections_refused_total', { listener: 'echo-port.port', reason: 'fds' }) > 0, 5000);
+      await waitFor(
+        'refusals for descriptors',
+        async () => (await metric(kernel, 'gw_core_connections_refused_total', { listener: 'echo-port.port', reason: 'fds' })) > 0,
+        5000,
+      );
       await sleep(300);
       const admitted = flood.filter((c) => !c.closedAt);
       assert.ok(admitted.length > 20 && admitted.length < 75, `${admitted.length} admitted`);
@@ -383,7 +424,11 @@ describe('connection caps and the descriptor reserve', function () {
       // a late one that slipped under the ceiling is open too
       closeAll(flood);
       closeAll(late);
-      await waitFor('the flood closed on the gateway side', async () => await metric(kernel, 'gw_core_connections_open', { listener: 'echo-port.port' }) === 0, 5000);
+      await waitFor(
+        'the flood closed on the gateway side',
+        async () => (await metric(kernel, 'gw_core_connections_open', { listener: 'echo-port.port' })) === 0,
+        5000,
+      );
       const back = await connectMany(port, 5);
       clients.push(...back);
       for (const c of back) assert.equal(await echoes(c, 'back'), true);
@@ -394,8 +439,11 @@ describe('connection caps and the descriptor reserve', function () {
       const port = kernel.ports['gateway.httpPort'];
       const idle = await trickle(port, 100, 4);
       clients.push(...idle);
-      await waitFor('an API connection refused for descriptors', async () =>
-        await metric(kernel, 'gw_core_connections_refused_total', { listener: 'gateway.httpPort', reason: 'fds' }) > 0, 5000);
+      await waitFor(
+        'an API connection refused for descriptors',
+        async () => (await metric(kernel, 'gw_core_connections_refused_total', { listener: 'gateway.httpPort', reason: 'fds' })) > 0,
+        5000,
+      );
       assert.ok(realCount() <= limit - 10, `${realCount()} open of ${limit}`);
       assert.ok(idle.filter((c) => !c.closedAt).length > 10);
       const line = refusalLines(logs, 'gateway.httpPort')[0];
@@ -405,13 +453,16 @@ describe('connection caps and the descriptor reserve', function () {
   });
 
   describe('configuration', () => {
-    const boot = async (gateway: Record<string, unknown>, plugins: Array<{ name: string; config?: Record<string, unknown>; def?: PluginDefinition<object> }> = []) => {
+    const boot = async (
+      gateway: Record<string, unknown>,
+      plugins: Array<{ name: string; config?: Record<string, unknown>; def?: PluginDefinition<object> }> = [],
+    ) => {
       const gw = await startTestGateway({ plugins, gateway });
       await gw.stop();
       return gw;
     };
 
-    it('a plugin\'s own per-address default (ListenOptions) applies unless the site overrides it', async () => {
+    it("a plugin's own per-address default (ListenOptions) applies unless the site overrides it", async () => {
       const def = definePlugin({
         name: 'player-port',
         config: EchoConfig,
@@ -428,7 +479,10 @@ describe('connection caps and the descriptor reserve', function () {
       } finally {
         await gw.stop();
       }
-      const over = await startTestGateway({ plugins: [{ name: 'player-port', def }], gateway: { listenerLimits: { 'player-port.port': { maxConnectionsPerAddress: 0, maxConnections: 50 } } } });
+      const over = await startTestGateway({
+        plugins: [{ name: 'player-port', def }],
+        gateway: { listenerLimits: { 'player-port.port': { maxConnectionsPerAddress: 0, maxConnections: 50 } } },
+      });
       try {
         const d = kernelOf(over).connections.describe();
         assert.equal(d.listeners['player-port.port'].maxConnectionsPerAddress, null, '0: no per-address cap');
@@ -452,8 +506,14 @@ describe('connection caps and the descriptor reserve', function () {
     });
 
     it('bad listenerLimits and perAddressExempt stop boot naming the key; so does a listener the site does not have', async () => {
-      await assert.rejects(boot({ listenerLimits: { 'flv-out.port': { maxConections: 5 } } }), /gateway: key listenerLimits\.flv-out\.port\.maxConections: unknown key/);
-      await assert.rejects(boot({ listenerLimits: { 'flv-out.port': { maxConnections: -1 } } }), /key listenerLimits\.flv-out\.port\.maxConnections: must be an integer/);
+      await assert.rejects(
+        boot({ listenerLimits: { 'flv-out.port': { maxConections: 5 } } }),
+        /gateway: key listenerLimits\.flv-out\.port\.maxConections: unknown key/,
+      );
+      await assert.rejects(
+        boot({ listenerLimits: { 'flv-out.port': { maxConnections: -1 } } }),
+        /key listenerLimits\.flv-out\.port\.maxConnections: must be an integer/,
+      );
       await assert.rejects(boot({ listenerLimits: { flv: {} } }), /key listenerLimits\.flv: a listener is named/);
       await assert.rejects(boot({ perAddressExempt: ['10.0.0.0/33'] }), /key perAddressExempt\[0\]: prefix \/33/);
       const echo = echoPlugin();
@@ -464,7 +524,8 @@ describe('connection caps and the descriptor reserve', function () {
     });
 
     it('reads the soft limit from /proc/self/limits', () => {
-      const text = 'Limit                     Soft Limit           Hard Limit           Units     \nMax open files            1024                 524288               files     \n';
+      const text =
+        'Limit                     Soft Limit           Hard Limit           Units     \nMax open files            1024                 524288               files     \n';
       assert.equal(parseFdLimit(text), 1024);
       assert.equal(parseFdLimit(text.replace('1024 ', 'unlimited ')), undefined);
       assert.equal(parseFdLimit('nothing'), undefined);

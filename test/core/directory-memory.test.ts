@@ -6,7 +6,15 @@ const me: Member = { nodeId: 'solo', epoch: 'e1', worker: 0 };
 
 function entry(reqId: string, appId: string, keepDeadline = Date.now() + 60_000): RequestEntry {
   return {
-    reqId, appId, nodeId: me.nodeId, epoch: me.epoch, worker: me.worker, channel: '013800000001_1', fmt: 1, ctrl: false, keepIntv: 30,
+    reqId,
+    appId,
+    nodeId: me.nodeId,
+    epoch: me.epoch,
+    worker: me.worker,
+    channel: '013800000001_1',
+    fmt: 1,
+    ctrl: false,
+    keepIntv: 30,
     keepDeadline,
     notice: { appId, last: true, payload: { instId: 'i', act: 'closed', reqId, typ: 'live', simNo: '013800000001', chan: 1, mediaTyp: 'av' } },
   };

@@ -16,7 +16,16 @@ const TTL = 2000;
 
 function entry(reqId: string, d: RedisDirectory): RequestEntry {
   return {
-    reqId, appId: 'A', nodeId: d.me.nodeId, epoch: d.me.epoch, worker: 0, channel: '1_1', fmt: 0, ctrl: true, keepIntv: 20, keepDeadline: Date.now() + 25_000,
+    reqId,
+    appId: 'A',
+    nodeId: d.me.nodeId,
+    epoch: d.me.epoch,
+    worker: 0,
+    channel: '1_1',
+    fmt: 0,
+    ctrl: true,
+    keepIntv: 20,
+    keepDeadline: Date.now() + 25_000,
     notice: { appId: 'A', last: true, payload: { instId: 'x', act: 'closed', reqId, typ: 'live', simNo: '1', chan: 1, mediaTyp: 'av' } },
   };
 }
@@ -40,7 +49,9 @@ describe('a node id in the fleet directory (real redis-server)', function () {
     return d;
   };
 
-  beforeEach(async () => { redis = await startRedis(); });
+  beforeEach(async () => {
+    redis = await startRedis();
+  });
   afterEach(async () => {
     await Promise.all(dirs.splice(0).map((d) => d.stop().catch(() => undefined)));
     await redis.stop();
@@ -50,11 +61,14 @@ describe('a node id in the fleet directory (real redis-server)', function () {
     const a = make('run-1');
     await a.start({ apiBase: 'http://a', hosts: ['a'] }, ['A']);
     const b = make('run-2');
-    await assert.rejects(b.start({ apiBase: 'http://b', hosts: ['b'] }, ['A']), (err: Error) => err instanceof NodeIdInUse && /'same' is in use/.test(err.message));
+    await assert.rejects(
+      b.start({ apiBase: 'http://b', hosts: ['b'] }, ['A']),
+      (err: Error) => err instanceof NodeIdInUse && /'same' is in use/.test(err.message),
+    );
     assert.ok(await a.isLive(a.me), 'the running node is untouched');
   });
 
-  it('restarted within the TTL after a crash: waits the last run out, starts, and sends that run\'s closed notices', async () => {
+  it("restarted within the TTL after a crash: waits the last run out, starts, and sends that run's closed notices", async () => {
     const a = make('run-1');
     await a.start({ apiBase: 'http://a', hosts: ['a'] }, ['A']);
     assert.equal(await a.reserve(entry('crashed-req-1', a), 10), 'ok');
@@ -67,7 +81,10 @@ describe('a node id in the fleet directory (real redis-server)', function () {
     // (its last run's notices go once the gateway has started)
     b.ready();
     await waitFor('the last run reaped', () => lost.length > 0, 5_000, 20);
-    assert.deepEqual(lost.map((l) => [l.epoch, l.requests.map((e) => e.reqId)]), [['run-1', ['crashed-req-1']]]);
+    assert.deepEqual(
+      lost.map((l) => [l.epoch, l.requests.map((e) => e.reqId)]),
+      [['run-1', ['crashed-req-1']]],
+    );
     // the id of that request is free again, and the node is live as its new run only
     assert.equal(await b.reserve(entry('crashed-req-1', b), 10), 'ok');
     assert.ok(await b.isLive(b.me));

@@ -2,9 +2,7 @@ import assert from 'node:assert/strict';
 import Redis from 'ioredis';
 import pino from 'pino';
 import { RedisDirectory } from '../../core/directory/redis-directory';
-import {
-  channelName, DirectoryUnavailable, type ChannelRef, type LostNode, type Member, type RequestEntry,
-} from '../../core/directory/directory';
+import { channelName, DirectoryUnavailable, type ChannelRef, type LostNode, type Member, type RequestEntry } from '../../core/directory/directory';
 import { startRedis, type RedisServer } from '../support/redis';
 
 /** short, so that expiry and reaping happen within a few seconds */
@@ -39,7 +37,7 @@ async function until<T>(what: string, fn: () => Promise<T> | T, ms = 3 * TTL): P
 
 /** what a directory's fire-and-forget calls (forget, touch, hold, unhold) have left running */
 async function settle(d: RedisDirectory): Promise<void> {
-  await Promise.allSettled([...((d as unknown as { pending: Set<Promise<unknown>> }).pending)]);
+  await Promise.allSettled([...(d as unknown as { pending: Set<Promise<unknown>> }).pending]);
 }
 
 /** a process that dies without goodbye: its timers stop and its connection drops, nothing is said to Redis */
@@ -54,7 +52,15 @@ function crash(d: RedisDirectory): void {
 function entry(d: RedisDirectory, reqId: string, appId: string, channel = '013800000000_1'): RequestEntry {
   const [simNo, chan] = channel.split('_');
   return {
-    reqId, appId, nodeId: d.me.nodeId, epoch: d.me.epoch, worker: d.me.worker, channel, fmt: 1, ctrl: false, keepIntv: 30,
+    reqId,
+    appId,
+    nodeId: d.me.nodeId,
+    epoch: d.me.epoch,
+    worker: d.me.worker,
+    channel,
+    fmt: 1,
+    ctrl: false,
+    keepIntv: 30,
     keepDeadline: Date.now() + 60_000,
     notice: { appId, last: true, payload: { instId: 'i', act: 'closed', reqId, typ: 'live', simNo, chan: Number(chan), mediaTyp: 'av' } },
   };
@@ -103,9 +109,8 @@ describe('fleet directory on Redis', function () {
     for (let i = 0; i < 100; i++) {
       const c: ChannelRef = { sim: newSim(), chan: 1 + (i % 4) };
       // alternate who asks first, so each side gets to be early
-      const [ra, rb] = i % 2 === 0
-        ? await Promise.all([a.claim(c), b.claim(c)])
-        : await Promise.all([b.claim(c), a.claim(c)]).then(([x, y]) => [y, x] as const);
+      const [ra, rb] =
+        i % 2 === 0 ? await Promise.all([a.claim(c), b.claim(c)]) : await Promise.all([b.claim(c), a.claim(c)]).then(([x, y]) => [y, x] as const);
       assert.equal([ra, rb].filter((r) => r.ok).length, 1, `round ${i}: exactly one winner (${JSON.stringify([ra, rb])})`);
       const [winner, loserAnswer] = ra.ok ? [a, rb] : [b, ra];
       if (ra.ok) winsA++;
@@ -195,7 +200,10 @@ describe('fleet directory on Redis', function () {
     const b = await open('lost-b');
     const c = await open('lost-c');
     const lostBy: Array<{ by: string; lost: LostNode }> = [];
-    for (const d of [a, b]) d.onNodeLost((lost) => { if (lost.nodeId === 'lost-c') lostBy.push({ by: d.me.nodeId, lost }); });
+    for (const d of [a, b])
+      d.onNodeLost((lost) => {
+        if (lost.nodeId === 'lost-c') lostBy.push({ by: d.me.nodeId, lost });
+      });
 
     const ch = { sim: newSim(), chan: 1 };
     assert.deepEqual(await c.claim(ch), { ok: true });
@@ -252,7 +260,7 @@ describe('fleet directory on Redis', function () {
     assert.equal(await a.isLive(b.me), true);
     await b.stop();
     assert.equal(await a.isLive(b.me), false);
-    await until('b gone from a\'s view', () => !a.liveNodes().some((n) => n.nodeId === 'bye-b'));
+    await until("b gone from a's view", () => !a.liveNodes().some((n) => n.nodeId === 'bye-b'));
   });
 
   it('reserve: a reqId is unique across the fleet; the cap counts every node; forget gives the place back', async () => {
@@ -417,8 +425,7 @@ describe('fleet directory on Redis', function () {
     await startServer(port);
     await until('a and b see Redis again', () => a.available && b.available, 4 * TTL);
     assert.deepEqual(upDown, ['down', 'up']);
-    await until('held claims back', async () =>
-      (await a.lookup(held)).owner?.nodeId === 'rst-a' && (await a.lookup(heldByB)).owner?.nodeId === 'rst-b');
+    await until('held claims back', async () => (await a.lookup(held)).owner?.nodeId === 'rst-a' && (await a.lookup(heldByB)).owner?.nodeId === 'rst-b');
     assert.deepEqual((await b.lookup(held)).owner, a.me);
     assert.deepEqual((await a.lookup(heldByB)).owner, b.me);
     await until('reserved requests back', async () => {
@@ -443,7 +450,15 @@ describe('fleet directory on Redis', function () {
     // the heartbeats are back and nobody was taken for lost
     assert.equal(await a.isLive(b.me), true);
     assert.equal(await b.isLive(a.me), true);
-    await until('both live in each view', () => [a, b].every((d) => d.liveNodes().map((n) => n.nodeId).join() === 'rst-a,rst-b'));
+    await until('both live in each view', () =>
+      [a, b].every(
+        (d) =>
+          d
+            .liveNodes()
+            .map((n) => n.nodeId)
+            .join() === 'rst-a,rst-b',
+      ),
+    );
     // still held past a TTL after the restart
     await sleep(TTL + 500);
     assert.deepEqual((await b.lookup(held)).owner, a.me);

@@ -22,7 +22,11 @@ const run = promisify(execFile);
 const log = pino({ level: 'silent' });
 const TTL = 2000;
 
-interface Servers { children: ChildProcess[]; dir: string; stop(): Promise<void> }
+interface Servers {
+  children: ChildProcess[];
+  dir: string;
+  stop(): Promise<void>;
+}
 
 function serve(args: string[], dir: string): ChildProcess {
   const bin = requireTool('redis-server', 'redis-server');
@@ -32,27 +36,40 @@ function serve(args: string[], dir: string): ChildProcess {
 }
 
 async function pinged(port: number): Promise<void> {
-  await waitFor(`redis on ${port}`, async () => {
-    const c = new Redis({ port, host: '127.0.0.1', lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
-    c.on('error', () => undefined);
-    try {
-      await c.connect();
-      return (await c.ping()) === 'PONG';
-    } catch {
-      return false;
-    } finally {
-      c.disconnect();
-    }
-  }, 10_000, 50);
+  await waitFor(
+    `redis on ${port}`,
+    async () => {
+      const c = new Redis({ port, host: '127.0.0.1', lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
+      c.on('error', () => undefined);
+      try {
+        await c.connect();
+        return (await c.ping()) === 'PONG';
+      } catch {
+        return false;
+      } finally {
+        c.disconnect();
+      }
+    },
+    10_000,
+    50,
+  );
 }
 
 function stopper(children: ChildProcess[], dir: string): () => Promise<void> {
   return async () => {
-    await Promise.all(children.map((c) => new Promise<void>((resolve) => {
-      if (c.exitCode !== null || c.signalCode !== null) { resolve(); return; }
-      c.once('exit', () => resolve());
-      c.kill('SIGKILL');
-    })));
+    await Promise.all(
+      children.map(
+        (c) =>
+          new Promise<void>((resolve) => {
+            if (c.exitCode !== null || c.signalCode !== null) {
+              resolve();
+              return;
+            }
+            c.once('exit', () => resolve());
+            c.kill('SIGKILL');
+          }),
+      ),
+    );
     fs.rmSync(dir, { recursive: true, force: true });
   };
 }
@@ -61,19 +78,43 @@ function stopper(children: ChildProcess[], dir: string): () => Promise<void> {
 async function startCluster(): Promise<Servers & { ports: number[] }> {
   const dir = scratchDir('redis-cluster');
   const ports = [await freePort(), await freePort(), await freePort()];
-  const children = ports.map((p) => serve(['--port', String(p), '--bind', '127.0.0.1', '--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${p}.conf`,
-    '--save', '', '--appendonly', 'no', '--dir', dir], dir));
+  const children = ports.map((p) =>
+    serve(
+      [
+        '--port',
+        String(p),
+        '--bind',
+        '127.0.0.1',
+        '--cluster-enabled',
+        'yes',
+        '--cluster-config-file',
+        `nodes-${p}.conf`,
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+        '--dir',
+        dir,
+      ],
+      dir,
+    ),
+  );
   const stop = stopper(children, dir);
   try {
     for (const p of ports) await pinged(p);
     await run('redis-cli', ['--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '0', '--cluster-yes'], { timeout: 30_000 });
-    await waitFor('cluster_state:ok on every master', async () => {
-      for (const p of ports) {
-        const { stdout } = await run('redis-cli', ['-p', String(p), 'cluster', 'info']);
-        if (!stdout.includes('cluster_state:ok')) return false;
-      }
-      return true;
-    }, 20_000, 200);
+    await waitFor(
+      'cluster_state:ok on every master',
+      async () => {
+        for (const p of ports) {
+          const { stdout } = await run('redis-cli', ['-p', String(p), 'cluster', 'info']);
+          if (!stdout.includes('cluster_state:ok')) return false;
+        }
+        return true;
+      },
+      20_000,
+      200,
+    );
   } catch (err) {
     await stop();
     throw err;
@@ -87,8 +128,17 @@ async function startSentinel(): Promise<Servers & { master: number; sentinel: nu
   const master = await freePort();
   const sentinel = await freePort();
   const conf = path.join(dir, 'sentinel.conf');
-  fs.writeFileSync(conf, [`port ${sentinel}`, 'bind 127.0.0.1', `dir ${dir}`, `sentinel monitor gwmaster 127.0.0.1 ${master} 1`,
-    'sentinel down-after-milliseconds gwmaster 2000', ''].join('\n'));
+  fs.writeFileSync(
+    conf,
+    [
+      `port ${sentinel}`,
+      'bind 127.0.0.1',
+      `dir ${dir}`,
+      `sentinel monitor gwmaster 127.0.0.1 ${master} 1`,
+      'sentinel down-after-milliseconds gwmaster 2000',
+      '',
+    ].join('\n'),
+  );
   const children = [
     serve(['--port', String(master), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], dir),
     serve([conf, '--sentinel'], dir),
@@ -106,7 +156,15 @@ async function startSentinel(): Promise<Servers & { master: number; sentinel: nu
 
 function entry(reqId: string, d: RedisDirectory, appId = 'A'): RequestEntry {
   return {
-    reqId, appId, nodeId: d.me.nodeId, epoch: d.me.epoch, worker: d.me.worker, channel: '1_1', fmt: 0, ctrl: true, keepIntv: 20,
+    reqId,
+    appId,
+    nodeId: d.me.nodeId,
+    epoch: d.me.epoch,
+    worker: d.me.worker,
+    channel: '1_1',
+    fmt: 0,
+    ctrl: true,
+    keepIntv: 20,
     keepDeadline: Date.now() + 25_000,
     notice: { appId, last: true, payload: { instId: d.me.nodeId, act: 'closed', reqId, typ: 'live', simNo: '1', chan: 1, mediaTyp: 'av' } },
   };
@@ -143,7 +201,10 @@ async function exercise(url: string): Promise<void> {
     assert.equal(await b.reserve(entry('topo-req-1', b, 'B'), 2), 'other');
     assert.equal(await c.reserve(entry('topo-req-2', c), 2), 'ok');
     assert.equal(await b.reserve(entry('topo-req-3', b), 2), 'cap');
-    assert.deepEqual((await b.find('A', ['topo-req-1', 'topo-req-2', 'nope'])).map((e) => e?.nodeId), ['a', 'c', undefined]);
+    assert.deepEqual(
+      (await b.find('A', ['topo-req-1', 'topo-req-2', 'nope'])).map((e) => e?.nodeId),
+      ['a', 'c', undefined],
+    );
     // c stops without a word: a or b reaps it once, its claim expires, its place comes back
     const lost: LostNode[] = [];
     a.onNodeLost((l) => lost.push(l));
@@ -157,10 +218,16 @@ async function exercise(url: string): Promise<void> {
     await waitFor('c reaped', () => lost.length > 0, 4 * TTL, 50);
     await new Promise((r) => setTimeout(r, 1500));
     assert.equal(lost.length, 1);
-    assert.deepEqual(lost[0].requests.map((e) => e.reqId), ['topo-req-2']);
+    assert.deepEqual(
+      lost[0].requests.map((e) => e.reqId),
+      ['topo-req-2'],
+    );
     assert.equal(await b.reserve(entry('topo-req-3', b), 2), 'ok');
-    await waitFor('c\'s claim expired', async () => (await a.claim(sim)).ok, 4 * TTL, 100);
-    assert.deepEqual(a.liveNodes().map((n) => n.nodeId), ['a', 'b']);
+    await waitFor("c's claim expired", async () => (await a.claim(sim)).ok, 4 * TTL, 100);
+    assert.deepEqual(
+      a.liveNodes().map((n) => n.nodeId),
+      ['a', 'b'],
+    );
   } finally {
     await Promise.all(dirs.map((d) => d.stop().catch(() => undefined)));
   }

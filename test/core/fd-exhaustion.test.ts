@@ -29,8 +29,13 @@ async function startGateway(dir: string, gateway: Record<string, unknown> = {}):
   const site = {
     gateway: {
       // one process: the descriptor limit under test is a process's
-      workers: 1, httpPort: 0, listenHost: '127.0.0.1', dataDir: path.join(dir, 'data'), store: { kind: 'memory' },
-      applications: [{ appId: 'a', user: 'u', password: 'p' }], ...gateway,
+      workers: 1,
+      httpPort: 0,
+      listenHost: '127.0.0.1',
+      dataDir: path.join(dir, 'data'),
+      store: { kind: 'memory' },
+      applications: [{ appId: 'a', user: 'u', password: 'p' }],
+      ...gateway,
     },
     plugins: [
       { name: 'jt1078-ingest', config: { livePort2013: 0, livePort2019: 0, replayPort2013: 0, replayPort2019: 0, udp: false } },
@@ -40,7 +45,8 @@ async function startGateway(dir: string, gateway: Record<string, unknown> = {}):
   const file = path.join(dir, 'site.json');
   fs.writeFileSync(file, JSON.stringify(site));
   const child = spawn('sh', ['-c', `ulimit -n ${FD_LIMIT} && exec "$0" "$1" "$2"`, process.execPath, MAIN, file], {
-    env: { PATH: process.env.PATH ?? '' }, stdio: ['ignore', 'pipe', 'pipe'],
+    env: { PATH: process.env.PATH ?? '' },
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
   const lines: Array<Record<string, unknown>> = [];
   let partial = '';
@@ -58,7 +64,9 @@ async function startGateway(dir: string, gateway: Record<string, unknown> = {}):
         if (j.msg === 'gateway started') resolve(j.ports as Record<string, number>);
       }
     });
-    child.stderr!.on('data', (d: Buffer) => { stderr += d.toString(); });
+    child.stderr!.on('data', (d: Buffer) => {
+      stderr += d.toString();
+    });
     void exited.then((code) => reject(new Error(`gateway exited (${code}) before it started: ${stderr}`)));
     setTimeout(() => reject(new Error('gateway did not start within 20 s')), 20_000).unref();
   });
@@ -68,19 +76,36 @@ async function startGateway(dir: string, gateway: Record<string, unknown> = {}):
 function request(port: number, method: string, p: string, body?: unknown): Promise<{ status: number; json: any; text: string }> {
   const text = body === undefined ? undefined : JSON.stringify(body);
   return new Promise((resolve, reject) => {
-    const req = http.request({
-      host: '127.0.0.1', port, path: p, method, agent: false, timeout: 3000,
-      headers: { authorization: AUTH, ...(text === undefined ? {} : { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)) }) },
-    }, (res) => {
-      let t = '';
-      res.on('data', (c: Buffer) => { t += c.toString(); });
-      res.on('end', () => {
-        let json: unknown;
-        try { json = JSON.parse(t); } catch { json = undefined; }
-        resolve({ status: res.statusCode ?? 0, json, text: t });
-      });
-      res.on('error', reject);
-    });
+    const req = http.request(
+      {
+        host: '127.0.0.1',
+        port,
+        path: p,
+        method,
+        agent: false,
+        timeout: 3000,
+        headers: {
+          authorization: AUTH,
+          ...(text === undefined ? {} : { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)) }),
+        },
+      },
+      (res) => {
+        let t = '';
+        res.on('data', (c: Buffer) => {
+          t += c.toString();
+        });
+        res.on('end', () => {
+          let json: unknown;
+          try {
+            json = JSON.parse(t);
+          } catch {
+            json = undefined;
+          }
+          resolve({ status: res.statusCode ?? 0, json, text: t });
+        });
+        res.on('error', reject);
+      },
+    );
     req.on('timeout', () => req.destroy(new Error('timed out')));
     req.on('error', reject);
     req.end(text);
@@ -125,13 +150,21 @@ class ApiProbe {
 async function flood(ports: number[], perPort: number, batch = 50): Promise<net.Socket[]> {
   const sockets: net.Socket[] = [];
   for (let i = 0; i < perPort; i += batch) {
-    await Promise.all(ports.flatMap((port) => Array.from({ length: Math.min(batch, perPort - i) }, () => new Promise<void>((resolve) => {
-      const s = net.connect({ host: '127.0.0.1', port });
-      sockets.push(s);
-      s.on('error', () => undefined);
-      s.once('connect', () => resolve());
-      s.once('close', () => resolve());
-    }))));
+    await Promise.all(
+      ports.flatMap((port) =>
+        Array.from(
+          { length: Math.min(batch, perPort - i) },
+          () =>
+            new Promise<void>((resolve) => {
+              const s = net.connect({ host: '127.0.0.1', port });
+              sockets.push(s);
+              s.on('error', () => undefined);
+              s.once('connect', () => resolve());
+              s.once('close', () => resolve());
+            }),
+        ),
+      ),
+    );
     await sleep(20);
   }
   return sockets;
@@ -143,7 +176,13 @@ function staysOpen(port: number, holdMs: number): Promise<boolean> {
     const s = net.connect({ host: '127.0.0.1', port });
     s.on('error', () => undefined);
     s.once('close', () => resolve(false));
-    s.once('connect', () => setTimeout(() => { s.removeAllListeners('close'); s.destroy(); resolve(true); }, holdMs));
+    s.once('connect', () =>
+      setTimeout(() => {
+        s.removeAllListeners('close');
+        s.destroy();
+        resolve(true);
+      }, holdMs),
+    );
   });
 }
 
@@ -156,7 +195,9 @@ describe('a gateway at its descriptor limit (real process under ulimit -n 256)',
   before(function () {
     if (process.platform !== 'linux') this.skip();
   });
-  beforeEach(() => { dir = scratchDir('fd-exhaustion'); });
+  beforeEach(() => {
+    dir = scratchDir('fd-exhaustion');
+  });
   afterEach(async () => {
     for (const s of sockets) s.destroy();
     sockets = [];
@@ -192,8 +233,14 @@ describe('a gateway at its descriptor limit (real process under ulimit -n 256)',
     const byFds = metricSum(metrics, 'gw_core_connections_refused_total', { reason: 'fds' });
     const byListener = metricSum(metrics, 'gw_core_connections_refused_total', { reason: 'listener' });
     assert.ok(byFds > 0, 'the descriptor reserve refused media connections');
-    assert.equal(byFds + byListener + metricSum(metrics, 'gw_core_connections_open', {}) - metricSum(metrics, 'gw_core_connections_open', { listener: 'gateway.httpPort' }), 900,
-      'every flood connection was either admitted or refused and counted');
+    assert.equal(
+      byFds +
+        byListener +
+        metricSum(metrics, 'gw_core_connections_open', {}) -
+        metricSum(metrics, 'gw_core_connections_open', { listener: 'gateway.httpPort' }),
+      900,
+      'every flood connection was either admitted or refused and counted',
+    );
     const fds = metricSum(metrics, 'gw_process_process_open_fds');
     assert.ok(fds > FD_LIMIT / 2 && fds < FD_LIMIT, `the process went near its limit and stayed below it (${fds} open)`);
     const refusalLines = gw.lines.filter((l) => String(l.msg).startsWith('connection refused'));
@@ -218,7 +265,10 @@ describe('a gateway at its descriptor limit (real process under ulimit -n 256)',
     sockets = await flood(media, 300);
     await sleep(1000);
     // at the limit every port sheds new connections, the API's too: what the reserve is for
-    const during = await request(api, 'GET', '/healthz').then((r) => r.status, (err: Error) => err.message);
+    const during = await request(api, 'GET', '/healthz').then(
+      (r) => r.status,
+      (err: Error) => err.message,
+    );
     for (const s of sockets) s.destroy();
     sockets = [];
     await sleep(500);

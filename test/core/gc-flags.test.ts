@@ -36,7 +36,7 @@ function oldSpacePeak(growth: number): number {
 describe('gc-flags: the old generation growth set at run time', function () {
   this.timeout(120_000);
 
-  it('takes effect: with 20 % the old space peaks well below V8\'s own choice', () => {
+  it("takes effect: with 20 % the old space peaks well below V8's own choice", () => {
     const own = oldSpacePeak(0);
     const tight = oldSpacePeak(20);
     assert.ok(own > 0 && tight > 0, `${own} / ${tight}`);

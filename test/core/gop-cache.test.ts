@@ -63,7 +63,16 @@ describe('GOP cache as numbers (core/bus/gop-cache.ts)', () => {
     const pushed: AccessUnit[] = [
       unit(7, true),
       // fractional ms, ticks past 2^31, a duration: what a 90 kHz source and a long stream give
-      unitAt({ kind: 'video', codec: 'h265', timescale: 90_000, dtsTicks: 2 ** 33 + 1, ptsTicks: 2 ** 33 + 3001, keyframe: false, payload: Buffer.from('abc'), receivedAt: 5 }),
+      unitAt({
+        kind: 'video',
+        codec: 'h265',
+        timescale: 90_000,
+        dtsTicks: 2 ** 33 + 1,
+        ptsTicks: 2 ** 33 + 3001,
+        keyframe: false,
+        payload: Buffer.from('abc'),
+        receivedAt: 5,
+      }),
       audioUnit({ codec: 'aac', dts: 1234.5, timescale: 44_100, duration: 1024, payload: Buffer.from([1, 2, 3, 4]) }),
     ];
     // a view into the middle of a larger buffer, as the payload arena hands out
@@ -74,7 +83,15 @@ describe('GOP cache as numbers (core/bus/gop-cache.ts)', () => {
     assert.equal(g.payloadBytes, 2 * KB + 3 + 4 + 20);
     assert.equal(g.firstSrc, 50);
     const back = g.entryList();
-    assert.deepEqual(back.map((e) => [e.seq, e.src]), [[100, 50], [101, 51], [102, 52], [103, 53]]);
+    assert.deepEqual(
+      back.map((e) => [e.seq, e.src]),
+      [
+        [100, 50],
+        [101, 51],
+        [102, 52],
+        [103, 53],
+      ],
+    );
     back.forEach((e, i) => {
       const { receivedAt: _r, ...want } = pushed[i];
       const { receivedAt, ...got } = e.unit;
@@ -137,12 +154,12 @@ describe('GOP cache as numbers (core/bus/gop-cache.ts)', () => {
     pub.push(unit(8, false));
     await tick();
     assert.deepEqual(catchUps, [5]);
-    assert.deepEqual(late, ["e0':0:3", "e0':1:4", "e0':2:5", "e0':3:6", "e0':4:7", 'e0:8:8'], 'the GOP from catchUp, then the stream encoder\'s form');
+    assert.deepEqual(late, ["e0':0:3", "e0':1:4", "e0':2:5", "e0':3:6", "e0':4:7", 'e0:8:8'], "the GOP from catchUp, then the stream encoder's form");
     assert.equal(first.at(-1), 'e0:8:8', 'one form per unit for both');
     assert.equal(made.filter((f) => f.endsWith(':8')).length, 1);
   });
 
-  it('a format without catchUp: its forms are kept with the GOP while it is used; a joiner then gets them, not catchUp\'s', async () => {
+  it("a format without catchUp: its forms are kept with the GOP while it is used; a joiner then gets them, not catchUp's", async () => {
     const withCatchUp = countingFormat({ catchUp: true });
     const keeping = countingFormat({ catchUp: false });
     const s = newBus().create('k', 'test');
@@ -206,7 +223,7 @@ describe('GOP cache as numbers (core/bus/gop-cache.ts)', () => {
     assert.equal(first.length, 6);
   });
 
-  it('a reader without a format gets the cached units\' bytes and times', async () => {
+  it("a reader without a format gets the cached units' bytes and times", async () => {
     const s = newBus().create('n', 'test');
     const pub = s.attachPublisher();
     const tracks: TrackInfo[] = [{ kind: 'video', codec: 'h264' }];
@@ -215,6 +232,9 @@ describe('GOP cache as numbers (core/bus/gop-cache.ts)', () => {
     const got: AccessUnit[] = [];
     s.subscribe({ write: (u) => got.push(u) });
     await tick();
-    assert.deepEqual(got.map((u) => [u.payload.readUInt32BE(0), u.dts, u.keyframe, u.payload.length]), [2, 3, 4, 5].map((i) => [i, i * 40, i === 2, 2 * KB]));
+    assert.deepEqual(
+      got.map((u) => [u.payload.readUInt32BE(0), u.dts, u.keyframe, u.payload.length]),
+      [2, 3, 4, 5].map((i) => [i, i * 40, i === 2, 2 * KB]),
+    );
   });
 });

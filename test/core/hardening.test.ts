@@ -10,33 +10,53 @@ import { kernelOf } from '../support/kernel-of';
 const basic = (auth: string) => 'Basic ' + Buffer.from(auth).toString('base64');
 const openBody = (over: Record<string, unknown> = {}) => ({ user: { token: 't1' }, typ: 'live', simNo: '013800138000', chanId: 1, ...over });
 
-interface Reply { status: number; headers: http.IncomingHttpHeaders; text: string; json: any }
+interface Reply {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  text: string;
+  json: any;
+}
 
 /**
  * One request over node:http, so a test can pick its source address (127.0.0.2 is another client on loopback) and
  * reuse one keep-alive connection the way a guessing script does.
  */
-function request(base: string, o: { method?: string; path: string; auth?: string; body?: string; contentType?: string; from?: string; agent?: http.Agent }): Promise<Reply> {
+function request(
+  base: string,
+  o: { method?: string; path: string; auth?: string; body?: string; contentType?: string; from?: string; agent?: http.Agent },
+): Promise<Reply> {
   const url = new URL(o.path, base);
   const headers: Record<string, string> = {};
   if (o.auth) headers.authorization = basic(o.auth);
   if (o.contentType) headers['content-type'] = o.contentType;
   if (o.body !== undefined) headers['content-length'] = String(Buffer.byteLength(o.body));
   return new Promise((resolve, reject) => {
-    const req = http.request({
-      host: url.hostname, port: url.port, path: url.pathname + url.search, method: o.method ?? (o.body !== undefined ? 'POST' : 'GET'),
-      headers, localAddress: o.from, agent: o.agent ?? false,
-    }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        let json: unknown;
-        try { json = JSON.parse(text); } catch { json = undefined; }
-        resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json });
-      });
-      res.on('error', reject);
-    });
+    const req = http.request(
+      {
+        host: url.hostname,
+        port: url.port,
+        path: url.pathname + url.search,
+        method: o.method ?? (o.body !== undefined ? 'POST' : 'GET'),
+        headers,
+        localAddress: o.from,
+        agent: o.agent ?? false,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          let json: unknown;
+          try {
+            json = JSON.parse(text);
+          } catch {
+            json = undefined;
+          }
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json });
+        });
+        res.on('error', reject);
+      },
+    );
     req.on('error', reject);
     req.end(o.body);
   });
@@ -47,7 +67,10 @@ function countChecks(gw: TestGateway): { readonly n: number } {
   const apps = kernelOf(gw).apps;
   const orig = apps.authenticate.bind(apps);
   const counter = { n: 0 };
-  apps.authenticate = (h) => { counter.n++; return orig(h); };
+  apps.authenticate = (h) => {
+    counter.n++;
+    return orig(h);
+  };
   return counter;
 }
 
@@ -64,7 +87,11 @@ describe('hardening', function () {
 
     // JSON text, so the escapes reach the server as written
     const lone: Array<[string, string, string]> = [
-      ['a lone high surrogate in user.token (it used to answer 500 / -2 from encodeURIComponent)', '{"user":{"token":"ab\\ud800"},"typ":"live","simNo":"013800138000","chanId":1}', 'user.token'],
+      [
+        'a lone high surrogate in user.token (it used to answer 500 / -2 from encodeURIComponent)',
+        '{"user":{"token":"ab\\ud800"},"typ":"live","simNo":"013800138000","chanId":1}',
+        'user.token',
+      ],
       ['a lone low surrogate in user.token', '{"user":{"token":"\\udc00ab"},"typ":"live","simNo":"013800138000","chanId":1}', 'user.token'],
       ['a reversed pair in user.token', '{"user":{"token":"\\udc00\\ud800"},"typ":"live","simNo":"013800138000","chanId":1}', 'user.token'],
       ['user.userId', '{"user":{"token":"t","userId":"u\\ud800"},"typ":"live","simNo":"013800138000","chanId":1}', 'user.userId'],
@@ -125,7 +152,10 @@ describe('hardening', function () {
     const TENANT = { appId: 'tenant', user: 'tenant', password: 'pw-tenant' };
     const OPS = { appId: 'ops', user: 'ops', password: 'pw-ops', admin: true };
     let gw: TestGateway | undefined;
-    afterEach(async () => { await gw?.stop(); gw = undefined; });
+    afterEach(async () => {
+      await gw?.stop();
+      gw = undefined;
+    });
 
     async function boot(gateway: Record<string, unknown>): Promise<TestGateway> {
       const stub = stubMediaPlugin();
@@ -183,8 +213,10 @@ describe('hardening', function () {
     });
 
     it('a bad metricsAllow entry stops boot naming it', async () => {
-      await assert.rejects(boot({ metricsAccess: 'admin', metricsAllow: ['10.0.0.0/8', 'intranet'] }),
-        /gateway: key metricsAllow\[1\]: 'intranet' is not an IP address or CIDR/);
+      await assert.rejects(
+        boot({ metricsAccess: 'admin', metricsAllow: ['10.0.0.0/8', 'intranet'] }),
+        /gateway: key metricsAllow\[1\]: 'intranet' is not an IP address or CIDR/,
+      );
       await assert.rejects(boot({ metricsAllow: ['10.0.0.0/33'] }), /key metricsAllow\[0\]: prefix \/33 is longer than 32/);
     });
   });
@@ -212,7 +244,8 @@ describe('hardening', function () {
     it('a login flood from one address is throttled; another address still logs in; the address recovers after the block', async () => {
       const stub = stubMediaPlugin();
       const gw = await startTestGateway({
-        plugins: [{ name: stub.name, def: stub.def }], captureLogs: true,
+        plugins: [{ name: stub.name, def: stub.def }],
+        captureLogs: true,
         gateway: { authFailLimit: 5, authFailWindowSec: 60, authBlockSec: 1 },
       });
       try {
@@ -274,7 +307,10 @@ describe('hardening', function () {
         // from another address: its own first line
         await request(gw.baseUrl, { path: '/strm/status', auth: 'demo:nope', from: '127.0.0.2' });
         const lines = () => gw.logs.filter((l) => l.msg === 'authentication failed');
-        assert.deepEqual(lines().map((l) => l.remote), ['127.0.0.1', '127.0.0.2']);
+        assert.deepEqual(
+          lines().map((l) => l.remote),
+          ['127.0.0.1', '127.0.0.2'],
+        );
         clock.advance(10_000);
         await request(gw.baseUrl, { path: '/strm/status', auth: 'demo:nope', agent });
         agent.destroy();
@@ -310,7 +346,9 @@ describe('hardening', function () {
       try {
         const codes: number[] = [];
         for (let batch = 0; batch < 22; batch++) {
-          const rs = await Promise.all(Array.from({ length: 50 }, (_, i) => g.api('POST', '/strm/open', openBody({ chanId: 1 + ((batch * 50 + i) % 255), keepIntv: 600 }))));
+          const rs = await Promise.all(
+            Array.from({ length: 50 }, (_, i) => g.api('POST', '/strm/open', openBody({ chanId: 1 + ((batch * 50 + i) % 255), keepIntv: 600 }))),
+          );
           codes.push(...rs.map((r) => r.json.errCode as number));
         }
         assert.equal(kernelOf(g).sessions.requestCount, 1000, `${kernelOf(g).sessions.requestCount} requests held after 1,100 opens`);
@@ -319,7 +357,6 @@ describe('hardening', function () {
         await g.stop();
       }
     });
-
   });
 
   describe('per-application cap on open requests', () => {
@@ -331,13 +368,22 @@ describe('hardening', function () {
       // a guard that awaits, as gov-timed-token's may: concurrent opens must not all slip past the cap meanwhile
       const slowGuard = definePlugin({
         name: 'slow-guard',
-        setup(ctx) { ctx.sessions.addOpenGuard(() => new Promise<void>((r) => setTimeout(r, 5))); },
+        setup(ctx) {
+          ctx.sessions.addOpenGuard(() => new Promise<void>((r) => setTimeout(r, 5)));
+        },
       });
       gw = await startTestGateway({
-        plugins: [{ name: stub.name, def: stub.def }, { name: 'slow-guard', def: slowGuard }], captureLogs: true,
+        plugins: [
+          { name: stub.name, def: stub.def },
+          { name: 'slow-guard', def: slowGuard },
+        ],
+        captureLogs: true,
         gateway: {
           maxRequestsPerApp: 20,
-          applications: [{ appId: 'A', user: 'appa', password: 'pwa' }, { appId: 'B', user: 'appb', password: 'pwb', maxRequests: 3 }],
+          applications: [
+            { appId: 'A', user: 'appa', password: 'pwa' },
+            { appId: 'B', user: 'appb', password: 'pwb', maxRequests: 3 },
+          ],
         },
       });
     });
@@ -366,7 +412,10 @@ describe('hardening', function () {
       // B has its own count and its own limit (maxRequests 3)
       const b = [];
       for (let i = 0; i < 4; i++) b.push((await gw.api('POST', '/strm/open', openBody({ chanId: 250 - i }), B)).json);
-      assert.deepEqual(b.map((r) => r.errCode), [0, 0, 0, -3]);
+      assert.deepEqual(
+        b.map((r) => r.errCode),
+        [0, 0, 0, -3],
+      );
       assert.match(b[3].message, /maximum of 3;/);
 
       const first = ok[0].data![0].reqId;
@@ -382,10 +431,18 @@ describe('hardening', function () {
     });
 
     it('conflicting maxRequests for one appId stops boot', async () => {
-      await assert.rejects(startTestGateway({
-        plugins: [],
-        gateway: { applications: [{ appId: 'X', user: 'x1', password: 'p', maxRequests: 5 }, { appId: 'X', user: 'x2', password: 'p', maxRequests: 6 }] },
-      }), /key applications\[1\]\.maxRequests: application 'X' is given 5 by another entry/);
+      await assert.rejects(
+        startTestGateway({
+          plugins: [],
+          gateway: {
+            applications: [
+              { appId: 'X', user: 'x1', password: 'p', maxRequests: 5 },
+              { appId: 'X', user: 'x2', password: 'p', maxRequests: 6 },
+            ],
+          },
+        }),
+        /key applications\[1\]\.maxRequests: application 'X' is given 5 by another entry/,
+      );
     });
   });
 
@@ -397,7 +454,12 @@ describe('hardening', function () {
       const stub = stubMediaPlugin();
       gw = await startTestGateway({
         plugins: [{ name: stub.name, def: stub.def }],
-        gateway: { applications: [{ appId: 'A', user: 'appa', password: 'pwa' }, { appId: 'B', user: 'appb', password: 'pwb' }] },
+        gateway: {
+          applications: [
+            { appId: 'A', user: 'appa', password: 'pwa' },
+            { appId: 'B', user: 'appb', password: 'pwb' },
+          ],
+        },
       });
     });
     after(() => gw.stop());
@@ -417,7 +479,11 @@ describe('hardening', function () {
     });
 
     it('application/json with parameters and +json types are JSON', async () => {
-      for (const [contentType, chanId] of [['application/json; charset=utf-8', 11], ['Application/JSON', 12], ['application/vnd.strm+json', 13]] as const) {
+      for (const [contentType, chanId] of [
+        ['application/json; charset=utf-8', 11],
+        ['Application/JSON', 12],
+        ['application/vnd.strm+json', 13],
+      ] as const) {
         const r = await request(gw.baseUrl, { path: '/strm/open', auth: A, body: JSON.stringify(openBody({ chanId })), contentType });
         assert.equal(r.json.errCode, 0, `${contentType}: ${r.text}`);
         await gw.api('POST', '/strm/close', { reqIds: [r.json.data[0].reqId] }, A);

@@ -94,9 +94,18 @@ describe('HTTP API: auth, envelope, limits', () => {
     // a sink with no holdsPayloads: taken to hold everything it gets
     streams[0].subscribe({ write: () => undefined }, { reader: 'metrics test keeper' });
     streams[1].subscribe({ write: () => undefined });
-    assert.deepEqual(await off(), [['http-auth.test', 1], ['metrics test keeper', 1]]);
+    assert.deepEqual(await off(), [
+      ['http-auth.test', 1],
+      ['metrics test keeper', 1],
+    ]);
     const lines = gw.logs.filter((l) => String(l.msg).startsWith('payload memory of this stream is not reused'));
-    assert.deepEqual(lines.map((l) => [l.stream, l.reader]), [['reuse-off-a', 'metrics test keeper'], ['reuse-off-b', 'http-auth.test']]);
+    assert.deepEqual(
+      lines.map((l) => [l.stream, l.reader]),
+      [
+        ['reuse-off-a', 'metrics test keeper'],
+        ['reuse-off-b', 'http-auth.test'],
+      ],
+    );
     for (const s of streams) s.close('test over');
     assert.deepEqual(await off(), [], 'a reader that is gone is no longer a label');
   });
@@ -124,12 +133,16 @@ describe('HTTP API: auth, envelope, limits', () => {
     const port = gw.ports['gateway.httpPort'];
     const reply = await new Promise<string>((resolve) => {
       const s = net.connect(port, '127.0.0.1', () => {
-        s.write('POST /strm/open HTTP/1.1\r\nHost: x\r\nAuthorization: Basic ZGVtbzpkZW1v\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n');
+        s.write(
+          'POST /strm/open HTTP/1.1\r\nHost: x\r\nAuthorization: Basic ZGVtbzpkZW1v\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n',
+        );
         const chunk = 'y'.repeat(16 * 1024);
         for (let i = 0; i < 6; i++) s.write(chunk.length.toString(16) + '\r\n' + chunk + '\r\n');
       });
       let got = '';
-      s.on('data', (d) => { got += d.toString(); });
+      s.on('data', (d) => {
+        got += d.toString();
+      });
       s.on('close', () => resolve(got));
       s.on('error', () => resolve(got));
     });

@@ -20,8 +20,12 @@ class RawClient {
   constructor(port: number) {
     this.sock = net.connect(port, '127.0.0.1');
     this.sock.setEncoding('latin1');
-    this.sock.on('data', (d: string) => { this.buf += d; });
-    this.sock.on('close', () => { this.closedAt = Date.now(); });
+    this.sock.on('data', (d: string) => {
+      this.buf += d;
+    });
+    this.sock.on('close', () => {
+      this.closedAt = Date.now();
+    });
     this.sock.on('error', () => undefined);
   }
 
@@ -40,7 +44,10 @@ class RawClient {
         const head: Record<string, string> = {};
         const [status, ...lines] = this.buf.slice(0, end).split('\r\n');
         head[':status'] = status;
-        for (const l of lines) { const i = l.indexOf(':'); head[l.slice(0, i).toLowerCase()] = l.slice(i + 1).trim(); }
+        for (const l of lines) {
+          const i = l.indexOf(':');
+          head[l.slice(0, i).toLowerCase()] = l.slice(i + 1).trim();
+        }
         const len = Number(head['content-length'] ?? 0);
         if (this.buf.length >= end + 4 + len) return head;
       }
@@ -72,7 +79,7 @@ describe('HTTP keep-alive (gateway.httpKeepAliveSec)', function () {
     return c;
   }
 
-  it('keeps idle connections 65 s by default and says so, on the API port and a plugin\'s HTTP port', async () => {
+  it("keeps idle connections 65 s by default and says so, on the API port and a plugin's HTTP port", async () => {
     gw = await startTestGateway({ plugins: [{ name: 'flv-out' }] });
     for (const port of [gw.ports['gateway.httpPort'], gw.ports['flv-out.port']]) {
       const c = await client(port);

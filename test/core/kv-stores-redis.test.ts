@@ -72,7 +72,10 @@ describe('core key-value stores: createKeyv on Redis', function () {
       const admin = new Redis(server.url);
       await admin.config('SET', 'requirepass', 'right-pw');
       admin.disconnect();
-      for (const [url, why] of [[`redis://:wrong-pw@127.0.0.1:${server.port}`, /WRONGPASS/], [server.url, /NOAUTH/]] as const) {
+      for (const [url, why] of [
+        [`redis://:wrong-pw@127.0.0.1:${server.port}`, /WRONGPASS/],
+        [server.url, /NOAUTH/],
+      ] as const) {
         const t0 = Date.now();
         await assert.rejects(pingRedis(url, 5000), (err: Error) => {
           assert.match(err.message, why);

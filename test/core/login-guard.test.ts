@@ -11,13 +11,29 @@ function pair(failLimit: number) {
   const told: string[] = [];
   const guards: LoginGuard[] = [];
   for (let i = 0; i < 2; i++) {
-    guards.push(new LoginGuard({
-      failLimit, windowMs: 60_000, blockMs: 30_000, logIntervalMs: 10_000, now: () => now,
-      // what the kernel does through BatchedBroadcast, here at once
-      shared: (key) => { told.push(key); guards[1 - i].failureElsewhere(key); },
-    }));
+    guards.push(
+      new LoginGuard({
+        failLimit,
+        windowMs: 60_000,
+        blockMs: 30_000,
+        logIntervalMs: 10_000,
+        now: () => now,
+        // what the kernel does through BatchedBroadcast, here at once
+        shared: (key) => {
+          told.push(key);
+          guards[1 - i].failureElsewhere(key);
+        },
+      }),
+    );
   }
-  return { a: guards[0], b: guards[1], told, advance: (ms: number) => { now += ms; } };
+  return {
+    a: guards[0],
+    b: guards[1],
+    told,
+    advance: (ms: number) => {
+      now += ms;
+    },
+  };
 }
 
 describe('LoginGuard across workers', () => {

@@ -17,9 +17,17 @@ function unit(dts: number, key: boolean, size = 10 * KB, kind: 'video' | 'audio'
 const tick = () => new Promise<void>((r) => setImmediate(r));
 
 function newBus(limits: Partial<ConstructorParameters<typeof CoreMediaBus>[0]> = {}, now: () => number = () => 0): CoreMediaBus {
-  return new CoreMediaBus({
-    maxGopBytes: 512 * KB, maxQueueBytes: 200 * KB, maxStreamBytes: 1024 * KB, readerDropAfterMs: 30_000, ...limits,
-  }, quiet, now);
+  return new CoreMediaBus(
+    {
+      maxGopBytes: 512 * KB,
+      maxQueueBytes: 200 * KB,
+      maxStreamBytes: 1024 * KB,
+      readerDropAfterMs: 30_000,
+      ...limits,
+    },
+    quiet,
+    now,
+  );
 }
 
 function collect(extra: Partial<MediaReader> = {}): { got: AccessUnit[]; sink: MediaReader } {
@@ -53,7 +61,13 @@ describe('media bus', () => {
     const slow: number[] = [];
     let skippedUnits = 0;
     s.subscribe({ write: (u) => fast.push(u.dts) });
-    const slowSub = s.subscribe({ write: (u) => slow.push(u.dts), writable: () => slowWritable, skipped: (i) => { skippedUnits += i.units; } });
+    const slowSub = s.subscribe({
+      write: (u) => slow.push(u.dts),
+      writable: () => slowWritable,
+      skipped: (i) => {
+        skippedUnits += i.units;
+      },
+    });
     await tick();
     for (let i = 0; i < 90; i++) pub.push(unit(i * 40, i % 25 === 0));
     assert.equal(fast.length, 90);
@@ -80,7 +94,7 @@ describe('media bus', () => {
     assert.equal(sub.stats.skips, 0);
   });
 
-  it('a unit larger than a reader\'s cap still reaches it when it can take it', async () => {
+  it("a unit larger than a reader's cap still reaches it when it can take it", async () => {
     const bus = newBus({ maxQueueBytes: 64 * KB });
     const s = bus.create('big', 'test');
     const pub = s.attachPublisher();
@@ -99,7 +113,13 @@ describe('media bus', () => {
     const s = bus.create('stuck', 'test');
     const pub = s.attachPublisher();
     let ended = '';
-    s.subscribe({ write: () => undefined, writable: () => false, end: (r) => { ended = r; } });
+    s.subscribe({
+      write: () => undefined,
+      writable: () => false,
+      end: (r) => {
+        ended = r;
+      },
+    });
     await tick();
     for (let i = 0; i < 100 && !ended; i++) pub.push(unit(i * 40, i % 5 === 0, 10 * KB));
     assert.match(ended, /^reader stuck: missed/);
@@ -107,7 +127,16 @@ describe('media bus', () => {
     assert.equal(s.stats().droppedReaders, 1);
 
     let ended2 = '';
-    s.subscribe({ write: () => undefined, writable: () => false, end: (r) => { ended2 = r; } }, { maxQueueBytes: 10_000 * KB });
+    s.subscribe(
+      {
+        write: () => undefined,
+        writable: () => false,
+        end: (r) => {
+          ended2 = r;
+        },
+      },
+      { maxQueueBytes: 10_000 * KB },
+    );
     await tick();
     pub.push(unit(2000, true, 1 * KB));
     now += 4000;
@@ -123,7 +152,14 @@ describe('media bus', () => {
     const s = bus.create('throw', 'test');
     const pub = s.attachPublisher();
     let ended = '';
-    s.subscribe({ write: () => { throw new Error('boom'); }, end: (r) => { ended = r; } });
+    s.subscribe({
+      write: () => {
+        throw new Error('boom');
+      },
+      end: (r) => {
+        ended = r;
+      },
+    });
     const { got, sink } = collect();
     s.subscribe(sink);
     await tick();
@@ -176,7 +212,10 @@ describe('media bus', () => {
     const again = unit(5, true); // a new connection rebases near zero
     p2.push(again);
     p1.push(unit(80, false));
-    assert.deepEqual(got.map((u) => u.dts), [0, 40, 60]);
+    assert.deepEqual(
+      got.map((u) => u.dts),
+      [0, 40, 60],
+    );
     assert.equal(got[2].dtsTicks, 60 * 90, 'ticks moved with the ms view');
     assert.notEqual(got[2], again, 'the shifted unit is a copy');
     assert.equal(again.dts, 5, 'the pushed unit is unchanged');
@@ -239,9 +278,15 @@ describe('media bus', () => {
     pub.push(unit(0, false, 160, 'audio'));
     pub.push(unit(10, false));
     pub.push(unit(40, true));
-    assert.deepEqual(a.got.map((u) => u.kind), ['audio']);
+    assert.deepEqual(
+      a.got.map((u) => u.kind),
+      ['audio'],
+    );
     assert.deepEqual(aTracks, ['audio']);
-    assert.deepEqual(v.got.map((u) => u.dts), [40]);
+    assert.deepEqual(
+      v.got.map((u) => u.dts),
+      [40],
+    );
   });
 
   it('track changes reach a queued reader in order with its units', async () => {
@@ -250,7 +295,11 @@ describe('media bus', () => {
     const pub = s.attachPublisher();
     const seen: string[] = [];
     let writable = false;
-    const sub = s.subscribe({ write: (u) => seen.push(`u${u.dts}`), tracks: (t) => seen.push(`w${(t[0] as { width?: number }).width}`), writable: () => writable });
+    const sub = s.subscribe({
+      write: (u) => seen.push(`u${u.dts}`),
+      tracks: (t) => seen.push(`w${(t[0] as { width?: number }).width}`),
+      writable: () => writable,
+    });
     await tick();
     pub.setTrack({ kind: 'video', codec: 'h264', width: 1 });
     pub.push(unit(0, true, 100));
@@ -272,8 +321,13 @@ describe('media bus', () => {
       encoders++;
       let n = 0;
       return {
-        encode: (u) => { framed.push(u.dts); return u.kind === 'audio' ? undefined : `#${n++}@${u.dts}`; },
-        close: () => { closed++; },
+        encode: (u) => {
+          framed.push(u.dts);
+          return u.kind === 'audio' ? undefined : `#${n++}@${u.dts}`;
+        },
+        close: () => {
+          closed++;
+        },
       };
     });
     for (let i = 0; i < 5; i++) pub.push(unit(i * 40, i === 2));
@@ -309,7 +363,9 @@ describe('media bus', () => {
       start({ input, output, params }) {
         const times = params.times as number;
         const sub = input.subscribe({
-          tracks: (ts) => { for (const t of ts) output.setTrack(t); },
+          tracks: (ts) => {
+            for (const t of ts) output.setTrack(t);
+          },
           write: (u) => output.push(u.kind === 'audio' ? withPayload(u, Buffer.concat(Array(times).fill(u.payload))) : u),
         });
         return { stop: () => sub.close() };
@@ -320,7 +376,23 @@ describe('media bus', () => {
       const bus = newBus();
       let started = 0;
       let stopped = 0;
-      bus.registerStage({ ...doubler, start: (c) => { started++; const i = doubler.start(c); return { stop: () => { stopped++; i.stop(); } }; } }, 'p', quiet);
+      bus.registerStage(
+        {
+          ...doubler,
+          start: (c) => {
+            started++;
+            const i = doubler.start(c);
+            return {
+              stop: () => {
+                stopped++;
+                i.stop();
+              },
+            };
+          },
+        },
+        'p',
+        quiet,
+      );
       const s = bus.create('src', 'test');
       const pub = s.attachPublisher();
       const a = collect();
@@ -332,7 +404,10 @@ describe('media bus', () => {
       assert.equal(started, 2, 'times 2 (the default) shared; times 3 its own');
       const derived = bus.list().filter((x) => x.derivedFrom?.stream === 'src');
       assert.equal(derived.length, 2);
-      assert.ok(derived.every((d) => /^src~audio-doubler~[0-9a-f]{10}$/.test(d.name)), derived.map((d) => d.name).join());
+      assert.ok(
+        derived.every((d) => /^src~audio-doubler~[0-9a-f]{10}$/.test(d.name)),
+        derived.map((d) => d.name).join(),
+      );
       await tick();
       const v = unit(0, true, 100);
       pub.push(v);
@@ -350,7 +425,10 @@ describe('media bus', () => {
       sc.close();
       assert.equal(stopped, 2);
       assert.equal(s.stats().subscribers, 0);
-      assert.deepEqual(bus.list().map((x) => x.name), ['src']);
+      assert.deepEqual(
+        bus.list().map((x) => x.name),
+        ['src'],
+      );
     });
 
     it('refuses unknown stages and bad params at subscribe; a closing source ends the stage readers', async () => {
@@ -361,7 +439,15 @@ describe('media bus', () => {
       assert.throws(() => s.subscribe({ write: () => undefined }, { via: 'nope' }), /no stage 'nope' on this gateway \(stages: audio-doubler\)/);
       assert.throws(() => s.subscribe({ write: () => undefined }, { via: { stage: 'audio-doubler', params: { times: 0 } } }), /times must be/);
       let ended = '';
-      s.subscribe({ write: () => undefined, end: (r) => { ended = r; } }, { via: 'audio-doubler' });
+      s.subscribe(
+        {
+          write: () => undefined,
+          end: (r) => {
+            ended = r;
+          },
+        },
+        { via: 'audio-doubler' },
+      );
       bus.remove('src', 'stream closed');
       assert.equal(ended, 'stream closed');
       assert.deepEqual(bus.list(), []);
@@ -374,7 +460,15 @@ describe('media bus', () => {
       const own = view.create('mine');
       const other = bus.create('theirs', 'sessions');
       let ended = '';
-      other.subscribe({ write: () => undefined, end: (r) => { ended = r; } }, { via: 'audio-doubler' });
+      other.subscribe(
+        {
+          write: () => undefined,
+          end: (r) => {
+            ended = r;
+          },
+        },
+        { via: 'audio-doubler' },
+      );
       view.release();
       assert.equal(own.closed, true);
       assert.equal(other.closed, false);
@@ -387,12 +481,21 @@ describe('media bus', () => {
     const bus = newBus();
     const s = bus.create('f', 'test');
     let ended = '';
-    s.subscribe({ write: () => undefined, end: (r) => { ended = r; } });
+    s.subscribe({
+      write: () => undefined,
+      end: (r) => {
+        ended = r;
+      },
+    });
     const pub = s.attachPublisher();
     let told = false;
-    pub.onClose(() => { told = true; });
+    pub.onClose(() => {
+      told = true;
+    });
     let closedWith = '';
-    s.on('closed', (r) => { closedWith = r; });
+    s.on('closed', (r) => {
+      closedWith = r;
+    });
     bus.remove('f', 'stream closed');
     assert.equal(ended, 'stream closed');
     assert.equal(closedWith, 'stream closed');

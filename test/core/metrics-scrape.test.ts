@@ -19,10 +19,17 @@ function fullRegistry(rows: Array<{ labels: Record<string, string>; values: numb
   m.hotCounter('hot_total', 'a hot counter', ['t']).child({ t: 'v' }).add(9);
   const hh = m.hotHistogram('hot_seconds', 'a hot histogram', [0.001, 0.01]);
   hh.observe(0.005);
-  m.gaugeTable([{ name: 'stream_a', help: 'column a' }, { name: 'stream_b', help: 'column b\\with a backslash' }], ['stream', 'layout'], (emit) => {
-    onRead();
-    for (const r of rows) emit(r.labels, r.values);
-  });
+  m.gaugeTable(
+    [
+      { name: 'stream_a', help: 'column a' },
+      { name: 'stream_b', help: 'column b\\with a backslash' },
+    ],
+    ['stream', 'layout'],
+    (emit) => {
+      onRead();
+      for (const r of rows) emit(r.labels, r.values);
+    },
+  );
   return registry;
 }
 
@@ -57,7 +64,10 @@ describe('metrics scrape in turns (core/metrics-scrape.ts)', () => {
       }
       assert.ok(isCompactColumn(o), o.name);
       assert.deepEqual(o.rows, ['{stream="013912345678/1",layout="2016"}', '{stream="odd \\"name\\"\\\\x\\ny",layout="2019"}', '{stream="no-layout"}']);
-      assert.deepEqual([...o.values], theirs[i].values.map((v) => v.value));
+      assert.deepEqual(
+        [...o.values],
+        theirs[i].values.map((v) => v.value),
+      );
     }
     // through the IPC's serialisation (advanced: structured clone) as they are
     const cloned = v8.deserialize(v8.serialize(ours)) as typeof ours;
@@ -73,10 +83,17 @@ describe('metrics scrape in turns (core/metrics-scrape.ts)', () => {
     const rows = someRows.map((r) => ({ ...r, values: [...r.values] }));
     // a stream leaves in the turn after the table's first column read the rows, before its second column is made:
     // both columns still show it
-    const registry = fullRegistry(rows, () => { if (++reads === 1) setImmediate(() => rows.pop()); });
+    const registry = fullRegistry(rows, () => {
+      if (++reads === 1) setImmediate(() => rows.pop());
+    });
     let turns = 0;
     let counting = true;
-    const countTurns = () => { if (counting) { turns++; setImmediate(countTurns); } };
+    const countTurns = () => {
+      if (counting) {
+        turns++;
+        setImmediate(countTurns);
+      }
+    };
     setImmediate(countTurns);
     const text = await scrapeText(registry, 0);
     counting = false;
@@ -94,12 +111,16 @@ describe('metrics scrape in turns (core/metrics-scrape.ts)', () => {
 
   it('keeps the old single-turn reuse for prom-client callers, and a long slice makes it one turn', async () => {
     let reads = 0;
-    const registry = fullRegistry(someRows, () => { reads++; });
+    const registry = fullRegistry(someRows, () => {
+      reads++;
+    });
     await registry.metrics();
     assert.equal(reads, 1, "prom-client's own scrape read the rows once for both columns");
     await tick();
     let otherTurn = false;
-    setImmediate(() => { otherTurn = true; });
+    setImmediate(() => {
+      otherTurn = true;
+    });
     await scrapeText(registry, 60_000);
     assert.equal(otherTurn, false, 'with a slice longer than the scrape, nothing else ran in between');
     assert.equal(reads, 2);
@@ -126,14 +147,25 @@ describe('metrics scrape in turns (core/metrics-scrape.ts)', () => {
     // the process metrics read once (they move between reads), the same JSON to both sides
     const processA = await scrapeJson(pa);
     const processB = await scrapeJson(pb);
-    const parts = [[...await scrapeJson(a), ...processA], [...await scrapeJson(b), ...processB]];
+    const parts = [
+      [...(await scrapeJson(a)), ...processA],
+      [...(await scrapeJson(b)), ...processB],
+    ];
     // prom-client's own JSON of the same registries, for its own aggregation
-    const theirParts = [[...await a.getMetricsAsJSON(), ...processA], [...await b.getMetricsAsJSON(), ...processB]];
+    const theirParts = [
+      [...(await a.getMetricsAsJSON()), ...processA],
+      [...(await b.getMetricsAsJSON()), ...processB],
+    ];
     // each side gets what the IPC would hand it (advanced serialisation: a structured clone)
     const copy = <T>(x: T): T => v8.deserialize(v8.serialize(x)) as T;
     let otherTurns = 0;
     let counting = true;
-    const count = () => { if (counting) { otherTurns++; setImmediate(count); } };
+    const count = () => {
+      if (counting) {
+        otherTurns++;
+        setImmediate(count);
+      }
+    };
     setImmediate(count);
     const ours = await aggregateText(copy(parts), 0);
     counting = false;

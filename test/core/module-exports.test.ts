@@ -48,7 +48,9 @@ interface ExportsReport {
 
 function check(roots: string[], skip: string[] = []): ExportsReport {
   const r = spawnSync(process.execPath, ['--allow-natives-syntax', '-e', CHILD, JSON.stringify(roots), JSON.stringify(skip)], {
-    encoding: 'utf8', timeout: 60_000, cwd: repoRoot,
+    encoding: 'utf8',
+    timeout: 60_000,
+    cwd: repoRoot,
   });
   assert.equal(r.status, 0, `the exports check failed to run: ${r.stderr}`);
   const json = r.stdout.slice(r.stdout.lastIndexOf('{"checked"'));
@@ -56,35 +58,47 @@ function check(roots: string[], skip: string[] = []): ExportsReport {
 }
 
 describe('module exports stay in fast mode (no hash lookup for a module_1.NAME read)', () => {
-  it('no module that defines its own exports re-exports another module\'s', () => {
+  it("no module that defines its own exports re-exports another module's", () => {
     const dist = path.join(repoRoot, 'dist');
-    const report = check(['core', 'plugins', 'plugin-sdk'].map((d) => path.join(dist, d)), [path.join(dist, 'core', 'main.js')]);
+    const report = check(
+      ['core', 'plugins', 'plugin-sdk'].map((d) => path.join(dist, d)),
+      [path.join(dist, 'core', 'main.js')],
+    );
     assert.ok(report.checked > 100, `only ${report.checked} modules found under dist/: is the build there?`);
     for (const e of report.entryPoints) assert.match(e, /runs in a worker thread/, 'a module failed to load');
-    assert.deepEqual(report.mixed.map((m) => `${path.relative(repoRoot, m.file)} re-exports ${m.reexported.join(', ')}`), [],
-      'import these from the module that defines them, and drop the re-export');
+    assert.deepEqual(
+      report.mixed.map((m) => `${path.relative(repoRoot, m.file)} re-exports ${m.reexported.join(', ')}`),
+      [],
+      'import these from the module that defines them, and drop the re-export',
+    );
   });
 
   it('the check sees a module compiled the way TypeScript compiles a re-export', () => {
     const dir = scratchDir('exports-check');
     fs.writeFileSync(path.join(dir, 'defines.js'), 'exports.helper = () => 1;\n');
     // what tsc emits for `export { helper } from './defines'; export const A = { X: 1 };`
-    fs.writeFileSync(path.join(dir, 'mixed.js'), [
-      '"use strict";',
-      'Object.defineProperty(exports, "__esModule", { value: true });',
-      'exports.A = exports.helper = void 0;',
-      'var defines_1 = require("./defines");',
-      'Object.defineProperty(exports, "helper", { enumerable: true, get: function () { return defines_1.helper; } });',
-      'exports.A = { X: 1 };',
-      '',
-    ].join('\n'));
+    fs.writeFileSync(
+      path.join(dir, 'mixed.js'),
+      [
+        '"use strict";',
+        'Object.defineProperty(exports, "__esModule", { value: true });',
+        'exports.A = exports.helper = void 0;',
+        'var defines_1 = require("./defines");',
+        'Object.defineProperty(exports, "helper", { enumerable: true, get: function () { return defines_1.helper; } });',
+        'exports.A = { X: 1 };',
+        '',
+      ].join('\n'),
+    );
     const report = check([dir]);
     assert.equal(report.checked, 2);
-    assert.deepEqual(report.mixed.map((m) => [path.basename(m.file), m.own, m.reexported]), [['mixed.js', 1, ['helper']]]);
+    assert.deepEqual(
+      report.mixed.map((m) => [path.basename(m.file), m.own, m.reexported]),
+      [['mixed.js', 1, ['helper']]],
+    );
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  it('the SDK\'s entry points, which plugins read on the media path, keep fast properties', () => {
+  it("the SDK's entry points, which plugins read on the media path, keep fast properties", () => {
     const entries = ['plugin-sdk', 'plugin-sdk/formats', 'plugin-sdk/codecs', 'plugin-sdk/rtsp', 'plugin-sdk/worker'];
     const code = `require('reflect-metadata');
       const out = {};

@@ -9,7 +9,7 @@ function simsHashingTo(workers: number, first = 13800138000): string[] {
   return out;
 }
 
-describe('a node\'s claims: which worker owns each terminal', () => {
+describe("a node's claims: which worker owns each terminal", () => {
   const up = () => true;
 
   it('places a SIM nobody holds on the worker with the fewest terminals, ties to the worker its SIM hashes to', () => {
@@ -25,7 +25,7 @@ describe('a node\'s claims: which worker owns each terminal', () => {
     assert.equal(c.ownerOf(`${s1}_200`), 1);
   });
 
-  it('a SIM is held while one of its streams lives; the last closed, it is nobody\'s; a stream elsewhere moves it there', () => {
+  it("a SIM is held while one of its streams lives; the last closed, it is nobody's; a stream elsewhere moves it there", () => {
     const c = new NodeClaims(2);
     const [s0] = simsHashingTo(2);
     assert.equal(c.place(`${s0}_1`, up), 0);
@@ -38,13 +38,19 @@ describe('a node\'s claims: which worker owns each terminal', () => {
     // a worker that serves a stream of a SIM owns it (an rtsp pull, a stream opened without a place)
     c.held(1, `${s0}_3`, 1);
     assert.equal(c.ownerOf(`${s0}_9`), 1);
-    assert.deepEqual(c.takeChanges().filter(([sim]) => sim === s0).pop(), [s0, 1]);
+    assert.deepEqual(
+      c
+        .takeChanges()
+        .filter(([sim]) => sim === s0)
+        .pop(),
+      [s0, 1],
+    );
     // a close told by a worker that does not own it changes nothing
     c.held(0, `${s0}_3`, -1);
     assert.equal(c.ownerOf(s0), 1);
   });
 
-  it('a place no stream takes up lapses after its time; a dead worker\'s SIMs go at once and are placed again elsewhere', () => {
+  it("a place no stream takes up lapses after its time; a dead worker's SIMs go at once and are placed again elsewhere", () => {
     let now = 1000;
     const c = new NodeClaims(2, () => now);
     const [s0, s1] = simsHashingTo(2);
@@ -58,7 +64,10 @@ describe('a node\'s claims: which worker owns each terminal', () => {
     c.workerGone(1);
     assert.equal(c.ownerOf(s1), undefined);
     // worker 1 restarting: only worker 0 takes places meanwhile
-    assert.equal(c.place(s1, (w) => w === 0), 0);
+    assert.equal(
+      c.place(s1, (w) => w === 0),
+      0,
+    );
     assert.deepEqual(c.snapshot(), [[s1, 0]]);
   });
 });

@@ -196,14 +196,26 @@ describe('POST /strm/open validation of rtspSrc on a site with an RTSP ingest (r
     const rtspIngest = definePlugin({
       name: 'rtsp-stub',
       setup(ctx) {
-        ctx.sessions.registerIngest({ name: 'rtsp-stub', source: 'rtsp', pushAddress: () => ({ host: ctx.site.publicHost, port: 0, tcp: true, port2019: 0, tcp2019: true }) });
+        ctx.sessions.registerIngest({
+          name: 'rtsp-stub',
+          source: 'rtsp',
+          pushAddress: () => ({ host: ctx.site.publicHost, port: 0, tcp: true, port2019: 0, tcp2019: true }),
+        });
       },
     });
-    gw = await startTestGateway({ plugins: [{ name: stub.name, def: stub.def }, { name: 'rtsp-stub', def: rtspIngest }] });
+    gw = await startTestGateway({
+      plugins: [
+        { name: stub.name, def: stub.def },
+        { name: 'rtsp-stub', def: rtspIngest },
+      ],
+    });
   });
   after(() => gw.stop());
 
-  async function openWith(rtspSrc: unknown, extra: Record<string, unknown> = {}): Promise<{ errCode: number; message: string; data?: Array<Record<string, unknown>> }> {
+  async function openWith(
+    rtspSrc: unknown,
+    extra: Record<string, unknown> = {},
+  ): Promise<{ errCode: number; message: string; data?: Array<Record<string, unknown>> }> {
     const r = await gw.api('POST', '/strm/open', { ...valid(), rtspSrc, ...extra });
     assert.equal(r.status, 200);
     return r.json;

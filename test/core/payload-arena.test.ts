@@ -12,7 +12,11 @@ const tick = () => new Promise<void>((r) => setImmediate(r));
 
 /** a bus with one stream and its publisher */
 function newStream(reusePayloads = true): { bus: CoreMediaBus; s: BusStream; pub: Publisher } {
-  const bus = new CoreMediaBus({ maxGopBytes: 4096 * KB, maxQueueBytes: 2048 * KB, maxStreamBytes: 8192 * KB, readerDropAfterMs: 60_000, reusePayloads }, quiet, () => 0);
+  const bus = new CoreMediaBus(
+    { maxGopBytes: 4096 * KB, maxQueueBytes: 2048 * KB, maxStreamBytes: 8192 * KB, readerDropAfterMs: 60_000, reusePayloads },
+    quiet,
+    () => 0,
+  );
   const s = bus.create('arena', 'test');
   return { bus, s, pub: s.attachPublisher() };
 }
@@ -143,7 +147,7 @@ describe('payload arena (Publisher.alloc)', () => {
     a.discard(Buffer.alloc(10)); // not the arena's: ignored
   });
 
-  it('a key frame gives the last GOP\'s chunks back at once, not when the stream next needs a chunk', async () => {
+  it("a key frame gives the last GOP's chunks back at once, not when the stream next needs a chunk", async () => {
     const { bus, s, pub } = newStream();
     s.subscribe({ write: () => undefined, holdsPayloads: () => false });
     await tick();
@@ -306,7 +310,7 @@ describe('payload arena (Publisher.alloc)', () => {
     s.close('test over');
   });
 
-  it('a stage that passes video: its stream\'s GOP, queues and sinks hold the input\'s chunks until they are done', async () => {
+  it("a stage that passes video: its stream's GOP, queues and sinks hold the input's chunks until they are done", async () => {
     const { bus, s, pub } = newStream();
     bus.registerStage(passVideo, 'test', quiet);
     let holding = true;
@@ -315,8 +319,8 @@ describe('payload arena (Publisher.alloc)', () => {
     await tick();
     let n = 0;
     for (; n < 40; n++) pushUnit(pub, n, 10 * KB, 10);
-    assert.equal(got.length, 40, 'video passed to the stage\'s stream');
-    assert.equal(bus.chunks.counts.reused, 0, 'a sink on the stage\'s stream says it still holds what it got');
+    assert.equal(got.length, 40, "video passed to the stage's stream");
+    assert.equal(bus.chunks.counts.reused, 0, "a sink on the stage's stream says it still holds what it got");
     for (const u of got) assert.ok(unitIntact(u), `unit ${numberOf(u)} intact`);
     const whileHeld = bus.chunks.counts.allocated;
     holding = false;
@@ -333,7 +337,7 @@ describe('payload arena (Publisher.alloc)', () => {
     s.close('test over');
   });
 
-  it('a reader that cannot say when it is done, on a stage\'s stream, stops the input\'s reuse until its stage stops', async () => {
+  it("a reader that cannot say when it is done, on a stage's stream, stops the input's reuse until its stage stops", async () => {
     // on a stage instance of its own: when it leaves, that stage's stream closes with it
     const { bus, s, pub, n: after } = await keeperStopsReuse({ stage: 'pass-video' }, { stage: 'pass-video', params: { k: 1 } });
     assert.equal(bus.list().length, 2, 'its stage stopped');
@@ -341,7 +345,15 @@ describe('payload arena (Publisher.alloc)', () => {
 
     // a stage that fails closes its stream with such a reader still on it: what it counted is given back
     let ended = '';
-    s.subscribe({ write: () => undefined, end: (r) => { ended = r; } }, { via: { stage: 'pass-video', params: { k: 2 } } });
+    s.subscribe(
+      {
+        write: () => undefined,
+        end: (r) => {
+          ended = r;
+        },
+      },
+      { via: { stage: 'pass-video', params: { k: 2 } } },
+    );
     await tick();
     const reusedThen = bus.chunks.counts.reused;
     for (; n < 260; n++) pushUnit(pub, n, 10 * KB, 5);
@@ -368,9 +380,13 @@ describe('payload arena (Publisher.alloc)', () => {
     assert.equal(isPoisoned(Buffer.alloc(0)), false);
   });
 
-  it('a sink that says it holds nothing while it keeps every unit reads poison, then another stream\'s frames', async () => {
-    const bus = new CoreMediaBus({ maxGopBytes: 4096 * KB, maxQueueBytes: 2048 * KB, maxStreamBytes: 8192 * KB, readerDropAfterMs: 60_000 },
-      quiet, () => 0, new ChunkPool(() => 0, undefined, undefined, undefined, true));
+  it("a sink that says it holds nothing while it keeps every unit reads poison, then another stream's frames", async () => {
+    const bus = new CoreMediaBus(
+      { maxGopBytes: 4096 * KB, maxQueueBytes: 2048 * KB, maxStreamBytes: 8192 * KB, readerDropAfterMs: 60_000 },
+      quiet,
+      () => 0,
+      new ChunkPool(() => 0, undefined, undefined, undefined, true),
+    );
     const a = bus.create('vehicle-a', 'test');
     const pubA = a.attachPublisher();
     const kept: AccessUnit[] = [];
@@ -391,7 +407,7 @@ describe('payload arena (Publisher.alloc)', () => {
     await tick();
     for (let n = 0; n < 9; n++) pushUnit(pubB, n, 10 * KB, 10, 1);
     const shown = kept.slice(0, 9).filter((u) => [...Array(9).keys()].some((m) => intact(u.payload, m, 1)));
-    assert.equal(shown.length, 9, 'every unit vehicle-a\'s liar kept now holds a frame of vehicle-b');
+    assert.equal(shown.length, 9, "every unit vehicle-a's liar kept now holds a frame of vehicle-b");
     a.close('test over');
     b.close('test over');
   });
@@ -420,18 +436,25 @@ describe('payload arena (Publisher.alloc)', () => {
     };
     const { bus, s, pub } = newStream();
     bus.registerStage(passVideo, 'test', quiet);
-    interface R { holding: AccessUnit[]; writable: boolean; close: () => void }
+    interface R {
+      holding: AccessUnit[];
+      writable: boolean;
+      close: () => void;
+    }
     const readers: R[] = [];
     let checked = 0;
     // on the stream itself, or on one of two stages' streams (which come and go with their readers)
     const where = [undefined, { stage: 'pass-video' }, { stage: 'pass-video', params: { k: 1 } }];
     const join = () => {
       const r: R = { holding: [], writable: true, close: () => undefined };
-      const sub = s.subscribe({
-        write: (u) => r.holding.push(u),
-        writable: () => r.writable,
-        holdsPayloads: () => r.holding.length > 0,
-      }, { via: where[Math.floor(rnd() * where.length)] });
+      const sub = s.subscribe(
+        {
+          write: (u) => r.holding.push(u),
+          writable: () => r.writable,
+          holdsPayloads: () => r.holding.length > 0,
+        },
+        { via: where[Math.floor(rnd() * where.length)] },
+      );
       r.close = () => sub.close();
       readers.push(r);
     };
@@ -461,14 +484,19 @@ describe('payload arena (Publisher.alloc)', () => {
     s.close('test over');
   });
 
-  it('streams of one bus share the pool: every unit every reader of each stream reads is its own stream\'s bytes', async () => {
+  it("streams of one bus share the pool: every unit every reader of each stream reads is its own stream's bytes", async () => {
     let seed = 777;
     const rnd = () => {
       seed = (seed * 1103515245 + 12345) >>> 0;
       return seed / 2 ** 32;
     };
     const bus = new CoreMediaBus({ maxGopBytes: 4096 * KB, maxQueueBytes: 2048 * KB, maxStreamBytes: 8192 * KB, readerDropAfterMs: 60_000 }, quiet, () => 0);
-    interface R { tag: number; holding: AccessUnit[]; writable: boolean; close: () => void }
+    interface R {
+      tag: number;
+      holding: AccessUnit[];
+      writable: boolean;
+      close: () => void;
+    }
     const streams = [0, 1, 2].map((tag) => {
       const s = bus.create(`shared${tag}`, 'test');
       return { tag, s, pub: s.attachPublisher(), n: 0, gop: 8 + tag * 3 };

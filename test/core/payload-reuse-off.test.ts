@@ -74,7 +74,7 @@ describe('payload reuse off: which reader turned it off', () => {
     s.close('test over');
   });
 
-  it('several streams are counted by the reader that keeps each one\'s memory', () => {
+  it("several streams are counted by the reader that keeps each one's memory", () => {
     const { bus, offLines } = newBus();
     const pubs = ['a', 'b', 'c'].map((name) => {
       const s = bus.create(name, 'test');
@@ -84,7 +84,14 @@ describe('payload reuse off: which reader turned it off', () => {
     });
     for (const pub of pubs) push(pub, 0);
     assert.deepEqual(asObject(bus.reuseOffByReader()), { 'hls-out': 2, 'rtsp-out udp': 1 });
-    assert.deepEqual(offLines().map((l) => [l.stream, l.reader]), [['a', 'hls-out'], ['b', 'hls-out'], ['c', 'rtsp-out udp']]);
+    assert.deepEqual(
+      offLines().map((l) => [l.stream, l.reader]),
+      [
+        ['a', 'hls-out'],
+        ['b', 'hls-out'],
+        ['c', 'rtsp-out udp'],
+      ],
+    );
     for (const s of bus.list()) s.close('test over');
     assert.equal(bus.reuseOffByReader().size, 0, 'closed streams are not counted');
   });
@@ -111,7 +118,7 @@ describe('payload reuse off: which reader turned it off', () => {
     assert.equal(off.offLines().length, 0);
   });
 
-  it('a keeper with no name is named by the code that subscribed; one a stage\'s start subscribes, by the stage', async () => {
+  it("a keeper with no name is named by the code that subscribed; one a stage's start subscribes, by the stage", async () => {
     const { bus, offLines } = newBus();
     const s = bus.create('v2', 'test');
     const pub = s.attachPublisher();
@@ -154,7 +161,7 @@ describe('payload reuse off: which reader turned it off', () => {
     s.close('test over');
   });
 
-  it('names from call sites: the plugin\'s folder, an SDK example\'s, a package, else the file; the bus and the SDK are skipped', () => {
+  it("names from call sites: the plugin's folder, an SDK example's, a package, else the file; the bus and the SDK are skipped", () => {
     const bus = '/srv/gw/dist/core/bus/stream.js';
     const sdk = '/srv/gw/dist/plugin-sdk/stages.js';
     assert.equal(nameFromFiles([bus, sdk, 'node:internal/process/task_queues', '/srv/gw/dist/plugins/hls-out/src/forms.js']), 'hls-out');
@@ -171,8 +178,10 @@ describe('payload reuse off: which reader turned it off', () => {
     const { bus, lines } = newBus();
     const s = bus.create('v3', 'test');
     for (const bad of ['', 'two\nlines', 'x'.repeat(101), 42 as unknown as string]) {
-      assert.throws(() => s.subscribe(keeping(), { reader: bad }),
-        (err: Error) => err instanceof TypeError && /reader must be a name of 1-100 characters/.test(err.message));
+      assert.throws(
+        () => s.subscribe(keeping(), { reader: bad }),
+        (err: Error) => err instanceof TypeError && /reader must be a name of 1-100 characters/.test(err.message),
+      );
     }
     assert.equal(lines.filter((l) => l.msg === 'subscribe refused: bad reader name' && l.stream === 'v3').length, 4);
     assert.equal(s.readerCount, 0);

@@ -10,7 +10,9 @@ import { defineService, type ServiceToken } from '../../plugin-sdk/services';
 import { definePlugin, type PluginContext, type PluginDefinition } from '../../plugin-sdk/plugin';
 import { startTestGateway, stubMediaPlugin, type TestGateway } from '../../plugin-sdk/testkit';
 
-interface Greeter { greet(who: string): string }
+interface Greeter {
+  greet(who: string): string;
+}
 const GREETER: ServiceToken<Greeter> = defineService<Greeter>('greeter', { providedBy: 'greeter-provider' });
 
 function provider(word: string, opts: { skipProvide?: boolean; name?: string } = {}): PluginDefinition<object> {
@@ -29,7 +31,11 @@ function consumer(seen: string[], mode: 'needs' | 'uses' | 'none' = 'needs'): Pl
     ...(mode === 'needs' ? { needs: [GREETER] } : mode === 'uses' ? { uses: [GREETER] } : {}),
     setup(ctx) {
       if (mode === 'none') {
-        try { ctx.services.get(GREETER); } catch (err) { seen.push((err as Error).message); }
+        try {
+          ctx.services.get(GREETER);
+        } catch (err) {
+          seen.push((err as Error).message);
+        }
         return;
       }
       const g = mode === 'needs' ? ctx.services.get(GREETER) : ctx.services.find(GREETER);
@@ -53,8 +59,18 @@ describe('plugin context: services, own HTTP listeners, bus view, players, outpu
     it('a provider listed after its user starts first and hands its service over; two kernels keep theirs apart', async () => {
       const seenA: string[] = [];
       const seenB: string[] = [];
-      const a = await startTestGateway({ plugins: [{ name: 'greeter-user', def: consumer(seenA) }, { name: 'greeter-provider', def: provider('hello') }] });
-      const b = await startTestGateway({ plugins: [{ name: 'greeter-user', def: consumer(seenB) }, { name: 'greeter-provider', def: provider('ni hao') }] });
+      const a = await startTestGateway({
+        plugins: [
+          { name: 'greeter-user', def: consumer(seenA) },
+          { name: 'greeter-provider', def: provider('hello') },
+        ],
+      });
+      const b = await startTestGateway({
+        plugins: [
+          { name: 'greeter-user', def: consumer(seenB) },
+          { name: 'greeter-provider', def: provider('ni hao') },
+        ],
+      });
       try {
         assert.deepEqual(seenA, ['hello, driver']);
         assert.deepEqual(seenB, ['ni hao, driver']);
@@ -66,11 +82,17 @@ describe('plugin context: services, own HTTP listeners, bus view, players, outpu
 
     it('boot stops naming both plugins when a needed service has no provider on the site', async () => {
       const msg = await bootFails([{ name: 'greeter-user', def: consumer([]) }]);
-      assert.equal(msg, 'test-site.json: plugin greeter-user: needs service greeter (plugin greeter-provider provides it; add it to the site\'s plugins), which no plugin on this site provides');
+      assert.equal(
+        msg,
+        "test-site.json: plugin greeter-user: needs service greeter (plugin greeter-provider provides it; add it to the site's plugins), which no plugin on this site provides",
+      );
     });
 
     it('boot stops when two plugins provide one service, or a provider does not provide what it declared', async () => {
-      const two = await bootFails([{ name: 'greeter-provider', def: provider('a') }, { name: 'other', def: provider('b', { name: 'other' }) }]);
+      const two = await bootFails([
+        { name: 'greeter-provider', def: provider('a') },
+        { name: 'other', def: provider('b', { name: 'other' }) },
+      ]);
       assert.match(two, /plugin other: provides service greeter, which plugin greeter-provider provides too/);
       const none = await bootFails([{ name: 'greeter-provider', def: provider('a', { skipProvide: true }) }]);
       assert.match(none, /plugin greeter-provider: declares it provides service greeter, but its setup did not call ctx.services.provide for it/);
@@ -82,13 +104,18 @@ describe('plugin context: services, own HTTP listeners, bus view, players, outpu
       await gw.stop();
       assert.deepEqual(seen, ['no greeter']);
       const seen2: string[] = [];
-      const gw2 = await startTestGateway({ plugins: [{ name: 'greeter-provider', def: provider('x') }, { name: 'greeter-user', def: consumer(seen2, 'none') }] });
+      const gw2 = await startTestGateway({
+        plugins: [
+          { name: 'greeter-provider', def: provider('x') },
+          { name: 'greeter-user', def: consumer(seen2, 'none') },
+        ],
+      });
       await gw2.stop();
-      assert.deepEqual(seen2, ['plugin greeter-user: get(greeter): add it to the plugin\'s needs (or uses)']);
+      assert.deepEqual(seen2, ["plugin greeter-user: get(greeter): add it to the plugin's needs (or uses)"]);
     });
   });
 
-  describe('HTTP on a port of the plugin\'s own', () => {
+  describe("HTTP on a port of the plugin's own", () => {
     let gw: TestGateway;
     before(async () => {
       const def = definePlugin({
@@ -96,14 +123,22 @@ describe('plugin context: services, own HTTP listeners, bus view, players, outpu
         async setup(ctx) {
           const http = await ctx.net.listenHttp({ port: 0, key: 'port' });
           http.routes.get('/hello', (req) => ({ data: [{ app: req.app?.appId ?? null }] }), { auth: 'api' });
-          http.routes.raw('GET', '/raw/*', (req, res) => { res.writeHead(200, { 'content-type': 'text/plain' }); res.end(`rest=${req.rest}`); }, { auth: 'none' });
+          http.routes.raw(
+            'GET',
+            '/raw/*',
+            (req, res) => {
+              res.writeHead(200, { 'content-type': 'text/plain' });
+              res.end(`rest=${req.rest}`);
+            },
+            { auth: 'none' },
+          );
         },
       });
       gw = await startTestGateway({ plugins: [{ name: 'own-http', def: def as PluginDefinition<object> }] });
     });
     after(() => gw?.stop());
 
-    it('serves routes with the API port\'s auth and envelope, and names its port', async () => {
+    it("serves routes with the API port's auth and envelope, and names its port", async () => {
       const port = gw.ports['own-http.port'];
       assert.ok(port > 0 && port !== gw.ports['gateway.httpPort']);
       const base = `http://127.0.0.1:${port}`;
@@ -131,10 +166,17 @@ describe('plugin context: services, own HTTP listeners, bus view, players, outpu
     const def = definePlugin({
       name: 'echo',
       setup(ctx) {
-        ctx.routes.websocket('/echo/*', (ws, req) => {
-          if (req.query.get('token') !== 'ok') { ws.close(4401, 'unauthorized'); return; }
-          ws.on('message', (m, binary) => ws.send(Buffer.concat([Buffer.from(`${req.rest}:`), m as Buffer]), { binary }));
-        }, { auth: 'none', maxPayload: 16 });
+        ctx.routes.websocket(
+          '/echo/*',
+          (ws, req) => {
+            if (req.query.get('token') !== 'ok') {
+              ws.close(4401, 'unauthorized');
+              return;
+            }
+            ws.on('message', (m, binary) => ws.send(Buffer.concat([Buffer.from(`${req.rest}:`), m as Buffer]), { binary }));
+          },
+          { auth: 'none', maxPayload: 16 },
+        );
       },
     });
     const gw = await startTestGateway({ plugins: [{ name: 'echo', def: def as PluginDefinition<object> }] });
@@ -157,7 +199,7 @@ describe('plugin context: services, own HTTP listeners, bus view, players, outpu
     assert.equal(await gone, 1006, 'terminated at stop');
   });
 
-  it('routes.url writes where clients reach a route: the API port (apiBase\'s) or the listener\'s, the host and scheme given', async () => {
+  it("routes.url writes where clients reach a route: the API port (apiBase's) or the listener's, the host and scheme given", async () => {
     let urls: Record<string, string | number> = {};
     const def = definePlugin({
       name: 'urls',
@@ -184,10 +226,11 @@ describe('plugin context: services, own HTTP listeners, bus view, players, outpu
 
     // behind a front of the site's own (apiBase): its port, and none when it is the scheme's default
     const behind = await startTestGateway({
-      plugins: [{ name: 'urls', def: def as PluginDefinition<object> }], gateway: { apiBase: 'https://gw.example.com' },
+      plugins: [{ name: 'urls', def: def as PluginDefinition<object> }],
+      gateway: { apiBase: 'https://gw.example.com' },
     });
     assert.equal(urls.apiPort, 443);
-    assert.equal(urls.apiDefault, 'https://gw.example.com/x', 'apiBase\'s host, scheme and port');
+    assert.equal(urls.apiDefault, 'https://gw.example.com/x', "apiBase's host, scheme and port");
     assert.equal(urls.api, 'ws://gw.example.com:443/raw-h264/1_1_1?reqId=r%201&token=a%26b', 'the scheme given decides whether the port is a default');
     await behind.stop();
   });
@@ -196,7 +239,12 @@ describe('plugin context: services, own HTTP listeners, bus view, players, outpu
     const blocker = net.createServer().listen(0, '127.0.0.1');
     await new Promise((r) => blocker.once('listening', r));
     const port = (blocker.address() as net.AddressInfo).port;
-    const def = definePlugin({ name: 'own-http', async setup(ctx) { await ctx.net.listenHttp({ port, key: 'port' }); } });
+    const def = definePlugin({
+      name: 'own-http',
+      async setup(ctx) {
+        await ctx.net.listenHttp({ port, key: 'port' });
+      },
+    });
     const msg = await bootFails([{ name: 'own-http', def: def as PluginDefinition<object> }]);
     blocker.close();
     assert.equal(msg, `test-site.json: plugin own-http: key port: port ${port} on 127.0.0.1 is already in use`);
@@ -217,7 +265,9 @@ describe('plugin context: services, own HTTP listeners, bus view, players, outpu
     assert.equal(s.owner, 'maker');
     assert.deepEqual(ctx.bus.stages(), ['noop']);
     let closedWith = '';
-    s.on('closed', (r) => { closedWith = r; });
+    s.on('closed', (r) => {
+      closedWith = r;
+    });
     await gw.stop();
     assert.equal(closedWith, 'plugin maker stopped');
     assert.deepEqual(gw.bus.stages(), []);
@@ -233,12 +283,18 @@ describe('plugin context: services, own HTTP listeners, bus view, players, outpu
         setup(c) {
           ctx = c as PluginContext<object>;
           c.sessions.registerOutput({
-            name: 'annexb-out', schemes: ['http'],
+            name: 'annexb-out',
+            schemes: ['http'],
             playUrl: (a) => `${a.scheme}://${a.host}:9/annexb/${a.streamName}?reqId=${a.reqId}&token=${encodeURIComponent(a.token)}`,
           });
         },
       });
-      gw = await startTestGateway({ plugins: [{ name: stub.name, def: stub.def }, { name: 'annexb-out', def: extra as PluginDefinition<object> }] });
+      gw = await startTestGateway({
+        plugins: [
+          { name: stub.name, def: stub.def },
+          { name: 'annexb-out', def: extra as PluginDefinition<object> },
+        ],
+      });
     });
     after(() => gw?.stop());
 

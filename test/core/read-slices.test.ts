@@ -24,12 +24,15 @@ interface Probe {
 
 function probe(slices: ReadSlices, clock: TestClock, costMs: number, log?: string[], name = ''): Probe {
   const p: Probe = { got: [], seen: [], pauses: 0, resumes: 0, errors: [] } as unknown as Probe;
-  p.reader = slices.reader((chunk) => {
-    p.seen.push(chunk);
-    p.got.push(Buffer.from(chunk));
-    log?.push(name);
-    clock.t += costMs;
-  }, { pause: () => p.pauses++, resume: () => p.resumes++, onError: (e) => p.errors.push(e) });
+  p.reader = slices.reader(
+    (chunk) => {
+      p.seen.push(chunk);
+      p.got.push(Buffer.from(chunk));
+      log?.push(name);
+      clock.t += costMs;
+    },
+    { pause: () => p.pauses++, resume: () => p.resumes++, onError: (e) => p.errors.push(e) },
+  );
   return p;
 }
 
@@ -114,19 +117,29 @@ describe('plugin-sdk ReadSlices (media reads in slices of the event loop)', () =
     await turn();
     assert.equal(a.got.length, 7);
     assert.equal(a.resumes, 1);
-    assert.deepEqual(a.got.slice(1).map((g) => g[0]), [0, 1, 2, 3, 4, 5]);
+    assert.deepEqual(
+      a.got.slice(1).map((g) => g[0]),
+      [0, 1, 2, 3, 4, 5],
+    );
   });
 
-  it('pauses each reader that sets a read aside once all readers\' set-aside bytes pass the backlog limit', async () => {
+  it("pauses each reader that sets a read aside once all readers' set-aside bytes pass the backlog limit", async () => {
     const clock = new TestClock();
     const s = new ReadSlices(1, clock.now, 1 << 20, 2000);
     const first = probe(s, clock, 5);
     first.reader.deliver(Buffer.alloc(1));
     const rs = Array.from({ length: 5 }, () => probe(s, clock, 0));
     for (const r of rs) r.reader.deliver(Buffer.alloc(600));
-    assert.deepEqual(rs.map((r) => r.pauses), [0, 0, 0, 1, 1], 'past 2000 bytes from the fourth on');
+    assert.deepEqual(
+      rs.map((r) => r.pauses),
+      [0, 0, 0, 1, 1],
+      'past 2000 bytes from the fourth on',
+    );
     await turn();
-    assert.deepEqual(rs.map((r) => r.resumes), [0, 0, 0, 1, 1]);
+    assert.deepEqual(
+      rs.map((r) => r.resumes),
+      [0, 0, 0, 1, 1],
+    );
     assert.equal(s.backlogBytes, 0);
   });
 
@@ -153,7 +166,10 @@ describe('plugin-sdk ReadSlices (media reads in slices of the event loop)', () =
     x.reader.deliver(Buffer.from('x2')); // past it: set aside
     for (let i = 0; i < 31; i++) y.reader.deliver(Buffer.alloc(256 * 1024, 2)); // 32 slabs taken (x2 holds one)
     x.reader.deliver(Buffer.alloc(256 * 1024, 3)); // no room: x2 first, then this one, at once
-    assert.deepEqual(x.got.map((g) => g.length), [2, 2, 256 * 1024]);
+    assert.deepEqual(
+      x.got.map((g) => g.length),
+      [2, 2, 256 * 1024],
+    );
     assert.equal(x.got[1].toString(), 'x2');
     for (let i = 0; i < 40 && s.backlog > 0; i++) await turn();
     assert.equal(y.got.length, 31);
@@ -177,10 +193,16 @@ describe('plugin-sdk ReadSlices (media reads in slices of the event loop)', () =
       await turn();
     };
     // within 10 s of the burst nothing is let go (a burst that follows finds its slabs)
-    for (let i = 0; i < 5; i++) { clock.t += 1500; await turnOfLoad(); }
+    for (let i = 0; i < 5; i++) {
+      clock.t += 1500;
+      await turnOfLoad();
+    }
     assert.equal(s.slabBytes, 12 * 256 * 1024, 'kept within the period of the burst');
     // the first trim keeps what the burst's period needed; the next one lets the rest go
-    for (let i = 0; i < 20; i++) { clock.t += 1500; await turnOfLoad(); }
+    for (let i = 0; i < 20; i++) {
+      clock.t += 1500;
+      await turnOfLoad();
+    }
     const after = s.slabBytes / (256 * 1024);
     assert.ok(after >= 1 && after <= 2, `${after} slabs kept for a load that needs one or two`);
     // and the steady load's reads all arrived whole
@@ -194,7 +216,7 @@ describe('plugin-sdk ReadSlices (media reads in slices of the event loop)', () =
     assert.ok(burst.every((r) => r.got.length === 2 && r.got[1][0] === 3));
   });
 
-  it('flush hands a reader\'s set-aside reads over now, once', async () => {
+  it("flush hands a reader's set-aside reads over now, once", async () => {
     const clock = new TestClock();
     const s = new ReadSlices(1, clock.now);
     const a = probe(s, clock, 5);
@@ -214,11 +236,14 @@ describe('plugin-sdk ReadSlices (media reads in slices of the event loop)', () =
     const s = new ReadSlices(1, clock.now);
     const errs: unknown[] = [];
     const got: string[] = [];
-    const bad = s.reader((c) => {
-      clock.t += 5;
-      if (c.toString() === 'boom') throw new Error('boom');
-      got.push(c.toString());
-    }, { pause() {}, resume() {}, onError: (e) => errs.push(e) });
+    const bad = s.reader(
+      (c) => {
+        clock.t += 5;
+        if (c.toString() === 'boom') throw new Error('boom');
+        got.push(c.toString());
+      },
+      { pause() {}, resume() {}, onError: (e) => errs.push(e) },
+    );
     const good = probe(s, clock, 0);
     bad.deliver(Buffer.from('first'));
     bad.deliver(Buffer.from('boom'));
@@ -246,7 +271,10 @@ describe('plugin-sdk ReadSlices (media reads in slices of the event loop)', () =
     assert.equal(s.stats.full, 1);
     await turn();
     assert.equal(a.seen[5], d[4]);
-    assert.deepEqual(a.got.slice(1).map((g) => g[0]), [0, 1, 2, 3, 4]);
+    assert.deepEqual(
+      a.got.slice(1).map((g) => g[0]),
+      [0, 1, 2, 3, 4],
+    );
     assert.equal(s.backlogBytes, 0);
   });
 
@@ -260,7 +288,7 @@ describe('plugin-sdk ReadSlices (media reads in slices of the event loop)', () =
     assert.equal(s.sliceStart, -1, 'no slice opened, nothing scheduled');
   });
 
-  it('keeps every reader\'s bytes whole and in order through slab reuse over many turns (randomised)', async () => {
+  it("keeps every reader's bytes whole and in order through slab reuse over many turns (randomised)", async () => {
     const rnd = prng(7);
     const clock = new TestClock();
     const s = new ReadSlices(2, clock.now, 64 * 1024, 512 * 1024);
@@ -296,11 +324,15 @@ describe('plugin-sdk ReadSlices (media reads in slices of the event loop)', () =
     const srv = net.createServer((sock) => {
       server = sock;
       // as ctx.net.readSliced reads a terminal
-      const r = s.readSocket(sock, (c) => {
-        parts.push(Buffer.from(c));
-        got += c.length;
-        clock.t += 1;
-      }, () => sock.destroy());
+      const r = s.readSocket(
+        sock,
+        (c) => {
+          parts.push(Buffer.from(c));
+          got += c.length;
+          clock.t += 1;
+        },
+        () => sock.destroy(),
+      );
       sock.on('close', () => r.flush());
     });
     await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));

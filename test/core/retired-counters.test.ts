@@ -25,7 +25,7 @@ async function workerMetrics(counted: number, observed: number[], live: number):
 const line = (text: string, series: string): string | undefined => text.split('\n').find((l) => l.startsWith(`${series} `));
 
 describe('retired counters: what dead workers counted stays in the cluster sum', () => {
-  it('adds a dead worker\'s counters and histograms at its last scrape, never its gauges, and sums repeated deaths', async () => {
+  it("adds a dead worker's counters and histograms at its last scrape, never its gauges, and sums repeated deaths", async () => {
     const rc = new RetiredCounters();
     const w0 = await workerMetrics(5, [0.05], 2);
     rc.answered(1, await workerMetrics(99, [], 9)); // an older answer: only the last one counts
@@ -38,8 +38,8 @@ describe('retired counters: what dead workers counted stays in the cluster sum',
     assert.equal(line(text, 'gw_core_op_seconds_count'), 'gw_core_op_seconds_count 4');
     assert.equal(line(text, 'gw_core_op_seconds_bucket{le="0.1"}'), 'gw_core_op_seconds_bucket{le="0.1"} 2');
     assert.equal(line(text, 'gw_core_op_seconds_bucket{le="1"}'), 'gw_core_op_seconds_bucket{le="1"} 3');
-    assert.equal(line(text, 'gw_core_open'), 'gw_core_open 6', 'the live workers\' gauges only (2 + 4), not the dead one\'s 3');
-    assert.equal(line(text, 'gw_core_stream_bytes{stream="s3"}'), undefined, 'the dead worker\'s table rows are gone');
+    assert.equal(line(text, 'gw_core_open'), 'gw_core_open 6', "the live workers' gauges only (2 + 4), not the dead one's 3");
+    assert.equal(line(text, 'gw_core_stream_bytes{stream="s3"}'), undefined, "the dead worker's table rows are gone");
     // it dies again after counting 1: both deaths stay
     rc.answered(1, await workerMetrics(1, [0.05], 4));
     rc.exited(1);
@@ -73,26 +73,41 @@ describe('retired counters: what dead workers counted stays in the cluster sum',
     it('a worker killed with SIGKILL: the summed counters do not fall, and count on', async () => {
       // new connections each time: the primary deals them to both workers in turn (under the login brake's 20)
       for (let i = 0; i < 6; i++) assert.equal((await gw.api('GET', '/strm/status', undefined, wrong)).status, 401);
-      const before = await waitFor('6 bad logins counted', async () => {
-        const t = await scrape();
-        return t !== undefined && badLogins(t) === 6 ? t : undefined;
-      }, 5000, 50);
+      const before = await waitFor(
+        '6 bad logins counted',
+        async () => {
+          const t = await scrape();
+          return t !== undefined && badLogins(t) === 6 ? t : undefined;
+        },
+        5000,
+        50,
+      );
       const cpuBefore = metricSum(before, 'gw_process_cpu_seconds_total');
       const pids = workerPids(gw.child.pid!);
       process.kill(pids.get(1)!, 'SIGKILL');
       await workerRestarted(gw.child.pid!, 1, pids.get(1));
       // both workers answering again (a scrape while worker 1 boots has worker 0 and the retired part only)
-      const after = await waitFor('a scrape with both workers', async () => {
-        const h = await gw.api('GET', '/healthz').catch(() => undefined);
-        return h?.json && !h.json.degraded?.workers ? scrape() : undefined;
-      }, 30_000, 100);
-      assert.equal(badLogins(after), 6, 'the killed worker\'s bad logins are still in the sum');
+      const after = await waitFor(
+        'a scrape with both workers',
+        async () => {
+          const h = await gw.api('GET', '/healthz').catch(() => undefined);
+          return h?.json && !h.json.degraded?.workers ? scrape() : undefined;
+        },
+        30_000,
+        100,
+      );
+      assert.equal(badLogins(after), 6, "the killed worker's bad logins are still in the sum");
       assert.ok(metricSum(after, 'gw_process_cpu_seconds_total') >= cpuBefore, 'process CPU seconds never fall');
       for (let i = 0; i < 2; i++) assert.equal((await gw.api('GET', '/strm/status', undefined, wrong)).status, 401);
-      await waitFor('8 bad logins counted', async () => {
-        const t = await scrape();
-        return t !== undefined && badLogins(t) === 8 ? true : undefined;
-      }, 5000, 50);
+      await waitFor(
+        '8 bad logins counted',
+        async () => {
+          const t = await scrape();
+          return t !== undefined && badLogins(t) === 8 ? true : undefined;
+        },
+        5000,
+        50,
+      );
     });
   });
 });

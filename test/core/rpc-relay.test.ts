@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { RpcRelay } from '../../core/cluster/rpc-relay';
 
 describe('cluster: calls relayed between workers', () => {
-  it('a call to all finishes with every worker\'s answer, in the order they came', () => {
+  it("a call to all finishes with every worker's answer, in the order they came", () => {
     const r = new RpcRelay();
     const id = r.open(2, 41, 'metrics', true, [0, 1, 2]);
     assert.equal(r.answer(id, 1, { ok: true, value: 'b' }), undefined);
@@ -14,7 +14,10 @@ describe('cluster: calls relayed between workers', () => {
     const done = r.answer(id, 2, { ok: true, value: 'c' });
     assert.ok(done);
     assert.deepEqual({ from: done.from, fromId: done.fromId, method: done.method, all: done.all }, { from: 2, fromId: 41, method: 'metrics', all: true });
-    assert.deepEqual(done.results.map((x) => x.value), ['b', 'a', 'c']);
+    assert.deepEqual(
+      done.results.map((x) => x.value),
+      ['b', 'a', 'c'],
+    );
     assert.equal(r.size, 0, 'forgotten once finished');
     assert.equal(r.answer(id, 2, { ok: true, value: 'late' }), undefined);
   });
@@ -27,8 +30,11 @@ describe('cluster: calls relayed between workers', () => {
     assert.deepEqual(r.died(0), []);
     assert.equal(r.size, 1);
     const done = r.answer(id, 1, { ok: true, value: 'w1' });
-    assert.ok(done, 'finished by worker 1\'s answer');
-    assert.deepEqual(done.results, [{ ok: true, value: 'w0' }, { ok: true, value: 'w1' }]);
+    assert.ok(done, "finished by worker 1's answer");
+    assert.deepEqual(done.results, [
+      { ok: true, value: 'w0' },
+      { ok: true, value: 'w1' },
+    ]);
   });
 
   it('a worker that dies owing answers fails just its part of each call waiting on it', () => {
@@ -44,7 +50,10 @@ describe('cluster: calls relayed between workers', () => {
     assert.deepEqual(done[0].results, [{ ok: false, error: { message: 'worker 1 died', errCode: -3 } }]);
     const finished = r.answer(all, 2, { ok: true, value: [] });
     assert.ok(finished);
-    assert.deepEqual(finished.results.map((x) => x.ok), [true, false, true]);
+    assert.deepEqual(
+      finished.results.map((x) => x.ok),
+      [true, false, true],
+    );
     assert.equal(r.size, 1, 'the call to worker 2 still waits');
     assert.ok(r.get(other));
     assert.equal(r.answer(other, 1, { ok: true }), undefined, 'an answer from a worker the call did not go to is ignored');

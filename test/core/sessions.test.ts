@@ -25,11 +25,21 @@ describe('sessions: ctrl, exclusive, keep, close, status, scoping, timeouts', ()
       setup(ctx) {
         probeCtx = ctx;
         ctx.notices.on((n) => notices.push(n));
-        ctx.sessions.onStreamClosed((s) => (s.name.startsWith('999_') ? new Promise<void>((resolve) => { releaseClose = resolve; }) : undefined) as never);
+        ctx.sessions.onStreamClosed(
+          (s) =>
+            (s.name.startsWith('999_')
+              ? new Promise<void>((resolve) => {
+                  releaseClose = resolve;
+                })
+              : undefined) as never,
+        );
       },
     });
     gw = await startTestGateway({
-      plugins: [{ name: stub.name, def: stub.def }, { name: 'probe', def: probe }],
+      plugins: [
+        { name: stub.name, def: stub.def },
+        { name: 'probe', def: probe },
+      ],
       gateway: {
         applications: [
           { appId: 'A', user: 'appa', password: 'pwa' },
@@ -40,7 +50,9 @@ describe('sessions: ctrl, exclusive, keep, close, status, scoping, timeouts', ()
     });
   });
   after(() => gw.stop());
-  beforeEach(() => { notices.length = 0; });
+  beforeEach(() => {
+    notices.length = 0;
+  });
 
   const body = (over: Record<string, unknown> = {}) => ({ user: { token: 'tok' }, typ: 'live', simNo: '013800138000', chanId: 1, ...over });
   async function open(auth: string, over: Record<string, unknown> = {}) {
@@ -88,7 +100,11 @@ describe('sessions: ctrl, exclusive, keep, close, status, scoping, timeouts', ()
       assert.deepEqual(k.json.data, [{ reqId: id, keep: true }]);
     }
     clock.advance(19_000);
-    assert.equal((await gw.api('GET', '/strm/status', undefined, A)).json.data.some((x: { reqId: string }) => x.reqId === id), true, 'still open inside the hold time');
+    assert.equal(
+      (await gw.api('GET', '/strm/status', undefined, A)).json.data.some((x: { reqId: string }) => x.reqId === id),
+      true,
+      'still open inside the hold time',
+    );
     clock.advance(2_000);
     const k = await gw.api('POST', '/strm/keep', { reqIds: [id] }, A);
     assert.deepEqual(k.json.data, [{ reqId: id, keep: false }]);
@@ -111,13 +127,16 @@ describe('sessions: ctrl, exclusive, keep, close, status, scoping, timeouts', ()
       { reqId: r2.data[0].reqId, closed: true },
     ]);
     assert.equal(c.json.count, 3);
-    assert.deepEqual(notices.map((n) => n.payload.closeCause), [1, 1]);
+    assert.deepEqual(
+      notices.map((n) => n.payload.closeCause),
+      [1, 1],
+    );
     // closed twice: false
     const again = await gw.api('POST', '/strm/close', { reqIds: [r1.data[0].reqId] }, A);
     assert.deepEqual(again.json.data, [{ reqId: r1.data[0].reqId, closed: false }]);
   });
 
-  it('scoping: B can neither keep, close nor see A\'s requests; answers exactly like unknown ones', async () => {
+  it("scoping: B can neither keep, close nor see A's requests; answers exactly like unknown ones", async () => {
     const a = await open(A, { chanId: 6 });
     const id = a.data[0].reqId;
     const keepB = await gw.api('POST', '/strm/keep', { reqIds: [id] }, B);
@@ -127,7 +146,10 @@ describe('sessions: ctrl, exclusive, keep, close, status, scoping, timeouts', ()
     const closeB = await gw.api('POST', '/strm/close', { reqIds: [id] }, B);
     assert.deepEqual(closeB.json.data, [{ reqId: id, closed: false }]);
     const statusB = await gw.api('GET', '/strm/status', undefined, B);
-    assert.equal(statusB.json.data.some((x: { reqId: string }) => x.reqId === id), false);
+    assert.equal(
+      statusB.json.data.some((x: { reqId: string }) => x.reqId === id),
+      false,
+    );
     const statusA = await gw.api('GET', '/strm/status?reqId=' + id, undefined, A);
     assert.equal(statusA.json.count, 1);
     assert.equal(statusA.json.data[0].ctrl, true);
@@ -141,7 +163,11 @@ describe('sessions: ctrl, exclusive, keep, close, status, scoping, timeouts', ()
     const pub = probeCtx.sessions.findStream('13800138000', 19, 'live')!.media.attachPublisher();
     pub.setTrack({ kind: 'video', codec: 'h264', width: 352, height: 288 });
     pub.push(videoUnit({ codec: 'h264', dts: 0, keyframe: true, payload: Buffer.alloc(10) }));
-    assert.deepEqual(notices.map((n) => n.payload.reqId), [plain.data[0].reqId], 'the request without detection is told at once');
+    assert.deepEqual(
+      notices.map((n) => n.payload.reqId),
+      [plain.data[0].reqId],
+      'the request without detection is told at once',
+    );
     clock.advance(300);
     pub.setTrack({ kind: 'audio', codec: 'g711a', sampleRate: 8000, channels: 1 });
     assert.equal(notices.length, 2);
@@ -175,7 +201,13 @@ describe('sessions: ctrl, exclusive, keep, close, status, scoping, timeouts', ()
     assert.equal(notices.length, 1, 'no ready notice for a request that opened ready');
     await closeAll(A, [r.data[0].reqId]);
     await closeAll(B, [later.data[0].reqId]);
-    assert.deepEqual(notices.slice(1).map((n) => [n.payload.act, n.payload.closeCause]), [['closed', 1], ['closed', 1]]);
+    assert.deepEqual(
+      notices.slice(1).map((n) => [n.payload.act, n.payload.closeCause]),
+      [
+        ['closed', 1],
+        ['closed', 1],
+      ],
+    );
     assert.equal(pub.closed, true, 'the publisher hears that the stream closed');
   });
 
@@ -202,7 +234,7 @@ describe('sessions: ctrl, exclusive, keep, close, status, scoping, timeouts', ()
     assert.equal(n.payload.act, 'failed', 'never became ready: failed');
   });
 
-  it('-207 while the channel\'s stream is closing', async () => {
+  it("-207 while the channel's stream is closing", async () => {
     const r = await open(A, { simNo: '999', chanId: 1 });
     await closeAll(A, [r.data[0].reqId]);
     const during = await open(A, { simNo: '999', chanId: 1 });

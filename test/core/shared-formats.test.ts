@@ -19,13 +19,16 @@ describe('media bus: formats shared by key', () => {
     const theirs = defineFormat('theirs', () => ({ encode: () => 1 }));
     out.shareFormat('k', theirs);
     let made = 0;
-    const make = () => { made++; return defineFormat('mine', () => ({ encode: () => 2 })); };
+    const make = () => {
+      made++;
+      return defineFormat('mine', () => ({ encode: () => 2 }));
+    };
     assert.equal(rec.sharedFormat('k', make), theirs);
     assert.equal(made, 0, 'nothing made while one is shared');
     const other = rec.sharedFormat('other', make);
     assert.equal(rec.sharedFormat('other', make), other, 'made once, then shared');
     assert.equal(made, 1);
-    assert.notEqual(newBus().sharedFormat('k', make), theirs, 'another gateway\'s bus shares its own');
+    assert.notEqual(newBus().sharedFormat('k', make), theirs, "another gateway's bus shares its own");
     out.release();
     assert.notEqual(rec.sharedFormat('k', make), theirs, 'withdrawn with its plugin');
   });
@@ -39,6 +42,9 @@ describe('media bus: formats shared by key', () => {
     a.shareFormat('k', fa);
     b.shareFormat('k', fb);
     a.release();
-    assert.equal(bus.sharedFormat('k', () => fa), fb);
+    assert.equal(
+      bus.sharedFormat('k', () => fa),
+      fb,
+    );
   });
 });

@@ -42,7 +42,14 @@ async function bootSite(site: string, env: Record<string, string>): Promise<Boot
   const logs: Array<Record<string, unknown>> = [];
   const dest = new Writable({
     write(chunk: Buffer, _enc, done) {
-      for (const line of chunk.toString('utf8').split('\n')) if (line.trim()) { try { logs.push(JSON.parse(line)); } catch { /* partial line */ } }
+      for (const line of chunk.toString('utf8').split('\n'))
+        if (line.trim()) {
+          try {
+            logs.push(JSON.parse(line));
+          } catch {
+            /* partial line */
+          }
+        }
       done();
     },
   });
@@ -105,7 +112,11 @@ describe('shipped sites: sites/production and sites/default', function () {
   });
 
   async function openAndClose(b: Booted, auth: string): Promise<string> {
-    const r = await b.api('/strm/open', { user: { token: 't1' }, typ: 'live', simNo: '013800138000', chanId: 1, cb: `http://127.0.0.1:${receiver!.port}/hooks` }, auth);
+    const r = await b.api(
+      '/strm/open',
+      { user: { token: 't1' }, typ: 'live', simNo: '013800138000', chanId: 1, cb: `http://127.0.0.1:${receiver!.port}/hooks` },
+      auth,
+    );
     assert.equal(r.json.errCode, 0, JSON.stringify(r.json));
     const reqId: string = r.json.data[0].reqId;
     const c = await b.api('/strm/close', { reqIds: [reqId] }, auth);
@@ -116,7 +127,11 @@ describe('shipped sites: sites/production and sites/default', function () {
   it('production: boots with every plugin, no demo credentials, and gives up the notices of a loopback cb', async () => {
     const site = JSON.parse(fs.readFileSync(path.join(repoRoot, 'sites', 'production', 'site.json'), 'utf8'));
     const dflt = JSON.parse(fs.readFileSync(path.join(repoRoot, 'sites', 'default', 'site.json'), 'utf8'));
-    assert.deepEqual(site.plugins.map((p: { name: string }) => p.name), dflt.plugins.map((p: { name: string }) => p.name), 'the same plugins as the default site');
+    assert.deepEqual(
+      site.plugins.map((p: { name: string }) => p.name),
+      dflt.plugins.map((p: { name: string }) => p.name),
+      'the same plugins as the default site',
+    );
     assert.deepEqual(site.gateway.applications, [], 'no credentials in the file');
 
     booted = await bootSite('production', { ...freePortEnv(dir), GW_APPLICATIONS: JSON.stringify([PROD_APP, OPS_APP]) });
@@ -144,7 +159,7 @@ describe('shipped sites: sites/production and sites/default', function () {
     const anon = await b.get('/metrics');
     assert.equal(anon.status, 401);
     assert.ok(!anon.text.includes('13800138000'), 'no SIM to anyone');
-    assert.equal((await b.get('/metrics', fleet)).status, 403, 'a tenant reads no other tenant\'s SIMs');
+    assert.equal((await b.get('/metrics', fleet)).status, 403, "a tenant reads no other tenant's SIMs");
     const ops = await b.get('/metrics', OPS);
     assert.equal(ops.status, 200);
     assert.match(ops.text, /^gw_core_requests_open 1$/m);
@@ -162,10 +177,16 @@ describe('shipped sites: sites/production and sites/default', function () {
   it('default: the same loopback cb gets its notice (allowLoopback is set in the site file)', async () => {
     booted = await bootSite('default', freePortEnv(dir));
     const b = booted;
-    assert.ok(b.logs.some((l) => /demo credentials/.test(String(l.msg))), 'the demo-credentials warning');
+    assert.ok(
+      b.logs.some((l) => /demo credentials/.test(String(l.msg))),
+      'the demo-credentials warning',
+    );
     const reqId = await openAndClose(b, 'demo:demo');
     await receiver!.waitForArrivals(1);
-    assert.deepEqual(receiver!.arrivals.map((a) => [a.path, a.body.act, a.body.reqId]), [['/hooks/strm_notif', 'closed', reqId]]);
+    assert.deepEqual(
+      receiver!.arrivals.map((a) => [a.path, a.body.act, a.body.reqId]),
+      [['/hooks/strm_notif', 'closed', reqId]],
+    );
     await until(async () => (await b.metric('gw_callback_notifier_delivered_total')) === 1, 5000, 'the delivered count');
     assert.equal(await b.metric('gw_callback_notifier_failed_total'), 0);
   });

@@ -23,7 +23,9 @@ describe('stages: the G.711 test worker', function () {
       const frames = [0, 1, 2, 3].map((i) => all.subarray(i * 320, (i + 1) * 320));
       const mine = Buffer.concat(await Promise.all(frames.map(async (frame) => Buffer.from(await worker.call({ frame })))));
       const ffmpeg = requireTool('ffmpeg', 'ffmpeg');
-      const r = spawnSync(ffmpeg, ['-v', 'error', '-f', 'alaw', '-ar', '8000', '-ac', '1', '-i', 'pipe:0', '-f', 's16le', 'pipe:1'], { input: all.subarray(0, 1280) });
+      const r = spawnSync(ffmpeg, ['-v', 'error', '-f', 'alaw', '-ar', '8000', '-ac', '1', '-i', 'pipe:0', '-f', 's16le', 'pipe:1'], {
+        input: all.subarray(0, 1280),
+      });
       assert.equal(r.status, 0, r.stderr?.toString());
       assert.equal(mine.length, 2560);
       assert.deepEqual(mine, r.stdout, 'the same PCM as ffmpeg decodes');

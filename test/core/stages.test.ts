@@ -40,16 +40,20 @@ describe('stages: audioStage and StageWorker', function () {
   this.timeout(30_000);
 
   // that the worker's PCM is what ffmpeg decodes, byte for byte, is checked in stages-ffmpeg.test.ts (full tier)
-  it('decodes audio in a worker thread, passes video by reference at once, keeps each track\'s order', async () => {
+  it("decodes audio in a worker thread, passes video by reference at once, keeps each track's order", async () => {
     const worker = new StageWorker<TranscodeRequest, Uint8Array>(WORKER, { name: 'g711', log: quiet });
     const bus = newBus();
-    bus.registerStage(audioStage({
-      name: 'g711-pcm',
-      create: () => ({
-        track: (t) => (t.codec === 'g711a' ? { ...t, codec: 'pcm', bitsPerSample: 16 } : undefined),
-        unit: async (u) => [withPayload(u, Buffer.from(await worker.call({ frame: u.payload })), { codec: 'pcm' })],
+    bus.registerStage(
+      audioStage({
+        name: 'g711-pcm',
+        create: () => ({
+          track: (t) => (t.codec === 'g711a' ? { ...t, codec: 'pcm', bitsPerSample: 16 } : undefined),
+          unit: async (u) => [withPayload(u, Buffer.from(await worker.call({ frame: u.payload })), { codec: 'pcm' })],
+        }),
       }),
-    }), 'test', quiet);
+      'test',
+      quiet,
+    );
     const src = bus.create('src', 'test');
     const pub = src.attachPublisher();
     pub.setTrack({ kind: 'video', codec: 'h264' });
@@ -75,28 +79,42 @@ describe('stages: audioStage and StageWorker', function () {
     assert.equal(tracks[tracks.length - 1], 'h264+pcm', 'the audio track as the stage made it');
     const order = (list: AccessUnit[], kind: string) => list.filter((u) => u.kind === kind).map((u) => u.dts);
     assert.deepEqual(order(got, 'audio'), order(sent, 'audio'), 'audio in the input order');
-    assert.deepEqual(got.filter((u) => u.kind === 'video'), sent.filter((u) => u.kind === 'video'), 'video by reference, in order');
+    assert.deepEqual(
+      got.filter((u) => u.kind === 'video'),
+      sent.filter((u) => u.kind === 'video'),
+      'video by reference, in order',
+    );
     // all of it was pushed in one turn, before the worker answered anything: video did not wait for audio in flight
-    assert.deepEqual(got.slice(0, 4).map((u) => u.kind), ['video', 'video', 'video', 'video']);
+    assert.deepEqual(
+      got.slice(0, 4).map((u) => u.kind),
+      ['video', 'video', 'video', 'video'],
+    );
 
     const mine = Buffer.concat(got.filter((u) => u.kind === 'audio').map((u) => u.payload));
     assert.ok(got.filter((u) => u.kind === 'audio').every((u) => u.codec === 'pcm' && u.timescale === 8000 && u.duration === 320));
     assert.equal(mine.length, 2560);
-    assert.deepEqual(mine, s16le(all.subarray(0, 1280)), 'each frame\'s PCM from the worker, in order');
+    assert.deepEqual(mine, s16le(all.subarray(0, 1280)), "each frame's PCM from the worker, in order");
     await worker.close();
   });
 
   it('a reader joining a running stream through a new stage finds both tracks before its first unit, the GOP passed, the audio track made once', async () => {
     const bus = newBus();
     let tracksMade = 0;
-    bus.registerStage(audioStage({
-      name: 'pcm-ish',
-      create: () => ({
-        track: (t) => { tracksMade++; return { ...t, codec: 'pcm', bitsPerSample: 16 }; },
-        unit: async (u) => [withPayload(u, Buffer.from(u.payload), { codec: 'pcm' })],
-        holdsPayloads: () => false,
+    bus.registerStage(
+      audioStage({
+        name: 'pcm-ish',
+        create: () => ({
+          track: (t) => {
+            tracksMade++;
+            return { ...t, codec: 'pcm', bitsPerSample: 16 };
+          },
+          unit: async (u) => [withPayload(u, Buffer.from(u.payload), { codec: 'pcm' })],
+          holdsPayloads: () => false,
+        }),
       }),
-    }), 'test', quiet);
+      'test',
+      quiet,
+    );
     const src = bus.create('src', 'test');
     const pub = src.attachPublisher();
     pub.setTrack({ kind: 'video', codec: 'h264' });
@@ -110,10 +128,23 @@ describe('stages: audioStage and StageWorker', function () {
     const seen: string[] = [];
     const got: AccessUnit[] = [];
     // what an FLV player does: the tracks known when its start point comes are the ones its file header announces
-    src.subscribe({ tracks: (ts) => seen.push(ts.map((t) => t.codec).join('+')), write: (u) => { if (got.length === 0) seen.push(`first ${u.kind}`); got.push(u); } }, { via: 'pcm-ish' });
+    src.subscribe(
+      {
+        tracks: (ts) => seen.push(ts.map((t) => t.codec).join('+')),
+        write: (u) => {
+          if (got.length === 0) seen.push(`first ${u.kind}`);
+          got.push(u);
+        },
+      },
+      { via: 'pcm-ish' },
+    );
     await until('the GOP through the stage', () => got.filter((u) => u.kind === 'audio').length >= 4);
     assert.deepEqual(seen.slice(0, 2), ['h264+pcm', 'first video'], 'both tracks, video first, before the first unit');
-    assert.deepEqual(got.filter((u) => u.kind === 'video'), sent.slice(2), 'the GOP\'s video, the same objects');
+    assert.deepEqual(
+      got.filter((u) => u.kind === 'video'),
+      sent.slice(2),
+      "the GOP's video, the same objects",
+    );
     // a change of the video track repeats the audio one in the list: the transform is not restarted for it
     pub.setTrack({ kind: 'video', codec: 'h264', width: 640, height: 480 });
     await tick();
@@ -126,14 +157,18 @@ describe('stages: audioStage and StageWorker', function () {
   it('holds the input while maxInFlight frames are out, then catches up; the source never waits', async () => {
     const bus = newBus();
     const resolvers: Array<() => void> = [];
-    bus.registerStage(audioStage({
-      name: 'held',
-      maxInFlight: 2,
-      create: () => ({
-        track: (t) => t,
-        unit: (u) => new Promise<readonly AccessUnit[]>((resolve) => resolvers.push(() => resolve([u]))),
+    bus.registerStage(
+      audioStage({
+        name: 'held',
+        maxInFlight: 2,
+        create: () => ({
+          track: (t) => t,
+          unit: (u) => new Promise<readonly AccessUnit[]>((resolve) => resolvers.push(() => resolve([u]))),
+        }),
       }),
-    }), 'test', quiet);
+      'test',
+      quiet,
+    );
     const src = bus.create('src', 'test', { expectVideo: false });
     const pub = src.attachPublisher();
     const got: number[] = [];
@@ -163,7 +198,10 @@ describe('stages: audioStage and StageWorker', function () {
     const before = w.batches;
     const many = await Promise.all(Array.from({ length: 20 }, (_, i) => w.call({ frame: new Uint8Array([i]) })));
     assert.equal(w.batches - before, 1);
-    assert.deepEqual(many.map((r) => r.length), Array(20).fill(2));
+    assert.deepEqual(
+      many.map((r) => r.length),
+      Array(20).fill(2),
+    );
     // and one turn's calls wait for an earlier turn's call that awaits (an encoder being opened, say)
     const order: string[] = [];
     const slow = w.call({ frame: new Uint8Array(1), test: 'slow' }).then(() => order.push('slow'));
@@ -187,15 +225,27 @@ describe('stages: audioStage and StageWorker', function () {
 
   it('a stage whose input reader is ended as stuck closes its stream, ending its readers with the reason', async () => {
     const bus = newBus({ maxQueueBytes: 4 * KB });
-    bus.registerStage(audioStage({
-      name: 'never',
-      create: () => ({ track: (t) => t, unit: () => new Promise<readonly AccessUnit[]>(() => undefined) }),
-      maxInFlight: 1,
-    }), 'test', quiet);
+    bus.registerStage(
+      audioStage({
+        name: 'never',
+        create: () => ({ track: (t) => t, unit: () => new Promise<readonly AccessUnit[]>(() => undefined) }),
+        maxInFlight: 1,
+      }),
+      'test',
+      quiet,
+    );
     const src = bus.create('src', 'test', { expectVideo: false });
     const pub = src.attachPublisher();
     let ended = '';
-    src.subscribe({ write: () => undefined, end: (r) => { ended = r; } }, { via: 'never' });
+    src.subscribe(
+      {
+        write: () => undefined,
+        end: (r) => {
+          ended = r;
+        },
+      },
+      { via: 'never' },
+    );
     await tick();
     for (let i = 0; i < 200 && !ended; i++) pub.push(alaw(i * 40, Buffer.alloc(320)));
     assert.match(ended, /^stage never failed: reader stuck/);
@@ -217,7 +267,7 @@ describe('stages: filterStage and chains of stages', function () {
   };
   const keyframesOnly = filterStage({ name: 'keys', create: () => (u) => u.keyframe });
 
-  it('keeps the units its predicate keeps, by reference, passes the other track, and the input\'s payload memory is reused', async () => {
+  it("keeps the units its predicate keeps, by reference, passes the other track, and the input's payload memory is reused", async () => {
     const bus = newBus({ maxGopBytes: 4096 * KB, maxQueueBytes: 2048 * KB, maxStreamBytes: 8192 * KB });
     bus.registerStage(keyframesOnly, 'test', quiet);
     const src = bus.create('src', 'test');
@@ -252,20 +302,30 @@ describe('stages: filterStage and chains of stages', function () {
     push(40);
     assert.equal(tracks[0], 'h264+g711a');
     const video = got.filter((g) => g.u.kind === 'video');
-    assert.deepEqual(video.map((g) => g.n), [0, 10, 20, 30], 'key frames only');
-    assert.ok(video.every((g) => g.u === pushed[g.n]), 'the same unit objects the publisher pushed');
+    assert.deepEqual(
+      video.map((g) => g.n),
+      [0, 10, 20, 30],
+      'key frames only',
+    );
+    assert.ok(
+      video.every((g) => g.u === pushed[g.n]),
+      'the same unit objects the publisher pushed',
+    );
     assert.equal(got.filter((g) => g.u.kind === 'audio').length, 40, 'audio passes');
     assert.equal(bus.chunks.counts.reused, 0, 'nothing reused while the reader holds what it got');
     for (const g of got) assert.ok(intact(g.u, g.n), `held unit ${g.n} (${g.u.kind}) still as pushed`);
     holding = false;
     push(160);
-    assert.ok(bus.chunks.counts.reused > 0, 'the input\'s chunks come back once the reader lets go');
+    assert.ok(bus.chunks.counts.reused > 0, "the input's chunks come back once the reader lets go");
     for (const g of got) assert.ok(g.ok, `unit ${g.n} (${g.u.kind}) as pushed when it was written`);
     // a reader joining the stage's stream now gets its cached key frame intact
     const late: Array<{ u: AccessUnit; n: number }> = [];
     src.subscribe({ write: (u) => late.push({ u, n: numbers.get(u) ?? u.dts / 40 }), holdsPayloads: () => true }, { via: 'keys', media: 'v' });
     await tick();
-    assert.deepEqual(late.map((g) => g.n), [190]);
+    assert.deepEqual(
+      late.map((g) => g.n),
+      [190],
+    );
     assert.ok(intact(late[0].u, 190));
     src.close('test over');
   });
@@ -294,7 +354,17 @@ describe('stages: filterStage and chains of stages', function () {
     const bus = newBus();
     const lines: string[] = [];
     const log = pino({ level: 'warn' }, { write: (line: string) => void lines.push(line) });
-    bus.registerStage(filterStage({ name: 'odd', create: () => (u) => { if (u.dts === 40) throw new Error('boom'); return true; } }), 'test', log);
+    bus.registerStage(
+      filterStage({
+        name: 'odd',
+        create: () => (u) => {
+          if (u.dts === 40) throw new Error('boom');
+          return true;
+        },
+      }),
+      'test',
+      log,
+    );
     const src = bus.create('src', 'test');
     const pub = src.attachPublisher();
     const got: number[] = [];
@@ -310,9 +380,18 @@ describe('stages: filterStage and chains of stages', function () {
   it('a chain of stages: each link reads the one before, shared by readers of the same chain, closed with its last reader', async () => {
     const bus = newBus();
     bus.registerStage(keyframesOnly, 'test', quiet);
-    bus.registerStage(filterStage<{ after: number }>({
-      name: 'after', params: (p) => ({ after: Number(p.after ?? 0) }), create: ({ params }) => (u) => u.dts >= params.after,
-    }), 'test', quiet);
+    bus.registerStage(
+      filterStage<{ after: number }>({
+        name: 'after',
+        params: (p) => ({ after: Number(p.after ?? 0) }),
+        create:
+          ({ params }) =>
+          (u) =>
+            u.dts >= params.after,
+      }),
+      'test',
+      quiet,
+    );
     const src = bus.create('src', 'test');
     const pub = src.attachPublisher();
     const a: number[] = [];
@@ -322,7 +401,13 @@ describe('stages: filterStage and chains of stages', function () {
     const s2 = src.subscribe({ write: (u) => b.push(u.dts) }, { via: chain });
     const last = bus.list().find((s) => s.derivedFrom?.stage === 'after')!;
     assert.equal(last.derivedFrom!.stream, 'src~keys', 'the second link reads the first');
-    assert.deepEqual(bus.list().map((s) => s.name).sort(), ['src', 'src~keys', last.name]);
+    assert.deepEqual(
+      bus
+        .list()
+        .map((s) => s.name)
+        .sort(),
+      ['src', 'src~keys', last.name],
+    );
     await tick();
     await new Promise((r) => setImmediate(r));
     for (let i = 0; i < 12; i++) pub.push(video(i * 40, i % 3 === 0));
@@ -331,12 +416,18 @@ describe('stages: filterStage and chains of stages', function () {
     s1.close();
     assert.equal(bus.list().length, 3, 'still read');
     s2.close();
-    assert.deepEqual(bus.list().map((s) => s.name), ['src'], 'both links closed with the last reader');
+    assert.deepEqual(
+      bus.list().map((s) => s.name),
+      ['src'],
+      'both links closed with the last reader',
+    );
 
     // a link that fails closes the links before it
     assert.throws(() => src.subscribe({ write: () => undefined }, { via: ['keys', 'nope'] }), /no stage 'nope'/);
-    assert.deepEqual(bus.list().map((s) => s.name), ['src']);
+    assert.deepEqual(
+      bus.list().map((s) => s.name),
+      ['src'],
+    );
     assert.throws(() => src.subscribe({ write: () => undefined }, { via: [] }), /an empty chain/);
   });
 });
-

@@ -10,7 +10,10 @@ import pino from 'pino';
 import { UDP_PEER_PROOF, UdpPeerSockets, type UdpPeerEvent, type UdpPeerSocketsOptions } from '../../core/cluster/udp-peers';
 import { waitFor } from '../e2e/helpers';
 
-interface Got { data: string; port: number }
+interface Got {
+  data: string;
+  port: number;
+}
 
 async function bound(reuseAddr = false, port = 0): Promise<dgram.Socket> {
   const s = dgram.createSocket({ type: 'udp4', reuseAddr });
@@ -24,7 +27,7 @@ async function bound(reuseAddr = false, port = 0): Promise<dgram.Socket> {
 const portOf = (s: dgram.Socket) => s.address().port;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-describe('UDP peer sockets: a peer\'s datagrams to its worker without the primary (real sockets)', function () {
+describe("UDP peer sockets: a peer's datagrams to its worker without the primary (real sockets)", function () {
   this.timeout(20_000);
   let primary: dgram.Socket;
   let peers: UdpPeerSockets;
@@ -39,13 +42,26 @@ describe('UDP peer sockets: a peer\'s datagrams to its worker without the primar
 
   function start(o: Partial<UdpPeerSocketsOptions> = {}): UdpPeerSockets {
     return new UdpPeerSockets({
-      type: 'udp4', host: '127.0.0.1', port: portOf(primary),
+      type: 'udp4',
+      host: '127.0.0.1',
+      port: portOf(primary),
       router: (b) => (b.length ? { key: String.fromCharCode(b[0]) } : 'any'),
       owns: (key) => key === 'a',
       deliver: (m, r) => delivered.push({ data: m.toString(), port: r.port }),
       reroute: (m, r, key) => rerouted.push({ data: m.toString(), port: r.port, key }),
-      max: 100, idleMs: 60_000, counts, log: pino({ level: 'silent' }),
-      fds: { mayOpen: () => fdsFree, opened: () => { fdsOpen++; }, closed: () => { fdsOpen--; } },
+      max: 100,
+      idleMs: 60_000,
+      counts,
+      log: pino({ level: 'silent' }),
+      fds: {
+        mayOpen: () => fdsFree,
+        opened: () => {
+          fdsOpen++;
+        },
+        closed: () => {
+          fdsOpen--;
+        },
+      },
       onEvent: (e) => events.push(e),
       ...o,
     });
@@ -88,14 +104,18 @@ describe('UDP peer sockets: a peer\'s datagrams to its worker without the primar
     for (const t of terminals.splice(0)) t.close();
   });
 
-  it('takes an adopted peer\'s datagrams from the primary, and replies leave from the shared port', async () => {
+  it("takes an adopted peer's datagrams from the primary, and replies leave from the shared port", async () => {
     const t = await terminal();
     await send(t, 'a1', atPrimary);
     await adopt(t);
     assert.equal(peers.size, 1);
     await send(t, 'a2', delivered);
     await send(t, 'a3', delivered);
-    assert.deepEqual(atPrimary.map((g) => g.data), ['a1'], 'nothing after the socket connected reached the primary');
+    assert.deepEqual(
+      atPrimary.map((g) => g.data),
+      ['a1'],
+      'nothing after the socket connected reached the primary',
+    );
     assert.equal(counts.datagrams, 2);
 
     const reply = new Promise<dgram.RemoteInfo>((resolve) => t.once('message', (_m, r) => resolve(r)));
@@ -109,7 +129,7 @@ describe('UDP peer sockets: a peer\'s datagrams to its worker without the primar
     assert.ok(!delivered.some((g) => g.data === 'a9'));
   });
 
-  it('a peer that also sends another worker\'s channel: that datagram goes back to the primary, and the peer with it', async () => {
+  it("a peer that also sends another worker's channel: that datagram goes back to the primary, and the peer with it", async () => {
     const t = await terminal();
     await adopt(t);
     await send(t, 'a1', delivered);
@@ -141,11 +161,14 @@ describe('UDP peer sockets: a peer\'s datagrams to its worker without the primar
     await adopt(t);
     t.send(Buffer.alloc(0), portOf(primary), '127.0.0.1');
     await send(t, 'a1', delivered);
-    assert.deepEqual(delivered.map((g) => g.data), ['a1']);
+    assert.deepEqual(
+      delivered.map((g) => g.data),
+      ['a1'],
+    );
     assert.equal(rerouted.length, 0);
   });
 
-  it('closes a silent peer\'s socket, whose datagrams then reach the primary again', async () => {
+  it("closes a silent peer's socket, whose datagrams then reach the primary again", async () => {
     peers.close();
     peers = start({ idleMs: 200 });
     const t = await terminal();
@@ -165,17 +188,23 @@ describe('UDP peer sockets: a peer\'s datagrams to its worker without the primar
     const [t1, t2] = [await terminal(), await terminal()];
     await adopt(t1);
     for (let i = 0; i < UDP_PEER_PROOF; i++) peers.seen('127.0.0.1', portOf(t2));
-    assert.deepEqual(events.filter((e) => e !== 'opened'), ['full']);
+    assert.deepEqual(
+      events.filter((e) => e !== 'opened'),
+      ['full'],
+    );
     peers.close();
     peers = start();
     fdsFree = false;
     for (let i = 0; i < UDP_PEER_PROOF; i++) peers.seen('127.0.0.1', portOf(t2));
-    assert.deepEqual(events.filter((e) => e !== 'opened'), ['full', 'fds']);
+    assert.deepEqual(
+      events.filter((e) => e !== 'opened'),
+      ['full', 'fds'],
+    );
     assert.equal(peers.size, 0);
     await send(t2, 'a1', atPrimary);
   });
 
-  it('a peer socket that fails (the peer gone: ICMP port unreachable) is closed, and the peer is the primary\'s again', async () => {
+  it("a peer socket that fails (the peer gone: ICMP port unreachable) is closed, and the peer is the primary's again", async () => {
     const t = await terminal();
     await adopt(t);
     const port = portOf(t);

@@ -32,7 +32,11 @@ describe('unit tier guard: no system programs, no Redis or PostgreSQL server', f
     assert.equal(systemProgramIn('/usr/bin/chromium', ['--headless']), 'chromium');
     assert.equal(systemProgramIn('gst-launch-1.0', ['videotestsrc', '!', 'fakesink']), 'gst-launch-1.0');
     assert.equal(systemProgramIn('openssl', ['req', '-x509']), 'openssl');
-    assert.equal(systemProgramIn(process.execPath, ['-e', "require('node:child_process').spawnSync('ffmpeg')"]), undefined, 'a script naming ffmpeg is not ffmpeg: the guard in that process judges its spawns');
+    assert.equal(
+      systemProgramIn(process.execPath, ['-e', "require('node:child_process').spawnSync('ffmpeg')"]),
+      undefined,
+      'a script naming ffmpeg is not ffmpeg: the guard in that process judges its spawns',
+    );
     assert.equal(systemProgramIn('sh', ['-c', `ulimit -n 64 && exec "$0" main.js`, process.execPath]), undefined);
     assert.equal(systemProgramIn('ffmpeg-normalize.js'), undefined, 'a name that only starts like one');
   });
@@ -81,7 +85,7 @@ describe('unit tier guard: no system programs, no Redis or PostgreSQL server', f
     assert.match(c.stderr, /run redis-server, from the Redis system package/);
   });
 
-  it('refuses a connection to a Redis or PostgreSQL server\'s port; Node itself and loopback servers of our own pass', () => {
+  it("refuses a connection to a Redis or PostgreSQL server's port; Node itself and loopback servers of our own pass", () => {
     const r = guarded(`
       const net = require('node:net');
       const out = {};
@@ -111,24 +115,37 @@ describe('unit tier guard: no system programs, no Redis or PostgreSQL server', f
     const dir = scratchDir('unit-guard');
     try {
       const spec = path.join(dir, 'spawns.test.js');
-      fs.writeFileSync(spec, `
+      fs.writeFileSync(
+        spec,
+        `
         const { spawnSync } = require('node:child_process');
         describe('a test that needs ffmpeg', () => {
           it('spawns it', () => { spawnSync('ffmpeg', ['-version']); });
           it('hides the refusal', () => { try { spawnSync('ffprobe', ['-version']); } catch { /* carries on */ } });
           it('needs nothing', () => {});
         });
-      `);
+      `,
+      );
       const mocha = path.join(repoRoot, 'node_modules', 'mocha', 'bin', 'mocha.js');
-      const r = spawnSync(process.execPath, [mocha, '--no-config', '--require', path.join(repoRoot, 'dist', 'test', 'setup.js'), '--require', SETUP, '--reporter', 'spec', spec], {
-        encoding: 'utf8', timeout: 30_000, cwd: repoRoot,
-      });
+      const r = spawnSync(
+        process.execPath,
+        [mocha, '--no-config', '--require', path.join(repoRoot, 'dist', 'test', 'setup.js'), '--require', SETUP, '--reporter', 'spec', spec],
+        {
+          encoding: 'utf8',
+          timeout: 30_000,
+          cwd: repoRoot,
+        },
+      );
       const out = r.stdout + r.stderr;
       assert.notEqual(r.status, 0, out);
       assert.match(out, /2 passing/, out);
       assert.match(out, /2 failing/, out);
       assert.match(out, /a test that needs ffmpeg\s+spawns it:\s+Error: unit tier: a test tried to run ffmpeg/, out);
-      assert.match(out, /"after all" hook[^]*the unit tier refused what these tests tried:\s+a test that needs ffmpeg hides the refusal: unit tier: a test tried to run ffprobe/, out);
+      assert.match(
+        out,
+        /"after all" hook[^]*the unit tier refused what these tests tried:\s+a test that needs ffmpeg hides the refusal: unit tier: a test tried to run ffprobe/,
+        out,
+      );
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }

@@ -12,9 +12,7 @@ import type { Jt1078Packet } from '../../plugins/jt1078-ingest/src/packet';
 import { Jt1078StreamAssembler } from '../../plugins/jt1078-ingest/src/stream-assembler';
 import { parseFlv, type ReadTag } from '../support/flv-reader';
 import { requireTool } from '../support/tools';
-import {
-  HttpFlvPlayer, TcpTerminal, capture, closeReq, codedAudio, codedVideo, encodeCapture, ffprobe, openLive, useE2eGateway, waitFor,
-} from './helpers';
+import { HttpFlvPlayer, TcpTerminal, capture, closeReq, codedAudio, codedVideo, encodeCapture, ffprobe, openLive, useE2eGateway, waitFor } from './helpers';
 
 const CAP = { file: 'jt1078/gojt808-d1-h264-g711a-2013.bin', sim: '156987000796', channel: 1 };
 const SILENCE = 0xd5; // A-law zero
@@ -34,26 +32,36 @@ function withBurst(packets: Jt1078Packet[]): { packets: Jt1078Packet[]; burstDts
   });
   // where the ingest puts the first tone frame on the stream's timeline: its own assembler says
   let burstDts = NaN;
-  const asm = new Jt1078StreamAssembler({
-    onTrack: () => undefined,
-    onAccessUnit: (au: AccessUnit) => {
-      if (au.kind === 'audio' && Number.isNaN(burstDts) && au.payload.some((b) => b !== SILENCE)) burstDts = au.dts;
+  const asm = new Jt1078StreamAssembler(
+    {
+      onTrack: () => undefined,
+      onAccessUnit: (au: AccessUnit) => {
+        if (au.kind === 'audio' && Number.isNaN(burstDts) && au.payload.some((b) => b !== SILENCE)) burstDts = au.dts;
+      },
     },
-  }, { now: () => 0 });
+    { now: () => 0 },
+  );
   for (const p of out) asm.push(p);
   assert.ok(!Number.isNaN(burstDts), 'the burst is in the capture');
   return { packets: out, burstDts };
 }
 
 function probeStreams(flv: Buffer): Array<Record<string, string | number>> {
-  const r = spawnSync(requireTool('ffprobe', 'ffmpeg'), ['-v', 'error', '-f', 'flv', '-i', 'pipe:0', '-show_streams', '-of', 'json'], { input: flv, maxBuffer: 1 << 27 });
+  const r = spawnSync(requireTool('ffprobe', 'ffmpeg'), ['-v', 'error', '-f', 'flv', '-i', 'pipe:0', '-show_streams', '-of', 'json'], {
+    input: flv,
+    maxBuffer: 1 << 27,
+  });
   assert.equal(r.status, 0, r.stderr.toString());
   return (JSON.parse(r.stdout.toString()) as { streams: Array<Record<string, string | number>> }).streams;
 }
 
 /** the FLV's audio decoded by ffmpeg, mono float at 8 kHz */
 function decodeAudio(flv: Buffer): Float32Array {
-  const r = spawnSync(requireTool('ffmpeg', 'ffmpeg'), ['-v', 'error', '-f', 'flv', '-i', 'pipe:0', '-vn', '-f', 'f32le', '-ac', '1', '-ar', '8000', 'pipe:1'], { input: flv, maxBuffer: 1 << 27 });
+  const r = spawnSync(
+    requireTool('ffmpeg', 'ffmpeg'),
+    ['-v', 'error', '-f', 'flv', '-i', 'pipe:0', '-vn', '-f', 'f32le', '-ac', '1', '-ar', '8000', 'pipe:1'],
+    { input: flv, maxBuffer: 1 << 27 },
+  );
   assert.equal(r.status, 0, r.stderr.toString());
   const b = Buffer.from(r.stdout);
   return new Float32Array(b.buffer, b.byteOffset, b.length / 4);
@@ -77,12 +85,17 @@ async function play(e: ReturnType<typeof useE2eGateway>, packets: Jt1078Packet[]
   await term.send(encodeCapture(packets), 32, 2);
   // the last audio leaves the encoder only as later audio comes in: wait until the player's data stops growing
   let last = -1;
-  await waitFor('the player to have it all', () => {
-    const n = player.bytes;
-    const settled = n === last && n > 0;
-    last = n;
-    return settled;
-  }, 20_000, 500);
+  await waitFor(
+    'the player to have it all',
+    () => {
+      const n = player.bytes;
+      const settled = n === last && n > 0;
+      last = n;
+      return settled;
+    },
+    20_000,
+    500,
+  );
   await term.end();
   await closeReq(e.gw, open.reqId);
   return player.data();
@@ -122,7 +135,7 @@ describe('e2e: terminal audio as AAC in FLV (jt1078-ingest + audio-aac + flv-out
     assert.ok(Math.abs(burstMs - cap.burstDts) < 100, `the burst plays at ${burstMs.toFixed(0)} ms, the terminal sent it at ${cap.burstDts} ms`);
     // and the video covers the same time: players interleave by these timestamps
     const video = codedVideo(parsed.tags);
-    assert.ok(video[0].timestamp <= cap.burstDts && video[video.length - 1].timestamp >= cap.burstDts, 'the burst is inside the video\'s time');
+    assert.ok(video[0].timestamp <= cap.burstDts && video[video.length - 1].timestamp >= cap.burstDts, "the burst is inside the video's time");
   });
 
   it('dataTyp 1 gets video only (no audio flag in the FLV header); dataTyp 3 (listen) gets AAC only', async () => {
@@ -137,7 +150,10 @@ describe('e2e: terminal audio as AAC in FLV (jt1078-ingest + audio-aac + flv-out
     assert.equal(codedVideo(tags).length, 0);
     assert.ok(codedAudio(tags).length > 20);
     const streams = probeStreams(a);
-    assert.deepEqual(streams.map((s) => `${s.codec_type}:${s.codec_name}`), ['audio:aac']);
+    assert.deepEqual(
+      streams.map((s) => `${s.codec_type}:${s.codec_name}`),
+      ['audio:aac'],
+    );
   });
 });
 

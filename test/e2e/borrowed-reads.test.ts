@@ -9,7 +9,18 @@
 import assert from 'node:assert/strict';
 import { parseFlv } from '../support/flv-reader';
 import {
-  CAPTURES, HttpFlvPlayer, TcpTerminal, capture, codedVideo, encodeOne, expectedFrom, ffprobe, metric, openLive, randomChunks, useE2eGateway,
+  CAPTURES,
+  HttpFlvPlayer,
+  TcpTerminal,
+  capture,
+  codedVideo,
+  encodeOne,
+  expectedFrom,
+  ffprobe,
+  metric,
+  openLive,
+  randomChunks,
+  useE2eGateway,
   type E2eGateway,
 } from './helpers';
 
@@ -45,7 +56,13 @@ async function twoChannelsCut(e: E2eGateway): Promise<void> {
     const pieces = randomChunks(both, 7, 1500);
     const cut = await TcpTerminal.connect(e.live2013);
     // both at once: reads of the two connections share the loop's turns (and, sliced, some are set aside)
-    await Promise.all([whole.send(packets.map((p) => encodeOne(p, { sim: cap.sim, channel: 3 })), 64), cut.send(pieces, 1)]);
+    await Promise.all([
+      whole.send(
+        packets.map((p) => encodeOne(p, { sim: cap.sim, channel: 3 })),
+        64,
+      ),
+      cut.send(pieces, 1),
+    ]);
     await Promise.all([whole.end(), cut.end()]);
     await Promise.all([...players.values()].map((p) => p.ended));
 

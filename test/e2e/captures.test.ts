@@ -9,8 +9,23 @@ import { runSimulator } from '../../plugins/jt1078-ingest/tools/simulator';
 import type { Jt1078Layout } from '../../plugins/jt1078-ingest/src/packet';
 import { fixturePath } from '../support/paths';
 import {
-  CAPTURES, HttpFlvPlayer, WsFlvPlayer, capture, codedAudio, codedVideo, expectedFrom, ffprobe, framesFromFirstI,
-  firstNonMonotonic, maxBackStep, metric, openLive, useE2eGateway, waitFor, wsUrlOf, type CaptureInfo,
+  CAPTURES,
+  HttpFlvPlayer,
+  WsFlvPlayer,
+  capture,
+  codedAudio,
+  codedVideo,
+  expectedFrom,
+  ffprobe,
+  framesFromFirstI,
+  firstNonMonotonic,
+  maxBackStep,
+  metric,
+  openLive,
+  useE2eGateway,
+  waitFor,
+  wsUrlOf,
+  type CaptureInfo,
 } from './helpers';
 import { parseFlv } from '../support/flv-reader';
 
@@ -33,7 +48,11 @@ describe('e2e: JT/T 1078 captures to HTTP-FLV / WS-FLV players', function () {
     assert.equal(firstNonMonotonic(codedAudio(flv.tags), true), -1, `${what}: audio timestamps strictly increase`);
     // audio and video interleave as the terminal sent them (gojt808 sends audio up to ~60 ms ahead of video)
     assert.ok(maxBackStep(flv.tags) <= 250, `${what}: tags go back by at most 250 ms across tracks (${maxBackStep(flv.tags)})`);
-    assert.deepEqual(video.map((t) => t.timestamp), want.videoDts, `${what}: each frame keeps its place on the stream timeline`);
+    assert.deepEqual(
+      video.map((t) => t.timestamp),
+      want.videoDts,
+      `${what}: each frame keeps its place on the stream timeline`,
+    );
     const audio = codedAudio(flv.tags);
     assert.equal(audio.length, want.audioAfterVideo, `${what}: audio units after the first keyframe`);
     const p = ffprobe(buf, 'flv');
@@ -86,11 +105,14 @@ describe('e2e: JT/T 1078 captures to HTTP-FLV / WS-FLV players', function () {
 
   for (const cap of CAPTURES) {
     it(`${cap.file.replace('jt1078/', '')} re-packed as 2019 (10-byte SIM): to the 2019 port and to the 2013 port`, async () => {
-      for (const [listener, port] of [['live2019', e.live2019], ['live2013', e.live2013]] as const) {
+      for (const [listener, port] of [
+        ['live2019', e.live2019],
+        ['live2013', e.live2013],
+      ] as const) {
         const detected = () => metric(e.gw, 'gw_jt1078_ingest_layouts_detected_total', { listener, layout: '2019' });
         const before = await detected();
         checkPlayback(cap, await playCapture(cap, { proto: '2019', port }), `2019 layout on the ${listener} port`);
-        assert.equal(await detected() - before, 1, `the ${listener} listener detected the 2019 layout`);
+        assert.equal((await detected()) - before, 1, `the ${listener} listener detected the 2019 layout`);
       }
     });
   }

@@ -44,14 +44,21 @@ describe('RTMP in a fleet of two nodes on one Redis directory (real processes)',
   let encoder: ChildProcess | undefined;
   let reqIdOnB = '';
 
-  const start = (id: 'A' | 'B', host: string) => startFleetNode({
-    nodeId: `node-${id.toLowerCase()}`, host, ports, directoryUrl: redis.url,
-    plugins: [
-      { name: 'jt1078-ingest', config: { livePort2013: ports.live2013, livePort2019: ports.live2019, replayPort2013: ports.replay2013, replayPort2019: ports.replay2019 } },
-      { name: 'rtmp', config: { port: rtmpPort, publishKeys: [{ appId: 'A', key: KEY }], relayAllowLoopback: true } },
-    ],
-    gateway: { openTimeoutSec: 600, consumptionTimeoutSec: 600 },
-  });
+  const start = (id: 'A' | 'B', host: string) =>
+    startFleetNode({
+      nodeId: `node-${id.toLowerCase()}`,
+      host,
+      ports,
+      directoryUrl: redis.url,
+      plugins: [
+        {
+          name: 'jt1078-ingest',
+          config: { livePort2013: ports.live2013, livePort2019: ports.live2019, replayPort2013: ports.replay2013, replayPort2019: ports.replay2019 },
+        },
+        { name: 'rtmp', config: { port: rtmpPort, publishKeys: [{ appId: 'A', key: KEY }], relayAllowLoopback: true } },
+      ],
+      gateway: { openTimeoutSec: 600, consumptionTimeoutSec: 600 },
+    });
 
   before(async () => {
     redis = await startRedis();
@@ -69,7 +76,7 @@ describe('RTMP in a fleet of two nodes on one Redis directory (real processes)',
     await redis?.stop();
   });
 
-  it('an open through A of a channel an encoder publishes to B goes to B, and B\'s RTMP URL plays it', async () => {
+  it("an open through A of a channel an encoder publishes to B goes to B, and B's RTMP URL plays it", async () => {
     encoder = ffmpegPublish(`rtmp://${HOSTS[1]}:${rtmpPort}/push/cam42_2?key=${KEY}`, { audio: 'none' });
     await waitFor('B publishing', async () => /^gw_rtmp_publishers 1$/m.test((await nodes.B.api('GET', '/metrics')).text), 20_000, 100);
     // the claim reaches Redis a moment after the publish starts
@@ -86,7 +93,7 @@ describe('RTMP in a fleet of two nodes on one Redis directory (real processes)',
     reqIdOnB = o.reqId;
   });
 
-  it('POST /strm/relay through A for B\'s request is answered by B, whose relay reaches ffmpeg listening', async () => {
+  it("POST /strm/relay through A for B's request is answered by B, whose relay reaches ffmpeg listening", async () => {
     const port = await freeOn(['127.0.0.1']);
     const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-relay-')), 'got.flv');
     const receiver = ffmpegListen(`rtmp://127.0.0.1:${port}/app/fleetkey`, file);
@@ -94,10 +101,15 @@ describe('RTMP in a fleet of two nodes on one Redis directory (real processes)',
       const r = await nodes.A.api('POST', '/strm/relay', { reqId: reqIdOnB, url: `rtmp://127.0.0.1:${port}/app/fleetkey` });
       assert.equal(r.json.errCode, 0, r.text);
       assert.equal(r.json.data[0].url, `rtmp://127.0.0.1:${port}/app/***`);
-      await waitFor('publishing, as status through A says', async () => {
-        const st = (await nodes.A.api('GET', `/strm/status?reqId=${reqIdOnB}`)).json.data[0];
-        return st?.flags?.relays?.[0]?.state === 'publishing' && st.flags.relays[0].bytesOut > 30_000;
-      }, 30_000, 200);
+      await waitFor(
+        'publishing, as status through A says',
+        async () => {
+          const st = (await nodes.A.api('GET', `/strm/status?reqId=${reqIdOnB}`)).json.data[0];
+          return st?.flags?.relays?.[0]?.state === 'publishing' && st.flags.relays[0].bytesOut > 30_000;
+        },
+        30_000,
+        200,
+      );
       const stop = await nodes.A.api('POST', '/strm/relay/stop', { reqId: reqIdOnB });
       assert.equal(stop.json.data.length, 1, stop.text);
       assert.equal(await receiver.exited, 0);

@@ -17,7 +17,14 @@ import { HttpFlvPlayer, TcpTerminal, capture, encodeLazily, loopedPackets, waitF
 const CAPTURE = 'jt1078/glaciall-cif-h264-2013.bin';
 const HOSTS = ['127.0.0.2', '127.0.0.3', '127.0.0.4'];
 
-interface Notice { act: string; reqId: string; closeCause?: number; closeReason?: string; simNo: string; instId: string }
+interface Notice {
+  act: string;
+  reqId: string;
+  closeCause?: number;
+  closeReason?: string;
+  simNo: string;
+  instId: string;
+}
 
 describe('a fleet of three nodes on one Redis directory (real processes)', function () {
   this.timeout(180_000);
@@ -32,15 +39,23 @@ describe('a fleet of three nodes on one Redis directory (real processes)', funct
   const onB: string[] = [];
 
   const plugins = () => [
-    { name: 'jt1078-ingest', config: { livePort2013: ports.live2013, livePort2019: ports.live2019, replayPort2013: ports.replay2013, replayPort2019: ports.replay2019 } },
+    {
+      name: 'jt1078-ingest',
+      config: { livePort2013: ports.live2013, livePort2019: ports.live2019, replayPort2013: ports.replay2013, replayPort2019: ports.replay2019 },
+    },
     { name: 'flv-out', config: { port: ports.flv } },
     { name: 'callback-notifier', config: { allowLoopback: true } },
   ];
-  const start = (id: 'A' | 'B' | 'C', host: string) => startFleetNode({
-    nodeId: `node-${id.toLowerCase()}`, host, ports, directoryUrl: redis.url, plugins: plugins(),
-    // the test outlives the default open, consumption and keep timeouts of requests it leaves unplayed or unkept
-    gateway: { publicHosts: [`line2-${id.toLowerCase()}.example`], openTimeoutSec: 600, consumptionTimeoutSec: 600 },
-  });
+  const start = (id: 'A' | 'B' | 'C', host: string) =>
+    startFleetNode({
+      nodeId: `node-${id.toLowerCase()}`,
+      host,
+      ports,
+      directoryUrl: redis.url,
+      plugins: plugins(),
+      // the test outlives the default open, consumption and keep timeouts of requests it leaves unplayed or unkept
+      gateway: { publicHosts: [`line2-${id.toLowerCase()}.example`], openTimeoutSec: 600, consumptionTimeoutSec: 600 },
+    });
 
   before(async () => {
     await cb.start();
@@ -62,7 +77,16 @@ describe('a fleet of three nodes on one Redis directory (real processes)', funct
   });
 
   const openOn = (n: FleetNode, chanId: number, over: Record<string, unknown> = {}, sim = SIM) =>
-    n.api('POST', '/strm/open', { user: { token: 'tk' }, typ: 'live', simNo: sim, chanId, scheme: 'http', keepIntv: 600, cb: `http://127.0.0.1:${cb.port}`, ...over });
+    n.api('POST', '/strm/open', {
+      user: { token: 'tk' },
+      typ: 'live',
+      simNo: sim,
+      chanId,
+      scheme: 'http',
+      keepIntv: 600,
+      cb: `http://127.0.0.1:${cb.port}`,
+      ...over,
+    });
 
   async function push(host: string, port: number, sim: string, channel: number): Promise<TcpTerminal> {
     const t = await TcpTerminal.connect(port, host);
@@ -89,7 +113,7 @@ describe('a fleet of three nodes on one Redis directory (real processes)', funct
     assert.equal(r.json.errCode, 0, r.text);
     const d = r.json.data[0];
     onB.push(d.reqId);
-    assert.equal(d.host, HOSTS[1], 'the push address is B\'s');
+    assert.equal(d.host, HOSTS[1], "the push address is B's");
     assert.equal(d.port, ports.live2013);
     assert.ok(d.playUrl.startsWith(`http://${HOSTS[1]}:${ports.flv}/live/${SIM}_1_1.flv?`), d.playUrl);
     assert.equal(d.ready, false);
@@ -110,7 +134,11 @@ describe('a fleet of three nodes on one Redis directory (real processes)', funct
   it('keep and close go through C, status through A (each request listed once, with its node)', async () => {
     const [a, b] = onB;
     const kept = await nodes.C.api('POST', '/strm/keep', { reqIds: [a, 'nope-not-open', b] });
-    assert.deepEqual(kept.json.data, [{ reqId: a, keep: true }, { reqId: 'nope-not-open', keep: false }, { reqId: b, keep: true }]);
+    assert.deepEqual(kept.json.data, [
+      { reqId: a, keep: true },
+      { reqId: 'nope-not-open', keep: false },
+      { reqId: b, keep: true },
+    ]);
     // another application's ids answer exactly like unknown ones
     const foreign = await nodes.C.api('POST', '/strm/keep', { reqIds: [a] }, `Basic ${Buffer.from('b:b').toString('base64')}`);
     assert.deepEqual(foreign.json.data, [{ reqId: a, keep: false }]);
@@ -131,7 +159,7 @@ describe('a fleet of three nodes on one Redis directory (real processes)', funct
     assert.equal(n.closeCause, 1);
   });
 
-  it('a request id is unique across the fleet; connIdx picks the owner\'s address set, and one it does not have answers -7', async () => {
+  it("a request id is unique across the fleet; connIdx picks the owner's address set, and one it does not have answers -7", async () => {
     const reqId = 'fleet-unique-0001';
     const one = await openOn(nodes.A, 1, { reqId }, '13900139111');
     assert.equal(one.json.errCode, 0, one.text);
@@ -164,7 +192,10 @@ describe('a fleet of three nodes on one Redis directory (real processes)', funct
     assert.ok(per.size >= 2, hosts.join());
     assert.ok(Math.max(...per.values()) <= 4, hosts.join());
     const closed = await nodes.A.api('POST', '/strm/close', { reqIds: ids });
-    assert.ok((closed.json.data as Array<{ closed: boolean }>).every((c) => c.closed), closed.text);
+    assert.ok(
+      (closed.json.data as Array<{ closed: boolean }>).every((c) => c.closed),
+      closed.text,
+    );
   });
 
   it('Redis killed and started again: the stream plays on, opens answer -2 while it is down and again after, no claim is left that nobody serves', async () => {
@@ -172,10 +203,15 @@ describe('a fleet of three nodes on one Redis directory (real processes)', funct
     const port = redis.port;
     await redis.stop();
     const before = player.videoFrames();
-    const down = await waitFor('an open refused for the directory', async () => {
-      const r = await openOn(nodes.A, 9, {}, '13900139333');
-      return r.json?.errCode === -2 ? r : undefined;
-    }, 15_000, 200);
+    const down = await waitFor(
+      'an open refused for the directory',
+      async () => {
+        const r = await openOn(nodes.A, 9, {}, '13900139333');
+        return r.json?.errCode === -2 ? r : undefined;
+      },
+      15_000,
+      200,
+    );
     assert.match(down.json.message, /directory/);
     const health = await nodes.A.api('GET', '/healthz');
     assert.equal(health.json.status, 'degraded', health.text);
@@ -186,19 +222,27 @@ describe('a fleet of three nodes on one Redis directory (real processes)', funct
     await waitFor('frames while Redis is down', () => player.videoFrames() >= before + 50, 20_000, 100);
 
     redis = await startRedis({ port });
-    const again = await waitFor('an open answered again', async () => {
-      const r = await openOn(nodes.A, 9, {}, '13900139333');
-      return r.json?.errCode === 0 ? r : undefined;
-    }, 20_000, 250);
+    const again = await waitFor(
+      'an open answered again',
+      async () => {
+        const r = await openOn(nodes.A, 9, {}, '13900139333');
+        return r.json?.errCode === 0 ? r : undefined;
+      },
+      20_000,
+      250,
+    );
     assert.equal(again.json.errCode, 0);
     await nodes.A.api('POST', '/strm/close', { reqIds: [again.json.data[0].reqId] });
     await waitFor('healthz ok', async () => (await nodes.A.api('GET', '/healthz')).json.status === 'ok', 10_000, 200);
     // the nodes put back their claims and requests: B's channel is B's again, and its requests are found through C
     const client = new Redis(redis.url);
     try {
-      await waitFor('B\'s claim put back', async () => (await client.get(`gw:{s:${SIM}}:ch:1`))?.startsWith('node-b|'), 10_000, 200);
+      await waitFor("B's claim put back", async () => (await client.get(`gw:{s:${SIM}}:ch:1`))?.startsWith('node-b|'), 10_000, 200);
       const status = await nodes.C.api('GET', '/strm/status');
-      assert.ok((status.json.data as Array<{ reqId: string }>).some((s) => s.reqId === onB[0]), status.text);
+      assert.ok(
+        (status.json.data as Array<{ reqId: string }>).some((s) => s.reqId === onB[0]),
+        status.text,
+      );
       const claims = await client.keys('gw:{s:*}:ch:*');
       for (const k of claims) {
         const owner = (await client.get(k))!.split('|')[0];
@@ -206,10 +250,15 @@ describe('a fleet of three nodes on one Redis directory (real processes)', funct
       }
       // every claim is a channel with an open stream: B's SIM channels 1 and 2 (9 was closed)
       let seen: string[] = [];
-      await waitFor('only served channels claimed', async () => {
-        seen = (await client.keys('gw:{s:*}:ch:*')).sort();
-        return seen.join() === [`gw:{s:${SIM}}:ch:1`, `gw:{s:${SIM}}:ch:2`].join() ? seen : undefined;
-      }, 15_000, 250).catch((err: Error) => assert.fail(`${err.message}: ${seen.join(', ')}`));
+      await waitFor(
+        'only served channels claimed',
+        async () => {
+          seen = (await client.keys('gw:{s:*}:ch:*')).sort();
+          return seen.join() === [`gw:{s:${SIM}}:ch:1`, `gw:{s:${SIM}}:ch:2`].join() ? seen : undefined;
+        },
+        15_000,
+        250,
+      ).catch((err: Error) => assert.fail(`${err.message}: ${seen.join(', ')}`));
     } finally {
       client.disconnect();
     }
@@ -219,16 +268,26 @@ describe('a fleet of three nodes on one Redis directory (real processes)', funct
     const killedAt = Date.now();
     nodes.B.kill();
     for (const reqId of onB) {
-      const n = await waitFor(`closed notice of ${reqId}`, () => cb.notices.find((x) => x.reqId === reqId && x.act === 'closed') as Notice | undefined, 10_000, 50);
+      const n = await waitFor(
+        `closed notice of ${reqId}`,
+        () => cb.notices.find((x) => x.reqId === reqId && x.act === 'closed') as Notice | undefined,
+        10_000,
+        50,
+      );
       assert.equal(n.closeCause, 13, JSON.stringify(n));
       assert.match(n.closeReason ?? '', /node-b/);
     }
     const within = Date.now() - killedAt;
     assert.ok(within <= 10_000, `notices after ${within} ms`);
-    const r = await waitFor('an open of B\'s channel on A', async () => {
-      const x = await openOn(nodes.A, 1);
-      return x.json?.errCode === 0 ? x : undefined;
-    }, 10_000, 250);
+    const r = await waitFor(
+      "an open of B's channel on A",
+      async () => {
+        const x = await openOn(nodes.A, 1);
+        return x.json?.errCode === 0 ? x : undefined;
+      },
+      10_000,
+      250,
+    );
     const d = r.json.data[0];
     assert.ok([HOSTS[0], HOSTS[2]].includes(d.host), d.host);
     await push(d.host, d.port, SIM, 1);

@@ -131,7 +131,12 @@ async function startGatewayProcess(dir: string, children: Set<ChildProcess>): Pr
   const site = {
     gateway: {
       // one process: its memory is what the bounds below measure
-      workers: 1, httpPort: 0, listenHost: '127.0.0.1', publicHost: '127.0.0.1', dataDir: path.join(dir, 'data'), logLevel: 'info',
+      workers: 1,
+      httpPort: 0,
+      listenHost: '127.0.0.1',
+      publicHost: '127.0.0.1',
+      dataDir: path.join(dir, 'data'),
+      logLevel: 'info',
       maxGopBytes: 1024 * 1024,
       applications: [{ appId: 'fuzz', user: 'fuzz', password: 'fuzz' }],
     },
@@ -139,10 +144,16 @@ async function startGatewayProcess(dir: string, children: Set<ChildProcess>): Pr
       {
         name: 'jt1078-ingest',
         config: {
-          livePort2013: 0, livePort2019: 0, replayPort2013: 0, replayPort2019: 0, udp: false,
+          livePort2013: 0,
+          livePort2019: 0,
+          replayPort2013: 0,
+          replayPort2019: 0,
+          udp: false,
           // fuzz links that carry no opened channel are closed quickly (the test reconnects); the real terminal
           // may stay away as long as the test takes, its request stays open
-          unknownGraceMs: 200, disconnectGraceMs: 120_000, maxFrameBytes: 256 * 1024,
+          unknownGraceMs: 200,
+          disconnectGraceMs: 120_000,
+          maxFrameBytes: 256 * 1024,
         },
       },
       { name: 'flv-out', config: { port: 0, schemes: ['http'] } },
@@ -153,31 +164,47 @@ async function startGatewayProcess(dir: string, children: Set<ChildProcess>): Pr
   const logFile = path.join(dir, 'gateway.log');
   const log = fs.openSync(logFile, 'w');
   const proc = spawn(process.execPath, ['--inspect=127.0.0.1:0', MAIN, siteFile], {
-    cwd: dir, stdio: ['ignore', log, 'pipe'], env: { PATH: process.env.PATH ?? '', HOME: dir },
+    cwd: dir,
+    stdio: ['ignore', log, 'pipe'],
+    env: { PATH: process.env.PATH ?? '', HOME: dir },
   });
   fs.closeSync(log);
   children.add(proc);
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => proc.once('exit', (code, signal) => {
-    children.delete(proc);
-    resolve({ code, signal });
-  }));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    proc.once('exit', (code, signal) => {
+      children.delete(proc);
+      resolve({ code, signal });
+    }),
+  );
   let stderr = '';
-  proc.stderr!.on('data', (d: Buffer) => { stderr = (stderr + d.toString()).slice(-20_000); });
+  proc.stderr!.on('data', (d: Buffer) => {
+    stderr = (stderr + d.toString()).slice(-20_000);
+  });
   const deadline = Date.now() + 20_000;
   let started: { httpPort: number; ports: Record<string, number> } | undefined;
   let inspectUrl: string | undefined;
   while (!started || !inspectUrl) {
-    if (proc.exitCode !== null || proc.signalCode !== null) throw new Error(`the gateway exited during start: ${stderr}\n${fs.readFileSync(logFile, 'utf8').slice(-4000)}`);
+    if (proc.exitCode !== null || proc.signalCode !== null)
+      throw new Error(`the gateway exited during start: ${stderr}\n${fs.readFileSync(logFile, 'utf8').slice(-4000)}`);
     if (Date.now() > deadline) throw new Error(`the gateway did not start within 20 s: ${stderr}\n${fs.readFileSync(logFile, 'utf8').slice(-4000)}`);
     inspectUrl ??= /Debugger listening on (ws:\/\/\S+)/.exec(stderr)?.[1];
-    const line = fs.readFileSync(logFile, 'utf8').split('\n').find((l) => l.includes('"msg":"gateway started"'));
+    const line = fs
+      .readFileSync(logFile, 'utf8')
+      .split('\n')
+      .find((l) => l.includes('"msg":"gateway started"'));
     if (line) started = JSON.parse(line);
     await sleep(50);
   }
   const inspector = await Inspector.connect(inspectUrl);
   return {
-    proc, stderr: () => stderr, pid: proc.pid!, baseUrl: `http://127.0.0.1:${started.httpPort}`, live2013: started.ports['jt1078-ingest.livePort2013'],
-    logFile, exited, inspector,
+    proc,
+    stderr: () => stderr,
+    pid: proc.pid!,
+    baseUrl: `http://127.0.0.1:${started.httpPort}`,
+    live2013: started.ports['jt1078-ingest.livePort2013'],
+    logFile,
+    exited,
+    inspector,
   };
 }
 
@@ -189,7 +216,11 @@ async function api(g: GatewayProc, method: string, p: string, body?: unknown, au
   });
   const t = await res.text();
   let json: unknown;
-  try { json = JSON.parse(t); } catch { json = t; }
+  try {
+    json = JSON.parse(t);
+  } catch {
+    json = t;
+  }
   return { status: res.status, json };
 }
 
@@ -206,13 +237,19 @@ class Player {
   bytes = 0;
   lastDataAt = Date.now();
   endedAt = 0;
-  private constructor(readonly status: number, private readonly req: http.ClientRequest, res: http.IncomingMessage) {
+  private constructor(
+    readonly status: number,
+    private readonly req: http.ClientRequest,
+    res: http.IncomingMessage,
+  ) {
     res.on('data', (c: Buffer) => {
       this.chunks.push(c);
       this.bytes += c.length;
       this.lastDataAt = Date.now();
     });
-    const done = (): void => { if (!this.endedAt) this.endedAt = Date.now(); };
+    const done = (): void => {
+      if (!this.endedAt) this.endedAt = Date.now();
+    };
     res.on('end', done);
     res.on('close', done);
     res.on('error', done);
@@ -262,8 +299,17 @@ type Fields = Parameters<typeof encodePacket>[0];
 
 function fieldsOf(p: Jt1078Packet, layout: Jt1078Layout, target: Target): Fields {
   return {
-    layout, sim: target.sim, channel: target.channel, pt: p.pt, marker: p.marker, seq: p.seq, dataType: p.dataType, subMark: p.subMark,
-    timestamp: p.timestamp, lastIFrameInterval: p.lastIFrameInterval, lastFrameInterval: p.lastFrameInterval,
+    layout,
+    sim: target.sim,
+    channel: target.channel,
+    pt: p.pt,
+    marker: p.marker,
+    seq: p.seq,
+    dataType: p.dataType,
+    subMark: p.subMark,
+    timestamp: p.timestamp,
+    lastIFrameInterval: p.lastIFrameInterval,
+    lastFrameInterval: p.lastFrameInterval,
   };
 }
 
@@ -279,7 +325,10 @@ interface FuzzCounts {
 }
 
 /** the SIM and channel a fuzz terminal pushes: an opened one, or one nobody opened */
-interface Target { sim: string; channel: number }
+interface Target {
+  sim: string;
+  channel: number;
+}
 
 /**
  * A capture played on and on as one stream (as the simulator loops it): each pass shifts timestamps by the
@@ -294,7 +343,10 @@ class Cursor {
     const n = this.cap.packets.length;
     const p = this.cap.packets[this.i];
     const out = { ...p, seq: (p.seq + this.pass * n) & 0xffff, timestamp: p.timestamp + this.pass * this.cap.loopShift };
-    if (++this.i === n) { this.i = 0; this.pass++; }
+    if (++this.i === n) {
+      this.i = 0;
+      this.pass++;
+    }
     return out;
   }
 }
@@ -380,7 +432,11 @@ function fuzzItem(rnd: () => number, p: Jt1078Packet, target: Target, layout: Jt
   return [Buffer.concat([Buffer.from('01cd', 'latin1'), randomBytes(rnd, (rnd() * 64) | 0)])];
 }
 
-interface WorkerStats { connections: number; closedByGateway: number; closedByUs: number }
+interface WorkerStats {
+  connections: number;
+  closedByGateway: number;
+  closedByUs: number;
+}
 
 interface WorkerOptions {
   /** the capture this terminal plays (and mutates) */
@@ -419,7 +475,13 @@ async function fuzzWorker(port: number, seed: number, o: WorkerOptions, counts: 
       gone = true;
       if (!weEnd) stats.closedByGateway++;
     });
-    return { s, closed: () => gone, ending: () => { weEnd = true; } };
+    return {
+      s,
+      closed: () => gone,
+      ending: () => {
+        weEnd = true;
+      },
+    };
   };
   const endConn = async (c: { s: net.Socket; closed: () => boolean; ending: () => void }): Promise<void> => {
     c.ending();
@@ -459,7 +521,11 @@ async function fuzzWorker(port: number, seed: number, o: WorkerOptions, counts: 
     }
     if (c.s.writableNeedDrain && !c.closed()) {
       await new Promise<void>((resolve) => {
-        const done = (): void => { c.s.off('drain', done); c.s.off('close', done); resolve(); };
+        const done = (): void => {
+          c.s.off('drain', done);
+          c.s.off('close', done);
+          resolve();
+        };
         c.s.on('drain', done);
         c.s.on('close', done);
       });
@@ -497,10 +563,34 @@ async function fuzzPhase(port: number, seed: number, mutated: number): Promise<{
   const share = Math.ceil(mutated / 5);
   const src = (k: keyof typeof SOURCES) => capture(SOURCES[k]);
   await Promise.all([
-    fuzzWorker(port, seed + 1, { source: src('glaciall'), target: TARGETS.glaciall, mutated: share, cleanShare: 0.5, pauseMs: 0, selfReconnect: true }, counts, stats),
-    fuzzWorker(port, seed + 2, { source: src('gojt808'), target: TARGETS.gojt808, mutated: share, cleanShare: 0.5, pauseMs: 0, selfReconnect: true }, counts, stats),
-    fuzzWorker(port, seed + 3, { source: src('xunilcyl'), target: TARGETS.xunilcyl, mutated: share, cleanShare: 0.5, pauseMs: 0, selfReconnect: true }, counts, stats),
-    fuzzWorker(port, seed + 4, { source: src('xunilcyl'), target: TARGETS.xunilcyl, mutated: share, cleanShare: 0.3, pauseMs: 1, selfReconnect: true }, counts, stats),
+    fuzzWorker(
+      port,
+      seed + 1,
+      { source: src('glaciall'), target: TARGETS.glaciall, mutated: share, cleanShare: 0.5, pauseMs: 0, selfReconnect: true },
+      counts,
+      stats,
+    ),
+    fuzzWorker(
+      port,
+      seed + 2,
+      { source: src('gojt808'), target: TARGETS.gojt808, mutated: share, cleanShare: 0.5, pauseMs: 0, selfReconnect: true },
+      counts,
+      stats,
+    ),
+    fuzzWorker(
+      port,
+      seed + 3,
+      { source: src('xunilcyl'), target: TARGETS.xunilcyl, mutated: share, cleanShare: 0.5, pauseMs: 0, selfReconnect: true },
+      counts,
+      stats,
+    ),
+    fuzzWorker(
+      port,
+      seed + 4,
+      { source: src('xunilcyl'), target: TARGETS.xunilcyl, mutated: share, cleanShare: 0.3, pauseMs: 1, selfReconnect: true },
+      counts,
+      stats,
+    ),
     fuzzWorker(port, seed + 5, { source: src('glaciall'), target: UNOPENED, mutated: share, cleanShare: 0.2, pauseMs: 3, selfReconnect: false }, counts, stats),
   ]);
   return { counts, stats };
@@ -525,7 +615,9 @@ function flvFrom(buf: Buffer, tags: ReadTag[], from: number): Buffer {
 describe('e2e: gateway-level fuzz (gateway process, 100,000+ mutated JT/T 1078 packets over TCP)', function () {
   this.timeout(60_000);
   const children = new Set<ChildProcess>();
-  const killAll = (): void => { for (const c of children) c.kill('SIGKILL'); };
+  const killAll = (): void => {
+    for (const c of children) c.kill('SIGKILL');
+  };
   let dir: string;
   let g: GatewayProc | undefined;
   const players: Player[] = [];
@@ -563,7 +655,9 @@ describe('e2e: gateway-level fuzz (gateway process, 100,000+ mutated JT/T 1078 p
       players.push(pl);
     }
     const player = players[0];
-    const allQuiet = async (ms: number): Promise<void> => { for (const p of players) await p.quiet(ms, 15_000); };
+    const allQuiet = async (ms: number): Promise<void> => {
+      for (const p of players) await p.quiet(ms, 15_000);
+    };
 
     // warm-up: the same kind of fuzz, so that pools, code and lazily built state exist before the baseline
     const warm = await fuzzPhase(gw.live2013, 1000, WARMUP_MUTATED);
@@ -573,7 +667,13 @@ describe('e2e: gateway-level fuzz (gateway process, 100,000+ mutated JT/T 1078 p
 
     // the measured phase, sampling RSS as it goes
     let peakRss = 0;
-    const sampler = setInterval(() => { try { peakRss = Math.max(peakRss, rssOf(gw.pid)); } catch { /* exited: checked below */ } }, 100);
+    const sampler = setInterval(() => {
+      try {
+        peakRss = Math.max(peakRss, rssOf(gw.pid));
+      } catch {
+        /* exited: checked below */
+      }
+    }, 100);
     const t0 = Date.now();
     let fuzz: Awaited<ReturnType<typeof fuzzPhase>>;
     try {
@@ -592,7 +692,8 @@ describe('e2e: gateway-level fuzz (gateway process, 100,000+ mutated JT/T 1078 p
     const heapGrowth = end.heapUsed - base.heapUsed;
     const heapExtGrowth = end.heapUsed + end.external - (base.heapUsed + base.external);
     const rssGrowth = end.rssNow - base.rssNow;
-    const memo = `heap after GC ${MiB(base.heapUsed)} -> ${MiB(end.heapUsed)} MiB, external ${MiB(base.external)} -> ${MiB(end.external)} MiB, ` +
+    const memo =
+      `heap after GC ${MiB(base.heapUsed)} -> ${MiB(end.heapUsed)} MiB, external ${MiB(base.external)} -> ${MiB(end.external)} MiB, ` +
       `RSS ${MiB(base.rssNow)} -> ${MiB(end.rssNow)} MiB (peak ${MiB(peakRss)}); fuzz ${fuzzMs} ms: ${fuzz.counts.mutated} mutated, ` +
       `${fuzz.counts.clean} clean, ${fuzz.counts.junk} junk, ${MiB(fuzz.counts.bytes)} MiB; ${JSON.stringify(fuzz.stats)}; warm-up ${JSON.stringify(warm.stats)}`;
     const framesDuring = codedVideo(parseFlv(player.data(), { allowTruncated: true }).tags).length - framesBefore;
@@ -601,24 +702,47 @@ describe('e2e: gateway-level fuzz (gateway process, 100,000+ mutated JT/T 1078 p
     const health = await api(gw, 'GET', '/healthz', undefined, null);
     assert.equal(health.status, 200);
     assert.equal(health.json.status, 'ok');
-    const lines = fs.readFileSync(gw.logFile, 'utf8').split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { level: number; msg: string });
+    const lines = fs
+      .readFileSync(gw.logFile, 'utf8')
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as { level: number; msg: string });
     if (process.env.GW_FUZZ_VERBOSE) {
       const byMsg: Record<string, number> = {};
       for (const l of lines) byMsg[`${l.level} ${l.msg}`] = (byMsg[`${l.level} ${l.msg}`] ?? 0) + 1;
-      console.log(`      ${memo}\n      ${JSON.stringify(fuzz.counts.kinds)}\n      channel 1 player: ${framesDuring} frames during the measured fuzz; ` +
-        `players ${players.map((p) => MiB(p.bytes)).join(', ')} MiB\n      log: ${JSON.stringify(byMsg)}`);
+      console.log(
+        `      ${memo}\n      ${JSON.stringify(fuzz.counts.kinds)}\n      channel 1 player: ${framesDuring} frames during the measured fuzz; ` +
+          `players ${players.map((p) => MiB(p.bytes)).join(', ')} MiB\n      log: ${JSON.stringify(byMsg)}`,
+      );
     }
     const bad = lines.filter((l) => l.level >= 50 || /uncaught|unhandled/i.test(l.msg));
-    assert.deepEqual(bad.map((l) => `${l.level} ${l.msg}`), [], 'no error, uncaught exception or unhandled rejection logged');
-    assert.ok(lines.some((l) => l.msg === 'terminal link closed'), 'the gateway\'s log is the one read');
-    const stderr = gw.stderr().split('\n').filter((l) => l.trim() && !/^(Debugger listening on|For help, see|Debugger attached)/.test(l));
-    assert.deepEqual(stderr, [], 'nothing on stderr but the inspector\'s own lines');
+    assert.deepEqual(
+      bad.map((l) => `${l.level} ${l.msg}`),
+      [],
+      'no error, uncaught exception or unhandled rejection logged',
+    );
+    assert.ok(
+      lines.some((l) => l.msg === 'terminal link closed'),
+      "the gateway's log is the one read",
+    );
+    const stderr = gw
+      .stderr()
+      .split('\n')
+      .filter((l) => l.trim() && !/^(Debugger listening on|For help, see|Debugger attached)/.test(l));
+    assert.deepEqual(stderr, [], "nothing on stderr but the inspector's own lines");
     const resyncs = await metricOf(gw, 'gw_jt1078_ingest_listener_resyncs', { listener: 'live2013' });
     assert.ok(resyncs > 1000, `the parser resynchronised after junk again and again (${resyncs})`);
-    assert.deepEqual(players.map((p) => p.endedAt), players.map(() => 0), 'every player is still attached');
+    assert.deepEqual(
+      players.map((p) => p.endedAt),
+      players.map(() => 0),
+      'every player is still attached',
+    );
     const status = await api(gw, 'GET', '/strm/status');
     const open = new Set((status.json.data as Array<{ reqId: string }>).map((x) => x.reqId));
-    assert.ok(reqIds.every((r) => open.has(r)), 'every request is still open');
+    assert.ok(
+      reqIds.every((r) => open.has(r)),
+      'every request is still open',
+    );
     // between the bursts the channel's terminal sent clean runs: the player kept getting video through the fuzz
     assert.ok(framesDuring > 0, `the channel 1 player got frames during the fuzz (${framesDuring})`);
 
@@ -652,7 +776,7 @@ describe('e2e: gateway-level fuzz (gateway process, 100,000+ mutated JT/T 1078 p
     assert.equal(after.length, want.video, 'every frame of the clean capture from its first keyframe reaches the player');
     assert.equal(after[0].keyframe, true, 'the clean capture starts at a keyframe');
     const p = ffprobe(flvFrom(buf, flv.tags, mark), 'flv');
-    assert.equal(`${p.codec} ${p.width}x${p.height}`, `h264 ${CLEAN_SIZE}`, 'what the player got after the fuzz decodes at the capture\'s resolution');
+    assert.equal(`${p.codec} ${p.width}x${p.height}`, `h264 ${CLEAN_SIZE}`, "what the player got after the fuzz decodes at the capture's resolution");
     assert.equal(p.frames, want.video, 'ffprobe decodes every frame after the fuzz');
     assert.equal(p.errors, '', 'without a decoder complaint');
   });

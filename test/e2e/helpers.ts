@@ -79,18 +79,21 @@ export interface Expected {
  */
 export function expectedFrom(packets: Iterable<Jt1078Packet>, opts: { reorder?: boolean } = {}): Expected {
   const e: Expected = { video: 0, audioAfterVideo: 0, keyframes: 0, videoDts: [], lostPackets: 0 };
-  const asm = new Jt1078StreamAssembler({
-    onTrack: (_t: TrackInfo) => undefined,
-    onAccessUnit: (au: AccessUnit) => {
-      if (au.kind === 'video') {
-        e.video++;
-        if (au.keyframe) e.keyframes++;
-        e.videoDts.push(au.dts);
-      } else if (e.video > 0) {
-        e.audioAfterVideo++;
-      }
+  const asm = new Jt1078StreamAssembler(
+    {
+      onTrack: (_t: TrackInfo) => undefined,
+      onAccessUnit: (au: AccessUnit) => {
+        if (au.kind === 'video') {
+          e.video++;
+          if (au.keyframe) e.keyframes++;
+          e.videoDts.push(au.dts);
+        } else if (e.video > 0) {
+          e.audioAfterVideo++;
+        }
+      },
     },
-  }, { reorder: opts.reorder ? { maxPackets: 64, maxDelayMs: 200 } : false, now: () => 0 });
+    { reorder: opts.reorder ? { maxPackets: 64, maxDelayMs: 200 } : false, now: () => 0 },
+  );
   // No flush: a frame still open when the terminal goes is not published by the gateway either.
   for (const p of packets) asm.push(p);
   e.lostPackets = asm.stats.reorder.lost;
@@ -123,15 +126,30 @@ export function framesFromFirstI(packets: Jt1078Packet[]): number {
   return frames;
 }
 
-export interface Reencode { layout?: Jt1078Layout; sim?: string; channel?: number }
+export interface Reencode {
+  layout?: Jt1078Layout;
+  sim?: string;
+  channel?: number;
+}
 
 /** One packet re-encoded, optionally in another layout / SIM / channel. */
 export function encodeOne(p: Jt1078Packet, o: Reencode = {}): Buffer {
-  return encodePacket({
-    layout: o.layout ?? p.layout, sim: o.sim ?? p.sim, channel: o.channel ?? p.channel, pt: p.pt, marker: p.marker,
-    seq: p.seq, dataType: p.dataType, subMark: p.subMark, timestamp: p.timestamp,
-    lastIFrameInterval: p.lastIFrameInterval, lastFrameInterval: p.lastFrameInterval,
-  }, p.body);
+  return encodePacket(
+    {
+      layout: o.layout ?? p.layout,
+      sim: o.sim ?? p.sim,
+      channel: o.channel ?? p.channel,
+      pt: p.pt,
+      marker: p.marker,
+      seq: p.seq,
+      dataType: p.dataType,
+      subMark: p.subMark,
+      timestamp: p.timestamp,
+      lastIFrameInterval: p.lastIFrameInterval,
+      lastFrameInterval: p.lastFrameInterval,
+    },
+    p.body,
+  );
 }
 
 /** The capture's packets re-encoded, one buffer each. */
@@ -164,7 +182,9 @@ export interface E2eGateway {
  * flv-out's players service. Start one per test file (before) and stop it (after).
  */
 export async function startE2eGateway(
-  ingest: Record<string, unknown> = {}, flvOut: Record<string, unknown> = {}, extra: Array<{ name: string; config?: Record<string, unknown> }> = [],
+  ingest: Record<string, unknown> = {},
+  flvOut: Record<string, unknown> = {},
+  extra: Array<{ name: string; config?: Record<string, unknown> }> = [],
   gateway: Record<string, unknown> = {},
 ): Promise<E2eGateway> {
   const notices: Notice[] = [];
@@ -191,7 +211,9 @@ export async function startE2eGateway(
     ],
   });
   return {
-    gw, notices, flv: flv!,
+    gw,
+    notices,
+    flv: flv!,
     live2013: gw.ports['jt1078-ingest.livePort2013'],
     live2019: gw.ports['jt1078-ingest.livePort2019'],
     flvPort: gw.ports['flv-out.port'],
@@ -204,7 +226,9 @@ export async function startE2eGateway(
  * handle that reads through to it (valid inside that block's tests).
  */
 export function useE2eGateway(
-  ingest: Record<string, unknown> = {}, flvOut: Record<string, unknown> = {}, extra: Array<{ name: string; config?: Record<string, unknown> }> = [],
+  ingest: Record<string, unknown> = {},
+  flvOut: Record<string, unknown> = {},
+  extra: Array<{ name: string; config?: Record<string, unknown> }> = [],
   gateway: Record<string, unknown> = {},
 ): E2eGateway {
   let started: E2eGateway | undefined;
@@ -220,12 +244,24 @@ export function useE2eGateway(
     return started;
   };
   return {
-    get gw() { return current().gw; },
-    get notices() { return current().notices; },
-    get flv() { return current().flv; },
-    get live2013() { return current().live2013; },
-    get live2019() { return current().live2019; },
-    get flvPort() { return current().flvPort; },
+    get gw() {
+      return current().gw;
+    },
+    get notices() {
+      return current().notices;
+    },
+    get flv() {
+      return current().flv;
+    },
+    get live2013() {
+      return current().live2013;
+    },
+    get live2019() {
+      return current().live2019;
+    },
+    get flvPort() {
+      return current().flvPort;
+    },
     stop: () => current().stop(),
   };
 }
@@ -297,12 +333,17 @@ export async function waitFor<T>(what: string, fn: () => T | Promise<T>, timeout
  */
 export async function framesSettled(player: { videoFrames(): number }, timeoutMs: number, everyMs: number): Promise<number> {
   let last = -1;
-  await waitFor('frames to stop arriving', () => {
-    const n = player.videoFrames();
-    const settled = n === last && n > 0;
-    last = n;
-    return settled;
-  }, timeoutMs, everyMs);
+  await waitFor(
+    'frames to stop arriving',
+    () => {
+      const n = player.videoFrames();
+      const settled = n === last && n > 0;
+      last = n;
+      return settled;
+    },
+    timeoutMs,
+    everyMs,
+  );
   return last;
 }
 
@@ -335,7 +376,10 @@ export class FlvTagCounter {
     let buf = this.carry.length ? Buffer.concat([this.carry, chunk]) : chunk;
     let at = 0;
     if (!this.headerDone) {
-      if (buf.length < 13) { this.carry = Buffer.from(buf); return; }
+      if (buf.length < 13) {
+        this.carry = Buffer.from(buf);
+        return;
+      }
       if (buf.toString('latin1', 0, 3) !== 'FLV') throw new Error('not an FLV stream');
       at = buf.readUInt32BE(5) + 4;
       this.headerDone = true;
@@ -345,7 +389,7 @@ export class FlvTagCounter {
       if (at + 11 + size + 4 > buf.length) break;
       if (buf[at] === 9 && size >= 2) {
         const b0 = buf[at + 11];
-        const coded = b0 & 0x80 ? ((b0 & 0x0f) === 1 || (b0 & 0x0f) === 3) : buf[at + 12] === 1;
+        const coded = b0 & 0x80 ? (b0 & 0x0f) === 1 || (b0 & 0x0f) === 3 : buf[at + 12] === 1;
         if (coded) {
           const ts = (buf.readUIntBE(at + 4, 3) | (buf[at + 7] << 24)) >>> 0;
           if (ts <= this.lastVideoTs) this.backwards++;
@@ -370,7 +414,12 @@ export class HttpFlvPlayer {
   /** resolves when the server ends or drops the response */
   readonly ended: Promise<void>;
   endedAt = 0;
-  private constructor(readonly status: number, private readonly res: http.IncomingMessage, private readonly req: http.ClientRequest, keep: boolean) {
+  private constructor(
+    readonly status: number,
+    private readonly res: http.IncomingMessage,
+    private readonly req: http.ClientRequest,
+    keep: boolean,
+  ) {
     this.ended = new Promise<void>((resolve) => {
       const done = (): void => {
         if (!this.endedAt) this.endedAt = Date.now();
@@ -446,11 +495,15 @@ export class WsFlvPlayer {
   closeCode = 0;
   readonly closed: Promise<number>;
   private constructor(private readonly ws: WebSocket) {
-    this.closed = new Promise((resolve) => ws.once('close', (code) => {
-      this.closeCode = code;
-      resolve(code);
-    }));
-    ws.on('message', (d: Buffer, isBinary: boolean) => { if (isBinary) this.chunks.push(d); });
+    this.closed = new Promise((resolve) =>
+      ws.once('close', (code) => {
+        this.closeCode = code;
+        resolve(code);
+      }),
+    );
+    ws.on('message', (d: Buffer, isBinary: boolean) => {
+      if (isBinary) this.chunks.push(d);
+    });
     ws.on('error', () => undefined);
   }
 
@@ -525,9 +578,22 @@ export function ffprobe(data: Buffer, format: 'flv' | 'h264' | 'hevc'): ProbeRes
   const file = path.join(dir, `media.${format}`);
   try {
     fs.writeFileSync(file, data);
-    const r = spawnSync(bin, ['-v', 'error', '-f', format, '-count_frames',
-      '-show_entries', 'stream=codec_type,codec_name,width,height,nb_read_frames,sample_rate:format=duration', '-of', 'json', file],
-    { encoding: 'utf8', timeout: 60_000 });
+    const r = spawnSync(
+      bin,
+      [
+        '-v',
+        'error',
+        '-f',
+        format,
+        '-count_frames',
+        '-show_entries',
+        'stream=codec_type,codec_name,width,height,nb_read_frames,sample_rate:format=duration',
+        '-of',
+        'json',
+        file,
+      ],
+      { encoding: 'utf8', timeout: 60_000 },
+    );
     if (r.status !== 0) throw new Error(`ffprobe failed (${r.status}): ${r.stderr}`);
     const j = JSON.parse(r.stdout) as { streams: Array<Record<string, string | number>>; format?: Record<string, string> };
     const streams = j.streams;
@@ -535,7 +601,10 @@ export function ffprobe(data: Buffer, format: 'flv' | 'h264' | 'hevc'): ProbeRes
     if (!v) throw new Error(`ffprobe found no video stream: ${r.stdout}`);
     const a = streams.find((s) => s.codec_type === 'audio');
     return {
-      codec: String(v.codec_name), width: Number(v.width), height: Number(v.height), frames: Number(v.nb_read_frames),
+      codec: String(v.codec_name),
+      width: Number(v.width),
+      height: Number(v.height),
+      frames: Number(v.nb_read_frames),
       errors: r.stderr.trim(),
       audio: a ? { codec: String(a.codec_name), sampleRate: Number(a.sample_rate) } : undefined,
       // container duration, s (NaN for raw Annex-B, which has none)
@@ -578,7 +647,10 @@ export class TcpTerminal {
       this.socket.cork();
       for (let k = 0; k < batch; k++) {
         const r = it.next();
-        if (r.done) { done = true; break; }
+        if (r.done) {
+          done = true;
+          break;
+        }
         this.socket.write(r.value);
       }
       this.socket.uncork();
@@ -596,7 +668,6 @@ export class TcpTerminal {
     await closed;
   }
 }
-
 
 export interface LossyPlan {
   /** indexes into the packet list, in sending order */
@@ -638,8 +709,11 @@ export async function sendUdp(port: number, datagrams: Buffer[], o: { perTick?: 
       s.bind(0, '127.0.0.1', () => resolve());
     });
     for (let i = 0; i < datagrams.length; i += perTick) {
-      await Promise.all(datagrams.slice(i, i + perTick).map((d) => new Promise<void>((resolve, reject) =>
-        s.send(d, port, '127.0.0.1', (err) => (err ? reject(err) : resolve())))));
+      await Promise.all(
+        datagrams
+          .slice(i, i + perTick)
+          .map((d) => new Promise<void>((resolve, reject) => s.send(d, port, '127.0.0.1', (err) => (err ? reject(err) : resolve())))),
+      );
       await sleep(tickMs);
     }
   } finally {
@@ -691,8 +765,27 @@ export function randomChunks(buf: Buffer, seed: number, max = 4096): Buffer[] {
  */
 export function makeHevc(o: { size: string; seconds: number; keyint: number }): Buffer {
   const ffmpeg = requireTool('ffmpeg', 'ffmpeg');
-  const r = spawnSync(ffmpeg, ['-v', 'error', '-f', 'lavfi', '-i', `testsrc=size=${o.size}:rate=25`, '-t', String(o.seconds),
-    '-c:v', 'libx265', '-x265-params', `keyint=${o.keyint}:log-level=error`, '-f', 'hevc', '-'], { maxBuffer: 64 * 1024 * 1024, timeout: 60_000 });
+  const r = spawnSync(
+    ffmpeg,
+    [
+      '-v',
+      'error',
+      '-f',
+      'lavfi',
+      '-i',
+      `testsrc=size=${o.size}:rate=25`,
+      '-t',
+      String(o.seconds),
+      '-c:v',
+      'libx265',
+      '-x265-params',
+      `keyint=${o.keyint}:log-level=error`,
+      '-f',
+      'hevc',
+      '-',
+    ],
+    { maxBuffer: 64 * 1024 * 1024, timeout: 60_000 },
+  );
   if (r.status !== 0) throw new Error(`ffmpeg could not make the H.265 stream: ${r.stderr.toString()}`);
   return r.stdout;
 }
@@ -707,7 +800,7 @@ export function hevcAccessUnits(annexB: Buffer): Array<{ payload: Buffer; irap: 
   for (const nal of splitAnnexB(annexB)) {
     const t = h265NalType(nal);
     const isVcl = t < 32;
-    const startsAu = isVcl ? (nal[2] & 0x80) !== 0 : t >= 32 && t <= 35 || t === 39;
+    const startsAu = isVcl ? (nal[2] & 0x80) !== 0 : (t >= 32 && t <= 35) || t === 39;
     if (!cur || (cur.vcl && startsAu)) {
       cur = { nals: [], irap: false, vcl: false };
       aus.push(cur);

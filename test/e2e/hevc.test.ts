@@ -5,8 +5,17 @@
  */
 import assert from 'node:assert/strict';
 import {
-  HttpFlvPlayer, TcpTerminal, codedVideo, ffprobe, firstNonMonotonic, hevcAccessUnits, makeHevc, openLive, packHevc,
-  probeVideoOf, useE2eGateway,
+  HttpFlvPlayer,
+  TcpTerminal,
+  codedVideo,
+  ffprobe,
+  firstNonMonotonic,
+  hevcAccessUnits,
+  makeHevc,
+  openLive,
+  packHevc,
+  probeVideoOf,
+  useE2eGateway,
 } from './helpers';
 import { parseFlv, parseHvcC } from '../support/flv-reader';
 
@@ -44,7 +53,11 @@ describe('e2e: H.265 to Enhanced FLV', function () {
       assert.equal(video.filter((t) => t.keyframe).length, 2);
       assert.equal(video[0].keyframe, true);
       assert.equal(firstNonMonotonic(video, true), -1);
-      assert.deepEqual(video.map((t) => t.timestamp), aus.map((_a, i) => i * 40), '40 ms apart from 0');
+      assert.deepEqual(
+        video.map((t) => t.timestamp),
+        aus.map((_a, i) => i * 40),
+        '40 ms apart from 0',
+      );
 
       const p = probeVideoOf(flv, 'h265');
       assert.equal(`${p.codec} ${p.width}x${p.height}`, 'hevc 320x240');

@@ -28,7 +28,10 @@ function tcpFree(host: string, port: number): Promise<boolean> {
 function udpFree(host: string, port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const s = dgram.createSocket('udp4');
-    s.once('error', () => { s.close(); resolve(false); });
+    s.once('error', () => {
+      s.close();
+      resolve(false);
+    });
     s.bind(port, host, () => s.close(() => resolve(true)));
   });
 }
@@ -87,8 +90,12 @@ describe('local fleet tool (npm run fleet)', function () {
     const base = await freeBase();
     tool = spawn(process.execPath, [TOOL, '2', '--base-port', String(base)], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
     const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) => tool!.once('exit', (code, signal) => resolve({ code, signal })));
-    tool.stdout!.setEncoding('utf8').on('data', (d: string) => { out += d; });
-    tool.stderr!.setEncoding('utf8').on('data', (d: string) => { out += d; });
+    tool.stdout!.setEncoding('utf8').on('data', (d: string) => {
+      out += d;
+    });
+    tool.stderr!.setEncoding('utf8').on('data', (d: string) => {
+      out += d;
+    });
 
     // its table once every node answers /healthz
     const by = Date.now() + 90_000;
@@ -99,9 +106,18 @@ describe('local fleet tool (npm run fleet)', function () {
       await new Promise((r) => setTimeout(r, 200));
     }
     const table = rows().map((m) => ({ node: m[1], api: m[2], push: m[3] }));
-    assert.deepEqual(table.map((r) => r.node), ['node-a', 'node-b']);
-    assert.deepEqual(table.map((r) => r.api), HOSTS.map((h) => `http://${h}:${base}`));
-    assert.deepEqual(table.map((r) => r.push), HOSTS.map((h) => `${h}:${base + 10}`));
+    assert.deepEqual(
+      table.map((r) => r.node),
+      ['node-a', 'node-b'],
+    );
+    assert.deepEqual(
+      table.map((r) => r.api),
+      HOSTS.map((h) => `http://${h}:${base}`),
+    );
+    assert.deepEqual(
+      table.map((r) => r.push),
+      HOSTS.map((h) => `${h}:${base + 10}`),
+    );
     const pids = childrenOf(tool.pid!);
     assert.equal(pids.length, 3, `redis-server and 2 nodes under the tool: ${pids.join(', ')}`);
 

@@ -35,19 +35,35 @@ describe('log volume under floods', function () {
     const gw = await startGw();
     try {
       const port = gw.ports['jt1078-ingest.livePort2013:udp'];
-      const packet = (i: number) => new Jt1078Packer({ layout: '2013', sim: `0139${String(i).padStart(8, '0')}`, channel: 1 })
-        .packFrame({ dataType: 0, pt: 98, timestamp: 1000, payload: Buffer.from([0, 0, 0, 1, 0x65, 0x88, 0x84]) })[0];
+      const packet = (i: number) =>
+        new Jt1078Packer({ layout: '2013', sim: `0139${String(i).padStart(8, '0')}`, channel: 1 }).packFrame({
+          dataType: 0,
+          pt: 98,
+          timestamp: 1000,
+          payload: Buffer.from([0, 0, 0, 1, 0x65, 0x88, 0x84]),
+        })[0];
       const before = linesAtInfo(gw).length;
       // 2,000 senders, each its own source port (a link each), a few datagrams each
       for (let batch = 0; batch < 20; batch++) {
-        const socks = await Promise.all(Array.from({ length: 100 }, () => new Promise<dgram.Socket>((resolve) => {
-          const s = dgram.createSocket('udp4');
-          s.bind(0, '127.0.0.1', () => resolve(s));
-        })));
-        await Promise.all(socks.map((s, i) => new Promise<void>((resolve) => {
-          const p = packet(batch * 100 + i);
-          s.send(p, port, '127.0.0.1', () => s.send(p, port, '127.0.0.1', () => resolve()));
-        })));
+        const socks = await Promise.all(
+          Array.from(
+            { length: 100 },
+            () =>
+              new Promise<dgram.Socket>((resolve) => {
+                const s = dgram.createSocket('udp4');
+                s.bind(0, '127.0.0.1', () => resolve(s));
+              }),
+          ),
+        );
+        await Promise.all(
+          socks.map(
+            (s, i) =>
+              new Promise<void>((resolve) => {
+                const p = packet(batch * 100 + i);
+                s.send(p, port, '127.0.0.1', () => s.send(p, port, '127.0.0.1', () => resolve()));
+              }),
+          ),
+        );
         for (const s of socks) s.close();
         // the kernel's receive buffer holds a few hundred small datagrams: let the gateway read them
         await sleep(40);
@@ -64,7 +80,7 @@ describe('log volume under floods', function () {
       assert.ok(closed.length <= 3, `link-closed lines: ${closed.length}`);
       assert.ok(flood.length <= 10, `lines written for the flood: ${flood.length} (${[...new Set(flood.map((l) => l.msg))].join('; ')})`);
       // the packets are all counted even though the lines are not
-      assert.ok(await metric(gw, 'gw_jt1078_ingest_unmatched_packets_total') >= linksMade);
+      assert.ok((await metric(gw, 'gw_jt1078_ingest_unmatched_packets_total')) >= linksMade);
     } finally {
       await gw.stop();
     }
@@ -81,7 +97,14 @@ describe('log volume under floods', function () {
       url.searchParams.set('token', 'wrong');
       const codes = new Set<number>();
       for (let i = 0; i < 1000; i += 50) {
-        const res = await Promise.all(Array.from({ length: 50 }, () => fetch(url).then(async (x) => { await x.arrayBuffer(); return x.status; })));
+        const res = await Promise.all(
+          Array.from({ length: 50 }, () =>
+            fetch(url).then(async (x) => {
+              await x.arrayBuffer();
+              return x.status;
+            }),
+          ),
+        );
         for (const c of res) codes.add(c);
       }
       assert.deepEqual([...codes], [401]);
@@ -94,7 +117,7 @@ describe('log volume under floods', function () {
     }
   });
 
-  it('requestLogLevel debug: open/close cycles write no info line; info (the default) writes each request\'s lines', async () => {
+  it("requestLogLevel debug: open/close cycles write no info line; info (the default) writes each request's lines", async () => {
     for (const level of ['debug', 'info'] as const) {
       // the gateway logs at debug here, so the lines are seen at their level
       const gw = await startGw({ requestLogLevel: level, logLevel: 'debug' });
@@ -106,7 +129,11 @@ describe('log volume under floods', function () {
         }
         const cycle = linesAtInfo(gw).slice(before);
         if (level === 'debug') {
-          assert.deepEqual(cycle.map((l) => l.msg), [], 'no line at info or above for the cycles');
+          assert.deepEqual(
+            cycle.map((l) => l.msg),
+            [],
+            'no line at info or above for the cycles',
+          );
           const debug = gw.logs.filter((l) => l.msg === 'request opened' || l.msg === 'request closed');
           assert.equal(debug.length, 100, 'still written at debug');
           assert.ok(debug.every((l) => l.level === 20));

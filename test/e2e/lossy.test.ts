@@ -4,8 +4,23 @@
  */
 import assert from 'node:assert/strict';
 import {
-  HttpFlvPlayer, TcpTerminal, capture, closeReq, codedVideo, encodeCapture, expectedFrom, ffprobe, firstNonMonotonic,
-  framesSettled, lossyOrder, metric, openLive, randomChunks, sendUdp, useE2eGateway, withJunk,
+  HttpFlvPlayer,
+  TcpTerminal,
+  capture,
+  closeReq,
+  codedVideo,
+  encodeCapture,
+  expectedFrom,
+  ffprobe,
+  firstNonMonotonic,
+  framesSettled,
+  lossyOrder,
+  metric,
+  openLive,
+  randomChunks,
+  sendUdp,
+  useE2eGateway,
+  withJunk,
 } from './helpers';
 import { parseFlv } from '../support/flv-reader';
 
@@ -34,7 +49,11 @@ describe('e2e: UDP reordering and loss, TCP junk', function () {
     const open = await openLive(e.gw, '132570034500', 1);
     const player = await HttpFlvPlayer.connect(open.playUrl);
     const bufs = encodeCapture(cap.packets);
-    await sendUdp(e.live2013, plan.order.map((i) => bufs[i]), { perTick: 8, tickMs: 4 });
+    await sendUdp(
+      e.live2013,
+      plan.order.map((i) => bufs[i]),
+      { perTick: 8, tickMs: 4 },
+    );
 
     // UDP has no end: wait until the frames stop coming, then close the request
     await framesSettled(player, 10_000, 400);
@@ -92,7 +111,10 @@ describe('e2e: UDP reordering and loss, TCP junk', function () {
     const video = codedVideo(flv.tags);
     // junk between packets corrupts no packet, so nothing may be lost, the last frame included
     assert.equal(video.length, want.video, 'every frame arrives');
-    assert.deepEqual(video.map((t) => t.timestamp), want.videoDts);
+    assert.deepEqual(
+      video.map((t) => t.timestamp),
+      want.videoDts,
+    );
     const resyncs = (await metric(e.gw, 'gw_jt1078_ingest_listener_resyncs', { listener: 'live2013' })) - resyncsBefore;
     assert.equal(resyncs, insertions, 'the parser found its way back after each piece of junk');
     const p = ffprobe(player.data(), 'flv');

@@ -40,7 +40,7 @@ describe('e2e: NAL units found once per video frame, with FLV, HLS, RTSP and a r
     if (scratch) fs.rmSync(scratch, { recursive: true, force: true });
   });
 
-  it('glaciall (H.264 CIF): one search per video frame, none in any output; the recording shares flv-out\'s form and decodes', async () => {
+  it("glaciall (H.264 CIF): one search per video frame, none in any output; the recording shares flv-out's form and decodes", async () => {
     const cap = CAPTURES[0];
     const packets = encodeCapture(capture(cap.file).packets);
     const flvOpen = await gw.openStream({ simNo: cap.sim, chanId: cap.channel, fmt: 0, extra: { record: true } });
@@ -69,32 +69,40 @@ describe('e2e: NAL units found once per video frame, with FLV, HLS, RTSP and a r
     const framesBefore = await frames();
     NAL_SCANS.count = 0;
     await term.send(packets.slice(head), 16, 2);
-    await waitFor('the ingest to publish the last frame', async () => (await frames()) > framesBefore && flv.videoFrames() > 0 ? frames() : 0);
+    await waitFor('the ingest to publish the last frame', async () => ((await frames()) > framesBefore && flv.videoFrames() > 0 ? frames() : 0));
     let published = 0;
-    await waitFor('the published frames to settle', async () => {
-      const now = await frames();
-      const settled = now === published;
-      published = now;
-      return settled && now > framesBefore;
-    }, 10_000, 200);
+    await waitFor(
+      'the published frames to settle',
+      async () => {
+        const now = await frames();
+        const settled = now === published;
+        published = now;
+        return settled && now > framesBefore;
+      },
+      10_000,
+      200,
+    );
     const scans = NAL_SCANS.count;
     const perFrame = scans / (published - framesBefore);
     console.log(`      NAL scans: ${scans} for ${published - framesBefore} video frames (${perFrame.toFixed(3)} a frame)`);
     rtsp.close();
     flv.close();
     await term.end();
-    assert.equal(scans, published - framesBefore, 'one search per video frame: the ingest\'s');
+    assert.equal(scans, published - framesBefore, "one search per video frame: the ingest's");
 
     // the file written from flv-out's form: tags from 0, and every frame decodes
     const ended = await metric(gw, 'gw_recorder_recordings_ended_total', { outcome: 'done' });
     await gw.api('POST', '/strm/close', { reqIds: [flvOpen.reqId] });
     await waitFor('the recording to end', async () => (await metric(gw, 'gw_recorder_recordings_ended_total', { outcome: 'done' })) > ended, 15_000, 50);
-    const files = fs.readdirSync(path.join(scratch, 'store'), { recursive: true }).map(String).filter((f) => f.endsWith('.flv'));
+    const files = fs
+      .readdirSync(path.join(scratch, 'store'), { recursive: true })
+      .map(String)
+      .filter((f) => f.endsWith('.flv'));
     assert.equal(files.length, 1);
     const bytes = fs.readFileSync(path.join(scratch, 'store', files[0]));
     const tags = parseFlv(bytes).tags;
     const video = tags.filter((t) => t.type === 9 && !t.sequenceHeader);
-    assert.equal(video[0].timestamp, 0, 'the file\'s time starts at 0');
+    assert.equal(video[0].timestamp, 0, "the file's time starts at 0");
     assert.equal(video[0].keyframe, true);
     const p = ffprobe(bytes, 'flv');
     assert.equal(`${p.codec} ${p.width}x${p.height}`, `h264 ${cap.width}x${cap.height}`);

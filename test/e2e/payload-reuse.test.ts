@@ -17,12 +17,15 @@ import { CAPTURES, HttpFlvPlayer, TcpTerminal, capture, codedVideo, encodeLazily
 function referenceBodies(packets: Iterable<Jt1078Packet>): Map<number, Buffer> {
   const muxer = new FlvMuxer();
   const out = new Map<number, Buffer>();
-  const asm = new Jt1078StreamAssembler({
-    onTrack: (t) => muxer.setTrack(t),
-    onAccessUnit: (au) => {
-      for (const t of muxer.push(au)) if (t.type === 9 && t.body[1] === 1) out.set(t.timestamp, Buffer.from(t.body));
+  const asm = new Jt1078StreamAssembler(
+    {
+      onTrack: (t) => muxer.setTrack(t),
+      onAccessUnit: (au) => {
+        for (const t of muxer.push(au)) if (t.type === 9 && t.body[1] === 1) out.set(t.timestamp, Buffer.from(t.body));
+      },
     },
-  }, { now: () => 0 });
+    { now: () => 0 },
+  );
   for (const p of packets) asm.push(p);
   return out;
 }
@@ -52,7 +55,11 @@ describe('e2e: payload memory reused by the bus', function () {
 
     const reused = (await metric(e.gw, 'gw_core_bus_payload_chunks', { event: 'reused' })) - reusedBefore;
     assert.ok(reused > 10, `chunks reused while the players played: ${reused}`);
-    for (const [name, p] of [['fast', fast], ['stalled', stalled], ['late', late]] as const) {
+    for (const [name, p] of [
+      ['fast', fast],
+      ['stalled', stalled],
+      ['late', late],
+    ] as const) {
       const frames = codedVideo(parseFlv(p.data(), { allowTruncated: true }).tags);
       assert.ok(frames.length > 200, `${name}: ${frames.length} frames`);
       let checked = 0;

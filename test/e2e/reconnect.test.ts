@@ -6,8 +6,19 @@
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
-  HttpFlvPlayer, TcpTerminal, capture, codedVideo, encodeCapture, expectedFrom, ffprobe, firstNonMonotonic, metric,
-  openLive, useE2eGateway, statusOf, waitFor,
+  HttpFlvPlayer,
+  TcpTerminal,
+  capture,
+  codedVideo,
+  encodeCapture,
+  expectedFrom,
+  ffprobe,
+  firstNonMonotonic,
+  metric,
+  openLive,
+  useE2eGateway,
+  statusOf,
+  waitFor,
 } from './helpers';
 import { parseFlv } from '../support/flv-reader';
 
@@ -35,11 +46,14 @@ describe('e2e: terminal disconnect and reconnect', function () {
     const a = await TcpTerminal.connect(e.live2013);
     await a.send(bufs.slice(0, split));
     await a.end();
-    await waitFor('the first connection\'s frames', () => player.videoFrames() === want1.video);
+    await waitFor("the first connection's frames", () => player.videoFrames() === want1.video);
     await sleep(400);
     assert.equal(player.isEnded, false, 'the player is held through the grace');
     assert.ok(await statusOf(e.gw, open.reqId), 'the request is still open');
-    assert.equal(e.notices.some((n) => n.payload.reqId === open.reqId && n.payload.act === 'closed'), false);
+    assert.equal(
+      e.notices.some((n) => n.payload.reqId === open.reqId && n.payload.act === 'closed'),
+      false,
+    );
 
     const b = await TcpTerminal.connect(e.live2013);
     await b.send(bufs.slice(split));
@@ -57,14 +71,20 @@ describe('e2e: terminal disconnect and reconnect', function () {
 
     const flv = parseFlv(player.data());
     const video = codedVideo(flv.tags);
-    assert.equal(video.length, want1.video + want2.video, 'both connections\' frames, the second from its first keyframe');
+    assert.equal(video.length, want1.video + want2.video, "both connections' frames, the second from its first keyframe");
     assert.equal(firstNonMonotonic(video, true), -1, 'timestamps strictly increase across the reconnect');
     const resumed = video[want1.video];
     assert.equal(resumed.keyframe, true, 'the second connection starts at a keyframe');
     // the bus continues the timeline: the first frame after the reconnect follows the last one by 20 ms
     const last1 = want1.videoDts[want1.videoDts.length - 1];
-    assert.deepEqual(video.slice(0, want1.video).map((t) => t.timestamp), want1.videoDts);
-    assert.deepEqual(video.slice(want1.video).map((t) => t.timestamp), want2.videoDts.map((d) => d - want2.videoDts[0] + last1 + 20));
+    assert.deepEqual(
+      video.slice(0, want1.video).map((t) => t.timestamp),
+      want1.videoDts,
+    );
+    assert.deepEqual(
+      video.slice(want1.video).map((t) => t.timestamp),
+      want2.videoDts.map((d) => d - want2.videoDts[0] + last1 + 20),
+    );
     const p = ffprobe(player.data(), 'flv');
     assert.equal(`${p.codec} ${p.width}x${p.height}`, 'h264 352x288');
     assert.equal(p.frames, want1.video + want2.video);

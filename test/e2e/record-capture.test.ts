@@ -17,7 +17,19 @@ import { fixturePath, scratchDir } from '../support/paths';
 import { requireTool } from '../support/tools';
 import { utcText } from '../../plugins/recorder/test/harness';
 import { rawRequest, type RawReply } from '../../plugins/recorder/test/helpers';
-import { CAPTURES, capture, codedAudio, codedVideo, expectedFrom, ffprobe, firstNonMonotonic, framesFromFirstI, metric, waitFor, type CaptureInfo } from './helpers';
+import {
+  CAPTURES,
+  capture,
+  codedAudio,
+  codedVideo,
+  expectedFrom,
+  ffprobe,
+  firstNonMonotonic,
+  framesFromFirstI,
+  metric,
+  waitFor,
+  type CaptureInfo,
+} from './helpers';
 
 const APP_A = { appId: 'A', user: 'appa', password: 'pwa' };
 const APP_B = { appId: 'B', user: 'appb', password: 'pwb' };
@@ -44,7 +56,10 @@ function captureVideoSeconds(packets: Jt1078Packet[]): number {
     if (started && p.marker) frameTs.push(p.timestamp);
   }
   assert.ok(frameTs.length > 10, 'the capture holds video frames');
-  const steps = frameTs.slice(1).map((t, i) => t - frameTs[i]).sort((x, y) => x - y);
+  const steps = frameTs
+    .slice(1)
+    .map((t, i) => t - frameTs[i])
+    .sort((x, y) => x - y);
   const frameMs = steps[steps.length >> 1];
   return (frameTs[frameTs.length - 1] - frameTs[0] + frameMs) / 1000;
 }
@@ -66,12 +81,17 @@ describe('e2e: recording a pushed capture (jt1078-ingest + flv-out + recorder), 
     storeRoot = path.join(dataDir, 'store');
     const probe = definePlugin({
       name: 'e2e-record-probe',
-      setup(ctx) { ctx.notices.on((n) => notices.push(n)); },
+      setup(ctx) {
+        ctx.notices.on((n) => notices.push(n));
+      },
     });
     gw = await startTestGateway({
       plugins: [
         // a long grace: the terminal leaves after its capture and the request stays open until the test closes it
-        { name: 'jt1078-ingest', config: { livePort2013: 0, livePort2019: 0, replayPort2013: 0, replayPort2019: 0, disconnectGraceMs: 30_000, unknownGraceMs: 5000 } },
+        {
+          name: 'jt1078-ingest',
+          config: { livePort2013: 0, livePort2019: 0, replayPort2013: 0, replayPort2019: 0, disconnectGraceMs: 30_000, unknownGraceMs: 5000 },
+        },
         { name: 'flv-out', config: { port: 0 } },
         { name: 'recorder', config: { storeRoot, timeZone: 'UTC', sizeUpdateSec: 1 } },
         { name: 'e2e-record-probe', def: probe },
@@ -88,7 +108,12 @@ describe('e2e: recording a pushed capture (jt1078-ingest + flv-out + recorder), 
   /** Opens a recorded live request as A, replays the capture through the ingest, closes; returns A's StoredAv. */
   async function recordCapture(cap: CaptureInfo, speed: number): Promise<{ reqId: string; av: Record<string, any>; openedAt: number }> {
     const openedAt = Date.now();
-    const r = await gw.api('POST', '/strm/open', { user: { token: 'tok-rec' }, typ: 'live', simNo: cap.sim, chanId: cap.channel, keepIntv: 600, record: true }, AUTH_A);
+    const r = await gw.api(
+      'POST',
+      '/strm/open',
+      { user: { token: 'tok-rec' }, typ: 'live', simNo: cap.sim, chanId: cap.channel, keepIntv: 600, record: true },
+      AUTH_A,
+    );
     assert.equal(r.status, 200);
     assert.equal(r.json.errCode, 0, JSON.stringify(r.json));
     const open = r.json.data[0];
@@ -123,7 +148,7 @@ describe('e2e: recording a pushed capture (jt1078-ingest + flv-out + recorder), 
 
   let xun: { reqId: string; av: Record<string, any>; openedAt: number; whole: Buffer };
 
-  it('xunilcyl (H.264 704x576, video only) pushed at 10x: one record, StoredAv right, file decodes for the capture\'s duration', async () => {
+  it("xunilcyl (H.264 704x576, video only) pushed at 10x: one record, StoredAv right, file decodes for the capture's duration", async () => {
     const cap = CAPTURES.find((c) => c.file.includes('xunilcyl'))!;
     const packets = capture(cap.file).packets;
     const want = expectedFrom(packets);
@@ -160,7 +185,12 @@ describe('e2e: recording a pushed capture (jt1078-ingest + flv-out + recorder), 
     const listed = (byRange.json.data as Array<Record<string, any>>).filter((x) => x.reqId === reqId);
     assert.deepEqual(listed, [av], 'the time-range query lists the record once, with the same fields');
     // a range that ends before the request does not list it
-    const before = await gw.api('GET', `/strm/record?startTm=${encodeURIComponent(utcText(new Date(rec.openedAt - 7_200_000)))}&endTm=${encodeURIComponent(utcText(new Date(rec.openedAt - 3_600_000)))}`, undefined, AUTH_A);
+    const before = await gw.api(
+      'GET',
+      `/strm/record?startTm=${encodeURIComponent(utcText(new Date(rec.openedAt - 7_200_000)))}&endTm=${encodeURIComponent(utcText(new Date(rec.openedAt - 3_600_000)))}`,
+      undefined,
+      AUTH_A,
+    );
     assert.equal(before.json.errCode, 0);
     assert.ok(!(before.json.data as Array<{ reqId: string }>).some((x) => x.reqId === reqId), 'not listed for a range before it');
 
@@ -179,9 +209,13 @@ describe('e2e: recording a pushed capture (jt1078-ingest + flv-out + recorder), 
     const video = codedVideo(flv.tags);
     assert.equal(video.length, want.video, 'every frame published from the first keyframe is recorded');
     assert.equal(video[0].keyframe, true, 'the file starts at a keyframe');
-    assert.equal(video[0].timestamp, 0, 'the file\'s timeline starts at 0');
+    assert.equal(video[0].timestamp, 0, "the file's timeline starts at 0");
     assert.equal(firstNonMonotonic(video, true), -1, 'video timestamps strictly increase');
-    assert.deepEqual(video.map((t) => t.timestamp), want.videoDts.map((d) => d - want.videoDts[0]), 'each frame keeps its place on the timeline');
+    assert.deepEqual(
+      video.map((t) => t.timestamp),
+      want.videoDts.map((d) => d - want.videoDts[0]),
+      'each frame keeps its place on the timeline',
+    );
     assert.equal(codedAudio(flv.tags).length, 0, 'no audio was pushed, none recorded');
 
     const p = ffprobe(dl.body, 'flv');
@@ -200,7 +234,11 @@ describe('e2e: recording a pushed capture (jt1078-ingest + flv-out + recorder), 
     const size = whole.length;
     assert.ok(size > 100_000, `a sizeable file (${size} bytes)`);
     const mid = Math.floor(size / 2) - 1000;
-    for (const [first, last] of [[0, 1023], [mid, mid + 4095], [size - 1, size - 1]] as const) {
+    for (const [first, last] of [
+      [0, 1023],
+      [mid, mid + 4095],
+      [size - 1, size - 1],
+    ] as const) {
       const r = await get(av.url, AUTH_A, { range: `bytes=${first}-${last}` });
       assert.equal(r.status, 206, `bytes=${first}-${last}`);
       assert.equal(r.headers['content-range'], `bytes ${first}-${last}/${size}`);
@@ -226,12 +264,12 @@ describe('e2e: recording a pushed capture (jt1078-ingest + flv-out + recorder), 
     const q = await gw.api('GET', `/strm/record?reqId=${encodeURIComponent(reqId)}`, undefined, AUTH_B);
     assert.equal(q.status, 200);
     assert.equal(q.json.errCode, 0, JSON.stringify(q.json));
-    assert.deepEqual(q.json.data, [], 'B sees no record of A\'s request');
+    assert.deepEqual(q.json.data, [], "B sees no record of A's request");
     const range = await gw.api('GET', `/strm/record?startTm=${encodeURIComponent(utcText(new Date(xun.openedAt - 60_000)))}&__limit=2000`, undefined, AUTH_B);
     assert.equal(range.json.errCode, 0);
     assert.ok(!(range.json.data as Array<{ reqId: string }>).some((x) => x.reqId === reqId), 'nor by time range');
     const dl = await get(av.url, AUTH_B);
-    assert.equal(dl.status, 404, 'B cannot download A\'s file');
+    assert.equal(dl.status, 404, "B cannot download A's file");
     assert.equal(JSON.parse(dl.body.toString()).errCode, -8);
     const ranged = await get(av.url, AUTH_B, { range: 'bytes=0-1023' });
     assert.equal(ranged.status, 404, 'nor a range of it');
@@ -254,7 +292,10 @@ describe('e2e: recording a pushed capture (jt1078-ingest + flv-out + recorder), 
     assert.equal(codedVideo(flv.tags).length, want.video, 'every video frame from the first keyframe');
     const audio = codedAudio(flv.tags);
     assert.equal(audio.length, want.audioAfterVideo, 'every audio frame after the first keyframe is recorded');
-    assert.ok(audio.every((t) => t.codec === 'g711a'), 'as G.711A');
+    assert.ok(
+      audio.every((t) => t.codec === 'g711a'),
+      'as G.711A',
+    );
     const p = ffprobe(dl.body, 'flv');
     assert.deepEqual([p.codec, p.width, p.height], ['h264', cap.width, cap.height]);
     assert.equal(p.frames, want.video);

@@ -5,8 +5,19 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import {
-  HttpFlvPlayer, TcpTerminal, WsFlvPlayer, capture, closeReq, codedVideo, encodeCapture, metric, openLive,
-  useE2eGateway, statusOf, waitFor, wsUrlOf,
+  HttpFlvPlayer,
+  TcpTerminal,
+  WsFlvPlayer,
+  capture,
+  closeReq,
+  codedVideo,
+  encodeCapture,
+  metric,
+  openLive,
+  useE2eGateway,
+  statusOf,
+  waitFor,
+  wsUrlOf,
 } from './helpers';
 
 const GLACIALL = 'jt1078/glaciall-cif-h264-2013.bin';
@@ -58,7 +69,7 @@ describe('e2e: open results, play tokens, consumption, unknown channels', functi
     const ws = await WsFlvPlayer.connect(wsUrlOf(withParam(a.playUrl, 'token', 'nope')));
     assert.equal(await ws.closed, 4401);
     assert.equal(ws.data().length, 0, 'nothing sent to a refused WS player');
-    assert.equal(await metric(e.gw, 'gw_flv_out_plays_refused_total') - refusedBefore, 5);
+    assert.equal((await metric(e.gw, 'gw_flv_out_plays_refused_total')) - refusedBefore, 5);
 
     const st = await statusOf(e.gw, a.reqId);
     assert.equal(st?.consumed, false, 'refused players do not consume the request');
@@ -137,7 +148,7 @@ describe('e2e: open results, play tokens, consumption, unknown channels', functi
     let countedWhileUp = false;
     await waitFor('unmatched packets counted', async () => {
       const up = !term.socket.destroyed;
-      const n = await metric(e.gw, 'gw_jt1078_ingest_unmatched_packets_total', { listener: 'live2013' }) - unmatchedBefore;
+      const n = (await metric(e.gw, 'gw_jt1078_ingest_unmatched_packets_total', { listener: 'live2013' })) - unmatchedBefore;
       if (n > 0 && up) countedWhileUp = true;
       return n === 200;
     });
@@ -145,8 +156,11 @@ describe('e2e: open results, play tokens, consumption, unknown channels', functi
     await closed;
     const after = Date.now() - t0;
     assert.ok(after >= 250, `closed by the gateway after its grace, not at once (${after} ms)`);
-    assert.equal(await metric(e.gw, 'gw_jt1078_ingest_unmatched_packets_total', { listener: 'live2013' }) - unmatchedBefore, 200,
-      'every packet counted as unmatched and dropped');
+    assert.equal(
+      (await metric(e.gw, 'gw_jt1078_ingest_unmatched_packets_total', { listener: 'live2013' })) - unmatchedBefore,
+      200,
+      'every packet counted as unmatched and dropped',
+    );
     const health = await e.gw.api('GET', '/healthz', undefined, null);
     assert.equal(health.json.streams, streamsBefore, 'no stream was created for it');
   });

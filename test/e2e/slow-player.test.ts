@@ -5,10 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
-import {
-  HttpFlvPlayer, TcpTerminal, capture, closeReq, encodeLazily, expectedFrom, loopedPackets, openLive, useE2eGateway,
-  waitFor,
-} from './helpers';
+import { HttpFlvPlayer, TcpTerminal, capture, closeReq, encodeLazily, expectedFrom, loopedPackets, openLive, useE2eGateway, waitFor } from './helpers';
 import { collector } from '../support/gc';
 
 /** flv-out's default maxPlayerBacklogBytes: a player's queue on the bus */
@@ -16,7 +13,6 @@ const CAP = 2 * 1024 * 1024;
 /** what a player's socket may hold on top of it before the bus queues for it (flv-out's WRITABLE_BELOW), and a frame */
 const SOCKET_ALLOWANCE = 64 * 1024 + 256 * 1024;
 const PASSES = 12;
-
 
 describe('e2e: a stalled player', function () {
   this.timeout(60_000);

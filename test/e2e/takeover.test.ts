@@ -15,8 +15,22 @@ import type { Notice } from '../../plugin-sdk';
 import { definePlugin } from '../../plugin-sdk';
 import { parseFlv } from '../support/flv-reader';
 import {
-  HttpFlvPlayer, TcpTerminal, capture, codedVideo, encodeCapture, encodeLazily, expectedFrom, ffprobe, firstNonMonotonic,
-  loopedPackets, metric, openLive, statusOf, waitFor, type Expected, type OpenResult,
+  HttpFlvPlayer,
+  TcpTerminal,
+  capture,
+  codedVideo,
+  encodeCapture,
+  encodeLazily,
+  expectedFrom,
+  ffprobe,
+  firstNonMonotonic,
+  loopedPackets,
+  metric,
+  openLive,
+  statusOf,
+  waitFor,
+  type Expected,
+  type OpenResult,
 } from './helpers';
 
 const GRACE_MS = 2000;
@@ -35,24 +49,30 @@ class Intruder {
   sent = 0;
   private stopped = false;
   private loop: Promise<void> | undefined;
-  private constructor(private readonly write: (b: Buffer[]) => Promise<void>, private readonly shut: () => Promise<void>) {}
+  private constructor(
+    private readonly write: (b: Buffer[]) => Promise<void>,
+    private readonly shut: () => Promise<void>,
+  ) {}
 
   static async tcp(port: number): Promise<Intruder> {
     const s = net.connect({ host: '127.0.0.1', port, localAddress: INTRUDER_HOST });
     s.on('error', () => undefined);
     await once(s, 'connect');
-    return new Intruder(async (bufs) => {
-      if (s.destroyed) return;
-      s.cork();
-      for (const b of bufs) s.write(b);
-      s.uncork();
-      if (s.writableNeedDrain) await once(s, 'drain');
-    }, async () => {
-      if (s.destroyed) return;
-      const closed = once(s, 'close');
-      s.end();
-      await closed;
-    });
+    return new Intruder(
+      async (bufs) => {
+        if (s.destroyed) return;
+        s.cork();
+        for (const b of bufs) s.write(b);
+        s.uncork();
+        if (s.writableNeedDrain) await once(s, 'drain');
+      },
+      async () => {
+        if (s.destroyed) return;
+        const closed = once(s, 'close');
+        s.end();
+        await closed;
+      },
+    );
   }
 
   static async udp(port: number): Promise<Intruder> {
@@ -61,9 +81,12 @@ class Intruder {
       s.once('error', reject);
       s.bind(0, INTRUDER_HOST, () => resolve());
     });
-    return new Intruder(async (bufs) => {
-      await Promise.all(bufs.map((d) => new Promise<void>((resolve) => s.send(d, port, '127.0.0.1', () => resolve()))));
-    }, () => new Promise<void>((resolve) => s.close(() => resolve())));
+    return new Intruder(
+      async (bufs) => {
+        await Promise.all(bufs.map((d) => new Promise<void>((resolve) => s.send(d, port, '127.0.0.1', () => resolve()))));
+      },
+      () => new Promise<void>((resolve) => s.close(() => resolve())),
+    );
   }
 
   start(batch = 16, pauseMs = 4): void {
@@ -141,20 +164,23 @@ describe('e2e: a second sender for a live stream (takeover)', function () {
    * The real terminal pushes the first `split` packets (paced, so the intruder's packets interleave with its own)
    * while the intruder pushes; returns what the player must have got.
    */
-  async function realTerminalWithIntruder(intruder: Intruder, split: number): Promise<{ player: HttpFlvPlayer; open: OpenResult; want1: Expected; lastSent: number }> {
+  async function realTerminalWithIntruder(
+    intruder: Intruder,
+    split: number,
+  ): Promise<{ player: HttpFlvPlayer; open: OpenResult; want1: Expected; lastSent: number }> {
     const bufs = encodeCapture(capture(REAL).packets);
     const want1 = expectedFrom(capture(REAL).packets.slice(0, split));
     const open = await openLive(gw, SIM, 1);
     const player = await HttpFlvPlayer.connect(open.playUrl);
     const a = await TcpTerminal.connect(live2013);
     await a.send(bufs.slice(0, 300));
-    await waitFor('the real terminal\'s first frames', () => player.videoFrames() > 0);
+    await waitFor("the real terminal's first frames", () => player.videoFrames() > 0);
     intruder.start();
     await waitFor('the intruder under way', () => intruder.sent >= 64);
     // a batch every 5 ms: the intruder's batches land between the terminal's all along
     await a.send(bufs.slice(300, split), 32, 5);
     const lastSent = Date.now();
-    await waitFor('the real terminal\'s frames', () => player.videoFrames() >= want1.video);
+    await waitFor("the real terminal's frames", () => player.videoFrames() >= want1.video);
     await a.end();
     return { player, open, want1, lastSent };
   }
@@ -170,7 +196,11 @@ describe('e2e: a second sender for a live stream (takeover)', function () {
       await sleep(100);
       const video1 = codedVideo(parseFlv(player.data(), { allowTruncated: true }).tags);
       assert.equal(video1.length, want1.video, 'every frame of the real terminal and no other');
-      assert.deepEqual(video1.map((t) => t.timestamp), want1.videoDts, 'the real terminal\'s frames, in order, on its own timeline');
+      assert.deepEqual(
+        video1.map((t) => t.timestamp),
+        want1.videoDts,
+        "the real terminal's frames, in order, on its own timeline",
+      );
       const refusedBefore = await refused('tcp');
       assert.ok(refusedBefore > 100, `the intruder's packets are counted (${refusedBefore})`);
       assert.ok(intruder.sent >= refusedBefore);
@@ -181,30 +211,36 @@ describe('e2e: a second sender for a live stream (takeover)', function () {
       const b = await TcpTerminal.connect(live2013);
       await b.send(encodeCapture(real.slice(split)), 32, 5);
       const lastSent = Date.now();
-      await waitFor('the reconnected terminal\'s frames', () => player.videoFrames() >= want1.video + want2.video);
+      await waitFor("the reconnected terminal's frames", () => player.videoFrames() >= want1.video + want2.video);
       await sleep(100);
       const video2 = codedVideo(parseFlv(player.data(), { allowTruncated: true }).tags);
       assert.equal(video2.length, want1.video + want2.video);
       const last1 = want1.videoDts[want1.videoDts.length - 1];
-      assert.deepEqual(video2.slice(want1.video).map((t) => t.timestamp), want2.videoDts.map((d) => d - want2.videoDts[0] + last1 + 20),
-        'the reconnected terminal continues the timeline');
+      assert.deepEqual(
+        video2.slice(want1.video).map((t) => t.timestamp),
+        want2.videoDts.map((d) => d - want2.videoDts[0] + last1 + 20),
+        'the reconnected terminal continues the timeline',
+      );
       assert.equal(firstNonMonotonic(video2, true), -1);
       const p = ffprobe(sliceWhole(player.data()), 'flv');
-      assert.equal(`${p.codec} ${p.width}x${p.height} ${p.frames}`, `h264 352x288 ${video2.length}`, 'the intruder\'s D1 video never reached the player');
+      assert.equal(`${p.codec} ${p.width}x${p.height} ${p.frames}`, `h264 352x288 ${video2.length}`, "the intruder's D1 video never reached the player");
       assert.equal(await metric(gw, 'gw_jt1078_ingest_reconnects_total'), 1);
       assert.equal(await accepted('tcp'), 0);
-      assert.ok((await refused('tcp')) > refusedBefore, 'the intruder stayed refused through the terminal\'s absence');
+      assert.ok((await refused('tcp')) > refusedBefore, "the intruder stayed refused through the terminal's absence");
 
       // the terminal goes for good: past the grace the sender still pushing takes the stream over (the request
       // does not close)
       const framesBefore = player.videoFrames();
       await b.end();
-      await waitFor('the intruder\'s frames', () => player.videoFrames() > framesBefore + 10, 15_000);
+      await waitFor("the intruder's frames", () => player.videoFrames() > framesBefore + 10, 15_000);
       // the grace runs from the terminal's last packet
       assertTakenOverAfter(lastSent);
       assert.equal(await accepted('tcp'), 1);
       assert.ok(await statusOf(gw, open.reqId), 'the request is still open');
-      assert.equal(notices.some((n) => n.payload.reqId === open.reqId && n.payload.act === 'closed'), false);
+      assert.equal(
+        notices.some((n) => n.payload.reqId === open.reqId && n.payload.act === 'closed'),
+        false,
+      );
       const refusedAtTakeover = await refused('tcp');
       await sleep(200);
       assert.equal(await refused('tcp'), refusedAtTakeover, 'the intruder is the publisher now: nothing more refused');
@@ -228,7 +264,10 @@ describe('e2e: a second sender for a live stream (takeover)', function () {
       await sleep(100);
       const video1 = codedVideo(parseFlv(player.data(), { allowTruncated: true }).tags);
       assert.equal(video1.length, want1.video, 'every frame of the real terminal and no other');
-      assert.deepEqual(video1.map((t) => t.timestamp), want1.videoDts);
+      assert.deepEqual(
+        video1.map((t) => t.timestamp),
+        want1.videoDts,
+      );
       const p = ffprobe(sliceWhole(player.data()), 'flv');
       assert.equal(`${p.codec} ${p.width}x${p.height} ${p.frames}`, `h264 352x288 ${want1.video}`);
       assert.ok((await refused('udp')) > 100);
@@ -236,7 +275,7 @@ describe('e2e: a second sender for a live stream (takeover)', function () {
       assert.equal(logLines('another link pushes this stream: refused').length, 1);
 
       const framesBefore = player.videoFrames();
-      await waitFor('the intruder\'s frames', () => player.videoFrames() > framesBefore + 10, 15_000);
+      await waitFor("the intruder's frames", () => player.videoFrames() > framesBefore + 10, 15_000);
       assertTakenOverAfter(lastSent);
       assert.equal(await accepted('udp'), 1);
       assert.equal(await metric(gw, 'gw_jt1078_ingest_reconnects_total'), 0);

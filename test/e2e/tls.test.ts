@@ -15,7 +15,7 @@ import { TcpTerminal, capture, encodeLazily, loopedPackets } from './helpers';
 
 const DEMO = `Basic ${Buffer.from('demo:demo').toString('base64')}`;
 
-describe('TLS on the gateway\'s ports', function () {
+describe("TLS on the gateway's ports", function () {
   this.timeout(60_000);
   let dir: string;
   let files: { cert: string; key: string };
@@ -50,7 +50,9 @@ describe('TLS on the gateway\'s ports', function () {
     const plain = await new Promise<string>((resolve) => {
       const s = net.connect(gw.ports['gateway.httpPort'], '127.0.0.1', () => s.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n'));
       let got = '';
-      s.on('data', (d) => { got += d.toString('latin1'); });
+      s.on('data', (d) => {
+        got += d.toString('latin1');
+      });
       s.on('close', () => resolve(got));
       s.on('error', () => resolve(got));
     });
@@ -59,9 +61,13 @@ describe('TLS on the gateway\'s ports', function () {
     await assert.rejects(request(`${api}/healthz`, Buffer.from(fs.readFileSync(makeCert(dir, '127.0.0.2').cert))), /self-signed|unable to verify|certificate/i);
   });
 
-  it('play URLs say wss (the spec\'s default for fmt 0) and https; both play: ws with TLS, and ffprobe over https', async () => {
+  it("play URLs say wss (the spec's default for fmt 0) and https; both play: ws with TLS, and ffprobe over https", async () => {
     const open = async (extra: Record<string, unknown>) => {
-      const r = await request(`${api}/strm/open`, ca, { method: 'POST', auth: DEMO, body: { user: { token: 'tls-token' }, typ: 'live', simNo: '013800138000', chanId: 1, keepIntv: 600, ...extra } });
+      const r = await request(`${api}/strm/open`, ca, {
+        method: 'POST',
+        auth: DEMO,
+        body: { user: { token: 'tls-token' }, typ: 'live', simNo: '013800138000', chanId: 1, keepIntv: 600, ...extra },
+      });
       const j = JSON.parse(r.body.toString());
       assert.equal(j.errCode, 0, JSON.stringify(j));
       return j.data[0] as { reqId: string; playUrl: string };
@@ -71,7 +77,11 @@ describe('TLS on the gateway\'s ports', function () {
     const overHttps = await open({ scheme: 'https' });
     assert.match(overHttps.playUrl, /^https:\/\//);
     // plain schemes are not served here: refused with the spec's invalid-parameter answer
-    const plain = await request(`${api}/strm/open`, ca, { method: 'POST', auth: DEMO, body: { user: { token: 't' }, typ: 'live', simNo: '013800138000', chanId: 1, scheme: 'ws' } });
+    const plain = await request(`${api}/strm/open`, ca, {
+      method: 'POST',
+      auth: DEMO,
+      body: { user: { token: 't' }, typ: 'live', simNo: '013800138000', chanId: 1, scheme: 'ws' },
+    });
     const pj = JSON.parse(plain.body.toString());
     assert.equal(pj.errCode, -7);
     assert.match(pj.message, /https, wss/);
@@ -79,7 +89,16 @@ describe('TLS on the gateway\'s ports', function () {
     const term = await TcpTerminal.connect(gw.ports['jt1078-ingest.livePort2013']);
     let pushing = true;
     const stream = encodeLazily(loopedPackets(capture('jt1078/glaciall-cif-h264-2013.bin'), 1000), { sim: '013800138000', channel: 1 });
-    const push = term.send((function* () { for (const b of stream) { if (!pushing) return; yield b; } })(), 16, 40);
+    const push = term.send(
+      (function* () {
+        for (const b of stream) {
+          if (!pushing) return;
+          yield b;
+        }
+      })(),
+      16,
+      40,
+    );
     try {
       // WSS: the ws client verifying the certificate
       const flv = await readWss(byDefault.playUrl, ca);
@@ -97,15 +116,29 @@ describe('TLS on the gateway\'s ports', function () {
     }
   });
 
-  it('a missing file, half a pair, or a key that is not the certificate\'s stops boot naming the keys', async () => {
+  it("a missing file, half a pair, or a key that is not the certificate's stops boot naming the keys", async () => {
     const other = makeCert(dir, '127.0.0.3');
     const boot = (gateway: Record<string, unknown>) => startTestGateway({ gateway, plugins: [{ name: 'flv-out', config: { port: 0 } }] });
     await assert.rejects(boot({ tlsCertFile: files.cert }), /key tlsKeyFile: give both tlsCertFile and tlsKeyFile/);
     await assert.rejects(boot({ tlsCertFile: path.join(dir, 'nope.crt'), tlsKeyFile: files.key }), /key tlsCertFile: cannot read .*nope\.crt \(ENOENT\)/);
-    await assert.rejects(boot({ tlsCertFile: files.cert, tlsKeyFile: other.key }), /keys tlsCertFile\/tlsKeyFile: .* are not a usable certificate and key \(.*(mismatch|key)/i);
+    await assert.rejects(
+      boot({ tlsCertFile: files.cert, tlsKeyFile: other.key }),
+      /keys tlsCertFile\/tlsKeyFile: .* are not a usable certificate and key \(.*(mismatch|key)/i,
+    );
     await assert.rejects(boot({ tlsCertFile: files.key, tlsKeyFile: files.key }), /not a usable certificate and key/);
     // flv-out told to write plain URLs on a TLS port
-    await assert.rejects(boot({ tlsCertFile: files.cert, tlsKeyFile: files.key }).then(async (g) => { await g.stop(); }).then(() =>
-      startTestGateway({ gateway: { tlsCertFile: files.cert, tlsKeyFile: files.key }, plugins: [{ name: 'flv-out', config: { port: 0, schemes: ['ws'] } }] })), /key schemes: this port serves TLS only/);
+    await assert.rejects(
+      boot({ tlsCertFile: files.cert, tlsKeyFile: files.key })
+        .then(async (g) => {
+          await g.stop();
+        })
+        .then(() =>
+          startTestGateway({
+            gateway: { tlsCertFile: files.cert, tlsKeyFile: files.key },
+            plugins: [{ name: 'flv-out', config: { port: 0, schemes: ['ws'] } }],
+          }),
+        ),
+      /key schemes: this port serves TLS only/,
+    );
   });
 });

@@ -11,14 +11,20 @@ export function adts(asc: Buffer, frames: ReadonlyArray<{ length: number } & Uin
   const parts: Buffer[] = [];
   for (const f of frames) {
     const len = f.length + 7;
-    parts.push(Buffer.from([0xff, 0xf1, ((aot - 1) << 6) | (sfi << 2) | (ch >> 2), ((ch & 3) << 6) | (len >> 11), (len >> 3) & 0xff, ((len & 7) << 5) | 0x1f, 0xfc]), Buffer.from(f));
+    parts.push(
+      Buffer.from([0xff, 0xf1, ((aot - 1) << 6) | (sfi << 2) | (ch >> 2), ((ch & 3) << 6) | (len >> 11), (len >> 3) & 0xff, ((len & 7) << 5) | 0x1f, 0xfc]),
+      Buffer.from(f),
+    );
   }
   return Buffer.concat(parts);
 }
 
 /** What ffmpeg decodes from `file` in `format`, as interleaved float (extra output options, e.g. ['-ac', '1']). */
 export function ffmpegDecode(file: Buffer, format: string, outOpts: string[] = []): Float32Array {
-  const r = spawnSync(requireTool('ffmpeg', 'ffmpeg'), ['-v', 'error', '-f', format, '-i', 'pipe:0', ...outOpts, '-f', 'f32le', 'pipe:1'], { input: file, maxBuffer: 1 << 27 });
+  const r = spawnSync(requireTool('ffmpeg', 'ffmpeg'), ['-v', 'error', '-f', format, '-i', 'pipe:0', ...outOpts, '-f', 'f32le', 'pipe:1'], {
+    input: file,
+    maxBuffer: 1 << 27,
+  });
   assert.equal(r.status, 0, r.stderr.toString());
   const b = Buffer.from(r.stdout);
   return new Float32Array(b.buffer, b.byteOffset, b.length / 4);

@@ -88,7 +88,9 @@ export function fixtureFrames(opts: Omit<FixtureClipOptions, 'audio'> = {}): H26
   }
   const count = Math.round(seconds * fps);
   if (start < 0 || start + count > all.frames.length) {
-    throw new Error(`fixture ${source.file} has ${all.frames.length - Math.max(start, 0)} frames from its keyframe at ${start}, fewer than ${count} (${seconds} s at ${fps} fps)`);
+    throw new Error(
+      `fixture ${source.file} has ${all.frames.length - Math.max(start, 0)} frames from its keyframe at ${start}, fewer than ${count} (${seconds} s at ${fps} fps)`,
+    );
   }
   return {
     track: { ...all.tracks[start]!, frameRate: fps },

@@ -13,7 +13,14 @@ import { repoRoot, scratchDir } from './paths';
 
 const MAIN = path.join(repoRoot, 'dist', 'core', 'main.js');
 
-export interface FleetPorts { http: number; flv: number; live2013: number; live2019: number; replay2013: number; replay2019: number }
+export interface FleetPorts {
+  http: number;
+  flv: number;
+  live2013: number;
+  live2019: number;
+  replay2013: number;
+  replay2019: number;
+}
 
 export interface FleetNode {
   nodeId: string;
@@ -47,7 +54,11 @@ export async function sharedPorts(hosts: string[]): Promise<FleetPorts> {
     const base = 20_000 + Math.floor(Math.random() * 2000) * 10;
     const all = [0, 1, 2, 3, 4, 5].map((i) => base + i);
     let ok = true;
-    for (const p of all) if (!(await freeOnAll(hosts, p))) { ok = false; break; }
+    for (const p of all)
+      if (!(await freeOnAll(hosts, p))) {
+        ok = false;
+        break;
+      }
     if (ok) return { http: base, flv: base + 1, live2013: base + 2, live2019: base + 3, replay2013: base + 4, replay2019: base + 5 };
   }
   throw new Error(`no free run of six ports on ${hosts.join(', ')}`);
@@ -58,15 +69,31 @@ export async function sharedPorts(hosts: string[]): Promise<FleetPorts> {
  * store, the ports) and plugins; resolves once it logged "gateway started".
  */
 export async function startFleetNode(o: {
-  nodeId: string; host: string; ports: FleetPorts; directoryUrl: string;
-  gateway?: Record<string, unknown>; plugins: Array<{ name: string; config?: Record<string, unknown> }>; env?: Record<string, string>;
+  nodeId: string;
+  host: string;
+  ports: FleetPorts;
+  directoryUrl: string;
+  gateway?: Record<string, unknown>;
+  plugins: Array<{ name: string; config?: Record<string, unknown> }>;
+  env?: Record<string, string>;
 }): Promise<FleetNode> {
   const dir = scratchDir(`fleet-${o.nodeId}`);
   const site = {
     gateway: {
-      httpPort: o.ports.http, listenHost: o.host, publicHost: o.host, dataDir: path.join(dir, 'data'), store: { kind: 'memory' },
-      nodeId: o.nodeId, instId: o.nodeId, directoryUrl: o.directoryUrl, workers: 1,
-      applications: [{ appId: 'A', user: 'a', password: 'a' }, { appId: 'B', user: 'b', password: 'b' }, { appId: 'ops', user: 'ops', password: 'ops', admin: true }],
+      httpPort: o.ports.http,
+      listenHost: o.host,
+      publicHost: o.host,
+      dataDir: path.join(dir, 'data'),
+      store: { kind: 'memory' },
+      nodeId: o.nodeId,
+      instId: o.nodeId,
+      directoryUrl: o.directoryUrl,
+      workers: 1,
+      applications: [
+        { appId: 'A', user: 'a', password: 'a' },
+        { appId: 'B', user: 'b', password: 'b' },
+        { appId: 'ops', user: 'ops', password: 'ops', admin: true },
+      ],
       metricsAccess: 'open',
       ...o.gateway,
     },
@@ -76,8 +103,12 @@ export async function startFleetNode(o: {
   fs.writeFileSync(file, JSON.stringify(site));
   const child = spawn(process.execPath, [MAIN, file], { env: { PATH: process.env.PATH ?? '', ...o.env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
-  child.stdout!.on('data', (d) => { out += d; });
-  child.stderr!.on('data', (d) => { out += d; });
+  child.stdout!.on('data', (d) => {
+    out += d;
+  });
+  child.stderr!.on('data', (d) => {
+    out += d;
+  });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const deadline = Date.now() + 60_000;
   // with workers, the primary says so once every worker is up
@@ -88,11 +119,19 @@ export async function startFleetNode(o: {
     assert.fail(`node ${o.nodeId} did not start:\n${out}`);
   }
   return {
-    nodeId: o.nodeId, host: o.host, child,
+    nodeId: o.nodeId,
+    host: o.host,
+    child,
     log: () => out,
-    lines: <T>(msg: string) => out.split('\n').filter((l) => l.includes(msg)).map((l) => JSON.parse(l) as T),
+    lines: <T>(msg: string) =>
+      out
+        .split('\n')
+        .filter((l) => l.includes(msg))
+        .map((l) => JSON.parse(l) as T),
     api: (method, p, body, auth) => apiAt(o.host, o.ports.http, method, p, body, auth, { timeoutMs: 10_000 }),
-    kill: () => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL'); },
+    kill: () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    },
     stop: async () => {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
       const code = await exited;

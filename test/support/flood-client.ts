@@ -39,35 +39,41 @@ if (require.main === module && process.send) {
   const report = (t: FloodReport['t']) => process.send!({ t, counts: { ...counts, failed: { ...counts.failed } } } satisfies FloodReport);
   const timer = setInterval(() => report('progress'), 200);
 
-  const one = (host: string, port: number): Promise<void> => new Promise((resolve) => {
-    counts.started++;
-    const s = net.connect({ host, port });
-    let connected = false;
-    let settled = false;
-    const settle = () => { if (!settled) { settled = true; resolve(); } };
-    s.once('connect', () => {
-      connected = true;
-      counts.connected++;
-      counts.open++;
-      held.add(s);
-      settle();
+  const one = (host: string, port: number): Promise<void> =>
+    new Promise((resolve) => {
+      counts.started++;
+      const s = net.connect({ host, port });
+      let connected = false;
+      let settled = false;
+      const settle = () => {
+        if (!settled) {
+          settled = true;
+          resolve();
+        }
+      };
+      s.once('connect', () => {
+        connected = true;
+        counts.connected++;
+        counts.open++;
+        held.add(s);
+        settle();
+      });
+      s.on('error', (err: NodeJS.ErrnoException) => {
+        if (connected && err.code === 'ECONNRESET') counts.resets++;
+        if (connected) return;
+        if (err.code === 'ECONNRESET') counts.resetEarly++;
+        else counts.failed[err.code ?? 'unknown'] = (counts.failed[err.code ?? 'unknown'] ?? 0) + 1;
+      });
+      // the peer's end: closed by the gateway (refused, or given up later); close ours at once
+      s.on('end', () => s.destroy());
+      s.once('close', () => {
+        if (connected && held.delete(s)) {
+          counts.open--;
+          if (!closing) counts.closedByPeer++;
+        }
+        settle();
+      });
     });
-    s.on('error', (err: NodeJS.ErrnoException) => {
-      if (connected && err.code === 'ECONNRESET') counts.resets++;
-      if (connected) return;
-      if (err.code === 'ECONNRESET') counts.resetEarly++;
-      else counts.failed[err.code ?? 'unknown'] = (counts.failed[err.code ?? 'unknown'] ?? 0) + 1;
-    });
-    // the peer's end: closed by the gateway (refused, or given up later); close ours at once
-    s.on('end', () => s.destroy());
-    s.once('close', () => {
-      if (connected && held.delete(s)) {
-        counts.open--;
-        if (!closing) counts.closedByPeer++;
-      }
-      settle();
-    });
-  });
 
   process.on('message', (m: FloodCommand) => {
     if (m.t === 'flood') {

@@ -53,8 +53,14 @@ function classify(type: number, body: Buffer): Omit<ReadTag, 'type' | 'timestamp
     if (fmt === 10) {
       if (body.length < 2) throw new Error('AAC tag without AACPacketType');
       return {
-        codec: 'aac', keyframe: false, sequenceHeader: body[1] === 0, cts: 0, enhanced: false,
-        packetType: body[1], soundFlags: body[0], data: body.subarray(2),
+        codec: 'aac',
+        keyframe: false,
+        sequenceHeader: body[1] === 0,
+        cts: 0,
+        enhanced: false,
+        packetType: body[1],
+        soundFlags: body[0],
+        data: body.subarray(2),
       };
     }
     const codec: TagCodec = fmt === 7 ? 'g711a' : fmt === 8 ? 'g711u' : `audio:${fmt}`;
@@ -76,7 +82,13 @@ function classify(type: number, body: Buffer): Omit<ReadTag, 'type' | 'timestamp
     }
     const seq = packetType === 0;
     return {
-      codec, keyframe: !seq && frameType === 1, sequenceHeader: seq, cts, enhanced, packetType, data: body.subarray(at),
+      codec,
+      keyframe: !seq && frameType === 1,
+      sequenceHeader: seq,
+      cts,
+      enhanced,
+      packetType,
+      data: body.subarray(at),
     };
   }
   const codecId = body[0] & 0x0f;
@@ -86,8 +98,13 @@ function classify(type: number, body: Buffer): Omit<ReadTag, 'type' | 'timestamp
   if (body.length < 5) throw new Error('AVC tag shorter than its header');
   const packetType = body[1];
   return {
-    codec: 'h264', keyframe: packetType === 1 && frameType === 1, sequenceHeader: packetType === 0,
-    cts: body.readIntBE(2, 3), enhanced, packetType, data: body.subarray(5),
+    codec: 'h264',
+    keyframe: packetType === 1 && frameType === 1,
+    sequenceHeader: packetType === 0,
+    cts: body.readIntBE(2, 3),
+    enhanced,
+    packetType,
+    data: body.subarray(5),
   };
 }
 
@@ -100,7 +117,10 @@ export function parseFlv(buf: Buffer, opts: { allowTruncated?: boolean } = {}): 
   const dataOffset = buf.readUInt32BE(5);
   if (dataOffset < 9 || dataOffset + 4 > buf.length) throw new Error(`bad FLV DataOffset ${dataOffset}`);
   const header: FlvFileHeader = {
-    version: buf[3], hasAudio: (buf[4] & 0x04) !== 0, hasVideo: (buf[4] & 0x01) !== 0, dataOffset,
+    version: buf[3],
+    hasAudio: (buf[4] & 0x04) !== 0,
+    hasVideo: (buf[4] & 0x01) !== 0,
+    dataOffset,
   };
   if (buf.readUInt32BE(dataOffset) !== 0) throw new Error('PreviousTagSize0 is not 0');
   const tags: ReadTag[] = [];
@@ -227,20 +247,32 @@ export function decodeScriptTag(body: Buffer): { name: string; props: Record<str
   const value = (): unknown => {
     const marker = body[at++];
     switch (marker) {
-      case 0x00: { const v = body.readDoubleBE(at); at += 8; return v; }
-      case 0x01: return body[at++] !== 0;
-      case 0x02: return str();
-      case 0x03: case 0x08: {
+      case 0x00: {
+        const v = body.readDoubleBE(at);
+        at += 8;
+        return v;
+      }
+      case 0x01:
+        return body[at++] !== 0;
+      case 0x02:
+        return str();
+      case 0x03:
+      case 0x08: {
         if (marker === 0x08) at += 4;
         const o: Record<string, unknown> = {};
         for (;;) {
           const k = str();
-          if (k === '' && body[at] === 0x09) { at++; return o; }
+          if (k === '' && body[at] === 0x09) {
+            at++;
+            return o;
+          }
           o[k] = value();
         }
       }
-      case 0x05: return null;
-      default: throw new Error(`AMF0 marker ${marker} not supported by the test reader`);
+      case 0x05:
+        return null;
+      default:
+        throw new Error(`AMF0 marker ${marker} not supported by the test reader`);
     }
   };
   const name = value();

@@ -47,7 +47,8 @@ export function parseFleetArgs(argv: readonly string[]): FleetOptions {
     if (a === '--base-port' || a.startsWith('--base-port=')) {
       const v = a.includes('=') ? a.slice(a.indexOf('=') + 1) : argv[++i];
       const p = Number(v);
-      if (v === undefined || !Number.isInteger(p) || p < 1024 || p > 65535 - 13) throw new UsageError(`--base-port needs a whole number from 1024 to ${65535 - 13}${v === undefined ? '' : `, got '${v}'`}\n\n${USAGE}`);
+      if (v === undefined || !Number.isInteger(p) || p < 1024 || p > 65535 - 13)
+        throw new UsageError(`--base-port needs a whole number from 1024 to ${65535 - 13}${v === undefined ? '' : `, got '${v}'`}\n\n${USAGE}`);
       o.basePort = p;
     } else if (/^\d+$/.test(a) && !sawCount) {
       const n = Number(a);
@@ -62,7 +63,10 @@ export function parseFleetArgs(argv: readonly string[]): FleetOptions {
 }
 
 export class UsageError extends Error {
-  constructor(message: string, readonly code = 2) {
+  constructor(
+    message: string,
+    readonly code = 2,
+  ) {
     super(message);
   }
 }
@@ -137,7 +141,6 @@ function findRedisServer(): string | undefined {
   return r.stdout.trim().split('\n')[0] || undefined;
 }
 
-
 function healthz(apiUrl: string): Promise<number> {
   return new Promise((resolve) => {
     const req = http.get(`${apiUrl}/healthz`, { timeout: 2000 }, (res) => {
@@ -204,7 +207,7 @@ export async function main(argv: string[]): Promise<number> {
   }
   const redisBin = findRedisServer();
   if (!redisBin) {
-    process.stderr.write('fleet: redis-server is not installed (the fleet\'s directory runs on a local Redis): apt-get install -y redis-server\n');
+    process.stderr.write("fleet: redis-server is not installed (the fleet's directory runs on a local Redis): apt-get install -y redis-server\n");
     return 1;
   }
   const gatewayMain = path.join(repoRoot, 'dist', 'core', 'main.js');
@@ -249,7 +252,13 @@ export async function main(argv: string[]): Promise<number> {
   let redisPort = 0;
   for (let tries = 0; tries < 3 && !stopping; tries++) {
     redisPort = await freePort();
-    const r = startProc('redis', redisBin, ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', redisDir, '--daemonize', 'no'], process.env, false);
+    const r = startProc(
+      'redis',
+      redisBin,
+      ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', redisDir, '--daemonize', 'no'],
+      process.env,
+      false,
+    );
     const by = Date.now() + 10_000;
     while (running(r) && !(await pingOnce(redisPort)) && Date.now() < by) await new Promise((res) => setTimeout(res, 50));
     if (running(r) && (await pingOnce(redisPort))) {
@@ -276,9 +285,16 @@ export async function main(argv: string[]): Promise<number> {
   const base: NodeJS.ProcessEnv = { ...process.env };
   delete base.GW_SITE;
   if (!stopping) {
-    nodes = specs.map((s) => startProc(s.nodeId, process.execPath,
-      // as npm start runs a single process (core/gc-flags.ts)
-      ['--single-threaded-gc', '--max-semi-space-size=8', gatewayMain, 'sites/default'], { ...base, ...s.env }, true));
+    nodes = specs.map((s) =>
+      startProc(
+        s.nodeId,
+        process.execPath,
+        // as npm start runs a single process (core/gc-flags.ts)
+        ['--single-threaded-gc', '--max-semi-space-size=8', gatewayMain, 'sites/default'],
+        { ...base, ...s.env },
+        true,
+      ),
+    );
     for (const n of nodes) early(n);
   }
 
@@ -292,7 +308,9 @@ export async function main(argv: string[]): Promise<number> {
       const late = specs.filter((s) => !healthy.has(s.nodeId));
       for (const s of late) {
         const n = nodes.find((x) => x.name === s.nodeId);
-        process.stderr.write(`fleet: ${s.nodeId} did not answer ${s.apiUrl}/healthz 200 within ${HEALTH_TIMEOUT_MS / 1000} s; its last lines:\n${(n?.lines ?? []).map((l) => `  ${l}`).join('\n')}\n`);
+        process.stderr.write(
+          `fleet: ${s.nodeId} did not answer ${s.apiUrl}/healthz 200 within ${HEALTH_TIMEOUT_MS / 1000} s; its last lines:\n${(n?.lines ?? []).map((l) => `  ${l}`).join('\n')}\n`,
+        );
       }
       void stopAll(1, 'a node did not become healthy');
       break;
@@ -305,31 +323,40 @@ export async function main(argv: string[]): Promise<number> {
     const rows = specs.map((s) => [s.nodeId, `${s.apiUrl}`, `${s.host}:${ports.push[0]} (2013), :${ports.push[1]} (2019)`]);
     const head = ['node', 'API', 'push (live)'];
     const w = head.map((h, c) => Math.max(h.length, ...rows.map((r) => r[c].length)));
-    const line = (r: string[]) => r.map((x, c) => x.padEnd(w[c])).join('  ').trimEnd();
+    const line = (r: string[]) =>
+      r
+        .map((x, c) => x.padEnd(w[c]))
+        .join('  ')
+        .trimEnd();
     const a = specs[0];
     const b = specs[Math.min(1, specs.length - 1)];
-    process.stdout.write([
-      '',
-      `fleet: ready: ${specs.length} node(s) of sites/default, directory ${redisUrl}; Ctrl-C stops them`,
-      '',
-      line(head),
-      ...rows.map(line),
-      '',
-      `# open a channel through ${a.nodeId} (it is placed on the node with the fewest streams: see "host" in the answer)`,
-      `curl -u demo:demo -H 'Content-Type: application/json' -d '{"user":{"token":"t"},"typ":"live","simNo":"013800138000","chanId":1}' ${a.apiUrl}/strm/open`,
-      `# the application's requests, asked of ${b.nodeId} (every node answers for the whole fleet; "node" says which holds each)`,
-      `curl -u demo:demo ${b.apiUrl}/strm/status`,
-      `# push a capture to the node named by the open's "host" and "port"`,
-      `npm run sim -- ../shared/fixtures/jt1078/glaciall-cif-h264-2013.bin --host <host> --port <port> --sim 013800138000 --chan 1`,
-      '',
-    ].join('\n') + '\n');
+    process.stdout.write(
+      [
+        '',
+        `fleet: ready: ${specs.length} node(s) of sites/default, directory ${redisUrl}; Ctrl-C stops them`,
+        '',
+        line(head),
+        ...rows.map(line),
+        '',
+        `# open a channel through ${a.nodeId} (it is placed on the node with the fewest streams: see "host" in the answer)`,
+        `curl -u demo:demo -H 'Content-Type: application/json' -d '{"user":{"token":"t"},"typ":"live","simNo":"013800138000","chanId":1}' ${a.apiUrl}/strm/open`,
+        `# the application's requests, asked of ${b.nodeId} (every node answers for the whole fleet; "node" says which holds each)`,
+        `curl -u demo:demo ${b.apiUrl}/strm/status`,
+        `# push a capture to the node named by the open's "host" and "port"`,
+        `npm run sim -- ../shared/fixtures/jt1078/glaciall-cif-h264-2013.bin --host <host> --port <port> --sim 013800138000 --chan 1`,
+        '',
+      ].join('\n') + '\n',
+    );
   }
   return finished;
 }
 
 if (require.main === module) {
-  main(process.argv.slice(2)).then((code) => process.exit(code), (err: Error) => {
-    process.stderr.write(`fleet: ${err.stack ?? err.message}\n`);
-    process.exit(1);
-  });
+  main(process.argv.slice(2)).then(
+    (code) => process.exit(code),
+    (err: Error) => {
+      process.stderr.write(`fleet: ${err.stack ?? err.message}\n`);
+      process.exit(1);
+    },
+  );
 }

@@ -37,9 +37,13 @@ function findPgBin(name: string): string {
     try {
       fs.accessSync(p, fs.constants.X_OK);
       return p;
-    } catch { /* next */ }
+    } catch {
+      /* next */
+    }
   }
-  throw new Error(`PostgreSQL's '${name}' was not found (looked in /usr/lib/postgresql/*/bin and PATH): install Debian's 'postgresql' package (apt-get install -y postgresql); .ci/run does this`);
+  throw new Error(
+    `PostgreSQL's '${name}' was not found (looked in /usr/lib/postgresql/*/bin and PATH): install Debian's 'postgresql' package (apt-get install -y postgresql); .ci/run does this`,
+  );
 }
 
 function freePort(): Promise<number> {
@@ -120,10 +124,15 @@ export async function startPostgres(label = 'pg'): Promise<PostgresServer> {
   for (let attempt = 0; attempt < 3 && !started; attempt++) {
     port = await freePort();
     const serverOpts = [
-      '-c listen_addresses=127.0.0.1', `-p ${port}`, `-k ${sockDir}`,
+      '-c listen_addresses=127.0.0.1',
+      `-p ${port}`,
+      `-k ${sockDir}`,
       // Durability is pointless for a throwaway cluster and costs seconds per test.
-      '-c fsync=off', '-c synchronous_commit=off', '-c full_page_writes=off',
-      '-c shared_buffers=32MB', '-c max_connections=40',
+      '-c fsync=off',
+      '-c synchronous_commit=off',
+      '-c full_page_writes=off',
+      '-c shared_buffers=32MB',
+      '-c max_connections=40',
     ].join(' ');
     try {
       await exec(pgCtl, ['-D', dataDir, '-l', logFile, '-o', serverOpts, '-w', '-t', '30', 'start'], 'pg_ctl start');

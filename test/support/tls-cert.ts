@@ -13,24 +13,54 @@ export function makeCert(dir: string, cn = '127.0.0.1'): { cert: string; key: st
   const openssl = requireTool('openssl', 'openssl');
   const cert = path.join(dir, `${cn}.crt`);
   const key = path.join(dir, `${cn}.key`);
-  const r = spawnSync(openssl, ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '2',
-    '-subj', `/CN=${cn}`, '-addext', `subjectAltName=IP:${cn}`, '-keyout', key, '-out', cert], { encoding: 'utf8' });
+  const r = spawnSync(
+    openssl,
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-days',
+      '2',
+      '-subj',
+      `/CN=${cn}`,
+      '-addext',
+      `subjectAltName=IP:${cn}`,
+      '-keyout',
+      key,
+      '-out',
+      cert,
+    ],
+    { encoding: 'utf8' },
+  );
   if (r.status !== 0) throw new Error(`openssl failed: ${r.stderr}`);
   return { cert, key };
 }
 
 /** An HTTPS request that trusts only `ca`: the whole answer. */
-export function httpsRequest(url: string, ca: Buffer, o: { method?: string; body?: unknown; auth?: string } = {}): Promise<{ status: number; headers: Record<string, unknown>; body: Buffer }> {
+export function httpsRequest(
+  url: string,
+  ca: Buffer,
+  o: { method?: string; body?: unknown; auth?: string } = {},
+): Promise<{ status: number; headers: Record<string, unknown>; body: Buffer }> {
   return new Promise((resolve, reject) => {
     const data = o.body === undefined ? undefined : Buffer.from(JSON.stringify(o.body));
-    const req = https.request(url, {
-      method: o.method ?? 'GET', ca,
-      headers: { ...(o.auth ? { Authorization: o.auth } : {}), ...(data ? { 'Content-Type': 'application/json', 'Content-Length': data.length } : {}) },
-    }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
-    });
+    const req = https.request(
+      url,
+      {
+        method: o.method ?? 'GET',
+        ca,
+        headers: { ...(o.auth ? { Authorization: o.auth } : {}), ...(data ? { 'Content-Type': 'application/json', 'Content-Length': data.length } : {}) },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
+      },
+    );
     req.on('error', reject);
     req.end(data);
   });
@@ -41,7 +71,10 @@ export async function readWss(url: string, ca: Buffer, bytes = 64 * 1024, timeou
   const ws = new WebSocket(url, { ca });
   const got: Buffer[] = [];
   let n = 0;
-  ws.on('message', (d: Buffer) => { got.push(d); n += d.length; });
+  ws.on('message', (d: Buffer) => {
+    got.push(d);
+    n += d.length;
+  });
   await once(ws, 'open');
   const deadline = Date.now() + timeoutMs;
   while (n < bytes && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
@@ -55,7 +88,9 @@ export async function readWss(url: string, ca: Buffer, bytes = 64 * 1024, timeou
  */
 export async function probeHttpsVideo(url: string): Promise<{ video: Record<string, unknown> | undefined; json: string }> {
   const ffprobe = requireTool('ffprobe', 'ffmpeg');
-  const r = await execFileP(ffprobe, ['-v', 'error', '-rw_timeout', '10000000', '-show_entries', 'stream=codec_name,width,height', '-of', 'json', url],
-    { encoding: 'utf8', timeout: 30_000 });
+  const r = await execFileP(ffprobe, ['-v', 'error', '-rw_timeout', '10000000', '-show_entries', 'stream=codec_name,width,height', '-of', 'json', url], {
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
   return { video: (JSON.parse(r.stdout).streams as Array<Record<string, unknown>>).find((s) => s.codec_name === 'h264'), json: r.stdout };
 }

@@ -10,7 +10,9 @@ export function requireTool(name: string, debianPackage: string): string {
   const cached = found.get(name);
   if (cached) return cached;
   const extraDirs = ['/usr/lib/postgresql/15/bin', '/usr/lib/postgresql/16/bin', '/usr/lib/postgresql/17/bin'];
-  const r = spawnSync('sh', ['-c', `command -v ${name} || for d in ${extraDirs.join(' ')}; do [ -x "$d/${name}" ] && echo "$d/${name}" && break; done`], { encoding: 'utf8' });
+  const r = spawnSync('sh', ['-c', `command -v ${name} || for d in ${extraDirs.join(' ')}; do [ -x "$d/${name}" ] && echo "$d/${name}" && break; done`], {
+    encoding: 'utf8',
+  });
   const p = r.stdout.trim().split('\n')[0];
   if (!p) {
     throw new Error(`test tool '${name}' is missing: install Debian's '${debianPackage}' package (apt-get install -y ${debianPackage}); .ci/run does this`);

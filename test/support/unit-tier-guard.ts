@@ -19,16 +19,24 @@ export const SYSTEM_PROGRAMS: ReadonlyMap<string, string> = new Map<string, stri
   ...['postgres', 'postmaster', 'initdb', 'pg_ctl', 'pg_ctlcluster', 'psql', 'pg_isready'].map((p): [string, string] => [p, 'PostgreSQL']),
   ...['chromium', 'chromium-browser', 'chrome', 'google-chrome', 'headless_shell'].map((p): [string, string] => [p, 'Chromium']),
   ...['vlc', 'cvlc'].map((p): [string, string] => [p, 'VLC']),
-  ...['gst-launch-1.0', 'gst-inspect-1.0', 'python3', 'python'].map((p): [string, string] => [p, 'GStreamer (with the python3-gi that drives its RTSP server)']),
+  ...['gst-launch-1.0', 'gst-inspect-1.0', 'python3', 'python'].map((p): [string, string] => [
+    p,
+    'GStreamer (with the python3-gi that drives its RTSP server)',
+  ]),
   ['openssl', 'openssl'],
 ]);
 
 /** Redis, Redis Sentinel and PostgreSQL default ports: a unit test never reaches a server there. */
-const SERVER_PORTS: ReadonlyMap<number, string> = new Map([[6379, 'Redis'], [26379, 'Redis Sentinel'], [5432, 'PostgreSQL']]);
+const SERVER_PORTS: ReadonlyMap<number, string> = new Map([
+  [6379, 'Redis'],
+  [26379, 'Redis Sentinel'],
+  [5432, 'PostgreSQL'],
+]);
 
 const SHELLS = new Set(['sh', 'bash', 'dash', 'zsh']);
 
-const WHERE = "the unit tier (npm run test:unit) runs with Node and the npm dependencies only; a test that needs it belongs in the full tier (npm test), so take it out of .mocharc.unit.json's spec list";
+const WHERE =
+  "the unit tier (npm run test:unit) runs with Node and the npm dependencies only; a test that needs it belongs in the full tier (npm test), so take it out of .mocharc.unit.json's spec list";
 
 /** Refusals not yet taken: a test that catches one and carries on still fails the run (see test/unit-setup.ts). */
 const refusals: string[] = [];

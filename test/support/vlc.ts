@@ -29,8 +29,18 @@ export function requireVlc(): string {
   }
   // vlc-bin alone has no modules: the RTP output (and RTSP server), RTP input and transcoder are vlc-plugin-base's
   if (!pluginsChecked) {
-    const r = spawnSync('sh', ['-c', 'ls /usr/lib/*/vlc/plugins/stream_out/libstream_out_rtp_plugin.so /usr/lib/*/vlc/plugins/access/librtp_plugin.so /usr/lib/*/vlc/plugins/stream_out/libstream_out_transcode_plugin.so'], { encoding: 'utf8' });
-    if (r.status !== 0) throw new Error(`VLC's modules are missing (${r.stderr.trim()}): apt-get install -y --no-install-recommends ${VLC_PACKAGES} (test/support/install-tools.sh does this)`);
+    const r = spawnSync(
+      'sh',
+      [
+        '-c',
+        'ls /usr/lib/*/vlc/plugins/stream_out/libstream_out_rtp_plugin.so /usr/lib/*/vlc/plugins/access/librtp_plugin.so /usr/lib/*/vlc/plugins/stream_out/libstream_out_transcode_plugin.so',
+      ],
+      { encoding: 'utf8' },
+    );
+    if (r.status !== 0)
+      throw new Error(
+        `VLC's modules are missing (${r.stderr.trim()}): apt-get install -y --no-install-recommends ${VLC_PACKAGES} (test/support/install-tools.sh does this)`,
+      );
     pluginsChecked = true;
   }
   return cvlc;
@@ -72,15 +82,27 @@ export interface Vlc {
  */
 export function startVlc(dir: string, args: string[]): Vlc {
   const cvlc = requireVlc();
-  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: dir, XDG_CONFIG_HOME: path.join(dir, '.config'), XDG_DATA_HOME: path.join(dir, '.local'), XDG_CACHE_HOME: path.join(dir, '.cache'), LANG: 'C' };
+  const env: NodeJS.ProcessEnv = {
+    PATH: process.env.PATH ?? '/usr/bin:/bin',
+    HOME: dir,
+    XDG_CONFIG_HOME: path.join(dir, '.config'),
+    XDG_DATA_HOME: path.join(dir, '.local'),
+    XDG_CACHE_HOME: path.join(dir, '.cache'),
+    LANG: 'C',
+  };
   const argv = ['--no-media-library', '--no-stats', '--no-dbus', ...args];
   const proc = asRoot()
     ? spawn('setpriv', [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', cvlc, ...argv], { cwd: dir, env, stdio: ['ignore', 'ignore', 'pipe'] })
     : spawn(cvlc, argv, { cwd: dir, env, stdio: ['ignore', 'ignore', 'pipe'] });
   let err = '';
-  proc.stderr?.on('data', (c: Buffer) => { if (err.length < 4 << 20) err += c.toString(); });
+  proc.stderr?.on('data', (c: Buffer) => {
+    if (err.length < 4 << 20) err += c.toString();
+  });
   const exited = new Promise<number | null>((resolve) => {
-    proc.once('error', (e) => { err += `\nspawn failed: ${e.message}`; resolve(null); });
+    proc.once('error', (e) => {
+      err += `\nspawn failed: ${e.message}`;
+      resolve(null);
+    });
     proc.once('exit', (code) => resolve(code));
   });
   const vlc: Vlc = {
@@ -90,7 +112,9 @@ export function startVlc(dir: string, args: string[]): Vlc {
     async stop() {
       if (proc.exitCode === null && proc.signalCode === null && proc.pid !== undefined) {
         proc.kill('SIGTERM');
-        const t = setTimeout(() => { if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL'); }, 5000);
+        const t = setTimeout(() => {
+          if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
+        }, 5000);
         await exited;
         clearTimeout(t);
       }

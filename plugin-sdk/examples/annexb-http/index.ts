@@ -9,10 +9,13 @@ import { definePlugin, httpPlayerSocket, servePlays } from '../..';
 import { parameterSetsAnnexB } from '../../formats';
 
 export class AnnexbHttpConfig {
-  @IsInt() @Min(0) @Max(65535)
+  @IsInt()
+  @Min(0)
+  @Max(65535)
   port = 7090;
   /** bytes a player may have in flight before the bus queues for it (and past its cap, skips a GOP) */
-  @IsInt() @Min(16 * 1024)
+  @IsInt()
+  @Min(16 * 1024)
   socketHighWater = 256 * 1024;
 }
 
@@ -32,11 +35,16 @@ export default definePlugin({
       playUrl: (a) => http.routes.url(`/annexb/${a.streamName}.h264`, { host: a.host, scheme: a.scheme, query: { reqId: a.reqId, token: a.token } }),
     });
 
-    http.routes.raw('GET', '/annexb/*', (req, res) => {
-      const socket = httpPlayerSocket(res, req, { contentType: 'video/h264', highWaterBytes: ctx.config.socketHighWater });
-      // video only, from the latest keyframe; the parameter sets are the track's, sent first and at each change
-      plays.play(req, socket, { media: 'v', tracks: (tracks, play) => tracks.forEach((t) => t.kind === 'video' && play.send(parameterSetsAnnexB(t))) });
-    }, { auth: 'none' });
+    http.routes.raw(
+      'GET',
+      '/annexb/*',
+      (req, res) => {
+        const socket = httpPlayerSocket(res, req, { contentType: 'video/h264', highWaterBytes: ctx.config.socketHighWater });
+        // video only, from the latest keyframe; the parameter sets are the track's, sent first and at each change
+        plays.play(req, socket, { media: 'v', tracks: (tracks, play) => tracks.forEach((t) => t.kind === 'video' && play.send(parameterSetsAnnexB(t))) });
+      },
+      { auth: 'none' },
+    );
 
     return plays;
   },

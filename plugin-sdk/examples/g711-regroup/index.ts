@@ -34,7 +34,16 @@ export function regrouper(bytes: number, counted: () => void): AudioTransform {
       carry = carry.length ? Buffer.concat([carry, u.payload]) : u.payload;
       const out: AccessUnit[] = [];
       while (carry.length >= bytes) {
-        out.push(audioUnit({ codec: u.codec, dts: nextTicks / SAMPLES_PER_MS, timescale: 8000, duration: bytes, payload: Buffer.from(carry.subarray(0, bytes)), receivedAt: u.receivedAt }));
+        out.push(
+          audioUnit({
+            codec: u.codec,
+            dts: nextTicks / SAMPLES_PER_MS,
+            timescale: 8000,
+            duration: bytes,
+            payload: Buffer.from(carry.subarray(0, bytes)),
+            receivedAt: u.receivedAt,
+          }),
+        );
         carry = carry.subarray(bytes);
         nextTicks += bytes;
         counted();
@@ -48,20 +57,27 @@ export default definePlugin({
   name: 'g711-regroup',
   setup(ctx) {
     const frames = ctx.metrics.counter('frames_total', 'G.711 frames made by the g711-frames stage');
-    ctx.bus.registerStage(audioStage({
-      name: 'g711-frames',
-      params: frameMs,
-      // (params.ms is a number: frameMs made it)
-      create: ({ params }) => regrouper(params.ms * SAMPLES_PER_MS, () => frames.inc()),
-    }));
+    ctx.bus.registerStage(
+      audioStage({
+        name: 'g711-frames',
+        params: frameMs,
+        // (params.ms is a number: frameMs made it)
+        create: ({ params }) => regrouper(params.ms * SAMPLES_PER_MS, () => frames.inc()),
+      }),
+    );
 
     const plays = servePlays(ctx, { protocol: 'g711-http' });
-    ctx.routes.raw('GET', '/g711/*', (req, res) => {
-      const codec = ctx.bus.get(req.rest)?.tracks.find((t) => t.kind === 'audio')?.codec;
-      const socket = httpPlayerSocket(res, req, { contentType: codec === 'g711u' ? 'audio/PCMU' : 'audio/PCMA' });
-      // bad params (ms=7) make the stage's check throw a TypeError: the play is refused with 400
-      plays.play(req, socket, { media: 'a', via: { stage: 'g711-frames', params: { ms: Number(req.query.get('ms') ?? 20) } } });
-    }, { auth: 'none' });
+    ctx.routes.raw(
+      'GET',
+      '/g711/*',
+      (req, res) => {
+        const codec = ctx.bus.get(req.rest)?.tracks.find((t) => t.kind === 'audio')?.codec;
+        const socket = httpPlayerSocket(res, req, { contentType: codec === 'g711u' ? 'audio/PCMU' : 'audio/PCMA' });
+        // bad params (ms=7) make the stage's check throw a TypeError: the play is refused with 400
+        plays.play(req, socket, { media: 'a', via: { stage: 'g711-frames', params: { ms: Number(req.query.get('ms') ?? 20) } } });
+      },
+      { auth: 'none' },
+    );
     return plays;
   },
 });

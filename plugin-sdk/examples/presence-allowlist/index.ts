@@ -7,7 +7,8 @@ import { definePlugin } from '../..';
  */
 export class PresenceAllowlistConfig {
   /** SIM numbers (normalised: no leading zeros) to report as offline */
-  @IsArray() @IsString({ each: true })
+  @IsArray()
+  @IsString({ each: true })
   offline: string[] = [];
 }
 

@@ -20,15 +20,19 @@ export default definePlugin({
     ctx.metrics.gauge('players', 'players connected', [], (g) => g.set(plays.count));
 
     // auth 'none': the play URL's token is the play's credential
-    ctx.routes.websocket(`${PREFIX}/*`, (ws, req) => {
-      plays.play(req, wsPlayerSocket(ws, req), {
-        media: 'v',
-        // H.265 is not what this output promises: its frames send nothing
-        bytes: (unit) => (unit.codec === 'h264' ? unit.payload : undefined),
-        // key frames come as the terminal sent them: the parameter sets are the track's
-        tracks: (tracks, play) => tracks.forEach((t) => t.kind === 'video' && t.codec === 'h264' && play.send(parameterSetsAnnexB(t))),
-      });
-    }, { auth: 'none' });
+    ctx.routes.websocket(
+      `${PREFIX}/*`,
+      (ws, req) => {
+        plays.play(req, wsPlayerSocket(ws, req), {
+          media: 'v',
+          // H.265 is not what this output promises: its frames send nothing
+          bytes: (unit) => (unit.codec === 'h264' ? unit.payload : undefined),
+          // key frames come as the terminal sent them: the parameter sets are the track's
+          tracks: (tracks, play) => tracks.forEach((t) => t.kind === 'video' && t.codec === 'h264' && play.send(parameterSetsAnnexB(t))),
+        });
+      },
+      { auth: 'none' },
+    );
 
     // no fmt: the URL goes into every open result and status entry as urls["raw-h264-ws"]
     ctx.sessions.registerOutput({

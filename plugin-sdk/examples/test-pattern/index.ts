@@ -9,12 +9,17 @@ import { h264TestPattern } from '../../formats';
 
 export class TestPatternConfig {
   /** the SIMs (any form: they are normalised) whose requests get the pattern */
-  @IsArray() @IsString({ each: true })
+  @IsArray()
+  @IsString({ each: true })
   sims: string[] = ['19900000000'];
-  @IsInt() @Min(1) @Max(60)
+  @IsInt()
+  @Min(1)
+  @Max(60)
   fps = 25;
   /** frames from one key frame to the next */
-  @IsInt() @Min(1) @Max(600)
+  @IsInt()
+  @Min(1)
+  @Max(600)
   gopFrames = 25;
 }
 

@@ -28,17 +28,19 @@ export default definePlugin({
   setup(ctx) {
     // hot: added to on the publisher's path, folded in at scrape time
     const kept = ctx.metrics.hotCounter('key_frames_total', 'key frames the video-thinner stage kept').child({});
-    ctx.bus.registerStage(filterStage<ThinnerParams>({
-      name: 'video-thinner',
-      params: thinnerParams,
-      create({ params }) {
-        let seen = -1;
-        return (unit) => {
-          if (!unit.keyframe || ++seen % params.every !== 0) return false;
-          kept.add(1);
-          return true;
-        };
-      },
-    }));
+    ctx.bus.registerStage(
+      filterStage<ThinnerParams>({
+        name: 'video-thinner',
+        params: thinnerParams,
+        create({ params }) {
+          let seen = -1;
+          return (unit) => {
+            if (!unit.keyframe || ++seen % params.every !== 0) return false;
+            kept.add(1);
+            return true;
+          };
+        },
+      }),
+    );
   },
 });

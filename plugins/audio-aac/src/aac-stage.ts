@@ -82,24 +82,36 @@ export function aacStage(o: AacStageOptions): StageDefinition {
         const j = job;
         if (opening === j) return;
         opening = j;
-        lane.control({
-          op: 'open', job: j, input: input!, sampleRate: p.sampleRate, channels: p.channels, bitrate, maxGapMs: o.maxGapMs, adpcm: o.adpcm,
-        }).then(() => {
-          if (opening === j) opening = 0;
-        }, (err: Error) => {
-          if (opening === j) opening = 0;
-          if (j !== job) return;
-          // the worker died with the open in flight and has been restarted: open again, or this stream would stay
-          // mute for the rest of its life over a moment's trouble (a worker that gave up rejects at once: no loop)
-          if (err.message.includes('died') && !err.message.includes('gave up')) {
-            open();
-            return;
-          }
-          o.hooks.failed();
-          ctx.log.warn({ err: err.message, codec: input?.codec }, 'AAC transcode could not start: audio left out');
-          endJob();
-          mode = 'none';
-        });
+        lane
+          .control({
+            op: 'open',
+            job: j,
+            input: input!,
+            sampleRate: p.sampleRate,
+            channels: p.channels,
+            bitrate,
+            maxGapMs: o.maxGapMs,
+            adpcm: o.adpcm,
+          })
+          .then(
+            () => {
+              if (opening === j) opening = 0;
+            },
+            (err: Error) => {
+              if (opening === j) opening = 0;
+              if (j !== job) return;
+              // the worker died with the open in flight and has been restarted: open again, or this stream would stay
+              // mute for the rest of its life over a moment's trouble (a worker that gave up rejects at once: no loop)
+              if (err.message.includes('died') && !err.message.includes('gave up')) {
+                open();
+                return;
+              }
+              o.hooks.failed();
+              ctx.log.warn({ err: err.message, codec: input?.codec }, 'AAC transcode could not start: audio left out');
+              endJob();
+              mode = 'none';
+            },
+          );
       };
       const endJob = (): void => {
         if (job === 0) return;
@@ -131,7 +143,11 @@ export function aacStage(o: AacStageOptions): StageDefinition {
           o.hooks.transcoders(1);
           open();
           return {
-            kind: 'audio', codec: 'aac', sampleRate: p.sampleRate, channels: p.channels, config: aacLcAsc(p.sampleRate, p.channels),
+            kind: 'audio',
+            codec: 'aac',
+            sampleRate: p.sampleRate,
+            channels: p.channels,
+            config: aacLcAsc(p.sampleRate, p.channels),
             frameSamples: 1024,
           };
         },
@@ -172,8 +188,16 @@ export function aacStage(o: AacStageOptions): StageDefinition {
 function toUnits(frames: EncodedFrame[], sampleRate: number, from: AccessUnit, o: AacStageOptions): AccessUnit[] {
   if (frames.length === 0) return [];
   o.hooks.framesOut(frames.length);
-  return frames.map((f) => unitAt({
-    kind: 'audio', codec: 'aac', timescale: sampleRate, dtsTicks: f.dtsTicks, duration: 1024,
-    payload: Buffer.from(f.data.buffer, f.data.byteOffset, f.data.byteLength), keyframe: true, receivedAt: from.receivedAt,
-  }));
+  return frames.map((f) =>
+    unitAt({
+      kind: 'audio',
+      codec: 'aac',
+      timescale: sampleRate,
+      dtsTicks: f.dtsTicks,
+      duration: 1024,
+      payload: Buffer.from(f.data.buffer, f.data.byteOffset, f.data.byteLength),
+      keyframe: true,
+      receivedAt: from.receivedAt,
+    }),
+  );
 }

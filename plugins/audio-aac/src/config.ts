@@ -15,7 +15,9 @@ export class AudioAacConfig {
   channels: 1 | 2 = 1;
 
   /** bits per second per channel; 0: by rate (24 kbit/s at 8 kHz, 32 at 11-16 kHz, 48 at 22-24 kHz, 64 above) */
-  @IsInt() @Min(0) @Max(256_000)
+  @IsInt()
+  @Min(0)
+  @Max(256_000)
   bitratePerChannel = 0;
 
   /** 'fast' is ffmpeg's cheaper quantiser search (~3-4x less CPU than 'twoloop', its default; same bitrate) */
@@ -23,11 +25,15 @@ export class AudioAacConfig {
   coder: 'fast' | 'twoloop' = 'fast';
 
   /** a gap in a stream's audio up to this long is filled with silence; a longer one restarts its AAC timeline */
-  @IsInt() @Min(0) @Max(60_000)
+  @IsInt()
+  @Min(0)
+  @Max(60_000)
   maxGapMs = 2000;
 
   /** audio frames of one stream in the worker at once before its input waits (then the bus's slow-reader rules) */
-  @IsInt() @Min(1) @Max(4096)
+  @IsInt()
+  @Min(1)
+  @Max(4096)
   maxInFlight = 64;
 
   /**
@@ -35,7 +41,9 @@ export class AudioAacConfig {
    * crossing costs the main thread a message each way whatever it carries, and a busy loop makes ~700 passes a
    * second; AAC frames are 128 ms at 8 kHz, so a few ms more wait is not heard.
    */
-  @IsInt() @Min(0) @Max(100)
+  @IsInt()
+  @Min(0)
+  @Max(100)
   frameBatchMs = 10;
 
   /**

@@ -57,7 +57,10 @@ export class FrameLane {
   batches = 0;
 
   /** `batchMs`: how long the first frame of a batch waits for others (0: until the end of the loop's pass) */
-  constructor(private readonly worker: LaneWorker, private readonly batchMs = 0) {}
+  constructor(
+    private readonly worker: LaneWorker,
+    private readonly batchMs = 0,
+  ) {}
 
   /** One coded frame of `job` at `dtsTicks` of `timescale`: the AAC frames it completes, or UNKNOWN_JOB. */
   push(job: number, frame: Uint8Array, dtsTicks: number, timescale: number): Promise<EncodedFrame[]> {
@@ -154,7 +157,7 @@ function settle(r: TranscodeReply, waiting: Waiting[]): void {
     for (let e = 0; e < w.count; e++, entry++) {
       const status = b.status[entry];
       const count = b.counts[entry];
-      if (status !== 0) error ??= new Error(status === 1 ? UNKNOWN_JOB : b.errors[entry] ?? 'transcode failed');
+      if (status !== 0) error ??= new Error(status === 1 ? UNKNOWN_JOB : (b.errors[entry] ?? 'transcode failed'));
       for (let k = 0; k < count; k++, frame++) {
         const len = b.frameLengths[frame];
         out.push({ data: b.bytes.subarray(at, at + len), dtsTicks: b.frameDts[frame] });

@@ -61,10 +61,7 @@ export interface EncodedFrame {
   dtsTicks: number;
 }
 
-export type TranscodeReply =
-  | { op: 'open'; ok: true }
-  | PushBatchReply
-  | { op: 'close' };
+export type TranscodeReply = { op: 'open'; ok: true } | PushBatchReply | { op: 'close' };
 
 /** A push for a job this worker does not hold (it was restarted since the open): the stage opens it again. */
 export const UNKNOWN_JOB = 'unknown transcode job';

@@ -23,29 +23,34 @@ function frameEncoder(e: AacEncoder): FrameEncoder {
   };
 }
 
-serveWorker<TranscodeRequest, TranscodeReply>(async (req) => {
-  switch (req.op) {
-    case 'open': {
-      jobs.get(req.job)?.encoder.close();
-      const encoder = await pool.open({ sampleRate: req.sampleRate, channels: req.channels, bitrate: req.bitrate });
-      try {
-        const pipeline = new AacPipeline(req.input, { sampleRate: req.sampleRate, channels: req.channels }, frameEncoder(encoder), req.maxGapMs, { adpcm: req.adpcm });
-        jobs.set(req.job, { pipeline, encoder });
-      } catch (err) {
-        encoder.close();
-        throw err;
+serveWorker<TranscodeRequest, TranscodeReply>(
+  async (req) => {
+    switch (req.op) {
+      case 'open': {
+        jobs.get(req.job)?.encoder.close();
+        const encoder = await pool.open({ sampleRate: req.sampleRate, channels: req.channels, bitrate: req.bitrate });
+        try {
+          const pipeline = new AacPipeline(req.input, { sampleRate: req.sampleRate, channels: req.channels }, frameEncoder(encoder), req.maxGapMs, {
+            adpcm: req.adpcm,
+          });
+          jobs.set(req.job, { pipeline, encoder });
+        } catch (err) {
+          encoder.close();
+          throw err;
+        }
+        return { op: 'open', ok: true };
       }
-      return { op: 'open', ok: true };
+      case 'push-batch':
+        return pushBatch(req);
+      case 'close': {
+        jobs.get(req.job)?.encoder.close();
+        jobs.delete(req.job);
+        return { op: 'close' };
+      }
     }
-    case 'push-batch':
-      return pushBatch(req);
-    case 'close': {
-      jobs.get(req.job)?.encoder.close();
-      jobs.delete(req.job);
-      return { op: 'close' };
-    }
-  }
-}, (res) => (res.op === 'push-batch' ? [res.status, res.counts, res.frameLengths, res.frameDts, res.bytes, res.due].map((a) => a.buffer as ArrayBuffer) : []));
+  },
+  (res) => (res.op === 'push-batch' ? [res.status, res.counts, res.frameLengths, res.frameDts, res.bytes, res.due].map((a) => a.buffer as ArrayBuffer) : []),
+);
 
 /** each frame to its job's pipeline, in order; the AAC frames made packed back into one buffer */
 function pushBatch(b: PushBatch): PushBatchReply {

@@ -22,7 +22,14 @@ function tone(rate: number, freqs: number[], seconds: number, amp = 0.5): Float3
 function flv(asc: Buffer, frames: readonly AacFrame[], rate: number): Buffer {
   const parts = [flvFileHeader(false, true), serializeTag({ type: 8, timestamp: 0, keyframe: true, body: Buffer.concat([Buffer.from([0xaf, 0x00]), asc]) })];
   for (const f of frames) {
-    parts.push(serializeTag({ type: 8, timestamp: Math.max(0, Math.round(((f.pts + 1024) * 1000) / rate)), keyframe: true, body: Buffer.concat([Buffer.from([0xaf, 0x01]), f.data]) }));
+    parts.push(
+      serializeTag({
+        type: 8,
+        timestamp: Math.max(0, Math.round(((f.pts + 1024) * 1000) / rate)),
+        keyframe: true,
+        body: Buffer.concat([Buffer.from([0xaf, 0x01]), f.data]),
+      }),
+    );
   }
   return Buffer.concat(parts);
 }
@@ -35,7 +42,10 @@ interface Probed {
 }
 
 function probe(file: Buffer, format: string): Probed {
-  const r = spawnSync(requireTool('ffprobe', 'ffmpeg'), ['-v', 'error', '-f', format, '-i', 'pipe:0', '-show_streams', '-of', 'json'], { input: file, maxBuffer: 1 << 26 });
+  const r = spawnSync(requireTool('ffprobe', 'ffmpeg'), ['-v', 'error', '-f', format, '-i', 'pipe:0', '-show_streams', '-of', 'json'], {
+    input: file,
+    maxBuffer: 1 << 26,
+  });
   assert.equal(r.status, 0, r.stderr.toString());
   return (JSON.parse(r.stdout.toString()) as { streams: Probed[] }).streams[0]!;
 }
@@ -131,7 +141,10 @@ describe('audio-aac engine: AAC-LC encoders in a worker thread', function () {
     assert.equal(info.coder, 'fast');
     const seconds = 1.3; // not a whole number of frames: the flush pads the last one
     const frames = await encodeAll(engine, info, tone(16000, [1000], seconds), [320]);
-    const file = adts(info.asc, frames.map((f) => f.data));
+    const file = adts(
+      info.asc,
+      frames.map((f) => f.data),
+    );
     checkTone(frames, info, ffmpegDecode(file, 'aac'), [1000], seconds, probe(file, 'aac'));
     // 24 kbit/s asked: the frames' bytes say so (within 15 %: the rate control works per frame)
     const kbps = (bytesOf(frames).length * 8) / ((frames.length * 1024) / 16000) / 1000;
@@ -151,7 +164,10 @@ describe('audio-aac engine: AAC-LC encoders in a worker thread', function () {
     const info = await engine.open({ sampleRate: 44100, channels: 2, bitrate: 96000 });
     assert.deepEqual([...info.asc], [0x12, 0x10], 'AAC-LC, 44.1 kHz (index 4), 2 channels');
     const frames = await encodeAll(engine, info, tone(44100, [1000, 1500], 1), [441, 1000]);
-    const file = adts(info.asc, frames.map((f) => f.data));
+    const file = adts(
+      info.asc,
+      frames.map((f) => f.data),
+    );
     checkTone(frames, info, ffmpegDecode(file, 'aac'), [1000, 1500], 1, probe(file, 'aac'));
   });
 
@@ -173,7 +189,10 @@ describe('audio-aac engine: AAC-LC encoders in a worker thread', function () {
       const nb = Math.min(sizes[(k + 2) % sizes.length]!, b.length - j);
       const pa = engine.encode(ia.id, a.slice(i, i + na));
       const pb = engine.encode(ib.id, b.slice(j, j + nb));
-      calls.push(pa.then((f) => void outA.push(...f)), pb.then((f) => void outB.push(...f)));
+      calls.push(
+        pa.then((f) => void outA.push(...f)),
+        pb.then((f) => void outB.push(...f)),
+      );
       i += na;
       j += nb;
       if (k % 3 === 2) await Promise.all(calls.splice(0)); // several turns, several batches
@@ -182,7 +201,10 @@ describe('audio-aac engine: AAC-LC encoders in a worker thread', function () {
     outA.push(...(await engine.close(ia.id, { flush: true })));
     outB.push(...(await engine.close(ib.id, { flush: true })));
     assert.ok(aloneA.length > 30);
-    assert.deepEqual(outA.map((f) => f.pts), aloneA.map((f) => f.pts));
+    assert.deepEqual(
+      outA.map((f) => f.pts),
+      aloneA.map((f) => f.pts),
+    );
     assert.ok(bytesOf(outA).equals(bytesOf(aloneA)), 'encoder A: the same bytes');
     assert.ok(bytesOf(outB).equals(bytesOf(aloneB)), 'encoder B: the same bytes');
     assert.ok(!bytesOf(outA).equals(bytesOf(outB)), 'and the two are not the same stream');
@@ -206,15 +228,23 @@ describe('audio-aac engine: AAC-LC encoders in a worker thread', function () {
     const info = await engine.open(MONO16);
     const bad = tone(16000, [1000], 1);
     // one NaN or huge sample unclamped and ffmpeg fails every frame after it
-    [NaN, Infinity, -Infinity, 1e30, -7].forEach((v, k) => { bad[1000 + 997 * k] = v; });
+    [NaN, Infinity, -Infinity, 1e30, -7].forEach((v, k) => {
+      bad[1000 + 997 * k] = v;
+    });
     const frames = await encodeAll(engine, info, bad, [320]);
     assert.equal(frames.length, Math.ceil(16000 / 1024) + 1);
-    const x = ffmpegDecode(adts(info.asc, frames.map((f) => f.data)), 'aac');
+    const x = ffmpegDecode(
+      adts(
+        info.asc,
+        frames.map((f) => f.data),
+      ),
+      'aac',
+    );
     const f = frequency(x, 16000, 2000, 15000);
     assert.ok(Math.abs(f - 1000) < 10, `still the tone: ${f.toFixed(1)} Hz`);
   });
 
-  it('the fast coder is really selected: its output differs from twoloop\'s and both decode to the tone', async () => {
+  it("the fast coder is really selected: its output differs from twoloop's and both decode to the tone", async () => {
     const two = new AacEngine({ log: quiet, coder: 'twoloop' });
     try {
       const pcm = tone(16000, [1000], 1);
@@ -226,7 +256,13 @@ describe('audio-aac engine: AAC-LC encoders in a worker thread', function () {
       assert.equal(fTwo.length, fFast.length);
       assert.ok(!bytesOf(fTwo).equals(bytesOf(fFast)), 'different quantiser searches, different bytes');
       for (const fr of [fTwo, fFast]) {
-        const x = ffmpegDecode(adts(i2.asc, fr.map((f) => f.data)), 'aac');
+        const x = ffmpegDecode(
+          adts(
+            i2.asc,
+            fr.map((f) => f.data),
+          ),
+          'aac',
+        );
         assert.ok(Math.abs(frequency(x, 16000, 2000, 15000) - 1000) < 10);
       }
     } finally {
@@ -252,7 +288,7 @@ describe('audio-aac engine: AAC-LC encoders in a worker thread', function () {
       const first = await round(50);
       for (let r = 0; r < 200; r++) await round(50);
       const after = await round(50);
-      assert.equal(after.wasmBytes, first.wasmBytes, 'the freed contexts\' memory was reused');
+      assert.equal(after.wasmBytes, first.wasmBytes, "the freed contexts' memory was reused");
       assert.equal(after.instancesCreated, 1, 'in the one instance');
       // 100 at once need a second instance of 64; when they close, the spare is dropped and only one is kept
       const big = await round(100);
@@ -285,7 +321,7 @@ describe('audio-aac engine: AAC-LC encoders in a worker thread', function () {
     assert.throws(() => e[0]!.encode(new Float32Array(10)), /closed/);
   });
 
-  it('a pool\'s encoder called directly (as a worker of one\'s own would): reset starts a new signal, priming and all', async () => {
+  it("a pool's encoder called directly (as a worker of one's own would): reset starts a new signal, priming and all", async () => {
     const pool = new AacEncoderPool();
     const pcm = tone(16000, [1000], 0.5);
     const fresh = await pool.open(MONO16);
@@ -298,7 +334,7 @@ describe('audio-aac engine: AAC-LC encoders in a worker thread', function () {
     assert.equal(e.samplesIn, 0);
     const got = Buffer.concat([...e.encode(pcm), ...e.flush()]);
     assert.ok(got.equals(want), 'after reset: the bytes of a fresh encoder');
-    assert.deepEqual([...e.extradata], [0x14, 0x08, 0x56, 0xe5, 0x00], 'ffmpeg\'s own config: LC plus the no-SBR sync extension');
+    assert.deepEqual([...e.extradata], [0x14, 0x08, 0x56, 0xe5, 0x00], "ffmpeg's own config: LC plus the no-SBR sync extension");
     fresh.close();
     e.close();
     assert.equal(pool.stats().encoders, 0);
@@ -314,8 +350,14 @@ describe('audio-aac engine: AAC-LC encoders in a worker thread', function () {
     const again = await engine.open(MONO16);
     assert.notEqual(again.id, info.id);
     const frames = await encodeAll(engine, again, tone(16000, [1000], 0.5), [320]);
-    const x = ffmpegDecode(adts(again.asc, frames.map((f) => f.data)), 'aac');
-    assert.ok(Math.abs(frequency(x, 16000, 2000, 8000) - 1000) < 10, 'the new worker\'s encoder makes the tone');
+    const x = ffmpegDecode(
+      adts(
+        again.asc,
+        frames.map((f) => f.data),
+      ),
+      'aac',
+    );
+    assert.ok(Math.abs(frequency(x, 16000, 2000, 8000) - 1000) < 10, "the new worker's encoder makes the tone");
     assert.equal((await engine.stats()).encoders, 0, 'the new worker holds nothing of the old one');
   });
 

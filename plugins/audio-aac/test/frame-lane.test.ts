@@ -14,8 +14,13 @@ const quiet = pino({ level: 'silent' });
 
 function openReq(job: number): OpenJob {
   return {
-    op: 'open', job, input: { kind: 'audio', codec: 'g711a', sampleRate: 8000, channels: 1 }, sampleRate: 8000, channels: 1,
-    bitrate: 24_000, maxGapMs: 2000,
+    op: 'open',
+    job,
+    input: { kind: 'audio', codec: 'g711a', sampleRate: 8000, channels: 1 },
+    sampleRate: 8000,
+    channels: 1,
+    bitrate: 24_000,
+    maxGapMs: 2000,
   };
 }
 
@@ -47,9 +52,16 @@ describe('audio-aac: the packed frame lane', function () {
     const frames = results.flat();
     // 9,600 samples: 9 frames of 1,024 less the encoder's priming and look-ahead
     assert.ok(frames.length >= 5 && frames.length <= 9, `${frames.length} AAC frames`);
-    assert.ok(frames.every((f) => f.data.length > 0 && f.data.length <= 768), 'raw AAC frames, at most 6,144 bits a channel');
+    assert.ok(
+      frames.every((f) => f.data.length > 0 && f.data.length <= 768),
+      'raw AAC frames, at most 6,144 bits a channel',
+    );
     const dts = frames.map((f) => f.dtsTicks);
-    assert.deepEqual(dts, dts.map((_, k) => dts[0] + k * 1024), 'back to back at the output rate');
+    assert.deepEqual(
+      dts,
+      dts.map((_, k) => dts[0] + k * 1024),
+      'back to back at the output rate',
+    );
     // a push after the close is refused as a job the worker does not hold
     await assert.rejects(lane.push(1, alawFrame(60), 60 * 160, 8000), new RegExp(UNKNOWN_JOB));
   });
@@ -58,7 +70,10 @@ describe('audio-aac: the packed frame lane', function () {
     const lane = new FrameLane(worker);
     await Promise.all([lane.control(openReq(7)), lane.control(openReq(8))]);
     const before = worker.batches;
-    const got = new Map<number, EncodedFrame[][]>([[7, []], [8, []]]);
+    const got = new Map<number, EncodedFrame[][]>([
+      [7, []],
+      [8, []],
+    ]);
     const all: Array<Promise<unknown>> = [];
     for (let i = 0; i < 40; i++) {
       for (const job of [7, 8]) all.push(lane.push(job, alawFrame(i), i * 160, 8000).then((f) => got.get(job)!.push(f)));
@@ -69,8 +84,14 @@ describe('audio-aac: the packed frame lane', function () {
     assert.equal(worker.batches - before, 1, 'one message for the pass');
     assert.equal(lane.batches, 1);
     // the two streams got the same audio, so the same AAC, each from its own encoder
-    const a = got.get(7)!.flat().map((f) => Buffer.from(f.data).toString('hex'));
-    const b = got.get(8)!.flat().map((f) => Buffer.from(f.data).toString('hex'));
+    const a = got
+      .get(7)!
+      .flat()
+      .map((f) => Buffer.from(f.data).toString('hex'));
+    const b = got
+      .get(8)!
+      .flat()
+      .map((f) => Buffer.from(f.data).toString('hex'));
     assert.ok(a.length >= 3, `${a.length} frames`);
     assert.deepEqual(a, b);
     for (const job of [7, 8]) await lane.control({ op: 'close', job });
@@ -103,6 +124,9 @@ describe('audio-aac: the packed frame lane', function () {
       // the batch either made it before the worker went, or failed with why
       if (s.status === 'rejected') assert.match((s.reason as Error).message, /worker aac died/);
     }
-    assert.ok(settled.every((s) => s.status === settled[0].status), 'the batch is answered as one');
+    assert.ok(
+      settled.every((s) => s.status === settled[0].status),
+      'the batch is answered as one',
+    );
   });
 });

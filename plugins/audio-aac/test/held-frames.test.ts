@@ -26,10 +26,14 @@ describe('audio-aac: frames held until one completes an AAC frame', () => {
   it('8 kHz in and out: a group ends at each frame that crosses a 1,024-sample boundary, nothing held past it', () => {
     const h = new HeldFrames(8000);
     // a worker whose encoder started with the first sample: AAC frames complete at 1024, 2048, ...
-    const sent = run(h, Array.from({ length: 64 }, (_, k) => frame(k)), (g) => {
-      const end = g[g.length - 1].dtsTicks + 160;
-      return Math.ceil((end + 1) / 1024) * 1024 - 1;
-    });
+    const sent = run(
+      h,
+      Array.from({ length: 64 }, (_, k) => frame(k)),
+      (g) => {
+        const end = g[g.length - 1].dtsTicks + 160;
+        return Math.ceil((end + 1) / 1024) * 1024 - 1;
+      },
+    );
     // until the first answer, frames go one by one (1); then every group's last frame reaches the next boundary
     assert.equal(sent[0].length, 1);
     for (const g of sent.slice(1)) {
@@ -38,10 +42,15 @@ describe('audio-aac: frames held until one completes an AAC frame', () => {
       const first = g[0].dtsTicks;
       assert.ok(Math.floor((end - 1) / 1024) > Math.floor((first - 1) / 1024) || end % 1024 === 0, `group ${first}..${end} completes no frame`);
       // and no frame before the last in its group completed one
-      for (const u of g.slice(0, -1)) assert.ok(Math.floor((u.dtsTicks + 160) / 1024) === Math.floor(first / 1024), `frame at ${u.dtsTicks} was held past a boundary`);
+      for (const u of g.slice(0, -1))
+        assert.ok(Math.floor((u.dtsTicks + 160) / 1024) === Math.floor(first / 1024), `frame at ${u.dtsTicks} was held past a boundary`);
     }
     assert.equal(sent.flat().length, 64, 'every frame sent once');
-    assert.deepEqual(sent.flat().map((u) => u.dtsTicks), Array.from({ length: 64 }, (_, k) => k * 160), 'in order');
+    assert.deepEqual(
+      sent.flat().map((u) => u.dtsTicks),
+      Array.from({ length: 64 }, (_, k) => k * 160),
+      'in order',
+    );
     // 64 frames = 10,240 samples = 10 boundaries: 1 lone first frame + 10 groups (+1 for the tail still held)
     assert.ok(sent.length <= 12, `${sent.length} sends for 64 frames`);
   });
@@ -49,15 +58,23 @@ describe('audio-aac: frames held until one completes an AAC frame', () => {
   it('without answers the due point is stepped locally, one AAC frame at a time', () => {
     const h = new HeldFrames(8000);
     let answered = false;
-    const sent = run(h, Array.from({ length: 40 }, (_, k) => frame(k)), () => {
-      if (answered) return undefined;
-      answered = true;
-      return 1023;
-    });
+    const sent = run(
+      h,
+      Array.from({ length: 40 }, (_, k) => frame(k)),
+      () => {
+        if (answered) return undefined;
+        answered = true;
+        return 1023;
+      },
+    );
     // 6,400 samples: the lone first frame, then one group per boundary (1023, 2047, ... 6143): 7 sends
     assert.equal(sent.length, 7, `${sent.length} sends for 40 frames`);
     const flat = sent.flat().map((u) => u.dtsTicks);
-    assert.deepEqual(flat, Array.from({ length: flat.length }, (_, k) => k * 160), 'in order, none skipped');
+    assert.deepEqual(
+      flat,
+      Array.from({ length: flat.length }, (_, k) => k * 160),
+      'in order, none skipped',
+    );
     assert.ok(40 - flat.length < 7, `${40 - flat.length} frames still held: at most an AAC frame's worth`);
   });
 
@@ -71,7 +88,10 @@ describe('audio-aac: frames held until one completes an AAC frame', () => {
     // a gap of 3 frames: goes now, with the one held
     assert.equal(h.add(frame(5)), false);
     const g = h.take(frame(5));
-    assert.deepEqual(g.map((u) => u.dtsTicks), [160, 800]);
+    assert.deepEqual(
+      g.map((u) => u.dtsTicks),
+      [160, 800],
+    );
     assert.equal(h.add(frame(6)), false, 'due unknown after a break: one by one');
     // an answer about a group from before the break is ignored
     h.take(frame(6));
@@ -86,7 +106,7 @@ describe('audio-aac: frames held until one completes an AAC frame', () => {
     assert.equal(h.add(audioUnit({ codec: 'g711a', dts: 0, timescale: 8000, duration: 0, payload: Buffer.alloc(160) })), false, 'unknown length');
   });
 
-  it('keeps copies: the input\'s memory may be reused as soon as a frame is held, the group sent has its bytes', () => {
+  it("keeps copies: the input's memory may be reused as soon as a frame is held, the group sent has its bytes", () => {
     const h = new HeldFrames(8000);
     h.take(frame(0));
     h.due(1023, 8000, h.epoch);
@@ -99,10 +119,21 @@ describe('audio-aac: frames held until one completes an AAC frame', () => {
       if (h.add(u)) continue;
       const g = h.take(u);
       // what the lane copies now
-      sentBytes.push(g.map((f) => { assert.ok(f.payload.every((b) => b === f.payload[0]), 'a frame is one value'); return f.payload[0]; }));
+      sentBytes.push(
+        g.map((f) => {
+          assert.ok(
+            f.payload.every((b) => b === f.payload[0]),
+            'a frame is one value',
+          );
+          return f.payload[0];
+        }),
+      );
       h.due(Math.ceil((u.dtsTicks + 160 + 1) / 1024) * 1024 - 1, 8000, h.epoch);
     }
     // frames 1..5 held (1,024 at frame 6), then 7..11 held (2,047 at frame 12)
-    assert.deepEqual(sentBytes, [[1, 2, 3, 4, 5, 6], [7, 8, 9, 10, 11, 12]]);
+    assert.deepEqual(sentBytes, [
+      [1, 2, 3, 4, 5, 6],
+      [7, 8, 9, 10, 11, 12],
+    ]);
   });
 });

@@ -25,14 +25,23 @@ describe('audio-aac: the aac stage', function () {
   before(async () => {
     const stub = stubMediaPlugin();
     gw = await startTestGateway({
-      plugins: [{ name: stub.name, def: stub.def }, { name: 'audio-aac', def: audioAac as PluginDefinition<object> }],
+      plugins: [
+        { name: stub.name, def: stub.def },
+        { name: 'audio-aac', def: audioAac as PluginDefinition<object> },
+      ],
       captureLogs: true,
     });
   });
   after(() => gw.stop());
 
   /** opens a channel, reads it via the stage with these params, pushes the whole clip at once, waits for `enough` */
-  async function read(chanId: number, params: Record<string, unknown> | undefined, units: readonly AccessUnit[], tracks: readonly TrackInfo[], enough: (r: Read) => boolean): Promise<Read & { reqId: string }> {
+  async function read(
+    chanId: number,
+    params: Record<string, unknown> | undefined,
+    units: readonly AccessUnit[],
+    tracks: readonly TrackInfo[],
+    enough: (r: Read) => boolean,
+  ): Promise<Read & { reqId: string }> {
     const open = await gw.openStream({ simNo: '13900000010', chanId });
     const stream = gw.bus.get(open.streamName)!;
     const r: Read = { units: [], tracks: [] };
@@ -54,17 +63,33 @@ describe('audio-aac: the aac stage', function () {
     const video = r.units.filter((u) => u.kind === 'video');
     const last = r.tracks[r.tracks.length - 1]!;
     const at = last.find((t) => t.kind === 'audio')!;
-    assert.deepEqual({ codec: at.codec, sampleRate: (at as { sampleRate: number }).sampleRate, channels: (at as { channels: number }).channels }, { codec: 'aac', sampleRate: 8000, channels: 1 });
-    assert.deepEqual([...((at as { config: Buffer }).config)], [0x15, 0x88], 'plain AAC-LC ASC: 8 kHz, mono');
-    assert.ok(last.some((t) => t.kind === 'video'), 'the video track is passed on');
+    assert.deepEqual(
+      { codec: at.codec, sampleRate: (at as { sampleRate: number }).sampleRate, channels: (at as { channels: number }).channels },
+      { codec: 'aac', sampleRate: 8000, channels: 1 },
+    );
+    assert.deepEqual([...(at as { config: Buffer }).config], [0x15, 0x88], 'plain AAC-LC ASC: 8 kHz, mono');
+    assert.ok(
+      last.some((t) => t.kind === 'video'),
+      'the video track is passed on',
+    );
     assert.equal(video.length, clip.frameCount);
-    assert.ok(video.every((u, i) => u === clip.units.filter((x) => x.kind === 'video')[i]), 'video units by reference');
+    assert.ok(
+      video.every((u, i) => u === clip.units.filter((x) => x.kind === 'video')[i]),
+      'video units by reference',
+    );
     assert.ok(aac.every((u) => u.codec === 'aac' && u.timescale === 8000 && u.duration === 1024));
     for (let i = 1; i < aac.length; i++) assert.equal(aac[i].dtsTicks - aac[i - 1].dtsTicks, 1024, `frame ${i} follows on`);
     // the first frame is the encoder's priming: it starts 1024 samples before the first input sample
     assert.equal(aac[0].dtsTicks, audioIn[0].dtsTicks - 1024);
 
-    const pcm = ffmpegDecode(adts(Buffer.from((at as { config: Buffer }).config), aac.map((u) => u.payload)), 'aac', ['-ac', '1']);
+    const pcm = ffmpegDecode(
+      adts(
+        Buffer.from((at as { config: Buffer }).config),
+        aac.map((u) => u.payload),
+      ),
+      'aac',
+      ['-ac', '1'],
+    );
     const f = frequency(pcm, 8000, 2048, pcm.length - 1024);
     assert.ok(Math.abs(f - 1000) < 10, `decoded tone at ${f.toFixed(1)} Hz`);
     await gw.api('POST', '/strm/close', { reqIds: [r.reqId] });
@@ -76,7 +101,14 @@ describe('audio-aac: the aac stage', function () {
     assert.deepEqual([at.sampleRate, at.channels], [16000, 2]);
     const aac = r.units.filter((u) => u.kind === 'audio');
     assert.ok(aac.every((u) => u.timescale === 16000));
-    const pcm = ffmpegDecode(adts(Buffer.from(at.config), aac.map((u) => u.payload)), 'aac', ['-ac', '1']);
+    const pcm = ffmpegDecode(
+      adts(
+        Buffer.from(at.config),
+        aac.map((u) => u.payload),
+      ),
+      'aac',
+      ['-ac', '1'],
+    );
     const f = frequency(pcm, 16000, 4096, pcm.length - 2048);
     assert.ok(Math.abs(f - 1000) < 10, `decoded tone at ${f.toFixed(1)} Hz`);
     await gw.api('POST', '/strm/close', { reqIds: [r.reqId] });
@@ -86,13 +118,18 @@ describe('audio-aac: the aac stage', function () {
     const kept = await read(3, { keep: ['g711a'] }, clip.units, clip.tracks, (x) => x.units.length === clip.units.length);
     // each track in order (video passes at once, the stage's reader starts a microtask after the pushes here)
     const ofKind = (list: readonly AccessUnit[], kind: string) => list.filter((u) => u.kind === kind);
-    assert.ok(ofKind(kept.units, 'video').every((u, i) => u === ofKind(clip.units, 'video')[i]), 'video: the same objects, in order');
+    assert.ok(
+      ofKind(kept.units, 'video').every((u, i) => u === ofKind(clip.units, 'video')[i]),
+      'video: the same objects, in order',
+    );
     assert.equal(ofKind(kept.units, 'video').length, clip.frameCount);
     const show = (u: AccessUnit) => [u.codec, u.dtsTicks, u.duration, u.payload.toString('hex')];
     assert.deepEqual(ofKind(kept.units, 'audio').map(show), ofKind(clip.units, 'audio').map(show), 'audio as received, in order');
     await gw.api('POST', '/strm/close', { reqIds: [kept.reqId] });
 
-    const g729 = clip.units.map((u) => (u.kind === 'audio' ? audioUnit({ codec: 'g729', dts: u.dts, timescale: 8000, duration: 320, payload: Buffer.alloc(40) }) : u));
+    const g729 = clip.units.map((u) =>
+      u.kind === 'audio' ? audioUnit({ codec: 'g729', dts: u.dts, timescale: 8000, duration: 320, payload: Buffer.alloc(40) }) : u,
+    );
     const tracks: TrackInfo[] = [clip.video, { kind: 'audio', codec: 'g729', sampleRate: 8000, channels: 1 }];
     const r = await read(4, undefined, g729, tracks, (x) => x.units.length >= clip.frameCount);
     assert.equal(r.units.filter((u) => u.kind === 'video').length, clip.frameCount);
@@ -130,15 +167,28 @@ describe('audio-aac: the aac stage', function () {
     }
     await until('the last video unit', () => got.filter((u) => u.kind === 'video').length === video.length);
     await new Promise((r) => setTimeout(r, 300));
-    assert.deepEqual(got.filter((u) => u.kind === 'video'), video, 'every video unit, in order, by reference');
-    const aacCodecs = tracks.map((t) => t.find((x) => x.kind === 'audio')).filter((a) => a !== undefined).map((a) => `${a!.codec}@${(a as { sampleRate: number }).sampleRate}`);
-    assert.ok(aacCodecs.every((c) => c === 'aac@8000'), `the output audio track is always AAC at the reader's rate (${aacCodecs.join(' ')})`);
+    assert.deepEqual(
+      got.filter((u) => u.kind === 'video'),
+      video,
+      'every video unit, in order, by reference',
+    );
+    const aacCodecs = tracks
+      .map((t) => t.find((x) => x.kind === 'audio'))
+      .filter((a) => a !== undefined)
+      .map((a) => `${a!.codec}@${(a as { sampleRate: number }).sampleRate}`);
+    assert.ok(
+      aacCodecs.every((c) => c === 'aac@8000'),
+      `the output audio track is always AAC at the reader's rate (${aacCodecs.join(' ')})`,
+    );
     const aac = got.filter((u) => u.kind === 'audio');
     assert.ok(aac.length > 5, `AAC frames came out (${aac.length})`);
     // the last phase (garbage mu-law at 16 kHz, decodable) produced AAC again after the G.729 gap: its first frame
     // is the new encoder's lead-in, one frame (128 ms) before the phase's first sample
     const lastPhase = video[3 * per]!.dts;
-    assert.ok(aac.some((u) => u.dts >= lastPhase - 128.5), `AAC goes on after the undecodable phase (last at ${aac[aac.length - 1]!.dts} ms, phase from ${lastPhase})`);
+    assert.ok(
+      aac.some((u) => u.dts >= lastPhase - 128.5),
+      `AAC goes on after the undecodable phase (last at ${aac[aac.length - 1]!.dts} ms, phase from ${lastPhase})`,
+    );
     const metrics = await (await fetch(gw.baseUrl + '/metrics')).text();
     assert.match(metrics, /^gw_audio_aac_failures_total 0$/m, 'no worker call failed');
     await gw.api('POST', '/strm/close', { reqIds: [open.reqId] });
@@ -163,7 +213,6 @@ describe('audio-aac: the aac stage', function () {
   });
 });
 
-
 describe('audio-aac: the stage across a worker restart', function () {
   this.timeout(60_000);
 
@@ -174,7 +223,9 @@ describe('audio-aac: the stage across a worker restart', function () {
     const { aacStage } = await import('../src/aac-stage');
     const pino = (await import('pino')).default;
     const real = new StageWorker<import('../src/transcode-protocol').TranscodeRequest, import('../src/transcode-protocol').TranscodeReply>(
-      path.join(__dirname, '..', 'src', 'transcode-worker.js'), { name: 'aac', log: pino({ level: 'silent' }), workerData: { coder: 'fast' } });
+      path.join(__dirname, '..', 'src', 'transcode-worker.js'),
+      { name: 'aac', log: pino({ level: 'silent' }), workerData: { coder: 'fast' } },
+    );
     let opens = 0;
     // the first open meets a worker death, as when the supervisor restarts a crashed worker under it
     const flaky = {
@@ -186,21 +237,40 @@ describe('audio-aac: the stage across a worker restart', function () {
     const plugin = definePlugin({
       name: 'aac-flaky',
       setup(ctx) {
-        ctx.bus.registerStage(aacStage({
-          worker: flaky, defaults: { sampleRate: 8000, channels: 1 }, bitrate: () => 24_000, maxGapMs: 2000, maxInFlight: 32, log: ctx.log,
-          hooks: { transcoders: () => undefined, framesOut: () => undefined, failed: () => undefined, leftOut: () => undefined },
-        }));
+        ctx.bus.registerStage(
+          aacStage({
+            worker: flaky,
+            defaults: { sampleRate: 8000, channels: 1 },
+            bitrate: () => 24_000,
+            maxGapMs: 2000,
+            maxInFlight: 32,
+            log: ctx.log,
+            hooks: { transcoders: () => undefined, framesOut: () => undefined, failed: () => undefined, leftOut: () => undefined },
+          }),
+        );
         return { stop: () => real.close() };
       },
     });
     const stub = stubMediaPlugin();
-    const gw = await startTestGateway({ plugins: [{ name: stub.name, def: stub.def }, { name: 'aac-flaky', def: plugin as PluginDefinition<object> }] });
+    const gw = await startTestGateway({
+      plugins: [
+        { name: stub.name, def: stub.def },
+        { name: 'aac-flaky', def: plugin as PluginDefinition<object> },
+      ],
+    });
     try {
       const clip = testClip({ seconds: 2, audio: true });
       const open = await gw.openStream({ simNo: '13900000020', chanId: 1 });
       const stream = gw.bus.get(open.streamName)!;
       const aac: AccessUnit[] = [];
-      stream.subscribe({ write: (u) => { if (u.kind === 'audio') aac.push(u); } }, { via: 'aac' });
+      stream.subscribe(
+        {
+          write: (u) => {
+            if (u.kind === 'audio') aac.push(u);
+          },
+        },
+        { via: 'aac' },
+      );
       // in real time, as a terminal sends: frames pushed before the reopen are lost, the rest are encoded
       await gw.publish(open.streamName, clip, { realtime: true }).done;
       await until('AAC frames after the reopen', () => aac.length >= 5);

@@ -20,10 +20,7 @@ import type { StopSignal } from './stop-signal';
 import { isCertificateRefusal, trustedCertificates } from './trust-store';
 
 export type AttemptOutcome =
-  | { kind: 'delivered'; status: number }
-  | { kind: 'retry'; reason: string; retryAfterMs?: number }
-  | { kind: 'fail'; reason: string }
-  | { kind: 'cancelled' };
+  { kind: 'delivered'; status: number } | { kind: 'retry'; reason: string; retryAfterMs?: number } | { kind: 'fail'; reason: string } | { kind: 'cancelled' };
 
 export interface CallbackPosterOptions {
   policy: HostPolicy;
@@ -41,7 +38,10 @@ export class CallbackPoster {
   private readonly httpsAgent: https.Agent;
   private readonly inflight = new Set<AbortController>();
 
-  constructor(private readonly o: CallbackPosterOptions, private readonly stopSignal: StopSignal) {
+  constructor(
+    private readonly o: CallbackPosterOptions,
+    private readonly stopSignal: StopSignal,
+  ) {
     this.httpAgent = new http.Agent({ keepAlive: true, maxSockets: o.concurrency });
     this.httpsAgent = new https.Agent({ keepAlive: true, maxSockets: o.concurrency, ca: o.trustedCa ?? trustedCertificates() });
   }
@@ -100,7 +100,10 @@ export class CallbackPoster {
       if (controller.signal.aborted) return { kind: 'cancelled' };
       const e = err as RequestError;
       if (isCertificateRefusal(e.code)) {
-        return { kind: 'fail', reason: `TLS certificate refused (${e.code}: ${e.message}); if the server's CA is a private one, trust it with the plugin's caFiles` };
+        return {
+          kind: 'fail',
+          reason: `TLS certificate refused (${e.code}: ${e.message}); if the server's CA is a private one, trust it with the plugin's caFiles`,
+        };
       }
       return { kind: 'retry', reason: e.code ? `${e.code}: ${e.message}` : e.message };
     } finally {

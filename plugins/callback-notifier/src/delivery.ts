@@ -84,8 +84,16 @@ export class CallbackDispatcher {
     }
     const now = Date.now();
     const n: PendingNotice = {
-      request, callback: parsed.callback, reqId: payload.reqId, act: payload.act, body,
-      seq: ++this.seq, queuedAt: now, deadline: now + this.s.retryForMs, attempts: 0, notBefore: 0,
+      request,
+      callback: parsed.callback,
+      reqId: payload.reqId,
+      act: payload.act,
+      body,
+      seq: ++this.seq,
+      queuedAt: now,
+      deadline: now + this.s.retryForMs,
+      attempts: 0,
+      notBefore: 0,
     };
     request.pending.push(n);
     this.queues.add(n);
@@ -151,7 +159,10 @@ export class CallbackDispatcher {
     if (n.callback === undefined) return; // the queue was full and this was its oldest notice
     this.counts.retried++;
     this.metrics.retried(worker.key);
-    this.log.debug({ ...ctx, attempt, reason: outcome.reason, delayMs: n.notBefore - now, lastAttempt: n.notBefore === n.deadline }, 'callback notice will be retried');
+    this.log.debug(
+      { ...ctx, attempt, reason: outcome.reason, delayMs: n.notBefore - now, lastAttempt: n.notBefore === n.deadline },
+      'callback notice will be retried',
+    );
   }
 
   private refuse(payload: NoticePayload, reason: string): false {

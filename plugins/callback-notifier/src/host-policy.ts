@@ -40,9 +40,7 @@ export const DEFAULT_SITE_HOST_POLICY: Readonly<HostPolicyOptions> = Object.free
   allowLoopback: true,
 });
 
-export type HostVerdict =
-  | { ok: true; addresses: ResolvedAddress[] }
-  | { ok: false; reason: string; retryable: boolean };
+export type HostVerdict = { ok: true; addresses: ResolvedAddress[] } | { ok: false; reason: string; retryable: boolean };
 
 const HOST_NAME = /^(\*\.)?[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*$/i;
 
@@ -123,7 +121,11 @@ export class HostPolicy {
  */
 export function pinnedLookup(addresses: readonly ResolvedAddress[]): LookupFunction {
   // options: Node's dns.lookup contract also allows a family number, or nothing, in their place
-  return ((hostname: string, options: LookupOptions | number | null | undefined, callback: (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void) => {
+  return ((
+    hostname: string,
+    options: LookupOptions | number | null | undefined,
+    callback: (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void,
+  ) => {
     const wanted = typeof options === 'object' && options ? options.family : undefined;
     const fam = wanted === 'IPv4' ? 4 : wanted === 'IPv6' ? 6 : wanted;
     const usable = addresses.filter((a) => !fam || a.family === fam);
@@ -132,7 +134,11 @@ export function pinnedLookup(addresses: readonly ResolvedAddress[]): LookupFunct
       err.code = 'ENOTFOUND';
       process.nextTick(callback, err, '', 0);
     } else if (typeof options === 'object' && options?.all) {
-      process.nextTick(callback, null, usable.map((a) => ({ address: a.address, family: a.family })));
+      process.nextTick(
+        callback,
+        null,
+        usable.map((a) => ({ address: a.address, family: a.family })),
+      );
     } else {
       process.nextTick(callback, null, usable[0].address, usable[0].family);
     }

@@ -79,7 +79,11 @@ export class HostQueues {
   private idleWaiters: Array<() => void> = [];
   private sending = 0;
 
-  constructor(private readonly o: HostQueuesOptions, private readonly stopSignal: StopSignal, private readonly owner: QueueOwner) {}
+  constructor(
+    private readonly o: HostQueuesOptions,
+    private readonly stopSignal: StopSignal,
+    private readonly owner: QueueOwner,
+  ) {}
 
   /** notices being sent, all hosts together */
   get active(): number {
@@ -151,7 +155,7 @@ export class HostQueues {
     let wakeAt = Infinity;
     // Queue order across requests, strict order within one: only a request's first pending notice may go (a later
     // one waits, but does not block other requests behind it), and only once its backoff, if any, is over.
-    for (let i = 0; i < worker.waiting.length && worker.active < this.o.concurrency; ) {
+    for (let i = 0; i < worker.waiting.length && worker.active < this.o.concurrency;) {
       const n = worker.waiting[i];
       if (n.request.pending[0] !== n) {
         i++;
@@ -172,10 +176,13 @@ export class HostQueues {
     if (worker.timer && worker.timerAt <= at) return;
     if (worker.timer) clearTimeout(worker.timer);
     worker.timerAt = at;
-    worker.timer = setTimeout(() => {
-      worker.timer = undefined;
-      this.pump(worker);
-    }, Math.max(0, at - Date.now()));
+    worker.timer = setTimeout(
+      () => {
+        worker.timer = undefined;
+        this.pump(worker);
+      },
+      Math.max(0, at - Date.now()),
+    );
   }
 
   private send(worker: HostWorker, n: PendingNotice): void {

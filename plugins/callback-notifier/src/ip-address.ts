@@ -6,16 +6,7 @@ import { isIPv4, isIPv6 } from 'node:net';
  */
 export type IpBytes = Uint8Array;
 
-export type AddressClass =
-  | 'public'
-  | 'unspecified'
-  | 'loopback'
-  | 'private'
-  | 'link-local'
-  | 'unique-local'
-  | 'shared'
-  | 'multicast'
-  | 'reserved';
+export type AddressClass = 'public' | 'unspecified' | 'loopback' | 'private' | 'link-local' | 'unique-local' | 'shared' | 'multicast' | 'reserved';
 
 export function parseIp(text: string): IpBytes | undefined {
   if (isIPv4(text)) return Uint8Array.from(text.split('.').map(Number));
@@ -24,7 +15,10 @@ export function parseIp(text: string): IpBytes | undefined {
   let v4Tail: number[] = [];
   const lastColon = text.lastIndexOf(':');
   if (text.includes('.', lastColon)) {
-    v4Tail = text.slice(lastColon + 1).split('.').map(Number);
+    v4Tail = text
+      .slice(lastColon + 1)
+      .split('.')
+      .map(Number);
     head = text.slice(0, lastColon + 1) + '0:0';
   }
   const [left, right] = head.includes('::') ? head.split('::') : [head, undefined];

@@ -27,8 +27,14 @@ export class StopSignal {
       const onStop = (): void => resolve('stopped');
       this.waiters.add(onStop);
       work.then(
-        (v) => { this.waiters.delete(onStop); resolve(v); },
-        (err: unknown) => { this.waiters.delete(onStop); reject(err); },
+        (v) => {
+          this.waiters.delete(onStop);
+          resolve(v);
+        },
+        (err: unknown) => {
+          this.waiters.delete(onStop);
+          reject(err);
+        },
       );
     });
   }

@@ -48,7 +48,11 @@ describe('callback-notifier: CallbackDispatcher', function () {
   it('POSTs ready then closed to <cb>/strm_notif with the payload and the percent-decoded Basic credentials', async () => {
     const r = await receiver();
     const d = dispatcher();
-    const ready = notice('req-00000001', 'ready', { playUrl: 'http://127.0.0.1:7081/live/13800001111_1_1.flv?reqId=req-00000001&token=ut', ac: 'aac', vc: 'h264' });
+    const ready = notice('req-00000001', 'ready', {
+      playUrl: 'http://127.0.0.1:7081/live/13800001111_1_1.flv?reqId=req-00000001&token=ut',
+      ac: 'aac',
+      vc: 'h264',
+    });
     const closed = notice('req-00000001', 'closed', { closeCause: 1, closeReason: 'clientReq' });
     assert.equal(d.enqueue('req-00000001', cbOf(r), ready), true);
     assert.equal(d.enqueue('req-00000001', cbOf(r), closed), true);
@@ -71,7 +75,10 @@ describe('callback-notifier: CallbackDispatcher', function () {
     assert.equal(s.delivered, 2);
     assert.equal(s.failed + s.retried + s.dropped, 0);
     assert.equal(s.pendingRequests, 0, 'credentials are forgotten after the final notice');
-    assert.ok(log.lines.some((l) => l.includes('"cb":"http://us%40er:***@127.0.0.1:')), 'logs name the redacted cb');
+    assert.ok(
+      log.lines.some((l) => l.includes('"cb":"http://us%40er:***@127.0.0.1:')),
+      'logs name the redacted cb',
+    );
   });
 
   it('sends no Authorization header when the cb has no credentials', async () => {
@@ -99,13 +106,16 @@ describe('callback-notifier: CallbackDispatcher', function () {
     assert.equal(s.failed, 0);
   });
 
-  it('does not retry a 400, and still sends the request\'s next notice', async () => {
+  it("does not retry a 400, and still sends the request's next notice", async () => {
     const r = await receiver((body) => (body.act === 'ready' ? 400 : 200));
     const d = dispatcher();
     d.enqueue('k', cbOf(r), notice('req-00000004', 'ready'));
     d.enqueue('k', cbOf(r), notice('req-00000004', 'closed'));
     await within(d.whenIdle(), 10_000, 'delivery');
-    assert.deepEqual(r.arrivals.map((a) => `${a.body.act}:${a.answered}`), ['ready:400', 'closed:200']);
+    assert.deepEqual(
+      r.arrivals.map((a) => `${a.body.act}:${a.answered}`),
+      ['ready:400', 'closed:200'],
+    );
     const s = d.stats();
     assert.equal(s.failed, 1);
     assert.equal(s.retried, 0);
@@ -122,7 +132,10 @@ describe('callback-notifier: CallbackDispatcher', function () {
     const d = dispatcher({ backoffBaseMs: 600_000, backoffMaxMs: 600_000, random: () => 0.99, retryAfterMaxMs: 20, retryForMs: 60_000 });
     d.enqueue('k', cbOf(r), notice('req-00000005', 'ready'));
     await within(d.whenIdle(), 10_000, 'delivery');
-    assert.deepEqual(r.arrivals.map((a) => a.answered), [429, 503, 200]);
+    assert.deepEqual(
+      r.arrivals.map((a) => a.answered),
+      [429, 503, 200],
+    );
     assert.equal(d.stats().delivered, 1);
   });
 

@@ -40,7 +40,10 @@ export class Receiver {
   private readonly waiters: Array<{ n: number; resolve: () => void }> = [];
   port = 0;
 
-  constructor(private readonly answer: (body: NoticePayload, index: number) => Answer = () => 200, tlsOptions?: https.ServerOptions) {
+  constructor(
+    private readonly answer: (body: NoticePayload, index: number) => Answer = () => 200,
+    tlsOptions?: https.ServerOptions,
+  ) {
     const handler: http.RequestListener = (req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));

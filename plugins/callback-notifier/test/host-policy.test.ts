@@ -73,7 +73,11 @@ describe('callback-notifier: HostPolicy', () => {
   it('refuses a name that resolves to an internal address, even when only one of its addresses is', async () => {
     const p = new HostPolicy({
       blockInternal: true,
-      resolve: table({ 'intranet.example': ['10.0.0.7'], 'mixed.example': ['93.184.216.34', '192.168.1.1'], 'fine.example': ['93.184.216.34', '2606:2800:220:1::1'] }),
+      resolve: table({
+        'intranet.example': ['10.0.0.7'],
+        'mixed.example': ['93.184.216.34', '192.168.1.1'],
+        'fine.example': ['93.184.216.34', '2606:2800:220:1::1'],
+      }),
     });
     assert.match(await refused(p, 'intranet.example'), /intranet\.example resolves to a private address \(10\.0\.0\.7\)/);
     assert.match(await refused(p, 'mixed.example'), /192\.168\.1\.1/);
@@ -85,7 +89,10 @@ describe('callback-notifier: HostPolicy', () => {
     assert.match(await refused(strictDns, 'localhost'), /localhost resolves to a loopback address/);
     const def = new HostPolicy(DEFAULT_SITE_HOST_POLICY);
     const addrs = await allowed(def, 'localhost');
-    assert.ok(addrs.every((a) => a.address === '127.0.0.1' || a.address === '::1'), JSON.stringify(addrs));
+    assert.ok(
+      addrs.every((a) => a.address === '127.0.0.1' || a.address === '::1'),
+      JSON.stringify(addrs),
+    );
   });
 
   it('default site policy: loopback yes (v4 and v6), other internal ranges no, public yes', async () => {
@@ -144,7 +151,14 @@ describe('callback-notifier: HostPolicy', () => {
     ]);
     const call = (opts: object) =>
       new Promise<unknown[]>((resolve) => lookup('x.example', opts as never, (err, address, family) => resolve([err?.code ?? null, address, family])));
-    assert.deepEqual(await call({ all: true }), [null, [{ address: '93.184.216.34', family: 4 }, { address: '2606:2800:220:1::1', family: 6 }], undefined]);
+    assert.deepEqual(await call({ all: true }), [
+      null,
+      [
+        { address: '93.184.216.34', family: 4 },
+        { address: '2606:2800:220:1::1', family: 6 },
+      ],
+      undefined,
+    ]);
     assert.deepEqual(await call({ family: 6 }), [null, '2606:2800:220:1::1', 6]);
     assert.deepEqual(await call({ family: 'IPv4' }), [null, '93.184.216.34', 4]);
     const v6only = pinnedLookup([{ address: '::1', family: 6 }]);

@@ -22,7 +22,12 @@ type StreamEntries = Array<[string, string[]]>;
 /** An in-process plugin that hands the test its context, to push media into a stream as an ingest would. */
 function probePlugin(): { def: PluginDefinition<object>; ctx: () => PluginContext<object> } {
   let captured: PluginContext<object> | undefined;
-  const def = definePlugin<object>({ name: 'probe', setup(ctx) { captured = ctx; } });
+  const def = definePlugin<object>({
+    name: 'probe',
+    setup(ctx) {
+      captured = ctx;
+    },
+  });
   return { def, ctx: () => captured! };
 }
 
@@ -65,7 +70,11 @@ describe('callback-notifier plugin (gateway end to end)', function () {
       const stub = stubMediaPlugin();
       gw = await startTestGateway({
         // the receivers below listen on loopback, which the plugin refuses unless told otherwise
-        plugins: [{ name: stub.name, def: stub.def }, { name: 'probe', def: probe.def }, { name: 'callback-notifier', config: { allowLoopback: true } }],
+        plugins: [
+          { name: stub.name, def: stub.def },
+          { name: 'probe', def: probe.def },
+          { name: 'callback-notifier', config: { allowLoopback: true } },
+        ],
         gateway: { instId: 'gw-e2e' },
         // the README's env name for the key, rather than the site file
         env: { GW_CALLBACK_NOTIFIER_REDIS_URL: redis.url },
@@ -120,18 +129,39 @@ describe('callback-notifier plugin (gateway end to end)', function () {
       await close(opened.reqId);
       await r.waitForArrivals(2);
 
-      assert.deepEqual(r.arrivals.map((a) => [a.path, a.body.act]), [['/base/strm_notif', 'ready'], ['/base/strm_notif', 'closed']]);
+      assert.deepEqual(
+        r.arrivals.map((a) => [a.path, a.body.act]),
+        [
+          ['/base/strm_notif', 'ready'],
+          ['/base/strm_notif', 'closed'],
+        ],
+      );
       for (const a of r.arrivals) {
         assert.equal(a.authorization, EXPECTED_AUTH);
         assert.match(a.contentType ?? '', /^application\/json/);
       }
       assert.deepEqual(r.arrivals[0].body, {
-        instId: 'gw-e2e', act: 'ready', reqId: opened.reqId, typ: 'live', simNo: SIM, chan: 1, mediaTyp: 'av',
-        playUrl: opened.playUrl, vc: 'h264',
+        instId: 'gw-e2e',
+        act: 'ready',
+        reqId: opened.reqId,
+        typ: 'live',
+        simNo: SIM,
+        chan: 1,
+        mediaTyp: 'av',
+        playUrl: opened.playUrl,
+        vc: 'h264',
       });
       assert.deepEqual(r.arrivals[1].body, {
-        instId: 'gw-e2e', act: 'closed', reqId: opened.reqId, typ: 'live', simNo: SIM, chan: 1, mediaTyp: 'av',
-        closeCause: 1, closeReason: 'clientReq', vc: 'h264',
+        instId: 'gw-e2e',
+        act: 'closed',
+        reqId: opened.reqId,
+        typ: 'live',
+        simNo: SIM,
+        chan: 1,
+        mediaTyp: 'av',
+        closeCause: 1,
+        closeReason: 'clientReq',
+        vc: 'h264',
       });
 
       await until(() => gw.logText().includes('callback notice delivered'), 5000, 'the delivery log line');
@@ -151,11 +181,14 @@ describe('callback-notifier plugin (gateway end to end)', function () {
       pushKeyframe(2);
       await close(opened.reqId);
       await r.waitForArrivals(3);
-      assert.deepEqual(r.arrivals.map((a) => [a.path, a.body.act, a.answered]), [
-        ['/hooks/strm_notif', 'ready', 503],
-        ['/hooks/strm_notif', 'ready', 200],
-        ['/hooks/strm_notif', 'closed', 200],
-      ]);
+      assert.deepEqual(
+        r.arrivals.map((a) => [a.path, a.body.act, a.answered]),
+        [
+          ['/hooks/strm_notif', 'ready', 503],
+          ['/hooks/strm_notif', 'ready', 200],
+          ['/hooks/strm_notif', 'closed', 200],
+        ],
+      );
       assert.equal(r.arrivals[0].authorization, undefined, 'no credentials in the cb, no Authorization header');
       assert.equal(await metric(gw, 'gw_callback_notifier_retried_total'), retriedBefore + 1);
     });
@@ -168,23 +201,40 @@ describe('callback-notifier plugin (gateway end to end)', function () {
       await close(opened.reqId);
 
       const read: StreamEntries = [];
-      await eventually(async () => {
-        const res = (await app.xreadgroup('GROUP', 'e2e-app', 'worker-1', 'COUNT', 10, 'STREAMS', 'gw:strm_notif:demo', '>')) as Array<[string, StreamEntries]> | null;
-        if (res) read.push(...res[0][1]);
-        return read.length >= 2;
-      }, 10_000, 'two notices on the Redis stream');
+      await eventually(
+        async () => {
+          const res = (await app.xreadgroup('GROUP', 'e2e-app', 'worker-1', 'COUNT', 10, 'STREAMS', 'gw:strm_notif:demo', '>')) as Array<
+            [string, StreamEntries]
+          > | null;
+          if (res) read.push(...res[0][1]);
+          return read.length >= 2;
+        },
+        10_000,
+        'two notices on the Redis stream',
+      );
 
       const notices = read.map(([, fields]) => streamFieldsToNotice(fields));
       assert.deepEqual(notices, [
         { instId: 'gw-e2e', act: 'ready', reqId: opened.reqId, typ: 'live', simNo: SIM, chan: 3, mediaTyp: 'av', playUrl: opened.playUrl, vc: 'h264' },
-        { instId: 'gw-e2e', act: 'closed', reqId: opened.reqId, typ: 'live', simNo: SIM, chan: 3, mediaTyp: 'av', closeCause: 1, closeReason: 'clientReq', vc: 'h264' },
+        {
+          instId: 'gw-e2e',
+          act: 'closed',
+          reqId: opened.reqId,
+          typ: 'live',
+          simNo: SIM,
+          chan: 3,
+          mediaTyp: 'av',
+          closeCause: 1,
+          closeReason: 'clientReq',
+          vc: 'h264',
+        },
       ]);
       assert.equal(await app.xack('gw:strm_notif:demo', 'e2e-app', ...read.map(([id]) => id)), 2);
       assert.equal(await metric(gw, 'gw_callback_notifier_mq_published_total'), publishedBefore + 2);
     });
   });
 
-  describe('a callback host refused by the host policy (the plugin\'s defaults refuse loopback)', () => {
+  describe("a callback host refused by the host policy (the plugin's defaults refuse loopback)", () => {
     let gw: TestGateway;
     let receiver: Receiver;
 
@@ -193,7 +243,10 @@ describe('callback-notifier plugin (gateway end to end)', function () {
       const stub = stubMediaPlugin();
       gw = await startTestGateway({
         // no config: blockInternal and allowLoopback keep their defaults, which must refuse a loopback cb
-        plugins: [{ name: stub.name, def: stub.def }, { name: 'callback-notifier', config: {} }],
+        plugins: [
+          { name: stub.name, def: stub.def },
+          { name: 'callback-notifier', config: {} },
+        ],
         captureLogs: true,
       });
     });
@@ -206,7 +259,11 @@ describe('callback-notifier plugin (gateway end to end)', function () {
     it('still answers the open with 0; the notice is logged as given up (without the password), counted, and never sent', async () => {
       const failedBefore = await metric(gw, 'gw_callback_notifier_failed_total');
       const r = await gw.api('POST', '/strm/open', {
-        user: { token: USER_TOKEN }, typ: 'live', simNo: SIM, chanId: 1, cb: `http://us%40er:p%3Ass@127.0.0.1:${receiver.port}/base`,
+        user: { token: USER_TOKEN },
+        typ: 'live',
+        simNo: SIM,
+        chanId: 1,
+        cb: `http://us%40er:p%3Ass@127.0.0.1:${receiver.port}/base`,
       });
       assert.equal(r.json.errCode, 0, JSON.stringify(r.json));
       const reqId: string = r.json.data[0].reqId;
@@ -225,7 +282,11 @@ describe('callback-notifier plugin (gateway end to end)', function () {
     });
 
     it('a cb the notifier could not use (query, fragment, colon in the user) is refused at open, naming cb, and not logged', async () => {
-      for (const cb of ['https://cb.example.com/base?key=s3cr3t-query-value', 'https://cb.example.com/base#s3cr3t-query-value', 'https://a%3Ab:s3cr3t-query-value@cb.example.com/']) {
+      for (const cb of [
+        'https://cb.example.com/base?key=s3cr3t-query-value',
+        'https://cb.example.com/base#s3cr3t-query-value',
+        'https://a%3Ab:s3cr3t-query-value@cb.example.com/',
+      ]) {
         const r = await gw.api('POST', '/strm/open', { user: { token: USER_TOKEN }, typ: 'live', simNo: SIM, chanId: 3, cb });
         assert.equal(r.json.errCode, -7, JSON.stringify(r.json));
         assert.match(r.json.message, /`cb`/);

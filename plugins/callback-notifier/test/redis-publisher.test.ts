@@ -36,7 +36,26 @@ describe('callback-notifier: RedisNoticePublisher (real redis-server)', function
   it('encodes fields as strings, leaves absent ones out, and decodes numbers back', () => {
     const n = notice('req-redis-0001', 'closed', { closeCause: 5, closeReason: 'keepTimeout', playUrl: undefined });
     const fields = noticeToStreamFields(n);
-    assert.deepEqual(fields, ['instId', 'gw-test', 'act', 'closed', 'reqId', 'req-redis-0001', 'typ', 'live', 'simNo', '13800001111', 'chan', '1', 'mediaTyp', 'av', 'closeCause', '5', 'closeReason', 'keepTimeout']);
+    assert.deepEqual(fields, [
+      'instId',
+      'gw-test',
+      'act',
+      'closed',
+      'reqId',
+      'req-redis-0001',
+      'typ',
+      'live',
+      'simNo',
+      '13800001111',
+      'chan',
+      '1',
+      'mediaTyp',
+      'av',
+      'closeCause',
+      '5',
+      'closeReason',
+      'keepTimeout',
+    ]);
     assert.deepEqual(streamFieldsToNotice(fields), JSON.parse(JSON.stringify(n)));
     assert.equal(redactRedisUrl('redis://user:secret@host:6379/2'), 'redis://user:***@host:6379/2');
   });
@@ -57,7 +76,10 @@ describe('callback-notifier: RedisNoticePublisher (real redis-server)', function
 
     const res = (await app.xreadgroup('GROUP', 'app', 'worker-1', 'COUNT', 10, 'STREAMS', 'test:notices', '>')) as Array<[string, StreamEntries]>;
     const entries = res[0][1];
-    assert.deepEqual(entries.map(([, f]) => streamFieldsToNotice(f)), sent);
+    assert.deepEqual(
+      entries.map(([, f]) => streamFieldsToNotice(f)),
+      sent,
+    );
     assert.equal(await app.xack('test:notices', 'app', ...entries.map(([id]) => id)), 3);
     const pending = (await app.xpending('test:notices', 'app')) as [number, ...unknown[]];
     assert.equal(pending[0], 0);
@@ -91,7 +113,10 @@ describe('callback-notifier: RedisNoticePublisher (real redis-server)', function
     server = await startRedis({ port });
     await within(p.whenIdle(), 15_000, 'catching up after the restart');
     const entries = (await client(server.url).xrange('test:notices', '-', '+')) as StreamEntries;
-    assert.deepEqual(entries.map(([, f]) => streamFieldsToNotice(f).reqId), ['req-down-0002', 'req-down-0003']);
+    assert.deepEqual(
+      entries.map(([, f]) => streamFieldsToNotice(f).reqId),
+      ['req-down-0002', 'req-down-0003'],
+    );
     assert.deepEqual(p.stats(), { published: 3, dropped: 1, buffered: 0 });
     assert.ok(log.lines.some((l) => l.includes('unreachable')));
     assert.ok(log.lines.some((l) => l.includes('reachable again')));

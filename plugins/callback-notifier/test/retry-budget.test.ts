@@ -63,7 +63,10 @@ describe('callback-notifier: the retry budget against a receiver that is down fo
     }
   }
 
-  const givenUp = () => log.lines.map((l) => JSON.parse(l) as { msg: string; reqId: string; act: NoticePayload['act']; reason: string; time: number }).filter((l) => l.msg === 'callback notice given up');
+  const givenUp = () =>
+    log.lines
+      .map((l) => JSON.parse(l) as { msg: string; reqId: string; act: NoticePayload['act']; reason: string; time: number })
+      .filter((l) => l.msg === 'callback notice given up');
 
   /**
    * Every notice was delivered exactly once, each request's ready before its closed, and no attempt (delivered or not)
@@ -137,7 +140,10 @@ describe('callback-notifier: the retry budget against a receiver that is down fo
 
     assertAllDeliveredWithinBudget(r, ids, queuedAt, budget);
     for (const id of ids) {
-      assert.ok(r.arrivals.some((a) => a.body.reqId === id && a.answered === 503), `${id} was tried during the outage, not only after it`);
+      assert.ok(
+        r.arrivals.some((a) => a.body.reqId === id && a.answered === 503),
+        `${id} was tried during the outage, not only after it`,
+      );
     }
     assert.ok(r.maxOpen <= 2, `at most 2 at once, saw ${r.maxOpen}`);
     const s = d.stats();
@@ -164,7 +170,11 @@ describe('callback-notifier: the retry budget against a receiver that is down fo
     await within(d.whenIdle(), budget + 3000, 'give-up and delivery');
 
     const ups = givenUp();
-    assert.deepEqual(ups.map((l) => keyOf(l.reqId, l.act)).sort(), ids.map((id) => keyOf(id, 'ready')), 'each ready given up exactly once');
+    assert.deepEqual(
+      ups.map((l) => keyOf(l.reqId, l.act)).sort(),
+      ids.map((id) => keyOf(id, 'ready')),
+      'each ready given up exactly once',
+    );
     for (const up of ups) {
       const deadline = queuedAt.get(keyOf(up.reqId, 'ready'))! + budget;
       assert.match(up.reason, /HTTP 503; retry budget of 1000 ms spent/);

@@ -28,7 +28,7 @@ async function racesStillHeld(race: (work: Promise<number>) => Promise<unknown>,
 }
 
 describe('StopSignal: stop, or the work, whichever comes first', () => {
-  it('gives the work\'s value or its error, and leaves no waiter behind', async () => {
+  it("gives the work's value or its error, and leaves no waiter behind", async () => {
     const s = new StopSignal();
     assert.equal(await s.race(Promise.resolve(7)), 7);
     await assert.rejects(s.race(Promise.reject(new Error('resolver down'))), /resolver down/);
@@ -38,7 +38,11 @@ describe('StopSignal: stop, or the work, whichever comes first', () => {
   it('answers "stopped" to races still waiting when it fires, and at once after', async () => {
     const s = new StopSignal();
     let finish!: (v: number) => void;
-    const slow = s.race(new Promise<number>((r) => { finish = r; }));
+    const slow = s.race(
+      new Promise<number>((r) => {
+        finish = r;
+      }),
+    );
     assert.equal(s.waiting, 1);
     s.fire();
     assert.equal(await slow, 'stopped');

@@ -61,10 +61,13 @@ describe('callback-notifier: HTTPS callbacks', function () {
       d.enqueue('req-1', cb, notice('req-1', 'ready'));
       d.enqueue('req-1', cb, notice('req-1', 'closed', { closeCause: 1, closeReason: 'clientReq' }));
       await r.waitForArrivals(2);
-      assert.deepEqual(r.arrivals.map((a) => [a.path, a.body.act, a.encrypted, a.authorization]), [
-        ['/base/strm_notif', 'ready', true, EXPECTED_AUTH],
-        ['/base/strm_notif', 'closed', true, EXPECTED_AUTH],
-      ]);
+      assert.deepEqual(
+        r.arrivals.map((a) => [a.path, a.body.act, a.encrypted, a.authorization]),
+        [
+          ['/base/strm_notif', 'ready', true, EXPECTED_AUTH],
+          ['/base/strm_notif', 'closed', true, EXPECTED_AUTH],
+        ],
+      );
       await until(() => d.stats().delivered === 2, 5000, 'both deliveries counted');
     });
 
@@ -90,7 +93,10 @@ describe('callback-notifier: HTTPS callbacks', function () {
       await until(() => d.stats().failed === 1, 5000, 'the notice given up');
       assert.equal(d.stats().retried, 0);
       assert.equal(r.arrivals.length, 0);
-      assert.ok(log.lines.some((l) => l.includes('ERR_TLS_CERT_ALTNAME_INVALID')), 'the log names the name mismatch');
+      assert.ok(
+        log.lines.some((l) => l.includes('ERR_TLS_CERT_ALTNAME_INVALID')),
+        'the log names the name mismatch',
+      );
     });
   });
 
@@ -112,7 +118,12 @@ describe('callback-notifier: HTTPS callbacks', function () {
   describe('the plugin in a gateway', () => {
     let gw: TestGateway;
     let captured: PluginContext<object> | undefined;
-    const probe: PluginDefinition<object> = definePlugin<object>({ name: 'probe', setup(ctx) { captured = ctx; } });
+    const probe: PluginDefinition<object> = definePlugin<object>({
+      name: 'probe',
+      setup(ctx) {
+        captured = ctx;
+      },
+    });
 
     after(async () => {
       await gw?.stop();
@@ -121,12 +132,20 @@ describe('callback-notifier: HTTPS callbacks', function () {
     it('with caFiles set, a request with an https cb gets ready and closed over TLS', async () => {
       const stub = stubMediaPlugin();
       gw = await startTestGateway({
-        plugins: [{ name: stub.name, def: stub.def }, { name: 'probe', def: probe }, { name: 'callback-notifier', config: { caFiles: [pki.caFile], allowLoopback: true } }],
+        plugins: [
+          { name: stub.name, def: stub.def },
+          { name: 'probe', def: probe },
+          { name: 'callback-notifier', config: { caFiles: [pki.caFile], allowLoopback: true } },
+        ],
         captureLogs: true,
       });
       const r = await httpsReceiver(pki.server);
       const opened = await gw.api('POST', '/strm/open', {
-        user: { token: 'tls-user' }, typ: 'live', simNo: '013800138000', chanId: 1, keepIntv: 600,
+        user: { token: 'tls-user' },
+        typ: 'live',
+        simNo: '013800138000',
+        chanId: 1,
+        keepIntv: 600,
         cb: `https://us%40er:p%3Ass@127.0.0.1:${r.port}/hooks`,
       });
       assert.equal(opened.json.errCode, 0, JSON.stringify(opened.json));
@@ -139,10 +158,13 @@ describe('callback-notifier: HTTPS callbacks', function () {
       const closed = await gw.api('POST', '/strm/close', { reqIds: [reqId] });
       assert.deepEqual(closed.json.data, [{ reqId, closed: true }]);
       await r.waitForArrivals(2);
-      assert.deepEqual(r.arrivals.map((a) => [a.path, a.body.act, a.body.reqId, a.encrypted, a.authorization]), [
-        ['/hooks/strm_notif', 'ready', reqId, true, EXPECTED_AUTH],
-        ['/hooks/strm_notif', 'closed', reqId, true, EXPECTED_AUTH],
-      ]);
+      assert.deepEqual(
+        r.arrivals.map((a) => [a.path, a.body.act, a.body.reqId, a.encrypted, a.authorization]),
+        [
+          ['/hooks/strm_notif', 'ready', reqId, true, EXPECTED_AUTH],
+          ['/hooks/strm_notif', 'closed', reqId, true, EXPECTED_AUTH],
+        ],
+      );
       for (const secret of PASSWORD_FORMS) assert.ok(!gw.logText().includes(secret), 'the log leaks the callback password');
     });
 

@@ -16,14 +16,20 @@ const codecSchema: JsonSchema = {
   properties: {
     kind: { enum: ['video', 'audio'] },
     codec: { type: 'string', examples: ['h264', 'aac', 'g711a'] },
-    width: { type: 'integer' }, height: { type: 'integer' }, sampleRate: { type: 'integer' },
+    width: { type: 'integer' },
+    height: { type: 'integer' },
+    sampleRate: { type: 'integer' },
   },
 };
 
 const str = (description: string): JsonSchema => ({ type: 'string', description });
 const bool = (description: string): JsonSchema => ({ type: 'boolean', description });
 const int = (description: string): JsonSchema => ({ type: 'integer', description });
-const urls: JsonSchema = { type: 'object', additionalProperties: { type: 'string' }, description: 'Play URLs of outputs that serve every request their own way, by output name.' };
+const urls: JsonSchema = {
+  type: 'object',
+  additionalProperties: { type: 'string' },
+  description: 'Play URLs of outputs that serve every request their own way, by output name.',
+};
 
 /** the schemas of the kernel's routes, given the open body's schema */
 export const coreSchemas = (openRequest: JsonSchema): Record<string, JsonSchema> => ({
@@ -44,7 +50,7 @@ export const coreSchemas = (openRequest: JsonSchema): Record<string, JsonSchema>
       port2019: int('Push port, JT/T 808-2019 terminals.'),
       tcp2019: bool('`port2019` is TCP.'),
       urls,
-      taUrl: str('Intercom: binary WebSocket for the client\'s voice (live, dataTyp 2).'),
+      taUrl: str("Intercom: binary WebSocket for the client's voice (live, dataTyp 2)."),
       wsUrl: str('Intercom: STOMP WebSocket (live, dataTyp 2).'),
       recording: bool('Recorded on the server; omitted when not.'),
       recordingError: str('Why a request that asked to record is not recorded.'),
@@ -57,28 +63,47 @@ export const coreSchemas = (openRequest: JsonSchema): Record<string, JsonSchema>
     required: ['reqIds'],
     properties: {
       reqIds: {
-        type: 'array', minItems: 1, maxItems: REQ_IDS_MAX,
+        type: 'array',
+        minItems: 1,
+        maxItems: REQ_IDS_MAX,
         items: { type: 'string', maxLength: REQ_ID_MAX_LENGTH },
-        description: 'Request ids of the calling application; others\' count as unknown.',
+        description: "Request ids of the calling application; others' count as unknown.",
       },
     },
   },
   KeepResult: { type: 'object', required: ['reqId', 'keep'], properties: { reqId: { type: 'string' }, keep: bool('Kept (false: unknown or closed).') } },
-  CloseResult: { type: 'object', required: ['reqId', 'closed'], properties: { reqId: { type: 'string' }, closed: bool('Closed now (false: unknown or closed already).') } },
+  CloseResult: {
+    type: 'object',
+    required: ['reqId', 'closed'],
+    properties: { reqId: { type: 'string' }, closed: bool('Closed now (false: unknown or closed already).') },
+  },
   StatusEntry: {
     type: 'object',
     required: ['reqId', 'typ', 'simNo', 'chanId', 'stream', 'fmt', 'playUrl', 'ctrl', 'ready', 'players', 'openedAt', 'keepDeadline', 'bytesIn', 'bytesOut'],
     properties: {
-      reqId: { type: 'string' }, typ: { enum: ['live', 'replay'] }, simNo: str('As opened.'), chanId: { type: 'integer' },
-      stream: str('The bus stream: `{normSim}_{chanId}_{1 live|0 replay}`.'), fmt: { type: 'integer' }, playUrl: { type: 'string' }, urls,
-      taUrl: { type: 'string' }, wsUrl: { type: 'string' },
-      ctrl: { type: 'boolean' }, exclusive: { type: 'boolean' }, ready: bool('The stream is playable.'),
-      consumed: bool('A player attached at some point.'), players: int('Players attached now.'), keepIntv: { type: 'integer' },
-      openedAt: { type: 'string', format: 'date-time' }, keepDeadline: { type: 'string', format: 'date-time', description: 'Closed after this unless kept.' },
+      reqId: { type: 'string' },
+      typ: { enum: ['live', 'replay'] },
+      simNo: str('As opened.'),
+      chanId: { type: 'integer' },
+      stream: str('The bus stream: `{normSim}_{chanId}_{1 live|0 replay}`.'),
+      fmt: { type: 'integer' },
+      playUrl: { type: 'string' },
+      urls,
+      taUrl: { type: 'string' },
+      wsUrl: { type: 'string' },
+      ctrl: { type: 'boolean' },
+      exclusive: { type: 'boolean' },
+      ready: bool('The stream is playable.'),
+      consumed: bool('A player attached at some point.'),
+      players: int('Players attached now.'),
+      keepIntv: { type: 'integer' },
+      openedAt: { type: 'string', format: 'date-time' },
+      keepDeadline: { type: 'string', format: 'date-time', description: 'Closed after this unless kept.' },
       mediaTyp: { enum: ['av', 'a', 'v'] },
       flags: { type: 'object', description: 'What plugins set (recording, recordingError, ...).' },
       codecs: { type: 'array', items: codecSchema },
-      bytesIn: int('Media bytes the stream received.'), bytesOut: int('Bytes sent to this stream\'s players.'),
+      bytesIn: int('Media bytes the stream received.'),
+      bytesOut: int("Bytes sent to this stream's players."),
       streamRequests: int('Open requests on the stream (any application).'),
     },
   },
@@ -89,7 +114,7 @@ export const coreSchemas = (openRequest: JsonSchema): Record<string, JsonSchema>
       status: { enum: ['ok', 'degraded', 'starting'] },
       requests: int('Open requests (for readers allowed the counts).'),
       streams: int('Open streams (idem).'),
-      degraded: { type: 'object', additionalProperties: { type: 'string' }, description: 'Each degraded part\'s reason.' },
+      degraded: { type: 'object', additionalProperties: { type: 'string' }, description: "Each degraded part's reason." },
     },
   },
 });
@@ -103,7 +128,8 @@ export function coreApi(openRequest: JsonSchema): ApiDescription {
     paths: {
       '/strm/open': {
         post: operation('openStream', 'Open a channel', {
-          description: 'Opens a live or replay channel of a terminal (or an RTSP source) and answers its play URL. ' +
+          description:
+            'Opens a live or replay channel of a terminal (or an RTSP source) and answers its play URL. ' +
             'Business errors: -7 (first bad field), -3 (the application holds its maximum of requests; a plugin failed), ' +
             '-10 (timedToken), -25 (exclusive), -27 (terminal offline), -207 (the stream is closing: retry).',
           requestBody: jsonBody(ref('OpenRequest')),
@@ -112,25 +138,31 @@ export function coreApi(openRequest: JsonSchema): ApiDescription {
       },
       '/strm/keep': {
         post: operation('keepStreams', 'Keep requests open', {
-          description: 'Moves each request\'s keep deadline (keepIntv from now). -7 for a bad reqIds list.',
-          requestBody: jsonBody(ref('ReqIds')), data: ref('KeepResult'),
+          description: "Moves each request's keep deadline (keepIntv from now). -7 for a bad reqIds list.",
+          requestBody: jsonBody(ref('ReqIds')),
+          data: ref('KeepResult'),
         }),
       },
       '/strm/close': {
         post: operation('closeStreams', 'Close requests', {
           description: 'Closes requests of the calling application; a stream closes with its last request. -7 for a bad reqIds list.',
-          requestBody: jsonBody(ref('ReqIds')), data: ref('CloseResult'),
+          requestBody: jsonBody(ref('ReqIds')),
+          data: ref('CloseResult'),
         }),
       },
       '/strm/status': {
         get: operation('streamStatus', 'Open requests of the application', {
-          description: 'The calling application\'s open requests and their streams (ready, codecs, bytes, players).',
-          parameters: [reqId], data: ref('StatusEntry'),
+          description: "The calling application's open requests and their streams (ready, codecs, bytes, players).",
+          parameters: [reqId],
+          data: ref('StatusEntry'),
         }),
       },
       '/healthz': {
         get: {
-          operationId: 'health', summary: 'Health', tags: ['core'], security: [{}, { basicAuth: [] }],
+          operationId: 'health',
+          summary: 'Health',
+          tags: ['core'],
+          security: [{}, { basicAuth: [] }],
           description: 'No credentials needed. 200 while started (degraded included), 503 while starting. Counts only for readers allowed metrics.',
           responses: {
             200: { description: 'Started', content: { 'application/json': { schema: ref('Health') } } },
@@ -140,8 +172,11 @@ export function coreApi(openRequest: JsonSchema): ApiDescription {
       },
       '/metrics': {
         get: {
-          operationId: 'metrics', summary: 'Prometheus metrics', tags: ['core'], security: [{}, { basicAuth: [] }],
-          description: 'Prometheus text. Per the site\'s metricsAccess: open, an admin application, or an allow-listed address.',
+          operationId: 'metrics',
+          summary: 'Prometheus metrics',
+          tags: ['core'],
+          security: [{}, { basicAuth: [] }],
+          description: "Prometheus text. Per the site's metricsAccess: open, an admin application, or an allow-listed address.",
           responses: {
             200: { description: 'Metrics', content: { 'text/plain': { schema: { type: 'string' } } } },
             401: envelopeOf('No credentials where they are needed'),

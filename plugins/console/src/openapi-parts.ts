@@ -12,7 +12,7 @@ const MEANING: Record<keyof typeof ErrCode, string> = {
   EXECUTION_ERROR: 'The call could not be carried out (a limit, a store or catalog not available).',
   TIMEOUT: 'Timed out.',
   INVALID_PARAM: 'Invalid parameter: the message names the first bad field (``Invalid parameter `field`.``).',
-  RECORD_NOT_FOUND: 'Not found (unknown route, record file that is not the caller\'s).',
+  RECORD_NOT_FOUND: "Not found (unknown route, record file that is not the caller's).",
   AUTHENTICATION_FAILED: 'No or bad Basic credentials (HTTP 401), or too many failed logins from the address (HTTP 429, Retry-After).',
   INVALID_TOKEN: 'Invalid timedToken.',
   ACCESS_DENIED: 'The application may not do this (administrative route, metrics).',
@@ -42,7 +42,8 @@ export function sharedSchemas(): Record<string, JsonSchema> {
     ErrCode: {
       type: 'integer',
       enum: codes.map((c) => c.code),
-      description: 'Every reply carries one. Business errors keep HTTP 200: clients read errCode.\n\n| errCode | name | HTTP | meaning |\n|---|---|---|---|\n' + table,
+      description:
+        'Every reply carries one. Business errors keep HTTP 200: clients read errCode.\n\n| errCode | name | HTTP | meaning |\n|---|---|---|---|\n' + table,
       'x-enum-varnames': codes.map((c) => c.name),
     },
     ErrorEnvelope: {
@@ -107,7 +108,10 @@ export function operation(operationId: string, summary: string, o: OperationSpec
     responses[415] = envelopeOf('errCode -13: Content-Type is not application/json');
   }
   return {
-    operationId, summary, description: o.description, tags: [tag],
+    operationId,
+    summary,
+    description: o.description,
+    tags: [tag],
     security: [{ basicAuth: [] }],
     ...(o.parameters ? { parameters: o.parameters } : {}),
     ...(o.requestBody ? { requestBody: o.requestBody } : {}),

@@ -44,7 +44,8 @@ export class ApiDocRegistry implements ApiDocs {
       info: {
         title: 'JT/T 1078 media gateway API',
         version: info.version,
-        description: `The REST API of the API port (strm-api 3.4.4 and the gateway's own routes) on site \`${info.siteName}\`. ` +
+        description:
+          `The REST API of the API port (strm-api 3.4.4 and the gateway's own routes) on site \`${info.siteName}\`. ` +
           'Every JSON reply is the envelope `{errCode, message, data, count}`; business errors keep HTTP 200 and are told by errCode ' +
           '(see the ErrCode schema). Generated from the validation rules the server runs.',
       },

@@ -82,7 +82,7 @@ describe('console in headless Chromium: log in, open, play, close, find the reco
 
   let reqId = '';
   let closed = false;
-  it('opens the terminal\'s channel with record on and plays it: video advancing, frames and audio decoded', async () => {
+  it("opens the terminal's channel with record on and plays it: video advancing, frames and audio decoded", async () => {
     await page.fill('#open-sim', CAP.sim);
     await page.fill('#open-chan', String(CAP.channel));
     await page.selectOption('#open-fmt', '0');
@@ -95,26 +95,30 @@ describe('console in headless Chromium: log in, open, play, close, find the reco
     const ac = new AbortController();
     // The close cuts the terminal's link at once (decisions.md: the last request on a stream closes the stream and
     // its terminal connection), so the simulator, still pushing, may see a reset before the stop below.
-    const run = runSimulator({ file: fixturePath(CAP.file), port: e.live2013, speed: 1, loop: true, signal: ac.signal })
-      .catch((err: NodeJS.ErrnoException) => {
-        if (!closed || (err.code !== 'ECONNRESET' && err.code !== 'EPIPE')) throw err;
-      });
-    terminal = { stop: async () => { ac.abort(); await within('the simulator to stop', 10_000, run); } };
+    const run = runSimulator({ file: fixturePath(CAP.file), port: e.live2013, speed: 1, loop: true, signal: ac.signal }).catch((err: NodeJS.ErrnoException) => {
+      if (!closed || (err.code !== 'ECONNRESET' && err.code !== 'EPIPE')) throw err;
+    });
+    terminal = {
+      stop: async () => {
+        ac.abort();
+        await within('the simulator to stop', 10_000, run);
+      },
+    };
 
     const { first, last } = await seePlaying(page, 'live', 3, 30_000);
     // D1 720x576 with non-square pixels: the element's width is the display width, its height the coded one
     assert.equal(last.height, CAP.height);
     assert.ok(last.width >= CAP.width, `width ${last.width}`);
     assert.ok(last.frames > first.frames, `frames advance (${first.frames} -> ${last.frames})`);
-    assert.ok(last.audioBytes > 0, 'the element decodes audio (the terminal\'s G.711A as AAC)');
+    assert.ok(last.audioBytes > 0, "the element decodes audio (the terminal's G.711A as AAC)");
     // the list says what the stream is, refreshed by the page
     const row = `#streams tbody tr[data-reqid="${reqId}"]`;
     await page.waitForFunction((sel) => /h264 720x576/.test(document.querySelector(sel)?.textContent ?? ''), row);
     assert.equal(await page.textContent(`${row} td.ready`), 'ready');
     // the source's codecs, as the stream has them (players get AAC from the audio-aac stage)
-    assert.match(await page.textContent(row) ?? '', /g711a 8000 Hz/);
+    assert.match((await page.textContent(row)) ?? '', /g711a 8000 Hz/);
     await page.waitForFunction((sel) => document.querySelector(`${sel} td.players`)?.textContent === '1', row);
-    assert.match(await page.textContent('#player-stats') ?? '', /\d+x576 · [\d.]+ s · \d+ frames .* audio decoded/);
+    assert.match((await page.textContent('#player-stats')) ?? '', /\d+x576 · [\d.]+ s · \d+ frames .* audio decoded/);
     await shot('2-playing');
   });
 
@@ -123,7 +127,12 @@ describe('console in headless Chromium: log in, open, play, close, find the reco
     closed = true;
     await page.click(`${row} button.close`);
     await page.waitForSelector(row, { state: 'detached' });
-    await page.waitForFunction(() => document.getElementById('video').currentSrc === '' || document.getElementById('player-title').textContent === '(closed)' || document.getElementById('player-stats').textContent === '');
+    await page.waitForFunction(
+      () =>
+        document.getElementById('video').currentSrc === '' ||
+        document.getElementById('player-title').textContent === '(closed)' ||
+        document.getElementById('player-stats').textContent === '',
+    );
     await terminal?.stop();
     terminal = undefined;
     await shot('3-closed');
@@ -133,13 +142,20 @@ describe('console in headless Chromium: log in, open, play, close, find the reco
     await page.fill('#records-sim', CAP.sim);
     const row = `#records tbody tr[data-reqid="${reqId}"]`;
     // the record row is final once the recording ended with the request: search until it is listed
-    await waitFor('the recording to be listed', async () => {
-      await page.click('#records-submit');
-      await page.waitForFunction(() => document.getElementById('records-empty').textContent !== '' || document.getElementById('records-error').textContent !== '');
-      assert.equal(await page.textContent('#records-error'), '');
-      return (await page.$(row)) ? true : undefined;
-    }, 15_000, 500);
-    assert.match(await page.textContent(row) ?? '', /av/);
+    await waitFor(
+      'the recording to be listed',
+      async () => {
+        await page.click('#records-submit');
+        await page.waitForFunction(
+          () => document.getElementById('records-empty').textContent !== '' || document.getElementById('records-error').textContent !== '',
+        );
+        assert.equal(await page.textContent('#records-error'), '');
+        return (await page.$(row)) ? true : undefined;
+      },
+      15_000,
+      500,
+    );
+    assert.match((await page.textContent(row)) ?? '', /av/);
     await page.click(`${row} button.play-record`);
     const { first, last } = await seePlaying(page, 'record', 3, 30_000);
     assert.equal(last.height, CAP.height);
@@ -157,7 +173,13 @@ describe('console in headless Chromium: log in, open, play, close, find the reco
     // the file's own name (the server's Content-Disposition wins over the link's download name)
     assert.equal(download.suggestedFilename(), `${reqId}.flv`);
     const [mp4] = await Promise.all([page.waitForEvent('download'), page.click(`${row} button.download-mp4`)]);
-    assert.equal(fs.readFileSync(await mp4.path()).subarray(4, 8).toString('latin1'), 'ftyp');
+    assert.equal(
+      fs
+        .readFileSync(await mp4.path())
+        .subarray(4, 8)
+        .toString('latin1'),
+      'ftyp',
+    );
     assert.equal(mp4.suggestedFilename(), `${reqId}.mp4`);
     assert.deepEqual(cspViolations(), []);
   });
@@ -171,7 +193,10 @@ describe('console in headless Chromium: log in, open, play, close, find the reco
     const ops = await docs.$$eval('.opblock-summary-path', (els: any[]) => els.map((x) => x.textContent as string));
     assert.ok(ops.includes('/strm/open') && ops.includes('/strm/record'), ops.join(', '));
     await docs.screenshot({ path: path.join(SHOTS, '5-docs.png') });
-    assert.deepEqual(log.filter((l) => /Content Security Policy|Refused to/i.test(l)), []);
+    assert.deepEqual(
+      log.filter((l) => /Content Security Policy|Refused to/i.test(l)),
+      [],
+    );
     await docs.close();
   });
 });

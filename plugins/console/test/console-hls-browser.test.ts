@@ -51,7 +51,10 @@ describe('console in headless Chromium: HLS (fmt 1) through hls.js', function ()
     assert.equal(await page.textContent('#open-error'), '');
     const ac = new AbortController();
     const run = runSimulator({ file: fixturePath(CAP.file), port: e.live2013, speed: 1, loop: true, signal: ac.signal });
-    stopTerminal = async () => { ac.abort(); await within('the simulator to stop', 10_000, run); };
+    stopTerminal = async () => {
+      ac.abort();
+      await within('the simulator to stop', 10_000, run);
+    };
 
     // HLS starts a segment or two behind live: a longer wait than FLV's
     const { first, last } = await seePlaying(page, 'hls', 3, 45_000);
@@ -59,7 +62,10 @@ describe('console in headless Chromium: HLS (fmt 1) through hls.js', function ()
     assert.ok(last.frames > first.frames, `frames advance (${first.frames} -> ${last.frames})`);
     assert.ok(last.audioBytes > 0, 'the element decodes audio');
     assert.match(await page.inputValue('#copy-url-text'), /^http:\/\/.+\/index\.m3u8\?/);
-    assert.deepEqual(pageLog.filter((l) => /Content Security Policy|Refused to/i.test(l)), []);
+    assert.deepEqual(
+      pageLog.filter((l) => /Content Security Policy|Refused to/i.test(l)),
+      [],
+    );
     const shots = path.join(repoRoot, 'plugins', 'console', 'screenshots');
     fs.mkdirSync(shots, { recursive: true });
     await page.screenshot({ path: path.join(shots, '6-hls.png'), fullPage: true });

@@ -61,11 +61,18 @@ describe('console in headless Chromium: a recording plays as MP4 and seeks', fun
     await logIn(page, e.gw.baseUrl, 'demo', 'demo');
     await page.fill('#records-sim', CAP.sim);
     const row = `#records tbody tr[data-reqid="${reqId}"]`;
-    await waitFor('the recording to be listed', async () => {
-      await page.click('#records-submit');
-      await page.waitForFunction(() => document.getElementById('records-empty').textContent !== '' || document.getElementById('records-error').textContent !== '');
-      return (await page.$(row)) ? true : undefined;
-    }, 15_000, 500);
+    await waitFor(
+      'the recording to be listed',
+      async () => {
+        await page.click('#records-submit');
+        await page.waitForFunction(
+          () => document.getElementById('records-empty').textContent !== '' || document.getElementById('records-error').textContent !== '',
+        );
+        return (await page.$(row)) ? true : undefined;
+      },
+      15_000,
+      500,
+    );
     await page.click(`${row} button.play-record`);
     await seePlaying(page, 'record', 1, 30_000);
 
@@ -74,40 +81,57 @@ describe('console in headless Chromium: a recording plays as MP4 and seeks', fun
     const before = await videoState(page);
     const target = duration * 0.8;
     // seek as the native seek bar does, then count the frames the element presents from there
-    const after = await within('the seek', 20_000, page.evaluate(async (to: number) => {
-      const v = document.getElementById('video');
-      const presented: number[] = [];
-      await new Promise<void>((resolve, reject) => {
-        v.addEventListener('seeked', () => resolve(), { once: true });
-        v.addEventListener('error', () => reject(new Error(`media error ${v.error?.code}`)), { once: true });
-        v.currentTime = to;
-      });
-      const seekedAt = v.currentTime;
-      await new Promise<void>((resolve) => {
-        const onFrame = (_now: number, meta: { mediaTime: number }): void => {
-          presented.push(meta.mediaTime);
-          if (presented.length >= 5) resolve();
-          else v.requestVideoFrameCallback(onFrame);
-        };
-        v.requestVideoFrameCallback(onFrame);
-        void v.play();
-      });
-      return { seekedAt, presented, frames: v.getVideoPlaybackQuality().totalVideoFrames, time: v.currentTime, error: v.error ? v.error.code : 0 };
-    }, target));
+    const after = await within(
+      'the seek',
+      20_000,
+      page.evaluate(async (to: number) => {
+        const v = document.getElementById('video');
+        const presented: number[] = [];
+        await new Promise<void>((resolve, reject) => {
+          v.addEventListener('seeked', () => resolve(), { once: true });
+          v.addEventListener('error', () => reject(new Error(`media error ${v.error?.code}`)), { once: true });
+          v.currentTime = to;
+        });
+        const seekedAt = v.currentTime;
+        await new Promise<void>((resolve) => {
+          const onFrame = (_now: number, meta: { mediaTime: number }): void => {
+            presented.push(meta.mediaTime);
+            if (presented.length >= 5) resolve();
+            else v.requestVideoFrameCallback(onFrame);
+          };
+          v.requestVideoFrameCallback(onFrame);
+          void v.play();
+        });
+        return { seekedAt, presented, frames: v.getVideoPlaybackQuality().totalVideoFrames, time: v.currentTime, error: v.error ? v.error.code : 0 };
+      }, target),
+    );
     assert.equal(after.error, 0);
     assert.ok(Math.abs(after.seekedAt - target) < 1, `seeked to ${after.seekedAt} s for ${target} s`);
-    assert.ok(after.presented.every((t) => t >= target - 1), `frames presented from ${after.presented.join(', ')}`);
+    assert.ok(
+      after.presented.every((t) => t >= target - 1),
+      `frames presented from ${after.presented.join(', ')}`,
+    );
     assert.ok(after.frames > before.frames, `frames decoded after the seek (${before.frames} -> ${after.frames})`);
     // the element's clock goes on from there
     let seen: unknown;
-    await waitFor('playback after the seek', async () => {
-      const s = await videoState(page);
-      seen = { ...s, after, ended: await page.evaluate(() => document.getElementById('video').ended) };
-      return s.time > after.seekedAt + 0.5 || (seen as { ended: boolean }).ended ? s : undefined;
-    }, 15_000, 200).catch((err) => { throw new Error(`${(err as Error).message}: ${JSON.stringify(seen)}`); });
+    await waitFor(
+      'playback after the seek',
+      async () => {
+        const s = await videoState(page);
+        seen = { ...s, after, ended: await page.evaluate(() => document.getElementById('video').ended) };
+        return s.time > after.seekedAt + 0.5 || (seen as { ended: boolean }).ended ? s : undefined;
+      },
+      15_000,
+      200,
+    ).catch((err) => {
+      throw new Error(`${(err as Error).message}: ${JSON.stringify(seen)}`);
+    });
     await page.evaluate(() => document.getElementById('video').pause());
     await page.screenshot({ path: path.join(shots, 'record-mp4-seek.png'), fullPage: true });
     assert.ok(fs.statSync(path.join(shots, 'record-mp4-seek.png')).size > 0);
-    assert.deepEqual(pageLog.filter((l) => /Content Security Policy|Refused to/i.test(l)), []);
+    assert.deepEqual(
+      pageLog.filter((l) => /Content Security Policy|Refused to/i.test(l)),
+      [],
+    );
   });
 });

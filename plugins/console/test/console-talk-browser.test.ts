@@ -75,18 +75,34 @@ describe('console in headless Chromium: the talk button (intercom)', function ()
 
     const heardWav = path.join(dir, 'heard.wav');
     const ac = new AbortController();
-    const run: Promise<SimulatorSummary> = runSimulator({ file: fixturePath(CAP.file), port: e.live2013, speed: 1, loop: true, talkWav: heardWav, signal: ac.signal });
+    const run: Promise<SimulatorSummary> = runSimulator({
+      file: fixturePath(CAP.file),
+      port: e.live2013,
+      speed: 1,
+      loop: true,
+      talkWav: heardWav,
+      signal: ac.signal,
+    });
     let stopped = false;
-    const stopTerminal = async (): Promise<SimulatorSummary> => { stopped = true; ac.abort(); return within('the simulator to stop', 10_000, run); };
+    const stopTerminal = async (): Promise<SimulatorSummary> => {
+      stopped = true;
+      ac.abort();
+      return within('the simulator to stop', 10_000, run);
+    };
     try {
       await page.click('#talk-button');
       await page.waitForFunction(() => (globalThis as any).document.getElementById('talk-button').textContent === 'Stop talking');
       // both ways: at least 2 s sent, and the terminal's voice heard back
-      await waitFor('2 s of talk both ways', async () => {
-        const t = await page.textContent('#talk-state') ?? '';
-        const m = /sent ([\d.]+) s · heard ([\d.]+) s/.exec(t);
-        return m && Number(m[1]) >= 2 && Number(m[2]) >= 1 ? t : undefined;
-      }, 20_000, 200);
+      await waitFor(
+        '2 s of talk both ways',
+        async () => {
+          const t = (await page.textContent('#talk-state')) ?? '';
+          const m = /sent ([\d.]+) s · heard ([\d.]+) s/.exec(t);
+          return m && Number(m[1]) >= 2 && Number(m[2]) >= 1 ? t : undefined;
+        },
+        20_000,
+        200,
+      );
       const shots = path.join(repoRoot, 'plugins', 'console', 'screenshots');
       fs.mkdirSync(shots, { recursive: true });
       await page.screenshot({ path: path.join(shots, '7-talk.png'), fullPage: true });
@@ -96,7 +112,7 @@ describe('console in headless Chromium: the talk button (intercom)', function ()
       if (!stopped) await stopTerminal().catch(() => undefined);
     }
     const r = (await stopTerminal()).talk!;
-    assert.equal(r.codec, 'g711a', 'encoded to the terminal\'s own codec');
+    assert.equal(r.codec, 'g711a', "encoded to the terminal's own codec");
     assert.ok(r.frames >= 50, `${r.frames} frames of 20 ms reached the terminal`);
     // what the terminal heard is the microphone's tone: its power at 1 kHz well above nearby frequencies
     const wav = fs.readFileSync(heardWav);
@@ -104,6 +120,9 @@ describe('console in headless Chromium: the talk button (intercom)', function ()
     for (let i = 0; i < pcm.length; i++) pcm[i] = wav.readInt16LE(44 + 2 * i);
     const at = powerAt(pcm, TONE_HZ, 8000);
     for (const other of [500, 700, 1300, 1700]) assert.ok(at > 20 * powerAt(pcm, other, 8000), `1 kHz stands out against ${other} Hz`);
-    assert.deepEqual(pageLog.filter((l) => /Content Security Policy|Refused to/i.test(l)), []);
+    assert.deepEqual(
+      pageLog.filter((l) => /Content Security Policy|Refused to/i.test(l)),
+      [],
+    );
   });
 });

@@ -26,7 +26,11 @@ export interface CallResult {
 export class DocClient {
   readonly schemas: SchemaChecker;
 
-  constructor(readonly baseUrl: string, readonly doc: Record<string, any>, readonly defaultAuth: string) {
+  constructor(
+    readonly baseUrl: string,
+    readonly doc: Record<string, any>,
+    readonly defaultAuth: string,
+  ) {
     this.schemas = new SchemaChecker(doc);
   }
 

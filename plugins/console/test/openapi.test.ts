@@ -20,12 +20,18 @@ function allFormatsStub(): PluginDefinition<object> {
     name: 'stub-all',
     setup(ctx) {
       for (const source of ['terminal', 'rtsp'] as const) {
-        ctx.sessions.registerIngest({ name: `stub-${source}`, source, pushAddress: () => ({ host: '127.0.0.1', port: 7612, tcp: true, port2019: 7613, tcp2019: true }) });
+        ctx.sessions.registerIngest({
+          name: `stub-${source}`,
+          source,
+          pushAddress: () => ({ host: '127.0.0.1', port: 7612, tcp: true, port2019: 7613, tcp2019: true }),
+        });
       }
       const schemes: Record<number, string[]> = { 0: ['http', 'https', 'ws', 'wss', 'rtmp'], 1: ['https'], 4: ['rtsp'] };
       for (const fmt of [0, 1, 4]) {
         ctx.sessions.registerOutput({
-          name: `stub-out-${fmt}`, fmt, schemes: schemes[fmt],
+          name: `stub-out-${fmt}`,
+          fmt,
+          schemes: schemes[fmt],
           playUrl: (a) => `${a.scheme}://${a.host}:1/live/${a.streamName}?token=${encodeURIComponent(a.token)}`,
         });
       }
@@ -44,7 +50,10 @@ const VALID_OBJECTS: Record<string, Record<string, unknown>> = {
   rtspSrc: { url: 'rtsp://camera.example/stream1' },
 };
 
-interface Case { label: string; body: Record<string, unknown> }
+interface Case {
+  label: string;
+  body: Record<string, unknown>;
+}
 
 /** values on and across each rule's edges, made from the rule itself */
 function valuesFor(rule: FieldRule): unknown[] {
@@ -92,7 +101,8 @@ function openCases(): Case[] {
     cases.push({ label: `fmt ${fmt} subFmt mpegts`, body: { ...BASE, fmt, subFmt: 'mpegts' } });
     cases.push({ label: `fmt ${fmt} record`, body: { ...BASE, fmt, record: true } });
     // http for HLS depends on the site (allowed only where the HLS output serves no https): a rule of the site, not of the body
-    for (const scheme of ['http', 'ws', 'rtsp'].filter((sc) => !(fmt === 1 && sc === 'http'))) cases.push({ label: `fmt ${fmt} scheme ${scheme}`, body: { ...BASE, fmt, scheme } });
+    for (const scheme of ['http', 'ws', 'rtsp'].filter((sc) => !(fmt === 1 && sc === 'http')))
+      cases.push({ label: `fmt ${fmt} scheme ${scheme}`, body: { ...BASE, fmt, scheme } });
   }
   cases.push({ label: 'no chanId', body: { user: BASE.user, typ: 'live', simNo: BASE.simNo } });
   cases.push({ label: 'null fields count as absent', body: { ...BASE, dataTyp: null, fmt: null, record: null, reqId: null } });
@@ -107,18 +117,13 @@ describe('console: GET /openapi.json', function () {
 
   before(async () => {
     gw = await startTestGateway({
-      plugins: [
-        { name: 'stub-all', def: allFormatsStub() },
-        { name: 'recorder' },
-        { name: 'gov-timed-token' },
-        { name: 'console', def: consolePlugin },
-      ],
+      plugins: [{ name: 'stub-all', def: allFormatsStub() }, { name: 'recorder' }, { name: 'gov-timed-token' }, { name: 'console', def: consolePlugin }],
       gateway: { applications: [{ appId: 'demo', user: 'demo', password: 'demo' }, ADMIN] },
     });
     const res = await fetch(`${gw.baseUrl}/openapi.json`);
     assert.equal(res.status, 200);
     assert.match(res.headers.get('content-type') ?? '', /^application\/json/);
-    doc = await res.json() as Record<string, any>;
+    doc = (await res.json()) as Record<string, any>;
     client = new DocClient(gw.baseUrl, doc, 'demo:demo');
   });
   after(() => gw.stop());
@@ -131,8 +136,25 @@ describe('console: GET /openapi.json', function () {
   });
 
   it('documents open, keep, close, status, health, metrics, record query and download, timed_token', () => {
-    const ops = Object.values(doc.paths as Record<string, Record<string, { operationId: string }>>).flatMap((item) => Object.values(item).map((o) => o.operationId));
-    assert.deepEqual(ops.sort(), ['closeStreams', 'downloadRecord', 'downloadRecordSigned', 'health', 'keepStreams', 'metrics', 'openStream', 'queryRecords', 'recordLink', 'setTimedTokens', 'streamStatus'].sort());
+    const ops = Object.values(doc.paths as Record<string, Record<string, { operationId: string }>>).flatMap((item) =>
+      Object.values(item).map((o) => o.operationId),
+    );
+    assert.deepEqual(
+      ops.sort(),
+      [
+        'closeStreams',
+        'downloadRecord',
+        'downloadRecordSigned',
+        'health',
+        'keepStreams',
+        'metrics',
+        'openStream',
+        'queryRecords',
+        'recordLink',
+        'setTimedTokens',
+        'streamStatus',
+      ].sort(),
+    );
     // every error code of the SDK, with its name
     const codes = doc.components.schemas.ErrCode.enum as number[];
     assert.deepEqual(codes, [0, -2, -3, -5, -7, -8, -9, -10, -11, -13, -25, -27, -207]);
@@ -149,7 +171,9 @@ describe('console: GET /openapi.json', function () {
     for (const [path, item] of Object.entries(doc.paths as Record<string, Record<string, unknown>>)) {
       for (const method of Object.keys(item)) {
         const res = await fetch(gw.baseUrl + path.replace(/\{[^}]+\}/g, 'x'), {
-          method: method.toUpperCase(), headers: method === 'post' ? { 'Content-Type': 'application/json' } : {}, body: method === 'post' ? '{}' : undefined,
+          method: method.toUpperCase(),
+          headers: method === 'post' ? { 'Content-Type': 'application/json' } : {},
+          body: method === 'post' ? '{}' : undefined,
         });
         await res.arrayBuffer();
         assert.notEqual(res.status, 404, `${method.toUpperCase()} ${path}`);
@@ -166,7 +190,10 @@ describe('console: GET /openapi.json', function () {
     assert.equal(status.json.data.length, 1);
     assert.equal(status.json.data[0].keepIntv, 30);
     const keep = await client.call('keepStreams', { body: { reqIds: [reqId, 'unknown-id'] } });
-    assert.deepEqual(keep.json.data, [{ reqId, keep: true }, { reqId: 'unknown-id', keep: false }]);
+    assert.deepEqual(keep.json.data, [
+      { reqId, keep: true },
+      { reqId: 'unknown-id', keep: false },
+    ]);
     const close = await client.call('closeStreams', { body: { reqIds: [reqId] } });
     assert.deepEqual(close.json.data, [{ reqId, closed: true }]);
     const health = await client.call('health');
@@ -192,7 +219,9 @@ describe('console: GET /openapi.json', function () {
     const badLimit = await client.call('queryRecords', { query: { startTm: recentStart(), __limit: 2001 } });
     assert.equal(badLimit.json.errCode, -7);
     assert.match(badLimit.json.message, /`__limit`/);
-    const limitSchema = (client.operation('queryRecords').op.parameters as Array<{ name: string; schema: Record<string, unknown> }>).find((p) => p.name === '__limit')!.schema;
+    const limitSchema = (client.operation('queryRecords').op.parameters as Array<{ name: string; schema: Record<string, unknown> }>).find(
+      (p) => p.name === '__limit',
+    )!.schema;
     assert.match(client.schemas.check(limitSchema, 2001) ?? '', /2001 > 2000/);
     const notFound = await client.call('downloadRecord', { path: { path: '2026/01/x.flv' } });
     assert.equal(notFound.status, 404);
@@ -209,7 +238,9 @@ describe('console: GET /openapi.json', function () {
       if (r.json.errCode === 0) await client.call('closeStreams', { body: { reqIds: [r.json.data[0].reqId] } });
       const serverRejects = r.json.errCode === -7;
       if (serverRejects !== (docSays !== undefined)) {
-        disagreements.push(`${c.label}: server ${serverRejects ? `rejects (${r.json.message})` : 'accepts'}, document ${docSays ? `rejects (${docSays})` : 'accepts'}`);
+        disagreements.push(
+          `${c.label}: server ${serverRejects ? `rejects (${r.json.message})` : 'accepts'}, document ${docSays ? `rejects (${docSays})` : 'accepts'}`,
+        );
       }
     }
     assert.deepEqual(disagreements, [], `${disagreements.length} of ${cases.length} bodies`);

@@ -13,13 +13,21 @@ async function get(gw: TestGateway, path: string, method = 'GET'): Promise<{ sta
 
 async function boot(config: Record<string, unknown>, env: Record<string, string> = {}): Promise<TestGateway> {
   const stub = stubMediaPlugin();
-  return startTestGateway({ plugins: [{ name: stub.name, def: stub.def }, { name: 'console', def: consolePlugin, config }], env });
+  return startTestGateway({
+    plugins: [
+      { name: stub.name, def: stub.def },
+      { name: 'console', def: consolePlugin, config },
+    ],
+    env,
+  });
 }
 
 describe('console plugin: routes and config', () => {
   describe('with the defaults', () => {
     let gw: TestGateway;
-    before(async () => { gw = await boot({ refreshSec: 5 }); });
+    before(async () => {
+      gw = await boot({ refreshSec: 5 });
+    });
     after(() => gw.stop());
 
     it('serves the page with a strict CSP, nosniff and no caching, its settings filled in', async () => {
@@ -47,8 +55,20 @@ describe('console plugin: routes and config', () => {
     });
 
     it('serves its scripts and the players and docs libraries from node_modules (HEAD too)', async () => {
-      for (const p of ['/console/app.js', '/console/api.js', '/console/player.js', '/console/talk.js', '/console/format.js', '/console/console.css',
-        '/console/lib/mpegts.js', '/console/lib/hls.js', '/docs/', '/docs/docs-init.js', '/docs/swagger-ui-bundle.js', '/docs/swagger-ui.css']) {
+      for (const p of [
+        '/console/app.js',
+        '/console/api.js',
+        '/console/player.js',
+        '/console/talk.js',
+        '/console/format.js',
+        '/console/console.css',
+        '/console/lib/mpegts.js',
+        '/console/lib/hls.js',
+        '/docs/',
+        '/docs/docs-init.js',
+        '/docs/swagger-ui-bundle.js',
+        '/docs/swagger-ui.css',
+      ]) {
         const r = await get(gw, p);
         assert.equal(r.status, 200, p);
         assert.match(r.headers.get('content-type') ?? '', p.endsWith('.css') ? /^text\/css/ : p.endsWith('/') ? /^text\/html/ : /^text\/javascript/, p);
@@ -61,8 +81,16 @@ describe('console plugin: routes and config', () => {
     });
 
     it('answers anything outside its file table 404 / -8, path tricks included', async () => {
-      for (const p of ['/console/nope.js', '/console/../package.json', '/console/%2e%2e/package.json', '/console/lib%2f..%2fapp.js',
-        '/console/index.html', '/docs/index.html', '/console/lib/', '/console/README.md']) {
+      for (const p of [
+        '/console/nope.js',
+        '/console/../package.json',
+        '/console/%2e%2e/package.json',
+        '/console/lib%2f..%2fapp.js',
+        '/console/index.html',
+        '/docs/index.html',
+        '/console/lib/',
+        '/console/README.md',
+      ]) {
         const r = await get(gw, p);
         assert.equal(r.status, 404, p);
         assert.equal(JSON.parse(r.text).errCode, -8, p);

@@ -12,7 +12,10 @@ export class SchemaChecker {
   /** undefined when `value` fits `schema`, else the first violation */
   check(schema: Schema, value: unknown, at = '$'): string | undefined {
     if (typeof schema.$ref === 'string') {
-      const target = schema.$ref.replace(/^#\//, '').split('/').reduce<any>((o, k) => o?.[k], this.doc);
+      const target = schema.$ref
+        .replace(/^#\//, '')
+        .split('/')
+        .reduce<any>((o, k) => o?.[k], this.doc);
       if (!target) return `${at}: unresolved ${schema.$ref}`;
       return this.check(target as Schema, value, at);
     }
@@ -81,13 +84,21 @@ export class SchemaChecker {
 
 function typeOk(t: string, v: unknown): boolean {
   switch (t) {
-    case 'null': return v === null;
-    case 'integer': return typeof v === 'number' && Number.isInteger(v);
-    case 'number': return typeof v === 'number';
-    case 'string': return typeof v === 'string';
-    case 'boolean': return typeof v === 'boolean';
-    case 'array': return Array.isArray(v);
-    case 'object': return !!v && typeof v === 'object' && !Array.isArray(v);
-    default: return false;
+    case 'null':
+      return v === null;
+    case 'integer':
+      return typeof v === 'number' && Number.isInteger(v);
+    case 'number':
+      return typeof v === 'number';
+    case 'string':
+      return typeof v === 'string';
+    case 'boolean':
+      return typeof v === 'boolean';
+    case 'array':
+      return Array.isArray(v);
+    case 'object':
+      return !!v && typeof v === 'object' && !Array.isArray(v);
+    default:
+      return false;
   }
 }

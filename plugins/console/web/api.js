@@ -38,7 +38,11 @@ export class Api {
     const headers = { Authorization: this.#auth };
     if (body !== undefined) headers['Content-Type'] = 'application/json';
     const res = await fetch(path, {
-      method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: 'no-store', credentials: 'omit',
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      cache: 'no-store',
+      credentials: 'omit',
     });
     let json;
     try {
@@ -50,11 +54,21 @@ export class Api {
     return json.data;
   }
 
-  status() { return this.call('GET', '/strm/status'); }
-  open(body) { return this.call('POST', '/strm/open', body).then((d) => d[0]); }
-  keep(reqIds) { return this.call('POST', '/strm/keep', { reqIds }); }
-  close(reqIds) { return this.call('POST', '/strm/close', { reqIds }); }
-  records(query) { return this.call('GET', '/strm/record?' + new URLSearchParams(query)); }
+  status() {
+    return this.call('GET', '/strm/status');
+  }
+  open(body) {
+    return this.call('POST', '/strm/open', body).then((d) => d[0]);
+  }
+  keep(reqIds) {
+    return this.call('POST', '/strm/keep', { reqIds });
+  }
+  close(reqIds) {
+    return this.call('POST', '/strm/close', { reqIds });
+  }
+  records(query) {
+    return this.call('GET', '/strm/record?' + new URLSearchParams(query));
+  }
 
   /** /healthz with the credentials: counts when this application may read them */
   async health() {
@@ -69,7 +83,9 @@ export class Api {
   }
 
   /** a signed link to a record's file (`format` mp4 or flv) that a <video> element or a download link can use */
-  recordLink(reqId, format) { return this.call('GET', '/strm/record/link?' + new URLSearchParams({ reqId, format })); }
+  recordLink(reqId, format) {
+    return this.call('GET', '/strm/record/link?' + new URLSearchParams({ reqId, format }));
+  }
 
   /** the first `n` bytes of a record file (a Range request) */
   async fileHead(path, n) {

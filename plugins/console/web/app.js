@@ -22,7 +22,9 @@ const HEALTH_EVERY_MS = 10_000;
 let lastHealthAt = -Infinity;
 /** a token for the play URLs of this page's opens: random, in memory only */
 const userToken = Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join('');
-const player = new Player($('video'), (msg) => { $('player-error').textContent = msg; });
+const player = new Player($('video'), (msg) => {
+  $('player-error').textContent = msg;
+});
 const talk = new Talk((s) => {
   const secs = (n) => `${(n / 8000).toFixed(1)} s`;
   $('talk-state').textContent = `${s.closed ? s.closed : talk.active ? 'talking' : 'stopped'} · sent ${secs(s.sent)} · heard ${secs(s.heard)}`;
@@ -112,26 +114,35 @@ function renderStreams(list) {
   for (const r of list) {
     seen.add(r.reqId);
     const rt = rates(r);
-    const flags = Object.entries(r.flags || {}).map(([k, v]) => `${k}: ${v}`).join(', ');
-    body.append(el('tr', { 'data-reqid': r.reqId },
-      // generated ids are long: the start tells them apart, the tooltip has the whole id and the stream
-      el('td', { title: `${r.reqId} · ${r.stream}` }, r.reqId.length > 12 ? `${r.reqId.slice(0, 10)}…` : r.reqId),
-      el('td', {}, `${r.simNo} / ${r.chanId}`),
-      el('td', {}, r.typ),
-      el('td', {}, String(r.fmt)),
-      el('td', { className: r.ready ? 'yes ready' : 'no ready' }, r.ready ? 'ready' : 'waiting'),
-      el('td', {}, codecs(r.codecs)),
-      el('td', { title: bytes(r.bytesIn) }, bitrate(rt.in)),
-      el('td', { title: bytes(r.bytesOut) }, bitrate(rt.out)),
-      el('td', { className: 'players' }, String(r.players)),
-      el('td', {}, r.ctrl ? 'yes' : 'no'),
-      el('td', {}, age(Date.now() - Date.parse(r.openedAt))),
-      el('td', {}, flags),
-      el('td', {},
-        el('button', { type: 'button', className: 'secondary play', onclick: () => playRequest(r) }, 'Play'),
-        el('button', { type: 'button', className: 'secondary keep', onclick: () => act('keep', r.reqId) }, 'Keep'),
-        el('button', { type: 'button', className: 'danger close', onclick: () => act('close', r.reqId) }, 'Close')),
-    ));
+    const flags = Object.entries(r.flags || {})
+      .map(([k, v]) => `${k}: ${v}`)
+      .join(', ');
+    body.append(
+      el(
+        'tr',
+        { 'data-reqid': r.reqId },
+        // generated ids are long: the start tells them apart, the tooltip has the whole id and the stream
+        el('td', { title: `${r.reqId} · ${r.stream}` }, r.reqId.length > 12 ? `${r.reqId.slice(0, 10)}…` : r.reqId),
+        el('td', {}, `${r.simNo} / ${r.chanId}`),
+        el('td', {}, r.typ),
+        el('td', {}, String(r.fmt)),
+        el('td', { className: r.ready ? 'yes ready' : 'no ready' }, r.ready ? 'ready' : 'waiting'),
+        el('td', {}, codecs(r.codecs)),
+        el('td', { title: bytes(r.bytesIn) }, bitrate(rt.in)),
+        el('td', { title: bytes(r.bytesOut) }, bitrate(rt.out)),
+        el('td', { className: 'players' }, String(r.players)),
+        el('td', {}, r.ctrl ? 'yes' : 'no'),
+        el('td', {}, age(Date.now() - Date.parse(r.openedAt))),
+        el('td', {}, flags),
+        el(
+          'td',
+          {},
+          el('button', { type: 'button', className: 'secondary play', onclick: () => playRequest(r) }, 'Play'),
+          el('button', { type: 'button', className: 'secondary keep', onclick: () => act('keep', r.reqId) }, 'Keep'),
+          el('button', { type: 'button', className: 'danger close', onclick: () => act('close', r.reqId) }, 'Close'),
+        ),
+      ),
+    );
   }
   for (const id of lastBytes.keys()) if (!seen.has(id)) lastBytes.delete(id);
   for (const id of ours) if (!seen.has(id)) ours.delete(id);
@@ -224,7 +235,11 @@ function showCopy(url) {
 
 $('copy-url-button').addEventListener('click', async () => {
   $('copy-url-text').select();
-  try { await navigator.clipboard.writeText($('copy-url-text').value); } catch { /* selected: Ctrl+C works */ }
+  try {
+    await navigator.clipboard.writeText($('copy-url-text').value);
+  } catch {
+    /* selected: Ctrl+C works */
+  }
 });
 
 /** counts play starts: a wait for media gives up when another play started meanwhile */
@@ -270,7 +285,7 @@ async function waitForTracks(reqId, superseded) {
   const sleep = (ms) => new Promise((res) => setTimeout(res, ms));
   const deadline = Date.now() + 60_000;
   let readySince = 0;
-  $('player-stats').textContent = 'waiting for the terminal\'s media…';
+  $('player-stats').textContent = "waiting for the terminal's media…";
   for (;;) {
     if (superseded() || !api) return undefined;
     const [entry] = await api.call('GET', `/strm/status?reqId=${encodeURIComponent(reqId)}`);
@@ -330,7 +345,8 @@ setInterval(() => {
   // nothing playing: leave the line to whoever wrote it (a wait for media, a stop)
   if (!s.playing) return;
   const audio = s.audioBytes === undefined ? '' : ` · audio decoded ${bytes(s.audioBytes)}`;
-  $('player-stats').textContent = `${s.width}x${s.height} · ${s.time.toFixed(1)} s · ${s.frames} frames (${s.dropped} dropped)${audio} · buffer ${s.buffered.toFixed(1)} s`;
+  $('player-stats').textContent =
+    `${s.width}x${s.height} · ${s.time.toFixed(1)} s · ${s.frames} frames (${s.dropped} dropped)${audio} · buffer ${s.buffered.toFixed(1)} s`;
 }, 500);
 
 // --- stored media (records.js) ---------------------------------------------------------------------------------

@@ -20,7 +20,9 @@ export class Player {
         this.flv.unload();
         this.flv.detachMediaElement();
         this.flv.destroy();
-      } catch { /* a player that failed to start has less to undo */ }
+      } catch {
+        /* a player that failed to start has less to undo */
+      }
       this.flv = null;
     }
     if (this.hls) {
@@ -45,13 +47,16 @@ export class Player {
       return;
     }
     // hasAudio false: the stream's audio is left out (a record's G.711); undefined: as the stream says
-    const p = mpegts.createPlayer({ type: 'flv', isLive: live, url, ...(hasAudio === false ? { hasAudio: false } : {}) }, {
-      enableWorker: false,
-      // live: play what arrives at once; a file: buffer ahead as usual
-      enableStashBuffer: !live,
-      liveBufferLatencyChasing: live,
-      headers: headers || undefined,
-    });
+    const p = mpegts.createPlayer(
+      { type: 'flv', isLive: live, url, ...(hasAudio === false ? { hasAudio: false } : {}) },
+      {
+        enableWorker: false,
+        // live: play what arrives at once; a file: buffer ahead as usual
+        enableStashBuffer: !live,
+        liveBufferLatencyChasing: live,
+        headers: headers || undefined,
+      },
+    );
     p.on(mpegts.Events.ERROR, (type, detail) => this.onError(`player: ${type} ${detail}`));
     p.attachMediaElement(this.video);
     p.load();
@@ -93,7 +98,9 @@ export class Player {
     if (Hls && Hls.isSupported()) {
       // no worker: the CSP allows none from blob: URLs that are not needed here
       const h = new Hls({ enableWorker: false, lowLatencyMode: true });
-      h.on(Hls.Events.ERROR, (_e, data) => { if (data.fatal) this.onError(`HLS: ${data.type} ${data.details}`); });
+      h.on(Hls.Events.ERROR, (_e, data) => {
+        if (data.fatal) this.onError(`HLS: ${data.type} ${data.details}`);
+      });
       h.loadSource(url);
       h.attachMedia(this.video);
       this.hls = h;

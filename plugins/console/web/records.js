@@ -30,17 +30,28 @@ export function setupRecords(c) {
     try {
       const list = await c.api().records(q);
       for (const rec of list) {
-        body.append(el('tr', { 'data-reqid': rec.reqId },
-          el('td', {}, rec.reqTm),
-          el('td', {}, `${rec.simNo} / ${rec.chan}`),
-          el('td', {}, rec.reqId),
-          el('td', {}, rec.mediaTyp ?? '?'),
-          el('td', {}, c.bytes(rec.sz)),
-          el('td', {},
-            el('button', { type: 'button', className: 'secondary play-record', onclick: () => playRecord(rec) }, 'Play'),
-            el('button', { type: 'button', className: 'secondary download', title: 'the file as recorded', onclick: () => download(rec, 'flv') }, 'FLV'),
-            el('button', { type: 'button', className: 'secondary download-mp4', title: 'plays in browsers and phones', onclick: () => download(rec, 'mp4') }, 'MP4')),
-        ));
+        body.append(
+          el(
+            'tr',
+            { 'data-reqid': rec.reqId },
+            el('td', {}, rec.reqTm),
+            el('td', {}, `${rec.simNo} / ${rec.chan}`),
+            el('td', {}, rec.reqId),
+            el('td', {}, rec.mediaTyp ?? '?'),
+            el('td', {}, c.bytes(rec.sz)),
+            el(
+              'td',
+              {},
+              el('button', { type: 'button', className: 'secondary play-record', onclick: () => playRecord(rec) }, 'Play'),
+              el('button', { type: 'button', className: 'secondary download', title: 'the file as recorded', onclick: () => download(rec, 'flv') }, 'FLV'),
+              el(
+                'button',
+                { type: 'button', className: 'secondary download-mp4', title: 'plays in browsers and phones', onclick: () => download(rec, 'mp4') },
+                'MP4',
+              ),
+            ),
+          ),
+        );
       }
       $('records-empty').textContent = list.length ? `${list.length} record(s)` : 'No records in this range.';
     } catch (err) {

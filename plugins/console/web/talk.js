@@ -18,7 +18,9 @@ export class Talk {
     this.playAt = 0;
   }
 
-  get active() { return !!this.ws; }
+  get active() {
+    return !!this.ws;
+  }
 
   /** asks for the microphone, then connects; throws when either is refused */
   async start(taUrl) {

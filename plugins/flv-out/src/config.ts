@@ -6,35 +6,46 @@ export type FlvAudioCodec = (typeof FLV_AUDIO_CODECS)[number];
 
 export class FlvOutConfig {
   /** HTTP-FLV and WS-FLV port (decisions.md: 7081) */
-  @IsInt() @Min(0) @Max(65535)
+  @IsInt()
+  @Min(0)
+  @Max(65535)
   port = 7081;
 
-  @IsOptional() @IsString()
+  @IsOptional()
+  @IsString()
   host: string | undefined = undefined;
 
   /** port written into play URLs when a TLS front or NAT publishes this server elsewhere (default: port) */
-  @IsOptional() @IsInt() @Min(1) @Max(65535)
+  @IsOptional()
+  @IsInt()
+  @Min(1)
+  @Max(65535)
   publicPort: number | undefined = undefined;
 
   /**
    * false: plain HTTP on this port even when the site serves TLS (a TLS front of its own publishes it); default: as
    * the site (gateway tlsCertFile/tlsKeyFile)
    */
-  @IsOptional() @IsBoolean()
+  @IsOptional()
+  @IsBoolean()
   tls: boolean | undefined = undefined;
 
   /**
    * schemes play URLs may use; default http, ws on a plain port and https, wss on a TLS one. List https/wss on a plain
    * port only when a TLS front serves them (with publicPort)
    */
-  @IsOptional() @IsArray() @ArrayNotEmpty() @IsIn(['http', 'ws', 'https', 'wss'], { each: true })
+  @IsOptional()
+  @IsArray()
+  @ArrayNotEmpty()
+  @IsIn(['http', 'ws', 'https', 'wss'], { each: true })
   schemes: string[] | undefined = undefined;
 
   /**
    * A player's queue on the bus (media its socket could not take yet) past which it skips to the next keyframe;
    * a player that misses 4x this without taking anything is dropped.
    */
-  @IsInt() @Min(64 * 1024)
+  @IsInt()
+  @Min(64 * 1024)
   maxPlayerBacklogBytes = 2 * 1024 * 1024;
 
   /**
@@ -50,6 +61,7 @@ export class FlvOutConfig {
    * (mpegts.js, flv.js) cannot decode it and, told by the FLV that audio is coming, never start the video either.
    * With audio 'aac', G.711 listed here passes the AAC stage as received (for players such as VLC or ffplay).
    */
-  @IsArray() @IsIn(FLV_AUDIO_CODECS, { each: true })
+  @IsArray()
+  @IsIn(FLV_AUDIO_CODECS, { each: true })
   audioCodecs: FlvAudioCodec[] = ['aac'];
 }

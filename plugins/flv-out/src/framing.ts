@@ -84,7 +84,10 @@ const noTail = (_b: Buffer, at: number): number => at;
 
 /** HTTP/1.1: each unit a chunk */
 export const CHUNKED: WholeFraming = {
-  key: 2, headLength: sizeLineLength, head: writeSizeLine, tailLength: CRLF.length,
+  key: 2,
+  headLength: sizeLineLength,
+  head: writeSizeLine,
+  tailLength: CRLF.length,
   tail: (b, at) => at + CRLF.copy(b, at),
 };
 

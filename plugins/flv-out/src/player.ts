@@ -167,8 +167,15 @@ export class Player implements MediaReader<FlvFrame> {
   stats(): PlayerStats {
     const queued = this.sub?.stats.queuedBytes ?? 0;
     return {
-      id: this.id, stream: this.stream, reqId: this.reqId, protocol: this.t.protocol, remote: this.remote, bytesOut: this.bytesOut,
-      backlogBytes: this.isGone ? 0 : this.t.backlog() + queued, peakBacklogBytes: this.peakBacklog, skips: this.skips,
+      id: this.id,
+      stream: this.stream,
+      reqId: this.reqId,
+      protocol: this.t.protocol,
+      remote: this.remote,
+      bytesOut: this.bytesOut,
+      backlogBytes: this.isGone ? 0 : this.t.backlog() + queued,
+      peakBacklogBytes: this.peakBacklog,
+      skips: this.skips,
       waitingForKeyframe: this.starting,
     };
   }

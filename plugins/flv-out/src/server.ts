@@ -10,7 +10,15 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { WebSocketServer, type WebSocket } from 'ws';
 import {
-  chainVia, LogLimiter, playVia, type HttpListener, type MediaBus, type RequestLog, type RouteRequest, type Sessions, type ReaderOptions,
+  chainVia,
+  LogLimiter,
+  playVia,
+  type HttpListener,
+  type MediaBus,
+  type RequestLog,
+  type RouteRequest,
+  type Sessions,
+  type ReaderOptions,
 } from '../../../plugin-sdk';
 import type { FlvFormats, FlvFrame } from './flv-format';
 import { Player, type PlayerOwner, type PlayerStats } from './player';

@@ -37,7 +37,12 @@ export abstract class Transport implements Corked {
    */
   private readonly whole: WholeFraming | undefined;
 
-  constructor(private readonly tick: TickFlush, private readonly sock: Socket | null, highWaterMark: number, whole?: WholeFraming) {
+  constructor(
+    private readonly tick: TickFlush,
+    private readonly sock: Socket | null,
+    highWaterMark: number,
+    whole?: WholeFraming,
+  ) {
     this.writableBelow = Math.max(WRITABLE_BELOW, highWaterMark);
     this.whole = sock !== null && !(sock instanceof TLSSocket) ? whole : undefined;
   }
@@ -137,7 +142,11 @@ export class SocketHttp extends Transport {
   /** HTTP/1.1: chunks of our own; HTTP/1.0: the bare stream */
   private readonly chunked: boolean;
 
-  constructor(tick: TickFlush, private readonly res: ServerResponse, private readonly s: Socket) {
+  constructor(
+    tick: TickFlush,
+    private readonly res: ServerResponse,
+    private readonly s: Socket,
+  ) {
     super(tick, s, s.writableHighWaterMark, res.chunkedEncoding ? CHUNKED : BARE);
     this.chunked = res.chunkedEncoding;
   }
@@ -184,7 +193,10 @@ export class ResponseHttp extends Transport {
   readonly protocol = 'http-flv';
   readonly backlogCoversAll = false;
 
-  constructor(tick: TickFlush, private readonly res: ServerResponse) {
+  constructor(
+    tick: TickFlush,
+    private readonly res: ServerResponse,
+  ) {
     super(tick, null, res.writableHighWaterMark);
   }
 
@@ -230,7 +242,11 @@ export class WsTransport extends Transport {
   readonly protocol = 'ws-flv';
   readonly backlogCoversAll = true;
 
-  constructor(tick: TickFlush, private readonly ws: WebSocket, private readonly s: Socket) {
+  constructor(
+    tick: TickFlush,
+    private readonly ws: WebSocket,
+    private readonly s: Socket,
+  ) {
     super(tick, s, s.writableHighWaterMark, WS_MESSAGE);
   }
 

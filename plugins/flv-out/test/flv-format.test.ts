@@ -8,7 +8,12 @@ import { fixtureClip } from '../../../test/support/fixture-clip';
 
 /** The FLV encoder's audio decisions, unit by unit: what it carries, what it leaves out, what it counts and reports. */
 describe('flv-out FLV form: audio it leaves out', () => {
-  const count = () => ({ n: 0, inc() { this.n++; } });
+  const count = () => ({
+    n: 0,
+    inc() {
+      this.n++;
+    },
+  });
 
   function encoder(audioCodecs: AudioCodec[]) {
     const skipped = count();
@@ -85,8 +90,13 @@ describe('flv-out FLV form: audio it leaves out', () => {
 });
 
 /** flv-out's formats and the recorder's ask for one encoder per stream when their bytes are the same. */
-describe('flv-out FLV form: shared with the gateway\'s other FLV readers', () => {
-  const count = () => ({ n: 0, inc() { this.n++; } });
+describe("flv-out FLV form: shared with the gateway's other FLV readers", () => {
+  const count = () => ({
+    n: 0,
+    inc() {
+      this.n++;
+    },
+  });
   const newBus = (): CoreMediaBus =>
     new CoreMediaBus({ maxGopBytes: 4 << 20, maxQueueBytes: 2 << 20, maxStreamBytes: 8 << 20, readerDropAfterMs: 60_000 }, pino({ level: 'silent' }), () => 0);
 
@@ -95,13 +105,18 @@ describe('flv-out FLV form: shared with the gateway\'s other FLV readers', () =>
     return {
       encoders,
       hooks: {
-        audioCodecs, tags: { video: count(), audio: count(), script: count() }, audioSkipped: count(),
-        audioSkipStarted: () => undefined, encoders: (d: 1 | -1) => { encoders.n += d; },
+        audioCodecs,
+        tags: { video: count(), audio: count(), script: count() },
+        audioSkipped: count(),
+        audioSkipStarted: () => undefined,
+        encoders: (d: 1 | -1) => {
+          encoders.n += d;
+        },
       },
     };
   }
 
-  it('a reader asking for flv-out\'s options gets flv-out\'s format: one encoder, one form per unit for both', async () => {
+  it("a reader asking for flv-out's options gets flv-out's format: one encoder, one form per unit for both", async () => {
     const bus = newBus();
     const h = hooks(['aac', 'g711a', 'g711u']);
     const formats = createFlvFormats(h.hooks, bus);
@@ -110,7 +125,7 @@ describe('flv-out FLV form: shared with the gateway\'s other FLV readers', () =>
     const other = flvFormatOf(bus, { audioCodecs: ['aac'] });
     assert.notEqual(other, formats.av, 'other bytes: a format of its own');
     assert.equal(flvFormatOf(bus, { audioCodecs: ['aac'] }), other, 'made once per bus');
-    assert.notEqual(flvFormatOf(newBus(), { audioCodecs: ['aac', 'g711a', 'g711u'] }), formats.av, 'another gateway\'s bus: its own');
+    assert.notEqual(flvFormatOf(newBus(), { audioCodecs: ['aac', 'g711a', 'g711u'] }), formats.av, "another gateway's bus: its own");
 
     const clip = fixtureClip({ seconds: 1 });
     const stream = bus.create('s1', 'test');
@@ -118,14 +133,31 @@ describe('flv-out FLV form: shared with the gateway\'s other FLV readers', () =>
     pub.setTrack(clip.video);
     const player: unknown[] = [];
     const recording: unknown[] = [];
-    stream.subscribe({ write: (_u, f) => { player.push(f); } }, { format: formats.av });
-    stream.subscribe({ write: (_u, f) => { recording.push(f); } }, { format: flvFormatOf(bus, { audioCodecs: ['aac', 'g711a', 'g711u'] }) });
+    stream.subscribe(
+      {
+        write: (_u, f) => {
+          player.push(f);
+        },
+      },
+      { format: formats.av },
+    );
+    stream.subscribe(
+      {
+        write: (_u, f) => {
+          recording.push(f);
+        },
+      },
+      { format: flvFormatOf(bus, { audioCodecs: ['aac', 'g711a', 'g711u'] }) },
+    );
     await new Promise<void>((r) => setImmediate(r));
     for (const u of clip.units) pub.push(u);
     await new Promise<void>((r) => setImmediate(r));
     assert.equal(h.encoders.n, 1, 'one encoder for the stream');
     assert.equal(player.length, clip.units.length);
-    assert.ok(player.every((f, i) => f !== undefined && f === recording[i]), 'the very same forms');
+    assert.ok(
+      player.every((f, i) => f !== undefined && f === recording[i]),
+      'the very same forms',
+    );
     stream.close('test over');
   });
 });

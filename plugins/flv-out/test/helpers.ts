@@ -42,11 +42,14 @@ export async function startFlvGateway(flvOut: Record<string, unknown> = {}, gate
   const stub = stubMediaPlugin({ fmts: [] });
   const gw = await startTestGateway({
     plugins: [stub, { name: 'flv-out', config: { schemes: ['http', 'ws'], ...flvOut } }, { name: 'flv-probe', def: probe }],
-    gateway, captureLogs,
+    gateway,
+    captureLogs,
   });
   const players = flv!;
   return {
-    gw, flv: players, port: players.port,
+    gw,
+    flv: players,
+    port: players.port,
     async open(sim, chan = 1, token = 'good') {
       const o = await gw.openStream({ simNo: sim, chanId: chan, token, keepIntv: 600 });
       const url = new URL(o.playUrl);
@@ -97,7 +100,9 @@ export interface HttpPlay {
 export function httpPlay(port: number, urlPath: string, method = 'GET'): HttpPlay {
   const chunks: Buffer[] = [];
   let resolveStatus!: (s: number) => void;
-  const status = new Promise<number>((r) => { resolveStatus = r; });
+  const status = new Promise<number>((r) => {
+    resolveStatus = r;
+  });
   let req!: http.ClientRequest;
   const body = new Promise<Buffer>((resolve, reject) => {
     req = http.request({ host: HOST, port, path: urlPath, method, agent: false }, (res) => {

@@ -19,7 +19,12 @@ describe('flv-out: added-latency metric', () => {
   });
 
   it('observes every frame that reaches players, from its arrival to its tags written, in seconds', async () => {
-    gw = await startTestGateway({ plugins: [{ name: 'jt1078-ingest', config: { udp: false } }, { name: 'flv-out', config: { schemes: ['http'] } }] });
+    gw = await startTestGateway({
+      plugins: [
+        { name: 'jt1078-ingest', config: { udp: false } },
+        { name: 'flv-out', config: { schemes: ['http'] } },
+      ],
+    });
     const open = await gw.api('POST', '/strm/open', { user: { token: 't' }, typ: 'live', simNo: '13900000001', chanId: 1, keepIntv: 60 });
     assert.equal(open.json.errCode, 0, JSON.stringify(open.json));
     const r = open.json.data[0];

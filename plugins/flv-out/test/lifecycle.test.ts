@@ -4,9 +4,7 @@ import * as net from 'node:net';
 import { testClip } from '../../../plugin-sdk/testkit';
 import { parseFlv } from '../../../test/support/flv-reader';
 import { scratchDir } from '../../../test/support/paths';
-import {
-  HOST, ffprobeFlv, framesIn, httpPlay, pushAll, startFlvGateway, until, videoFrames, wsPlay, type FlvGateway,
-} from './helpers';
+import { HOST, ffprobeFlv, framesIn, httpPlay, pushAll, startFlvGateway, until, videoFrames, wsPlay, type FlvGateway } from './helpers';
 
 async function metricsText(g: FlvGateway): Promise<string> {
   return String((await g.gw.api('GET', '/metrics', undefined, null)).json);
@@ -21,7 +19,9 @@ describe('flv-out: lifecycle, gateways side by side, audio left out', function (
   this.timeout(60_000);
   const started: FlvGateway[] = [];
   let dir: string;
-  before(() => { dir = scratchDir('flv-out-lifecycle'); });
+  before(() => {
+    dir = scratchDir('flv-out-lifecycle');
+  });
   afterEach(async () => {
     for (const g of started.splice(0)) await g.stop().catch(() => undefined);
   });
@@ -50,10 +50,12 @@ describe('flv-out: lifecycle, gateways side by side, audio left out', function (
     });
     await until(() => players.every((p) => framesIn(p.data()) === 50), 'every frame on both');
     await Promise.all(gws.map((g, i) => g.gw.api('POST', '/strm/close', { reqIds: [opened[i].reqId] })));
-    const sizes = await Promise.all(players.map(async (p, i) => {
-      const probe = ffprobeFlv(await p.body, dir, `gw${i}.flv`);
-      return `${probe.width}x${probe.height} ${probe.frames}`;
-    }));
+    const sizes = await Promise.all(
+      players.map(async (p, i) => {
+        const probe = ffprobeFlv(await p.body, dir, `gw${i}.flv`);
+        return `${probe.width}x${probe.height} ${probe.frames}`;
+      }),
+    );
     assert.deepEqual(sizes, ['320x240 50', '160x120 50']);
     for (const g of gws) {
       const text = await metricsText(g);
@@ -78,13 +80,23 @@ describe('flv-out: lifecycle, gateways side by side, audio left out', function (
     assert.equal(metricValue(text, /^gw_flv_out_players (\d+)$/m), 2);
     assert.equal(metricValue(text, /^gw_flv_out_streams (\d+)$/m), 1, 'one stream, one FLV encoder');
     const out = metricValue(text, /^gw_flv_out_bytes_out (\d+)$/m);
-    assert.equal(out, g.flv.playerStats().reduce((n, p) => n + p.bytesOut, 0));
+    assert.equal(
+      out,
+      g.flv.playerStats().reduce((n, p) => n + p.bytesOut, 0),
+    );
     const status = (await g.gw.api('GET', '/strm/status')).json.data as Array<Record<string, unknown>>;
-    assert.deepEqual(status.map((r) => r.players), [1, 1]);
+    assert.deepEqual(
+      status.map((r) => r.players),
+      [1, 1],
+    );
 
     await g.gw.api('POST', '/strm/close', { reqIds: [first.reqId] });
     await p1.body;
-    assert.deepEqual(g.flv.playerStats().map((p) => p.reqId), [second.reqId], 'the other request keeps its player');
+    assert.deepEqual(
+      g.flv.playerStats().map((p) => p.reqId),
+      [second.reqId],
+      'the other request keeps its player',
+    );
     pushAll(pub, clip.units.slice(30));
     await until(() => framesIn(p2.data()) === 50, 'the other player to go on');
     await g.gw.api('POST', '/strm/close', { reqIds: [second.reqId] });
@@ -94,7 +106,7 @@ describe('flv-out: lifecycle, gateways side by side, audio left out', function (
     assert.equal(metricValue(text, /^gw_flv_out_streams (\d+)$/m), 0);
   });
 
-  it("leaves G.711 out by default (counted, logged once per stream and codec); carries it when audioCodecs lists it", async () => {
+  it('leaves G.711 out by default (counted, logged once per stream and codec); carries it when audioCodecs lists it', async () => {
     const clip = testClip({ audio: true });
     const audioUnits = clip.units.filter((u) => u.kind === 'audio').length;
     for (const carried of [false, true]) {
@@ -128,7 +140,11 @@ describe('flv-out: lifecycle, gateways side by side, audio left out', function (
 
   it('stop() ends players and frees the port, leaving no handles; a taken port fails boot without exiting', async () => {
     // sockets, servers and pipes; timers are left out because mocha's own test timer comes and goes
-    const kinds = (): string[] => process.getActiveResourcesInfo().filter((k) => k !== 'Timeout').sort();
+    const kinds = (): string[] =>
+      process
+        .getActiveResourcesInfo()
+        .filter((k) => k !== 'Timeout')
+        .sort();
     const before = kinds();
     const g = await startFlvGateway();
     const port = g.port;
@@ -145,7 +161,10 @@ describe('flv-out: lifecycle, gateways side by side, audio left out', function (
     // eslint-disable-next-line @typescript-eslint/unbound-method -- kept to be put back as it was; never called detached
     const exit = process.exit;
     let exitCalled = false;
-    process.exit = ((code?: number) => { exitCalled = true; throw new Error(`process.exit(${code})`); }) as typeof process.exit;
+    process.exit = ((code?: number) => {
+      exitCalled = true;
+      throw new Error(`process.exit(${code})`);
+    }) as typeof process.exit;
     try {
       await assert.rejects(startFlvGateway({ port }), (err: Error) => /key port: port \d+ on 127\.0\.0\.1 is already in use/.test(err.message));
     } finally {
@@ -159,7 +178,10 @@ describe('flv-out: lifecycle, gateways side by side, audio left out', function (
     await wp.closed;
     assert.equal(g.flv.playerStats().length, 0);
     const again = net.createServer();
-    await new Promise<void>((resolve, reject) => { again.once('error', reject); again.listen(port, HOST, resolve); });
+    await new Promise<void>((resolve, reject) => {
+      again.once('error', reject);
+      again.listen(port, HOST, resolve);
+    });
     await new Promise<void>((resolve) => again.close(() => resolve()));
     await until(() => kinds().length <= before.length, 'handles to close', 2000).catch(() => undefined);
     assert.deepEqual(kinds(), before);

@@ -10,17 +10,70 @@ import { decodeScriptTag, parseFlv, videoAnnexB } from '../../../test/support/fl
 import { scratchDir } from '../../../test/support/paths';
 import { requireTool } from '../../../test/support/tools';
 import {
-  HOST, ffprobeFlv, framesIn, httpPlay, parsed, pushAll, rawPlay, responseAt, startFlvGateway, until, videoFrames, withToken,
-  wsPlay, type FlvGateway, type RawResponse,
+  HOST,
+  ffprobeFlv,
+  framesIn,
+  httpPlay,
+  parsed,
+  pushAll,
+  rawPlay,
+  responseAt,
+  startFlvGateway,
+  until,
+  videoFrames,
+  withToken,
+  wsPlay,
+  type FlvGateway,
+  type RawResponse,
 } from './helpers';
 
 /** 2 s of H.265 at 25 fps (GOP 25) and AAC at 16 kHz, as the bus carries them: raw AAC, its config in the track. */
 function hevcAac(): { tracks: TrackInfo[]; units: AccessUnit[] } {
   const ffmpeg = requireTool('ffmpeg', 'ffmpeg');
-  const v = spawnSync(ffmpeg, ['-hide_banner', '-loglevel', 'error', '-f', 'lavfi', '-i', 'testsrc=size=320x240:rate=25', '-t', '2',
-    '-c:v', 'libx265', '-x265-params', 'bframes=0:keyint=25:aud=1:log-level=error', '-f', 'hevc', '-'], { maxBuffer: 16 << 20 });
-  const a = spawnSync(ffmpeg, ['-hide_banner', '-loglevel', 'error', '-f', 'lavfi', '-i', 'sine=frequency=440:sample_rate=16000', '-t', '2',
-    '-c:a', 'aac', '-ac', '1', '-f', 'adts', '-'], { maxBuffer: 16 << 20 });
+  const v = spawnSync(
+    ffmpeg,
+    [
+      '-hide_banner',
+      '-loglevel',
+      'error',
+      '-f',
+      'lavfi',
+      '-i',
+      'testsrc=size=320x240:rate=25',
+      '-t',
+      '2',
+      '-c:v',
+      'libx265',
+      '-x265-params',
+      'bframes=0:keyint=25:aud=1:log-level=error',
+      '-f',
+      'hevc',
+      '-',
+    ],
+    { maxBuffer: 16 << 20 },
+  );
+  const a = spawnSync(
+    ffmpeg,
+    [
+      '-hide_banner',
+      '-loglevel',
+      'error',
+      '-f',
+      'lavfi',
+      '-i',
+      'sine=frequency=440:sample_rate=16000',
+      '-t',
+      '2',
+      '-c:a',
+      'aac',
+      '-ac',
+      '1',
+      '-f',
+      'adts',
+      '-',
+    ],
+    { maxBuffer: 16 << 20 },
+  );
   if (v.status !== 0 || a.status !== 0) throw new Error(`ffmpeg failed: ${v.stderr}${a.stderr}`);
   const units: AccessUnit[] = [];
   const aus: Buffer[][] = [];
@@ -28,10 +81,19 @@ function hevcAac(): { tracks: TrackInfo[]; units: AccessUnit[] } {
     if (((nal[0] >> 1) & 0x3f) === 35 || aus.length === 0) aus.push([]);
     aus[aus.length - 1].push(nal);
   }
-  aus.forEach((nals, i) => units.push(videoUnit({
-    codec: 'h265', dts: i * 40, payload: joinAnnexB(nals),
-    keyframe: nals.some((n) => { const t = (n[0] >> 1) & 0x3f; return t >= 16 && t <= 23; }),
-  })));
+  aus.forEach((nals, i) =>
+    units.push(
+      videoUnit({
+        codec: 'h265',
+        dts: i * 40,
+        payload: joinAnnexB(nals),
+        keyframe: nals.some((n) => {
+          const t = (n[0] >> 1) & 0x3f;
+          return t >= 16 && t <= 23;
+        }),
+      }),
+    ),
+  );
   const adts = a.stdout;
   // AudioSpecificConfig from the first ADTS header: object type, frequency index, channels
   const asc = Buffer.alloc(2);
@@ -43,7 +105,13 @@ function hevcAac(): { tracks: TrackInfo[]; units: AccessUnit[] } {
     at += len;
   }
   units.sort((x, y) => x.dts - y.dts || (x.kind === 'video' ? -1 : 1));
-  return { tracks: [{ kind: 'video', codec: 'h265' }, { kind: 'audio', codec: 'aac', sampleRate: 16000, channels: 1, config: asc }], units };
+  return {
+    tracks: [
+      { kind: 'video', codec: 'h265' },
+      { kind: 'audio', codec: 'aac', sampleRate: 16000, channels: 1, config: asc },
+    ],
+    units,
+  };
 }
 
 describe('flv-out: HTTP-FLV and WS-FLV players on the bus', function () {
@@ -82,7 +150,10 @@ describe('flv-out: HTTP-FLV and WS-FLV players on the bus', function () {
     const dataBefore = fs.existsSync(dataDir) ? fs.readdirSync(dataDir).sort() : null;
     const consoleCalls: string[] = [];
     const saved = { log: console.log, info: console.info, warn: console.warn, error: console.error, debug: console.debug };
-    for (const k of Object.keys(saved) as Array<keyof typeof saved>) console[k] = (...a: unknown[]) => { consoleCalls.push(`${k}: ${a.join(' ')}`); };
+    for (const k of Object.keys(saved) as Array<keyof typeof saved>)
+      console[k] = (...a: unknown[]) => {
+        consoleCalls.push(`${k}: ${a.join(' ')}`);
+      };
     try {
       const gw = await start();
       const o = await gw.open(nextSim());
@@ -90,13 +161,22 @@ describe('flv-out: HTTP-FLV and WS-FLV players on the bus', function () {
       const wp = wsPlay(gw.port, o.path);
       await until(() => gw.flv.playerStats().length === 2, 'two players');
       assert.equal(await hp.status, 200);
-      assert.deepEqual(gw.flv.playerStats().map((p) => p.protocol).sort(), ['http-flv', 'ws-flv']);
+      assert.deepEqual(
+        gw.flv
+          .playerStats()
+          .map((p) => p.protocol)
+          .sort(),
+        ['http-flv', 'ws-flv'],
+      );
       pushAll(publisherFor(gw, o.stream), clip.units);
       await until(() => framesIn(hp.data()) === 50 && framesIn(wp.data()) === 50, 'every frame at both players');
       await close(gw, o.reqId);
       const [httpBody, wsRes] = await Promise.all([hp.body, wp.closed]);
       assert.equal(wsRes.code, 1000);
-      for (const [name, bytes] of [['http.flv', httpBody], ['ws.flv', wsRes.body]] as const) {
+      for (const [name, bytes] of [
+        ['http.flv', httpBody],
+        ['ws.flv', wsRes.body],
+      ] as const) {
         const flv = parseFlv(bytes);
         assert.deepEqual([flv.header.hasVideo, flv.header.hasAudio], [true, false], `${name}: header flags as the tracks are`);
         const frames = videoFrames(flv.tags);
@@ -158,14 +238,19 @@ describe('flv-out: HTTP-FLV and WS-FLV players on the bus', function () {
       // either way the joiner's GOP is framed by an encoder that starts at its keyframe (the stream's own when it is the
       // first player, a catch-up one otherwise), which meets AAC only after it: the sequence header comes with the first frame
       assert.deepEqual(kinds.slice(0, 2), ['script', 'h265:seq']);
-      assert.equal(kinds.find((k) => k.startsWith('aac')), 'aac:seq');
+      assert.equal(
+        kinds.find((k) => k.startsWith('aac')),
+        'aac:seq',
+      );
       assert.equal(kinds.filter((k) => k === 'aac:seq').length, 1);
       const frames = videoFrames(flv.tags);
       assert.deepEqual([frames[0].keyframe, frames[0].timestamp, frames.length], [true, 1000, 25]);
       const aac = flv.tags.filter((t) => t.codec === 'aac' && !t.sequenceHeader);
       assert.ok(aac.length > 0 && aac[0].timestamp >= 1000, 'audio starts with the GOP');
       const { annexB } = videoAnnexB(flv.tags, 'h265');
-      const r = spawnSync(requireTool('ffprobe', 'ffmpeg'), ['-v', 'error', '-f', 'hevc', '-count_frames', '-show_streams', '-of', 'json', '-'], { input: annexB });
+      const r = spawnSync(requireTool('ffprobe', 'ffmpeg'), ['-v', 'error', '-f', 'hevc', '-count_frames', '-show_streams', '-of', 'json', '-'], {
+        input: annexB,
+      });
       const s = JSON.parse(r.stdout.toString()).streams[0];
       assert.deepEqual([s.codec_name, s.width, s.height, Number(s.nb_read_frames)], ['hevc', 320, 240, 25]);
     });
@@ -210,8 +295,12 @@ describe('flv-out: HTTP-FLV and WS-FLV players on the bus', function () {
       assert.equal(status, 404, p);
     }
     for (const [method, p, want] of [
-      ['POST', o.path, 405], ['PUT', o.path, 405], ['DELETE', o.path, 405], ['GET', '/admin/', 404],
-      ['GET', `/live/${o.stream}.mp4${o.path.slice(o.path.indexOf('?'))}`, 404], ['GET', '/live/%zz.flv', 404],
+      ['POST', o.path, 405],
+      ['PUT', o.path, 405],
+      ['DELETE', o.path, 405],
+      ['GET', '/admin/', 404],
+      ['GET', `/live/${o.stream}.mp4${o.path.slice(o.path.indexOf('?'))}`, 404],
+      ['GET', '/live/%zz.flv', 404],
     ] as const) {
       const r = httpPlay(gw.port, p, method);
       assert.equal(await r.status, want, `${method} ${p}`);
@@ -237,7 +326,9 @@ describe('flv-out: HTTP-FLV and WS-FLV players on the bus', function () {
     const piped = rawPlay(gw.port, `OPTIONS ${o.path} HTTP/1.1\r\nHost: x\r\n\r\nGET ${o.path} HTTP/1.1\r\nHost: x\r\n\r\n`);
     const ws = wsPlay(gw.port, o.path);
     let messages = 0;
-    ws.ws.on('message', () => { messages++; });
+    ws.ws.on('message', () => {
+      messages++;
+    });
     await until(() => gw.flv.playerStats().length === 4, 'four players');
     const pub = publisherFor(gw, o.stream);
     pushAll(pub, clip.units);
@@ -294,7 +385,7 @@ describe('flv-out: HTTP-FLV and WS-FLV players on the bus', function () {
     assert.equal(flv.tags.filter((t) => t.type === 18).length, 1, 'the same configuration: no new onMetaData');
   });
 
-  it('lets a second publisher replace the first; a joiner starts at the new one\'s keyframe', async () => {
+  it("lets a second publisher replace the first; a joiner starts at the new one's keyframe", async () => {
     const gw = await start();
     const o = await gw.open(nextSim());
     const first = publisherFor(gw, o.stream);

@@ -2,9 +2,7 @@ import assert from 'node:assert/strict';
 import { videoUnit, type AccessUnit, type Publisher } from '../../../plugin-sdk';
 import { fixtureClip } from '../../../test/support/fixture-clip';
 import { WRITABLE_BELOW } from '../src/transport';
-import {
-  framesIn, httpPlay, newPlayer, parsed, rawPlay, startFlvGateway, until, videoFrames, type FlvGateway, type HttpPlay, type RawPlay,
-} from './helpers';
+import { framesIn, httpPlay, newPlayer, parsed, rawPlay, startFlvGateway, until, videoFrames, type FlvGateway, type HttpPlay, type RawPlay } from './helpers';
 
 /** An H.264 frame of `size` bytes of slice data (the decoder never sees it: this is about bytes, not pictures). */
 function frame(i: number, size: number, key: boolean): AccessUnit {
@@ -46,7 +44,9 @@ describe('flv-out: players that fall behind', function () {
     // GOPs of 10 x 64 KiB are over the bus's GOP cache here: a late joiner waits for the next keyframe
     const { gw, path, reqId, pub } = await setUp(cap, { maxGopBytes: 256 * 1024 });
     let fast!: HttpPlay;
-    const fastId = await newPlayer(gw.flv, () => { fast = httpPlay(gw.port, `${path}&who=fast`); });
+    const fastId = await newPlayer(gw.flv, () => {
+      fast = httpPlay(gw.port, `${path}&who=fast`);
+    });
     const slowId = await newPlayer(gw.flv, () => stalled(gw, path));
 
     let slowPeak = 0;
@@ -73,7 +73,9 @@ describe('flv-out: players that fall behind', function () {
     assert.equal(gw.stats(fastId)?.skips, 0);
 
     let late!: HttpPlay;
-    await newPlayer(gw.flv, () => { late = httpPlay(gw.port, `${path}&who=late`); });
+    await newPlayer(gw.flv, () => {
+      late = httpPlay(gw.port, `${path}&who=late`);
+    });
     for (let i = total; i < total + 15; i++) pub.push(frame(i, 100, i % 10 === 0));
     await until(() => framesIn(fast.data()) === total + 15 && framesIn(late.data()) === 15, 'the last frames');
     await gw.gw.api('POST', '/strm/close', { reqIds: [reqId] });
@@ -92,7 +94,9 @@ describe('flv-out: players that fall behind', function () {
 
     // one that reads takes all of it, then goes on live
     let reader!: HttpPlay;
-    const readerId = await newPlayer(gw.flv, () => { reader = httpPlay(gw.port, `${path}&who=reader`); });
+    const readerId = await newPlayer(gw.flv, () => {
+      reader = httpPlay(gw.port, `${path}&who=reader`);
+    });
     await until(() => framesIn(reader.data()) === 60, 'the reader to catch up');
     for (let i = 60; i < 70; i++) {
       // live, it is held to the cap again: frames go as it takes them

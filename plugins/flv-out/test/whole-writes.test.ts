@@ -1,9 +1,7 @@
 import assert from 'node:assert/strict';
 import { videoUnit, type AccessUnit } from '../../../plugin-sdk';
 import { fixtureClip } from '../../../test/support/fixture-clip';
-import {
-  chunksAt, framesIn, httpPlay, newPlayer, parsed, rawPlay, startFlvGateway, until, videoFrames, type FlvGateway, type HttpPlay,
-} from './helpers';
+import { chunksAt, framesIn, httpPlay, newPlayer, parsed, rawPlay, startFlvGateway, until, videoFrames, type FlvGateway, type HttpPlay } from './helpers';
 
 /** Frame i: an H.264 slice whose every byte after the NAL header is i & 0xff, so a byte from another frame shows. */
 function frame(i: number, size: number): AccessUnit {
@@ -44,9 +42,15 @@ describe('flv-out: each unit written whole to players in step', function () {
     const pub = gw.publisher(o.stream);
     pub.setTrack(fixtureClip().video);
     let fast!: HttpPlay;
-    const fastId = await newPlayer(gw.flv, () => { fast = httpPlay(gw.port, `${o.path}&who=fast`); });
+    const fastId = await newPlayer(gw.flv, () => {
+      fast = httpPlay(gw.port, `${o.path}&who=fast`);
+    });
     const slow = rawPlay(gw.port, `GET ${o.path}&who=slow HTTP/1.1\r\nHost: x\r\n\r\n`);
-    const slowId = await newPlayer(gw.flv, () => undefined, (p) => p.remote.endsWith(`:${slow.sock.localPort}`));
+    const slowId = await newPlayer(
+      gw.flv,
+      () => undefined,
+      (p) => p.remote.endsWith(`:${slow.sock.localPort}`),
+    );
     slow.sock.pause();
 
     const size = 48 * 1024;

@@ -18,10 +18,13 @@ export function timedTokenApi(): ApiDescription {
         required: ['tokens'],
         properties: {
           tokens: {
-            type: 'array', minItems: 1, maxItems: MAX_TOKENS,
+            type: 'array',
+            minItems: 1,
+            maxItems: MAX_TOKENS,
             description: 'The whole new set: one token, or new and old during a rotation. A token may not be given twice.',
             items: {
-              type: 'object', required: ['token', 'expiredAt'],
+              type: 'object',
+              required: ['token', 'expiredAt'],
               properties: {
                 // printable ASCII without blanks or commas (a comma separates the pair in an open's timedToken)
                 token: { type: 'string', minLength: 1, maxLength: MAX_TOKEN_LENGTH, pattern: '^[!-+\\--~]+$' },
@@ -32,9 +35,10 @@ export function timedTokenApi(): ApiDescription {
         },
       },
       TimedTokenInfo: {
-        type: 'object', required: ['fingerprint', 'expiredAt'],
+        type: 'object',
+        required: ['fingerprint', 'expiredAt'],
         properties: {
-          fingerprint: { type: 'string', pattern: '^[0-9a-f]{8}$', description: 'First 8 hex digits of the token\'s SHA-256.' },
+          fingerprint: { type: 'string', pattern: '^[0-9a-f]{8}$', description: "First 8 hex digits of the token's SHA-256." },
           expiredAt: { type: 'string', format: 'date-time' },
         },
       },
@@ -42,7 +46,10 @@ export function timedTokenApi(): ApiDescription {
     paths: {
       '/strm/timed_token': {
         post: {
-          operationId: 'setTimedTokens', summary: 'Replace the valid timed tokens', tags: ['gov-timed-token'], security: [{ basicAuth: [] }],
+          operationId: 'setTimedTokens',
+          summary: 'Replace the valid timed tokens',
+          tags: ['gov-timed-token'],
+          security: [{ basicAuth: [] }],
           description: 'Admin applications only. -7 names the first bad field and changes nothing; -3 when the store fails (the old set stays).',
           requestBody: { required: true, content: { 'application/json': { schema: ref('TimedTokenBody') } } },
           responses: {
@@ -53,8 +60,14 @@ export function timedTokenApi(): ApiDescription {
                   schema: {
                     oneOf: [
                       {
-                        type: 'object', required: ['errCode', 'message', 'data', 'count'],
-                        properties: { errCode: { const: 0 }, message: { type: 'string' }, data: { type: 'array', items: ref('TimedTokenInfo') }, count: { type: 'integer' } },
+                        type: 'object',
+                        required: ['errCode', 'message', 'data', 'count'],
+                        properties: {
+                          errCode: { const: 0 },
+                          message: { type: 'string' },
+                          data: { type: 'array', items: ref('TimedTokenInfo') },
+                          count: { type: 'integer' },
+                        },
                       },
                       ref('ErrorEnvelope'),
                     ],

@@ -87,7 +87,10 @@ export class TimedTokenStore {
   check(timedTokenField: string | undefined | null, now: Date): TimedTokenCheck {
     if (timedTokenField === undefined || timedTokenField === null) return 'missing';
     if (typeof timedTokenField !== 'string') return 'invalid';
-    const sent = timedTokenField.split(',').map((s) => s.trim()).filter((s) => s.length > 0);
+    const sent = timedTokenField
+      .split(',')
+      .map((s) => s.trim())
+      .filter((s) => s.length > 0);
     if (sent.length === 0) return 'missing';
     if (sent.length > 2) return 'invalid';
     const nowMs = now.getTime();
@@ -141,7 +144,10 @@ export class TimedTokenStore {
 }
 
 function digestOfSet(tokens: readonly TimedToken[]): string {
-  const canonical = tokens.map((t) => `${sha256(t.token).toString('hex')}@${t.expiredAt.toISOString()}`).sort().join('\n');
+  const canonical = tokens
+    .map((t) => `${sha256(t.token).toString('hex')}@${t.expiredAt.toISOString()}`)
+    .sort()
+    .join('\n');
   return sha256(canonical).toString('hex');
 }
 
@@ -149,7 +155,11 @@ function isStoredTokenSet(x: unknown): x is StoredTokenSet {
   // read back from the store: any shape until checked
   const r = x as { v?: unknown; configDigest?: unknown; tokens?: unknown } | null;
   return (
-    typeof r === 'object' && r !== null && r.v === 1 && typeof r.configDigest === 'string' && Array.isArray(r.tokens) &&
+    typeof r === 'object' &&
+    r !== null &&
+    r.v === 1 &&
+    typeof r.configDigest === 'string' &&
+    Array.isArray(r.tokens) &&
     (r.tokens as unknown[]).every((t) => {
       const e = t as { digest?: unknown; expiredAt?: unknown } | null | undefined;
       return typeof e?.digest === 'string' && /^[0-9a-f]{64}$/.test(e.digest) && typeof e.expiredAt === 'string' && !Number.isNaN(Date.parse(e.expiredAt));

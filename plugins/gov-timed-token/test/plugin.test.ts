@@ -43,7 +43,8 @@ function bootGateway(clock: ManualClock, gateway: Record<string, unknown> = {}):
 
 /** Every file under `dir`, as one string per file. */
 function filesUnder(dir: string): Array<{ file: string; bytes: Buffer }> {
-  return fs.readdirSync(dir, { recursive: true, withFileTypes: true })
+  return fs
+    .readdirSync(dir, { recursive: true, withFileTypes: true })
     .filter((e) => e.isFile())
     .map((e) => {
       const file = path.join(e.parentPath ?? (e as unknown as { path: string }).path, e.name);
@@ -269,12 +270,13 @@ describe('gov-timed-token plugin (gateway end to end)', function () {
     it('takes its tokens from GW_GOV_TIMED_TOKEN_TOKENS, and a bad one stops boot naming the field', async () => {
       const clock = new ManualClock();
       const stub = stubMediaPlugin();
-      const boot = (tokens: unknown) => startTestGateway({
-        plugins: [{ name: stub.name, def: stub.def }, { name: 'gov-timed-token' }],
-        gateway: { applications: APPLICATIONS, dataDir },
-        env: { GW_GOV_TIMED_TOKEN_TOKENS: JSON.stringify(tokens) },
-        clock,
-      });
+      const boot = (tokens: unknown) =>
+        startTestGateway({
+          plugins: [{ name: stub.name, def: stub.def }, { name: 'gov-timed-token' }],
+          gateway: { applications: APPLICATIONS, dataDir },
+          env: { GW_GOV_TIMED_TOKEN_TOKENS: JSON.stringify(tokens) },
+          clock,
+        });
       await assert.rejects(boot([{ token: 'env-Token-1', expiredAt: '2026-13-01T00:00:00Z' }]), /gov-timed-token.*`tokens\[0\]\.expiredAt`/);
       const gw = await boot([{ token: 'env-Token-1', expiredAt: isoAt(clock.now() + HOUR) }]);
       gateways.push(gw);
@@ -294,7 +296,8 @@ describe('gov-timed-token with a store that cannot be opened (a full or broken d
     fs.mkdirSync(path.join(dataDir, 'state.sqlite'));
     const gw = await bootGateway(clock, { dataDir });
     try {
-      const open = (timedToken?: string) => gw.api('POST', '/strm/open', { user: { token: 't' }, typ: 'live', simNo: '13800000099', chanId: 1, ...(timedToken ? { timedToken } : {}) }, GOV);
+      const open = (timedToken?: string) =>
+        gw.api('POST', '/strm/open', { user: { token: 't' }, typ: 'live', simNo: '13800000099', chanId: 1, ...(timedToken ? { timedToken } : {}) }, GOV);
       const ok = await open(CONFIG_TOKEN);
       assert.equal(ok.json.errCode, 0, 'gov opens go on with the config tokens');
       assert.equal((await open('wrong')).json.errCode, -10);

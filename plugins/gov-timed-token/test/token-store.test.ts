@@ -60,7 +60,10 @@ describe('gov-timed-token: TimedTokenStore', () => {
     const again = await TimedTokenStore.open(kv(), [OLD]);
     assert.equal(again.check('new-Token-2', NOW), 'ok');
     assert.equal(again.check('old-Token-1', NOW), 'invalid');
-    assert.deepEqual(again.list().map((t) => t.expiredAt.toISOString()), [NEW.expiredAt.toISOString()]);
+    assert.deepEqual(
+      again.list().map((t) => t.expiredAt.toISOString()),
+      [NEW.expiredAt.toISOString()],
+    );
 
     // A restart without config tokens keeps it too.
     const noConfig = await TimedTokenStore.open(kv(), []);

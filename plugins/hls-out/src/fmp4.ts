@@ -16,9 +16,14 @@ function trak(t: MuxTrack): Buffer {
   const entry = video
     ? visualSampleEntry(t.codec === 'h265' ? 'h265' : 'h264', t.width ?? 0, t.height ?? 0, t.config)
     : aacSampleEntry(t.channels ?? 1, t.sampleRate ?? 0, t.config, t.id);
-  const stbl = box('stbl',
+  const stbl = box(
+    'stbl',
     fullBox('stsd', 0, 0, u32s(1), entry),
-    fullBox('stts', 0, 0, u32s(0)), fullBox('stsc', 0, 0, u32s(0)), fullBox('stsz', 0, 0, u32s(0, 0)), fullBox('stco', 0, 0, u32s(0)));
+    fullBox('stts', 0, 0, u32s(0)),
+    fullBox('stsc', 0, 0, u32s(0)),
+    fullBox('stsz', 0, 0, u32s(0, 0)),
+    fullBox('stco', 0, 0, u32s(0)),
+  );
   // an init segment's durations are 0: the fragments carry the samples
   const header = tkhd(t.id, 0, video, t.width ?? 0, t.height ?? 0);
   return box('trak', header, box('mdia', mdhd(t.timescale, 0), hdlr(video), box('minf', mediaHeader(video), dinf(), stbl)));
@@ -58,26 +63,50 @@ export function fmp4Fragment(sequence: number, tracks: ReadonlyArray<FragmentTra
   }
   const out = Buffer.allocUnsafe(moofSize + 8 + dataSize);
   let at = 0;
-  const u32 = (v: number) => { out.writeUInt32BE(v >>> 0, at); at += 4; };
-  const tag = (s: string) => { out.write(s, at, 4, 'latin1'); at += 4; };
-  u32(moofSize); tag('moof');
-  u32(16); tag('mfhd'); u32(0); u32(sequence);
+  const u32 = (v: number) => {
+    out.writeUInt32BE(v >>> 0, at);
+    at += 4;
+  };
+  const tag = (s: string) => {
+    out.write(s, at, 4, 'latin1');
+    at += 4;
+  };
+  u32(moofSize);
+  tag('moof');
+  u32(16);
+  tag('mfhd');
+  u32(0);
+  u32(sequence);
   let dataOffset = moofSize + 8;
   for (const t of used) {
     const n = t.samples.length;
-    u32(8 + 16 + 20 + 20 + 16 * n); tag('traf');
-    u32(16); tag('tfhd'); u32(0x020000); u32(t.track.id); // default-base-is-moof
-    u32(20); tag('tfdt'); u32(0x01000000); out.writeBigUInt64BE(BigInt(Math.max(0, Math.round(t.baseTime))), at); at += 8;
-    u32(20 + 16 * n); tag('trun'); u32(0x01000000 | TRUN_FLAGS); u32(n); u32(dataOffset);
+    u32(8 + 16 + 20 + 20 + 16 * n);
+    tag('traf');
+    u32(16);
+    tag('tfhd');
+    u32(0x020000);
+    u32(t.track.id); // default-base-is-moof
+    u32(20);
+    tag('tfdt');
+    u32(0x01000000);
+    out.writeBigUInt64BE(BigInt(Math.max(0, Math.round(t.baseTime))), at);
+    at += 8;
+    u32(20 + 16 * n);
+    tag('trun');
+    u32(0x01000000 | TRUN_FLAGS);
+    u32(n);
+    u32(dataOffset);
     for (const s of t.samples) {
       u32(s.duration);
       u32(s.size);
       u32(s.sync ? SYNC_FLAGS : NON_SYNC_FLAGS);
-      out.writeInt32BE(s.cto, at); at += 4;
+      out.writeInt32BE(s.cto, at);
+      at += 4;
       dataOffset += s.size;
     }
   }
-  u32(8 + dataSize); tag('mdat');
+  u32(8 + dataSize);
+  tag('mdat');
   for (const t of used) for (const s of t.samples) at = s.writeTo(out, at);
   return out;
 }

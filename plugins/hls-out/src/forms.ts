@@ -5,9 +5,7 @@
  * read through that stage at its first fetch; it belongs to the request from then on, as its own form does.
  */
 import type { Logger } from 'pino';
-import {
-  aacVia, chainVia, mediaTypOf, type ChannelStream, type MediaBus, type StageRef, type StrmRequest, type ReaderHandle,
-} from '../../../plugin-sdk';
+import { aacVia, chainVia, mediaTypOf, type ChannelStream, type MediaBus, type StageRef, type StrmRequest, type ReaderHandle } from '../../../plugin-sdk';
 import type { HlsOutConfig } from './config';
 import { Segmenter, type Container, type SegmenterStats } from './segmenter';
 
@@ -99,7 +97,14 @@ export class HlsForms {
         stats: this.stats,
       });
       const state: FormState = {
-        key, stream: s.name, container, segmenter, via: play, requests: new Set(), sub: undefined, playable: false,
+        key,
+        stream: s.name,
+        container,
+        segmenter,
+        via: play,
+        requests: new Set(),
+        sub: undefined,
+        playable: false,
         offPublisher: s.media.on('publisher', () => segmenter.publisherChanged()),
       };
       f = state;

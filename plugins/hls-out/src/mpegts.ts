@@ -86,10 +86,7 @@ export class TsWriter {
     const streams: Buffer[] = [];
     if (this.video) streams.push(Buffer.from([this.video.codec === 'h265' ? 0x24 : 0x1b, 0xe0 | (VIDEO_PID >> 8), VIDEO_PID & 0xff, 0xf0, 0x00]));
     if (this.audio) streams.push(Buffer.from([0x0f, 0xe0 | (AUDIO_PID >> 8), AUDIO_PID & 0xff, 0xf0, 0x00]));
-    return Buffer.concat([
-      Buffer.from([0x02, 0xb0, 0, 0x00, 0x01, 0xc1, 0x00, 0x00, 0xe0 | (this.pcrPid >> 8), this.pcrPid & 0xff, 0xf0, 0x00]),
-      ...streams,
-    ]);
+    return Buffer.concat([Buffer.from([0x02, 0xb0, 0, 0x00, 0x01, 0xc1, 0x00, 0x00, 0xe0 | (this.pcrPid >> 8), this.pcrPid & 0xff, 0xf0, 0x00]), ...streams]);
   }
 
   /** a PSI section (length and CRC filled in) in one packet */
@@ -112,7 +109,7 @@ export class TsWriter {
     const hevc = t.codec === 'h265';
     const aud = hevc ? H265_AUD : H264_AUD;
     // the track's parameter sets (the samples' own were taken out for fMP4), before every keyframe
-    const sets = s.unit.keyframe ? t.paramSets ?? [] : [];
+    const sets = s.unit.keyframe ? (t.paramSets ?? []) : [];
     let size = aud.length + s.size;
     for (const ps of sets) size += START.length + ps.length;
     const es = Buffer.allocUnsafe(size);

@@ -10,10 +10,28 @@ import type { MuxTrack } from './mux-types';
 export function videoTrack(v: VideoTrackInfo): MuxTrack | undefined {
   try {
     if (v.codec === 'h264' && v.sps && v.pps) {
-      return { id: 1, kind: 'video', codec: 'h264', timescale: 90_000, width: v.width, height: v.height, config: keptCopy(buildAvcC(v.sps, v.pps)), paramSets: [v.sps, v.pps] };
+      return {
+        id: 1,
+        kind: 'video',
+        codec: 'h264',
+        timescale: 90_000,
+        width: v.width,
+        height: v.height,
+        config: keptCopy(buildAvcC(v.sps, v.pps)),
+        paramSets: [v.sps, v.pps],
+      };
     }
     if (v.codec === 'h265' && v.vps && v.sps && v.pps) {
-      return { id: 1, kind: 'video', codec: 'h265', timescale: 90_000, width: v.width, height: v.height, config: completeArrays(buildHvcC(v.vps, v.sps, v.pps)), paramSets: [v.vps, v.sps, v.pps] };
+      return {
+        id: 1,
+        kind: 'video',
+        codec: 'h265',
+        timescale: 90_000,
+        width: v.width,
+        height: v.height,
+        config: completeArrays(buildHvcC(v.vps, v.sps, v.pps)),
+        paramSets: [v.vps, v.sps, v.pps],
+      };
     }
   } catch {
     /* parameter sets this writer cannot describe: no video track */
@@ -40,7 +58,13 @@ function completeArrays(hvcc: Buffer): Buffer {
 export function audioTrack(a: AudioTrackInfo, id: number): MuxTrack | undefined {
   if (a.codec !== 'aac' || !a.config || a.config.length < 2) return undefined;
   return {
-    id, kind: 'audio', codec: 'aac', timescale: a.sampleRate, config: a.config, sampleRate: a.sampleRate, channels: a.channels,
+    id,
+    kind: 'audio',
+    codec: 'aac',
+    timescale: a.sampleRate,
+    config: a.config,
+    sampleRate: a.sampleRate,
+    channels: a.channels,
     aac: parseAsc(a.config, a.sampleRate, a.channels),
   };
 }

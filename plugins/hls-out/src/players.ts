@@ -17,7 +17,11 @@ export class HlsPlayers {
   private readonly players = new Map<string, Player>();
   private readonly sweepCancel: Cancel;
 
-  constructor(private readonly sessions: Sessions, private readonly clock: Clock, private readonly idleMs: number) {
+  constructor(
+    private readonly sessions: Sessions,
+    private readonly clock: Clock,
+    private readonly idleMs: number,
+  ) {
     this.sweepCancel = clock.setInterval(() => this.sweep(), Math.min(1000, idleMs / 2));
   }
 

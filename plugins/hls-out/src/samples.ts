@@ -24,7 +24,11 @@ export class VideoSample implements MuxSample {
   /** bytes of its NAL units, each with a 4-byte length (fMP4) or start code (MPEG-TS) */
   readonly size: number;
   duration = 0;
-  constructor(readonly unit: AccessUnit, readonly dts: number, readonly cto: number) {
+  constructor(
+    readonly unit: AccessUnit,
+    readonly dts: number,
+    readonly cto: number,
+  ) {
     const hevc = unit.codec === 'h265';
     const p = unit.payload;
     let size = 0;
@@ -64,7 +68,11 @@ export class AudioSample implements MuxSample {
   readonly size: number;
   readonly sync = true;
   readonly cto = 0;
-  constructor(readonly unit: AccessUnit, readonly dts: number, public duration: number) {
+  constructor(
+    readonly unit: AccessUnit,
+    readonly dts: number,
+    public duration: number,
+  ) {
     this.size = unit.payload.length;
   }
 

@@ -275,8 +275,15 @@ export class Segmenter extends LiveWindow implements MediaReader {
     this.breakPending = false;
     this.waitStart = false;
     this.current = {
-      msn: this.nextMsn, parts: [], duration: 0, bytes: 0, complete: false, discontinuity,
-      init: this.active!.init, programDateTime: this.o.wallClock(unit.dts), startDts: unit.dts,
+      msn: this.nextMsn,
+      parts: [],
+      duration: 0,
+      bytes: 0,
+      complete: false,
+      discontinuity,
+      init: this.active!.init,
+      programDateTime: this.o.wallClock(unit.dts),
+      startDts: unit.dts,
     };
     this.partStartDts = unit.dts;
     this.lastDriverDts = unit.dts;

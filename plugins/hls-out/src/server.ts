@@ -48,10 +48,15 @@ export class HlsServer {
     const none = { auth: 'none' } as const;
     routes.raw('GET', `${HLS_PREFIX}/*`, (req, res) => this.onGet(req, res), none);
     routes.raw('OPTIONS', `${HLS_PREFIX}/*`, (req, res) => preflight(req.raw, res), none);
-    routes.raw('*', `${HLS_PREFIX}/*`, (req, res) => {
-      req.raw.resume();
-      res.writeHead(405, { ...CORS, Allow: 'GET, HEAD, OPTIONS', 'Content-Type': 'text/plain' }).end('method not allowed\n');
-    }, none);
+    routes.raw(
+      '*',
+      `${HLS_PREFIX}/*`,
+      (req, res) => {
+        req.raw.resume();
+        res.writeHead(405, { ...CORS, Allow: 'GET, HEAD, OPTIONS', 'Content-Type': 'text/plain' }).end('method not allowed\n');
+      },
+      none,
+    );
   }
 
   stop(): void {
@@ -130,7 +135,12 @@ export class HlsServer {
       // the segment being made is answered once complete (a player that asks a little early)
       if (!seg.segment(msn) && seg.current?.msn === msn) await this.waitFor(res, seg, () => !!seg.segment(msn) || seg.current?.msn !== msn, this.blockMs(seg));
       const done = seg.segment(msn);
-      return done ? send(form.container === 'fmp4' ? TYPES.mp4 : TYPES.ts, done.parts.map((p) => p.data)) : text(res, 404, 'no such segment');
+      return done
+        ? send(
+            form.container === 'fmp4' ? TYPES.mp4 : TYPES.ts,
+            done.parts.map((p) => p.data),
+          )
+        : text(res, 404, 'no such segment');
     }
     this.stats.fetched('part');
     const msn = Number(m[6]);
@@ -166,7 +176,8 @@ export class HlsServer {
       const msn = Number(msnQ);
       const partQ = req.query.get('_HLS_part');
       const part = partQ === null ? undefined : Number(partQ);
-      if (!Number.isInteger(msn) || msn < 0 || (part !== undefined && (!Number.isInteger(part) || part < 0))) return text(res, 400, 'bad _HLS_msn or _HLS_part');
+      if (!Number.isInteger(msn) || msn < 0 || (part !== undefined && (!Number.isInteger(part) || part < 0)))
+        return text(res, 400, 'bad _HLS_msn or _HLS_part');
       // RFC 8216bis 6.2.5.2: more than two segments ahead of the last is a 400
       if (msn > seg.lastMsn + 2) return text(res, 400, '_HLS_msn too far ahead of the live edge');
       if (!seg.has(msn, part)) {
@@ -225,7 +236,9 @@ function text(res: ServerResponse, status: number, body: string): void {
 function preflight(req: IncomingMessage, res: ServerResponse): void {
   req.resume();
   res.writeHead(204, {
-    ...CORS, 'Access-Control-Allow-Methods': 'GET, HEAD, OPTIONS', 'Access-Control-Max-Age': '86400',
+    ...CORS,
+    'Access-Control-Allow-Methods': 'GET, HEAD, OPTIONS',
+    'Access-Control-Max-Age': '86400',
     'Access-Control-Allow-Headers': req.headers['access-control-request-headers'] ?? '*',
   });
   res.end();

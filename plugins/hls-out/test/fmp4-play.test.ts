@@ -32,12 +32,17 @@ describe('hls-out: fMP4 played by ffmpeg', function () {
 
   describe('test clip through the stand-in ingest', () => {
     let gw: TestGateway;
-    before(async () => { gw = await startHlsGateway(); });
+    before(async () => {
+      gw = await startHlsGateway();
+    });
     after(() => gw.stop());
 
     it('H.264 with AAC audio: ffmpeg plays the play URL; the init segment holds avc1 and mp4a', async () => {
       const open = await gw.openStream({ simNo: '13900000001', chanId: 1, fmt: 1 });
-      assert.match(open.playUrl, new RegExp(`^http://127\\.0\\.0\\.1:${gw.ports['gateway.httpPort']}/hls/13900000001_1_1/index\\.m3u8\\?reqId=[^&]+&token=test-token$`));
+      assert.match(
+        open.playUrl,
+        new RegExp(`^http://127\\.0\\.0\\.1:${gw.ports['gateway.httpPort']}/hls/13900000001_1_1/index\\.m3u8\\?reqId=[^&]+&token=test-token$`),
+      );
       const pub = gw.publish(open.streamName, testClip({ seconds: 2, audio: true }), { loop: true });
       await waitPlaylist(open.playUrl, (p) => p.segments.length >= 1);
       const probe = await playWithFfmpeg(open.playUrl, 4);
@@ -89,7 +94,9 @@ describe('hls-out: fMP4 played by ffmpeg', function () {
 
   describe('terminals over TCP (jt1078-ingest)', () => {
     let gw: TestGateway;
-    before(async () => { gw = await startHlsGateway({ ingest: 'jt1078' }); });
+    before(async () => {
+      gw = await startHlsGateway({ ingest: 'jt1078' });
+    });
     after(() => gw.stop());
 
     it('H.265: hvc1 with VPS, SPS and PPS in the init segment; ffmpeg plays the play URL', async () => {
@@ -127,7 +134,12 @@ describe('hls-out: fMP4 played by ffmpeg', function () {
     it('the glaciall capture (H.264 352x288) replayed in real time: ffmpeg plays it; PROGRAM-DATE-TIME follows the wall clock', async () => {
       const open = await gw.openStream({ simNo: '013800138000', chanId: 1, fmt: 1 });
       const ac = new AbortController();
-      const sim = runSimulator({ file: fixturePath('jt1078/glaciall-cif-h264-2013.bin'), port: gw.ports['jt1078-ingest.livePort2013'], speed: 1, signal: ac.signal });
+      const sim = runSimulator({
+        file: fixturePath('jt1078/glaciall-cif-h264-2013.bin'),
+        port: gw.ports['jt1078-ingest.livePort2013'],
+        speed: 1,
+        signal: ac.signal,
+      });
       try {
         const p = await waitPlaylist(open.playUrl, (x) => x.segments.length >= 1);
         const pdt = p.segments[0].programDateTime!;
@@ -146,7 +158,13 @@ describe('hls-out: fMP4 played by ffmpeg', function () {
     it('the gojt808 capture (H.264 720x576 + G.711A) replayed in real time: ffmpeg plays video and AAC audio', async () => {
       const open = await gw.openStream({ simNo: '156987000796', chanId: 1, fmt: 1 });
       const ac = new AbortController();
-      const sim = runSimulator({ file: fixturePath('jt1078/gojt808-d1-h264-g711a-2013.bin'), port: gw.ports['jt1078-ingest.livePort2013'], speed: 1, loop: true, signal: ac.signal });
+      const sim = runSimulator({
+        file: fixturePath('jt1078/gojt808-d1-h264-g711a-2013.bin'),
+        port: gw.ports['jt1078-ingest.livePort2013'],
+        speed: 1,
+        loop: true,
+        signal: ac.signal,
+      });
       try {
         await waitPlaylist(open.playUrl, (x) => x.segments.length >= 1);
         const probe = await playWithFfmpeg(open.playUrl, 3);

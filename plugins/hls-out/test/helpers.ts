@@ -30,7 +30,11 @@ export async function get(url: string): Promise<{ status: number; headers: Heade
   return { status: res.status, headers: res.headers, body, text: body.toString('utf8') };
 }
 
-export interface ParsedPart { duration: number; uri: string; independent: boolean }
+export interface ParsedPart {
+  duration: number;
+  uri: string;
+  independent: boolean;
+}
 export interface ParsedSegment {
   msn: number;
   duration: number;
@@ -66,14 +70,31 @@ function attrs(s: string): Record<string, string> {
 export function parsePlaylist(text: string): ParsedPlaylist {
   const lines = text.split('\n').filter((l) => l.length > 0);
   assert.equal(lines[0], '#EXTM3U');
-  const p: ParsedPlaylist = { version: 1, targetDuration: -1, mediaSequence: 0, discontinuitySequence: 0, segments: [], trailingParts: [], independentSegments: false, tags: [] };
+  const p: ParsedPlaylist = {
+    version: 1,
+    targetDuration: -1,
+    mediaSequence: 0,
+    discontinuitySequence: 0,
+    segments: [],
+    trailingParts: [],
+    independentSegments: false,
+    tags: [],
+  };
   let pending: Partial<ParsedSegment> & { parts: ParsedPart[] } = { parts: [] };
   let map: string | undefined;
   let extinf: number | undefined;
   for (const line of lines.slice(1)) {
     if (!line.startsWith('#')) {
       assert.notEqual(extinf, undefined, `a URI without EXTINF: ${line}`);
-      p.segments.push({ msn: p.mediaSequence + p.segments.length, duration: extinf!, uri: line, discontinuity: !!pending.discontinuity, map, programDateTime: pending.programDateTime, parts: pending.parts });
+      p.segments.push({
+        msn: p.mediaSequence + p.segments.length,
+        duration: extinf!,
+        uri: line,
+        discontinuity: !!pending.discontinuity,
+        map,
+        programDateTime: pending.programDateTime,
+        parts: pending.parts,
+      });
       pending = { parts: [] };
       extinf = undefined;
       continue;
@@ -81,24 +102,49 @@ export function parsePlaylist(text: string): ParsedPlaylist {
     const [tag, value = ''] = line.split(/:(.*)/s);
     p.tags.push(tag);
     switch (tag) {
-      case '#EXT-X-VERSION': p.version = Number(value); break;
-      case '#EXT-X-TARGETDURATION': p.targetDuration = Number(value); break;
-      case '#EXT-X-MEDIA-SEQUENCE': p.mediaSequence = Number(value); break;
-      case '#EXT-X-DISCONTINUITY-SEQUENCE': p.discontinuitySequence = Number(value); break;
-      case '#EXT-X-INDEPENDENT-SEGMENTS': p.independentSegments = true; break;
-      case '#EXT-X-SERVER-CONTROL': p.serverControl = attrs(value); break;
-      case '#EXT-X-PART-INF': p.partTarget = Number(attrs(value)['PART-TARGET']); break;
-      case '#EXT-X-MAP': map = attrs(value).URI; break;
-      case '#EXT-X-DISCONTINUITY': pending.discontinuity = true; break;
-      case '#EXT-X-PROGRAM-DATE-TIME': pending.programDateTime = Date.parse(value); break;
+      case '#EXT-X-VERSION':
+        p.version = Number(value);
+        break;
+      case '#EXT-X-TARGETDURATION':
+        p.targetDuration = Number(value);
+        break;
+      case '#EXT-X-MEDIA-SEQUENCE':
+        p.mediaSequence = Number(value);
+        break;
+      case '#EXT-X-DISCONTINUITY-SEQUENCE':
+        p.discontinuitySequence = Number(value);
+        break;
+      case '#EXT-X-INDEPENDENT-SEGMENTS':
+        p.independentSegments = true;
+        break;
+      case '#EXT-X-SERVER-CONTROL':
+        p.serverControl = attrs(value);
+        break;
+      case '#EXT-X-PART-INF':
+        p.partTarget = Number(attrs(value)['PART-TARGET']);
+        break;
+      case '#EXT-X-MAP':
+        map = attrs(value).URI;
+        break;
+      case '#EXT-X-DISCONTINUITY':
+        pending.discontinuity = true;
+        break;
+      case '#EXT-X-PROGRAM-DATE-TIME':
+        pending.programDateTime = Date.parse(value);
+        break;
       case '#EXT-X-PART': {
         const a = attrs(value);
         pending.parts.push({ duration: Number(a.DURATION), uri: a.URI, independent: a.INDEPENDENT === 'YES' });
         break;
       }
-      case '#EXT-X-PRELOAD-HINT': p.preloadHint = attrs(value).URI; break;
-      case '#EXTINF': extinf = Number(value.split(',')[0]); break;
-      default: assert.fail(`unknown tag ${tag}`);
+      case '#EXT-X-PRELOAD-HINT':
+        p.preloadHint = attrs(value).URI;
+        break;
+      case '#EXTINF':
+        extinf = Number(value.split(',')[0]);
+        break;
+      default:
+        assert.fail(`unknown tag ${tag}`);
     }
   }
   p.trailingParts = pending.parts;
@@ -161,8 +207,12 @@ function run(bin: string, args: string[], timeoutMs: number): Promise<{ code: nu
     const p = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
-    p.stdout.on('data', (d) => { stdout += d; });
-    p.stderr.on('data', (d) => { stderr += d; });
+    p.stdout.on('data', (d) => {
+      stdout += d;
+    });
+    p.stderr.on('data', (d) => {
+      stderr += d;
+    });
     const t = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
     p.on('error', reject);
     p.on('close', (code) => {
@@ -182,8 +232,20 @@ export async function playWithFfmpeg(url: string, seconds: number): Promise<Prob
   try {
     const rec = await run('ffmpeg', ['-v', 'error', '-nostdin', '-i', url, '-t', String(seconds), '-map', '0', '-c', 'copy', '-y', file], 60_000);
     assert.equal(rec.code, 0, `ffmpeg read the playlist: ${rec.stderr}`);
-    const pr = await run('ffprobe', ['-v', 'error', '-count_frames', '-show_entries',
-      'stream=codec_type,codec_name,codec_tag_string,width,height,nb_read_frames,sample_rate,channels', '-of', 'json', file], 60_000);
+    const pr = await run(
+      'ffprobe',
+      [
+        '-v',
+        'error',
+        '-count_frames',
+        '-show_entries',
+        'stream=codec_type,codec_name,codec_tag_string,width,height,nb_read_frames,sample_rate,channels',
+        '-of',
+        'json',
+        file,
+      ],
+      60_000,
+    );
     assert.equal(pr.code, 0, pr.stderr);
     const streams = JSON.parse(pr.stdout).streams as Array<Record<string, string | number>>;
     const v = streams.find((s) => s.codec_type === 'video');
@@ -206,8 +268,20 @@ export async function probeBytes(data: Buffer, ext: string): Promise<Probe & { r
   const file = path.join(dir, `media.${ext}`);
   try {
     fs.writeFileSync(file, data);
-    const pr = await run('ffprobe', ['-v', 'error', '-count_frames', '-show_entries',
-      'stream=codec_type,codec_name,codec_tag_string,width,height,nb_read_frames,sample_rate,channels', '-of', 'json', file], 60_000);
+    const pr = await run(
+      'ffprobe',
+      [
+        '-v',
+        'error',
+        '-count_frames',
+        '-show_entries',
+        'stream=codec_type,codec_name,codec_tag_string,width,height,nb_read_frames,sample_rate,channels',
+        '-of',
+        'json',
+        file,
+      ],
+      60_000,
+    );
     assert.equal(pr.code, 0, pr.stderr);
     const streams = JSON.parse(pr.stdout).streams as Array<Record<string, string | number>>;
     const v = streams.find((s) => s.codec_type === 'video');
@@ -236,7 +310,10 @@ export function pacedTerminal(port: number, frames: Buffer[][], fps: number): { 
     const s = net.connect({ host: '127.0.0.1', port });
     s.setNoDelay(true);
     s.on('error', () => undefined);
-    await new Promise<void>((resolve, reject) => { s.once('connect', resolve); s.once('error', reject); });
+    await new Promise<void>((resolve, reject) => {
+      s.once('connect', resolve);
+      s.once('error', reject);
+    });
     const t0 = Date.now();
     for (let i = 0; i < frames.length && !stopped; i++) {
       const wait = t0 + (i * 1000) / fps - Date.now();
@@ -245,5 +322,10 @@ export function pacedTerminal(port: number, frames: Buffer[][], fps: number): { 
     }
     s.end();
   })();
-  return { done, stop: () => { stopped = true; } };
+  return {
+    done,
+    stop: () => {
+      stopped = true;
+    },
+  };
 }

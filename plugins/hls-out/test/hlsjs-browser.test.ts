@@ -73,7 +73,11 @@ interface Snapshot {
 }
 
 class HlsPage {
-  private constructor(private readonly server: http.Server, private readonly browser: Browser, readonly page: Page) {}
+  private constructor(
+    private readonly server: http.Server,
+    private readonly browser: Browser,
+    readonly page: Page,
+  ) {}
 
   static async start(): Promise<HlsPage> {
     if (!fs.existsSync(CHROMIUM)) throw new Error(`Chromium is missing at ${CHROMIUM}: install Debian's 'chromium' package`);
@@ -85,12 +89,26 @@ class HlsPage {
       res.end(body);
     });
     server.listen(0, '127.0.0.1');
-    await new Promise<void>((resolve, reject) => { server.once('listening', resolve); server.once('error', reject); });
+    await new Promise<void>((resolve, reject) => {
+      server.once('listening', resolve);
+      server.once('error', reject);
+    });
     const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     const browser = await chromium.launch({
-      executablePath: CHROMIUM, headless: true, timeout: 30_000,
-      args: ['--autoplay-policy=no-user-gesture-required', '--disable-audio-output', '--no-sandbox', '--disable-gpu', '--disable-quic',
-        '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      executablePath: CHROMIUM,
+      headless: true,
+      timeout: 30_000,
+      args: [
+        '--autoplay-policy=no-user-gesture-required',
+        '--disable-audio-output',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
     });
     const page = await browser.newPage();
     page.setDefaultTimeout(10_000);
@@ -100,11 +118,19 @@ class HlsPage {
   }
 
   play(id: string, url: string, lowLatency: boolean, extra: Record<string, unknown> = {}): Promise<void> {
-    return within(`starting ${id}`, 5_000, this.page.evaluate(([i, u, ll, x]) => (globalThis as any).play(i, u, ll, x), [id, url, lowLatency, extra] as const));
+    return within(
+      `starting ${id}`,
+      5_000,
+      this.page.evaluate(([i, u, ll, x]) => (globalThis as any).play(i, u, ll, x), [id, url, lowLatency, extra] as const),
+    );
   }
 
   async snapshot(id: string): Promise<Snapshot> {
-    const s = await within(`reading ${id}`, 5_000, this.page.evaluate((i) => (globalThis as any).snapshot(i) as Snapshot | null, id));
+    const s = await within(
+      `reading ${id}`,
+      5_000,
+      this.page.evaluate((i) => (globalThis as any).snapshot(i) as Snapshot | null, id),
+    );
     if (!s) throw new Error(`no player ${id}`);
     return s;
   }
@@ -138,14 +164,23 @@ describe('browser: hls.js in headless Chromium plays the HLS play URL', function
     if (report.length) console.log(report.map((l) => `      ${l}`).join('\n'));
   });
 
-  async function watch(id: string, url: string, lowLatency: boolean, extra: Record<string, unknown> = {}): Promise<{ first: Snapshot; last: Snapshot; behind: number[] }> {
+  async function watch(
+    id: string,
+    url: string,
+    lowLatency: boolean,
+    extra: Record<string, unknown> = {},
+  ): Promise<{ first: Snapshot; last: Snapshot; behind: number[] }> {
     const p = page!;
     await p.play(id, url, lowLatency, extra);
     // playing: the clock has moved past a second
     const deadline = Date.now() + 20_000;
     let first = await p.snapshot(id);
     while (first.currentTime < 1 && Date.now() < deadline) {
-      assert.deepEqual(first.errors.filter((e) => e.fatal), [], 'no fatal hls.js error');
+      assert.deepEqual(
+        first.errors.filter((e) => e.fatal),
+        [],
+        'no fatal hls.js error',
+      );
       await sleep(200);
       first = await p.snapshot(id);
     }
@@ -171,11 +206,20 @@ describe('browser: hls.js in headless Chromium plays the HLS play URL', function
       assert.ok(last.audioBytes > 0, 'AAC decoded');
       assert.equal(last.details?.canBlockReload, true, 'hls.js sees blocking reload');
       assert.ok(last.details?.partTarget, 'hls.js sees parts');
-      assert.deepEqual(last.errors.filter((e) => e.fatal), []);
+      assert.deepEqual(
+        last.errors.filter((e) => e.fatal),
+        [],
+      );
       // a part whose audio ends before its video does makes hls.js load it again and again (bufferAppendNoProgress)
-      assert.deepEqual(last.errors.filter((e) => e.details === 'bufferAppendNoProgress'), [], 'every part holds the audio up to its end');
-      assert.ok(behind.length > 0, 'hls.js reports the playhead\'s program date');
-      report.push(`hls.js LL-HLS (fMP4, parts ${last.details?.partTarget} s): behind live median ${median(behind)} ms (min ${Math.min(...behind)}, max ${Math.max(...behind)}); hls.js latency ${last.latency.toFixed(2)} s; hls.js errors (none fatal): ${JSON.stringify(last.errors)}`);
+      assert.deepEqual(
+        last.errors.filter((e) => e.details === 'bufferAppendNoProgress'),
+        [],
+        'every part holds the audio up to its end',
+      );
+      assert.ok(behind.length > 0, "hls.js reports the playhead's program date");
+      report.push(
+        `hls.js LL-HLS (fMP4, parts ${last.details?.partTarget} s): behind live median ${median(behind)} ms (min ${Math.min(...behind)}, max ${Math.max(...behind)}); hls.js latency ${last.latency.toFixed(2)} s; hls.js errors (none fatal): ${JSON.stringify(last.errors)}`,
+      );
     } finally {
       pub.stop();
       await gw.api('POST', '/strm/close', { reqIds: [open.reqId] });
@@ -191,7 +235,10 @@ describe('browser: hls.js in headless Chromium plays the HLS play URL', function
       assert.ok(last.currentTime >= first.currentTime + 3, `the clock advanced: ${first.currentTime} -> ${last.currentTime}`);
       assert.ok(last.totalVideoFrames > first.totalVideoFrames + 50);
       assert.equal(last.audioBytes, 0, 'no audio');
-      assert.deepEqual(last.errors.filter((e) => e.fatal), []);
+      assert.deepEqual(
+        last.errors.filter((e) => e.fatal),
+        [],
+      );
       report.push(`hls.js LL-HLS video only: behind live median ${behind.length ? median(behind) : 'n/a'} ms; hls.js latency ${last.latency.toFixed(2)} s`);
     } finally {
       pub.stop();
@@ -208,8 +255,13 @@ describe('browser: hls.js in headless Chromium plays the HLS play URL', function
       assert.ok(last.currentTime >= first.currentTime + 3, `the clock advanced: ${first.currentTime} -> ${last.currentTime}`);
       assert.ok(last.totalVideoFrames > first.totalVideoFrames + 50);
       assert.ok(last.audioBytes > 0, 'AAC decoded');
-      assert.deepEqual(last.errors.filter((e) => e.fatal), []);
-      report.push(`hls.js MPEG-TS (2 s segments): behind live median ${behind.length ? median(behind) : 'n/a'} ms; hls.js latency ${last.latency.toFixed(2)} s`);
+      assert.deepEqual(
+        last.errors.filter((e) => e.fatal),
+        [],
+      );
+      report.push(
+        `hls.js MPEG-TS (2 s segments): behind live median ${behind.length ? median(behind) : 'n/a'} ms; hls.js latency ${last.latency.toFixed(2)} s`,
+      );
     } finally {
       pub.stop();
       await gw.api('POST', '/strm/close', { reqIds: [open.reqId] });

@@ -32,7 +32,12 @@ describe('hls-out: playlists read by an independent parser (hls-parser, strict)'
 
   for (const subFmt of ['fmp4', 'mpegts'] as const) {
     it(`${subFmt}: RFC 8216 rules hold over reloads`, async () => {
-      const open = await gw.openStream({ simNo: subFmt === 'fmp4' ? '13900000061' : '13900000062', chanId: 1, fmt: 1, ...(subFmt === 'mpegts' ? { extra: { subFmt } } : {}) });
+      const open = await gw.openStream({
+        simNo: subFmt === 'fmp4' ? '13900000061' : '13900000062',
+        chanId: 1,
+        fmt: 1,
+        ...(subFmt === 'mpegts' ? { extra: { subFmt } } : {}),
+      });
       stops.push(gw.publish(open.streamName, testClip({ seconds: 2, audio: true }), { loop: true }).stop);
       await waitPlaylist(open.playUrl, (p) => p.segments.length >= 2);
       let prevBase = -1;
@@ -52,7 +57,10 @@ describe('hls-out: playlists read by an independent parser (hls-parser, strict)'
         prevBase = base;
         const version = versionOf(r.text);
         if (subFmt === 'fmp4') {
-          assert.ok(p.segments.filter((s) => s.uri).every((s) => s.map), 'every fMP4 segment has its EXT-X-MAP');
+          assert.ok(
+            p.segments.filter((s) => s.uri).every((s) => s.map),
+            'every fMP4 segment has its EXT-X-MAP',
+          );
           assert.ok(version >= 6, `EXT-X-MAP needs version 6 or more, got ${version}`);
           assert.ok(p.partTargetDuration && p.partTargetDuration > 0, 'LL-HLS: PART-TARGET');
           assert.ok(p.lowLatencyCompatibility?.canBlockReload, 'LL-HLS: CAN-BLOCK-RELOAD');

@@ -11,7 +11,9 @@ import { checkRfc, get, pacedTerminal, playWithFfmpeg, probeBytes, resolveUri, s
 describe('hls-out: MPEG-TS played by ffmpeg', function () {
   this.timeout(90_000);
   let gw: TestGateway;
-  before(async () => { gw = await startHlsGateway({ ingest: 'jt1078' }); });
+  before(async () => {
+    gw = await startHlsGateway({ ingest: 'jt1078' });
+  });
   after(() => gw.stop());
 
   it('H.264 with AAC: a version 3 playlist of .ts segments without parts; ffmpeg plays it; each segment decodes alone', async () => {
@@ -46,7 +48,9 @@ describe('hls-out: MPEG-TS played by ffmpeg', function () {
   it('H.265 from a terminal: stream type 0x24, ffmpeg plays the play URL', async () => {
     const es = makeHevc({ size: '320x240', seconds: 10, keyint: 25 });
     const packer = new Jt1078Packer({ layout: '2013', sim: '013912345679', channel: 1 });
-    const frames = hevcAccessUnits(es).map((au, i) => packer.packFrame({ dataType: au.irap ? 0 : 1, pt: 99, timestamp: 2_000_000 + i * 40, payload: au.payload }));
+    const frames = hevcAccessUnits(es).map((au, i) =>
+      packer.packFrame({ dataType: au.irap ? 0 : 1, pt: 99, timestamp: 2_000_000 + i * 40, payload: au.payload }),
+    );
     const open = await gw.openStream({ simNo: '013912345679', chanId: 1, fmt: 1, extra: { subFmt: 'mpegts' } });
     const term = pacedTerminal(gw.ports['jt1078-ingest.livePort2013'], frames, 25);
     try {

@@ -67,7 +67,10 @@ describe('hls-out: playlists, LL-HLS and the HTTP side', function () {
           const b = p.segments[k];
           assert.equal(b.msn, a.msn + 1);
           // the wall clock maps the stream's timeline: consecutive dates differ by the first one's duration
-          assert.ok(Math.abs(b.programDateTime! - a.programDateTime! - a.duration * 1000) <= 1, `dates ${a.programDateTime} -> ${b.programDateTime} for ${a.duration} s`);
+          assert.ok(
+            Math.abs(b.programDateTime! - a.programDateTime! - a.duration * 1000) <= 1,
+            `dates ${a.programDateTime} -> ${b.programDateTime} for ${a.duration} s`,
+          );
         }
         prev = p;
         await new Promise((r) => setTimeout(r, 400));
@@ -84,7 +87,8 @@ describe('hls-out: playlists, LL-HLS and the HTTP side', function () {
       assert.equal(seg.parts[0].independent, true, 'a segment starts at a keyframe');
       const total = seg.parts.reduce((n, x) => n + x.duration, 0);
       assert.ok(Math.abs(total - seg.duration) < 0.002, `parts add up to the segment (${total} vs ${seg.duration})`);
-      for (const part of seg.parts.slice(0, -1)) assert.ok(part.duration >= 0.85 * p.partTarget!, `a part of ${part.duration} s is at least 85 % of the target`);
+      for (const part of seg.parts.slice(0, -1))
+        assert.ok(part.duration >= 0.85 * p.partTarget!, `a part of ${part.duration} s is at least 85 % of the target`);
       const bodies = await Promise.all(seg.parts.map((x) => get(resolveUri(url, x.uri))));
       for (const b of bodies) {
         assert.equal(b.status, 200);
@@ -102,7 +106,10 @@ describe('hls-out: playlists, LL-HLS and the HTTP side', function () {
       assert.equal(r.status, 200);
       const q = parsePlaylist(r.text);
       const uris = [...q.segments.flatMap((s) => s.parts), ...q.trailingParts].map((x) => x.uri);
-      assert.ok(uris.some((u) => u.startsWith(`part-${msn}.${part}.m4s?`) || u.startsWith(`part-${Number(msn) + 1}.0.m4s?`)), `the part asked for is listed:\n${r.text}`);
+      assert.ok(
+        uris.some((u) => u.startsWith(`part-${msn}.${part}.m4s?`) || u.startsWith(`part-${Number(msn) + 1}.0.m4s?`)),
+        `the part asked for is listed:\n${r.text}`,
+      );
       // and the hinted part, fetched before it exists, is answered when it does
       const h2 = parsePlaylist((await get(url)).text).preloadHint!;
       const partBody = await get(resolveUri(url, h2));
@@ -151,7 +158,9 @@ describe('hls-out: playlists, LL-HLS and the HTTP side', function () {
 
   describe('requests and streams coming and going', () => {
     let gw: TestGateway;
-    before(async () => { gw = await startHlsGateway(); });
+    before(async () => {
+      gw = await startHlsGateway();
+    });
     after(() => gw.stop());
 
     it('an early player: a playlist asked for before any media is answered once the first segment exists', async () => {
@@ -167,7 +176,7 @@ describe('hls-out: playlists, LL-HLS and the HTTP side', function () {
       await gw.api('POST', '/strm/close', { reqIds: [open.reqId] });
     });
 
-    it('a closed request\'s URLs answer 401 or 404', async () => {
+    it("a closed request's URLs answer 401 or 404", async () => {
       const open = await gw.openStream({ simNo: '13900000032', chanId: 1, fmt: 1 });
       const other = await gw.openStream({ simNo: '13900000032', chanId: 1, fmt: 1, token: 'other-token' });
       const pub = gw.publish(open.streamName, testClip({ seconds: 2 }), { loop: true });
@@ -217,12 +226,12 @@ describe('hls-out: playlists, LL-HLS and the HTTP side', function () {
         await gw.publish(open.streamName, clip, { loop: 10, realtime: false }).done;
         const largest = await metric(gw, 'gw_hls_out_largest_stream_bytes');
         assert.ok(largest > 0 && largest <= max, `largest stream window ${largest} <= ${max}`);
-        assert.ok(await metric(gw, 'gw_hls_out_memory_drops_total') > 0, 'segments dropped for memory are counted');
+        assert.ok((await metric(gw, 'gw_hls_out_memory_drops_total')) > 0, 'segments dropped for memory are counted');
         const p = parsePlaylist((await get(open.playUrl)).text);
         checkRfc(p, 'fmp4');
         assert.ok(p.segments.length >= 1 && p.segments.length < 6, `fewer segments than the window: ${p.segments.length}`);
         await gw.api('POST', '/strm/close', { reqIds: [open.reqId] });
-        assert.equal(await metric(gw, 'gw_hls_out_memory_bytes'), 0, 'a closed request\'s window is freed');
+        assert.equal(await metric(gw, 'gw_hls_out_memory_bytes'), 0, "a closed request's window is freed");
       } finally {
         await gw.stop();
       }
@@ -231,7 +240,13 @@ describe('hls-out: playlists, LL-HLS and the HTTP side', function () {
     it('a player that stops fetching is let go after playerIdleSec; the request then counts none', async () => {
       const clock = new ManualClock();
       const stub = stubMediaPlugin();
-      const gw = await startTestGateway({ clock, plugins: [{ name: stub.name, def: stub.def }, { name: 'hls-out', def: hlsOut, config: { playerIdleSec: 10 } }] });
+      const gw = await startTestGateway({
+        clock,
+        plugins: [
+          { name: stub.name, def: stub.def },
+          { name: 'hls-out', def: hlsOut, config: { playerIdleSec: 10 } },
+        ],
+      });
       try {
         const open = await gw.openStream({ simNo: '13900000042', chanId: 1, fmt: 1, dataTyp: 1 });
         await gw.publish(open.streamName, testClip({ seconds: 2 }), { loop: 3, realtime: false }).done;

@@ -16,9 +16,18 @@ describe('hls-out: ready means the first segment exists', function () {
   const notices: Notice[] = [];
   before(async () => {
     const stub = stubMediaPlugin({ fmts: [0] });
-    const probe = definePlugin({ name: 'notice-probe', setup(ctx) { ctx.notices.on((n) => notices.push(n)); } });
+    const probe = definePlugin({
+      name: 'notice-probe',
+      setup(ctx) {
+        ctx.notices.on((n) => notices.push(n));
+      },
+    });
     gw = await startTestGateway({
-      plugins: [{ name: stub.name, def: stub.def }, { name: 'hls-out', def: hlsOut }, { name: 'notice-probe', def: probe }],
+      plugins: [
+        { name: stub.name, def: stub.def },
+        { name: 'hls-out', def: hlsOut },
+        { name: 'notice-probe', def: probe },
+      ],
     });
   });
   after(() => gw.stop());

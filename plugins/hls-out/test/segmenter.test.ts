@@ -13,9 +13,24 @@ const log = pino({ level: 'silent' });
 function segmenter(o: Partial<SegmenterOptions> = {}): { seg: Segmenter; drops: () => number } {
   let drops = 0;
   const seg = new Segmenter({
-    container: 'fmp4', targetDurationSec: 2, partTargetSec: 0.333, windowSegments: 6, maxStreamBytes: 16 * 1024 * 1024,
-    audioWaitMs: 0, wantsAudioWithVideo: false, wallClock: (d) => 1_700_000_000_000 + d, sourceHasAudio: () => false, log,
-    stats: { parts: () => undefined, segments: () => undefined, memoryDrops: () => { drops++; }, unitsLeftOut: () => undefined },
+    container: 'fmp4',
+    targetDurationSec: 2,
+    partTargetSec: 0.333,
+    windowSegments: 6,
+    maxStreamBytes: 16 * 1024 * 1024,
+    audioWaitMs: 0,
+    wantsAudioWithVideo: false,
+    wallClock: (d) => 1_700_000_000_000 + d,
+    sourceHasAudio: () => false,
+    log,
+    stats: {
+      parts: () => undefined,
+      segments: () => undefined,
+      memoryDrops: () => {
+        drops++;
+      },
+      unitsLeftOut: () => undefined,
+    },
     ...o,
   });
   return { seg, drops: () => drops };
@@ -26,7 +41,13 @@ function looped(units: ReadonlyArray<AccessUnit>, passes: number, spanMs: number
   const out: AccessUnit[] = [];
   for (let p = 0; p < passes; p++) {
     for (const u of units) {
-      out.push({ ...u, dts: u.dts + p * spanMs, pts: u.pts + p * spanMs, dtsTicks: u.dtsTicks + Math.round(p * spanMs * u.timescale / 1000), ptsTicks: u.ptsTicks + Math.round(p * spanMs * u.timescale / 1000) });
+      out.push({
+        ...u,
+        dts: u.dts + p * spanMs,
+        pts: u.pts + p * spanMs,
+        dtsTicks: u.dtsTicks + Math.round((p * spanMs * u.timescale) / 1000),
+        ptsTicks: u.ptsTicks + Math.round((p * spanMs * u.timescale) / 1000),
+      });
     }
   }
   return out;
@@ -43,7 +64,10 @@ describe('hls-out: the segmenter', () => {
       assert.equal(s.duration, 2);
       assert.equal(s.parts[0].independent, true);
       for (const p of s.parts) assert.ok(p.duration <= 0.333, `part of ${p.duration}`);
-      assert.equal(s.bytes, s.parts.reduce((n, p) => n + p.data.length, 0));
+      assert.equal(
+        s.bytes,
+        s.parts.reduce((n, p) => n + p.data.length, 0),
+      );
     }
     assert.equal(seg.segments[7].msn, seg.segments[0].msn + 7);
     assert.equal(seg.targetDuration, 2);
@@ -130,7 +154,8 @@ describe('hls-out: the segmenter across configuration changes', () => {
     seg.tracks([a.video]);
     for (const u of looped(a.units, 2, a.durationMs)) seg.write(u);
     seg.tracks([b.video]);
-    for (const u of looped(b.units, 3, b.durationMs)) seg.write({ ...u, dts: u.dts + 4000, pts: u.pts + 4000, dtsTicks: u.dtsTicks + 360_000, ptsTicks: u.ptsTicks + 360_000 });
+    for (const u of looped(b.units, 3, b.durationMs))
+      seg.write({ ...u, dts: u.dts + 4000, pts: u.pts + 4000, dtsTicks: u.dtsTicks + 360_000, ptsTicks: u.ptsTicks + 360_000 });
     const versions = seg.segments.map((s) => `${s.init.version}${s.discontinuity ? 'd' : ''}`);
     assert.deepEqual(versions, ['1', '1', '2d', '2'], 'the first segment of the new size starts after a discontinuity, with init 2');
     assert.ok(seg.initOf(1)?.data && seg.initOf(2)?.data);

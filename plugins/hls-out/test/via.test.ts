@@ -29,13 +29,17 @@ describe('hls-out: via on a play URL', function () {
   before(async () => {
     const stub = stubMediaPlugin({ fmts: [0] });
     gw = await startTestGateway({
-      plugins: [{ name: stub.name, def: stub.def }, { name: 'keys', def: keys }, { name: 'hls-out', def: hlsOut }],
+      plugins: [
+        { name: stub.name, def: stub.def },
+        { name: 'keys', def: keys },
+        { name: 'hls-out', def: hlsOut },
+      ],
       captureLogs: true,
     });
   });
   after(() => gw.stop());
 
-  it('a playlist with via=keys is the stage\'s form: its segments hold key frames only, its URLs carry the via', async () => {
+  it("a playlist with via=keys is the stage's form: its segments hold key frames only, its URLs carry the via", async () => {
     const open = await gw.openStream({ simNo: '13900000051', chanId: 1, fmt: 1 });
     const pub = gw.publish(open.streamName, testClip({ seconds: 2, gopFrames: 5 }), { loop: true });
     const url = `${open.playUrl}&via=keys`;
@@ -43,14 +47,23 @@ describe('hls-out: via on a play URL', function () {
     const thin = await window(url);
     const own = await window(open.playUrl);
     pub.stop();
-    assert.ok(thin.uris.every((u) => u.endsWith('&via=keys')), 'the URLs it names read the same form');
+    assert.ok(
+      thin.uris.every((u) => u.endsWith('&via=keys')),
+      'the URLs it names read the same form',
+    );
     assert.ok(own.uris.every((u) => !u.includes('via=')));
     const t = await probeVideo(thin.file, { format: 'mp4' });
     assert.ok(t.frames.length >= 4, `${t.frames.length} frames`);
-    assert.ok(t.frames.every((f) => f.pictType === 'I'), 'key frames only');
+    assert.ok(
+      t.frames.every((f) => f.pictType === 'I'),
+      'key frames only',
+    );
     assert.equal(t.errors, '');
     const o = await probeVideo(own.file, { format: 'mp4' });
-    assert.ok(o.frames.some((f) => f.pictType === 'P'), 'the request\'s own form has every frame');
+    assert.ok(
+      o.frames.some((f) => f.pictType === 'P'),
+      "the request's own form has every frame",
+    );
     await gw.api('POST', '/strm/close', { reqIds: [open.reqId] });
     assert.equal(gw.bus.list().length, 0, 'both forms stopped with the request');
   });

@@ -28,9 +28,24 @@ function looped(units: ReadonlyArray<AccessUnit>, passes: number, spanMs: number
 function ours(container: 'fmp4' | 'mpegts', units: AccessUnit[], track: Parameters<Segmenter['tracks']>[0]): { usPerSegment: number; parts: number } {
   let parts = 0;
   const seg = new Segmenter({
-    container, targetDurationSec: 2, partTargetSec: 0.333, windowSegments: 6, maxStreamBytes: 64 * 1024 * 1024, audioWaitMs: 0,
-    wantsAudioWithVideo: false, wallClock: () => undefined, sourceHasAudio: () => false, log: pino({ level: 'silent' }),
-    stats: { parts: () => { parts++; }, segments: () => undefined, memoryDrops: () => undefined, unitsLeftOut: () => undefined },
+    container,
+    targetDurationSec: 2,
+    partTargetSec: 0.333,
+    windowSegments: 6,
+    maxStreamBytes: 64 * 1024 * 1024,
+    audioWaitMs: 0,
+    wantsAudioWithVideo: false,
+    wallClock: () => undefined,
+    sourceHasAudio: () => false,
+    log: pino({ level: 'silent' }),
+    stats: {
+      parts: () => {
+        parts++;
+      },
+      segments: () => undefined,
+      memoryDrops: () => undefined,
+      unitsLeftOut: () => undefined,
+    },
   });
   seg.tracks(track);
   const t0 = performance.now();
@@ -39,10 +54,26 @@ function ours(container: 'fmp4' | 'mpegts', units: AccessUnit[], track: Paramete
   return { usPerSegment: (ms * 1000) / SEGMENTS, parts };
 }
 
-async function bunny(kind: 'fmp4' | 'mpegts', units: AccessUnit[], sps: Buffer, pps: Buffer, width: number, height: number): Promise<{ usPerSegment: number; fragmentsPerSegment: number }> {
+async function bunny(
+  kind: 'fmp4' | 'mpegts',
+  units: AccessUnit[],
+  sps: Buffer,
+  pps: Buffer,
+  width: number,
+  height: number,
+): Promise<{ usPerSegment: number; fragmentsPerSegment: number }> {
   let fragments = 0;
   const output = new Output({
-    format: kind === 'fmp4' ? new Mp4OutputFormat({ fastStart: 'fragmented', minimumFragmentDuration: 0.333, onMoof: () => { fragments++; } }) : new MpegTsOutputFormat(),
+    format:
+      kind === 'fmp4'
+        ? new Mp4OutputFormat({
+            fastStart: 'fragmented',
+            minimumFragmentDuration: 0.333,
+            onMoof: () => {
+              fragments++;
+            },
+          })
+        : new MpegTsOutputFormat(),
     target: new NullTarget(),
   });
   const src = new EncodedVideoPacketSource('avc');
@@ -57,7 +88,11 @@ async function bunny(kind: 'fmp4' | 'mpegts', units: AccessUnit[], sps: Buffer, 
     const size = nals.reduce((n, x) => n + 4 + x.length, 0);
     const data = Buffer.allocUnsafe(size);
     let at = 0;
-    for (const n of nals) { data.writeUInt32BE(n.length, at); n.copy(data, at + 4); at += 4 + n.length; }
+    for (const n of nals) {
+      data.writeUInt32BE(n.length, at);
+      n.copy(data, at + 4);
+      at += 4 + n.length;
+    }
     const pkt = new EncodedPacket(data, u.keyframe ? 'key' : 'delta', u.pts / 1000, 0.04);
     await src.add(pkt, first ? { decoderConfig: { codec: 'avc1.42001e', codedWidth: width, codedHeight: height, description } } : undefined);
     first = false;
@@ -77,7 +112,10 @@ async function main(): Promise<void> {
   const units = looped(clip.units, SEGMENTS + 1, clip.durationMs);
   const v = clip.video;
   // warm-up runs, then the measured ones
-  for (let i = 0; i < 2; i++) { ours('fmp4', units, clip.tracks); ours('mpegts', units, clip.tracks); }
+  for (let i = 0; i < 2; i++) {
+    ours('fmp4', units, clip.tracks);
+    ours('mpegts', units, clip.tracks);
+  }
   const f = ours('fmp4', units, clip.tracks);
   const t = ours('mpegts', units, clip.tracks);
   await bunny('fmp4', units, v.sps!, v.pps!, v.width!, v.height!);
@@ -85,11 +123,21 @@ async function main(): Promise<void> {
   await bunny('mpegts', units, v.sps!, v.pps!, v.width!, v.height!);
   const bt = await bunny('mpegts', units, v.sps!, v.pps!, v.width!, v.height!);
   const bytes = clip.units.reduce((n, u) => n + u.payload.length, 0);
-  console.log(JSON.stringify({
-    clip: `${v.width}x${v.height} 25 fps, ${bytes} bytes per 2 s segment`,
-    ours: { fmp4UsPerSegment: Math.round(f.usPerSegment), fmp4PartsPerSegment: f.parts / SEGMENTS, mpegtsUsPerSegment: Math.round(t.usPerSegment) },
-    mediabunny: { fmp4UsPerSegment: Math.round(bf.usPerSegment), fmp4FragmentsPerSegment: bf.fragmentsPerSegment, mpegtsUsPerSegment: Math.round(bt.usPerSegment) },
-  }, null, 2));
+  console.log(
+    JSON.stringify(
+      {
+        clip: `${v.width}x${v.height} 25 fps, ${bytes} bytes per 2 s segment`,
+        ours: { fmp4UsPerSegment: Math.round(f.usPerSegment), fmp4PartsPerSegment: f.parts / SEGMENTS, mpegtsUsPerSegment: Math.round(t.usPerSegment) },
+        mediabunny: {
+          fmp4UsPerSegment: Math.round(bf.usPerSegment),
+          fmp4FragmentsPerSegment: bf.fragmentsPerSegment,
+          mpegtsUsPerSegment: Math.round(bt.usPerSegment),
+        },
+      },
+      null,
+      2,
+    ),
+  );
 }
 
 void main();

@@ -9,19 +9,26 @@ export class IntercomConfig {
    * ws(s)://host:port written into taUrl and wsUrl; default: the gateway's apiBase with http→ws, https→wss (the talk
    * sockets are on the API port). Set it when a TLS front publishes the API port elsewhere.
    */
-  @IsOptional() @IsString()
+  @IsOptional()
+  @IsString()
   publicBase: string | undefined = undefined;
 
   /** audio per JT/T 1078 packet sent to the terminal, ms (20 ms = 160 samples at 8 kHz, what terminals send) */
-  @IsInt() @Min(10) @Max(100)
+  @IsInt()
+  @Min(10)
+  @Max(100)
   frameMs = 20;
 
   /** audio gathered before the first packet of a talk spurt leaves (the jitter buffer's depth), ms */
-  @IsInt() @Min(0) @Max(1000)
+  @IsInt()
+  @Min(0)
+  @Max(1000)
   jitterMs = 40;
 
   /** most audio held for one talker, ms: what a client sends beyond it is dropped and counted, never queued */
-  @IsInt() @Min(100) @Max(5000)
+  @IsInt()
+  @Min(100)
+  @Max(5000)
   maxBufferMs = 400;
 
   /** codec sent to a terminal that has sent no audio yet (else its own codec is used) */
@@ -29,7 +36,9 @@ export class IntercomConfig {
   defaultCodec: DefaultCodec = 'g711a';
 
   /** G.726 bits per sample (2..5: 16..40 kbit/s) for defaultCodec g726 */
-  @IsInt() @Min(2) @Max(5)
+  @IsInt()
+  @Min(2)
+  @Max(5)
   defaultG726Bits = 4;
 
   /** G.726 codeword packing for defaultCodec g726 */
@@ -41,14 +50,19 @@ export class IntercomConfig {
   fallbackLayout: '2013' | '2019' = '2013';
 
   /** largest WebSocket message accepted (taUrl and wsUrl); a bigger one closes the socket with 1009 */
-  @IsInt() @Min(1024) @Max(1024 * 1024)
+  @IsInt()
+  @Min(1024)
+  @Max(1024 * 1024)
   maxMessageBytes = 64 * 1024;
 
   /** STOMP heart-beats this server offers and asks for, ms (0: none) */
-  @IsInt() @Min(0) @Max(600_000)
+  @IsInt()
+  @Min(0)
+  @Max(600_000)
   stompHeartBeatMs = 10_000;
 
   /** bytes waiting on a talker's socket past which downlink audio frames are dropped (counted) */
-  @IsInt() @Min(4096)
+  @IsInt()
+  @Min(4096)
   downlinkMaxBacklogBytes = 64 * 1024;
 }

@@ -27,7 +27,10 @@ export class JitterBuffer {
   private read = 0;
   readonly stats: JitterStats = { accepted: 0, dropped: 0, underruns: 0 };
 
-  constructor(readonly capacity: number, readonly prebuffer: number) {
+  constructor(
+    readonly capacity: number,
+    readonly prebuffer: number,
+  ) {
     if (!(capacity > 0) || prebuffer > capacity) throw new RangeError(`jitter buffer: prebuffer ${prebuffer} over capacity ${capacity}`);
     this.ring = new Int16Array(capacity);
   }

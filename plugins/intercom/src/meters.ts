@@ -27,9 +27,16 @@ export function createMeters(m: Metrics, talkers: () => number): IntercomMeters 
     uplinkFrames: m.counter('uplink_frames_total', 'audio frames sent to terminals as JT/T 1078 packets'),
     uplinkRefused: m.counter('uplink_refused_total', 'audio frames the terminal link refused (gone, or its send backlog full)'),
     dropped: { overflow: dropped.labels('overflow'), noTerminal: dropped.labels('no-terminal') },
-    delay: m.histogram('uplink_delay_seconds', 'from a client message\'s arrival to the packet carrying its first sample handed to the terminal\'s socket', DELAY_BUCKETS),
+    delay: m.histogram(
+      'uplink_delay_seconds',
+      "from a client message's arrival to the packet carrying its first sample handed to the terminal's socket",
+      DELAY_BUCKETS,
+    ),
     downlinkFrames: m.counter('downlink_frames_total', 'terminal audio frames sent to talk clients'),
-    downlinkDropped: m.counter('downlink_dropped_total', 'terminal audio frames not sent to talk clients: their socket backed up, or the frame could not be decoded'),
+    downlinkDropped: m.counter(
+      'downlink_dropped_total',
+      'terminal audio frames not sent to talk clients: their socket backed up, or the frame could not be decoded',
+    ),
     malformed: m.counter('malformed_messages_total', 'messages that closed a talk socket as malformed', ['proto']),
     stompErrors: m.counter('stomp_errors_total', 'STOMP ERROR frames sent'),
   };

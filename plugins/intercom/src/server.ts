@@ -25,7 +25,11 @@ export interface TalkServerOptions {
 }
 
 /** a refusal: the socket is closed with this code and reason before any audio */
-interface Refusal { code: number; reason: string; metric: string }
+interface Refusal {
+  code: number;
+  reason: string;
+  metric: string;
+}
 
 export class TalkServer {
   /** by stream name: one talker per channel */
@@ -33,7 +37,12 @@ export class TalkServer {
   private readonly host: TalkerHost;
 
   constructor(private readonly o: TalkServerOptions) {
-    this.host = { ...o.talkerHost, ended: (t) => { if (this.talkers.get(t.streamName) === t) this.talkers.delete(t.streamName); } };
+    this.host = {
+      ...o.talkerHost,
+      ended: (t) => {
+        if (this.talkers.get(t.streamName) === t) this.talkers.delete(t.streamName);
+      },
+    };
   }
 
   get count(): number {
@@ -102,7 +111,9 @@ export class TalkServer {
     const a = this.admit(req, rr.query.get('fmt'));
     if ('code' in a) return this.refuse(ws, a, remote);
     const talker = new Talker(this.host, a.req, a.fmt, 'talk', remote, {
-      sendAudio: (data) => { if (ws.readyState === ws.OPEN) ws.send(data, { binary: true }); },
+      sendAudio: (data) => {
+        if (ws.readyState === ws.OPEN) ws.send(data, { binary: true });
+      },
       backlog: () => ws.bufferedAmount,
       close: (code, reason) => closeWs(ws, code, reason),
     });
@@ -163,4 +174,3 @@ export class TalkServer {
     this.o.requestLog({ reqId: a.req.reqId, stream: a.req.streamName, fmt: a.fmt, remote }, 'talk (STOMP) started');
   }
 }
-

@@ -40,7 +40,10 @@ export class StompSession {
   private cancelBeat: (() => void) | undefined;
   private readonly destination: string;
 
-  constructor(private readonly ws: WebSocket, private readonly o: StompSessionOptions) {
+  constructor(
+    private readonly ws: WebSocket,
+    private readonly o: StompSessionOptions,
+  ) {
     this.reader = new StompReader({ maxHeaderBytes: MAX_HEADER_BYTES, maxBodyBytes: o.maxBodyBytes });
     this.lastRx = o.now();
     this.destination = `/talk/${o.reqId}`;
@@ -58,10 +61,19 @@ export class StompSession {
     return {
       sendAudio: (data) => {
         if (this.subscription === undefined || this.ws.readyState !== this.ws.OPEN) return;
-        this.ws.send(serializeFrame('MESSAGE', {
-          subscription: this.subscription, 'message-id': String(++this.messageId), destination: this.destination,
-          'content-type': 'application/octet-stream',
-        }, data), { binary: true });
+        this.ws.send(
+          serializeFrame(
+            'MESSAGE',
+            {
+              subscription: this.subscription,
+              'message-id': String(++this.messageId),
+              destination: this.destination,
+              'content-type': 'application/octet-stream',
+            },
+            data,
+          ),
+          { binary: true },
+        );
       },
       backlog: () => this.ws.bufferedAmount,
       close: (code, reason) => {
@@ -109,7 +121,8 @@ export class StompSession {
       case 'SEND': {
         const dest = f.headers.get('destination');
         if (dest === undefined) return this.error('SEND without destination', `send to ${this.destination}`, receipt);
-        if (dest !== this.destination) return this.error('wrong destination', `destination '${dest.slice(0, 80)}' is not this connection's (${this.destination})`, receipt);
+        if (dest !== this.destination)
+          return this.error('wrong destination', `destination '${dest.slice(0, 80)}' is not this connection's (${this.destination})`, receipt);
         if (f.headers.get('content-length') === undefined && f.body.length > 0) {
           // without it the body ended at the first NUL, which audio is full of
           return this.error('content-length missing', 'a binary body needs a content-length header', receipt);
@@ -125,13 +138,15 @@ export class StompSession {
         const dest = f.headers.get('destination');
         const id = f.headers.get('id');
         if (id === undefined) return this.error('SUBSCRIBE without id', 'the id header is required', receipt);
-        if (dest !== this.destination) return this.error('wrong destination', `destination '${(dest ?? '').slice(0, 80)}' is not this connection's (${this.destination})`, receipt);
+        if (dest !== this.destination)
+          return this.error('wrong destination', `destination '${(dest ?? '').slice(0, 80)}' is not this connection's (${this.destination})`, receipt);
         this.subscription = id;
         this.talker!.startDownlink();
         break;
       }
       case 'UNSUBSCRIBE':
-        if (f.headers.get('id') !== this.subscription) return this.error('unknown subscription', `no subscription '${(f.headers.get('id') ?? '').slice(0, 40)}'`, receipt);
+        if (f.headers.get('id') !== this.subscription)
+          return this.error('unknown subscription', `no subscription '${(f.headers.get('id') ?? '').slice(0, 40)}'`, receipt);
         this.subscription = undefined;
         this.talker!.stopDownlink();
         break;
@@ -160,18 +175,21 @@ export class StompSession {
     const every = Math.min(...[hb.sendEveryMs, hb.expectEveryMs].filter((x) => x > 0));
     if (Number.isFinite(every)) {
       let lastTx = this.o.now();
-      this.cancelBeat = this.o.setInterval(() => {
-        const now = this.o.now();
-        // 1.2: allow for timing inaccuracy; twice the agreed period without a byte is a dead peer
-        if (hb.expectEveryMs > 0 && now - this.lastRx > 2 * hb.expectEveryMs) {
-          this.error('heart-beat timeout', `nothing received for ${now - this.lastRx} ms`, undefined, {}, CLOSE.heartbeat);
-          return;
-        }
-        if (hb.sendEveryMs > 0 && now - lastTx >= hb.sendEveryMs) {
-          lastTx = now;
-          if (this.ws.readyState === this.ws.OPEN) this.ws.send('\n');
-        }
-      }, Math.max(50, Math.floor(every / 2)));
+      this.cancelBeat = this.o.setInterval(
+        () => {
+          const now = this.o.now();
+          // 1.2: allow for timing inaccuracy; twice the agreed period without a byte is a dead peer
+          if (hb.expectEveryMs > 0 && now - this.lastRx > 2 * hb.expectEveryMs) {
+            this.error('heart-beat timeout', `nothing received for ${now - this.lastRx} ms`, undefined, {}, CLOSE.heartbeat);
+            return;
+          }
+          if (hb.sendEveryMs > 0 && now - lastTx >= hb.sendEveryMs) {
+            lastTx = now;
+            if (this.ws.readyState === this.ws.OPEN) this.ws.send('\n');
+          }
+        },
+        Math.max(50, Math.floor(every / 2)),
+      );
     }
   }
 

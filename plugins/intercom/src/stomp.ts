@@ -47,8 +47,16 @@ export class StompReader {
     for (;;) {
       // heart-beats: EOLs between frames
       while (off < this.buf.length) {
-        if (this.buf[off] === LF) { out.push({ type: 'heartbeat' }); off++; continue; }
-        if (this.buf[off] === CR && off + 1 < this.buf.length && this.buf[off + 1] === LF) { out.push({ type: 'heartbeat' }); off += 2; continue; }
+        if (this.buf[off] === LF) {
+          out.push({ type: 'heartbeat' });
+          off++;
+          continue;
+        }
+        if (this.buf[off] === CR && off + 1 < this.buf.length && this.buf[off + 1] === LF) {
+          out.push({ type: 'heartbeat' });
+          off += 2;
+          continue;
+        }
         break;
       }
       if (off >= this.buf.length) break;
@@ -68,8 +76,16 @@ export class StompReader {
     let bodyStart = -1;
     for (let i = start; i < b.length; i++) {
       if (b[i] !== LF) continue;
-      if (i + 1 < b.length && b[i + 1] === LF) { hdrEnd = i; bodyStart = i + 2; break; }
-      if (i + 2 < b.length && b[i + 1] === CR && b[i + 2] === LF) { hdrEnd = i; bodyStart = i + 3; break; }
+      if (i + 1 < b.length && b[i + 1] === LF) {
+        hdrEnd = i;
+        bodyStart = i + 2;
+        break;
+      }
+      if (i + 2 < b.length && b[i + 1] === CR && b[i + 2] === LF) {
+        hdrEnd = i;
+        bodyStart = i + 3;
+        break;
+      }
     }
     if (hdrEnd < 0) {
       if (b.length - start > this.opts.maxHeaderBytes) throw new StompSyntaxError(`frame headers over ${this.opts.maxHeaderBytes} bytes`);
@@ -120,7 +136,10 @@ function unescapeHeader(s: string): string {
   let out = '';
   for (let i = 0; i < s.length; i++) {
     const c = s[i];
-    if (c !== '\\') { out += c; continue; }
+    if (c !== '\\') {
+      out += c;
+      continue;
+    }
     const n = s[++i];
     if (n === 'n') out += '\n';
     else if (n === 'r') out += '\r';
@@ -150,7 +169,10 @@ export function serializeFrame(command: string, headers: Record<string, string>,
  * Heart-beat negotiation (1.2, "Heart-beating"): the client says `cx,cy` (it can send every cx ms, wants one every
  * cy ms), we say `sx,sy`. Then the client sends every max(cx, sy) ms (0: never) and we every max(sx, cy).
  */
-export function negotiateHeartBeat(clientHeader: string | undefined, serverMs: number): { header: string; sendEveryMs: number; expectEveryMs: number } | string {
+export function negotiateHeartBeat(
+  clientHeader: string | undefined,
+  serverMs: number,
+): { header: string; sendEveryMs: number; expectEveryMs: number } | string {
   let cx = 0;
   let cy = 0;
   if (clientHeader !== undefined) {

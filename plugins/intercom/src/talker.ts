@@ -178,7 +178,10 @@ export class Talker {
     let ok: boolean;
     try {
       ok = link.sendAudio(this.request.params.normSim, this.request.params.chanId, {
-        codec: enc.enc.codec, payload, timestamp: Math.max(0, Math.round(due - this.startedAt)), layout: this.layout,
+        codec: enc.enc.codec,
+        payload,
+        timestamp: Math.max(0, Math.round(due - this.startedAt)),
+        layout: this.layout,
       });
     } catch (err) {
       // a frame the link cannot pack (a SIM not in digits, say): ours to log, not the process's to crash on
@@ -202,12 +205,20 @@ export class Talker {
     const track = this.audioTrack();
     let spec: EncoderSpec | undefined;
     if (track && createEncoder(track)) spec = { codec: track.codec, sampleRate: track.sampleRate, bitsPerSample: track.bitsPerSample, packing: track.packing };
-    spec ??= { codec: c.defaultCodec, sampleRate: 8000, bitsPerSample: c.defaultCodec === 'g726' ? c.defaultG726Bits : undefined, packing: c.defaultG726Packing };
+    spec ??= {
+      codec: c.defaultCodec,
+      sampleRate: 8000,
+      bitsPerSample: c.defaultCodec === 'g726' ? c.defaultG726Bits : undefined,
+      packing: c.defaultG726Packing,
+    };
     const key = `${spec.codec}/${spec.sampleRate}/${spec.bitsPerSample}/${spec.packing}`;
     if (this.encoder?.key !== key) {
       const enc = createEncoder(spec)!;
       this.encoder = { key, enc, toRate: new PcmRateConverter(CLIENT_RATE, enc.sampleRate) };
-      this.host.log.info({ reqId: this.request.reqId, codec: spec.codec, sampleRate: enc.sampleRate, bits: spec.bitsPerSample, own: track?.codec }, 'talk: encoding for the terminal');
+      this.host.log.info(
+        { reqId: this.request.reqId, codec: spec.codec, sampleRate: enc.sampleRate, bits: spec.bitsPerSample, own: track?.codec },
+        'talk: encoding for the terminal',
+      );
     }
     return this.encoder;
   }
@@ -226,40 +237,43 @@ export class Talker {
     let toClient: PcmRateConverter | undefined;
     let warned = '';
     const maxBacklog = this.host.config.downlinkMaxBacklogBytes;
-    this.downSub = media.subscribe({
-      tracks: (list) => {
-        const t = list.find((x): x is AudioTrackInfo => x.kind === 'audio');
-        dec = t ? createDecoder(t) : undefined;
-        toClient = dec ? new PcmRateConverter(dec.sampleRate, CLIENT_RATE) : undefined;
-        if (t && !dec && warned !== t.codec) {
-          warned = t.codec;
-          this.host.log.warn({ reqId: this.request.reqId, codec: t.codec }, 'talk: the terminal\'s audio cannot be decoded here; no downlink');
-        }
+    this.downSub = media.subscribe(
+      {
+        tracks: (list) => {
+          const t = list.find((x): x is AudioTrackInfo => x.kind === 'audio');
+          dec = t ? createDecoder(t) : undefined;
+          toClient = dec ? new PcmRateConverter(dec.sampleRate, CLIENT_RATE) : undefined;
+          if (t && !dec && warned !== t.codec) {
+            warned = t.codec;
+            this.host.log.warn({ reqId: this.request.reqId, codec: t.codec }, "talk: the terminal's audio cannot be decoded here; no downlink");
+          }
+        },
+        write: (unit) => {
+          const send = this.conn.sendAudio;
+          if (unit.kind !== 'audio' || !dec || !toClient || !send || this.closed) return;
+          if (this.conn.backlog() > maxBacklog) {
+            this.stats.downlinkDropped++;
+            this.host.meters.downlinkDropped.inc();
+            return;
+          }
+          let out: Buffer;
+          try {
+            out = encodeClient(this.fmt, toClient.process(dec.decode(unit.payload)));
+          } catch (err) {
+            // a frame the decoder cannot take (cut short, say): skipped, the downlink goes on
+            this.stats.downlinkDropped++;
+            this.host.meters.downlinkDropped.inc();
+            this.host.log.debug({ reqId: this.request.reqId, err: (err as Error).message }, 'talk: a terminal audio frame could not be decoded');
+            return;
+          }
+          send(out);
+          this.stats.downlinkFrames++;
+          this.host.meters.downlinkFrames.inc();
+          this.player?.sent(out.length);
+        },
       },
-      write: (unit) => {
-        const send = this.conn.sendAudio;
-        if (unit.kind !== 'audio' || !dec || !toClient || !send || this.closed) return;
-        if (this.conn.backlog() > maxBacklog) {
-          this.stats.downlinkDropped++;
-          this.host.meters.downlinkDropped.inc();
-          return;
-        }
-        let out: Buffer;
-        try {
-          out = encodeClient(this.fmt, toClient.process(dec.decode(unit.payload)));
-        } catch (err) {
-          // a frame the decoder cannot take (cut short, say): skipped, the downlink goes on
-          this.stats.downlinkDropped++;
-          this.host.meters.downlinkDropped.inc();
-          this.host.log.debug({ reqId: this.request.reqId, err: (err as Error).message }, 'talk: a terminal audio frame could not be decoded');
-          return;
-        }
-        send(out);
-        this.stats.downlinkFrames++;
-        this.host.meters.downlinkFrames.inc();
-        this.player?.sent(out.length);
-      },
-    }, { media: 'a', fromKeyframe: false });
+      { media: 'a', fromKeyframe: false },
+    );
   }
 
   stopDownlink(): void {
@@ -276,11 +290,22 @@ export class Talker {
     this.stopDownlink();
     this.player?.close();
     this.host.ended(this);
-    this.host.requestLog({
-      reqId: this.request.reqId, stream: this.request.streamName, protocol: this.protocol, code, reason,
-      framesSent: this.stats.framesSent, framesRefused: this.stats.framesRefused, droppedSamples: this.jitter.stats.dropped,
-      underruns: this.jitter.stats.underruns, downlinkFrames: this.stats.downlinkFrames, downlinkDropped: this.stats.downlinkDropped,
-    }, 'talk ended');
+    this.host.requestLog(
+      {
+        reqId: this.request.reqId,
+        stream: this.request.streamName,
+        protocol: this.protocol,
+        code,
+        reason,
+        framesSent: this.stats.framesSent,
+        framesRefused: this.stats.framesRefused,
+        droppedSamples: this.jitter.stats.dropped,
+        underruns: this.jitter.stats.underruns,
+        downlinkFrames: this.stats.downlinkFrames,
+        downlinkDropped: this.stats.downlinkDropped,
+      },
+      'talk ended',
+    );
     this.conn.close(code, reason);
   }
 }

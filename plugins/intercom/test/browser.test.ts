@@ -66,7 +66,7 @@ describe('intercom: a browser talks through taUrl', function () {
     scratch = undefined;
   });
 
-  it('Chromium\'s fake microphone (a 1 kHz tone) is heard by the simulated terminal', async () => {
+  it("Chromium's fake microphone (a 1 kHz tone) is heard by the simulated terminal", async () => {
     if (!fs.existsSync(CHROMIUM)) {
       throw new Error(`Chromium is missing at ${CHROMIUM}: install Debian's 'chromium' package; test/support/install-tools.sh does this`);
     }
@@ -92,7 +92,15 @@ describe('intercom: a browser talks through taUrl', function () {
     const talk = await openTalk(g, { simNo: sim, chanId: 1 });
     const wav = path.join(dir, 'heard.wav');
     const ac = new AbortController();
-    const run = runSimulator({ file: fixturePath(GOJT), port: g.ports['jt1078-ingest.livePort2013'], sim, chan: 1, loop: true, talkWav: wav, signal: ac.signal });
+    const run = runSimulator({
+      file: fixturePath(GOJT),
+      port: g.ports['jt1078-ingest.livePort2013'],
+      sim,
+      chan: 1,
+      loop: true,
+      talkWav: wav,
+      signal: ac.signal,
+    });
     let state: { sent: number; messages: number; rate: number; wsClose: number };
     try {
       await g.waitReady(talk.reqId);
@@ -101,10 +109,18 @@ describe('intercom: a browser talks through taUrl', function () {
         headless: true,
         timeout: 30_000,
         args: [
-          '--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream', `--use-file-for-fake-audio-capture=${mic}`,
-          '--autoplay-policy=no-user-gesture-required', '--disable-audio-output',
-          '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-          '--disable-background-networking', '--disable-component-update', '--disable-sync',
+          '--use-fake-ui-for-media-stream',
+          '--use-fake-device-for-media-stream',
+          `--use-file-for-fake-audio-capture=${mic}`,
+          '--autoplay-policy=no-user-gesture-required',
+          '--disable-audio-output',
+          '--no-sandbox',
+          '--disable-gpu',
+          '--disable-quic',
+          '--no-first-run',
+          '--disable-background-networking',
+          '--disable-component-update',
+          '--disable-sync',
         ],
       });
       const page = await browser.newPage();

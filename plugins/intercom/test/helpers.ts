@@ -51,9 +51,16 @@ export interface Opened {
   result: Record<string, unknown>;
 }
 
-export async function openTalk(gw: TestGateway, o: { simNo: string; chanId: number; dataTyp?: number; talkSendProtoVer?: number; token?: string }): Promise<Opened> {
+export async function openTalk(
+  gw: TestGateway,
+  o: { simNo: string; chanId: number; dataTyp?: number; talkSendProtoVer?: number; token?: string },
+): Promise<Opened> {
   const r = await gw.api('POST', '/strm/open', {
-    user: { token: o.token ?? 'talk-token' }, typ: 'live', simNo: o.simNo, chanId: o.chanId, dataTyp: o.dataTyp ?? 2,
+    user: { token: o.token ?? 'talk-token' },
+    typ: 'live',
+    simNo: o.simNo,
+    chanId: o.chanId,
+    dataTyp: o.dataTyp ?? 2,
     ...(o.talkSendProtoVer !== undefined ? { talkSendProtoVer: o.talkSendProtoVer } : {}),
   });
   if (r.json.errCode !== 0) throw new Error(`open failed: ${JSON.stringify(r.json)}`);
@@ -146,10 +153,12 @@ export class Client {
       else this.texts.push(b.toString('utf8'));
     });
     ws.on('error', () => undefined);
-    this.closedP = new Promise((resolve) => ws.on('close', (code, reason) => {
-      this.closed = { code, reason: reason.toString('utf8') };
-      resolve(this.closed);
-    }));
+    this.closedP = new Promise((resolve) =>
+      ws.on('close', (code, reason) => {
+        this.closed = { code, reason: reason.toString('utf8') };
+        resolve(this.closed);
+      }),
+    );
   }
 
   static async open(url: string, protocols?: string[]): Promise<Client> {
@@ -179,7 +188,7 @@ export function pcmBytes(pcm: Int16Array): Buffer {
 
 /** Power at one frequency (Goertzel), normalised by the segment's energy: near 1 for a pure tone at hz. */
 function goertzel(pcm: Int16Array, hz: number, rate: number): number {
-  const k = (2 * Math.cos((2 * Math.PI * hz) / rate));
+  const k = 2 * Math.cos((2 * Math.PI * hz) / rate);
   let s1 = 0;
   let s2 = 0;
   for (let i = 0; i < pcm.length; i++) {
@@ -204,7 +213,10 @@ export function dominantHz(pcm: Int16Array, rate = 8000): { hz: number; loudSamp
   let bestHz = 0;
   for (let hz = 100; hz < 3950; hz += 50) {
     const p = goertzel(seg, hz, rate);
-    if (p > best) { best = p; bestHz = hz; }
+    if (p > best) {
+      best = p;
+      bestHz = hz;
+    }
   }
   return { hz: bestHz, loudSamples: seg.length };
 }

@@ -41,7 +41,7 @@ describe('intercom: the simulator hears a real-time talker', function () {
     scratch = undefined;
   });
 
-  it('2 s of a 1 kHz tone spoken in real time: the simulated terminal\'s WAV holds it (ffmpeg), delay reported', async () => {
+  it("2 s of a 1 kHz tone spoken in real time: the simulated terminal's WAV holds it (ffmpeg), delay reported", async () => {
     ({ gw } = await bootGateway());
     const g = gw;
     const sim = '13800054321';
@@ -49,7 +49,15 @@ describe('intercom: the simulator hears a real-time talker', function () {
     scratch = scratchDir('intercom-sim');
     const wav = path.join(scratch, 'heard.wav');
     const ac = new AbortController();
-    const run = runSimulator({ file: fixturePath(GOJT), port: g.ports['jt1078-ingest.livePort2013'], sim, chan: 1, loop: true, talkWav: wav, signal: ac.signal });
+    const run = runSimulator({
+      file: fixturePath(GOJT),
+      port: g.ports['jt1078-ingest.livePort2013'],
+      sim,
+      chan: 1,
+      loop: true,
+      talkWav: wav,
+      signal: ac.signal,
+    });
     try {
       await g.waitReady(talk.reqId);
       const c = await Client.open(talk.taUrl!);
@@ -86,7 +94,9 @@ describe('intercom: the simulator hears a real-time talker', function () {
 
     const d = await histogram(g, 'gw_intercom_uplink_delay_seconds');
     assert.equal(d.count, r.frames);
-    console.log(`      uplink delay, message to packet: mean ${(d.mean * 1000).toFixed(1)} ms, p50 <= ${d.quantile(0.5) * 1000} ms, p99 <= ${d.quantile(0.99) * 1000} ms (${d.count} frames; jitterMs 40, frameMs 20)`);
+    console.log(
+      `      uplink delay, message to packet: mean ${(d.mean * 1000).toFixed(1)} ms, p50 <= ${d.quantile(0.5) * 1000} ms, p99 <= ${d.quantile(0.99) * 1000} ms (${d.count} frames; jitterMs 40, frameMs 20)`,
+    );
   });
 });
 

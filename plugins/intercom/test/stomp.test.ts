@@ -63,7 +63,13 @@ describe('intercom: wsUrl (STOMP 1.2)', function () {
     const dest = `/talk/${talk.reqId}`;
     for (let at = 0; at < 8000; at += 160) {
       const last = at + 160 >= 8000;
-      c.send(frame('SEND', { destination: dest, 'content-type': 'application/octet-stream', ...(last ? { receipt: 'tone-sent' } : {}) }, pcmBytes(tone(1000, 160, at))));
+      c.send(
+        frame(
+          'SEND',
+          { destination: dest, 'content-type': 'application/octet-stream', ...(last ? { receipt: 'tone-sent' } : {}) },
+          pcmBytes(tone(1000, 160, at)),
+        ),
+      );
     }
     const receipt = await waitFor('RECEIPT', () => serverFrames(c).find((f) => f.command === 'RECEIPT'));
     assert.equal(receipt.headers['receipt-id'], 'tone-sent');
@@ -82,7 +88,7 @@ describe('intercom: wsUrl (STOMP 1.2)', function () {
     assert.ok(!serverFrames(c).some((f) => f.command === 'ERROR'));
   });
 
-  it('SUBSCRIBE to /talk/{reqId}: the terminal\'s audio as MESSAGE frames', async () => {
+  it("SUBSCRIBE to /talk/{reqId}: the terminal's audio as MESSAGE frames", async () => {
     ({ gw } = await bootGateway());
     const talk = await openTalk(gw, { simNo: '13800009999', chanId: 1 });
     const t = await Terminal.connect(gw.ports['jt1078-ingest.livePort2013'], { layout: '2013' });
@@ -108,11 +114,26 @@ describe('intercom: wsUrl (STOMP 1.2)', function () {
     const talk = await openTalk(gw, { simNo: '13800001234', chanId: 1 });
     const connect = frame('CONNECT', { 'accept-version': '1.2', host: 'x' });
     const cases: Array<{ name: string; frames: Buffer[]; message: RegExp; body?: RegExp; receipt?: string }> = [
-      { name: 'wrong destination', frames: [connect, frame('SEND', { destination: '/talk/someone-else', receipt: 'r1' }, Buffer.alloc(320))], message: /wrong destination/, body: /someone-else/, receipt: 'r1' },
+      {
+        name: 'wrong destination',
+        frames: [connect, frame('SEND', { destination: '/talk/someone-else', receipt: 'r1' }, Buffer.alloc(320))],
+        message: /wrong destination/,
+        body: /someone-else/,
+        receipt: 'r1',
+      },
       { name: 'SEND before CONNECT', frames: [frame('SEND', { destination: `/talk/${talk.reqId}` }, Buffer.alloc(320))], message: /not connected/ },
       { name: 'unknown command', frames: [connect, Buffer.from('HELLO\n\n\0')], message: /malformed/, body: /unknown command 'HELLO'/ },
-      { name: 'content-length lies', frames: [connect, Buffer.concat([Buffer.from(`SEND\ndestination:/talk/${talk.reqId}\ncontent-length:10\n\n`), Buffer.alloc(20, 1), Buffer.from([0])])], message: /malformed/, body: /no NUL/ },
-      { name: 'binary body without content-length', frames: [connect, frame('SEND', { destination: `/talk/${talk.reqId}` }, Buffer.alloc(4, 1), false)], message: /content-length/ },
+      {
+        name: 'content-length lies',
+        frames: [connect, Buffer.concat([Buffer.from(`SEND\ndestination:/talk/${talk.reqId}\ncontent-length:10\n\n`), Buffer.alloc(20, 1), Buffer.from([0])])],
+        message: /malformed/,
+        body: /no NUL/,
+      },
+      {
+        name: 'binary body without content-length',
+        frames: [connect, frame('SEND', { destination: `/talk/${talk.reqId}` }, Buffer.alloc(4, 1), false)],
+        message: /content-length/,
+      },
       { name: 'odd PCM body', frames: [connect, frame('SEND', { destination: `/talk/${talk.reqId}` }, Buffer.alloc(3))], message: /malformed audio/ },
       { name: 'STOMP 1.0 only', frames: [frame('CONNECT', { 'accept-version': '1.0' })], message: /unsupported version/ },
       { name: 'bad header line', frames: [Buffer.from('CONNECT\nno-colon-here\n\n\0')], message: /malformed/ },

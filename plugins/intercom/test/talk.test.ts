@@ -11,7 +11,18 @@ import type { Notice } from '../../../plugin-sdk';
 import { createDecoder } from '../../../plugin-sdk/codecs';
 import { TalkReceiver } from '../../jt1078-ingest/tools/talk-receiver';
 import {
-  bootGateway, Client, dominantHz, G711A, metric, openTalk, pcmBytes, sleep, Terminal, terminalPackets, tone, waitFor,
+  bootGateway,
+  Client,
+  dominantHz,
+  G711A,
+  metric,
+  openTalk,
+  pcmBytes,
+  sleep,
+  Terminal,
+  terminalPackets,
+  tone,
+  waitFor,
   type TerminalAudio,
 } from './helpers';
 
@@ -32,7 +43,14 @@ describe('intercom: taUrl', function () {
   async function boot(config: Record<string, unknown> = {}): Promise<void> {
     ({ gw, notices } = await bootGateway(config));
   }
-  async function terminal(o: { sim: string; channel: number; layout: '2013' | '2019'; audio?: TerminalAudio; hearLayout?: '2013' | '2019'; g726Bits?: number }): Promise<Terminal> {
+  async function terminal(o: {
+    sim: string;
+    channel: number;
+    layout: '2013' | '2019';
+    audio?: TerminalAudio;
+    hearLayout?: '2013' | '2019';
+    g726Bits?: number;
+  }): Promise<Terminal> {
     const port = gw.ports[o.layout === '2013' ? 'jt1078-ingest.livePort2013' : 'jt1078-ingest.livePort2019'];
     const t = await Terminal.connect(port, { layout: o.hearLayout ?? o.layout, g726Bits: o.g726Bits });
     terminals.push(t);
@@ -76,12 +94,27 @@ describe('intercom: taUrl', function () {
     assert.equal(byReq.get(av.reqId)?.wsUrl, undefined);
   });
 
-  const cases: Array<{ name: string; layout: '2013' | '2019'; audio: TerminalAudio; codec: string; pt: number; proto?: number; hear?: '2013' | '2019'; g726Bits?: number }> = [
+  const cases: Array<{
+    name: string;
+    layout: '2013' | '2019';
+    audio: TerminalAudio;
+    codec: string;
+    pt: number;
+    proto?: number;
+    hear?: '2013' | '2019';
+    g726Bits?: number;
+  }> = [
     { name: '2013 terminal, G.711A', layout: '2013', audio: G711A, codec: 'g711a', pt: 6 },
     { name: '2019 terminal, G.711U', layout: '2019', audio: { spec: { codec: 'g711u' }, pt: 7 }, codec: 'g711u', pt: 7 },
     {
-      name: '2013 terminal forced to 2019 by talkSendProtoVer, G.726-32', layout: '2013', proto: 1, hear: '2019', g726Bits: 4,
-      audio: { spec: { codec: 'g726', bitsPerSample: 4 }, pt: 8 }, codec: 'g726', pt: 8,
+      name: '2013 terminal forced to 2019 by talkSendProtoVer, G.726-32',
+      layout: '2013',
+      proto: 1,
+      hear: '2019',
+      g726Bits: 4,
+      audio: { spec: { codec: 'g726', bitsPerSample: 4 }, pt: 8 },
+      codec: 'g726',
+      pt: 8,
     },
     { name: '2019 terminal, HiSilicon IMA ADPCM', layout: '2019', audio: { spec: { codec: 'adpcm' }, pt: 26, hisilicon: true }, codec: 'adpcm', pt: 26 },
   ];
@@ -124,7 +157,7 @@ describe('intercom: taUrl', function () {
     });
   }
 
-  it('a UDP terminal (2019) hears the tone through the listener\'s socket, at its own address', async () => {
+  it("a UDP terminal (2019) hears the tone through the listener's socket, at its own address", async () => {
     await boot({ maxBufferMs: 2000 });
     const sim = '19912340000';
     const talk = await openTalk(gw, { simNo: sim, chanId: 3 });
@@ -151,7 +184,7 @@ describe('intercom: taUrl', function () {
     }
   });
 
-  it('a terminal that has sent no audio yet gets the site\'s defaultCodec', async () => {
+  it("a terminal that has sent no audio yet gets the site's defaultCodec", async () => {
     await boot({ defaultCodec: 'g711u' });
     const sim = '13800002323';
     const talk = await openTalk(gw, { simNo: sim, chanId: 1 });
@@ -175,7 +208,7 @@ describe('intercom: taUrl', function () {
     assert.equal(dominantHz(t.receiver.pcm).hz, 1000);
   });
 
-  it('downlink: the terminal\'s audio comes back on the taUrl socket as PCM16, or as the fmt asked', async () => {
+  it("downlink: the terminal's audio comes back on the taUrl socket as PCM16, or as the fmt asked", async () => {
     await boot();
     const talk = await openTalk(gw, { simNo: '13800003333', chanId: 1 });
     const t = await terminal({ sim: '13800003333', channel: 1, layout: '2013' });
@@ -194,7 +227,7 @@ describe('intercom: taUrl', function () {
       assert.equal(m.length % 2, 0);
       const pcm = new Int16Array(m.length / 2);
       for (let i = 0; i < pcm.length; i++) pcm[i] = m.readInt16LE(2 * i);
-      assert.ok(frames.has(hex(pcm)), 'a decoded frame of the terminal\'s audio');
+      assert.ok(frames.has(hex(pcm)), "a decoded frame of the terminal's audio");
     }
     c.ws.close();
     await c.closedP;
@@ -206,7 +239,7 @@ describe('intercom: taUrl', function () {
     await waitFor('downlink A-law', () => a.messages.length >= 10);
     const raw = new Set(audio.map((p) => p.subarray(p.length - 160).toString('hex')));
     for (const m of a.messages.slice(0, 10)) assert.ok(raw.has(m.toString('hex')));
-    assert.ok(await metric(gw, 'gw_intercom_downlink_frames_total') >= 30);
+    assert.ok((await metric(gw, 'gw_intercom_downlink_frames_total')) >= 30);
   });
 
   it('refuses: bad token 4401, not an intercom request 4403, bad fmt 4400, a second talker 4409', async () => {
@@ -307,7 +340,10 @@ describe('intercom: taUrl', function () {
     assert.equal(t.receiver.report().frames, 20, 'no silence was made up for the pause');
     const ts = t.audioPackets.map((p) => p.timestamp);
     assert.ok(ts[10] - ts[9] >= 400, `timestamps ${ts[9]} -> ${ts[10]} across a 500 ms pause`);
-    assert.deepEqual(ts.slice(11).map((x, i) => x - ts[10 + i]), new Array(9).fill(20));
+    assert.deepEqual(
+      ts.slice(11).map((x, i) => x - ts[10 + i]),
+      new Array(9).fill(20),
+    );
   });
 
   it('a client that closes right after speaking still has its last words sent, in real time', async () => {

@@ -76,7 +76,10 @@ export class AudioNormaliser {
   /** units made */
   units = 0;
 
-  constructor(private readonly deps: AudioNormaliserDeps, opts: AudioOptions = {}) {
+  constructor(
+    private readonly deps: AudioNormaliserDeps,
+    opts: AudioOptions = {},
+  ) {
     this.g726Packing = opts.g726Packing ?? DEFAULT_G726_PACKING;
     const bits = opts.g726Bits;
     if (bits !== undefined && !(Number.isInteger(bits) && bits >= 2 && bits <= 5)) throw new RangeError(`g726Bits must be 2..5, got ${bits}`);
@@ -152,7 +155,7 @@ export class AudioNormaliser {
     let rate = sampleRateOfPt(f.pt);
     if (rate === undefined) {
       // MP3: its frame header says (only read when the track is (re)announced)
-      rate = announce ? parseMpegAudioHeader(payload)?.sampleRate ?? 8000 : (cur as AudioTrackInfo).sampleRate;
+      rate = announce ? (parseMpegAudioHeader(payload)?.sampleRate ?? 8000) : (cur as AudioTrackInfo).sampleRate;
     }
     if (!announce && (cur as AudioTrackInfo).sampleRate !== rate) announce = true;
     if (announce) {

@@ -14,8 +14,7 @@ export function stripHisiliconHeader(payload: Buffer): Buffer {
 }
 
 export function hasHisiliconHeader(payload: Buffer): boolean {
-  return payload.length >= 4 && payload[0] === 0 && payload[1] === 1 &&
-    (payload[2] | (payload[3] << 8)) * 2 === payload.length - 4;
+  return payload.length >= 4 && payload[0] === 0 && payload[1] === 1 && (payload[2] | (payload[3] << 8)) * 2 === payload.length - 4;
 }
 
 /** Prepends a HiSilicon header (terminals whose own audio has one expect it on intercom audio too). */

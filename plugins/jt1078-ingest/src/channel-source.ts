@@ -29,7 +29,10 @@ export class ChannelSources {
   private readonly siteAudio: AudioOptions;
   private readonly audioBySim = new Map<string, AudioOptions>();
 
-  constructor(private readonly c: Jt1078IngestConfig, private readonly log: Logger) {
+  constructor(
+    private readonly c: Jt1078IngestConfig,
+    private readonly log: Logger,
+  ) {
     this.siteAudio = { g726Packing: c.g726Packing, g726Bits: c.g726Bits || undefined };
     for (const [sim, o] of Object.entries(c.terminalAudio)) {
       this.audioBySim.set(normaliseSim(sim), { g726Packing: o.g726Packing ?? this.siteAudio.g726Packing, g726Bits: o.g726Bits ?? this.siteAudio.g726Bits });
@@ -41,20 +44,23 @@ export class ChannelSources {
     const c = this.c;
     const publisher = stream.media.attachPublisher();
     const key = `${stream.normSim}_${stream.chanId}`;
-    const assembler = new Jt1078StreamAssembler({
-      onTrack: (t) => publisher.setTrack(t),
-      onAccessUnit: (au) => publisher.push(au),
-      onAudioFraming: (f) => {
-        link.noteAudioFraming(key, f);
-        this.log.info({ stream: stream.name, link: link.id, pt: f.pt, codec: f.codec, hisilicon: f.hisilicon }, 'terminal audio framing');
+    const assembler = new Jt1078StreamAssembler(
+      {
+        onTrack: (t) => publisher.setTrack(t),
+        onAccessUnit: (au) => publisher.push(au),
+        onAudioFraming: (f) => {
+          link.noteAudioFraming(key, f);
+          this.log.info({ stream: stream.name, link: link.id, pt: f.pt, codec: f.codec, hisilicon: f.hisilicon }, 'terminal audio framing');
+        },
       },
-    }, {
-      reorder: link.transport === 'udp' ? { maxPackets: c.reorderPackets, maxDelayMs: c.reorderMs } : false,
-      maxFrameBytes: c.maxFrameBytes,
-      audio: this.audioBySim.get(stream.normSim) ?? this.siteAudio,
-      alloc: (n) => publisher.alloc(n),
-      discard: (b) => publisher.discard(b),
-    });
+      {
+        reorder: link.transport === 'udp' ? { maxPackets: c.reorderPackets, maxDelayMs: c.reorderMs } : false,
+        maxFrameBytes: c.maxFrameBytes,
+        audio: this.audioBySim.get(stream.normSim) ?? this.siteAudio,
+        alloc: (n) => publisher.alloc(n),
+        discard: (b) => publisher.discard(b),
+      },
+    );
     return { key, stream, publisher, assembler, link, lastAt: now };
   }
 }

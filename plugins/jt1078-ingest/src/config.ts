@@ -30,16 +30,25 @@ export function terminalAudioProblem(v: unknown): string | undefined {
 }
 
 export class Jt1078IngestConfig {
-  @IsInt() @Min(0) @Max(65535)
+  @IsInt()
+  @Min(0)
+  @Max(65535)
   livePort2013 = 7612;
-  @IsInt() @Min(0) @Max(65535)
+  @IsInt()
+  @Min(0)
+  @Max(65535)
   livePort2019 = 7613;
-  @IsInt() @Min(0) @Max(65535)
+  @IsInt()
+  @Min(0)
+  @Max(65535)
   replayPort2013 = 7614;
-  @IsInt() @Min(0) @Max(65535)
+  @IsInt()
+  @Min(0)
+  @Max(65535)
   replayPort2019 = 7615;
 
-  @IsOptional() @IsString()
+  @IsOptional()
+  @IsString()
   host: string | undefined = undefined;
 
   @IsBoolean()
@@ -50,17 +59,25 @@ export class Jt1078IngestConfig {
   advertise = 'tcp';
 
   /** UDP reorder buffer: packets held and how long (ms) */
-  @IsInt() @Min(0) @Max(4096)
+  @IsInt()
+  @Min(0)
+  @Max(4096)
   reorderPackets = 64;
-  @IsInt() @Min(0) @Max(5000)
+  @IsInt()
+  @Min(0)
+  @Max(5000)
   reorderMs = 200;
 
   /** a link that carries no opened channel is closed after this long (ms) */
-  @IsInt() @Min(100) @Max(600_000)
+  @IsInt()
+  @Min(100)
+  @Max(600_000)
   unknownGraceMs = 10_000;
 
   /** after a terminal disconnects, how long a reconnect resumes the same stream (ms); then closeCause 2 */
-  @IsInt() @Min(0) @Max(600_000)
+  @IsInt()
+  @Min(0)
+  @Max(600_000)
   disconnectGraceMs = 10_000;
 
   /**
@@ -72,11 +89,15 @@ export class Jt1078IngestConfig {
   pinFirstAddress = false;
 
   /** a UDP source silent this long counts as disconnected (ms) */
-  @IsInt() @Min(100) @Max(600_000)
+  @IsInt()
+  @Min(100)
+  @Max(600_000)
   udpIdleMs = 10_000;
 
   /** largest reassembled frame (bytes); bigger ones are dropped */
-  @IsInt() @Min(64 * 1024) @Max(64 * 1024 * 1024)
+  @IsInt()
+  @Min(64 * 1024)
+  @Max(64 * 1024 * 1024)
   maxFrameBytes = 4 * 1024 * 1024;
 
   /**
@@ -106,6 +127,8 @@ export class Jt1078IngestConfig {
   hisiliconDownlink: HisiliconDownlink = 'auto';
 
   /** bytes waiting to go down a terminal's link past which audio for it is refused (never queued without bound) */
-  @IsInt() @Min(1024) @Max(16 * 1024 * 1024)
+  @IsInt()
+  @Min(1024)
+  @Max(16 * 1024 * 1024)
   downlinkMaxPendingBytes = 64 * 1024;
 }

@@ -21,8 +21,16 @@ export function ingestMetrics(metrics: Metrics, links: TerminalLinkSet, sources:
     unmatched: metrics.counter('unmatched_packets_total', 'packets for channels nobody opened (dropped)', ['listener']),
     reconnects: metrics.counter('reconnects_total', 'terminals that came back within the disconnect grace'),
     graceExpired: metrics.counter('disconnects_total', 'streams closed because the terminal stayed away past the grace'),
-    takeoversRefused: metrics.counter('takeovers_refused_total', 'packets dropped because another link publishes their stream (alive: it sent within the grace), or the stream is pinned to another address', ['listener', 'transport']),
-    takeoversAccepted: metrics.counter('takeovers_accepted_total', 'streams taken over by another link: reason silent (the publisher\'s link was silent past the grace) or gone (its link closed and it did not come back)', ['listener', 'transport', 'reason']),
+    takeoversRefused: metrics.counter(
+      'takeovers_refused_total',
+      'packets dropped because another link publishes their stream (alive: it sent within the grace), or the stream is pinned to another address',
+      ['listener', 'transport'],
+    ),
+    takeoversAccepted: metrics.counter(
+      'takeovers_accepted_total',
+      "streams taken over by another link: reason silent (the publisher's link was silent past the grace) or gone (its link closed and it did not come back)",
+      ['listener', 'transport', 'reason'],
+    ),
     downPackets: metrics.counter('downlink_packets_total', 'JT/T 1078 packets sent to terminals (intercom audio, raw writes)', ['transport']),
     downBytes: metrics.counter('downlink_bytes_total', 'bytes sent to terminals', ['transport']),
     downRefused: metrics.counter('downlink_refused_total', 'downlink frames refused: link closed, or its backlog over downlinkMaxPendingBytes', ['reason']),
@@ -44,17 +52,32 @@ export function ingestMetrics(metrics: Metrics, links: TerminalLinkSet, sources:
     ['stream_audio_frames', 'audio frames published', (s) => s.assembler.stats.audioUnits],
     ['stream_lost_packets', 'packets lost (sequence gaps)', (s) => s.assembler.stats.reorder.lost],
     ['stream_dropped_frames', 'frames dropped for loss or bad reassembly', (s) => s.assembler.stats.reassembly.droppedFrames],
-    ['stream_audio_waiting_frames', 'audio frames left out while the codec\'s parameters were unknown (raw AAC before ADTS, G.726 before its rate)', (s) => s.assembler.stats.audio.waitingForParameters],
-    ['stream_audio_malformed_frames', 'audio frames that could not be framed (broken ADTS, ADPCM without its header)', (s) => s.assembler.stats.audio.malformed],
+    [
+      'stream_audio_waiting_frames',
+      "audio frames left out while the codec's parameters were unknown (raw AAC before ADTS, G.726 before its rate)",
+      (s) => s.assembler.stats.audio.waitingForParameters,
+    ],
+    [
+      'stream_audio_malformed_frames',
+      'audio frames that could not be framed (broken ADTS, ADPCM without its header)',
+      (s) => s.assembler.stats.audio.malformed,
+    ],
     ['stream_audio_hisilicon_frames', 'audio frames that carried a HiSilicon header (removed)', (s) => s.assembler.stats.reassembly.hisiliconHeaders],
-    ['stream_link_bytes', 'bytes received on the stream\'s link', (s) => s.link.counters.bytes],
-    ['stream_resyncs', 'resynchronisations on the stream\'s link', (s) => s.link.parser.stats.resyncs],
+    ['stream_link_bytes', "bytes received on the stream's link", (s) => s.link.counters.bytes],
+    ['stream_resyncs', "resynchronisations on the stream's link", (s) => s.link.parser.stats.resyncs],
   ];
-  metrics.gaugeTable(streamColumns.map(([name, help]) => ({ name, help })), ['stream', 'layout', 'transport'], (emit) => {
-    for (const s of sources()) {
-      emit({ stream: s.stream.name, layout: s.link.layout ?? 'unknown', transport: s.link.transport }, streamColumns.map((c) => c[2](s)));
-    }
-  });
+  metrics.gaugeTable(
+    streamColumns.map(([name, help]) => ({ name, help })),
+    ['stream', 'layout', 'transport'],
+    (emit) => {
+      for (const s of sources()) {
+        emit(
+          { stream: s.stream.name, layout: s.link.layout ?? 'unknown', transport: s.link.transport },
+          streamColumns.map((c) => c[2](s)),
+        );
+      }
+    },
+  );
   const refusedByListener = new Map<string, { inc(): void }>();
   return {
     ...m,

@@ -29,7 +29,10 @@ export interface TerminalListeners {
 }
 
 export async function listenForTerminals(
-  ctx: PluginContext<Jt1078IngestConfig>, host: LinkHost, links: TerminalLinkSet, m: IngestMetrics,
+  ctx: PluginContext<Jt1078IngestConfig>,
+  host: LinkHost,
+  links: TerminalLinkSet,
+  m: IngestMetrics,
 ): Promise<TerminalListeners> {
   const c = ctx.config;
   const listeners: Array<{ name: ListenerName; typ: StreamTyp; layout: Jt1078Layout; port: number; key: keyof Jt1078IngestConfig }> = [
@@ -58,14 +61,18 @@ export async function listenForTerminals(
       links.add(link);
       m.links.inc({ listener: l.name, transport: 'tcp' });
       socket.setNoDelay(true);
-      const reader = ctx.net.readSliced(socket, (chunk: Buffer) => {
-        bytes.add(chunk.length);
-        link.push(chunk);
-        if (!counted) counted = countLayout(link);
-      }, (err) => {
-        ctx.log.error({ link: id, err }, 'terminal read failed: connection closed');
-        socket.destroy();
-      });
+      const reader = ctx.net.readSliced(
+        socket,
+        (chunk: Buffer) => {
+          bytes.add(chunk.length);
+          link.push(chunk);
+          if (!counted) counted = countLayout(link);
+        },
+        (err) => {
+          ctx.log.error({ link: id, err }, 'terminal read failed: connection closed');
+          socket.destroy();
+        },
+      );
       socket.on('error', (err) => ctx.log.debug({ link: id, err: err.message }, 'terminal socket error'));
       socket.on('close', () => {
         // what was set aside for the turn's end is the terminal's last data: before the link ends
@@ -82,17 +89,28 @@ export async function listenForTerminals(
         let u = udpLinks.get(k);
         if (!u) {
           const id = `${l.name}/udp ${rinfo.address}:${rinfo.port}`;
-          const link = new TerminalLink(id, l.name, l.typ, l.layout, host, (x) => {
-            udpLinks.delete(k);
-            linkClosed(x);
-          }, { transport: 'udp', socket: sock, address: rinfo.address, port: rinfo.port });
+          const link = new TerminalLink(
+            id,
+            l.name,
+            l.typ,
+            l.layout,
+            host,
+            (x) => {
+              udpLinks.delete(k);
+              linkClosed(x);
+            },
+            { transport: 'udp', socket: sock, address: rinfo.address, port: rinfo.port },
+          );
           links.add(link);
           m.links.inc({ listener: l.name, transport: 'udp' });
           let counted = false;
-          const reader = ctx.net.sliceReader((dgram) => {
-            link.push(dgram);
-            if (!counted) counted = countLayout(link);
-          }, (err) => ctx.log.error({ link: id, err }, 'terminal datagram failed: dropped'));
+          const reader = ctx.net.sliceReader(
+            (dgram) => {
+              link.push(dgram);
+              if (!counted) counted = countLayout(link);
+            },
+            (err) => ctx.log.error({ link: id, err }, 'terminal datagram failed: dropped'),
+          );
           u = { link, reader, lastSeen: 0 };
           udpLinks.set(k, u);
         }

@@ -51,7 +51,10 @@ function checkFields(f: PacketFields, bodyLength: number): void {
  */
 export function writeHeader(out: Buffer, off: number, f: PacketFields, simBcd: Buffer, bodyLength: number): number {
   checkFields(f, bodyLength);
-  out[off] = 0x30; out[off + 1] = 0x31; out[off + 2] = 0x63; out[off + 3] = 0x64;
+  out[off] = 0x30;
+  out[off + 1] = 0x31;
+  out[off + 2] = 0x63;
+  out[off + 3] = 0x64;
   out[off + 4] = 0x81; // V=2, no padding, no extension, CC=1 (what terminals send)
   out[off + 5] = (f.marker ? 0x80 : 0) | f.pt;
   out.writeUInt16BE(f.seq & 0xffff, off + 6);
@@ -149,9 +152,17 @@ export class Jt1078Packer {
     const out = new Array<Buffer>(n);
     const h = headerLength(this.layout, frame.dataType);
     const f: PacketFields = {
-      layout: this.layout, sim: this.sim, channel: this.channel, pt: frame.pt, marker: false, seq: 0,
-      dataType: frame.dataType, subMark: 0, timestamp: frame.timestamp,
-      lastIFrameInterval: frame.lastIFrameInterval, lastFrameInterval: frame.lastFrameInterval,
+      layout: this.layout,
+      sim: this.sim,
+      channel: this.channel,
+      pt: frame.pt,
+      marker: false,
+      seq: 0,
+      dataType: frame.dataType,
+      subMark: 0,
+      timestamp: frame.timestamp,
+      lastIFrameInterval: frame.lastIFrameInterval,
+      lastFrameInterval: frame.lastFrameInterval,
     };
     for (let i = 0; i < n; i++) {
       const start = i * this.maxBody;

@@ -152,8 +152,18 @@ const NO_BODY = Buffer.alloc(0);
 /** A packet for decodePacket to fill again and again (see ParserOptions.reusePacket). */
 export function blankPacket(): Jt1078Packet {
   return {
-    layout: '2013', sim: '', channel: 0, pt: 0, marker: false, seq: 0, dataType: 0, subMark: 0, timestamp: 0, lastIFrameInterval: 0,
-    lastFrameInterval: 0, body: NO_BODY,
+    layout: '2013',
+    sim: '',
+    channel: 0,
+    pt: 0,
+    marker: false,
+    seq: 0,
+    dataType: 0,
+    subMark: 0,
+    timestamp: 0,
+    lastIFrameInterval: 0,
+    lastFrameInterval: 0,
+    body: NO_BODY,
   };
 }
 

@@ -17,8 +17,18 @@
  * gap then drops the affected frame downstream and the stream recovers at the next I frame.
  */
 import {
-  blankPacket, DEFAULT_MAX_BODY, Jt1078Layout, Jt1078Packet, MAGIC, MAX_HEADER_LENGTH, PROBE_INVALID, PROBE_NEED_MORE,
-  SimDecoder, decodePacket, otherLayout, probeHeader,
+  blankPacket,
+  DEFAULT_MAX_BODY,
+  Jt1078Layout,
+  Jt1078Packet,
+  MAGIC,
+  MAX_HEADER_LENGTH,
+  PROBE_INVALID,
+  PROBE_NEED_MORE,
+  SimDecoder,
+  decodePacket,
+  otherLayout,
+  probeHeader,
 } from './packet';
 
 export interface ParserOptions {
@@ -92,7 +102,10 @@ export class Jt1078Parser {
   /** the walk stopped because the bytes ran out, not at a bad header */
   private walkCut = false;
 
-  constructor(private readonly onPacket: PacketHandler, opts: ParserOptions = {}) {
+  constructor(
+    private readonly onPacket: PacketHandler,
+    opts: ParserOptions = {},
+  ) {
     this.guess = opts.layout ?? '2013';
     this.maxBody = opts.maxBodyLength ?? DEFAULT_MAX_BODY;
     this.reused = opts.reusePacket ? blankPacket() : undefined;
@@ -354,8 +367,7 @@ export class Jt1078Parser {
       }
       return WAIT;
     }
-    if (ok1 && ok2 && !final && end - pos < MAX_TIE_WAIT &&
-        ((len1 <= this.walkLen && cut1) || (this.walkLen <= len1 && this.walkCut))) {
+    if (ok1 && ok2 && !final && end - pos < MAX_TIE_WAIT && ((len1 <= this.walkLen && cut1) || (this.walkLen <= len1 && this.walkCut))) {
       // Both readings hold, and the one not ahead only stopped because the bytes ran out (header sizes
       // differ, so the chains end at different places): a few more packets settle it.
       return WAIT;

@@ -41,22 +41,32 @@ export function videoCodecOfPt(pt: number): VideoCodec | 'unknown' {
 
 export function audioCodecOfPt(pt: number): AudioCodec {
   switch (pt) {
-    case PT.G711A: return 'g711a';
-    case PT.G711U: return 'g711u';
+    case PT.G711A:
+      return 'g711a';
+    case PT.G711U:
+      return 'g711u';
     case PT.G721:
-    case PT.G726: return 'g726';
+    case PT.G726:
+      return 'g726';
     case PT.ADPCMA:
     case PT.DVI4_8K:
-    case PT.DVI4_16K: return 'adpcm';
+    case PT.DVI4_16K:
+      return 'adpcm';
     case PT.AAC:
     case PT.HEAAC:
-    case PT.AACLC: return 'aac';
-    case PT.MP3: return 'mp3';
-    case PT.G722: return 'g722';
-    case PT.G723: return 'g723';
+    case PT.AACLC:
+      return 'aac';
+    case PT.MP3:
+      return 'mp3';
+    case PT.G722:
+      return 'g722';
+    case PT.G723:
+      return 'g723';
     case PT.G729:
-    case PT.G729A: return 'g729';
-    default: return 'unknown';
+    case PT.G729A:
+      return 'g729';
+    default:
+      return 'unknown';
   }
 }
 
@@ -72,28 +82,42 @@ export function g726BitsOfPt(pt: number): number | undefined {
 export function sampleRateOfPt(pt: number): number | undefined {
   switch (pt) {
     case PT.G722:
-    case PT.DVI4_16K: return 16000;
+    case PT.DVI4_16K:
+      return 16000;
     case PT.AAC:
     case PT.HEAAC:
     case PT.AACLC:
-    case PT.MP3: return undefined;
-    default: return 8000; // the narrow-band codecs terminals use are 8 kHz mono
+    case PT.MP3:
+      return undefined;
+    default:
+      return 8000; // the narrow-band codecs terminals use are 8 kHz mono
   }
 }
 
 /** The payload type to send a codec as (downlink audio), when the terminal has not shown its own. */
 export function ptOfAudioCodec(codec: AudioCodec): number | undefined {
   switch (codec) {
-    case 'g711a': return PT.G711A;
-    case 'g711u': return PT.G711U;
-    case 'g726': return PT.G726;
-    case 'adpcm': return PT.ADPCMA;
-    case 'aac': return PT.AAC;
-    case 'mp3': return PT.MP3;
-    case 'g721': return PT.G721;
-    case 'g722': return PT.G722;
-    case 'g723': return PT.G723;
-    case 'g729': return PT.G729;
-    default: return undefined;
+    case 'g711a':
+      return PT.G711A;
+    case 'g711u':
+      return PT.G711U;
+    case 'g726':
+      return PT.G726;
+    case 'adpcm':
+      return PT.ADPCMA;
+    case 'aac':
+      return PT.AAC;
+    case 'mp3':
+      return PT.MP3;
+    case 'g721':
+      return PT.G721;
+    case 'g722':
+      return PT.G722;
+    case 'g723':
+      return PT.G723;
+    case 'g729':
+      return PT.G729;
+    default:
+      return undefined;
   }
 }

@@ -127,7 +127,12 @@ class FrameBuilder {
 
 export class Jt1078Reassembler {
   readonly stats: ReassemblerStats = {
-    frames: 0, lostPackets: 0, droppedFrames: 0, skippedFrames: 0, markDisagreements: 0, hisiliconHeaders: 0,
+    frames: 0,
+    lostPackets: 0,
+    droppedFrames: 0,
+    skippedFrames: 0,
+    markDisagreements: 0,
+    hisiliconHeaders: 0,
   };
   private readonly video = new FrameBuilder();
   private readonly audio = new FrameBuilder();
@@ -137,7 +142,10 @@ export class Jt1078Reassembler {
   private readonly take: (bytes: number) => Buffer;
   private readonly discard: ((payload: Buffer) => void) | undefined;
 
-  constructor(private readonly sink: FrameSink, opts: ReassemblerOptions = {}) {
+  constructor(
+    private readonly sink: FrameSink,
+    opts: ReassemblerOptions = {},
+  ) {
     this.maxFrameBytes = opts.maxFrameBytes ?? 4 * 1024 * 1024;
     this.take = opts.alloc ?? ((n) => this.slab.take(n));
     this.discard = opts.alloc ? opts.discard : undefined;
@@ -341,8 +349,18 @@ export class Jt1078Reassembler {
       }
       this.stats.frames++;
       this.sink.onFrame({
-        kind: 'video', codec, pt: b.pt, dataType: b.dataType, timestamp: b.timestamp, keyframe, payload,
-        nalFlags: flags, nals, nalsAt, packets: count, hisilicon: false,
+        kind: 'video',
+        codec,
+        pt: b.pt,
+        dataType: b.dataType,
+        timestamp: b.timestamp,
+        keyframe,
+        payload,
+        nalFlags: flags,
+        nals,
+        nalsAt,
+        packets: count,
+        hisilicon: false,
       });
       return;
     }
@@ -351,8 +369,18 @@ export class Jt1078Reassembler {
     if (hisilicon) this.stats.hisiliconHeaders++;
     this.stats.frames++;
     this.sink.onFrame({
-      kind: 'audio', codec, pt: b.pt, dataType: DATA_TYPE.AUDIO, timestamp: b.timestamp, keyframe: true,
-      payload: hisilicon ? payload.subarray(4) : payload, nalFlags: 0, nals: undefined, nalsAt: 0, packets: count, hisilicon,
+      kind: 'audio',
+      codec,
+      pt: b.pt,
+      dataType: DATA_TYPE.AUDIO,
+      timestamp: b.timestamp,
+      keyframe: true,
+      payload: hisilicon ? payload.subarray(4) : payload,
+      nalFlags: 0,
+      nals: undefined,
+      nalsAt: 0,
+      packets: count,
+      hisilicon,
     });
   }
 }

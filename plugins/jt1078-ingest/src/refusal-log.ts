@@ -43,10 +43,16 @@ export class RefusalLog {
       this.window.lines++;
       const linksNotLogged = this.window.notLogged;
       this.window.notLogged = 0;
-      this.log.warn({
-        link: link.id, stream: r.stream, why: r.why, publisher: r.publisher,
-        ...(linksNotLogged > 0 ? { linksNotLogged } : {}),
-      }, REFUSED_LINE);
+      this.log.warn(
+        {
+          link: link.id,
+          stream: r.stream,
+          why: r.why,
+          publisher: r.publisher,
+          ...(linksNotLogged > 0 ? { linksNotLogged } : {}),
+        },
+        REFUSED_LINE,
+      );
     } else if (now - own.at >= REFUSAL_RELOG_MS) {
       this.log.warn({ link: link.id, stream: r.stream, why: r.why, refusedSinceLastLine: own.notLogged + 1 }, 'another link still pushes this stream: refused');
       own.at = now;

@@ -127,7 +127,10 @@ export class Jt1078Reorderer {
   private separateCounters = false;
   private sameNumberScore = 0;
 
-  constructor(private readonly sink: ReorderSink, opts: ReorderOptions = {}) {
+  constructor(
+    private readonly sink: ReorderSink,
+    opts: ReorderOptions = {},
+  ) {
     this.maxPackets = Math.max(0, Math.floor(opts.maxPackets ?? 64));
     this.maxDelay = opts.maxDelayMs ?? 200;
     this.now = opts.now ?? (() => performance.now());

@@ -68,7 +68,10 @@ export const routeTerminal: ConnectionRouter = (head: Buffer, complete: boolean)
     const b = chained(head, off, '2019');
     if (a === 'yes' && b !== 'yes') return { key: keyAt(head, off, '2013') };
     if (b === 'yes' && a !== 'yes') return { key: keyAt(head, off, '2019') };
-    if (a === 'no' && b === 'no') { off = head.indexOf(MAGIC, off + 1); continue; }
+    if (a === 'no' && b === 'no') {
+      off = head.indexOf(MAGIC, off + 1);
+      continue;
+    }
     // both chain (same SIM bytes either way), or one still waits for its next packet
     const sure = a === 'yes' && b === 'yes';
     const wait = !complete && head.length < MAX_WAIT;
@@ -76,7 +79,10 @@ export const routeTerminal: ConnectionRouter = (head: Buffer, complete: boolean)
     const layout: Jt1078Layout = a !== 'no' ? '2013' : '2019';
     if (probeHeader(head, off, head.length, layout) === PROBE_NEED_MORE) {
       if (wait) return 'more';
-      if (complete) { off = head.indexOf(MAGIC, off + 1); continue; }
+      if (complete) {
+        off = head.indexOf(MAGIC, off + 1);
+        continue;
+      }
     }
     return { key: keyAt(head, off, layout) };
   }

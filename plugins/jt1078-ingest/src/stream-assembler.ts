@@ -15,10 +15,7 @@ import { parseH264Sps } from '../../../plugin-sdk/formats';
 import { parseH265Sps } from '../../../plugin-sdk/formats';
 import { NAL_ARENA, NAL_FLAG, NalUnits, nalKindFlags } from '../../../plugin-sdk/formats';
 import { keptCopy } from '../../../plugin-sdk';
-import {
-  VIDEO_TIMESCALE, unitAt, type AccessUnit, type AudioTrackInfo, type TrackInfo,
-  type VideoCodec, type VideoTrackInfo,
-} from '../../../plugin-sdk';
+import { VIDEO_TIMESCALE, unitAt, type AccessUnit, type AudioTrackInfo, type TrackInfo, type VideoCodec, type VideoTrackInfo } from '../../../plugin-sdk';
 import type { Jt1078Packet } from './packet';
 import { Jt1078Reorderer, ReorderStats } from './reorder';
 import { Jt1078Frame, Jt1078Reassembler, ReassemblerStats } from './reassembler';
@@ -104,7 +101,10 @@ export class Jt1078StreamAssembler {
   /** where normalised() wrote its payload's index in NAL_ARENA.mem */
   private normalisedAt = 0;
 
-  constructor(private readonly sink: AssemblerSink, opts: StreamAssemblerOptions = {}) {
+  constructor(
+    private readonly sink: AssemblerSink,
+    opts: StreamAssemblerOptions = {},
+  ) {
     this.now = opts.now ?? (() => performance.now());
     this.reassembler = new Jt1078Reassembler(this, { maxFrameBytes: opts.maxFrameBytes, alloc: opts.alloc, discard: opts.discard });
     this.discard = opts.alloc ? opts.discard : undefined;
@@ -112,18 +112,21 @@ export class Jt1078StreamAssembler {
     this.alloc = opts.alloc ?? Buffer.allocUnsafe;
     const r = opts.reorder;
     this.reorderer = new Jt1078Reorderer(this.reassembler, {
-      maxPackets: r ? r.maxPackets ?? 64 : 0,
+      maxPackets: r ? (r.maxPackets ?? 64) : 0,
       maxDelayMs: r ? r.maxDelayMs : undefined,
       now: opts.now,
     });
     this.timeline = new Jt1078Timeline(opts.timeline);
-    this.audio = new AudioNormaliser({
-      map: (ts) => this.timeline.map('audio', ts),
-      now: this.now,
-      onTrack: (info) => sink.onTrack(info),
-      onUnit: (u) => this.unit(u),
-      onFraming: (f) => sink.onAudioFraming?.(f),
-    }, opts.audio);
+    this.audio = new AudioNormaliser(
+      {
+        map: (ts) => this.timeline.map('audio', ts),
+        now: this.now,
+        onTrack: (info) => sink.onTrack(info),
+        onUnit: (u) => this.unit(u),
+        onFraming: (f) => sink.onAudioFraming?.(f),
+      },
+      opts.audio,
+    );
   }
 
   push(p: Jt1078Packet): void {
@@ -208,7 +211,12 @@ export class Jt1078StreamAssembler {
   private unit(u: AccessUnit): void {
     const f = this.framePayload;
     // a payload made anew may come from the same chunk: only a view of the frame's own bytes carries it
-    if (f !== undefined && u.payload.buffer === f.buffer && u.payload.byteOffset >= f.byteOffset && u.payload.byteOffset < f.byteOffset + Math.max(1, f.length)) {
+    if (
+      f !== undefined &&
+      u.payload.buffer === f.buffer &&
+      u.payload.byteOffset >= f.byteOffset &&
+      u.payload.byteOffset < f.byteOffset + Math.max(1, f.length)
+    ) {
       this.carried = true;
     }
     this.sink.onAccessUnit(u);
@@ -255,10 +263,19 @@ export class Jt1078StreamAssembler {
     }
     const t = this.timeline.map('video', f.timestamp);
     this.videoUnits++;
-    this.unit(unitAt({
-      kind: 'video', codec, timescale: VIDEO_TIMESCALE, dtsTicks: t * (VIDEO_TIMESCALE / 1000), keyframe: f.keyframe, payload,
-      receivedAt: this.now(), nals, nalsAt,
-    }));
+    this.unit(
+      unitAt({
+        kind: 'video',
+        codec,
+        timescale: VIDEO_TIMESCALE,
+        dtsTicks: t * (VIDEO_TIMESCALE / 1000),
+        keyframe: f.keyframe,
+        payload,
+        receivedAt: this.now(),
+        nals,
+        nalsAt,
+      }),
+    );
   }
 
   /**

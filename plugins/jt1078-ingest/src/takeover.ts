@@ -108,7 +108,9 @@ export class StreamClaims {
     src.publisher.pause();
     this.o.log.info({ stream: src.stream.name, graceMs: this.o.disconnectGraceMs }, 'terminal disconnected: waiting for it to come back');
     cl.away = {
-      lastAt: src.lastAt, address: src.link.address, link: src.link.id,
+      lastAt: src.lastAt,
+      address: src.link.address,
+      link: src.link.id,
       cancel: this.o.clock.setTimeout(() => this.awayOver(cl), this.o.disconnectGraceMs),
     };
   }
@@ -162,7 +164,10 @@ export class StreamClaims {
       // alive checked by the caller: the previous link was silent past the grace
       prev.link.forgetSource(prev.key);
       m.takeoversAccepted.inc({ listener: link.listener, transport: link.transport, reason: 'silent' });
-      log.info({ stream: stream.name, link: link.id, from: prev.link.id, silentMs: now - prev.lastAt }, 'stream taken over: its link was silent past the grace');
+      log.info(
+        { stream: stream.name, link: link.id, from: prev.link.id, silentMs: now - prev.lastAt },
+        'stream taken over: its link was silent past the grace',
+      );
     } else if (cl.away || handedOver) {
       const away = cl.away;
       away?.cancel();
@@ -200,8 +205,14 @@ export class StreamClaims {
     }
     const now = this.o.clock.now();
     const ct = cl.contender;
-    if (ct && !ct.link.closed && now - ct.at <= this.aliveMs && (!this.o.pinFirstAddress || ct.link.address === cl.pinned)
-      && !cl.stream.media.closed && cl.stream.state !== 'closing') {
+    if (
+      ct &&
+      !ct.link.closed &&
+      now - ct.at <= this.aliveMs &&
+      (!this.o.pinFirstAddress || ct.link.address === cl.pinned) &&
+      !cl.stream.media.closed &&
+      cl.stream.state !== 'closing'
+    ) {
       ct.link.adopt(this.publish(cl, ct.link, now, true));
       return;
     }

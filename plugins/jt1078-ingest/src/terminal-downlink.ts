@@ -25,9 +25,7 @@ import { audioCodecOfPt, ptOfAudioCodec } from './payload-types';
 import type { AudioFraming } from './stream-assembler';
 
 /** Where bytes for the terminal go: its TCP connection, or its source address through the listener's UDP socket. */
-export type LinkPeer =
-  | { transport: 'tcp'; socket: Socket }
-  | { transport: 'udp'; socket: UdpPort; address: string; port: number };
+export type LinkPeer = { transport: 'tcp'; socket: Socket } | { transport: 'udp'; socket: UdpPort; address: string; port: number };
 
 /** 'auto': add a HiSilicon header to downlink audio when the terminal's own audio has one */
 export type HisiliconDownlink = 'auto' | 'always' | 'never';

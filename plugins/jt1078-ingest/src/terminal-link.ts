@@ -81,7 +81,7 @@ export class TerminalLink extends TerminalDownlink<LinkHost> {
     peer: LinkPeer,
   ) {
     super(id, guess, host, peer);
-    this.address = plainAddress(peer.transport === 'tcp' ? peer.socket.remoteAddress ?? '' : peer.address);
+    this.address = plainAddress(peer.transport === 'tcp' ? (peer.socket.remoteAddress ?? '') : peer.address);
     // TCP: nothing keeps a packet past onPacket but copies (the reassembler detaches its bodies); UDP's reorder buffer does
     this.parser = new Jt1078Parser((p) => this.onPacket(p), { layout: guess, reusePacket: peer.transport === 'tcp' });
     this.armGrace();
@@ -134,8 +134,13 @@ export class TerminalLink extends TerminalDownlink<LinkHost> {
         this.host.unmatched(this);
         if (!this.warnedUnmatched.has(key) && this.warnedUnmatched.size < 16) {
           this.warnedUnmatched.add(key);
-          this.host.logLimit.log(this.host.log, 'warn', `unmatched ${this.address}`,
-            { link: this.id, sim: p.sim, channel: p.channel, typ: this.typ }, 'data for a channel nobody opened: dropped');
+          this.host.logLimit.log(
+            this.host.log,
+            'warn',
+            `unmatched ${this.address}`,
+            { link: this.id, sim: p.sim, channel: p.channel, typ: this.typ },
+            'data for a channel nobody opened: dropped',
+          );
         }
         return;
       }
@@ -225,7 +230,11 @@ export class TerminalLink extends TerminalDownlink<LinkHost> {
     this.cancelGrace?.();
     const refused = this.counters.refusedPackets;
     const line = {
-      link: this.id, reason, bytes: this.counters.bytes, packets: this.counters.packets, unmatched: this.counters.unmatchedPackets,
+      link: this.id,
+      reason,
+      bytes: this.counters.bytes,
+      packets: this.counters.packets,
+      unmatched: this.counters.unmatchedPackets,
       resyncs: this.parser.stats.resyncs,
       // the refusal warnings were rate-limited: what they did not tell
       ...(refused > 0 ? { refused, refusedNotLogged: this.refusalLog.notLogged } : {}),

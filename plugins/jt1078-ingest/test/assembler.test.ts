@@ -46,8 +46,17 @@ describe('jt1078 stream assembler', function () {
       assert.ok(increasing(video.map((u) => u.dts)));
       assert.ok(video.every((u) => u.pts === u.dts));
       // video at 90 kHz, exactly the ms timeline x 90
-      assert.ok(video.every((u) => u.timescale === 90_000 && Number.isInteger(u.dts) && u.dtsTicks === u.dts * 90 &&
-        u.ptsTicks === u.dtsTicks && u.duration === 0 && typeof u.receivedAt === 'number'));
+      assert.ok(
+        video.every(
+          (u) =>
+            u.timescale === 90_000 &&
+            Number.isInteger(u.dts) &&
+            u.dtsTicks === u.dts * 90 &&
+            u.ptsTicks === u.dtsTicks &&
+            u.duration === 0 &&
+            typeof u.receivedAt === 'number',
+        ),
+      );
       assert.ok(increasing(audio.map((u) => u.dts)));
       assert.ok(audio.every((u) => u.timescale === 8000 && u.duration === u.payload.length && u.dts === (u.dtsTicks * 1000) / 8000));
       assert.equal(asm.stats.timeline.rebases, 0);
@@ -61,12 +70,15 @@ describe('jt1078 stream assembler', function () {
     const audio = out.audio();
     assert.ok(audio.every((u) => u.payload.length === 160 && u.codec === 'g711a'));
     // one origin for both kinds: audio 20 ms apart from 0, video 41-42 ms apart from 0
-    assert.deepEqual(audio.slice(0, 3).map((u) => u.dts), [0, 20, 40]);
+    assert.deepEqual(
+      audio.slice(0, 3).map((u) => u.dts),
+      [0, 20, 40],
+    );
     // at the sample rate, each frame 160 samples long and starting where the one before ended
     assert.ok(audio.every((u, i) => u.timescale === 8000 && u.duration === 160 && u.dtsTicks === 160 * i && u.kind === 'audio' && u.keyframe));
   });
 
-  it('stamps each unit with the time its last packet was parsed (receivedAt, on the assembler\'s clock)', () => {
+  it("stamps each unit with the time its last packet was parsed (receivedAt, on the assembler's clock)", () => {
     const packets = capturePackets('jt1078/gojt808-d1-h264-g711a-2013.bin');
     let clock = 0;
     const out = new Collector();
@@ -155,7 +167,10 @@ describe('jt1078 stream assembler', function () {
     const joined = [...a, ...b].map((p, i) => ({ ...p, sim: '13800138000', channel: 1, seq: i }));
     const { out, asm } = assemble(joined);
     const vt = out.tracks as VideoTrackInfo[];
-    assert.deepEqual(vt.map((t) => `${t.width}x${t.height}`), ['352x288', '704x576']);
+    assert.deepEqual(
+      vt.map((t) => `${t.width}x${t.height}`),
+      ['352x288', '704x576'],
+    );
     const video = out.video();
     assert.ok(increasing(video.map((u) => u.dts)));
     assert.equal(asm.stats.timeline.rebases, 1);
@@ -187,7 +202,10 @@ describe('jt1078 stream assembler', function () {
     const keys = video.filter((u) => u.keyframe);
     assert.equal(keys.length, 37);
     assert.equal(scanH264(keys[0].payload) & (NAL_SCAN.SPS | NAL_SCAN.PPS), NAL_SCAN.SPS | NAL_SCAN.PPS, 'the first as sent: with its sets');
-    assert.ok(keys.slice(1).every((u) => (scanH264(u.payload) & NAL_SCAN.SPS) === 0), 'the others as sent: none added');
+    assert.ok(
+      keys.slice(1).every((u) => (scanH264(u.payload) & NAL_SCAN.SPS) === 0),
+      'the others as sent: none added',
+    );
     const vt = out.tracks.find((t): t is VideoTrackInfo => t.kind === 'video')!;
     assert.ok(vt.sps && vt.pps, 'the track has them');
     // the non-key units are the original NAL units, re-joined
@@ -195,12 +213,21 @@ describe('jt1078 stream assembler', function () {
     assert.ok(video[1].payload.equals(joinAnnexB(splitAnnexB(clean[1].payload))));
   });
 
-  it('frames made anew (start codes normalised) leave the bus\'s memory reusable', async () => {
-    const bus = new CoreMediaBus({ maxGopBytes: 4 << 20, maxQueueBytes: 2 << 20, maxStreamBytes: 8 << 20, readerDropAfterMs: 60_000 }, pino({ level: 'silent' }), () => 0);
+  it("frames made anew (start codes normalised) leave the bus's memory reusable", async () => {
+    const bus = new CoreMediaBus(
+      { maxGopBytes: 4 << 20, maxQueueBytes: 2 << 20, maxStreamBytes: 8 << 20, readerDropAfterMs: 60_000 },
+      pino({ level: 'silent' }),
+      () => 0,
+    );
     const stream = bus.create('sparse', 'test');
     const pub = stream.attachPublisher();
     const seen: Buffer[] = [];
-    stream.subscribe({ write: (u) => { if (u.kind === 'video') seen.push(Buffer.from(u.payload)); }, holdsPayloads: () => false });
+    stream.subscribe({
+      write: (u) => {
+        if (u.kind === 'video') seen.push(Buffer.from(u.payload));
+      },
+      holdsPayloads: () => false,
+    });
     await new Promise<void>((r) => setImmediate(r));
     const sink = new Collector();
     sink.onAccessUnit = (au) => pub.push(au);

@@ -37,14 +37,21 @@ function adtsFor(asc: Buffer, raw: Buffer): Buffer {
   const channels = (asc[1] >> 3) & 15;
   const len = raw.length + 7;
   const h = Buffer.from([
-    0xff, 0xf1, ((objectType - 1) << 6) | (sfi << 2) | (channels >> 2), ((channels & 3) << 6) | (len >> 11),
-    (len >> 3) & 0xff, ((len & 7) << 5) | 0x1f, 0xfc,
+    0xff,
+    0xf1,
+    ((objectType - 1) << 6) | (sfi << 2) | (channels >> 2),
+    ((channels & 3) << 6) | (len >> 11),
+    (len >> 3) & 0xff,
+    ((len & 7) << 5) | 0x1f,
+    0xfc,
   ]);
   return Buffer.concat([h, raw]);
 }
 
 function correlation(a: Int16Array, b: Int16Array): number {
-  let ab = 0, aa = 0, bb = 0;
+  let ab = 0,
+    aa = 0,
+    bb = 0;
   for (let i = 0; i < Math.min(a.length, b.length); i++) {
     ab += a[i] * b[i];
     aa += a[i] * a[i];
@@ -67,7 +74,7 @@ describe('jt1078 audio normalisation, with ffmpeg', function () {
       // the same speech at 24 and 40 kbit/s: decoded with the right packing the two agree, with the wrong one not
       const decode = (rate: number, fmt: 'g726' | 'g726le'): Int16Array => {
         const file = path.join(dir, `in_${rate}.g726`);
-        fs.writeFileSync(file, fs.readFileSync(fixturePath(`g726/in_${rate}.g726`)).subarray(0, rate * 1000 / 8 * 10));
+        fs.writeFileSync(file, fs.readFileSync(fixturePath(`g726/in_${rate}.g726`)).subarray(0, ((rate * 1000) / 8) * 10));
         const pcm = ffmpeg(['-f', fmt, '-code_size', String(rate / 8), '-sample_rate', '8000', '-i', file, '-f', 's16le', '-']);
         return new Int16Array(pcm.buffer, pcm.byteOffset, pcm.length >> 1);
       };
@@ -82,7 +89,19 @@ describe('jt1078 audio normalisation, with ffmpeg', function () {
   describe('IMA ADPCM (ffmpeg adpcm_ima_wav blocks)', () => {
     let blocks: Buffer[];
     before(() => {
-      const wav = ffmpeg(['-f', 'lavfi', '-i', 'sine=frequency=500:sample_rate=8000:duration=2', '-c:a', 'adpcm_ima_wav', '-block_size', '256', '-f', 'wav', '-']);
+      const wav = ffmpeg([
+        '-f',
+        'lavfi',
+        '-i',
+        'sine=frequency=500:sample_rate=8000:duration=2',
+        '-c:a',
+        'adpcm_ima_wav',
+        '-block_size',
+        '256',
+        '-f',
+        'wav',
+        '-',
+      ]);
       const at = wav.indexOf('data');
       const data = wav.subarray(at + 8, at + 8 + wav.readUInt32LE(at + 4));
       blocks = [];
@@ -90,7 +109,7 @@ describe('jt1078 audio normalisation, with ffmpeg', function () {
       assert.ok(blocks.length >= 20);
     });
 
-    it('HiSilicon header removed, the block\'s own state header kept, 4 bits per sample, two samples per code byte', () => {
+    it("HiSilicon header removed, the block's own state header kept, 4 bits per sample, two samples per code byte", () => {
       const frames = blocks.map((b, i) => ({ pt: 26, ts: 63 * i, payload: addHisiliconHeader(b) }));
       const { out, asm } = pushAudio(frames);
       assert.deepEqual(audioTracks(out.tracks), [{ kind: 'audio', codec: 'adpcm', sampleRate: 8000, channels: 1, bitsPerSample: 4 }]);
@@ -113,14 +132,34 @@ describe('jt1078 audio normalisation, with ffmpeg', function () {
       ];
       const { out, asm } = pushAudio(frames);
       assert.deepEqual(audioTracks(out.tracks), [{ kind: 'audio', codec: 'adpcm', sampleRate: 16000, channels: 1, bitsPerSample: 4 }]);
-      assert.deepEqual(out.audio().map((u) => [u.timescale, u.dtsTicks, u.duration]), [[16000, 0, 504], [16000, 1024, 504]]);
+      assert.deepEqual(
+        out.audio().map((u) => [u.timescale, u.dtsTicks, u.duration]),
+        [
+          [16000, 0, 504],
+          [16000, 1024, 504],
+        ],
+      );
       assert.equal(asm.stats.audio.malformed, 1);
     });
   });
 
   describe('AAC (ffmpeg aac encoder, ADTS)', () => {
     const encode = (rate: number, channels: number, seconds: number): Buffer =>
-      ffmpeg(['-f', 'lavfi', '-i', `sine=frequency=440:sample_rate=${rate}:duration=${seconds}`, '-ac', String(channels), '-c:a', 'aac', '-b:a', '48k', '-f', 'adts', '-']);
+      ffmpeg([
+        '-f',
+        'lavfi',
+        '-i',
+        `sine=frequency=440:sample_rate=${rate}:duration=${seconds}`,
+        '-ac',
+        String(channels),
+        '-c:a',
+        'aac',
+        '-b:a',
+        '48k',
+        '-f',
+        'adts',
+        '-',
+      ]);
     const extradata = (aac: Buffer): string => {
       const file = path.join(dir, `asc-${aac.length}.aac`);
       fs.writeFileSync(file, aac);
@@ -155,7 +194,10 @@ describe('jt1078 audio normalisation, with ffmpeg', function () {
         assert.equal(audio[i].duration, 1024);
         assert.equal(audio[i].dts, 64 * i);
       }
-      assert.equal(asm.stats.audio.multiFramePackets, frames.filter((f) => f.payload.length > adts[0].length + 7 + 600 || adtsFrames(f.payload).length > 1).length);
+      assert.equal(
+        asm.stats.audio.multiFramePackets,
+        frames.filter((f) => f.payload.length > adts[0].length + 7 + 600 || adtsFrames(f.payload).length > 1).length,
+      );
       assert.ok(asm.stats.audio.multiFramePackets >= Math.floor(adts.length / 3));
       // framed again from the track's config, they decode to exactly the PCM of the original stream
       const again = Buffer.concat(audio.map((u) => adtsFor(tracks[0].config as Buffer, u.payload)));
@@ -178,7 +220,10 @@ describe('jt1078 audio normalisation, with ffmpeg', function () {
       assert.deepEqual([t.sampleRate, t.channels, t.config?.toString('hex')], [44100, 2, '1210']);
       const audio = out.audio();
       assert.equal(audio.length, adts.length);
-      assert.ok(audio.every((u, i) => u.timescale === 44100 && u.dtsTicks === 1024 * i && u.dts === (1024 * i * 1000) / 44100), 'no rounding drift');
+      assert.ok(
+        audio.every((u, i) => u.timescale === 44100 && u.dtsTicks === 1024 * i && u.dts === (1024 * i * 1000) / 44100),
+        'no rounding drift',
+      );
     });
 
     it('raw AAC before any ADTS frame waits for a config; after one it is taken as one frame; a cut frame is dropped alone', () => {
@@ -196,7 +241,10 @@ describe('jt1078 audio normalisation, with ffmpeg', function () {
       assert.equal(asm.stats.audio.waitingForParameters, 2);
       assert.equal(asm.stats.audio.malformed, 1);
       const audio = out.audio();
-      assert.deepEqual(audio.map((u) => u.dtsTicks), [2048, 3072, 4096, 6144]);
+      assert.deepEqual(
+        audio.map((u) => u.dtsTicks),
+        [2048, 3072, 4096, 6144],
+      );
       assert.ok(audio[0].payload.equals(raw(2)) && audio[1].payload.equals(raw(3)) && audio[2].payload.equals(raw(4)) && audio[3].payload.equals(raw(6)));
     });
 

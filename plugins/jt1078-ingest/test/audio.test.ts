@@ -50,7 +50,10 @@ describe('jt1078 audio normalisation', function () {
       assert.deepEqual(out.framings, [{ pt: 6, codec: 'g711a', hisilicon: true }]);
       assert.deepEqual(plain.framings, [{ pt: 6, codec: 'g711a', hisilicon: false }]);
       // video is untouched by any of it
-      assert.deepEqual(out.video().map((u) => u.dtsTicks), plain.video().map((u) => u.dtsTicks));
+      assert.deepEqual(
+        out.video().map((u) => u.dtsTicks),
+        plain.video().map((u) => u.dtsTicks),
+      );
     });
 
     it('G.711U (PT 7) is announced as such', () => {
@@ -62,14 +65,22 @@ describe('jt1078 audio normalisation', function () {
 
     it('places frames edge to edge through ±1 ms of timestamp jitter, but keeps a real gap', () => {
       const frames: AudioFrameIn[] = audioBodies.slice(0, 40).map((payload, i) => ({
-        pt: 6, payload, ts: 5000 + 20 * i + (i % 3 === 1 ? 1 : i % 3 === 2 ? -1 : 0) + (i >= 30 ? 100 : 0),
+        pt: 6,
+        payload,
+        ts: 5000 + 20 * i + (i % 3 === 1 ? 1 : i % 3 === 2 ? -1 : 0) + (i >= 30 ? 100 : 0),
       }));
       const { out } = pushAudio(frames);
       const ticks = out.audio().map((u) => u.dtsTicks);
-      assert.deepEqual(ticks.slice(0, 30), Array.from({ length: 30 }, (_, i) => 160 * i));
+      assert.deepEqual(
+        ticks.slice(0, 30),
+        Array.from({ length: 30 }, (_, i) => 160 * i),
+      );
       // 100 ms (800 samples) of silence from the terminal stays a gap of that length
       assert.equal(ticks[30], 160 * 30 + 800);
-      assert.deepEqual(ticks.slice(30), Array.from({ length: 10 }, (_, i) => 160 * (30 + i) + 800));
+      assert.deepEqual(
+        ticks.slice(30),
+        Array.from({ length: 10 }, (_, i) => 160 * (30 + i) + 800),
+      );
     });
   });
 
@@ -77,12 +88,25 @@ describe('jt1078 audio normalisation', function () {
     const frames = [0, 1, 5, 20].map((ts, i) => ({ pt: 14, ts, payload: payloadOf(14, i) }));
     const { out } = pushAudio(frames);
     assert.deepEqual(audioTracks(out.tracks), [{ kind: 'audio', codec: 'unknown', sampleRate: 8000, channels: 1 }]);
-    assert.deepEqual(out.audio().map((u) => [u.dtsTicks, u.duration]), [[0, 0], [8, 0], [40, 0], [160, 0]]);
+    assert.deepEqual(
+      out.audio().map((u) => [u.dtsTicks, u.duration]),
+      [
+        [0, 0],
+        [8, 0],
+        [40, 0],
+        [160, 0],
+      ],
+    );
     assert.ok(out.audio().every((u, i) => u.payload.equals(frames[i].payload)));
   });
 
   describe('G.726 (the glaciall files at 16/24/32/40 kbit/s)', () => {
-    for (const [rate, bits] of [[16, 2], [24, 3], [32, 4], [40, 5]] as const) {
+    for (const [rate, bits] of [
+      [16, 2],
+      [24, 3],
+      [32, 4],
+      [40, 5],
+    ] as const) {
       it(`${rate} kbit/s: bits per sample ${bits} from packet size and timing, announced once with the packing`, () => {
         const raw = fs.readFileSync(fixturePath(`g726/in_${rate}.g726`));
         const len = rate * 5; // 40 ms: rate kbit/s * 40 ms / 8
@@ -142,7 +166,10 @@ describe('jt1078 audio normalisation', function () {
       const audio = out.audio();
       assert.equal(audio.length, 6);
       // the terminal's clock still places them
-      assert.deepEqual(audio.map((u) => [u.dtsTicks, u.duration]), Array.from({ length: 6 }, (_, k) => [16000 * (24 + k), 320]));
+      assert.deepEqual(
+        audio.map((u) => [u.dtsTicks, u.duration]),
+        Array.from({ length: 6 }, (_, k) => [16000 * (24 + k), 320]),
+      );
     });
 
     it('frames stamped consistently too close for their length run ahead of the clock by 20 ms at most', () => {
@@ -177,5 +204,4 @@ describe('jt1078 audio normalisation', function () {
       assert.deepEqual([g726BitsFromFrameLength(80), g726BitsFromFrameLength(120), g726BitsFromFrameLength(60), g726BitsFromFrameLength(7)], [2, 3, 3, 4]);
     });
   });
-
 });

@@ -5,9 +5,7 @@ import { spawnSync } from 'node:child_process';
 import { scratchDir } from '../../../test/support/paths';
 import { requireTool } from '../../../test/support/tools';
 import { splitAnnexB } from '../../../plugin-sdk/formats';
-import {
-  BitReader, NAL_SCAN, buildAvcC, extractH264ParameterSets, h264IsKeyframe, parseH264Sps, scanH264, unescapeRbsp,
-} from '../../../plugin-sdk/formats';
+import { BitReader, NAL_SCAN, buildAvcC, extractH264ParameterSets, h264IsKeyframe, parseH264Sps, scanH264, unescapeRbsp } from '../../../plugin-sdk/formats';
 import { buildHvcC, extractH265ParameterSets, h265IsKeyframe, parseH265Sps, scanH265 } from '../../../plugin-sdk/formats';
 import { VideoTrackInfo } from '../../../plugin-sdk';
 import { Jt1078Packer } from '../src/packer';
@@ -73,10 +71,17 @@ describe('H.264 / H.265 helpers', function () {
     assert.deepEqual([r.ue(), r.ue(), r.ue(), r.se()], [0, 1, 2, 2]);
   });
 
-  for (const [size, pixFmt, profile] of [['334x250', 'yuv420p', 'High'], ['320x180', 'yuv420p', 'High'], ['330x246', 'yuv444p', 'High 4:4:4 Predictive']] as const) {
+  for (const [size, pixFmt, profile] of [
+    ['334x250', 'yuv420p', 'High'],
+    ['320x180', 'yuv420p', 'High'],
+    ['330x246', 'yuv444p', 'High 4:4:4 Predictive'],
+  ] as const) {
     it(`parses a libx264 SPS with cropping: ${size} ${pixFmt}, and builds the same avcC as ffmpeg`, () => {
       const file = path.join(dir, `x264-${size}-${pixFmt}.h264`);
-      fs.writeFileSync(file, ffmpeg(['-f', 'lavfi', '-i', `testsrc=size=${size}:rate=25`, '-t', '0.2', '-c:v', 'libx264', '-pix_fmt', pixFmt, '-f', 'h264', '-']));
+      fs.writeFileSync(
+        file,
+        ffmpeg(['-f', 'lavfi', '-i', `testsrc=size=${size}:rate=25`, '-t', '0.2', '-c:v', 'libx264', '-pix_fmt', pixFmt, '-f', 'h264', '-']),
+      );
       const stream = fs.readFileSync(file);
       const { sps, pps } = extractH264ParameterSets(stream);
       assert.ok(sps && pps);
@@ -111,7 +116,21 @@ describe('H.264 / H.265 helpers', function () {
     let file: string;
     before(() => {
       file = path.join(dir, 'x265.hevc');
-      stream = ffmpeg(['-f', 'lavfi', '-i', 'testsrc=size=320x240:rate=25', '-t', '1', '-c:v', 'libx265', '-x265-params', 'log-level=error', '-f', 'hevc', '-']);
+      stream = ffmpeg([
+        '-f',
+        'lavfi',
+        '-i',
+        'testsrc=size=320x240:rate=25',
+        '-t',
+        '1',
+        '-c:v',
+        'libx265',
+        '-x265-params',
+        'log-level=error',
+        '-f',
+        'hevc',
+        '-',
+      ]);
       fs.writeFileSync(file, stream);
     });
 

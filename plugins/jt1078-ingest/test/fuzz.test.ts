@@ -39,8 +39,14 @@ function mutate(src: Buffer, rand: () => number): Buffer[] {
     for (let i = 0; i < n; i++) b[from + Math.floor(rand() * Math.max(1, Math.min(to, b.length) - from))] = Math.floor(rand() * 256);
   };
   if (r < 0.4) return [b];
-  if (r < 0.5) { flip(0, 34, 1 + Math.floor(rand() * 3)); return [b]; }
-  if (r < 0.58) { flip(34, b.length, 1 + Math.floor(rand() * 8)); return [b]; }
+  if (r < 0.5) {
+    flip(0, 34, 1 + Math.floor(rand() * 3));
+    return [b];
+  }
+  if (r < 0.58) {
+    flip(34, b.length, 1 + Math.floor(rand() * 8));
+    return [b];
+  }
   if (r < 0.68) return [b.subarray(0, Math.floor(rand() * b.length))];
   if (r < 0.73) return [b, Buffer.from(b)];
   if (r < 0.78) return [];
@@ -54,7 +60,10 @@ function mutate(src: Buffer, rand: () => number): Buffer[] {
     if (b.length > 30) b.writeUInt16BE(Math.floor(rand() * 65536), 28);
     return [b];
   }
-  if (r < 0.95) { b[15] = Math.floor(rand() * 256); return [b]; }
+  if (r < 0.95) {
+    b[15] = Math.floor(rand() * 256);
+    return [b];
+  }
   b.writeUInt16BE(Math.floor(rand() * 65536), 6);
   return [b];
 }

@@ -26,10 +26,50 @@ export interface CaptureFacts {
 
 /** What the fixtures README (and a byte-level count) says about each capture. */
 export const CAPTURES: CaptureFacts[] = [
-  { file: 'jt1078/glaciall-cif-h264-2013.bin', packets: 6063, sim: '13800138000', channel: 1, videoFrames: 4111, audioFrames: 0, width: 352, height: 288, profile: 'Main' },
-  { file: 'jt1078/xunilcyl-d1-h264-2013.bin', packets: 1634, sim: '132570034500', channel: 1, videoFrames: 631, audioFrames: 0, width: 704, height: 576, profile: 'High' },
-  { file: 'jt1078/gojt808-d1-h264-g711a-2013.bin', packets: 540, sim: '156987000796', channel: 1, videoFrames: 102, audioFrames: 214, width: 720, height: 576, profile: 'High' },
-  { file: 'jt1078/smallchi-cif-h264-2013.bin', packets: 1478, sim: '1901305037', channel: 3, videoFrames: 931, audioFrames: 0, width: 352, height: 288, profile: 'Main' },
+  {
+    file: 'jt1078/glaciall-cif-h264-2013.bin',
+    packets: 6063,
+    sim: '13800138000',
+    channel: 1,
+    videoFrames: 4111,
+    audioFrames: 0,
+    width: 352,
+    height: 288,
+    profile: 'Main',
+  },
+  {
+    file: 'jt1078/xunilcyl-d1-h264-2013.bin',
+    packets: 1634,
+    sim: '132570034500',
+    channel: 1,
+    videoFrames: 631,
+    audioFrames: 0,
+    width: 704,
+    height: 576,
+    profile: 'High',
+  },
+  {
+    file: 'jt1078/gojt808-d1-h264-g711a-2013.bin',
+    packets: 540,
+    sim: '156987000796',
+    channel: 1,
+    videoFrames: 102,
+    audioFrames: 214,
+    width: 720,
+    height: 576,
+    profile: 'High',
+  },
+  {
+    file: 'jt1078/smallchi-cif-h264-2013.bin',
+    packets: 1478,
+    sim: '1901305037',
+    channel: 3,
+    videoFrames: 931,
+    audioFrames: 0,
+    width: 352,
+    height: 288,
+    profile: 'Main',
+  },
 ];
 
 const cache = new Map<string, Buffer>();
@@ -57,9 +97,18 @@ export function capturePackets(file: string): Jt1078Packet[] {
 /** The fields of a packet, for re-encoding it (optionally changed). */
 export function fieldsOf(p: Jt1078Packet, change: Partial<PacketFields> = {}): PacketFields {
   return {
-    layout: p.layout, sim: p.sim, channel: p.channel, pt: p.pt, marker: p.marker, seq: p.seq,
-    dataType: p.dataType, subMark: p.subMark, timestamp: p.timestamp,
-    lastIFrameInterval: p.lastIFrameInterval, lastFrameInterval: p.lastFrameInterval, ...change,
+    layout: p.layout,
+    sim: p.sim,
+    channel: p.channel,
+    pt: p.pt,
+    marker: p.marker,
+    seq: p.seq,
+    dataType: p.dataType,
+    subMark: p.subMark,
+    timestamp: p.timestamp,
+    lastIFrameInterval: p.lastIFrameInterval,
+    lastFrameInterval: p.lastFrameInterval,
+    ...change,
   };
 }
 
@@ -77,7 +126,6 @@ export function checksum(b: Buffer): number {
   for (let i = 0; i < b.length; i++) h = Math.imul(h ^ b[i], 16777619);
   return h >>> 0;
 }
-
 
 export class Collector {
   tracks: TrackInfo[] = [];
@@ -121,8 +169,24 @@ export interface ProbeResult {
 /** ffprobe as the independent decoder: decodes every frame of a raw Annex-B file. */
 export function ffprobeRaw(file: string, format: 'h264' | 'hevc'): ProbeResult {
   const ffprobe = requireTool('ffprobe', 'ffmpeg');
-  const r = spawnSync(ffprobe, ['-v', 'error', '-f', format, '-count_frames', '-select_streams', 'v:0',
-    '-show_entries', 'stream=codec_name,width,height,profile,level,nb_read_frames', '-of', 'json', file], { encoding: 'utf8' });
+  const r = spawnSync(
+    ffprobe,
+    [
+      '-v',
+      'error',
+      '-f',
+      format,
+      '-count_frames',
+      '-select_streams',
+      'v:0',
+      '-show_entries',
+      'stream=codec_name,width,height,profile,level,nb_read_frames',
+      '-of',
+      'json',
+      file,
+    ],
+    { encoding: 'utf8' },
+  );
   if (r.status !== 0) throw new Error(`ffprobe failed on ${file}: ${r.stderr}`);
   const s = JSON.parse(r.stdout).streams[0];
   return { codec: s.codec_name, width: s.width, height: s.height, profile: s.profile, level: s.level, frames: Number(s.nb_read_frames) };

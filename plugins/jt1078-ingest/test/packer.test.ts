@@ -22,10 +22,22 @@ describe('jt1078 packer', () => {
       const bufs = packer.packFrame({ dataType: 0, pt: 98, timestamp: 123456789012, payload });
       const ps = parse(bufs, layout === '2013' ? '2019' : '2013');
       assert.equal(ps.length, 3);
-      assert.deepEqual(ps.map((p) => p.body.length), [950, 950, 100]);
-      assert.deepEqual(ps.map((p) => p.subMark), [SUB_MARK.FIRST, SUB_MARK.MIDDLE, SUB_MARK.LAST]);
-      assert.deepEqual(ps.map((p) => p.marker), [false, false, true]);
-      assert.deepEqual(ps.map((p) => p.seq), [65534, 65535, 0]);
+      assert.deepEqual(
+        ps.map((p) => p.body.length),
+        [950, 950, 100],
+      );
+      assert.deepEqual(
+        ps.map((p) => p.subMark),
+        [SUB_MARK.FIRST, SUB_MARK.MIDDLE, SUB_MARK.LAST],
+      );
+      assert.deepEqual(
+        ps.map((p) => p.marker),
+        [false, false, true],
+      );
+      assert.deepEqual(
+        ps.map((p) => p.seq),
+        [65534, 65535, 0],
+      );
       assert.ok(ps.every((p) => p.layout === layout && p.sim === '13800138000' && p.channel === 2 && p.timestamp === 123456789012));
       assert.equal(packer.seq, 1);
       const frames: Jt1078Frame[] = [];

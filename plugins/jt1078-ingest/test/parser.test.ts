@@ -59,7 +59,13 @@ describe('jt1078 parser', () => {
         const seen = new Set<Jt1078Packet>();
         const got: string[] = [];
         // the key is taken during the call: afterwards the object holds the next packet
-        const parser = new Jt1078Parser((p) => { seen.add(p); got.push(packetKey(p)); }, { reusePacket: true });
+        const parser = new Jt1078Parser(
+          (p) => {
+            seen.add(p);
+            got.push(packetKey(p));
+          },
+          { reusePacket: true },
+        );
         for (let at = 0; at < data.length;) {
           const n = 1 + Math.floor(rnd() * 3000);
           // a borrowed chunk: overwritten once the parser returns, as a socket's shared read buffer is
@@ -303,8 +309,12 @@ describe('jt1078 parser', () => {
       assert.equal(probeHeader(good, 0, good.length, '2013'), good.length);
     });
     for (const [what, i, v] of [
-      ['version not 2', 4, 0x41], ['bad BCD digit in SIM', 9, 0x3a], ['channel 0', 14, 0],
-      ['data type 5', 15, 0x51], ['subpackage mark 4', 15, 0x04], ['magic', 2, 0x64],
+      ['version not 2', 4, 0x41],
+      ['bad BCD digit in SIM', 9, 0x3a],
+      ['channel 0', 14, 0],
+      ['data type 5', 15, 0x51],
+      ['subpackage mark 4', 15, 0x04],
+      ['magic', 2, 0x64],
     ] as Array<[string, number, number]>) {
       it(`rejects ${what}`, () => {
         const b = mutate(i, v);

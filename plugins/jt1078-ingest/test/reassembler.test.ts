@@ -163,7 +163,10 @@ describe('jt1078 frame reassembly', () => {
       const got = out.filter((f) => f.kind === 'audio').map((f) => f.payload);
       assert.equal(got.length, want.length);
       for (let i = 0; i < want.length; i++) assert.ok(got[i].equals(want[i]), `audio frame ${i}`);
-      assert.ok(out.every((f) => f.hisilicon === (f.kind === 'audio')), 'each audio frame says it had the header');
+      assert.ok(
+        out.every((f) => f.hisilicon === (f.kind === 'audio')),
+        'each audio frame says it had the header',
+      );
       assert.equal(asm.stats.hisiliconHeaders, 214);
     });
 
@@ -214,7 +217,10 @@ describe('jt1078 frame reassembly', () => {
     while (cap[end].subMark === SUB_MARK.MIDDLE || cap[end].subMark === SUB_MARK.LAST) end++;
     feed(firstP, end);
     assert.ok(keyPackets >= 10, `the key frame has ${keyPackets} packets`);
-    assert.deepEqual(out.map((f) => f.keyframe), [true, false]);
+    assert.deepEqual(
+      out.map((f) => f.keyframe),
+      [true, false],
+    );
     // WeakRefs hold their targets until the current job ends
     await new Promise((r) => setImmediate(r));
     collector()();

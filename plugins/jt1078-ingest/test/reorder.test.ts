@@ -48,7 +48,10 @@ function seqDiff(a: number, b: number): number {
  * to the dropped packets that `counts` says belong in the gap before it.
  */
 function checkRelease(
-  packets: Jt1078Packet[], sent: Jt1078Packet[], dropped: Set<Jt1078Packet>, out: Released[],
+  packets: Jt1078Packet[],
+  sent: Jt1078Packet[],
+  dropped: Set<Jt1078Packet>,
+  out: Released[],
   counts: (gapDropped: Jt1078Packet[], kind: number) => number,
 ): number {
   let late = 0;
@@ -90,7 +93,10 @@ describe('jt1078 reorder buffer', () => {
       assert.ok(r.buffered <= 65);
     }
     r.flush();
-    assert.equal(checkRelease(packets, sent, dropped, out, (gap) => gap.length), 0);
+    assert.equal(
+      checkRelease(packets, sent, dropped, out, (gap) => gap.length),
+      0,
+    );
     assert.equal(r.stats.lost, dropped.size);
     assert.equal(r.stats.late, 0);
     assert.equal(r.stats.released, packets.length - dropped.size);
@@ -141,7 +147,9 @@ describe('jt1078 reorder buffer', () => {
   });
 
   it('wraps around at 65535', () => {
-    const packets = capturePackets('jt1078/glaciall-cif-h264-2013.bin').slice(0, 400).map((p, i) => ({ ...p, seq: (65400 + i) & 0xffff }));
+    const packets = capturePackets('jt1078/glaciall-cif-h264-2013.bin')
+      .slice(0, 400)
+      .map((p, i) => ({ ...p, seq: (65400 + i) & 0xffff }));
     const { sent, dropped } = shuffleAndDrop(packets, 3, 20, 0.01);
     const { r, out, clock } = makeReorderer();
     for (const p of sent) {
@@ -149,7 +157,10 @@ describe('jt1078 reorder buffer', () => {
       clock.t += 1;
     }
     r.flush();
-    assert.equal(checkRelease(packets, sent, dropped, out, (gap) => gap.length), 0);
+    assert.equal(
+      checkRelease(packets, sent, dropped, out, (gap) => gap.length),
+      0,
+    );
     assert.equal(r.stats.resets, 0);
   });
 
@@ -171,14 +182,24 @@ describe('jt1078 reorder buffer', () => {
     clock.t = 50;
     r.push(at(103));
     // (the first packets wait too: an earlier number may still be on its way, see the start tests)
-    assert.deepEqual(out.map((o) => o.p.seq), []);
+    assert.deepEqual(
+      out.map((o) => o.p.seq),
+      [],
+    );
     assert.equal(r.nextDeadline(), 200);
     clock.t = 199;
     r.poll();
     assert.equal(out.length, 0);
     clock.t = 200;
     r.poll();
-    assert.deepEqual(out.map((o) => [o.p.seq, o.lost]), [[100, 0], [102, 1], [103, 0]]);
+    assert.deepEqual(
+      out.map((o) => [o.p.seq, o.lost]),
+      [
+        [100, 0],
+        [102, 1],
+        [103, 0],
+      ],
+    );
     assert.equal(r.nextDeadline(), Infinity);
     // too late now, and a repeat of a released one
     r.push(at(101));
@@ -204,7 +225,10 @@ describe('jt1078 reorder buffer', () => {
     r.push(at(65000)); // far before the start (more than maxPackets back): late, not a new start
     clock.t = 200;
     r.poll();
-    assert.deepEqual(out.map((o) => [o.p.seq, o.lost]), [0, 1, 2, 3, 4, 5, 6, 7].map((s) => [s, 0]));
+    assert.deepEqual(
+      out.map((o) => [o.p.seq, o.lost]),
+      [0, 1, 2, 3, 4, 5, 6, 7].map((s) => [s, 0]),
+    );
     assert.deepEqual([r.stats.late, r.stats.lost], [1, 0]);
     // started: from here on an in-order packet leaves at once, and an earlier number is late
     r.push(at(8));
@@ -221,7 +245,10 @@ describe('jt1078 reorder buffer', () => {
     assert.equal(out.length, 1);
     assert.equal(r.buffered, 8);
     r.push({ ...p0, seq: 10 });
-    assert.deepEqual(out.map((o) => [o.p.seq, o.lost]), [[0, 0], [2, 1], ...[3, 4, 5, 6, 7, 8, 9, 10].map((s) => [s, 0])]);
+    assert.deepEqual(
+      out.map((o) => [o.p.seq, o.lost]),
+      [[0, 0], [2, 1], ...[3, 4, 5, 6, 7, 8, 9, 10].map((s) => [s, 0])],
+    );
   });
 
   it('treats a big jump or a restart of the counter as a reset, not as thousands of losses', () => {
@@ -229,7 +256,18 @@ describe('jt1078 reorder buffer', () => {
     const { r, out } = makeReorderer();
     for (const s of [10, 11, 12, 20000, 20001, 5, 6]) r.push({ ...p0, seq: s });
     // the discontinuity is reported once (lostBefore 1) so a frame in progress is not continued
-    assert.deepEqual(out.map((o) => [o.p.seq, o.lost]), [[10, 0], [11, 0], [12, 0], [20000, 1], [20001, 0], [5, 1], [6, 0]]);
+    assert.deepEqual(
+      out.map((o) => [o.p.seq, o.lost]),
+      [
+        [10, 0],
+        [11, 0],
+        [12, 0],
+        [20000, 1],
+        [20001, 0],
+        [5, 1],
+        [6, 0],
+      ],
+    );
     assert.equal(r.stats.resets, 2);
   });
 
@@ -251,7 +289,10 @@ describe('jt1078 reorder buffer', () => {
       const { r, out } = makeReorderer({ maxPackets: 0 });
       for (const p of packets) if (p.seq !== 40 && p.seq !== 41) r.push(p);
       assert.equal(out.find((o) => o.p.seq === 42)?.lost, 2);
-      assert.equal(out.reduce((n, o) => n + o.lost, 0), 2);
+      assert.equal(
+        out.reduce((n, o) => n + o.lost, 0),
+        2,
+      );
     });
   });
 });

@@ -45,7 +45,11 @@ describe('jt1078-ingest router (which worker a terminal connection belongs to)',
     ];
     const datagrams = kinds.map((k) => packets(k, 6));
     let checked = 0;
-    for (const order of [[0, 0, 1, 1, 2, 3, 4, 0], [4, 3, 2, 1, 0, 2, 2, 1], [1, 0, 1, 0, 3, 3, 4, 4]]) {
+    for (const order of [
+      [0, 0, 1, 1, 2, 3, 4, 0],
+      [4, 3, 2, 1, 0, 2, 2, 1],
+      [1, 0, 1, 0, 3, 3, 4, 4],
+    ]) {
       for (const i of order) {
         for (const d of datagrams[i].slice(0, 1 + (checked % 3))) {
           assert.deepEqual(routeTerminal(d, true), { key: kinds[i].key }, `kind ${i}, datagram ${checked}`);

@@ -30,10 +30,12 @@ async function tcpSink(onPacket?: (p: Jt1078Packet) => void): Promise<{ server: 
       onPacket?.(p);
     });
     s.on('data', (d) => parser.push(d));
-    const ended = new Promise<void>((resolve) => s.on('close', () => {
-      parser.end();
-      resolve();
-    }));
+    const ended = new Promise<void>((resolve) =>
+      s.on('close', () => {
+        parser.end();
+        resolve();
+      }),
+    );
     conns.push({ packets, parser, ended });
   });
   server.listen(0, '127.0.0.1');
@@ -46,8 +48,12 @@ function run(args: string[]): Promise<{ code: number | null; stdout: string; std
   const child = spawn(process.execPath, [script, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
-  child.stdout.on('data', (d) => { stdout += d; });
-  child.stderr.on('data', (d) => { stderr += d; });
+  child.stdout.on('data', (d) => {
+    stdout += d;
+  });
+  child.stderr.on('data', (d) => {
+    stderr += d;
+  });
   return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
 }
 
@@ -71,9 +77,18 @@ describe('jt1078 terminal simulator', function () {
         assert.equal(c.packets.length, 540);
         assert.equal(c.parser.layout, '2013');
         assert.equal(c.parser.stats.junkBytes, 0);
-        assert.ok(c.packets.every((p, i) => p.channel === 5 && p.sim === c.packets[0].sim && p.seq === capture[i].seq &&
-          p.timestamp === capture[i].timestamp && p.marker === capture[i].marker && p.subMark === capture[i].subMark &&
-          checksum(p.body) === checksum(capture[i].body)));
+        assert.ok(
+          c.packets.every(
+            (p, i) =>
+              p.channel === 5 &&
+              p.sim === c.packets[0].sim &&
+              p.seq === capture[i].seq &&
+              p.timestamp === capture[i].timestamp &&
+              p.marker === capture[i].marker &&
+              p.subMark === capture[i].subMark &&
+              checksum(p.body) === checksum(capture[i].body),
+          ),
+        );
       }
     } finally {
       server.close();
@@ -139,15 +154,38 @@ describe('jt1078 terminal simulator', function () {
     assert.throws(() => parseSimulatorArgs(['x.bin', '--port', '7612', '--proto', '2016']), /--proto must be 2013 or 2019/);
     assert.throws(() => parseSimulatorArgs(['x.bin', '--port', 'abc']), /--port must be a whole number/);
     assert.throws(() => parseSimulatorArgs(['x.bin', '--port', '1', '--bogus']), /unknown option '--bogus'/);
-    assert.deepEqual(parseSimulatorArgs(['x.bin', '--port', '7613', '--udp', '--proto', '2019', '--speed', '0', '--count', '4', '--sim', '1', '--chan', '2', '--loop', '--host', 'h']),
-      { file: 'x.bin', port: 7613, udp: true, proto: '2019', speed: 0, count: 4, sim: '1', chan: 2, loop: true, host: 'h' });
+    assert.deepEqual(
+      parseSimulatorArgs([
+        'x.bin',
+        '--port',
+        '7613',
+        '--udp',
+        '--proto',
+        '2019',
+        '--speed',
+        '0',
+        '--count',
+        '4',
+        '--sim',
+        '1',
+        '--chan',
+        '2',
+        '--loop',
+        '--host',
+        'h',
+      ]),
+      { file: 'x.bin', port: 7613, udp: true, proto: '2019', speed: 0, count: 4, sim: '1', chan: 2, loop: true, host: 'h' },
+    );
     await assert.rejects(runSimulator({ file: fixturePath(GOJT), port: 1, chan: 0 }), /channel must be 1..255/);
     await assert.rejects(runSimulator({ file: fixturePath(GOJT), port: 1, sim: '999999999999', count: 2 }), /more than 12 digits/);
     const dir = scratchDir('jt1078-sim');
     try {
       const junk = path.join(dir, 'junk.bin');
       fs.writeFileSync(junk, Buffer.from('not a capture at all'));
-      assert.throws(() => loadCapture(junk), (e: unknown) => e instanceof UsageError && /no JT\/T 1078 packets found/.test((e as Error).message));
+      assert.throws(
+        () => loadCapture(junk),
+        (e: unknown) => e instanceof UsageError && /no JT\/T 1078 packets found/.test((e as Error).message),
+      );
       assert.throws(() => loadCapture(path.join(dir, 'missing.bin')), /cannot read capture file/);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });

@@ -48,28 +48,33 @@ class Sender {
     const s = net.connect({ host: '127.0.0.1', port, localAddress: from });
     s.on('error', () => undefined);
     await once(s, 'connect');
-    const sender: Sender = new Sender('tcp', async (bufs) => {
-      if (s.destroyed) return;
-      s.cork();
-      for (const b of bufs) s.write(b);
-      s.uncork();
-      if (s.writableNeedDrain) {
-        await new Promise<void>((resolve) => {
-          const done = (): void => {
-            s.off('drain', done);
-            s.off('close', done);
-            resolve();
-          };
-          s.on('drain', done);
-          s.on('close', done);
-        });
-      }
-    }, async () => {
-      if (s.destroyed) return;
-      const closed = once(s, 'close');
-      s.end();
-      await closed;
-    }, s.localPort!);
+    const sender: Sender = new Sender(
+      'tcp',
+      async (bufs) => {
+        if (s.destroyed) return;
+        s.cork();
+        for (const b of bufs) s.write(b);
+        s.uncork();
+        if (s.writableNeedDrain) {
+          await new Promise<void>((resolve) => {
+            const done = (): void => {
+              s.off('drain', done);
+              s.off('close', done);
+              resolve();
+            };
+            s.on('drain', done);
+            s.on('close', done);
+          });
+        }
+      },
+      async () => {
+        if (s.destroyed) return;
+        const closed = once(s, 'close');
+        s.end();
+        await closed;
+      },
+      s.localPort!,
+    );
     s.on('close', () => {
       if (!sender.stopped) sender.closedByPeer = true;
     });
@@ -82,9 +87,14 @@ class Sender {
       s.once('error', reject);
       s.bind(0, from, () => resolve());
     });
-    return new Sender('udp', async (bufs) => {
-      await Promise.all(bufs.map((d) => new Promise<void>((resolve) => s.send(d, port, '127.0.0.1', () => resolve()))));
-    }, () => new Promise<void>((resolve) => s.close(() => resolve())), s.address().port);
+    return new Sender(
+      'udp',
+      async (bufs) => {
+        await Promise.all(bufs.map((d) => new Promise<void>((resolve) => s.send(d, port, '127.0.0.1', () => resolve()))));
+      },
+      () => new Promise<void>((resolve) => s.close(() => resolve())),
+      s.address().port,
+    );
   }
 
   /** pushes `packets` (all of them, or until stopped), `batch` every `pauseMs` */
@@ -217,7 +227,7 @@ describe('jt1078 one publisher link per stream', function () {
     assert.equal(epoch(), 1, 'one publisher while the terminal is alive');
     assert.equal(publisherRemote(), `127.0.0.1:${a.localPort}`);
     const refusedWhileAlive = await metric(g, 'gw_jt1078_ingest_takeovers_refused_total', { listener: 'live2013', transport: 'tcp' });
-    assert.ok(refusedWhileAlive > 0, 'the other link\'s packets are counted');
+    assert.ok(refusedWhileAlive > 0, "the other link's packets are counted");
 
     // a's connection stays open, but nothing comes for the channel: past the grace b takes over
     const silentFrom = Date.now();
@@ -262,26 +272,35 @@ describe('jt1078 one publisher link per stream', function () {
     await waitFor('b closed by the gateway', () => b.closedByPeer, 5000);
     await pushingA;
     assert.equal(epoch(), 1, 'one publisher all along');
-    assert.equal(probe.links().find(SIM, 1, 'live'), terminalLink, 'the terminal\'s link is still the one found');
+    assert.equal(probe.links().find(SIM, 1, 'live'), terminalLink, "the terminal's link is still the one found");
     assert.equal(terminalLink!.closed, false);
-    assert.ok(videoFrames() > framesAtStart + 500, 'the terminal\'s frames kept flowing');
+    assert.ok(videoFrames() > framesAtStart + 500, "the terminal's frames kept flowing");
     assert.equal(probe.links().find(SIM, 2, 'live')?.remote, `127.0.0.2:${c.localPort}`, 'c publishes the channel it alone pushes');
     assert.ok(await g.api('GET', '/strm/status').then((r) => (r.json.data as Array<{ reqId: string }>).some((x) => x.reqId === req)));
-    assert.equal(probe.notices.some((n) => n.payload.act === 'closed'), false);
+    assert.equal(
+      probe.notices.some((n) => n.payload.act === 'closed'),
+      false,
+    );
 
     const refusedLines = g.logs.filter((l) => l.msg === REFUSED_LINE);
-    assert.deepEqual(refusedLines.map((l) => String(l.link).split(' ')[1]).sort(), [`127.0.0.2:${b.localPort}`, `127.0.0.2:${c.localPort}`].sort(),
-      'one line per refused link, not one per packet');
+    assert.deepEqual(
+      refusedLines.map((l) => String(l.link).split(' ')[1]).sort(),
+      [`127.0.0.2:${b.localPort}`, `127.0.0.2:${c.localPort}`].sort(),
+      'one line per refused link, not one per packet',
+    );
     assert.ok(refusedLines.every((l) => l.stream === STREAM && l.level === 40));
     const closed = g.logs.find((l) => l.msg === 'terminal link closed' && String(l.link).includes(`127.0.0.2:${b.localPort}`));
-    assert.ok(closed, 'b\'s close is logged');
+    assert.ok(closed, "b's close is logged");
     assert.equal(closed.reason, 'no opened channel within the grace period');
     assert.ok(Number(closed.refused) > 1, 'with the count of its refused packets');
     assert.equal(closed.refusedNotLogged, Number(closed.refused) - 1);
     // no SIM or stream name in the new series' labels
     const lines = (await metricsText(g)).split('\n').filter((l) => /^gw_jt1078_ingest_takeovers_/.test(l));
     assert.ok(lines.length >= 2, lines.join('\n'));
-    assert.ok(lines.every((l) => !l.includes(SIM)), lines.join('\n'));
+    assert.ok(
+      lines.every((l) => !l.includes(SIM)),
+      lines.join('\n'),
+    );
   });
 
   it('pinFirstAddress: another address is refused even past the grace; the first address (any port, any transport) resumes', async () => {
@@ -322,7 +341,7 @@ describe('jt1078 one publisher link per stream', function () {
     assert.equal(refusedLine?.why, 'pinned to another address');
   });
 
-  it('without pinning, a closed publisher\'s stream waits out the grace for a link from another, refused, address', async () => {
+  it("without pinning, a closed publisher's stream waits out the grace for a link from another, refused, address", async () => {
     const g = await boot({});
     const req = await open(g, SIM, 1);
     const a = await sender(g, 'tcp', '127.0.0.1');
@@ -337,7 +356,10 @@ describe('jt1078 one publisher link per stream', function () {
     assert.ok(Date.now() - gone >= 900, `b waited for the grace (${Date.now() - gone} ms)`);
     assert.equal(await metric(g, 'gw_jt1078_ingest_takeovers_accepted_total', { listener: 'live2013', transport: 'udp', reason: 'gone' }), 1);
     assert.equal(await metric(g, 'gw_jt1078_ingest_disconnects_total'), 0);
-    assert.equal(probe.notices.some((n) => n.payload.reqId === req && n.payload.act === 'closed'), false);
+    assert.equal(
+      probe.notices.some((n) => n.payload.reqId === req && n.payload.act === 'closed'),
+      false,
+    );
   });
   /**
    * On the gateway's clock (manual here): the terminal's last packet at T, its link closed at T+400, the disconnect
@@ -372,9 +394,12 @@ describe('jt1078 one publisher link per stream', function () {
         assert.equal(epoch(), 2);
         assert.equal(await metric(g, 'gw_jt1078_ingest_takeovers_accepted_total', { listener: 'live2013', transport: 'tcp', reason: 'gone' }), 1);
         await b.push(other, { count: 50 });
-        await waitFor('b\'s packets on the stream', async () => (await metric(g, 'gw_jt1078_ingest_stream_packets', { stream: STREAM })) === 50);
+        await waitFor("b's packets on the stream", async () => (await metric(g, 'gw_jt1078_ingest_stream_packets', { stream: STREAM })) === 50);
         assert.equal(await refused(), 70, 'b is the publisher: nothing more refused');
-        assert.equal(probe.notices.some((n) => n.payload.act === 'closed'), false);
+        assert.equal(
+          probe.notices.some((n) => n.payload.act === 'closed'),
+          false,
+        );
       } else {
         const closed = await waitFor('the request closed', () => probe.notices.find((n) => n.payload.reqId === req && n.payload.act === 'closed'));
         assert.equal(closed.payload.closeCause, 2);

@@ -60,10 +60,9 @@ async function waitFor<T>(what: string, f: () => T | undefined | false, ms = 500
 
 /** The capture as one terminal: its packets re-encoded with this SIM, channel and layout (audio optionally framed). */
 function terminalPackets(o: { sim: string; channel: number; layout: Jt1078Layout; hisilicon?: boolean }): Buffer[] {
-  return capturePackets(GOJT).map((p) => encodePacket(
-    fieldsOf(p, { sim: o.sim, channel: o.channel, layout: o.layout }),
-    o.hisilicon && p.dataType === 3 ? addHisiliconHeader(p.body) : p.body,
-  ));
+  return capturePackets(GOJT).map((p) =>
+    encodePacket(fieldsOf(p, { sim: o.sim, channel: o.channel, layout: o.layout }), o.hisilicon && p.dataType === 3 ? addHisiliconHeader(p.body) : p.body),
+  );
 }
 
 const payloadOf = (n: number, seed: number): Buffer => Buffer.from(Array.from({ length: n }, (_, i) => (i * 31 + seed) & 0xff));
@@ -93,7 +92,7 @@ describe('jt1078 terminal-links service', function () {
     assert.equal(r.json.errCode, 0, JSON.stringify(r.json));
   }
 
-  it('TCP, 2013: finds the link pushing a channel and sends G.711A down it as the terminal\'s own packets', async () => {
+  it("TCP, 2013: finds the link pushing a channel and sends G.711A down it as the terminal's own packets", async () => {
     await open('156987000796', 1);
     const received: Jt1078Packet[] = [];
     const parser = new Jt1078Parser((p) => received.push(p), { layout: '2019' });
@@ -113,21 +112,39 @@ describe('jt1078 terminal-links service', function () {
       assert.equal(probe.links().find('156987000796', 2, 'live'), undefined);
       assert.equal(link.transport, 'tcp');
       assert.equal(link.remote, `127.0.0.1:${sock.localPort}`);
-      assert.deepEqual(probe.attached.map((e) => [e.normSim, e.chanId, e.typ, e.link === link]), [['156987000796', 1, 'live', true]]);
+      assert.deepEqual(
+        probe.attached.map((e) => [e.normSim, e.chanId, e.typ, e.link === link]),
+        [['156987000796', 1, 'live', true]],
+      );
       assert.equal(link.hisiliconAudio, false);
 
       const frames = [payloadOf(160, 1), payloadOf(160, 2), payloadOf(2000, 3)];
       frames.forEach((payload, i) => assert.equal(link.sendAudio('156987000796', 1, { codec: 'g711a', payload, timestamp: 1_700_000_000_000 + 20 * i }), true));
-      const raw = encodePacket({ layout: '2013', sim: '156987000796', channel: 1, pt: 6, marker: true, seq: 999, dataType: 3, subMark: 0, timestamp: 5 }, payloadOf(10, 9));
+      const raw = encodePacket(
+        { layout: '2013', sim: '156987000796', channel: 1, pt: 6, marker: true, seq: 999, dataType: 3, subMark: 0, timestamp: 5 },
+        payloadOf(10, 9),
+      );
       assert.equal(link.write(raw), true);
       await waitFor('6 packets back', () => received.length >= 6);
       assert.equal(parser.layout, '2013');
       assert.ok(received.every((p) => p.layout === '2013' && p.sim === '156987000796' && p.channel === 1 && p.pt === 6 && p.dataType === 3));
       // the link's own sequence numbers, from 0, across frames; the big frame split into 950-byte subpackages
-      assert.deepEqual(received.map((p) => p.seq), [0, 1, 2, 3, 4, 999]);
-      assert.deepEqual(received.map((p) => p.timestamp), [1_700_000_000_000, 1_700_000_000_020, 1_700_000_000_040, 1_700_000_000_040, 1_700_000_000_040, 5]);
-      assert.deepEqual(received.map((p) => p.subMark), [SUB_MARK.ATOMIC, SUB_MARK.ATOMIC, SUB_MARK.FIRST, SUB_MARK.MIDDLE, SUB_MARK.LAST, SUB_MARK.ATOMIC]);
-      assert.deepEqual(received.map((p) => p.marker), [true, true, false, false, true, true]);
+      assert.deepEqual(
+        received.map((p) => p.seq),
+        [0, 1, 2, 3, 4, 999],
+      );
+      assert.deepEqual(
+        received.map((p) => p.timestamp),
+        [1_700_000_000_000, 1_700_000_000_020, 1_700_000_000_040, 1_700_000_000_040, 1_700_000_000_040, 5],
+      );
+      assert.deepEqual(
+        received.map((p) => p.subMark),
+        [SUB_MARK.ATOMIC, SUB_MARK.ATOMIC, SUB_MARK.FIRST, SUB_MARK.MIDDLE, SUB_MARK.LAST, SUB_MARK.ATOMIC],
+      );
+      assert.deepEqual(
+        received.map((p) => p.marker),
+        [true, true, false, false, true, true],
+      );
       assert.ok(received[0].body.equals(frames[0]) && received[1].body.equals(frames[1]), 'no HiSilicon header: the terminal sends none');
       assert.ok(Buffer.concat(received.slice(2, 5).map((p) => p.body)).equals(frames[2]));
       assert.ok(received[5].body.equals(payloadOf(10, 9)));
@@ -156,7 +173,9 @@ describe('jt1078 terminal-links service', function () {
     const sock = net.connect(gw.ports['jt1078-ingest.livePort2013'], '127.0.0.1');
     await once(sock, 'connect');
     let got = 0;
-    sock.on('data', (d) => { got += d.length; });
+    sock.on('data', (d) => {
+      got += d.length;
+    });
     for (const b of terminalPackets({ sim: '156987000796', channel: 1, layout: '2013' })) sock.write(b);
     const link = await waitFor('the link', () => probe.links().find('156987000796', 1, 'live'));
     const closed: string[] = [];
@@ -186,7 +205,7 @@ describe('jt1078 terminal-links service', function () {
     assert.equal(late, 'terminal disconnected');
   });
 
-  it('UDP, 2019, HiSilicon audio: sends to the terminal\'s address through the listener, header added back', async () => {
+  it("UDP, 2019, HiSilicon audio: sends to the terminal's address through the listener, header added back", async () => {
     await open('13912345678', 2);
     const term = dgram.createSocket('udp4');
     term.bind(0, '127.0.0.1');
@@ -211,7 +230,10 @@ describe('jt1078 terminal-links service', function () {
       assert.equal(link.sendAudio('13912345678', 2, { codec: 'g711a', payload, timestamp: 80 }), true);
       await waitFor('2 datagrams', () => received.length >= 2);
       for (const [i, p] of received.entries()) {
-        assert.deepEqual([p.layout, p.sim, p.channel, p.pt, p.dataType, p.seq, p.timestamp, p.subMark], ['2019', '13912345678', 2, 6, 3, i, 40 * (i + 1), SUB_MARK.ATOMIC]);
+        assert.deepEqual(
+          [p.layout, p.sim, p.channel, p.pt, p.dataType, p.seq, p.timestamp, p.subMark],
+          ['2019', '13912345678', 2, 6, 3, i, 40 * (i + 1), SUB_MARK.ATOMIC],
+        );
         assert.deepEqual([...p.body.subarray(0, 4)], [0x00, 0x01, 160, 0x00], 'HiSilicon header: 160 words follow');
         assert.ok(p.body.subarray(4).equals(payload));
       }
@@ -242,7 +264,10 @@ describe('jt1078 terminal-links service', function () {
       const second = await waitFor('the second link', () => probe.links().find('156987000796', 1, 'live'));
       assert.notEqual(second, first);
       assert.equal(second.remote, `127.0.0.1:${b.localPort}`);
-      assert.deepEqual(probe.attached.map((e) => e.link), [first, second]);
+      assert.deepEqual(
+        probe.attached.map((e) => e.link),
+        [first, second],
+      );
     } finally {
       b.destroy();
     }
@@ -259,14 +284,26 @@ describe('jt1078 terminal-links service', function () {
         const sock = net.connect(gw.ports['jt1078-ingest.livePort2013'], '127.0.0.1');
         await once(sock, 'connect');
         socks.push(sock);
-        const video = capturePackets(GOJT).filter((p) => p.dataType !== 3).slice(0, 30);
+        const video = capturePackets(GOJT)
+          .filter((p) => p.dataType !== 3)
+          .slice(0, 30);
         for (const p of video) sock.write(encodePacket(fieldsOf(p, { sim, channel: 1 }), p.body));
         for (let i = 0; i < 8; i++) {
-          sock.write(encodePacket({ layout: '2013', sim, channel: 1, pt: 8, marker: true, seq: 1000 + i, dataType: 3, subMark: 0, timestamp: 40 * i }, raw.subarray(160 * i, 160 * (i + 1))));
+          sock.write(
+            encodePacket(
+              { layout: '2013', sim, channel: 1, pt: 8, marker: true, seq: 1000 + i, dataType: 3, subMark: 0, timestamp: 40 * i },
+              raw.subarray(160 * i, 160 * (i + 1)),
+            ),
+          );
         }
       }
-      const track = (sim: string) => waitFor(`${sim}'s audio track`, () =>
-        probe.bus().get(`${sim}_1_1`)?.tracks.find((t): t is AudioTrackInfo => t.kind === 'audio'));
+      const track = (sim: string) =>
+        waitFor(`${sim}'s audio track`, () =>
+          probe
+            .bus()
+            .get(`${sim}_1_1`)
+            ?.tracks.find((t): t is AudioTrackInfo => t.kind === 'audio'),
+        );
       // the site's packing, the bits measured (32 kbit/s); the overridden terminal: its own bits and packing
       assert.deepEqual(await track('13900000001'), { kind: 'audio', codec: 'g726', sampleRate: 8000, channels: 1, bitsPerSample: 4, packing: 'left' });
       assert.deepEqual(await track('13900000002'), { kind: 'audio', codec: 'g726', sampleRate: 8000, channels: 1, bitsPerSample: 3, packing: 'right' });

@@ -126,7 +126,11 @@ export function loadCapture(file: string): Capture {
     offsets[i] = t;
   }
   return {
-    layout: parser.layout ?? '2013', packets, sim: packets[0].sim, channel: packets[0].channel, offsets,
+    layout: parser.layout ?? '2013',
+    packets,
+    sim: packets[0].sim,
+    channel: packets[0].channel,
+    offsets,
     loopShift: maxTs - minTs + 40,
   };
 }
@@ -191,7 +195,23 @@ export async function runSimulator(opts: SimulatorOptions): Promise<SimulatorSum
   for (let i = 0; i < count; i++) {
     // Spread terminals over one frame interval so they do not all burst at the same instant.
     const stagger = speed > 0 && count > 1 ? (i * 40) / count : 0;
-    terminals.push(runTerminal(cap, layout, sims[i], opts.chan, speed, !!opts.loop, !!opts.udp, address, opts.port, stagger, counters, stop.signal, i === 0 ? talk : undefined));
+    terminals.push(
+      runTerminal(
+        cap,
+        layout,
+        sims[i],
+        opts.chan,
+        speed,
+        !!opts.loop,
+        !!opts.udp,
+        address,
+        opts.port,
+        stagger,
+        counters,
+        stop.signal,
+        i === 0 ? talk : undefined,
+      ),
+    );
   }
   const results = await Promise.allSettled(terminals);
   opts.signal?.removeEventListener('abort', forward);
@@ -199,14 +219,28 @@ export async function runSimulator(opts: SimulatorOptions): Promise<SimulatorSum
   const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
   if (failed) throw failed.reason;
   return {
-    terminals: count, packets: counters.packets, bytes: counters.bytes, passes: counters.passes,
-    seconds: (performance.now() - started) / 1000, ...(talkReport ? { talk: talkReport } : {}),
+    terminals: count,
+    packets: counters.packets,
+    bytes: counters.bytes,
+    passes: counters.passes,
+    seconds: (performance.now() - started) / 1000,
+    ...(talkReport ? { talk: talkReport } : {}),
   };
 }
 
 async function runTerminal(
-  cap: Capture, layout: Jt1078Layout, simBcd: Buffer, chan: number | undefined, speed: number, loop: boolean,
-  udp: boolean, address: string, port: number, stagger: number, counters: Counters, signal: AbortSignal | undefined,
+  cap: Capture,
+  layout: Jt1078Layout,
+  simBcd: Buffer,
+  chan: number | undefined,
+  speed: number,
+  loop: boolean,
+  udp: boolean,
+  address: string,
+  port: number,
+  stagger: number,
+  counters: Counters,
+  signal: AbortSignal | undefined,
   talk: TalkReceiver | undefined,
 ): Promise<void> {
   if (signal?.aborted) return;
@@ -217,11 +251,21 @@ async function runTerminal(
   const pk = cap.packets;
   const n = pk.length;
   const fields: PacketFields = {
-    layout, sim: '', channel: 1, pt: 0, marker: false, seq: 0, dataType: 0, subMark: 0, timestamp: 0,
+    layout,
+    sim: '',
+    channel: 1,
+    pt: 0,
+    marker: false,
+    seq: 0,
+    dataType: 0,
+    subMark: 0,
+    timestamp: 0,
   };
   const t0 = performance.now() + stagger;
   let failure: Error | undefined;
-  const onError = (err: Error): void => { failure = err; };
+  const onError = (err: Error): void => {
+    failure = err;
+  };
   out.on('error', onError);
   try {
     for (let pass = 0; ; pass++) {
@@ -358,17 +402,27 @@ export function parseSimulatorArgs(argv: string[]): SimulatorOptions {
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     switch (a) {
-      case '--host': o.host = value(i++, a); break;
-      case '--port': o.port = int(value(i++, a), a); break;
+      case '--host':
+        o.host = value(i++, a);
+        break;
+      case '--port':
+        o.port = int(value(i++, a), a);
+        break;
       case '--proto': {
         const v = value(i++, a);
         if (v !== '2013' && v !== '2019') throw new UsageError(`--proto must be 2013 or 2019, got '${v}'`);
         o.proto = v;
         break;
       }
-      case '--udp': o.udp = true; break;
-      case '--sim': o.sim = value(i++, a); break;
-      case '--chan': o.chan = int(value(i++, a), a); break;
+      case '--udp':
+        o.udp = true;
+        break;
+      case '--sim':
+        o.sim = value(i++, a);
+        break;
+      case '--chan':
+        o.chan = int(value(i++, a), a);
+        break;
       case '--speed': {
         const v = value(i++, a);
         const n = Number(v);
@@ -376,9 +430,15 @@ export function parseSimulatorArgs(argv: string[]): SimulatorOptions {
         o.speed = n;
         break;
       }
-      case '--count': o.count = int(value(i++, a), a); break;
-      case '--loop': o.loop = true; break;
-      case '--talk-wav': o.talkWav = value(i++, a); break;
+      case '--count':
+        o.count = int(value(i++, a), a);
+        break;
+      case '--loop':
+        o.loop = true;
+        break;
+      case '--talk-wav':
+        o.talkWav = value(i++, a);
+        break;
       case '--talk-proto': {
         const v = value(i++, a);
         if (v !== '2013' && v !== '2019') throw new UsageError(`--talk-proto must be 2013 or 2019, got '${v}'`);
@@ -386,7 +446,8 @@ export function parseSimulatorArgs(argv: string[]): SimulatorOptions {
         break;
       }
       case '-h':
-      case '--help': throw new UsageError('');
+      case '--help':
+        throw new UsageError('');
       default:
         if (a.startsWith('-')) throw new UsageError(`unknown option '${a}'`);
         if (file !== undefined) throw new UsageError(`more than one capture file given ('${file}', '${a}')`);
@@ -433,5 +494,7 @@ export async function main(argv: string[]): Promise<number> {
 if (require.main === module) {
   // main() reports its own failures and returns the exit code; anything it lets through is an unhandled
   // rejection, which Node prints before it exits with code 1
-  void main(process.argv.slice(2)).then((code) => { process.exitCode = code; });
+  void main(process.argv.slice(2)).then((code) => {
+    process.exitCode = code;
+  });
 }

@@ -66,8 +66,22 @@ export class TalkReceiver {
     this.parser = new Jt1078Parser((p) => this.onPacket(p), { layout: opts.layout ?? '2013' });
     this.kept = new Int16Array(opts.keepSamples ?? 0);
     this.r = {
-      packets: 0, frames: 0, undecoded: 0, samples: 0, seconds: 0, codec: undefined, pt: undefined, sampleRate: undefined, layout: undefined,
-      sim: undefined, channel: undefined, hisilicon: false, seqGaps: 0, firstTimestamp: undefined, lastTimestamp: undefined, wavFile: opts.wavFile,
+      packets: 0,
+      frames: 0,
+      undecoded: 0,
+      samples: 0,
+      seconds: 0,
+      codec: undefined,
+      pt: undefined,
+      sampleRate: undefined,
+      layout: undefined,
+      sim: undefined,
+      channel: undefined,
+      hisilicon: false,
+      seqGaps: 0,
+      firstTimestamp: undefined,
+      lastTimestamp: undefined,
+      wavFile: opts.wavFile,
     };
     if (opts.wavFile) {
       this.wavFd = fs.openSync(opts.wavFile, 'w');
@@ -146,7 +160,7 @@ export class TalkReceiver {
     r.codec = codec;
     r.pt = p.pt;
     const rate = sampleRateOfPt(p.pt) ?? 8000;
-    const bits = codec === 'g726' ? g726BitsOfPt(p.pt) ?? this.opts.g726Bits ?? g726BitsFromFrameLength(frame.length) : undefined;
+    const bits = codec === 'g726' ? (g726BitsOfPt(p.pt) ?? this.opts.g726Bits ?? g726BitsFromFrameLength(frame.length)) : undefined;
     const key = `${p.pt}/${bits}`;
     if (this.decoder?.key !== key) {
       const track: AudioTrackInfo = { kind: 'audio', codec, sampleRate: rate, channels: 1, bitsPerSample: bits, packing: this.opts.g726Packing };
@@ -197,8 +211,10 @@ export function wavHeader(dataBytes: number, sampleRate: number): Buffer {
 /** One line for a person: what the terminal heard. */
 export function describeTalk(r: TalkReport): string {
   if (r.packets === 0) return 'talk: no intercom audio received';
-  return `talk: ${r.packets} audio packets, ${r.frames} frames (${r.codec}, PT ${r.pt}${r.hisilicon ? ', HiSilicon header' : ''}, ${r.layout} layout, `
-    + `SIM ${r.sim} channel ${r.channel}), ${r.seconds.toFixed(2)} s decoded, ${r.seqGaps} missing by sequence`
-    + (r.undecoded > 0 ? `, ${r.undecoded} frames not decodable` : '')
-    + (r.wavFile ? `, written to ${r.wavFile}` : '');
+  return (
+    `talk: ${r.packets} audio packets, ${r.frames} frames (${r.codec}, PT ${r.pt}${r.hisilicon ? ', HiSilicon header' : ''}, ${r.layout} layout, ` +
+    `SIM ${r.sim} channel ${r.channel}), ${r.seconds.toFixed(2)} s decoded, ${r.seqGaps} missing by sequence` +
+    (r.undecoded > 0 ? `, ${r.undecoded} frames not decodable` : '') +
+    (r.wavFile ? `, written to ${r.wavFile}` : '')
+  );
 }

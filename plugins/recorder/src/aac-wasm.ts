@@ -39,8 +39,16 @@ interface EmModule {
   _close_encoder(ctx: number): void;
 }
 type Factory = (arg?: { print?: (s: string) => void; printErr?: (s: string) => void }) => Promise<EmModule>;
-const EXPORTS: ReadonlyArray<keyof EmModule> = ['_init_encoder', '_get_encoder_frame_size', '_get_encode_input_ptr', '_send_frame',
-  '_receive_packet', '_flush_encoder_start', '_get_encoded_data', '_close_encoder'];
+const EXPORTS: ReadonlyArray<keyof EmModule> = [
+  '_init_encoder',
+  '_get_encoder_frame_size',
+  '_get_encode_input_ptr',
+  '_send_frame',
+  '_receive_packet',
+  '_flush_encoder_start',
+  '_get_encoded_data',
+  '_close_encoder',
+];
 
 let loaded: Promise<EmModule> | undefined;
 
@@ -84,7 +92,13 @@ export class G711AacEncoder {
   private outLen = 0;
   private sizes: number[] = [];
 
-  private constructor(private readonly m: EmModule, private readonly ctx: number, private readonly inPtr: number, law: 'alaw' | 'ulaw', private readonly channels: number) {
+  private constructor(
+    private readonly m: EmModule,
+    private readonly ctx: number,
+    private readonly inPtr: number,
+    law: 'alaw' | 'ulaw',
+    private readonly channels: number,
+  ) {
     this.table = law === 'alaw' ? ALAW_TO_PCM : ULAW_TO_PCM;
   }
 
@@ -94,12 +108,12 @@ export class G711AacEncoder {
     if (ctx === 0) throw new Error(`ffmpeg's AAC encoder refused ${AAC_RATE} Hz mono`);
     if (m._get_encoder_frame_size(ctx) !== AAC_FRAME) {
       m._close_encoder(ctx);
-      throw new Error('ffmpeg\'s AAC encoder has another frame size than 1024');
+      throw new Error("ffmpeg's AAC encoder has another frame size than 1024");
     }
     const inPtr = m._get_encode_input_ptr(ctx, AAC_FRAME * 4);
     if (inPtr === 0) {
       m._close_encoder(ctx);
-      throw new Error('ffmpeg\'s AAC encoder: no memory for its input');
+      throw new Error("ffmpeg's AAC encoder: no memory for its input");
     }
     return new G711AacEncoder(m, ctx, inPtr, law, channels);
   }

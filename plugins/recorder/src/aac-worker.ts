@@ -35,4 +35,6 @@ async function handle(req: AacReq): Promise<AacRes> {
   }
 }
 
-serveWorker<AacReq, AacRes>(handle, (res): TransferListItem[] => (res.op === 'frames' ? [res.bytes.buffer as ArrayBuffer, res.sizes.buffer as ArrayBuffer] : []));
+serveWorker<AacReq, AacRes>(handle, (res): TransferListItem[] =>
+  res.op === 'frames' ? [res.bytes.buffer as ArrayBuffer, res.sizes.buffer as ArrayBuffer] : [],
+);

@@ -4,9 +4,23 @@
  */
 import { Pool, type PoolConfig } from 'pg';
 import {
-  appFilterExcludesAll, checkClaim, checkLimit, checkRangeQuery, checkRecordUpdate, DuplicateRecordError, normaliseApiBase, startedRecord,
-  type CatalogOptions, type MediaTyp, type NodeScope, type RangeQuery, type RecordCatalog, type RecordStart,
-  type RecordState, type RecordUpdate, type StoredRecord,
+  appFilterExcludesAll,
+  checkClaim,
+  checkLimit,
+  checkRangeQuery,
+  checkRecordUpdate,
+  DuplicateRecordError,
+  normaliseApiBase,
+  startedRecord,
+  type CatalogOptions,
+  type MediaTyp,
+  type NodeScope,
+  type RangeQuery,
+  type RecordCatalog,
+  type RecordStart,
+  type RecordState,
+  type RecordUpdate,
+  type StoredRecord,
 } from './catalog';
 import { normaliseSimNo } from './sim-no';
 import { assertTimeZone } from './zone-time';
@@ -128,9 +142,7 @@ export class PostgresRecordCatalog implements RecordCatalog {
         await client.query(schemaSql(table));
         // Only when the column is missing: ALTER TABLE takes an exclusive lock on the table even when it has
         // nothing to do, and every gateway of a fleet opens the catalog at each boot.
-        const col = await client.query(
-          `SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'api_base' AND NOT attisdropped`, [table],
-        );
+        const col = await client.query(`SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'api_base' AND NOT attisdropped`, [table]);
         if (col.rowCount === 0) await client.query(migrationSql(table));
         await client.query('COMMIT');
       } catch (err) {
@@ -171,7 +183,10 @@ export class PostgresRecordCatalog implements RecordCatalog {
     checkRecordUpdate(patch);
     const sets: string[] = [];
     const params: unknown[] = [reqId];
-    const set = (col: string, v: unknown): void => { params.push(v); sets.push(`${col} = $${params.length}`); };
+    const set = (col: string, v: unknown): void => {
+      params.push(v);
+      sets.push(`${col} = $${params.length}`);
+    };
     if (patch.sz !== undefined) set('sz', patch.sz);
     if (patch.mediaTyp !== undefined) set('media_typ', patch.mediaTyp);
     if (patch.state !== undefined) set('state', patch.state);
@@ -193,7 +208,10 @@ export class PostgresRecordCatalog implements RecordCatalog {
     if (q.states && q.states.length === 0) return [];
     const params: unknown[] = [q.appId];
     const where = ['app_id = $1'];
-    const add = (cond: (n: number) => string, v: unknown): void => { params.push(v); where.push(cond(params.length)); };
+    const add = (cond: (n: number) => string, v: unknown): void => {
+      params.push(v);
+      where.push(cond(params.length));
+    };
     if (q.simNo !== undefined) add((n) => `sim_no = $${n}`, normaliseSimNo(q.simNo));
     add((n) => `req_tm >= $${n}`, q.start);
     add((n) => `req_tm <= $${n}`, q.end);
@@ -213,7 +231,9 @@ export class PostgresRecordCatalog implements RecordCatalog {
 
   async listUnfinished(node?: NodeScope): Promise<StoredRecord[]> {
     const { rows } = node
-      ? await this.q(`SELECT * FROM ${this.t} WHERE state = 'recording' AND (api_base = $1 OR api_base IS NULL) ORDER BY req_tm, req_id`, [normaliseApiBase(node.apiBase)])
+      ? await this.q(`SELECT * FROM ${this.t} WHERE state = 'recording' AND (api_base = $1 OR api_base IS NULL) ORDER BY req_tm, req_id`, [
+          normaliseApiBase(node.apiBase),
+        ])
       : await this.q(`SELECT * FROM ${this.t} WHERE state = 'recording' ORDER BY req_tm, req_id`);
     return rows.map(fromRow);
   }
@@ -221,7 +241,10 @@ export class PostgresRecordCatalog implements RecordCatalog {
   async oldest(n: number, node?: NodeScope): Promise<StoredRecord[]> {
     checkLimit('oldest', n);
     const { rows } = node
-      ? await this.q(`SELECT * FROM ${this.t} WHERE state <> 'recording' AND api_base = $2 ORDER BY req_tm, req_id LIMIT $1`, [n, normaliseApiBase(node.apiBase)])
+      ? await this.q(`SELECT * FROM ${this.t} WHERE state <> 'recording' AND api_base = $2 ORDER BY req_tm, req_id LIMIT $1`, [
+          n,
+          normaliseApiBase(node.apiBase),
+        ])
       : await this.q(`SELECT * FROM ${this.t} WHERE state <> 'recording' ORDER BY req_tm, req_id LIMIT $1`, [n]);
     return rows.map(fromRow);
   }
@@ -236,9 +259,10 @@ export class PostgresRecordCatalog implements RecordCatalog {
   async listUnnamed(after: string | null, n: number): Promise<StoredRecord[]> {
     checkLimit('listUnnamed', n);
     // walks the primary key (C collation: bytewise, as SQLite's) from `after`, so paging through them all reads the table once
-    const { rows } = after === null
-      ? await this.q(`SELECT * FROM ${this.t} WHERE api_base IS NULL ORDER BY req_id LIMIT $1`, [n])
-      : await this.q(`SELECT * FROM ${this.t} WHERE api_base IS NULL AND req_id > $2 ORDER BY req_id LIMIT $1`, [n, after]);
+    const { rows } =
+      after === null
+        ? await this.q(`SELECT * FROM ${this.t} WHERE api_base IS NULL ORDER BY req_id LIMIT $1`, [n])
+        : await this.q(`SELECT * FROM ${this.t} WHERE api_base IS NULL AND req_id > $2 ORDER BY req_id LIMIT $1`, [n, after]);
     return rows.map(fromRow);
   }
 

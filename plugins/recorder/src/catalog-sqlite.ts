@@ -6,9 +6,23 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Database from 'better-sqlite3';
 import {
-  appFilterExcludesAll, checkClaim, checkLimit, checkRangeQuery, DuplicateRecordError, checkRecordUpdate, normaliseApiBase, startedRecord,
-  type CatalogOptions, type MediaTyp, type NodeScope, type RangeQuery, type RecordCatalog, type RecordStart,
-  type RecordState, type RecordUpdate, type StoredRecord,
+  appFilterExcludesAll,
+  checkClaim,
+  checkLimit,
+  checkRangeQuery,
+  DuplicateRecordError,
+  checkRecordUpdate,
+  normaliseApiBase,
+  startedRecord,
+  type CatalogOptions,
+  type MediaTyp,
+  type NodeScope,
+  type RangeQuery,
+  type RecordCatalog,
+  type RecordStart,
+  type RecordState,
+  type RecordUpdate,
+  type StoredRecord,
 } from './catalog';
 import { normaliseSimNo } from './sim-no';
 import { assertTimeZone } from './zone-time';
@@ -127,9 +141,11 @@ export class SqliteRecordCatalog implements RecordCatalog {
       // null and list with the querying gateway's apiBase). Checked again inside an immediate transaction, as
       // several workers may open the file at once.
       if (!this.hasColumn('api_base')) {
-        this.db.transaction(() => {
-          if (!this.hasColumn('api_base')) this.db.exec('ALTER TABLE stored_av ADD COLUMN api_base TEXT');
-        }).immediate();
+        this.db
+          .transaction(() => {
+            if (!this.hasColumn('api_base')) this.db.exec('ALTER TABLE stored_av ADD COLUMN api_base TEXT');
+          })
+          .immediate();
       }
       // Only when it changes: on a full disk an existing catalog must still open, and this would be a write.
       if (version !== SCHEMA_VERSION) this.db.pragma(`user_version = ${SCHEMA_VERSION}`);
@@ -167,9 +183,20 @@ export class SqliteRecordCatalog implements RecordCatalog {
     this.live();
     try {
       this.stmts.insert.run({
-        req_id: r.reqId, app_id: r.appId, sim_no: r.simNo, chan: r.chan, live: r.live ? 1 : 0,
-        req_tm: r.reqTm.getTime(), path: r.path, ext: r.ext, sz: r.sz, media_typ: r.mediaTyp,
-        state: r.state, end_tm: null, error: null, api_base: r.apiBase,
+        req_id: r.reqId,
+        app_id: r.appId,
+        sim_no: r.simNo,
+        chan: r.chan,
+        live: r.live ? 1 : 0,
+        req_tm: r.reqTm.getTime(),
+        path: r.path,
+        ext: r.ext,
+        sz: r.sz,
+        media_typ: r.mediaTyp,
+        state: r.state,
+        end_tm: null,
+        error: null,
+        api_base: r.apiBase,
       });
     } catch (err) {
       if ((err as { code?: string }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY') throw new DuplicateRecordError(r.reqId);
@@ -188,9 +215,20 @@ export class SqliteRecordCatalog implements RecordCatalog {
     this.db.transaction(() => {
       for (const r of records) {
         this.stmts.insert.run({
-          req_id: r.reqId, app_id: r.appId, sim_no: r.simNo, chan: r.chan, live: r.live ? 1 : 0,
-          req_tm: r.reqTm.getTime(), path: r.path, ext: r.ext, sz: r.sz, media_typ: r.mediaTyp,
-          state: r.state, end_tm: r.endTm === null ? null : r.endTm.getTime(), error: r.error, api_base: r.apiBase ?? null,
+          req_id: r.reqId,
+          app_id: r.appId,
+          sim_no: r.simNo,
+          chan: r.chan,
+          live: r.live ? 1 : 0,
+          req_tm: r.reqTm.getTime(),
+          path: r.path,
+          ext: r.ext,
+          sz: r.sz,
+          media_typ: r.mediaTyp,
+          state: r.state,
+          end_tm: r.endTm === null ? null : r.endTm.getTime(),
+          error: r.error,
+          api_base: r.apiBase ?? null,
         });
         n++;
       }
@@ -202,11 +240,26 @@ export class SqliteRecordCatalog implements RecordCatalog {
     checkRecordUpdate(patch);
     const sets: string[] = [];
     const params: Record<string, unknown> = { req_id: reqId };
-    if (patch.sz !== undefined) { sets.push('sz = @sz'); params.sz = patch.sz; }
-    if (patch.mediaTyp !== undefined) { sets.push('media_typ = @media_typ'); params.media_typ = patch.mediaTyp; }
-    if (patch.state !== undefined) { sets.push('state = @state'); params.state = patch.state; }
-    if (patch.endTm !== undefined) { sets.push('end_tm = @end_tm'); params.end_tm = patch.endTm === null ? null : patch.endTm.getTime(); }
-    if (patch.error !== undefined) { sets.push('error = @error'); params.error = patch.error; }
+    if (patch.sz !== undefined) {
+      sets.push('sz = @sz');
+      params.sz = patch.sz;
+    }
+    if (patch.mediaTyp !== undefined) {
+      sets.push('media_typ = @media_typ');
+      params.media_typ = patch.mediaTyp;
+    }
+    if (patch.state !== undefined) {
+      sets.push('state = @state');
+      params.state = patch.state;
+    }
+    if (patch.endTm !== undefined) {
+      sets.push('end_tm = @end_tm');
+      params.end_tm = patch.endTm === null ? null : patch.endTm.getTime();
+    }
+    if (patch.error !== undefined) {
+      sets.push('error = @error');
+      params.error = patch.error;
+    }
     const db = this.live();
     if (sets.length === 0) {
       return db.prepare('SELECT 1 FROM stored_av WHERE req_id = ?').get(reqId) !== undefined;
@@ -285,7 +338,9 @@ export class SqliteRecordCatalog implements RecordCatalog {
     db.transaction(() => {
       for (let i = 0; i < reqIds.length; i += DELETE_CHUNK) {
         const chunk = reqIds.slice(i, i + DELETE_CHUNK);
-        named += db.prepare(`UPDATE stored_av SET api_base = ? WHERE api_base IS NULL AND req_id IN (${chunk.map(() => '?').join(', ')})`).run(base, ...chunk).changes;
+        named += db
+          .prepare(`UPDATE stored_av SET api_base = ? WHERE api_base IS NULL AND req_id IN (${chunk.map(() => '?').join(', ')})`)
+          .run(base, ...chunk).changes;
       }
     })();
     return named;

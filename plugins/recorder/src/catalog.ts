@@ -140,14 +140,17 @@ const API_BASE_PATTERN = /^[^\x00-\x20\x7f]{1,2048}$/;
 function checkRecordStart(rec: RecordStart): void {
   // reqId and simNo become file and directory names, so anything outside the open call's charsets is
   // refused here rather than trusted.
-  if (typeof rec.reqId !== 'string' || !REQ_ID_PATTERN.test(rec.reqId)) throw new TypeError(`record reqId ${JSON.stringify(rec.reqId)} is not a valid request id`);
+  if (typeof rec.reqId !== 'string' || !REQ_ID_PATTERN.test(rec.reqId))
+    throw new TypeError(`record reqId ${JSON.stringify(rec.reqId)} is not a valid request id`);
   if (typeof rec.appId !== 'string' || rec.appId.length === 0) throw new TypeError('record appId must be a non-empty string');
-  if (typeof rec.simNo !== 'string' || !SIM_NO_PATTERN.test(rec.simNo)) throw new TypeError(`record simNo ${JSON.stringify(rec.simNo)} is not a valid SIM number`);
+  if (typeof rec.simNo !== 'string' || !SIM_NO_PATTERN.test(rec.simNo))
+    throw new TypeError(`record simNo ${JSON.stringify(rec.simNo)} is not a valid SIM number`);
   if (!Number.isInteger(rec.chan) || rec.chan < 0 || rec.chan > 255) throw new TypeError(`record chan ${rec.chan} must be an integer 0..255`);
   if (typeof rec.live !== 'boolean') throw new TypeError('record live must be a boolean');
   if (!(rec.reqTm instanceof Date) || Number.isNaN(rec.reqTm.getTime())) throw new TypeError('record reqTm must be a valid Date');
   if (rec.mediaTyp != null && !MEDIA_TYPS.includes(rec.mediaTyp)) throw new TypeError(`record mediaTyp ${JSON.stringify(rec.mediaTyp)} is not av, a or v`);
-  if (rec.apiBase != null && (typeof rec.apiBase !== 'string' || !API_BASE_PATTERN.test(rec.apiBase))) throw new TypeError(`record apiBase ${JSON.stringify(rec.apiBase)} must be a non-empty string of at most 2048 printable characters`);
+  if (rec.apiBase != null && (typeof rec.apiBase !== 'string' || !API_BASE_PATTERN.test(rec.apiBase)))
+    throw new TypeError(`record apiBase ${JSON.stringify(rec.apiBase)} must be a non-empty string of at most 2048 printable characters`);
 }
 
 /** apiBase as stored and compared: without trailing slashes, as the kernel hands it to plugins. */
@@ -163,15 +166,19 @@ export function checkLimit(method: string, n: number): void {
 /** The apiBase claim() writes, normalised as insertStart's. */
 export function checkClaim(apiBase: string): string {
   const base = typeof apiBase === 'string' ? normaliseApiBase(apiBase) : '';
-  if (!API_BASE_PATTERN.test(base)) throw new TypeError(`claim apiBase ${JSON.stringify(apiBase)} must be a non-empty string of at most 2048 printable characters`);
+  if (!API_BASE_PATTERN.test(base))
+    throw new TypeError(`claim apiBase ${JSON.stringify(apiBase)} must be a non-empty string of at most 2048 printable characters`);
   return base;
 }
 
 export function checkRecordUpdate(patch: RecordUpdate): void {
   if (patch.sz !== undefined && (!Number.isSafeInteger(patch.sz) || patch.sz < 0)) throw new TypeError(`record sz ${patch.sz} must be a non-negative integer`);
-  if (patch.mediaTyp != null && !MEDIA_TYPS.includes(patch.mediaTyp)) throw new TypeError(`record mediaTyp ${JSON.stringify(patch.mediaTyp)} is not av, a or v`);
-  if (patch.state !== undefined && !RECORD_STATES.includes(patch.state)) throw new TypeError(`record state ${JSON.stringify(patch.state)} is not recording, done or failed`);
-  if (patch.endTm != null && (!(patch.endTm instanceof Date) || Number.isNaN(patch.endTm.getTime()))) throw new TypeError('record endTm must be a valid Date or null');
+  if (patch.mediaTyp != null && !MEDIA_TYPS.includes(patch.mediaTyp))
+    throw new TypeError(`record mediaTyp ${JSON.stringify(patch.mediaTyp)} is not av, a or v`);
+  if (patch.state !== undefined && !RECORD_STATES.includes(patch.state))
+    throw new TypeError(`record state ${JSON.stringify(patch.state)} is not recording, done or failed`);
+  if (patch.endTm != null && (!(patch.endTm instanceof Date) || Number.isNaN(patch.endTm.getTime())))
+    throw new TypeError('record endTm must be a valid Date or null');
 }
 
 export function checkRangeQuery(q: RangeQuery): void {

@@ -81,7 +81,15 @@ export function recordFileHandler(opts: FileRouteOptions): (req: RouteRequest, r
  * The record file at `req.rest` for application `appId`, as `format` (the MP4's audio as `audio`; the FLV is always
  * the file as stored). `prefix`: the route's own, for a redirect to the node that holds the file.
  */
-export async function serveRecordFile(opts: FileRouteOptions, req: RouteRequest, res: ServerResponse, appId: string, format: RecordFormat, prefix: string, audio: RecordAudio): Promise<void> {
+export async function serveRecordFile(
+  opts: FileRouteOptions,
+  req: RouteRequest,
+  res: ServerResponse,
+  appId: string,
+  format: RecordFormat,
+  prefix: string,
+  audio: RecordAudio,
+): Promise<void> {
   const rel = decodeStoredPath(req.rest);
   if (rel === null) throw notFound();
   const reqId = reqIdOfPath(rel);
@@ -94,7 +102,7 @@ export async function serveRecordFile(opts: FileRouteOptions, req: RouteRequest,
   if (!real) {
     // recorded by another node of the fleet (the catalog is shared, the stores are not): send the owner there
     const there = elsewhere(rec, opts.apiBase, req.raw.url);
-    if (there !== undefined && await absent(opts.storeRoot, rel)) {
+    if (there !== undefined && (await absent(opts.storeRoot, rel))) {
       redirect(res, there.replace(FILE_PREFIX, prefix));
       return;
     }
@@ -112,7 +120,9 @@ export async function serveRecordFile(opts: FileRouteOptions, req: RouteRequest,
     const st = await fstatAsync(fd);
     if (!st.isFile()) throw notFound();
     if (format === 'mp4') {
-      const close = (): void => { fs.close(fd, () => undefined); };
+      const close = (): void => {
+        fs.close(fd, () => undefined);
+      };
       const open = { real, fd, size: st.size, mtime: st.mtime, reqId: reqId!, growing: rec.state === 'recording', audio, close };
       handedOver = await serveMp4(req, res, open, { cache: opts.mp4Cache, log: opts.log, onStart: opts.onStart, onEnd: opts.onEnd });
       return;

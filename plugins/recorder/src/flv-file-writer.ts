@@ -41,7 +41,7 @@ async function mkdirs(dir: string): Promise<void> {
     return;
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'EEXIST' && await isDir()) return;
+    if (code === 'EEXIST' && (await isDir())) return;
     const parent = path.dirname(dir);
     if (code !== 'ENOENT' || parent === dir) throw err;
     await mkdirs(parent);
@@ -77,7 +77,10 @@ export class FlvFileWriter {
   /** retries of the write in flight since the last one that put bytes on disk */
   private noSpaceRetries = 0;
 
-  private constructor(readonly file: string, private readonly opts: FlvFileWriterOptions) {
+  private constructor(
+    readonly file: string,
+    private readonly opts: FlvFileWriterOptions,
+  ) {
     this.maxPending = opts.maxPendingBytes ?? 16 * 1024 * 1024;
   }
 
@@ -147,7 +150,7 @@ export class FlvFileWriter {
     this.queue = [];
     const ends: number[] = [];
     let end = 0;
-    for (const p of parts) ends.push(end += p.length);
+    for (const p of parts) ends.push((end += p.length));
     this.writing = true;
     this.writeAll({ buf: parts.length === 1 ? parts[0]! : Buffer.concat(parts), ends, next: 0, start: this.size }, 0);
   }
@@ -160,10 +163,13 @@ export class FlvFileWriter {
           this.noSpaceRetries++;
           // writing stays true meanwhile: close() waits for the outcome, and queued tags stay behind this buffer
           // void: a failed makeRoom reads as no retry (the catch), and what comes after reports through onError
-          void this.opts.onNoSpace(err).catch(() => false).then((retry) => {
-            if (retry && !this.failed) this.writeAll(chunk, off);
-            else this.giveUp(buf, err);
-          });
+          void this.opts
+            .onNoSpace(err)
+            .catch(() => false)
+            .then((retry) => {
+              if (retry && !this.failed) this.writeAll(chunk, off);
+              else this.giveUp(buf, err);
+            });
           return;
         }
         this.giveUp(buf, err);

@@ -41,7 +41,10 @@ class WindowReader {
   private buf = Buffer.alloc(0);
   private at = 0;
   private filled = 0;
-  constructor(private readonly fd: number, readonly size: number) {}
+  constructor(
+    private readonly fd: number,
+    readonly size: number,
+  ) {}
 
   /** bytes [pos, pos+n), or null past the end of the file */
   async get(pos: number, n: number): Promise<Buffer | null> {
@@ -109,7 +112,7 @@ function pictureSize(codec: 'h264' | 'h265', rec: Buffer): { width: number; heig
 function aacDescription(asc: Buffer): SampleDescription | undefined {
   if (asc.length < 2) return undefined;
   const freqIdx = ((asc[0]! & 0x07) << 1) | (asc[1]! >> 7);
-  const sampleRate = freqIdx === 15 && asc.length >= 5 ? ((asc.readUInt32BE(1) >>> 7) & 0xffffff) : AAC_RATES[freqIdx];
+  const sampleRate = freqIdx === 15 && asc.length >= 5 ? (asc.readUInt32BE(1) >>> 7) & 0xffffff : AAC_RATES[freqIdx];
   const channels = (asc[1]! >> 3) & 0x0f;
   if (!sampleRate) return undefined;
   return { codec: 'aac', config: Buffer.from(asc), sampleRate, channels: channels || 1, width: 0, height: 0 };
@@ -166,8 +169,7 @@ async function indexOpen(fd: number, size: number): Promise<FlvIndex> {
       break;
     }
     const body = pos + TAG_HEADER;
-    const problem = type === 9 ? await videoTag(r, out, video, body, dataSize, ts)
-      : type === 8 ? await audioTag(r, out, audio, body, dataSize, ts) : undefined;
+    const problem = type === 9 ? await videoTag(r, out, video, body, dataSize, ts) : type === 8 ? await audioTag(r, out, audio, body, dataSize, ts) : undefined;
     if (problem) {
       out.stopped = `${problem} at byte ${pos}`;
       break;

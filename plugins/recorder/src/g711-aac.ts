@@ -53,12 +53,15 @@ export class G711Transcoder {
   private seq = 0;
   private idle: NodeJS.Timeout | undefined;
 
-  constructor(private readonly log: Logger, private readonly idleMs = 30_000) {}
+  constructor(
+    private readonly log: Logger,
+    private readonly idleMs = 30_000,
+  ) {}
 
   /** the AAC of `file`'s G.711 audio as `index` (of the file's first `index.flvLength` bytes) lists it */
   async transcode(file: string, index: FlvIndex): Promise<AacTrack> {
     const audio = g711Audio(index);
-    if (!audio) throw new Error('the record\'s audio is not G.711');
+    if (!audio) throw new Error("the record's audio is not G.711");
     const started = Date.now();
     if (this.idle) clearTimeout(this.idle);
     this.idle = undefined;
@@ -85,7 +88,10 @@ export class G711Transcoder {
       const count = frames.reduce((n, f) => n + f.sizes.length, 0);
       const sizes = new Uint32Array(count);
       let k = 0;
-      for (const f of frames) { sizes.set(f.sizes, k); k += f.sizes.length; }
+      for (const f of frames) {
+        sizes.set(f.sizes, k);
+        k += f.sizes.length;
+      }
       const bytes = Buffer.concat(frames.map((f) => f.bytes));
       return { asc: AAC_ASC, sampleRate: AAC_RATE, bytes, sizes, samples, firstDts, ms: Date.now() - started };
     } catch (err) {
@@ -94,7 +100,9 @@ export class G711Transcoder {
     } finally {
       await fd?.close();
       if (--this.running === 0) {
-        this.idle = setTimeout(() => { void this.stopWorker(); }, this.idleMs);
+        this.idle = setTimeout(() => {
+          void this.stopWorker();
+        }, this.idleMs);
         this.idle.unref();
       }
     }
@@ -134,7 +142,7 @@ export class G711Transcoder {
       if (Number.isNaN(firstDts)) firstDts = s.dts[i]!;
       const due = Math.round((s.dts[i]! - firstDts) * perMs);
       if (due - written > GAP_MS * perMs) {
-        const gap = due - written - (due - written) % audio.channels;
+        const gap = due - written - ((due - written) % audio.channels);
         await put(silence, gap);
         written += gap;
       }

@@ -33,5 +33,11 @@ function audioEntry(d: SampleDescription, trackId: number): Buffer {
 }
 
 export function stsd(descs: readonly SampleDescription[], video: boolean, trackId: number): Buffer {
-  return fullBox('stsd', 0, 0, u32s(descs.length), ...descs.map((d) => (video ? visualSampleEntry(d.codec as 'h264' | 'h265', d.width, d.height, d.config) : audioEntry(d, trackId))));
+  return fullBox(
+    'stsd',
+    0,
+    0,
+    u32s(descs.length),
+    ...descs.map((d) => (video ? visualSampleEntry(d.codec as 'h264' | 'h265', d.width, d.height, d.config) : audioEntry(d, trackId))),
+  );
 }

@@ -62,10 +62,18 @@ export function layoutOf(index: FlvIndex, memory?: Buffer): Mp4Layout {
   const head = Buffer.concat([type, moov.box, mdat]);
   s.dropTiming();
   return {
-    head, total: head.length + payload, payloadBefore, samples: s, durationMs: moov.durationMs,
-    flvLength: index.flvLength, stopped: index.stopped, skippedAudioFormats: index.skippedAudioFormats,
-    videoCodecs: index.descriptions[0].map((d) => d.codec), audioCodecs: index.descriptions[1].map((d) => d.codec),
-    bytes: head.length + payloadBefore.byteLength + s.bytes + (memory?.length ?? 0), memory,
+    head,
+    total: head.length + payload,
+    payloadBefore,
+    samples: s,
+    durationMs: moov.durationMs,
+    flvLength: index.flvLength,
+    stopped: index.stopped,
+    skippedAudioFormats: index.skippedAudioFormats,
+    videoCodecs: index.descriptions[0].map((d) => d.codec),
+    audioCodecs: index.descriptions[1].map((d) => d.codec),
+    bytes: head.length + payloadBefore.byteLength + s.bytes + (memory?.length ?? 0),
+    memory,
   };
 }
 
@@ -171,6 +179,8 @@ export function mp4Stream(l: Mp4Layout, fd: number, start: number, end: number, 
     }
   }
   const r = Readable.from(run(), { objectMode: false, highWaterMark: 1 << 20 });
-  r.once('close', () => { if (!entered) close(); });
+  r.once('close', () => {
+    if (!entered) close();
+  });
   return r;
 }

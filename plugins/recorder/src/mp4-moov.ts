@@ -83,8 +83,17 @@ function planTracks(index: FlvIndex): TrackPlan[] {
       durations[n - 1] = Math.max(1, Math.min(durations[n - 1]!, presentEnd - times[n - 1]!));
     }
     plans.push({
-      id: plans.length + 1, video: track === 0, descs, members, times, durations, firstDts, firstCts, presentEnd,
-      mediaDuration: times[n - 1]! + durations[n - 1]!, start: 0,
+      id: plans.length + 1,
+      video: track === 0,
+      descs,
+      members,
+      times,
+      durations,
+      firstDts,
+      firstCts,
+      presentEnd,
+      mediaDuration: times[n - 1]! + durations[n - 1]!,
+      start: 0,
     });
   }
   // The movie starts with the first sample presented, of whichever track: the FLV's timeline, shifted.
@@ -125,7 +134,15 @@ function stbl(index: FlvIndex, p: TrackPlan, offsetOf: (sample: number) => numbe
   const s = index.samples;
   const n = p.members.length;
   const m = (j: number): number => p.members[j]!;
-  const parts = [stsd(p.descs, p.video, p.id), fullBox('stts', 0, 0, runs(n, (j) => p.durations[j]!))];
+  const parts = [
+    stsd(p.descs, p.video, p.id),
+    fullBox(
+      'stts',
+      0,
+      0,
+      runs(n, (j) => p.durations[j]!),
+    ),
+  ];
   let signed = false;
   let anyCts = false;
   for (let j = 0; j < n; j++) {
@@ -133,11 +150,28 @@ function stbl(index: FlvIndex, p: TrackPlan, offsetOf: (sample: number) => numbe
     if (c !== 0) anyCts = true;
     if (c < 0) signed = true;
   }
-  if (anyCts) parts.push(fullBox('ctts', signed ? 1 : 0, 0, runs(n, (j) => s.cts[m(j)]!)));
+  if (anyCts)
+    parts.push(
+      fullBox(
+        'ctts',
+        signed ? 1 : 0,
+        0,
+        runs(n, (j) => s.cts[m(j)]!),
+      ),
+    );
   if (p.video) {
     const keys: number[] = [];
     for (let j = 0; j < n; j++) if (s.key[m(j)]) keys.push(j + 1);
-    if (keys.length < n) parts.push(fullBox('stss', 0, 0, u32s(keys.length), column(keys.length, 4, (j) => keys[j]!)));
+    if (keys.length < n)
+      parts.push(
+        fullBox(
+          'stss',
+          0,
+          0,
+          u32s(keys.length),
+          column(keys.length, 4, (j) => keys[j]!),
+        ),
+      );
   }
   // one sample per chunk; a new stsc entry wherever the sample description changes
   const stsc: number[] = [];
@@ -145,10 +179,41 @@ function stbl(index: FlvIndex, p: TrackPlan, offsetOf: (sample: number) => numbe
     const d = s.desc[m(j)]! + 1;
     if (j === 0 || d !== stsc[stsc.length - 1]) stsc.push(j + 1, 1, d);
   }
-  parts.push(fullBox('stsc', 0, 0, u32s(stsc.length / 3), column(stsc.length, 4, (j) => stsc[j]!)));
-  parts.push(fullBox('stsz', 0, 0, u32s(0, n), column(n, 4, (j) => s.size[m(j)]!)));
-  parts.push(co64 ? fullBox('co64', 0, 0, u32s(n), column(n, 8, (j) => offsetOf(m(j))))
-    : fullBox('stco', 0, 0, u32s(n), column(n, 4, (j) => offsetOf(m(j)))));
+  parts.push(
+    fullBox(
+      'stsc',
+      0,
+      0,
+      u32s(stsc.length / 3),
+      column(stsc.length, 4, (j) => stsc[j]!),
+    ),
+  );
+  parts.push(
+    fullBox(
+      'stsz',
+      0,
+      0,
+      u32s(0, n),
+      column(n, 4, (j) => s.size[m(j)]!),
+    ),
+  );
+  parts.push(
+    co64
+      ? fullBox(
+          'co64',
+          0,
+          0,
+          u32s(n),
+          column(n, 8, (j) => offsetOf(m(j))),
+        )
+      : fullBox(
+          'stco',
+          0,
+          0,
+          u32s(n),
+          column(n, 4, (j) => offsetOf(m(j))),
+        ),
+  );
   return box('stbl', ...parts);
 }
 

@@ -30,14 +30,24 @@ export function recordAudio(query: URLSearchParams): RecordAudio {
  * The MP4 layout of `file`'s first `length` bytes. With `aac`, G.711 audio is encoded as AAC by `transcoder`
  * (without one, or for any other audio, the FLV's samples as they are).
  */
-export async function mp4LayoutFor(file: string, length: number | undefined, audio: RecordAudio, transcoder: G711Transcoder | undefined, log?: Logger, reqId?: string): Promise<Mp4Layout> {
+export async function mp4LayoutFor(
+  file: string,
+  length: number | undefined,
+  audio: RecordAudio,
+  transcoder: G711Transcoder | undefined,
+  log?: Logger,
+  reqId?: string,
+): Promise<Mp4Layout> {
   const index = await indexFlv(file, { length });
   const g = audio === 'aac' && transcoder ? g711Audio(index) : undefined;
   let audioSamples = 0;
   if (g) for (let i = 0; i < index.samples.count; i++) audioSamples += index.samples.track[i]!;
   if (!g || audioSamples === 0) return layoutOf(index);
   const aac = await transcoder!.transcode(file, index);
-  log?.info({ reqId, audioSeconds: Math.round(aac.samples / aac.sampleRate), aacFrames: aac.sizes.length, aacBytes: aac.bytes.length, ms: aac.ms }, 'record MP4: G.711 audio encoded as AAC');
+  log?.info(
+    { reqId, audioSeconds: Math.round(aac.samples / aac.sampleRate), aacFrames: aac.sizes.length, aacBytes: aac.bytes.length, ms: aac.ms },
+    'record MP4: G.711 audio encoded as AAC',
+  );
   return aacLayoutOf(index, aac, g.law);
 }
 
@@ -69,8 +79,12 @@ interface Entry {
 export class Mp4LayoutCache {
   private readonly entries = new Map<string, Entry>();
   private held = 0;
-  constructor(private readonly maxEntries = 32, private readonly maxBytes = 64 * 1024 * 1024, private readonly now: () => number = Date.now,
-    private readonly transcoder?: G711Transcoder) {}
+  constructor(
+    private readonly maxEntries = 32,
+    private readonly maxBytes = 64 * 1024 * 1024,
+    private readonly now: () => number = Date.now,
+    private readonly transcoder?: G711Transcoder,
+  ) {}
 
   /**
    * The layout of `file` as it is now (`size`, `mtimeMs` from the open descriptor). A finished record's layout is
@@ -93,13 +107,19 @@ export class Mp4LayoutCache {
     const layout = mp4LayoutFor(file, size, audio, this.transcoder, log, reqId);
     const entry: Entry = { size, mtimeMs, madeAt: this.now(), layout, bytes: 0 };
     this.entries.set(key, entry);
-    layout.then((l) => {
-      if (l.stopped) log.warn({ reqId, stopped: l.stopped, flvBytes: l.flvLength, fileBytes: size }, 'record file has a tag that does not parse: its MP4 ends before it');
-      if (this.entries.get(key) !== entry) return;
-      entry.bytes = l.bytes;
-      this.held += l.bytes;
-      this.trim();
-    }, () => { if (this.entries.get(key) === entry) this.dropKey(key); });
+    layout.then(
+      (l) => {
+        if (l.stopped)
+          log.warn({ reqId, stopped: l.stopped, flvBytes: l.flvLength, fileBytes: size }, 'record file has a tag that does not parse: its MP4 ends before it');
+        if (this.entries.get(key) !== entry) return;
+        entry.bytes = l.bytes;
+        this.held += l.bytes;
+        this.trim();
+      },
+      () => {
+        if (this.entries.get(key) === entry) this.dropKey(key);
+      },
+    );
     return layout;
   }
 

@@ -44,8 +44,15 @@ export class SampleTable {
 
   /** bytes the arrays hold, for the cache's budget */
   get bytes(): number {
-    return this.track.byteLength + this.flvOffset.byteLength + this.size.byteLength + this.dts.byteLength
-      + this.cts.byteLength + this.key.byteLength + this.desc.byteLength;
+    return (
+      this.track.byteLength +
+      this.flvOffset.byteLength +
+      this.size.byteLength +
+      this.dts.byteLength +
+      this.cts.byteLength +
+      this.key.byteLength +
+      this.desc.byteLength
+    );
   }
 
   /** Drops the timing columns once the moov is written: streaming needs only where each sample is. */

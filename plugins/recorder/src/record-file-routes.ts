@@ -15,7 +15,10 @@ import { LinkSigner } from './signed-link';
 
 export type RecordFileRouteOptions = Omit<FileRouteOptions, 'mp4Cache' | 'log'>;
 
-export async function registerRecordFileRoutes(ctx: PluginContext<unknown>, o: RecordFileRouteOptions): Promise<{ mp4Cache: Mp4LayoutCache; close(): Promise<void> }> {
+export async function registerRecordFileRoutes(
+  ctx: PluginContext<unknown>,
+  o: RecordFileRouteOptions,
+): Promise<{ mp4Cache: Mp4LayoutCache; close(): Promise<void> }> {
   // G.711 as AAC (audio=aac) is encoded in a worker thread started when first needed
   const transcoder = new G711Transcoder(ctx.log);
   const mp4Cache = new Mp4LayoutCache(32, 64 * 1024 * 1024, () => ctx.clock.now(), transcoder);
@@ -23,28 +26,37 @@ export async function registerRecordFileRoutes(ctx: PluginContext<unknown>, o: R
   ctx.routes.raw('GET', '/strm/record/file/*', recordFileHandler(opts), { auth: 'api' });
 
   const signer = await LinkSigner.open(ctx.stores.keyv('recorder'), ctx.log, () => ctx.clock.now());
-  ctx.routes.get('/strm/record/link', async (req) => {
-    const reqId = req.query.get('reqId') ?? '';
-    if (!REQ_ID_PATTERN.test(reqId)) throw invalidParam('reqId');
-    const format = req.query.get('format') ?? 'mp4';
-    if (format !== 'mp4' && format !== 'flv') throw invalidParam('format', 'Use `flv` or `mp4`.');
-    const audio = req.query.get('audio') ?? undefined;
-    if (audio !== undefined && audio !== 'aac' && audio !== 'as-is') throw invalidParam('audio', 'Use `aac` or `as-is`.');
-    const catalog = o.catalog();
-    if (!catalog) throw new GatewayError(ErrCode.EXECUTION_ERROR, 'The record catalog is not available.');
-    const rec = await catalog.getByReqId(req.app!.appId, reqId);
-    if (!rec) throw new GatewayError(ErrCode.RECORD_NOT_FOUND, 'Not found.');
-    return { data: [signer.link(rec.apiBase ?? o.apiBase, rec.appId, rec.path, format, audio)] };
-  }, { auth: 'api' });
+  ctx.routes.get(
+    '/strm/record/link',
+    async (req) => {
+      const reqId = req.query.get('reqId') ?? '';
+      if (!REQ_ID_PATTERN.test(reqId)) throw invalidParam('reqId');
+      const format = req.query.get('format') ?? 'mp4';
+      if (format !== 'mp4' && format !== 'flv') throw invalidParam('format', 'Use `flv` or `mp4`.');
+      const audio = req.query.get('audio') ?? undefined;
+      if (audio !== undefined && audio !== 'aac' && audio !== 'as-is') throw invalidParam('audio', 'Use `aac` or `as-is`.');
+      const catalog = o.catalog();
+      if (!catalog) throw new GatewayError(ErrCode.EXECUTION_ERROR, 'The record catalog is not available.');
+      const rec = await catalog.getByReqId(req.app!.appId, reqId);
+      if (!rec) throw new GatewayError(ErrCode.RECORD_NOT_FOUND, 'Not found.');
+      return { data: [signer.link(rec.apiBase ?? o.apiBase, rec.appId, rec.path, format, audio)] };
+    },
+    { auth: 'api' },
+  );
 
-  ctx.routes.raw('GET', `${SIGNED_PREFIX}*`, async (req, res) => {
-    const format = recordFormat(req.query);
-    const audio = recordAudio(req.query);
-    // the link first: without a valid one nothing is looked up (links are made for valid paths only, so a refused
-    // path cannot carry one)
-    const rel = decodeStoredPath(req.rest);
-    const appId = await signer.verify(req.query, rel ?? `\0${req.rest}`);
-    await serveRecordFile(opts, req, res, appId, format, SIGNED_PREFIX, audio);
-  }, { auth: 'none' });
+  ctx.routes.raw(
+    'GET',
+    `${SIGNED_PREFIX}*`,
+    async (req, res) => {
+      const format = recordFormat(req.query);
+      const audio = recordAudio(req.query);
+      // the link first: without a valid one nothing is looked up (links are made for valid paths only, so a refused
+      // path cannot carry one)
+      const rel = decodeStoredPath(req.rest);
+      const appId = await signer.verify(req.query, rel ?? `\0${req.rest}`);
+      await serveRecordFile(opts, req, res, appId, format, SIGNED_PREFIX, audio);
+    },
+    { auth: 'none' },
+  );
   return { mp4Cache, close: () => transcoder.close() };
 }

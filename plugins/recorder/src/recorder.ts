@@ -5,8 +5,18 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import {
-  aacVia, ErrCode, GatewayError, invalidParam, mediaTypOf, type Cancel, type Notice, type OpenParams, type PluginContext,
-  type PluginInstance, type StreamTyp, type ReaderOptions,
+  aacVia,
+  ErrCode,
+  GatewayError,
+  invalidParam,
+  mediaTypOf,
+  type Cancel,
+  type Notice,
+  type OpenParams,
+  type PluginContext,
+  type PluginInstance,
+  type StreamTyp,
+  type ReaderOptions,
 } from '../../../plugin-sdk';
 import type { NodeScope, RecordCatalog, StoredRecord } from './catalog';
 import type { RecorderConfig } from './config';
@@ -71,7 +81,9 @@ export async function startRecorder(ctx: PluginContext<RecorderConfig>, store: R
   const cfg = ctx.config;
   const sharedCatalog = !!cfg.postgresUrl || ctx.workers.count > 1;
   if (ctx.workers.count > 1 && cfg.orphanQuietSec === 0) {
-    throw new Error(`config key orphanQuietSec: 0 with ${ctx.workers.count} workers would let each worker close the others' live recordings as orphans; use a time longer than any pause in a recorded stream (default 300)`);
+    throw new Error(
+      `config key orphanQuietSec: 0 with ${ctx.workers.count} workers would let each worker close the others' live recordings as orphans; use a time longer than any pause in a recorded stream (default 300)`,
+    );
   }
   const timeZone = cfg.timeZone;
   const storeRoot = store.storeRoot;
@@ -83,7 +95,11 @@ export async function startRecorder(ctx: PluginContext<RecorderConfig>, store: R
     bytes: ctx.metrics.counter('bytes_written_total', 'bytes of record files written to disk'),
     writeErrors: ctx.metrics.counter<'code'>('write_errors_total', 'recordings stopped by a file error, by error code', ['code']),
     catalogErrors: ctx.metrics.counter('catalog_errors_total', 'catalog calls that failed'),
-    noSpace: ctx.metrics.counter<'outcome'>('no_space_total', 'writes that found the disk full, by what the retention pass run for them did: freed (the write went on) or none (it gave up)', ['outcome']),
+    noSpace: ctx.metrics.counter<'outcome'>(
+      'no_space_total',
+      'writes that found the disk full, by what the retention pass run for them did: freed (the write went on) or none (it gave up)',
+      ['outcome'],
+    ),
     removed: ctx.metrics.counter('retention_removed_total', 'record files (and rows) removed by retention'),
     freed: ctx.metrics.counter('retention_freed_bytes_total', 'bytes freed by retention'),
     recovered: ctx.metrics.counter<'state'>('recovered_total', 'rows left in recording by an unclean stop and closed at a later pass', ['state']),
@@ -101,20 +117,26 @@ export async function startRecorder(ctx: PluginContext<RecorderConfig>, store: R
   let downloads = 0;
   ctx.metrics.gauge('recordings_active', 'recordings in progress', [], (g) => g.set(active.size));
   ctx.metrics.gauge('downloads_active', 'record file downloads in progress', [], (g) => g.set(downloads));
-  ctx.metrics.gauge('degraded', '1 while the recorder cannot record (its disk or catalog is full or failing); live play goes on', [], (g) => g.set(degraded ? 1 : 0));
+  ctx.metrics.gauge('degraded', '1 while the recorder cannot record (its disk or catalog is full or failing); live play goes on', [], (g) =>
+    g.set(degraded ? 1 : 0),
+  );
   let stopping = false;
 
   const enterDegraded = (cause: unknown): void => {
     if (degraded) return;
     degraded = { reason: unavailableReason(cause), since: ctx.clock.now() };
     ctx.health.degraded(`not recording: ${degraded.reason}`);
-    ctx.log.error({ reason: degraded.reason, err: describeError(cause), retrySec: cfg.degradedRetrySec },
-      'recorder degraded: requests opened with record: true are played live without recording until the store can be written again');
+    ctx.log.error(
+      { reason: degraded.reason, err: describeError(cause), retrySec: cfg.degradedRetrySec },
+      'recorder degraded: requests opened with record: true are played live without recording until the store can be written again',
+    );
   };
 
   const recCtx: RecordingContext = {
     // only recordings started while the catalog was open exist, and it stays open until stop
-    get catalog() { return catalog!; },
+    get catalog() {
+      return catalog!;
+    },
     storeRoot,
     timeZone,
     log: ctx.log,
@@ -129,7 +151,9 @@ export async function startRecorder(ctx: PluginContext<RecorderConfig>, store: R
       ctx.sessions.setRequestFlag(reqId, 'recordingError', error);
     },
     makeRoom: (cause) => makeRoom(cause),
-    settleLater: (rec) => { unsettled.set(rec.reqId, rec); },
+    settleLater: (rec) => {
+      unsettled.set(rec.reqId, rec);
+    },
   };
 
   // --- maintenance: final rows still to write, orphaned rows, then retention ----------------------------
@@ -152,9 +176,14 @@ export async function startRecorder(ctx: PluginContext<RecorderConfig>, store: R
       for (const rec of [...unsettled.values()]) if (await rec.settle()) unsettled.delete(rec.reqId);
       if (!claimed) {
         const c = await claimUnnamed(cat, storeRoot, node!);
-        for (const e of c.errors) ctx.log.error({ reqId: e.reqId, err: e.message }, 'could not look for the file of a row naming no node; will retry at the next pass');
+        for (const e of c.errors)
+          ctx.log.error({ reqId: e.reqId, err: e.message }, 'could not look for the file of a row naming no node; will retry at the next pass');
         claimed = c.errors.length === 0;
-        if (c.claimed || c.left) ctx.log.info({ claimed: c.claimed, left: c.left, apiBase: node!.apiBase }, 'rows naming no node (catalogued before api_base): those whose file is in this store now name this node');
+        if (c.claimed || c.left)
+          ctx.log.info(
+            { claimed: c.claimed, left: c.left, apiBase: node!.apiBase },
+            'rows naming no node (catalogued before api_base): those whose file is in this store now name this node',
+          );
       }
       const rec = await recoverUnfinished(cat, storeRoot, {
         now: new Date(ctx.clock.now()),
@@ -167,7 +196,10 @@ export async function startRecorder(ctx: PluginContext<RecorderConfig>, store: R
       });
       for (const r of rec.recovered) {
         m.recovered.inc({ state: r.state });
-        ctx.log.warn({ reqId: r.reqId, state: r.state, sz: r.sz, truncated: r.truncated || undefined }, 'closed a recording left unfinished by an unclean stop');
+        ctx.log.warn(
+          { reqId: r.reqId, state: r.state, sz: r.sz, truncated: r.truncated || undefined },
+          'closed a recording left unfinished by an unclean stop',
+        );
       }
       for (const e of rec.errors) ctx.log.error({ reqId: e.reqId, err: e.message }, 'could not examine an unfinished recording; will retry');
       if (policy.maxAgeDays !== undefined || policy.maxTotalBytes !== undefined) {
@@ -264,7 +296,10 @@ export async function startRecorder(ctx: PluginContext<RecorderConfig>, store: R
         const was = degraded!;
         degraded = undefined;
         ctx.health.ok();
-        ctx.log.warn({ reason: was.reason, degradedSec: Math.round((ctx.clock.now() - was.since) / 1000) }, 'recorder recovered: requests opened with record: true are recorded again');
+        ctx.log.warn(
+          { reason: was.reason, degradedSec: Math.round((ctx.clock.now() - was.since) / 1000) },
+          'recorder recovered: requests opened with record: true are recorded again',
+        );
       } catch (err) {
         ctx.log.debug({ err: describeError(err) }, 'recorder still degraded');
       } finally {
@@ -300,7 +335,12 @@ export async function startRecorder(ctx: PluginContext<RecorderConfig>, store: R
     let rec: Recording;
     try {
       rec = new Recording(recCtx, {
-        reqId: r.reqId, appId: r.appId, simNo: r.params.normSim, chan: r.params.chanId, live: r.params.typ === 'live', reqTm: r.openedAt,
+        reqId: r.reqId,
+        appId: r.appId,
+        simNo: r.params.normSim,
+        chan: r.params.chanId,
+        live: r.params.typ === 'live',
+        reqTm: r.openedAt,
         // the row names this node: its url points here from any node sharing the catalog
         apiBase: ctx.site.apiBase,
       });
@@ -342,34 +382,51 @@ export async function startRecorder(ctx: PluginContext<RecorderConfig>, store: R
   });
 
   const timers: Cancel[] = [
-    ctx.clock.setInterval(() => { for (const rec of active.values()) rec.tick(); }, cfg.sizeUpdateSec * 1000),
-    ctx.clock.setInterval(() => { void maintain(); }, cfg.retentionIntervalSec * 1000),
+    ctx.clock.setInterval(() => {
+      for (const rec of active.values()) rec.tick();
+    }, cfg.sizeUpdateSec * 1000),
+    ctx.clock.setInterval(() => {
+      void maintain();
+    }, cfg.retentionIntervalSec * 1000),
     // a final row that failed while the recorder stayed healthy (retention made room) must not wait for retention's interval
-    ctx.clock.setInterval(() => { if (degraded) void tryResume(); else if (unsettled.size) void maintain(); }, cfg.degradedRetrySec * 1000),
+    ctx.clock.setInterval(() => {
+      if (degraded) void tryResume();
+      else if (unsettled.size) void maintain();
+    }, cfg.degradedRetrySec * 1000),
   ];
 
   // --- routes -----------------------------------------------------------------------------------------
-  ctx.routes.get('/strm/record', async (req) => {
-    const parsed = parseRecordQuery(req.query, { now: new Date(ctx.clock.now()), timeZone });
-    if (!parsed.ok) throw invalidParam(parsed.field);
-    // not opened yet (degraded since boot): said in the log and the metric already, not at every query
-    if (!catalog) throw new GatewayError(ErrCode.EXECUTION_ERROR, 'The record catalog is not available.');
-    let recs: StoredRecord[];
-    try {
-      recs = await findRecords(catalog, req.app!.appId, parsed.query);
-    } catch (err) {
-      m.catalogErrors.inc();
-      ctx.log.error({ err: (err as Error).message }, 'record query failed');
-      throw new GatewayError(ErrCode.EXECUTION_ERROR, 'The record catalog is not available.');
-    }
-    return { data: recs.map((rec) => toStoredAv(rec, ctx.site.apiBase, { timeZone })) };
-  }, { auth: 'api' });
+  ctx.routes.get(
+    '/strm/record',
+    async (req) => {
+      const parsed = parseRecordQuery(req.query, { now: new Date(ctx.clock.now()), timeZone });
+      if (!parsed.ok) throw invalidParam(parsed.field);
+      // not opened yet (degraded since boot): said in the log and the metric already, not at every query
+      if (!catalog) throw new GatewayError(ErrCode.EXECUTION_ERROR, 'The record catalog is not available.');
+      let recs: StoredRecord[];
+      try {
+        recs = await findRecords(catalog, req.app!.appId, parsed.query);
+      } catch (err) {
+        m.catalogErrors.inc();
+        ctx.log.error({ err: (err as Error).message }, 'record query failed');
+        throw new GatewayError(ErrCode.EXECUTION_ERROR, 'The record catalog is not available.');
+      }
+      return { data: recs.map((rec) => toStoredAv(rec, ctx.site.apiBase, { timeZone })) };
+    },
+    { auth: 'api' },
+  );
 
   // the file as stored, its MP4 form (format=mp4), and signed links to both
   const fileRoutes = await registerRecordFileRoutes(ctx, {
-    catalog: () => catalog, storeRoot, apiBase: ctx.site.apiBase,
-    onStart: () => { downloads++; },
-    onEnd: () => { downloads--; },
+    catalog: () => catalog,
+    storeRoot,
+    apiBase: ctx.site.apiBase,
+    onStart: () => {
+      downloads++;
+    },
+    onEnd: () => {
+      downloads--;
+    },
   });
 
   ctx.log.info({ storeRoot, catalog: cfg.postgresUrl ? 'postgresql' : 'sqlite', retention: policy, degraded: degraded?.reason }, 'recorder ready');

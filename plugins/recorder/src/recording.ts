@@ -45,7 +45,6 @@ export type RecordingOutcome = 'done' | 'failed' | 'empty' | 'uncatalogued';
 /** tries of a catalog insert or a file creation that each found the disk full and had room made */
 const ROOM_TRIES = 3;
 
-
 export class Recording {
   readonly reqId: string;
   /** the row as inserted; path is relative to the store root */
@@ -83,10 +82,15 @@ export class Recording {
   private gaps = 0;
   private resolveEnded!: (outcome: RecordingOutcome) => void;
   /** settles once the recording has ended and its final row is written */
-  readonly ended = new Promise<RecordingOutcome>((resolve) => { this.resolveEnded = resolve; });
+  readonly ended = new Promise<RecordingOutcome>((resolve) => {
+    this.resolveEnded = resolve;
+  });
 
   /** Validates the start (throws TypeError for a reqId or simNo the catalog refuses); the row goes in with the file. */
-  constructor(private readonly ctx: RecordingContext, private readonly start: RecordStart) {
+  constructor(
+    private readonly ctx: RecordingContext,
+    private readonly start: RecordStart,
+  ) {
     this.row = startedRecord(start, ctx.timeZone);
     this.reqId = this.row.reqId;
     this.file = path.join(ctx.storeRoot, ...this.row.path.split('/'));
@@ -108,7 +112,7 @@ export class Recording {
         await ctx.catalog.insertStart(this.start);
         return true;
       } catch (err) {
-        if (attempt < ROOM_TRIES && isNoSpace(err) && this.failure === undefined && await ctx.makeRoom(err)) continue;
+        if (attempt < ROOM_TRIES && isNoSpace(err) && this.failure === undefined && (await ctx.makeRoom(err))) continue;
         ctx.onCatalogError();
         ctx.log.error({ reqId: this.reqId, err: describe(err) }, 'recording not started: the catalog refused its row');
         this.failure = err;
@@ -126,12 +130,17 @@ export class Recording {
    * the request wants: flvFormatOf), audio as `via` says.
    */
   attach(media: MediaStream, format: UnitFormat<FlvForm>, read: Pick<ReaderOptions, 'media' | 'via'> = {}): void {
-    const sub = media.subscribe<FlvForm>({
-      write: (au, form) => this.write(au, form),
-      writable: () => this.writable(),
-      skipped: () => this.tags.skipped(),
-      end: (reason) => { void this.finish(`stream ended: ${reason}`); },
-    }, { ...read, format });
+    const sub = media.subscribe<FlvForm>(
+      {
+        write: (au, form) => this.write(au, form),
+        writable: () => this.writable(),
+        skipped: () => this.tags.skipped(),
+        end: (reason) => {
+          void this.finish(`stream ended: ${reason}`);
+        },
+      },
+      { ...read, format },
+    );
     // subscribe() may already have handed over the GOP cache, and that may have failed the recording
     if (this.failure !== undefined || this.finishing) sub.close();
     else this.sub = sub;
@@ -197,7 +206,7 @@ export class Recording {
         break;
       } catch (err) {
         // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- the writer's callbacks may have set the failure meanwhile
-        if (attempt < ROOM_TRIES && isNoSpace(err) && this.failure === undefined && await this.ctx.makeRoom(err)) continue;
+        if (attempt < ROOM_TRIES && isNoSpace(err) && this.failure === undefined && (await this.ctx.makeRoom(err))) continue;
         this.fail(err);
         return;
       }
@@ -251,25 +260,27 @@ export class Recording {
 
   /** Runs a catalog write after the ones before it; false (logged, counted) when it failed. */
   private catalog(what: string, patch: RecordUpdate | 'delete'): Promise<boolean> {
-    const p = this.catalogChain.then(async () => {
-      if (patch === 'delete') await this.ctx.catalog.delete([this.reqId]);
-      else {
-        await this.ctx.catalog.update(this.reqId, patch);
-        if (patch.sz !== undefined) this.cataloguedSize = patch.sz;
-      }
-      if (this.catalogFailing) {
-        this.catalogFailing = false;
-        this.ctx.log.info({ reqId: this.reqId }, 'catalog writes of this recording succeed again');
-      }
-      return true;
-    }).catch((err) => {
-      this.ctx.onCatalogError();
-      // a full disk fails every size update until space comes back: said once, not every sizeUpdateSec
-      if (!this.catalogFailing) this.ctx.log.error({ reqId: this.reqId, err: describe(err) }, `catalog ${what} failed`);
-      this.catalogFailing = true;
-      if (isNoSpace(err)) void this.ctx.makeRoom(err);
-      return false;
-    });
+    const p = this.catalogChain
+      .then(async () => {
+        if (patch === 'delete') await this.ctx.catalog.delete([this.reqId]);
+        else {
+          await this.ctx.catalog.update(this.reqId, patch);
+          if (patch.sz !== undefined) this.cataloguedSize = patch.sz;
+        }
+        if (this.catalogFailing) {
+          this.catalogFailing = false;
+          this.ctx.log.info({ reqId: this.reqId }, 'catalog writes of this recording succeed again');
+        }
+        return true;
+      })
+      .catch((err) => {
+        this.ctx.onCatalogError();
+        // a full disk fails every size update until space comes back: said once, not every sizeUpdateSec
+        if (!this.catalogFailing) this.ctx.log.error({ reqId: this.reqId, err: describe(err) }, `catalog ${what} failed`);
+        this.catalogFailing = true;
+        if (isNoSpace(err)) void this.ctx.makeRoom(err);
+        return false;
+      });
     this.catalogChain = p;
     return p;
   }
@@ -288,8 +299,9 @@ export class Recording {
     this.tickBusy = true;
     // state and endTm again: another gateway or worker sharing the catalog may have taken the row for an orphan while
     // the stream paused for longer than orphanQuietSec; it is live again
-    void this.catalog('size update', { sz: w.size, mediaTyp: this.mediaTyp, state: 'recording', endTm: null })
-      .finally(() => { this.tickBusy = false; });
+    void this.catalog('size update', { sz: w.size, mediaTyp: this.mediaTyp, state: 'recording', endTm: null }).finally(() => {
+      this.tickBusy = false;
+    });
   }
 
   /** Writes the final row that failed at the end; true once it is in. */
@@ -307,13 +319,15 @@ export class Recording {
    * holds for it, closes the file and writes the final row. Idempotent.
    */
   finish(reason: string): Promise<RecordingOutcome> {
-    this.finished ??= this.doFinish(reason).catch((err) => {
-      this.ctx.log.error({ reqId: this.reqId, err: describe(err) }, 'recording could not be finished cleanly');
-      return 'failed' as const;
-    }).then((outcome) => {
-      this.resolveEnded(outcome);
-      return outcome;
-    });
+    this.finished ??= this.doFinish(reason)
+      .catch((err) => {
+        this.ctx.log.error({ reqId: this.reqId, err: describe(err) }, 'recording could not be finished cleanly');
+        return 'failed' as const;
+      })
+      .then((outcome) => {
+        this.resolveEnded(outcome);
+        return outcome;
+      });
     return this.finished;
   }
 
@@ -356,11 +370,22 @@ export class Recording {
       this.unsettled = final;
       this.ctx.settleLater(this);
     }
-    this.ctx.log.info({
-      reqId: this.reqId, path: this.row.path, sz: size, mediaTyp: this.mediaTyp, state: failed ? 'failed' : 'done', reason,
-      videoTags: this.tags.videoUnits, audioTags: this.tags.audioUnits, skippedAudio: this.tags.skippedAudio || undefined, gaps: this.gaps || undefined,
-      finalRowPending: written ? undefined : true,
-    }, 'recording ended');
+    this.ctx.log.info(
+      {
+        reqId: this.reqId,
+        path: this.row.path,
+        sz: size,
+        mediaTyp: this.mediaTyp,
+        state: failed ? 'failed' : 'done',
+        reason,
+        videoTags: this.tags.videoUnits,
+        audioTags: this.tags.audioUnits,
+        skippedAudio: this.tags.skippedAudio || undefined,
+        gaps: this.gaps || undefined,
+        finalRowPending: written ? undefined : true,
+      },
+      'recording ended',
+    );
     return failed ? 'failed' : 'done';
   }
 }

@@ -130,7 +130,10 @@ export async function claimUnnamed(catalog: RecordCatalog, storeRoot: string, no
     const mine: string[] = [];
     for (const rec of batch) {
       const file = fileOf(storeRoot, rec);
-      if (!file) { result.left++; continue; }
+      if (!file) {
+        result.left++;
+        continue;
+      }
       try {
         if ((await fs.promises.lstat(file)).isFile()) mine.push(rec.reqId);
         else result.left++;

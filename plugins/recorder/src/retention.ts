@@ -63,14 +63,19 @@ export function fileOf(storeRoot: string, rec: Pick<StoredRecord, 'path'>): stri
  * One retention pass. Recordings in progress (state 'recording') are never candidates: catalog.oldest()
  * skips them, though their bytes count toward the total. Not safe to run twice concurrently on one store.
  */
-export async function applyRetention(catalog: RecordCatalog, storeRoot: string, policy: RetentionPolicy, opts: RetentionOptions = {}): Promise<RetentionResult> {
+export async function applyRetention(
+  catalog: RecordCatalog,
+  storeRoot: string,
+  policy: RetentionPolicy,
+  opts: RetentionOptions = {},
+): Promise<RetentionResult> {
   checkRetentionPolicy(policy);
   const result: RetentionResult = { removed: [], freedBytes: 0 };
   if (policy.maxAgeDays === undefined && policy.maxTotalBytes === undefined) return result;
   const now = (opts.now ?? new Date()).getTime();
   const cutoff = policy.maxAgeDays === undefined ? -Infinity : now - policy.maxAgeDays * 86_400_000;
   const batchSize = opts.batchSize ?? 200;
-  let total = policy.maxTotalBytes === undefined ? 0 : await catalog.totalBytes(opts.node) + Math.max(0, opts.uncataloguedBytes ?? 0);
+  let total = policy.maxTotalBytes === undefined ? 0 : (await catalog.totalBytes(opts.node)) + Math.max(0, opts.uncataloguedBytes ?? 0);
   const overSize = (): boolean => policy.maxTotalBytes !== undefined && total > policy.maxTotalBytes;
 
   for (;;) {
@@ -78,7 +83,10 @@ export async function applyRetention(catalog: RecordCatalog, storeRoot: string, 
     const doomed: StoredRecord[] = [];
     let stop = batch.length < batchSize;
     for (const rec of batch) {
-      if (!(rec.reqTm.getTime() < cutoff || overSize())) { stop = true; break; }
+      if (!(rec.reqTm.getTime() < cutoff || overSize())) {
+        stop = true;
+        break;
+      }
       const file = fileOf(storeRoot, rec);
       if (file !== null) {
         try {
@@ -105,7 +113,10 @@ export async function applyRetention(catalog: RecordCatalog, storeRoot: string, 
         result.error = { reqId: doomed[0]!.reqId, message: (err as Error).message };
         return result;
       }
-      for (const r of doomed) { result.removed.push(r); result.freedBytes += r.sz; }
+      for (const r of doomed) {
+        result.removed.push(r);
+        result.freedBytes += r.sz;
+      }
     }
     if (stop) return result;
   }

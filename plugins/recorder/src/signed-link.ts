@@ -20,7 +20,11 @@ export class LinkSigner {
   private key: Buffer;
   private rereadAt = 0;
 
-  private constructor(key: Buffer, private readonly store: KeyValueStore | undefined, private readonly now: () => number) {
+  private constructor(
+    key: Buffer,
+    private readonly store: KeyValueStore | undefined,
+    private readonly now: () => number,
+  ) {
     this.key = key;
   }
 
@@ -60,7 +64,8 @@ export class LinkSigner {
 
   /** The application the link was made for; -10 (HTTP 403) when it is not one of ours or has expired. */
   async verify(query: URLSearchParams, rel: string): Promise<string> {
-    const refused = (): GatewayError => new GatewayError(ErrCode.INVALID_TOKEN, 'The link is not valid or has expired: ask /strm/record/link for a new one.', 403);
+    const refused = (): GatewayError =>
+      new GatewayError(ErrCode.INVALID_TOKEN, 'The link is not valid or has expired: ask /strm/record/link for a new one.', 403);
     const appId = query.get('app');
     const exp = Number(query.get('exp'));
     const sig = query.get('sig');

@@ -26,7 +26,10 @@ export interface StoredAvOptions {
 // Unreserved and sub-delim characters (RFC 3986 pchar) stay readable; anything else is escaped, though
 // catalog paths only ever hold [0-9A-Za-z._~$-] and '/'.
 function encodePath(p: string): string {
-  return p.split('/').map((seg) => encodeURIComponent(seg).replace(/%24/g, '$')).join('/');
+  return p
+    .split('/')
+    .map((seg) => encodeURIComponent(seg).replace(/%24/g, '$'))
+    .join('/');
 }
 
 /** `{apiBase}/strm/record/file/{path}`; a trailing slash on apiBase is ignored. */

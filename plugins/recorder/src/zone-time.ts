@@ -21,8 +21,12 @@ function formatterFor(timeZone: string): Intl.DateTimeFormat {
     f = new Intl.DateTimeFormat('en-US', {
       timeZone,
       hourCycle: 'h23',
-      year: 'numeric', month: '2-digit', day: '2-digit',
-      hour: '2-digit', minute: '2-digit', second: '2-digit',
+      year: 'numeric',
+      month: '2-digit',
+      day: '2-digit',
+      hour: '2-digit',
+      minute: '2-digit',
+      second: '2-digit',
     });
     formatters.set(timeZone, f);
   }
@@ -42,15 +46,23 @@ export function assertTimeZone(timeZone: string | undefined): void {
 export function wallClockOf(date: Date, timeZone?: string): WallClock {
   if (timeZone === undefined) {
     return {
-      year: date.getFullYear(), month: date.getMonth() + 1, day: date.getDate(),
-      hour: date.getHours(), minute: date.getMinutes(), second: date.getSeconds(),
+      year: date.getFullYear(),
+      month: date.getMonth() + 1,
+      day: date.getDate(),
+      hour: date.getHours(),
+      minute: date.getMinutes(),
+      second: date.getSeconds(),
     };
   }
   if (timeZone === 'UTC' || timeZone === 'Etc/UTC') {
     // Intl formatting costs microseconds per call; bulk path building (imports, the benchmark) notices.
     return {
-      year: date.getUTCFullYear(), month: date.getUTCMonth() + 1, day: date.getUTCDate(),
-      hour: date.getUTCHours(), minute: date.getUTCMinutes(), second: date.getUTCSeconds(),
+      year: date.getUTCFullYear(),
+      month: date.getUTCMonth() + 1,
+      day: date.getUTCDate(),
+      hour: date.getUTCHours(),
+      minute: date.getUTCMinutes(),
+      second: date.getUTCSeconds(),
     };
   }
   const parts = formatterFor(timeZone).formatToParts(date);
@@ -104,6 +116,5 @@ export function formatOffset(minutesEast: number): string {
 /** `yyyy-mm-ddTHH:mm:ss+08:00` in the zone, seconds precision (the spec's reqTm form). */
 export function formatWithOffset(date: Date, timeZone?: string): string {
   const w = wallClockOf(date, timeZone);
-  return `${pad(w.year, 4)}-${pad(w.month)}-${pad(w.day)}T${pad(w.hour)}:${pad(w.minute)}:${pad(w.second)}` +
-    formatOffset(offsetMinutesAt(date, timeZone));
+  return `${pad(w.year, 4)}-${pad(w.month)}-${pad(w.day)}T${pad(w.hour)}:${pad(w.minute)}:${pad(w.second)}` + formatOffset(offsetMinutesAt(date, timeZone));
 }

@@ -16,9 +16,9 @@ import { probeStreams, waitFor } from './helpers';
 function asG726(clip: TestClip): { units: AccessUnit[]; tracks: TrackInfo[] } {
   const dec = createDecoder(clip.audio!)!;
   const enc = createEncoder({ codec: 'g726', bitsPerSample: 4, packing: 'left' })!;
-  const units = clip.units.map((u) => (u.kind === 'audio'
-    ? audioUnit({ codec: 'g726', dts: u.dts, timescale: 8000, duration: u.duration, payload: enc.encode(dec.decode(u.payload)) })
-    : u));
+  const units = clip.units.map((u) =>
+    u.kind === 'audio' ? audioUnit({ codec: 'g726', dts: u.dts, timescale: 8000, duration: u.duration, payload: enc.encode(dec.decode(u.payload)) }) : u,
+  );
   return { units, tracks: [clip.video, { kind: 'audio', codec: 'g726', sampleRate: 8000, channels: 1, bitsPerSample: 4, packing: 'left' }] };
 }
 
@@ -26,7 +26,9 @@ describe('recorder: the audio of record files', function () {
   this.timeout(60_000);
   const clip = testClip({ seconds: 3, audio: true });
   const gateways: TestGateway[] = [];
-  after(async () => { for (const g of gateways) await g.stop(); });
+  after(async () => {
+    for (const g of gateways) await g.stop();
+  });
 
   async function gateway(audio?: string): Promise<TestGateway> {
     const stub = stubMediaPlugin();
@@ -42,7 +44,13 @@ describe('recorder: the audio of record files', function () {
   }
 
   /** records the units on a new channel; the file's streams as ffprobe names them */
-  async function record(gw: TestGateway, chanId: number, units: readonly AccessUnit[], tracks: readonly TrackInfo[], over: Record<string, unknown> = {}): Promise<string[]> {
+  async function record(
+    gw: TestGateway,
+    chanId: number,
+    units: readonly AccessUnit[],
+    tracks: readonly TrackInfo[],
+    over: Record<string, unknown> = {},
+  ): Promise<string[]> {
     const open = await gw.openStream({ simNo: '13800000001', chanId, extra: { record: true, ...over } });
     const pub = gw.bus.get(open.streamName)!.attachPublisher();
     for (const t of tracks) pub.setTrack(t);
@@ -53,7 +61,10 @@ describe('recorder: the audio of record files', function () {
     const dir = path.join(gw.dataDir, 'records');
     let file = '';
     await waitFor(() => {
-      const found = fs.readdirSync(dir, { recursive: true }).map(String).find((f) => f.endsWith(`${open.reqId}.flv`));
+      const found = fs
+        .readdirSync(dir, { recursive: true })
+        .map(String)
+        .find((f) => f.endsWith(`${open.reqId}.flv`));
       if (found) file = path.join(dir, found);
       return !!found;
     }, 'the record file');

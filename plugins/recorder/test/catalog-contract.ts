@@ -56,10 +56,23 @@ export function catalogContract(name: string, harness: CatalogHarness): void {
       const c = await open({ timeZone: 'Asia/Shanghai' });
       // 16:30 UTC on 30 April is 00:30 on 1 May in UTC+8: the path must use the server zone's month.
       const reqTm = new Date('2024-04-30T16:30:00.123Z');
-      const r = await c.insertStart(start({ reqId: 'req-0001', simNo: '013800001111', chan: 3, live: false, reqTm, mediaTyp: 'v', apiBase: 'http://node-b.example:7080' }));
+      const r = await c.insertStart(
+        start({ reqId: 'req-0001', simNo: '013800001111', chan: 3, live: false, reqTm, mediaTyp: 'v', apiBase: 'http://node-b.example:7080' }),
+      );
       const expected: StoredRecord = {
-        reqId: 'req-0001', appId: 'appA', simNo: '13800001111', chan: 3, live: false, reqTm,
-        path: '2024/05/13800001111/req-0001.flv', ext: 'flv', sz: 0, mediaTyp: 'v', state: 'recording', endTm: null, error: null,
+        reqId: 'req-0001',
+        appId: 'appA',
+        simNo: '13800001111',
+        chan: 3,
+        live: false,
+        reqTm,
+        path: '2024/05/13800001111/req-0001.flv',
+        ext: 'flv',
+        sz: 0,
+        mediaTyp: 'v',
+        state: 'recording',
+        endTm: null,
+        error: null,
         apiBase: 'http://node-b.example:7080',
       };
       assert.deepEqual(r, expected);
@@ -71,7 +84,7 @@ export function catalogContract(name: string, harness: CatalogHarness): void {
       assert.equal((await utc.getByReqId('appA', 'req-0002'))!.mediaTyp, null);
     });
 
-    it('keeps the recording node\'s apiBase with the row (trailing slash dropped), through updates and queries', async () => {
+    it("keeps the recording node's apiBase with the row (trailing slash dropped), through updates and queries", async () => {
       const c = await open({ timeZone: 'UTC' });
       await c.insertStart(start({ reqId: 'node-0001', apiBase: 'https://gw-b.example/api/' }));
       await c.insertStart(start({ reqId: 'node-0002', reqTm: new Date(T0 + MIN) }));
@@ -79,9 +92,21 @@ export function catalogContract(name: string, harness: CatalogHarness): void {
       assert.equal((await c.getByReqId('appA', 'node-0001'))!.apiBase, 'https://gw-b.example/api');
       assert.equal((await c.getByReqId('appA', 'node-0002'))!.apiBase, null, 'no apiBase given: null');
       const rows = await c.queryRange({ appId: 'appA', start: new Date(T0), end: new Date(T0 + 10 * MIN), page: 1, limit: 10 });
-      assert.deepEqual(rows.map((r) => [r.reqId, r.apiBase]), [['node-0001', 'https://gw-b.example/api'], ['node-0002', null]]);
-      assert.deepEqual((await c.oldest(5)).map((r) => r.apiBase), ['https://gw-b.example/api']);
-      assert.deepEqual((await c.listUnfinished()).map((r) => r.apiBase), [null]);
+      assert.deepEqual(
+        rows.map((r) => [r.reqId, r.apiBase]),
+        [
+          ['node-0001', 'https://gw-b.example/api'],
+          ['node-0002', null],
+        ],
+      );
+      assert.deepEqual(
+        (await c.oldest(5)).map((r) => r.apiBase),
+        ['https://gw-b.example/api'],
+      );
+      assert.deepEqual(
+        (await c.listUnfinished()).map((r) => r.apiBase),
+        [null],
+      );
       await assert.rejects(c.insertStart(start({ reqId: 'node-0003', apiBase: 'http://a b' })), TypeError);
     });
 
@@ -163,9 +188,9 @@ export function catalogContract(name: string, harness: CatalogHarness): void {
       const c = await open();
       const tied = ['a_b-0001', 'Zeta-001', 'alpha-01', 'B-000001', 'a-c-0001', 'a$b~0001'];
       for (const reqId of tied) await c.insertStart(start({ reqId, reqTm: new Date(T0) }));
-      const bytewise = [...tied].sort((a, b) => (Buffer.compare(Buffer.from(a), Buffer.from(b))));
+      const bytewise = [...tied].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
       const q = { appId: 'appA', start: new Date(T0), end: new Date(T0), limit: 4 };
-      const rows = [...await c.queryRange({ ...q, page: 1 }), ...await c.queryRange({ ...q, page: 2 })];
+      const rows = [...(await c.queryRange({ ...q, page: 1 })), ...(await c.queryRange({ ...q, page: 2 }))];
       assert.deepEqual(ids(rows), bytewise);
     });
 
@@ -283,13 +308,17 @@ export function catalogContract(name: string, harness: CatalogHarness): void {
       assert.equal(await c.getByReqId('appB', 'ret-0001'), null);
     });
 
-    it('one node\'s rows: listUnfinished with its own and unnamed rows, oldest and totalBytes with its own only; listUnnamed pages; claim names only unnamed rows', async () => {
+    it("one node's rows: listUnfinished with its own and unnamed rows, oldest and totalBytes with its own only; listUnnamed pages; claim names only unnamed rows", async () => {
       const c = await open();
       const NB = 'http://node-b.example:7080';
       const NC = 'http://node-c.example:7080';
       const rows: Array<[string, string | undefined, number, 'recording' | 'done' | 'failed']> = [
-        ['own-b0001', NB, 100, 'done'], ['own-c0001', NC, 200, 'done'], ['none-0001', undefined, 400, 'done'],
-        ['own-b0002', NB, 800, 'failed'], ['own-c0002', NC, 1600, 'recording'], ['none-0002', undefined, 3200, 'recording'],
+        ['own-b0001', NB, 100, 'done'],
+        ['own-c0001', NC, 200, 'done'],
+        ['none-0001', undefined, 400, 'done'],
+        ['own-b0002', NB, 800, 'failed'],
+        ['own-c0002', NC, 1600, 'recording'],
+        ['none-0002', undefined, 3200, 'recording'],
         ['own-b0003', NB, 6400, 'recording'],
       ];
       for (const [i, [reqId, apiBase, sz, state]] of rows.entries()) {

@@ -53,7 +53,10 @@ describe('PostgreSQL catalog', function () {
         const c = new Client({ connectionString: url });
         await c.connect();
         const tables = await c.query(`SELECT tablename FROM pg_tables WHERE schemaname = 'public'`).finally(() => c.end());
-        assert.deepEqual(tables.rows.map((r) => r.tablename), ['media_rec']);
+        assert.deepEqual(
+          tables.rows.map((r) => r.tablename),
+          ['media_rec'],
+        );
       } finally {
         for (const c of catalogs) await c.close();
       }
@@ -80,7 +83,13 @@ describe('PostgreSQL catalog', function () {
         assert.equal((await catalogs[2]!.getByReqId('a', 'new-00001'))!.apiBase, 'http://node-b:7080');
         const c = new Client({ connectionString: url });
         await c.connect();
-        const cols = (await c.query(`SELECT column_name, data_type, is_nullable, column_default FROM information_schema.columns WHERE table_name = 'old_rec' AND column_name = 'api_base'`).finally(() => c.end())).rows;
+        const cols = (
+          await c
+            .query(
+              `SELECT column_name, data_type, is_nullable, column_default FROM information_schema.columns WHERE table_name = 'old_rec' AND column_name = 'api_base'`,
+            )
+            .finally(() => c.end())
+        ).rows;
         assert.deepEqual(cols, [{ column_name: 'api_base', data_type: 'text', is_nullable: 'YES', column_default: null }]);
       } finally {
         for (const c of catalogs) await c.close();

@@ -23,7 +23,9 @@ catalogContract('SQLite', {
 
 describe('SQLite catalog (file specifics)', () => {
   let d = '';
-  beforeEach(() => { d = scratchDir('recorder-sqlite-file'); });
+  beforeEach(() => {
+    d = scratchDir('recorder-sqlite-file');
+  });
   afterEach(() => fs.rmSync(d, { recursive: true, force: true }));
 
   it('creates its directory and a WAL-mode file there', async () => {
@@ -44,8 +46,10 @@ describe('SQLite catalog (file specifics)', () => {
     await c.close();
     const db = new Database(path.join(d, 'records.sqlite'), { readonly: true });
     try {
-      const plan = (sql: string): string => (db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...Array((sql.match(/\?/g) ?? []).length).fill(1)) as { detail: string }[])
-        .map((r) => r.detail).join(' | ');
+      const plan = (sql: string): string =>
+        (db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...Array((sql.match(/\?/g) ?? []).length).fill(1)) as { detail: string }[])
+          .map((r) => r.detail)
+          .join(' | ');
       const inner = (index: string, where: string): string =>
         `SELECT req_id FROM stored_av INDEXED BY ${index} WHERE ${where} ORDER BY req_tm, req_id LIMIT ? OFFSET ?`;
       const byApp = plan(inner('stored_av_app_tm', "app_id = ? AND req_tm >= ? AND req_tm <= ? AND state IN ('done')"));
@@ -64,9 +68,10 @@ describe('SQLite catalog (file specifics)', () => {
     const v1 = new Database(file);
     v1.exec(SQLITE_V1_SCHEMA);
     v1.pragma('user_version = 1');
-    v1.prepare(`INSERT INTO stored_av (req_id, app_id, sim_no, chan, live, req_tm, path, ext, sz, media_typ, state, end_tm, error)
-      VALUES ('old-00001', 'appA', '13800001111', 1, 1, ?, '2024/05/13800001111/old-00001.flv', 'flv', 123, 'v', 'done', ?, NULL)`)
-      .run(Date.parse('2024-05-01T00:00:00Z'), Date.parse('2024-05-01T00:01:00Z'));
+    v1.prepare(
+      `INSERT INTO stored_av (req_id, app_id, sim_no, chan, live, req_tm, path, ext, sz, media_typ, state, end_tm, error)
+      VALUES ('old-00001', 'appA', '13800001111', 1, 1, ?, '2024/05/13800001111/old-00001.flv', 'flv', 123, 'v', 'done', ?, NULL)`,
+    ).run(Date.parse('2024-05-01T00:00:00Z'), Date.parse('2024-05-01T00:01:00Z'));
     v1.close();
 
     const c = openSqliteCatalog({ dir: d, timeZone: 'UTC' });
@@ -77,12 +82,15 @@ describe('SQLite catalog (file specifics)', () => {
     assert.equal((await c.getByReqId('appA', 'new-00001'))!.apiBase, 'http://node-b:7080');
     await c.close();
     // opening it again changes nothing
-    await (openSqliteCatalog({ dir: d })).close();
+    await openSqliteCatalog({ dir: d }).close();
     const db = new Database(file, { readonly: true });
     try {
       assert.equal(db.pragma('user_version', { simple: true }), 2);
-      const cols = (db.pragma('table_info(stored_av)') as Array<{ name: string; notnull: number; dflt_value: unknown }>);
-      assert.deepEqual(cols.filter((x) => x.name === 'api_base').map((x) => [x.notnull, x.dflt_value]), [[0, null]]);
+      const cols = db.pragma('table_info(stored_av)') as Array<{ name: string; notnull: number; dflt_value: unknown }>;
+      assert.deepEqual(
+        cols.filter((x) => x.name === 'api_base').map((x) => [x.notnull, x.dflt_value]),
+        [[0, null]],
+      );
     } finally {
       db.close();
     }

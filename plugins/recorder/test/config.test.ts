@@ -6,7 +6,9 @@ import { scratchDir } from '../../../test/support/paths';
 
 describe('recorder config', () => {
   let dir = '';
-  beforeEach(() => { dir = scratchDir('recorder-config'); });
+  beforeEach(() => {
+    dir = scratchDir('recorder-config');
+  });
   afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
 
   const boot = (config: Record<string, unknown>, env: NodeJS.ProcessEnv = {}) =>
@@ -17,7 +19,12 @@ describe('recorder config', () => {
     ['a store root that cannot be a folder', { storeRoot: path.join('blocker', 'records') }, {}, /config key storeRoot: cannot write to .*blocker/],
     ['a bad retention value from the environment', {}, { GW_RECORDER_MAX_TOTAL_BYTES: '-5' }, /key maxTotalBytes: .*from GW_RECORDER_MAX_TOTAL_BYTES/],
     ['a catalog URL of another kind', { postgresUrl: 'mysql://db/x' }, {}, /key postgresUrl: postgresUrl must be a postgres/],
-    ['an unreachable PostgreSQL (without showing the URL)', { postgresUrl: 'postgres://user:s3cret@127.0.0.1:1/db' }, {}, /config key postgresUrl: cannot open the catalog/],
+    [
+      'an unreachable PostgreSQL (without showing the URL)',
+      { postgresUrl: 'postgres://user:s3cret@127.0.0.1:1/db' },
+      {},
+      /config key postgresUrl: cannot open the catalog/,
+    ],
   ] as const) {
     it(`refuses to start with ${what}, naming the key`, async () => {
       fs.mkdirSync(path.join(dir, 'data'), { recursive: true });

@@ -37,24 +37,39 @@ async function runGateway(siteFile: string, fileSizeKb?: number): Promise<Gatewa
   children.add(proc);
   let out = '';
   let err = '';
-  proc.stdout!.on('data', (d) => { out += d; });
-  proc.stderr!.on('data', (d) => { err += d; });
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => proc.on('exit', (code, signal) => {
-    children.delete(proc);
-    resolve({ code, signal });
-  }));
+  proc.stdout!.on('data', (d) => {
+    out += d;
+  });
+  proc.stderr!.on('data', (d) => {
+    err += d;
+  });
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    proc.on('exit', (code, signal) => {
+      children.delete(proc);
+      resolve({ code, signal });
+    }),
+  );
   let gone = false;
-  void exited.then(() => { gone = true; });
-  const port = await waitFor(() => {
-    if (gone) throw new Error(`the gateway exited during start: ${err}${out}`);
-    const line = out.split('\n').find((l) => l.includes('"gateway started"'));
-    return line ? (JSON.parse(line) as { httpPort: number }).httpPort : undefined;
-  }, 'the gateway to start', 20_000);
+  void exited.then(() => {
+    gone = true;
+  });
+  const port = await waitFor(
+    () => {
+      if (gone) throw new Error(`the gateway exited during start: ${err}${out}`);
+      const line = out.split('\n').find((l) => l.includes('"gateway started"'));
+      return line ? (JSON.parse(line) as { httpPort: number }).httpPort : undefined;
+    },
+    'the gateway to start',
+    20_000,
+  );
   return { proc, baseUrl: `http://127.0.0.1:${port}`, output: () => out, exited };
 }
 
 function logged(g: Gateway, msg: string, reqId: string): boolean {
-  return g.output().split('\n').some((l) => l.includes(`"msg":"${msg}`) && l.includes(`"reqId":"${reqId}"`));
+  return g
+    .output()
+    .split('\n')
+    .some((l) => l.includes(`"msg":"${msg}`) && l.includes(`"reqId":"${reqId}"`));
 }
 
 async function api(g: Gateway, method: string, p: string, body?: unknown): Promise<any> {
@@ -96,17 +111,24 @@ describe('recorder in a gateway process: crash recovery and a real write error',
 
   function writeSite(name: string, dataDir: string, intervalMs: number): string {
     const file = path.join(scratch, `${name}.json`);
-    fs.writeFileSync(file, JSON.stringify({
-      gateway: {
-        // one process: SIGKILL must hit the process that writes the file
-        workers: 1, httpPort: 0, listenHost: '127.0.0.1', dataDir, logLevel: 'info',
-        applications: [{ appId: 'A', user: 'demo', password: 'demo' }],
-      },
-      plugins: [
-        { name: 'recorder-feed', module: FEED, config: { clip: clipFile, intervalMs } },
-        { name: 'recorder', config: { timeZone: 'UTC', sizeUpdateSec: 1 } },
-      ],
-    }));
+    fs.writeFileSync(
+      file,
+      JSON.stringify({
+        gateway: {
+          // one process: SIGKILL must hit the process that writes the file
+          workers: 1,
+          httpPort: 0,
+          listenHost: '127.0.0.1',
+          dataDir,
+          logLevel: 'info',
+          applications: [{ appId: 'A', user: 'demo', password: 'demo' }],
+        },
+        plugins: [
+          { name: 'recorder-feed', module: FEED, config: { clip: clipFile, intervalMs } },
+          { name: 'recorder', config: { timeZone: 'UTC', sizeUpdateSec: 1 } },
+        ],
+      }),
+    );
     return file;
   }
 
@@ -115,10 +137,14 @@ describe('recorder in a gateway process: crash recovery and a real write error',
     const g = await runGateway(writeSite('crash', dataDir, 40));
     const reqId = await openRecorded(g, 1);
     // the catalog's size follows the file while it grows
-    const [av] = await waitFor(async () => {
-      const r = await api(g, 'GET', `/strm/record?reqId=${reqId}`);
-      return r.data[0]?.sz >= 15_000 ? r.data : undefined;
-    }, 'about two seconds of recording', 20_000);
+    const [av] = await waitFor(
+      async () => {
+        const r = await api(g, 'GET', `/strm/record?reqId=${reqId}`);
+        return r.data[0]?.sz >= 15_000 ? r.data : undefined;
+      },
+      'about two seconds of recording',
+      20_000,
+    );
     g.proc.kill('SIGKILL');
     assert.equal((await g.exited).signal, 'SIGKILL');
 

@@ -84,7 +84,7 @@ describe('recorder on a fleet: nodes sharing a PostgreSQL catalog, each with its
       await c.gw?.stop();
     });
 
-    it('the row names B; GET /strm/record on C lists B\'s url, and so does the closed notice', async () => {
+    it("the row names B; GET /strm/record on C lists B's url, and so does the closed notice", async () => {
       reqId = await recordClip(b, A, { chanId: 1, frames: 26 });
       const [row] = await sql<{ api_base: string; state: string }>(url, 'SELECT api_base, state FROM stored_av WHERE req_id = $1', [reqId]);
       assert.deepEqual(row, { api_base: bBase, state: 'done' });
@@ -97,17 +97,20 @@ describe('recorder on a fleet: nodes sharing a PostgreSQL catalog, each with its
       assert.deepEqual(await queryReq(b, A, reqId), [av]);
       const start = encodeURIComponent(new Date(Date.now() - 3_600_000).toISOString().replace(/\.\d+Z$/, 'Z'));
       const listed = (await c.gw.api('GET', `/strm/record?startTm=${start}`, undefined, A)).json.data as any[];
-      assert.deepEqual(listed.map((x) => x.url), [av.url]);
+      assert.deepEqual(
+        listed.map((x) => x.url),
+        [av.url],
+      );
 
       const closed = notices.find((n) => n.payload.reqId === reqId && n.payload.act === 'closed');
       assert.ok(closed, 'closed notice');
       assert.equal(closed.payload.playedAvDumpUrl, av.url);
 
-      assert.ok(fs.existsSync(path.join(b.dataDir, 'records', ...av.path.split('/'))), 'the file is in B\'s store');
-      assert.equal(fs.existsSync(path.join(c.dataDir, 'records', ...av.path.split('/'))), false, 'and not in C\'s');
+      assert.ok(fs.existsSync(path.join(b.dataDir, 'records', ...av.path.split('/'))), "the file is in B's store");
+      assert.equal(fs.existsSync(path.join(c.dataDir, 'records', ...av.path.split('/'))), false, "and not in C's");
     });
 
-    it('downloading the url gives B\'s file (whole and by range), which decodes', async () => {
+    it("downloading the url gives B's file (whole and by range), which decodes", async () => {
       const u = new URL(av.url);
       assert.equal(u.hostname, '127.0.0.2');
       const dl = await rawRequest(u.origin, 'GET', u.pathname, A);
@@ -115,7 +118,7 @@ describe('recorder on a fleet: nodes sharing a PostgreSQL catalog, each with its
       assert.equal(dl.headers['content-type'], 'video/x-flv');
       const onDisk = fs.readFileSync(path.join(b.dataDir, 'records', ...av.path.split('/')));
       assert.equal(dl.body.length, av.sz);
-      assert.ok(dl.body.equals(onDisk), 'the bytes of B\'s file');
+      assert.ok(dl.body.equals(onDisk), "the bytes of B's file");
       const saved = path.join(scratch, 'fleet-download.flv');
       fs.writeFileSync(saved, dl.body);
       assert.equal(probeVideo(saved).frames, 26);
@@ -125,7 +128,7 @@ describe('recorder on a fleet: nodes sharing a PostgreSQL catalog, each with its
       assert.ok(part.body.equals(onDisk.subarray(100, 200)));
     });
 
-    it('the same path on C answers 307 to B\'s url for the owner, query kept; following it gives the file', async () => {
+    it("the same path on C answers 307 to B's url for the owner, query kept; following it gives the file", async () => {
       const p = new URL(av.url).pathname;
       const r = await rawRequest(c.gw.baseUrl, 'GET', p, A);
       assert.equal(r.status, 307);
@@ -186,7 +189,7 @@ describe('recorder on a fleet: nodes sharing a PostgreSQL catalog, each with its
     });
   });
 
-  describe('each node\'s recovery and retention treat its own rows (and rows naming no node whose file it holds)', function () {
+  describe("each node's recovery and retention treat its own rows (and rows naming no node whose file it holds)", function () {
     let url: string;
     const b = {} as Harness;
     const c = {} as Harness;
@@ -205,10 +208,21 @@ describe('recorder on a fleet: nodes sharing a PostgreSQL catalog, each with its
     };
     const fileIn = (h: Harness, p: string) => path.join(h.dataDir, 'records', ...p.split('/'));
     /** a row as a node (or, apiBase null, a gateway of the previous version) left it, with its file in `store` */
-    async function row(reqId: string, opts: { apiBase: string | null; ageSec: number; state: 'recording' | 'done'; store?: Harness; sz?: number }): Promise<string> {
+    async function row(
+      reqId: string,
+      opts: { apiBase: string | null; ageSec: number; state: 'recording' | 'done'; store?: Harness; sz?: number },
+    ): Promise<string> {
       const cat = await openPostgresCatalog({ connectionString: url, timeZone: 'UTC' });
       try {
-        const r = await cat.insertStart({ reqId, appId: 'A', simNo: NORM_SIM, chan: 7, live: true, reqTm: new Date(Date.now() - opts.ageSec * 1000), ...(opts.apiBase ? { apiBase: opts.apiBase } : {}) });
+        const r = await cat.insertStart({
+          reqId,
+          appId: 'A',
+          simNo: NORM_SIM,
+          chan: 7,
+          live: true,
+          reqTm: new Date(Date.now() - opts.ageSec * 1000),
+          ...(opts.apiBase ? { apiBase: opts.apiBase } : {}),
+        });
         const sz = opts.sz ?? 100;
         if (opts.store) {
           const f = fileIn(opts.store, r.path);
@@ -223,7 +237,8 @@ describe('recorder on a fleet: nodes sharing a PostgreSQL catalog, each with its
         await cat.close();
       }
     }
-    const rowOf = async (reqId: string) => (await sql<{ state: string; api_base: string | null; sz: string }>(url, 'SELECT state, api_base, sz FROM stored_av WHERE req_id = $1', [reqId]))[0];
+    const rowOf = async (reqId: string) =>
+      (await sql<{ state: string; api_base: string | null; sz: string }>(url, 'SELECT state, api_base, sz FROM stored_av WHERE req_id = $1', [reqId]))[0];
 
     before(async () => {
       url = await createDatabase(server, 'fleet_passes');
@@ -239,7 +254,7 @@ describe('recorder on a fleet: nodes sharing a PostgreSQL catalog, each with its
       await c.gw?.stop();
     });
 
-    it('recovery on C leaves B\'s live recording, B\'s unfinished rows and rows naming no node whose file C lacks; it closes and removes its own', async () => {
+    it("recovery on C leaves B's live recording, B's unfinished rows and rows naming no node whose file C lacks; it closes and removes its own", async () => {
       // B records, and goes on recording while C restarts
       const live = await openRecorded(b, A, { chanId: 5 });
       const { pub } = publisherFor(NORM_SIM, 5);
@@ -263,13 +278,13 @@ describe('recorder on a fleet: nodes sharing a PostgreSQL catalog, each with its
       c.gw = await startNode(c.dataDir, '127.0.0.3', { postgresUrl: url, orphanQuietSec: 1 });
       assert.equal(probeCtx().site.apiBase, cBase, 'C is the same node (same apiBase)');
 
-      assert.deepEqual(await rowOf(live), { state: 'recording', api_base: bBase, sz: liveRow!.sz }, 'B\'s live recording keeps its row');
+      assert.deepEqual(await rowOf(live), { state: 'recording', api_base: bBase, sz: liveRow!.sz }, "B's live recording keeps its row");
       assert.equal((await rowOf('bdead-0001'))?.state, 'recording');
       assert.equal((await rowOf('bnofile-01'))?.state, 'recording');
       assert.deepEqual(await rowOf('oldonb-001'), { state: 'recording', api_base: null, sz: '0' });
       assert.deepEqual(await rowOf('oldnone-01'), { state: 'recording', api_base: null, sz: '0' }, 'a row naming no node is never removed in a fleet');
       assert.deepEqual(await rowOf('cdead-0001'), { state: 'done', api_base: cBase, sz: '500' });
-      assert.equal(await rowOf('cnofile-01'), undefined, 'C\'s own row without a file goes, as before');
+      assert.equal(await rowOf('cnofile-01'), undefined, "C's own row without a file goes, as before");
       assert.deepEqual(await rowOf('oldonc-001'), { state: 'done', api_base: cBase, sz: '300' }, 'claimed by C, whose store holds the file, and closed');
       assert.ok(fs.existsSync(fileIn(b, bDead)) && fs.existsSync(fileIn(b, oldOnB)));
 
@@ -293,7 +308,7 @@ describe('recorder on a fleet: nodes sharing a PostgreSQL catalog, each with its
       await sql(url, `DELETE FROM stored_av WHERE req_id = 'oldnone-01'`);
     });
 
-    it('retention on C with a tiny limit removes C\'s oldest rows and files only; B\'s rows and files stay', async () => {
+    it("retention on C with a tiny limit removes C's oldest rows and files only; B's rows and files stay", async () => {
       // the oldest rows of all are B's (and an old-version row whose file is in B's store)
       const bOld = [
         await row('bret-00001', { apiBase: bBase, ageSec: 5000, state: 'done', store: b, sz: 1000 }),
@@ -313,7 +328,7 @@ describe('recorder on a fleet: nodes sharing a PostgreSQL catalog, each with its
       c.gw = await startNode(c.dataDir, '127.0.0.3', { postgresUrl: url, orphanQuietSec: 1, maxTotalBytes: cBytes - 100 });
       const after = (await sql<{ req_id: string }>(url, 'SELECT req_id FROM stored_av ORDER BY req_tm, req_id')).map((r) => r.req_id);
       const gone = before.map((r) => r.req_id).filter((id) => !after.includes(id));
-      assert.deepEqual(gone, ['cret-00001', 'oldcret-01'], 'C\'s two oldest, the old row it claimed included');
+      assert.deepEqual(gone, ['cret-00001', 'oldcret-01'], "C's two oldest, the old row it claimed included");
       for (const id of ['bret-00001', 'bret-00002', 'oldbret-01']) assert.ok(after.includes(id), `${id} stays`);
       for (const p of bOld) assert.ok(fs.existsSync(fileIn(b, p)), `${p} stays in B's store`);
       assert.equal(fs.existsSync(fileIn(c, cRows[0]!)), false);
@@ -325,19 +340,20 @@ describe('recorder on a fleet: nodes sharing a PostgreSQL catalog, each with its
       assert.equal((await rowOf('oldbret-01'))?.api_base, null, 'C did not claim a row whose file it lacks');
       await b.gw.stop();
       b.gw = await startNode(b.dataDir, '127.0.0.2', { postgresUrl: url, orphanQuietSec: 1, maxTotalBytes: 1 });
-      assert.equal((await rowOf('oldbret-01')), undefined);
+      assert.equal(await rowOf('oldbret-01'), undefined);
       for (const p of bOld) assert.equal(fs.existsSync(fileIn(b, p)), false);
-      assert.ok(fs.existsSync(fileIn(c, cRows[2]!)), 'C\'s file stays');
+      assert.ok(fs.existsSync(fileIn(c, cRows[2]!)), "C's file stays");
       assert.equal((await rowOf('cret-00002'))?.api_base, cBase);
     });
   });
 
   describe('upgrade: a catalog made by the previous version (no api_base) is migrated at boot', function () {
     const oldRow = (reqId: string, reqTm: Date) => ({
-      reqId, path: recordPath(NORM_SIM, reqId, reqTm, 'UTC'),
+      reqId,
+      path: recordPath(NORM_SIM, reqId, reqTm, 'UTC'),
     });
 
-    it('PostgreSQL: the column is added, old rows list with the querying node\'s url and download there; new rows name their node', async () => {
+    it("PostgreSQL: the column is added, old rows list with the querying node's url and download there; new rows name their node", async () => {
       const url = await createDatabase(server, 'upgrade');
       await sql(url, pgV1Schema('stored_av'));
       const reqTm = new Date(Date.now() - 600_000);
@@ -348,12 +364,20 @@ describe('recorder on a fleet: nodes sharing a PostgreSQL catalog, each with its
       fs.mkdirSync(path.dirname(file), { recursive: true });
       fs.writeFileSync(file, Buffer.concat([Buffer.from('FLV\x01\x01\0\0\0\x09\0\0\0\0', 'latin1'), Buffer.alloc(100, 7)]));
       const sz = fs.statSync(file).size;
-      await sql(url, `INSERT INTO stored_av (req_id, app_id, sim_no, chan, live, req_tm, path, ext, sz, media_typ, state, end_tm, error)
-        VALUES ($1, 'A', $2, 1, true, $3, $4, 'flv', $5, 'v', 'done', $6, NULL)`, [old.reqId, NORM_SIM, reqTm, old.path, sz, new Date(reqTm.getTime() + 60_000)]);
+      await sql(
+        url,
+        `INSERT INTO stored_av (req_id, app_id, sim_no, chan, live, req_tm, path, ext, sz, media_typ, state, end_tm, error)
+        VALUES ($1, 'A', $2, 1, true, $3, $4, 'flv', $5, 'v', 'done', $6, NULL)`,
+        [old.reqId, NORM_SIM, reqTm, old.path, sz, new Date(reqTm.getTime() + 60_000)],
+      );
       // and one whose file is in no node's store (a node not upgraded yet, or gone)
       const stray = oldRow('oldrec-0003', reqTm);
-      await sql(url, `INSERT INTO stored_av (req_id, app_id, sim_no, chan, live, req_tm, path, ext, sz, media_typ, state, end_tm, error)
-        VALUES ($1, 'A', $2, 1, true, $3, $4, 'flv', 10, 'v', 'done', $5, NULL)`, [stray.reqId, NORM_SIM, reqTm, stray.path, new Date(reqTm.getTime() + 60_000)]);
+      await sql(
+        url,
+        `INSERT INTO stored_av (req_id, app_id, sim_no, chan, live, req_tm, path, ext, sz, media_typ, state, end_tm, error)
+        VALUES ($1, 'A', $2, 1, true, $3, $4, 'flv', 10, 'v', 'done', $5, NULL)`,
+        [stray.reqId, NORM_SIM, reqTm, stray.path, new Date(reqTm.getTime() + 60_000)],
+      );
       const column = `SELECT is_nullable FROM information_schema.columns WHERE table_name = 'stored_av' AND column_name = 'api_base'`;
       assert.deepEqual(await sql(url, column), [], 'the previous layout');
 
@@ -372,7 +396,9 @@ describe('recorder on a fleet: nodes sharing a PostgreSQL catalog, each with its
         const fresh = await recordClip(h, A, { chanId: 2, frames: 10 });
         assert.deepEqual(await sql(url, 'SELECT req_id, api_base FROM stored_av ORDER BY req_tm, req_id'), [
           // the old row whose file this node holds is claimed at its start; the other one names no node still
-          { req_id: old.reqId, api_base: base }, { req_id: stray.reqId, api_base: null }, { req_id: fresh, api_base: base },
+          { req_id: old.reqId, api_base: base },
+          { req_id: stray.reqId, api_base: null },
+          { req_id: fresh, api_base: base },
         ]);
       } finally {
         await h.gw.stop();
@@ -394,7 +420,7 @@ describe('recorder on a fleet: nodes sharing a PostgreSQL catalog, each with its
       }
     });
 
-    it('SQLite: a version 1 file gets the column (version 2) at boot; old rows list with this node\'s url', async () => {
+    it("SQLite: a version 1 file gets the column (version 2) at boot; old rows list with this node's url", async () => {
       const h = { dataDir: path.join(scratch, 'upgrade-sqlite') } as Harness;
       const reqTm = new Date(Date.now() - 600_000);
       const old = oldRow('oldrec-0002', reqTm);
@@ -407,8 +433,10 @@ describe('recorder on a fleet: nodes sharing a PostgreSQL catalog, each with its
       db.pragma('journal_mode = WAL');
       db.exec(SQLITE_V1_SCHEMA);
       db.pragma('user_version = 1');
-      db.prepare(`INSERT INTO stored_av (req_id, app_id, sim_no, chan, live, req_tm, path, ext, sz, media_typ, state, end_tm, error)
-        VALUES (?, 'A', ?, 1, 1, ?, ?, 'flv', ?, 'v', 'done', ?, NULL)`).run(old.reqId, NORM_SIM, reqTm.getTime(), old.path, fs.statSync(file).size, reqTm.getTime() + 60_000);
+      db.prepare(
+        `INSERT INTO stored_av (req_id, app_id, sim_no, chan, live, req_tm, path, ext, sz, media_typ, state, end_tm, error)
+        VALUES (?, 'A', ?, 1, 1, ?, ?, 'flv', ?, 'v', 'done', ?, NULL)`,
+      ).run(old.reqId, NORM_SIM, reqTm.getTime(), old.path, fs.statSync(file).size, reqTm.getTime() + 60_000);
       db.close();
 
       h.gw = await startNode(h.dataDir, '127.0.0.6', {});
@@ -424,7 +452,13 @@ describe('recorder on a fleet: nodes sharing a PostgreSQL catalog, each with its
       const after = new Database(dbFile, { readonly: true });
       try {
         assert.equal(after.pragma('user_version', { simple: true }), 2);
-        assert.deepEqual(after.prepare('SELECT req_id, api_base FROM stored_av ORDER BY req_tm').all().map((r: any) => r.api_base), [null, apiBaseOf(h.gw, '127.0.0.6')]);
+        assert.deepEqual(
+          after
+            .prepare('SELECT req_id, api_base FROM stored_av ORDER BY req_tm')
+            .all()
+            .map((r: any) => r.api_base),
+          [null, apiBaseOf(h.gw, '127.0.0.6')],
+        );
       } finally {
         after.close();
       }

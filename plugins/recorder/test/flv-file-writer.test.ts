@@ -20,7 +20,9 @@ function clipTags(n: number): FlvTag[][] {
 
 describe('FLV file writer', () => {
   let dir = '';
-  beforeEach(() => { dir = scratchDir('recorder-writer'); });
+  beforeEach(() => {
+    dir = scratchDir('recorder-writer');
+  });
   afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
 
   it('creates its folders, appends whole tags in order, and the closed file decodes', async () => {
@@ -32,14 +34,19 @@ describe('FLV file writer', () => {
     const tags = clipTags(50);
     for (const t of tags) w.writeTags(t);
     assert.ok(w.pendingBytes > 0, 'writes are queued, not synchronous');
-    await new Promise<void>((resolve) => { drained = resolve; });
+    await new Promise<void>((resolve) => {
+      drained = resolve;
+    });
     assert.equal(w.pendingBytes, 0, 'drained: everything is on disk');
     assert.equal(w.size, fs.statSync(file).size);
     const size = await w.close();
     assert.deepEqual(errors, []);
     assert.equal(size, fs.statSync(file).size);
     const flv = parseFlv(fs.readFileSync(file));
-    assert.deepEqual(flv.tags.map((t) => t.timestamp), tags.flat().map((t) => t.timestamp));
+    assert.deepEqual(
+      flv.tags.map((t) => t.timestamp),
+      tags.flat().map((t) => t.timestamp),
+    );
     assert.equal(probeVideo(file).frames, 50);
   });
 
@@ -58,7 +65,9 @@ describe('FLV file writer', () => {
     const tags = clipTags(100);
     w.header(true, false);
     for (const t of tags.slice(0, 10)) w.writeTags(t);
-    await new Promise<void>((resolve) => { drained = resolve; });
+    await new Promise<void>((resolve) => {
+      drained = resolve;
+    });
     // now faster than any disk: everything at once
     for (const t of tags.slice(10)) w.writeTags(t);
     assert.equal(errors.length, 1);
@@ -76,7 +85,9 @@ describe('FLV file writer', () => {
 
   describe('on a disk that fills (a real small file system)', () => {
     let small: SmallFs;
-    beforeEach(() => { small = mountSmallFs(path.join(dir, 'disk'), 1024 * 1024); });
+    beforeEach(() => {
+      small = mountSmallFs(path.join(dir, 'disk'), 1024 * 1024);
+    });
     afterEach(() => small.unmount());
 
     /** every tag of 300 frames of the clip (about 120 KB), all at once: one write of many tags */
@@ -111,14 +122,20 @@ describe('FLV file writer', () => {
       let asked = 0;
       const w = await FlvFileWriter.create(path.join(small.dir, 'rec.flv'), {
         onError: (e) => errors.push(e),
-        onNoSpace: async () => { asked++; return false; },
+        onNoSpace: async () => {
+          asked++;
+          return false;
+        },
       });
       w.header(true, false);
       const tags = frames();
       w.writeTags(tags);
       const size = await w.close();
       assert.equal(asked, 1);
-      assert.deepEqual(errors.map((e) => e.code), ['ENOSPC']);
+      assert.deepEqual(
+        errors.map((e) => e.code),
+        ['ENOSPC'],
+      );
       const flv = parseFlv(fs.readFileSync(w.file));
       assert.equal(flv.trailing, 0);
       assert.equal(size, fs.statSync(w.file).size);

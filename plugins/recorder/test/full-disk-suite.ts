@@ -31,24 +31,31 @@ interface Ctx {
 async function startGw(c: Pick<Ctx, 'dataDir' | 'catalog'>, recorder: Record<string, unknown> = {}): Promise<TestGateway> {
   const stub = stubMediaPlugin({ fmts: [] });
   // the same apiBase at every restart: as a real node (see sameNode)
-  return keepApiBase(c.dataDir, await startTestGateway({
-    plugins: [
-      { name: stub.name, def: stub.def },
-      { name: 'flv-out', config: { schemes: ['http', 'ws'] } },
-      { name: 'probe', def: probeDef },
-      {
-        name: 'recorder',
-        config: {
-          timeZone: 'UTC', sizeUpdateSec: 1, degradedRetrySec: 1, resumeFreeBytes: 256 * 1024,
-          // as by default: nothing but the disk-full path may run retention or recovery during a test
-          retentionIntervalSec: 3600,
-          ...c.catalog.recorder, ...recorder,
+  return keepApiBase(
+    c.dataDir,
+    await startTestGateway({
+      plugins: [
+        { name: stub.name, def: stub.def },
+        { name: 'flv-out', config: { schemes: ['http', 'ws'] } },
+        { name: 'probe', def: probeDef },
+        {
+          name: 'recorder',
+          config: {
+            timeZone: 'UTC',
+            sizeUpdateSec: 1,
+            degradedRetrySec: 1,
+            resumeFreeBytes: 256 * 1024,
+            // as by default: nothing but the disk-full path may run retention or recovery during a test
+            retentionIntervalSec: 3600,
+            ...c.catalog.recorder,
+            ...recorder,
+          },
         },
-      },
-    ],
-    gateway: { dataDir: c.dataDir, applications: APPS, ...sameNode(c.dataDir) },
-    captureLogs: true,
-  }));
+      ],
+      gateway: { dataDir: c.dataDir, applications: APPS, ...sameNode(c.dataDir) },
+      captureLogs: true,
+    }),
+  );
 }
 
 async function metric(gw: TestGateway, name: string, labels: Record<string, string> = {}): Promise<number | undefined> {
@@ -56,7 +63,12 @@ async function metric(gw: TestGateway, name: string, labels: Record<string, stri
 }
 
 async function open(gw: TestGateway, chanId: number, over: Record<string, unknown> = {}): Promise<Record<string, any>> {
-  const r = await gw.api('POST', '/strm/open', { user: { token: 'tok' }, typ: 'live', simNo: SIM, chanId, keepIntv: 600, scheme: 'http', record: true, ...over }, A);
+  const r = await gw.api(
+    'POST',
+    '/strm/open',
+    { user: { token: 'tok' }, typ: 'live', simNo: SIM, chanId, keepIntv: 600, scheme: 'http', record: true, ...over },
+    A,
+  );
   assert.equal(r.json.errCode, 0, `a record open is never refused for a full disk: ${JSON.stringify(r.json)}`);
   return r.json.data[0];
 }
@@ -86,7 +98,8 @@ function playLive(playUrl: string, wantVideo: number, push: () => void): Promise
       done = true;
       clearTimeout(timer);
       req.destroy();
-      if (err) reject(err); else resolve(n);
+      if (err) reject(err);
+      else resolve(n);
     };
     const timer = setTimeout(() => finish(new Error(`the live player did not get ${wantVideo} video tags within 10 s`)), 10_000);
     const req = http.get(playUrl, (res) => {
@@ -108,7 +121,11 @@ function playLive(playUrl: string, wantVideo: number, push: () => void): Promise
 function push(chanId: number, frames: number): { live: () => number; stop: () => void } {
   const { pub, stream } = publisherFor(NORM_SIM, chanId);
   let live = 0;
-  const sub = stream.media.subscribe({ write: () => { live++; } });
+  const sub = stream.media.subscribe({
+    write: () => {
+      live++;
+    },
+  });
   for (let i = 0; i < frames; i++) pub.push(unitAt(testClip(), i));
   return { live: () => live, stop: () => sub.close() };
 }
@@ -134,7 +151,9 @@ export function fullDiskSuite(backend: CatalogBackend): void {
       c.small?.unmount();
       fs.rmSync(scratch, { recursive: true, force: true });
     });
-    beforeEach(() => { notices.length = 0; });
+    beforeEach(() => {
+      notices.length = 0;
+    });
     return c;
   }
   const readRow = async (c: Ctx, reqId: string): Promise<StoredRecord | null> => {
@@ -164,9 +183,18 @@ export function fullDiskSuite(backend: CatalogBackend): void {
       if (sqlite) {
         // the embedded catalog cannot even be created: the recorder is up, degraded, from the start
         assert.equal(await metric(gw, 'gw_recorder_degraded'), 1);
-        assert.match(String(logged(gw, 'recorder degraded: requests opened with record: true are played live without recording until the store can be written again')?.reason),
-          /^the record store is out of space \((SQLITE_FULL|ENOSPC)\)$/);
-        const q = await gw.api('GET', `/strm/record?startTm=${encodeURIComponent('2020-01-01 00:00:00')}&endTm=${encodeURIComponent('2020-02-01 00:00:00')}`, undefined, A);
+        assert.match(
+          String(
+            logged(gw, 'recorder degraded: requests opened with record: true are played live without recording until the store can be written again')?.reason,
+          ),
+          /^the record store is out of space \((SQLITE_FULL|ENOSPC)\)$/,
+        );
+        const q = await gw.api(
+          'GET',
+          `/strm/record?startTm=${encodeURIComponent('2020-01-01 00:00:00')}&endTm=${encodeURIComponent('2020-02-01 00:00:00')}`,
+          undefined,
+          A,
+        );
         assert.deepEqual([q.json.errCode, q.json.message], [-3, 'The record catalog is not available.']);
       } else {
         // the catalog lives elsewhere: the recorder finds out at its first write
@@ -174,7 +202,9 @@ export function fullDiskSuite(backend: CatalogBackend): void {
       }
 
       const first = await open(gw, 1);
-      const got = await playLive(String(first.playUrl), 100, () => { push(1, 100).stop(); });
+      const got = await playLive(String(first.playUrl), 100, () => {
+        push(1, 100).stop();
+      });
       assert.equal(got, 100, 'the live player got every frame');
       if (sqlite) {
         assert.equal(first.recording, undefined, 'the open result does not say recording');
@@ -194,7 +224,10 @@ export function fullDiskSuite(backend: CatalogBackend): void {
       await close(gw, first.reqId, !sqlite);
       const closed = notices.find((n) => n.payload.reqId === first.reqId && n.payload.act === 'closed');
       assert.ok(closed, 'closed notice');
-      assert.match(String((closed.payload as { recordingError?: string }).recordingError), sqlite ? /^not recorded: the record store is out of space/ : /^ENOSPC/);
+      assert.match(
+        String((closed.payload as { recordingError?: string }).recordingError),
+        sqlite ? /^not recorded: the record store is out of space/ : /^ENOSPC/,
+      );
       if (sqlite) assert.equal(closed.payload.playedAvDumpUrl, undefined);
       else {
         const row = (await readRow(c, first.reqId))!;
@@ -209,11 +242,16 @@ export function fullDiskSuite(backend: CatalogBackend): void {
       const f2 = await flags(gw, second.reqId);
       assert.equal(f2.recording, false);
       assert.match(String(f2.recordingError), /^not recorded: the record store is out of space \((SQLITE_FULL|ENOSPC)\)$/);
-      const got2 = await playLive(String(second.playUrl), 30, () => { push(2, 30).stop(); });
+      const got2 = await playLive(String(second.playUrl), 30, () => {
+        push(2, 30).stop();
+      });
       assert.equal(got2, 30);
       await close(gw, second.reqId, false);
       const notes = notices.filter((n) => n.payload.reqId === second.reqId);
-      assert.deepEqual(notes.map((n) => n.payload.act), ['ready', 'closed']);
+      assert.deepEqual(
+        notes.map((n) => n.payload.act),
+        ['ready', 'closed'],
+      );
       for (const n of notes) assert.equal((n.payload as { recordingError?: string }).recordingError, f2.recordingError, `${n.payload.act} notice says why`);
       assert.equal(await metric(gw, 'gw_recorder_recordings_skipped_total'), sqlite ? 2 : 1);
       assert.equal(await metric(gw, 'gw_recorder_degraded'), 1);
@@ -264,7 +302,12 @@ export function fullDiskSuite(backend: CatalogBackend): void {
         assert.match(String(logged(gw, 'recorder ready')?.degraded), /^the record store is out of space \(SQLITE_(FULL|IOERR_SHMSIZE)\)$/);
       }
       const r = await open(gw, 4, { record: false });
-      assert.equal(await playLive(String(r.playUrl), 50, () => { push(4, 50).stop(); }), 50);
+      assert.equal(
+        await playLive(String(r.playUrl), 50, () => {
+          push(4, 50).stop();
+        }),
+        50,
+      );
       await close(gw, r.reqId, false);
 
       c.small.unfill();
@@ -338,10 +381,19 @@ export function fullDiskSuite(backend: CatalogBackend): void {
       await close(c.gw, r.reqId, true);
 
       // the file ends on a whole tag and plays
-      const file = path.join(c.dataDir, 'records', ...(await waitFor(() => {
-        const found = fs.readdirSync(path.join(c.dataDir, 'records'), { recursive: true }).map(String).find((x) => x.endsWith(`${r.reqId}.flv`));
-        return found?.split(path.sep).join('/');
-      }, 'the record file')).split('/'));
+      const file = path.join(
+        c.dataDir,
+        'records',
+        ...(
+          await waitFor(() => {
+            const found = fs
+              .readdirSync(path.join(c.dataDir, 'records'), { recursive: true })
+              .map(String)
+              .find((x) => x.endsWith(`${r.reqId}.flv`));
+            return found?.split(path.sep).join('/');
+          }, 'the record file')
+        ).split('/'),
+      );
       const kept = fs.statSync(file).size;
       const keptTags = videoTags(file); // throws on a torn last tag
       assert.ok(keptTags > 0 && keptTags < 300, `the part that fitted was kept (${keptTags} frames, ${kept} bytes)`);
@@ -349,10 +401,14 @@ export function fullDiskSuite(backend: CatalogBackend): void {
 
       // space comes back: no restart, and the row says what the file holds
       c.small.unfill();
-      await waitFor(async () => {
-        const row = await readRow(c, r.reqId);
-        return row && row.state === 'failed' && row.sz === kept;
-      }, 'the row to say failed with the file\'s size', 15_000);
+      await waitFor(
+        async () => {
+          const row = await readRow(c, r.reqId);
+          return row && row.state === 'failed' && row.sz === kept;
+        },
+        "the row to say failed with the file's size",
+        15_000,
+      );
       const row = (await readRow(c, r.reqId))!;
       assert.match(String(row.error), /^ENOSPC/);
       await waitFor(async () => (await metric(c.gw, 'gw_recorder_degraded')) === 0, 'the recorder to recover', 15_000);

@@ -67,19 +67,27 @@ export function keepApiBase(dataDir: string, gw: TestGateway): TestGateway {
 }
 
 /** `gateway`: kernel keys of this node beside the test's own (a fleet node's publicHost, listenHost) */
-export async function startGateway(dataDir: string, recorder: Record<string, unknown> = {}, clock?: ManualClock, gateway: Record<string, unknown> = {}): Promise<TestGateway> {
+export async function startGateway(
+  dataDir: string,
+  recorder: Record<string, unknown> = {},
+  clock?: ManualClock,
+  gateway: Record<string, unknown> = {},
+): Promise<TestGateway> {
   const stub = stubMediaPlugin({ fmts: [0, 1] });
-  return keepApiBase(dataDir, await startTestGateway({
-    plugins: [
-      { name: stub.name, def: stub.def },
-      { name: 'probe', def: probeDef },
-      // loaded by name, as a site file would: dist/plugins/recorder/index.js
-      { name: 'recorder', config: { timeZone: 'UTC', sizeUpdateSec: 1, ...recorder } },
-    ],
-    gateway: { dataDir, applications: APPS, ...gateway, ...sameNode(dataDir) },
-    captureLogs: true,
-    ...(clock ? { clock } : {}),
-  }));
+  return keepApiBase(
+    dataDir,
+    await startTestGateway({
+      plugins: [
+        { name: stub.name, def: stub.def },
+        { name: 'probe', def: probeDef },
+        // loaded by name, as a site file would: dist/plugins/recorder/index.js
+        { name: 'recorder', config: { timeZone: 'UTC', sizeUpdateSec: 1, ...recorder } },
+      ],
+      gateway: { dataDir, applications: APPS, ...gateway, ...sameNode(dataDir) },
+      captureLogs: true,
+      ...(clock ? { clock } : {}),
+    }),
+  );
 }
 
 export function ended(gw: TestGateway, reqId: string): boolean {
@@ -125,4 +133,3 @@ export async function queryReq(h: Harness, auth: string, reqId: string): Promise
 
 /** `yyyy-mm-dd HH:mm:ss` in UTC, the query form for a gateway whose timeZone is UTC */
 export const utcText = (d: Date): string => d.toISOString().slice(0, 19).replace('T', ' ');
-

@@ -27,15 +27,21 @@ export interface RawReply {
 export function rawRequest(baseUrl: string, method: string, path: string, auth: string | null, headers: Record<string, string> = {}): Promise<RawReply> {
   const u = new URL(baseUrl);
   return new Promise((resolve, reject) => {
-    const req = http.request({
-      host: u.hostname, port: u.port, method, path,
-      headers: { ...headers, ...(auth ? { authorization: 'Basic ' + Buffer.from(auth).toString('base64') } : {}) },
-    }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
-      res.on('error', reject);
-    });
+    const req = http.request(
+      {
+        host: u.hostname,
+        port: u.port,
+        method,
+        path,
+        headers: { ...headers, ...(auth ? { authorization: 'Basic ' + Buffer.from(auth).toString('base64') } : {}) },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
+        res.on('error', reject);
+      },
+    );
     req.on('error', reject);
     req.end();
   });
@@ -54,17 +60,33 @@ export interface ProbeResult {
 /** Decodes the first video stream of a file with ffprobe (counting frames means decoding every one). */
 export function probeVideo(file: string): ProbeResult {
   const ffprobe = requireTool('ffprobe', 'ffmpeg');
-  const r = spawnSync(ffprobe, [
-    '-v', 'error', '-count_frames', '-select_streams', 'v:0',
-    '-show_entries', 'stream=codec_name,width,height,nb_read_frames:format=duration', '-of', 'json', file,
-  ], { encoding: 'utf8' });
+  const r = spawnSync(
+    ffprobe,
+    [
+      '-v',
+      'error',
+      '-count_frames',
+      '-select_streams',
+      'v:0',
+      '-show_entries',
+      'stream=codec_name,width,height,nb_read_frames:format=duration',
+      '-of',
+      'json',
+      file,
+    ],
+    { encoding: 'utf8' },
+  );
   if (r.status !== 0) throw new Error(`ffprobe failed on ${file}: ${r.stderr}`);
   const j = JSON.parse(r.stdout) as { streams: Array<Record<string, unknown>>; format: Record<string, unknown> };
   const s = j.streams[0];
   if (!s) throw new Error(`ffprobe found no video stream in ${file}`);
   return {
-    codec: String(s.codec_name), width: Number(s.width), height: Number(s.height),
-    frames: Number(s.nb_read_frames), duration: Number(j.format.duration), stderr: r.stderr,
+    codec: String(s.codec_name),
+    width: Number(s.width),
+    height: Number(s.height),
+    frames: Number(s.nb_read_frames),
+    duration: Number(j.format.duration),
+    stderr: r.stderr,
   };
 }
 

@@ -60,7 +60,7 @@ describe('recorder: G.711 record files as MP4 with AAC (audio=aac|as-is)', funct
     fs.rmSync(tmp, { recursive: true, force: true });
   });
 
-  it('format=mp4 carries the G.711A as AAC by default: 8000 Hz mono, decoded without errors, the FLV audio\'s duration within 1 %', async () => {
+  it("format=mp4 carries the G.711A as AAC by default: 8000 Hz mono, decoded without errors, the FLV audio's duration within 1 %", async () => {
     const r = await get(`${filePath}?format=mp4`);
     assert.equal(r.status, 200);
     assert.equal(r.headers['content-type'], 'video/mp4');
@@ -70,7 +70,13 @@ describe('recorder: G.711 record files as MP4 with AAC (audio=aac|as-is)', funct
     assert.ok((await get(`${filePath}?format=mp4&audio=aac`)).body.equals(mp4), 'audio=aac is the default');
     const m = probe(save('r.mp4', mp4));
     const flvFile = save('r.flv', (await get(filePath)).body);
-    assert.deepEqual(m.streams.map((s) => [s.codec_type, s.codec_name, s.codec_tag_string]), [['video', 'h264', 'avc1'], ['audio', 'aac', 'mp4a']]);
+    assert.deepEqual(
+      m.streams.map((s) => [s.codec_type, s.codec_name, s.codec_tag_string]),
+      [
+        ['video', 'h264', 'avc1'],
+        ['audio', 'aac', 'mp4a'],
+      ],
+    );
     assert.equal(m.streams[1]!.sample_rate, '8000');
     assert.equal(m.streams[1]!.channels, 1);
     assert.equal(m.stderr, '', 'ffprobe -count_frames decodes every frame without an error');
@@ -81,14 +87,20 @@ describe('recorder: G.711 record files as MP4 with AAC (audio=aac|as-is)', funct
     assert.ok(Math.abs(mp4Audio.start - flvAudio.start) < 0.01, `audio starts at ${mp4Audio.start} s in the MP4, ${flvAudio.start} s in the FLV`);
     const v = probe(flvFile);
     assert.ok(Math.abs(m.duration - v.duration) <= v.duration * 0.01, `MP4 ${m.duration} s, FLV ${v.duration} s`);
-    assert.ok(gw.logs.some((l) => l.reqId === reqId && l.msg === 'record MP4: G.711 audio encoded as AAC'), 'the encode is logged');
+    assert.ok(
+      gw.logs.some((l) => l.reqId === reqId && l.msg === 'record MP4: G.711 audio encoded as AAC'),
+      'the encode is logged',
+    );
   });
 
   it('audio=as-is keeps pcm_alaw; the two forms have their own ETags; FLV ignores audio', async () => {
     const r = await get(`${filePath}?format=mp4&audio=as-is`);
     assert.equal(r.status, 200);
     const p = probe(save('as-is.mp4', r.body));
-    assert.deepEqual(p.streams.map((s) => `${s.codec_name}:${s.codec_tag_string}`), ['h264:avc1', 'pcm_alaw:alaw']);
+    assert.deepEqual(
+      p.streams.map((s) => `${s.codec_name}:${s.codec_tag_string}`),
+      ['h264:avc1', 'pcm_alaw:alaw'],
+    );
     const aacHead = await get(`${filePath}?format=mp4`, A, {}, 'HEAD');
     const rawHead = await get(`${filePath}?format=mp4&audio=as-is`, A, {}, 'HEAD');
     assert.equal(Number(aacHead.headers['content-length']), mp4.length);
@@ -100,9 +112,13 @@ describe('recorder: G.711 record files as MP4 with AAC (audio=aac|as-is)', funct
     assert.ok((await get(`${filePath}?audio=aac`)).body.equals((await get(filePath)).body));
   });
 
-  it('Range slices of the AAC form equal the whole body\'s bytes', async () => {
+  it("Range slices of the AAC form equal the whole body's bytes", async () => {
     const total = mp4.length;
-    const specs: Array<[string, number, number]> = [['bytes=0-99', 0, 99], ['bytes=1000-', 1000, total - 1], ['bytes=-500', total - 500, total - 1]];
+    const specs: Array<[string, number, number]> = [
+      ['bytes=0-99', 0, 99],
+      ['bytes=1000-', 1000, total - 1],
+      ['bytes=-500', total - 500, total - 1],
+    ];
     for (let i = 0; i < 12; i++) {
       const a = Math.floor(Math.random() * total);
       const b = Math.min(total - 1, a + Math.floor(Math.random() * 200_000));
@@ -140,7 +156,10 @@ describe('recorder: G.711 record files as MP4 with AAC (audio=aac|as-is)', funct
     assert.equal(asIs.searchParams.get('audio'), 'as-is');
     const r = await get(asIs.pathname + asIs.search, null);
     assert.equal(r.status, 200);
-    assert.deepEqual(probe(save('signed-as-is.mp4', r.body)).streams.map((s) => s.codec_name), ['h264', 'pcm_alaw']);
+    assert.deepEqual(
+      probe(save('signed-as-is.mp4', r.body)).streams.map((s) => s.codec_name),
+      ['h264', 'pcm_alaw'],
+    );
     // the same signature with the other choice: the same file in its other form, still for this application only
     const swapped = new URLSearchParams(asIs.search);
     swapped.set('audio', 'aac');
@@ -152,14 +171,17 @@ describe('recorder: G.711 record files as MP4 with AAC (audio=aac|as-is)', funct
     const [rec] = await waitFor(async () => {
       const rows = await queryReq({ gw, dataDir }, A, live);
       return rows.length && rows[0].sz > 0 ? rows : undefined;
-    }, 'the recording\'s row');
+    }, "the recording's row");
     const url = new URL(rec.url).pathname;
     const r = await waitFor(async () => {
       const x = await get(`${url}?format=mp4`);
       return x.status === 200 ? x : undefined;
     }, 'the first samples on disk');
     const p = probe(save('live.mp4', r.body));
-    assert.deepEqual(p.streams.map((s) => s.codec_name), ['h264', 'aac']);
+    assert.deepEqual(
+      p.streams.map((s) => s.codec_name),
+      ['h264', 'aac'],
+    );
     assert.equal(p.stderr, '');
     assert.ok(framesOf(p, 'audio') > 0);
     await closeReq({ gw, dataDir }, A, live);

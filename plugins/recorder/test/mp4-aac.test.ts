@@ -60,11 +60,14 @@ describe('recorder: G.711 as AAC in the MP4 form', function () {
     return (last.dts + (last.payload.length * 1000) / 8000 - a[0]!.dts) / 1000;
   };
 
-  it('G.711A: an aac stream, 8000 Hz mono, every frame decoded, the FLV audio\'s duration within 1 %', async () => {
+  it("G.711A: an aac stream, 8000 Hz mono, every frame decoded, the FLV audio's duration within 1 %", async () => {
     const clip = testClip({ seconds: 6, audio: true });
     const r = await make('g711a', clip.units, clip.tracks, 'aac');
     assert.deepEqual(topBoxes(r.mp4), ['ftyp', 'moov', 'mdat']);
-    assert.deepEqual(r.probed.streams.map((s) => `${s.codec_type}:${s.codec_name}:${s.codec_tag_string}`), ['video:h264:avc1', 'audio:aac:mp4a']);
+    assert.deepEqual(
+      r.probed.streams.map((s) => `${s.codec_type}:${s.codec_name}:${s.codec_tag_string}`),
+      ['video:h264:avc1', 'audio:aac:mp4a'],
+    );
     const a = r.probed.streams[1]!;
     assert.equal(a.sample_rate, '8000');
     assert.equal(a.channels, 1);
@@ -84,16 +87,24 @@ describe('recorder: G.711 as AAC in the MP4 form', function () {
 
   it('G.711µ as AAC too; audio=as-is keeps pcm_alaw', async () => {
     const clip = testClip({ seconds: 2, audio: true });
-    const ulaw = clip.units.map((u) => (u.kind === 'audio' ? audioUnit({ codec: 'g711u', dts: u.dts, timescale: 8000, duration: 320, payload: u.payload }) : u));
+    const ulaw = clip.units.map((u) =>
+      u.kind === 'audio' ? audioUnit({ codec: 'g711u', dts: u.dts, timescale: 8000, duration: 320, payload: u.payload }) : u,
+    );
     const u = await make('g711u', ulaw, [], 'aac');
-    assert.deepEqual(u.probed.streams.map((s) => s.codec_name), ['h264', 'aac']);
+    assert.deepEqual(
+      u.probed.streams.map((s) => s.codec_name),
+      ['h264', 'aac'],
+    );
     assert.equal(u.probed.stderr, '');
     const asIs = await make('g711a-as-is', clip.units, clip.tracks, 'as-is');
-    assert.deepEqual(asIs.probed.streams.map((s) => `${s.codec_name}:${s.codec_tag_string}`), ['h264:avc1', 'pcm_alaw:alaw']);
+    assert.deepEqual(
+      asIs.probed.streams.map((s) => `${s.codec_name}:${s.codec_tag_string}`),
+      ['h264:avc1', 'pcm_alaw:alaw'],
+    );
     assert.equal(asIs.layout.audioFrom, undefined);
   });
 
-  it('audio starting after the video starts there; a gap in it is silence, so it still lasts what the FLV\'s does', async () => {
+  it("audio starting after the video starts there; a gap in it is silence, so it still lasts what the FLV's does", async () => {
     // 20 s: with an empty edit first, ffmpeg presents the last frame whole (its padding, up to 128 ms, counted)
     const clip = testClip({ seconds: 20, audio: true });
     // no audio in the first second, and 2 s missing in the middle (the bus skipped ahead, the terminal lost packets)
@@ -111,7 +122,12 @@ describe('recorder: G.711 as AAC in the MP4 form', function () {
     const r = await make('ranges', clip.units, clip.tracks, 'aac');
     const l = r.layout;
     const h = l.head.length;
-    const cuts: Array<[number, number]> = [[0, h - 1], [h - 3, h + 10], [h, l.total - 1], [l.total - 1, l.total - 1]];
+    const cuts: Array<[number, number]> = [
+      [0, h - 1],
+      [h - 3, h + 10],
+      [h, l.total - 1],
+      [l.total - 1, l.total - 1],
+    ];
     // every sample's edges, a memory one and a file one alike
     for (let i = 0; i < l.samples.count; i += 7) cuts.push([h + l.payloadBefore[i]! - 1, h + l.payloadBefore[i + 1]!]);
     for (let i = 0; i < 30; i++) {
@@ -132,7 +148,10 @@ describe('recorder: G.711 as AAC in the MP4 form', function () {
     // and the remux with no `audio` option (mp4LayoutOf's default)
     assert.ok(aac.mp4.equals(await bytesOf(aac.flv, await mp4LayoutOf(aac.flv))));
     assert.equal(aac.layout.audioFrom, undefined);
-    assert.deepEqual(aac.probed.streams.map((s) => s.codec_name), ['h264', 'aac']);
+    assert.deepEqual(
+      aac.probed.streams.map((s) => s.codec_name),
+      ['h264', 'aac'],
+    );
   });
 
   it('concurrent requests for one file share one index and one encode; a changed file is encoded again', async () => {
@@ -142,7 +161,10 @@ describe('recorder: G.711 as AAC in the MP4 form', function () {
     let encodes = 0;
     const counting = new G711Transcoder(log);
     const orig = counting.transcode.bind(counting);
-    counting.transcode = (f, index) => { encodes++; return orig(f, index); };
+    counting.transcode = (f, index) => {
+      encodes++;
+      return orig(f, index);
+    };
     const cache = new Mp4LayoutCache(32, 64 << 20, Date.now, counting);
     try {
       const st = fs.statSync(flv);

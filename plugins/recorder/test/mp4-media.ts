@@ -18,11 +18,15 @@ export function writeFlv(file: string, units: readonly AccessUnit[], tracks: rea
 
 /** a test pattern encoded by ffmpeg and cut into access units on the AUD each starts with */
 export function encodeVideo(codec: 'h264' | 'h265', frames: number): AccessUnit[] {
-  const enc = codec === 'h264'
-    ? ['-c:v', 'libx264', '-bf', '0', '-g', '25', '-x264-params', 'aud=1', '-f', 'h264']
-    : ['-c:v', 'libx265', '-x265-params', 'bframes=0:keyint=25:aud=1:log-level=error', '-f', 'hevc'];
-  const es = execFileSync(requireTool('ffmpeg', 'ffmpeg'), ['-hide_banner', '-loglevel', 'error', '-f', 'lavfi', '-i', 'testsrc=size=320x240:rate=25',
-    '-frames:v', String(frames), ...enc, '-'], { maxBuffer: 64 << 20 });
+  const enc =
+    codec === 'h264'
+      ? ['-c:v', 'libx264', '-bf', '0', '-g', '25', '-x264-params', 'aud=1', '-f', 'h264']
+      : ['-c:v', 'libx265', '-x265-params', 'bframes=0:keyint=25:aud=1:log-level=error', '-f', 'hevc'];
+  const es = execFileSync(
+    requireTool('ffmpeg', 'ffmpeg'),
+    ['-hide_banner', '-loglevel', 'error', '-f', 'lavfi', '-i', 'testsrc=size=320x240:rate=25', '-frames:v', String(frames), ...enc, '-'],
+    { maxBuffer: 64 << 20 },
+  );
   const aud = codec === 'h264' ? 9 : 35;
   const nalType = codec === 'h264' ? h264NalType : h265NalType;
   const units: Buffer[][] = [];
@@ -38,8 +42,26 @@ export function encodeVideo(codec: 'h264' | 'h265', frames: number): AccessUnit[
 
 /** `seconds` of a 1 kHz tone as ADTS AAC units (one frame each) at `rate` */
 export function encodeAac(seconds: number, rate: number): AccessUnit[] {
-  const adts = execFileSync(requireTool('ffmpeg', 'ffmpeg'), ['-hide_banner', '-loglevel', 'error', '-f', 'lavfi', '-i', `sine=frequency=1000:sample_rate=${rate}`,
-    '-t', String(seconds), '-ac', '1', '-c:a', 'aac', '-b:a', '64k', '-f', 'adts', '-']);
+  const adts = execFileSync(requireTool('ffmpeg', 'ffmpeg'), [
+    '-hide_banner',
+    '-loglevel',
+    'error',
+    '-f',
+    'lavfi',
+    '-i',
+    `sine=frequency=1000:sample_rate=${rate}`,
+    '-t',
+    String(seconds),
+    '-ac',
+    '1',
+    '-c:a',
+    'aac',
+    '-b:a',
+    '64k',
+    '-f',
+    'adts',
+    '-',
+  ]);
   const out: AccessUnit[] = [];
   let at = 0;
   for (let n = 0; at + 7 <= adts.length; n++) {
@@ -72,16 +94,36 @@ export function topBoxes(mp4: Buffer): string[] {
 export interface Probed {
   duration: number;
   streams: Array<{
-    codec_type: string; codec_name: string; codec_tag_string: string; nb_read_frames?: string; width?: number; height?: number;
-    sample_rate?: string; channels?: number; duration?: string; start_time?: string;
+    codec_type: string;
+    codec_name: string;
+    codec_tag_string: string;
+    nb_read_frames?: string;
+    width?: number;
+    height?: number;
+    sample_rate?: string;
+    channels?: number;
+    duration?: string;
+    start_time?: string;
   }>;
   stderr: string;
 }
 
 /** ffprobe of a file; `count` decodes every frame (nb_read_frames) */
 export function probe(file: string, count = true): Probed {
-  const r = spawnSync(requireTool('ffprobe', 'ffmpeg'), ['-v', 'error', ...(count ? ['-count_frames'] : []),
-    '-show_entries', 'stream=codec_type,codec_name,codec_tag_string,nb_read_frames,width,height,sample_rate,channels,duration,start_time:format=duration', '-of', 'json', file], { encoding: 'utf8' });
+  const r = spawnSync(
+    requireTool('ffprobe', 'ffmpeg'),
+    [
+      '-v',
+      'error',
+      ...(count ? ['-count_frames'] : []),
+      '-show_entries',
+      'stream=codec_type,codec_name,codec_tag_string,nb_read_frames,width,height,sample_rate,channels,duration,start_time:format=duration',
+      '-of',
+      'json',
+      file,
+    ],
+    { encoding: 'utf8' },
+  );
   if (r.status !== 0) throw new Error(`ffprobe failed on ${file}: ${r.stderr}`);
   const j = JSON.parse(r.stdout) as { streams: Probed['streams']; format: { duration: string } };
   return { duration: Number(j.format.duration), streams: j.streams, stderr: r.stderr };
@@ -96,7 +138,11 @@ export function framesOf(p: Probed, type: 'video' | 'audio'): number {
  * of an MP4 is its media's, an AAC encoder's priming included when the track starts after the video; an FLV has none).
  */
 export function audioSpan(file: string): { start: number; seconds: number } {
-  const r = spawnSync(requireTool('ffprobe', 'ffmpeg'), ['-v', 'error', '-select_streams', 'a', '-show_entries', 'packet=pts_time,duration_time:stream=start_time', '-of', 'json', file], { encoding: 'utf8' });
+  const r = spawnSync(
+    requireTool('ffprobe', 'ffmpeg'),
+    ['-v', 'error', '-select_streams', 'a', '-show_entries', 'packet=pts_time,duration_time:stream=start_time', '-of', 'json', file],
+    { encoding: 'utf8' },
+  );
   if (r.status !== 0) throw new Error(`ffprobe failed on ${file}: ${r.stderr}`);
   const j = JSON.parse(r.stdout) as { packets: Array<{ pts_time: string; duration_time: string }>; streams: Array<{ start_time: string }> };
   const start = Number(j.streams[0]!.start_time);

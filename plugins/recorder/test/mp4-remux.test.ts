@@ -13,7 +13,7 @@ import { mp4Bytes, mp4LayoutOf, type Mp4Layout } from '../src/mp4-layout';
 import { encodeAac, encodeVideo, framesOf, interleave, probe, topBoxes, writeFlv } from './mp4-media';
 
 async function remux(flv: string, l?: Mp4Layout, start = 0, end?: number): Promise<Buffer> {
-  const layout = l ?? await mp4LayoutOf(flv);
+  const layout = l ?? (await mp4LayoutOf(flv));
   const fd = fs.openSync(flv, 'r');
   try {
     const parts: Buffer[] = [];
@@ -27,7 +27,9 @@ async function remux(flv: string, l?: Mp4Layout, start = 0, end?: number): Promi
 describe('recorder: FLV to MP4 remux', function () {
   this.timeout(60_000);
   let dir: string;
-  before(() => { dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rec-mp4-')); });
+  before(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rec-mp4-'));
+  });
   after(() => fs.rmSync(dir, { recursive: true, force: true }));
 
   async function roundTrip(name: string, units: readonly AccessUnit[], tracks: Parameters<typeof writeFlv>[2] = []) {
@@ -43,7 +45,7 @@ describe('recorder: FLV to MP4 remux', function () {
   }
 
   // ffprobe gives an FLV file the time of its last tag, without that tag's own length: 6 s keep that under 1 %
-  it('H.264 with G.711A: avc1 + alaw, moov before mdat, every frame, the FLV\'s duration', async () => {
+  it("H.264 with G.711A: avc1 + alaw, moov before mdat, every frame, the FLV's duration", async () => {
     const clip = testClip({ seconds: 6, audio: true });
     const r = await roundTrip('g711a', clip.units, clip.tracks);
     assert.deepEqual(topBoxes(r.mp4), ['ftyp', 'moov', 'mdat']);
@@ -57,15 +59,23 @@ describe('recorder: FLV to MP4 remux', function () {
 
   it('H.264 with G.711µ: ulaw', async () => {
     const clip = testClip({ seconds: 2, audio: true });
-    const units = clip.units.map((u) => (u.kind === 'audio' ? audioUnit({ codec: 'g711u', dts: u.dts, timescale: 8000, duration: 320, payload: u.payload }) : u));
+    const units = clip.units.map((u) =>
+      u.kind === 'audio' ? audioUnit({ codec: 'g711u', dts: u.dts, timescale: 8000, duration: 320, payload: u.payload }) : u,
+    );
     const r = await roundTrip('g711u', units);
-    assert.deepEqual(r.probed.streams.map((s) => s.codec_tag_string), ['avc1', 'ulaw']);
+    assert.deepEqual(
+      r.probed.streams.map((s) => s.codec_tag_string),
+      ['avc1', 'ulaw'],
+    );
     assert.ok(framesOf(r.probed, 'audio') > 0);
   });
 
   it('H.264 with AAC: mp4a, audio frames decoded', async () => {
     const r = await roundTrip('aac', interleave(encodeVideo('h264', 150), encodeAac(6, 48000)));
-    assert.deepEqual(r.probed.streams.map((s) => `${s.codec_name}:${s.codec_tag_string}`), ['h264:avc1', 'aac:mp4a']);
+    assert.deepEqual(
+      r.probed.streams.map((s) => `${s.codec_name}:${s.codec_tag_string}`),
+      ['h264:avc1', 'aac:mp4a'],
+    );
     assert.equal(framesOf(r.probed, 'video'), 150);
     assert.equal(framesOf(r.probed, 'audio'), framesOf(r.flvProbed!, 'audio'));
     assert.ok(Math.abs(r.probed.duration - r.flvProbed!.duration) <= r.flvProbed!.duration * 0.01, `${r.probed.duration} vs ${r.flvProbed!.duration}`);
@@ -86,7 +96,15 @@ describe('recorder: FLV to MP4 remux', function () {
     const layout = await mp4LayoutOf(flv);
     const whole = await remux(flv, layout);
     const h = layout.head.length;
-    const cuts: Array<[number, number]> = [[0, 0], [0, h - 1], [h - 3, h + 10], [h, layout.total - 1], [1234, 56789], [layout.total - 1, layout.total - 1], [7, layout.total - 2]];
+    const cuts: Array<[number, number]> = [
+      [0, 0],
+      [0, h - 1],
+      [h - 3, h + 10],
+      [h, layout.total - 1],
+      [1234, 56789],
+      [layout.total - 1, layout.total - 1],
+      [7, layout.total - 2],
+    ];
     for (let i = 0; i < 20; i++) {
       const a = Math.floor(Math.random() * layout.total);
       cuts.push([a, a + Math.floor(Math.random() * (layout.total - a))]);

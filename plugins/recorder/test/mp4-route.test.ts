@@ -45,7 +45,7 @@ describe('recorder: record files as MP4 (format=mp4)', function () {
     fs.rmSync(tmp, { recursive: true, force: true });
   });
 
-  it('answers an MP4 ffprobe reads: moov before mdat, every frame, the FLV\'s duration within 1 %', async () => {
+  it("answers an MP4 ffprobe reads: moov before mdat, every frame, the FLV's duration within 1 %", async () => {
     const r = await get(`${filePath}?format=mp4`);
     assert.equal(r.status, 200);
     assert.equal(r.headers['content-type'], 'video/mp4');
@@ -62,7 +62,10 @@ describe('recorder: record files as MP4 (format=mp4)', function () {
     fs.writeFileSync(path.join(tmp, 'r.flv'), flv);
     const m = probe(path.join(tmp, 'r.mp4'));
     const v = probe(path.join(tmp, 'r.flv'));
-    assert.deepEqual(m.streams.map((s) => [s.codec_name, s.codec_tag_string, s.width, s.height]), [['h264', 'avc1', 320, 240]]);
+    assert.deepEqual(
+      m.streams.map((s) => [s.codec_name, s.codec_tag_string, s.width, s.height]),
+      [['h264', 'avc1', 320, 240]],
+    );
     assert.equal(framesOf(m, 'video'), 300);
     assert.equal(framesOf(m, 'video'), framesOf(v, 'video'));
     assert.ok(Math.abs(m.duration - v.duration) <= v.duration * 0.01, `MP4 ${m.duration} s, FLV ${v.duration} s`);
@@ -71,7 +74,12 @@ describe('recorder: record files as MP4 (format=mp4)', function () {
 
   it('serves byte ranges of it: 206 slices equal the whole, suffix ranges, 416, HEAD with the length', async () => {
     const total = mp4.length;
-    for (const [spec, a, b] of [['bytes=0-99', 0, 99], ['bytes=1000-', 1000, total - 1], ['bytes=-500', total - 500, total - 1], [`bytes=${total - 1}-${total + 10}`, total - 1, total - 1]] as const) {
+    for (const [spec, a, b] of [
+      ['bytes=0-99', 0, 99],
+      ['bytes=1000-', 1000, total - 1],
+      ['bytes=-500', total - 500, total - 1],
+      [`bytes=${total - 1}-${total + 10}`, total - 1, total - 1],
+    ] as const) {
       const r = await get(`${filePath}?format=mp4`, A, { Range: spec });
       assert.equal(r.status, 206, spec);
       assert.equal(r.headers['content-range'], `bytes ${a}-${b}/${total}`);
@@ -99,7 +107,14 @@ describe('recorder: record files as MP4 (format=mp4)', function () {
     assert.deepEqual(json(foreignMp4), json(foreignFlv));
     assert.equal(json(foreignMp4).errCode, -8);
     const dir = filePath.slice(0, filePath.lastIndexOf('/'));
-    for (const trick of [`${dir}/..%2f..%2f${reqId}.flv`, `${dir}/../${reqId}.flv`, `${dir}/%2e%2e/x.flv`, `${dir}/${reqId}.mp4`, `${dir}/${reqId}.flv%00`, '/strm/record/file/records.sqlite']) {
+    for (const trick of [
+      `${dir}/..%2f..%2f${reqId}.flv`,
+      `${dir}/../${reqId}.flv`,
+      `${dir}/%2e%2e/x.flv`,
+      `${dir}/${reqId}.mp4`,
+      `${dir}/${reqId}.flv%00`,
+      '/strm/record/file/records.sqlite',
+    ]) {
       const r = await get(`${trick}?format=mp4`);
       const plain = await get(trick);
       assert.equal(r.status, plain.status, trick);
@@ -123,7 +138,7 @@ describe('recorder: record files as MP4 (format=mp4)', function () {
     const [rec] = await waitFor(async () => {
       const rows = await queryReq({ gw, dataDir }, A, live);
       return rows.length && rows[0].sz > 0 ? rows : undefined;
-    }, 'the recording\'s row');
+    }, "the recording's row");
     const url = new URL(rec.url).pathname;
     const file = path.join(tmp, 'live.mp4');
     const r = await waitFor(async () => {
@@ -159,7 +174,10 @@ describe('recorder: record files as MP4 (format=mp4)', function () {
       fs.writeFileSync(path.join(tmp, 'corrupt.mp4'), corrupt.body);
       const cf = framesOf(probe(path.join(tmp, 'corrupt.mp4')), 'video');
       assert.ok(cf > 0 && cf < 150, `${cf} frames`);
-      await waitFor(() => gw.logs.some((l) => l.reqId === reqId && /does not parse/.test(String(l.msg)) && String(l.stopped).includes(`byte ${at}`)), 'the log line');
+      await waitFor(
+        () => gw.logs.some((l) => l.reqId === reqId && /does not parse/.test(String(l.msg)) && String(l.stopped).includes(`byte ${at}`)),
+        'the log line',
+      );
     } finally {
       fs.writeFileSync(stored, whole);
     }
@@ -183,7 +201,11 @@ describe('recorder: record files as MP4 (format=mp4)', function () {
     const flvLink = (await gw.api('GET', `/strm/record/link?reqId=${reqId}&format=flv`, undefined, A)).json.data[0].url as string;
     assert.ok((await get(new URL(flvLink).pathname + new URL(flvLink).search, null)).body.equals(flv));
     // a changed signature, application, expiry or path is refused
-    const tamper = (k: string, v: string): string => { const q = new URLSearchParams(u.search); q.set(k, v); return `${u.pathname}?${q}`; };
+    const tamper = (k: string, v: string): string => {
+      const q = new URLSearchParams(u.search);
+      q.set(k, v);
+      return `${u.pathname}?${q}`;
+    };
     for (const p of [tamper('sig', 'A'.repeat(43)), tamper('app', 'B'), tamper('exp', String(Number(u.searchParams.get('exp')) + 60)), tamper('exp', '1')]) {
       const r = await get(p, null);
       assert.equal(r.status, 403, p);

@@ -60,7 +60,10 @@ describe('recorder plugin (PostgreSQL catalog)', function () {
       const rows = await sql<{ req_id: string; app_id: string; state: string; sz: string; path: string; media_typ: string }>(
         'SELECT req_id, app_id, state, sz, path, media_typ FROM media_records ORDER BY req_tm, req_id',
       );
-      assert.deepEqual(rows.map((r) => r.req_id), ids);
+      assert.deepEqual(
+        rows.map((r) => r.req_id),
+        ids,
+      );
       for (const r of rows) {
         assert.equal(r.state, 'done');
         assert.equal(r.media_typ, 'v');
@@ -84,7 +87,10 @@ describe('recorder plugin (PostgreSQL catalog)', function () {
       }
       assert.deepEqual(pages, [ids.slice(0, 3), ids.slice(3), []]);
       const bySim = await h.gw.api('GET', `/strm/record?startTm=${start}&simNo=013900139000`, undefined, A);
-      assert.deepEqual(bySim.json.data.map((x: { reqId: string }) => x.reqId), [ids[2]]);
+      assert.deepEqual(
+        bySim.json.data.map((x: { reqId: string }) => x.reqId),
+        [ids[2]],
+      );
       const bad = await h.gw.api('GET', `/strm/record?startTm=${start}&__limit=2001`, undefined, A);
       assert.deepEqual([bad.json.errCode, bad.json.message], [-7, 'Invalid parameter `__limit`.']);
     });
@@ -109,8 +115,8 @@ describe('recorder plugin (PostgreSQL catalog)', function () {
 
     it('a restart keeps the catalog', async () => {
       const start = encodeURIComponent(utcText(new Date(Date.now() - 3_600_000)));
-      const list = async () => ((await h.gw.api('GET', `/strm/record?startTm=${start}`, undefined, A)).json.data as any[])
-        .map((x) => ({ ...x, url: new URL(x.url).pathname }));
+      const list = async () =>
+        ((await h.gw.api('GET', `/strm/record?startTm=${start}`, undefined, A)).json.data as any[]).map((x) => ({ ...x, url: new URL(x.url).pathname }));
       const before = await list();
       assert.equal(before.length, 4);
       await h.gw.stop();
@@ -121,13 +127,21 @@ describe('recorder plugin (PostgreSQL catalog)', function () {
     it('a row another gateway may still be recording is left alone until its file has been quiet for orphanQuietSec', async () => {
       // a "recording" row as a gateway that died would leave it, with a real file
       const other = await openPostgresCatalog({ connectionString: url, table: 'media_records', timeZone: 'UTC' });
-      const row = await other.insertStart({ reqId: 'orphan-0001', appId: 'A', simNo: '13800138000', chan: 9, live: true, reqTm: new Date(Date.now() - 120_000) });
+      const row = await other.insertStart({
+        reqId: 'orphan-0001',
+        appId: 'A',
+        simNo: '13800138000',
+        chan: 9,
+        live: true,
+        reqTm: new Date(Date.now() - 120_000),
+      });
       await other.close();
       const [src] = await queryReq(h, A, ids[0]!);
       const file = path.join(h.dataDir, 'records', ...row.path.split('/'));
       fs.mkdirSync(path.dirname(file), { recursive: true });
       fs.copyFileSync(path.join(h.dataDir, 'records', ...src.path.split('/')), file);
-      const state = async () => (await sql<{ state: string; sz: string; end_tm: Date | null }>('SELECT state, sz, end_tm FROM media_records WHERE req_id = $1', ['orphan-0001']))[0]!;
+      const state = async () =>
+        (await sql<{ state: string; sz: string; end_tm: Date | null }>('SELECT state, sz, end_tm FROM media_records WHERE req_id = $1', ['orphan-0001']))[0]!;
 
       await h.gw.stop();
       h.gw = await startGateway(h.dataDir, { postgresUrl: url, postgresTable: 'media_records', orphanQuietSec: 300 });

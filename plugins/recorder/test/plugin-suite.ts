@@ -21,7 +21,21 @@ import { openSqliteCatalog } from '../src/catalog-sqlite';
 import { FRAME_MS, unitAt, type H264Clip } from './fixtures/h264-clip';
 import { fullDiskSuite } from './full-disk-suite';
 import {
-  A, B, NORM_SIM, SIM, closeReq, notices, openRecorded, probeCtx, publisherFor, queryReq, recordClip, startGateway, testClip, utcText, type Harness,
+  A,
+  B,
+  NORM_SIM,
+  SIM,
+  closeReq,
+  notices,
+  openRecorded,
+  probeCtx,
+  publisherFor,
+  queryReq,
+  recordClip,
+  startGateway,
+  testClip,
+  utcText,
+  type Harness,
 } from './harness';
 import { metricValue, probeStreams, probeVideo, rawRequest, sleep, waitFor } from './helpers';
 
@@ -48,7 +62,9 @@ export const sqliteBackend: CatalogBackend = {
   async fresh(_label, dataDir) {
     return {
       recorder: {},
-      async open() { return openSqliteCatalog({ dir: path.join(dataDir, 'recorder') }); },
+      async open() {
+        return openSqliteCatalog({ dir: path.join(dataDir, 'recorder') });
+      },
     };
   },
 };
@@ -108,7 +124,9 @@ export function recorderPluginSuite(backend: CatalogBackend): void {
       await h.gw?.stop();
       fs.rmSync(scratch, { recursive: true, force: true });
     });
-    beforeEach(() => { notices.length = 0; });
+    beforeEach(() => {
+      notices.length = 0;
+    });
 
     let first: { reqId: string; av: any; file: string };
 
@@ -127,10 +145,22 @@ export function recorderPluginSuite(backend: CatalogBackend): void {
       assert.match(av.path, new RegExp(`^\\d{4}/\\d{2}/${NORM_SIM}/${reqId}\\.flv$`));
       const file = path.join(h.dataDir, 'records', ...av.path.split('/'));
       const size = fs.statSync(file).size;
-      assert.deepEqual({ ...av, reqTm: undefined }, {
-        reqId, reqTm: undefined, appId: 'A', simNo: NORM_SIM, chan: 1, live: true, path: expectedPath, ext: 'flv', sz: size,
-        url: `${h.gw.baseUrl}/strm/record/file/${expectedPath}`, mediaTyp: 'v',
-      });
+      assert.deepEqual(
+        { ...av, reqTm: undefined },
+        {
+          reqId,
+          reqTm: undefined,
+          appId: 'A',
+          simNo: NORM_SIM,
+          chan: 1,
+          live: true,
+          path: expectedPath,
+          ext: 'flv',
+          sz: size,
+          url: `${h.gw.baseUrl}/strm/record/file/${expectedPath}`,
+          mediaTyp: 'v',
+        },
+      );
       assert.match(av.reqTm, /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\+00:00$/);
 
       const flv = parseFlv(fs.readFileSync(file));
@@ -204,16 +234,27 @@ export function recorderPluginSuite(backend: CatalogBackend): void {
       const end = utcText(new Date(Date.now() + 60_000));
       const pages: string[][] = [];
       for (let page = 1; page <= 4; page++) {
-        const r = await h.gw.api('GET', `/strm/record?startTm=${encodeURIComponent(start)}&endTm=${encodeURIComponent(end)}&__page=${page}&__limit=2`, undefined, A);
+        const r = await h.gw.api(
+          'GET',
+          `/strm/record?startTm=${encodeURIComponent(start)}&endTm=${encodeURIComponent(end)}&__page=${page}&__limit=2`,
+          undefined,
+          A,
+        );
         assert.equal(r.json.errCode, 0);
         assert.equal(r.json.count, r.json.data.length);
         pages.push(r.json.data.map((x: { reqId: string }) => x.reqId));
       }
-      assert.deepEqual(pages.map((p) => p.length), [2, 2, 2, 0]);
+      assert.deepEqual(
+        pages.map((p) => p.length),
+        [2, 2, 2, 0],
+      );
       assert.deepEqual(pages.flat(), all, 'pages in reqTm order, every record once');
 
       const bySim = await h.gw.api('GET', `/strm/record?startTm=${encodeURIComponent(start)}&simNo=13900139000&__limit=100`, undefined, A);
-      assert.deepEqual(bySim.json.data.map((x: { reqId: string }) => x.reqId), [ids[1], ids[3]]);
+      assert.deepEqual(
+        bySim.json.data.map((x: { reqId: string }) => x.reqId),
+        [ids[1], ids[3]],
+      );
       assert.ok(bySim.json.data.every((x: { sz: number; mediaTyp: string }) => x.sz > 0 && x.mediaTyp === 'v'));
 
       const isoRange = await h.gw.api('GET', `/strm/record?startTm=${new Date(Date.now() - 60_000).toISOString().slice(0, 19)}Z&appId=A`, undefined, A);
@@ -236,7 +277,7 @@ export function recorderPluginSuite(backend: CatalogBackend): void {
       assert.deepEqual([unknown.json.errCode, unknown.json.data, unknown.json.count], [0, [], 0]);
     });
 
-    it('another application sees and downloads nothing of A\'s', async () => {
+    it("another application sees and downloads nothing of A's", async () => {
       assert.deepEqual(await queryReq(h, B, first.reqId), []);
       const narrowed = await h.gw.api('GET', `/strm/record?reqId=${first.reqId}&appId=A`, undefined, B);
       assert.deepEqual(narrowed.json.data, []);
@@ -321,17 +362,28 @@ export function recorderPluginSuite(backend: CatalogBackend): void {
     it('an aborted download does not leak its file descriptor', async () => {
       // a big enough file that the transfer is still going when the client leaves
       fs.appendFileSync(first.file, Buffer.alloc(32 * 1024 * 1024));
-      const openOnFile = () => fs.readdirSync('/proc/self/fd').filter((fd) => {
-        try { return fs.readlinkSync(`/proc/self/fd/${fd}`) === first.file; } catch { return false; }
-      }).length;
+      const openOnFile = () =>
+        fs.readdirSync('/proc/self/fd').filter((fd) => {
+          try {
+            return fs.readlinkSync(`/proc/self/fd/${fd}`) === first.file;
+          } catch {
+            return false;
+          }
+        }).length;
       const active = async () => metricValue(await (await fetch(`${h.gw.baseUrl}/metrics`)).text(), 'gw_recorder_downloads_active');
       const u = new URL(first.av.url);
       for (let i = 0; i < 5; i++) {
         await new Promise<void>((resolve, reject) => {
-          const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, headers: { authorization: 'Basic ' + Buffer.from(A).toString('base64') } }, (res) => {
-            assert.equal(res.statusCode, 200);
-            res.once('data', () => { req.destroy(); resolve(); });
-          });
+          const req = http.request(
+            { host: u.hostname, port: u.port, path: u.pathname, headers: { authorization: 'Basic ' + Buffer.from(A).toString('base64') } },
+            (res) => {
+              assert.equal(res.statusCode, 200);
+              res.once('data', () => {
+                req.destroy();
+                resolve();
+              });
+            },
+          );
           req.on('error', (e: NodeJS.ErrnoException) => (e.message.includes('socket hang up') || e.code === 'ECONNRESET' ? resolve() : reject(e)));
           req.end();
         });
@@ -380,7 +432,11 @@ export function recorderPluginSuite(backend: CatalogBackend): void {
       const reqId = await openRecorded(h, A, { simNo: blockedSim, chanId: 3 });
       const { pub, stream } = publisherFor(blockedSim, 3);
       let live = 0;
-      const sub = stream.media.subscribe({ write: () => { live++; } });
+      const sub = stream.media.subscribe({
+        write: () => {
+          live++;
+        },
+      });
       for (let i = 0; i < 50; i++) pub.push(unitAt(clip, i));
       await waitFor(() => h.gw.logs.some((l) => l.reqId === reqId && l.msg === 'recording stopped by a write error; live play goes on'), 'the write error');
       for (let i = 50; i < 100; i++) pub.push(unitAt(clip, i));
@@ -428,7 +484,10 @@ export function recorderPluginSuite(backend: CatalogBackend): void {
       const av = await openRecorded(h, A, { chanId: 80 });
       const { pub } = publisherFor(NORM_SIM, 80);
       pub.setTrack({ kind: 'audio', codec: 'g711a', sampleRate: 8000, channels: 1 });
-      for (let i = 0; i < 50; i++) { pub.push(unitAt(clip, i)); pub.push(alaw(i)); }
+      for (let i = 0; i < 50; i++) {
+        pub.push(unitAt(clip, i));
+        pub.push(alaw(i));
+      }
       await closeReq(h, A, av);
       const [avRec] = await queryReq(h, A, av);
       assert.equal(avRec.mediaTyp, 'av');
@@ -475,7 +534,11 @@ export function recorderPluginSuite(backend: CatalogBackend): void {
       assert.equal(row.sz, fs.statSync(file).size);
       assert.equal(parseFlv(fs.readFileSync(file)).tags.filter((t) => t.type === 9 && !t.sequenceHeader).length, 30);
       h.gw = await startGw();
-      assert.equal(h.gw.logs.some((l) => l.msg === 'closed a recording left unfinished by an unclean stop'), false, 'nothing to recover');
+      assert.equal(
+        h.gw.logs.some((l) => l.msg === 'closed a recording left unfinished by an unclean stop'),
+        false,
+        'nothing to recover',
+      );
     });
 
     it('retention at start removes the oldest records, files and rows together, down to maxTotalBytes', async () => {
@@ -484,10 +547,16 @@ export function recorderPluginSuite(backend: CatalogBackend): void {
       const total = rows.reduce((n, r) => n + r.sz, 0);
       // total - 1 bytes allowed: the oldest rows go until one with bytes has gone
       const expectGone: StoredRecord[] = [];
-      for (const r of rows) { expectGone.push(r); if (r.sz > 0) break; }
+      for (const r of rows) {
+        expectGone.push(r);
+        if (r.sz > 0) break;
+      }
       h.gw = await startGw({ maxTotalBytes: total - 1 });
       const remaining = await readCatalog((c) => c.oldest(10_000));
-      assert.deepEqual(remaining.map((r) => r.reqId), rows.slice(expectGone.length).map((r) => r.reqId));
+      assert.deepEqual(
+        remaining.map((r) => r.reqId),
+        rows.slice(expectGone.length).map((r) => r.reqId),
+      );
       for (const r of expectGone) assert.equal(fs.existsSync(path.join(h.dataDir, 'records', ...r.path.split('/'))), false, r.path);
       for (const r of remaining.filter((x) => x.sz > 0)) assert.ok(fs.existsSync(path.join(h.dataDir, 'records', ...r.path.split('/'))), r.path);
       const metrics = await (await fetch(`${h.gw.baseUrl}/metrics`)).text();
@@ -521,7 +590,8 @@ export function recorderPluginSuite(backend: CatalogBackend): void {
       assert.equal(fs.existsSync(sqliteFile(h.dataDir)), backend.name === 'SQLite', 'an embedded catalog file exactly when SQLite is the catalog');
       assert.equal(av.path, `2026/01/${NORM_SIM}/${reqId}.flv`);
       assert.equal(av.reqTm, '2026-01-01T04:00:00+08:00');
-      const q = async (s: string, e: string) => (await h.gw.api('GET', `/strm/record?startTm=${encodeURIComponent(s)}&endTm=${encodeURIComponent(e)}`, undefined, A)).json.data.length;
+      const q = async (s: string, e: string) =>
+        (await h.gw.api('GET', `/strm/record?startTm=${encodeURIComponent(s)}&endTm=${encodeURIComponent(e)}`, undefined, A)).json.data.length;
       assert.equal(await q('2026-01-01 00:00:00', '2026-01-01 23:59:59'), 1);
       assert.equal(await q('2025-12-31 00:00:00', '2025-12-31 23:59:59'), 0);
       assert.equal(await q('2025-12-31T20:00:00Z', '2025-12-31T20:00:00Z'), 1, 'explicit UTC');
@@ -533,11 +603,15 @@ export function recorderPluginSuite(backend: CatalogBackend): void {
       await sleep(100);
       assert.ok(fs.existsSync(file), 'kept while younger than a day');
       assert.equal((await queryReq(h, A, reqId)).length, 1);
-      await waitFor(async () => {
-        clock.advance(600_000);
-        await sleep(20);
-        return !fs.existsSync(file) && (await queryReq(h, A, reqId)).length === 0;
-      }, 'retention by age', 15_000);
+      await waitFor(
+        async () => {
+          clock.advance(600_000);
+          await sleep(20);
+          return !fs.existsSync(file) && (await queryReq(h, A, reqId)).length === 0;
+        },
+        'retention by age',
+        15_000,
+      );
       assert.ok(clock.now() - Date.UTC(2025, 11, 31, 20) > 86_400_000, 'not before a day had passed');
     });
   });

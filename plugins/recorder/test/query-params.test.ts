@@ -27,7 +27,7 @@ describe('GET /strm/record query parameters', () => {
       assert.equal((r.query as RecordQueryByReqId).appIdFilter, 'demo');
     });
 
-    it('reqId outside the open call\'s id rules is invalid', () => {
+    it("reqId outside the open call's id rules is invalid", () => {
       invalid(q({ reqId: 'short' }), 'reqId');
       invalid(q({ reqId: 'x'.repeat(41) }), 'reqId');
       invalid(q({ reqId: '../../etc/passwd' }), 'reqId');
@@ -60,13 +60,13 @@ describe('GET /strm/record query parameters', () => {
   });
 
   describe('times', () => {
-    it('`yyyy-mm-dd HH:mm:ss` is in the server\'s time zone', () => {
+    it("`yyyy-mm-dd HH:mm:ss` is in the server's time zone", () => {
       assert.deepEqual(range(q({ startTm: '2024-06-10 08:00:00' })).start, new Date('2024-06-10T00:00:00Z'));
       const ny = range(q({ startTm: '2024-06-10 08:00:00' }, { now: NOW, timeZone: 'America/New_York' }));
       assert.deepEqual(ny.start, new Date('2024-06-10T12:00:00Z'));
     });
 
-    it('without a configured zone, the process\'s local zone applies', () => {
+    it("without a configured zone, the process's local zone applies", () => {
       const r = range(parseRecordQuery({ startTm: '2024-06-10 08:00:00' }, { now: NOW }));
       assert.deepEqual(r.start, new Date(2024, 5, 10, 8, 0, 0));
     });
@@ -88,8 +88,17 @@ describe('GET /strm/record query parameters', () => {
     });
 
     it('an unreadable or impossible startTm is invalid', () => {
-      for (const bad of ['yesterday', '2024-06-10', '2024-13-01 00:00:00', '2024-02-30 00:00:00', '2024-06-10 24:00:00',
-        '2024-06-10 12:60:00', '2024-06-10T00:00:00+25:00', '24-06-10 00:00:00', '2024-06-10 00:00:00 extra']) {
+      for (const bad of [
+        'yesterday',
+        '2024-06-10',
+        '2024-13-01 00:00:00',
+        '2024-02-30 00:00:00',
+        '2024-06-10 24:00:00',
+        '2024-06-10 12:60:00',
+        '2024-06-10T00:00:00+25:00',
+        '24-06-10 00:00:00',
+        '2024-06-10 00:00:00 extra',
+      ]) {
         invalid(q({ startTm: bad }), 'startTm');
       }
     });

@@ -43,7 +43,7 @@ describe('running a parsed record query for the caller', () => {
     assert.deepEqual(await ids('appA', { reqId: 'mine-0002' }, ['done']), []);
   });
 
-  it('by range: filters pass through; another application\'s records stay invisible', async () => {
+  it("by range: filters pass through; another application's records stay invisible", async () => {
     assert.deepEqual(await ids('appA', { startTm: '2024-06-10 00:00:00', endTm: '2024-06-10 00:00:01' }), ['mine-0001', 'mine-0002']);
     assert.deepEqual(await ids('appA', { startTm: '2024-06-10 00:00:00', endTm: '2024-06-10 00:00:00' }), ['mine-0001']);
     assert.deepEqual(await ids('appA', { startTm: '2024-06-10 00:00:00', simNo: '13800001111' }), ['mine-0001']);

@@ -82,7 +82,10 @@ describe('recovery of recordings left unfinished', () => {
     const res = await recoverUnfinished(catalog, store, opts);
     assert.deepEqual(res.errors, []);
     assert.deepEqual(res.recovered.map((r) => [r.reqId, r.state, r.truncated]).sort(), [
-      ['garbage-01', 'failed', 0], ['missing-01', 'removed', 0], ['torn-00001', 'done', tornBytes], ['whole-0001', 'done', 0],
+      ['garbage-01', 'failed', 0],
+      ['missing-01', 'removed', 0],
+      ['torn-00001', 'done', tornBytes],
+      ['whole-0001', 'done', 0],
     ]);
 
     const g = await row('whole-0001');
@@ -105,7 +108,10 @@ describe('recovery of recordings left unfinished', () => {
     await unfinished('no-file-01'); // opened a minute ago, maybe by another gateway on the same catalog: no file yet
     // NOW, the clock the rows' reqTm was set by (captured when the file loaded: a long suite reaches this test minutes later)
     const res = await recoverUnfinished(catalog, store, { now: NOW, quietMs: 300_000, isActive: (id) => id === 'active-001' });
-    assert.deepEqual(res.recovered.map((r) => r.reqId), ['quiet-0001']);
+    assert.deepEqual(
+      res.recovered.map((r) => r.reqId),
+      ['quiet-0001'],
+    );
     assert.equal(res.skipped, 2);
     assert.deepEqual((await catalog.listUnfinished()).map((r) => r.reqId).sort(), ['active-001', 'fresh-0001', 'no-file-01']);
   });

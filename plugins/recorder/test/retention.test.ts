@@ -42,7 +42,10 @@ describe('stored media retention', () => {
     const fRec = await add('old-recng', 50, 10, 'recording');
     const f3 = await add('new-00001', 29, 10);
     const res = await applyRetention(catalog, store, { maxAgeDays: 30 }, { now: NOW });
-    assert.deepEqual(res.removed.map((r) => r.reqId), ['old-00001', 'old-00002']);
+    assert.deepEqual(
+      res.removed.map((r) => r.reqId),
+      ['old-00001', 'old-00002'],
+    );
     assert.equal(res.freedBytes, 20);
     assert.equal(res.error, undefined);
     assert.equal(fs.existsSync(f1), false);
@@ -61,9 +64,15 @@ describe('stored media retention', () => {
     ];
     const res = await applyRetention(catalog, store, { maxTotalBytes: 600 }, { now: NOW, batchSize: 1 });
     // 1000 -> 900 -> 700 -> 400: three removed, in age order.
-    assert.deepEqual(res.removed.map((r) => r.reqId), ['sz-000001', 'sz-000002', 'sz-000003']);
+    assert.deepEqual(
+      res.removed.map((r) => r.reqId),
+      ['sz-000001', 'sz-000002', 'sz-000003'],
+    );
     assert.equal(res.freedBytes, 600);
-    assert.deepEqual(files.map((f) => fs.existsSync(f)), [false, false, false, true]);
+    assert.deepEqual(
+      files.map((f) => fs.existsSync(f)),
+      [false, false, false, true],
+    );
     assert.equal(await catalog.totalBytes(), 400);
   });
 
@@ -71,7 +80,10 @@ describe('stored media retention', () => {
     const fRec = await add('rec-00001', 10, 5000, 'recording');
     const fDone = await add('done-0001', 5, 100);
     const res = await applyRetention(catalog, store, { maxTotalBytes: 1000 }, { now: NOW });
-    assert.deepEqual(res.removed.map((r) => r.reqId), ['done-0001']);
+    assert.deepEqual(
+      res.removed.map((r) => r.reqId),
+      ['done-0001'],
+    );
     assert.equal(fs.existsSync(fRec), true);
     assert.equal(fs.existsSync(fDone), false);
     assert.deepEqual(await remaining(), ['rec-00001']);
@@ -81,7 +93,10 @@ describe('stored media retention', () => {
     for (let i = 0; i < 7; i++) await add(`both-000${i}`, 20 - i, 100); // ages 20..14 days
     // Age removes ages 20..16 (5 records), leaving 200 bytes; the size limit of 150 then takes one more.
     const res = await applyRetention(catalog, store, { maxAgeDays: 15.5, maxTotalBytes: 150 }, { now: NOW, batchSize: 2 });
-    assert.deepEqual(res.removed.map((r) => r.reqId), ['both-0000', 'both-0001', 'both-0002', 'both-0003', 'both-0004', 'both-0005']);
+    assert.deepEqual(
+      res.removed.map((r) => r.reqId),
+      ['both-0000', 'both-0001', 'both-0002', 'both-0003', 'both-0004', 'both-0005'],
+    );
     assert.deepEqual(await remaining(), ['both-0006']);
   });
 
@@ -89,7 +104,10 @@ describe('stored media retention', () => {
     const f = await add('gone-0001', 40, 10);
     fs.unlinkSync(f);
     const res = await applyRetention(catalog, store, { maxAgeDays: 30 }, { now: NOW });
-    assert.deepEqual(res.removed.map((r) => r.reqId), ['gone-0001']);
+    assert.deepEqual(
+      res.removed.map((r) => r.reqId),
+      ['gone-0001'],
+    );
     assert.deepEqual(await remaining(), []);
   });
 
@@ -112,20 +130,28 @@ describe('stored media retention', () => {
     await add('un-recng1', 1, 0, 'recording');
     assert.deepEqual((await applyRetention(catalog, store, { maxTotalBytes: 200 }, { now: NOW })).removed, []);
     const res = await applyRetention(catalog, store, { maxTotalBytes: 200 }, { now: NOW, uncataloguedBytes: 50 });
-    assert.deepEqual(res.removed.map((r) => r.reqId), ['un-000001']);
+    assert.deepEqual(
+      res.removed.map((r) => r.reqId),
+      ['un-000001'],
+    );
     assert.equal(res.freedBytes, 100);
   });
 
   it('reports the bytes of files it removed when their rows could not be deleted; the next pass clears the rows', async () => {
     const f1 = await add('rows-00001', 10, 100);
     const del = catalog.delete.bind(catalog);
-    catalog.delete = async () => { throw Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' }); };
+    catalog.delete = async () => {
+      throw Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' });
+    };
     const res = await applyRetention(catalog, store, { maxTotalBytes: 50 }, { now: NOW });
     assert.deepEqual([res.removed, res.freedBytes, res.unlinkedBytes, res.error?.reqId], [[], 0, 100, 'rows-00001']);
     assert.equal(fs.existsSync(f1), false, 'the space is free');
     catalog.delete = del;
     const again = await applyRetention(catalog, store, { maxTotalBytes: 50 }, { now: NOW });
-    assert.deepEqual(again.removed.map((r) => r.reqId), ['rows-00001']);
+    assert.deepEqual(
+      again.removed.map((r) => r.reqId),
+      ['rows-00001'],
+    );
     assert.deepEqual(await remaining(), []);
   });
 

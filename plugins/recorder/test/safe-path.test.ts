@@ -47,26 +47,53 @@ describe('record file path resolution', () => {
   });
 
   it('refuses `..` and `.` segments, even ones that would stay inside', async () => {
-    for (const p of ['../outside/secret.flv', '2024/../../outside/secret.flv', '2024/05/../05/13800001111/H2ssGFUHHchafxX2x1Bniw.flv',
-      './' + good, '2024/05/./13800001111/H2ssGFUHHchafxX2x1Bniw.flv', '..', '../store/' + good]) {
+    for (const p of [
+      '../outside/secret.flv',
+      '2024/../../outside/secret.flv',
+      '2024/05/../05/13800001111/H2ssGFUHHchafxX2x1Bniw.flv',
+      './' + good,
+      '2024/05/./13800001111/H2ssGFUHHchafxX2x1Bniw.flv',
+      '..',
+      '../store/' + good,
+    ]) {
       assert.equal(await resolves(p), null, p);
     }
   });
 
   it('refuses encoded dots, slashes and backslashes in any case, and double encoding', async () => {
-    for (const p of ['%2e%2e/outside/secret.flv', '%2E%2E/outside/secret.flv', '.%2e/outside/secret.flv', '%2e./outside/secret.flv',
-      '..%2foutside%2fsecret.flv', '..%2Foutside%2Fsecret.flv', '..%5coutside%5csecret.flv', '..%5Coutside%5Csecret.flv',
-      '%252e%252e/outside/secret.flv', '%252E%252E%252Foutside%252Fsecret.flv', '..%255coutside%255csecret.flv',
-      '2024%2f05%2f13800001111%2fH2ssGFUHHchafxX2x1Bniw.flv', '2024/05/13800001111/H2ssGFUHHchafxX2x1Bniw%2eflv',
-      '%c0%ae%c0%ae/outside/secret.flv', '%zz/secret.flv']) {
+    for (const p of [
+      '%2e%2e/outside/secret.flv',
+      '%2E%2E/outside/secret.flv',
+      '.%2e/outside/secret.flv',
+      '%2e./outside/secret.flv',
+      '..%2foutside%2fsecret.flv',
+      '..%2Foutside%2Fsecret.flv',
+      '..%5coutside%5csecret.flv',
+      '..%5Coutside%5Csecret.flv',
+      '%252e%252e/outside/secret.flv',
+      '%252E%252E%252Foutside%252Fsecret.flv',
+      '..%255coutside%255csecret.flv',
+      '2024%2f05%2f13800001111%2fH2ssGFUHHchafxX2x1Bniw.flv',
+      '2024/05/13800001111/H2ssGFUHHchafxX2x1Bniw%2eflv',
+      '%c0%ae%c0%ae/outside/secret.flv',
+      '%zz/secret.flv',
+    ]) {
       assert.equal(await resolves(p), null, p);
     }
   });
 
   it('refuses absolute paths, backslashes and NUL', async () => {
-    for (const p of ['/etc/passwd', path.join(outside, 'secret.flv'), path.join(root, good), '//etc/passwd.flv',
-      '..\\outside\\secret.flv', '2024\\05\\13800001111\\H2ssGFUHHchafxX2x1Bniw.flv',
-      good + '\0.txt', '2024/05/13800001111/H2ssGFUHHchafxX2x1Bniw%00.flv', 'C:/Windows/win.ini']) {
+    for (const p of [
+      '/etc/passwd',
+      path.join(outside, 'secret.flv'),
+      path.join(root, good),
+      '//etc/passwd.flv',
+      '..\\outside\\secret.flv',
+      '2024\\05\\13800001111\\H2ssGFUHHchafxX2x1Bniw.flv',
+      good + '\0.txt',
+      '2024/05/13800001111/H2ssGFUHHchafxX2x1Bniw%00.flv',
+      'C:/Windows/win.ini',
+    ]) {
       assert.equal(await resolves(p), null, JSON.stringify(p));
     }
   });
@@ -81,7 +108,7 @@ describe('record file path resolution', () => {
     assert.equal(await resolves('2024/05/evil/secret.flv'), null);
   });
 
-  it('refuses a symlink into a sibling whose name starts with the root\'s name', async () => {
+  it("refuses a symlink into a sibling whose name starts with the root's name", async () => {
     assert.equal(fs.readFileSync(path.join(root, '2024/05/prefix.flv'), 'utf8'), 'SECRET');
     assert.equal(await resolves('2024/05/prefix.flv'), null);
   });
@@ -98,8 +125,16 @@ describe('record file path resolution', () => {
   });
 
   it('refuses other extensions (the catalog database), directories, missing files and empty segments', async () => {
-    for (const p of ['records.sqlite', '2024/05/13800001111/dir.flv', '2024/05/13800001111/missing.flv', '2024//05/13800001111/H2ssGFUHHchafxX2x1Bniw.flv',
-      good + '/', '', '.flv', 'x'.repeat(2000) + '.flv']) {
+    for (const p of [
+      'records.sqlite',
+      '2024/05/13800001111/dir.flv',
+      '2024/05/13800001111/missing.flv',
+      '2024//05/13800001111/H2ssGFUHHchafxX2x1Bniw.flv',
+      good + '/',
+      '',
+      '.flv',
+      'x'.repeat(2000) + '.flv',
+    ]) {
       assert.equal(await resolves(p), null, p.slice(0, 80));
     }
     assert.equal(await resolveStoredFile(path.join(base, 'no-such-root'), good), null);

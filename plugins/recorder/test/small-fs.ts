@@ -31,11 +31,16 @@ function run(cmd: string, args: string[]): string | undefined {
 export function mountSmallFs(dir: string, bytes: number): SmallFs {
   fs.mkdirSync(dir, { recursive: true });
   if (typeof process.getuid === 'function' && process.getuid() !== 0) {
-    throw new Error(`a full-disk test needs a small file system it can fill, and mounting one needs root: run the tests as root (CI does), uid is ${process.getuid()}`);
+    throw new Error(
+      `a full-disk test needs a small file system it can fill, and mounting one needs root: run the tests as root (CI does), uid is ${process.getuid()}`,
+    );
   }
   let kind: SmallFs['kind'] = 'tmpfs';
   // GW_TEST_SMALL_FS=loop tries the fallback where tmpfs would work, to keep it working
-  const tmpfsErr = process.env.GW_TEST_SMALL_FS === 'loop' ? 'not tried (GW_TEST_SMALL_FS=loop)' : run('mount', ['-t', 'tmpfs', '-o', `size=${bytes},mode=0755`, 'tmpfs', dir]);
+  const tmpfsErr =
+    process.env.GW_TEST_SMALL_FS === 'loop'
+      ? 'not tried (GW_TEST_SMALL_FS=loop)'
+      : run('mount', ['-t', 'tmpfs', '-o', `size=${bytes},mode=0755`, 'tmpfs', dir]);
   let image: string | undefined;
   if (tmpfsErr) {
     kind = 'loop';
@@ -71,7 +76,9 @@ export function mountSmallFs(dir: string, bytes: number): SmallFs {
             // the last chunk may not have fit whole: fill the remainder block by block
             const block = Buffer.alloc(fs.statfsSync(dir).bsize, 0x5a);
             for (;;) {
-              try { fs.writeSync(fd, block); } catch (e) {
+              try {
+                fs.writeSync(fd, block);
+              } catch (e) {
                 if ((e as NodeJS.ErrnoException).code !== 'ENOSPC') throw e;
                 break;
               }

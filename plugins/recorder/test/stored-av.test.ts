@@ -3,28 +3,42 @@ import type { StoredRecord } from '../src/catalog';
 import { recordFileUrl, toStoredAv } from '../src/stored-av';
 
 const rec = (over: Partial<StoredRecord> = {}): StoredRecord => ({
-  reqId: 'H2ssGFUHHchafxX2x1Bniw', appId: 'demo', simNo: '13800001111', chan: 2, live: true,
-  reqTm: new Date('2024-04-30T16:30:05.678Z'), path: '2024/05/13800001111/H2ssGFUHHchafxX2x1Bniw.flv',
-  ext: 'flv', sz: 5_000_000_123, mediaTyp: 'av', state: 'done', endTm: new Date('2024-04-30T17:00:00Z'), error: null,
-  apiBase: null, ...over,
+  reqId: 'H2ssGFUHHchafxX2x1Bniw',
+  appId: 'demo',
+  simNo: '13800001111',
+  chan: 2,
+  live: true,
+  reqTm: new Date('2024-04-30T16:30:05.678Z'),
+  path: '2024/05/13800001111/H2ssGFUHHchafxX2x1Bniw.flv',
+  ext: 'flv',
+  sz: 5_000_000_123,
+  mediaTyp: 'av',
+  state: 'done',
+  endTm: new Date('2024-04-30T17:00:00Z'),
+  error: null,
+  apiBase: null,
+  ...over,
 });
 
 describe('StoredAv JSON', () => {
-  it('carries exactly the spec fields in the spec order, reqTm with the server zone\'s numeric offset', () => {
+  it("carries exactly the spec fields in the spec order, reqTm with the server zone's numeric offset", () => {
     const av = toStoredAv(rec(), 'http://gw.example:7080', { timeZone: 'Asia/Shanghai' });
-    assert.equal(JSON.stringify(av), JSON.stringify({
-      reqId: 'H2ssGFUHHchafxX2x1Bniw',
-      reqTm: '2024-05-01T00:30:05+08:00',
-      appId: 'demo',
-      simNo: '13800001111',
-      chan: 2,
-      live: true,
-      path: '2024/05/13800001111/H2ssGFUHHchafxX2x1Bniw.flv',
-      ext: 'flv',
-      sz: 5000000123,
-      url: 'http://gw.example:7080/strm/record/file/2024/05/13800001111/H2ssGFUHHchafxX2x1Bniw.flv',
-      mediaTyp: 'av',
-    }));
+    assert.equal(
+      JSON.stringify(av),
+      JSON.stringify({
+        reqId: 'H2ssGFUHHchafxX2x1Bniw',
+        reqTm: '2024-05-01T00:30:05+08:00',
+        appId: 'demo',
+        simNo: '13800001111',
+        chan: 2,
+        live: true,
+        path: '2024/05/13800001111/H2ssGFUHHchafxX2x1Bniw.flv',
+        ext: 'flv',
+        sz: 5000000123,
+        url: 'http://gw.example:7080/strm/record/file/2024/05/13800001111/H2ssGFUHHchafxX2x1Bniw.flv',
+        mediaTyp: 'av',
+      }),
+    );
   });
 
   it('omits mediaTyp when the type was not recognised, and leaves out catalog-only fields', () => {
@@ -50,11 +64,15 @@ describe('StoredAv JSON', () => {
     assert.equal(Date.parse(av.reqTm), Math.floor(r.reqTm.getTime() / 1000) * 1000);
   });
 
-  it('the url names the node that recorded the row; a row without one takes the given (querying node\'s) apiBase', () => {
-    assert.equal(toStoredAv(rec({ apiBase: 'http://node-b:7080' }), 'http://node-c:7080').url,
-      'http://node-b:7080/strm/record/file/2024/05/13800001111/H2ssGFUHHchafxX2x1Bniw.flv');
-    assert.equal(toStoredAv(rec({ apiBase: null }), 'http://node-c:7080').url,
-      'http://node-c:7080/strm/record/file/2024/05/13800001111/H2ssGFUHHchafxX2x1Bniw.flv');
+  it("the url names the node that recorded the row; a row without one takes the given (querying node's) apiBase", () => {
+    assert.equal(
+      toStoredAv(rec({ apiBase: 'http://node-b:7080' }), 'http://node-c:7080').url,
+      'http://node-b:7080/strm/record/file/2024/05/13800001111/H2ssGFUHHchafxX2x1Bniw.flv',
+    );
+    assert.equal(
+      toStoredAv(rec({ apiBase: null }), 'http://node-c:7080').url,
+      'http://node-c:7080/strm/record/file/2024/05/13800001111/H2ssGFUHHchafxX2x1Bniw.flv',
+    );
   });
 
   it('builds url from the API base without doubling slashes', () => {

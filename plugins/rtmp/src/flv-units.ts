@@ -44,7 +44,10 @@ export class FlvUnits {
   private g711: AudioTrackInfo | undefined;
   private readonly reported = new Set<string>();
 
-  constructor(private readonly out: UnitSink, private readonly maxFrameBytes: number) {}
+  constructor(
+    private readonly out: UnitSink,
+    private readonly maxFrameBytes: number,
+  ) {}
 
   /** one RTMP audio (8) or video (9) message */
   message(type: number, ts: number, body: Buffer): void {
@@ -119,9 +122,18 @@ export class FlvUnits {
       p += n.copy(payload, p);
     }
     const nalsAt = NAL_ARENA.finish(size);
-    this.out.unit(videoUnit({
-      codec: v.codec, dts: ts, pts: ts + Math.max(0, cts), keyframe: key, payload, receivedAt: performance.now(), nals: NAL_ARENA.mem, nalsAt,
-    }));
+    this.out.unit(
+      videoUnit({
+        codec: v.codec,
+        dts: ts,
+        pts: ts + Math.max(0, cts),
+        keyframe: key,
+        payload,
+        receivedAt: performance.now(),
+        nals: NAL_ARENA.mem,
+        nalsAt,
+      }),
+    );
   }
 
   private audioTag(ts: number, b: Buffer): void {
@@ -131,7 +143,16 @@ export class FlvUnits {
       if (b[1] === 0) return this.aacConfig(b.subarray(2));
       const a = this.aac;
       if (!a || b.length === 2) return;
-      this.out.unit(audioUnit({ codec: 'aac', dts: ts, timescale: a.sampleRate, duration: a.frameSamples, payload: Buffer.from(b.subarray(2)), receivedAt: performance.now() }));
+      this.out.unit(
+        audioUnit({
+          codec: 'aac',
+          dts: ts,
+          timescale: a.sampleRate,
+          duration: a.frameSamples,
+          payload: Buffer.from(b.subarray(2)),
+          receivedAt: performance.now(),
+        }),
+      );
       return;
     }
     if (format === 7 || format === 8) {
@@ -154,7 +175,8 @@ export class FlvUnits {
     const fi = ((asc[0] & 0x07) << 1) | (asc[1] >> 7);
     const channels = (asc[1] >> 3) & 0x0f;
     const sampleRate = AAC_RATES[fi];
-    if (aot === 0 || aot === 31 || sampleRate === undefined) throw new BadMedia(`an AudioSpecificConfig the gateway does not read (object type ${aot}, rate index ${fi})`);
+    if (aot === 0 || aot === 31 || sampleRate === undefined)
+      throw new BadMedia(`an AudioSpecificConfig the gateway does not read (object type ${aot}, rate index ${fi})`);
     if (this.aac?.config?.equals(asc)) return;
     const frameSamples = aot <= 4 && (asc[1] & 0x04) !== 0 ? 960 : 1024;
     this.aac = { kind: 'audio', codec: 'aac', sampleRate, channels: channels || 2, config: Buffer.from(asc), frameSamples };

@@ -24,7 +24,10 @@ export const MAX_CHUNK_SIZE = 0xffffff;
 const EMPTY = Buffer.alloc(0);
 
 export class GuardedRtmp extends NmsRtmp {
-  constructor(private readonly maxMessageBytes: number, private readonly maxChunkStreams: number) {
+  constructor(
+    private readonly maxMessageBytes: number,
+    private readonly maxChunkStreams: number,
+  ) {
     super();
   }
 

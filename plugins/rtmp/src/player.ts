@@ -91,8 +91,14 @@ export class RtmpPlayer implements MediaReader<RtmpFrame> {
 
   stats(): RtmpPlayerStats {
     return {
-      id: this.id, stream: this.stream, reqId: this.reqId, remote: this.remote, bytesOut: this.bytesOut,
-      backlogBytes: this.socket.writableLength + (this.sub?.stats.queuedBytes ?? 0), skips: this.skips, waitingForKeyframe: this.starting,
+      id: this.id,
+      stream: this.stream,
+      reqId: this.reqId,
+      remote: this.remote,
+      bytesOut: this.bytesOut,
+      backlogBytes: this.socket.writableLength + (this.sub?.stats.queuedBytes ?? 0),
+      skips: this.skips,
+      waitingForKeyframe: this.starting,
     };
   }
 }

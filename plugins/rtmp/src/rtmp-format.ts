@@ -76,7 +76,11 @@ class RtmpEncoder implements FormatEncoder<RtmpFrame> {
   private hevc = false;
   private closed = false;
 
-  constructor(private readonly h: RtmpFormatHooks, private readonly only: 'video' | 'audio' | undefined, private readonly counted: boolean) {
+  constructor(
+    private readonly h: RtmpFormatHooks,
+    private readonly only: 'video' | 'audio' | undefined,
+    private readonly counted: boolean,
+  ) {
     this.muxer = new FlvMuxer({ audioCodecs: h.audioCodecs });
     if (counted) h.encoders(1);
   }

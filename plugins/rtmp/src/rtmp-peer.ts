@@ -46,7 +46,10 @@ export class RtmpPeer extends GuardedRtmp {
   private asked = false;
   private firstByte = true;
 
-  constructor(private readonly owner: RtmpPeerOwner, maxMessageBytes: number) {
+  constructor(
+    private readonly owner: RtmpPeerOwner,
+    maxMessageBytes: number,
+  ) {
     super(maxMessageBytes, MAX_CHUNK_STREAMS);
     this.onOutputCallback = (b: Buffer) => owner.output(b);
   }

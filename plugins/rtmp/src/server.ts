@@ -13,7 +13,16 @@ import { timingSafeEqual, createHash } from 'node:crypto';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import {
-  channelKey, LogLimiter, normaliseSim, SIM_PATTERN, streamKey, type MediaStream, type Net, type RequestLog, type Sessions, type ReaderOptions,
+  channelKey,
+  LogLimiter,
+  normaliseSim,
+  SIM_PATTERN,
+  streamKey,
+  type MediaStream,
+  type Net,
+  type RequestLog,
+  type Sessions,
+  type ReaderOptions,
 } from '../../../plugin-sdk';
 import type { RtmpConfig } from './config';
 import { RtmpConnection, type ConnectionHost } from './connection';
@@ -108,7 +117,12 @@ export class RtmpServer implements ConnectionHost {
 
   publisherStats(): Array<{ stream: string; appId: string; remote: string; units: number; bytes: number; feeding: boolean }> {
     return [...this.published.values()].map(({ channel: ch }) => ({
-      stream: ch.name, appId: ch.appId, remote: ch.remote, units: ch.units, bytes: ch.bytes, feeding: ch.feeding !== undefined,
+      stream: ch.name,
+      appId: ch.appId,
+      remote: ch.remote,
+      units: ch.units,
+      bytes: ch.bytes,
+      feeding: ch.feeding !== undefined,
     }));
   }
 
@@ -132,7 +146,8 @@ export class RtmpServer implements ConnectionHost {
 
   play(c: RtmpConnection, p: PlayOrPublish): void {
     const reqId = p.query.get('reqId') ?? '';
-    if (p.app !== PLAY_APP || !STREAM_NAME.test(p.name)) return this.refuse(c, 'play', 'NetStream.Play.StreamNotFound', `no stream ${p.app}/${p.name}`, { app: p.app, stream: p.name });
+    if (p.app !== PLAY_APP || !STREAM_NAME.test(p.name))
+      return this.refuse(c, 'play', 'NetStream.Play.StreamNotFound', `no stream ${p.app}/${p.name}`, { app: p.app, stream: p.name });
     const key = streamKey(p.name);
     if (key !== undefined) c.moveIfElsewhere(key);
     const req = this.o.sessions.authorizePlay(p.name, reqId, p.query.get('token') ?? '');
@@ -148,10 +163,20 @@ export class RtmpServer implements ConnectionHost {
       return this.refuse(c, 'play', 'NetStream.Play.Failed', 'the request closed', { stream: p.name, reqId });
     }
     c.accept('play');
-    const player = new RtmpPlayer(c.id, p.name, reqId, c.remote, c.socket, this.o.config.socketHighWaterBytes, handle, (n) => this.o.counts.bytesOut(n), (reason) => {
-      if (reason.startsWith('reader stuck')) c.drop(reason);
-      else c.socket.end();
-    });
+    const player = new RtmpPlayer(
+      c.id,
+      p.name,
+      reqId,
+      c.remote,
+      c.socket,
+      this.o.config.socketHighWaterBytes,
+      handle,
+      (n) => this.o.counts.bytesOut(n),
+      (reason) => {
+        if (reason.startsWith('reader stuck')) c.drop(reason);
+        else c.socket.end();
+      },
+    );
     this.players.set(c, player);
     try {
       const read = this.o.readFor(reqId);
@@ -176,13 +201,20 @@ export class RtmpServer implements ConnectionHost {
     const name = `${norm}_${chanId}_1`;
     c.moveIfElsewhere(channelKey(norm, chanId));
     const old = this.published.get(name);
-    if (old && old.channel.appId !== appId) return this.refuse(c, 'publish', 'NetStream.Publish.BadName', 'another application publishes this channel', { stream: name, appId });
+    if (old && old.channel.appId !== appId)
+      return this.refuse(c, 'publish', 'NetStream.Publish.BadName', 'another application publishes this channel', { stream: name, appId });
     const s = this.o.sessions.getStreamByName(name);
-    if (s && s.requests.some((r) => r.appId !== appId)) return this.refuse(c, 'publish', 'NetStream.Publish.BadName', 'another application has this channel open', { stream: name, appId });
+    if (s && s.requests.some((r) => r.appId !== appId))
+      return this.refuse(c, 'publish', 'NetStream.Publish.BadName', 'another application has this channel open', { stream: name, appId });
     if (old) old.conn.drop('another connection publishes its channel now (the encoder reconnected)');
     c.accept('publish');
     const channel = new PublishedChannel(name, appId, c.remote, this.o.config.maxPublishGopBytes, this.o.log, this.o.now);
-    const pub: Publishing = { conn: c, channel, units: new FlvUnits(channel, this.o.config.maxMessageBytes), release: this.o.net.hold(channelKey(norm, chanId)) };
+    const pub: Publishing = {
+      conn: c,
+      channel,
+      units: new FlvUnits(channel, this.o.config.maxMessageBytes),
+      release: this.o.net.hold(channelKey(norm, chanId)),
+    };
     channel.lastUnitAt = this.o.now();
     this.published.set(name, pub);
     this.byConn.set(c, pub);
@@ -208,7 +240,10 @@ export class RtmpServer implements ConnectionHost {
     if (player) {
       this.players.delete(c);
       player.close();
-      this.o.requestLog({ stream: player.stream, reqId: player.reqId, remote: c.remote, bytesOut: player.bytesOut, skips: player.skips, protocol: 'rtmp' }, 'player stopped');
+      this.o.requestLog(
+        { stream: player.stream, reqId: player.reqId, remote: c.remote, bytesOut: player.bytesOut, skips: player.skips, protocol: 'rtmp' },
+        'player stopped',
+      );
     }
     const pub = this.byConn.get(c);
     if (pub) {
@@ -216,14 +251,23 @@ export class RtmpServer implements ConnectionHost {
       if (this.published.get(pub.channel.name) === pub) this.published.delete(pub.channel.name);
       pub.channel.close();
       pub.release();
-      this.o.requestLog({ stream: pub.channel.name, appId: pub.channel.appId, remote: c.remote, bytesIn: c.bytesIn, units: pub.channel.units }, 'RTMP publisher stopped');
+      this.o.requestLog(
+        { stream: pub.channel.name, appId: pub.channel.appId, remote: c.remote, bytesIn: c.bytesIn, units: pub.channel.units },
+        'RTMP publisher stopped',
+      );
     }
   }
 
   dropped(c: RtmpConnection, reason: string): void {
     this.o.counts.dropped();
     // one line per address and kind of reason per 10 s (a flood of one kind from one place is one line)
-    this.refusals.log(this.o.log, 'warn', `${c.socket.remoteAddress ?? ''}|${reason.replace(/\d+/g, '#')}`, { remote: c.remote, role: c.role, reason }, 'RTMP connection dropped');
+    this.refusals.log(
+      this.o.log,
+      'warn',
+      `${c.socket.remoteAddress ?? ''}|${reason.replace(/\d+/g, '#')}`,
+      { remote: c.remote, role: c.role, reason },
+      'RTMP connection dropped',
+    );
   }
 
   bytesIn(n: number): void {

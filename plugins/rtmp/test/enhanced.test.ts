@@ -15,7 +15,11 @@ import { FlvUnits } from '../src/flv-units';
 import { waitFor } from '../../rtsp-out/test/helpers';
 import { HOST, RawRtmp, startRtmpGateway, type RtmpGateway } from './helpers';
 
-interface Got { type: number; ts: number; body: Buffer }
+interface Got {
+  type: number;
+  ts: number;
+  body: Buffer;
+}
 
 /** the server's side of the chunk stream, read with NMS's parser: every message kept whole */
 class ServerReader extends GuardedRtmp {
@@ -61,7 +65,7 @@ describe('rtmp: H.265 as Enhanced RTMP to a client that reads it', function () {
   });
   after(async () => g?.stop());
 
-  it('sends hvc1 SequenceStart and coded frames that read back into the stream\'s frames', async () => {
+  it("sends hvc1 SequenceStart and coded frames that read back into the stream's frames", async () => {
     const clip = h265Clip();
     const o = await openStream(g.gw, { simNo: 'hevc1', chanId: 1, scheme: 'rtmp', dataTyp: 1 });
     const pub = g.gw.publish(o.streamName, clip, { loop: true });
@@ -102,7 +106,10 @@ describe('rtmp: H.265 as Enhanced RTMP to a client that reads it', function () {
       client.destroy();
       pub.stop();
     }
-    const text = reader.messages.filter((m) => m.type === 20).map((m) => m.body.toString('latin1')).join('|');
+    const text = reader.messages
+      .filter((m) => m.type === 20)
+      .map((m) => m.body.toString('latin1'))
+      .join('|');
     assert.match(text, /NetStream\.Play\.Failed/);
     assert.match(text, /Enhanced RTMP/);
     assert.equal(reader.messages.filter((m) => m.type === 9).length, 0, 'no video sent');

@@ -24,7 +24,10 @@ export interface RtmpGateway {
   stop(): Promise<void>;
 }
 
-export async function startRtmpGateway(rtmpConfig: Record<string, unknown> = {}, opts: { outputs?: boolean; captureLogs?: boolean } = {}): Promise<RtmpGateway> {
+export async function startRtmpGateway(
+  rtmpConfig: Record<string, unknown> = {},
+  opts: { outputs?: boolean; captureLogs?: boolean } = {},
+): Promise<RtmpGateway> {
   let rtmp: RtmpService | undefined;
   const probe = definePlugin({
     name: 'rtmp-probe',
@@ -53,14 +56,27 @@ export async function startRtmpGateway(rtmpConfig: Record<string, unknown> = {},
  * time, until killed (or `seconds`).
  */
 export function ffmpegPublish(url: string, opts: { seconds?: number; codec?: 'h264' | 'h265'; audio?: 'aac' | 'none' } = {}): ChildProcess {
-  const video = opts.codec === 'h265'
-    ? ['-c:v', 'libx265', '-preset', 'ultrafast', '-x265-params', 'log-level=error:keyint=25']
-    : ['-c:v', 'libx264', '-preset', 'ultrafast', '-tune', 'zerolatency', '-g', '25', '-pix_fmt', 'yuv420p'];
+  const video =
+    opts.codec === 'h265'
+      ? ['-c:v', 'libx265', '-preset', 'ultrafast', '-x265-params', 'log-level=error:keyint=25']
+      : ['-c:v', 'libx264', '-preset', 'ultrafast', '-tune', 'zerolatency', '-g', '25', '-pix_fmt', 'yuv420p'];
   const audioIn = opts.audio === 'none' ? [] : ['-f', 'lavfi', '-i', 'sine=frequency=440:sample_rate=44100'];
   const audioOut = opts.audio === 'none' ? ['-an'] : ['-c:a', 'aac', '-b:a', '64k'];
   const args = [
-    '-v', 'error', '-re', '-f', 'lavfi', '-i', 'testsrc=size=320x240:rate=25', ...audioIn,
-    ...(opts.seconds ? ['-t', String(opts.seconds)] : []), ...video, ...audioOut, '-f', 'flv', url,
+    '-v',
+    'error',
+    '-re',
+    '-f',
+    'lavfi',
+    '-i',
+    'testsrc=size=320x240:rate=25',
+    ...audioIn,
+    ...(opts.seconds ? ['-t', String(opts.seconds)] : []),
+    ...video,
+    ...audioOut,
+    '-f',
+    'flv',
+    url,
   ];
   const child = spawn(requireTool('ffmpeg', 'ffmpeg'), args, { stdio: ['ignore', 'ignore', 'pipe'] });
   child.stderr!.on('data', () => undefined);
@@ -69,7 +85,9 @@ export function ffmpegPublish(url: string, opts: { seconds?: number; codec?: 'h2
 
 /** ffmpeg as a receiving RTMP server (`-listen 1`): what it receives is copied into `file`; `exited` once it ends */
 export function ffmpegListen(url: string, file: string): { exited: Promise<number | null>; kill(): void } {
-  const ffmpeg = spawn(requireTool('ffmpeg', 'ffmpeg'), ['-v', 'error', '-listen', '1', '-i', url, '-c', 'copy', '-f', 'flv', file], { stdio: ['ignore', 'ignore', 'ignore'] });
+  const ffmpeg = spawn(requireTool('ffmpeg', 'ffmpeg'), ['-v', 'error', '-listen', '1', '-i', url, '-c', 'copy', '-f', 'flv', file], {
+    stdio: ['ignore', 'ignore', 'ignore'],
+  });
   return { exited: new Promise((resolve) => ffmpeg.on('close', resolve)), kill: () => ffmpeg.kill('SIGKILL') };
 }
 
@@ -104,14 +122,21 @@ export class RawRtmp {
 
   private constructor(socket: net.Socket) {
     this.socket = socket;
-    socket.on('data', (b: Buffer) => { this.got = Buffer.concat([this.got, b]); });
-    socket.on('close', () => { this.closed = true; });
+    socket.on('data', (b: Buffer) => {
+      this.got = Buffer.concat([this.got, b]);
+    });
+    socket.on('close', () => {
+      this.closed = true;
+    });
     socket.on('error', () => undefined);
   }
 
   static async connect(port: number): Promise<RawRtmp> {
     const s = net.connect(port, HOST);
-    await new Promise<void>((resolve, reject) => { s.once('connect', resolve); s.once('error', reject); });
+    await new Promise<void>((resolve, reject) => {
+      s.once('connect', resolve);
+      s.once('error', reject);
+    });
     const c = new RawRtmp(s);
     const c1 = Buffer.alloc(1536);
     c1.writeUInt32BE(0, 0);

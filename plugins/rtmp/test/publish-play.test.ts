@@ -59,7 +59,10 @@ describe('rtmp: an encoder publishes, every output plays', function () {
       assert.equal(v?.codec_name, 'h264');
       assert.equal(v?.width, 320);
       assert.ok(Number(v?.nb_read_frames) >= 25, `video frames: ${v?.nb_read_frames}`);
-      assert.ok(p.streams.some((s) => s.codec_type === 'audio' && s.codec_name === 'aac'), JSON.stringify(p.streams));
+      assert.ok(
+        p.streams.some((s) => s.codec_type === 'audio' && s.codec_name === 'aac'),
+        JSON.stringify(p.streams),
+      );
       assert.equal(p.decodeErrors, '');
     });
   }
@@ -69,7 +72,12 @@ describe('rtmp: an encoder publishes, every output plays', function () {
     await g.gw.waitReady(o.reqId);
     const env = { ...process.env, SDL_VIDEODRIVER: 'dummy', SDL_AUDIODRIVER: 'dummy' };
     // ffplay is killed after 8 s (its -t ends playback, not always the process): what it showed by then is counted
-    const r = await run(requireTool('ffplay', 'ffmpeg'), ['-hide_banner', '-loglevel', 'info', '-an', '-autoexit', '-t', '3', '-vf', 'showinfo', o.playUrl], 8_000, env);
+    const r = await run(
+      requireTool('ffplay', 'ffmpeg'),
+      ['-hide_banner', '-loglevel', 'info', '-an', '-autoexit', '-t', '3', '-vf', 'showinfo', o.playUrl],
+      8_000,
+      env,
+    );
     const frames = (r.stderr.match(/\[Parsed_showinfo[^\]]*\] n:\s*\d+/g) ?? []).length;
     assert.ok(frames >= 40, `ffplay showed ${frames} frames; exit ${r.code}: ${r.stderr.slice(-800)}`);
   });
@@ -85,6 +93,9 @@ describe('rtmp: an encoder publishes, every output plays', function () {
     const bad = ffmpegPublish(`rtmp://${HOST}:${g.port}/push/enc02_1?key=wrong-key-123`, { seconds: 3 });
     const code = await new Promise<number | null>((resolve) => bad.on('close', resolve));
     assert.notEqual(code, 0);
-    assert.equal(g.rtmp.publisherStats().some((p) => p.stream === 'enc02_1_1'), false);
+    assert.equal(
+      g.rtmp.publisherStats().some((p) => p.stream === 'enc02_1_1'),
+      false,
+    );
   });
 });

@@ -29,7 +29,10 @@ async function freePort(): Promise<number> {
 async function listening(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const s = net.connect(port, HOST);
-    s.once('connect', () => { s.destroy(); resolve(true); });
+    s.once('connect', () => {
+      s.destroy();
+      resolve(true);
+    });
     s.once('error', () => resolve(false));
   });
 }
@@ -37,11 +40,20 @@ async function listening(port: number): Promise<boolean> {
 /** node-media-server 4.4.3 as its own process: RTMP, HTTP-FLV and (with a cert) RTMPS, no admin console */
 class Nms {
   child: ChildProcess | undefined;
-  constructor(readonly rtmp: number, readonly http: number, readonly dir: string, readonly tls?: { port: number; key: string; cert: string }) {}
+  constructor(
+    readonly rtmp: number,
+    readonly http: number,
+    readonly dir: string,
+    readonly tls?: { port: number; key: string; cert: string },
+  ) {}
 
   async start(): Promise<void> {
     const config = {
-      bind: HOST, rtmp: { port: this.rtmp }, http: { port: this.http }, webadmin: { enable: false }, store: { path: path.join(this.dir, 'store') },
+      bind: HOST,
+      rtmp: { port: this.rtmp },
+      http: { port: this.http },
+      webadmin: { enable: false },
+      store: { path: path.join(this.dir, 'store') },
       ...(this.tls ? { rtmps: this.tls } : {}),
     };
     const script = `const N = require(${JSON.stringify(require.resolve('node-media-server'))}); new N(${JSON.stringify(config)}).run();`;
@@ -89,12 +101,38 @@ describe('rtmp: push out (POST /strm/relay) to RTMP servers we did not write', f
     const openssl = requireTool('openssl', 'openssl');
     const key = path.join(dir, 'key.pem');
     const cert = path.join(dir, 'cert.pem');
-    const made = await run(openssl, ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=127.0.0.1',
-      '-addext', 'subjectAltName=IP:127.0.0.1'], 30_000);
+    const made = await run(
+      openssl,
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'rsa:2048',
+        '-nodes',
+        '-keyout',
+        key,
+        '-out',
+        cert,
+        '-days',
+        '1',
+        '-subj',
+        '/CN=127.0.0.1',
+        '-addext',
+        'subjectAltName=IP:127.0.0.1',
+      ],
+      30_000,
+    );
     assert.equal(made.code, 0, made.stderr);
     nms = new Nms(await freePort(), await freePort(), dir, { port: await freePort(), key, cert });
     await nms.start();
-    const probe = definePlugin({ name: 'notice-probe', setup(ctx) { ctx.notices.on((n) => { if ((n.payload.act as string) === 'relay') notices.push(n.payload); }); } });
+    const probe = definePlugin({
+      name: 'notice-probe',
+      setup(ctx) {
+        ctx.notices.on((n) => {
+          if ((n.payload.act as string) === 'relay') notices.push(n.payload);
+        });
+      },
+    });
     gw = await startTestGateway({
       gateway: { applications: [DEMO_APP, OTHER] },
       plugins: [
@@ -103,8 +141,13 @@ describe('rtmp: push out (POST /strm/relay) to RTMP servers we did not write', f
         {
           name: 'rtmp',
           config: {
-            publishKeys: [{ appId: 'demo', key: KEY }], relayAllowLoopback: true, relayRetryMinMs: 200, relayRetryMaxMs: 1000,
-            relayNoticeIntervalSec: 0, maxRelaysPerApp: 3, relayCaFiles: [cert],
+            publishKeys: [{ appId: 'demo', key: KEY }],
+            relayAllowLoopback: true,
+            relayRetryMinMs: 200,
+            relayRetryMaxMs: 1000,
+            relayNoticeIntervalSec: 0,
+            maxRelaysPerApp: 3,
+            relayCaFiles: [cert],
           },
         },
         { name: probe.name, def: probe as never },
@@ -136,7 +179,10 @@ describe('rtmp: push out (POST /strm/relay) to RTMP servers we did not write', f
     assert.equal(v?.codec_name, 'h264');
     assert.equal(v?.width, 320);
     assert.ok(Number(v?.nb_read_frames) >= 50, `video frames: ${v?.nb_read_frames}`);
-    assert.ok(p.streams.some((s) => s.codec_type === 'audio' && s.codec_name === 'aac'), JSON.stringify(p.streams));
+    assert.ok(
+      p.streams.some((s) => s.codec_type === 'audio' && s.codec_name === 'aac'),
+      JSON.stringify(p.streams),
+    );
     assert.equal(p.decodeErrors, '');
     assert.ok((await relaysOf(reqId))[0].bytesOut > 100_000);
     await waitFor('a publishing notice', () => notices.find((n) => n.relayId === started.relayId && n.relayState === 'publishing'), 15_000);
@@ -171,7 +217,10 @@ describe('rtmp: push out (POST /strm/relay) to RTMP servers we did not write', f
     assert.equal(p.streams.find((s) => s.codec_type === 'video')?.codec_name, 'h264');
     assert.equal(p.decodeErrors, '');
     const s = await stopRelay({ reqId, relayId: r.json.data[0].relayId });
-    assert.deepEqual(s.json.data.map((x: { stopped: boolean }) => x.stopped), [true]);
+    assert.deepEqual(
+      s.json.data.map((x: { stopped: boolean }) => x.stopped),
+      [true],
+    );
     assert.equal((await relaysOf(reqId)).length, 1);
   });
 
@@ -179,10 +228,15 @@ describe('rtmp: push out (POST /strm/relay) to RTMP servers we did not write', f
     const o = await gw.openStream({ simNo: 'enc01', chanId: 1, scheme: 'rtmp', keepIntv: 600 });
     const port = await freePort();
     const file = path.join(dir, 'listened.flv');
-    const ffmpeg = spawn(requireTool('ffmpeg', 'ffmpeg'), ['-v', 'error', '-listen', '1', '-i', `rtmp://${HOST}:${port}/app/listenkey`, '-c', 'copy', '-f', 'flv', file],
-      { stdio: ['ignore', 'ignore', 'pipe'] });
+    const ffmpeg = spawn(
+      requireTool('ffmpeg', 'ffmpeg'),
+      ['-v', 'error', '-listen', '1', '-i', `rtmp://${HOST}:${port}/app/listenkey`, '-c', 'copy', '-f', 'flv', file],
+      { stdio: ['ignore', 'ignore', 'pipe'] },
+    );
     let stderr = '';
-    ffmpeg.stderr!.on('data', (d: Buffer) => { stderr += d.toString(); });
+    ffmpeg.stderr!.on('data', (d: Buffer) => {
+      stderr += d.toString();
+    });
     const exited = new Promise<number | null>((resolve) => ffmpeg.on('close', resolve));
     try {
       // (no probe of the port: ffmpeg -listen takes one connection; the relay retries until ffmpeg listens)
@@ -202,7 +256,10 @@ describe('rtmp: push out (POST /strm/relay) to RTMP servers we did not write', f
     const p = await run(requireTool('ffprobe', 'ffmpeg'), ['-v', 'error', '-count_frames', '-show_streams', '-of', 'json', file], 30_000);
     const streams = JSON.parse(p.stdout).streams as Array<{ codec_type: string; codec_name: string; nb_read_frames?: string }>;
     assert.ok(Number(streams.find((s) => s.codec_type === 'video' && s.codec_name === 'h264')?.nb_read_frames) >= 25, p.stdout);
-    assert.ok(streams.some((s) => s.codec_type === 'audio' && s.codec_name === 'aac'), p.stdout);
+    assert.ok(
+      streams.some((s) => s.codec_type === 'audio' && s.codec_name === 'aac'),
+      p.stdout,
+    );
   });
 
   it('caps relays per application (-3), and POST /strm/relay/stop stops one by url or all of a request', async () => {
@@ -224,8 +281,17 @@ describe('rtmp: push out (POST /strm/relay) to RTMP servers we did not write', f
     assert.deepEqual(await relaysOf(reqId), []);
   });
 
-  it('-7: a bad url names url; an unknown reqId and another application\'s answer alike; internal hosts are refused', async () => {
-    for (const url of [undefined, 42, 'http://x/live/k', 'rtmp://h/onlyapp', 'rtmp:///live/k', 'rtmp://u:p@h/live/k', `rtmp://h/live/${'k'.repeat(2100)}`, 'rtmp://10.1.2.3/live/k']) {
+  it("-7: a bad url names url; an unknown reqId and another application's answer alike; internal hosts are refused", async () => {
+    for (const url of [
+      undefined,
+      42,
+      'http://x/live/k',
+      'rtmp://h/onlyapp',
+      'rtmp:///live/k',
+      'rtmp://u:p@h/live/k',
+      `rtmp://h/live/${'k'.repeat(2100)}`,
+      'rtmp://10.1.2.3/live/k',
+    ]) {
       const r = await relay({ reqId, url });
       assert.equal(r.json.errCode, -7, `${url}: ${JSON.stringify(r.json)}`);
       assert.match(r.json.message, /^Invalid parameter `url`\./);
@@ -246,8 +312,17 @@ describe('rtmp: push out (POST /strm/relay) to RTMP servers we did not write', f
   it('never logs the stream key; one line per state change', () => {
     const text = gw.logText();
     assert.doesNotMatch(text, /relaykey1|s3cr3tQuery|tlskey1|listenkey/);
-    assert.ok(gw.logs.some((l) => l.msg === 'relay publishing'), 'a publishing line');
-    assert.ok(gw.logs.some((l) => l.msg === 'relay retrying' && typeof l.error === 'string'), 'a retrying line');
-    assert.ok(gw.logs.some((l) => l.msg === 'relay stopped'), 'a stopped line');
+    assert.ok(
+      gw.logs.some((l) => l.msg === 'relay publishing'),
+      'a publishing line',
+    );
+    assert.ok(
+      gw.logs.some((l) => l.msg === 'relay retrying' && typeof l.error === 'string'),
+      'a retrying line',
+    );
+    assert.ok(
+      gw.logs.some((l) => l.msg === 'relay stopped'),
+      'a stopped line',
+    );
   });
 });

@@ -6,7 +6,11 @@ import type { TestClip } from '../../../plugin-sdk/testkit';
 import { FlvUnits } from '../src/flv-units';
 import { NAL_SCANS } from '../../../plugin-sdk/formats';
 
-export function roundTrip(clip: { tracks: ReadonlyArray<TrackInfo>; units: ReadonlyArray<AccessUnit> }): { tracks: TrackInfo[]; units: AccessUnit[]; unsupported: string[] } {
+export function roundTrip(clip: { tracks: ReadonlyArray<TrackInfo>; units: ReadonlyArray<AccessUnit> }): {
+  tracks: TrackInfo[];
+  units: AccessUnit[];
+  unsupported: string[];
+} {
   const mux = new FlvMuxer({ audioCodecs: ['aac', 'g711a', 'g711u'] });
   for (const t of clip.tracks) mux.setTrack(t);
   const out = { tracks: [] as TrackInfo[], units: [] as AccessUnit[], unsupported: [] as string[] };
@@ -14,7 +18,7 @@ export function roundTrip(clip: { tracks: ReadonlyArray<TrackInfo>; units: Reado
   const tags = clip.units.flatMap((u) => mux.push(u));
   const before = NAL_SCANS.count;
   for (const tag of tags) reader.message(tag.type, tag.timestamp, tag.body);
-  assert.equal(NAL_SCANS.count, before, 'each frame\'s NAL index is written as its payload is laid out: no search');
+  assert.equal(NAL_SCANS.count, before, "each frame's NAL index is written as its payload is laid out: no search");
   return out;
 }
 

@@ -32,6 +32,8 @@ describe('rtmp: publisher messages to bus units', () => {
     const clip = fixtureClip({ seconds: 2 });
     mux.setTrack(clip.video);
     const tags = mux.push(clip.units[0]);
-    assert.throws(() => { for (const t of tags) reader.message(t.type, t.timestamp, t.body); }, /a video frame of \d+ bytes/);
+    assert.throws(() => {
+      for (const t of tags) reader.message(t.type, t.timestamp, t.body);
+    }, /a video frame of \d+ bytes/);
   });
 });

@@ -48,7 +48,11 @@ export class Connection {
   /** DESCRIBE's decisions, by stream and reqId, for the SETUPs that follow */
   readonly plans = new Map<string, Plan>();
 
-  constructor(readonly socket: Socket, maxHeaderBytes: number, private readonly host: ConnectionHost) {
+  constructor(
+    readonly socket: Socket,
+    maxHeaderBytes: number,
+    private readonly host: ConnectionHost,
+  ) {
     this.parser = new RtspReader({ mode: 'strict', requestsOnly: true, maxHeaderBytes, maxBodyBytes: 4096, maxHeaders: 64 });
     this.ip = (socket.remoteAddress ?? '').replace(/^::ffff:/, '');
     this.remote = `${this.ip}:${socket.remotePort}`;

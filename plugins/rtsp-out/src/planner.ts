@@ -6,8 +6,19 @@
  */
 import type { Logger } from 'pino';
 import {
-  aacVia, chainVia, mediaTypOf, type AudioTrackInfo, type ChannelStream, type Clock, type MediaBus, type MediaSelect, type MediaStream,
-  type StrmRequest, type TrackInfo, type VideoTrackInfo, type Via,
+  aacVia,
+  chainVia,
+  mediaTypOf,
+  type AudioTrackInfo,
+  type ChannelStream,
+  type Clock,
+  type MediaBus,
+  type MediaSelect,
+  type MediaStream,
+  type StrmRequest,
+  type TrackInfo,
+  type VideoTrackInfo,
+  type Via,
 } from '../../../plugin-sdk';
 import type { AudioCodec } from '../../../plugin-sdk';
 import type { PlayTarget } from './play-url';
@@ -93,7 +104,8 @@ export class Planner {
     return new Promise((resolve) => {
       const offs: Array<() => void> = [];
       const w: Wait = {
-        reqId, owner,
+        reqId,
+        owner,
         done: (r) => {
           for (const off of offs) off();
           this.waits.delete(w);
@@ -104,7 +116,11 @@ export class Planner {
       const check = (): void => {
         if (cond()) w.done('ok');
       };
-      offs.push(ms.on('tracks', check), ms.on('ready', check), ms.on('closed', () => w.done('closed')));
+      offs.push(
+        ms.on('tracks', check),
+        ms.on('ready', check),
+        ms.on('closed', () => w.done('closed')),
+      );
       offs.push(this.o.clock.setTimeout(() => w.done(cond() ? 'ok' : 'timeout'), timeoutMs));
     });
   }
@@ -117,15 +133,18 @@ export class Planner {
     let found: ReadonlyArray<TrackInfo> | undefined;
     let sub;
     try {
-      sub = ms.subscribe({
-        // what comes meanwhile is let go (tracks are delivered in order with units, so this reader must take them)
-        write: () => undefined,
-        tracks: (list: ReadonlyArray<TrackInfo>) => {
-          found = list;
+      sub = ms.subscribe(
+        {
+          // what comes meanwhile is let go (tracks are delivered in order with units, so this reader must take them)
+          write: () => undefined,
+          tracks: (list: ReadonlyArray<TrackInfo>) => {
+            found = list;
+          },
         },
-      }, { media, via });
+        { media, via },
+      );
     } catch (err) {
-      this.o.log.warn({ stream: ms.name, via, err: (err as Error).message }, 'a stage\'s form of the stream is unavailable: RTSP goes without it');
+      this.o.log.warn({ stream: ms.name, via, err: (err as Error).message }, "a stage's form of the stream is unavailable: RTSP goes without it");
       return undefined;
     }
     try {

@@ -85,9 +85,10 @@ class RtpEncoder implements FormatEncoder<RtpUnit> {
       if (unit.codec !== this.videoCodec) return undefined;
       // RFC 6184 5.1 / RFC 7798 4.1: the timestamp is the sampling (presentation) time, 90 kHz
       const ts = (this.video.tsOffset + rescale(unit.ptsTicks, unit.timescale, VIDEO_CLOCK)) >>> 0;
-      out = unit.codec === 'h264'
-        ? this.p.h264(unit, this.paramSets, VIDEO, VIDEO_PT, ts, this.video)
-        : this.p.h265(unit, this.paramSets, VIDEO, VIDEO_PT, ts, this.video);
+      out =
+        unit.codec === 'h264'
+          ? this.p.h264(unit, this.paramSets, VIDEO, VIDEO_PT, ts, this.video)
+          : this.p.h265(unit, this.paramSets, VIDEO, VIDEO_PT, ts, this.video);
       if (out) this.h.packets.video.inc(out.count);
       return out;
     }

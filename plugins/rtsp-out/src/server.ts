@@ -8,7 +8,17 @@ import { isIPv6, type Socket } from 'node:net';
 import type { RemoteInfo } from 'node:dgram';
 import type { Logger } from 'pino';
 import {
-  LogLimiter, playVia, type Cancel, type ChannelStream, type Clock, type MediaBus, type RequestLog, type Sessions, type StrmRequest, type UnitFormat, type UdpPort,
+  LogLimiter,
+  playVia,
+  type Cancel,
+  type ChannelStream,
+  type Clock,
+  type MediaBus,
+  type RequestLog,
+  type Sessions,
+  type StrmRequest,
+  type UnitFormat,
+  type UdpPort,
 } from '../../../plugin-sdk';
 import type { RtspOutConfig } from './config';
 import { AUDIO, VIDEO, type RtpUnit, type TrackIndex } from './packetizer';
@@ -123,7 +133,8 @@ export class RtspServer implements SessionOwner {
 
   readerEnded(s: RtspSession, reason: string): void {
     const stuck = reason.startsWith('reader stuck');
-    if (stuck) this.o.log.info({ session: s.id, stream: s.plan.stream, reqId: s.reqId, remote: s.remote, reason }, 'dropping an RTSP reader that stopped reading');
+    if (stuck)
+      this.o.log.info({ session: s.id, stream: s.plan.stream, reqId: s.reqId, remote: s.remote, reason }, 'dropping an RTSP reader that stopped reading');
     // a stuck TCP reader is not reading its socket either: nothing more can go to it
     this.endSession(s, reason, !stuck, stuck ? 'destroy' : 'end');
   }
@@ -309,7 +320,8 @@ export class RtspServer implements SessionOwner {
       // another track or session on this connection already uses these channels
       for (const other of c.sessions) {
         for (const [k, v] of other.setup) {
-          if (v.lower === 'tcp' && !(other === s && k === track) && (v.rtp === rtp || v.rtcp === rtp || v.rtp === rtcp || v.rtcp === rtcp)) return { status: 461, headers: sessionHeader(s) };
+          if (v.lower === 'tcp' && !(other === s && k === track) && (v.rtp === rtp || v.rtcp === rtp || v.rtp === rtcp || v.rtcp === rtcp))
+            return { status: 461, headers: sessionHeader(s) };
         }
       }
       tt = { lower: 'tcp', rtp, rtcp };
@@ -337,9 +349,10 @@ export class RtspServer implements SessionOwner {
       this.udpPeers.set(`${tt.host}:${tt.rtp}`, s);
       this.udpPeers.set(`${tt.host}:${tt.rtcp}`, s);
     }
-    const transport = tt.lower === 'tcp'
-      ? `RTP/AVP/TCP;unicast;interleaved=${tt.rtp}-${tt.rtcp}`
-      : `RTP/AVP;unicast;client_port=${tt.rtp}-${tt.rtcp};server_port=${this.o.rtpSocket.address().port}-${this.o.rtcpSocket.address().port}`;
+    const transport =
+      tt.lower === 'tcp'
+        ? `RTP/AVP/TCP;unicast;interleaved=${tt.rtp}-${tt.rtcp}`
+        : `RTP/AVP;unicast;client_port=${tt.rtp}-${tt.rtcp};server_port=${this.o.rtpSocket.address().port}-${this.o.rtcpSocket.address().port}`;
     return { status: 200, headers: [['Transport', transport], ...sessionHeader(s, this.o.config.sessionTimeoutSec)] };
   }
 
@@ -414,7 +427,11 @@ export class RtspServer implements SessionOwner {
     s.stop(sendBye);
     let owner: Connection | undefined;
     for (const c of this.connections) if (c.sessions.delete(s)) owner = c;
-    if (wasPlaying) this.o.requestLog({ stream: s.plan.stream, reqId: s.reqId, remote: s.remote, session: s.id, bytesOut: s.bytesOut, skips: s.skips, reason }, 'player stopped');
+    if (wasPlaying)
+      this.o.requestLog(
+        { stream: s.plan.stream, reqId: s.reqId, remote: s.remote, session: s.id, bytesOut: s.bytesOut, skips: s.skips, reason },
+        'player stopped',
+      );
     if (!owner || owner.socket.destroyed || s.lower !== 'tcp') return;
     if (conn === 'destroy') owner.socket.destroy();
     // the media connection of an ended presentation closes, unless it carries another session

@@ -26,9 +26,7 @@ export interface Plan {
   presentation: Presentation;
 }
 
-export type TrackTransport =
-  | { lower: 'tcp'; rtp: number; rtcp: number }
-  | { lower: 'udp'; host: string; rtp: number; rtcp: number };
+export type TrackTransport = { lower: 'tcp'; rtp: number; rtcp: number } | { lower: 'udp'; host: string; rtp: number; rtcp: number };
 
 /** a socket holding this much unsent lets the bus queue for the session (and apply its slow-reader policy) */
 export const TCP_WRITABLE_BELOW = 64 * 1024;
@@ -124,8 +122,7 @@ export class RtspSession implements MediaReader<RtpUnit> {
     for (const t of list) {
       const was = t.kind === 'video' ? p.video : p.audio;
       if (!was || !this.setup.has(t.kind === 'video' ? VIDEO : AUDIO)) continue;
-      const changed = t.codec !== was.codec
-        || (t.kind === 'audio' && was.kind === 'audio' && (t.sampleRate !== was.sampleRate || t.channels !== was.channels));
+      const changed = t.codec !== was.codec || (t.kind === 'audio' && was.kind === 'audio' && (t.sampleRate !== was.sampleRate || t.channels !== was.channels));
       if (changed) {
         this.owner.readerEnded(this, `tracks changed: ${was.codec} -> ${t.codec}`);
         return;

@@ -32,7 +32,15 @@ export function udpPeerRelay(o: {
   dropped: () => void;
 }): BatchedBroadcast {
   return new BatchedBroadcast({
-    workers: o.workers, topic: 'udp-peers-heard', clock: o.clock, batchMs: PEER_BATCH_MS, maxBatch: PEER_BATCH_MAX,
-    maxItemLength: PEER_MAX_LENGTH, distinct: true, received: o.heard, sent: o.relayed, dropped: o.dropped,
+    workers: o.workers,
+    topic: 'udp-peers-heard',
+    clock: o.clock,
+    batchMs: PEER_BATCH_MS,
+    maxBatch: PEER_BATCH_MAX,
+    maxItemLength: PEER_MAX_LENGTH,
+    distinct: true,
+    received: o.heard,
+    sent: o.relayed,
+    dropped: o.dropped,
   });
 }

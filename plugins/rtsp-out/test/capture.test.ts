@@ -37,7 +37,13 @@ describe('rtsp-out: JT/T 1078 captures replayed by a terminal, played over RTSP'
       const recording = recordRtsp(open.playUrl, cap.transport, 4);
       await new Promise((r) => setTimeout(r, 300));
       const abort = new AbortController();
-      const terminal = runSimulator({ file: fixturePath(cap.file), port: gw.ports['jt1078-ingest.livePort2013'], speed: 1, loop: true, signal: abort.signal }).catch(() => undefined);
+      const terminal = runSimulator({
+        file: fixturePath(cap.file),
+        port: gw.ports['jt1078-ingest.livePort2013'],
+        speed: 1,
+        loop: true,
+        signal: abort.signal,
+      }).catch(() => undefined);
       const rec = await recording;
       abort.abort();
       await terminal;

@@ -53,10 +53,18 @@ describe('rtsp-out: ffmpeg plays the play URL', function () {
 
   it('a wrong token gets RTSP 401, and ffmpeg says so', async () => {
     const open = await g.open('13900000200');
-    const r = await run(requireTool('ffprobe', 'ffmpeg'), ['-v', 'error', '-rtsp_transport', 'tcp', '-i', open.url.replace(/token=[^&]*/, 'token=wrong')], 20_000);
+    const r = await run(
+      requireTool('ffprobe', 'ffmpeg'),
+      ['-v', 'error', '-rtsp_transport', 'tcp', '-i', open.url.replace(/token=[^&]*/, 'token=wrong')],
+      20_000,
+    );
     assert.notEqual(r.code, 0);
     assert.match(r.stderr, /401 Unauthorized/);
-    const closed = await run(requireTool('ffprobe', 'ffmpeg'), ['-v', 'error', '-rtsp_transport', 'tcp', '-i', open.url.replace(/reqId=[^&]*/, 'reqId=notARequest1')], 20_000);
+    const closed = await run(
+      requireTool('ffprobe', 'ffmpeg'),
+      ['-v', 'error', '-rtsp_transport', 'tcp', '-i', open.url.replace(/reqId=[^&]*/, 'reqId=notARequest1')],
+      20_000,
+    );
     assert.match(closed.stderr, /401 Unauthorized/, 'an unknown reqId too');
     await g.gw.api('POST', '/strm/close', { reqIds: [open.reqId] });
   });
@@ -69,7 +77,10 @@ describe('rtsp-out: ffmpeg plays the play URL', function () {
     pub.stop();
     assert.equal(rec.code, 0, rec.stderr);
     const p = await probeFile(rec.file);
-    assert.deepEqual(p.streams.map((s) => s.codec_name), ['h264']);
+    assert.deepEqual(
+      p.streams.map((s) => s.codec_name),
+      ['h264'],
+    );
     await g.gw.api('POST', '/strm/close', { reqIds: [open.reqId] });
   });
 });
@@ -83,7 +94,10 @@ describe('rtsp-out: AAC from the audio stage', function () {
   });
   after(() => g.stop());
 
-  for (const [transport, rate] of [['tcp', 8000], ['udp', 22050]] as const) {
+  for (const [transport, rate] of [
+    ['tcp', 8000],
+    ['udp', 22050],
+  ] as const) {
     it(`G.711A becomes AAC (mpeg4-generic) over ${transport.toUpperCase()}: ffprobe decodes H.264 and AAC at ${rate} Hz`, async () => {
       // 8 kHz: the stage's default; 22.05 kHz: the request's audioCfg
       const open = await g.open(rate === 8000 ? '13900000401' : '13900000402', rate === 8000 ? {} : { extra: { audioCfg: { sampleRate: rate, channels: 1 } } });

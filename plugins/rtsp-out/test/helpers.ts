@@ -21,11 +21,18 @@ export interface RtspGateway {
   gw: TestGateway;
   port: number;
   /** opens a request with fmt 4: its play URL, reqId and bus stream */
-  open(sim: string, o?: { chan?: number; dataTyp?: number; token?: string; extra?: Record<string, unknown> }): Promise<{ url: string; reqId: string; stream: string }>;
+  open(
+    sim: string,
+    o?: { chan?: number; dataTyp?: number; token?: string; extra?: Record<string, unknown> },
+  ): Promise<{ url: string; reqId: string; stream: string }>;
   stop(): Promise<void>;
 }
 
-export async function startRtspGateway(config: Record<string, unknown> = {}, extra: Array<{ name: string; config?: Record<string, unknown> }> = [], captureLogs = false): Promise<RtspGateway> {
+export async function startRtspGateway(
+  config: Record<string, unknown> = {},
+  extra: Array<{ name: string; config?: Record<string, unknown> }> = [],
+  captureLogs = false,
+): Promise<RtspGateway> {
   const stub = stubMediaPlugin();
   const gw = await startTestGateway({
     plugins: [{ name: stub.name, def: stub.def }, ...extra, { name: 'rtsp-out', def: rtspOut, config }],
@@ -54,23 +61,54 @@ let hevc: TestClip | undefined;
 export function h265Clip(): TestClip {
   if (hevc) return hevc;
   const ffmpeg = requireTool('ffmpeg', 'ffmpeg');
-  const r = spawnSync(ffmpeg, ['-v', 'error', '-f', 'lavfi', '-i', 'testsrc=size=320x240:rate=25', '-t', '2', '-c:v', 'libx265',
-    '-x265-params', 'keyint=25:min-keyint=25:bframes=0:log-level=error', '-f', 'hevc', '-'], { maxBuffer: 64 << 20, timeout: 60_000 });
+  const r = spawnSync(
+    ffmpeg,
+    [
+      '-v',
+      'error',
+      '-f',
+      'lavfi',
+      '-i',
+      'testsrc=size=320x240:rate=25',
+      '-t',
+      '2',
+      '-c:v',
+      'libx265',
+      '-x265-params',
+      'keyint=25:min-keyint=25:bframes=0:log-level=error',
+      '-f',
+      'hevc',
+      '-',
+    ],
+    { maxBuffer: 64 << 20, timeout: 60_000 },
+  );
   assert.equal(r.status, 0, `ffmpeg could not make the H.265 clip: ${r.stderr}`);
   const aus = hevcAccessUnits(r.stdout);
   const first = extractH265ParameterSets(aus[0].payload);
   assert.ok(first.vps && first.sps && first.pps, 'parameter sets on the first access unit');
   const sps = parseH265Sps(first.sps);
   const video: VideoTrackInfo = {
-    kind: 'video', codec: 'h265', width: sps.width, height: sps.height,
-    vps: Buffer.from(first.vps), sps: Buffer.from(first.sps), pps: Buffer.from(first.pps), frameRate: 25,
+    kind: 'video',
+    codec: 'h265',
+    width: sps.width,
+    height: sps.height,
+    vps: Buffer.from(first.vps),
+    sps: Buffer.from(first.sps),
+    pps: Buffer.from(first.pps),
+    frameRate: 25,
   };
   const units: AccessUnit[] = aus.map((a, i) => Object.freeze(videoUnit({ codec: 'h265', dts: i * 40, keyframe: a.irap, payload: a.payload })));
   const g711 = h264Clip();
   units.push(...g711.units.filter((u) => u.kind === 'audio'));
   units.sort((a, b) => a.dts - b.dts || (a.kind === b.kind ? 0 : a.kind === 'video' ? -1 : 1));
   hevc = Object.freeze({
-    video, audio: g711.audio, tracks: [video, g711.audio!], units, fps: 25, frameCount: aus.length, durationMs: aus.length * 40,
+    video,
+    audio: g711.audio,
+    tracks: [video, g711.audio!],
+    units,
+    fps: 25,
+    frameCount: aus.length,
+    durationMs: aus.length * 40,
   });
   return hevc;
 }
@@ -131,8 +169,12 @@ export function run(cmd: string, args: string[], timeoutMs: number, env?: NodeJS
     const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], env: env ?? process.env });
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (d: Buffer) => { stdout += d.toString(); });
-    child.stderr.on('data', (d: Buffer) => { stderr += d.toString(); });
+    child.stdout.on('data', (d: Buffer) => {
+      stdout += d.toString();
+    });
+    child.stderr.on('data', (d: Buffer) => {
+      stderr += d.toString();
+    });
     const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
     child.on('close', (code) => {
       clearTimeout(timer);
@@ -170,10 +212,12 @@ export class RawRtsp {
 
   private constructor(readonly socket: net.Socket) {
     socket.on('data', (d: Buffer) => this.onData(d));
-    this.ended = new Promise((resolve) => socket.on('close', () => {
-      this.closed = true;
-      resolve();
-    }));
+    this.ended = new Promise((resolve) =>
+      socket.on('close', () => {
+        this.closed = true;
+        resolve();
+      }),
+    );
     socket.on('error', () => undefined);
   }
 

@@ -92,7 +92,10 @@ describe('rtsp-out: payload memory reused under RTSP/TCP readers', function () {
     await sleep(300);
     const reused = bus.chunks.counts.reused - reusedBefore;
     assert.ok(reused > 10, `chunks reused while the readers read: ${reused}`);
-    for (const [name, c] of [['fast', fast], ['stalled', stalled]] as const) {
+    for (const [name, c] of [
+      ['fast', fast],
+      ['stalled', stalled],
+    ] as const) {
       const got = [...depacketizeH264(c.frames.get(0) ?? []).values()];
       assert.ok(got.length > 300, `${name}: ${got.length} frames`);
       for (const nals of got) {

@@ -63,8 +63,14 @@ describe('rtsp-out: the RTSP request sequence over a raw socket', function () {
 
     const play = await c.request('PLAY', base + '?' + query, { Session: session, Range: 'npt=0.000-' });
     assert.equal(play.status, 200);
-    const info = play.headers.get('rtp-info')!.split(',').map((e) => Object.fromEntries(e.split(';').map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)])));
-    assert.deepEqual(info.map((e) => e.url), controls);
+    const info = play.headers
+      .get('rtp-info')!
+      .split(',')
+      .map((e) => Object.fromEntries(e.split(';').map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)])));
+    assert.deepEqual(
+      info.map((e) => e.url),
+      controls,
+    );
 
     // the reader starts at the GOP cache: the clip's last keyframe (1000 ms) and what follows, its last GOP's frames
     // (30 at 30 fps) and 25 audio units
@@ -76,13 +82,19 @@ describe('rtsp-out: the RTSP request sequence over a raw socket', function () {
       return f.filter((p) => rtpHeader(p).marker).length >= gop && f;
     });
     const audio = await waitFor('25 audio packets', () => (c.frames.get(6)?.length ?? 0) >= 25 && c.frames.get(6)!);
-    assert.equal(rtpHeader(video[0]).seq, Number(info[0].seq), 'RTP-Info seq is the first video packet\'s');
-    assert.equal(rtpHeader(video[0]).ts, Number(info[0].rtptime), 'RTP-Info rtptime is the first video packet\'s');
+    assert.equal(rtpHeader(video[0]).seq, Number(info[0].seq), "RTP-Info seq is the first video packet's");
+    assert.equal(rtpHeader(video[0]).ts, Number(info[0].rtptime), "RTP-Info rtptime is the first video packet's");
     assert.equal(rtpHeader(audio[0]).seq, Number(info[1].seq));
     assert.equal(rtpHeader(audio[0]).ts, Number(info[1].rtptime));
     for (let i = 1; i < video.length; i++) assert.equal(rtpHeader(video[i]).seq, (rtpHeader(video[0]).seq + i) & 0xffff, 'consecutive sequence numbers');
-    assert.ok(video.every((p) => p.length <= 600), 'no packet over the MTU');
-    assert.ok(video.some((p) => (p[12] & 0x1f) === 28), 'large NAL units went as FU-A');
+    assert.ok(
+      video.every((p) => p.length <= 600),
+      'no packet over the MTU',
+    );
+    assert.ok(
+      video.some((p) => (p[12] & 0x1f) === 28),
+      'large NAL units went as FU-A',
+    );
     assert.equal(video[0][12] & 0x1f, 24, 'SPS and PPS in front of the keyframe as one STAP-A');
     assert.equal(rtpHeader(audio[0]).pt, 8);
     assert.equal(rtpHeader(audio[1]).ts - rtpHeader(audio[0]).ts, 320, 'audio timed in samples');
@@ -95,16 +107,23 @@ describe('rtsp-out: the RTSP request sequence over a raw socket', function () {
     stamps.forEach((ts, i) => {
       assert.equal((ts - stamps[0]) >>> 0, Math.round((i * 90_000) / clip.fps));
       const want = splitAnnexB(sent[i].payload).filter((n) => (n[0] & 0x1f) !== 9);
-      assert.deepEqual(frames.get(ts)!.map((n) => n.toString('hex')), want.map((n) => n.toString('hex')), `frame ${i}`);
+      assert.deepEqual(
+        frames.get(ts)!.map((n) => n.toString('hex')),
+        want.map((n) => n.toString('hex')),
+        `frame ${i}`,
+      );
     });
     assert.equal(audio[0].subarray(12).toString('hex'), clip.units.filter((u) => u.kind === 'audio')[25].payload.toString('hex'), 'G.711 as received');
 
     // a sender report on each track's RTCP channel maps the first packet's RTP time to the wall clock: 2020 + 1000 ms
-    for (const [ch, first] of [[1, video[0]], [7, audio[0]]] as const) {
+    for (const [ch, first] of [
+      [1, video[0]],
+      [7, audio[0]],
+    ] as const) {
       const sr = (c.frames.get(ch) ?? [])[0];
       assert.ok(sr, `an RTCP packet on channel ${ch}`);
       assert.deepEqual(rtcpPacketTypes(sr), [200, 202], 'SR then SDES');
-      assert.equal(sr.readUInt32BE(4), rtpHeader(first).ssrc, 'the SR names the track\'s SSRC');
+      assert.equal(sr.readUInt32BE(4), rtpHeader(first).ssrc, "the SR names the track's SSRC");
       assert.equal(sr.readUInt32BE(16), rtpHeader(first).ts, 'RTP time of the first packet');
       const ms = epochMsOfNtp(sr.readUInt32BE(8), sr.readUInt32BE(12));
       assert.ok(Math.abs(ms - (wall + 1000)) < 1, `NTP ${new Date(ms).toISOString()} is the stream's wall clock at 1000 ms`);
@@ -151,7 +170,11 @@ describe('rtsp-out: the RTSP request sequence over a raw socket', function () {
     assert.equal(s.headers.get('transport'), 'RTP/AVP/TCP;unicast;interleaved=0-1', 'default channels');
     const session = s.headers.get('session')!.split(';')[0];
     assert.equal((await c.request('PLAY', open.url, { Session: session })).status, 200);
-    assert.equal((await c.request('SETUP', `${base}/trackID=1?${query}`, { Transport: 'RTP/AVP/TCP;unicast;interleaved=2-3', Session: session })).status, 455, 'no SETUP while playing');
+    assert.equal(
+      (await c.request('SETUP', `${base}/trackID=1?${query}`, { Transport: 'RTP/AVP/TCP;unicast;interleaved=2-3', Session: session })).status,
+      455,
+      'no SETUP while playing',
+    );
     assert.equal((await c.request('ANNOUNCE', open.url)).status, 405);
     assert.equal((await c.request('RECORD', open.url)).status, 405);
     assert.equal((await c.request('BREW', open.url)).status, 501);
@@ -159,7 +182,10 @@ describe('rtsp-out: the RTSP request sequence over a raw socket', function () {
     await g.gw.api('POST', '/strm/close', { reqIds: [open.reqId] });
     await c.ended;
     const rtcp = c.frames.get(1) ?? [];
-    assert.ok(rtcp.some((p) => rtcpPacketTypes(p).includes(203)), 'an RTCP BYE before the end');
+    assert.ok(
+      rtcp.some((p) => rtcpPacketTypes(p).includes(203)),
+      'an RTCP BYE before the end',
+    );
     pub.stop();
   });
 
@@ -205,7 +231,10 @@ describe('rtsp-out: the RTSP request sequence over a raw socket', function () {
     const h265 = g.gw.bus.get(open.stream)!.attachPublisher();
     h265.setTrack({ kind: 'video', codec: 'h265', width: 320, height: 240 });
     await c.ended;
-    assert.ok((c.frames.get(1) ?? []).some((p) => rtcpPacketTypes(p).includes(203)), 'BYE on the video track');
+    assert.ok(
+      (c.frames.get(1) ?? []).some((p) => rtcpPacketTypes(p).includes(203)),
+      'BYE on the video track',
+    );
     await g.gw.api('POST', '/strm/close', { reqIds: [open.reqId] });
   });
 
@@ -224,13 +253,16 @@ describe('rtsp-out: the RTSP request sequence over a raw socket', function () {
     const session = s.headers.get('session')!.split(';')[0];
     assert.equal((await c.request('PLAY', open.url, { Session: session })).status, 200);
     const audio = await waitFor('audio on channel 0', () => (c.frames.get(0)?.length ?? 0) >= 5 && c.frames.get(0)!);
-    assert.ok(audio.every((p) => rtpHeader(p).pt === 8 && p.length === 12 + 320), 'PCMA, 320 samples a packet');
+    assert.ok(
+      audio.every((p) => rtpHeader(p).pt === 8 && p.length === 12 + 320),
+      'PCMA, 320 samples a packet',
+    );
     c.close();
     pub.stop();
     await g.gw.api('POST', '/strm/close', { reqIds: [open.reqId] });
   });
 
-  it('an early player: DESCRIBE waits for the stream\'s first keyframe, then plays from it', async () => {
+  it("an early player: DESCRIBE waits for the stream's first keyframe, then plays from it", async () => {
     const open = await g.open('13900001003');
     const c = await RawRtsp.connect(g.port);
     const describing = c.request('DESCRIBE', open.url);

@@ -15,9 +15,14 @@ function exchange(port: number, data: Buffer | string, ms = 2000): Promise<{ tex
     const s = net.connect(port, '127.0.0.1', () => s.write(data));
     let text = '';
     let closed = false;
-    s.on('data', (d: Buffer) => { text += d.toString('latin1'); });
+    s.on('data', (d: Buffer) => {
+      text += d.toString('latin1');
+    });
     s.on('error', () => undefined);
-    const timer = setTimeout(() => { s.destroy(); resolve({ text, closed }); }, ms);
+    const timer = setTimeout(() => {
+      s.destroy();
+      resolve({ text, closed });
+    }, ms);
     s.on('close', () => {
       closed = true;
       clearTimeout(timer);
@@ -37,11 +42,31 @@ describe('rtsp-out: malformed requests', function () {
   const cases: Array<{ what: string; data: string | Buffer; status: RegExp; closed: boolean }> = [
     { what: 'a request line that is not RTSP', data: 'HELLO\r\n\r\n', status: /^RTSP\/1\.0 400 Bad Request\r\n/, closed: true },
     { what: 'HTTP on the RTSP port', data: 'GET / HTTP/1.1\r\nHost: x\r\n\r\n', status: /^RTSP\/1\.0 505 RTSP Version Not Supported\r\n/, closed: true },
-    { what: 'a header block over 8 KiB', data: `OPTIONS * RTSP/1.0\r\nCSeq: 1\r\nX-Pad: ${'a'.repeat(9000)}`, status: /^RTSP\/1\.0 400 Bad Request\r\n/, closed: true },
-    { what: 'a header line without a colon', data: 'OPTIONS * RTSP/1.0\r\nCSeq: 7\r\nnot a header\r\n\r\n', status: /^RTSP\/1\.0 400 Bad Request\r\nCSeq: 7\r\n/, closed: true },
-    { what: 'a body over the limit', data: 'SET_PARAMETER * RTSP/1.0\r\nCSeq: 2\r\nContent-Length: 1000000\r\n\r\n', status: /^RTSP\/1\.0 413 Request Entity Too Large\r\nCSeq: 2\r\n/, closed: true },
+    {
+      what: 'a header block over 8 KiB',
+      data: `OPTIONS * RTSP/1.0\r\nCSeq: 1\r\nX-Pad: ${'a'.repeat(9000)}`,
+      status: /^RTSP\/1\.0 400 Bad Request\r\n/,
+      closed: true,
+    },
+    {
+      what: 'a header line without a colon',
+      data: 'OPTIONS * RTSP/1.0\r\nCSeq: 7\r\nnot a header\r\n\r\n',
+      status: /^RTSP\/1\.0 400 Bad Request\r\nCSeq: 7\r\n/,
+      closed: true,
+    },
+    {
+      what: 'a body over the limit',
+      data: 'SET_PARAMETER * RTSP/1.0\r\nCSeq: 2\r\nContent-Length: 1000000\r\n\r\n',
+      status: /^RTSP\/1\.0 413 Request Entity Too Large\r\nCSeq: 2\r\n/,
+      closed: true,
+    },
     { what: 'a bad Content-Length', data: 'OPTIONS * RTSP/1.0\r\nCSeq: 3\r\nContent-Length: -5\r\n\r\n', status: /^RTSP\/1\.0 400 /, closed: true },
-    { what: 'a CSeq that is not a number (not echoed)', data: 'OPTIONS * RTSP/1.0\r\nCSeq: 1\rX: y\r\n\r\n', status: /^RTSP\/1\.0 400 Bad Request\r\nServer: /, closed: false },
+    {
+      what: 'a CSeq that is not a number (not echoed)',
+      data: 'OPTIONS * RTSP/1.0\r\nCSeq: 1\rX: y\r\n\r\n',
+      status: /^RTSP\/1\.0 400 Bad Request\r\nServer: /,
+      closed: false,
+    },
   ];
   for (const c of cases) {
     it(`${c.what}: ${/\d{3}/.exec(c.status.source)![0]}${c.closed ? ', connection closed' : ''}`, async () => {
@@ -98,7 +123,9 @@ describe('rtsp-out: readers that vanish or stop reading', function () {
     const rtcp = await udpSocket();
     let packets = 0;
     const rtcpTypes: number[] = [];
-    rtp.on('message', () => { packets++; });
+    rtp.on('message', () => {
+      packets++;
+    });
     rtcp.on('message', (m) => rtcpTypes.push(...rtcpPacketTypes(m)));
     const c = await RawRtsp.connect(g.port);
     const base = open.url.split('?')[0];

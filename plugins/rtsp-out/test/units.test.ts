@@ -61,7 +61,15 @@ describe('rtsp-out units: RTSP messages', () => {
   const all = Buffer.concat([Buffer.from(req), frame, Buffer.from(set)]);
 
   function kinds(items: ParsedItem[]): string[] {
-    return items.map((i) => (i.kind === 'request' ? `${i.request.method} ${i.request.headers.get('cseq')} ${i.request.body.toString()}` : i.kind === 'interleaved' ? `$${i.channel}:${i.data.length}` : i.kind === 'error' ? `error ${i.status}` : i.kind));
+    return items.map((i) =>
+      i.kind === 'request'
+        ? `${i.request.method} ${i.request.headers.get('cseq')} ${i.request.body.toString()}`
+        : i.kind === 'interleaved'
+          ? `$${i.channel}:${i.data.length}`
+          : i.kind === 'error'
+            ? `error ${i.status}`
+            : i.kind,
+    );
   }
 
   it('reads requests, bodies and interleaved frames whole or a byte at a time', () => {
@@ -84,7 +92,10 @@ describe('rtsp-out units: RTSP messages', () => {
   });
 
   it('never writes a header value carrying CR or LF', () => {
-    const r = serializeResponse(200, [['CSeq', '1'], ['X', 'a\r\nInjected: yes']]).toString();
+    const r = serializeResponse(200, [
+      ['CSeq', '1'],
+      ['X', 'a\r\nInjected: yes'],
+    ]).toString();
     assert.equal(r, 'RTSP/1.0 200 OK\r\nCSeq: 1\r\n\r\n');
   });
 
@@ -126,8 +137,15 @@ describe('rtsp-out units: packetisers', () => {
     const u = new Packetizer(1400).h264(videoUnit({ codec: 'h264', dts: 0, keyframe: true, payload: au }), [sps, pps], VIDEO, 96, 1234, state())!;
     const ps = packets(u);
     assert.ok(ps.every((p) => p.length <= 1400));
-    assert.deepEqual(ps.map((p) => p.readUInt16BE(2)), ps.map((_p, i) => (65534 + i) & 0xffff), 'sequence wraps');
-    assert.deepEqual(ps.map((p) => p[1] >> 7), ps.map((_p, i) => (i === ps.length - 1 ? 1 : 0)));
+    assert.deepEqual(
+      ps.map((p) => p.readUInt16BE(2)),
+      ps.map((_p, i) => (65534 + i) & 0xffff),
+      'sequence wraps',
+    );
+    assert.deepEqual(
+      ps.map((p) => p[1] >> 7),
+      ps.map((_p, i) => (i === ps.length - 1 ? 1 : 0)),
+    );
     assert.ok(ps.every((p) => p.readUInt32BE(4) === 1234 && p.readUInt32BE(8) === 0x11223344));
     // rebuild
     const nals: Buffer[] = [];
@@ -142,12 +160,12 @@ describe('rtsp-out units: packetisers', () => {
         if (pl[1] & 0x40) nals.push(Buffer.concat(fu));
       } else nals.push(pl);
     }
-    assert.deepEqual(nals, [sps, pps, idr, small], 'the AUD is left out; the rest comes back as sent (the track\'s sets are not added again)');
+    assert.deepEqual(nals, [sps, pps, idr, small], "the AUD is left out; the rest comes back as sent (the track's sets are not added again)");
     assert.equal(ps[0][12] & 0x1f, 24);
     assert.equal(ps[0][12] & 0x60, 0x60, 'STAP-A NRI is the highest of its units');
   });
 
-  it('H.264: a key frame without an SPS of its own gets the track\'s SPS and PPS first; other frames get nothing added', () => {
+  it("H.264: a key frame without an SPS of its own gets the track's SPS and PPS first; other frames get nothing added", () => {
     const sps = bytes(20, 11, [0x67, 0x42, 0xc0, 0x1e]);
     const pps = bytes(4, 12, [0x68]);
     const idr = bytes(3000, 13, [0x65]);
@@ -158,7 +176,10 @@ describe('rtsp-out units: packetisers', () => {
     assert.equal(key[0][12] & 0x1f, 24);
     const p40 = videoUnit({ codec: 'h264', dts: 40, keyframe: false, payload: joinAnnexB([bytes(300, 14, [0x41])]) });
     const other = packets(p.h264(p40, [sps, pps], VIDEO, 96, 0, state())!);
-    assert.deepEqual(rebuildH264(other).map((n) => n[0]), [0x41]);
+    assert.deepEqual(
+      rebuildH264(other).map((n) => n[0]),
+      [0x41],
+    );
   });
 
   it('H.265: AP for VPS/SPS/PPS, FU over the MTU (2-byte payload header, 1-byte FU header)', () => {
@@ -194,13 +215,19 @@ describe('rtsp-out units: packetisers', () => {
       assert.equal(p.readUInt16BE(14) >> 3, 1000, 'AU-size: the whole AU');
     }
     assert.deepEqual(Buffer.concat(ps.map((p) => p.subarray(16))), frame);
-    assert.deepEqual(ps.map((p) => p[1] >> 7), ps.map((_p, i) => (i === ps.length - 1 ? 1 : 0)));
+    assert.deepEqual(
+      ps.map((p) => p[1] >> 7),
+      ps.map((_p, i) => (i === ps.length - 1 ? 1 : 0)),
+    );
   });
 
   it('G.711: as received; a long frame split, each part timed by its first sample', () => {
     const frame = bytes(3000, 10, [0xd5]);
     const ps = packets(new Packetizer(1400).g711(frame, AUDIO, 8, 8000, state(), 1)!);
-    assert.deepEqual(ps.map((p) => p.readUInt32BE(4)), [8000, 8000 + 1388, 8000 + 2 * 1388]);
+    assert.deepEqual(
+      ps.map((p) => p.readUInt32BE(4)),
+      [8000, 8000 + 1388, 8000 + 2 * 1388],
+    );
     assert.deepEqual(Buffer.concat(ps.map((p) => p.subarray(12))), frame);
     assert.ok(ps.every((p) => (p[1] & 0x80) === 0 && (p[1] & 0x7f) === 8));
   });

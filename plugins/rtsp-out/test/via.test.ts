@@ -22,13 +22,17 @@ describe('rtsp-out: via on a play URL', function () {
   before(async () => {
     const stub = stubMediaPlugin();
     gw = await startTestGateway({
-      plugins: [{ name: stub.name, def: stub.def }, { name: 'keys', def: keys }, { name: 'rtsp-out', def: rtspOut }],
+      plugins: [
+        { name: stub.name, def: stub.def },
+        { name: 'keys', def: keys },
+        { name: 'rtsp-out', def: rtspOut },
+      ],
       captureLogs: true,
     });
   });
   after(() => gw.stop());
 
-  it('ffmpeg plays url&via=keys over TCP: key frames only, every one decoded; the SDP\'s track URLs carry the via', async () => {
+  it("ffmpeg plays url&via=keys over TCP: key frames only, every one decoded; the SDP's track URLs carry the via", async () => {
     const open = await gw.openStream({ simNo: '13900000061', chanId: 1, fmt: 4 });
     const pub = gw.publish(open.streamName, testClip({ seconds: 2, gopFrames: 5, audio: true }), { loop: true });
     await gw.waitReady(open.reqId);
@@ -46,7 +50,10 @@ describe('rtsp-out: via on a play URL', function () {
     const p = await probeVideo(rec.file);
     fs.rmSync(rec.file, { force: true });
     assert.ok(p.frames.length >= 8, `${p.frames.length} frames`);
-    assert.ok(p.frames.every((f) => f.pictType === 'I'), 'key frames only');
+    assert.ok(
+      p.frames.every((f) => f.pictType === 'I'),
+      'key frames only',
+    );
     assert.equal(p.errors, '');
     await gw.api('POST', '/strm/close', { reqIds: [open.reqId] });
   });

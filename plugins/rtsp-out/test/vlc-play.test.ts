@@ -22,7 +22,6 @@ import { RawRtsp, run, waitFor } from './helpers';
 import { requireTool } from '../../../test/support/tools';
 import { alawToS16 } from '../../../test/support/audio';
 
-
 /** whether something holds the UDP port (VLC has bound it once we cannot) */
 function udpPortTaken(port: number): Promise<boolean> {
   return new Promise((resolve) => {
@@ -82,7 +81,7 @@ function longestMatch(sent: Int16Array, got: Int16Array): { start: number; lengt
   return best;
 }
 
-describe('rtsp-out: VLC\'s RTP input plays the audio of a play URL', function () {
+describe("rtsp-out: VLC's RTP input plays the audio of a play URL", function () {
   this.timeout(60_000);
   let gw: TestGateway;
   const dirs: string[] = [];
@@ -104,29 +103,47 @@ describe('rtsp-out: VLC\'s RTP input plays the audio of a play URL', function ()
     for (const d of dirs) fs.rmSync(d, { recursive: true, force: true });
   });
 
-  it('a terminal\'s G.711A over RTP/UDP: VLC detects PCMA and decodes, in order, exactly the samples the terminal sent', async () => {
+  it("a terminal's G.711A over RTP/UDP: VLC detects PCMA and decodes, in order, exactly the samples the terminal sent", async () => {
     requireVlc();
     const open = await gw.openStream({ simNo: '156987000796', chanId: 1, fmt: 4 });
     const abort = new AbortController();
     aborts.push(abort);
-    const terminal = runSimulator({ file: fixturePath('jt1078/gojt808-d1-h264-g711a-2013.bin'), port: gw.ports['jt1078-ingest.livePort2013'], speed: 1, loop: true, signal: abort.signal }).catch(() => undefined);
+    const terminal = runSimulator({
+      file: fixturePath('jt1078/gojt808-d1-h264-g711a-2013.bin'),
+      port: gw.ports['jt1078-ingest.livePort2013'],
+      speed: 1,
+      loop: true,
+      signal: abort.signal,
+    }).catch(() => undefined);
     await gw.waitReady(open.reqId, 15_000);
 
     // what the terminal sends, as the bus has it: every A-law byte from here on
     const sent: Buffer[] = [];
     const bus = gw.bus.get(open.streamName);
-    assert.ok(bus, 'the request\'s bus stream');
-    const sub = bus.subscribe({ write(u) { if (u.kind === 'audio') sent.push(Buffer.from(u.payload)); } }, { media: 'a', fromKeyframe: false });
+    assert.ok(bus, "the request's bus stream");
+    const sub = bus.subscribe(
+      {
+        write(u) {
+          if (u.kind === 'audio') sent.push(Buffer.from(u.payload));
+        },
+      },
+      { media: 'a', fromKeyframe: false },
+    );
 
     // VLC listens first, then the RTSP sequence points rtsp-out at it
     const dir = vlcDir('rtsp-out-rx');
     dirs.push(dir);
     const port = await freeUdpPair();
     const wav = path.join(dir, 'heard.wav');
-    const vlc: Vlc = startVlc(dir, ['-vv', `rtp://@127.0.0.1:${port}`,
-      '--sout', `#transcode{acodec=s16l,channels=1,samplerate=8000}:std{access=file,mux=wav,dst=${wav}}`]);
-    await waitFor('VLC to bind its RTP port', async () => vlc.proc.exitCode === null && await udpPortTaken(port), 15_000)
-      .catch((e: Error) => { throw new Error(`${e.message}: ${vlc.log().slice(-2000)}`); });
+    const vlc: Vlc = startVlc(dir, [
+      '-vv',
+      `rtp://@127.0.0.1:${port}`,
+      '--sout',
+      `#transcode{acodec=s16l,channels=1,samplerate=8000}:std{access=file,mux=wav,dst=${wav}}`,
+    ]);
+    await waitFor('VLC to bind its RTP port', async () => vlc.proc.exitCode === null && (await udpPortTaken(port)), 15_000).catch((e: Error) => {
+      throw new Error(`${e.message}: ${vlc.log().slice(-2000)}`);
+    });
 
     const c = await RawRtsp.connect(gw.ports['rtsp-out.port']);
     clients.push(c);
@@ -134,7 +151,7 @@ describe('rtsp-out: VLC\'s RTP input plays the audio of a play URL', function ()
     assert.equal(d.status, 200, d.reason);
     const audio = /^m=audio [^]*?^a=control:(\S+)/m.exec(d.body);
     assert.ok(audio, `an audio track in the SDP: ${d.body}`);
-    assert.match(d.body, /^m=audio \d+ RTP\/AVP 8\r?$/m, 'PCMA as the static payload type 8, which VLC\'s RTP input knows');
+    assert.match(d.body, /^m=audio \d+ RTP\/AVP 8\r?$/m, "PCMA as the static payload type 8, which VLC's RTP input knows");
     const setup = await c.request('SETUP', audio[1], { Transport: `RTP/AVP;unicast;client_port=${port}-${port + 1}` });
     assert.equal(setup.status, 200, setup.reason);
     const session = String(setup.headers.get('session')).split(';')[0];
@@ -143,8 +160,13 @@ describe('rtsp-out: VLC\'s RTP input plays the audio of a play URL', function ()
 
     // a live RTP input has no end (and no media time for --run-time): once VLC has written 4 s, SIGTERM, on which it
     // closes the file (the WAV header then carries the data size)
-    await waitFor('VLC to write 4 s of audio', () => vlc.proc.exitCode === null && fs.existsSync(wav) && fs.statSync(wav).size >= 44 + 4 * 8000 * 2, 20_000)
-      .catch((e: Error) => { throw new Error(`${e.message}: ${vlc.log().slice(-2000)}`); });
+    await waitFor(
+      'VLC to write 4 s of audio',
+      () => vlc.proc.exitCode === null && fs.existsSync(wav) && fs.statSync(wav).size >= 44 + 4 * 8000 * 2,
+      20_000,
+    ).catch((e: Error) => {
+      throw new Error(`${e.message}: ${vlc.log().slice(-2000)}`);
+    });
     await vlc.stop();
     const code = await vlc.exited;
     sub.close();
@@ -153,24 +175,38 @@ describe('rtsp-out: VLC\'s RTP input plays the audio of a play URL', function ()
     await c.request('TEARDOWN', open.playUrl, { Session: session }).catch(() => undefined);
     const log = vlc.log();
     assert.equal(code, 0, `VLC exited ${code}: ${log.slice(-2000)}`);
-    assert.match(log, /rtp demux debug: detected G\.711 A-law/, 'VLC\'s RTP input recognised the payload');
+    assert.match(log, /rtp demux debug: detected G\.711 A-law/, "VLC's RTP input recognised the payload");
     assert.match(log, /rtp demux debug: added RTP source/, 'and took rtsp-out as an RTP source');
-    assert.doesNotMatch(log, /rtp demux (error|warning)|araw decoder (error|warning)|transcode stream out (error|warning)/, 'no complaint from VLC\'s RTP input, decoder or transcoder');
+    assert.doesNotMatch(
+      log,
+      /rtp demux (error|warning)|araw decoder (error|warning)|transcode stream out (error|warning)/,
+      "no complaint from VLC's RTP input, decoder or transcoder",
+    );
 
     const heard = wavSamples(wav);
     assert.deepEqual([heard.rate, heard.channels, heard.bits], [8000, 1, 16]);
     assert.ok(heard.samples.length >= 2 * 8000, `VLC decoded ${heard.samples.length} samples (over 2 s expected)`);
     // ffprobe agrees on what VLC wrote
-    const p = await run(requireTool('ffprobe', 'ffmpeg'), ['-v', 'error', '-show_entries', 'stream=codec_name,sample_rate,channels', '-of', 'json', wav], 20_000);
+    const p = await run(
+      requireTool('ffprobe', 'ffmpeg'),
+      ['-v', 'error', '-show_entries', 'stream=codec_name,sample_rate,channels', '-of', 'json', wav],
+      20_000,
+    );
     assert.deepEqual(JSON.parse(p.stdout).streams[0], { codec_name: 'pcm_s16le', sample_rate: '8000', channels: 1 });
 
     const alaw = Buffer.concat(sent);
     const expected = new Int16Array(alaw.length);
     for (let i = 0; i < alaw.length; i++) expected[i] = alawToS16(alaw[i]);
-    assert.ok(expected.some((s) => Math.abs(s) > 256), 'the capture\'s audio is not silence (else the comparison would prove little)');
+    assert.ok(
+      expected.some((s) => Math.abs(s) > 256),
+      "the capture's audio is not silence (else the comparison would prove little)",
+    );
     const m = longestMatch(expected, heard.samples);
     // VLC's first and last packets may fall around the edges of its run time; the rest is one unbroken run
-    assert.ok(m.length >= heard.samples.length - 8000, `VLC's ${heard.samples.length} samples match what the terminal sent over a run of ${m.length} from sample ${m.start}`);
+    assert.ok(
+      m.length >= heard.samples.length - 8000,
+      `VLC's ${heard.samples.length} samples match what the terminal sent over a run of ${m.length} from sample ${m.start}`,
+    );
     assert.ok(m.length >= 2 * 8000, `an unbroken run of ${m.length} samples`);
     await gw.api('POST', '/strm/close', { reqIds: [open.reqId] });
   });

@@ -39,7 +39,11 @@ export function parseChallenges(values: ReadonlyArray<string>): Challenge[] {
 export class Authenticator {
   private nc = 0;
   private readonly cnonce = randomBytes(8).toString('hex');
-  constructor(private readonly challenge: Challenge, private readonly user: string, private readonly pwd: string) {}
+  constructor(
+    private readonly challenge: Challenge,
+    private readonly user: string,
+    private readonly pwd: string,
+  ) {}
 
   /** picks the challenge to answer: Digest with an algorithm we know first, else Basic; undefined if none */
   static choose(challenges: ReadonlyArray<Challenge>): Challenge | undefined {
@@ -75,7 +79,10 @@ export function digestHeader(c: Challenge, user: string, pwd: string, method: st
   if (sess) ha1 = h(`${ha1}:${nonce}:${cnonce}`);
   const ha2 = h(`${method}:${uri}`);
   // qop may list several ("auth,auth-int"): auth needs no body hash, and is what cameras use
-  const qops = (c.params.qop ?? '').split(',').map((s) => s.trim().toLowerCase()).filter(Boolean);
+  const qops = (c.params.qop ?? '')
+    .split(',')
+    .map((s) => s.trim().toLowerCase())
+    .filter(Boolean);
   const qop = qops.includes('auth') ? 'auth' : undefined;
   const ncHex = nc.toString(16).padStart(8, '0');
   const response = qop ? h(`${ha1}:${nonce}:${ncHex}:${cnonce}:${qop}:${ha2}`) : h(`${ha1}:${nonce}:${ha2}`);

@@ -30,7 +30,10 @@ export type FailKind =
   | 'closed';
 
 export class SourceError extends Error {
-  constructor(readonly kind: FailKind, message: string) {
+  constructor(
+    readonly kind: FailKind,
+    message: string,
+  ) {
     super(message);
     this.name = 'SourceError';
   }
@@ -43,7 +46,10 @@ export function openErrorOf(err: SourceError, redactedUrl: string, openTimeoutSe
     case 'timeout':
       return new GatewayError(ErrCode.TIMEOUT, `RTSP source ${redactedUrl} did not answer within ${openTimeoutSec} s (${err.message}).`);
     case 'auth':
-      return new GatewayError(ErrCode.EXECUTION_ERROR, `RTSP source ${redactedUrl} refused the credentials: ${err.message}. Check rtspSrc.user and rtspSrc.pwd (or the URL's).`);
+      return new GatewayError(
+        ErrCode.EXECUTION_ERROR,
+        `RTSP source ${redactedUrl} refused the credentials: ${err.message}. Check rtspSrc.user and rtspSrc.pwd (or the URL's).`,
+      );
     default:
       return new GatewayError(ErrCode.EXECUTION_ERROR, `RTSP source ${redactedUrl} could not be played: ${err.message}.`);
   }

@@ -81,11 +81,19 @@ export class Pull {
     private readonly ev: PullEvents,
     openTimeoutMs: number,
   ) {
-    this.first = new Promise<FirstOutcome>((resolve) => { this.settleFirst = resolve; });
+    this.first = new Promise<FirstOutcome>((resolve) => {
+      this.settleFirst = resolve;
+    });
     this.firstDeadline = clock.now() + openTimeoutMs;
     this.choice = new TransportChoice({
-      mode: cfg.transport, forcedBy: cfg.forcedBy, host: `${source.host.toLowerCase()}:${source.port}`, tls: source.tls, memory: cfg.memory,
-      log, shown: source.redacted, events: { fallback: (from, to, reason) => ev.fallback(from, to, reason), used: (t, how) => ev.transportUsed(t, how) },
+      mode: cfg.transport,
+      forcedBy: cfg.forcedBy,
+      host: `${source.host.toLowerCase()}:${source.port}`,
+      tls: source.tls,
+      memory: cfg.memory,
+      log,
+      shown: source.redacted,
+      events: { fallback: (from, to, reason) => ev.fallback(from, to, reason), used: (t, how) => ev.transportUsed(t, how) },
     });
     this.run().catch((err: unknown) => {
       // a bug of ours, not the camera's: the pull stops (its streams stay, and a new open starts another)
@@ -226,7 +234,10 @@ export class Pull {
       for (const t of this.targets.values()) t.publisher?.pause();
       // a session that ran a while earns a quick retry; one that ends at once backs off further
       if (this.clock.now() - playedAt > 10_000) backoff = this.cfg.reconnectMinMs;
-      this.log.warn({ source: this.source.redacted, kind: e.kind, err: e.message, retryInMs: backoff, streams: this.streamNames }, 'RTSP source lost; reconnecting');
+      this.log.warn(
+        { source: this.source.redacted, kind: e.kind, err: e.message, retryInMs: backoff, streams: this.streamNames },
+        'RTSP source lost; reconnecting',
+      );
       await this.sleep(backoff);
       backoff = Math.min(backoff * 2, this.cfg.reconnectMaxMs);
     }
@@ -240,16 +251,23 @@ export class Pull {
     for (;;) {
       const transport = this.choice.transport;
       const session = new RtspSession({
-        source: this.source, transport, requestTimeoutMs: this.cfg.requestTimeoutMs,
-        stallTimeoutMs: this.cfg.stallTimeoutMs, keepAliveMs: this.cfg.keepAliveMs, tlsVerify: this.cfg.tlsVerify,
-        clock: this.clock, log: this.log,
+        source: this.source,
+        transport,
+        requestTimeoutMs: this.cfg.requestTimeoutMs,
+        stallTimeoutMs: this.cfg.stallTimeoutMs,
+        keepAliveMs: this.cfg.keepAliveMs,
+        tlsVerify: this.cfg.tlsVerify,
+        clock: this.clock,
+        log: this.log,
       });
       this.session = session;
       this.sessions++;
       // packets that come before onPlaying (in the chunk that brings PLAY's answer) are not for an earlier session's tracks
       this.receivers = [];
       let ended!: (e: SourceError) => void;
-      const endedP = new Promise<SourceError>((resolve) => { ended = resolve; });
+      const endedP = new Promise<SourceError>((resolve) => {
+        ended = resolve;
+      });
       const probe = new RtpProbe();
       try {
         const info = await session.start({
@@ -268,7 +286,10 @@ export class Pull {
         }
         // the tracks take packets from here on, so a probe loses none of what it waits for
         this.onPlaying(info);
-        if (this.choice.probe) await probe.expect(this.clock, endedP, (stop) => { this.wait = stop && { cancel: stop, resolve: stop }; });
+        if (this.choice.probe)
+          await probe.expect(this.clock, endedP, (stop) => {
+            this.wait = stop && { cancel: stop, resolve: stop };
+          });
       } catch (err) {
         session.close();
         if (this.closedFlag) return undefined;
@@ -319,20 +340,33 @@ export class Pull {
         this.receivers[pt.index] = undefined;
         continue;
       }
-      const r = new TrackReceiver(pt.media, pt.rtptime, () => this.clock.now() - this.sessionStart, {
-        track: (ti) => this.onTrack(ti),
-        unit: (u) => this.onUnit(u),
-      }, this.cfg.maxFrameBytes);
+      const r = new TrackReceiver(
+        pt.media,
+        pt.rtptime,
+        () => this.clock.now() - this.sessionStart,
+        {
+          track: (ti) => this.onTrack(ti),
+          unit: (u) => this.onUnit(u),
+        },
+        this.cfg.maxFrameBytes,
+      );
       this.receivers[pt.index] = r;
       taken.push(`${pt.media.type} ${pt.media.codec}`);
       if (r.kind === 'video' && this.clockTrack < 0) this.clockTrack = pt.index;
     }
     if (this.clockTrack < 0) this.clockTrack = info.tracks.findIndex((t) => !trackProblem(t.media));
     this.hasVideo = info.tracks.some((t) => t.media.type === 'video' && !trackProblem(t.media));
-    this.log.info({
-      source: this.source.redacted, transport: info.transport, tracks: taken, skipped: info.skipped, sdpBadLines: info.sdp.badLines || undefined,
-      streams: this.streamNames,
-    }, 'RTSP source playing');
+    this.log.info(
+      {
+        source: this.source.redacted,
+        transport: info.transport,
+        tracks: taken,
+        skipped: info.skipped,
+        sdpBadLines: info.sdp.badLines || undefined,
+        streams: this.streamNames,
+      },
+      'RTSP source playing',
+    );
   }
 
   private onRtp(track: number, data: Buffer): void {

@@ -33,16 +33,22 @@ const STATIC: Record<number, { encoding: string; clockRate: number; channels: nu
 
 function codecOf(encoding: string, fmtp: Record<string, string>): MediaCodec | undefined {
   switch (encoding) {
-    case 'H264': return 'h264';
-    case 'H265': case 'HEVC': return 'h265';
-    case 'PCMA': return 'g711a';
-    case 'PCMU': return 'g711u';
+    case 'H264':
+      return 'h264';
+    case 'H265':
+    case 'HEVC':
+      return 'h265';
+    case 'PCMA':
+      return 'g711a';
+    case 'PCMU':
+      return 'g711u';
     case 'MPEG4-GENERIC': {
       // RFC 3640: only the AAC modes; sizelength tells the AU-header layout, so it must be there
       const mode = (fmtp.mode ?? '').toLowerCase();
       return (mode === 'aac-hbr' || mode === 'aac-lbr') && fmtp.sizelength !== undefined ? 'aac' : undefined;
     }
-    default: return undefined;
+    default:
+      return undefined;
   }
 }
 
@@ -65,7 +71,13 @@ export function parseSdp(text: string, base: string): Sdp {
   const media: SdpMedia[] = [];
   let badLines = 0;
   let sessionControl: string | undefined;
-  interface Draft { type: string; pts: number[]; rtpmap: Map<number, string>; fmtp: Map<number, string>; control?: string }
+  interface Draft {
+    type: string;
+    pts: number[];
+    rtpmap: Map<number, string>;
+    fmtp: Map<number, string>;
+    control?: string;
+  }
   const drafts: Draft[] = [];
   let cur: Draft | undefined;
   for (const raw of text.split(/\r?\n/)) {
@@ -84,7 +96,15 @@ export function parseSdp(text: string, base: string): Sdp {
         cur = undefined;
         continue;
       }
-      cur = { type: parts[0].toLowerCase(), pts: parts.slice(3).map(Number).filter((n) => Number.isInteger(n) && n >= 0 && n < 128), rtpmap: new Map(), fmtp: new Map() };
+      cur = {
+        type: parts[0].toLowerCase(),
+        pts: parts
+          .slice(3)
+          .map(Number)
+          .filter((n) => Number.isInteger(n) && n >= 0 && n < 128),
+        rtpmap: new Map(),
+        fmtp: new Map(),
+      };
       drafts.push(cur);
     } else if (k === 'a') {
       const colon = v.indexOf(':');
@@ -125,7 +145,16 @@ export function parseSdp(text: string, base: string): Sdp {
         continue;
       }
       const fmtp = parseFmtp(d.fmtp.get(pt) ?? '');
-      const m: SdpMedia = { type: d.type, payloadType: pt, encoding, codec: codecOf(encoding, fmtp), clockRate, channels, fmtp, control: controlUrl(sessionBase, d.control) };
+      const m: SdpMedia = {
+        type: d.type,
+        payloadType: pt,
+        encoding,
+        codec: codecOf(encoding, fmtp),
+        clockRate,
+        channels,
+        fmtp,
+        control: controlUrl(sessionBase, d.control),
+      };
       if (m.codec) {
         chosen = m;
         break;

@@ -11,7 +11,16 @@ import type { Logger } from 'pino';
 import type { Cancel, Clock } from '../../../plugin-sdk';
 import { Authenticator, parseChallenges } from './auth';
 import { SourceError } from './errors';
-import { cseqOf, serializeResponse, parseRtpInfo, parseSessionHeader, RtspReader, type RtspItem, type RtspRequest, type RtspResponse } from '../../../plugin-sdk/rtsp';
+import {
+  cseqOf,
+  serializeResponse,
+  parseRtpInfo,
+  parseSessionHeader,
+  RtspReader,
+  type RtspItem,
+  type RtspRequest,
+  type RtspResponse,
+} from '../../../plugin-sdk/rtsp';
 import { parseSdp, type Sdp, type SdpMedia } from './sdp';
 import { setupRefusal, transportHeader, type Transport } from './transport-choice';
 import { bindRtpPair } from './udp-pair';
@@ -85,8 +94,7 @@ export class RtspSession {
   private remoteAddress = '';
   private handler: SessionHandler | undefined;
 
-  constructor(private readonly o: SessionOptions) {
-  }
+  constructor(private readonly o: SessionOptions) {}
 
   /** resolves once PLAY is answered 2xx; rejects with a SourceError saying what went wrong */
   async start(handler: SessionHandler): Promise<PlayInfo> {
@@ -189,7 +197,11 @@ export class RtspSession {
       });
       sock.on('close', () => {
         if (!this.connected) fail(new SourceError('unreachable', 'the connection closed before it was made'));
-        else this.teardown(new SourceError('dropped', this.playing ? 'the source closed the connection' : 'the source closed the connection before answering'), false);
+        else
+          this.teardown(
+            new SourceError('dropped', this.playing ? 'the source closed the connection' : 'the source closed the connection before answering'),
+            false,
+          );
       });
     });
   }
@@ -275,14 +287,21 @@ export class RtspSession {
 
   private onItem(item: RtspItem): void {
     switch (item.kind) {
-      case 'response': this.onMessage(item.response); return;
-      case 'request': this.onServerRequest(item.request); return;
-      case 'interleaved': this.onInterleaved(item.channel, item.data); return;
+      case 'response':
+        this.onMessage(item.response);
+        return;
+      case 'request':
+        this.onServerRequest(item.request);
+        return;
+      case 'interleaved':
+        this.onInterleaved(item.channel, item.data);
+        return;
       case 'skipped':
         this.handler?.malformed('rtsp');
         this.o.log.debug({ source: this.o.source.redacted, what: item.what }, 'malformed RTSP from the source: skipped to the next message');
         return;
-      case 'error': return;
+      case 'error':
+        return;
     }
   }
 
@@ -321,17 +340,27 @@ export class RtspSession {
   private startTimers(): void {
     const every = this.o.keepAliveMs > 0 ? this.o.keepAliveMs : Math.max(5000, ((this.sessionTimeoutSec ?? 60) * 1000) / 2);
     const method = this.publicMethods.has('GET_PARAMETER') ? 'GET_PARAMETER' : 'OPTIONS';
-    this.timers.push(this.o.clock.setInterval(() => {
-      this.request(method, this.o.source.requestUrl).then((r) => {
-        // the server forgot the session (454): it will stop sending; start again
-        if (r.status === 454) this.teardown(new SourceError('dropped', 'the source ended the session (454 to keep-alive)'), false);
-      }, () => undefined);
-    }, every));
-    this.timers.push(this.o.clock.setInterval(() => {
-      if (this.o.clock.now() - this.lastMediaAt > this.o.stallTimeoutMs) {
-        this.teardown(new SourceError('stalled', `no data for ${Math.round(this.o.stallTimeoutMs / 1000)} s`), false);
-      }
-    }, Math.min(1000, this.o.stallTimeoutMs)));
+    this.timers.push(
+      this.o.clock.setInterval(() => {
+        this.request(method, this.o.source.requestUrl).then(
+          (r) => {
+            // the server forgot the session (454): it will stop sending; start again
+            if (r.status === 454) this.teardown(new SourceError('dropped', 'the source ended the session (454 to keep-alive)'), false);
+          },
+          () => undefined,
+        );
+      }, every),
+    );
+    this.timers.push(
+      this.o.clock.setInterval(
+        () => {
+          if (this.o.clock.now() - this.lastMediaAt > this.o.stallTimeoutMs) {
+            this.teardown(new SourceError('stalled', `no data for ${Math.round(this.o.stallTimeoutMs / 1000)} s`), false);
+          }
+        },
+        Math.min(1000, this.o.stallTimeoutMs),
+      ),
+    );
   }
 
   private teardown(err: SourceError, byUs: boolean): void {
@@ -345,14 +374,20 @@ export class RtspSession {
     }
     this.pending.clear();
     for (const u of this.udp) {
-      try { u.close(); } catch { /* already closed */ }
+      try {
+        u.close();
+      } catch {
+        /* already closed */
+      }
     }
     this.udp = [];
     const sock = this.socket;
     if (sock && !sock.destroyed) {
       if (byUs && this.playing && this.sessionId) {
         const auth = this.auth ? `Authorization: ${this.auth.header('TEARDOWN', this.o.source.requestUrl)}\r\n` : '';
-        sock.end(`TEARDOWN ${this.o.source.requestUrl} RTSP/1.0\r\nCSeq: ${++this.cseq}\r\nUser-Agent: ${USER_AGENT}\r\nSession: ${this.sessionId}\r\n${auth}\r\n`);
+        sock.end(
+          `TEARDOWN ${this.o.source.requestUrl} RTSP/1.0\r\nCSeq: ${++this.cseq}\r\nUser-Agent: ${USER_AGENT}\r\nSession: ${this.sessionId}\r\n${auth}\r\n`,
+        );
         const c = this.o.clock.setTimeout(() => sock.destroy(), 1000);
         sock.once('close', () => c());
       } else {
@@ -367,12 +402,20 @@ export class RtspSession {
 
 function describeSocketError(err: NodeJS.ErrnoException): string {
   switch (err.code) {
-    case 'ECONNREFUSED': return 'connection refused';
-    case 'ECONNRESET': return 'connection reset';
-    case 'EHOSTUNREACH': case 'ENETUNREACH': return 'host unreachable';
-    case 'ENOTFOUND': case 'EAI_AGAIN': return 'host name not found';
-    case 'ETIMEDOUT': return 'connection timed out';
-    default: return err.code ? `${err.code}: ${err.message}` : err.message;
+    case 'ECONNREFUSED':
+      return 'connection refused';
+    case 'ECONNRESET':
+      return 'connection reset';
+    case 'EHOSTUNREACH':
+    case 'ENETUNREACH':
+      return 'host unreachable';
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+      return 'host name not found';
+    case 'ETIMEDOUT':
+      return 'connection timed out';
+    default:
+      return err.code ? `${err.code}: ${err.message}` : err.message;
   }
 }
 

@@ -25,12 +25,25 @@ export interface TrackOutput {
   unit(u: AccessUnit): void;
 }
 
-export interface ReceiverStats { kind: string; codec: string; packets: number; lost: number; bad: number; malformed: number; dropped: number }
+export interface ReceiverStats {
+  kind: string;
+  codec: string;
+  packets: number;
+  lost: number;
+  bad: number;
+  malformed: number;
+  dropped: number;
+}
 
 export function statsOf(r: TrackReceiver): ReceiverStats {
   return {
-    kind: r.kind, codec: r.media.codec ?? r.media.encoding, packets: r.counters.packets, lost: r.counters.lost, bad: r.counters.badPackets,
-    malformed: r.depack.stats.malformed, dropped: r.depack.stats.droppedFrames,
+    kind: r.kind,
+    codec: r.media.codec ?? r.media.encoding,
+    packets: r.counters.packets,
+    lost: r.counters.lost,
+    bad: r.counters.badPackets,
+    malformed: r.depack.stats.malformed,
+    dropped: r.depack.stats.droppedFrames,
   };
 }
 
@@ -58,13 +71,23 @@ export class TrackReceiver {
    * `rtptime`: RTP-Info's timestamp for the PLAY instant (tracks then line up exactly); without it, a track's first
    * packet is placed at `sinceStartMs()`, its arrival on the session's timeline.
    */
-  constructor(readonly media: SdpMedia, rtptime: number | undefined, private readonly sinceStartMs: () => number, private readonly out: TrackOutput, maxFrameBytes: number) {
+  constructor(
+    readonly media: SdpMedia,
+    rtptime: number | undefined,
+    private readonly sinceStartMs: () => number,
+    private readonly out: TrackOutput,
+    maxFrameBytes: number,
+  ) {
     this.kind = media.type === 'video' ? 'video' : 'audio';
     this.timescale = media.clockRate;
     if (rtptime !== undefined) this.baseExt = this.unwrap.unwrap(rtptime);
     switch (media.codec) {
-      case 'h264': this.depack = h264Depacketizer(media.fmtp, maxFrameBytes); break;
-      case 'h265': this.depack = h265Depacketizer(media.fmtp, maxFrameBytes); break;
+      case 'h264':
+        this.depack = h264Depacketizer(media.fmtp, maxFrameBytes);
+        break;
+      case 'h265':
+        this.depack = h265Depacketizer(media.fmtp, maxFrameBytes);
+        break;
       case 'aac': {
         const asc = parseAacConfig(media.fmtp.config)!;
         this.depack = new AacDepacketizer(media.fmtp, asc.frameSamples, maxFrameBytes);
@@ -73,7 +96,13 @@ export class TrackReceiver {
       }
       default: {
         this.depack = new G711Depacketizer(media.channels);
-        this.setInfo({ kind: 'audio', codec: media.codec === 'g711u' ? 'g711u' : 'g711a', sampleRate: media.clockRate, channels: media.channels, bitsPerSample: 8 });
+        this.setInfo({
+          kind: 'audio',
+          codec: media.codec === 'g711u' ? 'g711u' : 'g711a',
+          sampleRate: media.clockRate,
+          channels: media.channels,
+          bitsPerSample: 8,
+        });
       }
     }
   }
@@ -128,8 +157,15 @@ export class TrackReceiver {
     const video = this.kind === 'video';
     // (a video unit's NAL index is found here, once: the parameter sets are read from it)
     const u = unitAt({
-      kind: this.kind, codec: video ? this.media.codec as VideoCodec : this.info!.codec, timescale: this.timescale, dtsTicks: dts,
-      ptsTicks: Math.max(ticks, dts), duration, keyframe: video ? keyframe : true, payload, receivedAt: performance.now(),
+      kind: this.kind,
+      codec: video ? (this.media.codec as VideoCodec) : this.info!.codec,
+      timescale: this.timescale,
+      dtsTicks: dts,
+      ptsTicks: Math.max(ticks, dts),
+      duration,
+      keyframe: video ? keyframe : true,
+      payload,
+      receivedAt: performance.now(),
     });
     if (video && keyframe) this.checkParameterSets(u);
     if (video && !this.info) return; // nothing a reader can decode before the first parameter sets

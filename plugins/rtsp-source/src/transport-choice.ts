@@ -128,7 +128,10 @@ export class TransportChoice {
       return e;
     }
     const reason: FallbackReason = err.kind === 'no_rtp' ? 'no_rtp' : 'refused';
-    this.o.log.info({ source: this.o.shown, from: t, to: other, reason, why: err.message }, `RTSP source: ${NAME[t]} failed (${err.message}), falling back to ${NAME[other]}`);
+    this.o.log.info(
+      { source: this.o.shown, from: t, to: other, reason, why: err.message },
+      `RTSP source: ${NAME[t]} failed (${err.message}), falling back to ${NAME[other]}`,
+    );
     this.o.events.fallback(t, other, reason);
     this.current = other;
     return undefined;
@@ -138,7 +141,7 @@ export class TransportChoice {
     this.tried = [];
     const known = this.o.mode === 'auto' ? this.o.memory.get(this.o.host) : undefined;
     this.fromMemory = known !== undefined;
-    this.current = this.o.mode === 'auto' ? known ?? 'tcp' : this.o.mode;
+    this.current = this.o.mode === 'auto' ? (known ?? 'tcp') : this.o.mode;
   }
 
   private history(): string {

@@ -6,7 +6,10 @@ import { SourceError } from './errors';
  * An RTP socket on an even port and its RTCP socket on the next (RFC 3550 §11). `onMessage` gets every datagram;
  * the caller decides whose to take.
  */
-export async function bindRtpPair(type: 'udp4' | 'udp6', onMessage: (rtcp: boolean, msg: Buffer, from: dgram.RemoteInfo) => void): Promise<{ port: number; sockets: dgram.Socket[] }> {
+export async function bindRtpPair(
+  type: 'udp4' | 'udp6',
+  onMessage: (rtcp: boolean, msg: Buffer, from: dgram.RemoteInfo) => void,
+): Promise<{ port: number; sockets: dgram.Socket[] }> {
   for (let attempt = 0; attempt < 20; attempt++) {
     const a = dgram.createSocket(type);
     const port = await bindSocket(a, 0).catch(() => -1);
@@ -20,7 +23,10 @@ export async function bindRtpPair(type: 'udp4' | 'udp6', onMessage: (rtcp: boole
       b.close();
       continue;
     }
-    for (const [sock, rtcp] of [[a, false], [b, true]] as const) {
+    for (const [sock, rtcp] of [
+      [a, false],
+      [b, true],
+    ] as const) {
       sock.on('error', () => undefined);
       sock.on('message', (msg, rinfo) => onMessage(rtcp, msg, rinfo));
     }

@@ -158,7 +158,10 @@ describe('rtsp-source: RTP over UDP', function () {
     await gw.waitReady(reqId, 15_000);
     const st = await statusOf(gw, reqId);
     const codecs = st.codecs as Array<Record<string, unknown>>;
-    assert.deepEqual(codecs.find((x) => x.kind === 'audio'), { kind: 'audio', codec: 'g711u', sampleRate: 8000 });
+    assert.deepEqual(
+      codecs.find((x) => x.kind === 'audio'),
+      { kind: 'audio', codec: 'g711u', sampleRate: 8000 },
+    );
     const p = await probeUrl(String(r.data![0].playUrl));
     const v = p.streams.find((s) => s.codec_type === 'video');
     assert.ok(v, `ffprobe found no video: ${JSON.stringify(p)}`);
@@ -175,10 +178,32 @@ describe('rtsp-source: rtsps:// (RTSP over TLS)', function () {
   before(async () => {
     const openssl = requireTool('openssl', 'openssl');
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rtsp-source-tls-'));
-    const r = spawnSync(openssl, ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', path.join(dir, 'k.pem'),
-      '-out', path.join(dir, 'c.pem'), '-days', '1', '-subj', '/CN=camera.test'], { encoding: 'utf8' });
+    const r = spawnSync(
+      openssl,
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:prime256v1',
+        '-nodes',
+        '-keyout',
+        path.join(dir, 'k.pem'),
+        '-out',
+        path.join(dir, 'c.pem'),
+        '-days',
+        '1',
+        '-subj',
+        '/CN=camera.test',
+      ],
+      { encoding: 'utf8' },
+    );
     assert.equal(r.status, 0, r.stderr);
-    server = new TestRtspServer({ tls: { key: fs.readFileSync(path.join(dir, 'k.pem'), 'utf8'), cert: fs.readFileSync(path.join(dir, 'c.pem'), 'utf8') }, auth: { scheme: 'digest', user: 'u', pwd: 'tls-Pass-1' } });
+    server = new TestRtspServer({
+      tls: { key: fs.readFileSync(path.join(dir, 'k.pem'), 'utf8'), cert: fs.readFileSync(path.join(dir, 'c.pem'), 'utf8') },
+      auth: { scheme: 'digest', user: 'u', pwd: 'tls-Pass-1' },
+    });
     fs.rmSync(dir, { recursive: true, force: true });
     await server.start();
     cam = publish('h264-aac', server.publishUrl);
@@ -198,7 +223,10 @@ describe('rtsp-source: rtsps:// (RTSP over TLS)', function () {
       await gw.waitReady(reqId, 15_000);
       const st = await statusOf(gw, reqId);
       const codecs = st.codecs as Array<Record<string, unknown>>;
-      assert.deepEqual(codecs.find((x) => x.kind === 'video'), { kind: 'video', codec: 'h264', width: 320, height: 240 });
+      assert.deepEqual(
+        codecs.find((x) => x.kind === 'video'),
+        { kind: 'video', codec: 'h264', width: 320, height: 240 },
+      );
       assert.doesNotMatch(gw.logText(), /tls-Pass-1/);
     } finally {
       await gw.stop();

@@ -9,7 +9,7 @@ import { startGstServer, type GstServer } from './support/gst-server';
 import { collectVideo, decodeUrl, probeFile, probeUrl } from './support/publisher';
 import { metricValue, openRtsp, startGateway, statusOf, assertTracks } from './helpers';
 
-describe('rtsp-source: GStreamer\'s RTSP server as the camera', function () {
+describe("rtsp-source: GStreamer's RTSP server as the camera", function () {
   this.timeout(120_000);
   let gw: TestGateway;
   const servers: GstServer[] = [];
@@ -22,7 +22,7 @@ describe('rtsp-source: GStreamer\'s RTSP server as the camera', function () {
     for (const s of servers) await s.stop();
   });
 
-  it('H.264 + AAC behind GStreamer\'s Digest auth plays as FLV over TCP with the default transport (ffprobe h264 320x240 + aac; ffmpeg decodes it cleanly)', async () => {
+  it("H.264 + AAC behind GStreamer's Digest auth plays as FLV over TCP with the default transport (ffprobe h264 320x240 + aac; ffmpeg decodes it cleanly)", async () => {
     const gst = await startGstServer({ video: 'h264', audio: 'aac', user: 'viewer', pwd: 'gst-Secret-1' });
     servers.push(gst);
     const bad = await openRtsp(gw, '940000000001', { url: `rtsp://127.0.0.1:${gst.port}/cam`, user: 'viewer', pwd: 'not-it' });

@@ -4,7 +4,10 @@ import type { PluginDefinition } from '../../../plugin-sdk';
 import { startTestGateway, type TestGateway } from '../../../plugin-sdk/testkit';
 import rtspSource from '../index';
 
-export async function startGateway(config: Record<string, unknown> = {}, more: Array<{ name: string; config?: Record<string, unknown>; def?: PluginDefinition<object> }> = []): Promise<TestGateway> {
+export async function startGateway(
+  config: Record<string, unknown> = {},
+  more: Array<{ name: string; config?: Record<string, unknown>; def?: PluginDefinition<object> }> = [],
+): Promise<TestGateway> {
   return startTestGateway({
     plugins: [
       { name: 'flv-out', config: { schemes: ['http', 'ws'] } },
@@ -22,7 +25,14 @@ export interface OpenReply {
 }
 
 /** POST /strm/open with an rtspSrc; the reply as it is (errors included) */
-export async function openRtsp(gw: TestGateway, simNo: string, rtspSrc: Record<string, unknown>, chanId = 1, token = 'tok', extra: Record<string, unknown> = {}): Promise<OpenReply> {
+export async function openRtsp(
+  gw: TestGateway,
+  simNo: string,
+  rtspSrc: Record<string, unknown>,
+  chanId = 1,
+  token = 'tok',
+  extra: Record<string, unknown> = {},
+): Promise<OpenReply> {
   const r = await gw.api('POST', '/strm/open', { user: { token }, typ: 'live', simNo, chanId, keepIntv: 600, scheme: 'http', rtspSrc, ...extra });
   return r.json as OpenReply;
 }
@@ -37,8 +47,14 @@ type Track = Record<string, unknown>;
 /** the stream's video and audio tracks as /strm/status lists them under `codecs` */
 export function assertTracks(st: Record<string, unknown>, video: Track, audio: Track): void {
   const codecs = st.codecs as Track[];
-  assert.deepEqual(codecs.find((x) => x.kind === 'video'), video);
-  assert.deepEqual(codecs.find((x) => x.kind === 'audio'), audio);
+  assert.deepEqual(
+    codecs.find((x) => x.kind === 'video'),
+    video,
+  );
+  assert.deepEqual(
+    codecs.find((x) => x.kind === 'audio'),
+    audio,
+  );
 }
 
 export async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 15_000): Promise<void> {

@@ -137,9 +137,18 @@ describe('rtsp-source: a camera through the REST API', function () {
     await until('video after the garbage', () => stream.stats().videoFrames > before + 10);
     const metrics = await (await fetch(`${gw.baseUrl}/metrics`)).text();
     const malformed = [...metrics.matchAll(/^gw_rtsp_source_malformed_total\{what="(\w+)"\} (\d+)/gm)].map((m) => `${m[1]}=${m[2]}`);
-    assert.ok(malformed.some((x) => x.startsWith('rtsp=')), `rtsp junk counted: ${malformed}`);
-    assert.ok(malformed.some((x) => x.startsWith('interleaved=')), `unknown channel counted: ${malformed}`);
-    assert.ok(malformed.some((x) => x.startsWith('rtcp=')), `bad RTCP counted: ${malformed}`);
+    assert.ok(
+      malformed.some((x) => x.startsWith('rtsp=')),
+      `rtsp junk counted: ${malformed}`,
+    );
+    assert.ok(
+      malformed.some((x) => x.startsWith('interleaved=')),
+      `unknown channel counted: ${malformed}`,
+    );
+    assert.ok(
+      malformed.some((x) => x.startsWith('rtcp=')),
+      `bad RTCP counted: ${malformed}`,
+    );
     const bad = Number(/^gw_rtsp_source_rtp_bad_packets (\d+)/m.exec(metrics)?.[1] ?? 0);
     const payload = Number(/^gw_rtsp_source_payload_malformed (\d+)/m.exec(metrics)?.[1] ?? 0);
     assert.ok(bad + payload > 0, 'broken RTP counted');
@@ -147,20 +156,28 @@ describe('rtsp-source: a camera through the REST API', function () {
     await gw.api('POST', '/strm/close', { reqIds: [reqId] });
   });
 
-  it('anchors the stream\'s wall clock to the camera\'s RTCP sender reports', async () => {
+  it("anchors the stream's wall clock to the camera's RTCP sender reports", async () => {
     const r = await openRtsp(gw, '900000000008', { url: server.url(), user: 'admin', pwd: 's3cr3t-Pa55' });
     assert.equal(r.errCode, 0, r.message);
     const reqId = String(r.data![0].reqId);
     await gw.waitReady(reqId, 15_000);
     const stream = gw.bus.get('900000000008_1_1')!;
     let lastDts = 0;
-    const sub = stream.subscribe({ write: (u) => { lastDts = u.dts; } });
+    const sub = stream.subscribe({
+      write: (u) => {
+        lastDts = u.dts;
+      },
+    });
     try {
       // ffmpeg sends a sender report about every 5 s; the hour shows once one arrived
-      await until('the wall clock of the sender reports', () => {
-        const wall = stream.wallClock(lastDts);
-        return wall !== undefined && Math.abs(Date.now() - 3_600_000 - wall) < 60_000;
-      }, 20_000);
+      await until(
+        'the wall clock of the sender reports',
+        () => {
+          const wall = stream.wallClock(lastDts);
+          return wall !== undefined && Math.abs(Date.now() - 3_600_000 - wall) < 60_000;
+        },
+        20_000,
+      );
     } finally {
       sub.close();
     }

@@ -9,7 +9,7 @@ import { publish } from './support/publisher';
 import { TestRtspServer } from './support/test-rtsp-server';
 import { openRtsp, startGateway, until } from './helpers';
 
-describe('rtsp-source: a terminal pushing onto a camera\'s channel', function () {
+describe("rtsp-source: a terminal pushing onto a camera's channel", function () {
   this.timeout(90_000);
   let server: TestRtspServer;
   let cam: ReturnType<typeof publish>;
@@ -28,7 +28,7 @@ describe('rtsp-source: a terminal pushing onto a camera\'s channel', function ()
     await server?.close();
   });
 
-  it('the camera keeps the stream; the terminal\'s packets are counted as unmatched and published nowhere', async () => {
+  it("the camera keeps the stream; the terminal's packets are counted as unmatched and published nowhere", async () => {
     const sim = '013800138000';
     const r = await openRtsp(gw, sim, { url: server.url() });
     assert.equal(r.errCode, 0, r.message);
@@ -37,8 +37,12 @@ describe('rtsp-source: a terminal pushing onto a camera\'s channel', function ()
     const videoCodecs = new Set<string>();
     const sizes = new Set<string>();
     const sub = stream.subscribe({
-      write: (u) => { if (u.kind === 'video') videoCodecs.add(u.codec); },
-      tracks: (ts) => { for (const t of ts) if (t.kind === 'video') sizes.add(`${(t as { width?: number }).width}x${(t as { height?: number }).height}`); },
+      write: (u) => {
+        if (u.kind === 'video') videoCodecs.add(u.codec);
+      },
+      tracks: (ts) => {
+        for (const t of ts) if (t.kind === 'video') sizes.add(`${(t as { width?: number }).width}x${(t as { height?: number }).height}`);
+      },
     });
     const term = await TcpTerminal.connect(gw.ports['jt1078-ingest.livePort2013']);
     // the glaciall capture is 352x288 H.264: were it published, the stream's video track would change size
@@ -47,8 +51,8 @@ describe('rtsp-source: a terminal pushing onto a camera\'s channel', function ()
       const text = String((await gw.api('GET', '/metrics', undefined, null)).json);
       return Number(/^gw_jt1078_ingest_unmatched_packets_total\{[^}]*\} (\d+)/m.exec(text)?.[1] ?? 0);
     };
-    await until('the terminal\'s packets counted as unmatched', async () => (await metric()) > 100);
-    assert.deepEqual([...sizes], ['320x240'], 'only the camera\'s track');
+    await until("the terminal's packets counted as unmatched", async () => (await metric()) > 100);
+    assert.deepEqual([...sizes], ['320x240'], "only the camera's track");
     assert.deepEqual([...videoCodecs], ['h264']);
     sub.close();
     await term.end();

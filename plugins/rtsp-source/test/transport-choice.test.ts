@@ -13,7 +13,13 @@ const silent = pino({ level: 'silent' });
 function choice(mode: ChoiceOptions['mode'], memory = new TransportMemory(), more: Partial<ChoiceOptions> = {}) {
   const events: string[] = [];
   const c = new TransportChoice({
-    mode, forcedBy: 'site', host: 'cam:554', tls: false, memory, log: silent, shown: 'rtsp://cam/s',
+    mode,
+    forcedBy: 'site',
+    host: 'cam:554',
+    tls: false,
+    memory,
+    log: silent,
+    shown: 'rtsp://cam/s',
     events: { fallback: (from, to, reason) => events.push(`${from}->${to} ${reason}`), used: (t, how) => events.push(`used ${t} ${how}`) },
     ...more,
   });
@@ -67,7 +73,7 @@ describe('rtsp-source: the transport choice', () => {
     assert.equal(c.transport, 'tcp');
   });
 
-  it('auto: a failure that is not the transport\'s ends the round, with what came before', () => {
+  it("auto: a failure that is not the transport's ends the round, with what came before", () => {
     const first = choice('auto').c;
     const e0 = first.failed(new SourceError('auth', '401 to DESCRIBE'));
     assert.equal(e0?.message, '401 to DESCRIBE');
@@ -106,7 +112,10 @@ describe('rtsp-source: the transport choice', () => {
     m.set('d:554', 'udp');
     assert.equal(m.size, 3);
     assert.equal(m.get('b:554'), undefined);
-    assert.deepEqual(['a:554', 'c:554', 'd:554'].map((h) => m.get(h)), ['tcp', 'tcp', 'udp']);
+    assert.deepEqual(
+      ['a:554', 'c:554', 'd:554'].map((h) => m.get(h)),
+      ['tcp', 'tcp', 'udp'],
+    );
     const big = new TransportMemory();
     for (let i = 0; i < 10_050; i++) big.set(`10.0.${i >> 8}.${i & 255}:554`, 'tcp');
     assert.equal(big.size, 10_000);
@@ -117,8 +126,10 @@ describe('rtsp-source: the transport choice', () => {
   it('which SETUP answers refuse the transport asked for', () => {
     assert.equal(setupRefusal('tcp', answer(461, 'Unsupported Transport'), undefined), '461 Unsupported Transport to SETUP');
     assert.equal(setupRefusal('tcp', answer(500, 'Oops pw-9'), 'pw-9'), '500 Oops *** to SETUP');
-    assert.equal(setupRefusal('tcp', answer(200, 'OK', 'RTP/AVP;unicast;client_port=5000-5001;server_port=6000-6001'), undefined),
-      'SETUP answered with Transport RTP/AVP;unicast;client_port=5000-5001;server_port=6000-6001, not interleaved');
+    assert.equal(
+      setupRefusal('tcp', answer(200, 'OK', 'RTP/AVP;unicast;client_port=5000-5001;server_port=6000-6001'), undefined),
+      'SETUP answered with Transport RTP/AVP;unicast;client_port=5000-5001;server_port=6000-6001, not interleaved',
+    );
     assert.equal(setupRefusal('tcp', answer(200, 'OK', 'RTP/AVP/TCP;unicast;interleaved=2-3'), undefined), undefined);
     assert.equal(setupRefusal('tcp', answer(200, 'OK'), undefined), undefined, 'no Transport header: taken as agreeing');
     assert.equal(setupRefusal('udp', answer(200, 'OK', 'RTP/AVP;unicast;client_port=5000-5001'), undefined), undefined);

@@ -72,7 +72,7 @@ describe('rtsp-source: transport auto, fallbacks and the per-host memory', funct
     const tcp1 = server.stats.tcpSetups;
     const udp1 = server.stats.udpSetups;
     const b = await play(gw, '960000000002');
-    assert.equal(server.stats.tcpSetups, tcp1, 'no second TCP attempt: the host\'s UDP was remembered');
+    assert.equal(server.stats.tcpSetups, tcp1, "no second TCP attempt: the host's UDP was remembered");
     assert.ok(server.stats.udpSetups > udp1);
     assert.equal(await metricValue(gw, 'transports_used_total', { transport: 'udp', how: 'remembered' }), 1);
     assert.equal(await metricValue(gw, 'transport_fallbacks_total'), 1, 'no further fallback');

@@ -24,7 +24,12 @@ import { TrackReceiver } from '../src/tracks';
 import type { AccessUnit } from '../../../plugin-sdk';
 
 const pkt = (payload: Buffer, o: { ts?: number; marker?: boolean; seq?: number } = {}): RtpPacket => ({
-  payloadType: 96, marker: o.marker ?? true, seq: o.seq ?? 0, timestamp: o.ts ?? 1000, ssrc: 1, payload,
+  payloadType: 96,
+  marker: o.marker ?? true,
+  seq: o.seq ?? 0,
+  timestamp: o.ts ?? 1000,
+  ssrc: 1,
+  payload,
 });
 const SC = Buffer.from([0, 0, 0, 1]);
 
@@ -40,7 +45,9 @@ describe('rtsp-source pieces', () => {
       assert.deepEqual(d.push(pkt(stap, { marker: false, seq: 1 }), false), []);
       const body = idr.subarray(1);
       const fus = [body.subarray(0, 1000), body.subarray(1000, 2000), body.subarray(2000)];
-      const out = fus.flatMap((part, i) => d.push(pkt(Buffer.concat([Buffer.from([0x7c, (i === 0 ? 0x80 : 0) | (i === 2 ? 0x40 : 0) | 5]), part]), { marker: i === 2, seq: 2 + i }), false));
+      const out = fus.flatMap((part, i) =>
+        d.push(pkt(Buffer.concat([Buffer.from([0x7c, (i === 0 ? 0x80 : 0) | (i === 2 ? 0x40 : 0) | 5]), part]), { marker: i === 2, seq: 2 + i }), false),
+      );
       assert.equal(out.length, 1);
       assert.equal(out[0].keyframe, true);
       assert.deepEqual(out[0].payload, Buffer.concat([SC, sps, SC, pps, SC, idr]));
@@ -57,7 +64,9 @@ describe('rtsp-source pieces', () => {
       d.push(pkt(Buffer.from([0x7c, 0x85, 1, 2]), { marker: false, seq: 1 }), false);
       assert.deepEqual(d.push(pkt(Buffer.from([0x7c, 0x45, 3]), { seq: 3 }), true), [], 'FU end after a lost middle');
       assert.deepEqual(d.push(pkt(Buffer.from([0x41, 9, 9]), { ts: 4000, seq: 4 }), false), [], 'P frame while waiting for a keyframe');
-      const out = d.push(pkt(Buffer.concat([sps]), { ts: 7000, marker: false, seq: 5 }), false).concat(d.push(pkt(Buffer.from([0x65, 1]), { ts: 7000, seq: 6 }), false));
+      const out = d
+        .push(pkt(Buffer.concat([sps]), { ts: 7000, marker: false, seq: 5 }), false)
+        .concat(d.push(pkt(Buffer.from([0x65, 1]), { ts: 7000, seq: 6 }), false));
       assert.equal(out.length, 1);
       assert.equal(out[0].keyframe, true);
       assert.ok(d.stats.droppedFrames >= 2);
@@ -73,7 +82,8 @@ describe('rtsp-source pieces', () => {
 
     it('counts malformed payloads instead of throwing', () => {
       const d = h264Depacketizer({}, 1 << 20);
-      for (const b of [Buffer.from([0x78, 0, 9, 1]), Buffer.from([0x7c]), Buffer.from([0x99, 1]), Buffer.from([0x7d, 0x80, 1]), Buffer.alloc(0)]) d.push(pkt(b), false);
+      for (const b of [Buffer.from([0x78, 0, 9, 1]), Buffer.from([0x7c]), Buffer.from([0x99, 1]), Buffer.from([0x7d, 0x80, 1]), Buffer.alloc(0)])
+        d.push(pkt(b), false);
       assert.equal(d.stats.malformed, 5);
     });
   });
@@ -107,7 +117,13 @@ describe('rtsp-source pieces', () => {
       const b = Buffer.alloc(20, 2);
       const headers = Buffer.from([0, 32, (10 >> 5) & 0xff, (10 << 3) & 0xff, (20 >> 5) & 0xff, (20 << 3) & 0xff]);
       const out = d.push(pkt(Buffer.concat([headers, a, b]), { ts: 0xfffffc00 }), false);
-      assert.deepEqual(out.map((f) => [f.payload.length, f.timestamp]), [[10, 0xfffffc00], [20, 0]]);
+      assert.deepEqual(
+        out.map((f) => [f.payload.length, f.timestamp]),
+        [
+          [10, 0xfffffc00],
+          [20, 0],
+        ],
+      );
     });
     it('joins a fragmented AU and drops one whose fragments stop', () => {
       const d = new AacDepacketizer(fmtp, 1024, 1 << 20);
@@ -141,15 +157,20 @@ describe('rtsp-source pieces', () => {
   });
 
   describe('Digest (RFC 2617)', () => {
-    it('answers the RFC\'s own example', () => {
-      const [c] = parseChallenges(['Digest realm="testrealm@host.com", qop="auth,auth-int", nonce="dcd98b7102dd2f0e8b11d0f600bfb0c093", opaque="5ccc069c403ebaf9f0171e9517f40e41"']);
+    it("answers the RFC's own example", () => {
+      const [c] = parseChallenges([
+        'Digest realm="testrealm@host.com", qop="auth,auth-int", nonce="dcd98b7102dd2f0e8b11d0f600bfb0c093", opaque="5ccc069c403ebaf9f0171e9517f40e41"',
+      ]);
       const h = digestHeader(c, 'Mufasa', 'Circle Of Life', 'GET', '/dir/index.html', 1, '0a4f113b');
       assert.match(h, /response="6629fae49393a05397450978507c4ef1"/);
       assert.match(h, /qop=auth, nc=00000001, cnonce="0a4f113b"/);
     });
     it('parses several challenges in one header', () => {
       const cs = parseChallenges(['Digest realm="cam", nonce="abc==", stale=TRUE, Basic realm="cam"']);
-      assert.deepEqual(cs.map((c) => c.scheme), ['digest', 'basic']);
+      assert.deepEqual(
+        cs.map((c) => c.scheme),
+        ['digest', 'basic'],
+      );
       assert.equal(cs[0].params.nonce, 'abc==');
       assert.equal(cs[0].params.stale, 'TRUE');
     });
@@ -157,12 +178,30 @@ describe('rtsp-source pieces', () => {
 
   describe('SDP', () => {
     it('finds tracks, their codecs and control URLs', () => {
-      const sdp = ['v=0', 'o=- 0 0 IN IP4 127.0.0.1', 's=cam', 'a=control:*', 'm=video 0 RTP/AVP 96', 'a=rtpmap:96 H264/90000',
-        'a=fmtp:96 packetization-mode=1; sprop-parameter-sets=Z0IAHg==,aM4G4g==', 'a=control:trackID=1', 'm=audio 0 RTP/AVP 8',
-        'a=control:rtsp://other/x', 'm=audio 0 RTP/AVP 97', 'a=rtpmap:97 MP4A-LATM/44100', 'garbage'].join('\r\n');
+      const sdp = [
+        'v=0',
+        'o=- 0 0 IN IP4 127.0.0.1',
+        's=cam',
+        'a=control:*',
+        'm=video 0 RTP/AVP 96',
+        'a=rtpmap:96 H264/90000',
+        'a=fmtp:96 packetization-mode=1; sprop-parameter-sets=Z0IAHg==,aM4G4g==',
+        'a=control:trackID=1',
+        'm=audio 0 RTP/AVP 8',
+        'a=control:rtsp://other/x',
+        'm=audio 0 RTP/AVP 97',
+        'a=rtpmap:97 MP4A-LATM/44100',
+        'garbage',
+      ].join('\r\n');
       const s = parseSdp(sdp, 'rtsp://cam/live');
-      assert.deepEqual(s.media.map((m) => [m.type, m.codec, m.clockRate, m.control]), [
-        ['video', 'h264', 90000, 'rtsp://cam/live/trackID=1'], ['audio', 'g711a', 8000, 'rtsp://other/x'], ['audio', undefined, 44100, 'rtsp://cam/live']]);
+      assert.deepEqual(
+        s.media.map((m) => [m.type, m.codec, m.clockRate, m.control]),
+        [
+          ['video', 'h264', 90000, 'rtsp://cam/live/trackID=1'],
+          ['audio', 'g711a', 8000, 'rtsp://other/x'],
+          ['audio', undefined, 44100, 'rtsp://cam/live'],
+        ],
+      );
       assert.equal(s.media[0].fmtp['packetization-mode'], '1');
       assert.equal(s.badLines, 1);
     });
@@ -175,12 +214,19 @@ describe('rtsp-source pieces', () => {
       let junk = 0;
       const p = new RtspWireParser({ message: (m) => msgs.push(m), interleaved: (ch) => frames.push(ch), malformed: () => junk++ });
       const all = Buffer.concat([
-        Buffer.from('RTSP/1.0 200 OK\r\nCSeq: 1\r\nContent-Length: 3\r\n\r\nabc'), Buffer.from([0x24, 0, 0, 2, 1, 2]), Buffer.from('\x01\x02junk'),
-        Buffer.from([0x24, 1, 0, 1, 9]), Buffer.from('NOT A START LINE\r\n\r\n'), Buffer.from('RTSP/1.0 401 Unauthorized\r\nCSeq: 2\r\nWWW-Authenticate: Basic realm="a"\r\nWWW-Authenticate: Digest realm="a", nonce="n"\r\n\r\n'),
+        Buffer.from('RTSP/1.0 200 OK\r\nCSeq: 1\r\nContent-Length: 3\r\n\r\nabc'),
+        Buffer.from([0x24, 0, 0, 2, 1, 2]),
+        Buffer.from('\x01\x02junk'),
+        Buffer.from([0x24, 1, 0, 1, 9]),
+        Buffer.from('NOT A START LINE\r\n\r\n'),
+        Buffer.from('RTSP/1.0 401 Unauthorized\r\nCSeq: 2\r\nWWW-Authenticate: Basic realm="a"\r\nWWW-Authenticate: Digest realm="a", nonce="n"\r\n\r\n'),
       ]);
       // byte by byte: every split point is a chunk boundary once
       for (let i = 0; i < all.length; i++) p.push(all.subarray(i, i + 1));
-      assert.deepEqual(msgs.map((m) => m.status), [200, 401]);
+      assert.deepEqual(
+        msgs.map((m) => m.status),
+        [200, 401],
+      );
       assert.equal(msgs[0].body.toString(), 'abc');
       assert.equal(msgs[1].headers.all('www-authenticate').length, 2);
       assert.deepEqual(frames, [0, 1]);
@@ -208,16 +254,27 @@ describe('rtsp-source: fuzzed input', () => {
   function rng(seed: number): () => number {
     let x = seed >>> 0 || 1;
     return () => {
-      x ^= x << 13; x >>>= 0;
+      x ^= x << 13;
+      x >>>= 0;
       x ^= x >>> 17;
-      x ^= x << 5; x >>>= 0;
+      x ^= x << 5;
+      x >>>= 0;
       return x / 0x1_0000_0000;
     };
   }
   const medias: SdpMedia[] = [
     { type: 'video', payloadType: 96, encoding: 'H264', codec: 'h264', clockRate: 90000, channels: 1, fmtp: {}, control: '' },
     { type: 'video', payloadType: 96, encoding: 'H265', codec: 'h265', clockRate: 90000, channels: 1, fmtp: { 'sprop-max-don-diff': '2' }, control: '' },
-    { type: 'audio', payloadType: 96, encoding: 'MPEG4-GENERIC', codec: 'aac', clockRate: 16000, channels: 1, fmtp: { sizelength: '13', indexlength: '3', indexdeltalength: '3', mode: 'AAC-hbr', config: '1408', ctsdeltalength: '4', randomaccessindication: '1' }, control: '' },
+    {
+      type: 'audio',
+      payloadType: 96,
+      encoding: 'MPEG4-GENERIC',
+      codec: 'aac',
+      clockRate: 16000,
+      channels: 1,
+      fmtp: { sizelength: '13', indexlength: '3', indexdeltalength: '3', mode: 'AAC-hbr', config: '1408', ctsdeltalength: '4', randomaccessindication: '1' },
+      control: '',
+    },
     { type: 'audio', payloadType: 96, encoding: 'PCMA', codec: 'g711a', clockRate: 8000, channels: 2, fmtp: {}, control: '' },
   ];
 
@@ -265,7 +322,13 @@ describe('rtsp-source: fuzzed input', () => {
     const rand = rng(42);
     let events = 0;
     const p = new RtspWireParser({ message: () => events++, interleaved: () => events++, malformed: () => events++ });
-    const pieces = [Buffer.from('RTSP/1.0 200 OK\r\nCSeq: 1\r\nContent-Length: 5\r\n\r\nhello'), Buffer.from([0x24, 0, 0, 3, 1, 2, 3]), Buffer.from('$\u0001\u00ff\u00ff'), Buffer.from('RTSP/1.0 200 OK\r\nContent-Length: -4\r\n\r\n'), Buffer.from('GET_PARAMETER rtsp://x RTSP/1.0\r\nCSeq: 3\r\n\r\n')];
+    const pieces = [
+      Buffer.from('RTSP/1.0 200 OK\r\nCSeq: 1\r\nContent-Length: 5\r\n\r\nhello'),
+      Buffer.from([0x24, 0, 0, 3, 1, 2, 3]),
+      Buffer.from('$\u0001\u00ff\u00ff'),
+      Buffer.from('RTSP/1.0 200 OK\r\nContent-Length: -4\r\n\r\n'),
+      Buffer.from('GET_PARAMETER rtsp://x RTSP/1.0\r\nCSeq: 3\r\n\r\n'),
+    ];
     for (let i = 0; i < 20_000; i++) {
       const base = pieces[Math.floor(rand() * pieces.length)];
       const b = Buffer.from(base);

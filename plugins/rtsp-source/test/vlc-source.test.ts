@@ -34,7 +34,11 @@ function rtspRequest(port: number, method: string, url: string, headers: string[
   return new Promise((resolve) => {
     const s = net.connect(port, '127.0.0.1', () => s.write([`${method} ${url} RTSP/1.0`, 'CSeq: 1', ...headers].join('\r\n') + '\r\n\r\n'));
     let buf = '';
-    const done = (v: { status: number; head: string; body: string } | undefined): void => { clearTimeout(t); s.destroy(); resolve(v); };
+    const done = (v: { status: number; head: string; body: string } | undefined): void => {
+      clearTimeout(t);
+      s.destroy();
+      resolve(v);
+    };
     const t = setTimeout(() => done(undefined), 3000);
     s.on('data', (d: Buffer) => {
       buf += d.toString('latin1');
@@ -66,11 +70,38 @@ function clipFile(kind: ClipKind): string {
   const dir = vlcDir('clips');
   dirs.push(dir);
   const file = path.join(dir, `${kind}.mkv`);
-  const [video, audio] = kind === 'h264-aac'
-    ? [['-c:v', 'libx264', '-preset', 'ultrafast', '-g', '25', '-bf', '0', '-pix_fmt', 'yuv420p'], ['-c:a', 'aac', '-ar', '16000', '-ac', '1']]
-    : [['-c:v', 'libx265', '-preset', 'ultrafast', '-x265-params', 'keyint=25:bframes=0:log-level=error'], ['-c:a', 'pcm_alaw', '-ar', '8000', '-ac', '1']];
-  const r = spawnSync(requireTool('ffmpeg', 'ffmpeg'), ['-v', 'error', '-y', '-f', 'lavfi', '-i', 'testsrc=size=320x240:rate=25', '-f', 'lavfi', '-i', 'sine=frequency=1000:sample_rate=16000',
-    '-t', '20', ...video, ...audio, file], { encoding: 'utf8', timeout: 60_000 });
+  const [video, audio] =
+    kind === 'h264-aac'
+      ? [
+          ['-c:v', 'libx264', '-preset', 'ultrafast', '-g', '25', '-bf', '0', '-pix_fmt', 'yuv420p'],
+          ['-c:a', 'aac', '-ar', '16000', '-ac', '1'],
+        ]
+      : [
+          ['-c:v', 'libx265', '-preset', 'ultrafast', '-x265-params', 'keyint=25:bframes=0:log-level=error'],
+          ['-c:a', 'pcm_alaw', '-ar', '8000', '-ac', '1'],
+        ];
+  const r = spawnSync(
+    requireTool('ffmpeg', 'ffmpeg'),
+    [
+      '-v',
+      'error',
+      '-y',
+      '-f',
+      'lavfi',
+      '-i',
+      'testsrc=size=320x240:rate=25',
+      '-f',
+      'lavfi',
+      '-i',
+      'sine=frequency=1000:sample_rate=16000',
+      '-t',
+      '20',
+      ...video,
+      ...audio,
+      file,
+    ],
+    { encoding: 'utf8', timeout: 60_000 },
+  );
   if (r.status !== 0) throw new Error(`ffmpeg could not make the ${kind} clip: ${r.stderr}`);
   clips.set(kind, file);
   return file;
@@ -90,7 +121,8 @@ async function startVlcServer(kind: ClipKind): Promise<VlcServer> {
     if (vlc.proc.exitCode !== null) throw new Error(`VLC exited ${vlc.proc.exitCode}: ${vlc.log().slice(-3000)}`);
     const r = await rtspRequest(port, 'DESCRIBE', url, ['Accept: application/sdp']);
     if (r?.status === 200 && /^m=video/m.test(r.body) && /^m=audio/m.test(r.body)) return { vlc, url, sdp: r.body, port };
-    if (Date.now() > deadline) throw new Error(`VLC's RTSP server did not describe ${url} with both tracks (last: ${r?.head ?? 'no answer'}): ${vlc.log().slice(-3000)}`);
+    if (Date.now() > deadline)
+      throw new Error(`VLC's RTSP server did not describe ${url} with both tracks (last: ${r?.head ?? 'no answer'}): ${vlc.log().slice(-3000)}`);
     await new Promise((res) => setTimeout(res, 200));
   }
 }
@@ -114,18 +146,24 @@ function collectAudio(gw: TestGateway, stream: string, n: number): Promise<Array
   assert.ok(s, `bus stream ${stream}`);
   return new Promise((resolve, reject) => {
     const got: Array<{ codec: string; bytes: number }> = [];
-    const t = setTimeout(() => { sub.close(); reject(new Error(`only ${got.length} of ${n} audio units of ${stream} came`)); }, 15_000);
-    const sub = s.subscribe({
-      write(u) {
-        if (u.kind !== 'audio' || got.length >= n) return;
-        got.push({ codec: u.codec, bytes: u.payload.length });
-        if (got.length === n) {
-          clearTimeout(t);
-          queueMicrotask(() => sub.close());
-          resolve(got);
-        }
+    const t = setTimeout(() => {
+      sub.close();
+      reject(new Error(`only ${got.length} of ${n} audio units of ${stream} came`));
+    }, 15_000);
+    const sub = s.subscribe(
+      {
+        write(u) {
+          if (u.kind !== 'audio' || got.length >= n) return;
+          got.push({ codec: u.codec, bytes: u.payload.length });
+          if (got.length === n) {
+            clearTimeout(t);
+            queueMicrotask(() => sub.close());
+            resolve(got);
+          }
+        },
       },
-    }, { media: 'a' });
+      { media: 'a' },
+    );
   });
 }
 const NO_FAULTS = { rtp_lost_packets: 0, rtp_bad_packets: 0, payload_malformed: 0 };
@@ -135,7 +173,7 @@ const NO_FAULTS = { rtp_lost_packets: 0, rtp_bad_packets: 0, payload_malformed: 
  */
 async function joinDrops(gw: TestGateway): Promise<number> {
   const { frames_dropped: joined, ...rest } = await pullFaults(gw);
-  assert.deepEqual(rest, NO_FAULTS, 'VLC\'s SDP and packets understood: nothing lost, malformed or not RTP');
+  assert.deepEqual(rest, NO_FAULTS, "VLC's SDP and packets understood: nothing lost, malformed or not RTP");
   assert.ok(joined <= 25, `${joined} frames dropped before the first keyframe: more than one GOP`);
   return joined;
 }
@@ -143,7 +181,7 @@ async function assertNoLaterFaults(gw: TestGateway, joined: number): Promise<voi
   assert.deepEqual(await pullFaults(gw), { ...NO_FAULTS, frames_dropped: joined }, 'nothing lost, malformed or dropped after the first keyframe');
 }
 
-describe('rtsp-source: VLC\'s RTSP server as the camera', function () {
+describe("rtsp-source: VLC's RTSP server as the camera", function () {
   this.timeout(60_000);
   let gw: TestGateway;
   before(async () => {
@@ -184,7 +222,7 @@ describe('rtsp-source: VLC\'s RTSP server as the camera', function () {
     assert.equal(await metricValue(gw, 'pulls_transport', { transport: 'udp' }), 1);
     assert.match(gw.logText(), /TCP failed \(461 [^)]*to SETUP\), falling back to UDP/);
     await gw.api('POST', '/strm/close', { reqIds: [reqId] });
-    await until('the pull to stop', async () => await metricValue(gw, 'pulls') === 0);
+    await until('the pull to stop', async () => (await metricValue(gw, 'pulls')) === 0);
     // the next pull of this VLC goes straight to UDP: no second fallback
     const again = await openRtsp(gw, '950000000004', { url: srv.url });
     assert.equal(again.errCode, 0, again.message);
@@ -212,14 +250,17 @@ describe('rtsp-source: VLC\'s RTSP server as the camera', function () {
     assert.ok(p.frames >= 50, `ffprobe decoded ${p.frames} frames`);
     // A-law comes as it was sent: one byte a sample, 8000 a second (25 units of VLC's packets make well over 0.1 s)
     const audio = await collectAudio(gw, String(st.stream), 25);
-    assert.ok(audio.every((u) => u.codec === 'g711a' && u.bytes > 0), JSON.stringify(audio.slice(0, 3)));
+    assert.ok(
+      audio.every((u) => u.codec === 'g711a' && u.bytes > 0),
+      JSON.stringify(audio.slice(0, 3)),
+    );
     assert.ok(audio.reduce((n, u) => n + u.bytes, 0) >= 800, `A-law bytes: ${audio.reduce((n, u) => n + u.bytes, 0)}`);
     await assertNoLaterFaults(gw, joined);
     await gw.api('POST', '/strm/close', { reqIds: [reqId] });
     await srv.vlc.stop();
   });
 
-  it('a forced tcp (the open\'s rtspSrc.transport, or the site\'s transport) answers -3 naming VLC\'s 461 and what to change, without a fallback', async () => {
+  it("a forced tcp (the open's rtspSrc.transport, or the site's transport) answers -3 naming VLC's 461 and what to change, without a fallback", async () => {
     const srv = await startVlcServer('h264-aac');
     const tcp = await startGateway({ allowHosts: ['127.0.0.1'], transport: 'tcp' });
     try {

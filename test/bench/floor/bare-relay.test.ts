@@ -69,7 +69,15 @@ describe('bench floor: the bare relay', function () {
 
   /** each packet a tag: video behind an AVC packet header saying key frame (0x17, an I frame's packets) or not (0x27) */
   function assertTags(tags: ReadTag[], payload: Buffer, sound: Buffer, frameType: number): void {
-    assert.deepEqual(tags.map((t) => [t.type, t.timestamp, t.body.length]), [[9, 0, 305], [9, 0, 305], [9, 0, 205], [8, 40, 160]]);
+    assert.deepEqual(
+      tags.map((t) => [t.type, t.timestamp, t.body.length]),
+      [
+        [9, 0, 305],
+        [9, 0, 305],
+        [9, 0, 205],
+        [8, 40, 160],
+      ],
+    );
     const avc = Buffer.from([frameType, 1, 0, 0, 0]);
     for (const t of tags.slice(0, 3)) assert.deepEqual(t.body.subarray(0, 5), avc);
     assert.deepEqual(Buffer.concat(tags.slice(0, 3).map((t) => t.body.subarray(5))), payload);
@@ -94,7 +102,10 @@ describe('bench floor: the bare relay', function () {
 
   it('sends the frames a read ended at once and holds only the one it did not', async () => {
     const sim = '13912345003';
-    const { players: [p], terminal } = await stream(sim, 1);
+    const {
+      players: [p],
+      terminal,
+    } = await stream(sim, 1);
     const packer = new Jt1078Packer({ layout: '2013', sim, channel: 1, maxBodySize: 300 });
     const first = packer.packFrame({ dataType: 0, pt: 98, timestamp: 5000, payload: Buffer.alloc(700, 1) });
     const second = packer.packFrame({ dataType: 1, pt: 98, timestamp: 5040, payload: Buffer.alloc(500, 2) });
@@ -102,14 +113,33 @@ describe('bench floor: the bare relay', function () {
     terminal.write(Buffer.concat([...first, second[0]]));
     await waitFor('the first frame', () => tags(p).length >= 3);
     await sleep(300);
-    assert.deepEqual(tags(p).map((t) => [t.timestamp, t.body.length]), [[0, 305], [0, 305], [0, 105]], 'the first frame, none of the second');
+    assert.deepEqual(
+      tags(p).map((t) => [t.timestamp, t.body.length]),
+      [
+        [0, 305],
+        [0, 305],
+        [0, 105],
+      ],
+      'the first frame, none of the second',
+    );
     terminal.write(second[1]);
     await waitFor('the second frame', () => tags(p).length >= 5);
-    assert.deepEqual(tags(p).slice(3).map((t) => [t.timestamp, t.body[0], t.body.length]), [[40, 0x27, 305], [40, 0x27, 205]]);
+    assert.deepEqual(
+      tags(p)
+        .slice(3)
+        .map((t) => [t.timestamp, t.body[0], t.body.length]),
+      [
+        [40, 0x27, 305],
+        [40, 0x27, 205],
+      ],
+    );
   });
 
   it('gives a lone player the same tags (its corked writes)', async () => {
-    const { players: [p], terminal } = await stream('13912345002', 1);
+    const {
+      players: [p],
+      terminal,
+    } = await stream('13912345002', 1);
     const f = frames('13912345002', 1);
     terminal.write(Buffer.concat(f.video.slice(0, 2)));
     await sleep(300);

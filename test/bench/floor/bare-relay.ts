@@ -89,7 +89,10 @@ function onTerminal(sock: net.Socket): void {
     // how many of `held` end with a frame's last packet: those go out now, the rest wait for their frame's end
     let ready = 0;
     while (buf.length - off >= 30) {
-      if (buf.readUInt32BE(off) !== MAGIC) { off++; continue; }
+      if (buf.readUInt32BE(off) !== MAGIC) {
+        off++;
+        continue;
+      }
       const dataType = buf[off + 15] >> 4;
       const headerLen = dataType === 4 ? 18 : dataType === 3 ? 26 : 30;
       const bodyLen = buf.readUInt16BE(off + headerLen - 2);
@@ -165,9 +168,19 @@ async function main(): Promise<void> {
         const b = JSON.parse(Buffer.concat(chunks).toString()) as { simNo: string; chanId: number };
         const name = `${b.simNo.replace(/^0+(?=\d)/, '')}_${b.chanId}_1`;
         const reqId = `floor${++seq}`;
-        return reply(res, 200, { errCode: 0, message: 'OK', data: [{
-          reqId, playUrl: `http://127.0.0.1:${flvPort}/live/${name}.flv?reqId=${reqId}`, host: '127.0.0.1', port: tcpPort, tcp: true,
-        }] });
+        return reply(res, 200, {
+          errCode: 0,
+          message: 'OK',
+          data: [
+            {
+              reqId,
+              playUrl: `http://127.0.0.1:${flvPort}/live/${name}.flv?reqId=${reqId}`,
+              host: '127.0.0.1',
+              port: tcpPort,
+              tcp: true,
+            },
+          ],
+        });
       }
       if (url === '/strm/keep') return reply(res, 200, { errCode: 0, message: 'OK', data: [] });
       reply(res, 404, { errCode: -7, message: 'not in the floor' });

@@ -9,7 +9,10 @@ export const DEFAULT_CAPTURE = 'jt1078/glaciall-cif-h264-2013.bin';
 
 export class BenchArgs {
   private i = -1;
-  constructor(private readonly args: readonly string[], private readonly usage: string) {}
+  constructor(
+    private readonly args: readonly string[],
+    private readonly usage: string,
+  ) {}
 
   /** the next argument, or undefined past the last */
   next(): string | undefined {
@@ -58,10 +61,17 @@ export interface GatewayBenchOptions {
 /** --profile, --keep-dir, --node-opt OPT: true when `a` was one of them */
 export function gatewayArg(a: string, r: BenchArgs, o: GatewayBenchOptions): boolean {
   switch (a) {
-    case '--profile': o.profile = true; return true;
-    case '--keep-dir': o.keepDir = true; return true;
-    case '--node-opt': o.nodeOpts.push(r.nodeOpt()); return true;
-    default: return false;
+    case '--profile':
+      o.profile = true;
+      return true;
+    case '--keep-dir':
+      o.keepDir = true;
+      return true;
+    case '--node-opt':
+      o.nodeOpts.push(r.nodeOpt());
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -79,8 +89,11 @@ export function loadArg(a: string, r: BenchArgs, o: LoadBenchOptions): boolean {
       o.capture = v;
       return true;
     }
-    case '--no-pin': o.pin = false; return true;
-    default: return gatewayArg(a, r, o);
+    case '--no-pin':
+      o.pin = false;
+      return true;
+    default:
+      return gatewayArg(a, r, o);
   }
 }
 

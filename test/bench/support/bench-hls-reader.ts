@@ -40,7 +40,15 @@ export interface HttpResponse {
   bodyBytes: number;
 }
 
-const enum Rs { Head, Body, ChunkSize, ChunkData, ChunkCrlf, Trailer, UntilClose }
+const enum Rs {
+  Head,
+  Body,
+  ChunkSize,
+  ChunkData,
+  ChunkCrlf,
+  Trailer,
+  UntilClose,
+}
 
 /**
  * Responses of a keep-alive connection, however TCP cuts them: a Content-Length body, a chunked body (trailers
@@ -67,7 +75,9 @@ export class HttpResponseReader {
     let off = 0;
     while (off < chunk.length && this.error === undefined) {
       switch (this.state) {
-        case Rs.Head: off = this.readHead(chunk, off); break;
+        case Rs.Head:
+          off = this.readHead(chunk, off);
+          break;
         case Rs.Body: {
           const n = Math.min(this.left, chunk.length - off);
           this.take(chunk, off, n);
@@ -76,8 +86,12 @@ export class HttpResponseReader {
           if (this.left === 0) this.finish();
           break;
         }
-        case Rs.UntilClose: this.take(chunk, off, chunk.length - off); off = chunk.length; break;
-        case Rs.ChunkSize: case Rs.Trailer: {
+        case Rs.UntilClose:
+          this.take(chunk, off, chunk.length - off);
+          off = chunk.length;
+          break;
+        case Rs.ChunkSize:
+        case Rs.Trailer: {
           const nl = chunk.indexOf(10, off);
           const end = nl < 0 ? chunk.length : nl;
           this.line += chunk.toString('latin1', off, end);
@@ -91,7 +105,8 @@ export class HttpResponseReader {
             break;
           }
           const size = parseInt(line.split(';')[0].trim(), 16);
-          if (!Number.isFinite(size) || size < 0 || !/^[0-9a-fA-F]+$/.test(line.split(';')[0].trim())) return this.fail(`bad chunk size line '${line.slice(0, 40)}'`);
+          if (!Number.isFinite(size) || size < 0 || !/^[0-9a-fA-F]+$/.test(line.split(';')[0].trim()))
+            return this.fail(`bad chunk size line '${line.slice(0, 40)}'`);
           if (size === 0) this.state = Rs.Trailer;
           else {
             this.left = size;
@@ -226,7 +241,10 @@ export class HttpConn {
   /** bytes read off the socket, HTTP framing included */
   bytes = 0;
 
-  constructor(private readonly port: number, private readonly hostHeader: string) {}
+  constructor(
+    private readonly port: number,
+    private readonly hostHeader: string,
+  ) {}
 
   /** `keep`: how many bytes of the body the answer holds (`bodyBytes` counts them all) */
   get(pathAndQuery: string, keep = Infinity): Promise<HttpResponse> {
@@ -261,14 +279,18 @@ export class HttpConn {
       p.resolve(r);
     });
     // reads go into the buffer all sockets share: a new one a read was 64 KiB of external memory for the collector
-    const sock: net.Socket = net.connect({ host: '127.0.0.1', port: this.port, ...sharedReads((chunk, end) => {
-      this.bytes += end;
-      reader.push(chunk.subarray(0, end));
-      if (reader.error !== undefined) {
-        this.fail(sock, new Error(`bad HTTP response: ${reader.error}`));
-        sock.destroy();
-      }
-    }) });
+    const sock: net.Socket = net.connect({
+      host: '127.0.0.1',
+      port: this.port,
+      ...sharedReads((chunk, end) => {
+        this.bytes += end;
+        reader.push(chunk.subarray(0, end));
+        if (reader.error !== undefined) {
+          this.fail(sock, new Error(`bad HTTP response: ${reader.error}`));
+          sock.destroy();
+        }
+      }),
+    });
     sock.setNoDelay(true);
     this.sock = sock;
     this.reader = reader;
@@ -338,7 +360,15 @@ export function parseAttributes(list: string): Map<string, string> {
 export function parseMediaPlaylist(text: string): MediaPlaylist {
   const lines = text.split(/\r?\n/);
   if (lines[0] !== '#EXTM3U') throw new Error('playlist does not start with #EXTM3U');
-  const pl: MediaPlaylist = { targetDuration: NaN, mediaSequence: 0, partTarget: undefined, partHoldBack: undefined, canBlockReload: false, segments: [], preloadHint: undefined };
+  const pl: MediaPlaylist = {
+    targetDuration: NaN,
+    mediaSequence: 0,
+    partTarget: undefined,
+    partHoldBack: undefined,
+    canBlockReload: false,
+    segments: [],
+    preloadHint: undefined,
+  };
   let map: string | undefined;
   let cur: PlaylistSegment | undefined;
   let disc = false;
@@ -346,7 +376,16 @@ export function parseMediaPlaylist(text: string): MediaPlaylist {
   let awaitingUri = false;
   const open = (): PlaylistSegment => {
     if (!cur) {
-      cur = { msn: pl.mediaSequence + pl.segments.length, uri: undefined, duration: 0, complete: false, parts: [], map, discontinuity: disc, programDateTime: pdt };
+      cur = {
+        msn: pl.mediaSequence + pl.segments.length,
+        uri: undefined,
+        duration: 0,
+        complete: false,
+        parts: [],
+        map,
+        discontinuity: disc,
+        programDateTime: pdt,
+      };
       disc = false;
       pdt = undefined;
     }
@@ -368,7 +407,9 @@ export function parseMediaPlaylist(text: string): MediaPlaylist {
     const tag = c < 0 ? line : line.slice(0, c);
     const value = c < 0 ? '' : line.slice(c + 1);
     switch (tag) {
-      case '#EXT-X-TARGETDURATION': pl.targetDuration = Number(value); break;
+      case '#EXT-X-TARGETDURATION':
+        pl.targetDuration = Number(value);
+        break;
       case '#EXT-X-MEDIA-SEQUENCE':
         if (pl.segments.length || cur) throw new Error('EXT-X-MEDIA-SEQUENCE after the first segment');
         pl.mediaSequence = Number(value);
@@ -379,7 +420,9 @@ export function parseMediaPlaylist(text: string): MediaPlaylist {
         if (a.has('PART-HOLD-BACK')) pl.partHoldBack = Number(a.get('PART-HOLD-BACK'));
         break;
       }
-      case '#EXT-X-PART-INF': pl.partTarget = Number(parseAttributes(value).get('PART-TARGET')); break;
+      case '#EXT-X-PART-INF':
+        pl.partTarget = Number(parseAttributes(value).get('PART-TARGET'));
+        break;
       case '#EXT-X-MAP': {
         const uri = parseAttributes(value).get('URI');
         if (!uri) throw new Error('EXT-X-MAP without URI');
@@ -387,8 +430,12 @@ export function parseMediaPlaylist(text: string): MediaPlaylist {
         if (cur && cur.parts.length === 0) cur.map = map;
         break;
       }
-      case '#EXT-X-DISCONTINUITY': disc = true; break;
-      case '#EXT-X-PROGRAM-DATE-TIME': pdt = Date.parse(value); break;
+      case '#EXT-X-DISCONTINUITY':
+        disc = true;
+        break;
+      case '#EXT-X-PROGRAM-DATE-TIME':
+        pdt = Date.parse(value);
+        break;
       case '#EXT-X-PART': {
         const a = parseAttributes(value);
         const uri = a.get('URI');
@@ -410,7 +457,8 @@ export function parseMediaPlaylist(text: string): MediaPlaylist {
         if (a.get('TYPE') === 'PART') pl.preloadHint = a.get('URI');
         break;
       }
-      default: break; // EXT-X-VERSION, EXT-X-INDEPENDENT-SEGMENTS, ...
+      default:
+        break; // EXT-X-VERSION, EXT-X-INDEPENDENT-SEGMENTS, ...
     }
   }
   if (awaitingUri) throw new Error('#EXTINF without its URI at the end');
@@ -566,7 +614,10 @@ export function parseFragment(head: Buffer, total: number): FragmentInfo {
           let p = s3 + 8;
           if (flags & 0x1) p += 8;
           if (flags & 0x2) p += 4;
-          if (flags & 0x8) { defaultDuration = head.readUInt32BE(p); p += 4; }
+          if (flags & 0x8) {
+            defaultDuration = head.readUInt32BE(p);
+            p += 4;
+          }
           if (flags & 0x10) p += 4;
           if (flags & 0x20) defaultFlags = head.readUInt32BE(p);
         } else if (t3 === 'tfdt') {
@@ -581,15 +632,24 @@ export function parseFragment(head: Buffer, total: number): FragmentInfo {
         let p = s3 + 8;
         if (flags & 0x1) p += 4;
         let firstFlags: number | undefined;
-        if (flags & 0x4) { firstFlags = head.readUInt32BE(p); p += 4; }
-        const per = ((flags & 0x100) ? 4 : 0) + ((flags & 0x200) ? 4 : 0) + ((flags & 0x400) ? 4 : 0) + ((flags & 0x800) ? 4 : 0);
+        if (flags & 0x4) {
+          firstFlags = head.readUInt32BE(p);
+          p += 4;
+        }
+        const per = (flags & 0x100 ? 4 : 0) + (flags & 0x200 ? 4 : 0) + (flags & 0x400 ? 4 : 0) + (flags & 0x800 ? 4 : 0);
         if (p + per * n > e3) throw new Error(`trun of ${n} samples runs past its box`);
         for (let i = 0; i < n; i++) {
           let dur = defaultDuration;
           let sflags = defaultFlags;
-          if (flags & 0x100) { dur = head.readUInt32BE(p); p += 4; }
+          if (flags & 0x100) {
+            dur = head.readUInt32BE(p);
+            p += 4;
+          }
           if (flags & 0x200) p += 4;
-          if (flags & 0x400) { sflags = head.readUInt32BE(p); p += 4; }
+          if (flags & 0x400) {
+            sflags = head.readUInt32BE(p);
+            p += 4;
+          }
           if (flags & 0x800) p += 4;
           if (i === 0 && firstFlags !== undefined) sflags = firstFlags;
           if (t.samples === 0) t.firstSync = (sflags & NON_SYNC) === 0;
@@ -764,7 +824,10 @@ export class HlsReader {
   private async loadPlaylist(directive: { msn: number; part: number } | undefined): Promise<MediaPlaylist> {
     const path = directive ? `${this.basePath}&_HLS_msn=${directive.msn}&_HLS_part=${directive.part}` : this.basePath;
     const r = await this.playlistConn.get(path);
-    if (r.status !== 200) throw new Error(`HTTP ${r.status} for ${directive ? `_HLS_msn=${directive.msn}&_HLS_part=${directive.part}` : 'the playlist'}: ${bodyText(r).trim().slice(0, 80)}`);
+    if (r.status !== 200)
+      throw new Error(
+        `HTTP ${r.status} for ${directive ? `_HLS_msn=${directive.msn}&_HLS_part=${directive.part}` : 'the playlist'}: ${bodyText(r).trim().slice(0, 80)}`,
+      );
     if (r.bodyBytes > MAX_TEXT_BODY) throw new Error(`playlist of ${r.bodyBytes} bytes`);
     if (this.measuring) this.playlists++;
     const pl = parseMediaPlaylist(bodyText(r));
@@ -783,7 +846,8 @@ export class HlsReader {
     for (const seg of pl.segments) {
       if (seg.msn < last.msn) continue;
       const parts = (from: number) => {
-        for (const p of seg.parts) if (p.index >= from) this.push({ kind: 'part', msn: p.msn, index: p.index, uri: p.uri, independent: p.independent, map: seg.map });
+        for (const p of seg.parts)
+          if (p.index >= from) this.push({ kind: 'part', msn: p.msn, index: p.index, uri: p.uri, independent: p.independent, map: seg.map });
       };
       if (seg.msn === this.last!.msn) {
         if (this.last!.index === Infinity) continue;
@@ -937,7 +1001,13 @@ export class HlsReaderFleet implements ReaderFleet {
     const errs = [...new Set(this.readers.flatMap((r) => r.errors))];
     return [
       `  HLS readers: ${this.readers.length}, ${f2(f.perReaderPerSecond)} parts and ${f2(sum((r) => r.playlists) / this.readers.length / seconds)} blocking playlist reloads ` +
-        `per reader-second, ${f1((100 * sum((r) => r.videoFrames)) / Math.max(1, sum((r) => r.sentInWindow)))} % of the video frames their terminals sent in the window; ` +
+        `per reader-second, ${f1(
+          (100 * sum((r) => r.videoFrames)) /
+            Math.max(
+              1,
+              sum((r) => r.sentInWindow),
+            ),
+        )} % of the video frames their terminals sent in the window; ` +
         `${sum((r) => r.segments)} whole segments (reader behind its parts), ${f.stalled} readers stalled (no part for ${HLS_STALL_MS / 1000} s)`,
       `  part age when fetched (terminal write of the part's newest frame -> whole part read, ${f.lagMs!.count} parts, ${sum((r) => r.unmatched)} unmatched): ` +
         `p50 ${f1(f.lagMs!.p50)} ms, p99 ${f1(f.lagMs!.p99)} ms, max ${f1(f.lagMs!.max)} ms`,
@@ -948,8 +1018,10 @@ export class HlsReaderFleet implements ReaderFleet {
 
   metricLines(m: Map<string, Sample[]>, terminals: number): string[] {
     const held = sumOf(m, 'gw_hls_out_memory_bytes');
-    return [`  hls-out holds ${f1(held / 1048576)} MB of media in its windows (${f1(held / Math.max(1, terminals) / 1024)} KB per stream; ` +
-      `the largest ${f1(sumOf(m, 'gw_hls_out_largest_stream_bytes') / 1024)} KB), of the gateway's RSS above`];
+    return [
+      `  hls-out holds ${f1(held / 1048576)} MB of media in its windows (${f1(held / Math.max(1, terminals) / 1024)} KB per stream; ` +
+        `the largest ${f1(sumOf(m, 'gw_hls_out_largest_stream_bytes') / 1024)} KB), of the gateway's RSS above`,
+    ];
   }
 
   close(): void {

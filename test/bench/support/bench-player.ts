@@ -57,7 +57,9 @@ export class BenchPlayer {
     });
     this.socket = s;
     s.on('error', () => undefined);
-    s.on('close', () => { this.closed = true; });
+    s.on('close', () => {
+      this.closed = true;
+    });
     s.write(`GET ${url.pathname}${url.search} HTTP/1.1\r\nHost: ${url.host}\r\nAccept: */*\r\nConnection: keep-alive\r\n\r\n`);
   }
 

@@ -25,7 +25,18 @@ const MAX_MESSAGE = 0xffffff;
 const MAX_KEPT = 64 * 1024;
 const HEADER_LEN = [11, 7, 3, 0];
 
-export const enum RtmpType { ChunkSize = 1, Abort = 2, Ack = 3, User = 4, Window = 5, PeerBw = 6, Audio = 8, Video = 9, Data = 18, Command = 20 }
+export const enum RtmpType {
+  ChunkSize = 1,
+  Abort = 2,
+  Ack = 3,
+  User = 4,
+  Window = 5,
+  PeerBw = 6,
+  Audio = 8,
+  Video = 9,
+  Data = 18,
+  Command = 20,
+}
 
 /** one chunk stream's message in flight */
 interface ChunkStream {
@@ -135,7 +146,10 @@ export class RtmpBenchPlayer {
   private chunkLeft = 0;
   private vPos = 0;
 
-  constructor(private readonly term: SynthTerminal | undefined, private readonly onVideoLatency?: (ms: number) => void) {}
+  constructor(
+    private readonly term: SynthTerminal | undefined,
+    private readonly onVideoLatency?: (ms: number) => void,
+  ) {}
 
   /** Connects to `url` (rtmp://host:port/app/stream?query) and starts the handshake; the rest runs by itself. */
   async connect(url: URL, signal: AbortSignal): Promise<void> {
@@ -146,8 +160,12 @@ export class RtmpBenchPlayer {
     this.tcUrl = `rtmp://${url.host}/${this.app}`;
     const s = await connectTcp(Number(url.port || 1935), signal, (chunk, end) => this.push(chunk, end));
     this.socket = s;
-    s.on('error', (err) => { this.fail(`socket: ${err.message}`); });
-    s.on('close', () => { this.closed = true; });
+    s.on('error', (err) => {
+      this.fail(`socket: ${err.message}`);
+    });
+    s.on('close', () => {
+      this.closed = true;
+    });
     const c1 = Buffer.alloc(1 + HANDSHAKE);
     c1[0] = 3; // C0: RTMP 3; C1: time 0, zero 0 (the simple handshake), then 1528 bytes of anything
     for (let i = 9; i < c1.length; i++) c1[i] = (i * 131) & 0xff;
@@ -199,9 +217,20 @@ export class RtmpBenchPlayer {
       if (this.handshakeLeft > 0) return;
       this.socket?.write(this.s1);
       this.send(2, RtmpType.ChunkSize, 0, u32(OUT_CHUNK));
-      this.command(0, ['connect', 1, {
-        app: this.app, flashVer: 'LNX 9,0,124,2', tcUrl: this.tcUrl, fpad: false, capabilities: 15, audioCodecs: 0x0fff, videoCodecs: 0x00ff, videoFunction: 1,
-      }]);
+      this.command(0, [
+        'connect',
+        1,
+        {
+          app: this.app,
+          flashVer: 'LNX 9,0,124,2',
+          tcUrl: this.tcUrl,
+          fpad: false,
+          capabilities: 15,
+          audioCodecs: 0x0fff,
+          videoCodecs: 0x00ff,
+          videoFunction: 1,
+        },
+      ]);
     }
     while (off < end) {
       if (this.chunkLeft === 0) {
@@ -311,7 +340,8 @@ export class RtmpBenchPlayer {
     this.messages++;
     const body = cs.body;
     switch (cs.type as RtmpType) {
-      case RtmpType.Video: return this.onVideo(cs.ts, cs.head, cs.headFill);
+      case RtmpType.Video:
+        return this.onVideo(cs.ts, cs.head, cs.headFill);
       case RtmpType.Audio:
         this.audioMessages++;
         if (this.measuring) this.audioInWindow++;
@@ -332,7 +362,8 @@ export class RtmpBenchPlayer {
         // Ping Request (6): answer with a Ping Response (7) of its timestamp
         if (body!.length >= 6 && body!.readUInt16BE(0) === 6) this.send(2, RtmpType.User, 0, Buffer.concat([Buffer.from([0, 7]), body!.subarray(2, 6)]));
         return;
-      case RtmpType.Command: return this.onCommand(body!);
+      case RtmpType.Command:
+        return this.onCommand(body!);
       case RtmpType.Abort: {
         const other = this.streams.get(body!.readUInt32BE(0));
         if (other) other.left = 0;

@@ -58,7 +58,13 @@ export interface InterleavedSink {
 /** bytes of each interleaved frame handed over: a 12-byte RTP header and the payload's first two (NAL and FU headers) */
 export const FRAME_HEAD = 14;
 
-const enum Ds { Start, FrameHeader, FrameBody, Head, Body }
+const enum Ds {
+  Start,
+  FrameHeader,
+  FrameBody,
+  Head,
+  Body,
+}
 
 /**
  * Splits what an RTSP server sends on an interleaved connection: responses (status line, headers, a Content-Length
@@ -452,7 +458,10 @@ export class RtspReader implements InterleavedSink {
     let session: string | undefined;
     for (const [k, t] of sdpTracks.entries()) {
       const ch = 2 * k;
-      const r = await this.request('SETUP', t.control, [`Transport: RTP/AVP/TCP;unicast;interleaved=${ch}-${ch + 1}`, ...(session ? [`Session: ${session}`] : [])]);
+      const r = await this.request('SETUP', t.control, [
+        `Transport: RTP/AVP/TCP;unicast;interleaved=${ch}-${ch + 1}`,
+        ...(session ? [`Session: ${session}`] : []),
+      ]);
       const tr = r.headers.get('transport') ?? '';
       const m = /interleaved=(\d+)-(\d+)/.exec(tr);
       if (!m) throw new Error(`SETUP answered without interleaved channels: '${tr}'`);
@@ -483,7 +492,8 @@ export class RtspReader implements InterleavedSink {
       }, REQUEST_TIMEOUT_MS);
       this.waiting.set(cseq, {
         resolve: (r) => (r.status === 200 ? resolve(r) : reject(new Error(`${method}: RTSP ${r.status} ${r.reason}`))),
-        reject, timer,
+        reject,
+        timer,
       });
       sock.write(`${method} ${uri} RTSP/1.0\r\nCSeq: ${cseq}\r\nUser-Agent: jt1078-bench\r\n${headers.map((h) => h + '\r\n').join('')}\r\n`);
     });
@@ -678,7 +688,13 @@ export class RtspReaderFleet implements ReaderFleet {
     return [
       `  RTSP readers: ${this.readers.length} (${f.connected} playing without error), per reader-second ${f1(sum((r) => r.rtpPackets) / n / seconds)} RTP packets, ` +
         `${f1((sum((r) => r.rtpBytes) * 8) / n / seconds / 1000)} kbit/s of RTP, ${f2(f.perReaderPerSecond)} video frames ` +
-        `(${f1((100 * sum((r) => r.frames)) / Math.max(1, sum((r) => r.sentInWindow)))} % of those their terminals sent in the window), ${f2(sum((r) => r.senderReports) / n / seconds)} sender reports; ` +
+        `(${f1(
+          (100 * sum((r) => r.frames)) /
+            Math.max(
+              1,
+              sum((r) => r.sentInWindow),
+            ),
+        )} % of those their terminals sent in the window), ${f2(sum((r) => r.senderReports) / n / seconds)} sender reports; ` +
         `${f.stalled} readers stalled (no RTP for ${RTSP_STALL_MS / 1000} s, or none in the window)`,
       `  end to end, terminal write -> last RTP packet of the frame read (${f.lagMs!.count} frames, ${sum((r) => r.unmatched)} unmatched, ` +
         `${this.readers.filter((r) => r.unaligned).length} readers not aligned): p50 ${f2(f.lagMs!.p50)} ms, p99 ${f2(f.lagMs!.p99)} ms, max ${f1(f.lagMs!.max)} ms`,

@@ -143,7 +143,10 @@ export class CallbackReceiver {
         return;
       }
       this.accepted++;
-      this.onNotice({ reqId: doc.reqId, act: doc.act, closeCause: typeof doc.closeCause === 'number' ? doc.closeCause : undefined, at: performance.now() }, path);
+      this.onNotice(
+        { reqId: doc.reqId, act: doc.act, closeCause: typeof doc.closeCause === 'number' ? doc.closeCause : undefined, at: performance.now() },
+        path,
+      );
       res.writeHead(204).end();
     });
     req.on('error', () => undefined);

@@ -8,7 +8,9 @@ import { once } from 'node:events';
  * are removed whichever comes first. `who` names the child in the errors.
  */
 export function replyFrom<M, T>(
-  child: ChildProcess, msg: unknown, pick: (m: M) => { ok: T } | { err: Error } | undefined,
+  child: ChildProcess,
+  msg: unknown,
+  pick: (m: M) => { ok: T } | { err: Error } | undefined,
   o: { who: string; timeoutMs: number; timeoutText: string; signal: AbortSignal },
 ): Promise<T> {
   const reply = new Promise<T>((resolve, reject) => {

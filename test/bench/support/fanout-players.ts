@@ -84,11 +84,16 @@ export class PlayerProcs {
   }
 
   private ask<T extends FromChild>(c: ChildProcess, msg: ToChild, want: T['t'], signal: AbortSignal): Promise<T> {
-    return replyFrom<FromChild, T>(c, msg, (m) => {
-      if (m.t === want) return { ok: m as T };
-      if (m.t === 'error') return { err: new Error(`player process ${c.pid}: ${m.message}`) };
-      return undefined;
-    }, { who: `player process ${c.pid}`, timeoutMs: REPLY_TIMEOUT_MS, timeoutText: `no '${want}' within ${REPLY_TIMEOUT_MS / 1000} s`, signal });
+    return replyFrom<FromChild, T>(
+      c,
+      msg,
+      (m) => {
+        if (m.t === want) return { ok: m as T };
+        if (m.t === 'error') return { err: new Error(`player process ${c.pid}: ${m.message}`) };
+        return undefined;
+      },
+      { who: `player process ${c.pid}`, timeoutMs: REPLY_TIMEOUT_MS, timeoutText: `no '${want}' within ${REPLY_TIMEOUT_MS / 1000} s`, signal },
+    );
   }
 
   private all<T extends FromChild>(msg: (i: number) => ToChild, want: T['t'], signal: AbortSignal): Promise<T[]> {
@@ -99,7 +104,10 @@ export class PlayerProcs {
   async connect(urls: string[], ws: boolean, capacity: number, signal: AbortSignal): Promise<{ ok: number; failed: number; errors: string[] }> {
     const share = (i: number) => urls.filter((_u, k) => k % this.children.length === i);
     const r = await this.all<{ t: 'connected'; ok: number; failed: number; errors: string[] }>(
-      (i) => ({ t: 'connect', urls: share(i), ws, capacity }), 'connected', signal);
+      (i) => ({ t: 'connect', urls: share(i), ws, capacity }),
+      'connected',
+      signal,
+    );
     return { ok: r.reduce((n, x) => n + x.ok, 0), failed: r.reduce((n, x) => n + x.failed, 0), errors: r.flatMap((x) => x.errors) };
   }
 
@@ -150,7 +158,10 @@ class Player {
   private sock?: net.Socket;
   private ws?: WebSocket;
 
-  constructor(private readonly clock: number, capacity: number) {
+  constructor(
+    private readonly clock: number,
+    capacity: number,
+  ) {
     this.ts = new Float64Array(capacity);
     this.at = new Float64Array(capacity);
     this.key = new Uint8Array(capacity);
@@ -197,8 +208,12 @@ class Player {
       }
     });
     this.sock = s;
-    s.on('error', (err) => { this.error ??= err.message; });
-    s.on('close', () => { this.closed = true; });
+    s.on('error', (err) => {
+      this.error ??= err.message;
+    });
+    s.on('close', () => {
+      this.closed = true;
+    });
     s.once('close', () => refused(new Error(this.error ?? 'connection closed before the response')));
     s.write(`GET ${u.pathname}${u.search} HTTP/1.1\r\nHost: ${u.host}\r\nAccept: */*\r\nConnection: keep-alive\r\n\r\n`);
     const onAbort = () => {
@@ -309,7 +324,9 @@ async function childMain(): Promise<void> {
             const index = indexSent(sent);
             const latency = new LatencyHistogram();
             const out: PlayerFigures[] = players.map((p) => {
-              const c = checkFrames(sent, index, m.from, m.to, { count: p.count, ts: p.ts, at: p.at, key: Array.from(p.key, (k) => k === 1) }, (ms) => latency.add(ms));
+              const c = checkFrames(sent, index, m.from, m.to, { count: p.count, ts: p.ts, at: p.at, key: Array.from(p.key, (k) => k === 1) }, (ms) =>
+                latency.add(ms),
+              );
               return { ...c, bytes: p.bytesAtMark - p.bytesAtStart, closed: p.closed, ...(p.error !== undefined ? { error: p.error } : {}) };
             });
             send({ t: 'analysis', players: out, latency: latency.toJSON() });

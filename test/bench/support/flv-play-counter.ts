@@ -11,8 +11,18 @@
  */
 export type TagSink = (type: number, timestamp: number, size: number, head: number) => void;
 
-const enum Http { Head, ChunkSize, ChunkData, ChunkCrlf, Body }
-const enum Flv { FileHeader, TagHeader, TagBody }
+const enum Http {
+  Head,
+  ChunkSize,
+  ChunkData,
+  ChunkCrlf,
+  Body,
+}
+const enum Flv {
+  FileHeader,
+  TagHeader,
+  TagBody,
+}
 
 const MAX_HEAD = 16 * 1024;
 const MAX_CHUNK_LINE = 64;

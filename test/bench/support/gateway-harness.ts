@@ -87,10 +87,15 @@ const SHARED_READ = Buffer.allocUnsafeSlow(64 * 1024);
 
 /** net.connect's options for reads into the buffer shared by the process: `chunk` holds bytes 0 to `end`, valid only during the call */
 export function sharedReads(onData: (chunk: Buffer, end: number) => void): Pick<net.NetConnectOpts, 'onread'> {
-  return { onread: { buffer: SHARED_READ, callback: (n: number, b: Uint8Array): boolean => {
-    onData(b as Buffer, n);
-    return true;
-  } } };
+  return {
+    onread: {
+      buffer: SHARED_READ,
+      callback: (n: number, b: Uint8Array): boolean => {
+        onData(b as Buffer, n);
+        return true;
+      },
+    },
+  };
 }
 
 /**
@@ -158,7 +163,10 @@ export interface OpenResult {
 }
 
 export class Api {
-  constructor(readonly port: number, private readonly signal: AbortSignal) {}
+  constructor(
+    readonly port: number,
+    private readonly signal: AbortSignal,
+  ) {}
 
   private auth(app: number): string {
     const id = app === 0 ? 'bench' : `bench${app + 1}`;
@@ -360,11 +368,15 @@ export function startGateway(o: StartGatewayOptions): Gateway {
   if (!fs.existsSync(main)) throw new Error(`${main} not found: build first (npm run bench does)`);
   const nodeArgs = [
     // names the worker threads so their CPU can be read from /proc; it does nothing else (see name-threads.ts)
-    '--require', NAME_THREADS,
+    '--require',
+    NAME_THREADS,
     // as npm start runs it: GC on the process's own thread and its young generation, unless the gateway keys say
     // otherwise (core/gc-flags.ts)
     ...(o.main ? [] : gcNodeFlags(process.env.GW_GC_HELPER_THREADS === 'true', gcSemiSpaceMB())),
-    ...o.nodeOpts, ...(o.profileDir ? ['--cpu-prof', `--cpu-prof-dir=${o.profileDir}`] : []), main, o.siteFile,
+    ...o.nodeOpts,
+    ...(o.profileDir ? ['--cpu-prof', `--cpu-prof-dir=${o.profileDir}`] : []),
+    main,
+    o.siteFile,
   ];
   const [cmd, args] = o.pin ? ['taskset', ['-c', '0', process.execPath, ...nodeArgs]] : [process.execPath, nodeArgs];
   const logFile = path.join(o.dir, 'gateway.log');
@@ -467,19 +479,28 @@ export function gatewayCpu(pid: number): ThreadCpu {
 export function gatewayRss(pid: number): number {
   let sum = 0;
   for (const p of gatewayPids(pid)) {
-    try { sum += rssBytes(p); } catch { /* gone */ }
+    try {
+      sum += rssBytes(p);
+    } catch {
+      /* gone */
+    }
   }
   return sum;
 }
 
 /** The worker threads' ids (jsworker-*), for pinning one elsewhere. */
 export function workerThreadIds(pid: number): number[] {
-  return threadsOf(pid).filter((t) => t.comm.startsWith(WORKER_THREAD_PREFIX)).map((t) => t.tid);
+  return threadsOf(pid)
+    .filter((t) => t.comm.startsWith(WORKER_THREAD_PREFIX))
+    .map((t) => t.tid);
 }
 
 export function printProfile(file: string, what = 'main thread', top = 25): void {
   const s = summariseCpuProfile(file, repoRoot, top);
-  const out = [`  gateway CPU profile, ${what}, ${path.relative(repoRoot, file)}: ${f1(s.busyMs / 1000)} s busy of ${f1(s.totalMs / 1000)} s (whole run)`, '  top self time by function:'];
+  const out = [
+    `  gateway CPU profile, ${what}, ${path.relative(repoRoot, file)}: ${f1(s.busyMs / 1000)} s busy of ${f1(s.totalMs / 1000)} s (whole run)`,
+    '  top self time by function:',
+  ];
   for (const e of s.functions) out.push(`    ${f1(e.pct).padStart(5)} %  ${f1(e.selfMs).padStart(9)} ms  ${e.name}  ${e.where}`);
   out.push('  self time by file:');
   for (const e of s.files.slice(0, 15)) out.push(`    ${f1(e.pct).padStart(5)} %  ${f1(e.selfMs).padStart(9)} ms  ${e.name}`);

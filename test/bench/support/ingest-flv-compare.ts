@@ -23,12 +23,16 @@ export async function vsWorkers(o: IngestFlvOptions, stream: SynthStream, runWit
   const perCore = (r: IngestFlvResult) => r.terminals / (r.cpuPct / 100);
   console.log(`\ningest-flv, 1 process vs ${n} workers on the same core, ${o.terminals} terminals, ${rounds.length} round(s) alternated:`);
   for (const [k, r] of rounds.entries()) {
-    console.log(`  round ${k + 1}: 1 process ${f1(r.one.cpuPct)} % (${f1(perCore(r.one))} streams per core, RSS ${f1(r.one.rssMB)} MB), ` +
-      `${n} workers ${f1(r.many.cpuPct)} % (${f1(perCore(r.many))} streams per core, RSS ${f1(r.many.rssMB)} MB)`);
+    console.log(
+      `  round ${k + 1}: 1 process ${f1(r.one.cpuPct)} % (${f1(perCore(r.one))} streams per core, RSS ${f1(r.one.rssMB)} MB), ` +
+        `${n} workers ${f1(r.many.cpuPct)} % (${f1(perCore(r.many))} streams per core, RSS ${f1(r.many.rssMB)} MB)`,
+    );
   }
   const efficiency = total(rounds, (r) => r.one.cpuPct) / total(rounds, (r) => r.many.cpuPct);
-  console.log(`  streams per CPU-second, ${n} workers / 1 process: ${f2(efficiency)}; on ${n} cores: ${f2(n * efficiency)} x one process ` +
-    `(target ${f1(0.9 * n)} x: ${n * efficiency >= 0.9 * n ? 'ok' : 'MISSED'}; this assumes the cores are independent, which a shared memory bus and turbo clocks are not quite)`);
+  console.log(
+    `  streams per CPU-second, ${n} workers / 1 process: ${f2(efficiency)}; on ${n} cores: ${f2(n * efficiency)} x one process ` +
+      `(target ${f1(0.9 * n)} x: ${n * efficiency >= 0.9 * n ? 'ok' : 'MISSED'}; this assumes the cores are independent, which a shared memory bus and turbo clocks are not quite)`,
+  );
   return rounds[rounds.length - 1].many;
 }
 
@@ -42,16 +46,21 @@ export async function vsFlv(o: IngestFlvOptions, stream: SynthStream, runWith: R
   console.log(`\n${name} readers vs HTTP-FLV players, ${o.terminals} terminals, ${rounds.length} round(s) alternated (${name} first):`);
   for (const [k, r] of rounds.entries()) {
     const lag = r.alt.readerFigures?.lagMs;
-    console.log(`  round ${k + 1}: ${name} ${f1(r.alt.cpuPct)} % of a core, RSS ${f1(r.alt.rssMB)} MB (peak ${f1(r.alt.peakRssMB)})` +
-      (lag ? `, lag p50 ${f1(lag.p50)} / p99 ${f1(lag.p99)} ms` : '') + `, ${r.alt.readerFigures?.errors ?? 0} reader errors, ${r.alt.stalledPlayers} stalled; ` +
-      `FLV ${f1(r.flv.cpuPct)} %, RSS ${f1(r.flv.rssMB)} MB (peak ${f1(r.flv.peakRssMB)}), e2e p50 ${f1(r.flv.endToEndMs.p50)} / p99 ${f1(r.flv.endToEndMs.p99)} ms, ` +
-      `${r.flv.stalledPlayers} stalled -> CPU ${name}/FLV ${f2(r.alt.cpuPct / r.flv.cpuPct)}, RSS ${f2(r.alt.rssMB / r.flv.rssMB)}` +
-      othersNote(r.alt, r.flv));
+    console.log(
+      `  round ${k + 1}: ${name} ${f1(r.alt.cpuPct)} % of a core, RSS ${f1(r.alt.rssMB)} MB (peak ${f1(r.alt.peakRssMB)})` +
+        (lag ? `, lag p50 ${f1(lag.p50)} / p99 ${f1(lag.p99)} ms` : '') +
+        `, ${r.alt.readerFigures?.errors ?? 0} reader errors, ${r.alt.stalledPlayers} stalled; ` +
+        `FLV ${f1(r.flv.cpuPct)} %, RSS ${f1(r.flv.rssMB)} MB (peak ${f1(r.flv.peakRssMB)}), e2e p50 ${f1(r.flv.endToEndMs.p50)} / p99 ${f1(r.flv.endToEndMs.p99)} ms, ` +
+        `${r.flv.stalledPlayers} stalled -> CPU ${name}/FLV ${f2(r.alt.cpuPct / r.flv.cpuPct)}, RSS ${f2(r.alt.rssMB / r.flv.rssMB)}` +
+        othersNote(r.alt, r.flv),
+    );
   }
   const sum = (f: (r: (typeof rounds)[number]) => number) => total(rounds, f);
-  console.log(`  over all rounds: gateway CPU ${name}/FLV ${f2(sum((r) => r.alt.cpuPct) / sum((r) => r.flv.cpuPct))}, ` +
-    `RSS at the end ${name}/FLV ${f2(sum((r) => r.alt.rssMB) / sum((r) => r.flv.rssMB))}, ` +
-    `load generator ${name} ${f1(sum((r) => r.alt.generatorCpuPct) / rounds.length)} % vs FLV ${f1(sum((r) => r.flv.generatorCpuPct) / rounds.length)} % of its core`);
+  console.log(
+    `  over all rounds: gateway CPU ${name}/FLV ${f2(sum((r) => r.alt.cpuPct) / sum((r) => r.flv.cpuPct))}, ` +
+      `RSS at the end ${name}/FLV ${f2(sum((r) => r.alt.rssMB) / sum((r) => r.flv.rssMB))}, ` +
+      `load generator ${name} ${f1(sum((r) => r.alt.generatorCpuPct) / rounds.length)} % vs FLV ${f1(sum((r) => r.flv.generatorCpuPct) / rounds.length)} % of its core`,
+  );
   return rounds[rounds.length - 1].alt;
 }
 
@@ -65,11 +74,15 @@ export async function vsVideo(o: IngestFlvOptions, withAudio: SynthStream, runWi
     video: () => runWith({ ...o, vsVideo: 0, audio: false, aac: false }, videoOnly),
     audio: () => runWith({ ...o, vsVideo: 0 }, withAudio),
   });
-  console.log(`\ningest-flv without and with audio (${o.aac ? 'players take AAC' : 'audio not played'}), ${o.terminals} terminals, ${rounds.length} round(s) alternated:`);
+  console.log(
+    `\ningest-flv without and with audio (${o.aac ? 'players take AAC' : 'audio not played'}), ${o.terminals} terminals, ${rounds.length} round(s) alternated:`,
+  );
   for (const [k, r] of rounds.entries()) {
-    console.log(`  round ${k + 1}: video only: main thread ${f1(r.video.threadCpuPct.main)} % (gateway ${f1(r.video.cpuPct)} %); ` +
-      `with audio: main thread ${f1(r.audio.threadCpuPct.main)} % (gateway ${f1(r.audio.cpuPct)} %, AAC worker ${f1(r.audio.threadCpuPct.worker)} %, ` +
-      `${r.audio.silentPlayers} players without audio) -> ${f2(r.audio.threadCpuPct.main / r.video.threadCpuPct.main)}`);
+    console.log(
+      `  round ${k + 1}: video only: main thread ${f1(r.video.threadCpuPct.main)} % (gateway ${f1(r.video.cpuPct)} %); ` +
+        `with audio: main thread ${f1(r.audio.threadCpuPct.main)} % (gateway ${f1(r.audio.cpuPct)} %, AAC worker ${f1(r.audio.threadCpuPct.worker)} %, ` +
+        `${r.audio.silentPlayers} players without audio) -> ${f2(r.audio.threadCpuPct.main / r.video.threadCpuPct.main)}`,
+    );
   }
   const ratio = total(rounds, (r) => r.audio.threadCpuPct.main) / total(rounds, (r) => r.video.threadCpuPct.main);
   console.log(`  main thread with audio / video only: ${f2(ratio)} (target 1.10 or less): ${ratio <= 1.1 ? 'ok' : 'MISSED'}`);
@@ -85,15 +98,20 @@ export async function vsFloor(o: IngestFlvOptions, stream: SynthStream, runWith:
   });
   console.log(`\ningest-flv vs the floor, ${o.terminals} terminals, ${rounds.length} round(s) alternated:`);
   for (const [k, r] of rounds.entries()) {
-    console.log(`  round ${k + 1}: gateway ${f1(r.gateway.cpuPct)} % (RSS ${f1(r.gateway.rssMB)} MB, e2e p99 ${f1(r.gateway.endToEndMs.p99)} ms), ` +
-      `floor ${f1(r.floor.cpuPct)} % (RSS ${f1(r.floor.rssMB)} MB, e2e p99 ${f1(r.floor.endToEndMs.p99)} ms) -> gateway / floor ${f2(r.gateway.cpuPct / r.floor.cpuPct)}; ` +
-      `gateway ${targetsShort(r.gateway)}`);
+    console.log(
+      `  round ${k + 1}: gateway ${f1(r.gateway.cpuPct)} % (RSS ${f1(r.gateway.rssMB)} MB, e2e p99 ${f1(r.gateway.endToEndMs.p99)} ms), ` +
+        `floor ${f1(r.floor.cpuPct)} % (RSS ${f1(r.floor.rssMB)} MB, e2e p99 ${f1(r.floor.endToEndMs.p99)} ms) -> gateway / floor ${f2(r.gateway.cpuPct / r.floor.cpuPct)}; ` +
+        `gateway ${targetsShort(r.gateway)}`,
+    );
   }
   const ratio = total(rounds, (r) => r.gateway.cpuPct) / total(rounds, (r) => r.floor.cpuPct);
   console.log(`  gateway CPU / floor CPU: ${f2(ratio)} (target 2 or less): ${ratio <= 2 ? 'ok' : 'MISSED'}`);
   // the absolute targets move with the machine: which rounds met them, and on what floor, says how fast it was
   const met = rounds.filter((r) => targetChecks(r.gateway).every((c) => c.met));
-  console.log(`  gateway rounds meeting every issue 16 target${o.terminals !== TARGET.terminals ? ` (at ${o.terminals} terminals, not ${TARGET.terminals})` : ''}: ` +
-    `${met.length} of ${rounds.length}` + (met.length > 0 ? ` (the floor beside them: ${met.map((r) => `${f1(r.floor.cpuPct)} %`).join(', ')})` : ''));
+  console.log(
+    `  gateway rounds meeting every issue 16 target${o.terminals !== TARGET.terminals ? ` (at ${o.terminals} terminals, not ${TARGET.terminals})` : ''}: ` +
+      `${met.length} of ${rounds.length}` +
+      (met.length > 0 ? ` (the floor beside them: ${met.map((r) => `${f1(r.floor.cpuPct)} %`).join(', ')})` : ''),
+  );
   return rounds[rounds.length - 1].gateway;
 }

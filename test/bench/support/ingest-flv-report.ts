@@ -15,7 +15,9 @@ export function gcFigures(m0: Map<string, Sample[]>, m1: Map<string, Sample[]>, 
   const spent = (kind?: string) => sumDelta(m1, m0, `${name}_sum`, kind ? { kind } : {});
   const pct = (s: number) => (100 * s) / secs;
   return {
-    pct: pct(spent()), majorPct: pct(spent('major') + spent('incremental')), minorPct: pct(spent('minor')),
+    pct: pct(spent()),
+    majorPct: pct(spent('major') + spent('incremental')),
+    minorPct: pct(spent('minor')),
     majors: sumDelta(m1, m0, `${name}_count`, { kind: 'major' }),
   };
 }
@@ -25,7 +27,10 @@ function rssKBPerStream(r: Pick<IngestFlvResult, 'rssMB' | 'peakRssMB' | 'idleRs
   return ((Math.max(r.rssMB, r.peakRssMB) - r.idleRssMB) * 1024) / r.terminals;
 }
 
-export type TargetFigures = Pick<IngestFlvResult, 'cpuPct' | 'endToEndMs' | 'rssMB' | 'peakRssMB' | 'idleRssMB' | 'terminals' | 'droppedFrames' | 'stalledPlayers'>;
+export type TargetFigures = Pick<
+  IngestFlvResult,
+  'cpuPct' | 'endToEndMs' | 'rssMB' | 'peakRssMB' | 'idleRssMB' | 'terminals' | 'droppedFrames' | 'stalledPlayers'
+>;
 
 /** a run against each of issue 16's targets: what a run's verdict prints and --vs-floor's rounds count */
 export function targetChecks(r: TargetFigures): Array<{ what: string; short: string; met: boolean }> {
@@ -39,18 +44,28 @@ export function targetChecks(r: TargetFigures): Array<{ what: string; short: str
 
 /** "every target met", or the ones missed, for a round line */
 export function targetsShort(r: TargetFigures): string {
-  const missed = targetChecks(r).filter((c) => !c.met).map((c) => c.short);
+  const missed = targetChecks(r)
+    .filter((c) => !c.met)
+    .map((c) => c.short);
   return missed.length === 0 ? 'every target met' : `missed ${missed.join(', ')}`;
 }
 
 export function report(
-  r: IngestFlvResult, m: Map<string, Sample[]>, lateTicks: number, unmatched: number, errors: string[], o: IngestFlvOptions, stream: SynthStream,
+  r: IngestFlvResult,
+  m: Map<string, Sample[]>,
+  lateTicks: number,
+  unmatched: number,
+  errors: string[],
+  o: IngestFlvOptions,
+  stream: SynthStream,
   readerLines?: string[],
 ): void {
   const cores = r.cpuPct / 100;
   const lines = [
-    readerLines ? `  streams: ${r.terminals} terminals (gateway counts ${sumOf(m, 'gw_jt1078_ingest_links')} links)` : `  streams: ${r.terminals} terminals, ${r.playersConnected} players connected (gateway counts ${sumOf(m, 'gw_flv_out_streams')} FLV streams, ` +
-      `${sumOf(m, 'gw_flv_out_players')} players, ${sumOf(m, 'gw_jt1078_ingest_links')} links); ${r.stalledPlayers} players got no video in the window`,
+    readerLines
+      ? `  streams: ${r.terminals} terminals (gateway counts ${sumOf(m, 'gw_jt1078_ingest_links')} links)`
+      : `  streams: ${r.terminals} terminals, ${r.playersConnected} players connected (gateway counts ${sumOf(m, 'gw_flv_out_streams')} FLV streams, ` +
+        `${sumOf(m, 'gw_flv_out_players')} players, ${sumOf(m, 'gw_jt1078_ingest_links')} links); ${r.stalledPlayers} players got no video in the window`,
     `  in:  ${f1(r.mbpsIn)} Mbit/s sent by the terminals (gateway read ${f1(r.gatewayMbpsIn)})`,
     `  out: ${f1(r.mbpsOut)} Mbit/s read by the ${readerLines ? 'readers' : 'players'}${Number.isNaN(r.gatewayMbpsOut) ? '' : ` (gateway wrote ${f1(r.gatewayMbpsOut)})`}`,
     `  gateway CPU: ${f1(r.cpuPct)} % of one core over ${f1(r.seconds)} s  ->  per core: ${f1(r.mbpsIn / cores)} Mbit/s in, ` +
@@ -62,25 +77,38 @@ export function report(
       `of which the bus holds ${f1(r.busHeldMB.gop)} MB in GOP caches and ${f1(r.busHeldMB.queue)} MB in queues; ` +
       `payload chunks: ${f1(r.chunkMB.held)} MB held by streams, ${f1(r.chunkMB.free)} MB free in the pool; in the window ${r.chunks.allocated} allocated, ` +
       `${r.chunks.reused} reused, ${r.chunks.escaped} left to the collector, ${r.chunks.released} let go unused`,
-    ...(o.workers > 1 ? [] : [`  gateway GC pauses: ${f1(r.gc.pct)} % of one core (mark-compact and incremental finalisation ${f1(r.gc.majorPct)} %, ` +
-      `scavenges ${f1(r.gc.minorPct)} %), ${r.gc.majors} mark-compacts in ${f1(r.seconds)} s`]),
-    ...(readerLines ? [] : [`  added latency, frame read -> FLV tags written (gateway metric, ${r.addedLatencyMs.count} frames): ` +
-      `p50 ${f2(r.addedLatencyMs.p50)} ms, p99 ${f2(r.addedLatencyMs.p99)} ms`]),
+    ...(o.workers > 1
+      ? []
+      : [
+          `  gateway GC pauses: ${f1(r.gc.pct)} % of one core (mark-compact and incremental finalisation ${f1(r.gc.majorPct)} %, ` +
+            `scavenges ${f1(r.gc.minorPct)} %), ${r.gc.majors} mark-compacts in ${f1(r.seconds)} s`,
+        ]),
+    ...(readerLines
+      ? []
+      : [
+          `  added latency, frame read -> FLV tags written (gateway metric, ${r.addedLatencyMs.count} frames): ` +
+            `p50 ${f2(r.addedLatencyMs.p50)} ms, p99 ${f2(r.addedLatencyMs.p99)} ms`,
+        ]),
     o.workers > 1
-      // /metrics sums series over the workers: a sum of percentiles means nothing
-      ? `  gateway event-loop delay: not shown with ${o.workers} workers (/metrics adds the workers' figures up)`
+      ? // /metrics sums series over the workers: a sum of percentiles means nothing
+        `  gateway event-loop delay: not shown with ${o.workers} workers (/metrics adds the workers' figures up)`
       : `  gateway event-loop delay (a 10 ms timer's lateness plus its 10 ms): p50 ${f2(r.eventLoopDelayMs.p50)} ms, ` +
         `p99 ${f2(r.eventLoopDelayMs.p99)} ms, max ${f2(r.eventLoopDelayMs.max)} ms`,
     `  /metrics scrape before the window, asked to answered whole (made in 2 ms turns, the bench reading it on its busy core; the window starts a second later): ${f2(r.metricsScrapeMs)} ms`,
-    ...(readerLines ?? [`  end to end, terminal write -> player read, both processes' delays included (${r.endToEndMs.count} frames, ${unmatched} unmatched): ` +
-      `p50 ${f2(r.endToEndMs.p50)} ms, p99 ${f2(r.endToEndMs.p99)} ms`]),
-    ...(stream.audio === 'none' ? [] : [
-      `  audio: ${f2(r.audioFramesPerPlayerSecond)} frames per player-second (${o.aac ? `AAC: ${f2(8000 / 1024)} expected` : 'none expected: no AAC stage'}), ` +
-        `${r.silentPlayers} players got none` + (o.aac ? `; ${r.aac.transcoders} transcoders, ${r.aac.failures} failures in the window` : '') +
-        (r.audioLatencyMs.count > 0
-          ? `; latency past the codec's own look-ahead (${r.audioLatencyMs.count} frames): p50 ${f2(r.audioLatencyMs.p50)} ms, p99 ${f2(r.audioLatencyMs.p99)} ms`
-          : ''),
+    ...(readerLines ?? [
+      `  end to end, terminal write -> player read, both processes' delays included (${r.endToEndMs.count} frames, ${unmatched} unmatched): ` +
+        `p50 ${f2(r.endToEndMs.p50)} ms, p99 ${f2(r.endToEndMs.p99)} ms`,
     ]),
+    ...(stream.audio === 'none'
+      ? []
+      : [
+          `  audio: ${f2(r.audioFramesPerPlayerSecond)} frames per player-second (${o.aac ? `AAC: ${f2(8000 / 1024)} expected` : 'none expected: no AAC stage'}), ` +
+            `${r.silentPlayers} players got none` +
+            (o.aac ? `; ${r.aac.transcoders} transcoders, ${r.aac.failures} failures in the window` : '') +
+            (r.audioLatencyMs.count > 0
+              ? `; latency past the codec's own look-ahead (${r.audioLatencyMs.count} frames): p50 ${f2(r.audioLatencyMs.p50)} ms, p99 ${f2(r.audioLatencyMs.p99)} ms`
+              : ''),
+        ]),
     `  load generator: ${o.busyClient ? 'spinning (100 % of its core by design)' : `${f1(r.generatorCpuPct)} % of its core`}, event-loop delay p99 ${f2(r.generatorLoopDelayMs.p99)} ms, ` +
       `max ${f2(r.generatorLoopDelayMs.max)} ms (same 10 ms timer), ${lateTicks} late ticks (>50 ms), ${r.droppedFrames} frames dropped on backpressure; ` +
       `its own GC in the window: ${r.generatorGc.majors} mark-compacts, ${f1(r.generatorGc.pauseMs)} ms of pauses (longest ${f1(r.generatorGc.maxPauseMs)} ms)`,
@@ -90,16 +118,26 @@ export function report(
   if (errors.length) lines.push(`  player errors (${errors.length}): ${[...new Set(errors)].slice(0, 3).join('; ')}`);
   const ok = (b: boolean) => (b ? 'ok' : 'MISSED');
   // (the floor is what the gateway is measured against, not a candidate for the targets)
-  if (!readerLines && !o.floor) lines.push(
-    // The gateway's metric starts when a frame's last packet is parsed, so it cannot see time the packets waited in
-    // the socket buffer for a late event loop; only the end-to-end figure, judged here, does.
-    `  issue 16 targets (${TARGET.terminals} terminals x 1 Mbit/s on one core${r.terminals !== TARGET.terminals ? `; this run: ${r.terminals}` : ''}): ` +
-      targetChecks(r).map((c) => `${c.what}: ${ok(c.met)}`).join('; '),
-  );
-  const tail = endToEndTailNote({ generatorLoopP99Ms: r.generatorLoopDelayMs.p99, e2eP99Ms: r.endToEndMs.p99, addedP99Ms: r.addedLatencyMs.p99, core0BusyPct: r.core0BusyPct });
+  if (!readerLines && !o.floor)
+    lines.push(
+      // The gateway's metric starts when a frame's last packet is parsed, so it cannot see time the packets waited in
+      // the socket buffer for a late event loop; only the end-to-end figure, judged here, does.
+      `  issue 16 targets (${TARGET.terminals} terminals x 1 Mbit/s on one core${r.terminals !== TARGET.terminals ? `; this run: ${r.terminals}` : ''}): ` +
+        targetChecks(r)
+          .map((c) => `${c.what}: ${ok(c.met)}`)
+          .join('; '),
+    );
+  const tail = endToEndTailNote({
+    generatorLoopP99Ms: r.generatorLoopDelayMs.p99,
+    e2eP99Ms: r.endToEndMs.p99,
+    addedP99Ms: r.addedLatencyMs.p99,
+    core0BusyPct: r.core0BusyPct,
+  });
   if (!readerLines && tail !== undefined) lines.push(tail);
   if (o.busyClient ? r.generatorLoopDelayMs.p99 > 30 : r.generatorCpuPct > 90) {
-    lines.push(`  WARNING: the load generator is ${o.busyClient ? 'late on its 10 ms timer' : 'near 100 % of its core'}: figures may be limited by it, not by the gateway`);
+    lines.push(
+      `  WARNING: the load generator is ${o.busyClient ? 'late on its 10 ms timer' : 'near 100 % of its core'}: figures may be limited by it, not by the gateway`,
+    );
   }
   if (r.droppedFrames > 0) lines.push('  WARNING: frames were dropped at the terminals because the gateway did not read them in time');
   console.log(lines.join('\n'));
@@ -120,12 +158,16 @@ export function endToEndTailNote(t: { generatorLoopP99Ms: number; e2eP99Ms: numb
   if (!(t.e2eP99Ms >= TARGET.e2eP99Ms)) return undefined;
   const late = t.generatorLoopP99Ms - 10;
   if (late >= t.e2eP99Ms / 2) {
-    return `  NOTE: the load generator's own loop was ${late.toFixed(1)} ms late at its p99 (its 10 ms timer read ${t.generatorLoopP99Ms.toFixed(1)}): ` +
-      `the end-to-end p99 of ${t.e2eP99Ms.toFixed(1)} ms is at least partly the bench's (the gateway's added latency p99: ${t.addedP99Ms.toFixed(2)} ms)`;
+    return (
+      `  NOTE: the load generator's own loop was ${late.toFixed(1)} ms late at its p99 (its 10 ms timer read ${t.generatorLoopP99Ms.toFixed(1)}): ` +
+      `the end-to-end p99 of ${t.e2eP99Ms.toFixed(1)} ms is at least partly the bench's (the gateway's added latency p99: ${t.addedP99Ms.toFixed(2)} ms)`
+    );
   }
   if (t.core0BusyPct >= BUSY_CORE_PCT) {
-    return `  NOTE: core 0 was ${t.core0BusyPct.toFixed(1)} % busy: past ${BUSY_CORE_PCT} % the gateway's reads queue in bursts, and the end-to-end ` +
-      `p99 of ${t.e2eP99Ms.toFixed(1)} ms is that queueing (the load generator was on time; run fewer terminals to see the gateway below it)`;
+    return (
+      `  NOTE: core 0 was ${t.core0BusyPct.toFixed(1)} % busy: past ${BUSY_CORE_PCT} % the gateway's reads queue in bursts, and the end-to-end ` +
+      `p99 of ${t.e2eP99Ms.toFixed(1)} ms is that queueing (the load generator was on time; run fewer terminals to see the gateway below it)`
+    );
   }
   return undefined;
 }

@@ -160,8 +160,18 @@ export class NoticeLedger {
 
   summary(now: number): LedgerSummary {
     const s: LedgerSummary = {
-      requests: this.byId.size, ended: 0, noticesReceived: this.received, finalsReceived: 0, readyReceived: 0, pendingFinals: [],
-      missingReady: [], duplicates: [], orderViolations: [], unknown: this.unknown, causes: {}, unexpectedCauses: [],
+      requests: this.byId.size,
+      ended: 0,
+      noticesReceived: this.received,
+      finalsReceived: 0,
+      readyReceived: 0,
+      pendingFinals: [],
+      missingReady: [],
+      duplicates: [],
+      orderViolations: [],
+      unknown: this.unknown,
+      causes: {},
+      unexpectedCauses: [],
       finalDelayMs: { p50: NaN, p99: NaN, max: NaN },
     };
     const delays: number[] = [];

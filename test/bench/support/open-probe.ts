@@ -83,9 +83,12 @@ export class OpenProbe {
   }
 
   run(job: ProbeJob, signal: AbortSignal): Promise<ProbeResult> {
-    return replyFrom<FromChild, ProbeResult>(this.child, { t: 'run', job } satisfies ToChild,
+    return replyFrom<FromChild, ProbeResult>(
+      this.child,
+      { t: 'run', job } satisfies ToChild,
       (m) => (m.t === 'result' ? { ok: m.result } : { err: new Error(`open probe: ${m.message}`) }),
-      { who: 'open probe', timeoutMs: job.seconds * 1000 + HTTP_TIMEOUT_MS * 2 + 10_000, timeoutText: 'no result in time', signal });
+      { who: 'open probe', timeoutMs: job.seconds * 1000 + HTTP_TIMEOUT_MS * 2 + 10_000, timeoutText: 'no result in time', signal },
+    );
   }
 
   async close(): Promise<void> {
@@ -107,24 +110,32 @@ function call(agent: http.Agent, job: ProbeJob, method: string, p: string, body?
   const auth = 'Basic ' + Buffer.from(`${job.user}:${job.password}`).toString('base64');
   return new Promise<Answer>((resolve, reject) => {
     const t0 = performance.now();
-    const req = http.request({
-      host: '127.0.0.1', port: job.port, path: p, method, agent, timeout: HTTP_TIMEOUT_MS,
-      headers: payload ? { 'Content-Type': 'application/json', 'Content-Length': payload.length, Authorization: auth } : { Authorization: auth },
-    }, (res) => {
-      const parts: Buffer[] = [];
-      res.on('data', (d: Buffer) => parts.push(d));
-      res.on('end', () => {
-        const ms = performance.now() - t0;
-        let doc: Answer['doc'];
-        try {
-          doc = JSON.parse(Buffer.concat(parts).toString('utf8'));
-        } catch {
-          doc = undefined;
-        }
-        resolve({ ms, status: res.statusCode ?? 0, doc });
-      });
-      res.on('error', reject);
-    });
+    const req = http.request(
+      {
+        host: '127.0.0.1',
+        port: job.port,
+        path: p,
+        method,
+        agent,
+        timeout: HTTP_TIMEOUT_MS,
+        headers: payload ? { 'Content-Type': 'application/json', 'Content-Length': payload.length, Authorization: auth } : { Authorization: auth },
+      },
+      (res) => {
+        const parts: Buffer[] = [];
+        res.on('data', (d: Buffer) => parts.push(d));
+        res.on('end', () => {
+          const ms = performance.now() - t0;
+          let doc: Answer['doc'];
+          try {
+            doc = JSON.parse(Buffer.concat(parts).toString('utf8'));
+          } catch {
+            doc = undefined;
+          }
+          resolve({ ms, status: res.statusCode ?? 0, doc });
+        });
+        res.on('error', reject);
+      },
+    );
     req.on('timeout', () => req.destroy(new Error(`${p}: no answer within ${HTTP_TIMEOUT_MS / 1000} s`)));
     req.on('error', reject);
     req.end(payload);
@@ -136,7 +147,18 @@ async function probe(job: ProbeJob): Promise<ProbeResult> {
   // instant the server's keep-alive timeout (5 s) closes it (an ECONNRESET that would be the probe's fault)
   const agent = new http.Agent({ keepAlive: true, maxSockets: job.maxInFlight, scheduling: 'fifo', timeout: 2000 });
   const r: ProbeResult = {
-    open: [], close: [], late: [], started: 0, notReady: 0, ctrlTrue: 0, notClosed: 0, failed: 0, errors: [], skipped: 0, loopP99: NaN, loopMax: NaN,
+    open: [],
+    close: [],
+    late: [],
+    started: 0,
+    notReady: 0,
+    ctrlTrue: 0,
+    notClosed: 0,
+    failed: 0,
+    errors: [],
+    skipped: 0,
+    loopP99: NaN,
+    loopMax: NaN,
   };
   const fail = (why: string) => {
     r.failed++;

@@ -52,7 +52,10 @@ export class LatencyHistogram {
   negative = 0;
   private readonly logGrowth = Math.log(LatencyHistogram.GROWTH);
 
-  constructor(readonly minMs = 0.01, readonly maxMs = 120_000) {
+  constructor(
+    readonly minMs = 0.01,
+    readonly maxMs = 120_000,
+  ) {
     if (!(minMs > 0) || !(maxMs > minMs)) throw new RangeError('need 0 < minMs < maxMs');
     this.counts = new Float64Array(Math.ceil(Math.log(maxMs / minMs) / this.logGrowth) + 2);
   }
@@ -143,7 +146,12 @@ export class ProbeScheduler {
   private next = 0;
   skipped = 0;
 
-  constructor(readonly rate: number, readonly startAt: number, readonly endAt: number, readonly maxInFlight = 50) {
+  constructor(
+    readonly rate: number,
+    readonly startAt: number,
+    readonly endAt: number,
+    readonly maxInFlight = 50,
+  ) {
     if (!(rate > 0) || !Number.isFinite(rate)) throw new RangeError(`rate must be a positive number, got ${rate}`);
     if (!(maxInFlight >= 1)) throw new RangeError('maxInFlight must be at least 1');
     this.intervalMs = 1000 / rate;
@@ -231,7 +239,12 @@ export function indexSent(sent: SentFrames): Map<number, number> {
  * read for the first time adds its latency (read - sent) to `latency`.
  */
 export function checkFrames(
-  sent: SentFrames, index: Map<number, number>, from: number, to: number, read: ReadFrames, latency?: (ms: number) => void,
+  sent: SentFrames,
+  index: Map<number, number>,
+  from: number,
+  to: number,
+  read: ReadFrames,
+  latency?: (ms: number) => void,
 ): FrameCheck {
   const r: FrameCheck = { frames: 0, keyframes: 0, missing: 0, duplicates: 0, unknown: 0, keyMismatch: 0 };
   const want = Math.max(0, to - from + 1);
@@ -278,7 +291,11 @@ export function firstAtOrAfter(times: ArrayLike<number>, t: number): number {
  * average), which many terminals starting at different points average out and one terminal does not.
  */
 export function representativeStart(
-  frames: ArrayLike<{ t: number; bytes: number }>, loopMs: number, starts: ArrayLike<number>, leadMs: number, spanMs: number,
+  frames: ArrayLike<{ t: number; bytes: number }>,
+  loopMs: number,
+  starts: ArrayLike<number>,
+  leadMs: number,
+  spanMs: number,
 ): number {
   if (starts.length === 0) throw new RangeError('no start point');
   const n = frames.length;

@@ -282,7 +282,10 @@ export function summariseCpuProfile(file: string, root: string, top = 25): Profi
   }
   const busyMs = (totalUs - idleUs) / 1000;
   const finish = (m: Map<string, ProfileEntry>) =>
-    [...m.values()].map((e) => ({ ...e, pct: busyMs > 0 ? (100 * e.selfMs) / busyMs : 0 })).sort((a, b) => b.selfMs - a.selfMs).slice(0, top);
+    [...m.values()]
+      .map((e) => ({ ...e, pct: busyMs > 0 ? (100 * e.selfMs) / busyMs : 0 }))
+      .sort((a, b) => b.selfMs - a.selfMs)
+      .slice(0, top);
   return { totalMs: totalUs / 1000, busyMs, functions: finish(fnMap), files: finish(fileMap) };
 }
 

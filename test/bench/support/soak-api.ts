@@ -16,7 +16,10 @@ export interface Envelope<T> {
 export const ERR_RETRY = -207;
 
 export class ApiError extends Error {
-  constructor(message: string, readonly transport: boolean) {
+  constructor(
+    message: string,
+    readonly transport: boolean,
+  ) {
     super(message);
   }
 }
@@ -34,7 +37,12 @@ export class SoakApi {
   transportErrors = 0;
   private readonly auth = new Map<string, string>();
 
-  constructor(readonly port: number, private readonly signal: AbortSignal, private readonly timeoutMs = 15_000, maxSockets = 256) {
+  constructor(
+    readonly port: number,
+    private readonly signal: AbortSignal,
+    private readonly timeoutMs = 15_000,
+    maxSockets = 256,
+  ) {
     this.agent = new http.Agent({ keepAlive: true, maxSockets, maxFreeSockets: maxSockets, scheduling: 'lifo' });
   }
 

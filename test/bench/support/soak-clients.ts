@@ -108,7 +108,13 @@ export class ApiClient {
     let r;
     try {
       r = await ctx.api.call<Array<{ ready: boolean }>>('POST', '/strm/open', this.app, {
-        reqId, user: { token: 't' }, typ: 'live', simNo: sim, chanId: 1, keepIntv: ctx.keepIntv, cb: ctx.cb(this.owner),
+        reqId,
+        user: { token: 't' },
+        typ: 'live',
+        simNo: sim,
+        chanId: 1,
+        keepIntv: ctx.keepIntv,
+        cb: ctx.cb(this.owner),
       });
     } catch (err) {
       // the answer was lost: the request may exist; hold it, the next close settles it (closed true or false)

@@ -101,19 +101,25 @@ export function verdict(v: VerdictInput, l: VerdictLimits): Verdict {
   const failures: string[] = [];
   const warnings: string[] = [];
   const rssLeak = v.rss.samples >= 4 && v.rss.perHour > l.rssMBPerHour && v.rss.rise > l.rssMinRiseMB;
-  if (rssLeak) failures.push(`RSS grows ${v.rss.perHour.toFixed(1)} MB/h (rose ${v.rss.rise.toFixed(1)} MB after the warm-up; limits ${l.rssMBPerHour} MB/h and ${l.rssMinRiseMB} MB)`);
-  else if (v.rss.samples >= 4 && v.rss.perHour > l.rssMBPerHour) warnings.push(`RSS slope ${v.rss.perHour.toFixed(1)} MB/h but it rose only ${v.rss.rise.toFixed(1)} MB (a saw-tooth, not judged a leak)`);
+  if (rssLeak)
+    failures.push(
+      `RSS grows ${v.rss.perHour.toFixed(1)} MB/h (rose ${v.rss.rise.toFixed(1)} MB after the warm-up; limits ${l.rssMBPerHour} MB/h and ${l.rssMinRiseMB} MB)`,
+    );
+  else if (v.rss.samples >= 4 && v.rss.perHour > l.rssMBPerHour)
+    warnings.push(`RSS slope ${v.rss.perHour.toFixed(1)} MB/h but it rose only ${v.rss.rise.toFixed(1)} MB (a saw-tooth, not judged a leak)`);
   const fdGrowth = v.fdIdleEnd - v.fdIdleStart;
   if (fdGrowth > l.fdSlack) failures.push(`descriptors: ${v.fdIdleEnd} idle at the end vs ${v.fdIdleStart} before the load (+${fdGrowth}, slack ${l.fdSlack})`);
   if (v.leakedRequests > 0) failures.push(`${v.leakedRequests} request(s) listed by the gateway after their client closed them (or never opened them)`);
   if (v.requestsLeft > 0 || v.streamsLeft > 0) failures.push(`${v.requestsLeft} request(s) and ${v.streamsLeft} stream(s) left after everything was closed`);
-  if (v.linksLeft > 0 || v.playersLeft > 0) failures.push(`${v.linksLeft} terminal link(s) and ${v.playersLeft} player(s) still counted after all disconnected`);
+  if (v.linksLeft > 0 || v.playersLeft > 0)
+    failures.push(`${v.linksLeft} terminal link(s) and ${v.playersLeft} player(s) still counted after all disconnected`);
   if (v.lostFinals > 0) failures.push(`${v.lostFinals} closed/failed notice(s) never received`);
   if (v.lostReady > 0) failures.push(`${v.lostReady} ready notice(s) never received`);
   if (v.duplicates > 0) failures.push(`${v.duplicates} duplicate notice(s)`);
   if (v.orderViolations > 0) failures.push(`${v.orderViolations} notice(s) out of order or not due`);
   if (v.notifierFailed > 0 || v.notifierDropped > 0) warnings.push(`the notifier counted ${v.notifierFailed} given up and ${v.notifierDropped} dropped`);
   if (v.unexpectedCauses > 0) warnings.push(`${v.unexpectedCauses} request(s) closed with a cause the soak did not provoke (see above)`);
-  if (v.fdOther.samples >= 4 && v.fdOther.rise > l.fdSlack) warnings.push(`the gateway's descriptors beyond the soak's connections rose by ${v.fdOther.rise.toFixed(0)} during the load`);
+  if (v.fdOther.samples >= 4 && v.fdOther.rise > l.fdSlack)
+    warnings.push(`the gateway's descriptors beyond the soak's connections rose by ${v.fdOther.rise.toFixed(0)} during the load`);
   return { ok: failures.length === 0, failures, warnings };
 }

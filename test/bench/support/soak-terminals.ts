@@ -35,7 +35,11 @@ export class SoakPlayer {
   /** the soak closed it (churn, shutdown): its close is no anomaly */
   leaving = false;
 
-  constructor(readonly reqId: string, private readonly onVideo: () => void, private readonly onCut: (p: SoakPlayer) => void) {
+  constructor(
+    readonly reqId: string,
+    private readonly onVideo: () => void,
+    private readonly onCut: (p: SoakPlayer) => void,
+  ) {
     this.counter = new FlvPlayCounter((type) => {
       if (type !== 9) return;
       if (this.lastVideoAt === 0) this.onVideo();
@@ -104,7 +108,15 @@ export class TerminalSlot {
 
   /** steady: not in a churn step, pushing and playing */
   isSteady(now: number): boolean {
-    return !this.busy && !!this.term && !this.term.socket.destroyed && !!this.player && !this.player.closed && now - this.termSince > STALL_MS && now - this.player.connectedAt > STALL_MS;
+    return (
+      !this.busy &&
+      !!this.term &&
+      !this.term.socket.destroyed &&
+      !!this.player &&
+      !this.player.closed &&
+      now - this.termSince > STALL_MS &&
+      now - this.player.connectedAt > STALL_MS
+    );
   }
 
   /** a steady slot whose player has had no video for STALL_MS */
@@ -137,7 +149,13 @@ export class TerminalSlot {
       ctx.ledger.opening(reqId, this.owner, performance.now());
       try {
         const r = await ctx.api.call<OpenAnswer[]>('POST', '/strm/open', this.app, {
-          reqId, user: { token: 't' }, typ: 'live', simNo: this.sim, chanId: 1, keepIntv: ctx.keepIntv, cb: ctx.cb(this.owner),
+          reqId,
+          user: { token: 't' },
+          typ: 'live',
+          simNo: this.sim,
+          chanId: 1,
+          keepIntv: ctx.keepIntv,
+          cb: ctx.cb(this.owner),
         });
         const a = r.data?.[0];
         if (r.errCode === 0 && a) {
@@ -194,7 +212,11 @@ export class TerminalSlot {
   private async connectPlayer(): Promise<void> {
     if (!this.url || !this.reqId) return;
     const reqId = this.reqId;
-    const p = new SoakPlayer(reqId, () => this.ctx.ledger.sawReady(reqId), (cut) => this.onPlayerCut(cut));
+    const p = new SoakPlayer(
+      reqId,
+      () => this.ctx.ledger.sawReady(reqId),
+      (cut) => this.onPlayerCut(cut),
+    );
     this.player = p;
     await p.connect(this.url, this.ctx.deadline);
   }
@@ -244,7 +266,10 @@ export class TerminalSlot {
         if (r.data?.[0]?.keep === false) {
           ctx.ledger.goneAtGateway(old, droppedAt + ctx.graceMs, 'terminal away past the grace', [2]);
         } else {
-          ctx.anomalies.note('request outlived its terminal past the grace', `${this.sim} ${old}: keep answered ${JSON.stringify(r.data)} ${((performance.now() - droppedAt) / 1000).toFixed(1)} s after the drop`);
+          ctx.anomalies.note(
+            'request outlived its terminal past the grace',
+            `${this.sim} ${old}: keep answered ${JSON.stringify(r.data)} ${((performance.now() - droppedAt) / 1000).toFixed(1)} s after the drop`,
+          );
           const c = await ctx.api.call<Array<{ closed: boolean }>>('POST', '/strm/close', this.app, { reqIds: [old] });
           if (c.data?.[0]?.closed) ctx.ledger.closedByClient(old, performance.now());
         }

@@ -176,8 +176,11 @@ export function synthesise(file: string, mbps: number, maxBody = 950, audio?: Sy
   const capturePayloadBps = (videoBytes + audioBytes) / seconds;
   // audio goes on the wire as it is, headers (26 bytes a packet) included; video headers are about 30 bytes per
   // 950-byte packet: aim its payload a little lower so the wire rate hits the target
-  const audioWire = frames.reduce((s, f) => s + (f.dataType === DATA_TYPE.AUDIO
-    ? f.payload.length + Math.max(1, Math.ceil(f.payload.length / maxBody)) * headerLength('2013', DATA_TYPE.AUDIO) : 0), 0);
+  const audioWire = frames.reduce(
+    (s, f) =>
+      s + (f.dataType === DATA_TYPE.AUDIO ? f.payload.length + Math.max(1, Math.ceil(f.payload.length / maxBody)) * headerLength('2013', DATA_TYPE.AUDIO) : 0),
+    0,
+  );
   const wantVideoPayloadBps = ((mbps * 1e6) / 8 - audioWire / seconds) * (maxBody / (maxBody + 30));
   const padFactor = Math.max(1, wantVideoPayloadBps / (videoBytes / seconds));
 
@@ -203,9 +206,13 @@ export function synthesise(file: string, mbps: number, maxBody = 950, audio?: Sy
     packetCount += pkts.length;
   }
   return {
-    frames: out, loopMs, padFactor,
-    bytesPerSecond: wireBytes / seconds, captureBytesPerSecond: capturePayloadBps,
-    packetsPerSecond: packetCount / seconds, framesPerSecond: out.length / seconds,
+    frames: out,
+    loopMs,
+    padFactor,
+    bytesPerSecond: wireBytes / seconds,
+    captureBytesPerSecond: capturePayloadBps,
+    packetsPerSecond: packetCount / seconds,
+    framesPerSecond: out.length / seconds,
     keyframes: out.flatMap((f, i) => (f.key ? [i] : [])),
     audio: addAudio ? 'synthetic' : hasAudio ? 'capture' : 'none',
     audioFramesPerSecond: frames.filter((f) => f.dataType === DATA_TYPE.AUDIO).length / seconds,
@@ -239,11 +246,17 @@ export function synthAudioStream(audio: SynthAudio, maxBody = 950): SynthStream 
   }
   const seconds = (n * audio.frameMs) / 1000;
   return {
-    frames, loopMs: n * audio.frameMs, padFactor: 1,
-    bytesPerSecond: wire / seconds, captureBytesPerSecond: (n * samples) / seconds,
-    packetsPerSecond: packets / seconds, framesPerSecond: n / seconds,
+    frames,
+    loopMs: n * audio.frameMs,
+    padFactor: 1,
+    bytesPerSecond: wire / seconds,
+    captureBytesPerSecond: (n * samples) / seconds,
+    packetsPerSecond: packets / seconds,
+    framesPerSecond: n / seconds,
     keyframes: frames.map((_f, i) => i),
-    audio: 'synthetic', audioFramesPerSecond: n / seconds, audioPayloadBytesPerSecond: (n * samples) / seconds,
+    audio: 'synthetic',
+    audioFramesPerSecond: n / seconds,
+    audioPayloadBytesPerSecond: (n * samples) / seconds,
   };
 }
 
@@ -328,7 +341,12 @@ export class SynthTerminal {
   readonly audioAt = new Float64Array(SENT_RING);
   audioCount = 0;
 
-  constructor(readonly sim: string, readonly socket: TerminalLink, private readonly stream: SynthStream, private readonly maxBacklog: number) {
+  constructor(
+    readonly sim: string,
+    readonly socket: TerminalLink,
+    private readonly stream: SynthStream,
+    private readonly maxBacklog: number,
+  ) {
     this.simBcd = encodeSim(sim, '2013');
     this.deviceBase = Date.now() - Date.UTC(2000, 0, 1);
   }

@@ -13,7 +13,10 @@ function read(url: string, enough: (bytes: number) => boolean): Promise<{ status
       res.on('data', (c: Buffer) => {
         chunks.push(c);
         n += c.length;
-        if (enough(n)) { req.destroy(); done(false); }
+        if (enough(n)) {
+          req.destroy();
+          done(false);
+        }
       });
       res.on('end', () => done(true));
     });
@@ -27,11 +30,16 @@ describe('example plugin: annexb-http (an output on its own port, through the te
   const clip = testClip({ seconds: 2 });
   before(async () => {
     const stub = stubMediaPlugin();
-    gw = await startTestGateway({ plugins: [{ name: stub.name, def: stub.def }, { name: 'annexb-http', def: annexbHttp }] });
+    gw = await startTestGateway({
+      plugins: [
+        { name: stub.name, def: stub.def },
+        { name: 'annexb-http', def: annexbHttp },
+      ],
+    });
   });
   after(() => gw.stop());
 
-  it('serves a request\'s video as raw H.264 that ffprobe decodes, from a keyframe, counted as a player', async () => {
+  it("serves a request's video as raw H.264 that ffprobe decodes, from a keyframe, counted as a player", async () => {
     const open = await gw.openStream({ simNo: '13900000001', chanId: 1 });
     const url = open.urls!['annexb-http'];
     assert.match(url, new RegExp(`^http://127\\.0\\.0\\.1:${gw.ports['annexb-http.port']}/annexb/13900000001_1_1\\.h264\\?reqId=`));

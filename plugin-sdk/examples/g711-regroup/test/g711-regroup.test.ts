@@ -13,7 +13,14 @@ function read(url: string, bytes: number): Promise<{ status: number; type: strin
       const chunks: Buffer[] = [];
       let n = 0;
       const done = () => resolve({ status: res.statusCode ?? 0, type: String(res.headers['content-type']), body: Buffer.concat(chunks) });
-      res.on('data', (c: Buffer) => { chunks.push(c); n += c.length; if (n >= bytes) { req.destroy(); done(); } });
+      res.on('data', (c: Buffer) => {
+        chunks.push(c);
+        n += c.length;
+        if (n >= bytes) {
+          req.destroy();
+          done();
+        }
+      });
       res.on('end', done);
     });
     req.on('error', reject);
@@ -31,12 +38,25 @@ describe('example plugin: g711-regroup (a stage, and an output that reads it)', 
       out.push(...(t.unit(alaw(at / 8, n)) as AccessUnit[]));
       at += n;
     }
-    assert.deepEqual(out.map((u) => u.payload.length), [160, 160, 160, 160]);
-    assert.deepEqual(out.map((u) => u.dtsTicks), [0, 160, 320, 480], 'timed by samples');
-    assert.deepEqual(out.map((u) => u.dts), [0, 20, 40, 60]);
+    assert.deepEqual(
+      out.map((u) => u.payload.length),
+      [160, 160, 160, 160],
+    );
+    assert.deepEqual(
+      out.map((u) => u.dtsTicks),
+      [0, 160, 320, 480],
+      'timed by samples',
+    );
+    assert.deepEqual(
+      out.map((u) => u.dts),
+      [0, 20, 40, 60],
+    );
     // 80 samples carried; the next frame comes a second late: loss, so the carry goes and time starts there
     const later = t.unit(alaw(1000, 160)) as AccessUnit[];
-    assert.deepEqual(later.map((u) => u.dtsTicks), [8000]);
+    assert.deepEqual(
+      later.map((u) => u.dtsTicks),
+      [8000],
+    );
     assert.equal(t.track({ kind: 'audio', codec: 'g726', sampleRate: 8000, channels: 1 }), undefined, 'other codecs are left out');
   });
 
@@ -45,7 +65,12 @@ describe('example plugin: g711-regroup (a stage, and an output that reads it)', 
     const clip = testClip({ seconds: 2, audio: true });
     before(async () => {
       const stub = stubMediaPlugin();
-      gw = await startTestGateway({ plugins: [{ name: stub.name, def: stub.def }, { name: 'g711-regroup', def: g711Regroup }] });
+      gw = await startTestGateway({
+        plugins: [
+          { name: stub.name, def: stub.def },
+          { name: 'g711-regroup', def: g711Regroup },
+        ],
+      });
     });
     after(() => gw.stop());
 
@@ -71,7 +96,7 @@ describe('example plugin: g711-regroup (a stage, and an output that reads it)', 
       await gw.api('POST', '/strm/close', { reqIds: [open.reqId] });
     });
 
-    it('serves the stage\'s audio as raw A-law that ffmpeg decodes to the 1 kHz tone; bad params answer 400', async () => {
+    it("serves the stage's audio as raw A-law that ffmpeg decodes to the 1 kHz tone; bad params answer 400", async () => {
       const open = await gw.openStream({ simNo: '13900000004', chanId: 1 });
       const pub = gw.publish(open.streamName, clip, { loop: true });
       await gw.waitReady(open.reqId);

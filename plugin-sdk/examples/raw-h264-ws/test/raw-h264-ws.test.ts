@@ -42,13 +42,17 @@ describe('example plugin: raw-h264-ws (a WebSocket output on the API port, throu
   before(async () => {
     const stub = stubMediaPlugin();
     gw = await startTestGateway({
-      plugins: [{ name: stub.name, def: stub.def }, { name: 'raw-h264-ws', def: rawH264Ws }, { name: 'video-thinner', def: videoThinner }],
+      plugins: [
+        { name: stub.name, def: stub.def },
+        { name: 'raw-h264-ws', def: rawH264Ws },
+        { name: 'video-thinner', def: videoThinner },
+      ],
       captureLogs: true,
     });
   });
   after(() => gw.stop());
 
-  it('sends the stream\'s H.264 from a key frame, one frame a message, that ffprobe decodes; the player is counted', async () => {
+  it("sends the stream's H.264 from a key frame, one frame a message, that ffprobe decodes; the player is counted", async () => {
     const open = await gw.openStream({ simNo: '13900000011', chanId: 1 });
     const url = open.urls!['raw-h264-ws'];
     assert.equal(url, `ws://127.0.0.1:${gw.ports['gateway.httpPort']}/raw-h264/13900000011_1_1?reqId=${encodeURIComponent(open.reqId)}&token=test-token`);
@@ -90,7 +94,10 @@ describe('example plugin: raw-h264-ws (a WebSocket output on the API port, throu
     const thin = await play(`${url}&via=video-thinner`, () => ++count === 4);
     pub.stop();
     const p = await probeVideo(Buffer.concat(thin.messages), { format: 'h264' });
-    assert.deepEqual(p.frames.map((f) => f.pictType), ['I', 'I', 'I']);
+    assert.deepEqual(
+      p.frames.map((f) => f.pictType),
+      ['I', 'I', 'I'],
+    );
     assert.equal(p.errors, '');
     await gw.api('POST', '/strm/close', { reqIds: [open.reqId] });
   });
@@ -99,8 +106,13 @@ describe('example plugin: raw-h264-ws (a WebSocket output on the API port, throu
     const open = await gw.openStream({ simNo: '13900000013', chanId: 1 });
     const pub = gw.publish(open.streamName, clip, { loop: true });
     let first!: () => void;
-    const gotOne = new Promise<void>((r) => { first = r; });
-    const playing = play(open.urls!['raw-h264-ws'], () => { first(); return false; });
+    const gotOne = new Promise<void>((r) => {
+      first = r;
+    });
+    const playing = play(open.urls!['raw-h264-ws'], () => {
+      first();
+      return false;
+    });
     await gotOne;
     await gw.api('POST', '/strm/close', { reqIds: [open.reqId] });
     const got = await playing;

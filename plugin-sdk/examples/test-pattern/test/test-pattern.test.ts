@@ -10,7 +10,8 @@ describe('example plugin: test-pattern (a source publishing H.264 it makes itsel
     const stub = stubMediaPlugin({ fmts: [] });
     gw = await startTestGateway({
       plugins: [
-        { name: stub.name, def: stub.def }, { name: 'flv-out' },
+        { name: stub.name, def: stub.def },
+        { name: 'flv-out' },
         { name: 'test-pattern', def: testPattern, config: { sims: ['019900000001'], gopFrames: 10 } },
       ],
     });
@@ -52,7 +53,13 @@ describe('example plugin: test-pattern (a source publishing H.264 it makes itsel
     let mgw: TestGateway;
     before(async () => {
       const stub = stubMediaPlugin();
-      mgw = await startTestGateway({ plugins: [{ name: stub.name, def: stub.def }, { name: 'test-pattern', def: testPattern }], clock });
+      mgw = await startTestGateway({
+        plugins: [
+          { name: stub.name, def: stub.def },
+          { name: 'test-pattern', def: testPattern },
+        ],
+        clock,
+      });
     });
     after(() => mgw.stop());
 

@@ -62,10 +62,17 @@ describe('example plugin: video-thinner (a filter stage, played through flv-out 
     assert.deepEqual(thin.streams, ['h264', 'aac'], 'the audio passed the thinner, then the AAC stage');
     const video = thin.frames.map((f) => f.pictType);
     assert.ok(video.length >= 2, `${video.length} frames`);
-    assert.deepEqual(video, video.map(() => 'I'), 'key frames only');
+    assert.deepEqual(
+      video,
+      video.map(() => 'I'),
+      'key frames only',
+    );
     assert.ok(Math.abs(thin.frames[1].ptsSec! - thin.frames[0].ptsSec! - 0.2) < 0.01, 'five frames apart');
     assert.equal(thin.errors, '');
-    assert.ok(plain.frames.some((f) => f.pictType === 'P'), 'without via the same URL plays every frame');
+    assert.ok(
+      plain.frames.some((f) => f.pictType === 'P'),
+      'without via the same URL plays every frame',
+    );
     await gw.api('POST', '/strm/close', { reqIds: [open.reqId] });
   });
 

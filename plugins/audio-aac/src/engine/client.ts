@@ -114,7 +114,11 @@ export class AacEngine {
   /** A new encoder; missing fields from DEFAULT_AAC_CONFIG (8 kHz mono, 24 kbit/s). */
   async open(config: Partial<AacEncoderConfig> = {}): Promise<AacEncoderInfo> {
     const d = DEFAULT_AAC_CONFIG;
-    const cfg: AacEncoderConfig = { sampleRate: config.sampleRate ?? d.sampleRate, channels: config.channels ?? d.channels, bitrate: config.bitrate ?? d.bitrate };
+    const cfg: AacEncoderConfig = {
+      sampleRate: config.sampleRate ?? d.sampleRate,
+      channels: config.channels ?? d.channels,
+      bitrate: config.bitrate ?? d.bitrate,
+    };
     checkAacConfig(cfg);
     const gen = this.worker.deaths;
     const res = (await this.worker.call({ op: 'open', config: cfg })) as OpenRes;

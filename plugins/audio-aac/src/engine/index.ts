@@ -5,7 +5,17 @@
  */
 export { AacEngine, AacEncoderLostError, type AacEngineOptions, type AacEncoderInfo, type AacFrame, type AacEngineStats } from './client';
 export {
-  AacEncoderPool, AacEncoder, DEFAULT_AAC_CONFIG, AAC_SAMPLE_RATES, AAC_FRAME_SAMPLES, AAC_PRIMING_SAMPLES, aacLcAsc, checkAacConfig,
-  type AacEncoderConfig, type AacEncoderPoolOptions, type AacPoolStats, type FrameSink,
+  AacEncoderPool,
+  AacEncoder,
+  DEFAULT_AAC_CONFIG,
+  AAC_SAMPLE_RATES,
+  AAC_FRAME_SAMPLES,
+  AAC_PRIMING_SAMPLES,
+  aacLcAsc,
+  checkAacConfig,
+  type AacEncoderConfig,
+  type AacEncoderPoolOptions,
+  type AacPoolStats,
+  type FrameSink,
 } from './pool';
 export { AAC_WASM_PACKAGE, type AacCoder } from './wasm';

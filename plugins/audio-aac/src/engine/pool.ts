@@ -51,7 +51,8 @@ export function checkAacConfig(c: AacEncoderConfig): void {
   if (channels !== 1 && channels !== 2) throw new RangeError(`AAC channels must be 1 or 2, not ${String(channels)}`);
   // above 6144 bits per channel per frame AAC cannot go; below 8 kbit/s ffmpeg's output is not speech any more
   const max = Math.floor((6144 * c.sampleRate) / AAC_FRAME_SAMPLES) * c.channels;
-  if (!Number.isInteger(c.bitrate) || c.bitrate < 8000 || c.bitrate > max) throw new RangeError(`AAC bitrate ${c.bitrate} must be an integer in 8000..${max} for ${c.sampleRate} Hz x ${c.channels}`);
+  if (!Number.isInteger(c.bitrate) || c.bitrate < 8000 || c.bitrate > max)
+    throw new RangeError(`AAC bitrate ${c.bitrate} must be an integer in 8000..${max} for ${c.sampleRate} Hz x ${c.channels}`);
 }
 
 /**
@@ -107,7 +108,11 @@ export class AacEncoder {
   private broken: string | undefined;
 
   /** @internal created by AacEncoderPool.open */
-  constructor(private readonly pool: AacEncoderPool, readonly inst: AacWasmInstance, readonly config: Readonly<AacEncoderConfig>) {
+  constructor(
+    private readonly pool: AacEncoderPool,
+    readonly inst: AacWasmInstance,
+    readonly config: Readonly<AacEncoderConfig>,
+  ) {
     const { ctx, extradata, frameSize } = inst.open(config.channels, config.sampleRate, config.bitrate);
     this.ctx = ctx;
     if (frameSize !== AAC_FRAME_SAMPLES) {

@@ -46,8 +46,17 @@ interface EmModule {
 type Factory = (moduleArg?: { print?: (s: string) => void; printErr?: (s: string) => void }) => Promise<EmModule>;
 
 const EXPORTS: ReadonlyArray<keyof EmModule> = [
-  '_init_encoder', '_get_encoder_frame_size', '_get_encoder_extradata', '_get_encoder_extradata_size', '_get_encode_input_ptr',
-  '_send_frame', '_receive_packet', '_flush_encoder_start', '_get_encoded_data', '_get_encoded_pts', '_close_encoder',
+  '_init_encoder',
+  '_get_encoder_frame_size',
+  '_get_encoder_extradata',
+  '_get_encoder_extradata_size',
+  '_get_encode_input_ptr',
+  '_send_frame',
+  '_receive_packet',
+  '_flush_encoder_start',
+  '_get_encoded_data',
+  '_get_encoded_pts',
+  '_close_encoder',
 ];
 
 let factory: Factory | undefined;
@@ -142,7 +151,8 @@ export class AacWasmInstance {
     const m = this.m;
     this.lastLog = '';
     let ctx = m._init_encoder(channels, sampleRate, bitrate);
-    if (ctx === 0) throw new Error(`ffmpeg's AAC encoder refused ${sampleRate} Hz x ${channels} at ${bitrate} bit/s${this.lastLog ? `: ${this.lastLog.trim()}` : ''}`);
+    if (ctx === 0)
+      throw new Error(`ffmpeg's AAC encoder refused ${sampleRate} Hz x ${channels} at ${bitrate} bit/s${this.lastLog ? `: ${this.lastLog.trim()}` : ''}`);
     if (this.coder === 'fast' && !this.coderVerified) {
       if (this.verifyCoder(ctx)) {
         this.coderVerified = true;

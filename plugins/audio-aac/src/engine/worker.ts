@@ -139,4 +139,5 @@ async function handle(req: EngineReq): Promise<EngineRes> {
 }
 
 serveWorker<EngineReq, EngineRes>(handle, (res): TransferListItem[] =>
-  res.op === 'frames' ? [res.bytes, res.sizes.buffer as ArrayBuffer, res.pts.buffer as ArrayBuffer, res.counts.buffer as ArrayBuffer] : []);
+  res.op === 'frames' ? [res.bytes, res.sizes.buffer as ArrayBuffer, res.pts.buffer as ArrayBuffer, res.counts.buffer as ArrayBuffer] : [],
+);

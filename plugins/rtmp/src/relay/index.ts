@@ -44,7 +44,9 @@ export function setupRelays(ctx: PluginContext<RtmpConfig>, formats: RtmpFormats
     retryMinMs: c.relayRetryMinMs,
     retryMaxMs: c.relayRetryMaxMs,
     highWaterBytes: c.socketHighWaterBytes,
-    sent: (n) => { bytesOut += n; },
+    sent: (n) => {
+      bytesOut += n;
+    },
     source: (reqId) => {
       const r = ctx.sessions.getRequest(reqId);
       const s = r && ctx.sessions.getStreamByName(r.streamName);

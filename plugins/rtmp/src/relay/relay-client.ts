@@ -71,15 +71,17 @@ export class RelayClient extends GuardedRtmp {
     this.onOutputCallback = (b: Buffer) => this.send(b);
     const t = o.target;
     this.socket = t.secure
-      // the name is checked against the certificate although the connection goes to the address resolved
-      ? tls.connect({ host: o.address, port: t.port, servername: net.isIP(t.host) ? undefined : t.host, ca: o.ca })
+      ? // the name is checked against the certificate although the connection goes to the address resolved
+        tls.connect({ host: o.address, port: t.port, servername: net.isIP(t.host) ? undefined : t.host, ca: o.ca })
       : net.connect({ host: o.address, port: t.port });
     this.socket.setNoDelay(true);
     this.socket.once(t.secure ? 'secureConnect' : 'connect', () => this.sendC0C1());
     this.socket.on('data', (b: Buffer) => this.read(b));
     this.socket.on('drain', () => o.drain());
     this.socket.on('error', (err: NodeJS.ErrnoException) => this.fail(err.code ? `${err.code}: ${err.message}` : err.message));
-    this.socket.on('close', () => this.fail(this.phase === 'publishing' ? 'the server closed the connection' : 'the server closed the connection before NetStream.Publish.Start'));
+    this.socket.on('close', () =>
+      this.fail(this.phase === 'publishing' ? 'the server closed the connection' : 'the server closed the connection before NetStream.Publish.Start'),
+    );
     this.timer = setTimeout(() => this.fail(`no NetStream.Publish.Start within ${o.timeoutMs / 1000} s`), o.timeoutMs);
   }
 
@@ -158,7 +160,8 @@ export class RelayClient extends GuardedRtmp {
       this.send(controlMessage(1, size));
       const t = this.o.target;
       this.sendInvokeMessage(0, {
-        cmd: 'connect', transId: T_CONNECT,
+        cmd: 'connect',
+        transId: T_CONNECT,
         cmdObj: { app: t.app, type: 'nonprivate', flashVer: 'FMLE/3.0 (compatible; FMSc/1.0)', swfUrl: t.tcUrl, tcUrl: t.tcUrl },
       });
       b = all.subarray(1 + 2 * HANDSHAKE_SIZE);

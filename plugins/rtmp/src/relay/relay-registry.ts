@@ -59,7 +59,14 @@ export class RelayRegistry {
     const id = randomBytes(9).toString('base64url');
     const handle = this.sessions.attachPlayer(req.reqId, { protocol: 'rtmp-relay', remote: target.redacted });
     if (!handle) throw new GatewayError(ErrCode.EXECUTION_ERROR, 'The request closed.');
-    const relay = new Relay(id, req.reqId, req.appId, target, { ...this.env, changed: (r, prev) => this.reporter.changed(r, req, prev, this.why.get(r)) }, handle);
+    const relay = new Relay(
+      id,
+      req.reqId,
+      req.appId,
+      target,
+      { ...this.env, changed: (r, prev) => this.reporter.changed(r, req, prev, this.why.get(r)) },
+      handle,
+    );
     held.relays.set(target.canonical, relay);
     this.byReq.set(req.reqId, held);
     this.perApp.set(req.appId, count + 1);

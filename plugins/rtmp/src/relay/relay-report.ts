@@ -11,7 +11,6 @@ import type { Relay, RelayState } from './relay';
 
 const NOTIFIED: ReadonlySet<RelayState> = new Set(['publishing', 'retrying', 'stopped']);
 
-
 interface Told {
   logged?: string;
   notified?: RelayState;
@@ -62,10 +61,13 @@ export class RelayReporter {
     const now = this.clock.now();
     const state = r.state;
     if (state !== 'stopped' && now - t.notifiedAt < this.noticeIntervalMs) {
-      t.deferred ??= this.clock.setTimeout(() => {
-        t.deferred = undefined;
-        if (NOTIFIED.has(r.state) && r.state !== 'stopped' && r.state !== t.notified) this.send(r, req, t);
-      }, t.notifiedAt + this.noticeIntervalMs - now);
+      t.deferred ??= this.clock.setTimeout(
+        () => {
+          t.deferred = undefined;
+          if (NOTIFIED.has(r.state) && r.state !== 'stopped' && r.state !== t.notified) this.send(r, req, t);
+        },
+        t.notifiedAt + this.noticeIntervalMs - now,
+      );
       return;
     }
     t.deferred?.();
@@ -78,8 +80,16 @@ export class RelayReporter {
     t.notifiedAt = this.clock.now();
     const p = req.params;
     const payload: NoticePayload = {
-      instId: this.instId, act: 'relay', reqId: req.reqId, typ: p.typ, simNo: p.simNo, chan: p.chanId, mediaTyp: mediaTypOf(p.typ, p.dataTyp),
-      relayId: r.id, relayState: r.state, relayUrl: r.view.url,
+      instId: this.instId,
+      act: 'relay',
+      reqId: req.reqId,
+      typ: p.typ,
+      simNo: p.simNo,
+      chan: p.chanId,
+      mediaTyp: mediaTypOf(p.typ, p.dataTyp),
+      relayId: r.id,
+      relayState: r.state,
+      relayUrl: r.view.url,
     };
     if (r.view.error !== undefined && r.state === 'retrying') payload.relayError = r.view.error;
     this.notices.emit({ payload, appId: req.appId, cb: p.cb, last: false });

@@ -30,25 +30,34 @@ function answer(r: Relay): Record<string, unknown> {
 const reqIdOf = (body: Record<string, unknown>): string | undefined => (typeof body.reqId === 'string' ? body.reqId : undefined);
 
 export function relayRoutes(routes: Routes, sessions: Sessions, registry: RelayRegistry, hosts: HostRule): void {
-  routes.post('/strm/relay', (req) => {
-    const body = req.body ?? {};
-    const r = ownRequest(sessions, req.app!, body.reqId);
-    const target = parseRelayUrl(body.url);
-    // an address is judged now; a name at each connect (what it resolves to may change), shown in the relay's error
-    const why = isIP(target.host) ? refusal(target.host, hosts) : undefined;
-    if (why) throw invalidParam('url', `The host is ${why}.`);
-    return { data: [answer(registry.add(r, target))] };
-  }, { auth: 'api', reqIdOf });
+  routes.post(
+    '/strm/relay',
+    (req) => {
+      const body = req.body ?? {};
+      const r = ownRequest(sessions, req.app!, body.reqId);
+      const target = parseRelayUrl(body.url);
+      // an address is judged now; a name at each connect (what it resolves to may change), shown in the relay's error
+      const why = isIP(target.host) ? refusal(target.host, hosts) : undefined;
+      if (why) throw invalidParam('url', `The host is ${why}.`);
+      return { data: [answer(registry.add(r, target))] };
+    },
+    { auth: 'api', reqIdOf },
+  );
 
-  routes.post('/strm/relay/stop', (req) => {
-    const body = req.body ?? {};
-    if (typeof body.reqId !== 'string' || !REQ_ID.test(body.reqId)) throw invalidParam('reqId', REQ_ID_DETAIL);
-    const canonical = body.url === undefined || body.url === null ? undefined : parseRelayUrl(body.url).canonical;
-    const relayId = body.relayId === undefined || body.relayId === null ? undefined : body.relayId;
-    if (relayId !== undefined && (typeof relayId !== 'string' || !RELAY_ID.test(relayId))) throw invalidParam('relayId', 'The relayId POST /strm/relay answered.');
-    const r = sessions.getRequest(body.reqId);
-    if (!r || r.appId !== req.app!.appId) return { data: [] };
-    const stopped = registry.stop(r.reqId, { canonical, relayId }, 'stopped by the API');
-    return { data: stopped.map((x) => ({ reqId: x.reqId, relayId: x.id, url: x.view.url, stopped: true })) };
-  }, { auth: 'api', reqIdOf });
+  routes.post(
+    '/strm/relay/stop',
+    (req) => {
+      const body = req.body ?? {};
+      if (typeof body.reqId !== 'string' || !REQ_ID.test(body.reqId)) throw invalidParam('reqId', REQ_ID_DETAIL);
+      const canonical = body.url === undefined || body.url === null ? undefined : parseRelayUrl(body.url).canonical;
+      const relayId = body.relayId === undefined || body.relayId === null ? undefined : body.relayId;
+      if (relayId !== undefined && (typeof relayId !== 'string' || !RELAY_ID.test(relayId)))
+        throw invalidParam('relayId', 'The relayId POST /strm/relay answered.');
+      const r = sessions.getRequest(body.reqId);
+      if (!r || r.appId !== req.app!.appId) return { data: [] };
+      const stopped = registry.stop(r.reqId, { canonical, relayId }, 'stopped by the API');
+      return { data: stopped.map((x) => ({ reqId: x.reqId, relayId: x.id, url: x.view.url, stopped: true })) };
+    },
+    { auth: 'api', reqIdOf },
+  );
 }

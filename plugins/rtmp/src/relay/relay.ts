@@ -85,15 +85,22 @@ export class Relay {
     const gen = ++this.generation;
     this.retry = undefined;
     this.set('connecting', this.view.error);
-    resolveAllowed(this.target.host, this.env.hosts).then((address) => {
-      if (gen !== this.generation) return;
-      this.client = new RelayClient({
-        target: this.target, address, timeoutMs: this.env.connectTimeoutMs, ca: this.env.ca, highWaterBytes: this.env.highWaterBytes,
-        publishing: (streamId) => this.publishing(gen, streamId),
-        failed: (reason) => this.failed(gen, reason),
-        drain: () => this.sink?.sub?.resume(),
-      });
-    }, (err: NodeJS.ErrnoException) => this.failed(gen, err.code ? `${err.code}: ${err.message}` : err.message));
+    resolveAllowed(this.target.host, this.env.hosts).then(
+      (address) => {
+        if (gen !== this.generation) return;
+        this.client = new RelayClient({
+          target: this.target,
+          address,
+          timeoutMs: this.env.connectTimeoutMs,
+          ca: this.env.ca,
+          highWaterBytes: this.env.highWaterBytes,
+          publishing: (streamId) => this.publishing(gen, streamId),
+          failed: (reason) => this.failed(gen, reason),
+          drain: () => this.sink?.sub?.resume(),
+        });
+      },
+      (err: NodeJS.ErrnoException) => this.failed(gen, err.code ? `${err.code}: ${err.message}` : err.message),
+    );
   }
 
   private publishing(gen: number, streamId: number): void {
@@ -101,11 +108,16 @@ export class Relay {
     const src = this.env.source(this.reqId);
     if (gen !== this.generation || !client) return;
     if (!src || src.media.closed) return this.failed(gen, "the request's stream is gone");
-    const sink = new RelaySink(client, streamId, (n) => {
-      this.view.bytesOut += n;
-      this.handle.sent(n);
-      this.env.sent(n);
-    }, (reason) => this.failed(gen, `its reader of the stream ended (${reason})`));
+    const sink = new RelaySink(
+      client,
+      streamId,
+      (n) => {
+        this.view.bytesOut += n;
+        this.handle.sent(n);
+        this.env.sent(n);
+      },
+      (reason) => this.failed(gen, `its reader of the stream ended (${reason})`),
+    );
     this.sink = sink;
     try {
       sink.sub = src.media.subscribe(sink, src.opts);

@@ -48,7 +48,11 @@ export function parseAacConfig(hex: string | undefined): AacConfig | undefined {
 }
 
 class BitCursor {
-  constructor(private readonly b: Buffer, public pos: number, private readonly end: number) {}
+  constructor(
+    private readonly b: Buffer,
+    public pos: number,
+    private readonly end: number,
+  ) {}
   read(n: number): number {
     let v = 0;
     for (let i = 0; i < n; i++) {
@@ -73,7 +77,11 @@ export class AacDepacketizer implements Depacketizer {
   /** a frame arriving in fragments: its parts, its size and timestamp */
   private frag: { parts: Buffer[]; have: number; size: number; ts: number } | undefined;
 
-  constructor(fmtp: Record<string, string>, private readonly frameSamples: number, private readonly maxFrameBytes: number) {
+  constructor(
+    fmtp: Record<string, string>,
+    private readonly frameSamples: number,
+    private readonly maxFrameBytes: number,
+  ) {
     const n = (k: string) => {
       const v = Number(fmtp[k] ?? 0);
       return Number.isInteger(v) && v >= 0 && v <= 32 ? v : 0;
@@ -135,7 +143,13 @@ export class AacDepacketizer implements Depacketizer {
         this.stats.malformed++;
         break;
       }
-      if (size > 0) out.push({ payload: Buffer.from(data.subarray(off, off + size)), timestamp: (p.timestamp + i * this.frameSamples) >>> 0, keyframe: true, duration: this.frameSamples });
+      if (size > 0)
+        out.push({
+          payload: Buffer.from(data.subarray(off, off + size)),
+          timestamp: (p.timestamp + i * this.frameSamples) >>> 0,
+          keyframe: true,
+          duration: this.frameSamples,
+        });
       off += size;
     }
     return out;

@@ -62,8 +62,15 @@ class VideoDepacketizer implements Depacketizer {
   /** last known parameter sets by slot */
   private readonly ps: Array<Buffer | undefined> = [undefined, undefined, undefined];
 
-  constructor(private readonly c: Codec, private readonly maxFrameBytes: number, private readonly donl: boolean, initial: ReadonlyArray<Buffer | undefined>) {
-    initial.forEach((b, i) => { if (b && b.length > 0) this.ps[i] = b; });
+  constructor(
+    private readonly c: Codec,
+    private readonly maxFrameBytes: number,
+    private readonly donl: boolean,
+    initial: ReadonlyArray<Buffer | undefined>,
+  ) {
+    initial.forEach((b, i) => {
+      if (b && b.length > 0) this.ps[i] = b;
+    });
   }
 
   push(p: RtpPacket, gap: boolean): Frame[] {
@@ -184,7 +191,9 @@ class VideoDepacketizer implements Depacketizer {
     const parts: Buffer[] = [];
     if (key) {
       // the known parameter sets the unit lacks go first, in their order (VPS, SPS, PPS)
-      this.ps.forEach((b, i) => { if (b && !seen[i]) parts.push(START_CODE, b); });
+      this.ps.forEach((b, i) => {
+        if (b && !seen[i]) parts.push(START_CODE, b);
+      });
     }
     for (const n of nals) parts.push(START_CODE, n);
     out.push({ payload: Buffer.concat(parts), timestamp: ts, keyframe: key, duration: 0 });

@@ -22,12 +22,34 @@ export function clipFile(kind: ClipKind): string {
   const ffmpeg = requireTool('ffmpeg', 'ffmpeg');
   dir ??= fs.mkdtempSync(path.join(os.tmpdir(), 'rtsp-source-clips-'));
   const file = path.join(dir, `${kind}.mkv`);
-  const video = kind === 'h265-pcma'
-    ? ['-c:v', 'libx265', '-preset', 'ultrafast', '-x265-params', 'keyint=25:bframes=0:log-level=error']
-    : ['-c:v', 'libx264', '-preset', 'ultrafast', '-g', '25', '-bf', '0', '-pix_fmt', 'yuv420p'];
-  const audio = kind === 'h264-aac' ? ['-c:a', 'aac', '-ar', '16000', '-ac', '1'] : ['-c:a', kind === 'h265-pcma' ? 'pcm_alaw' : 'pcm_mulaw', '-ar', '8000', '-ac', '1'];
-  const r = spawnSync(ffmpeg, ['-v', 'error', '-y', '-f', 'lavfi', '-i', 'testsrc=size=320x240:rate=25', '-f', 'lavfi', '-i', 'sine=frequency=1000:sample_rate=16000',
-    '-t', '4', ...video, ...audio, file], { encoding: 'utf8', timeout: 120_000 });
+  const video =
+    kind === 'h265-pcma'
+      ? ['-c:v', 'libx265', '-preset', 'ultrafast', '-x265-params', 'keyint=25:bframes=0:log-level=error']
+      : ['-c:v', 'libx264', '-preset', 'ultrafast', '-g', '25', '-bf', '0', '-pix_fmt', 'yuv420p'];
+  const audio =
+    kind === 'h264-aac' ? ['-c:a', 'aac', '-ar', '16000', '-ac', '1'] : ['-c:a', kind === 'h265-pcma' ? 'pcm_alaw' : 'pcm_mulaw', '-ar', '8000', '-ac', '1'];
+  const r = spawnSync(
+    ffmpeg,
+    [
+      '-v',
+      'error',
+      '-y',
+      '-f',
+      'lavfi',
+      '-i',
+      'testsrc=size=320x240:rate=25',
+      '-f',
+      'lavfi',
+      '-i',
+      'sine=frequency=1000:sample_rate=16000',
+      '-t',
+      '4',
+      ...video,
+      ...audio,
+      file,
+    ],
+    { encoding: 'utf8', timeout: 120_000 },
+  );
   if (r.status !== 0) throw new Error(`ffmpeg could not make the ${kind} clip: ${r.stderr}`);
   made.set(kind, file);
   return file;
@@ -36,9 +58,13 @@ export function clipFile(kind: ClipKind): string {
 /** ffmpeg publishing the clip in a loop until stopped */
 export function publish(kind: ClipKind, url: string): { proc: ChildProcess; stop(): Promise<void> } {
   const ffmpeg = requireTool('ffmpeg', 'ffmpeg');
-  const proc = spawn(ffmpeg, ['-v', 'error', '-re', '-stream_loop', '-1', '-i', clipFile(kind), '-c', 'copy', '-f', 'rtsp', '-rtsp_transport', 'tcp', url], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const proc = spawn(ffmpeg, ['-v', 'error', '-re', '-stream_loop', '-1', '-i', clipFile(kind), '-c', 'copy', '-f', 'rtsp', '-rtsp_transport', 'tcp', url], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   let err = '';
-  proc.stderr?.on('data', (c: Buffer) => { if (err.length < 4000) err += c.toString(); });
+  proc.stderr?.on('data', (c: Buffer) => {
+    if (err.length < 4000) err += c.toString();
+  });
   const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
   return {
     proc,
@@ -53,11 +79,31 @@ export function publish(kind: ClipKind, url: string): { proc: ChildProcess; stop
 export function probeUrl(url: string, timeoutMs = 30_000): Promise<{ streams: Array<Record<string, string | number>>; stderr: string }> {
   const ffprobe = requireTool('ffprobe', 'ffmpeg');
   return new Promise((resolve, reject) => {
-    const p = spawn(ffprobe, ['-v', 'error', '-rw_timeout', '15000000', '-analyzeduration', '3000000', '-show_entries', 'stream=codec_type,codec_name,width,height,sample_rate', '-of', 'json', url], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const p = spawn(
+      ffprobe,
+      [
+        '-v',
+        'error',
+        '-rw_timeout',
+        '15000000',
+        '-analyzeduration',
+        '3000000',
+        '-show_entries',
+        'stream=codec_type,codec_name,width,height,sample_rate',
+        '-of',
+        'json',
+        url,
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     let out = '';
     let err = '';
-    p.stdout.on('data', (c: Buffer) => { out += c.toString(); });
-    p.stderr.on('data', (c: Buffer) => { err += c.toString(); });
+    p.stdout.on('data', (c: Buffer) => {
+      out += c.toString();
+    });
+    p.stderr.on('data', (c: Buffer) => {
+      err += c.toString();
+    });
     const t = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
     p.on('exit', (code) => {
       clearTimeout(t);
@@ -77,33 +123,63 @@ export function collectVideo(gw: TestGateway, stream: string, n: number, timeout
   if (!s) throw new Error(`no bus stream ${stream}`);
   return new Promise((resolve, reject) => {
     const parts: Buffer[] = [];
-    const t = setTimeout(() => { sub.close(); reject(new Error(`only ${parts.length} of ${n} video units of ${stream} came`)); }, timeoutMs);
-    const sub = s.subscribe({
-      write(u) {
-        if (parts.length >= n) return;
-        parts.push(u.payload);
-        if (parts.length === n) {
-          clearTimeout(t);
-          queueMicrotask(() => sub.close());
-          resolve(Buffer.concat(parts));
-        }
+    const t = setTimeout(() => {
+      sub.close();
+      reject(new Error(`only ${parts.length} of ${n} video units of ${stream} came`));
+    }, timeoutMs);
+    const sub = s.subscribe(
+      {
+        write(u) {
+          if (parts.length >= n) return;
+          parts.push(u.payload);
+          if (parts.length === n) {
+            clearTimeout(t);
+            queueMicrotask(() => sub.close());
+            resolve(Buffer.concat(parts));
+          }
+        },
       },
-    }, { media: 'v' });
+      { media: 'v' },
+    );
   });
 }
 
 /** ffprobe (frames counted) of an elementary stream in a file, without blocking the event loop */
-export function probeFile(data: Buffer, format: 'h264' | 'hevc' | 'flv'): Promise<{ codec: string; width: number; height: number; frames: number; errors: string }> {
+export function probeFile(
+  data: Buffer,
+  format: 'h264' | 'hevc' | 'flv',
+): Promise<{ codec: string; width: number; height: number; frames: number; errors: string }> {
   const ffprobe = requireTool('ffprobe', 'ffmpeg');
   dir ??= fs.mkdtempSync(path.join(os.tmpdir(), 'rtsp-source-clips-'));
   const file = path.join(dir, `probe-${process.pid}-${Date.now()}.${format}`);
   fs.writeFileSync(file, data);
   return new Promise((resolve, reject) => {
-    const p = spawn(ffprobe, ['-v', 'error', '-f', format, '-count_frames', '-select_streams', 'v', '-show_entries', 'stream=codec_name,width,height,nb_read_frames', '-of', 'json', file], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const p = spawn(
+      ffprobe,
+      [
+        '-v',
+        'error',
+        '-f',
+        format,
+        '-count_frames',
+        '-select_streams',
+        'v',
+        '-show_entries',
+        'stream=codec_name,width,height,nb_read_frames',
+        '-of',
+        'json',
+        file,
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     let out = '';
     let err = '';
-    p.stdout.on('data', (c: Buffer) => { out += c.toString(); });
-    p.stderr.on('data', (c: Buffer) => { err += c.toString(); });
+    p.stdout.on('data', (c: Buffer) => {
+      out += c.toString();
+    });
+    p.stderr.on('data', (c: Buffer) => {
+      err += c.toString();
+    });
     p.on('exit', (code) => {
       fs.rmSync(file, { force: true });
       if (code !== 0) return reject(new Error(`ffprobe exited ${code}: ${err}`));
@@ -134,7 +210,10 @@ export function firstBytes(url: string, n: number, timeoutMs = 15_000): Promise<
       });
     });
     req.on('error', () => undefined);
-    const t = setTimeout(() => { req.destroy(); reject(new Error(`only ${have} bytes from ${url}`)); }, timeoutMs);
+    const t = setTimeout(() => {
+      req.destroy();
+      reject(new Error(`only ${have} bytes from ${url}`));
+    }, timeoutMs);
   });
 }
 
@@ -142,11 +221,40 @@ export function firstBytes(url: string, n: number, timeoutMs = 15_000): Promise<
 export function decodeUrl(url: string, seconds: number, timeoutMs = 30_000): Promise<{ errors: string; frames: { video: number } }> {
   const ffmpeg = requireTool('ffmpeg', 'ffmpeg');
   return new Promise((resolve, reject) => {
-    const p = spawn(ffmpeg, ['-v', 'error', '-stats_period', '0.5', '-progress', 'pipe:1', '-t', String(seconds), '-i', url, '-map', '0:v', '-f', 'null', '-', '-map', '0:a', '-f', 'null', '-'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const p = spawn(
+      ffmpeg,
+      [
+        '-v',
+        'error',
+        '-stats_period',
+        '0.5',
+        '-progress',
+        'pipe:1',
+        '-t',
+        String(seconds),
+        '-i',
+        url,
+        '-map',
+        '0:v',
+        '-f',
+        'null',
+        '-',
+        '-map',
+        '0:a',
+        '-f',
+        'null',
+        '-',
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     let out = '';
     let err = '';
-    p.stdout.on('data', (c: Buffer) => { out += c.toString(); });
-    p.stderr.on('data', (c: Buffer) => { err += c.toString(); });
+    p.stdout.on('data', (c: Buffer) => {
+      out += c.toString();
+    });
+    p.stderr.on('data', (c: Buffer) => {
+      err += c.toString();
+    });
     const t = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
     p.on('exit', (code) => {
       clearTimeout(t);

@@ -53,7 +53,9 @@ export class TestRtspServer {
 
   constructor(private readonly o: TestServerOptions = {}) {
     this.path = o.path ?? '/cam';
-    this.publisherReady = new Promise((r) => { this.markReady = r; });
+    this.publisherReady = new Promise((r) => {
+      this.markReady = r;
+    });
     this.server = net.createServer((s) => this.onConnection(s));
     if (o.tls) this.tlsServer = tls.createServer({ key: o.tls.key, cert: o.tls.cert }, (s) => this.onConnection(s));
   }
@@ -107,8 +109,11 @@ export class TestRtspServer {
       if (route) {
         parts.push(frame(route[0], randomBytes(40))); // not RTP at all
         const bad = Buffer.alloc(20);
-        bad[0] = 0x80; bad[1] = 96; bad.writeUInt16BE(1, 2);
-        bad[12] = 0x7c; bad[13] = 0x40; // FU-A end without a start
+        bad[0] = 0x80;
+        bad[1] = 96;
+        bad.writeUInt16BE(1, 2);
+        bad[12] = 0x7c;
+        bad[13] = 0x40; // FU-A end without a start
         parts.push(frame(route[0], bad));
         const shortFu = Buffer.from([0x80, 96, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0x7c]);
         parts.push(frame(route[0], shortFu));
