@@ -100,20 +100,8 @@ export function nextNalStart(buf: Buffer, from: number): number {
   return i < 0 || i + 3 >= buf.length ? -1 : i + 3;
 }
 
-/** Flags returned by scanH264 / scanH265: those of a unit's NAL index (NAL_FLAG) but AUD. */
-export const NAL_SCAN = {
-  /** an IDR (H.264) or IRAP (H.265) slice is present */
-  KEY: 1,
-  SPS: 2,
-  PPS: 4,
-  VPS: 8,
-  /** a slice (any VCL NAL) is present */
-  VCL: 16,
-  /** some NAL is preceded by a 3-byte start code, or bytes precede the first start code */
-  NEEDS_NORMALISING: 32,
-  /** no start code at all */
-  NO_START_CODE: 64,
-} as const;
+/** Flags returned by scanH264 / scanH265: those of a unit's NAL index (NAL_FLAG), AUD aside. */
+export const NAL_SCAN: Readonly<Omit<typeof NAL_FLAG, 'AUD'>> = NAL_FLAG;
 
 /** a private arena for the kind scans below (emptied for each: nothing keeps what they found) */
 const scratch = new NalArena();

@@ -147,19 +147,7 @@ describe('rtsp-out units: packetisers', () => {
       ps.map((_p, i) => (i === ps.length - 1 ? 1 : 0)),
     );
     assert.ok(ps.every((p) => p.readUInt32BE(4) === 1234 && p.readUInt32BE(8) === 0x11223344));
-    // rebuild
-    const nals: Buffer[] = [];
-    let fu: Buffer[] = [];
-    for (const p of ps) {
-      const pl = p.subarray(12);
-      const t = pl[0] & 0x1f;
-      if (t === 24) for (let at = 1; at < pl.length; at += 2 + pl.readUInt16BE(at)) nals.push(pl.subarray(at + 2, at + 2 + pl.readUInt16BE(at)));
-      else if (t === 28) {
-        if (pl[1] & 0x80) fu = [Buffer.from([(pl[0] & 0xe0) | (pl[1] & 0x1f)])];
-        fu.push(pl.subarray(2));
-        if (pl[1] & 0x40) nals.push(Buffer.concat(fu));
-      } else nals.push(pl);
-    }
+    const nals = rebuildH264(ps);
     assert.deepEqual(nals, [sps, pps, idr, small], "the AUD is left out; the rest comes back as sent (the track's sets are not added again)");
     assert.equal(ps[0][12] & 0x1f, 24);
     assert.equal(ps[0][12] & 0x60, 0x60, 'STAP-A NRI is the highest of its units');
