@@ -250,6 +250,12 @@ export interface StageContext<P extends object = StageParams> {
 export interface StageInstance {
   /** the last reader left, or the input closed: stop reading and release what the stage holds */
   stop(): void;
+  /**
+   * Of the units the bus passes through (StageDefinition.passes), which go on to the stage's stream (default: all).
+   * It runs on the publisher's path for each passed unit, the input's GOP at start included: cheap and synchronous.
+   * A throw drops the unit. Passed units keep their input's numbering, so payload reuse stays exact.
+   */
+  keep?(unit: AccessUnit): boolean;
 }
 
 /**

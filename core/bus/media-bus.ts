@@ -242,7 +242,11 @@ export class CoreMediaBus {
         this.starting = outer;
       }
       // after the stage started: the tracks it made of the input's reach its stream first (see passInto)
-      if (st.def.passes?.length) from.passInto(d, st.def.passes);
+      if (st.def.passes?.length) {
+        const inst = instance;
+        if (inst.keep) d.passage.keep = (u) => inst.keep!(u);
+        from.passInto(d, st.def.passes);
+      }
     } catch (err) {
       d.close('stage failed to start');
       throw new Error(`stage '${ref.stage}' failed to start on ${from.name}: ${(err as Error | undefined)?.message ?? String(err)}`, { cause: err });

@@ -28,6 +28,21 @@ export class PassThrough {
   from: { stream: PassTarget; video: boolean; audio: boolean } | undefined;
   /** of a stage's stream: Entry.src of the last unit passed in (-1: none yet); the stage's own units get it */
   lastSrc = -1;
+  /** of a stage's stream: which passed units go on (StageInstance.keep); undefined: all */
+  keep: ((unit: AccessUnit) => boolean) | undefined;
+
+  /** whether this stream is passed this unit of its input: its kind, then the stage's keep */
+  private wants(au: AccessUnit): boolean {
+    if (!this.takes(au.kind)) return false;
+    const keep = this.keep;
+    if (keep === undefined) return true;
+    try {
+      return keep(au);
+    } catch {
+      // the publisher's path must not see a stage's throw: the unit is dropped for this stage only
+      return false;
+    }
+  }
 
   /** whether this stream is passed its input's units of this kind */
   takes(kind: 'video' | 'audio'): boolean {
@@ -44,7 +59,7 @@ export class PassThrough {
     d.passage.from = { stream: self, video: kinds.includes('video'), audio: kinds.includes('audio') };
     this.to.push(d);
     for (const t of tracks) if (d.passage.takes(t.kind)) d.setTrack(t);
-    for (const e of cached) if (d.passage.takes(e.unit.kind)) d.accept(e.unit, e.src);
+    for (const e of cached) if (d.passage.wants(e.unit)) d.accept(e.unit, e.src);
     d.on('closed', () => {
       const i = this.to.indexOf(d);
       if (i >= 0) this.to.splice(i, 1);
@@ -61,7 +76,7 @@ export class PassThrough {
     const to = this.to;
     for (let i = 0; i < to.length; i++) {
       const d = to[i];
-      if (d.passage.takes(au.kind)) d.accept(au, src);
+      if (d.passage.wants(au)) d.accept(au, src);
     }
   }
 

@@ -330,7 +330,7 @@ describe('stages: filterStage and chains of stages', function () {
     src.close('test over');
   });
 
-  it('a stage started on a running stream copies the GOP it is handed at start (its units come later than their push)', async () => {
+  it("a stage started on a running stream gets the GOP cached at the input by reference, on the input's numbering", async () => {
     const bus = newBus({ maxGopBytes: 4096 * KB, maxQueueBytes: 2048 * KB, maxStreamBytes: 8192 * KB });
     bus.registerStage(keyframesOnly, 'test', quiet);
     const src = bus.create('src', 'test');
@@ -345,8 +345,51 @@ describe('stages: filterStage and chains of stages', function () {
     await tick();
     await new Promise((r) => setImmediate(r));
     assert.equal(got.length, 1);
-    assert.notEqual(got[0].payload.buffer, pushed[20].payload.buffer, 'the cached key frame is a copy');
+    assert.equal(got[0].payload.buffer, pushed[20].payload.buffer, "the cached key frame's own memory, not a copy");
+    assert.equal(got[0].payload.byteOffset, pushed[20].payload.byteOffset);
     assert.ok(intact(got[0], 20));
+    src.close('test over');
+  });
+
+  it("on a stream of video only, the input's payload memory is reused while the stage runs, and no kept frame is overwritten", async () => {
+    const bus = newBus({ maxGopBytes: 4096 * KB, maxQueueBytes: 2048 * KB, maxStreamBytes: 8192 * KB });
+    bus.registerStage(keyframesOnly, 'test', quiet);
+    const src = bus.create('src', 'test');
+    const pub = src.attachPublisher();
+    pub.setTrack({ kind: 'video', codec: 'h264' });
+    const got: Array<{ u: AccessUnit; n: number; ok: boolean }> = [];
+    const numbers = new Map<AccessUnit, number>();
+    let holding = true;
+    src.subscribe(
+      {
+        write: (u) => {
+          const n = numbers.get(u) ?? -1;
+          got.push({ u, n, ok: intact(u, n) });
+        },
+        holdsPayloads: () => holding,
+      },
+      { via: 'keys' },
+    );
+    await tick();
+    await tick();
+    const push = (from: number, to: number): void => {
+      for (let n = from; n < to; n++) {
+        const v = videoUnit({ codec: 'h264', dts: n * 40, keyframe: n % 10 === 0, payload: fill(pub.alloc(10 * KB), n) });
+        numbers.set(v, n);
+        pub.push(v);
+      }
+    };
+    push(0, 40);
+    assert.equal(bus.chunks.counts.reused, 0, 'nothing reused while the reader holds the key frames it got');
+    for (const g of got) assert.ok(intact(g.u, g.n), `key frame ${g.n} still as pushed`);
+    holding = false;
+    push(40, 200);
+    assert.ok(bus.chunks.counts.reused > 0, "the input's chunks come back: the stage holds nothing of its own");
+    assert.deepEqual(
+      got.map((g) => g.n),
+      Array.from({ length: 20 }, (_x, i) => i * 10),
+    );
+    for (const g of got) assert.ok(g.ok, `key frame ${g.n} as pushed when it was written`);
     src.close('test over');
   });
 
