@@ -85,6 +85,7 @@ describe('cluster routing keys', () => {
     const rel = out.loaded.map((f) => path.relative(path.join(repoRoot, 'dist'), f)).sort();
     assert.deepEqual(rel, [
       'plugin-sdk/formats/byte-order.js',
+      'plugin-sdk/router/index.js',
       'plugin-sdk/sim.js',
       'plugins/jt1078-ingest/src/packet.js',
       'plugins/jt1078-ingest/src/route.js',

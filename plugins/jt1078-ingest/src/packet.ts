@@ -16,8 +16,8 @@
  *  30     body
  */
 
-import { readU16BE, readU32BE } from '../../../plugin-sdk/formats';
-import { normaliseSim } from '../../../plugin-sdk';
+// packet.ts is part of the router, which the primary loads alone: the router entry point, not the whole SDK
+import { normaliseSim, readU16BE, readU32BE } from '../../../plugin-sdk/router';
 export type Jt1078Layout = '2013' | '2019';
 
 export const DATA_TYPE = { VIDEO_I: 0, VIDEO_P: 1, VIDEO_B: 2, AUDIO: 3, TRANSPARENT: 4 } as const;

@@ -9,7 +9,7 @@
  * the layout that validated, 2013 first (the older, commoner terminals). A datagram (complete: one packet, nothing
  * follows) is decided by the layout whose packet length fills it exactly.
  */
-import { channelKey, type ConnectionRouter, type RouteDecision } from '../../../plugin-sdk';
+import { channelKey, type ConnectionRouter, type RouteDecision } from '../../../plugin-sdk/router';
 import { MAGIC, probeHeader, PROBE_NEED_MORE, SimDecoder, type Jt1078Layout } from './packet';
 
 const MAX_WAIT = 2048;
