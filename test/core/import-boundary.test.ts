@@ -17,7 +17,8 @@ async function crossings(file: string, code: string): Promise<string[]> {
   return result.messages.filter((m) => m.ruleId === 'no-restricted-imports').map((m) => m.message);
 }
 
-const ENTRY_POINTS = 'plugin-sdk, plugin-sdk/formats, plugin-sdk/codecs, plugin-sdk/rtsp, plugin-sdk/worker, plugin-sdk/router, plugin-sdk/testkit (tests only)';
+const ENTRY_POINTS =
+  'plugin-sdk, plugin-sdk/formats, plugin-sdk/codecs, plugin-sdk/rtsp, plugin-sdk/worker, plugin-sdk/router, plugin-sdk/testkit (tests only)';
 
 describe('plugin import boundary (eslint)', function () {
   // loading the config and the TypeScript parser once takes a few seconds on a busy machine
