@@ -74,3 +74,11 @@ function audioSection(a: AudioTrackInfo): string[] {
   }
   return out;
 }
+
+/** The tracks a presentation has, by their index (SETUP and PLAY walk them). */
+export function presentTracks(p: Presentation): TrackIndex[] {
+  const out: TrackIndex[] = [];
+  if (p.video) out.push(VIDEO);
+  if (p.audio) out.push(AUDIO);
+  return out;
+}

@@ -6,28 +6,15 @@
 import { randomBytes } from 'node:crypto';
 import { isIPv6, type Socket } from 'node:net';
 import type { RemoteInfo } from 'node:dgram';
-import type { Logger } from 'pino';
-import {
-  LogLimiter,
-  playVia,
-  type Cancel,
-  type ChannelStream,
-  type Clock,
-  type MediaBus,
-  type RequestLog,
-  type Sessions,
-  type StrmRequest,
-  type UnitFormat,
-  type UdpPort,
-} from '../../../plugin-sdk';
-import type { RtspOutConfig } from './config';
-import { AUDIO, VIDEO, type RtpUnit, type TrackIndex } from './packetizer';
+import { LogLimiter, playVia, type Cancel, type ChannelStream, type StrmRequest } from '../../../plugin-sdk';
 import { parsePlayUri, presentationUrl, trackUrl, type PlayTarget } from './play-url';
 import { parseTransports, sessionIdOf, cseqOf, type RtspRequest } from '../../../plugin-sdk/rtsp';
 import { Connection, type ConnectionHost, type Reply } from './connection';
 import { Planner } from './planner';
-import { buildSdp, type Presentation } from './sdp';
-import { RtspSession, type Plan, type SessionOwner, type TrackTransport } from './session';
+import { buildSdp, presentTracks } from './sdp';
+import { RtspSession, type Plan, type SessionOwner } from './session';
+import type { RtspServerOptions } from './server-options';
+import { chooseTransport, transportHeader } from './setup-transport';
 
 const PUBLIC = 'OPTIONS, DESCRIBE, SETUP, PLAY, PAUSE, TEARDOWN, GET_PARAMETER, SET_PARAMETER';
 /** sessions one connection may hold (a client needs one per presentation) */
@@ -36,32 +23,6 @@ const MAX_SESSIONS_PER_CONNECTION = 4;
 const PARTIAL_REQUEST_MS = 10_000;
 /** a UDP send queue (libuv's, when the kernel's buffer is full) past which datagrams are dropped and counted */
 const UDP_QUEUE_MAX = 4 * 1024 * 1024;
-
-export interface RtspServerHooks {
-  refused(): void;
-  badRequest(): void;
-  timedOut(): void;
-  udpDropped(): void;
-  sent(n: number): void;
-  /** a datagram from a peer ("host:port") this server holds no UDP session for (with workers: maybe another's) */
-  unknownPeer(peer: string): void;
-}
-
-export interface RtspServerOptions {
-  log: Logger;
-  requestLog: RequestLog;
-  sessions: Sessions;
-  bus: MediaBus;
-  clock: Clock;
-  config: RtspOutConfig;
-  format: UnitFormat<RtpUnit>;
-  /** host:port for URLs when a client sent no absolute URI */
-  publicAddress: string;
-  rtpSocket: UdpPort;
-  rtcpSocket: UdpPort;
-  hooks: RtspServerHooks;
-  cname: string;
-}
 
 export class RtspServer implements SessionOwner {
   readonly cname: string;
@@ -309,30 +270,13 @@ export class RtspServer implements SessionOwner {
     if (s && (s.reqId !== plan.reqId || s.plan.stream !== plan.stream || s.plan.play !== plan.play)) return { status: 459 };
     if (s && s.state === 'playing') return { status: 455, headers: sessionHeader(s) };
 
-    const offered = parseTransports(req.headers.get('transport') ?? '');
     const udpOk = !(isIPv6(c.ip) && this.o.rtpSocket.address().family === 'IPv4');
-    const pick = offered.find((x) => !x.multicast && !x.record && (x.lower === 'tcp' || (x.clientPort !== undefined && udpOk)) && (!s || s.lower === x.lower));
-    if (!pick) return { status: 461, headers: sessionHeader(s) };
-
-    let tt: TrackTransport;
-    if (pick.lower === 'tcp') {
-      const [rtp, rtcp] = pick.interleaved ?? [track * 2, track * 2 + 1];
-      // another track or session on this connection already uses these channels
-      for (const other of c.sessions) {
-        for (const [k, v] of other.setup) {
-          if (v.lower === 'tcp' && !(other === s && k === track) && (v.rtp === rtp || v.rtcp === rtp || v.rtp === rtcp || v.rtcp === rtcp))
-            return { status: 461, headers: sessionHeader(s) };
-        }
-      }
-      tt = { lower: 'tcp', rtp, rtcp };
-    } else {
-      const [rtp, rtcp] = pick.clientPort!;
-      tt = { lower: 'udp', host: c.ip, rtp, rtcp };
-    }
+    const tt = chooseTransport(parseTransports(req.headers.get('transport') ?? ''), { track, ip: c.ip, udpOk, session: s, onConnection: c.sessions });
+    if (tt === undefined) return { status: 461, headers: sessionHeader(s) };
 
     if (!s) {
       if (c.sessions.size >= MAX_SESSIONS_PER_CONNECTION) return { status: 453 };
-      s = new RtspSession(randomBytes(8).toString('hex'), plan, pick.lower, c.socket, c.remote, this, auth.stream.media);
+      s = new RtspSession(randomBytes(8).toString('hex'), plan, tt.lower, c.socket, c.remote, this, auth.stream.media);
       this.byId.set(s.id, s);
       let set = this.byReq.get(s.reqId);
       if (!set) this.byReq.set(s.reqId, (set = new Set()));
@@ -349,10 +293,7 @@ export class RtspServer implements SessionOwner {
       this.udpPeers.set(`${tt.host}:${tt.rtp}`, s);
       this.udpPeers.set(`${tt.host}:${tt.rtcp}`, s);
     }
-    const transport =
-      tt.lower === 'tcp'
-        ? `RTP/AVP/TCP;unicast;interleaved=${tt.rtp}-${tt.rtcp}`
-        : `RTP/AVP;unicast;client_port=${tt.rtp}-${tt.rtcp};server_port=${this.o.rtpSocket.address().port}-${this.o.rtcpSocket.address().port}`;
+    const transport = transportHeader(tt, this.o.rtpSocket.address().port, this.o.rtcpSocket.address().port);
     return { status: 200, headers: [['Transport', transport], ...sessionHeader(s, this.o.config.sessionTimeoutSec)] };
   }
 
@@ -467,11 +408,4 @@ export class RtspServer implements SessionOwner {
 function sessionHeader(s: RtspSession | undefined, timeoutSec?: number): Array<[string, string]> {
   if (!s) return [];
   return [['Session', timeoutSec === undefined ? s.id : `${s.id};timeout=${timeoutSec}`]];
-}
-
-function presentTracks(p: Presentation): TrackIndex[] {
-  const out: TrackIndex[] = [];
-  if (p.video) out.push(VIDEO);
-  if (p.audio) out.push(AUDIO);
-  return out;
 }
