@@ -104,7 +104,7 @@ export function nextNalStart(buf: Buffer, from: number): number {
 export const NAL_SCAN: Readonly<Omit<typeof NAL_FLAG, 'AUD'>> = NAL_FLAG;
 
 /** a private arena for the kind scans below (emptied for each: nothing keeps what they found) */
-const scratch = new NalArena();
+const scratch = new NalArena(1024);
 
 /** The NAL_SCAN flags of an Annex-B buffer (one search), read from the index a unit would get. */
 export function scanFlags(buf: Buffer, codec: 'h264' | 'h265'): number {

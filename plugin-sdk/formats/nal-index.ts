@@ -3,12 +3,20 @@
  * (`videoUnit`/`unitAt` in media.ts, or handed to them by a publisher that already knows) and read by every output
  * (FLV, HLS, RTSP, the recorder) instead of each searching the payload again.
  *
- * Layout: an index is a run of int32 in a chunk shared by many units: [count, flags, payload length, start0, end0,
- * start1, end1, ...], NAL units [start, end) without their start codes, empty ones left out, the trailing zeros of a
- * NAL unit followed by another trimmed (a 4-byte start code's leading zero). A unit holds its chunk and where its
- * index starts (AccessUnit.nals, .nalsAt): two fields, no object of its own, so a unit costs no allocation more than
- * before. A chunk is never written again where an index was finished, and is freed by the collector with the last
- * unit that refers to it; chunks are small (4 KiB) so a unit kept long (a paused stream's GOP cache) pins little.
+ * Layout: an index is a run of int32: [lap stamp, count, flags, payload length, start0, end0, start1, end1, ...],
+ * NAL units [start, end) without their start codes, empty ones left out, the trailing zeros of a NAL unit followed
+ * by another trimmed (a 4-byte start code's leading zero). A unit holds the array and where its index starts
+ * (AccessUnit.nals, .nalsAt): two fields, no object of its own, so a unit costs no allocation more than before.
+ *
+ * Where: one ring per process (2 MiB), written round and round, never allocated again. Indexes in arrays of their
+ * own (4 KiB chunks, freed with their last unit) were measured at 500 terminals: 82 chunks a second, and since the
+ * units of the GOP caches keep them past two young collections, V8 tenured them (0 of 2,765 freed in 40 s, 11 MB of
+ * external memory more, collected only by a full collection). A ring has nothing to collect. The price is that an
+ * index can be overwritten while a unit still points at it (a unit older than a lap: ~6 s at 500 terminals, a
+ * slow reader's queue, a long GOP); `nalsAt` therefore carries the lap it was written in (`lap * SPAN + position`),
+ * the index's first int holds the lap as a negative stamp (no other int of an index is negative), and a reader that
+ * finds another stamp there searches the payload again (NalUnits.of), as for a unit made without an index. The ring
+ * is written in order, so an index whose first int is intact is intact.
  */
 import type { AccessUnit, CodecId } from '../media';
 
@@ -35,12 +43,26 @@ export const NAL_FLAG = {
   AUD: 128,
 } as const;
 
-const COUNT = 0;
-const FLAGS = 1;
-const LENGTH = 2;
+const LAP = 0;
+const COUNT = 1;
+const FLAGS = 2;
+const LENGTH = 3;
 /** int32 before an index's ranges */
-export const NAL_INDEX_HEAD = 3;
-const CHUNK = 1024;
+export const NAL_INDEX_HEAD = 4;
+/** the process ring's int32: 2 MiB */
+const RING = 1 << 19;
+/** `nalsAt` is lap * SPAN + position: positions stay under it (an array of 256 MiB), laps up to 2^27 stay exact */
+const SPAN = 2 ** 26;
+
+/** The stamp an index of lap `lap` starts with: negative, and distinct for 2^30 laps. */
+const stampOf = (lap: number): number => -(lap % 2 ** 30) - 1;
+
+/** Where in `mem` the index that `at` names starts, or -1 when it is gone (written over by a later lap) or not one of a payload of `length` bytes. */
+function placeOf(mem: Int32Array, at: number, length: number): number {
+  const pos = at % SPAN;
+  if (pos < 0 || pos + NAL_INDEX_HEAD > mem.length) return -1;
+  return mem[pos + LAP] === stampOf((at - pos) / SPAN) && mem[pos + LENGTH] === length ? pos : -1;
+}
 const SC3 = Buffer.from([0, 0, 1]);
 
 /** The kind flags of one NAL unit (its first byte `b`) for a codec. */
@@ -67,28 +89,36 @@ export function nalKindFlags(codec: CodecId, b: number): number {
 }
 
 /**
- * Where indexes are written: the chunk being filled. `begin`, `add` for each NAL unit and `finish` make one index
- * (what a publisher that lays out a payload itself does: no search); `index` finds a payload's NAL units and writes
- * them. Read `mem` right after `finish`/`index` returns: the next index may start a new chunk.
+ * Where indexes are written: a ring (see the module's comment). `begin`, `add` for each NAL unit and `finish` make one
+ * index (what a publisher that lays out a payload itself does: no search); `index` finds a payload's NAL units and
+ * writes them. Read `mem` right after `finish`/`index` returns: an index larger than the ring moves it to a larger array.
  */
 export class NalArena {
-  mem = new Int32Array(CHUNK);
+  mem: Int32Array;
   private used = 0;
   private at = 0;
   private pos = 0;
   private flags = 0;
+  private lap = 0;
+
+  /** `ints`: the ring's size (the process's is 2 MiB; a scratch arena that `reset`s needs little) */
+  constructor(ints = RING) {
+    this.mem = new Int32Array(ints);
+  }
 
   /** Starts an index; `add` its NAL units, then `finish`. */
   begin(): void {
-    if (this.used + NAL_INDEX_HEAD + 4 > this.mem.length) this.fresh(0);
+    if (this.used + NAL_INDEX_HEAD + 4 > this.mem.length) this.wrap(0, NAL_INDEX_HEAD + 4);
     this.at = this.used;
     this.pos = this.at + NAL_INDEX_HEAD;
     this.flags = 0;
+    // not an index until finish stamps it: a reader of what was here before finds no stamp
+    this.mem[this.at + LAP] = 0;
   }
 
   /** One NAL unit [start, end) of the payload and its kind flags (nalKindFlags), or any other flags. */
   add(start: number, end: number, flags: number): void {
-    if (this.pos + 2 > this.mem.length) this.fresh(this.pos - this.at);
+    if (this.pos + 2 > this.mem.length) this.wrap(this.pos - this.at, 2);
     this.mem[this.pos] = start;
     this.mem[this.pos + 1] = end;
     this.pos += 2;
@@ -100,15 +130,16 @@ export class NalArena {
     this.flags |= flags;
   }
 
-  /** Ends the index of a payload of `length` bytes; returns where it starts in `mem`. */
+  /** Ends the index of a payload of `length` bytes; returns where it starts (the unit's `nalsAt`). */
   finish(length: number): number {
     const m = this.mem;
     const at = this.at;
     m[at + COUNT] = (this.pos - at - NAL_INDEX_HEAD) >> 1;
     m[at + FLAGS] = this.flags;
     m[at + LENGTH] = length;
+    m[at + LAP] = stampOf(this.lap);
     this.used = this.pos;
-    return at;
+    return this.lap * SPAN + at;
   }
 
   /** Finds the NAL units of an Annex-B `payload` (one search) and writes their index; returns where it starts in `mem`. */
@@ -142,13 +173,23 @@ export class NalArena {
   /** Forgets every index written (only for an arena of one's own whose indexes nobody keeps). */
   reset(): void {
     this.used = 0;
+    this.lap++;
   }
 
-  /** Starts a new chunk, taking along the `keep` int32 of the index being made. */
-  private fresh(keep: number): void {
-    const next = new Int32Array(Math.max(CHUNK, 2 * (keep + NAL_INDEX_HEAD + 2)));
-    if (keep > 0) next.set(this.mem.subarray(this.at, this.at + keep));
-    this.mem = next;
+  /**
+   * Goes round to the start, taking along the `keep` int32 of the index being made (it needs `more` after them). An
+   * index too large for the ring (thousands of NAL units) moves the arena to an array of its own size: units of the
+   * old array keep it, their indexes intact.
+   */
+  private wrap(keep: number, more: number): void {
+    if (2 * (keep + more) > this.mem.length) {
+      const next = new Int32Array(Math.max(this.mem.length, 4 * (keep + more)));
+      next.set(this.mem.subarray(this.at, this.at + keep));
+      this.mem = next;
+    } else {
+      this.mem.copyWithin(0, this.at, this.at + keep);
+    }
+    this.lap++;
     this.used = 0;
     this.pos = keep;
     this.at = 0;
@@ -172,30 +213,35 @@ export class NalUnits {
   private mem: Int32Array = EMPTY;
   private base = 0;
 
-  /** Points at `u`'s index; returns its NAL unit count (0 for audio). */
+  /** Points at `u`'s index (found again if it was written over, or never made); returns its NAL unit count (0 for audio). */
   of(u: AccessUnit): number {
-    let mem = u.nals;
-    let at = u.nalsAt ?? 0;
-    if (mem === undefined || mem[at + LENGTH] !== u.payload.length) {
-      if (u.kind !== 'video') return this.none();
-      let k = late.get(u);
-      if (k === undefined || k.mem[k.at + LENGTH] !== u.payload.length) {
-        const i = NAL_ARENA.index(u.payload, u.codec);
-        k = { mem: NAL_ARENA.mem, at: i };
-        late.set(u, k);
-      }
-      mem = k.mem;
-      at = k.at;
+    const mem = u.nals;
+    if (mem !== undefined) {
+      const pos = placeOf(mem, u.nalsAt ?? 0, u.payload.length);
+      if (pos >= 0) return this.point(mem, pos);
     }
-    return this.ofIndex(mem, at);
+    if (u.kind !== 'video') return this.none();
+    let k = late.get(u);
+    let pos = k === undefined ? -1 : placeOf(k.mem, k.at, u.payload.length);
+    if (k === undefined || pos < 0) {
+      const at = NAL_ARENA.index(u.payload, u.codec);
+      k = { mem: NAL_ARENA.mem, at };
+      late.set(u, k);
+      pos = at % SPAN;
+    }
+    return this.point(k.mem, pos);
   }
 
-  /** Points at the index at `at` in `mem` (one a publisher holds before its unit is made); returns its count. */
+  /** Points at the index `at` names in `mem`, one just made (a publisher's, before its unit is); returns its count. */
   ofIndex(mem: Int32Array, at: number): number {
+    return this.point(mem, at % SPAN);
+  }
+
+  private point(mem: Int32Array, pos: number): number {
     this.mem = mem;
-    this.base = at + NAL_INDEX_HEAD;
-    this.flags = mem[at + FLAGS];
-    return (this.count = mem[at + COUNT]);
+    this.base = pos + NAL_INDEX_HEAD;
+    this.flags = mem[pos + FLAGS];
+    return (this.count = mem[pos + COUNT]);
   }
 
   start(i: number): number {
@@ -216,12 +262,12 @@ export class NalUnits {
 
 const EMPTY = new Int32Array(NAL_INDEX_HEAD);
 
-/** The flags of the index at `at` in `mem` (NAL_FLAG). */
+/** The flags of the index `at` names in `mem`, one just made (NAL_FLAG). */
 export function nalIndexFlags(mem: Int32Array, at: number): number {
-  return mem[at + FLAGS];
+  return mem[(at % SPAN) + FLAGS];
 }
 
-/** Whether `mem` at `at` is an index of a payload of `length` bytes (what a unit checks before it trusts one handed to it). */
+/** Whether `at` names an intact index in `mem` of a payload of `length` bytes (what a unit checks before it trusts one handed to it). */
 export function isNalIndexOf(mem: Int32Array | undefined, at: number | undefined, length: number): boolean {
-  return mem !== undefined && at !== undefined && at >= 0 && at + NAL_INDEX_HEAD <= mem.length && mem[at + LENGTH] === length;
+  return mem !== undefined && at !== undefined && at >= 0 && placeOf(mem, at, length) >= 0;
 }

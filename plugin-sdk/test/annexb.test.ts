@@ -172,18 +172,32 @@ describe('NAL index: found once when a unit is made, read by every output (nal-i
     assert.equal(NAL_SCANS.count, before + 1);
   });
 
-  it('indexes fill chunks one after another; one that outgrows its chunk moves whole to the next', () => {
-    const arena = new NalArena();
-    const firstChunk = arena.mem;
+  it('an index too large for the ring moves the arena to a larger array; units of the old one keep their indexes', () => {
+    const arena = new NalArena(1024);
+    const first = arena.mem;
+    const small = arena.index(joinAnnexB([b(0x41, 1)]), 'h264');
     const many = joinAnnexB(Array.from({ length: 700 }, (_x, i) => b(0x41, i & 0xff, 1)));
     const at = arena.index(many, 'h264');
-    assert.notEqual(arena.mem, firstChunk, 'a chunk of its own: 700 units need more than one chunk holds');
+    assert.notEqual(arena.mem, first, 'an array of its own: 700 units need more than the ring holds');
     const reader = new NalUnits();
     assert.equal(reader.ofIndex(arena.mem, at), 700);
     assert.deepEqual([reader.start(699), reader.end(699)], [699 * 7 + 4, 699 * 7 + 7]);
-    const kept = arena.mem;
-    const small = arena.index(joinAnnexB([b(0x41, 1)]), 'h264');
-    assert.equal(reader.ofIndex(arena.mem, small), 1);
-    assert.equal(reader.ofIndex(kept, at), 700, 'an earlier index is never written over');
+    assert.equal(reader.ofIndex(first, small), 1, 'the old array is written no more');
+  });
+
+  it("the ring goes round; a unit whose index was written over is searched again, never read from another payload's", () => {
+    const arena = new NalArena(256);
+    const payload = joinAnnexB([b(0x65, 1), b(0x41, 2, 3)]);
+    const at = arena.index(payload, 'h264');
+    const unit = { ...videoUnit({ codec: 'h264', dts: 0, keyframe: true, payload }), nals: arena.mem, nalsAt: at };
+    const reader = new NalUnits();
+    assert.deepEqual((reader.of(unit), rangesOf(reader)), [4, 6, 10, 13], 'its own index while intact');
+    // payloads of the same length and other NAL units, until the ring has gone round past the unit's index
+    const other = joinAnnexB([b(0x41, 9, 9, 9, 9, 9, 9, 9, 9)]);
+    assert.equal(other.length, payload.length);
+    for (let i = 0; i < 100; i++) arena.index(other, 'h264');
+    const before = NAL_SCANS.count;
+    assert.deepEqual((reader.of(unit), rangesOf(reader)), [4, 6, 10, 13], 'found again: the same NAL units');
+    assert.equal(NAL_SCANS.count, before + 1, 'one search');
   });
 });
