@@ -1,6 +1,7 @@
 /**
- * The directory's Redis plumbing: the client a `directoryUrl` names (one server, Sentinel or Cluster), the key layout
- * (README "A fleet of nodes"), the Lua scripts as commands, and what a node's heartbeat hash says.
+ * The directory's Redis plumbing: the client a `directoryUrl` names (one server, Sentinel or Cluster), what the
+ * directory's parts share of its connection, the key layout (README "A fleet of nodes"), the Lua scripts as commands,
+ * and what a node's heartbeat hash says.
  */
 import Redis, { Cluster, type RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
@@ -11,6 +12,21 @@ import { CLAIM, FORGET, LOOKUP, RELEASE, REFRESH, RESERVE } from './redis-script
 const COMMAND_TIMEOUT_MS = 2000;
 
 export type Client = Redis | Cluster;
+
+/** what the directory's parts (liveness, claims, requests) share of one process's connection */
+export interface Link {
+  client: Client;
+  s: Scripted;
+  me: Member;
+  ttlMs: number;
+  log: Logger;
+  /** false while Redis cannot be reached */
+  readonly up: boolean;
+  /** a fire-and-forget call: its failure is logged, and stop() waits for it */
+  track(p: Promise<unknown>): void;
+  /** throws DirectoryUnavailable while Redis cannot be reached */
+  need(): void;
+}
 
 export interface Scripted {
   gwClaim(ch: string, sim: string, value: string, ttl: number, chan: number, prefix: string, stale: string): Promise<[string, string]>;

@@ -87,7 +87,7 @@ ${IDLE_CLIENT_USAGE}
   --node-opt OPT  pass a node option to the gateway process`;
 
 const TARGET_P99_ADDED_MS = 2;
-/** the heartbeat period at the default directoryTtlSec (6 s): ttl / 3 (core/directory/redis-directory.ts) */
+/** the heartbeat period at the default directoryTtlSec (6 s): ttl / 3 (beatMsFor, core/directory/redis-liveness.ts) */
 const BEAT_S = 2;
 const TICK_MS = 4;
 const OPEN_CONCURRENCY = 16;
