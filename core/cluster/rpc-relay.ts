@@ -1,5 +1,5 @@
 /**
- * Calls one worker makes to another or to all of them, waiting in the primary for their answers (primary.ts
+ * Calls one worker makes to another or to all of them, waiting in the primary for their answers (worker-calls.ts
  * relays them).
  *
  * Why each call keeps the set of workers that still owe it an answer, not a count: a call finishes when each

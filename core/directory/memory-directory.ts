@@ -16,7 +16,7 @@ import {
  * The directory of a single node, in its process: no server, nothing to lose but the process itself (whose
  * requests go with it). What `npm start` uses. Its claims need no refresh (the only node owns every channel it
  * serves) and it never loses a node. With several workers each worker has its own, and the primary keeps request
- * ids unique across them (core/cluster/primary.ts).
+ * ids unique across them (core/cluster/request-directory.ts).
  */
 export class MemoryDirectory implements Directory {
   readonly kind = 'memory' as const;
