@@ -77,6 +77,9 @@ export class WorkerPool {
     const w = cluster.fork({ ...this.o.env, JTGW_WORKER_INDEX: String(slot.index), JTGW_WORKER_COUNT: String(this.o.workers) });
     slot.worker = w;
     w.on('message', (m: ToPrimary, handle: unknown) => this.o.message(slot, w, m, handle));
+    // a write to a worker that has just died fails with EPIPE before its exit is seen; without a listener Node throws
+    // that from the worker's 'error' event and the primary, with every other worker, would go too. The exit handles it.
+    w.on('error', (err: Error) => this.log.warn({ worker: slot.index, err: err.message }, 'channel to a worker failed: it is going, its exit restarts it'));
     w.on('exit', (code, signal) => this.onExit(slot, w, code, signal));
   }
 
@@ -121,8 +124,9 @@ export class WorkerPool {
   send(w: Worker, m: ToWorker, handle?: net.Socket, written?: (err: Error | null) => void): boolean {
     if (!w.isConnected()) return false;
     try {
+      // with a callback a failed write is reported to it, not thrown from the worker's 'error' event
       if (handle) w.send(m, handle, { keepOpen: false } as never, (err: Error | null) => written?.(err));
-      else w.send(m);
+      else w.send(m, (err: Error | null) => written?.(err));
       return true;
     } catch (err) {
       this.log.warn({ err: (err as Error).message, t: m.t }, 'message to a worker failed');

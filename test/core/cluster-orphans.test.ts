@@ -49,16 +49,25 @@ describe('processes of a two-worker gateway that die (real process)', function (
     ]);
     try {
       const outcomes: string[] = [];
+      const startedLines = () => gw.lines('"msg":"gateway started"').length;
       for (let round = 0; round < 4; round++) {
         const pids = await waitFor(
           'both workers up',
           () => {
             const p = workerPids(gw.child.pid!);
-            return p.size === 2 && gw.lines('"msg":"gateway started"').length >= 2 + round ? p : undefined;
+            return p.size === 2 && startedLines() >= 2 + round ? p : undefined;
           },
           30_000,
           50,
-        );
+        ).catch((e: Error) => {
+          const said = gw
+            .log()
+            .split('\n')
+            .map((l) => l.slice(0, 400));
+          throw new Error(
+            `${e.message} (round ${round}, workers ${JSON.stringify([...workerPids(gw.child.pid!)])}); the gateway said:\n${said.slice(-30).join('\n')}`,
+          );
+        });
         process.kill(pids.get(round % 2)!, 'SIGKILL');
         // at once, before the primary has seen the exit: some of these go to the dying worker
         outcomes.push(...(await Promise.all(Array.from({ length: 6 }, () => probe(gw.ports['gateway.httpPort'])))));
