@@ -15,7 +15,7 @@ const DEV_FILES = [...TEST_FILES, '**/tools/**'];
 const BOUNDARY_SEVERITY = 'error';
 
 /** the SDK entry points a plugin may import, as the boundary message names them */
-const ENTRY_POINTS = ['plugin-sdk', 'plugin-sdk/formats', 'plugin-sdk/codecs', 'plugin-sdk/rtsp', 'plugin-sdk/worker', 'plugin-sdk/router'];
+const ENTRY_POINTS = ['plugin-sdk', 'plugin-sdk/formats', 'plugin-sdk/codecs', 'plugin-sdk/rtsp', 'plugin-sdk/rtp', 'plugin-sdk/worker', 'plugin-sdk/router'];
 const TEST_ENTRY_POINTS = ['plugin-sdk/testkit'];
 
 const escapeRe = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');

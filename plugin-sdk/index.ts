@@ -76,6 +76,8 @@ export { defineService } from './services';
 export type { ServiceToken, Services } from './services';
 export { TERMINAL_LINKS } from './services/terminal-links';
 export type { TerminalLinks, TerminalLink, DownlinkAudio, Jt1078Layout } from './services/terminal-links';
+export { INTERCOM_TALKS } from './services/intercom-talks';
+export type { IntercomTalks, TalkSession, TalkRefusal, TalkConnection as IntercomTalkConnection } from './services/intercom-talks';
 export { CloseCause, closeReasonOf, mediaTypOf } from './sessions';
 export { normaliseSim, SIM_PATTERN } from './sim';
 export type {

@@ -55,6 +55,11 @@ export interface PlayRead<F = undefined> {
   maxQueueBytes?: number;
   /** the bytes a unit sends (default: its payload); undefined or empty sends nothing */
   bytes?(unit: AccessUnit, framed: F): Buffer | undefined;
+  /**
+   * An output that sends a unit as several messages (RTP packets to a peer connection) sends them itself and
+   * returns the bytes it sent, for the request's count; `bytes` and the socket's `send` are then unused.
+   */
+  sendUnit?(unit: AccessUnit, framed: F): number;
   /** the tracks, before the units that need them and at each change (e.g. to send a header first) */
   tracks?(tracks: ReadonlyArray<TrackInfo>, play: Play): void;
 }
@@ -114,7 +119,7 @@ export function servePlays(ctx: PlaysContext, opts: PlaysOptions): Plays {
   class PlayState implements Play {
     sub: ReaderHandle | undefined;
     bytesOut = 0;
-    private gone = false;
+    gone = false;
     constructor(
       readonly request: StrmRequest,
       readonly stream: ChannelStream,
@@ -126,8 +131,12 @@ export function servePlays(ctx: PlaysContext, opts: PlaysOptions): Plays {
     send(bytes: Buffer): void {
       if (bytes.length === 0 || this.gone) return;
       this.socket.send(bytes);
-      this.bytesOut += bytes.length;
-      this.handle.sent(bytes.length);
+      this.sent(bytes.length);
+    }
+
+    sent(n: number): void {
+      this.bytesOut += n;
+      this.handle.sent(n);
     }
 
     close(reason: string): void {
@@ -180,10 +189,15 @@ export function servePlays(ctx: PlaysContext, opts: PlaysOptions): Plays {
       }
       const p = new PlayState(request, stream, via.via, socket, handle);
       const bytes = read.bytes?.bind(read);
+      const sendUnit = read.sendUnit?.bind(read);
       try {
         p.sub = stream.media.subscribe<F>(
           {
-            write: (unit, framed) => p.send((bytes ? bytes(unit, framed) : unit.payload) ?? EMPTY),
+            write: sendUnit
+              ? (unit, framed) => {
+                  if (!p.gone) p.sent(sendUnit(unit, framed));
+                }
+              : (unit, framed) => p.send((bytes ? bytes(unit, framed) : unit.payload) ?? EMPTY),
             tracks: read.tracks && ((list) => read.tracks!(list, p)),
             writable: () => socket.writable(),
             holdsPayloads: () => socket.holdsPayloads(),

@@ -127,9 +127,9 @@ export const OPEN_FIELDS = {
   },
   scheme: {
     type: 'string',
-    enum: ['http', 'https', 'ws', 'wss', 'rtmp', 'rtsp'],
+    enum: ['http', 'https', 'ws', 'wss', 'rtmp', 'webrtc', 'rtsp'],
     description:
-      'Play URL scheme: fmt 0 http, https, ws, wss, or rtmp (FLV over RTMP, on a site with the rtmp plugin); fmt 1 https (http on a site without TLS); fmt 4 rtsp. Default: the most secure one the site serves (never rtmp unless asked).',
+      'Play URL scheme: fmt 0 http, https, ws, wss, rtmp (FLV over RTMP, on a site with the rtmp plugin) or webrtc (a WHEP URL, on a site with the webrtc plugin); fmt 1 https (http on a site without TLS); fmt 4 rtsp. Default: the most secure one the site serves (never rtmp or webrtc unless asked).',
   },
   audioCfg: { type: 'object', properties: AUDIO_CFG_FIELDS, description: 'Audio for the client (AAC), when the site converts audio.' },
   rtspSrc: { type: 'object', properties: RTSP_SRC_FIELDS, description: 'Play from an RTSP source instead of a terminal (needs an RTSP ingest plugin).' },
@@ -178,7 +178,7 @@ export const DATA_TYP_BY_TYP = {
 
 /** Schemes a client may ask for per fmt (http for HLS is not in the spec's list: an output without TLS serves only it). */
 export const SCHEMES_BY_FMT: Readonly<Record<number, readonly string[]>> = {
-  0: ['http', 'https', 'ws', 'wss', 'rtmp'],
+  0: ['http', 'https', 'ws', 'wss', 'rtmp', 'webrtc'],
   1: ['https', 'http'],
   4: ['rtsp'],
 };

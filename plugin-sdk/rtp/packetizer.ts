@@ -7,8 +7,8 @@
  * bus keeps a unit's RTP form as long as the unit (GOP cache, readers' queues), and a copy would double what a GOP
  * holds. Small parts of many units share 4 KiB chunks (the same reasoning as flv-out's FlvFrame).
  */
-import type { AccessUnit } from '../../../plugin-sdk';
-import { NAL_FLAG, NalUnits } from '../../../plugin-sdk/formats';
+import type { AccessUnit } from '../media';
+import { NAL_FLAG, NalUnits } from '../formats/nal-index';
 
 /** tracks of a presentation, in SDP order; also the default interleaved channel pair (2 x index) */
 export const VIDEO = 0;

@@ -5,7 +5,8 @@
  * it where it starts) and one that skips a GOP sees a gap in sequence numbers, as after loss.
  */
 import { randomInt } from 'node:crypto';
-import { defineFormat, type AccessUnit, type AudioTrackInfo, type FormatEncoder, type TrackInfo, type UnitFormat } from '../../../plugin-sdk';
+import { defineFormat, type FormatEncoder, type UnitFormat } from '../bus';
+import type { AccessUnit, AudioTrackInfo, TrackInfo } from '../media';
 import { AUDIO, Packetizer, VIDEO, type RtpTrackState, type RtpUnit } from './packetizer';
 
 export const VIDEO_CLOCK = 90_000;
@@ -108,7 +109,7 @@ class RtpEncoder implements FormatEncoder<RtpUnit> {
   }
 }
 
-/** The RTP format of one rtsp-out instance (readers ask for it by identity, so each gateway has its own). */
+/** An RTP format of one output plugin instance (readers ask for it by identity, so each has its own, with its MTU). */
 export function createRtpFormat(hooks: RtpFormatHooks): UnitFormat<RtpUnit> {
   return defineFormat<RtpUnit>('rtp', () => new RtpEncoder(hooks));
 }

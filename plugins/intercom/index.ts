@@ -1,4 +1,4 @@
-import { closeReasonOf, definePlugin, LogLimiter, TERMINAL_LINKS } from '../../plugin-sdk';
+import { closeReasonOf, definePlugin, INTERCOM_TALKS, LogLimiter, TERMINAL_LINKS } from '../../plugin-sdk';
 import { IntercomConfig } from './src/config';
 import { createMeters } from './src/meters';
 import { TalkServer } from './src/server';
@@ -15,6 +15,7 @@ export default definePlugin({
   config: IntercomConfig,
   requires: ['jt1078-ingest'],
   needs: [TERMINAL_LINKS],
+  provides: [INTERCOM_TALKS],
   setup(ctx) {
     const c = ctx.config;
     if (c.jitterMs > c.maxBufferMs) throw new Error(`config key jitterMs: ${c.jitterMs} is over maxBufferMs (${c.maxBufferMs})`);
@@ -43,6 +44,7 @@ export default definePlugin({
     });
     const talk = server;
     talk.mount(ctx.routes);
+    ctx.services.provide(INTERCOM_TALKS, { start: (req, o, conn) => talk.external(req, o.fmt, o.protocol, o.remote, conn) });
     ctx.sessions.registerTalk({
       name: 'intercom',
       talkUrls: ({ streamName, reqId, token }) => {

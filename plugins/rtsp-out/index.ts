@@ -2,7 +2,7 @@ import * as os from 'node:os';
 import { definePlugin } from '../../plugin-sdk';
 import { RtspOutConfig } from './src/config';
 import { APP } from './src/play-url';
-import { createRtpFormat } from './src/rtp-format';
+import { createRtpFormat } from '../../plugin-sdk/rtp';
 import { RtspServer } from './src/server';
 import { udpPeerRelay } from './src/udp-peer-relay';
 

@@ -4,7 +4,17 @@
  */
 import type { WebSocket } from 'ws';
 import type { Logger } from 'pino';
-import type { LogLimiter, RequestLog, RouteRequest, Routes, Sessions, StrmRequest } from '../../../plugin-sdk';
+import type {
+  LogLimiter,
+  RequestLog,
+  RouteRequest,
+  Routes,
+  Sessions,
+  StrmRequest,
+  TalkRefusal,
+  TalkSession,
+  IntercomTalkConnection as TalkConnection,
+} from '../../../plugin-sdk';
 import { closeWs, parseClientFormat, toBuffer, type ClientFormat } from './client-format';
 import type { IntercomMeters } from './meters';
 import { StompSession } from './stomp-session';
@@ -91,6 +101,31 @@ export class TalkServer {
     const busy = this.talkers.get(req.streamName);
     if (busy && !busy.isClosed) return { code: CLOSE.busy, reason: 'another client is talking on this channel', metric: 'busy' };
     return { req, fmt };
+  }
+
+  /**
+   * A talk by another plugin's transport (intercom-talks service): the same rules but the token, which the caller
+   * checked; the HTTP status of a refusal is its close code's last three digits.
+   */
+  external(req: StrmRequest, fmt: ClientFormat, protocol: string, remote: string, conn: TalkConnection): TalkSession | TalkRefusal {
+    const a = this.admit(req, fmt);
+    if ('code' in a) {
+      this.o.meters.refused.inc({ reason: a.metric });
+      this.o.limiter.log(this.o.log, 'info', remote, { remote, protocol, reason: a.reason }, 'talk refused');
+      return { status: a.code % 1000, reason: a.reason };
+    }
+    const talker = new Talker(this.host, a.req, a.fmt, protocol, remote, conn);
+    this.talkers.set(a.req.streamName, talker);
+    this.o.requestLog({ reqId: a.req.reqId, stream: a.req.streamName, fmt: a.fmt, remote, protocol }, 'talk started');
+    talker.startDownlink();
+    return {
+      audio: (data) => (talker.isClosed ? undefined : talker.audio(data)),
+      finish: (reason) => talker.finish(CLOSE.normal, reason),
+      close: (reason) => talker.close(CLOSE.normal, reason),
+      get isClosed() {
+        return talker.isClosed;
+      },
+    };
   }
 
   private refuse(ws: WebSocket, r: Refusal, remote: string): void {

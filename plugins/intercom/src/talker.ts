@@ -80,7 +80,7 @@ export class Talker {
     private readonly host: TalkerHost,
     readonly request: StrmRequest,
     readonly fmt: ClientFormat,
-    readonly protocol: 'talk' | 'talk-stomp',
+    readonly protocol: string,
     readonly remote: string,
     private readonly conn: TalkConnection,
   ) {

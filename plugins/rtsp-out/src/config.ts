@@ -1,5 +1,5 @@
 import { IsArray, IsIn, IsInt, IsOptional, IsString, Max, Min } from 'class-validator';
-import { RTP_AUDIO_CODECS } from './rtp-format';
+import { RTP_AUDIO_CODECS } from '../../../plugin-sdk/rtp';
 
 export type RtpAudioCodec = (typeof RTP_AUDIO_CODECS)[number];
 

@@ -22,7 +22,7 @@ import {
 } from '../../../plugin-sdk';
 import type { AudioCodec } from '../../../plugin-sdk';
 import type { PlayTarget } from './play-url';
-import { audioPayloadType } from './rtp-format';
+import { audioPayloadType } from '../../../plugin-sdk/rtp';
 import type { Presentation } from './sdp';
 import type { Plan } from './session';
 

@@ -4,8 +4,7 @@
  * packet: `sprop-parameter-sets` (RFC 6184), `sprop-vps/sps/pps` (RFC 7798), the AAC AudioSpecificConfig (RFC 3640).
  */
 import type { AudioTrackInfo, VideoTrackInfo } from '../../../plugin-sdk';
-import { AUDIO, VIDEO, type TrackIndex } from './packetizer';
-import { VIDEO_CLOCK, VIDEO_PT, audioPayloadType } from './rtp-format';
+import { AUDIO, VIDEO, VIDEO_CLOCK, VIDEO_PT, audioPayloadType, type TrackIndex } from '../../../plugin-sdk/rtp';
 
 export interface Presentation {
   video?: VideoTrackInfo;

@@ -2,7 +2,7 @@
 import type { Logger } from 'pino';
 import type { Clock, MediaBus, RequestLog, Sessions, UdpPort, UnitFormat } from '../../../plugin-sdk';
 import type { RtspOutConfig } from './config';
-import type { RtpUnit } from './packetizer';
+import type { RtpUnit } from '../../../plugin-sdk/rtp';
 
 export interface RtspServerHooks {
   refused(): void;

@@ -7,7 +7,7 @@
 import type { Socket } from 'node:net';
 import type { AccessUnit, MediaReader, MediaStream, PlayerHandle, ReaderHandle, TrackInfo, Via } from '../../../plugin-sdk';
 import type { MediaSelect } from '../../../plugin-sdk';
-import { AUDIO, VIDEO, type RtpUnit, type TrackIndex } from './packetizer';
+import { AUDIO, VIDEO, type RtpUnit, type TrackIndex } from '../../../plugin-sdk/rtp';
 import { bye, senderReport } from './rtcp';
 import type { Presentation } from './sdp';
 

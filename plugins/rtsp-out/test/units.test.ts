@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { joinAnnexB } from '../../../plugin-sdk/formats';
 import { videoUnit } from '../../../plugin-sdk';
 import { parsePlayUri } from '../src/play-url';
-import { Packetizer, VIDEO, AUDIO, type RtpTrackState, type RtpUnit } from '../src/packetizer';
+import { Packetizer, VIDEO, AUDIO, type RtpTrackState, type RtpUnit } from '../../../plugin-sdk/rtp';
 import { epochMsOfNtp, ntpOf } from '../src/rtcp';
 import { RtspReader, parseTransports, serializeResponse, type RtspItem as ParsedItem, type RtspReaderOptions } from '../../../plugin-sdk/rtsp';
 

@@ -1,0 +1,413 @@
+/**
+ * WHEP (RFC 9725) on the API port: `POST /webrtc/{stream}/whep?reqId&token` with the browser's SDP offer answers
+ * 201 with the SDP answer and the session's resource (Location), which `DELETE` ends. The play URL is authorised as
+ * every play URL is (reqId open on the stream, token its user.token: 401 otherwise), before any peer connection is
+ * made; an offer that is no WebRTC offer, or has no codec this stream can be sent in, is refused with a 4xx and its
+ * reason. Answers are whole (no trickle ICE, so PATCH is 405) and CORS allows any origin (WHEP clients are pages).
+ *
+ * Talk: an intercom request's (live, dataTyp 2) offer whose audio the browser sends too (sendrecv) is also a talk:
+ * its G.711 RTP goes through intercom's talk path to the terminal; the terminal's audio comes back on the same track.
+ */
+import { randomBytes } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Logger } from 'pino';
+import {
+  mediaTypOf,
+  type AccessUnit,
+  type IntercomTalks,
+  type MediaSelect,
+  type PlayerSocket,
+  type Plays,
+  type RouteRequest,
+  type Routes,
+  type Sessions,
+  type StrmRequest,
+  type TalkSession,
+  type TrackInfo,
+  type UnitFormat,
+  type VideoTrackInfo,
+} from '../../../plugin-sdk';
+import { VIDEO, type RtpUnit } from '../../../plugin-sdk/rtp';
+import type { WebrtcConfig } from './config';
+import { chooseG711, chooseH264, chooseH265, h264Profile, OfferError, parseOffer, type Offer, type OfferedMedia } from './offer';
+import { Peer, type PeerPlan, type PeerTrack } from './peer';
+import { isRtcp, keyFrameRequests, rtpPayload, sessionPacket, type RtpRewrite } from './rtp-wire';
+
+export const WEBRTC_PREFIX = '/webrtc';
+
+const CORS = {
+  'Access-Control-Allow-Origin': '*',
+  'Access-Control-Allow-Methods': 'POST, DELETE, OPTIONS',
+  'Access-Control-Allow-Headers': 'Content-Type, Authorization, If-Match',
+  'Access-Control-Expose-Headers': 'Location, Link, ETag',
+};
+
+export interface WhepCounters {
+  refused(reason: string): void;
+  keyFrameRequests(n: number): void;
+  packets(n: number): void;
+  talkPackets(n: number): void;
+}
+
+export interface WhepOptions {
+  config: WebrtcConfig;
+  sessions: Sessions;
+  plays: Plays;
+  format: UnitFormat<RtpUnit>;
+  log: Logger;
+  /** the UDP port of this process and the address its candidate carries */
+  port: number;
+  bindHost: string;
+  publicHost: string;
+  /** the intercom's talk path, when the site runs intercom */
+  talks: IntercomTalks | undefined;
+  counters: WhepCounters;
+}
+
+/** what refuses an offer before a peer connection exists */
+class Refusal extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly metric: string,
+  ) {
+    super(message);
+  }
+}
+
+interface Session {
+  id: string;
+  stream: string;
+  peer: Peer;
+  talk: TalkSession | undefined;
+}
+
+export class WhepServer {
+  private readonly sessions = new Map<string, Session>();
+  private stopped = false;
+
+  constructor(private readonly o: WhepOptions) {}
+
+  get count(): number {
+    return this.sessions.size;
+  }
+
+  mount(routes: Routes): void {
+    const opts = { auth: 'none' as const };
+    routes.raw('POST', `${WEBRTC_PREFIX}/*`, (req, res) => this.post(req, res), opts);
+    routes.raw('DELETE', `${WEBRTC_PREFIX}/*`, (req, res) => this.delete(req, res), opts);
+    routes.raw(
+      '*',
+      `${WEBRTC_PREFIX}/*`,
+      (req, res) => {
+        req.raw.resume();
+        if (req.method === 'OPTIONS') {
+          res.writeHead(204, { ...CORS, 'Accept-Post': 'application/sdp' });
+          res.end();
+        } else
+          text(res, 405, 'POST an SDP offer to the play URL; DELETE the session resource to stop (trickle ICE is not supported)', {
+            Allow: 'POST, DELETE, OPTIONS',
+          });
+      },
+      opts,
+    );
+  }
+
+  stop(): void {
+    this.stopped = true;
+    for (const s of [...this.sessions.values()]) s.peer.close('gateway stopping');
+  }
+
+  private async post(req: RouteRequest, res: ServerResponse): Promise<void> {
+    const m = /^([^/]+)\/whep$/.exec(req.rest);
+    if (!m) {
+      req.raw.resume();
+      return text(res, 404, 'not found: the play URL is /webrtc/{stream}/whep');
+    }
+    let stream: string;
+    try {
+      stream = decodeURIComponent(m[1]);
+    } catch {
+      req.raw.resume();
+      return text(res, 404, 'not found');
+    }
+    try {
+      if (this.stopped) throw new Refusal(503, 'stopping', 'stopping');
+      const type = (req.headers['content-type'] ?? '').split(';')[0].trim().toLowerCase();
+      if (type !== 'application/sdp') throw new Refusal(415, 'Content-Type must be application/sdp (an SDP offer)', 'content-type');
+      const request = this.o.sessions.authorizePlay(stream, req.query.get('reqId') ?? '', req.query.get('token') ?? '');
+      if (!request) throw new Refusal(401, 'unauthorized: unknown reqId or wrong token', 'token');
+      if (this.sessions.size >= this.o.config.maxSessions) throw new Refusal(503, 'too many WebRTC sessions on this gateway', 'capacity');
+      const sdp = await readBody(req.raw, this.o.config.maxOfferBytes);
+      let offer: Offer;
+      try {
+        offer = parseOffer(sdp);
+      } catch (err) {
+        if (err instanceof OfferError) throw new Refusal(400, `bad offer: ${err.message}`, 'offer');
+        throw err;
+      }
+      const plan = this.plan(request, offer);
+      await this.start(req, res, request, stream, sdp, plan);
+    } catch (err) {
+      req.raw.resume();
+      if (err instanceof Refusal) {
+        this.o.counters.refused(err.metric);
+        this.o.log.info({ stream, remote: req.remote, status: err.status, reason: err.message }, 'WebRTC offer refused');
+        return text(res, err.status, err.message);
+      }
+      this.o.log.error({ err, stream }, 'WebRTC offer failed');
+      return text(res, 500, 'internal error');
+    }
+  }
+
+  /** what the answer sends (and receives), from the request's media and the stream's codecs as far as known */
+  private plan(request: StrmRequest, offer: Offer): PeerPlan & { talk: boolean } {
+    const media = mediaTypOf(request.params.typ, request.params.dataTyp);
+    const tracks: ReadonlyArray<TrackInfo> = this.o.sessions.getStreamByName(request.streamName)?.media.tracks ?? [];
+    const v = tracks.find((t): t is VideoTrackInfo => t.kind === 'video');
+    const a = tracks.find((t) => t.kind === 'audio');
+    const plan: PeerPlan & { talk: boolean } = { talk: false };
+    const playsVideo = (x: OfferedMedia) => x.kind === 'video' && (x.direction === 'recvonly' || x.direction === 'sendrecv');
+    if (media !== 'a') {
+      const section = offer.media.find(playsVideo);
+      if (!section) throw new Refusal(400, 'the offer receives no video (a recvonly or sendrecv video section) and this request plays video', 'offer-codec');
+      if (v?.codec === 'h265') {
+        const c = chooseH265(section);
+        if (!c) throw new Refusal(400, 'the stream is H.265 and the offer has no H.265 (this browser does not receive it over WebRTC)', 'offer-codec');
+        plan.video = { mid: section.mid, pt: c.pt, codec: 'H265', receive: false };
+      } else {
+        const profile = v?.sps && v.sps.length >= 4 ? h264Profile(v.sps[1], v.sps[2]) : undefined;
+        const c = chooseH264(section, profile);
+        if (!c) throw new Refusal(400, 'the offer has no H.264 with packetization-mode=1', 'offer-codec');
+        plan.video = { mid: section.mid, pt: c.pt, codec: 'H264', fmtp: c.fmtpLine, receive: false };
+      }
+    }
+    const talk = request.params.typ === 'live' && request.params.dataTyp === 2;
+    const section = offer.media.find((x) => x.kind === 'audio' && x.direction !== 'inactive');
+    if (media !== 'v' && section) {
+      const sends = section.direction === 'sendrecv' || section.direction === 'sendonly';
+      const c = chooseG711(section, a?.codec === 'g711u' ? 'PCMU' : 'PCMA');
+      if (c) {
+        plan.audio = { mid: section.mid, pt: c.pt, codec: c.name, receive: talk && sends };
+        plan.talk = talk && sends;
+      } else if (talk && sends) throw new Refusal(400, 'the offer has no G.711 (PCMA or PCMU) for talk', 'offer-codec');
+    }
+    if (!plan.video && !plan.audio) throw new Refusal(400, 'the offer receives nothing this request plays (audio needs PCMA or PCMU)', 'offer-codec');
+    return plan;
+  }
+
+  private async start(
+    req: RouteRequest,
+    res: ServerResponse,
+    request: StrmRequest,
+    stream: string,
+    sdp: string,
+    plan: PeerPlan & { talk: boolean },
+  ): Promise<void> {
+    const c = this.o.config;
+    const id = randomBytes(16).toString('base64url');
+    let talk: TalkSession | undefined;
+    let peer: Peer | undefined;
+    if (plan.talk) {
+      if (!this.o.talks) throw new Refusal(403, 'talk needs the intercom plugin on this gateway', 'talk');
+      const t = this.o.talks.start(
+        request,
+        { fmt: plan.audio?.codec === 'PCMU' ? 'g711u' : 'g711a', protocol: 'webrtc', remote: req.remote },
+        // the terminal's audio comes back on the play's audio track: no downlink through the talk
+        { backlog: () => 0, close: (_code, reason) => peer?.close(`talk ended: ${reason}`) },
+      );
+      if ('status' in t) throw new Refusal(t.status, t.reason, 'talk');
+      talk = t;
+    }
+    try {
+      peer = new Peer(
+        {
+          name: id,
+          port: this.o.port,
+          bindHost: this.o.bindHost,
+          publicHost: this.o.publicHost,
+          iceTcp: c.iceTcp,
+          nackBufferPackets: c.nackBufferPackets,
+          connectTimeoutMs: c.connectTimeoutMs,
+        },
+        sdp,
+        plan,
+      );
+    } catch (err) {
+      talk?.close('peer connection failed');
+      throw new Refusal(400, `the offer could not be applied: ${(err as Error).message}`, 'offer');
+    }
+    const p = peer;
+    let answer: string;
+    try {
+      answer = await p.answer();
+    } catch (err) {
+      p.close('no answer');
+      talk?.close('peer connection failed');
+      throw err;
+    }
+    const session: Session = { id, stream, peer: p, talk };
+    this.sessions.set(id, session);
+    p.onClosed((why) => {
+      this.sessions.delete(id);
+      if (talk && !talk.isClosed) talk.finish(why);
+      this.o.log.debug({ session: id, stream, why }, 'WebRTC session closed');
+    });
+    for (const t of [p.video, p.audio]) if (t) this.readBack(t, talk);
+    const location = `${WEBRTC_PREFIX}/${encodeURIComponent(stream)}/whep/${id}`;
+    const socket = peerSocket(res, req.remote, p, answer, location, this.o.config.highWaterBytes);
+    const select: MediaSelect = plan.video && plan.audio ? 'av' : plan.video ? 'v' : 'a';
+    const rewrite = {
+      video: p.video && { pt: p.video.plan.pt, ssrc: p.video.ssrc, seq: randomSeq() },
+      audio: p.audio && { pt: p.audio.plan.pt, ssrc: p.audio.ssrc, seq: randomSeq() },
+    };
+    const counters = this.o.counters;
+    const play = this.o.plays.play<RtpUnit>(req, socket, {
+      media: select,
+      format: this.o.format,
+      maxQueueBytes: c.highWaterBytes * 8,
+      // a unit the encoder could not packetise (no parameter sets yet, a codec RTP here does not carry) has no form
+      sendUnit(unit: AccessUnit, rtp: RtpUnit | undefined): number {
+        if (!rtp) return 0;
+        const [t, r] = rtp.track === VIDEO ? [p.video, rewrite.video] : [p.audio, rewrite.audio];
+        if (!t || !r || !codecMatches(t, unit)) return 0;
+        return sendRtp(t, r, rtp, counters);
+      },
+    });
+    if (!play) {
+      // refused on the socket (it closed the peer): the talk goes with it
+      talk?.close('play refused');
+      return;
+    }
+    this.o.log.debug({ session: id, stream, reqId: request.reqId, plan }, 'WebRTC session answered');
+  }
+
+  /** the browser's packets on a track: RTCP feedback (key-frame requests counted), and talk audio */
+  private readBack(t: PeerTrack, talk: TalkSession | undefined): void {
+    const pt = t.plan.pt;
+    const counters = this.o.counters;
+    t.track.onMessage((msg: Buffer) => {
+      if (isRtcp(msg)) {
+        const n = keyFrameRequests(msg);
+        // the terminal cannot be asked for a key frame: the next one it sends goes out as it comes (nothing is dropped)
+        if (n > 0) counters.keyFrameRequests(n);
+        return;
+      }
+      if (!talk || talk.isClosed || t.plan.receive !== true) return;
+      const r = rtpPayload(msg);
+      if (!r || r.pt !== pt || r.payload.length === 0) return;
+      counters.talkPackets(1);
+      const why = talk.audio(r.payload);
+      if (why) talk.close(why);
+    });
+  }
+
+  private delete(req: RouteRequest, res: ServerResponse): void {
+    req.raw.resume();
+    const m = /^([^/]+)\/whep\/([A-Za-z0-9_-]{22})$/.exec(req.rest);
+    const s = m ? this.sessions.get(m[2]) : undefined;
+    if (!s || s.stream !== safeDecode(m![1])) return text(res, 404, 'no such WebRTC session');
+    s.peer.close('client ended the session (DELETE)');
+    res.writeHead(200, CORS);
+    res.end();
+  }
+}
+
+function codecMatches(t: PeerTrack, unit: AccessUnit): boolean {
+  switch (t.plan.codec) {
+    case 'H264':
+      return unit.codec === 'h264';
+    case 'H265':
+      return unit.codec === 'h265';
+    case 'PCMA':
+      return unit.codec === 'g711a';
+    case 'PCMU':
+      return unit.codec === 'g711u';
+    default:
+      return false;
+  }
+}
+
+function sendRtp(t: PeerTrack, r: RtpRewrite, rtp: RtpUnit, counters: WhepCounters): number {
+  t.setTimestamp(rtp.timestamp);
+  let bytes = 0;
+  let packets = 0;
+  rtp.forEach((head, body) => {
+    const pkt = sessionPacket(head, body, r);
+    if (t.send(pkt)) {
+      bytes += pkt.length;
+      packets++;
+    }
+  });
+  counters.packets(packets);
+  return bytes;
+}
+
+const randomSeq = (): number => randomBytes(2).readUInt16BE(0);
+
+/**
+ * The peer as servePlays' player socket: accepting writes the 201 with the answer; the bus holds the player's
+ * media until the tracks are open (DTLS done) and then gives it from a key frame; the library copies each packet
+ * before send returns, so no payload is held here.
+ */
+function peerSocket(res: ServerResponse, remote: string, peer: Peer, answer: string, location: string, _highWater: number): PlayerSocket {
+  let drain: (() => void) | undefined;
+  peer.onOpen(() => drain?.());
+  return {
+    remote,
+    accept() {
+      res.writeHead(201, { ...CORS, 'Content-Type': 'application/sdp', Location: location, 'Cache-Control': 'no-store' });
+      res.end(answer);
+    },
+    refuse(status, reason) {
+      text(res, status, reason);
+      peer.close(`refused: ${reason}`);
+    },
+    send: () => undefined,
+    writable: () => peer.open,
+    holdsPayloads: () => false,
+    onDrain(cb) {
+      drain = cb;
+    },
+    onClose(cb) {
+      peer.onClosed(() => cb());
+    },
+    end(reason) {
+      peer.close(reason);
+    },
+    destroy() {
+      peer.close('dropped');
+    },
+  };
+}
+
+function safeDecode(s: string): string {
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return '';
+  }
+}
+
+function text(res: ServerResponse, status: number, body: string, headers: Record<string, string> = {}): void {
+  if (res.headersSent) return;
+  res.writeHead(status, { ...CORS, ...headers, 'Content-Type': 'text/plain; charset=utf-8' });
+  res.end(body + '\n');
+}
+
+function readBody(req: IncomingMessage, limit: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const parts: Buffer[] = [];
+    let n = 0;
+    req.on('data', (d: Buffer) => {
+      n += d.length;
+      if (n > limit) {
+        req.removeAllListeners('data');
+        req.resume();
+        reject(new Refusal(413, `the offer is over ${limit} bytes`, 'size'));
+      } else parts.push(d);
+    });
+    req.on('end', () => resolve(Buffer.concat(parts).toString('utf8')));
+    req.on('error', reject);
+  });
+}
