@@ -18,6 +18,12 @@ export default definePlugin({
   setup(ctx) {
     const c = ctx.config;
     const m = ctx.metrics;
+    for (const [i, s] of c.iceServers.entries()) {
+      // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- the site's JSON can put anything in this array: this is its check
+      if (typeof s?.urls !== 'string' || !/^(stun|turns?):[^\s<>]+$/.test(s.urls)) {
+        throw new Error(`config key iceServers[${i}]: give { urls: 'stun:host:port' or 'turn:host:port?transport=tcp', username?, credential? }`);
+      }
+    }
     const packets = m.hotCounter('packets_total', 'RTP packets sent to browsers (all sessions)', []).child({});
     const rtpMade = m.counter('rtp_packets_made_total', 'RTP packets made from the bus (once per stream, whatever the number of sessions)', ['kind']);
     const refused = m.counter('offers_refused_total', 'WHEP offers refused, by reason', ['reason']);

@@ -1,4 +1,4 @@
-import { IsArray, IsBoolean, IsInt, IsOptional, IsString, Max, Min } from 'class-validator';
+import { IsArray, IsInt, IsOptional, IsString, Max, Min } from 'class-validator';
 
 /** A STUN or TURN server handed to clients (WHEP Link headers, rel="ice-server") for their side of ICE. */
 export interface IceServerConfig {
@@ -31,11 +31,10 @@ export class WebrtcConfig {
   @IsString()
   publicHost: string | undefined = undefined;
 
-  /** also offer ICE-TCP candidates where the ICE library supports them (libjuice does not: see the README) */
-  @IsBoolean()
-  iceTcp = false;
-
-  /** STUN and TURN servers handed to clients with the answer (Link headers); the gateway itself needs none */
+  /**
+   * STUN and TURN servers handed to clients with the answer (WHEP Link headers, rel="ice-server"); the gateway itself
+   * needs none. A TURN server reached over TCP or TLS is the fallback for networks that block UDP (see the README).
+   */
   @IsArray()
   iceServers: IceServerConfig[] = [];
 

@@ -33,7 +33,6 @@ export interface PeerOptions {
   bindHost: string;
   /** the address written into the answer's candidate */
   publicHost: string;
-  iceTcp: boolean;
   nackBufferPackets: number;
   /** the session's ICE and DTLS did not connect in time */
   connectTimeoutMs: number;
@@ -73,7 +72,6 @@ export class Peer {
       portRangeBegin: o.port,
       portRangeEnd: o.port,
       bindAddress: o.bindHost,
-      enableIceTcp: o.iceTcp,
       disableAutoNegotiation: true,
     });
     const cname = `gw${randomInt(1, 2 ** 31)}`;

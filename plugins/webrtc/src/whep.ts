@@ -226,7 +226,6 @@ export class WhepServer {
           port: this.o.port,
           bindHost: this.o.bindHost,
           publicHost: this.o.publicHost,
-          iceTcp: c.iceTcp,
           nackBufferPackets: c.nackBufferPackets,
           connectTimeoutMs: c.connectTimeoutMs,
         },
@@ -255,7 +254,7 @@ export class WhepServer {
     });
     for (const t of [p.video, p.audio]) if (t) this.readBack(t, talk);
     const location = `${WEBRTC_PREFIX}/${encodeURIComponent(stream)}/whep/${id}`;
-    const socket = peerSocket(res, req.remote, p, answer, location, this.o.config.highWaterBytes);
+    const socket = peerSocket(res, req.remote, p, answer, { Location: location, ...iceServerLinks(c) });
     const select: MediaSelect = plan.video && plan.audio ? 'av' : plan.video ? 'v' : 'a';
     const rewrite = {
       video: p.video && { pt: p.video.plan.pt, ssrc: p.video.ssrc, seq: randomSeq() },
@@ -350,13 +349,13 @@ const randomSeq = (): number => randomBytes(2).readUInt16BE(0);
  * media until the tracks are open (DTLS done) and then gives it from a key frame; the library copies each packet
  * before send returns, so no payload is held here.
  */
-function peerSocket(res: ServerResponse, remote: string, peer: Peer, answer: string, location: string, _highWater: number): PlayerSocket {
+function peerSocket(res: ServerResponse, remote: string, peer: Peer, answer: string, headers: Record<string, string>): PlayerSocket {
   let drain: (() => void) | undefined;
   peer.onOpen(() => drain?.());
   return {
     remote,
     accept() {
-      res.writeHead(201, { ...CORS, 'Content-Type': 'application/sdp', Location: location, 'Cache-Control': 'no-store' });
+      res.writeHead(201, { ...CORS, ...headers, 'Content-Type': 'application/sdp', 'Cache-Control': 'no-store' });
       res.end(answer);
     },
     refuse(status, reason) {
@@ -379,6 +378,18 @@ function peerSocket(res: ServerResponse, remote: string, peer: Peer, answer: str
       peer.close('dropped');
     },
   };
+}
+
+/** RFC 9725 4.4: the STUN and TURN servers a client should use, one Link each (RFC 8288 quoted strings) */
+export function iceServerLinks(c: Pick<WebrtcConfig, 'iceServers'>): Record<string, string> {
+  if (c.iceServers.length === 0) return {};
+  const q = (v: string) => `"${v.replace(/["\\\r\n]/g, '')}"`;
+  const links = c.iceServers.map((s) => {
+    let l = `<${s.urls.replace(/[<>\s]/g, '')}>; rel="ice-server"`;
+    if (s.username !== undefined) l += `; username=${q(s.username)}; credential=${q(s.credential ?? '')}; credential-type="password"`;
+    return l;
+  });
+  return { Link: links.join(', ') };
 }
 
 function safeDecode(s: string): string {

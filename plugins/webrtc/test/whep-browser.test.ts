@@ -3,21 +3,11 @@
  * H.264 (the test kit's clip) published in real time.
  */
 import assert from 'node:assert/strict';
-import * as dgram from 'node:dgram';
 import type { Browser } from 'playwright-core';
 import { startTestGateway, stubMediaPlugin, testClip, type TestGateway } from '../../../plugin-sdk/testkit';
 import { waitFor } from '../../../test/e2e/helpers';
 import webrtc from '../index';
-import { launchWebrtcBrowser, whepPlay, whepStats } from './whep-page';
-
-/** a UDP port free now on loopback */
-export async function freeUdpPort(): Promise<number> {
-  const s = dgram.createSocket('udp4');
-  await new Promise<void>((r) => s.bind(0, '127.0.0.1', r));
-  const port = s.address().port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
+import { freeUdpPort, hearPeak, launchWebrtcBrowser, whepPlay, whepStats } from './whep-page';
 
 describe('webrtc: WHEP play in Chromium', function () {
   this.timeout(60_000);
@@ -65,6 +55,38 @@ describe('webrtc: WHEP play in Chromium', function () {
       const st = (await gw.api('GET', `/strm/status?reqId=${open.reqId}`)).json.data[0];
       assert.equal(st.players, 1);
       assert.ok(st.bytesOut > 20_000, `bytesOut ${st.bytesOut}`);
+      const tone = await hearPeak(page, 1500);
+      assert.ok(Math.abs(tone.peakHz - 1000) < 30, `the clip's 1 kHz tone heard at ${tone.peakHz.toFixed(0)} Hz (${tone.peakDb.toFixed(1)} dB)`);
+      assert.ok(tone.rms > 0.01, `audible: rms ${tone.rms}`);
+      await page.close();
+    } finally {
+      pub.stop();
+    }
+  });
+
+  it('glass to glass: a player that joins before the terminal pushes sees each frame within p50 300 ms, p99 500 ms', async () => {
+    const open = await gw.openStream({ simNo: '13900000102', chanId: 1, scheme: 'webrtc' });
+    const { page, status, body } = await whepPlay(browser, open.playUrl);
+    assert.equal(status, 201, body);
+    await waitFor('the peer connected', async () => (await whepStats(page)).connection === 'connected', 10_000, 50);
+    // the player waits for the stream: it gets it from its first frame, published now, then one every 40 ms
+    const t0 = Date.now();
+    const pub = gw.publish(open.streamName, clip, { loop: true });
+    try {
+      await new Promise((r) => setTimeout(r, 6000));
+      const s = await whepStats(page);
+      const p = s.presented;
+      assert.ok(p.length >= 100, `frames presented: ${p.length}`);
+      // frame k of the clip is published at t0 + 40 k ms and its RTP timestamp is the first one's + 3600 k
+      const lateness = p.map(([rtp, shown]) => shown - (t0 + 40 * Math.round(((rtp - p[0][0]) >>> 0) / 3600))).sort((a, b) => a - b);
+      // the first frame shown is the first published (before the second was, 40 ms later), or every figure is off
+      assert.ok(lateness[0] >= 0 && p[0][1] - t0 < 40 + lateness[Math.floor(lateness.length / 2)], `first shown ${p[0][1] - t0} ms after t0`);
+      const p50 = lateness[Math.floor(lateness.length * 0.5)];
+      const p99 = lateness[Math.min(lateness.length - 1, Math.floor(lateness.length * 0.99))];
+      console.log(
+        `      glass to glass over ${p.length} frames: p50 ${p50.toFixed(0)} ms, p99 ${p99.toFixed(0)} ms, max ${lateness[lateness.length - 1].toFixed(0)} ms`,
+      );
+      assert.ok(p50 < 300 && p99 < 500, `p50 ${p50} ms, p99 ${p99} ms`);
       await page.close();
     } finally {
       pub.stop();

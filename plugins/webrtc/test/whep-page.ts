@@ -3,6 +3,7 @@
  * RTCPeerConnection, as a dispatcher's page would, and reporting what WebRTC's getStats() and the <video> see.
  * Talk: the same page with Chromium's fake microphone (a WAV file of a tone) sending its audio.
  */
+import * as dgram from 'node:dgram';
 import * as fs from 'node:fs';
 import type { Browser, Page } from 'playwright-core';
 import { launchChromium } from '../../console/test/browser-helpers';
@@ -27,8 +28,11 @@ export interface WhepStats {
   audioCodec: string;
   audioPackets: number;
   keyFramesDecoded: number;
-  /** frames the <video> presented: [rtpTimestamp, wall-clock ms of presentation] */
-  presented: Array<[number, number]>;
+  /**
+   * frames the <video> presented: [rtpTimestamp, wall-clock ms of presentation, of capture as the sender reports
+   * map it (-1 when unknown), of the last packet's arrival]
+   */
+  presented: Array<[number, number, number, number]>;
 }
 
 export async function launchWebrtcBrowser(fakeMicWav?: string): Promise<Browser> {
@@ -84,7 +88,13 @@ export async function whepPlay(
       document.body.appendChild(v);
       window.video = v;
       const onFrame = (_now: number, meta: any) => {
-        if (meta.rtpTimestamp !== undefined) window.presented.push([meta.rtpTimestamp, performance.timeOrigin + meta.presentationTime]);
+        if (meta.rtpTimestamp !== undefined)
+          window.presented.push([
+            meta.rtpTimestamp,
+            performance.timeOrigin + meta.presentationTime,
+            meta.captureTime === undefined ? -1 : performance.timeOrigin + meta.captureTime,
+            performance.timeOrigin + (meta.receiveTime ?? 0),
+          ]);
         v.requestVideoFrameCallback(onFrame);
       };
       v.requestVideoFrameCallback(onFrame);
@@ -159,4 +169,13 @@ export async function hearPeak(page: Page, ms: number): Promise<{ peakHz: number
     for (const x of t) sq += x * x;
     return { peakHz: (best * ctx.sampleRate) / an.fftSize, peakDb: f[best], rms: Math.sqrt(sq / t.length) };
   }, ms);
+}
+
+/** a UDP port free now on loopback (the plugin's udpPort: the test kit frees TCP ports, not this one) */
+export async function freeUdpPort(): Promise<number> {
+  const s = dgram.createSocket('udp4');
+  await new Promise<void>((r) => s.bind(0, '127.0.0.1', r));
+  const port = s.address().port;
+  await new Promise<void>((r) => s.close(() => r()));
+  return port;
 }

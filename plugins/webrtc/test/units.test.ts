@@ -1,0 +1,115 @@
+/** The WebRTC plugin's pure parts: reading offers, choosing codecs, the answer's candidate, RTP and RTCP bytes. */
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { chooseG711, chooseH264, chooseH265, h264Profile, OfferError, parseOffer } from '../src/offer';
+import { withCandidate } from '../src/peer';
+import { isRtcp, keyFrameRequests, rtpPacket, rtpPayload, sessionPacket } from '../src/rtp-wire';
+import { iceServerLinks } from '../src/whep';
+import { repoRoot } from '../../../test/support/paths';
+
+// an offer Chromium 156 (Debian, headless) made for recvonly video and audio, as the browser tests send it
+const CHROMIUM_OFFER = fs.readFileSync(path.join(repoRoot, 'plugins/webrtc/test/chromium-156-offer.sdp'), 'utf8');
+
+describe('webrtc: offers, codecs, candidates, RTP', () => {
+  it("reads Chromium's offer: two sections, their mids and directions, H.264 variants with their fmtp, G.711", () => {
+    const o = parseOffer(CHROMIUM_OFFER);
+    assert.deepEqual(
+      o.media.map((m) => `${m.kind} ${m.mid} ${m.direction}`),
+      ['video 0 recvonly', 'audio 1 recvonly'],
+    );
+    const h264 = o.media[0].codecs.filter((c) => c.name === 'H264');
+    assert.equal(h264.length, 8);
+    assert.deepEqual(
+      h264.filter((c) => c.fmtp.get('packetization-mode') === '1').map((c) => `${c.pt}:${c.fmtp.get('profile-level-id')}`),
+      ['102:42001f', '108:42e01f', '116:4d001f', '41:f4001f'],
+    );
+    assert.equal(chooseH265(o.media[0]), undefined, 'this Chromium offers no H.265');
+    assert.equal(chooseG711(o.media[1], 'PCMA')?.pt, 8);
+    assert.equal(chooseG711(o.media[1], 'PCMU')?.pt, 0);
+  });
+
+  it("picks the payload type whose profile is the SPS's, else one whose decoder plays it, and never packetization mode 0", () => {
+    const v = parseOffer(CHROMIUM_OFFER).media[0];
+    const pick = (sps: [number, number] | undefined) => chooseH264(v, sps && h264Profile(...sps))?.pt;
+    assert.equal(pick([0x42, 0xe0]), 108, 'constrained baseline');
+    assert.equal(pick([0x42, 0x00]), 102, 'baseline');
+    assert.equal(pick([0x4d, 0x40]), 116, 'main');
+    assert.equal(pick([0x64, 0x00]), 102, 'high: offered by none here, so the first mode-1 type (the decoder reads the SPS)');
+    assert.equal(pick([0xf4, 0x00]), 41, 'high 4:4:4 predictive');
+    assert.equal(pick(undefined), 108, 'before the stream has an SPS: constrained baseline');
+    const mode0 = parseOffer(CHROMIUM_OFFER.replace(/packetization-mode=1/g, 'packetization-mode=0')).media[0];
+    assert.equal(chooseH264(mode0, 'constrained-baseline'), undefined);
+  });
+
+  it('refuses what is no WebRTC offer, saying why', () => {
+    const cases: Array<[string, RegExp]> = [
+      ['', /must start with v=0/],
+      ['v=0\r\n', /no media section/],
+      [CHROMIUM_OFFER.replace(/a=ice-ufrag:.*\r\n/g, '').replace(/a=ice-pwd:.*\r\n/g, ''), /no ICE credentials/],
+      [CHROMIUM_OFFER.replace(/a=fingerprint:.*\r\n/g, ''), /no DTLS fingerprint/],
+      [CHROMIUM_OFFER.replace(/a=mid:.*\r\n/g, ''), /usable mid/],
+      [CHROMIUM_OFFER.replace('m=audio 9 UDP', 'm=audio nine UDP'), /malformed media line/],
+      [`${CHROMIUM_OFFER}a=x:${'y'.repeat(5000)}\r\n`, /over 4096 characters/],
+    ];
+    for (const [sdp, why] of cases)
+      assert.throws(
+        () => parseOffer(sdp),
+        (e: Error) => e instanceof OfferError && why.test(e.message),
+        why.source,
+      );
+  });
+
+  it("writes one host candidate at the public address into every section, and none of the library's", () => {
+    const answer =
+      'v=0\r\ns=-\r\nm=video 9 UDP/TLS/RTP/SAVPF 102\r\na=mid:0\r\na=candidate:2 1 UDP 2116026111 fd00::2 44093 typ host\r\na=end-of-candidates\r\nm=audio 9 UDP/TLS/RTP/SAVPF 8\r\na=mid:1\r\n';
+    const out = withCandidate(answer, '203.0.113.7', 7090);
+    assert.ok(!out.includes('fd00::2'));
+    assert.equal(out.match(/a=candidate:1 1 UDP 2130706431 203\.0\.113\.7 7090 typ host\r\na=end-of-candidates/g)?.length, 2);
+    assert.ok(out.endsWith('\r\n') && !out.includes('\r\n\r\n'));
+  });
+
+  it('copies a stream packet out with the session payload type, sequence and SSRC, the marker kept', () => {
+    const head = Buffer.from([0, 0, 0, 0, 0x80, 0x80 | 96, 0x12, 0x34, 0, 0, 0x0e, 0x10, 1, 2, 3, 4, 0x7c, 0x85]);
+    const body = Buffer.from('payload');
+    const r = { pt: 108, ssrc: 0xdeadbeef, seq: 65535 };
+    const a = Buffer.from(sessionPacket(head, body, r));
+    const b = sessionPacket(head, undefined, r);
+    assert.equal(a[1], 0x80 | 108);
+    assert.equal(a.readUInt16BE(2), 65535);
+    assert.equal(b.readUInt16BE(2), 0, 'the sequence wraps');
+    assert.equal(a.readUInt32BE(4), 0x0e10, 'the timestamp is the stream’s');
+    assert.equal(a.readUInt32BE(8), 0xdeadbeef);
+    assert.equal(a.subarray(12).toString('latin1'), '\x7c\x85payload');
+  });
+
+  it("reads the browser's packets: RTCP told from RTP, PLI and FIR counted in a compound packet, talk audio past header extensions", () => {
+    const rr = Buffer.from([0x81, 201, 0, 7, ...Array(28).fill(0)]);
+    const pli = Buffer.from([0x81, 206, 0, 2, 0, 0, 0, 1, 0, 0, 0, 2]);
+    const fir = Buffer.from([0x84, 206, 0, 4, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0]);
+    assert.ok(isRtcp(rr) && isRtcp(pli));
+    assert.equal(keyFrameRequests(Buffer.concat([rr, pli, fir])), 2);
+    assert.equal(keyFrameRequests(rr), 0);
+    const audio = Buffer.alloc(160, 0xd5);
+    const plain = rtpPacket(8, true, 7, 160, 99, audio);
+    assert.ok(!isRtcp(plain));
+    assert.deepEqual(rtpPayload(plain)?.payload, audio);
+    // one-byte header extension (RFC 8285): 0xBEDE, one word
+    const ext = Buffer.concat([Buffer.from([0x90, 8, 0, 8, 0, 0, 1, 64, 0, 0, 0, 99, 0xbe, 0xde, 0, 1, 0x10, 0xff, 0, 0]), audio]);
+    const got = rtpPayload(ext);
+    assert.equal(got?.pt, 8);
+    assert.deepEqual(got?.payload, audio);
+    assert.equal(rtpPayload(Buffer.from([0x90, 8, 0, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0xbe, 0xde, 0, 9])), undefined, 'an extension past the end');
+  });
+
+  it('hands STUN and TURN servers to clients as Link headers, credentials quoted, nothing injected', () => {
+    assert.deepEqual(iceServerLinks({ iceServers: [] }), {});
+    const l = iceServerLinks({
+      iceServers: [{ urls: 'stun:stun.example.com:3478' }, { urls: 'turn:turn.example.com:443?transport=tcp', username: 'u"1\r\n', credential: 'p' }],
+    });
+    assert.equal(
+      l.Link,
+      '<stun:stun.example.com:3478>; rel="ice-server", <turn:turn.example.com:443?transport=tcp>; rel="ice-server"; username="u1"; credential="p"; credential-type="password"',
+    );
+  });
+});
