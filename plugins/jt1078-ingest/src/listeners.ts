@@ -8,10 +8,9 @@
  * the turn's end, so a burst from a few terminals cannot stall the rest. A datagram is the link's to keep as it is. A
  * 50 ms poll drives what no packet arrives to drive: UDP reorder deadlines and UDP silence.
  */
-import type { RemoteInfo } from 'node:dgram';
-import type { AddressInfo, Socket } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import type { PluginContext, StreamTyp } from '../../../plugin-sdk';
-import type { SliceReader, UdpPort } from '../../../plugin-sdk';
+import type { SliceReader } from '../../../plugin-sdk';
 import type { Jt1078IngestConfig } from './config';
 import type { IngestMetrics } from './ingest-metrics';
 import type { TerminalLinkSet } from './link-set';
@@ -55,7 +54,7 @@ export async function listenForTerminals(
 
   for (const l of listeners) {
     const bytes = m.bytes.child({ listener: l.name, transport: 'tcp' });
-    const onConnection = (socket: Socket): void => {
+    const srv = await ctx.net.listenTcp({ port: l.port, host: c.host, key: l.key, route: 'jt1078' }, (socket) => {
       const id = `${l.name}/tcp#${++linkSeq} ${socket.remoteAddress}:${socket.remotePort}`;
       const link = new TerminalLink(id, l.name, l.typ, l.layout, host, linkClosed, { transport: 'tcp', socket });
       let counted = false;
@@ -80,53 +79,44 @@ export async function listenForTerminals(
         reader.flush();
         link.ended('terminal disconnected');
       });
-    };
-    const udpBytes = m.bytes.child({ listener: l.name, transport: 'udp' });
-    const onDatagram = (msg: Buffer, rinfo: RemoteInfo, sock: UdpPort): void => {
-      udpBytes.add(msg.length);
-      const k = `${l.name}|${rinfo.address}|${rinfo.port}`;
-      let u = udpLinks.get(k);
-      if (!u) {
-        const id = `${l.name}/udp ${rinfo.address}:${rinfo.port}`;
-        const link = new TerminalLink(
-          id,
-          l.name,
-          l.typ,
-          l.layout,
-          host,
-          (x) => {
-            udpLinks.delete(k);
-            linkClosed(x);
-          },
-          { transport: 'udp', socket: sock, address: rinfo.address, port: rinfo.port },
-        );
-        links.add(link);
-        m.links.inc({ listener: l.name, transport: 'udp' });
-        let counted = false;
-        const reader = ctx.net.sliceReader(
-          (dgram) => {
-            link.push(dgram);
-            if (!counted) counted = countLayout(link);
-          },
-          (err) => ctx.log.error({ link: id, err }, 'terminal datagram failed: dropped'),
-        );
-        u = { link, reader, lastSeen: 0 };
-        udpLinks.set(k, u);
-      }
-      u.lastSeen = ctx.clock.now();
-      u.reader.deliver(msg, true);
-    };
-    const at = { host: c.host, key: l.key, route: 'jt1078' };
-    if (c.udp && l.port === 0) {
-      // an ephemeral port for both: UDP's first, since any client's UDP socket may hold the number TCP got, while a
-      // TCP listen on the number UDP got fails only where something listens on it
-      const udp = await ctx.net.listenUdp({ ...at, port: 0 }, onDatagram);
-      bound.set(l.name, udp.address().port);
-      await ctx.net.listenTcp({ ...at, port: bound.get(l.name)! }, onConnection);
-    } else {
-      const srv = await ctx.net.listenTcp({ ...at, port: l.port }, onConnection);
-      bound.set(l.name, (srv.address() as AddressInfo).port);
-      if (c.udp) await ctx.net.listenUdp({ ...at, port: bound.get(l.name)! }, onDatagram);
+    });
+    bound.set(l.name, (srv.address() as AddressInfo).port);
+    if (c.udp) {
+      const udpBytes = m.bytes.child({ listener: l.name, transport: 'udp' });
+      await ctx.net.listenUdp({ port: bound.get(l.name)!, host: c.host, key: l.key, route: 'jt1078' }, (msg, rinfo, sock) => {
+        udpBytes.add(msg.length);
+        const k = `${l.name}|${rinfo.address}|${rinfo.port}`;
+        let u = udpLinks.get(k);
+        if (!u) {
+          const id = `${l.name}/udp ${rinfo.address}:${rinfo.port}`;
+          const link = new TerminalLink(
+            id,
+            l.name,
+            l.typ,
+            l.layout,
+            host,
+            (x) => {
+              udpLinks.delete(k);
+              linkClosed(x);
+            },
+            { transport: 'udp', socket: sock, address: rinfo.address, port: rinfo.port },
+          );
+          links.add(link);
+          m.links.inc({ listener: l.name, transport: 'udp' });
+          let counted = false;
+          const reader = ctx.net.sliceReader(
+            (dgram) => {
+              link.push(dgram);
+              if (!counted) counted = countLayout(link);
+            },
+            (err) => ctx.log.error({ link: id, err }, 'terminal datagram failed: dropped'),
+          );
+          u = { link, reader, lastSeen: 0 };
+          udpLinks.set(k, u);
+        }
+        u.lastSeen = ctx.clock.now();
+        u.reader.deliver(msg, true);
+      });
     }
   }
 
