@@ -14,7 +14,7 @@ import { startTestGateway, type TestGateway } from '../../../plugin-sdk/testkit'
 import consolePlugin from '../index';
 import { DocClient } from './doc-client';
 
-/** an ingest for terminals and one for RTSP sources, and outputs for every fmt with every scheme the spec allows (and rtmp, our fmt 0 extension) */
+/** an ingest for terminals and one for RTSP sources, and outputs for every fmt with every scheme the spec allows (and rtmp and webrtc, our fmt 0 extensions) */
 function allFormatsStub(): PluginDefinition<object> {
   return definePlugin({
     name: 'stub-all',
@@ -26,7 +26,7 @@ function allFormatsStub(): PluginDefinition<object> {
           pushAddress: () => ({ host: '127.0.0.1', port: 7612, tcp: true, port2019: 7613, tcp2019: true }),
         });
       }
-      const schemes: Record<number, string[]> = { 0: ['http', 'https', 'ws', 'wss', 'rtmp'], 1: ['https'], 4: ['rtsp'] };
+      const schemes: Record<number, string[]> = { 0: ['http', 'https', 'ws', 'wss', 'rtmp', 'webrtc'], 1: ['https'], 4: ['rtsp'] };
       for (const fmt of [0, 1, 4]) {
         ctx.sessions.registerOutput({
           name: `stub-out-${fmt}`,
