@@ -186,6 +186,7 @@ export async function startE2eGateway(
   flvOut: Record<string, unknown> = {},
   extra: Array<{ name: string; config?: Record<string, unknown> }> = [],
   gateway: Record<string, unknown> = {},
+  opts: { captureLogs?: boolean } = {},
 ): Promise<E2eGateway> {
   const notices: Notice[] = [];
   let flv: FlvPlayers | undefined;
@@ -200,6 +201,7 @@ export async function startE2eGateway(
   });
   const gw = await startTestGateway({
     gateway,
+    captureLogs: opts.captureLogs,
     plugins: [
       {
         name: 'jt1078-ingest',
@@ -230,10 +232,11 @@ export function useE2eGateway(
   flvOut: Record<string, unknown> = {},
   extra: Array<{ name: string; config?: Record<string, unknown> }> = [],
   gateway: Record<string, unknown> = {},
+  opts: { captureLogs?: boolean } = {},
 ): E2eGateway {
   let started: E2eGateway | undefined;
   before(async () => {
-    started = await startE2eGateway(ingest, flvOut, extra, gateway);
+    started = await startE2eGateway(ingest, flvOut, extra, gateway, opts);
   });
   after(async () => {
     await started?.stop();

@@ -252,7 +252,7 @@ export class WhepServer {
       if (talk && !talk.isClosed) talk.finish(why);
       this.o.log.debug({ session: id, stream, why }, 'WebRTC session closed');
     });
-    for (const t of [p.video, p.audio]) if (t) this.readBack(t, talk);
+    for (const t of [p.video, p.audio]) if (t) this.readBack(t, talk, id);
     const location = `${WEBRTC_PREFIX}/${encodeURIComponent(stream)}/whep/${id}`;
     const socket = peerSocket(res, req.remote, p, answer, { Location: location, ...iceServerLinks(c) });
     const select: MediaSelect = plan.video && plan.audio ? 'av' : plan.video ? 'v' : 'a';
@@ -282,9 +282,10 @@ export class WhepServer {
   }
 
   /** the browser's packets on a track: RTCP feedback (key-frame requests counted), and talk audio */
-  private readBack(t: PeerTrack, talk: TalkSession | undefined): void {
+  private readBack(t: PeerTrack, talk: TalkSession | undefined, session: string): void {
     const pt = t.plan.pt;
     const counters = this.o.counters;
+    let first = true;
     t.track.onMessage((msg: Buffer) => {
       if (isRtcp(msg)) {
         const n = keyFrameRequests(msg);
@@ -296,6 +297,10 @@ export class WhepServer {
       const r = rtpPayload(msg);
       if (!r || r.pt !== pt || r.payload.length === 0) return;
       counters.talkPackets(1);
+      if (first) {
+        first = false;
+        this.o.log.debug({ session, at: Date.now() }, 'first talk packet');
+      }
       const why = talk.audio(r.payload);
       if (why) talk.close(why);
     });

@@ -54,7 +54,12 @@ export async function whepPlay(
   opts: { talk?: boolean; video?: boolean; codecs?: string[] } = {},
 ): Promise<{ page: Page; status: number; body: string }> {
   const page = await browser.newPage();
-  await page.setContent('<!doctype html><html><body></body></html>');
+  if (opts.talk) {
+    // getUserMedia needs a secure context, which about:blank is not: a document of the gateway's loopback origin is
+    // one (and Chromium lets it fetch the loopback gateway, which it refuses a page of unknown address)
+    await page.goto(new URL('/', url).href);
+    await page.setContent('<!doctype html><html><body></body></html>');
+  } else await page.setContent('<!doctype html><html><body></body></html>');
   const r = await page.evaluate(
     async ({ url, talk, video, codecs }: { url: string; talk: boolean; video: boolean; codecs: string[] | null }) => {
       const pc = new RTCPeerConnection();
