@@ -15,13 +15,19 @@ interface Client {
   offer: string;
   /** RTP and RTCP packets the client's tracks got */
   packets(): number;
+  /** held here: a Track nothing in JavaScript refers to is collected, and its packets go nowhere */
+  tracks: ndc.Track[];
 }
 
 /** a WebRTC client's offer: recvonly video with the given codecs, recvonly PCMA audio */
 async function clientOffer(video: 'h264' | 'vp8' | 'none'): Promise<Client> {
   const pc = new ndc.PeerConnection('client', { iceServers: [] });
   let packets = 0;
-  const count = (t: ndc.Track) => t.onMessage(() => packets++);
+  const tracks: ndc.Track[] = [];
+  const count = (t: ndc.Track) => {
+    tracks.push(t);
+    t.onMessage(() => packets++);
+  };
   if (video !== 'none') {
     const v = new ndc.Video('0', 'RecvOnly');
     if (video === 'h264') v.addH264Codec(102, 'level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f');
@@ -33,7 +39,7 @@ async function clientOffer(video: 'h264' | 'vp8' | 'none'): Promise<Client> {
   count(pc.addTrack(a));
   pc.setLocalDescription();
   await waitFor('the client gathered', () => pc.gatheringState() === 'complete', 5000);
-  return { pc, offer: pc.localDescription()!.sdp, packets: () => packets };
+  return { pc, offer: pc.localDescription()!.sdp, packets: () => packets, tracks };
 }
 
 async function post(url: string, body: string, type = 'application/sdp'): Promise<{ status: number; text: string; location: string | null; headers: Headers }> {

@@ -8,7 +8,6 @@
  * (dataTyp 3) only plays.
  */
 import assert from 'node:assert/strict';
-import * as dgram from 'node:dgram';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
@@ -17,20 +16,11 @@ import { wavHeader } from '../../jt1078-ingest/tools/talk-receiver';
 import { dominantHz, G711A, GOJT, Terminal, terminalPackets, type TerminalAudio } from '../../intercom/test/helpers';
 import { closeReq, metricSum, openLive, useE2eGateway, waitFor } from '../../../test/e2e/helpers';
 import { fixturePath, scratchDir } from '../../../test/support/paths';
-import { launchWebrtcBrowser, whepPlay, whepStats } from './whep-page';
+import { launchWebrtcBrowser, whepPlay, whepStats, freeUdpPort } from './whep-page';
 
 declare const window: any;
 
 const TONE_HZ = 1000;
-
-/** a UDP port free now on loopback (as whep-browser.test.ts) */
-async function freeUdpPort(): Promise<number> {
-  const s = dgram.createSocket('udp4');
-  await new Promise<void>((r) => s.bind(0, '127.0.0.1', r));
-  const port = s.address().port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
 
 /** the power of one frequency in a block of samples (Goertzel) */
 function powerAt(pcm: Int16Array, hz: number, rate = 8000): number {
