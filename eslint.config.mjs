@@ -152,6 +152,8 @@ export default defineConfig(
           'TextDecoder',
           'Blob',
           'AudioContext',
+          'RTCPeerConnection',
+          'MediaStream',
           'Node',
           'Hls',
           'mpegts',

@@ -200,18 +200,20 @@ $('open-form').addEventListener('submit', async (ev) => {
     typ: $('open-typ').value,
     simNo: $('open-sim').value.trim(),
     chanId: Number($('open-chan').value),
-    fmt: Number($('open-fmt').value),
+    fmt: $('open-fmt').value === 'webrtc' ? 0 : Number($('open-fmt').value),
     dataTyp: Number($('open-datatyp').value),
     record: $('open-record').checked,
   };
+  const webrtc = $('open-fmt').value === 'webrtc';
   // the page plays FLV in the browser: a plain ws:// or http:// URL when the site serves no TLS for it
-  if (body.fmt === 0) body.scheme = location.protocol === 'https:' ? 'wss' : 'ws';
+  if (webrtc) body.scheme = 'webrtc';
+  else if (body.fmt === 0) body.scheme = location.protocol === 'https:' ? 'wss' : 'ws';
   try {
     const r = await api.open(body);
     ours.add(r.reqId);
-    playRequest({ reqId: r.reqId, fmt: body.fmt, playUrl: r.playUrl, taUrl: r.taUrl, simNo: body.simNo, chanId: body.chanId });
+    playRequest({ reqId: r.reqId, fmt: body.fmt, webrtc, dataTyp: body.dataTyp, playUrl: r.playUrl, taUrl: r.taUrl, simNo: body.simNo, chanId: body.chanId });
   } catch (err) {
-    if (err instanceof ApiError && err.errCode === -7 && /`scheme`/.test(err.message)) {
+    if (!webrtc && err instanceof ApiError && err.errCode === -7 && /`scheme`/.test(err.message)) {
       // this site's FLV output serves other schemes: let the gateway choose
       delete body.scheme;
       try {
@@ -252,6 +254,18 @@ async function playRequest(r) {
   showCopy(r.playUrl);
   player.stop();
   endTalk();
+  if (r.webrtc) {
+    // WebRTC: intercom talks on the same session (the Talk button starts it with the microphone); a play starts now
+    if (r.dataTyp === 2 && r.typ !== 'replay') {
+      talkTarget = { reqId: r.reqId, whepUrl: r.playUrl };
+      $('talk-box').hidden = false;
+      $('talk-state').textContent = 'press Talk to speak over WebRTC (the microphone is asked for then)';
+      $('player-title').textContent += ' · intercom over WebRTC';
+      return;
+    }
+    await player.playWebrtc(r.playUrl, { reqId: r.reqId, video: r.dataTyp === 0 || r.dataTyp === 1 || r.dataTyp === undefined });
+    return;
+  }
   if (r.taUrl) {
     // intercom (live dataTyp 2): both directions go over the taUrl socket, the terminal's voice included, so no
     // player runs beside it (it would play that voice a second time)
@@ -309,6 +323,12 @@ function endTalk() {
 }
 
 $('talk-button').addEventListener('click', async () => {
+  if (talkTarget?.whepUrl && player.current) {
+    player.stop();
+    $('talk-button').textContent = 'Talk';
+    $('talk-state').textContent += ' · ended';
+    return;
+  }
   if (talk.active) {
     talk.stop();
     $('talk-button').textContent = 'Talk';
@@ -321,6 +341,12 @@ $('talk-button').addEventListener('click', async () => {
     return;
   }
   $('player-error').textContent = '';
+  if (talkTarget.whepUrl) {
+    await player.playWebrtc(talkTarget.whepUrl, { reqId: talkTarget.reqId, talk: true, video: false });
+    $('talk-state').textContent = player.current ? 'talking over WebRTC' : 'not connected';
+    $('talk-button').textContent = player.current ? 'Stop talking' : 'Talk';
+    return;
+  }
   try {
     await talk.start(talkTarget.taUrl);
     $('talk-button').textContent = 'Stop talking';

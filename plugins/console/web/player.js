@@ -1,6 +1,8 @@
 // One <video> element and whichever player library a URL needs: mpegts.js for FLV (live over WebSocket or HTTP),
-// the browser itself for record files (their MP4 form), hls.js for HLS (Safari plays HLS natively). The libraries are globals from /console/lib/.
+// the browser itself for record files (their MP4 form), hls.js for HLS (Safari plays HLS natively), the browser's
+// WebRTC for a WHEP play URL (webrtc.js). The libraries are globals from /console/lib/.
 'use strict';
+import { WhepSession } from './webrtc.js';
 
 export class Player {
   /** @param {HTMLVideoElement} video @param {(msg: string) => void} onError */
@@ -9,6 +11,7 @@ export class Player {
     this.onError = onError;
     this.flv = null;
     this.hls = null;
+    this.whep = new WhepSession();
     /** what plays: { kind, url, reqId? } */
     this.current = null;
   }
@@ -29,6 +32,8 @@ export class Player {
       this.hls.destroy();
       this.hls = null;
     }
+    this.whep.stop();
+    this.video.srcObject = null;
     this.video.onerror = null;
     this.video.removeAttribute('src');
     this.video.load();
@@ -112,6 +117,23 @@ export class Player {
     }
     this.current = { kind: 'hls', url, reqId };
     this.#play();
+  }
+
+  /** a WHEP play URL (fmt 0, scheme webrtc); talk: also send the microphone (intercom), hear the terminal back */
+  async playWebrtc(url, { reqId, talk = false, video = true } = {}) {
+    this.stop();
+    this.current = { kind: 'webrtc', url, reqId };
+    try {
+      const stream = await this.whep.start(url, { talk, video, onEnd: (why) => this.onError(why) });
+      if (this.current?.url !== url) return;
+      // a talker hears the terminal: the element is unmuted for it (the page's click allowed sound)
+      this.video.muted = !talk;
+      this.video.srcObject = stream;
+      this.#play();
+    } catch (err) {
+      this.current = null;
+      this.onError(err.message || String(err));
+    }
   }
 
   #play() {
