@@ -1,6 +1,8 @@
 import { definePlugin, INTERCOM_TALKS, servePlays } from '../../plugin-sdk';
 import { createRtpFormat } from '../../plugin-sdk/rtp';
 import { WebrtcConfig } from './src/config';
+import { pcmaStage } from './src/pcma-stage';
+import { listenMuxedUdp } from './src/udp-mux';
 import { WEBRTC_PREFIX, WhepServer } from './src/whep';
 
 export { WebrtcConfig };
@@ -37,9 +39,11 @@ export default definePlugin({
         encoders += d;
       },
     });
+    ctx.bus.registerStage(pcmaStage());
     const port = c.udpPort + ctx.workers.index;
     const bindHost = c.host ?? ctx.site.listenHost;
     const publicHost = c.publicHost ?? ctx.site.publicHost;
+    const udp = listenMuxedUdp(port, bindHost, ctx.log);
     const plays = servePlays(ctx, { protocol: 'webrtc', streamOf: (rest) => /^([^/]+)\/whep$/.exec(rest)?.[1] });
     const server = new WhepServer({
       config: c,
@@ -72,6 +76,7 @@ export default definePlugin({
       stop() {
         server.stop();
         plays.stop();
+        udp.stop();
       },
     };
   },

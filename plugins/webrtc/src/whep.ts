@@ -30,6 +30,7 @@ import {
 import { VIDEO, type RtpUnit } from '../../../plugin-sdk/rtp';
 import type { WebrtcConfig } from './config';
 import { chooseG711, chooseH264, chooseH265, h264Profile, OfferError, parseOffer, type Offer, type OfferedMedia } from './offer';
+import { PCMA_STAGE } from './pcma-stage';
 import { Peer, type PeerPlan, type PeerTrack } from './peer';
 import { isRtcp, keyFrameRequests, rtpPayload, sessionPacket, type RtpRewrite } from './rtp-wire';
 
@@ -63,6 +64,9 @@ export interface WhepOptions {
   talks: IntercomTalks | undefined;
   counters: WhepCounters;
 }
+
+/** what a session sends and receives: the peer's tracks, whether the browser talks, whether audio needs the PCMA stage */
+type Plan = PeerPlan & { talk: boolean; pcma: boolean };
 
 /** what refuses an offer before a peer connection exists */
 class Refusal extends Error {
@@ -161,12 +165,12 @@ export class WhepServer {
   }
 
   /** what the answer sends (and receives), from the request's media and the stream's codecs as far as known */
-  private plan(request: StrmRequest, offer: Offer): PeerPlan & { talk: boolean } {
+  private plan(request: StrmRequest, offer: Offer): Plan {
     const media = mediaTypOf(request.params.typ, request.params.dataTyp);
     const tracks: ReadonlyArray<TrackInfo> = this.o.sessions.getStreamByName(request.streamName)?.media.tracks ?? [];
     const v = tracks.find((t): t is VideoTrackInfo => t.kind === 'video');
     const a = tracks.find((t) => t.kind === 'audio');
-    const plan: PeerPlan & { talk: boolean } = { talk: false };
+    const plan: Plan = { talk: false, pcma: false };
     const playsVideo = (x: OfferedMedia) => x.kind === 'video' && (x.direction === 'recvonly' || x.direction === 'sendrecv');
     if (media !== 'a') {
       const section = offer.media.find(playsVideo);
@@ -193,17 +197,13 @@ export class WhepServer {
       } else if (talk && sends) throw new Refusal(400, 'the offer has no G.711 (PCMA or PCMU) for talk', 'offer-codec');
     }
     if (!plan.video && !plan.audio) throw new Refusal(400, 'the offer receives nothing this request plays (audio needs PCMA or PCMU)', 'offer-codec');
+    // audio other than the negotiated G.711 as it comes (or not known yet) is read through the PCMA stage
+    const g711 = a?.kind === 'audio' && a.sampleRate === 8000 && a.channels === 1 ? a.codec : undefined;
+    plan.pcma = !!plan.audio && !((g711 === 'g711a' && plan.audio.codec === 'PCMA') || (g711 === 'g711u' && plan.audio.codec === 'PCMU'));
     return plan;
   }
 
-  private async start(
-    req: RouteRequest,
-    res: ServerResponse,
-    request: StrmRequest,
-    stream: string,
-    sdp: string,
-    plan: PeerPlan & { talk: boolean },
-  ): Promise<void> {
+  private async start(req: RouteRequest, res: ServerResponse, request: StrmRequest, stream: string, sdp: string, plan: Plan): Promise<void> {
     const c = this.o.config;
     const id = randomBytes(16).toString('base64url');
     let talk: TalkSession | undefined;
@@ -264,6 +264,7 @@ export class WhepServer {
     const play = this.o.plays.play<RtpUnit>(req, socket, {
       media: select,
       format: this.o.format,
+      via: plan.pcma ? PCMA_STAGE : undefined,
       maxQueueBytes: c.highWaterBytes * 8,
       // a unit the encoder could not packetise (no parameter sets yet, a codec RTP here does not carry) has no form
       sendUnit(unit: AccessUnit, rtp: RtpUnit | undefined): number {

@@ -4,6 +4,7 @@
  * within its timeout, its player gone. Offers come from libdatachannel acting as a client (a real WebRTC offer).
  */
 import assert from 'node:assert/strict';
+import * as dgram from 'node:dgram';
 import * as ndc from 'node-datachannel';
 import { startTestGateway, stubMediaPlugin, testClip, type TestGateway } from '../../../plugin-sdk/testkit';
 import { waitFor } from '../../../test/e2e/helpers';
@@ -159,6 +160,26 @@ describe('webrtc: refusals and sessions that go away', function () {
       }
     } finally {
       pub.stop();
+    }
+  });
+
+  it('a UDP port already taken fails boot, naming the key', async () => {
+    const taken = dgram.createSocket('udp4');
+    await new Promise<void>((r) => taken.bind(0, '127.0.0.1', r));
+    try {
+      const port = taken.address().port;
+      const stub = stubMediaPlugin();
+      await assert.rejects(
+        startTestGateway({
+          plugins: [
+            { name: stub.name, def: stub.def },
+            { name: 'webrtc', def: webrtc as never, config: { udpPort: port, host: '127.0.0.1', publicHost: '127.0.0.1' } },
+          ],
+        }),
+        new RegExp(`config key udpPort: port ${port} on 127\\.0\\.0\\.1 is already in use \\(UDP\\)`),
+      );
+    } finally {
+      taken.close();
     }
   });
 });
