@@ -5,43 +5,11 @@
  */
 import assert from 'node:assert/strict';
 import * as dgram from 'node:dgram';
-import * as ndc from 'node-datachannel';
 import { startTestGateway, stubMediaPlugin, testClip, type TestGateway } from '../../../plugin-sdk/testkit';
 import { waitFor } from '../../../test/e2e/helpers';
 import webrtc from '../index';
+import { clientOffer, type Client } from './client';
 import { freeUdpPort } from './whep-page';
-
-interface Client {
-  pc: ndc.PeerConnection;
-  offer: string;
-  /** RTP and RTCP packets the client's tracks got */
-  packets(): number;
-  /** held here: a Track nothing in JavaScript refers to is collected, and its packets go nowhere */
-  tracks: ndc.Track[];
-}
-
-/** a WebRTC client's offer: recvonly video with the given codecs, recvonly PCMA audio */
-async function clientOffer(video: 'h264' | 'vp8' | 'none'): Promise<Client> {
-  const pc = new ndc.PeerConnection('client', { iceServers: [] });
-  let packets = 0;
-  const tracks: ndc.Track[] = [];
-  const count = (t: ndc.Track) => {
-    tracks.push(t);
-    t.onMessage(() => packets++);
-  };
-  if (video !== 'none') {
-    const v = new ndc.Video('0', 'RecvOnly');
-    if (video === 'h264') v.addH264Codec(102, 'level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f');
-    else v.addVP8Codec(96);
-    count(pc.addTrack(v));
-  }
-  const a = new ndc.Audio('1', 'RecvOnly');
-  a.addAudioCodec(8, 'PCMA/8000');
-  count(pc.addTrack(a));
-  pc.setLocalDescription();
-  await waitFor('the client gathered', () => pc.gatheringState() === 'complete', 5000);
-  return { pc, offer: pc.localDescription()!.sdp, packets: () => packets, tracks };
-}
 
 async function post(url: string, body: string, type = 'application/sdp'): Promise<{ status: number; text: string; location: string | null; headers: Headers }> {
   const r = await fetch(url, { method: 'POST', headers: { 'Content-Type': type }, body });
