@@ -12,7 +12,7 @@ export interface Client {
 }
 
 /** a WebRTC client's offer: recvonly video with the given codecs, recvonly PCMA audio */
-export async function clientOffer(video: 'h264' | 'vp8' | 'none'): Promise<Client> {
+export async function clientOffer(video: 'h264' | 'h265' | 'vp8' | 'none'): Promise<Client> {
   const pc = new ndc.PeerConnection('client', { iceServers: [] });
   let packets = 0;
   const tracks: ndc.Track[] = [];
@@ -23,6 +23,7 @@ export async function clientOffer(video: 'h264' | 'vp8' | 'none'): Promise<Clien
   if (video !== 'none') {
     const v = new ndc.Video('0', 'RecvOnly');
     if (video === 'h264') v.addH264Codec(102, 'level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f');
+    else if (video === 'h265') v.addH265Codec(49);
     else v.addVP8Codec(96);
     count(pc.addTrack(v));
   }

@@ -52,6 +52,8 @@ describe('webrtc: WHEP play in Chromium', function () {
       assert.equal(s.videoCodec, 'video/H264');
       assert.equal(s.audioCodec, 'audio/PCMA');
       assert.ok(s.audioPackets > 50, `audio packets ${s.audioPackets}`);
+      // libdatachannel's reporters send an SR a second per track: the browser syncs audio and video on them
+      assert.ok(s.senderReports.video >= 1 && s.senderReports.audio >= 1, `sender reports ${JSON.stringify(s.senderReports)}`);
       const st = (await gw.api('GET', `/strm/status?reqId=${open.reqId}`)).json.data[0];
       assert.equal(st.players, 1);
       assert.ok(st.bytesOut > 20_000, `bytesOut ${st.bytesOut}`);

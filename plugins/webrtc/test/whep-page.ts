@@ -28,6 +28,8 @@ export interface WhepStats {
   audioCodec: string;
   audioPackets: number;
   keyFramesDecoded: number;
+  /** RTCP sender reports the browser got, by kind (its remote-outbound-rtp stats): what its A/V sync rests on */
+  senderReports: { video: number; audio: number };
   /**
    * frames the <video> presented: [rtpTimestamp, wall-clock ms of presentation, of capture as the sender reports
    * map it (-1 when unknown), of the last packet's arrival]
@@ -124,6 +126,7 @@ export async function whepStats(page: Page): Promise<WhepStats> {
       audioCodec: '',
       audioPackets: 0,
       keyFramesDecoded: 0,
+      senderReports: { video: 0, audio: 0 },
       presented: window.presented.slice(),
     };
     const stats = await pc.getStats();
@@ -132,6 +135,7 @@ export async function whepStats(page: Page): Promise<WhepStats> {
       if (s.type === 'codec') codecs.set(s.id, s.mimeType);
     });
     stats.forEach((s: any) => {
+      if (s.type === 'remote-outbound-rtp') out.senderReports[s.kind] = s.reportsSent ?? 0;
       if (s.type !== 'inbound-rtp') return;
       if (s.kind === 'video') {
         out.framesDecoded = s.framesDecoded ?? 0;
