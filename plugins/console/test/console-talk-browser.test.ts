@@ -14,23 +14,11 @@ import { wavHeader } from '../../jt1078-ingest/tools/talk-receiver';
 import { within } from '../../../test/browser/page';
 import { CAPTURES, useE2eGateway, waitFor } from '../../../test/e2e/helpers';
 import { fixturePath, repoRoot, scratchDir } from '../../../test/support/paths';
+import { powerAt } from '../../intercom/test/helpers';
 import { launchChromium, logIn } from './browser-helpers';
 
 const CAP = CAPTURES.find((c) => c.file === 'jt1078/gojt808-d1-h264-g711a-2013.bin')!;
 const TONE_HZ = 1000;
-
-/** the power of one frequency in a block of samples (Goertzel) */
-function powerAt(pcm: Int16Array, hz: number, rate: number): number {
-  const k = 2 * Math.cos((2 * Math.PI * hz) / rate);
-  let s1 = 0;
-  let s2 = 0;
-  for (const x of pcm) {
-    const s0 = x + k * s1 - s2;
-    s2 = s1;
-    s1 = s0;
-  }
-  return s1 * s1 + s2 * s2 - k * s1 * s2;
-}
 
 describe('console in headless Chromium: the talk button (intercom)', function () {
   this.timeout(120_000);

@@ -186,8 +186,8 @@ export function pcmBytes(pcm: Int16Array): Buffer {
   return b;
 }
 
-/** Power at one frequency (Goertzel), normalised by the segment's energy: near 1 for a pure tone at hz. */
-function goertzel(pcm: Int16Array, hz: number, rate: number): number {
+/** Power at one frequency in a block of samples (Goertzel). */
+export function powerAt(pcm: Int16Array, hz: number, rate = 8000): number {
   const k = 2 * Math.cos((2 * Math.PI * hz) / rate);
   let s1 = 0;
   let s2 = 0;
@@ -212,7 +212,7 @@ export function dominantHz(pcm: Int16Array, rate = 8000): { hz: number; loudSamp
   let best = 0;
   let bestHz = 0;
   for (let hz = 100; hz < 3950; hz += 50) {
-    const p = goertzel(seg, hz, rate);
+    const p = powerAt(seg, hz, rate);
     if (p > best) {
       best = p;
       bestHz = hz;

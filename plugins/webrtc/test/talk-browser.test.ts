@@ -14,7 +14,7 @@ import * as path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { loadCapture } from '../../jt1078-ingest/tools/simulator';
 import { wavHeader } from '../../jt1078-ingest/tools/talk-receiver';
-import { dominantHz, G711A, GOJT, Terminal, terminalPackets, type TerminalAudio } from '../../intercom/test/helpers';
+import { dominantHz, G711A, GOJT, powerAt, Terminal, terminalPackets, type TerminalAudio } from '../../intercom/test/helpers';
 import { closeReq, metricSum, openLive, useE2eGateway, waitFor } from '../../../test/e2e/helpers';
 import { fixturePath, scratchDir } from '../../../test/support/paths';
 import { launchWebrtcBrowser, whepPlay, whepStats, freeUdpPort } from './whep-page';
@@ -22,19 +22,6 @@ import { launchWebrtcBrowser, whepPlay, whepStats, freeUdpPort } from './whep-pa
 declare const window: any;
 
 const TONE_HZ = 1000;
-
-/** the power of one frequency in a block of samples (Goertzel) */
-function powerAt(pcm: Int16Array, hz: number, rate = 8000): number {
-  const k = 2 * Math.cos((2 * Math.PI * hz) / rate);
-  let s1 = 0;
-  let s2 = 0;
-  for (const x of pcm) {
-    const s0 = x + k * s1 - s2;
-    s2 = s1;
-    s1 = s0;
-  }
-  return s1 * s1 + s2 * s2 - k * s1 * s2;
-}
 
 /** a 20 ms frame that carries the tone: loud enough, and 1 kHz well above its neighbours */
 function carriesTone(pcm: Int16Array): boolean {
