@@ -18,7 +18,7 @@ async function crossings(file: string, code: string): Promise<string[]> {
 }
 
 const ENTRY_POINTS =
-  'plugin-sdk, plugin-sdk/formats, plugin-sdk/codecs, plugin-sdk/rtsp, plugin-sdk/worker, plugin-sdk/router, plugin-sdk/testkit (tests only)';
+  'plugin-sdk, plugin-sdk/formats, plugin-sdk/codecs, plugin-sdk/rtsp, plugin-sdk/rtp, plugin-sdk/worker, plugin-sdk/router, plugin-sdk/testkit (tests only)';
 
 describe('plugin import boundary (eslint)', function () {
   // loading the config and the TypeScript parser once takes a few seconds on a busy machine
@@ -57,6 +57,7 @@ describe('plugin import boundary (eslint)', function () {
       ['plugins/some-plugin/src/x.ts', '../../../plugin-sdk/formats'],
       ['plugins/some-plugin/src/x.ts', '../../../plugin-sdk/codecs/index'],
       ['plugins/some-plugin/src/x.ts', '../../../plugin-sdk/rtsp'],
+      ['plugins/some-plugin/src/x.ts', '../../../plugin-sdk/rtp'],
       ['plugins/some-plugin/src/x.ts', '../../../plugin-sdk/worker'],
       ['plugins/some-plugin/src/x.ts', '../index'],
       ['plugins/some-plugin/src/x.ts', 'node:net'],

@@ -99,7 +99,7 @@ describe('module exports stay in fast mode (no hash lookup for a module_1.NAME r
   });
 
   it("the SDK's entry points, which plugins read on the media path, keep fast properties", () => {
-    const entries = ['plugin-sdk', 'plugin-sdk/formats', 'plugin-sdk/codecs', 'plugin-sdk/rtsp', 'plugin-sdk/worker', 'plugin-sdk/router'];
+    const entries = ['plugin-sdk', 'plugin-sdk/formats', 'plugin-sdk/codecs', 'plugin-sdk/rtsp', 'plugin-sdk/rtp', 'plugin-sdk/worker', 'plugin-sdk/router'];
     const code = `require('reflect-metadata');
       const out = {};
       for (const e of ${JSON.stringify(entries)}) {
