@@ -9,39 +9,19 @@
  * its G.711 RTP goes through intercom's talk path to the terminal; the terminal's audio comes back on the same track.
  */
 import { randomBytes } from 'node:crypto';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
-import {
-  mediaTypOf,
-  type AccessUnit,
-  type IntercomTalks,
-  type MediaSelect,
-  type PlayerSocket,
-  type Plays,
-  type RouteRequest,
-  type Routes,
-  type Sessions,
-  type StrmRequest,
-  type TalkSession,
-  type TrackInfo,
-  type UnitFormat,
-  type VideoTrackInfo,
-} from '../../../plugin-sdk';
+import type { AccessUnit, IntercomTalks, MediaSelect, Plays, RouteRequest, Routes, Sessions, StrmRequest, TalkSession, UnitFormat } from '../../../plugin-sdk';
 import { VIDEO, type RtpUnit } from '../../../plugin-sdk/rtp';
 import type { WebrtcConfig } from './config';
-import { chooseG711, chooseH264, chooseH265, h264Profile, OfferError, parseOffer, type Offer, type OfferedMedia } from './offer';
+import { OfferError, parseOffer, type Offer } from './offer';
 import { PCMA_STAGE } from './pcma-stage';
-import { Peer, type PeerPlan, type PeerTrack } from './peer';
+import { Peer, type PeerTrack } from './peer';
 import { isRtcp, keyFrameRequests, rtpPayload, sessionPacket, type RtpRewrite } from './rtp-wire';
+import { planSession, Refusal, type Plan } from './session-plan';
+import { CORS, iceServerLinks, peerSocket, readBody, text } from './whep-http';
 
 export const WEBRTC_PREFIX = '/webrtc';
-
-const CORS = {
-  'Access-Control-Allow-Origin': '*',
-  'Access-Control-Allow-Methods': 'POST, DELETE, OPTIONS',
-  'Access-Control-Allow-Headers': 'Content-Type, Authorization, If-Match',
-  'Access-Control-Expose-Headers': 'Location, Link, ETag',
-};
 
 export interface WhepCounters {
   refused(reason: string): void;
@@ -63,20 +43,6 @@ export interface WhepOptions {
   /** the intercom's talk path, when the site runs intercom */
   talks: IntercomTalks | undefined;
   counters: WhepCounters;
-}
-
-/** what a session sends and receives: the peer's tracks, whether the browser talks, whether audio needs the PCMA stage */
-type Plan = PeerPlan & { talk: boolean; pcma: boolean };
-
-/** what refuses an offer before a peer connection exists */
-class Refusal extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-    readonly metric: string,
-  ) {
-    super(message);
-  }
 }
 
 interface Session {
@@ -150,7 +116,7 @@ export class WhepServer {
         if (err instanceof OfferError) throw new Refusal(400, `bad offer: ${err.message}`, 'offer');
         throw err;
       }
-      const plan = this.plan(request, offer);
+      const plan = planSession(request, offer, this.o.sessions.getStreamByName(request.streamName)?.media.tracks ?? []);
       await this.start(req, res, request, stream, sdp, plan);
     } catch (err) {
       req.raw.resume();
@@ -162,45 +128,6 @@ export class WhepServer {
       this.o.log.error({ err, stream }, 'WebRTC offer failed');
       return text(res, 500, 'internal error');
     }
-  }
-
-  /** what the answer sends (and receives), from the request's media and the stream's codecs as far as known */
-  private plan(request: StrmRequest, offer: Offer): Plan {
-    const media = mediaTypOf(request.params.typ, request.params.dataTyp);
-    const tracks: ReadonlyArray<TrackInfo> = this.o.sessions.getStreamByName(request.streamName)?.media.tracks ?? [];
-    const v = tracks.find((t): t is VideoTrackInfo => t.kind === 'video');
-    const a = tracks.find((t) => t.kind === 'audio');
-    const plan: Plan = { talk: false, pcma: false };
-    const playsVideo = (x: OfferedMedia) => x.kind === 'video' && (x.direction === 'recvonly' || x.direction === 'sendrecv');
-    if (media !== 'a') {
-      const section = offer.media.find(playsVideo);
-      if (!section) throw new Refusal(400, 'the offer receives no video (a recvonly or sendrecv video section) and this request plays video', 'offer-codec');
-      if (v?.codec === 'h265') {
-        const c = chooseH265(section);
-        if (!c) throw new Refusal(400, 'the stream is H.265 and the offer has no H.265 (this browser does not receive it over WebRTC)', 'offer-codec');
-        plan.video = { mid: section.mid, pt: c.pt, codec: 'H265', receive: false };
-      } else {
-        const profile = v?.sps && v.sps.length >= 4 ? h264Profile(v.sps[1], v.sps[2]) : undefined;
-        const c = chooseH264(section, profile);
-        if (!c) throw new Refusal(400, 'the offer has no H.264 with packetization-mode=1', 'offer-codec');
-        plan.video = { mid: section.mid, pt: c.pt, codec: 'H264', fmtp: c.fmtpLine, receive: false };
-      }
-    }
-    const talk = request.params.typ === 'live' && request.params.dataTyp === 2;
-    const section = offer.media.find((x) => x.kind === 'audio' && x.direction !== 'inactive');
-    if (media !== 'v' && section) {
-      const sends = section.direction === 'sendrecv' || section.direction === 'sendonly';
-      const c = chooseG711(section, a?.codec === 'g711u' ? 'PCMU' : 'PCMA');
-      if (c) {
-        plan.audio = { mid: section.mid, pt: c.pt, codec: c.name, receive: talk && sends };
-        plan.talk = talk && sends;
-      } else if (talk && sends) throw new Refusal(400, 'the offer has no G.711 (PCMA or PCMU) for talk', 'offer-codec');
-    }
-    if (!plan.video && !plan.audio) throw new Refusal(400, 'the offer receives nothing this request plays (audio needs PCMA or PCMU)', 'offer-codec');
-    // audio other than the negotiated G.711 as it comes (or not known yet) is read through the PCMA stage
-    const g711 = a?.kind === 'audio' && a.sampleRate === 8000 && a.channels === 1 ? a.codec : undefined;
-    plan.pcma = !!plan.audio && !((g711 === 'g711a' && plan.audio.codec === 'PCMA') || (g711 === 'g711u' && plan.audio.codec === 'PCMU'));
-    return plan;
   }
 
   private async start(req: RouteRequest, res: ServerResponse, request: StrmRequest, stream: string, sdp: string, plan: Plan): Promise<void> {
@@ -350,81 +277,10 @@ function sendRtp(t: PeerTrack, r: RtpRewrite, rtp: RtpUnit, counters: WhepCounte
 
 const randomSeq = (): number => randomBytes(2).readUInt16BE(0);
 
-/**
- * The peer as servePlays' player socket: accepting writes the 201 with the answer; the bus holds the player's
- * media until the tracks are open (DTLS done) and then gives it from a key frame; the library copies each packet
- * before send returns, so no payload is held here.
- */
-function peerSocket(res: ServerResponse, remote: string, peer: Peer, answer: string, headers: Record<string, string>): PlayerSocket {
-  let drain: (() => void) | undefined;
-  peer.onOpen(() => drain?.());
-  return {
-    remote,
-    accept() {
-      res.writeHead(201, { ...CORS, ...headers, 'Content-Type': 'application/sdp', 'Cache-Control': 'no-store' });
-      res.end(answer);
-    },
-    refuse(status, reason) {
-      text(res, status, reason);
-      peer.close(`refused: ${reason}`);
-    },
-    send: () => undefined,
-    writable: () => peer.open,
-    holdsPayloads: () => false,
-    onDrain(cb) {
-      drain = cb;
-    },
-    onClose(cb) {
-      peer.onClosed(() => cb());
-    },
-    end(reason) {
-      peer.close(reason);
-    },
-    destroy() {
-      peer.close('dropped');
-    },
-  };
-}
-
-/** RFC 9725 4.4: the STUN and TURN servers a client should use, one Link each (RFC 8288 quoted strings) */
-export function iceServerLinks(c: Pick<WebrtcConfig, 'iceServers'>): Record<string, string> {
-  if (c.iceServers.length === 0) return {};
-  const q = (v: string) => `"${v.replace(/["\\\r\n]/g, '')}"`;
-  const links = c.iceServers.map((s) => {
-    let l = `<${s.urls.replace(/[<>\s]/g, '')}>; rel="ice-server"`;
-    if (s.username !== undefined) l += `; username=${q(s.username)}; credential=${q(s.credential ?? '')}; credential-type="password"`;
-    return l;
-  });
-  return { Link: links.join(', ') };
-}
-
 function safeDecode(s: string): string {
   try {
     return decodeURIComponent(s);
   } catch {
     return '';
   }
-}
-
-function text(res: ServerResponse, status: number, body: string, headers: Record<string, string> = {}): void {
-  if (res.headersSent) return;
-  res.writeHead(status, { ...CORS, ...headers, 'Content-Type': 'text/plain; charset=utf-8' });
-  res.end(body + '\n');
-}
-
-function readBody(req: IncomingMessage, limit: number): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const parts: Buffer[] = [];
-    let n = 0;
-    req.on('data', (d: Buffer) => {
-      n += d.length;
-      if (n > limit) {
-        req.removeAllListeners('data');
-        req.resume();
-        reject(new Refusal(413, `the offer is over ${limit} bytes`, 'size'));
-      } else parts.push(d);
-    });
-    req.on('end', () => resolve(Buffer.concat(parts).toString('utf8')));
-    req.on('error', reject);
-  });
 }

@@ -5,7 +5,7 @@ import * as path from 'node:path';
 import { chooseG711, chooseH264, chooseH265, h264Profile, OfferError, parseOffer } from '../src/offer';
 import { withCandidate } from '../src/peer';
 import { isRtcp, keyFrameRequests, rtpPacket, rtpPayload, sessionPacket } from '../src/rtp-wire';
-import { iceServerLinks } from '../src/whep';
+import { iceServerLinks } from '../src/whep-http';
 import { repoRoot } from '../../../test/support/paths';
 
 // an offer Chromium 156 (Debian, headless) made for recvonly video and audio, as the browser tests send it
