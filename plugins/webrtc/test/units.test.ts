@@ -112,4 +112,28 @@ describe('webrtc: offers, codecs, candidates, RTP', () => {
       '<stun:stun.example.com:3478>; rel="ice-server", <turn:turn.example.com:443?transport=tcp>; rel="ice-server"; username="u1"; credential="p"; credential-type="password"',
     );
   });
+
+  it('a fuzzed offer is read or refused with an OfferError, never anything else', () => {
+    let seed = 7;
+    const rnd = (n: number) => {
+      seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+      return seed % n;
+    };
+    const base = Buffer.from(CHROMIUM_OFFER, 'latin1');
+    let read = 0;
+    for (let i = 0; i < 3000; i++) {
+      const b = Buffer.from(base);
+      for (let k = 0, n = 1 + rnd(20); k < n; k++) b[rnd(b.length)] = rnd(256);
+      const cut = rnd(4) === 0 ? b.subarray(0, rnd(b.length)) : b;
+      try {
+        const o = parseOffer(cut.toString('latin1'));
+        // a plan must still be possible to make from what was read
+        for (const m of o.media) chooseH264(m, undefined);
+        read++;
+      } catch (err) {
+        assert.ok(err instanceof OfferError, `iteration ${i}: ${(err as Error).stack}`);
+      }
+    }
+    assert.ok(read > 100, `some mutated offers still read: ${read}`);
+  });
 });
