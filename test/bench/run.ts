@@ -34,6 +34,11 @@ export const BENCHES: Record<string, { summary: string; load: () => Bench }> = {
       'N streams at ~1 Mbit/s, one RTMP player each (a minimal RTMP client) against one HTTP-FLV player each, alternated: gateway CPU RTMP/FLV (issue 44), RSS, bytes and frames per player',
     load: lazy('./rtmp-players'),
   },
+  'webrtc-viewers': {
+    summary:
+      'N streams at ~1 Mbit/s, one WebRTC viewer each (node-datachannel WHEP clients) against one HTTP-FLV player each, alternated: gateway CPU WebRTC/FLV (target 2), RSS per viewer, bytes and RTP packets per viewer',
+    load: lazy('./webrtc-viewers'),
+  },
   audio: {
     summary:
       'N watched G.711A streams through the gateway to AAC (audio-aac): CPU per stream-second of the main and the AAC worker thread, memory per encoder, ramp until it falls behind',
