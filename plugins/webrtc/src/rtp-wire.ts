@@ -1,11 +1,9 @@
 /**
- * RTP and RTCP bytes as this plugin meets them: packets of the stream's RTP form copied out per session with the
- * session's payload type, sequence number and SSRC (RFC 3550 5.1), and the browser's packets read back: its RTCP
+ * RTP and RTCP bytes as this plugin meets them: packets of the stream's RTP form made whole once a unit, then given
+ * each session's payload type, sequence number and SSRC (RFC 3550 5.1), and the browser's packets read back: its RTCP
  * feedback (RFC 4585 PLI, RFC 5104 FIR) and, for talk, its audio RTP with header extensions skipped (RFC 8285).
  */
-
-/** one packet's bytes, built here and copied by the library before send returns: one buffer for the process */
-const scratch = Buffer.allocUnsafeSlow(2048);
+import type { RtpUnit } from '../../../plugin-sdk/rtp';
 
 /** Per session and track: the values the browser was told, and the running sequence number. */
 export interface RtpRewrite {
@@ -14,22 +12,53 @@ export interface RtpRewrite {
   seq: number;
 }
 
+/** A unit's RTP packets whole, each a view into one buffer: made once for every session of the stream. */
+export interface SessionPackets {
+  readonly unit: RtpUnit;
+  readonly packets: readonly Buffer[];
+  readonly bytes: number;
+}
+
+let last: SessionPackets | undefined;
+
 /**
- * The packet `head` (after its 4-byte interleaved prefix) and `body` in one buffer, with `r`'s payload type (the
- * marker bit kept), next sequence number and SSRC. The buffer is reused by the next call.
+ * The unit's packets as whole packets (the stream form keeps small heads apart from ranges of the payload, with a
+ * 4-byte interleaved prefix). The bus hands a unit to all of a stream's readers in one pass, so one slot serves
+ * them all: the unit is copied out once, not once a session, and a reader behind (a late joiner's GOP) makes its own.
  */
-export function sessionPacket(head: Buffer, body: Buffer | undefined, r: RtpRewrite): Buffer {
-  const h = head.length - 4;
-  const n = h + (body ? body.length : 0);
-  const out = n <= scratch.length ? scratch : Buffer.allocUnsafe(n);
-  head.copy(out, 0, 4);
-  if (body) body.copy(out, h);
-  out[1] = (out[1] & 0x80) | r.pt;
-  out[2] = (r.seq >>> 8) & 0xff;
-  out[3] = r.seq & 0xff;
+export function packetsOf(unit: RtpUnit): SessionPackets {
+  if (last?.unit === unit) return last;
+  let n = 0;
+  unit.forEach((head, body) => {
+    n += head.length - 4 + (body ? body.length : 0);
+  });
+  const buf = Buffer.allocUnsafe(n);
+  const packets: Buffer[] = [];
+  let at = 0;
+  unit.forEach((head, body) => {
+    const from = at;
+    at += head.copy(buf, at, 4);
+    if (body) at += body.copy(buf, at);
+    packets.push(buf.subarray(from, at));
+  });
+  last = { unit, packets, bytes: n };
+  return last;
+}
+
+/**
+ * The session's payload type (the marker bit kept), next sequence number and SSRC (RFC 3550 5.1) written into a
+ * shared packet, in place: the library copies a packet before its send returns, so the next session rewrites the
+ * same bytes for itself.
+ */
+export function rewrite(p: Buffer, r: RtpRewrite): void {
+  p[1] = (p[1] & 0x80) | r.pt;
+  p[2] = (r.seq >>> 8) & 0xff;
+  p[3] = r.seq & 0xff;
   r.seq = (r.seq + 1) & 0xffff;
-  out.writeUInt32BE(r.ssrc, 8);
-  return out.subarray(0, n);
+  p[8] = r.ssrc >>> 24;
+  p[9] = (r.ssrc >>> 16) & 0xff;
+  p[10] = (r.ssrc >>> 8) & 0xff;
+  p[11] = r.ssrc & 0xff;
 }
 
 /** An RTP packet from `pt`, `seq`, `ts`, `ssrc` and a payload (talk's downlink audio). */

@@ -17,7 +17,7 @@ import type { WebrtcConfig } from './config';
 import { OfferError, parseOffer, type Offer } from './offer';
 import { PCMA_STAGE } from './pcma-stage';
 import { Peer, type PeerTrack } from './peer';
-import { isRtcp, keyFrameRequests, rtpPayload, sessionPacket, type RtpRewrite } from './rtp-wire';
+import { isRtcp, keyFrameRequests, packetsOf, rewrite, rtpPayload, type RtpRewrite } from './rtp-wire';
 import { planSession, Refusal, type Plan } from './session-plan';
 import { CORS, iceServerLinks, peerSocket, readBody, text } from './whep-http';
 
@@ -262,16 +262,17 @@ function codecMatches(t: PeerTrack, unit: AccessUnit): boolean {
 
 function sendRtp(t: PeerTrack, r: RtpRewrite, rtp: RtpUnit, counters: WhepCounters): number {
   t.setTimestamp(rtp.timestamp);
+  const all = packetsOf(rtp);
   let bytes = 0;
-  let packets = 0;
-  rtp.forEach((head, body) => {
-    const pkt = sessionPacket(head, body, r);
-    if (t.send(pkt)) {
-      bytes += pkt.length;
-      packets++;
+  let sent = 0;
+  for (const p of all.packets) {
+    rewrite(p, r);
+    if (t.send(p)) {
+      bytes += p.length;
+      sent++;
     }
-  });
-  counters.packets(packets);
+  }
+  counters.packets(sent);
   return bytes;
 }
 

@@ -4,7 +4,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { chooseG711, chooseH264, chooseH265, h264Profile, OfferError, parseOffer } from '../src/offer';
 import { withCandidate } from '../src/peer';
-import { isRtcp, keyFrameRequests, rtpPacket, rtpPayload, sessionPacket } from '../src/rtp-wire';
+import { isRtcp, keyFrameRequests, packetsOf, rewrite, rtpPacket, rtpPayload } from '../src/rtp-wire';
+import { RtpUnit, VIDEO } from '../../../plugin-sdk/rtp';
 import { iceServerLinks } from '../src/whep-http';
 import { repoRoot } from '../../../test/support/paths';
 
@@ -69,18 +70,32 @@ describe('webrtc: offers, codecs, candidates, RTP', () => {
     assert.ok(out.endsWith('\r\n') && !out.includes('\r\n\r\n'));
   });
 
-  it('copies a stream packet out with the session payload type, sequence and SSRC, the marker kept', () => {
-    const head = Buffer.from([0, 0, 0, 0, 0x80, 0x80 | 96, 0x12, 0x34, 0, 0, 0x0e, 0x10, 1, 2, 3, 4, 0x7c, 0x85]);
-    const body = Buffer.from('payload');
-    const r = { pt: 108, ssrc: 0xdeadbeef, seq: 65535 };
-    const a = Buffer.from(sessionPacket(head, body, r));
-    const b = sessionPacket(head, undefined, r);
-    assert.equal(a[1], 0x80 | 108);
-    assert.equal(a.readUInt16BE(2), 65535);
-    assert.equal(b.readUInt16BE(2), 0, 'the sequence wraps');
-    assert.equal(a.readUInt32BE(4), 0x0e10, 'the timestamp is the stream’s');
-    assert.equal(a.readUInt32BE(8), 0xdeadbeef);
-    assert.equal(a.subarray(12).toString('latin1'), '\x7c\x85payload');
+  it("makes a unit's packets whole once for all sessions, and gives each session its payload type, sequence and SSRC, the marker kept", () => {
+    // a unit of two packets as the stream form keeps them: heads (4-byte prefix, RTP header, FU header) in one chunk,
+    // then the table (head length, payload from, to), bodies as ranges of the payload
+    const h1 = Buffer.from([0x24, 0, 0, 0, 0x80, 96, 0x12, 0x34, 0, 0, 0x0e, 0x10, 1, 2, 3, 4, 0x7c, 0x85]);
+    const h2 = Buffer.from([0x24, 0, 0, 0, 0x80, 0x80 | 96, 0x12, 0x35, 0, 0, 0x0e, 0x10, 1, 2, 3, 4, 0x7c, 0x45]);
+    const table = Buffer.alloc(24);
+    [h1.length, 0, 5, h2.length, 5, 9].forEach((v, k) => table.writeUInt32LE(v, 4 * k));
+    const unit = new RtpUnit(VIDEO, Buffer.concat([h1, h2, table]), 0, h1.length + h2.length, 2, Buffer.from('abcdefghi'), 0x1234, 0x0e10, 0x01020304, 0);
+    const all = packetsOf(unit);
+    assert.equal(packetsOf(unit), all, 'made once, then the same for the next session');
+    assert.deepEqual(
+      all.packets.map((p) => p.subarray(12).toString('latin1')),
+      ['\x7c\x85abcde', '\x7c\x45fghi'],
+    );
+    const a = { pt: 108, ssrc: 0xdeadbeef, seq: 65535 };
+    rewrite(all.packets[0], a);
+    assert.equal(all.packets[0][1], 108, 'no marker on the first');
+    assert.equal(all.packets[0].readUInt16BE(2), 65535);
+    assert.equal(all.packets[0].readUInt32BE(4), 0x0e10, "the timestamp is the stream's");
+    assert.equal(all.packets[0].readUInt32BE(8), 0xdeadbeef);
+    rewrite(all.packets[1], a);
+    assert.equal(all.packets[1][1], 0x80 | 108, 'the marker kept');
+    assert.equal(all.packets[1].readUInt16BE(2), 0, 'the sequence wraps');
+    // the next session writes its own values over the same bytes
+    rewrite(all.packets[1], { pt: 41, ssrc: 7, seq: 9 });
+    assert.deepEqual([all.packets[1][1], all.packets[1].readUInt16BE(2), all.packets[1].readUInt32BE(8)], [0x80 | 41, 9, 7]);
   });
 
   it("reads the browser's packets: RTCP told from RTP, PLI and FIR counted in a compound packet, talk audio past header extensions", () => {
