@@ -2,7 +2,7 @@ import { definePlugin, INTERCOM_TALKS, servePlays } from '../../plugin-sdk';
 import { createRtpFormat } from '../../plugin-sdk/rtp';
 import { WebrtcConfig } from './src/config';
 import { pcmaStage } from './src/pcma-stage';
-import { listenMuxedUdp } from './src/udp-mux';
+import { freeUdpPort, listenMuxedUdp } from './src/udp-mux';
 import { WEBRTC_PREFIX, WhepServer } from './src/whep';
 
 export { WebrtcConfig };
@@ -17,7 +17,7 @@ export default definePlugin({
   config: WebrtcConfig,
   env: { udpPort: 'GW_WEBRTC_UDP_PORT' },
   uses: [INTERCOM_TALKS],
-  setup(ctx) {
+  async setup(ctx) {
     const c = ctx.config;
     const m = ctx.metrics;
     for (const [i, s] of c.iceServers.entries()) {
@@ -40,8 +40,8 @@ export default definePlugin({
       },
     });
     ctx.bus.registerStage(pcmaStage());
-    const port = c.udpPort + ctx.workers.index;
     const bindHost = c.host ?? ctx.site.listenHost;
+    const port = c.udpPort === 0 ? await freeUdpPort(bindHost) : c.udpPort + ctx.workers.index;
     const publicHost = c.publicHost ?? ctx.site.publicHost;
     const udp = listenMuxedUdp(port, bindHost, ctx.log);
     const plays = servePlays(ctx, { protocol: 'webrtc', streamOf: (rest) => /^([^/]+)\/whep$/.exec(rest)?.[1] });

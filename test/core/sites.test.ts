@@ -21,6 +21,7 @@ function freePortEnv(dataDir: string): Record<string, string> {
     GW_DATA_DIR: dataDir,
     GW_FLV_PORT: '0',
     GW_RTMP_PORT: '0',
+    GW_WEBRTC_UDP_PORT: '0',
     GW_JT1078_INGEST_LIVE_PORT2013: '0',
     GW_JT1078_INGEST_LIVE_PORT2019: '0',
     GW_JT1078_INGEST_REPLAY_PORT2013: '0',

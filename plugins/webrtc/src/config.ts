@@ -11,10 +11,10 @@ export interface IceServerConfig {
 export class WebrtcConfig {
   /**
    * The UDP port every WebRTC session of this process shares (ICE, DTLS and SRTP muxed on one port, as MediaMTX and
-   * Pion do): one firewall rule. With several workers, worker i uses udpPort + i.
+   * Pion do): one firewall rule. With several workers, worker i uses udpPort + i. 0: a free port each (tests).
    */
   @IsInt()
-  @Min(1)
+  @Min(0)
   @Max(65535)
   udpPort = 7090;
 

@@ -4,6 +4,7 @@
  * fails naming the key) and keeps it for the process's sessions, which libjuice's mux registry gives the same socket.
  * The library's own log lines, which it prints to stdout in a format of its own, go to the plugin's logger.
  */
+import * as dgram from 'node:dgram';
 import * as ndc from 'node-datachannel';
 import type { Logger } from 'pino';
 
@@ -27,4 +28,16 @@ export function listenMuxedUdp(port: number, host: string, log: Logger): { stop(
   // a STUN request no session's ICE username matches: a scan, or a session already gone
   listener.onUnhandledStunRequest((r) => log.debug({ remote: `${r.host}:${r.port}` }, 'WebRTC: STUN request for no session'));
   return { stop: () => listener.stop() };
+}
+
+/** a UDP port free now on `host` (for udpPort 0: libjuice cannot say which port it bound when given 0) */
+export async function freeUdpPort(host: string): Promise<number> {
+  const s = dgram.createSocket(host.includes(':') ? 'udp6' : 'udp4');
+  await new Promise<void>((resolve, reject) => {
+    s.once('error', reject);
+    s.bind(0, host, resolve);
+  });
+  const port = s.address().port;
+  await new Promise<void>((r) => s.close(() => r()));
+  return port;
 }
