@@ -20,11 +20,14 @@ export interface SessionPackets {
 }
 
 let last: SessionPackets | undefined;
+/** where the last unit's packets are made: reused for the next unit, so making them allocates nothing but views */
+let store = Buffer.allocUnsafeSlow(64 * 1024);
 
 /**
  * The unit's packets as whole packets (the stream form keeps small heads apart from ranges of the payload, with a
  * 4-byte interleaved prefix). The bus hands a unit to all of a stream's readers in one pass, so one slot serves
  * them all: the unit is copied out once, not once a session, and a reader behind (a late joiner's GOP) makes its own.
+ * The packets live in one store that the next unit's overwrite: use them before making another unit's.
  */
 export function packetsOf(unit: RtpUnit): SessionPackets {
   if (last?.unit === unit) return last;
@@ -32,7 +35,8 @@ export function packetsOf(unit: RtpUnit): SessionPackets {
   unit.forEach((head, body) => {
     n += head.length - 4 + (body ? body.length : 0);
   });
-  const buf = Buffer.allocUnsafe(n);
+  if (n > store.length) store = Buffer.allocUnsafeSlow(Math.max(n, store.length * 2));
+  const buf = store;
   const packets: Buffer[] = [];
   let at = 0;
   unit.forEach((head, body) => {
