@@ -11,7 +11,19 @@
 import { randomBytes } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
-import type { AccessUnit, IntercomTalks, MediaSelect, Plays, RouteRequest, Routes, Sessions, StrmRequest, TalkSession, UnitFormat } from '../../../plugin-sdk';
+import {
+  LogLimiter,
+  type AccessUnit,
+  type IntercomTalks,
+  type MediaSelect,
+  type Plays,
+  type RouteRequest,
+  type Routes,
+  type Sessions,
+  type StrmRequest,
+  type TalkSession,
+  type UnitFormat,
+} from '../../../plugin-sdk';
 import { VIDEO, type RtpUnit } from '../../../plugin-sdk/rtp';
 import type { WebrtcConfig } from './config';
 import { OfferError, parseOffer, type Offer } from './offer';
@@ -54,6 +66,8 @@ interface Session {
 
 export class WhepServer {
   private readonly sessions = new Map<string, Session>();
+  /** a peer can send refusable offers at will: a few lines per address per 10 s, the rest counted in the next */
+  private readonly refusals = new LogLimiter({ burst: 10 });
   private stopped = false;
 
   constructor(private readonly o: WhepOptions) {}
@@ -122,7 +136,7 @@ export class WhepServer {
       req.raw.resume();
       if (err instanceof Refusal) {
         this.o.counters.refused(err.metric);
-        this.o.log.info({ stream, remote: req.remote, status: err.status, reason: err.message }, 'WebRTC offer refused');
+        this.refusals.log(this.o.log, 'info', req.remote, { stream, remote: req.remote, status: err.status, reason: err.message }, 'WebRTC offer refused');
         return text(res, err.status, err.message);
       }
       this.o.log.error({ err, stream }, 'WebRTC offer failed');
