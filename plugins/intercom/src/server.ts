@@ -110,13 +110,11 @@ export class TalkServer {
   external(req: StrmRequest, fmt: ClientFormat, protocol: string, remote: string, conn: TalkConnection): TalkSession | TalkRefusal {
     const a = this.admit(req, fmt);
     if ('code' in a) {
-      this.o.meters.refused.inc({ reason: a.metric });
-      this.o.limiter.log(this.o.log, 'info', remote, { remote, protocol, reason: a.reason }, 'talk refused');
+      this.refused(a, remote, { protocol });
       return { status: a.code % 1000, reason: a.reason };
     }
     const talker = new Talker(this.host, a.req, a.fmt, protocol, remote, conn);
-    this.talkers.set(a.req.streamName, talker);
-    this.o.requestLog({ reqId: a.req.reqId, stream: a.req.streamName, fmt: a.fmt, remote, protocol }, 'talk started');
+    this.started(talker, 'talk started', { protocol });
     talker.startDownlink();
     return {
       audio: (data) => (talker.isClosed ? undefined : talker.audio(data)),
@@ -128,10 +126,21 @@ export class TalkServer {
     };
   }
 
-  private refuse(ws: WebSocket, r: Refusal, remote: string): void {
+  /** a refusal counted and logged (rate-limited per address: a peer can cause them at will) */
+  private refused(r: Refusal, remote: string, fields: Record<string, unknown>): void {
     this.o.meters.refused.inc({ reason: r.metric });
-    this.o.limiter.log(this.o.log, 'info', remote, { remote, code: r.code, reason: r.reason }, 'talk refused');
+    this.o.limiter.log(this.o.log, 'info', remote, { remote, ...fields, reason: r.reason }, 'talk refused');
+  }
+
+  private refuse(ws: WebSocket, r: Refusal, remote: string): void {
+    this.refused(r, remote, { code: r.code });
     closeWs(ws, r.code, r.reason);
+  }
+
+  /** the channel is this talker's from now on, and the talk's start is logged */
+  private started(t: Talker, msg: string, fields: Record<string, unknown> = {}): void {
+    this.talkers.set(t.streamName, t);
+    this.o.requestLog({ reqId: t.request.reqId, stream: t.streamName, fmt: t.fmt, remote: t.remote, ...fields }, msg);
   }
 
   private binary(ws: WebSocket, rr: RouteRequest): void {
@@ -152,9 +161,8 @@ export class TalkServer {
       backlog: () => ws.bufferedAmount,
       close: (code, reason) => closeWs(ws, code, reason),
     });
-    this.talkers.set(a.req.streamName, talker);
+    this.started(talker, 'talk started');
     this.o.meters.talks.talk.inc();
-    this.o.requestLog({ reqId: a.req.reqId, stream: a.req.streamName, fmt: a.fmt, remote }, 'talk started');
     talker.startDownlink();
     ws.on('message', (data, isBinary) => {
       if (talker.isClosed) return;
@@ -204,8 +212,7 @@ export class TalkServer {
     });
     const talker = new Talker(this.host, a.req, a.fmt, 'talk-stomp', remote, session.connection());
     session.attach(talker);
-    this.talkers.set(a.req.streamName, talker);
+    this.started(talker, 'talk (STOMP) started');
     this.o.meters.talks.stomp.inc();
-    this.o.requestLog({ reqId: a.req.reqId, stream: a.req.streamName, fmt: a.fmt, remote }, 'talk (STOMP) started');
   }
 }

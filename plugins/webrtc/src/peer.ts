@@ -56,7 +56,6 @@ export class Peer {
   readonly audio: PeerTrack | undefined;
   state: PeerState = 'connecting';
   private readonly closedFns: Array<(why: string) => void> = [];
-  private readonly connectedFns: Array<() => void> = [];
   private readonly openFns: Array<() => void> = [];
   private readonly timer: NodeJS.Timeout;
   private openTracks = 0;
@@ -81,7 +80,6 @@ export class Peer {
       if (s === 'connected' && this.state === 'connecting') {
         this.state = 'connected';
         clearTimeout(this.timer);
-        for (const f of this.connectedFns) f();
         if (this.open) for (const f of this.openFns) f();
       } else if (s === 'failed' || s === 'closed') this.close(s === 'failed' ? 'ICE or DTLS failed' : 'peer closed');
       else if (s === 'disconnected') this.close('peer disconnected');
@@ -147,11 +145,6 @@ export class Peer {
     const d = this.pc.localDescription();
     if (!d) throw new Error('no local description');
     return withCandidate(d.sdp, this.o.publicHost, this.o.port);
-  }
-
-  onConnected(fn: () => void): void {
-    if (this.state === 'connected') fn();
-    else this.connectedFns.push(fn);
   }
 
   /** once every track is open: media can go */

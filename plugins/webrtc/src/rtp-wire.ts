@@ -65,18 +65,6 @@ export function rewrite(p: Buffer, r: RtpRewrite): void {
   p[11] = r.ssrc & 0xff;
 }
 
-/** An RTP packet from `pt`, `seq`, `ts`, `ssrc` and a payload (talk's downlink audio). */
-export function rtpPacket(pt: number, marker: boolean, seq: number, ts: number, ssrc: number, payload: Buffer): Buffer {
-  const out = Buffer.allocUnsafe(12 + payload.length);
-  out[0] = 0x80;
-  out[1] = (marker ? 0x80 : 0) | pt;
-  out.writeUInt16BE(seq & 0xffff, 2);
-  out.writeUInt32BE(ts >>> 0, 4);
-  out.writeUInt32BE(ssrc >>> 0, 8);
-  payload.copy(out, 12);
-  return out;
-}
-
 /** RTCP packet types 192..223 share RTP's second byte: that is how RFC 5761 demultiplexes them on one port */
 export function isRtcp(p: Buffer): boolean {
   return p.length >= 8 && p[1] >= 192 && p[1] <= 223;

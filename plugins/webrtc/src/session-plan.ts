@@ -7,8 +7,8 @@ import { mediaTypOf, type StrmRequest, type TrackInfo, type VideoTrackInfo } fro
 import { chooseG711, chooseH264, chooseH265, h264Profile, type Offer, type OfferedMedia } from './offer';
 import type { PeerPlan } from './peer';
 
-/** what a session sends and receives: the peer's tracks, whether the browser talks, whether audio needs the PCMA stage */
-export type Plan = PeerPlan & { talk: boolean; pcma: boolean };
+/** what a session sends and receives: the peer's tracks (the browser talks when its audio is received), whether audio needs the PCMA stage */
+export type Plan = PeerPlan & { pcma: boolean };
 
 /** what refuses an offer before a peer connection exists */
 export class Refusal extends Error {
@@ -26,7 +26,7 @@ export function planSession(request: StrmRequest, offer: Offer, tracks: Readonly
   const media = mediaTypOf(request.params.typ, request.params.dataTyp);
   const v = tracks.find((t): t is VideoTrackInfo => t.kind === 'video');
   const a = tracks.find((t) => t.kind === 'audio');
-  const plan: Plan = { talk: false, pcma: false };
+  const plan: Plan = { pcma: false };
   const playsVideo = (x: OfferedMedia) => x.kind === 'video' && (x.direction === 'recvonly' || x.direction === 'sendrecv');
   if (media !== 'a') {
     const section = offer.media.find(playsVideo);
@@ -47,10 +47,8 @@ export function planSession(request: StrmRequest, offer: Offer, tracks: Readonly
   if (media !== 'v' && section) {
     const sends = section.direction === 'sendrecv' || section.direction === 'sendonly';
     const c = chooseG711(section, a?.codec === 'g711u' ? 'PCMU' : 'PCMA');
-    if (c) {
-      plan.audio = { mid: section.mid, pt: c.pt, codec: c.name, receive: talk && sends };
-      plan.talk = talk && sends;
-    } else if (talk && sends) throw new Refusal(400, 'the offer has no G.711 (PCMA or PCMU) for talk', 'offer-codec');
+    if (c) plan.audio = { mid: section.mid, pt: c.pt, codec: c.name, receive: talk && sends };
+    else if (talk && sends) throw new Refusal(400, 'the offer has no G.711 (PCMA or PCMU) for talk', 'offer-codec');
   }
   if (!plan.video && !plan.audio) throw new Refusal(400, 'the offer receives nothing this request plays (audio needs PCMA or PCMU)', 'offer-codec');
   // audio other than the negotiated G.711 as it comes (or not known yet) is read through the PCMA stage

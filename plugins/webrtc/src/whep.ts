@@ -68,9 +68,13 @@ export class WhepServer {
   private readonly sessions = new Map<string, Session>();
   /** a peer can send refusable offers at will: a few lines per address per 10 s, the rest counted in the next */
   private readonly refusals = new LogLimiter({ burst: 10 });
+  /** the STUN and TURN servers as Link headers: the same for every answer */
+  private readonly iceLinks: Record<string, string>;
   private stopped = false;
 
-  constructor(private readonly o: WhepOptions) {}
+  constructor(private readonly o: WhepOptions) {
+    this.iceLinks = iceServerLinks(o.config);
+  }
 
   get count(): number {
     return this.sessions.size;
@@ -149,11 +153,11 @@ export class WhepServer {
     const id = randomBytes(16).toString('base64url');
     let talk: TalkSession | undefined;
     let peer: Peer | undefined;
-    if (plan.talk) {
+    if (plan.audio?.receive) {
       if (!this.o.talks) throw new Refusal(403, 'talk needs the intercom plugin on this gateway', 'talk');
       const t = this.o.talks.start(
         request,
-        { fmt: plan.audio?.codec === 'PCMU' ? 'g711u' : 'g711a', protocol: 'webrtc', remote: req.remote },
+        { fmt: plan.audio.codec === 'PCMU' ? 'g711u' : 'g711a', protocol: 'webrtc', remote: req.remote },
         // the terminal's audio comes back on the play's audio track: no downlink through the talk
         { backlog: () => 0, close: (_code, reason) => peer?.close(`talk ended: ${reason}`) },
       );
@@ -195,7 +199,7 @@ export class WhepServer {
     });
     for (const t of [p.video, p.audio]) if (t) this.readBack(t, talk, id);
     const location = `${WEBRTC_PREFIX}/${encodeURIComponent(stream)}/whep/${id}`;
-    const socket = peerSocket(res, req.remote, p, answer, { Location: location, ...iceServerLinks(c) });
+    const socket = peerSocket(res, req.remote, p, answer, { Location: location, ...this.iceLinks });
     const select: MediaSelect = plan.video && plan.audio ? 'av' : plan.video ? 'v' : 'a';
     const rewrite = {
       video: p.video && { pt: p.video.plan.pt, ssrc: p.video.ssrc, seq: randomSeq() },

@@ -4,13 +4,25 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { chooseG711, chooseH264, chooseH265, h264Profile, OfferError, parseOffer } from '../src/offer';
 import { withCandidate } from '../src/peer';
-import { isRtcp, keyFrameRequests, packetsOf, rewrite, rtpPacket, rtpPayload } from '../src/rtp-wire';
+import { isRtcp, keyFrameRequests, packetsOf, rewrite, rtpPayload } from '../src/rtp-wire';
 import { RtpUnit, VIDEO } from '../../../plugin-sdk/rtp';
 import { iceServerLinks } from '../src/whep-http';
 import { repoRoot } from '../../../test/support/paths';
 
 // an offer Chromium 156 (Debian, headless) made for recvonly video and audio, as the browser tests send it
 const CHROMIUM_OFFER = fs.readFileSync(path.join(repoRoot, 'plugins/webrtc/test/chromium-156-offer.sdp'), 'utf8');
+
+/** a browser's RTP packet from `pt`, `seq`, `ts`, `ssrc` and a payload (talk's downlink audio). */
+export function rtpPacket(pt: number, marker: boolean, seq: number, ts: number, ssrc: number, payload: Buffer): Buffer {
+  const out = Buffer.allocUnsafe(12 + payload.length);
+  out[0] = 0x80;
+  out[1] = (marker ? 0x80 : 0) | pt;
+  out.writeUInt16BE(seq & 0xffff, 2);
+  out.writeUInt32BE(ts >>> 0, 4);
+  out.writeUInt32BE(ssrc >>> 0, 8);
+  payload.copy(out, 12);
+  return out;
+}
 
 describe('webrtc: offers, codecs, candidates, RTP', () => {
   it("reads Chromium's offer: two sections, their mids and directions, H.264 variants with their fmtp, G.711", () => {

@@ -3,10 +3,10 @@
  * RTCPeerConnection, as a dispatcher's page would, and reporting what WebRTC's getStats() and the <video> see.
  * Talk: the same page with Chromium's fake microphone (a WAV file of a tone) sending its audio.
  */
-import * as dgram from 'node:dgram';
 import * as fs from 'node:fs';
 import type { Browser, Page } from 'playwright-core';
 import { launchChromium } from '../../console/test/browser-helpers';
+import { freeUdpPort as freeUdpPortOn } from '../src/udp-mux';
 
 // browser globals inside page.evaluate callbacks (the project's lib is ES2022 without DOM)
 declare const window: any;
@@ -181,10 +181,4 @@ export async function hearPeak(page: Page, ms: number): Promise<{ peakHz: number
 }
 
 /** a UDP port free now on loopback (the plugin's udpPort: the test kit frees TCP ports, not this one) */
-export async function freeUdpPort(): Promise<number> {
-  const s = dgram.createSocket('udp4');
-  await new Promise<void>((r) => s.bind(0, '127.0.0.1', r));
-  const port = s.address().port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
+export const freeUdpPort = (): Promise<number> => freeUdpPortOn('127.0.0.1');
