@@ -1,6 +1,6 @@
 import type { RouteRequest } from '../plugin-sdk/http';
 import { ErrCode, GatewayError } from '../plugin-sdk/errors';
-import { allowListed } from './gateway-config';
+import { allowListed } from './address-lists';
 import type { Kernel } from './kernel';
 import { ClusterSessions } from './cluster/session-calls';
 import { scrapeText } from './metrics-scrape';

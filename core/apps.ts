@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Application } from '../plugin-sdk/http';
-import type { ApplicationEntry } from './gateway-config';
+import type { ApplicationEntry } from './gateway-applications';
 
 function digest(s: string): Buffer {
   return createHash('sha256').update(s, 'utf8').digest();

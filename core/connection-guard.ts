@@ -1,7 +1,8 @@
 import type * as dgram from 'node:dgram';
 import type * as net from 'node:net';
 import type { Logger } from 'pino';
-import { allowListed, type ListenerLimits } from './gateway-config';
+import { allowListed } from './address-lists';
+import type { ListenerLimits } from './listener-limits';
 import { FdCount, procFdProbe, type FdProbe } from './fd-probe';
 import { addressKey } from './http/login-guard';
 

@@ -1,7 +1,9 @@
-import * as net from 'node:net';
+/**
+ * The gateway's own keys as one decorated class: buildConfig validates the site file and GW_ overrides against its
+ * decorators and defaults, so the class holds nothing else and its helpers live in their own modules.
+ */
 import * as os from 'node:os';
 import { IsArray, IsBoolean, IsIn, IsInt, IsNumber, IsObject, IsOptional, IsString, Max, Min, MinLength } from 'class-validator';
-import { BootError } from './config';
 
 /** The kernel's own keys (site file "gateway"); env overrides are GW_<KEY>, e.g. GW_HTTP_PORT, GW_DATA_DIR. */
 export class GatewayConfig {
@@ -333,118 +335,4 @@ export class GatewayConfig {
   /** small-state store: {"kind":"sqlite"} (file in dataDir), {"kind":"redis","url":"redis://..."} or {"kind":"memory"} */
   @IsObject()
   store: Record<string, unknown> = { kind: 'sqlite' };
-}
-
-export interface ApplicationEntry {
-  appId: string;
-  user: string;
-  password: string;
-  gov: boolean;
-  admin: boolean;
-  /** overrides the gateway's maxRequestsPerApp for this appId */
-  maxRequests?: number;
-}
-
-const ID_RE = /^[A-Za-z0-9._~-]{1,64}$/;
-
-/** Checks the applications list by hand so a bad entry is named as applications[i].key. */
-export function parseApplications(list: unknown[], where: string): ApplicationEntry[] {
-  const seenUsers = new Set<string>();
-  const limits = new Map<string, number>();
-  return list.map((raw, i) => {
-    const at = `${where}: key applications[${i}]`;
-    if (!raw || typeof raw !== 'object' || Array.isArray(raw)) throw new BootError(`${at}: must be an object`);
-    const a = raw as Record<string, unknown>;
-    for (const k of Object.keys(a)) {
-      if (!['appId', 'user', 'password', 'gov', 'admin', 'maxRequests'].includes(k)) throw new BootError(`${at}.${k}: unknown key`);
-    }
-    if (typeof a.appId !== 'string' || !ID_RE.test(a.appId)) throw new BootError(`${at}.appId: must be 1-64 characters of [A-Za-z0-9._~-]`);
-    if (typeof a.user !== 'string' || a.user.length === 0 || a.user.includes(':')) throw new BootError(`${at}.user: must be a non-empty string without ':'`);
-    if (typeof a.password !== 'string' || a.password.length === 0) throw new BootError(`${at}.password: must be a non-empty string`);
-    for (const flag of ['gov', 'admin'] as const) {
-      if (a[flag] !== undefined && typeof a[flag] !== 'boolean') throw new BootError(`${at}.${flag}: must be a boolean`);
-    }
-    if (a.maxRequests !== undefined && (typeof a.maxRequests !== 'number' || !Number.isInteger(a.maxRequests) || a.maxRequests < 1)) {
-      throw new BootError(`${at}.maxRequests: must be an integer from 1`);
-    }
-    if (seenUsers.has(a.user)) throw new BootError(`${at}.user: '${a.user}' is used by another application`);
-    seenUsers.add(a.user);
-    // two credentials of one appId share one count, so they must agree on its limit
-    const other = a.maxRequests === undefined ? undefined : limits.get(a.appId);
-    if (other !== undefined && other !== a.maxRequests) throw new BootError(`${at}.maxRequests: application '${a.appId}' is given ${other} by another entry`);
-    if (a.maxRequests !== undefined) limits.set(a.appId, a.maxRequests);
-    return {
-      appId: a.appId,
-      user: a.user,
-      password: a.password,
-      gov: a.gov === true,
-      admin: a.admin === true,
-      ...(a.maxRequests !== undefined ? { maxRequests: a.maxRequests as number } : {}),
-    };
-  });
-}
-
-/** maxRequests by appId, for the applications that set one */
-export function requestLimits(entries: ApplicationEntry[]): Map<string, number> {
-  const out = new Map<string, number>();
-  for (const e of entries) if (e.maxRequests !== undefined) out.set(e.appId, e.maxRequests);
-  return out;
-}
-
-/**
- * An address list (metricsAllow, perAddressExempt) as a BlockList (used as an allow list). A bare address is a host;
- * IPv4 entries also match the IPv4-mapped IPv6 form a dual-stack listener reports.
- */
-export function parseAllowList(list: string[], where: string, key = 'metricsAllow'): net.BlockList {
-  const bl = new net.BlockList();
-  list.forEach((raw, i) => {
-    const at = `${where}: key ${key}[${i}]`;
-    const m = /^([^/]+)(?:\/(\d{1,3}))?$/.exec(typeof raw === 'string' ? raw.trim() : '');
-    const family = m ? net.isIP(m[1]) : 0;
-    if (!m || family === 0) throw new BootError(`${at}: '${String(raw)}' is not an IP address or CIDR (e.g. 10.0.0.0/8, ::1/128)`);
-    const max = family === 4 ? 32 : 128;
-    const prefix = m[2] === undefined ? max : Number(m[2]);
-    if (prefix > max) throw new BootError(`${at}: prefix /${prefix} is longer than ${max}`);
-    bl.addSubnet(m[1], prefix, family === 4 ? 'ipv4' : 'ipv6');
-  });
-  return bl;
-}
-
-export function allowListed(bl: net.BlockList, remote: string): boolean {
-  const v4 = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(remote);
-  if (v4) return bl.check(v4[1], 'ipv4');
-  const family = net.isIP(remote);
-  return family !== 0 && bl.check(remote, family === 4 ? 'ipv4' : 'ipv6');
-}
-
-/** One listener's caps from the site's listenerLimits; a key left out takes the gateway's (or the plugin's) default. */
-export interface ListenerLimits {
-  /** 0: the automatic cap of maxConnectionsPerListener */
-  maxConnections?: number;
-  /** 0: no per-address cap */
-  maxConnectionsPerAddress?: number;
-}
-
-const LISTENER_NAME = /^[a-z][a-z0-9-]*\.[A-Za-z][A-Za-z0-9]*$/;
-
-/**
- * Checks listenerLimits by hand so a bad entry is named as listenerLimits.<listener>.<key>. Whether each listener
- * exists is known only once the plugins have bound theirs (ConnectionGuard.unknownOverrides).
- */
-export function parseListenerLimits(raw: Record<string, unknown>, where: string): Map<string, ListenerLimits> {
-  const out = new Map<string, ListenerLimits>();
-  for (const [name, v] of Object.entries(raw)) {
-    const at = `${where}: key listenerLimits.${name}`;
-    if (!LISTENER_NAME.test(name)) throw new BootError(`${at}: a listener is named "<plugin>.<port key>" (e.g. flv-out.port) or gateway.httpPort`);
-    if (!v || typeof v !== 'object' || Array.isArray(v)) throw new BootError(`${at}: must be an object like {"maxConnectionsPerAddress": 64}`);
-    const limits: ListenerLimits = {};
-    for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
-      if (k !== 'maxConnections' && k !== 'maxConnectionsPerAddress')
-        throw new BootError(`${at}.${k}: unknown key (known: maxConnections, maxConnectionsPerAddress)`);
-      if (typeof x !== 'number' || !Number.isInteger(x) || x < 0 || x > 10_000_000) throw new BootError(`${at}.${k}: must be an integer from 0 to 10000000`);
-      limits[k] = x;
-    }
-    out.set(name, limits);
-  }
-  return out;
 }

@@ -1,6 +1,6 @@
 import type * as net from 'node:net';
 import { addressKey } from '../http/login-guard';
-import { allowListed } from '../gateway-config';
+import { allowListed } from '../address-lists';
 
 /** where one connection is counted: routing (the primary reads its first bytes), in a worker, or nowhere any more */
 export interface CountedConnection {

@@ -6,7 +6,7 @@ import * as net from 'node:net';
 import type { Logger } from 'pino';
 import { ConnectionGuard, type RefusalReason } from '../connection-guard';
 import type { FdProbe } from '../fd-probe';
-import type { ListenerLimits } from '../gateway-config';
+import type { ListenerLimits } from '../listener-limits';
 
 /** the site's caps on what the primary itself holds (PrimaryOptions.connections) */
 export interface HoldingCaps {

@@ -11,7 +11,7 @@ import * as net from 'node:net';
 import type { RouteDecision } from '../../plugin-sdk/cluster';
 import { UDP_RECV_BUFFER, describeListenError } from '../plugin-net';
 import type { ConnectionGuard } from '../connection-guard';
-import { parseAllowList } from '../gateway-config';
+import { parseAllowList } from '../address-lists';
 import { AddressCaps } from './address-caps';
 import type { HandOver } from './hand-over';
 import { holdingGuard, type HoldingCaps } from './holding-guard';

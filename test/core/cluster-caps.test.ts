@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import * as net from 'node:net';
 import { AddressCaps } from '../../core/cluster/address-caps';
-import { parseAllowList } from '../../core/gateway-config';
+import { parseAllowList } from '../../core/address-lists';
 import { startClusterGateway, workerPids, workerRestarted, type ClusterGateway } from '../support/cluster-gateway';
 import { metricSum, waitFor } from '../e2e/helpers';
 
