@@ -13,7 +13,8 @@ import { checkRoom, DecoderBase, type AudioDecoder, type AudioEncoder } from './
 
 export type { AudioDecoder, AudioEncoder } from './types';
 export { G711Decoder, G711Encoder, ALAW_TO_PCM, ULAW_TO_PCM, alawEncodeSample, ulawEncodeSample, type G711Law } from './g711';
-export { G726Decoder, G726Encoder, G726State, type G726Options } from './g726';
+export { G726Decoder, G726Encoder, type G726Options } from './g726';
+export { G726State } from './g726-adpcm';
 export {
   ImaAdpcmDecoder,
   ImaAdpcmEncoder,
