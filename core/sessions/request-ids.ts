@@ -1,5 +1,7 @@
 import { ErrCode, GatewayError } from '../../plugin-sdk/errors';
 import type { Notice } from '../../plugin-sdk/notices';
+import type { OpenParams } from '../../plugin-sdk/sessions';
+import { mediaTypOf } from './open-validation';
 
 /** what the directory keeps of a request besides its id and application */
 export interface RequestInfo {
@@ -62,4 +64,39 @@ export async function answerByHolder<H, K extends 'keep' | 'closed'>(
     }),
   );
   return ids.map((id) => answered.get(id) ?? ({ reqId: id, [key]: false } as Answer<K>));
+}
+
+/**
+ * what an open puts in the directory beside its id: the closed notice it is owed should its worker die, and what a
+ * fleet view shows of it
+ */
+export function reservationOf(
+  instId: string,
+  appId: string,
+  params: OpenParams,
+  ctrl: boolean,
+  keepDeadline: number,
+): { closedNotice: Notice; info: RequestInfo } {
+  const closedNotice: Notice = {
+    payload: {
+      instId,
+      act: 'closed',
+      reqId: params.reqId,
+      typ: params.typ,
+      simNo: params.simNo,
+      chan: params.chanId,
+      mediaTyp: mediaTypOf(params.typ, params.dataTyp),
+    },
+    appId,
+    cb: params.cb,
+    last: true,
+  };
+  const info = {
+    channel: `${params.normSim}_${params.chanId}`,
+    fmt: params.fmt,
+    ctrl,
+    keepIntv: params.keepIntv,
+    keepDeadline,
+  };
+  return { closedNotice, info };
 }

@@ -4,8 +4,7 @@ import type { RequestLog } from '../../plugin-sdk/plugin';
 import type { Application } from '../../plugin-sdk/http';
 import type { JsonSchema } from '../../plugin-sdk/api-docs';
 import { ErrCode, GatewayError } from '../../plugin-sdk/errors';
-import type { Clock, Cancel } from '../../plugin-sdk/clock';
-import type { Notice, NoticePayload } from '../../plugin-sdk/notices';
+import type { Clock } from '../../plugin-sdk/clock';
 import {
   CloseCause,
   closeReasonOf,
@@ -24,40 +23,42 @@ import {
   type StrmRequest,
   type TalkProvider,
 } from '../../plugin-sdk/sessions';
-import type { CoreMediaBus, BusStream } from '../bus/media-bus';
+import type { CoreMediaBus } from '../bus/media-bus';
 import type { NoticeHub } from '../notices';
-import { mediaTypOf, validateOpen } from './open-validation';
+import { validateOpen } from './open-validation';
 import { openRequestSchema } from './open-schema';
 import { attachPlayerTo, tokenMatches } from './play-access';
 import { RequestCap } from './request-cap';
-import { checkReqIds, type RequestDirectory } from './request-ids';
-import { lacksAudio, noticePayload, openResult, requestStatus } from './request-views';
-import { RequestState, StreamState, type SessionTimings } from './session-state';
+import { checkReqIds, reservationOf, type RequestDirectory } from './request-ids';
+import { RequestNotices } from './request-notices';
+import { holdMs, RequestTimers } from './request-timers';
+import { openResult, requestStatus } from './request-views';
+import { SessionHooks } from './session-hooks';
+import { RequestState, type SessionTimings } from './session-state';
 import { SessionProviders } from './session-providers';
+import { StreamRegistry, streamNameOf } from './stream-registry';
 
 export type { RequestDirectory } from './request-ids';
 export type { SessionTimings } from './session-state';
 
-/** how long a detectMediaTyp request's ready notice waits for an audio track after the first keyframe */
-const DETECT_WAIT_MS = 1000;
-
-/** Requests, channel streams and every timer that governs them (keep, consumption, open timeout). */
+/**
+ * Requests and the channel streams they share: opens, keeps and closes, composed of the parts beside it (the
+ * plugins' providers and hooks, the streams, the notices, the timers, the per-application cap).
+ */
 export class SessionManager implements Sessions {
   private requests = new Map<string, RequestState>();
   private directory: RequestDirectory | undefined;
   private cap: RequestCap;
-  private streams = new Map<string, StreamState>();
   private readonly providers: SessionProviders;
-  private cbOpened: Array<(s: ChannelStream) => void> = [];
-  private cbClosed: Array<(s: ChannelStream) => void | Promise<void>> = [];
-  private cbReqOpened: Array<(r: StrmRequest, s: ChannelStream) => void> = [];
-  private cbReqClosed: Array<(r: StrmRequest, cause: CloseCauseValue) => void> = [];
-  private sweepCancel: Cancel | undefined;
+  private readonly hooks: SessionHooks;
+  private readonly streams: StreamRegistry;
+  private readonly readiness: RequestNotices;
+  private readonly timers: RequestTimers;
 
   constructor(
     private readonly t: SessionTimings,
-    private readonly bus: CoreMediaBus,
-    private readonly notices: NoticeHub,
+    bus: CoreMediaBus,
+    notices: NoticeHub,
     private readonly clock: Clock,
     private readonly log: Logger,
     /** request opened/closed and stream ready/closed, at the site's requestLogLevel */
@@ -65,14 +66,23 @@ export class SessionManager implements Sessions {
   ) {
     this.cap = new RequestCap(t, clock, log);
     this.providers = new SessionProviders(log);
+    this.hooks = new SessionHooks(log);
+    this.streams = new StreamRegistry(bus, clock, log, this.requestLog, this.hooks);
+    this.readiness = new RequestNotices(t.instId, notices, clock, this.requestLog);
+    this.timers = new RequestTimers(t, clock, log, {
+      requests: () => [...this.requests.values()],
+      streams: () => this.streams.list(),
+      closeRequest: (reqId, cause) => this.closeRequest(reqId, cause),
+      closeStream: (name, cause) => this.closeStream(name, cause),
+    });
   }
 
   start(): void {
-    this.sweepCancel = this.clock.setInterval(() => this.sweep(), 1000);
+    this.timers.start();
   }
 
   stopAll(): void {
-    this.sweepCancel?.();
+    this.timers.stop();
     for (const r of [...this.requests.values()]) this.closeRequest(r.reqId, CloseCause.internalError, 'gateway stopping');
   }
 
@@ -100,25 +110,24 @@ export class SessionManager implements Sessions {
     this.directory = d;
   }
   onStreamOpened(cb: (s: ChannelStream) => void): void {
-    this.cbOpened.push(cb);
+    this.hooks.streamOpened.push(cb);
   }
   onStreamClosed(cb: (s: ChannelStream) => void | Promise<void>): void {
-    this.cbClosed.push(cb);
+    this.hooks.streamClosed.push(cb);
   }
   onRequestOpened(cb: (r: StrmRequest, s: ChannelStream) => void): void {
-    this.cbReqOpened.push(cb);
+    this.hooks.requestOpened.push(cb);
   }
   onRequestClosed(cb: (r: StrmRequest, cause: CloseCauseValue) => void): void {
-    this.cbReqClosed.push(cb);
+    this.hooks.requestClosed.push(cb);
   }
 
   // --- lookups -------------------------------------------------------------------------------
   static streamName(normSim: string, chanId: number, typ: StreamTyp): string {
-    return `${normSim}_${chanId}_${typ === 'live' ? 1 : 0}`;
+    return streamNameOf(normSim, chanId, typ);
   }
   findStream(normSim: string, chanId: number, typ: StreamTyp): ChannelStream | undefined {
-    const s = this.streams.get(SessionManager.streamName(normSim, chanId, typ));
-    return s && s.state !== 'closing' ? s : undefined;
+    return this.streams.find(normSim, chanId, typ);
   }
   getStreamByName(name: string): ChannelStream | undefined {
     return this.streams.get(name);
@@ -147,12 +156,7 @@ export class SessionManager implements Sessions {
   outputReady(reqId: string): void {
     const r = this.requests.get(reqId);
     if (!r || r.closed || r.ownReady !== false) return;
-    r.ownReady = true;
-    const s = this.streams.get(r.streamName);
-    // before the stream is ready, streamReady tells it; inside open, the open result does
-    if (r.opening || r.readyAtOpen || !s || s.state !== 'ready') return;
-    r.sawReady = true;
-    this.emit(r, s, 'ready');
+    this.readiness.outputReady(r, this.streams.get(r.streamName));
   }
   setRequestFlag(reqId: string, key: string, value: unknown): void {
     const r = this.requests.get(reqId);
@@ -160,10 +164,6 @@ export class SessionManager implements Sessions {
   }
 
   // --- open / keep / close ----------------------------------------------------------------------
-  private holdMs(keepIntv: number): number {
-    return (keepIntv + Math.max(5, keepIntv / 4)) * 1000;
-  }
-
   async open(app: Application, body: Record<string, unknown>): Promise<Record<string, unknown>> {
     this.cap.check(app.appId);
     const params = validateOpen(body, {
@@ -183,28 +183,9 @@ export class SessionManager implements Sessions {
       throw new GatewayError(ErrCode.INVALID_PARAM, taken.appId === app.appId ? 'Invalid parameter `reqId`. It is in use.' : 'Invalid parameter `reqId`.');
     this.cap.check(app.appId);
     if (!this.directory) return this.openChecked(app, params);
-    const closedNotice: Notice = {
-      payload: {
-        instId: this.t.instId,
-        act: 'closed',
-        reqId: params.reqId,
-        typ: params.typ,
-        simNo: params.simNo,
-        chan: params.chanId,
-        mediaTyp: mediaTypOf(params.typ, params.dataTyp),
-      },
-      appId: app.appId,
-      cb: params.cb,
-      last: true,
-    };
-    const existing = this.streams.get(SessionManager.streamName(params.normSim, params.chanId, params.typ));
-    const info = {
-      channel: `${params.normSim}_${params.chanId}`,
-      fmt: params.fmt,
-      ctrl: !existing || existing.requests.length === 0,
-      keepIntv: params.keepIntv,
-      keepDeadline: this.clock.now() + this.holdMs(params.keepIntv),
-    };
+    const existing = this.streams.get(streamNameOf(params.normSim, params.chanId, params.typ));
+    const ctrl = !existing || existing.requests.length === 0;
+    const { closedNotice, info } = reservationOf(this.t.instId, app.appId, params, ctrl, this.clock.now() + holdMs(params.keepIntv));
     const held = await this.directory.reserve(params.reqId, app.appId, this.requestLimitFor(app.appId), closedNotice, info);
     if (held === 'self') throw new GatewayError(ErrCode.INVALID_PARAM, 'Invalid parameter `reqId`. It is in use.');
     if (held === 'other') throw new GatewayError(ErrCode.INVALID_PARAM, 'Invalid parameter `reqId`.');
@@ -237,7 +218,7 @@ export class SessionManager implements Sessions {
       throw new GatewayError(ErrCode.NO_CONNECTION_AVAILABLE, 'The terminal is not online.');
     }
     const { ingest, output } = this.providers.servingOf(params);
-    const name = SessionManager.streamName(params.normSim, params.chanId, params.typ);
+    const name = streamNameOf(params.normSim, params.chanId, params.typ);
     let stream = this.streams.get(name);
     if (stream?.state === 'closing') throw new GatewayError(ErrCode.RETRY, 'The stream is closing; retry.');
     if (stream && stream.requests.length > 0) {
@@ -250,22 +231,11 @@ export class SessionManager implements Sessions {
     const now = this.clock.now();
     let created = false;
     if (!stream) {
-      let media: BusStream;
-      try {
-        media = this.bus.create(name, 'sessions');
-      } catch (err) {
-        // a plugin made a stream of this name for itself: requests cannot share it
-        this.log.warn({ stream: name, err: (err as Error).message }, 'open refused: the stream name is taken');
-        throw new GatewayError(ErrCode.RETRY, 'The stream is in use by the gateway; retry.');
-      }
-      stream = new StreamState(name, params.typ, params.normSim, params.chanId, media, now);
-      this.streams.set(name, stream);
+      stream = this.streams.create(name, params, now, (st) => this.readiness.streamReady(st));
       created = true;
-      const st = stream;
-      media.on('ready', () => this.streamReady(st));
     }
     const req = new RequestState(params.reqId, app.appId, params, name, stream.requests.length === 0, new Date(now), now);
-    req.keepDeadline = now + this.holdMs(params.keepIntv);
+    req.keepDeadline = now + holdMs(params.keepIntv);
     this.providers.makeUrls(req, output, name, host, params);
     if (output.readyWhen === 'own') req.ownReady = false;
     req.readyAtOpen = stream.state === 'ready' && req.ownReady !== false;
@@ -273,10 +243,10 @@ export class SessionManager implements Sessions {
     this.requests.set(req.reqId, req);
     this.cap.added(app.appId);
     stream.requests.push(req);
-    this.updateExpectVideo(stream);
+    this.streams.updateExpectVideo(stream);
     this.requestLog({ reqId: req.reqId, appId: app.appId, stream: name, ctrl: req.ctrl, fmt: params.fmt, ready: req.readyAtOpen }, 'request opened');
-    if (created) for (const cb of this.cbOpened) this.safe(() => cb(stream!), 'stream-opened hook');
-    for (const cb of this.cbReqOpened) this.safe(() => cb(req, stream!), 'request-opened hook');
+    if (created) this.hooks.fireStreamOpened(stream);
+    this.hooks.fireRequestOpened(req, stream);
     if (req.closed) throw new GatewayError(ErrCode.EXECUTION_ERROR, 'The request could not be started.');
     req.opening = false;
     // its output may have found it playable in a hook (e.g. an HLS form another request had already started)
@@ -296,7 +266,7 @@ export class SessionManager implements Sessions {
 
   keep(app: Application, reqIds: unknown): Array<{ reqId: string; keep: boolean }> {
     return this.eachOwned(app, reqIds, 'keep', (r) => {
-      r.keepDeadline = this.clock.now() + this.holdMs(r.params.keepIntv);
+      r.keepDeadline = this.clock.now() + holdMs(r.params.keepIntv);
       this.directory?.kept?.(r.appId, r.reqId, r.keepDeadline);
       return true;
     });
@@ -341,15 +311,15 @@ export class SessionManager implements Sessions {
     this.cap.removed(r.appId);
     const s = this.streams.get(r.streamName);
     this.requestLog({ reqId, appId: r.appId, stream: r.streamName, closeCause: cause, closeReason: closeReasonOf[cause], detail }, 'request closed');
-    for (const cb of this.cbReqClosed) this.safe(() => cb(r, cause), 'request-closed hook');
+    this.hooks.fireRequestClosed(r, cause);
     const failed =
       !r.sawReady &&
       (cause === CloseCause.termDataTimeout || cause === CloseCause.badStrmFormat || cause === CloseCause.internalError || cause === CloseCause.termStrmClose);
-    this.emit(r, s, failed ? 'failed' : 'closed', cause);
+    this.readiness.emit(r, s, failed ? 'failed' : 'closed', cause);
     if (s) {
       s.requests = s.requests.filter((x) => x !== r);
-      if (s.requests.length === 0) void this.teardownStream(s);
-      else this.updateExpectVideo(s);
+      if (s.requests.length === 0) void this.streams.teardown(s);
+      else this.streams.updateExpectVideo(s);
     }
   }
 
@@ -359,100 +329,10 @@ export class SessionManager implements Sessions {
     for (const r of [...s.requests]) this.closeRequest(r.reqId, cause);
   }
 
-  private async teardownStream(s: StreamState): Promise<void> {
-    if (s.state === 'closing') return;
-    s.state = 'closing';
-    this.bus.remove(s.name, 'stream closed');
-    let cancel: Cancel | undefined;
-    try {
-      // opens of this channel answer -207 until every plugin has let go of the stream (at most 5 s)
-      await Promise.race([
-        Promise.all(
-          this.cbClosed.map((cb) =>
-            Promise.resolve()
-              .then(() => cb(s))
-              .catch((err) => this.log.error({ err, stream: s.name }, 'stream-closed hook failed')),
-          ),
-        ),
-        new Promise<void>((resolve) => {
-          cancel = this.clock.setTimeout(() => {
-            this.log.warn({ stream: s.name }, 'stream-closed hooks took over 5 s');
-            resolve();
-          }, 5000);
-        }),
-      ]);
-    } finally {
-      cancel?.();
-      if (this.streams.get(s.name) === s) this.streams.delete(s.name);
-      this.requestLog({ stream: s.name }, 'stream closed');
-    }
-  }
-
-  // --- readiness, notices, timers -----------------------------------------------------------------
-  private streamReady(s: StreamState): void {
-    if (s.state !== 'waiting') return;
-    s.state = 'ready';
-    this.requestLog({ stream: s.name, tracks: s.media.tracks.map((t) => t.codec) }, 'stream ready');
-    // A request that asked to detect its media type is told once it is known: terminals announce audio with its
-    // first frame, which may come a little after the first keyframe; the ready notice of such a request waits for
-    // the audio track, at most DETECT_WAIT_MS, so its mediaTyp says what the terminal really sends.
-    const waiting: RequestState[] = [];
-    for (const r of s.requests) {
-      // (a request whose output says itself when it is playable is told by outputReady)
-      if (r.ownReady === false) continue;
-      r.sawReady = true;
-      if (r.readyAtOpen) continue;
-      if (r.params.detectMediaTyp && lacksAudio(s)) waiting.push(r);
-      else this.emit(r, s, 'ready');
-    }
-    if (waiting.length === 0) return;
-    const release = () => {
-      offTracks();
-      cancel();
-      for (const r of waiting) if (!r.closed) this.emit(r, s, 'ready');
-    };
-    const offTracks = s.media.on('tracks', () => {
-      if (!lacksAudio(s)) release();
-    });
-    const cancel = this.clock.setTimeout(release, DETECT_WAIT_MS);
-  }
-
-  private updateExpectVideo(s: StreamState): void {
-    s.media.expectVideo = s.requests.some((r) => mediaTypOf(r.params.typ, r.params.dataTyp) !== 'a');
-  }
-
-  private emit(r: RequestState, s: StreamState | undefined, act: NoticePayload['act'], cause?: CloseCauseValue): void {
-    const payload = noticePayload(this.t.instId, r, s, act, cause);
-    this.notices.emit({ payload, appId: r.appId, cb: r.params.cb, last: act !== 'ready' });
-  }
-
-  private sweep(): void {
-    const now = this.clock.now();
-    for (const r of [...this.requests.values()]) {
-      if (r.closed) continue;
-      if (now > r.keepDeadline) this.closeRequest(r.reqId, CloseCause.keepTimeout);
-      else if (!r.consumed && now - r.openedAtMs >= this.t.consumptionTimeoutSec * 1000) this.closeRequest(r.reqId, CloseCause.consumptionTimeout);
-    }
-    for (const s of [...this.streams.values()]) {
-      if (s.state === 'waiting' && now - s.openedAtMs >= this.t.openTimeoutSec * 1000) {
-        this.log.warn({ stream: s.name, openTimeoutSec: this.t.openTimeoutSec }, 'terminal did not push within the open timeout');
-        this.closeStream(s.name, CloseCause.termDataTimeout);
-      }
-    }
-  }
-
   private newReqId(): string {
     for (;;) {
       const id = randomBytes(16).toString('base64url');
       if (!this.requests.has(id)) return id;
-    }
-  }
-
-  private safe(fn: () => void, what: string): void {
-    try {
-      fn();
-    } catch (err) {
-      this.log.error({ err }, `${what} failed`);
     }
   }
 }
