@@ -16,7 +16,7 @@
 import * as path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { scratchDir } from '../support/paths';
-import { BenchArgs, captureFile, loadArg } from './support/bench-args';
+import { BenchArgs, captureFile, loadArg, windowArg } from './support/bench-args';
 import { vsFloor } from './support/fanout-compare';
 import { PlayerProcs, type PlayerFigures } from './support/fanout-players';
 import {
@@ -169,17 +169,8 @@ export function parseArgs(args: string[]): FanoutOptions {
       case '--players':
         o.players = r.num(a, 1, 20000, true);
         break;
-      case '--seconds':
-        o.seconds = r.num(a, 1, 3600, false);
-        break;
-      case '--warmup':
-        o.warmup = r.num(a, 0, 600, false);
-        break;
       case '--procs':
         o.procs = r.num(a, 1, 16, true);
-        break;
-      case '--mbps':
-        o.mbps = r.num(a, 0.01, 100, false);
         break;
       case '--ws':
         o.ws = true;
@@ -191,7 +182,7 @@ export function parseArgs(args: string[]): FanoutOptions {
         o.vsFloor = r.num(a, 1, 20, true);
         break;
       default:
-        if (!loadArg(a, r, o)) r.unknown(a);
+        if (!windowArg(a, r, o) && !loadArg(a, r, o)) r.unknown(a);
     }
   }
   if (o.floor && o.vsFloor > 0) throw r.error('--floor and --vs-floor: one or the other');

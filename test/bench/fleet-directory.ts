@@ -22,7 +22,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import Redis from 'ioredis';
 import { scratchDir } from '../support/paths';
 import { startRedis, type RedisServer } from '../support/redis';
-import { BenchArgs, captureFile, loadArg } from './support/bench-args';
+import { BenchArgs, captureFile, loadArg, windowArg } from './support/bench-args';
 import { BenchPlayer } from './support/bench-player';
 import {
   Api,
@@ -124,9 +124,6 @@ export function parseArgs(args: string[]): FleetDirectoryOptions {
       case '--rounds':
         o.rounds = r.num(a, 1, 20, true);
         break;
-      case '--seconds':
-        o.seconds = r.num(a, 1, 3600, false);
-        break;
       case '--rate':
         o.rate = r.num(a, 0.1, 1000, false);
         break;
@@ -136,12 +133,6 @@ export function parseArgs(args: string[]): FleetDirectoryOptions {
       case '--burst':
         o.burst = r.num(a, 1, 1000, true);
         break;
-      case '--warmup':
-        o.warmup = r.num(a, 0, 600, false);
-        break;
-      case '--mbps':
-        o.mbps = r.num(a, 0.01, 100, false);
-        break;
       case '--no-players':
         o.players = false;
         break;
@@ -149,7 +140,7 @@ export function parseArgs(args: string[]): FleetDirectoryOptions {
         o.busyClient = false;
         break;
       default:
-        if (!loadArg(a, r, o)) r.unknown(a);
+        if (!windowArg(a, r, o) && !loadArg(a, r, o)) r.unknown(a);
     }
   }
   if (o.profile) throw r.error('--profile is not supported by fleet-directory');

@@ -17,7 +17,7 @@ import * as path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fixturePath, scratchDir } from '../support/paths';
-import { BenchArgs, captureFile, loadArg } from './support/bench-args';
+import { BenchArgs, captureFile, loadArg, windowArg } from './support/bench-args';
 import { IDLE_CLIENT_USAGE, keepAwake } from './support/keep-awake';
 import { BenchPlayer } from './support/bench-player';
 import {
@@ -284,15 +284,6 @@ export function parseArgs(args: string[]): IngestFlvOptions {
       case '--terminals':
         o.terminals = r.num(a, 1, 5000, true);
         break;
-      case '--seconds':
-        o.seconds = r.num(a, 1, 3600, false);
-        break;
-      case '--mbps':
-        o.mbps = r.num(a, 0.01, 100, false);
-        break;
-      case '--warmup':
-        o.warmup = r.num(a, 0, 600, false);
-        break;
       case '--floor':
         o.floor = true;
         break;
@@ -336,7 +327,7 @@ export function parseArgs(args: string[]): IngestFlvOptions {
         o.udp = true;
         break;
       default:
-        if (!loadArg(a, r, o)) r.unknown(a);
+        if (!windowArg(a, r, o) && !loadArg(a, r, o)) r.unknown(a);
     }
   }
   o.aac = aac ?? o.audio;

@@ -14,7 +14,7 @@
 import * as path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { scratchDir } from '../support/paths';
-import { BenchArgs, captureFile, loadArg } from './support/bench-args';
+import { BenchArgs, captureFile, loadArg, windowArg } from './support/bench-args';
 import { BenchPlayer } from './support/bench-player';
 import {
   Api,
@@ -147,20 +147,11 @@ export function parseArgs(args: string[]): OpenLatencyOptions {
       case '--terminals':
         o.terminals = r.num(a, 1, 5000, true);
         break;
-      case '--seconds':
-        o.seconds = r.num(a, 1, 3600, false);
-        break;
       case '--rate':
         o.rate = r.num(a, 0.1, 1000, false);
         break;
       case '--baseline-seconds':
         o.baselineSeconds = r.num(a, 0, 600, false);
-        break;
-      case '--warmup':
-        o.warmup = r.num(a, 0, 600, false);
-        break;
-      case '--mbps':
-        o.mbps = r.num(a, 0.01, 100, false);
         break;
       case '--workers':
         o.workers = r.num(a, 1, 64, true);
@@ -169,7 +160,7 @@ export function parseArgs(args: string[]): OpenLatencyOptions {
         o.busyClient = false;
         break;
       default:
-        if (!loadArg(a, r, o)) r.unknown(a);
+        if (!windowArg(a, r, o) && !loadArg(a, r, o)) r.unknown(a);
     }
   }
   o.capture = captureFile(o.capture);

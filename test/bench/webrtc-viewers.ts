@@ -15,82 +15,40 @@
  *   node dist/test/bench/run.js webrtc-viewers [--streams N] [--rounds K] [--seconds S] [--warmup S] [--audio] [--no-floor] ...
  */
 import * as dgram from 'node:dgram';
-import * as path from 'node:path';
-import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import * as ndc from 'node-datachannel';
-import { fixturePath, scratchDir } from '../support/paths';
-import { alternate, othersNote, total } from './support/alternate';
-import { BenchArgs, captureFile, loadArg } from './support/bench-args';
+import { total } from './support/alternate';
 import { BenchPlayer } from './support/bench-player';
 import { WebrtcBenchViewer } from './support/bench-webrtc-viewer';
+import { REQUESTS_PER_APP, checkDeadline, f1, f2, gatewayRss, mb, pool, tail } from './support/gateway-harness';
 import {
-  Api,
-  BOOT_TIMEOUT_MS,
-  FLOOR_MAIN,
-  REQUESTS_PER_APP,
-  benchApplications,
-  canPin,
-  checkDeadline,
-  connectTcp,
-  endScratch,
-  f1,
-  f2,
-  freePort,
-  gatewayCpu,
-  gatewayRss,
-  mb,
-  pinSelf,
-  pool,
-  printRunProfiles,
-  profileDirFor,
-  runDeadline,
-  startGateway,
-  stopGateway,
-  tail,
-  waitHealthy,
-  watchWindow,
-  writeSite,
-} from './support/gateway-harness';
-import { keepAwake } from './support/keep-awake';
-import { coreTimes, sumDelta, sumOf } from './support/process-probe';
+  gatewayRun,
+  measureWindow,
+  parseVsFlvArgs,
+  ratios,
+  runRounds,
+  startTerminal,
+  summariseVsFlv,
+  type VsFlvBench,
+  type VsFlvOptions,
+  type WindowFigures,
+} from './support/players-vs-flv';
+import { sumDelta, sumOf } from './support/process-probe';
 import { StartPhases } from './support/start-phases';
-import { SynthTerminal, speechPcm, synthesise, type SynthStream } from './support/synth-terminals';
+import type { SynthStream, SynthTerminal } from './support/synth-terminals';
 
 export type Kind = 'flv' | 'webrtc' | 'floor';
 
-export interface WebrtcViewersOptions {
-  streams: number;
-  rounds: number;
-  seconds: number;
-  warmup: number;
-  mbps: number;
-  capture: string;
-  /** terminals send G.711A too: FLV players take it as received, WebRTC viewers as PCMA */
-  audio: boolean;
-  /** a floor run in each round (the machine's speed) */
-  floor: boolean;
-  profile: boolean;
-  pin: boolean;
-  keepDir: boolean;
-  nodeOpts: string[];
-}
+/** `audio`: terminals send G.711A too: FLV players take it as received, WebRTC viewers as PCMA */
+export type WebrtcViewersOptions = VsFlvOptions;
 
-export interface RunResult {
+export interface RunResult extends WindowFigures {
   kind: Kind;
   streams: number;
-  seconds: number;
-  /** % of one core, all the gateway's threads; main thread apart */
-  cpuPct: number;
-  mainPct: number;
-  rssMB: number;
-  peakRssMB: number;
-  idleRssMB: number;
   /** RSS with the streams live and no viewer yet */
   streamsRssMB: number;
   /** (RSS at the end of the window - streamsRss) / viewers, KiB */
   rssPerViewerKB: number;
-  mbpsIn: number;
   /** bytes read by the viewers, per second, all of them (FLV: HTTP framing included; WebRTC: RTP packets after SRTP) */
   bytesOutPerSec: number;
   /** the gateway's own count of bytes (FLV) or RTP packets (WebRTC) it sent these viewers, per second; NaN for the floor */
@@ -110,26 +68,28 @@ export interface RunResult {
   keyframesPerViewerMin: number;
   audioPerViewerMin: number;
   errors: string[];
-  /** load process: its CPU % (all threads: libdatachannel's receiving side for WebRTC) and its event loop's p99 */
+  /** load process: its CPU % (all threads: libdatachannel's receiving side for WebRTC); its event loop's p99 is generatorLoopP99Ms */
   loadCpuPct: number;
-  generatorLoopP99Ms: number;
-  othersCores: number;
-  droppedFrames: number;
   /** seconds from the first viewer's connect to every viewer having video */
   setupSeconds: number;
   /** WebRTC viewers whose first answer libdatachannel refused and that connected on a second try (their first error) */
   retried: string[];
 }
 
-const MAX_SEND_BACKLOG = 1024 * 1024;
 const OPEN_CONCURRENCY = 16;
-const TICK_MS = 4;
-const SCRAPE_SETTLE_MS = 1000;
 /** streams live this long (past a GOP: each has its key frame cached) before the RSS taken as the streams' alone */
 const STREAMS_SETTLE_MS = 3000;
 const NAME: Record<Kind, string> = { flv: 'HTTP-FLV', webrtc: 'WebRTC', floor: 'floor' };
 /** the ratio of CPU the issue allows WebRTC over FLV */
 export const TARGET = 2;
+const BENCH: VsFlvBench<'webrtc'> = {
+  bench: 'webrtc-viewers',
+  alt: 'webrtc',
+  altName: 'WebRTC',
+  noun: 'viewer',
+  audioNote: ', G.711A speech as received',
+  target: TARGET,
+};
 
 export const USAGE = `usage: npm run bench -- webrtc-viewers [--streams N] [--rounds K] [--seconds S] [--warmup S] [--mbps X] [--audio]
                        [--no-floor] [--capture FILE] [--profile] [--no-pin] [--keep-dir] [--node-opt OPT]...
@@ -144,50 +104,7 @@ export const USAGE = `usage: npm run bench -- webrtc-viewers [--streams N] [--ro
   --keep-dir, --node-opt OPT, --capture FILE: as ingest-flv's`;
 
 export function parseArgs(args: string[]): WebrtcViewersOptions {
-  const o: WebrtcViewersOptions = {
-    streams: 200,
-    rounds: 3,
-    seconds: 20,
-    warmup: 5,
-    mbps: 1,
-    capture: '',
-    audio: false,
-    floor: true,
-    profile: false,
-    pin: true,
-    keepDir: false,
-    nodeOpts: [],
-  };
-  const r = new BenchArgs(args, USAGE);
-  for (let a = r.next(); a !== undefined; a = r.next()) {
-    switch (a) {
-      case '--streams':
-        o.streams = r.num(a, 1, 2000, true);
-        break;
-      case '--rounds':
-        o.rounds = r.num(a, 1, 20, true);
-        break;
-      case '--seconds':
-        o.seconds = r.num(a, 1, 3600, false);
-        break;
-      case '--warmup':
-        o.warmup = r.num(a, 0, 600, false);
-        break;
-      case '--mbps':
-        o.mbps = r.num(a, 0.01, 100, false);
-        break;
-      case '--audio':
-        o.audio = true;
-        break;
-      case '--no-floor':
-        o.floor = false;
-        break;
-      default:
-        if (!loadArg(a, r, o)) r.unknown(a);
-    }
-  }
-  o.capture = captureFile(o.capture);
-  return o;
+  return parseVsFlvArgs(args, USAGE);
 }
 
 export async function run(args: string[]): Promise<RunResult[][]> {
@@ -195,71 +112,30 @@ export async function run(args: string[]): Promise<RunResult[][]> {
 }
 
 export async function runOptions(o: WebrtcViewersOptions): Promise<RunResult[][]> {
-  const audio = o.audio ? { pcm: speechPcm(fixturePath('g726/in_32.g726')), frameMs: 20 } : undefined;
-  const stream = synthesise(o.capture, o.mbps, 950, audio);
-  const pin = canPin(o.pin, 'webrtc-viewers', ' (CPU % is then less exact)');
-  console.log(
-    `webrtc-viewers: ${o.streams} terminals x ${f2((stream.bytesPerSecond * 8) / 1e6)} Mbit/s (${path.basename(o.capture)}, ${f1(stream.framesPerSecond)} frames/s` +
-      `${o.audio ? ', G.711A speech as received' : ', video only'}), one viewer each; ${o.rounds} round(s) of HTTP-FLV, WebRTC` +
-      `${o.floor ? ', floor' : ''}; warm-up ${o.warmup} s, measured ${o.seconds} s; gateway ${pin ? 'on core 0, this process on core 1' : 'unpinned'}`,
+  return runRounds(
+    o,
+    BENCH,
+    (stream, kind, pin) => runOnce(o, stream, kind, pin),
+    (rounds) => summarise(o, rounds),
   );
-  const runs = {
-    flv: () => runOnce(o, stream, 'flv', pin),
-    webrtc: () => runOnce(o, stream, 'webrtc', pin),
-    ...(o.floor ? { floor: () => runOnce(o, stream, 'floor', pin) } : {}),
-  };
-  const rounds = await alternate(o.rounds, runs as Record<Kind, () => Promise<RunResult>>);
-  summarise(o, rounds);
-  return rounds.map((r) => Object.values(r));
-}
-
-/** WebRTC over FLV, per round and pooled (sums over the rounds), of a figure of both runs */
-export function ratios(rounds: ReadonlyArray<Record<'flv' | 'webrtc', RunResult>>, f: (r: RunResult) => number): { per: number[]; pooled: number } {
-  return {
-    per: rounds.map((r) => f(r.webrtc) / f(r.flv)),
-    pooled: total(rounds, (r) => f(r.webrtc)) / total(rounds, (r) => f(r.flv)),
-  };
 }
 
 function summarise(o: WebrtcViewersOptions, rounds: Array<Record<Kind, RunResult>>): void {
-  console.log(`\nwebrtc-viewers: WebRTC vs HTTP-FLV viewers, ${o.streams} streams, ${rounds.length} round(s) alternated (FLV first), ${o.seconds} s windows:`);
-  for (const [k, r] of rounds.entries()) {
-    console.log(
-      `  round ${k + 1}: FLV ${f1(r.flv.cpuPct)} %, WebRTC ${f1(r.webrtc.cpuPct)} % (main thread ${f1(r.webrtc.mainPct)}) -> WebRTC/FLV ${f2(r.webrtc.cpuPct / r.flv.cpuPct)}; ` +
-        `RSS ${f1(r.flv.rssMB)} / ${f1(r.webrtc.rssMB)} MB, per viewer ${f1(r.flv.rssPerViewerKB)} / ${f1(r.webrtc.rssPerViewerKB)} KiB; ` +
-        `RTP packets a viewer ${f1(r.webrtc.packetsPerViewerPerSec.mean)}/s; without media ${r.flv.streams - r.flv.viewersWithMedia} / ${r.webrtc.streams - r.webrtc.viewersWithMedia}` +
-        (r.floor ? `; floor ${f1(r.floor.cpuPct)} %` : '') +
-        othersNote(r.flv, r.webrtc),
-    );
-  }
-  const cpu = ratios(rounds, (r) => r.cpuPct);
-  console.log(
-    `  pooled gateway CPU WebRTC/FLV: ${f2(cpu.pooled)} (rounds ${f2(Math.min(...cpu.per))}-${f2(Math.max(...cpu.per))}; target ${TARGET} or less): ${cpu.pooled <= TARGET ? 'ok' : 'MISSED'}`,
-  );
   const sum = (f: (r: Record<Kind, RunResult>) => number) => total(rounds, f);
   const n = rounds.length;
-  console.log(
-    `  per viewer: FLV ${f2(sum((r) => r.flv.cpuPct) / n / o.streams)} %, WebRTC ${f2(sum((r) => r.webrtc.cpuPct) / n / o.streams)} % of a core; ` +
-      `main thread WebRTC/FLV ${f2(ratios(rounds, (r) => r.mainPct).pooled)}; ` +
+  summariseVsFlv(o, BENCH, rounds, {
+    round: (r) =>
+      `FLV ${f1(r.flv.cpuPct)} %, WebRTC ${f1(r.webrtc.cpuPct)} % (main thread ${f1(r.webrtc.mainPct)}) -> WebRTC/FLV ${f2(r.webrtc.cpuPct / r.flv.cpuPct)}; ` +
+      `RSS ${f1(r.flv.rssMB)} / ${f1(r.webrtc.rssMB)} MB, per viewer ${f1(r.flv.rssPerViewerKB)} / ${f1(r.webrtc.rssPerViewerKB)} KiB; ` +
+      `RTP packets a viewer ${f1(r.webrtc.packetsPerViewerPerSec.mean)}/s; without media ${r.flv.streams - r.flv.viewersWithMedia} / ${r.webrtc.streams - r.webrtc.viewersWithMedia}`,
+    detail:
+      `  per viewer: FLV ${f2(sum((r) => r.flv.cpuPct) / n / o.streams)} %, WebRTC ${f2(sum((r) => r.webrtc.cpuPct) / n / o.streams)} % of a core; ` +
+      `main thread WebRTC/FLV ${f2(ratios(rounds, 'webrtc', (r) => r.mainPct).pooled)}; ` +
       `RSS per viewer FLV ${f1(sum((r) => r.flv.rssPerViewerKB) / n)} KiB, WebRTC ${f1(sum((r) => r.webrtc.rssPerViewerKB) / n)} KiB ` +
       `((WebRTC RSS - FLV RSS) / viewers: ${f1((sum((r) => r.webrtc.rssMB - r.flv.rssMB) / n / o.streams) * 1024)} KiB)`,
-  );
-  const bps = (k: 'flv' | 'webrtc') => sum((r) => r[k].bytesOutPerSec) / n;
-  console.log(
-    `  read by the viewers: FLV ${f1(bps('flv') / 1e6)} MB/s (${f1(bps('flv') / o.streams / 1e3)} kB/s a viewer), ` +
-      `WebRTC ${f1(bps('webrtc') / 1e6)} MB/s (${f1(bps('webrtc') / o.streams / 1e3)} kB/s a viewer, ${f1(sum((r) => r.webrtc.packetsPerViewerPerSec.mean) / n)} RTP packets/s): ` +
-      `WebRTC/FLV bytes ${f2(bps('webrtc') / bps('flv'))}`,
-  );
-  const media = rounds.every(
-    (r) => r.flv.viewersWithMedia === o.streams && r.webrtc.viewersWithMedia === o.streams && r.flv.errors.length + r.webrtc.errors.length === 0,
-  );
-  console.log(`  every viewer of every run got media, without an error: ${media ? 'yes' : 'NO (see the runs above)'}`);
-  if (rounds[0].floor) {
-    const fl = rounds.map((r) => r.floor.cpuPct);
-    console.log(
-      `  machine speed: the floor took ${fl.map(f1).join(' / ')} % of a core on this load (FLV/floor ${f2(sum((r) => r.flv.cpuPct) / sum((r) => r.floor.cpuPct))})`,
-    );
-  }
+    readNote: `, ${f1(sum((r) => r.webrtc.packetsPerViewerPerSec.mean) / n)} RTP packets/s`,
+    withMedia: (r) => r.viewersWithMedia,
+  });
 }
 
 /** a UDP port free now on loopback (for the site's webrtc udpPort) */
@@ -272,48 +148,28 @@ async function freeUdpPort(): Promise<number> {
 }
 
 async function runOnce(o: WebrtcViewersOptions, stream: SynthStream, kind: Kind, pin: boolean): Promise<RunResult> {
-  const budgetMs = BOOT_TIMEOUT_MS + 90_000 + o.streams * 300 + (o.warmup + o.seconds) * 1000 + STREAMS_SETTLE_MS + 60_000;
-  const run = runDeadline(budgetMs);
-  const deadline = run.signal;
-  const dir = scratchDir(`bench-webrtc-viewers-${kind}`);
-  const profileDir = profileDirFor(o.profile && kind !== 'floor');
-  const httpPort = await freePort();
-  const siteFile = writeSite(dir, {
-    gateway: {
-      httpPort,
-      listenHost: '127.0.0.1',
-      publicHost: '127.0.0.1',
-      dataDir: path.join(dir, 'data'),
-      logLevel: 'warn',
-      applications: benchApplications(o.streams),
-    },
+  const flv: BenchPlayer[] = [];
+  const rtc: WebrtcBenchViewer[] = [];
+  const frame = {
+    bench: BENCH.bench,
+    kind,
+    name: NAME[kind],
+    pin,
+    budgetMs: 90_000 + o.streams * 300 + (o.warmup + o.seconds) * 1000 + STREAMS_SETTLE_MS + 60_000,
     // the same site for both kinds of viewer: only who plays differs
-    plugins: [
-      { name: 'jt1078-ingest', config: { livePort2013: 0, livePort2019: 0, replayPort2013: 0, replayPort2019: 0 } },
+    plugins: async () => [
       { name: 'flv-out', config: { port: 0, schemes: ['http'], ...(o.audio ? { audio: 'as-received', audioCodecs: ['aac', 'g711a', 'g711u'] } : {}) } },
       { name: 'webrtc', config: { udpPort: await freeUdpPort(), host: '127.0.0.1', publicHost: '127.0.0.1' } },
     ],
-  });
-  const gw = startGateway({ siteFile, dir, pin, profileDir, nodeOpts: o.nodeOpts, main: kind === 'floor' ? FLOOR_MAIN : undefined });
-  const killGateway = () => gw.child.kill('SIGKILL');
-  process.once('exit', killGateway);
-  const api = new Api(httpPort, deadline);
-  const terminals: SynthTerminal[] = [];
-  const flv: BenchPlayer[] = [];
-  const rtc: WebrtcBenchViewer[] = [];
-  let ticker: NodeJS.Timeout | undefined;
-  let stopSpinning: (() => void) | undefined;
-  let result: RunResult | undefined;
-  try {
-    await waitHealthy(gw, api, deadline);
-    if (pin && !pinSelf(1)) console.warn('webrtc-viewers: could not pin this process to core 1');
-    const idleRss = gatewayRss(gw.pid);
-    ticker = setInterval(() => {
-      const now = performance.now();
-      for (let i = 0; i < terminals.length; i++) terminals[i].sendDue(now, 64);
-    }, TICK_MS);
-    stopSpinning = keepAwake();
-
+    close: () => {
+      for (const p of flv) p?.socket?.destroy();
+      for (const v of rtc) v?.close();
+      // libdatachannel's threads and callbacks go with its last peer connection only when told
+      if (rtc.length > 0) ndc.cleanup();
+    },
+  };
+  return gatewayRun(o, frame, async (run) => {
+    const { gw, api, deadline } = run;
     // --- open and push (as ingest-flv: each terminal at its own GOP phase, from a different I frame); no viewer yet
     const phases = new StartPhases(stream, o.streams, performance.now());
     const sims = Array.from({ length: o.streams }, (_x, i) => String(13900000000 + i));
@@ -327,14 +183,7 @@ async function runOnce(o: WebrtcViewersOptions, stream: SynthStream, kind: Kind,
         const r = await api.openLive(sim, Math.floor(i / REQUESTS_PER_APP), kind === 'webrtc' ? { fmt: 0, scheme: 'webrtc' } : undefined);
         if (kind === 'webrtc' && !/\/webrtc\/[^/]+\/whep$/.test(r.url.pathname)) throw new Error(`open ${sim}: ${r.playUrl} is no WHEP URL`);
         urls[i] = r.url;
-        const sock = await connectTcp(r.port, deadline);
-        sock.on('error', () => undefined);
-        sock.on('data', () => undefined);
-        const term = new SynthTerminal(sim, sock, stream, MAX_SEND_BACKLOG);
-        const first = stream.keyframes[(i * 7) % stream.keyframes.length];
-        term.start(phases.at(i, performance.now()), first);
-        terminals.push(term);
-        termOf[i] = term;
+        termOf[i] = await startTerminal(run, stream, phases, sim, i, r.port);
       },
       deadline,
     );
@@ -381,107 +230,58 @@ async function runOnce(o: WebrtcViewersOptions, stream: SynthStream, kind: Kind,
     checkDeadline(deadline);
     if (gw.child.exitCode !== null) throw new Error(`gateway exited (code ${gw.child.exitCode}):\n${tail(gw.logFile)}`);
 
-    // --- the window (from a second after the scrape that opens it, as ingest-flv)
     const packetsRead = () => (kind === 'webrtc' ? rtc.reduce((n, v) => n + v.count.packets, 0) : 0);
-    const { metrics: m0, at: m0At } = await api.timedMetrics();
-    const scraped0 = packetsRead();
-    await sleep(SCRAPE_SETTLE_MS, undefined, { signal: deadline });
-    const viewerBytes = () => (kind === 'webrtc' ? rtc.map((v) => v.count.bytes) : flv.map((p) => p.counter.bytes));
-    const viewerPackets = () => (kind === 'webrtc' ? rtc.map((v) => v.count.packets) : flv.map((p) => p.counter.tags));
-    const snap = () => ({
-      at: performance.now(),
-      threads: gatewayCpu(gw.pid),
-      self: process.cpuUsage(),
-      cores: coreTimes(),
-      bytes: viewerBytes(),
-      packets: viewerPackets(),
-      sent: terminals.reduce((s, t) => s + t.sentCount, 0),
-      bytesIn: terminals.reduce((s, t) => s + t.bytes, 0),
-      dropped: terminals.reduce((s, t) => s + t.dropped, 0),
+    const w = await measureWindow(run, o.seconds, {
+      snap: () => ({
+        bytes: kind === 'webrtc' ? rtc.map((v) => v.count.bytes) : flv.map((p) => p.counter.bytes),
+        packets: kind === 'webrtc' ? rtc.map((v) => v.count.packets) : flv.map((p) => p.counter.tags),
+      }),
+      measuring: (on) => {
+        for (const p of flv) p.measuring = on;
+        for (const v of rtc) v.measuring = on;
+      },
+      atScrape: packetsRead,
     });
-    const measuring = (on: boolean) => {
-      for (const p of flv) p.measuring = on;
-      for (const v of rtc) v.measuring = on;
-    };
-    measuring(true);
-    const loop = monitorEventLoopDelay({ resolution: 10 });
-    loop.enable();
-    const s0 = snap();
-    const { lastRss, peakRss } = await watchWindow(gw, s0.at + o.seconds * 1000, deadline);
-    const s1 = snap();
-    loop.disable();
-    measuring(false);
-    const { metrics: m1, at: m1At } = await api.timedMetrics();
-    const scraped1 = packetsRead();
-    const secs = (s1.at - s0.at) / 1000;
-    const scrapeSecs = (m1At - m0At) / 1000;
-    const gwCpu = s1.threads.total - s0.threads.total;
-    const self = (s1.self.user - s0.self.user + s1.self.system - s0.self.system) / 1e6;
-    const busy = s1.cores.reduce((n, c, i) => n + c.busy - c.irq - ((s0.cores[i]?.busy ?? 0) - (s0.cores[i]?.irq ?? 0)), 0);
-    const got = s1.bytes.map((b, i) => b - s0.bytes[i]);
-    const packets = s1.packets.map((p, i) => p - s0.packets[i]);
+    const secs = w.figures.seconds;
+    const got = w.after.bytes.map((b, i) => b - w.before.bytes[i]);
+    const packets = w.after.packets.map((p, i) => p - w.before.packets[i]);
     const video = kind === 'webrtc' ? rtc.map((v) => v.count.videoFramesInWindow) : flv.map((p) => p.videoInWindow);
     const sortedVideo = [...video].sort((a, b) => a - b);
     const withMedia = got.map((b, i) => b > 0 && video[i] > 0);
-    const gwOut = kind === 'webrtc' ? sumDelta(m1, m0, 'gw_webrtc_packets_total') : kind === 'flv' ? sumDelta(m1, m0, 'gw_flv_out_bytes_out') : Number.NaN;
+    const gwOut =
+      kind === 'webrtc' ? sumDelta(w.m1, w.m0, 'gw_webrtc_packets_total') : kind === 'flv' ? sumDelta(w.m1, w.m0, 'gw_flv_out_bytes_out') : Number.NaN;
     const rtpRead = packets.reduce((a, b) => a + b, 0);
-    result = {
+    const result: RunResult = {
       kind,
       streams: o.streams,
-      seconds: secs,
-      cpuPct: (100 * gwCpu) / secs,
-      mainPct: (100 * (s1.threads.main - s0.threads.main)) / secs,
-      rssMB: mb(lastRss),
-      peakRssMB: mb(peakRss),
-      idleRssMB: mb(idleRss),
+      ...w.figures,
       streamsRssMB: mb(streamsRss),
-      rssPerViewerKB: (lastRss - streamsRss) / 1024 / o.streams,
-      mbpsIn: ((s1.bytesIn - s0.bytesIn) * 8) / secs / 1e6,
+      rssPerViewerKB: (w.lastRss - streamsRss) / 1024 / o.streams,
       bytesOutPerSec: got.reduce((a, b) => a + b, 0) / secs,
-      gatewayOutPerSec: gwOut / scrapeSecs,
+      gatewayOutPerSec: gwOut / w.scrapeSecs,
       viewersWithMedia: withMedia.filter(Boolean).length,
       withoutMedia: sims.filter((_s, i) => !withMedia[i]),
       minViewerBytes: Math.min(...got),
       packetsPerViewerPerSec: { mean: rtpRead / o.streams / secs, min: Math.min(...packets) / secs },
       videoPerViewer: { min: sortedVideo[0] ?? 0, median: sortedVideo[sortedVideo.length >> 1] ?? 0, total: video.reduce((a, b) => a + b, 0) },
-      deliveredFraction: video.reduce((a, b) => a + b, 0) / Math.max(1, s1.sent - s0.sent),
+      deliveredFraction: video.reduce((a, b) => a + b, 0) / Math.max(1, w.sent),
       // between the two scrapes (read here as each answered): what the viewers read of what the gateway sent
-      rtpReceivedFraction: kind === 'webrtc' ? (scraped1 - scraped0) / gwOut : Number.NaN,
+      rtpReceivedFraction: kind === 'webrtc' ? (w.scraped[1] - w.scraped[0]) / gwOut : Number.NaN,
       keyframesPerViewerMin: kind === 'webrtc' ? Math.min(...rtc.map((v) => v.count.keyframes)) : Number.NaN,
       audioPerViewerMin: Math.min(...(kind === 'webrtc' ? rtc.map((v) => v.count.audioPacketsInWindow) : flv.map((p) => p.audioInWindow))),
       errors:
         kind === 'webrtc'
           ? rtc.flatMap((v) => (v.error !== undefined ? [`${v.name}: ${v.error}`] : v.closed ? [`${v.name}: ${v.state}`] : []))
           : flv.flatMap((p) => (p.counter.error !== undefined ? [p.counter.error] : p.closed ? ['closed'] : [])),
-      loadCpuPct: (100 * self) / secs,
-      generatorLoopP99Ms: loop.percentile(99) / 1e6,
-      othersCores: Math.max(0, (busy - gwCpu - self) / secs),
-      droppedFrames: s1.dropped - s0.dropped,
+      loadCpuPct: (100 * w.selfSecs) / secs,
       setupSeconds,
       retried: rtc.flatMap((v) => (v.retried !== undefined ? [`${v.name}: ${v.retried}`] : [])),
     };
-    printRun(result, o, kind === 'floor' ? undefined : sumOf(m1, kind === 'webrtc' ? 'gw_webrtc_sessions' : 'gw_flv_out_players'));
+    printRun(result, o, kind === 'floor' ? undefined : sumOf(w.m1, kind === 'webrtc' ? 'gw_webrtc_sessions' : 'gw_flv_out_players'));
     if (kind === 'webrtc' && rtc.some((v) => v.count.strange > 0))
       console.warn(`webrtc-viewers: ${rtc.reduce((n, v) => n + v.count.strange, 0)} packets of a payload type not offered (or not RTP)`);
-  } catch (err) {
-    if (deadline.aborted) checkDeadline(deadline);
-    throw err;
-  } finally {
-    if (ticker) clearInterval(ticker);
-    stopSpinning?.();
-    for (const p of flv) p?.socket?.destroy();
-    for (const v of rtc) v?.close();
-    // libdatachannel's threads and callbacks go with its last peer connection only when told
-    if (rtc.length > 0) ndc.cleanup();
-    for (const t of terminals) t.socket.destroy();
-    await stopGateway(gw);
-    process.off('exit', killGateway);
-    run.dispose();
-    endScratch(dir, o.keepDir);
-  }
-  if (profileDir) printRunProfiles(profileDir, 'webrtc-viewers', `main thread, ${NAME[kind]} run`);
-  if (!result) throw new Error('no result'); // unreachable: every path without one throws above
-  return result;
+    return result;
+  });
 }
 
 function printRun(r: RunResult, o: WebrtcViewersOptions, gwViewers: number | undefined): void {

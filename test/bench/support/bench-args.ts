@@ -75,6 +75,29 @@ export function gatewayArg(a: string, r: BenchArgs, o: GatewayBenchOptions): boo
   }
 }
 
+export interface WindowBenchOptions {
+  seconds: number;
+  warmup: number;
+  mbps: number;
+}
+
+/** --seconds S (the measured window), --warmup S (load before it), --mbps X (a terminal's rate): true when `a` was one of them */
+export function windowArg(a: string, r: BenchArgs, o: WindowBenchOptions): boolean {
+  switch (a) {
+    case '--seconds':
+      o.seconds = r.num(a, 1, 3600, false);
+      return true;
+    case '--warmup':
+      o.warmup = r.num(a, 0, 600, false);
+      return true;
+    case '--mbps':
+      o.mbps = r.num(a, 0.01, 100, false);
+      return true;
+    default:
+      return false;
+  }
+}
+
 export interface LoadBenchOptions extends GatewayBenchOptions {
   capture: string;
   pin: boolean;
