@@ -21,6 +21,8 @@ export type ListenerName = 'live2013' | 'live2019' | 'replay2013' | 'replay2019'
 
 /** how often UDP links are polled for reorder deadlines and silence */
 const POLL_MS = 50;
+/** tries at a TCP+UDP pair when the listener asks for a free port */
+const FREE_PORT_ATTEMPTS = 8;
 
 export interface TerminalListeners {
   /** the bound port of each listener (TCP and UDP share it) */
@@ -52,9 +54,9 @@ export async function listenForTerminals(
   };
   const linkClosed = (x: TerminalLink) => links.closed(x);
 
-  for (const l of listeners) {
+  const listenTcp = (l: (typeof listeners)[number], port: number) => {
     const bytes = m.bytes.child({ listener: l.name, transport: 'tcp' });
-    const srv = await ctx.net.listenTcp({ port: l.port, host: c.host, key: l.key, route: 'jt1078' }, (socket) => {
+    return ctx.net.listenTcp({ port, host: c.host, key: l.key, route: 'jt1078' }, (socket) => {
       const id = `${l.name}/tcp#${++linkSeq} ${socket.remoteAddress}:${socket.remotePort}`;
       const link = new TerminalLink(id, l.name, l.typ, l.layout, host, linkClosed, { transport: 'tcp', socket });
       let counted = false;
@@ -80,43 +82,61 @@ export async function listenForTerminals(
         link.ended('terminal disconnected');
       });
     });
-    bound.set(l.name, (srv.address() as AddressInfo).port);
-    if (c.udp) {
-      const udpBytes = m.bytes.child({ listener: l.name, transport: 'udp' });
-      await ctx.net.listenUdp({ port: bound.get(l.name)!, host: c.host, key: l.key, route: 'jt1078' }, (msg, rinfo, sock) => {
-        udpBytes.add(msg.length);
-        const k = `${l.name}|${rinfo.address}|${rinfo.port}`;
-        let u = udpLinks.get(k);
-        if (!u) {
-          const id = `${l.name}/udp ${rinfo.address}:${rinfo.port}`;
-          const link = new TerminalLink(
-            id,
-            l.name,
-            l.typ,
-            l.layout,
-            host,
-            (x) => {
-              udpLinks.delete(k);
-              linkClosed(x);
-            },
-            { transport: 'udp', socket: sock, address: rinfo.address, port: rinfo.port },
-          );
-          links.add(link);
-          m.links.inc({ listener: l.name, transport: 'udp' });
-          let counted = false;
-          const reader = ctx.net.sliceReader(
-            (dgram) => {
-              link.push(dgram);
-              if (!counted) counted = countLayout(link);
-            },
-            (err) => ctx.log.error({ link: id, err }, 'terminal datagram failed: dropped'),
-          );
-          u = { link, reader, lastSeen: 0 };
-          udpLinks.set(k, u);
-        }
-        u.lastSeen = ctx.clock.now();
-        u.reader.deliver(msg, true);
-      });
+  };
+
+  const listenUdp = (l: (typeof listeners)[number], port: number) => {
+    const udpBytes = m.bytes.child({ listener: l.name, transport: 'udp' });
+    return ctx.net.listenUdp({ port, host: c.host, key: l.key, route: 'jt1078' }, (msg, rinfo, sock) => {
+      udpBytes.add(msg.length);
+      const k = `${l.name}|${rinfo.address}|${rinfo.port}`;
+      let u = udpLinks.get(k);
+      if (!u) {
+        const id = `${l.name}/udp ${rinfo.address}:${rinfo.port}`;
+        const link = new TerminalLink(
+          id,
+          l.name,
+          l.typ,
+          l.layout,
+          host,
+          (x) => {
+            udpLinks.delete(k);
+            linkClosed(x);
+          },
+          { transport: 'udp', socket: sock, address: rinfo.address, port: rinfo.port },
+        );
+        links.add(link);
+        m.links.inc({ listener: l.name, transport: 'udp' });
+        let counted = false;
+        const reader = ctx.net.sliceReader(
+          (dgram) => {
+            link.push(dgram);
+            if (!counted) counted = countLayout(link);
+          },
+          (err) => ctx.log.error({ link: id, err }, 'terminal datagram failed: dropped'),
+        );
+        u = { link, reader, lastSeen: 0 };
+        udpLinks.set(k, u);
+      }
+      u.lastSeen = ctx.clock.now();
+      u.reader.deliver(msg, true);
+    });
+  };
+
+  for (const l of listeners) {
+    // a free port (0) is free for TCP only: someone's UDP socket may hold the same number, so a pair that cannot
+    // share it is given up for another; a configured port that is taken fails boot at once
+    for (let attempt = 1; ; attempt++) {
+      const srv = await listenTcp(l, l.port);
+      const port = (srv.address() as AddressInfo).port;
+      try {
+        if (c.udp) await listenUdp(l, port);
+        bound.set(l.name, port);
+        break;
+      } catch (err) {
+        if (l.port !== 0 || attempt >= FREE_PORT_ATTEMPTS) throw err;
+        ctx.log.debug({ key: l.key, port, err: (err as Error).message }, 'free TCP port taken for UDP: trying another');
+        await new Promise<void>((resolve) => srv.close(() => resolve()));
+      }
     }
   }
 
