@@ -57,6 +57,7 @@ import { watchOwnGc, type OwnGc } from './support/own-gc';
 import { vsFloor, vsFlv, vsVideo, vsWorkers } from './support/ingest-flv-compare';
 import { HlsReaderFleet } from './support/bench-hls-reader';
 import { RtspReaderFleet } from './support/bench-rtsp-reader';
+import { LinkCensus, censusWarning, logWarnings, type CensusFigures } from './support/link-census';
 
 /** What reads each terminal's stream: an HTTP-FLV player (this bench), or a fleet of another kind (ingest-hls, rtsp). */
 export type ReaderKind = 'flv' | 'hls' | 'rtsp';
@@ -204,6 +205,8 @@ export interface IngestFlvResult {
   readers: ReaderKind;
   /** the HLS or RTSP readers' own figures (undefined for FLV players) */
   readerFigures?: ReaderFigures;
+  /** terminals connected and counted at the window's end, and what took the others */
+  census: CensusFigures;
 }
 
 /** issue 16: 1,000 terminals x 1 Mbit/s, one player each, on one core */
@@ -442,6 +445,7 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
     // --- open, connect, play
     const reqIds: string[][] = [];
     const opened = performance.now();
+    const census = new LinkCensus(opened);
     const phases = new StartPhases(stream, o.terminals, opened);
     const sims = Array.from({ length: o.terminals }, (_x, i) => String(13900000000 + i));
     await pool(
@@ -456,6 +460,7 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
         if (o.udp) link = new UdpTerminalLink(await connectUdp(r.port));
         else {
           const sock = await connectTcp(r.port, deadline);
+          census.watch(sock);
           sock.on('error', () => undefined);
           sock.on('data', () => undefined); // the gateway sends nothing on this link; drain whatever it does send
           link = sock;
@@ -474,6 +479,7 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
       deadline,
     );
     if (fleet) await fleet.ready(deadline, 60_000 + o.terminals * 100);
+    census.opened();
     console.log(`  ${o.terminals} opened, pushing and playing in ${f1((performance.now() - opened) / 1000)} s`);
 
     // keep the requests alive however long the run is (keepIntv 600)
@@ -599,7 +605,9 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
       chunkMB: { held: mb(sumOf(m1, CHUNK_BYTES_METRIC, { state: 'held' })), free: mb(sumOf(m1, CHUNK_BYTES_METRIC, { state: 'free' })) },
       readers: fleet ? o.readers : 'flv',
       readerFigures: figures,
+      census: census.figures(o.terminals, o.floor ? undefined : sumOf(m1, 'gw_jt1078_ingest_links')),
     };
+    const missing = censusWarning(result.census, logWarnings(tail(gw.logFile, 100_000)));
     const errors = players.map((p) => p.counter.error).filter((e): e is string => e !== undefined);
     report(
       result,
@@ -611,6 +619,7 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
       stream,
       fleet ? [...fleet.report(secs), ...(fleet.metricLines?.(m1, o.terminals) ?? [])] : undefined,
     );
+    if (missing) console.warn(missing);
   } catch (err) {
     // an abort surfaces as a bare AbortError from whatever was waiting: say why instead
     if (deadline.aborted) checkDeadline(deadline);

@@ -5,6 +5,8 @@ import type { IngestFlvOptions, IngestFlvResult } from '../ingest-flv';
 import { f1, f2 } from './gateway-harness';
 import { sumDelta, sumOf, type Sample } from './process-probe';
 import type { SynthStream } from './synth-terminals';
+import { allConnected } from './link-census';
+import { spellLine, spellOf } from './spell';
 
 /** issue 16's targets, which every run is judged against */
 export const TARGET = { terminals: 1000, cpuPct: 80, e2eP99Ms: 20, rssKBPerStream: 300 };
@@ -29,7 +31,7 @@ function rssKBPerStream(r: Pick<IngestFlvResult, 'rssMB' | 'peakRssMB' | 'idleRs
 
 export type TargetFigures = Pick<
   IngestFlvResult,
-  'cpuPct' | 'endToEndMs' | 'rssMB' | 'peakRssMB' | 'idleRssMB' | 'terminals' | 'droppedFrames' | 'stalledPlayers'
+  'cpuPct' | 'endToEndMs' | 'rssMB' | 'peakRssMB' | 'idleRssMB' | 'terminals' | 'droppedFrames' | 'stalledPlayers' | 'census'
 >;
 
 /** a run against each of issue 16's targets: what a run's verdict prints and --vs-floor's rounds count */
@@ -39,6 +41,7 @@ export function targetChecks(r: TargetFigures): Array<{ what: string; short: str
     { what: `end-to-end p99 < ${TARGET.e2eP99Ms} ms`, short: 'p99', met: r.endToEndMs.p99 < TARGET.e2eP99Ms },
     { what: `RSS < ${TARGET.rssKBPerStream} KB per stream`, short: 'RSS', met: rssKBPerStream(r) < TARGET.rssKBPerStream },
     { what: 'no frame dropped', short: 'frames', met: r.droppedFrames === 0 && r.stalledPlayers === 0 },
+    { what: 'every terminal connected', short: 'links', met: allConnected(r.census) },
   ];
 }
 
@@ -114,6 +117,9 @@ export function report(
       `its own GC in the window: ${r.generatorGc.majors} mark-compacts, ${f1(r.generatorGc.pauseMs)} ms of pauses (longest ${f1(r.generatorGc.maxPauseMs)} ms)`,
   ];
   lines.push(`  machine: other processes used ${f2(r.othersCores)} cores in the window, interrupts ${f2(r.irqCores)}; core 0 was ${f1(r.core0BusyPct)} % busy`);
+  if (o.floor) lines.push(`  ${spellLine(spellOf(r.cpuPct, r.terminals), r.terminals)}`);
+  else if (o.vsFloor === 0)
+    lines.push('  spell: not measured in this run (every figure depends on it: --vs-floor K runs the floor beside the gateway, and names it)');
   if (r.othersCores > 0.1) lines.push('  WARNING: other processes competed for the CPU: latency figures are disturbed (CPU % and RSS much less so)');
   if (errors.length) lines.push(`  player errors (${errors.length}): ${[...new Set(errors)].slice(0, 3).join('; ')}`);
   const ok = (b: boolean) => (b ? 'ok' : 'MISSED');
