@@ -23,6 +23,12 @@ export default definePlugin({
     const fetches = m.counter('fetches_total', 'HLS fetches, by what was asked', ['kind']);
     const refused = m.counter('fetches_refused_total', 'HLS fetches refused (unknown request or wrong token, or a via that names no stage)');
     const blockTimeouts = m.counter('block_timeouts_total', 'blocking playlist reloads answered 503: the part asked for did not come in time');
+    const verdictsKept = m
+      .hotCounter(
+        'fetches_verdict_kept_total',
+        "HLS fetches authorised by their connection's earlier verdict (same request, token and stream; no token digest)",
+      )
+      .child({});
     const fetched = { playlist: fetches.labels('playlist'), init: fetches.labels('init'), segment: fetches.labels('segment'), part: fetches.labels('part') };
 
     const forms = new HlsForms(
@@ -41,6 +47,7 @@ export default definePlugin({
       fetched: (k) => fetched[k].inc(),
       refused: () => refused.inc(),
       blockTimeouts: () => blockTimeouts.inc(),
+      verdictKept: () => verdictsKept.add(1),
     });
     server.mount(ctx.routes);
     m.gauge('streams', 'stream forms being segmented (one per stream, tracks, audio form and container)', [], (g) => g.set(forms.size));

@@ -11,6 +11,7 @@ import { playQuery, playVia, type Clock, type MediaBus, type RouteRequest, type 
 import type { HlsOutConfig } from './config';
 import type { HlsForm, HlsForms } from './forms';
 import { HlsPlayers } from './players';
+import { PlayVerdicts } from './play-verdicts';
 import { nextPart, renderPlaylist } from './playlist';
 import type { HlsPart, Segmenter } from './segmenter';
 
@@ -24,10 +25,13 @@ export interface HlsServerStats {
   fetched(kind: 'playlist' | 'init' | 'segment' | 'part'): void;
   refused(): void;
   blockTimeouts(): void;
+  /** a fetch authorised by its connection's earlier verdict, without the token's digests */
+  verdictKept(): void;
 }
 
 export class HlsServer {
   readonly players: HlsPlayers;
+  readonly verdicts: PlayVerdicts;
   private stopped = false;
   private readonly waiting = new Set<() => void>();
 
@@ -42,6 +46,7 @@ export class HlsServer {
     private readonly stats: HlsServerStats,
   ) {
     this.players = new HlsPlayers(sessions, clock, c.playerIdleSec * 1000);
+    this.verdicts = new PlayVerdicts(sessions, () => stats.verdictKept());
   }
 
   mount(routes: Routes): void {
@@ -78,7 +83,7 @@ export class HlsServer {
     if (this.stopped) return text(res, 503, 'stopping');
     const stream = m[1];
     const reqId = req.query.get('reqId') ?? '';
-    const r = this.sessions.authorizePlay(stream, reqId, req.query.get('token') ?? '');
+    const r = this.verdicts.authorize(req.raw.socket, stream, reqId, req.query.get('token') ?? '');
     if (!r) {
       if (!this.sessions.getStreamByName(stream)) return text(res, 404, 'no such stream');
       this.stats.refused();
