@@ -91,7 +91,11 @@ describe('bench spell', () => {
     assert.equal(spellOf(40, 500).name, 'middling', 'slow is past 40 %');
     assert.equal(spellOf(30, 500).name, 'fast');
     assert.equal(spellOf(8, 50).name, 'unjudged', "50 terminals' floor is mostly fixed costs");
-    assert.equal(spellLine(spellOf(8, 50), 50), 'spell: not judged under 250 terminals (the floor took 8.0 % of a core at 50)');
+    assert.equal(
+      spellLine(spellOf(8, 50), 50),
+      'spell: not judged (it is, on the video-only floor at 250 terminals or more; the floor took 8.0 % of a core at 50)',
+    );
+    assert.equal(spellOf(49.2, 500, true).name, 'unjudged', 'a floor carrying audio');
     assert.equal(
       spellLine(spellOf(82.6, 1000), 1000),
       'spell: SLOW, the floor took 82.6 % of a core at 1000 terminals (41.3 % at 500; slow above 40, fast at 30 or less)',

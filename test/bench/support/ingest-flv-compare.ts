@@ -101,12 +101,12 @@ export async function vsFloor(o: IngestFlvOptions, stream: SynthStream, runWith:
   for (const [k, r] of rounds.entries()) {
     console.log(
       `  round ${k + 1}: gateway ${f1(r.gateway.cpuPct)} % (RSS ${f1(r.gateway.rssMB)} MB, e2e p99 ${f1(r.gateway.endToEndMs.p99)} ms), ` +
-        `floor ${f1(r.floor.cpuPct)} % (RSS ${f1(r.floor.rssMB)} MB, e2e p99 ${f1(r.floor.endToEndMs.p99)} ms) -> gateway / floor ${f2(r.gateway.cpuPct / r.floor.cpuPct)}, ${spellOf(r.floor.cpuPct, o.terminals).name} spell; ` +
+        `floor ${f1(r.floor.cpuPct)} % (RSS ${f1(r.floor.rssMB)} MB, e2e p99 ${f1(r.floor.endToEndMs.p99)} ms) -> gateway / floor ${f2(r.gateway.cpuPct / r.floor.cpuPct)}, ${spellOf(r.floor.cpuPct, o.terminals, stream.audio !== 'none').name} spell; ` +
         `gateway ${targetsShort(r.gateway)}`,
     );
   }
   const ratio = total(rounds, (r) => r.gateway.cpuPct) / total(rounds, (r) => r.floor.cpuPct);
-  const spell = spellOf(total(rounds, (r) => r.floor.cpuPct) / rounds.length, o.terminals);
+  const spell = spellOf(total(rounds, (r) => r.floor.cpuPct) / rounds.length, o.terminals, stream.audio !== 'none');
   console.log(`  ${spellLine(spell, o.terminals)}`);
   console.log(
     `  gateway CPU / floor CPU: ${f2(ratio)} (issue 16: 2 or less, ${ratio <= 2 ? 'ok' : 'MISSED'}; issue 48 in a ${spell.name} spell: ` +

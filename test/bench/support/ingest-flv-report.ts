@@ -117,7 +117,7 @@ export function report(
       `its own GC in the window: ${r.generatorGc.majors} mark-compacts, ${f1(r.generatorGc.pauseMs)} ms of pauses (longest ${f1(r.generatorGc.maxPauseMs)} ms)`,
   ];
   lines.push(`  machine: other processes used ${f2(r.othersCores)} cores in the window, interrupts ${f2(r.irqCores)}; core 0 was ${f1(r.core0BusyPct)} % busy`);
-  if (o.floor) lines.push(`  ${spellLine(spellOf(r.cpuPct, r.terminals), r.terminals)}`);
+  if (o.floor) lines.push(`  ${spellLine(spellOf(r.cpuPct, r.terminals, stream.audio !== 'none'), r.terminals)}`);
   else if (o.vsFloor === 0)
     lines.push('  spell: not measured in this run (every figure depends on it: --vs-floor K runs the floor beside the gateway, and names it)');
   if (r.othersCores > 0.1) lines.push('  WARNING: other processes competed for the CPU: latency figures are disturbed (CPU % and RSS much less so)');

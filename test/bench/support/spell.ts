@@ -16,10 +16,10 @@ export interface Spell {
 /** issue 48: slow past 40 % of a core at 500 terminals (its 2026-11-28 evening: 44-45 %), fast at 30 % or less */
 export const SPELL = { slowAbove: 40, fastAtMost: 30, slowRatio: 1.6, fastRatio: 1.45, minTerminals: 250 };
 
-export function spellOf(floorCpuPct: number, terminals: number): Spell {
+export function spellOf(floorCpuPct: number, terminals: number, audio = false): Spell {
   const floorPer500 = (floorCpuPct * 500) / terminals;
   // under a few hundred terminals the floor's fixed costs (timers, the API, its idle loop) are a large share, and
-  // scaling them up reads a fast machine as slow
+  // scaling them up reads a fast machine as slow; audio adds packets the thresholds were not set on
   const name = terminals < SPELL.minTerminals ? 'unjudged' : floorPer500 > SPELL.slowAbove ? 'slow' : floorPer500 <= SPELL.fastAtMost ? 'fast' : 'middling';
   return { name, floorPer500, ratioTarget: name === 'fast' ? SPELL.fastRatio : SPELL.slowRatio };
 }
