@@ -20,13 +20,14 @@ export function spellOf(floorCpuPct: number, terminals: number, audio = false): 
   const floorPer500 = (floorCpuPct * 500) / terminals;
   // under a few hundred terminals the floor's fixed costs (timers, the API, its idle loop) are a large share, and
   // scaling them up reads a fast machine as slow; audio adds packets the thresholds were not set on
-  const name = terminals < SPELL.minTerminals ? 'unjudged' : floorPer500 > SPELL.slowAbove ? 'slow' : floorPer500 <= SPELL.fastAtMost ? 'fast' : 'middling';
+  const name =
+    terminals < SPELL.minTerminals || audio ? 'unjudged' : floorPer500 > SPELL.slowAbove ? 'slow' : floorPer500 <= SPELL.fastAtMost ? 'fast' : 'middling';
   return { name, floorPer500, ratioTarget: name === 'fast' ? SPELL.fastRatio : SPELL.slowRatio };
 }
 
 export function spellLine(s: Spell, terminals: number): string {
   if (s.name === 'unjudged')
-    return `spell: not judged under ${SPELL.minTerminals} terminals (the floor took ${f1((s.floorPer500 * terminals) / 500)} % of a core at ${terminals})`;
+    return `spell: not judged (it is, on the video-only floor at ${SPELL.minTerminals} terminals or more; the floor took ${f1((s.floorPer500 * terminals) / 500)} % of a core at ${terminals})`;
   return (
     `spell: ${s.name.toUpperCase()}, the floor took ${f1((s.floorPer500 * terminals) / 500)} % of a core at ${terminals} terminals ` +
     `(${f1(s.floorPer500)} % at 500; slow above ${SPELL.slowAbove}, fast at ${SPELL.fastAtMost} or less)`
