@@ -194,8 +194,12 @@ describe('bench readers: HTTP responses (HLS)', () => {
 
 // ------------------------------------------------------------------------------------------------------------
 
-function hlsPart(index: number, duration: number, independent: boolean): { index: number; duration: number; independent: boolean; data: Buffer } {
-  return { index, duration, independent, data: Buffer.alloc(0) };
+function hlsPart(
+  index: number,
+  duration: number,
+  independent: boolean,
+): { index: number; duration: number; independent: boolean; data: Buffer[]; bytes: number } {
+  return { index, duration, independent, data: [], bytes: 0 };
 }
 
 function hlsSegment(msn: number, parts: number, complete: boolean, version = 0, discontinuity = false): HlsSegment {
@@ -218,6 +222,8 @@ function fakeSegmenter(segments: HlsSegment[], current: HlsSegment | undefined):
     segments,
     current,
     discontinuitiesGone: 0,
+    // the window as hls-out's listedFrom makes it of six 2 s segments at most
+    listedFrom: Math.max(0, segments.length - 6),
     targetDuration: 2,
     partTarget: 0.333,
     audioOnly: false,
@@ -233,7 +239,7 @@ describe('bench readers: LL-HLS playlists as hls-out renders them', () => {
 
   it('reads segments, parts, maps, dates, server control and the hint; the next directive is the part after the last listed', () => {
     const segs = [10, 11, 12, 13, 14, 15, 16].map((m) => hlsSegment(m, 6, true, m >= 15 ? 1 : 0, m === 15));
-    const text = renderPlaylist(fakeSegmenter(segs, hlsSegment(17, 2, false, 1)), { container: 'fmp4', lowLatency: true, windowSegments: 6, query });
+    const text = renderPlaylist(fakeSegmenter(segs, hlsSegment(17, 2, false, 1)), { container: 'fmp4', lowLatency: true, query });
     const pl = parseMediaPlaylist(text);
     assert.equal(pl.targetDuration, 2);
     assert.equal(pl.mediaSequence, 11);
@@ -279,13 +285,11 @@ describe('bench readers: LL-HLS playlists as hls-out renders them', () => {
     // hold back 0.999 s from the end (17.1 ends the list) lands in 16.4: the independent part at or before it is 16.0
     // (17.0 starts after it), as hls.js picks
     assert.deepEqual([pickStart(pl)?.msn, pickStart(pl)?.index], [16, 0]);
-    const later = parseMediaPlaylist(
-      renderPlaylist(fakeSegmenter(segs, hlsSegment(17, 5, false, 1)), { container: 'fmp4', lowLatency: true, windowSegments: 6, query }),
-    );
+    const later = parseMediaPlaylist(renderPlaylist(fakeSegmenter(segs, hlsSegment(17, 5, false, 1)), { container: 'fmp4', lowLatency: true, query }));
     assert.deepEqual([pickStart(later)?.msn, pickStart(later)?.index], [17, 0], 'three parts later, 17.0 is within the hold-back');
 
     // no segment being made: the next directive is the next segment's first part (what the hint says too)
-    const done = parseMediaPlaylist(renderPlaylist(fakeSegmenter(segs, undefined), { container: 'fmp4', lowLatency: true, windowSegments: 6, query }));
+    const done = parseMediaPlaylist(renderPlaylist(fakeSegmenter(segs, undefined), { container: 'fmp4', lowLatency: true, query }));
     assert.deepEqual(nextDirective(done), { msn: 17, part: 0 });
     assert.equal(done.preloadHint, `part-17.0.m4s${query}`);
     // the end is 16.5's; one second back is inside 16: its independent part 16.0
@@ -293,9 +297,7 @@ describe('bench readers: LL-HLS playlists as hls-out renders them', () => {
   });
 
   it('reads a classic playlist (no parts) and refuses what a player could not use', () => {
-    const pl = parseMediaPlaylist(
-      renderPlaylist(fakeSegmenter([hlsSegment(3, 6, true)], undefined), { container: 'mpegts', lowLatency: false, windowSegments: 6, query: '' }),
-    );
+    const pl = parseMediaPlaylist(renderPlaylist(fakeSegmenter([hlsSegment(3, 6, true)], undefined), { container: 'mpegts', lowLatency: false, query: '' }));
     assert.equal(pl.canBlockReload, false);
     assert.deepEqual(
       pl.segments.map((s) => [s.msn, s.uri, s.parts.length]),
@@ -334,10 +336,7 @@ function sample(dts: number, duration: number, size: number, sync: boolean): Mux
     duration,
     sync,
     size,
-    writeTo(out: Buffer, at: number) {
-      out.fill(sync ? 1 : 2, at, at + size);
-      return at + size;
-    },
+    bytes: Buffer.alloc(size, sync ? 1 : 2),
   };
 }
 
@@ -365,10 +364,12 @@ describe('bench readers: fMP4 as hls-out writes it', () => {
   it('reads a part: sequence, base time, last and end decode times, sync flag, sizes', () => {
     const v = [sample(9000, 3600, 1000, true), sample(12600, 3690, 300, false), sample(16290, 3510, 250, false)];
     const a = [sample(800, 1024, 40, true), sample(1824, 1024, 41, true)];
-    const frag = fmp4Fragment(7, [
-      { track: video, baseTime: 9000, samples: v },
-      { track: audio, baseTime: 800, samples: a },
-    ]);
+    const frag = Buffer.concat(
+      fmp4Fragment(7, [
+        { track: video, baseTime: 9000, samples: v },
+        { track: audio, baseTime: 800, samples: a },
+      ]),
+    );
     const info = parseFragment(frag, frag.length);
     assert.equal(info.sequence, 7);
     assert.equal(info.moofBytes + info.mdatBytes, frag.length);
@@ -381,7 +382,7 @@ describe('bench readers: fMP4 as hls-out writes it', () => {
     );
     // only the head given (as the reader does for parts): the same answer
     assert.deepEqual(parseFragment(frag.subarray(0, info.moofBytes + 8), frag.length), info);
-    const p = fmp4Fragment(8, [{ track: video, baseTime: 19800, samples: [sample(19800, 3600, 10, false)] }]);
+    const p = Buffer.concat(fmp4Fragment(8, [{ track: video, baseTime: 19800, samples: [sample(19800, 3600, 10, false)] }]));
     assert.equal(parseFragment(p, p.length).tracks[0].firstSync, false);
     // a segment is its parts joined: timing over both
     const seg = Buffer.concat([frag, p]);
@@ -396,7 +397,7 @@ describe('bench readers: fMP4 as hls-out writes it', () => {
   });
 
   it('refuses a body that the boxes do not fill exactly', () => {
-    const frag = fmp4Fragment(1, [{ track: video, baseTime: 0, samples: [sample(0, 3600, 100, true)] }]);
+    const frag = Buffer.concat(fmp4Fragment(1, [{ track: video, baseTime: 0, samples: [sample(0, 3600, 100, true)] }]));
     assert.throws(() => parseFragment(frag, frag.length + 10), /too short/);
     assert.throws(() => parseFragment(frag.subarray(0, frag.length - 1), frag.length - 1), /runs past/);
     assert.throws(() => parseFragment(Buffer.from('00000008free', 'latin1').subarray(0, 8), 8), /expected moof/);

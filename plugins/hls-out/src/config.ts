@@ -38,11 +38,21 @@ export class HlsOutConfig {
   @Max(2)
   partTargetSec = 0.333;
 
-  /** complete segments listed in the playlist */
+  /** complete segments listed in the playlist at most (fewer when windowSec is reached with fewer) */
   @IsInt()
   @Min(2)
   @Max(60)
   windowSegments = 6;
+
+  /**
+   * Seconds of complete segments the playlist lists at least: the oldest leaves once the rest last this long.
+   * 0 (the default): three target durations, RFC 8216's least (6.2.2), which is what LL-HLS players at the live
+   * edge need; more gives players that start further back room, at the memory of the segments kept.
+   */
+  @IsNumber()
+  @Min(0)
+  @Max(600)
+  windowSec = 0;
 
   /**
    * Bytes of media one stream's HLS form may hold (its segments, parts and the segment being made). Past it the

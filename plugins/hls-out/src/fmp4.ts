@@ -6,6 +6,7 @@
  */
 import { aacSampleEntry, box, dinf, fullBox, hdlr, mdhd, mediaHeader, mvhd, tkhd, u32s, visualSampleEntry } from '../../../plugin-sdk/formats';
 import type { MuxSample, MuxTrack } from './mux-types';
+import { joinAdjacent } from './sample-store';
 
 function ftyp(): Buffer {
   return box('ftyp', Buffer.from('iso6', 'latin1'), u32s(0), Buffer.from('iso6cmfcmp41', 'latin1'));
@@ -50,10 +51,11 @@ export interface FragmentTrack {
 const TRUN_FLAGS = 0x000001 | 0x000100 | 0x000200 | 0x000400 | 0x000800; // data offset; duration, size, flags, cto
 
 /**
- * One fragment (moof + mdat) holding each track's samples, in one buffer: the sample bytes (length-prefixed NAL
- * units for video, raw frames for audio) are copied once, straight into place.
+ * One fragment (moof + mdat) holding each track's samples: the boxes in one small buffer, then the samples' own
+ * bytes (length-prefixed NAL units for video, raw frames for audio, in the stream's sample store), referred to and
+ * not copied; neighbours in memory are one slice.
  */
-export function fmp4Fragment(sequence: number, tracks: ReadonlyArray<FragmentTrack>): Buffer {
+export function fmp4Fragment(sequence: number, tracks: ReadonlyArray<FragmentTrack>): Buffer[] {
   const used = tracks.filter((t) => t.samples.length > 0);
   let moofSize = 8 + 16;
   let dataSize = 0;
@@ -61,7 +63,7 @@ export function fmp4Fragment(sequence: number, tracks: ReadonlyArray<FragmentTra
     moofSize += 8 + 16 + 20 + 20 + 16 * t.samples.length;
     for (const s of t.samples) dataSize += s.size;
   }
-  const out = Buffer.allocUnsafe(moofSize + 8 + dataSize);
+  const out = Buffer.allocUnsafe(moofSize + 8);
   let at = 0;
   const u32 = (v: number) => {
     out.writeUInt32BE(v >>> 0, at);
@@ -107,6 +109,7 @@ export function fmp4Fragment(sequence: number, tracks: ReadonlyArray<FragmentTra
   }
   u32(8 + dataSize);
   tag('mdat');
-  for (const t of used) for (const s of t.samples) at = s.writeTo(out, at);
-  return out;
+  const slices: Buffer[] = [out];
+  for (const t of used) for (const s of t.samples) slices.push(s.bytes);
+  return joinAdjacent(slices);
 }

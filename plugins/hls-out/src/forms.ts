@@ -88,6 +88,7 @@ export class HlsForms {
         targetDurationSec: this.c.targetDurationSec,
         partTargetSec: this.c.partTargetSec,
         windowSegments: this.c.windowSegments,
+        windowSec: this.c.windowSec,
         maxStreamBytes: this.c.maxStreamBytes,
         audioWaitMs: this.c.audioWaitMs,
         wantsAudioWithVideo: media === 'av',

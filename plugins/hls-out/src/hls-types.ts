@@ -10,7 +10,10 @@ export interface HlsPart {
   readonly duration: number;
   /** starts with a keyframe (or is audio) */
   readonly independent: boolean;
-  readonly data: Buffer;
+  /** its bytes, in order: for fMP4 the boxes, then slices of the sample store */
+  readonly data: readonly Buffer[];
+  /** their length */
+  readonly bytes: number;
 }
 
 export interface HlsInit {
@@ -40,8 +43,10 @@ export interface SegmenterOptions {
   container: Container;
   targetDurationSec: number;
   partTargetSec: number;
-  /** complete segments listed in the playlist (a couple more stay in memory for players still fetching them) */
+  /** complete segments listed in the playlist at most (one more stays in memory for players still fetching it) */
   windowSegments: number;
+  /** seconds of complete segments listed at least (0: three target durations) */
+  windowSec: number;
   maxStreamBytes: number;
   /** 'av' readers: how long the first segment waits for the AAC track (ms of stream time) */
   audioWaitMs: number;

@@ -6,8 +6,11 @@
 import { round3 } from './cut-rules';
 import type { HlsPart, HlsSegment, SegmenterOptions } from './hls-types';
 
-/** complete segments kept beyond the listed window, for players still fetching one that just left it */
-const EXTRA_KEPT = 2;
+/**
+ * complete segments kept beyond the listed window, for a player still fetching the one that just left it (players
+ * at the live edge fetch near its end; one that read the playlist just before it moved asks for its first at most)
+ */
+const EXTRA_KEPT = 1;
 
 export abstract class LiveWindow {
   /** complete segments, oldest first */
@@ -37,6 +40,20 @@ export abstract class LiveWindow {
 
   get partTarget(): number {
     return Math.max(this.o.partTargetSec, round3(this.maxPartSec));
+  }
+
+  /**
+   * Where the listed window starts in `segments`: the newest segments that last windowSec (three target durations
+   * by default, RFC 8216 6.2.2's least: an older one may leave only when the rest still last that long), at most
+   * windowSegments of them. The window costs what the playlist lists, plus EXTRA_KEPT.
+   */
+  get listedFrom(): number {
+    const least = this.o.windowSec > 0 ? this.o.windowSec : 3 * this.targetDuration;
+    const n = this.segments.length;
+    let sum = 0;
+    let from = n;
+    while (from > 0 && n - from < this.o.windowSegments && sum < least) sum += this.segments[--from].duration;
+    return from;
   }
 
   segment(msn: number): HlsSegment | undefined {
@@ -81,7 +98,7 @@ export abstract class LiveWindow {
   }
 
   protected evict(): void {
-    const keep = this.o.windowSegments + EXTRA_KEPT;
+    const keep = this.segments.length - this.listedFrom + EXTRA_KEPT;
     // (the segment being made holds at most half of maxStreamBytes, so the complete ones can always make room)
     while (this.segments.length > keep || (this.bytes > this.o.maxStreamBytes && this.segments.length > 0)) {
       const forMemory = this.segments.length <= keep;

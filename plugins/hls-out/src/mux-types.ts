@@ -32,6 +32,6 @@ export interface MuxSample {
   readonly sync: boolean;
   /** bytes in an fMP4 mdat */
   readonly size: number;
-  /** writes the fMP4 form at `at`, returns the offset after it */
-  writeTo(out: Buffer, at: number): number;
+  /** those bytes, in the stream's sample store: fragments refer to them */
+  readonly bytes: Buffer;
 }

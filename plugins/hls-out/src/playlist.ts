@@ -8,7 +8,6 @@ import type { HlsSegment, Segmenter } from './segmenter';
 export interface PlaylistOptions {
   container: 'fmp4' | 'mpegts';
   lowLatency: boolean;
-  windowSegments: number;
   /** `?reqId=…&token=…`, already encoded */
   query: string;
 }
@@ -23,7 +22,7 @@ export function segmentUri(msn: number, container: 'fmp4' | 'mpegts', query: str
 export function renderPlaylist(s: Segmenter, o: PlaylistOptions): string {
   const q = o.query;
   const ll = o.lowLatency;
-  const first = Math.max(0, s.segments.length - o.windowSegments);
+  const first = s.listedFrom;
   const listed = s.segments.slice(first);
   const cur = ll && s.current && s.current.parts.length > 0 ? s.current : undefined;
   const all: HlsSegment[] = cur ? [...listed, cur] : listed;

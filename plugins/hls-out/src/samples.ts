@@ -1,11 +1,13 @@
 /**
  * Units as samples: a video unit's NAL units without the parameter sets and delimiters that fMP4 keeps in the
  * init segment (avc1/hvc1: every parameter set in the sample entry, which Safari requires for hvc1), and an audio
- * unit's raw frame. The NAL units are read from the unit's index (no search) when a fragment copies them into place.
+ * unit's raw frame. The NAL units are read from the unit's index (no search) once, when the unit is copied into the
+ * form's sample store; fragments then refer to those bytes.
  */
 import type { AccessUnit } from '../../../plugin-sdk';
 import { NalUnits } from '../../../plugin-sdk/formats';
 import type { MuxSample, MuxTrack } from './mux-types';
+import type { SampleStore } from './sample-store';
 
 /** Whether a NAL unit (first byte `b`) goes in a sample: not H.264 SPS, PPS, AUD (7-9) nor H.265 VPS, SPS, PPS, AUD (32-35). */
 function inSample(b: number, hevc: boolean): boolean {
@@ -20,8 +22,39 @@ function inSample(b: number, hevc: boolean): boolean {
 /** reads a unit's index; pointed at one unit and read through within one call */
 const nals = new NalUnits();
 
+/**
+ * A unit in its samples' form, copied into `store` (sample-store.ts): video as its NAL units with 4-byte lengths,
+ * without the parameter sets and delimiters; audio as its frame. The segmenter keeps these, never the bus's units.
+ */
+export function sampleFormOf(unit: AccessUnit, store: SampleStore): AccessUnit {
+  let payload: Buffer;
+  const p = unit.payload;
+  if (unit.kind === 'video') {
+    const hevc = unit.codec === 'h265';
+    const n = nals.of(unit);
+    let size = 0;
+    for (let i = 0; i < n; i++) if (inSample(p[nals.start(i)], hevc)) size += 4 + nals.end(i) - nals.start(i);
+    payload = store.take(size);
+    let at = 0;
+    for (let i = 0; i < n; i++) {
+      const from = nals.start(i);
+      const to = nals.end(i);
+      if (!inSample(p[from], hevc)) continue;
+      payload.writeUInt32BE(to - from, at);
+      at += 4 + p.copy(payload, at + 4, from, to);
+    }
+  } else {
+    payload = store.take(p.length);
+    p.copy(payload);
+  }
+  // a unit of the segmenter's own, never handed on: its video payload is not Annex-B, so it has no NAL index (made
+  // by hand rather than through unitAt, which would index it)
+  const { kind, codec, dts, pts, timescale, dtsTicks, ptsTicks, duration, keyframe, receivedAt } = unit;
+  return { kind, codec, dts, pts, timescale, dtsTicks, ptsTicks, duration, keyframe, payload, receivedAt };
+}
+
+/** A video sample; its unit is in sample form (sampleFormOf). */
 export class VideoSample implements MuxSample {
-  /** bytes of its NAL units, each with a 4-byte length (fMP4) or start code (MPEG-TS) */
   readonly size: number;
   duration = 0;
   constructor(
@@ -29,11 +62,7 @@ export class VideoSample implements MuxSample {
     readonly dts: number,
     readonly cto: number,
   ) {
-    const hevc = unit.codec === 'h265';
-    const p = unit.payload;
-    let size = 0;
-    for (let i = 0, n = nals.of(unit); i < n; i++) if (inSample(p[nals.start(i)], hevc)) size += 4 + nals.end(i) - nals.start(i);
-    this.size = size;
+    this.size = unit.payload.length;
   }
 
   get sync(): boolean {
@@ -41,24 +70,18 @@ export class VideoSample implements MuxSample {
   }
 
   /** its NAL units with 4-byte lengths (fMP4) */
-  writeTo(out: Buffer, at: number): number {
-    return this.write(out, at, false);
+  get bytes(): Buffer {
+    return this.unit.payload;
   }
 
-  /** its NAL units after 4-byte start codes (MPEG-TS) */
+  /** its NAL units after 4-byte start codes (MPEG-TS): the same size */
   writeAnnexB(out: Buffer, at: number): number {
-    return this.write(out, at, true);
-  }
-
-  private write(out: Buffer, at: number, annexB: boolean): number {
-    const hevc = this.unit.codec === 'h265';
     const p = this.unit.payload;
-    for (let i = 0, n = nals.of(this.unit); i < n; i++) {
-      const from = nals.start(i);
-      const to = nals.end(i);
-      if (!inSample(p[from], hevc)) continue;
-      out.writeUInt32BE(annexB ? 1 : to - from, at);
-      at += 4 + p.copy(out, at + 4, from, to);
+    for (let i = 0; i + 4 <= p.length;) {
+      const len = p.readUInt32BE(i);
+      out.writeUInt32BE(1, at);
+      at += 4 + p.copy(out, at + 4, i + 4, i + 4 + len);
+      i += 4 + len;
     }
     return at;
   }
@@ -76,9 +99,8 @@ export class AudioSample implements MuxSample {
     this.size = unit.payload.length;
   }
 
-  writeTo(out: Buffer, at: number): number {
-    this.unit.payload.copy(out, at);
-    return at + this.size;
+  get bytes(): Buffer {
+    return this.unit.payload;
   }
 }
 

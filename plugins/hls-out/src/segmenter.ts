@@ -21,7 +21,8 @@ import { partDue, partLongEnough, pastTarget, round3, segmentDue } from './cut-r
 import { fmp4Fragment } from './fmp4';
 import type { HlsInit } from './hls-types';
 import { LiveWindow } from './live-window';
-import { audioSamplesOf, videoSamplesOf } from './samples';
+import { SampleStore } from './sample-store';
+import { audioSamplesOf, sampleFormOf, videoSamplesOf } from './samples';
 import { activate, configOf, fragmentTracks, type Active, type Config } from './track-config';
 
 export type { Container, HlsInit, HlsPart, HlsSegment, SegmenterOptions, SegmenterStats } from './hls-types';
@@ -78,6 +79,11 @@ export class Segmenter extends LiveWindow implements MediaReader {
 
   // --- MediaReader ------------------------------------------------------------------------------------------------
 
+  /** nothing the bus gave is kept past write() (it is copied into the store), so payload reuse stays on */
+  holdsPayloads(): boolean {
+    return false;
+  }
+
   tracks(list: ReadonlyArray<TrackInfo>): void {
     const w = configOf(list);
     if (w.sig === this.wanted.sig) return;
@@ -86,8 +92,13 @@ export class Segmenter extends LiveWindow implements MediaReader {
     if (this.hold && w.audio) this.release();
   }
 
-  write(unit: AccessUnit): void {
+  /** the bytes of the units it keeps, in their samples' form (sample-store.ts) */
+  private readonly store = new SampleStore();
+
+  write(given: AccessUnit): void {
     if (this.closed) return;
+    // the one copy: what is kept from here on is the store's, so the bus may reuse the given payload at once
+    const unit = sampleFormOf(given, this.store);
     if (this.hold) {
       this.hold.push(unit);
       this.pendingBytes += unit.payload.length;
@@ -324,14 +335,15 @@ export class Segmenter extends LiveWindow implements MediaReader {
     const videoSamples = a.video ? videoSamplesOf(driver, a.video, next) : [];
     const audioSamples = a.audio ? audioSamplesOf(audioUnits, a.audio, a.video ? undefined : next) : [];
     const data = a.ts
-      ? a.ts.chunk(videoSamples, audioSamples, cur.parts.length === 0)
+      ? [a.ts.chunk(videoSamples, audioSamples, cur.parts.length === 0)]
       : fmp4Fragment(this.fragmentSeq++, fragmentTracks(a, videoSamples, audioSamples));
     const duration = round3((endDts - this.partStartDts) / 1000);
     // (a stall of the source makes one long part; the declared part target ignores those past a segment's length)
     if (duration > this.maxPartSec && duration <= this.o.targetDurationSec) this.maxPartSec = duration;
-    cur.parts.push({ index: cur.parts.length, duration, independent: driver[0].kind === 'audio' || driver[0].keyframe, data });
-    cur.bytes += data.length;
-    this.bytes += data.length - this.pendingBytes;
+    const bytes = data.reduce((n, b) => n + b.length, 0);
+    cur.parts.push({ index: cur.parts.length, duration, independent: driver[0].kind === 'audio' || driver[0].keyframe, data, bytes });
+    cur.bytes += bytes;
+    this.bytes += bytes - this.pendingBytes;
     this.pendingBytes = 0;
     for (const u of this.audioQueue) this.pendingBytes += u.payload.length;
     this.bytes += this.pendingBytes;

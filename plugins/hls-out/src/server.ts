@@ -110,17 +110,20 @@ export class HlsServer {
     if (!fetch) return text(res, 404, 'request closed');
     res.on('close', fetch.done);
     const query = `?${playQuery(r.reqId, r.params.user.token, via.via)}`;
-    const send = (type: string, body: Buffer | Buffer[]): void => {
+    const send = (type: string, body: Buffer | readonly Buffer[]): void => {
       if (res.destroyed) return; // (the client left while its fetch waited)
-      const parts = Array.isArray(body) ? body : [body];
+      const parts = Buffer.isBuffer(body) ? [body] : body;
       const length = parts.reduce((n, b) => n + b.length, 0);
       res.writeHead(200, { ...CORS, 'Content-Type': type, 'Content-Length': length, 'Cache-Control': 'no-cache' });
       if (req.method === 'HEAD') {
         res.end();
         return;
       }
+      // a part is its boxes and slices of the sample store: one writev for all of them, not a write each
+      res.cork();
       for (const b of parts) res.write(b);
       res.end();
+      res.uncork();
       fetch.sent(length);
     };
     const seg = form.segmenter;
@@ -143,7 +146,7 @@ export class HlsServer {
       return done
         ? send(
             form.container === 'fmp4' ? TYPES.mp4 : TYPES.ts,
-            done.parts.map((p) => p.data),
+            done.parts.flatMap((p) => p.data),
           )
         : text(res, 404, 'no such segment');
     }
@@ -197,7 +200,7 @@ export class HlsServer {
       return text(res, 400, '_HLS_part without _HLS_msn');
     }
     if (seg.closed) return text(res, 404, 'stream closed');
-    send(TYPES.m3u8, Buffer.from(renderPlaylist(seg, { container: form.container, lowLatency: ll, windowSegments: this.c.windowSegments, query })));
+    send(TYPES.m3u8, Buffer.from(renderPlaylist(seg, { container: form.container, lowLatency: ll, query })));
   }
 
   /** RFC 8216bis: a blocked request that cannot be answered within three target durations gets a 503 */

@@ -17,6 +17,7 @@ function segmenter(o: Partial<SegmenterOptions> = {}): { seg: Segmenter; drops: 
     targetDurationSec: 2,
     partTargetSec: 0.333,
     windowSegments: 6,
+    windowSec: 0,
     maxStreamBytes: 16 * 1024 * 1024,
     audioWaitMs: 0,
     wantsAudioWithVideo: false,
@@ -59,24 +60,66 @@ describe('hls-out: the segmenter', () => {
     const { seg } = segmenter();
     seg.tracks([clip.video]);
     for (const u of looped(clip.units, 12, clip.durationMs)) seg.write(u);
-    assert.equal(seg.segments.length, 8, 'six listed and two kept for late fetches');
+    assert.equal(seg.segments.length - seg.listedFrom, 3, "three listed: 6 s, three target durations, RFC 8216's least");
+    assert.equal(seg.segments.length, 4, 'and one kept for a late fetch');
     for (const s of seg.segments) {
       assert.equal(s.duration, 2);
       assert.equal(s.parts[0].independent, true);
       for (const p of s.parts) assert.ok(p.duration <= 0.333, `part of ${p.duration}`);
       assert.equal(
         s.bytes,
-        s.parts.reduce((n, p) => n + p.data.length, 0),
+        s.parts.reduce((n, p) => n + p.data.reduce((m, b) => m + b.length, 0), 0),
       );
     }
-    assert.equal(seg.segments[7].msn, seg.segments[0].msn + 7);
+    assert.equal(seg.segments[3].msn, seg.segments[0].msn + 3);
     assert.equal(seg.targetDuration, 2);
+  });
+
+  it('windowSec lists more, windowSegments caps what it lists, and memory follows what is listed', () => {
+    const clip = fixtureClip({ seconds: 2 });
+    const run = (o: Partial<SegmenterOptions>) => {
+      const { seg } = segmenter(o);
+      seg.tracks([clip.video]);
+      for (const u of looped(clip.units, 12, clip.durationMs)) seg.write(u);
+      return { listed: seg.segments.length - seg.listedFrom, kept: seg.segments.length, bytes: seg.bytes };
+    };
+    const least = run({});
+    const ten = run({ windowSec: 10 });
+    assert.deepEqual([ten.listed, ten.kept], [5, 6], '10 s of 2 s segments');
+    assert.deepEqual([run({ windowSec: 10, windowSegments: 4 }).listed, run({ windowSec: 10, windowSegments: 4 }).kept], [4, 5]);
+    assert.deepEqual([run({ windowSec: 7 }).listed], [4], 'at least 7 s: four segments');
+    assert.ok(ten.bytes > least.bytes * 1.3, `${ten.bytes} against ${least.bytes}`);
+  });
+
+  it('keeps nothing the bus gave it: payloads overwritten after write() leave its parts as they were', () => {
+    const clip = fixtureClip({ seconds: 2 });
+    const units = looped(clip.units, 3, clip.durationMs);
+    const bytesOf = (seg: Segmenter) => Buffer.concat(seg.segments.flatMap((x) => x.parts.flatMap((p) => p.data)));
+    const pristine = segmenter().seg;
+    pristine.tracks([clip.video]);
+    for (const u of units) pristine.write({ ...u, payload: Buffer.from(u.payload) });
+    const reused = segmenter().seg;
+    assert.equal(reused.holdsPayloads(), false, 'so the bus reuses payload memory of streams HLS reads');
+    reused.tracks([clip.video]);
+    for (const u of units) {
+      // what the bus does with a payload it may reuse: the next frame's bytes, or the tests' poison pattern
+      const given = Buffer.from(u.payload);
+      reused.write({ ...u, payload: given });
+      given.fill(0xee);
+    }
+    assert.ok(pristine.segments.length >= 2);
+    assert.equal(reused.segments.length, pristine.segments.length);
+    assert.ok(bytesOf(reused).equals(bytesOf(pristine)), 'the same bytes');
+    // and a part refers to the store's bytes, not a copy per part: its samples are slices of a few chunks
+    const part = reused.segments[0].parts[0];
+    assert.ok(part.data.length >= 2 && part.data.length <= 4, `boxes and sample slices: ${part.data.length}`);
   });
 
   it('a GOP longer than the target is cut at the target without a keyframe: EXT-X-TARGETDURATION never changes', () => {
     // a capture's 3 s GOP (30 frames at 10 fps), and the first 1 s of the GOP after it
     const clip = fixtureClip({ capture: 'cifSlow', fps: 10, gopFrames: 30, seconds: 4 });
-    const { seg } = segmenter();
+    // (eight segments kept, as the window was before it followed windowSec)
+    const { seg } = segmenter({ windowSegments: 7, windowSec: 600 });
     seg.tracks([clip.video]);
     const targets = new Set<number>();
     for (const u of looped(clip.units, 3, clip.durationMs)) {
@@ -94,7 +137,7 @@ describe('hls-out: the segmenter', () => {
   });
 
   it('audio only: segments by time from any frame', () => {
-    const { seg } = segmenter();
+    const { seg } = segmenter({ windowSegments: 7, windowSec: 600 });
     seg.tracks([{ kind: 'audio', codec: 'aac', sampleRate: 16000, channels: 1, config: Buffer.from([0x14, 0x08]) }]);
     for (let i = 0; i < 200; i++) seg.write(audioUnit({ codec: 'aac', dts: i * 64, timescale: 16000, duration: 1024, payload: Buffer.alloc(40, i) }));
     assert.ok(seg.segments.length >= 5);

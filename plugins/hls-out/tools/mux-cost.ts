@@ -32,6 +32,7 @@ function ours(container: 'fmp4' | 'mpegts', units: AccessUnit[], track: Paramete
     targetDurationSec: 2,
     partTargetSec: 0.333,
     windowSegments: 6,
+    windowSec: 0,
     maxStreamBytes: 64 * 1024 * 1024,
     audioWaitMs: 0,
     wantsAudioWithVideo: false,
