@@ -9,6 +9,7 @@ import { f1, f2 } from './gateway-harness';
 import { TARGET, targetChecks, targetsShort } from './ingest-flv-report';
 import { synthesise, type SynthStream } from './synth-terminals';
 import { spellLine, spellOf } from './spell';
+import { audioStepTable } from './audio-steps';
 
 /** one ingest-flv run with these options on this load */
 export type RunWith = (o: IngestFlvOptions, stream: SynthStream) => Promise<IngestFlvResult>;
@@ -87,6 +88,17 @@ export async function vsVideo(o: IngestFlvOptions, withAudio: SynthStream, runWi
   }
   const ratio = total(rounds, (r) => r.audio.threadCpuPct.main) / total(rounds, (r) => r.video.threadCpuPct.main);
   console.log(`  main thread with audio / video only: ${f2(ratio)} (target 1.10 or less): ${ratio <= 1.1 ? 'ok' : 'MISSED'}`);
+  const last = rounds[rounds.length - 1];
+  if (last.video.profile && last.audio.profile) {
+    const packets = Math.round(o.terminals * withAudio.audioFramesPerSecond);
+    const table = audioStepTable(
+      { profile: last.video.profile, mainCpuPct: last.video.threadCpuPct.main },
+      { profile: last.audio.profile, mainCpuPct: last.audio.threadCpuPct.main },
+      packets,
+      last.audio.threadCpuPct.worker,
+    );
+    console.log(table.join('\n'));
+  }
   return rounds[rounds.length - 1].audio;
 }
 
