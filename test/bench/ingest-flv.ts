@@ -17,8 +17,7 @@ import * as path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fixturePath, scratchDir } from '../support/paths';
-import { BenchArgs, captureFile, loadArg, windowArg } from './support/bench-args';
-import { IDLE_CLIENT_USAGE, keepAwake } from './support/keep-awake';
+import { keepAwake } from './support/keep-awake';
 import { BenchPlayer } from './support/bench-player';
 import {
   Api,
@@ -49,164 +48,23 @@ import {
   printRunProfiles,
   FLOOR_MAIN,
 } from './support/gateway-harness';
-import { bucketsDelta, bucketsOf, coreTimes, histogramQuantile, quantile, sumDelta, sumOf, type Buckets, type Sample } from './support/process-probe';
+import { bucketsDelta, bucketsOf, coreTimes, histogramQuantile, quantile, sumDelta, sumOf, type Buckets } from './support/process-probe';
 import { StartPhases } from './support/start-phases';
 import { SynthTerminal, UdpTerminalLink, speechPcm, synthesise, type SynthStream, type TerminalLink } from './support/synth-terminals';
 import { gcFigures, report } from './support/ingest-flv-report';
-import { watchOwnGc, type OwnGc } from './support/own-gc';
+import { watchOwnGc } from './support/own-gc';
 import { vsFloor, vsFlv, vsVideo, vsWorkers } from './support/ingest-flv-compare';
 import { HlsReaderFleet } from './support/bench-hls-reader';
 import { RtspReaderFleet } from './support/bench-rtsp-reader';
-import { LinkCensus, censusWarning, logWarnings, type CensusFigures } from './support/link-census';
+import { LinkCensus, censusWarning, logWarnings } from './support/link-census';
+import type { IngestFlvOptions, IngestFlvResult, ReaderFleet, ReaderKind } from './support/ingest-flv-types';
+import { parseArgs } from './support/ingest-flv-args';
 
-/** What reads each terminal's stream: an HTTP-FLV player (this bench), or a fleet of another kind (ingest-hls, rtsp). */
-export type ReaderKind = 'flv' | 'hls' | 'rtsp';
-
-/** Readers other than the HTTP-FLV players, one per terminal, made and measured by their own module. */
-export interface ReaderFleet {
-  /** e.g. 'LL-HLS reader' */
-  readonly what: string;
-  /** the plugin the site needs for them */
-  readonly plugin: { name: string; config: Record<string, unknown> };
-  /** /strm/open fields that ask for this kind of play URL (fmt) */
-  readonly openFields: Record<string, unknown>;
-  /** the gateway's figure of bytes written to these readers, when it has one */
-  readonly bytesOutMetric: string | undefined;
-  /** starts a reader of `url` for `term`, which sends `stream` from frame `first`; it connects by itself */
-  add(term: SynthTerminal, url: URL, stream: SynthStream, first: number): void;
-  /** resolves once every reader has media; throws past timeoutMs */
-  ready(signal: AbortSignal, timeoutMs: number): Promise<void>;
-  startWindow(): void;
-  endWindow(): void;
-  /** bytes read so far, all readers, protocol framing included */
-  bytesRead(): number;
-  figures(seconds: number): ReaderFigures;
-  /** the report lines for the window */
-  report(seconds: number): string[];
-  /** report lines from the gateway's /metrics at the end of the window (e.g. what the output plugin holds) */
-  metricLines?(m: Map<string, Sample[]>, terminals: number): string[];
-  close(): void;
-}
-
-export interface ReaderFigures {
-  /** readers without an error */
-  connected: number;
-  /** readers that got no media in the window, or none for a while (the module's stall time) */
-  stalled: number;
-  /** failed fetches, protocol errors, media gaps: must be 0 */
-  errors: number;
-  /** lag behind the terminal (HLS: part age when fetched; RTSP: per frame, as the FLV end to end) */
-  lagMs?: { p50: number; p99: number; max: number; count: number };
-  /** parts (HLS) or video frames (RTSP) per reader-second */
-  perReaderPerSecond: number;
-}
+export type { IngestFlvOptions, IngestFlvResult, ReaderFigures, ReaderFleet, ReaderKind } from './support/ingest-flv-types';
+export { parseArgs, USAGE } from './support/ingest-flv-args';
 
 function makeFleet(kind: ReaderKind): ReaderFleet | undefined {
   return kind === 'hls' ? new HlsReaderFleet() : kind === 'rtsp' ? new RtspReaderFleet() : undefined;
-}
-
-export interface IngestFlvOptions {
-  terminals: number;
-  seconds: number;
-  mbps: number;
-  capture: string;
-  ramp: boolean;
-  rampSeconds: number;
-  warmup: number;
-  profile: boolean;
-  pin: boolean;
-  keepDir: boolean;
-  /** extra node options for the gateway process (e.g. --trace-gc) */
-  nodeOpts: string[];
-  /** terminals send G.711A speech too (added to a capture without audio; a capture with audio keeps its own) */
-  audio: boolean;
-  audioFrameMs: number;
-  /** the site runs audio-aac, so players (dataTyp 0) take AAC; default: with --audio */
-  aac: boolean;
-  /** run the bare-relay floor (floor/bare-relay.ts) instead of the gateway */
-  floor: boolean;
-  /** rounds of gateway and floor alternated on the same load, then the CPU ratio (0: off) */
-  vsFloor: number;
-  /** the gateway's worker processes (GW_WORKERS); CPU and RSS are summed over the primary and its workers */
-  workers: number;
-  /** rounds of one process and `workers` workers alternated on the same load and core, then streams per CPU-second (0: off) */
-  vsWorkers: number;
-  /** internal (ingest-hls, rtsp): what reads the streams */
-  readers: ReaderKind;
-  /** internal: rounds of `readers` and FLV players alternated, then the CPU and RSS ratios (0: off) */
-  vsFlv: number;
-  /** the load generator spins (support/keep-awake.ts; default); --idle-client lets it sleep between events */
-  busyClient: boolean;
-  /** rounds of the same load without audio and with it (--audio implied), alternated: issue 11's main-thread ratio */
-  vsVideo: number;
-  /** terminals push over UDP, a datagram per packet (with workers, through the primary until their worker has a socket for them) */
-  udp: boolean;
-}
-
-export interface IngestFlvResult {
-  terminals: number;
-  playersConnected: number;
-  /** players that got no video tag during the measured window */
-  stalledPlayers: number;
-  seconds: number;
-  mbpsIn: number;
-  mbpsOut: number;
-  gatewayMbpsIn: number;
-  gatewayMbpsOut: number;
-  cpuPct: number;
-  /** % of one core: the gateway's main thread, its worker threads (the AAC stage's), and the rest (GC helpers, libuv) */
-  threadCpuPct: { main: number; worker: number; other: number };
-  rssMB: number;
-  peakRssMB: number;
-  idleRssMB: number;
-  addedLatencyMs: { p50: number; p99: number; count: number };
-  eventLoopDelayMs: { p50: number; p99: number; max: number };
-  endToEndMs: { p50: number; p99: number; count: number };
-  generatorCpuPct: number;
-  /** CPU other processes used in the window, in cores (the gateway, this process and interrupts left out) */
-  othersCores: number;
-  /** interrupt time in the window, in cores (the kernel delivering loopback TCP, charged to no process) */
-  irqCores: number;
-  /** core 0 (the gateway's) busy % */
-  core0BusyPct: number;
-  /** this process's own event-loop delay in the window: when high, end-to-end figures include our stalls */
-  generatorLoopDelayMs: { p99: number; max: number };
-  /** this process's own collections in the window (support/own-gc.ts) */
-  generatorGc: OwnGc;
-  /** the /metrics scrape that opens the window (answered, whole), a second before the window starts */
-  metricsScrapeMs: number;
-  droppedFrames: number;
-  /** audio frames each player got per second (AAC sequence headers not counted); 0 without audio */
-  audioFramesPerPlayerSecond: number;
-  /** players that got no audio in the window (when the terminals send audio) */
-  silentPlayers: number;
-  /** AAC: tag read - write of the terminal frame completing its input (see support/bench-player.ts); as received: - write of that frame */
-  audioLatencyMs: { p50: number; p99: number; count: number };
-  /** transcodes running at the end of the window, and worker calls that failed in it (audio-aac's metrics) */
-  aac: { transcoders: number; failures: number };
-  /**
-   * the gateway's GC pauses in the window as V8 reports them (prom-client's gc metric): % of one core, by kind, and
-   * mark-compacts. Incremental marking done in steps during allocation is not in it: a profile shows that.
-   */
-  gc: { pct: number; majorPct: number; minorPct: number; majors: number };
-  /** the gateway's memory at the end of the window, MB: JS heap used, and ArrayBuffer memory (frame payloads, socket reads) */
-  heapMB: number;
-  /** JS heap committed (pages V8 holds, used or not), and of it the young generation's */
-  heapTotalMB: number;
-  newSpaceMB: number;
-  arrayBuffersMB: number;
-  /** payload the bus holds at the end of the window, MB: GOP caches and readers' queues */
-  busHeldMB: { gop: number; queue: number };
-  /** payload chunks (Publisher.alloc) in the window: allocated, reused, left to the collector, let go unused by the pool */
-  chunks: { allocated: number; reused: number; escaped: number; released: number };
-  /** payload chunk memory at the end of the window, MB: held by streams, free in the bus's pool (NaN: not reported) */
-  chunkMB: { held: number; free: number };
-  profile?: string;
-  readers: ReaderKind;
-  /** the HLS or RTSP readers' own figures (undefined for FLV players) */
-  readerFigures?: ReaderFigures;
-  /** terminals connected and counted at the window's end, and what took the others */
-  census: CensusFigures;
 }
 
 /** issue 16: 1,000 terminals x 1 Mbit/s, one player each, on one core */
@@ -221,123 +79,6 @@ const TICK_MS = 4;
 const SCRAPE_SETTLE_MS = 1000;
 /** ffmpeg's AAC encoder needs 3 x 1024 samples past a frame's start; audio-aac's default output is 8 kHz */
 const AAC_LOOKAHEAD_MS = 384;
-
-export const USAGE = `usage: npm run bench -- ingest-flv [--terminals N] [--seconds S] [--mbps X] [--capture FILE] [--audio]
-                       [--audio-frame-ms MS] [--aac|--no-aac] [--ramp] [--ramp-seconds S] [--warmup S] [--profile]
-                       [--floor | --vs-floor K] [--workers N] [--vs-workers K] [--vs-video K] [--no-pin] [--keep-dir]
-                       [--idle-client] [--udp] [--node-opt OPT]...
-  --terminals N     simulated terminals, one HTTP-FLV player each (default 500)
-  --seconds S       measured window (default 30)
-  --mbps X          per-terminal rate in Mbit/s, audio included; the capture's video frames are padded up to it (default 1)
-  --capture FILE    JT/T 1078 capture to re-pack (default shared/fixtures/jt1078/glaciall-cif-h264-2013.bin)
-  --audio           terminals also send G.711A 8 kHz speech (a capture with audio keeps its own), and the site runs
-                    audio-aac: every player takes AAC, flv-out's default
-  --audio-frame-ms MS  duration of the added G.711A frames, one packet each (default 20)
-  --aac, --no-aac   put audio-aac on the site or leave it off (default: on with --audio, off without); --audio --no-aac:
-                    the audio is ingested but left out of the FLV (browsers cannot play G.711)
-  --ramp            open terminals gradually (over --ramp-seconds, default 20) instead of all at once
-  --warmup S        seconds of load before the window opens (default 5)
-  --profile         run the gateway under node --cpu-prof and print its top self-time functions
-  --workers N       the gateway runs N worker processes (GW_WORKERS; default 1); CPU and RSS add up the primary and its
-                    workers, all on the gateway's core when pinned
-  --vs-workers K    K rounds of 1 process and --workers N (default 2) alternated, then streams per gateway CPU-second of each
-                    and their ratio: what a worker costs on top of the work (1.0: N workers on N cores hold N times the streams)
-  --vs-video K      K rounds of the same terminals without audio and with it (--audio: players take AAC unless --no-aac)
-                    alternated, then the main thread's CPU with audio / without (issue 11: 1.10 or less)
-  --udp             terminals push over UDP, a datagram per JT/T 1078 packet (2013 layout, to the live port); with
-                    --workers the primary routes a terminal's first datagrams to its channel's worker, whose own socket
-                    for the terminal takes the rest (GW_UDP_PEER_SOCKETS=false: all through the primary; not with --floor)
-  --floor           run the bare-relay floor (test/bench/floor/bare-relay.ts) instead of the gateway, on the same load
-  --vs-floor K      K rounds of the gateway and the floor alternated, then gateway CPU / floor CPU (issue 16's steering figure)
-${IDLE_CLIENT_USAGE}
-  --no-pin          do not pin the gateway to core 0 and this process to core 1
-  --keep-dir        keep the scratch directory (site file, gateway log, data)
-  --node-opt OPT    pass a node option to the gateway process, e.g. --node-opt --trace-gc (with --keep-dir to read its log)`;
-
-export function parseArgs(args: string[]): IngestFlvOptions {
-  const o: IngestFlvOptions = {
-    terminals: 500,
-    seconds: 30,
-    mbps: 1,
-    capture: '',
-    ramp: false,
-    rampSeconds: 20,
-    warmup: 5,
-    profile: false,
-    pin: true,
-    keepDir: false,
-    nodeOpts: [],
-    audio: false,
-    audioFrameMs: 20,
-    aac: false,
-    floor: false,
-    vsFloor: 0,
-    workers: 1,
-    vsWorkers: 0,
-    readers: 'flv',
-    vsFlv: 0,
-    vsVideo: 0,
-    busyClient: true,
-    udp: false,
-  };
-  let aac: boolean | undefined;
-  const r = new BenchArgs(args, USAGE);
-  for (let a = r.next(); a !== undefined; a = r.next()) {
-    switch (a) {
-      case '--terminals':
-        o.terminals = r.num(a, 1, 5000, true);
-        break;
-      case '--floor':
-        o.floor = true;
-        break;
-      case '--vs-floor':
-        o.vsFloor = r.num(a, 1, 20, true);
-        break;
-      case '--workers':
-        o.workers = r.num(a, 1, 64, true);
-        break;
-      case '--vs-workers':
-        o.vsWorkers = r.num(a, 1, 20, true);
-        break;
-      case '--vs-video':
-        o.vsVideo = r.num(a, 1, 20, true);
-        o.audio = true;
-        break;
-      case '--ramp-seconds':
-        o.rampSeconds = r.num(a, 0, 3600, false);
-        o.ramp = true;
-        break;
-      case '--audio-frame-ms':
-        o.audioFrameMs = r.num(a, 10, 200, true);
-        o.audio = true;
-        break;
-      case '--audio':
-        o.audio = true;
-        break;
-      case '--aac':
-        aac = true;
-        break;
-      case '--no-aac':
-        aac = false;
-        break;
-      case '--ramp':
-        o.ramp = true;
-        break;
-      case '--idle-client':
-        o.busyClient = false;
-        break;
-      case '--udp':
-        o.udp = true;
-        break;
-      default:
-        if (!windowArg(a, r, o) && !loadArg(a, r, o)) r.unknown(a);
-    }
-  }
-  o.aac = aac ?? o.audio;
-  o.capture = captureFile(o.capture);
-  if (o.udp && (o.floor || o.vsFloor > 0)) throw r.error('--udp: the floor reads TCP only');
-  return o;
-}
 
 // ------------------------------------------------------------------------------------------------------------
 
