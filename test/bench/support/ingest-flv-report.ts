@@ -85,6 +85,8 @@ export function report(
       : [
           `  gateway GC pauses: ${f1(r.gc.pct)} % of one core (mark-compact and incremental finalisation ${f1(r.gc.majorPct)} %, ` +
             `scavenges ${f1(r.gc.minorPct)} %), ${r.gc.majors} mark-compacts in ${f1(r.seconds)} s`,
+          `  gateway socket reads in the window: ${r.reads.atOnce + r.reads.setAside}, of which ${f1((100 * r.reads.setAside) / Math.max(1, r.reads.atOnce + r.reads.setAside))} % ` +
+            `set aside past the loop's slice (gateway.readSliceMs: each copied once more before it is read)`,
         ]),
     ...(readerLines
       ? []
