@@ -103,15 +103,11 @@ export abstract class LiveWindow {
     while (this.segments.length > keep || (this.bytes > this.o.maxStreamBytes && this.segments.length > 0)) {
       const forMemory = this.segments.length <= keep;
       const gone = this.segments.shift()!;
-      this.segmentGone(gone);
       this.bytes -= gone.bytes;
       if (forMemory) this.o.stats.memoryDrops();
       if (gone.discontinuity) this.discontinuitiesGone++;
     }
   }
-
-  /** a segment left memory: what its parts held goes */
-  protected segmentGone(_segment: HlsSegment): void {}
 
   protected changed(): void {
     for (const cb of [...this.listeners]) cb();

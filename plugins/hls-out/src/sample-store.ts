@@ -10,117 +10,27 @@
  * copy here is the only one.
  *
  * Slices are contiguous (no alignment gaps), so the samples of one track that follow each other in a part make one
- * slice for the response. A chunk is reused once no part in the window, no response being written and no unit
- * waiting for its part reads it (each counted: parts and responses hold it, waiting units are asked about), so the
- * store makes new memory only as the window grows, and the collector has no stream of fresh buffers to chase (each
- * was external memory that brought a mark-compact nearer). A chunk some unit still read when its last holder let go
- * is left to the collector, never reused.
+ * slice for the response. A chunk is the collector's once no part or waiting unit refers to it: the live window
+ * moves in order, so a stream pins at most its window and one chunk.
  */
-const CHUNK_BYTES = 128 * 1024;
-/** chunks kept for reuse per store: more would be memory a quiet stream holds for nothing */
-const MAX_FREE = 2;
-/** the tests' poison (test/setup.ts): memory given back for reuse is overwritten, so a read after it shows garbage */
-const POISON = process.env.GW_POISON_PAYLOADS === '1';
-
-interface Chunk {
-  readonly buf: Buffer;
-  /** parts in the window made of its bytes */
-  parts: number;
-  /** responses writing its bytes now */
-  sending: number;
-  /** no longer carved from */
-  sealed: boolean;
-  /** back in the free list (or let go): a record nothing may count on any more */
-  done: boolean;
-}
-
-/** what a part or a response holds of the store: released once, when it no longer reads those bytes */
-export interface StoreHold {
-  release(): void;
-}
-
-const NO_HOLD: StoreHold = { release: () => undefined };
+const CHUNK_BYTES = 64 * 1024;
 
 export class SampleStore {
-  /** the record of each chunk, by its memory (a response or a part finds its chunks from their slices) */
-  private readonly chunks = new WeakMap<ArrayBufferLike, Chunk>();
-  private chunk: Chunk | undefined;
+  private chunk: Buffer | undefined;
   private used = 0;
-  private readonly free: Buffer[] = [];
-  /** chunks made (not reused): what the window's growth and the collector cost */
-  made = 0;
 
-  /**
-   * @param stillRead whether units the owner keeps outside parts (waiting for their part) read this memory; a chunk
-   *   is reused only when nothing does. Checked when a chunk's last part or response lets go of it.
-   */
-  constructor(
-    private readonly stillRead: (memory: ArrayBufferLike) => boolean = () => false,
-    private readonly chunkBytes = CHUNK_BYTES,
-  ) {}
+  constructor(private readonly chunkBytes = CHUNK_BYTES) {}
 
-  /** `len` bytes to fill (not zeroed); past a quarter of a chunk, memory of their own (the collector's) */
+  /** `len` bytes to fill (not zeroed); past a quarter of a chunk, memory of their own */
   take(len: number): Buffer {
     if (len > this.chunkBytes >>> 2) return Buffer.allocUnsafeSlow(len);
-    let c = this.chunk;
-    if (!c || this.used + len > c.buf.length) {
-      if (c) {
-        c.sealed = true;
-        this.maybeFree(c);
-      }
-      let buf = this.free.pop();
-      if (buf === undefined) {
-        buf = Buffer.allocUnsafeSlow(this.chunkBytes);
-        this.made++;
-      }
-      c = this.chunk = { buf, parts: 0, sending: 0, sealed: false, done: false };
-      this.chunks.set(buf.buffer, c);
+    if (!this.chunk || this.used + len > this.chunk.length) {
+      this.chunk = Buffer.allocUnsafeSlow(this.chunkBytes);
       this.used = 0;
     }
     const at = this.used;
     this.used += len;
-    return c.buf.subarray(at, at + len);
-  }
-
-  /** a part made of these slices (its boxes too: they are not the store's) holds their chunks while in the window */
-  holdPart(slices: readonly Buffer[]): StoreHold {
-    return this.hold(slices, 'parts');
-  }
-
-  /** a response writing these slices holds their chunks until it is done with them (its 'close') */
-  holdSend(slices: readonly Buffer[]): StoreHold {
-    return this.hold(slices, 'sending');
-  }
-
-  private hold(slices: readonly Buffer[], as: 'parts' | 'sending'): StoreHold {
-    const held: Chunk[] = [];
-    for (const s of slices) {
-      const c = this.chunks.get(s.buffer);
-      if (c === undefined || c.done || held.includes(c)) continue;
-      c[as]++;
-      held.push(c);
-    }
-    if (held.length === 0) return NO_HOLD;
-    let released = false;
-    return {
-      release: () => {
-        if (released) return;
-        released = true;
-        for (const c of held) {
-          c[as]--;
-          this.maybeFree(c);
-        }
-      },
-    };
-  }
-
-  private maybeFree(c: Chunk): void {
-    if (c.done || !c.sealed || c.parts > 0 || c.sending > 0 || this.stillRead(c.buf.buffer)) return;
-    c.done = true;
-    this.chunks.delete(c.buf.buffer);
-    if (this.free.length >= MAX_FREE) return;
-    if (POISON) c.buf.fill(0xee);
-    this.free.push(c.buf);
+    return this.chunk.subarray(at, at + len);
   }
 }
 

@@ -19,9 +19,9 @@
 import type { AccessUnit, MediaReader, TrackInfo } from '../../../plugin-sdk';
 import { partDue, partLongEnough, pastTarget, round3, segmentDue } from './cut-rules';
 import { fmp4Fragment } from './fmp4';
-import type { HlsInit, HlsPart, HlsSegment } from './hls-types';
+import type { HlsInit } from './hls-types';
 import { LiveWindow } from './live-window';
-import { SampleStore, type StoreHold } from './sample-store';
+import { SampleStore } from './sample-store';
 import { audioSamplesOf, sampleFormOf, videoSamplesOf } from './samples';
 import { activate, configOf, fragmentTracks, type Active, type Config } from './track-config';
 
@@ -93,9 +93,7 @@ export class Segmenter extends LiveWindow implements MediaReader {
   }
 
   /** the bytes of the units it keeps, in their samples' form (sample-store.ts) */
-  readonly store = new SampleStore((memory) => this.keepsUnitsIn(memory));
-  /** what each part in memory holds of the store */
-  private readonly partHolds = new WeakMap<HlsPart, StoreHold>();
+  private readonly store = new SampleStore();
 
   write(given: AccessUnit): void {
     if (this.closed) return;
@@ -343,9 +341,7 @@ export class Segmenter extends LiveWindow implements MediaReader {
     // (a stall of the source makes one long part; the declared part target ignores those past a segment's length)
     if (duration > this.maxPartSec && duration <= this.o.targetDurationSec) this.maxPartSec = duration;
     const bytes = data.reduce((n, b) => n + b.length, 0);
-    const part: HlsPart = { index: cur.parts.length, duration, independent: driver[0].kind === 'audio' || driver[0].keyframe, data, bytes };
-    this.partHolds.set(part, this.store.holdPart(data));
-    cur.parts.push(part);
+    cur.parts.push({ index: cur.parts.length, duration, independent: driver[0].kind === 'audio' || driver[0].keyframe, data, bytes });
     cur.bytes += bytes;
     this.bytes += bytes - this.pendingBytes;
     this.pendingBytes = 0;
@@ -378,20 +374,9 @@ export class Segmenter extends LiveWindow implements MediaReader {
   }
 
   /** the segment being made outgrew its share of memory (a GOP far too long): drop it, wait for the next start */
-  protected override segmentGone(segment: HlsSegment): void {
-    for (const p of segment.parts) this.partHolds.get(p)?.release();
-  }
-
-  /** whether a unit waiting for its part (not yet in one) has its bytes in this memory */
-  private keepsUnitsIn(memory: ArrayBufferLike): boolean {
-    const inIt = (units: readonly AccessUnit[] | undefined) => units !== undefined && units.some((u) => u.payload.buffer === memory);
-    return inIt(this.hold) || inIt(this.videoDelay) || inIt(this.driverUnits) || inIt(this.audioQueue);
-  }
-
   private dropCurrent(): void {
     const cur = this.current;
     if (!cur) return;
-    this.segmentGone(cur);
     this.o.log.warn({ msn: cur.msn, bytes: cur.bytes + this.pendingBytes }, 'HLS segment dropped: larger than half of maxStreamBytes');
     this.o.stats.memoryDrops();
     this.bytes -= cur.bytes + this.pendingBytes;

@@ -113,9 +113,6 @@ export class HlsServer {
     const send = (type: string, body: Buffer | readonly Buffer[]): void => {
       if (res.destroyed) return; // (the client left while its fetch waited)
       const parts = Buffer.isBuffer(body) ? [body] : body;
-      // the sample store reuses its memory once nothing reads it: this response does until it is done
-      const hold = form.segmenter.store.holdSend(parts);
-      res.once('close', () => hold.release());
       const length = parts.reduce((n, b) => n + b.length, 0);
       res.writeHead(200, { ...CORS, 'Content-Type': type, 'Content-Length': length, 'Cache-Control': 'no-cache' });
       if (req.method === 'HEAD') {
