@@ -16,7 +16,7 @@
 import * as path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { scratchDir } from '../support/paths';
-import { BenchArgs, captureFile, loadArg, windowArg } from './support/bench-args';
+import { BenchArgs, captureFile, floorArg, loadArg, windowArg } from './support/bench-args';
 import { vsFloor } from './support/fanout-compare';
 import { PlayerProcs, type PlayerFigures } from './support/fanout-players';
 import {
@@ -175,14 +175,8 @@ export function parseArgs(args: string[]): FanoutOptions {
       case '--ws':
         o.ws = true;
         break;
-      case '--floor':
-        o.floor = true;
-        break;
-      case '--vs-floor':
-        o.vsFloor = r.num(a, 1, 20, true);
-        break;
       default:
-        if (!windowArg(a, r, o) && !loadArg(a, r, o)) r.unknown(a);
+        if (!floorArg(a, r, o) && !windowArg(a, r, o) && !loadArg(a, r, o)) r.unknown(a);
     }
   }
   if (o.floor && o.vsFloor > 0) throw r.error('--floor and --vs-floor: one or the other');

@@ -98,6 +98,25 @@ export function windowArg(a: string, r: BenchArgs, o: WindowBenchOptions): boole
   }
 }
 
+export interface FloorBenchOptions {
+  floor: boolean;
+  vsFloor: number;
+}
+
+/** --floor (the bare relay instead of the gateway), --vs-floor K (K rounds of both): true when `a` was one of them */
+export function floorArg(a: string, r: BenchArgs, o: FloorBenchOptions): boolean {
+  switch (a) {
+    case '--floor':
+      o.floor = true;
+      return true;
+    case '--vs-floor':
+      o.vsFloor = r.num(a, 1, 20, true);
+      return true;
+    default:
+      return false;
+  }
+}
+
 export interface LoadBenchOptions extends GatewayBenchOptions {
   capture: string;
   pin: boolean;

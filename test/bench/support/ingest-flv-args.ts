@@ -1,7 +1,7 @@
 /**
  * ingest-flv's command line: its usage text and the parse into IngestFlvOptions (ingest-hls and rtsp take it too).
  */
-import { BenchArgs, captureFile, loadArg, windowArg } from './bench-args';
+import { BenchArgs, captureFile, floorArg, loadArg, windowArg } from './bench-args';
 import { IDLE_CLIENT_USAGE } from './keep-awake';
 import type { IngestFlvOptions } from './ingest-flv-types';
 
@@ -70,12 +70,6 @@ export function parseArgs(args: string[]): IngestFlvOptions {
       case '--terminals':
         o.terminals = r.num(a, 1, 5000, true);
         break;
-      case '--floor':
-        o.floor = true;
-        break;
-      case '--vs-floor':
-        o.vsFloor = r.num(a, 1, 20, true);
-        break;
       case '--workers':
         o.workers = r.num(a, 1, 64, true);
         break;
@@ -113,7 +107,7 @@ export function parseArgs(args: string[]): IngestFlvOptions {
         o.udp = true;
         break;
       default:
-        if (!windowArg(a, r, o) && !loadArg(a, r, o)) r.unknown(a);
+        if (!floorArg(a, r, o) && !windowArg(a, r, o) && !loadArg(a, r, o)) r.unknown(a);
     }
   }
   o.aac = aac ?? o.audio;
