@@ -9,13 +9,15 @@
  *   header that must follow its body also validates ("chained" validation). That is what tells the 2013
  *   layout from the 2019 one (a single header often validates both ways because BCD digits, channel and
  *   data type all look alike) and what rejects a truncated packet whose length field would swallow the
- *   packets behind it. The listening port's version is only the first guess.
+ *   packets behind it. The listening port's version is only the first guess. That check is in
+ *   candidate-check.ts.
  *
  * In the synced state a packet is emitted as soon as its body is complete, without waiting for the next
  * header: confirming every packet would delay each frame's last packet by a whole frame interval. The cost
  * is that a packet truncated mid-stream can swallow up to its claimed length of what follows; the sequence
  * gap then drops the affected frame downstream and the stream recovers at the next I frame.
  */
+import { CandidateCheck, REJECT, WAIT } from './candidate-check';
 import {
   blankPacket,
   DEFAULT_MAX_BODY,
@@ -27,7 +29,6 @@ import {
   PROBE_NEED_MORE,
   SimDecoder,
   decodePacket,
-  otherLayout,
   probeHeader,
 } from './packet';
 
@@ -62,10 +63,6 @@ export interface ParserStats {
 
 export type PacketHandler = (packet: Jt1078Packet) => void;
 
-const WAIT = -1;
-const REJECT = -2;
-/** packets followed ahead when telling the layouts apart */
-const CHAIN_DEPTH = 8;
 /**
  * A packet longer than this is emitted only once the header after it is seen. Subpackages are at most
  * 950 bytes by the standard, so a longer one is either a terminal that does not split frames (its big
@@ -73,8 +70,6 @@ const CHAIN_DEPTH = 8;
  * otherwise swallow up to 64 KiB of good packets behind it.
  */
 const CONFIRM_ABOVE = 8192 + MAX_HEADER_LENGTH;
-/** bytes worth waiting for when both layouts read the data so far equally well */
-const MAX_TIE_WAIT = 16384;
 
 export class Jt1078Parser {
   readonly stats: ParserStats = { bytes: 0, packets: 0, transparent: 0, resyncs: 0, junkBytes: 0, layoutSwitches: 0 };
@@ -95,12 +90,8 @@ export class Jt1078Parser {
   private readonly hdr = Buffer.alloc(MAX_HEADER_LENGTH);
   private lostSync = false;
   private episodeJunk = 0;
-  /** layout of the candidate tryCandidate accepted */
-  private candLayout: Jt1078Layout = '2013';
-  private walkOk = false;
-  private walkLen = 0;
-  /** the walk stopped because the bytes ran out, not at a bad header */
-  private walkCut = false;
+  /** searching: the chained check of a candidate header (candidate-check.ts); cand.layout is the accepted one's */
+  private readonly cand: CandidateCheck;
 
   constructor(
     private readonly onPacket: PacketHandler,
@@ -108,6 +99,7 @@ export class Jt1078Parser {
   ) {
     this.guess = opts.layout ?? '2013';
     this.maxBody = opts.maxBodyLength ?? DEFAULT_MAX_BODY;
+    this.cand = new CandidateCheck(this.maxBody);
     this.reused = opts.reusePacket ? blankPacket() : undefined;
   }
 
@@ -187,14 +179,14 @@ export class Jt1078Parser {
         break;
       }
       junk += idx - off;
-      const t = this.tryCandidate(d, idx, end, true);
+      const t = this.cand.check(d, idx, end, this.confirmed ?? this.guess, true);
       if (t > 0) {
         if (junk > 0) this.stats.resyncs++;
         this.stats.junkBytes += junk;
         junk = 0;
-        this.acceptLayout(this.candLayout);
+        this.acceptLayout(this.cand.layout);
         off = idx + t;
-        this.emit(d, idx, this.candLayout, true);
+        this.emit(d, idx, this.cand.layout, true);
       } else {
         junk++;
         off = idx + 1;
@@ -243,7 +235,7 @@ export class Jt1078Parser {
       }
       this.addJunk(idx - pos);
       pos = idx;
-      const t = this.tryCandidate(buf, pos, end, final);
+      const t = this.cand.check(buf, pos, end, this.confirmed ?? this.guess, final);
       if (t === WAIT) {
         // copied: the chunk may be a borrowed read buffer (see push)
         this.sbuf = Buffer.from(buf.subarray(pos));
@@ -257,10 +249,10 @@ export class Jt1078Parser {
       if (this.lostSync || this.episodeJunk > 0) this.stats.resyncs++;
       this.lostSync = false;
       this.episodeJunk = 0;
-      this.acceptLayout(this.candLayout);
+      this.acceptLayout(this.cand.layout);
       this.synced = true;
       pos += t;
-      this.emit(buf, pos - t, this.candLayout);
+      this.emit(buf, pos - t, this.cand.layout);
     }
   }
 
@@ -333,102 +325,6 @@ export class Jt1078Parser {
       if (this.confirmed !== undefined) this.stats.layoutSwitches++;
       this.confirmed = l;
     }
-  }
-
-  /**
-   * Decides on a candidate header at pos (a magic is there). Returns its packet length (and sets
-   * candLayout), WAIT when more bytes are needed to decide, or REJECT.
-   * `final` means no more bytes will follow buf (datagram end, stream end).
-   *
-   * Both layouts are followed along the chain of headers as far as the buffered bytes allow (up to
-   * CHAIN_DEPTH packets) and the longer valid chain wins. That matters: a 2019 audio header and a 2013
-   * video header are both 30 bytes with the length at the same offset, and a typical zero-padded 2019
-   * SIM reads as a valid 2013 channel and data type, so a run of 2019 audio packets chains perfectly as
-   * 2013; the first video packet breaks that reading. While the reading that is not ahead could still
-   * catch up (its chain stopped where the bytes ran out), the decision waits for more (up to MAX_TIE_WAIT
-   * bytes); a tie after that goes to the port's guess (or
-   * the current layout), and a wrong pick is corrected by the first packet that breaks it.
-   */
-  private tryCandidate(buf: Buffer, pos: number, end: number, final: boolean): number {
-    const pref = this.confirmed ?? this.guess;
-    const r1 = this.walk(buf, pos, end, pref, final);
-    const ok1 = this.walkOk;
-    const len1 = this.walkLen;
-    const cut1 = this.walkCut;
-    const other = otherLayout(pref);
-    const r2 = this.walk(buf, pos, end, other, final);
-    const ok2 = r2 > 0 && this.walkOk;
-    if (r1 === WAIT) {
-      // The preferred reading claims more bytes than are here (a misread length can claim up to 64 KiB);
-      // rather than wait for them, take the other reading when it already chains over several packets.
-      if (ok2 && this.walkLen >= 3) {
-        this.candLayout = other;
-        return r2;
-      }
-      return WAIT;
-    }
-    if (ok1 && ok2 && !final && end - pos < MAX_TIE_WAIT && ((len1 <= this.walkLen && cut1) || (this.walkLen <= len1 && this.walkCut))) {
-      // Both readings hold, and the one not ahead only stopped because the bytes ran out (header sizes
-      // differ, so the chains end at different places): a few more packets settle it.
-      return WAIT;
-    }
-    if (ok1 && (!ok2 || len1 >= this.walkLen)) {
-      this.candLayout = pref;
-      return r1;
-    }
-    if (ok2) {
-      this.candLayout = other;
-      return r2;
-    }
-    if (r2 === WAIT) return WAIT;
-    // The header after this body is junk. Either this packet is whole and junk follows it, or it was
-    // cut short and a real packet starts inside what its length field claims. A magic inside the claimed
-    // span tells the second case; without one, the preferred layout's packet is kept.
-    if (r1 > 0 && buf.subarray(pos + 4, pos + r1).indexOf(MAGIC) < 0) {
-      this.candLayout = pref;
-      return r1;
-    }
-    return REJECT;
-  }
-
-  /**
-   * Follows the chain of headers from pos in one layout. Returns the first packet's length, WAIT or
-   * REJECT; sets walkOk (the first packet is confirmed by a valid header after it, or by the end of a
-   * final buffer) and walkLen (valid headers found along the chain).
-   */
-  private walk(buf: Buffer, pos: number, end: number, L: Jt1078Layout, final: boolean): number {
-    this.walkOk = false;
-    this.walkLen = 0;
-    this.walkCut = false;
-    const r = probeHeader(buf, pos, end, L, this.maxBody);
-    if (r === PROBE_INVALID) return REJECT;
-    if (r === PROBE_NEED_MORE || pos + r > end) return final ? REJECT : WAIT;
-    let n = 1;
-    let p = pos + r;
-    while (n < CHAIN_DEPTH) {
-      if (p === end) {
-        if (final) this.walkOk = true;
-        else if (n === 1) return WAIT;
-        else this.walkCut = true;
-        break;
-      }
-      const q = probeHeader(buf, p, end, L, this.maxBody);
-      if (q === PROBE_NEED_MORE) {
-        if (n === 1 && !final) return WAIT;
-        this.walkCut = !final;
-        break;
-      }
-      if (q === PROBE_INVALID) break;
-      this.walkOk = true;
-      n++;
-      if (p + q > end) {
-        this.walkCut = !final;
-        break;
-      }
-      p += q;
-    }
-    this.walkLen = n;
-    return r;
   }
 
   /** `held`: the packet may be kept (a datagram's, which the UDP reorder buffer holds): never the reused object */
