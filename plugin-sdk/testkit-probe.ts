@@ -7,7 +7,7 @@ import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { findFfmpeg } from './testkit-media';
+import { findFfmpeg } from './testkit-clips';
 
 /** ffprobe beside the test kit's ffmpeg (Debian's ffmpeg package has both) */
 export function findFfprobe(): string {

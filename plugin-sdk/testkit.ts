@@ -18,9 +18,10 @@ import {
   type OpenStreamOptions,
   type PublishOptions,
   type RequestStatus,
-  type TestClip,
 } from './testkit-media';
+import type { TestClip } from './testkit-clips';
 
+export * from './testkit-clips';
 export * from './testkit-media';
 export * from './testkit-probe';
 
