@@ -80,13 +80,16 @@ const NO_BODY = Buffer.alloc(0);
 
 class FrameBuilder {
   /**
-   * the frame's packet bodies so far (the first `count`); parts[0] may be `store`'s filled part, the rest views of
-   * the current read. The array is kept across frames: emptied with `length = 0`, V8 dropped its backing store and
+   * the Buffers holding the frame's packet bodies so far (the first `count`), each body at partAt..partEnd; parts[0]
+   * may be `store`, the rest the current read. The array is kept across frames: emptied with `length = 0`, V8 dropped its backing store and
    * grew it again for every frame (0.5 % of the main thread at 1,000 terminals). Slots are emptied as the frame
    * goes (`release`): a view left in a slot lived until a frame as long overwrote it, a key frame's ~50 until the
    * next key frame, so the collector copied and promoted them and marked them in every stream's array.
    */
   parts: Buffer[] = [];
+  /** where each part's body starts and ends in its Buffer (a packet's wire bytes: no view is made per packet) */
+  partAt: number[] = [];
+  partEnd: number[] = [];
   count = 0;
   bytes = 0;
   /** the unfinished frame's bodies copied out of earlier reads (see detach) */
@@ -238,8 +241,11 @@ export class Jt1078Reassembler {
       if (ends) b.reset();
       return;
     }
-    b.parts[b.count++] = p.body;
-    b.bytes += p.body.length;
+    const i = b.count++;
+    b.parts[i] = p.wire;
+    b.partAt[i] = p.bodyAt;
+    b.partEnd[i] = p.bodyEnd;
+    b.bytes += p.bodyEnd - p.bodyAt;
     if (b.bytes > this.maxFrameBytes) {
       this.drop(b, isVideo);
       if (!ends) {
@@ -264,22 +270,22 @@ export class Jt1078Reassembler {
 
   private own(b: FrameBuilder): void {
     const parts = b.parts;
-    const kept = b.store !== undefined ? parts[0].length : 0;
+    // the store, when there is one, is parts[0] and holds the frame's first bytes from 0
+    const kept = b.store !== undefined ? b.partEnd[0] : 0;
     if (kept === b.bytes) return;
     let store = b.store;
     if (store === undefined || store.length < b.bytes) {
       const grown = Buffer.allocUnsafe(Math.max(b.bytes, 2 * (store?.length ?? 0), 4096));
-      if (kept > 0) grown.set(parts[0]);
+      if (kept > 0) store!.copy(grown, 0, 0, kept);
       store = b.store = grown;
     }
     let at = kept;
-    for (let i = kept > 0 ? 1 : 0; i < b.count; i++) {
-      store.set(parts[i], at);
-      at += parts[i].length;
-    }
+    for (let i = kept > 0 ? 1 : 0; i < b.count; i++) at += parts[i].copy(store, at, b.partAt[i], b.partEnd[i]);
     b.release(1);
     b.count = 1;
-    parts[0] = store.subarray(0, at);
+    parts[0] = store;
+    b.partAt[0] = 0;
+    b.partEnd[0] = at;
   }
 
   /** Which witness the frame boundaries follow, per kind: 'marks', 'm' or 'unproven'. */
@@ -321,11 +327,8 @@ export class Jt1078Reassembler {
     }
     const payload = this.take(b.bytes);
     let at = 0;
-    for (let i = 0; i < count; i++) {
-      const part = b.parts[i];
-      payload.set(part, at);
-      at += part.length;
-    }
+    const parts = b.parts;
+    for (let i = 0; i < count; i++) at += parts[i].copy(payload, at, b.partAt[i], b.partEnd[i]);
     b.reset();
     if (isVideo) {
       const codec = videoCodecOfPt(b.pt);

@@ -5,7 +5,7 @@ import { fixturePath } from '../../../test/support/paths';
 import { requireTool } from '../../../test/support/tools';
 import { splitAnnexB } from '../../../plugin-sdk/formats';
 import type { AccessUnit, AudioTrackInfo, TrackInfo } from '../../../plugin-sdk';
-import { Jt1078Packet, SUB_MARK } from '../src/packet';
+import { bodyOf, Jt1078Packet, SUB_MARK } from '../src/packet';
 import { Jt1078Parser, ParserOptions } from '../src/parser';
 import { AudioFraming, Jt1078StreamAssembler, StreamAssemblerOptions } from '../src/stream-assembler';
 import { Jt1078Packer, PacketFields, encodePacket } from '../src/packer';
@@ -118,7 +118,7 @@ export function reencode(p: Jt1078Packet, change: Partial<PacketFields> = {}): B
 
 /** A comparable summary of a packet (body as hex is too slow for thousands; a checksum does). */
 export function packetKey(p: Jt1078Packet): string {
-  return `${p.layout}/${p.sim}/${p.channel}/${p.pt}/${p.marker ? 1 : 0}/${p.seq}/${p.dataType}/${p.subMark}/${p.timestamp}/${p.body.length}/${checksum(p.body)}`;
+  return `${p.layout}/${p.sim}/${p.channel}/${p.pt}/${p.marker ? 1 : 0}/${p.seq}/${p.dataType}/${p.subMark}/${p.timestamp}/${bodyOf(p).length}/${checksum(bodyOf(p))}`;
 }
 
 export function checksum(b: Buffer): number {
