@@ -95,6 +95,11 @@ export class FlvFormEncoder<F> implements FormatEncoder<F> {
   private skipCodec: string | undefined;
   /** audio codecs already reported to audioSkipStarted */
   private reported: string[] = [];
+  /**
+   * `o.only`, read once: the options objects of the site's forms come in many shapes, so `this.o.only` in encode (once
+   * a unit) was a megamorphic load, ~1 % of the main thread at 500 terminals (perf).
+   */
+  private readonly only: 'video' | 'audio' | undefined;
 
   constructor(
     private readonly stream: StreamInfo,
@@ -103,18 +108,19 @@ export class FlvFormEncoder<F> implements FormatEncoder<F> {
     private readonly make: FlvFormMaker<F>,
   ) {
     this.muxer = new FlvMuxer({ audioCodecs: o.audioCodecs, metaBody: o.metaBody ?? encodeOnMetaData });
+    this.only = o.only;
     h.encoders?.(1);
   }
 
   tracks(list: ReadonlyArray<TrackInfo>): void {
     // a track this form leaves out is not announced either: its file header and onMetaData say only what it carries
-    for (const t of list) if (this.o.only === undefined || t.kind === this.o.only) this.muxer.setTrack(t);
+    for (const t of list) if (this.only === undefined || t.kind === this.only) this.muxer.setTrack(t);
     // a new audio track (another rate, say) may be one the muxer carries
     this.skipCodec = undefined;
   }
 
   encode(unit: AccessUnit): F | undefined {
-    if (this.o.only !== undefined && unit.kind !== this.o.only) return undefined;
+    if (this.only !== undefined && unit.kind !== this.only) return undefined;
     if (unit.codec === this.skipCodec && unit.kind === 'audio') {
       if (unit.payload.length > 0) this.h.audioSkipped?.inc();
       return undefined;

@@ -19,6 +19,7 @@ import { DATA_TYPE, Jt1078Packet, SUB_MARK } from './packet';
 import { audioCodecOfPt, videoCodecOfPt } from './payload-types';
 import { hasHisiliconHeader } from './audio';
 import { BufferSlab, FRAME_SLAB_BYTES } from '../../../plugin-sdk';
+import { PartCopier } from './part-copier';
 
 export interface Jt1078Frame {
   kind: 'video' | 'audio';
@@ -144,6 +145,7 @@ export class Jt1078Reassembler {
   private readonly slab = new BufferSlab(FRAME_SLAB_BYTES);
   private readonly take: (bytes: number) => Buffer;
   private readonly discard: ((payload: Buffer) => void) | undefined;
+  private readonly copier = new PartCopier();
 
   constructor(
     private readonly sink: FrameSink,
@@ -276,11 +278,11 @@ export class Jt1078Reassembler {
     let store = b.store;
     if (store === undefined || store.length < b.bytes) {
       const grown = Buffer.allocUnsafe(Math.max(b.bytes, 2 * (store?.length ?? 0), 4096));
-      if (kept > 0) store!.copy(grown, 0, 0, kept);
+      if (kept > 0) grown.set(store!.subarray(0, kept));
       store = b.store = grown;
     }
     let at = kept;
-    for (let i = kept > 0 ? 1 : 0; i < b.count; i++) at += parts[i].copy(store, at, b.partAt[i], b.partEnd[i]);
+    for (let i = kept > 0 ? 1 : 0; i < b.count; i++) at += this.copier.copy(parts[i], b.partAt[i], b.partEnd[i], store, at);
     b.release(1);
     b.count = 1;
     parts[0] = store;
@@ -328,7 +330,7 @@ export class Jt1078Reassembler {
     const payload = this.take(b.bytes);
     let at = 0;
     const parts = b.parts;
-    for (let i = 0; i < count; i++) at += parts[i].copy(payload, at, b.partAt[i], b.partEnd[i]);
+    for (let i = 0; i < count; i++) at += this.copier.copy(parts[i], b.partAt[i], b.partEnd[i], payload, at);
     b.reset();
     if (isVideo) {
       const codec = videoCodecOfPt(b.pt);

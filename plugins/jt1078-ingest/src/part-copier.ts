@@ -1,0 +1,26 @@
+/**
+ * Copies packet bodies (a range of the Buffer they were read into) into a frame's memory.
+ *
+ * Any copy between two Buffers makes a view of the source: Node 20's Buffer.copy makes one too, after more checks,
+ * and a subarray asks the runtime for `.buffer` and `.byteOffset` each time. Here the view is a plain Uint8Array over
+ * the ArrayBuffer read once per source Buffer: a frame's parts nearly all come from the same read buffer.
+ */
+const NONE = Buffer.alloc(0);
+
+export class PartCopier {
+  /** the Buffer copied from last (kept until the next copy from another: one read buffer or frame store) */
+  private src: Buffer = NONE;
+  private mem: ArrayBufferLike = NONE.buffer;
+  private off = 0;
+
+  /** Copies src[from, to) into dst at `at`; returns the bytes copied. */
+  copy(src: Buffer, from: number, to: number, dst: Buffer, at: number): number {
+    if (src !== this.src) {
+      this.src = src;
+      this.mem = src.buffer;
+      this.off = src.byteOffset;
+    }
+    dst.set(new Uint8Array(this.mem, this.off + from, to - from), at);
+    return to - from;
+  }
+}
