@@ -23,6 +23,10 @@ export default definePlugin({
     const fetches = m.counter('fetches_total', 'HLS fetches, by what was asked', ['kind']);
     const refused = m.counter('fetches_refused_total', 'HLS fetches refused (unknown request or wrong token, or a via that names no stage)');
     const blockTimeouts = m.counter('block_timeouts_total', 'blocking playlist reloads answered 503: the part asked for did not come in time');
+    const prepared = m.counter(
+      'playlists_prepared_total',
+      'playlist texts made: once per change of a stream form that is read, for all its players (fetches_total{kind="playlist"} counts those served)',
+    );
     const verdictsKept = m
       .hotCounter(
         'fetches_verdict_kept_total',
@@ -48,10 +52,14 @@ export default definePlugin({
       refused: () => refused.inc(),
       blockTimeouts: () => blockTimeouts.inc(),
       verdictKept: () => verdictsKept.add(1),
+      playlistPrepared: () => prepared.inc(),
     });
     server.mount(ctx.routes);
     m.gauge('streams', 'stream forms being segmented (one per stream, tracks, audio form and container)', [], (g) => g.set(forms.size));
     m.gauge('players', 'HLS players counted (fetched within playerIdleSec)', [], (g) => g.set(server.players.count));
+    m.gauge('parked_fetches', 'fetches held until what they ask for exists (blocking reloads, hinted parts, segments being made, early players)', [], (g) =>
+      g.set(server.parking.size),
+    );
     m.gauge('memory_bytes', 'media held by all HLS windows (segments, parts, units waiting for their part)', [], (g) => g.set(forms.memory().total));
     m.gauge('largest_stream_bytes', 'media held by the largest HLS window (bounded by maxStreamBytes)', [], (g) => g.set(forms.memory().largest));
 

@@ -24,6 +24,7 @@ export abstract class LiveWindow {
   maxSegmentSec = 0;
   maxPartSec = 0;
   private listeners = new Set<() => void>();
+  private shown = 0;
 
   constructor(protected readonly o: SegmenterOptions) {}
 
@@ -31,6 +32,15 @@ export abstract class LiveWindow {
   onChange(cb: () => void): () => void {
     this.listeners.add(cb);
     return () => this.listeners.delete(cb);
+  }
+
+  /**
+   * Moves whenever what a playlist shows may have changed, including the moves no listener hears of (eviction for
+   * memory, a segment begun or ended before its first part, with a new configuration or not): prepared playlists
+   * are kept while it stays.
+   */
+  get version(): number {
+    return this.shown;
   }
 
   get targetDuration(): number {
@@ -103,13 +113,19 @@ export abstract class LiveWindow {
     while (this.segments.length > keep || (this.bytes > this.o.maxStreamBytes && this.segments.length > 0)) {
       const forMemory = this.segments.length <= keep;
       const gone = this.segments.shift()!;
+      this.touched();
       this.bytes -= gone.bytes;
       if (forMemory) this.o.stats.memoryDrops();
       if (gone.discontinuity) this.discontinuitiesGone++;
     }
   }
 
+  protected touched(): void {
+    this.shown++;
+  }
+
   protected changed(): void {
+    this.touched();
     for (const cb of [...this.listeners]) cb();
   }
 }

@@ -5,16 +5,18 @@
  */
 import type { Cancel, Clock, PlayerHandle, Sessions } from '../../../plugin-sdk';
 
-interface Player {
-  reqId: string;
-  handle: PlayerHandle;
+export interface HlsPlayer {
+  readonly reqId: string;
+  readonly handle: PlayerHandle;
   lastSeen: number;
   /** fetches under way (a blocked playlist reload is not idleness) */
   busy: number;
 }
 
 export class HlsPlayers {
-  private readonly players = new Map<string, Player>();
+  /** by request, then address: a fetch finds its player without a key string made for it */
+  private readonly players = new Map<string, Map<string, HlsPlayer>>();
+  private n = 0;
   private readonly sweepCancel: Cancel;
 
   constructor(
@@ -26,54 +28,57 @@ export class HlsPlayers {
   }
 
   get count(): number {
-    return this.players.size;
+    return this.n;
   }
 
-  /** a fetch of reqId's media started; returns what to call with the bytes sent and when it ends, or undefined */
-  fetch(reqId: string, address: string): { sent(n: number): void; done: () => void } | undefined {
-    const key = `${reqId} ${address}`;
-    let p = this.players.get(key);
+  /** a fetch of reqId's media started: its player (busy until ended()), or undefined */
+  fetch(reqId: string, address: string): HlsPlayer | undefined {
+    let ofReq = this.players.get(reqId);
+    let p = ofReq?.get(address);
     if (!p) {
       const handle = this.sessions.attachPlayer(reqId, { protocol: 'hls', remote: address });
       if (!handle) return undefined;
       p = { reqId, handle, lastSeen: this.clock.now(), busy: 0 };
-      this.players.set(key, p);
+      if (!ofReq) this.players.set(reqId, (ofReq = new Map<string, HlsPlayer>()));
+      ofReq.set(address, p);
+      this.n++;
     }
-    const player = p;
-    player.busy++;
-    player.lastSeen = this.clock.now();
-    let open = true;
-    return {
-      sent: (n) => player.handle.sent(n),
-      done: () => {
-        if (!open) return;
-        open = false;
-        player.busy--;
-        player.lastSeen = this.clock.now();
-      },
-    };
+    p.busy++;
+    p.lastSeen = this.clock.now();
+    return p;
+  }
+
+  /** a fetch that fetch() returned p for is over (once per fetch) */
+  ended(p: HlsPlayer): void {
+    p.busy--;
+    p.lastSeen = this.clock.now();
   }
 
   closeRequest(reqId: string): void {
-    for (const [key, p] of this.players) {
-      if (p.reqId !== reqId) continue;
-      p.handle.close();
-      this.players.delete(key);
-    }
+    const ofReq = this.players.get(reqId);
+    if (!ofReq) return;
+    for (const p of ofReq.values()) p.handle.close();
+    this.n -= ofReq.size;
+    this.players.delete(reqId);
   }
 
   stop(): void {
     this.sweepCancel();
-    for (const p of this.players.values()) p.handle.close();
+    for (const ofReq of this.players.values()) for (const p of ofReq.values()) p.handle.close();
     this.players.clear();
+    this.n = 0;
   }
 
   private sweep(): void {
     const now = this.clock.now();
-    for (const [key, p] of this.players) {
-      if (p.busy > 0 || now - p.lastSeen < this.idleMs) continue;
-      p.handle.close();
-      this.players.delete(key);
+    for (const [reqId, ofReq] of this.players) {
+      for (const [address, p] of ofReq) {
+        if (p.busy > 0 || now - p.lastSeen < this.idleMs) continue;
+        p.handle.close();
+        ofReq.delete(address);
+        this.n--;
+      }
+      if (ofReq.size === 0) this.players.delete(reqId);
     }
   }
 }

@@ -285,6 +285,7 @@ export class Segmenter extends LiveWindow implements MediaReader {
   private startSegment(unit: AccessUnit, discontinuity: boolean): void {
     this.breakPending = false;
     this.waitStart = false;
+    this.touched();
     this.current = {
       msn: this.nextMsn,
       parts: [],
@@ -313,6 +314,7 @@ export class Segmenter extends LiveWindow implements MediaReader {
     if (this.driverUnits.length > 0) this.endPart(next);
     if (this.current !== cur) return; // (dropped for its size)
     this.current = undefined;
+    this.touched();
     if (cur.parts.length === 0) return; // (nothing was made: its msn is reused)
     cur.duration = round3((next.dts - cur.startDts) / 1000);
     cur.complete = true;
