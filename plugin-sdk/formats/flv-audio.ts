@@ -3,8 +3,11 @@
  * representable in FLV: their units are skipped and counted. Internal to formats/flv.
  */
 import type { AccessUnit, AudioCodec, AudioTrackInfo } from '../media';
-import { allocBody, FLV_TAG_AUDIO, type FlvTag } from './flv-tag';
+import type { BufferSlab } from '../buffer-slab';
+import { writeU32BE } from './byte-order';
+import { allocBody, FLV_TAG_AUDIO, PREV_SIZE_SIZE, TAG_HEADER_SIZE, writeTagHeader, type FlvTag } from './flv-tag';
 import { clampTs, emitMeta, flagsOf, sameBuf, type AudioState, type MuxState } from './flv-mux-state';
+import { bytesOf, configOf, WIRE_VIEW_MIN, wireOfTags, type WireUnit } from './flv-wire';
 
 const AAC_SAMPLE_RATES = [96000, 88200, 64000, 48000, 44100, 32000, 24000, 22050, 16000, 12000, 11025, 8000, 7350];
 
@@ -27,13 +30,17 @@ export function setAudio(m: MuxState, info: AudioTrackInfo): void {
   }
 }
 
+/** the audio state for a unit of `codec`: a unit of another codec than the track's starts a track of its own */
+function stateFor(m: MuxState, codec: AudioCodec): AudioState {
+  const a = m.audio;
+  if (a && a.codec === codec) return a;
+  setAudio(m, { kind: 'audio', codec, sampleRate: codec === 'aac' ? 0 : 8000, channels: 1 });
+  return m.audio!;
+}
+
 export function pushAudio(m: MuxState, au: AccessUnit): FlvTag[] {
   const codec = au.codec as AudioCodec;
-  let a = m.audio;
-  if (!a || a.codec !== codec) {
-    setAudio(m, { kind: 'audio', codec, sampleRate: codec === 'aac' ? 0 : 8000, channels: 1 });
-    a = m.audio!;
-  }
+  const a = stateFor(m, codec);
   const flags = flagsOf(m, a);
   if (flags === undefined) return skipAudio(m, codec);
   if (codec === 'aac') return pushAac(m, a, au);
@@ -49,6 +56,79 @@ export function pushAudio(m: MuxState, au: AccessUnit): FlvTag[] {
   return out;
 }
 
+/**
+ * The same tags as pushAudio, framed for the wire (FlvMuxer.pushWire): the tag header and the body's first bytes in
+ * `small`, the frame itself a range of the unit's payload (from WIRE_VIEW_MIN bytes: G.711's 160, AAC's few hundred),
+ * so the form made of it copies a few bytes, not the frame, and the frame is copied once, into what a player
+ * writes. A packet of ADTS frames goes the tag way (several tags; the bus's units are raw frames, so it is rare).
+ */
+export function pushAudioWire(m: MuxState, au: AccessUnit, small: BufferSlab): WireUnit | undefined {
+  const codec = au.codec as AudioCodec;
+  const p = au.payload;
+  if (codec === 'aac' && isAdts(p)) return wireOfTags(pushAudio(m, au), p);
+  const a = stateFor(m, codec);
+  const flags = flagsOf(m, a);
+  if (flags === undefined) {
+    skipAudio(m, codec);
+    return undefined;
+  }
+  if (p.length === 0) return undefined;
+  const aac = codec === 'aac';
+  if (aac && !a.config) {
+    skipAudio(m, 'aac');
+    return undefined;
+  }
+  const ts = clampTs(m, a, au.dts);
+  let config = emitMeta(m, undefined);
+  if (aac && a.configDirty) (config ??= []).push(aacSequenceHeader(a, ts));
+  m.counters.audioTags++;
+  const head = TAG_HEADER_SIZE + (aac ? 2 : 1);
+  const bodyLen = head - TAG_HEADER_SIZE + p.length;
+  const ref = p.length >= WIRE_VIEW_MIN;
+  const mem = small.take(head + (ref ? 0 : p.length) + PREV_SIZE_SIZE);
+  writeTagHeader(mem, 0, FLV_TAG_AUDIO, bodyLen, ts);
+  mem[TAG_HEADER_SIZE] = flags;
+  if (aac) mem[TAG_HEADER_SIZE + 1] = 1; // AAC raw
+  let ranges: number[];
+  if (ref) {
+    writeU32BE(mem, TAG_HEADER_SIZE + bodyLen, head);
+    ranges = [0, head, 0, p.length, head, head + PREV_SIZE_SIZE];
+  } else {
+    p.copy(mem, head);
+    writeU32BE(mem, TAG_HEADER_SIZE + bodyLen, head + p.length);
+    ranges = [0, mem.length];
+  }
+  const framed = config === undefined ? undefined : configOf(config);
+  return {
+    config: framed,
+    configBytes: bytesOf(framed),
+    mem,
+    payload: p,
+    ranges,
+    mediaBytes: TAG_HEADER_SIZE + bodyLen + PREV_SIZE_SIZE,
+    mediaType: FLV_TAG_AUDIO,
+    mediaTags: 1,
+    timestamp: ts,
+    keyframe: false,
+  };
+}
+
+function isAdts(p: Buffer): boolean {
+  return p.length >= 7 && p[0] === 0xff && (p[1] & 0xf6) === 0xf0;
+}
+
+/** the track's AAC sequence header at `ts`, kept for configTags; the config is clean after it */
+function aacSequenceHeader(a: AudioState, ts: number): FlvTag {
+  const config = a.config!;
+  const seq = allocBody(2 + config.length);
+  seq[0] = 0xaf;
+  seq[1] = 0; // AAC sequence header
+  config.copy(seq, 2);
+  a.seqHeader = { type: FLV_TAG_AUDIO, timestamp: ts, body: seq, keyframe: false };
+  a.configDirty = false;
+  return a.seqHeader;
+}
+
 function skipAudio(m: MuxState, codec: AudioCodec): FlvTag[] {
   m.counters.skippedAudio++;
   m.skippedCodecs.add(codec);
@@ -59,7 +139,7 @@ function skipAudio(m: MuxState, codec: AudioCodec): FlvTag[] {
 function pushAac(m: MuxState, a: AudioState, au: AccessUnit): FlvTag[] {
   const p = au.payload;
   const frames: Buffer[] = [];
-  if (p.length >= 7 && p[0] === 0xff && (p[1] & 0xf6) === 0xf0) {
+  if (isAdts(p)) {
     let at = 0;
     while (at + 7 <= p.length && p[at] === 0xff && (p[at + 1] & 0xf6) === 0xf0) {
       const headerLen = p[at + 1] & 0x01 ? 7 : 9;
@@ -90,15 +170,7 @@ function pushAac(m: MuxState, a: AudioState, au: AccessUnit): FlvTag[] {
   for (let i = 0; i < frames.length; i++) {
     const ts = clampTs(m, a, au.dts + i * frameMs);
     if (i === 0) emitMeta(m, out);
-    if (a.configDirty) {
-      const seq = allocBody(2 + a.config.length);
-      seq[0] = 0xaf;
-      seq[1] = 0; // AAC sequence header
-      a.config.copy(seq, 2);
-      a.seqHeader = { type: FLV_TAG_AUDIO, timestamp: ts, body: seq, keyframe: false };
-      a.configDirty = false;
-      out.push(a.seqHeader);
-    }
+    if (a.configDirty) out.push(aacSequenceHeader(a, ts));
     const body = m.slab.allocBody(2 + frames[i].length);
     body[0] = 0xaf;
     body[1] = 1; // AAC raw

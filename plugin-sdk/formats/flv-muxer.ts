@@ -9,10 +9,10 @@ import { BufferSlab } from '../buffer-slab';
 import type { AmfValue } from './flv-amf';
 import { encodeOnMetaData } from './flv-amf';
 import { FLV_TAG_VIDEO, PREV_SIZE_SIZE, TAG_HEADER_SIZE, writeTagHeader, type FlvTag } from './flv-tag';
-import { bytesOf, configOf, WIRE_VIEW_MIN, wireOfTags, type WireUnit } from './flv-wire';
+import { bytesOf, configOf, WIRE_VIEW_MIN, type WireUnit } from './flv-wire';
 import { buildMeta, flagsOf, MuxState } from './flv-mux-state';
 import { planVideo, setVideo, videoPrefixSize, writeVideoPrefix } from './flv-video';
-import { pushAudio, setAudio } from './flv-audio';
+import { pushAudio, pushAudioWire, setAudio } from './flv-audio';
 
 export interface FlvMuxerStats {
   videoTags: number;
@@ -105,11 +105,11 @@ export class FlvMuxer {
   }
 
   /**
-   * The same tags as `push`, framed for the wire, or undefined when the unit is dropped. NAL units of
-   * WIRE_VIEW_MIN bytes or more are referenced from the unit's payload, which the bus guarantees is never changed.
+   * The same tags as `push`, framed for the wire, or undefined when the unit is dropped. NAL units and audio frames
+   * of WIRE_VIEW_MIN bytes or more are referenced from the unit's payload, which the bus guarantees is never changed.
    */
   pushWire(au: AccessUnit): WireUnit | undefined {
-    if (au.kind !== 'video') return wireOfTags(pushAudio(this.m, au), au.payload);
+    if (au.kind !== 'video') return pushAudioWire(this.m, au, WIRE_SLAB);
     const p = planVideo(this.m, au);
     if (p === undefined) return undefined;
     const prefix = videoPrefixSize(p);

@@ -60,7 +60,10 @@ export function bytesOf(bufs: Buffer[] | undefined): number {
   return n;
 }
 
-/** Audio tags (config ones lead, as the muxer emits them) as a WireUnit: small frames, copied whole. */
+/**
+ * Audio tags (config ones lead, as the muxer emits them) as a WireUnit, copied whole: for a packet of ADTS frames,
+ * which makes several tags (a raw frame's tag is laid out by flv-audio.ts's pushAudioWire, the frame by reference).
+ */
 export function wireOfTags(tags: FlvTag[], payload: Buffer): WireUnit | undefined {
   let c = 0;
   while (c < tags.length && isConfigTag(tags[c])) c++;

@@ -5,9 +5,9 @@
  * - `push`: tags ({type, timestamp, body, keyframe}) whose body is written once, into a buffer with room for the
  *   11-byte tag header before it and the 4-byte PreviousTagSize after it, so `serializeTag` frames it for a file
  *   without copying the payload again (the recorder);
- * - `pushWire`: the unit's tags framed for the wire, where large NAL units are ranges of the unit's own payload
- *   instead of copies (flv-out: the bus keeps a unit and its FLV form for as long as the GOP lives, so a copy
- *   would double the memory a GOP holds).
+ * - `pushWire`: the unit's tags framed for the wire, where large NAL units and audio frames are ranges of the unit's
+ *   own payload instead of copies (flv-out: the bus keeps a unit and its FLV form for as long as the GOP lives, so a
+ *   copy would double the memory a GOP holds; and a player lays a unit out in one copy of its own anyway).
  *
  * Codecs: H.264 as classic AVC tags (codec id 7); H.265 as Enhanced FLV (`hvc1`), which ffmpeg before 6.1
  * cannot read; G.711A/U (SoundFormat 7/8) and AAC (10). Other audio codecs are not representable in FLV:

@@ -152,12 +152,70 @@ describe('FLV muxer', function () {
         );
         assert.ok(media.includes(small), 'the short NAL unit is copied');
       } else {
-        assert.equal(fromPayload.length, 0, 'small audio frames are copied');
+        assert.equal(fromPayload.length, 1, 'the AAC frame is a range of the payload');
+        assert.ok(fromPayload[0].buffer === u.payload.buffer && fromPayload[0].byteOffset === u.payload.byteOffset);
       }
       assert.equal(w.mediaType, u.kind === 'video' ? 9 : 8);
       assert.equal(w.keyframe, u.kind === 'video' && u.keyframe);
     }
     assert.equal(configs, 3, 'onMetaData, the AVC and the AAC sequence headers, once each');
+  });
+
+  it('pushWire() for audio: the bytes push() frames, across config changes, skips and clamps; frames from WIRE_VIEW_MIN referenced', () => {
+    const asc = (b: number[]) => Buffer.from(b);
+    const aac = (dts: number, n: number, fill = n & 0xff) => audioUnit({ codec: 'aac', dts, payload: Buffer.alloc(n, fill), timescale: 16000, duration: 1024 });
+    // two ADTS frames in one packet (9 and 12 bytes of raw data), the way a source may send them
+    const adts = (len: number) => [0xff, 0xf1, 0x60, 0x40, ((len + 7) >> 3) & 0xff, (((len + 7) & 7) << 5) | 0x1f, 0xfc, ...Array<number>(len).fill(len)];
+    const steps: Array<{ track?: Parameters<FlvMuxer['setTrack']>[0]; unit?: AccessUnit }> = [
+      { unit: aac(0, 300) }, // no config yet: skipped
+      { track: { kind: 'audio', codec: 'aac', sampleRate: 16000, channels: 1, config: asc([0x14, 0x08]) } },
+      ...[0, 5, WIRE_VIEW_MIN - 1, WIRE_VIEW_MIN, WIRE_VIEW_MIN + 1, 400].map((n, i) => ({ unit: aac(10 + i * 64, n) })),
+      { unit: aac(100, 300) }, // time going back: clamped
+      { track: { kind: 'audio', codec: 'aac', sampleRate: 16000, channels: 1, config: asc([0x14, 0x10]) } }, // a new config
+      { unit: aac(500, 250) },
+      { unit: audioUnit({ codec: 'aac', dts: 600, payload: Buffer.from([...adts(9), ...adts(12)]), timescale: 16000, duration: 2048 }) },
+      { track: { kind: 'audio', codec: 'g711a', sampleRate: 8000, channels: 1 } },
+      ...[160, 20, 0, 320].map((n, i) => ({ unit: g711('g711a', 700 + i * 20, Buffer.alloc(n, 0x55 + i)) })),
+      { unit: g711('g711u', 800, Buffer.alloc(160, 0x7f)) }, // another codec without a track: one of its own
+      { track: { kind: 'audio', codec: 'g711a', sampleRate: 16000, channels: 1 } }, // FLV has no 16 kHz G.711
+      { unit: audioUnit({ codec: 'g711a', dts: 900, payload: Buffer.alloc(320), timescale: 16000, duration: 320 }) },
+    ];
+    const copying = new FlvMuxer();
+    const wire = new FlvMuxer();
+    let referenced = 0;
+    for (const [i, st] of steps.entries()) {
+      if (st.track) for (const m of [copying, wire]) m.setTrack(st.track);
+      const u = st.unit;
+      if (!u) continue;
+      const expected = Buffer.concat(copying.push(u).map((t) => Buffer.from(serializeTag(t))));
+      const w = wire.pushWire(u);
+      if (w === undefined) {
+        assert.equal(expected.length, 0, `step ${i}: dropped by both`);
+        continue;
+      }
+      const parts: Buffer[] = [];
+      wireParts(w, (b) => parts.push(b));
+      const got = Buffer.concat([...(w.config ?? []), ...parts]);
+      assert.ok(got.equals(expected), `step ${i} (${u.codec}, ${u.payload.length} bytes): the same bytes`);
+      assert.equal(w.configBytes + w.mediaBytes, got.length);
+      const fromPayload = parts.filter((_, k) => k % 2 === 1);
+      if (w.mediaTags === 1 && u.payload.length >= WIRE_VIEW_MIN) {
+        referenced++;
+        assert.equal(fromPayload.length, 1, `step ${i}: the frame is a range of the payload`);
+        assert.ok(fromPayload[0].buffer === u.payload.buffer && fromPayload[0].byteOffset === u.payload.byteOffset);
+        assert.equal(w.mem.length, w.mediaBytes - u.payload.length, 'only the header, flags and size are copied');
+      } else {
+        assert.equal(fromPayload.length, 0, `step ${i}: a short frame (or ADTS) is copied`);
+      }
+    }
+    assert.equal(referenced, 8);
+    assert.deepEqual(wire.stats, copying.stats, 'the same tags counted, skipped and clamped');
+    assert.equal(wire.stats.clampedTimestamps, 1);
+    assert.deepEqual(
+      wire.configTags(7).map((t) => Buffer.from(serializeTag(t)).toString('hex')),
+      copying.configTags(7).map((t) => Buffer.from(serializeTag(t)).toString('hex')),
+      'what a new reader starts with',
+    );
   });
 
   it('keeps timestamps monotonic per track when a source jumps back', () => {

@@ -44,6 +44,11 @@ export const BENCHES: Record<string, { summary: string; load: () => Bench }> = {
       'N watched G.711A streams through the gateway to AAC (audio-aac): CPU per stream-second of the main and the AAC worker thread, memory per encoder, ramp until it falls behind',
     load: lazy('./audio'),
   },
+  'audio-path': {
+    summary:
+      "a G.711A frame's main-thread path to an FLV player of AAC in one process (normaliser, AAC stage hand-off and return, FLV form): ns and JS heap bytes per frame",
+    load: lazy('./audio-path'),
+  },
   'aac-engine': {
     summary: 'N AAC encoders in one worker thread fed real-time speech chunks: CPU per stream-second, memory per encoder, streams per core',
     load: lazy('./aac-engine'),

@@ -13,9 +13,9 @@ import { createDecoder, type AdpcmOptions } from '../../../plugin-sdk/codecs';
 import { unitAt, type AccessUnit, type AudioCodec, type AudioTrackInfo } from '../../../plugin-sdk';
 import { audioStage } from '../../../plugin-sdk';
 import { AAC_SAMPLE_RATES, aacLcAsc } from './engine/pool';
-import { FrameLane, type LaneWorker } from './frame-lane';
+import { FrameLane, type GroupAnswer, type LaneWorker } from './frame-lane';
 import { HeldFrames } from './held-frames';
-import { UNKNOWN_JOB, type EncodedFrame } from './transcode-protocol';
+import { UNKNOWN_JOB } from './transcode-protocol';
 
 export interface AacStageOptions {
   /** the transcode worker (a StageWorker of transcode-worker.ts) */
@@ -61,6 +61,12 @@ export function aacParams(given: Readonly<Record<string, unknown>>, defaults: Aa
 }
 
 let jobSeq = 0;
+
+/**
+ * What a call that makes nothing returns: one array for all of them (a held frame is five calls in six). Not frozen:
+ * iterating a frozen array takes V8's slow path, an object per step (measured: test/bench/audio-path.ts's allocations).
+ */
+const NONE: readonly AccessUnit[] = [];
 
 export function aacStage(o: AacStageOptions): StageDefinition {
   const lane = new FrameLane(o.worker, o.frameBatchMs ?? 0);
@@ -124,6 +130,47 @@ export function aacStage(o: AacStageOptions): StageDefinition {
       /** frames kept on this thread until one completes an AAC frame (see HeldFrames) */
       const held = new HeldFrames(p.sampleRate);
 
+      /**
+       * A group's part of the worker's answer as this stage's units: made straight from the reply (each payload a view
+       * of its one buffer, which nothing reuses: it came from the worker and is the units' own), with no objects in
+       * between. One per instance: what differs per group is on its ticket.
+       */
+      const answer: GroupAnswer<readonly AccessUnit[], AccessUnit> = {
+        made(g, r, first, count, at, due) {
+          // the worker's word on where the next AAC frame completes
+          if (g.job === job) held.due(due, g.last.timescale, g.tag);
+          if (count === 0) return NONE;
+          o.hooks.framesOut(count);
+          const bytes = r.bytes;
+          const out: AccessUnit[] = [];
+          for (let k = first; k < first + count; k++) {
+            const len = r.frameLengths[k];
+            out.push(
+              unitAt({
+                kind: 'audio',
+                codec: 'aac',
+                timescale: p.sampleRate,
+                dtsTicks: r.frameDts[k],
+                duration: 1024,
+                payload: Buffer.from(bytes.buffer, bytes.byteOffset + at, len),
+                keyframe: true,
+                receivedAt: g.last.receivedAt,
+              }),
+            );
+            at += len;
+          }
+          return out;
+        },
+        failed(g, err) {
+          const j = g.job;
+          if (j === job) held.forget();
+          // the worker was restarted and forgot this job: open it again; these frames are lost
+          if (j === job && (err.message === UNKNOWN_JOB || err.message.includes('died'))) open();
+          else o.hooks.failed();
+          return NONE;
+        },
+      };
+
       return {
         track(t) {
           endJob();
@@ -153,26 +200,12 @@ export function aacStage(o: AacStageOptions): StageDefinition {
         },
         unit(u) {
           if (mode === 'pass') return [u];
-          if (mode === 'none' || u.codec !== input?.codec) return [];
-          if (held.add(u)) return [];
-          const j = job;
+          if (mode === 'none' || u.codec !== input?.codec) return NONE;
+          if (held.add(u)) return NONE;
           const group = held.take(u);
-          const epoch = held.epoch;
-          // the lane copies the payloads into its turn's buffer at once: `u` is a view of the stream's payload memory
-          return lane.pushGroup(j, group).then(
-            (r) => {
-              // the worker's word on where the next AAC frame completes
-              if (j === job) held.due(r.dueTicks, u.timescale, epoch);
-              return toUnits(r.frames, p.sampleRate, u, o);
-            },
-            (err: Error) => {
-              if (j === job) held.forget();
-              // the worker was restarted and forgot this job: open it again; these frames are lost
-              if (j === job && (err.message === UNKNOWN_JOB || err.message.includes('died'))) open();
-              else o.hooks.failed();
-              return [];
-            },
-          );
+          // the lane copies the group's frames into its batch at once: `u` is a view of the stream's payload memory,
+          // and the held frames' room is reused by the next one held
+          return lane.pushGroup(job, group, u, answer, held.epoch);
         },
         stop: () => {
           held.clear();
@@ -183,21 +216,4 @@ export function aacStage(o: AacStageOptions): StageDefinition {
       };
     },
   });
-}
-
-function toUnits(frames: EncodedFrame[], sampleRate: number, from: AccessUnit, o: AacStageOptions): AccessUnit[] {
-  if (frames.length === 0) return [];
-  o.hooks.framesOut(frames.length);
-  return frames.map((f) =>
-    unitAt({
-      kind: 'audio',
-      codec: 'aac',
-      timescale: sampleRate,
-      dtsTicks: f.dtsTicks,
-      duration: 1024,
-      payload: Buffer.from(f.data.buffer, f.data.byteOffset, f.data.byteLength),
-      keyframe: true,
-      receivedAt: from.receivedAt,
-    }),
-  );
 }

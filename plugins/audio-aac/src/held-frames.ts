@@ -13,18 +13,27 @@
  * restarts its timeline, so "due" moves), or one of unknown length: the frames go at once and the next answer
  * tells again.
  *
- * The frames kept are copies (into one small buffer, reused once they are sent: the lane copies a group as it takes
- * it), so the stage never holds a view of its input's payload memory, which the bus can then reuse.
+ * The frames kept are copies, back to back in one buffer with their times and lengths in typed arrays (no object or
+ * view per frame: five in six frames stop here), so the stage never holds a view of its input's payload memory,
+ * which the bus can then reuse. The lane copies a group out as it takes it, and the next frame held reuses the room.
  */
 import type { AccessUnit } from '../../../plugin-sdk';
-import type { LaneFrame } from './frame-lane';
+import type { HeldGroup } from './frame-lane';
 
 const FIRST_BYTES = 2048;
+const FIRST_FRAMES = 16;
 
-export class HeldFrames {
-  private frames: LaneFrame[] = [];
-  private bytes = new Uint8Array(FIRST_BYTES);
+export class HeldFrames implements HeldGroup {
+  /** frames held now: the first `count` of dts/scales/lengths, their bytes back to back from the start of `bytes` */
+  private count = 0;
   private used = 0;
+  /** of the group last taken (what the lane reads): its held frames, and their bytes */
+  taken = 0;
+  takenBytes = 0;
+  bytes = new Uint8Array(FIRST_BYTES);
+  dts = new Float64Array(FIRST_FRAMES);
+  scales = new Float64Array(FIRST_FRAMES);
+  lengths = new Uint32Array(FIRST_FRAMES);
   /** where the last frame seen (held or sent) ends, in ticks of its timescale */
   private end = NaN;
   private dueTicks = NaN;
@@ -41,32 +50,51 @@ export class HeldFrames {
     const end = u.dtsTicks + u.duration;
     if (end >= this.dueTicks) return false;
     if (!this.follows(u)) return false;
-    this.frames.push({ payload: this.copyOf(u.payload), dtsTicks: u.dtsTicks, timescale: u.timescale });
+    this.keep(u);
     this.end = end;
     return true;
   }
 
-  private copyOf(p: Uint8Array): Uint8Array {
-    // frames held before a new buffer keep their views of the old one
+  private keep(u: AccessUnit): void {
+    const p = u.payload;
+    const i = this.count;
+    if (i === this.dts.length) this.growFrames();
     if (this.used + p.length > this.bytes.length) {
-      this.bytes = new Uint8Array(Math.max(this.bytes.length * 2, p.length));
-      this.used = 0;
+      // nothing outside refers to the old buffer (the lane copied the last group when it took it): move what is held
+      const grown = new Uint8Array(Math.max(this.bytes.length * 2, this.used + p.length));
+      grown.set(this.bytes.subarray(0, this.used));
+      this.bytes = grown;
     }
-    const view = this.bytes.subarray(this.used, this.used + p.length);
-    view.set(p);
+    this.bytes.set(p, this.used);
     this.used += p.length;
-    return view;
+    this.dts[i] = u.dtsTicks;
+    this.scales[i] = u.timescale;
+    this.lengths[i] = p.length;
+    this.count = i + 1;
+  }
+
+  private growFrames(): void {
+    const n = this.dts.length * 2;
+    const dts = new Float64Array(n);
+    const scales = new Float64Array(n);
+    const lengths = new Uint32Array(n);
+    dts.set(this.dts);
+    scales.set(this.scales);
+    lengths.set(this.lengths);
+    this.dts = dts;
+    this.scales = scales;
+    this.lengths = lengths;
   }
 
   /**
-   * The held frames and `u`, to send now (before the next `add`: the held ones are views of a buffer it reuses); the
-   * due point stepped past `u` until the worker's answer says.
+   * The held frames, to send now with `u` (the lane copies them before the next `add`, which reuses their room): the
+   * group is `taken` frames of this, then `u`. The due point is stepped past `u` until the worker's answer says.
    */
-  take(u: AccessUnit): LaneFrame[] {
-    const group = this.frames;
+  take(u: AccessUnit): HeldGroup {
+    this.taken = this.count;
+    this.takenBytes = this.used;
     const follows = this.follows(u);
-    group.push(u);
-    this.frames = [];
+    this.count = 0;
     this.used = 0;
     const end = u.dtsTicks + u.duration;
     this.end = u.duration > 0 ? end : NaN;
@@ -76,7 +104,7 @@ export class HeldFrames {
     } else {
       this.stepPast(end);
     }
-    return group;
+    return this;
   }
 
   /**
@@ -96,8 +124,10 @@ export class HeldFrames {
   }
 
   clear(): void {
-    this.frames = [];
+    this.count = 0;
     this.used = 0;
+    this.taken = 0;
+    this.takenBytes = 0;
     this.end = NaN;
     this.dueTicks = NaN;
     this.epoch++;

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { audioUnit, type AccessUnit } from '../../../plugin-sdk';
-import type { LaneFrame } from '../src/frame-lane';
+import type { HeldGroup, LaneFrame } from '../src/frame-lane';
 import { HeldFrames } from '../src/held-frames';
 
 /** 20 ms G.711A frame k of a stream starting at `start` samples */
@@ -8,12 +8,24 @@ function frame(k: number, start = 0, samples = 160): AccessUnit {
   return audioUnit({ codec: 'g711a', dts: (start + k * samples) / 8, timescale: 8000, duration: samples, payload: Buffer.alloc(samples, 0xd5) });
 }
 
+/** The group `take(u)` handed over, as frames (copies: the held room is reused by the next frame held). */
+function framesOf(g: HeldGroup, u: AccessUnit): LaneFrame[] {
+  const out: LaneFrame[] = [];
+  let at = 0;
+  for (let i = 0; i < g.taken; i++) {
+    out.push({ payload: g.bytes.slice(at, at + g.lengths[i]), dtsTicks: g.dts[i], timescale: g.scales[i] });
+    at += g.lengths[i];
+  }
+  out.push(u);
+  return out;
+}
+
 /** Runs frames through like the stage does; the worker's answers are given by `answer` right after each send. */
 function run(h: HeldFrames, frames: AccessUnit[], answer: (group: LaneFrame[]) => number | undefined): LaneFrame[][] {
   const sent: LaneFrame[][] = [];
   for (const u of frames) {
     if (h.add(u)) continue;
-    const g = h.take(u);
+    const g = framesOf(h.take(u), u);
     const epoch = h.epoch;
     sent.push(g);
     const due = answer(g);
@@ -87,7 +99,8 @@ describe('audio-aac: frames held until one completes an AAC frame', () => {
     assert.equal(h.add(frame(1)), true, 'held: follows, completes nothing');
     // a gap of 3 frames: goes now, with the one held
     assert.equal(h.add(frame(5)), false);
-    const g = h.take(frame(5));
+    const f5 = frame(5);
+    const g = framesOf(h.take(f5), f5);
     assert.deepEqual(
       g.map((u) => u.dtsTicks),
       [160, 800],
@@ -117,7 +130,7 @@ describe('audio-aac: frames held until one completes an AAC frame', () => {
       mem.fill(k);
       const u = audioUnit({ codec: 'g711a', dts: (k * 160) / 8, timescale: 8000, duration: 160, payload: mem });
       if (h.add(u)) continue;
-      const g = h.take(u);
+      const g = framesOf(h.take(u), u);
       // what the lane copies now
       sentBytes.push(
         g.map((f) => {
