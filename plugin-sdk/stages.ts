@@ -93,7 +93,10 @@ export function audioStage<P extends object = StageParams>(opts: AudioStageOptio
         // (most calls of a transform that holds frames back return none: no need to look at the input's memory)
         if (!answers || o.length === 0) return o;
         const b = from.payload.buffer;
-        return o.some((x) => x.payload.buffer === b) ? o.map((x) => (x.payload.buffer === b ? { ...x, payload: Buffer.from(x.payload) } : x)) : o;
+        // a loop, not o.some: its closure was made for every result
+        let shares = false;
+        for (let i = 0; i < o.length && !shares; i++) shares = o[i].payload.buffer === b;
+        return shares ? o.map((x) => (x.payload.buffer === b ? { ...x, payload: Buffer.from(x.payload) } : x)) : o;
       };
       const failed = (err: unknown) => {
         // the first failures say why; a transform failing on every frame must not flood the log
@@ -129,9 +132,9 @@ export function audioStage<P extends object = StageParams>(opts: AudioStageOptio
             return;
           }
           if (!(r instanceof Promise)) {
-            // nothing out and nothing ahead to keep in order: no item (a transform that holds frames back, as the
-            // AAC one does four times in five, would otherwise make and drop one per frame)
-            if (r.length === 0 && fifo.length === 0) return;
+            // nothing out: no item, even behind frames in flight (an empty item would keep no order, emit nothing;
+            // a transform that holds frames back, as the AAC one does four times in five, made and dropped one a frame)
+            if (r.length === 0) return;
             fifo.push({ kind: 'pending', done: true, out: own(r, u) });
             flush();
             return;
