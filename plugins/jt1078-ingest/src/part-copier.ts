@@ -8,7 +8,7 @@
 const NONE = Buffer.alloc(0);
 
 export class PartCopier {
-  /** the Buffer copied from last (kept until the next copy from another: one read buffer or frame store) */
+  /** the Buffer copied from last, until `forget` */
   private src: Buffer = NONE;
   private mem: ArrayBufferLike = NONE.buffer;
   private off = 0;
@@ -22,5 +22,11 @@ export class PartCopier {
     }
     dst.set(new Uint8Array(this.mem, this.off + from, to - from), at);
     return to - from;
+  }
+
+  /** Lets go of the last source: called after each frame's copies, so a datagram or a frame's store is not pinned */
+  forget(): void {
+    this.src = NONE;
+    this.mem = NONE.buffer;
   }
 }

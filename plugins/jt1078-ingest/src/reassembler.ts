@@ -283,6 +283,7 @@ export class Jt1078Reassembler {
     }
     let at = kept;
     for (let i = kept > 0 ? 1 : 0; i < b.count; i++) at += this.copier.copy(parts[i], b.partAt[i], b.partEnd[i], store, at);
+    this.copier.forget();
     b.release(1);
     b.count = 1;
     parts[0] = store;
@@ -331,6 +332,7 @@ export class Jt1078Reassembler {
     let at = 0;
     const parts = b.parts;
     for (let i = 0; i < count; i++) at += this.copier.copy(parts[i], b.partAt[i], b.partEnd[i], payload, at);
+    this.copier.forget();
     b.reset();
     if (isVideo) {
       const codec = videoCodecOfPt(b.pt);

@@ -207,7 +207,7 @@ describe('jt1078 frame reassembly', () => {
         const body = Buffer.allocUnsafeSlow(cap[i].body.length);
         cap[i].body.copy(body);
         refs.push(new WeakRef(body.buffer));
-        order.push({ ...cap[i], body });
+        order.push(withBody(cap[i], body));
       }
     };
     // the key frame (dozens of packets), then the P frame after it: a short frame leaves most slots as they were
