@@ -43,10 +43,11 @@ export interface Jt1078Packet {
   lastIFrameInterval: number;
   lastFrameInterval: number;
   /**
-   * the payload: `wire` from `bodyAt` to `bodyEnd`. A packet the parser fills again and again (TCP) has no `body` of
-   * its own (NO_BODY): making that view for every packet was ~2 % of the main thread at 500 terminals (a typed array
-   * allocated, a write barrier for storing a young object in the old packet, and the scavenge), and the reassembler
-   * copies straight from `wire`.
+   * the payload, also `wire` from `bodyAt` to `bodyEnd`. A packet the parser fills again and again (TCP) has
+   * WIRE_BODY here instead of a view of its own: making that view for every packet was ~2 % of the main thread at 500
+   * terminals (a typed array allocated, a write barrier for storing a young object in the old packet, and the
+   * scavenge), and the reassembler copies straight from `wire` then. Any other `body` is the payload, whatever `wire`
+   * says: a packet copied with another body (`{ ...p, body }`) is read as it reads.
    */
   body: Buffer;
   /** the bytes the packet was decoded from (the payload itself for a packet made in code) */
@@ -60,9 +61,9 @@ export function withBody<P extends Jt1078Packet>(p: P, body: Buffer): P {
   return { ...p, body, wire: body, bodyAt: 0, bodyEnd: body.length };
 }
 
-/** The payload as a Buffer of its own view (a packet decoded into a reused one carries NO_BODY as `body`). */
+/** The payload as a Buffer of its own (a view of `wire` for a packet decoded into a reused one). */
 export function bodyOf(p: Jt1078Packet): Buffer {
-  return p.body.length === p.bodyEnd - p.bodyAt ? p.body : p.wire.subarray(p.bodyAt, p.bodyEnd);
+  return p.body === WIRE_BODY ? p.wire.subarray(p.bodyAt, p.bodyEnd) : p.body;
 }
 
 export const MAGIC = Buffer.from([0x30, 0x31, 0x63, 0x64]);
@@ -167,6 +168,8 @@ export class SimDecoder {
 }
 
 const NO_BODY = Buffer.alloc(0);
+/** `body` of a packet decoded into a reused one: its payload is `wire` from `bodyAt` to `bodyEnd` (see Jt1078Packet.body) */
+export const WIRE_BODY = Buffer.alloc(0);
 
 /** A packet for decodePacket to fill again and again (see ParserOptions.reusePacket). */
 export function blankPacket(): Jt1078Packet {
@@ -182,7 +185,7 @@ export function blankPacket(): Jt1078Packet {
     timestamp: 0,
     lastIFrameInterval: 0,
     lastFrameInterval: 0,
-    body: NO_BODY,
+    body: WIRE_BODY,
     wire: NO_BODY,
     bodyAt: 0,
     bodyEnd: 0,

@@ -15,7 +15,7 @@
  */
 import { NAL_ARENA, NAL_FLAG, nalIndexFlags } from '../../../plugin-sdk/formats';
 import type { CodecId } from '../../../plugin-sdk';
-import { DATA_TYPE, Jt1078Packet, SUB_MARK } from './packet';
+import { DATA_TYPE, Jt1078Packet, SUB_MARK, WIRE_BODY } from './packet';
 import { audioCodecOfPt, videoCodecOfPt } from './payload-types';
 import { hasHisiliconHeader } from './audio';
 import { BufferSlab, FRAME_SLAB_BYTES } from '../../../plugin-sdk';
@@ -244,10 +244,16 @@ export class Jt1078Reassembler {
       return;
     }
     const i = b.count++;
-    b.parts[i] = p.wire;
-    b.partAt[i] = p.bodyAt;
-    b.partEnd[i] = p.bodyEnd;
-    b.bytes += p.bodyEnd - p.bodyAt;
+    if (p.body === WIRE_BODY) {
+      b.parts[i] = p.wire;
+      b.partAt[i] = p.bodyAt;
+      b.partEnd[i] = p.bodyEnd;
+    } else {
+      b.parts[i] = p.body;
+      b.partAt[i] = 0;
+      b.partEnd[i] = p.body.length;
+    }
+    b.bytes += b.partEnd[i] - b.partAt[i];
     if (b.bytes > this.maxFrameBytes) {
       this.drop(b, isVideo);
       if (!ends) {

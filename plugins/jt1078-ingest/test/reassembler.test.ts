@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { NAL_SCAN } from '../../../plugin-sdk/formats';
-import { Jt1078Packet, SUB_MARK, withBody } from '../src/packet';
+import { Jt1078Packet, SUB_MARK, WIRE_BODY, withBody } from '../src/packet';
 import { Jt1078Reorderer } from '../src/reorder';
 import { Jt1078Frame, Jt1078Reassembler, ReassemblerOptions } from '../src/reassembler';
 import { addHisiliconHeader, stripHisiliconHeader } from '../src/audio';
@@ -34,6 +34,25 @@ function referenceFrames(packets: Jt1078Packet[]): Array<{ packets: Jt1078Packet
 }
 
 describe('jt1078 frame reassembly', () => {
+  it("reads a reused packet's payload from its wire, and any other body as the payload, stale wire or not", () => {
+    const packets = capturePackets('jt1078/glaciall-cif-h264-2013.bin').slice(0, 300);
+    const want = frames(packets).out.map(frameKey);
+    // as the TCP parser hands them: no body of their own, the payload a range of a larger read
+    const onWire = packets.map((p) => {
+      const wire = Buffer.concat([Buffer.alloc(30, 0xee), p.body, Buffer.alloc(7, 0xee)]);
+      return { ...p, body: WIRE_BODY, wire, bodyAt: 30, bodyEnd: 30 + p.body.length };
+    });
+    assert.deepEqual(frames(onWire).out.map(frameKey), want);
+    // a copy given another body keeps the old wire and range: the body is what counts
+    const zeroed = onWire.map((p) => ({ ...p, body: Buffer.alloc(p.bodyEnd - p.bodyAt) }));
+    const got = frames(zeroed).out;
+    assert.equal(got.length, want.length);
+    assert.ok(
+      got.every((f) => f.payload.every((b) => b === 0)),
+      'every frame made of the zeroed bodies',
+    );
+  });
+
   for (const c of CAPTURES) {
     it(`rebuilds every frame of ${c.file}`, () => {
       const packets = capturePackets(c.file);
