@@ -6,14 +6,12 @@
  * close. And made once per version of the segmenter, not per request.
  */
 import assert from 'node:assert/strict';
-import pino from 'pino';
 import { audioUnit, shiftUnit, type AccessUnit, type AudioTrackInfo, type TrackInfo } from '../../../plugin-sdk';
 import { renderPlaylist } from '../src/playlist';
 import { PreparedPlaylist, PreparedPlaylists } from '../src/prepared-playlist';
 import { Segmenter, type Container, type SegmenterOptions } from '../src/segmenter';
 import { fixtureClip } from '../../../test/support/fixture-clip';
-
-const log = pino({ level: 'silent' });
+import { segmenterOptions } from './segmenter-options';
 
 /** as the server makes them, and ones that would catch a join that is not plain (replacement patterns, non-ASCII) */
 const QUERIES = ['?reqId=r-1&token=t1', '?reqId=a%20b&token=%24%26%241&via=keys', '', '?reqId=$&&token=$1$`', '?reqId=é€'];
@@ -21,21 +19,7 @@ const QUERIES = ['?reqId=r-1&token=t1', '?reqId=a%20b&token=%24%26%241&via=keys'
 const AAC: AudioTrackInfo = { kind: 'audio', codec: 'aac', sampleRate: 8000, channels: 1, config: Buffer.from([0x15, 0x88]) };
 
 function segmenter(o: Partial<SegmenterOptions>): Segmenter {
-  return new Segmenter({
-    container: 'fmp4',
-    targetDurationSec: 2,
-    partTargetSec: 0.333,
-    windowSegments: 6,
-    windowSec: 0,
-    maxStreamBytes: 16 * 1024 * 1024,
-    audioWaitMs: 0,
-    wantsAudioWithVideo: false,
-    wallClock: (d) => 1_700_000_000_000 + d,
-    sourceHasAudio: () => false,
-    log,
-    stats: { parts: () => undefined, segments: () => undefined, memoryDrops: () => undefined, unitsLeftOut: () => undefined },
-    ...o,
-  });
+  return new Segmenter(segmenterOptions(o));
 }
 
 /** the clip's units, `passes` times on one timeline from `fromMs` */

@@ -3,37 +3,26 @@
  * maxStreamBytes after every single unit (not only at the end).
  */
 import assert from 'node:assert/strict';
-import pino from 'pino';
 import { audioUnit, type AccessUnit } from '../../../plugin-sdk';
 import { Segmenter, type SegmenterOptions } from '../src/segmenter';
 import { fixtureClip } from '../../../test/support/fixture-clip';
-
-const log = pino({ level: 'silent' });
+import { segmenterOptions } from './segmenter-options';
 
 function segmenter(o: Partial<SegmenterOptions> = {}): { seg: Segmenter; drops: () => number } {
   let drops = 0;
-  const seg = new Segmenter({
-    container: 'fmp4',
-    targetDurationSec: 2,
-    partTargetSec: 0.333,
-    windowSegments: 6,
-    windowSec: 0,
-    maxStreamBytes: 16 * 1024 * 1024,
-    audioWaitMs: 0,
-    wantsAudioWithVideo: false,
-    wallClock: (d) => 1_700_000_000_000 + d,
-    sourceHasAudio: () => false,
-    log,
-    stats: {
-      parts: () => undefined,
-      segments: () => undefined,
-      memoryDrops: () => {
-        drops++;
+  const seg = new Segmenter(
+    segmenterOptions({
+      stats: {
+        parts: () => undefined,
+        segments: () => undefined,
+        memoryDrops: () => {
+          drops++;
+        },
+        unitsLeftOut: () => undefined,
       },
-      unitsLeftOut: () => undefined,
-    },
-    ...o,
-  });
+      ...o,
+    }),
+  );
   return { seg, drops: () => drops };
 }
 
