@@ -6,7 +6,8 @@ import type { RecordCatalog } from './src/catalog';
 import { openPostgresCatalog } from './src/catalog-postgres';
 import { openSqliteCatalog } from './src/catalog-sqlite';
 import { RecorderConfig } from './src/config';
-import { prepareStore, startRecorder } from './src/recorder';
+import { startRecorder } from './src/recorder';
+import { prepareStore } from './src/store-checks';
 import { isStorageFailure } from './src/storage-errors';
 import { assertTimeZone } from './src/zone-time';
 

@@ -2,8 +2,6 @@
  * The running recorder: records requests opened with `record: true`, keeps the catalog in step with the files,
  * runs recovery and retention, and answers the record routes.
  */
-import * as fs from 'node:fs';
-import * as path from 'node:path';
 import {
   aacVia,
   ErrCode,
@@ -18,7 +16,7 @@ import {
   type StreamTyp,
   type ReaderOptions,
 } from '../../../plugin-sdk';
-import type { NodeScope, RecordCatalog, StoredRecord } from './catalog';
+import type { RecordCatalog, StoredRecord } from './catalog';
 import type { RecorderConfig } from './config';
 import { parseRecordQuery } from './query-params';
 import { findRecords } from './record-query';
@@ -27,15 +25,16 @@ import { Recording, type RecordingContext } from './recording';
 import { flvFormatOf } from '../../../plugin-sdk/formats';
 import type { AudioCodec } from '../../../plugin-sdk';
 
+import { Maintenance } from './maintenance';
+import { freeBytes, prepareStore, probeWrite } from './store-checks';
+import { codeOf, describeError, unavailableReason } from './storage-errors';
+import { toStoredAv } from './stored-av';
+
 /**
  * Audio a recording keeps: every codec FLV carries. Its FLV form is the gateway's for these options (flvFormatOf):
  * flv-out's when flv-out carries the same, so one encoder per stream frames for players and files alike.
  */
 const RECORDED_AUDIO: readonly AudioCodec[] = ['aac', 'g711a', 'g711u'];
-import { claimUnnamed, recoverUnfinished } from './recovery';
-import { applyRetention, type RetentionPolicy } from './retention';
-import { codeOf, describeError, unavailableReason } from './storage-errors';
-import { toStoredAv } from './stored-av';
 
 /** What index.ts could open of the store at boot, and how to open the rest later. */
 export interface RecorderStore {
@@ -47,29 +46,6 @@ export interface RecorderStore {
   catalogDir?: () => string;
   /** why the store or the catalog could not be used at boot (a storage failure: see storage-errors.ts) */
   unavailable?: unknown;
-}
-
-/** Creates the store root and checks that it can be written to. */
-export function prepareStore(storeRoot: string): void {
-  fs.mkdirSync(storeRoot, { recursive: true });
-  fs.accessSync(storeRoot, fs.constants.W_OK);
-}
-
-/** bytes the recovery check writes into the store: proof that files can be created there again */
-const PROBE_BYTES = 64 * 1024;
-
-async function probeWrite(dir: string): Promise<void> {
-  const file = path.join(dir, `.write-probe-${process.pid}`);
-  try {
-    await fs.promises.writeFile(file, Buffer.alloc(PROBE_BYTES));
-  } finally {
-    await fs.promises.rm(file, { force: true });
-  }
-}
-
-async function freeBytes(dir: string): Promise<number> {
-  const st = await fs.promises.statfs(dir);
-  return st.bavail * st.bsize;
 }
 
 /** notices carry why a request that asked for a recording has none */
@@ -156,86 +132,18 @@ export async function startRecorder(ctx: PluginContext<RecorderConfig>, store: R
     },
   };
 
-  // --- maintenance: final rows still to write, orphaned rows, then retention ----------------------------
-  const policy: RetentionPolicy = {
-    ...(cfg.maxAgeDays > 0 ? { maxAgeDays: cfg.maxAgeDays } : {}),
-    ...(cfg.maxTotalBytes > 0 ? { maxTotalBytes: cfg.maxTotalBytes } : {}),
-  };
-  // A PostgreSQL catalog may be shared by a fleet of nodes that each keep their own store: this node's passes treat
-  // only its own rows (those naming its apiBase) and those naming no node whose file its store holds (claimed at
-  // the first pass). An SQLite catalog is this node's alone, and its store holds every file it lists, whatever
-  // apiBase its rows name (one that changed, say): its passes treat every row.
-  const node: NodeScope | undefined = cfg.postgresUrl ? { apiBase: ctx.site.apiBase } : undefined;
-  let claimed = !node;
-  /** One pass; the bytes it freed on disk. */
-  const pass = async (): Promise<number> => {
-    const cat = catalog;
-    if (!cat) return 0;
-    let freed = 0;
-    try {
-      for (const rec of [...unsettled.values()]) if (await rec.settle()) unsettled.delete(rec.reqId);
-      if (!claimed) {
-        const c = await claimUnnamed(cat, storeRoot, node!);
-        for (const e of c.errors)
-          ctx.log.error({ reqId: e.reqId, err: e.message }, 'could not look for the file of a row naming no node; will retry at the next pass');
-        claimed = c.errors.length === 0;
-        if (c.claimed || c.left)
-          ctx.log.info(
-            { claimed: c.claimed, left: c.left, apiBase: node!.apiBase },
-            'rows naming no node (catalogued before api_base): those whose file is in this store now name this node',
-          );
-      }
-      const rec = await recoverUnfinished(cat, storeRoot, {
-        now: new Date(ctx.clock.now()),
-        // other writers of the catalog: gateways sharing a PostgreSQL one, or this gateway's other workers (one
-        // SQLite file for all), whose live recordings this worker cannot see
-        quietMs: sharedCatalog ? cfg.orphanQuietSec * 1000 : 0,
-        // a row whose final update is pending is ours: recovery would close it as 'done' from its file
-        isActive: (id) => active.has(id) || unsettled.has(id),
-        node,
-      });
-      for (const r of rec.recovered) {
-        m.recovered.inc({ state: r.state });
-        ctx.log.warn(
-          { reqId: r.reqId, state: r.state, sz: r.sz, truncated: r.truncated || undefined },
-          'closed a recording left unfinished by an unclean stop',
-        );
-      }
-      for (const e of rec.errors) ctx.log.error({ reqId: e.reqId, err: e.message }, 'could not examine an unfinished recording; will retry');
-      if (policy.maxAgeDays !== undefined || policy.maxTotalBytes !== undefined) {
-        let uncataloguedBytes = 0;
-        for (const a of active.values()) uncataloguedBytes += a.uncataloguedBytes;
-        for (const u of unsettled.values()) uncataloguedBytes += u.uncataloguedBytes;
-        const r = await applyRetention(cat, storeRoot, policy, { now: new Date(ctx.clock.now()), uncataloguedBytes, node });
-        freed = r.freedBytes + (r.unlinkedBytes ?? 0);
-        if (r.removed.length) {
-          m.removed.inc(r.removed.length);
-          m.freed.inc(r.freedBytes);
-          ctx.log.info({ removed: r.removed.length, freedBytes: r.freedBytes, oldest: r.removed[0]?.reqId }, 'retention removed records');
-        }
-        if (r.unlinkedBytes) m.freed.inc(r.unlinkedBytes);
-        if (r.error) ctx.log.error({ reqId: r.error.reqId, err: r.error.message, unlinkedBytes: r.unlinkedBytes }, 'retention could not finish; will retry');
-      }
-    } catch (err) {
-      m.catalogErrors.inc();
-      ctx.log.error({ err: (err as Error).message }, 'recorder maintenance failed; will retry');
-    }
-    return freed;
-  };
-  // Passes run one at a time. A caller gets the next pass to start, never one already under way: a write that
-  // has just failed needs totals counted after its failure.
-  let passes: Promise<unknown> = Promise.resolve();
-  let nextPass: Promise<number> | undefined;
-  const maintain = (): Promise<number> => {
-    if (nextPass) return nextPass;
-    const p = passes.then(() => {
-      nextPass = undefined;
-      return pass();
-    });
-    nextPass = p;
-    passes = p;
-    return p;
-  };
+  // --- maintenance: final rows still to write, orphaned rows, then retention (maintenance.ts) -------------
+  const maintenance = new Maintenance({
+    ctx,
+    storeRoot,
+    catalog: () => catalog,
+    active,
+    unsettled,
+    sharedCatalog,
+    metrics: { catalogErrors: m.catalogErrors, recovered: m.recovered, removed: m.removed, freed: m.freed },
+  });
+  const policy = maintenance.policy;
+  const maintain = (): Promise<number> => maintenance.run();
 
   // Writers that find the disk full at the same moment share one retention pass and its answer.
   let room: Promise<boolean> | undefined;
@@ -437,7 +345,7 @@ export async function startRecorder(ctx: PluginContext<RecorderConfig>, store: R
       // the kernel closed every request before stopping plugins, so these are finishing already
       await Promise.all([...active.values()].map((rec) => rec.finish('gateway stopping')));
       await resuming;
-      await passes;
+      await maintenance.idle();
       for (const rec of [...unsettled.values()]) if (await rec.settle()) unsettled.delete(rec.reqId);
       // recovery at the next start closes these from their files (size to the last whole tag)
       if (unsettled.size) ctx.log.warn({ reqIds: [...unsettled.keys()] }, 'final rows not written at stop; the next start recovers them from their files');
