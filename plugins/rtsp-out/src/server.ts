@@ -13,6 +13,7 @@ import { Connection, type ConnectionHost, type Reply } from './connection';
 import { Planner } from './planner';
 import { buildSdp, presentTracks } from './sdp';
 import { RtspSession, type Plan, type SessionOwner } from './session';
+import { SessionRegistry } from './session-registry';
 import type { RtspServerOptions } from './server-options';
 import { chooseTransport, transportHeader } from './setup-transport';
 
@@ -27,10 +28,7 @@ const UDP_QUEUE_MAX = 4 * 1024 * 1024;
 export class RtspServer implements SessionOwner {
   readonly cname: string;
   private readonly connections = new Set<Connection>();
-  private readonly byId = new Map<string, RtspSession>();
-  private readonly byReq = new Map<string, Set<RtspSession>>();
-  /** UDP peers (client RTP and RTCP address:port) to their session: what the client sends keeps it alive */
-  private readonly udpPeers = new Map<string, RtspSession>();
+  private readonly sessions = new SessionRegistry();
   private readonly planner: Planner;
   private readonly sweep: Cancel;
   private readonly badLog = new LogLimiter();
@@ -52,7 +50,7 @@ export class RtspServer implements SessionOwner {
   }
 
   get sessionCount(): number {
-    return this.byId.size;
+    return this.sessions.size;
   }
 
   get connectionCount(): number {
@@ -60,9 +58,7 @@ export class RtspServer implements SessionOwner {
   }
 
   sessionsBy(lower: 'tcp' | 'udp', playing: boolean): number {
-    let n = 0;
-    for (const s of this.byId.values()) if (s.lower === lower && (s.state === 'playing') === playing) n++;
-    return n;
+    return this.sessions.countBy(lower, playing);
   }
 
   // --- SessionOwner -------------------------------------------------------------------------------------------
@@ -121,7 +117,7 @@ export class RtspServer implements SessionOwner {
   /** RTP or RTCP from a UDP reader (receiver reports, NAT keep-alives): it is still there. */
   onUdp(_msg: Buffer, rinfo: RemoteInfo): void {
     const peer = `${rinfo.address.replace(/^::ffff:/, '')}:${rinfo.port}`;
-    const s = this.udpPeers.get(peer);
+    const s = this.sessions.ofPeer(peer);
     if (s) s.lastSeen = this.now();
     else this.o.hooks.unknownPeer(peer);
   }
@@ -130,7 +126,7 @@ export class RtspServer implements SessionOwner {
   heardElsewhere(peers: readonly string[]): void {
     const now = this.now();
     for (const p of peers) {
-      const s = this.udpPeers.get(p);
+      const s = this.sessions.ofPeer(p);
       if (s) s.lastSeen = now;
     }
   }
@@ -138,7 +134,7 @@ export class RtspServer implements SessionOwner {
   /** Ends the sessions of a closed request (decisions.md: closing a request closes its players). */
   closeRequest(reqId: string): void {
     this.planner.cancel((w) => w.reqId === reqId);
-    for (const s of [...(this.byReq.get(reqId) ?? [])]) this.endSession(s, 'request closed', true, 'end');
+    for (const s of this.sessions.ofRequest(reqId)) this.endSession(s, 'request closed', true, 'end');
   }
 
   stop(): void {
@@ -146,7 +142,7 @@ export class RtspServer implements SessionOwner {
     this.stopped = true;
     this.sweep();
     this.planner.cancel(() => true);
-    for (const s of [...this.byId.values()]) this.endSession(s, 'server stopping', true, 'end');
+    for (const s of this.sessions.all()) this.endSession(s, 'server stopping', true, 'end');
     for (const c of [...this.connections]) c.socket.destroy();
   }
 
@@ -176,7 +172,7 @@ export class RtspServer implements SessionOwner {
       return { status: 400 };
     }
     const sid = sessionIdOf(req);
-    const touched = sid !== undefined ? this.byId.get(sid) : undefined;
+    const touched = sid !== undefined ? this.sessions.get(sid) : undefined;
     if (touched) touched.lastSeen = this.now();
     switch (req.method) {
       case 'OPTIONS':
@@ -264,7 +260,7 @@ export class RtspServer implements SessionOwner {
     if (track === undefined) return { status: 404 };
 
     const sid = sessionIdOf(req);
-    let s = sid !== undefined ? this.byId.get(sid) : undefined;
+    let s = sid !== undefined ? this.sessions.get(sid) : undefined;
     // a TCP session's media rides on its own connection: another connection cannot set it up
     if (sid !== undefined && (!s || (s.lower === 'tcp' && s.socket !== c.socket))) return { status: 454 };
     if (s && (s.reqId !== plan.reqId || s.plan.stream !== plan.stream || s.plan.play !== plan.play)) return { status: 459 };
@@ -277,22 +273,10 @@ export class RtspServer implements SessionOwner {
     if (!s) {
       if (c.sessions.size >= MAX_SESSIONS_PER_CONNECTION) return { status: 453 };
       s = new RtspSession(randomBytes(8).toString('hex'), plan, tt.lower, c.socket, c.remote, this, auth.stream.media);
-      this.byId.set(s.id, s);
-      let set = this.byReq.get(s.reqId);
-      if (!set) this.byReq.set(s.reqId, (set = new Set()));
-      set.add(s);
+      this.sessions.add(s);
       c.sessions.add(s);
     }
-    const before = s.setup.get(track);
-    if (before?.lower === 'udp') {
-      this.udpPeers.delete(`${before.host}:${before.rtp}`);
-      this.udpPeers.delete(`${before.host}:${before.rtcp}`);
-    }
-    s.setup.set(track, tt);
-    if (tt.lower === 'udp') {
-      this.udpPeers.set(`${tt.host}:${tt.rtp}`, s);
-      this.udpPeers.set(`${tt.host}:${tt.rtcp}`, s);
-    }
+    this.sessions.setTransport(s, track, tt);
     const transport = transportHeader(tt, this.o.rtpSocket.address().port, this.o.rtcpSocket.address().port);
     return { status: 200, headers: [['Transport', transport], ...sessionHeader(s, this.o.config.sessionTimeoutSec)] };
   }
@@ -355,15 +339,7 @@ export class RtspServer implements SessionOwner {
   // --- session ends -------------------------------------------------------------------------------------------
 
   private endSession(s: RtspSession, reason: string, sendBye: boolean, conn: 'none' | 'end' | 'destroy'): void {
-    if (this.byId.get(s.id) !== s) return;
-    this.byId.delete(s.id);
-    const set = this.byReq.get(s.reqId);
-    set?.delete(s);
-    if (set?.size === 0) this.byReq.delete(s.reqId);
-    for (const t of s.setup.values()) {
-      if (t.lower !== 'udp') continue;
-      for (const port of [t.rtp, t.rtcp]) if (this.udpPeers.get(`${t.host}:${port}`) === s) this.udpPeers.delete(`${t.host}:${port}`);
-    }
+    if (!this.sessions.remove(s)) return;
     const wasPlaying = s.handle !== undefined;
     s.stop(sendBye);
     let owner: Connection | undefined;
@@ -382,7 +358,7 @@ export class RtspServer implements SessionOwner {
   private checkTimeouts(): void {
     const now = this.now();
     const limit = this.o.config.sessionTimeoutSec * 1000;
-    for (const s of [...this.byId.values()]) {
+    for (const s of this.sessions.all()) {
       // a TCP session that plays lives with its connection (clients need not send keep-alives then)
       if (s.lower === 'tcp' && s.state === 'playing') continue;
       if (now - s.lastSeen > limit) {
