@@ -5,12 +5,12 @@
  * running pull starts near 0, at the pull's latest keyframe.
  */
 import type { Logger } from 'pino';
-import type { AccessUnit, Cancel, Clock, MediaStream, TrackInfo } from '../../../plugin-sdk';
+import type { Cancel, Clock, MediaStream } from '../../../plugin-sdk';
 import { SourceError } from './errors';
-import { parseRtcpSr } from './rtp';
-import { RtspSession, type PlayInfo } from './session';
+import { PullMedia } from './pull-media';
+import { RtspSession } from './session';
 import { StreamFeed } from '../../../plugin-sdk';
-import { statsOf, TrackReceiver, trackProblem, type ReceiverStats } from './tracks';
+import type { ReceiverStats } from './tracks';
 import { RtpProbe, TransportChoice, type ChoiceHow, type FallbackReason, type Transport, type TransportMemory, type TransportMode } from './transport-choice';
 import type { SourceUrl } from './url';
 
@@ -51,24 +51,17 @@ type FirstOutcome = { ok: true } | { ok: false; err: SourceError };
 export class Pull {
   private readonly targets = new Map<string, StreamFeed>();
   private session: RtspSession | undefined;
-  private receivers: Array<TrackReceiver | undefined> = [];
-  private tracks = new Map<'video' | 'audio', TrackInfo>();
-  private hasVideo = false;
-  private gop: AccessUnit[] = [];
-  private gopBytes = 0;
+  private readonly media: PullMedia;
   private closedFlag = false;
   private everPlayed = false;
   private holds = 0;
   private linger: Cancel | undefined;
   private wait: { cancel: Cancel; resolve: () => void } | undefined;
-  private sessionStart = 0;
   /** the first session's outcome, for the opens that wait on it */
   private readonly first: Promise<FirstOutcome>;
   private settleFirst!: (o: FirstOutcome) => void;
   private firstDeadline: number;
   private sessions = 0;
-  /** the track whose sender reports anchor the wall clock (video when there is one) */
-  private clockTrack = -1;
   private readonly choice: TransportChoice;
   private playingTransport: Transport | undefined;
 
@@ -85,6 +78,16 @@ export class Pull {
       this.settleFirst = resolve;
     });
     this.firstDeadline = clock.now() + openTimeoutMs;
+    this.media = new PullMedia({
+      targets: this.targets,
+      clock,
+      log,
+      shown: source.redacted,
+      maxFrameBytes: cfg.maxFrameBytes,
+      maxGopBytes: cfg.maxGopBytes,
+      malformed: (what) => ev.malformed(what),
+      unit: (kind) => ev.unit(kind),
+    });
     this.choice = new TransportChoice({
       mode: cfg.transport,
       forcedBy: cfg.forcedBy,
@@ -121,7 +124,7 @@ export class Pull {
     return this.sessions;
   }
   get receiverStats(): ReceiverStats[] {
-    return this.receivers.filter((r): r is TrackReceiver => r !== undefined).map(statsOf);
+    return this.media.receiverStats;
   }
 
   /**
@@ -152,8 +155,7 @@ export class Pull {
     this.linger?.();
     this.linger = undefined;
     t.offClosed = stream.on('closed', () => this.removeTarget(stream.name));
-    // a stream joining a running session starts at the pull's latest keyframe, not a GOP later
-    for (const u of this.gop) t.push(u, this.tracks, this.hasVideo);
+    this.media.joined(t);
     this.log.info({ source: this.source.redacted, stream: stream.name, streams: this.targets.size }, 'stream fed by the RTSP pull');
   }
 
@@ -175,7 +177,7 @@ export class Pull {
     this.session?.close();
     for (const t of this.targets.values()) t.offClosed?.();
     this.targets.clear();
-    this.gop = [];
+    this.media.clear();
     this.settleFirst({ ok: false, err: new SourceError('closed', reason) });
     this.log.info({ source: this.source.redacted, reason }, 'RTSP pull stopped');
     this.ev.closed(this);
@@ -262,8 +264,7 @@ export class Pull {
       });
       this.session = session;
       this.sessions++;
-      // packets that come before onPlaying (in the chunk that brings PLAY's answer) are not for an earlier session's tracks
-      this.receivers = [];
+      this.media.sessionStarting();
       let ended!: (e: SourceError) => void;
       const endedP = new Promise<SourceError>((resolve) => {
         ended = resolve;
@@ -273,9 +274,9 @@ export class Pull {
         const info = await session.start({
           rtp: (track, data) => {
             probe.rtp();
-            this.onRtp(track, data);
+            this.media.rtp(track, data);
           },
-          rtcp: (track, data) => this.onRtcp(track, data),
+          rtcp: (track, data) => this.media.rtcp(track, data),
           bytes: (n) => this.ev.bytes(n),
           malformed: (what) => this.ev.malformed(what),
           ended: (e) => ended(e),
@@ -285,7 +286,7 @@ export class Pull {
           return undefined;
         }
         // the tracks take packets from here on, so a probe loses none of what it waits for
-        this.onPlaying(info);
+        this.media.playing(info);
         if (this.choice.probe)
           await probe.expect(this.clock, endedP, (stop) => {
             this.wait = stop && { cancel: stop, resolve: stop };
@@ -317,111 +318,5 @@ export class Pull {
       }, ms);
       this.wait = { cancel, resolve };
     });
-  }
-
-  private onPlaying(info: PlayInfo): void {
-    this.sessionStart = this.clock.now();
-    this.gop = [];
-    this.gopBytes = 0;
-    this.tracks.clear();
-    // every stream starts again at the new session's first start point, with a new publisher (the bus moves the
-    // new timeline on from where the old one stopped)
-    for (const t of this.targets.values()) {
-      t.baseMs = undefined;
-      t.publisher = undefined;
-    }
-    this.receivers = [];
-    this.clockTrack = -1;
-    const taken: string[] = [];
-    for (const pt of info.tracks) {
-      const problem = trackProblem(pt.media);
-      if (problem) {
-        this.log.warn({ source: this.source.redacted, media: `${pt.media.type} ${pt.media.encoding}`, problem }, 'RTSP track left out');
-        this.receivers[pt.index] = undefined;
-        continue;
-      }
-      const r = new TrackReceiver(
-        pt.media,
-        pt.rtptime,
-        () => this.clock.now() - this.sessionStart,
-        {
-          track: (ti) => this.onTrack(ti),
-          unit: (u) => this.onUnit(u),
-        },
-        this.cfg.maxFrameBytes,
-      );
-      this.receivers[pt.index] = r;
-      taken.push(`${pt.media.type} ${pt.media.codec}`);
-      if (r.kind === 'video' && this.clockTrack < 0) this.clockTrack = pt.index;
-    }
-    if (this.clockTrack < 0) this.clockTrack = info.tracks.findIndex((t) => !trackProblem(t.media));
-    this.hasVideo = info.tracks.some((t) => t.media.type === 'video' && !trackProblem(t.media));
-    this.log.info(
-      {
-        source: this.source.redacted,
-        transport: info.transport,
-        tracks: taken,
-        skipped: info.skipped,
-        sdpBadLines: info.sdp.badLines || undefined,
-        streams: this.streamNames,
-      },
-      'RTSP source playing',
-    );
-  }
-
-  private onRtp(track: number, data: Buffer): void {
-    const r = this.receivers[track];
-    if (!r) return;
-    try {
-      r.rtp(data);
-    } catch (err) {
-      // odd input must never take the gateway down: count it, log it, go on with the next packet
-      this.ev.malformed('rtp');
-      this.log.warn({ source: this.source.redacted, err: (err as Error).message }, 'RTP packet could not be handled');
-    }
-  }
-
-  private onRtcp(track: number, data: Buffer): void {
-    const { sr, bad } = parseRtcpSr(data);
-    if (bad) {
-      this.ev.malformed('rtcp');
-      return;
-    }
-    if (!sr || track !== this.clockTrack) return;
-    const ms = this.receivers[track]?.msOf(sr.rtpTimestamp);
-    if (ms === undefined) return;
-    for (const t of this.targets.values()) {
-      if (t.publisher && t.baseMs !== undefined) t.publisher.setWallClock(sr.epochMs, ms - t.baseMs);
-    }
-  }
-
-  private onTrack(info: TrackInfo): void {
-    this.tracks.set(info.kind, info);
-    for (const t of this.targets.values()) t.publisher?.setTrack(info);
-  }
-
-  private onUnit(u: AccessUnit): void {
-    this.ev.unit(u.kind);
-    if (this.hasVideo) {
-      if (u.kind === 'video' && u.keyframe) {
-        this.gop = [];
-        this.gopBytes = 0;
-      }
-      if (this.gop.length > 0 || (u.kind === 'video' && u.keyframe)) {
-        this.gop.push(u);
-        this.gopBytes += u.payload.length;
-        if (this.gopBytes > this.cfg.maxGopBytes) {
-          this.gop = [];
-          this.gopBytes = 0;
-        }
-      }
-    }
-    for (const t of this.targets.values()) {
-      try {
-        t.push(u, this.tracks, this.hasVideo);
-      } catch (err) {
-        this.log.error({ source: this.source.redacted, stream: t.stream.name, err: (err as Error).message }, 'publishing to a stream failed');
-      }
-    }
   }
 }
