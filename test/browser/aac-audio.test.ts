@@ -17,7 +17,6 @@ import * as path from 'node:path';
 import { linearToAlaw } from '../../plugin-sdk/testkit';
 import { runSimulator } from '../../plugins/jt1078-ingest/tools/simulator';
 import { scratchDir } from '../support/paths';
-import { withBody } from '../../plugins/jt1078-ingest/src/packet';
 import {
   CAPTURES,
   capture,
@@ -71,7 +70,7 @@ function toneCaptureFile(dir: string): string {
     if (p.dataType !== 3) return encodeOne(p);
     const body = Buffer.alloc(p.body.length);
     for (let i = 0; i < body.length; i++, n++) body[i] = linearToAlaw(Math.round(TONE_AMPLITUDE * Math.sin((2 * Math.PI * TONE_HZ * n) / 8000)));
-    return encodeOne(withBody(p, body));
+    return encodeOne({ ...p, body });
   });
   assert.ok(n > 0 && n % (8000 / TONE_HZ) === 0, `the capture's audio holds whole periods of the tone (${n} samples)`);
   const file = path.join(dir, 'gojt808-tone.bin');

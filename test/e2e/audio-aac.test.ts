@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import type { AccessUnit } from '../../plugin-sdk/media';
 import { linearToAlaw } from '../../plugin-sdk/testkit';
-import { withBody, type Jt1078Packet } from '../../plugins/jt1078-ingest/src/packet';
+import type { Jt1078Packet } from '../../plugins/jt1078-ingest/src/packet';
 import { Jt1078StreamAssembler } from '../../plugins/jt1078-ingest/src/stream-assembler';
 import { parseFlv, type ReadTag } from '../support/flv-reader';
 import { requireTool } from '../support/tools';
@@ -28,7 +28,7 @@ function withBurst(packets: Jt1078Packet[]): { packets: Jt1078Packet[]; burstDts
     if (p.timestamp >= burstFrom && p.timestamp < burstFrom + 300) {
       for (let i = 0; i < body.length; i++, phase++) body[i] = linearToAlaw(Math.round(12000 * Math.sin((2 * Math.PI * 1000 * phase) / 8000)));
     }
-    return withBody(p, body);
+    return { ...p, body };
   });
   // where the ingest puts the first tone frame on the stream's timeline: its own assembler says
   let burstDts = NaN;

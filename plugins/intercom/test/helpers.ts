@@ -12,7 +12,7 @@ import type { Notice } from '../../../plugin-sdk';
 import { ALAW_TO_PCM, createEncoder, type EncoderSpec } from '../../../plugin-sdk/codecs';
 import { addHisiliconHeader } from '../../jt1078-ingest/src/audio';
 import { encodePacket } from '../../jt1078-ingest/src/packer';
-import { bodyOf, withBody, type Jt1078Layout, type Jt1078Packet } from '../../jt1078-ingest/src/packet';
+import { bodyOf, type Jt1078Layout, type Jt1078Packet } from '../../jt1078-ingest/src/packet';
 import { capturePackets, fieldsOf } from '../../jt1078-ingest/test/helpers';
 import { TalkReceiver, type TalkReceiverOptions } from '../../jt1078-ingest/tools/talk-receiver';
 import intercom from '../index';
@@ -114,7 +114,7 @@ export class Terminal {
     this.receiver = receiver;
     const prev = receiver.onFrame;
     receiver.onFrame = (pcm, p) => {
-      this.audioPackets.push(withBody(p, Buffer.from(bodyOf(p))));
+      this.audioPackets.push({ ...p, body: Buffer.from(bodyOf(p)) });
       prev?.(pcm, p);
     };
     sock.on('data', (d: Buffer) => {

@@ -56,11 +56,6 @@ export interface Jt1078Packet {
   bodyEnd: number;
 }
 
-/** A packet with another payload (tests, tools): `body`, and `wire`/`bodyAt`/`bodyEnd` over it. */
-export function withBody<P extends Jt1078Packet>(p: P, body: Buffer): P {
-  return { ...p, body, wire: body, bodyAt: 0, bodyEnd: body.length };
-}
-
 /** The payload as a Buffer of its own (a view of `wire` for a packet decoded into a reused one). */
 export function bodyOf(p: Jt1078Packet): Buffer {
   return p.body === WIRE_BODY ? p.wire.subarray(p.bodyAt, p.bodyEnd) : p.body;
@@ -194,7 +189,7 @@ export function blankPacket(): Jt1078Packet {
 
 /**
  * Decodes a packet whose header probeHeader accepted and whose bytes are all present: into `into` when given (its
- * fields overwritten, `body` left empty: see Jt1078Packet.body), else a new object whose body is a subarray of buf.
+ * fields overwritten but `body`, WIRE_BODY: see Jt1078Packet.body), else a new object whose body is a subarray of buf.
  */
 export function decodePacket(buf: Buffer, off: number, layout: Jt1078Layout, sims: SimDecoder, into?: Jt1078Packet): Jt1078Packet {
   const simLen = layout === '2019' ? 10 : 6;

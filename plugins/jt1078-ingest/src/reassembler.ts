@@ -82,10 +82,11 @@ const NO_BODY = Buffer.alloc(0);
 class FrameBuilder {
   /**
    * the Buffers holding the frame's packet bodies so far (the first `count`), each body at partAt..partEnd; parts[0]
-   * may be `store`, the rest the current read. The array is kept across frames: emptied with `length = 0`, V8 dropped its backing store and
-   * grew it again for every frame (0.5 % of the main thread at 1,000 terminals). Slots are emptied as the frame
-   * goes (`release`): a view left in a slot lived until a frame as long overwrote it, a key frame's ~50 until the
-   * next key frame, so the collector copied and promoted them and marked them in every stream's array.
+   * may be `store`, the rest the current read. The array is kept across frames: emptied with `length = 0`, V8
+   * dropped its backing store and grew it again for every frame (0.5 % of the main thread at 1,000 terminals).
+   * Slots are emptied as the frame goes (`release`): a view left in a slot lived until a frame as long overwrote it,
+   * a key frame's ~50 until the next key frame, so the collector copied and promoted them and marked them in every
+   * stream's array.
    */
   parts: Buffer[] = [];
   /** where each part's body starts and ends in its Buffer (a packet's wire bytes: no view is made per packet) */

@@ -9,7 +9,6 @@ import * as fs from 'node:fs';
 import { fixturePath } from '../../../test/support/paths';
 import { G726RateEstimator, addHisiliconHeader, g726BitsFromFrameLength, hasHisiliconHeader, stripHisiliconHeader } from '../src/audio';
 import { assemble, audioTracks, capturePackets, pushAudio, type AudioFrameIn } from './helpers';
-import { withBody } from '../src/packet';
 
 const GOJT = 'jt1078/gojt808-d1-h264-g711a-2013.bin';
 
@@ -39,7 +38,7 @@ describe('jt1078 audio normalisation', function () {
 
     it('with a HiSilicon header on every frame: the header goes, the frames and their time stay, the framing is reported', () => {
       const plain = assemble(packets).out;
-      const framed = packets.map((p) => (p.dataType === 3 ? withBody(p, addHisiliconHeader(p.body)) : p));
+      const framed = packets.map((p) => (p.dataType === 3 ? { ...p, body: addHisiliconHeader(p.body) } : p));
       const { out, asm } = assemble(framed);
       const audio = out.audio();
       assert.equal(audio.length, 214);

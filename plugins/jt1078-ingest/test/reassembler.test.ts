@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { NAL_SCAN } from '../../../plugin-sdk/formats';
-import { Jt1078Packet, SUB_MARK, WIRE_BODY, withBody } from '../src/packet';
+import { Jt1078Packet, SUB_MARK, WIRE_BODY } from '../src/packet';
 import { Jt1078Reorderer } from '../src/reorder';
 import { Jt1078Frame, Jt1078Reassembler, ReassemblerOptions } from '../src/reassembler';
 import { addHisiliconHeader, stripHisiliconHeader } from '../src/audio';
@@ -173,7 +173,7 @@ describe('jt1078 frame reassembly', () => {
     });
 
     it('strips a HiSilicon header (00 01 50 00 before 160 bytes)', () => {
-      const withHeader = packets.map((p) => (p.dataType === 3 ? withBody(p, addHisiliconHeader(p.body)) : p));
+      const withHeader = packets.map((p) => (p.dataType === 3 ? { ...p, body: addHisiliconHeader(p.body) } : p));
       const first = withHeader.find((p) => p.dataType === 3) as Jt1078Packet;
       assert.deepEqual([...first.body.subarray(0, 4)], [0x00, 0x01, 0x50, 0x00]);
       assert.equal(first.body.length, 164);
@@ -203,7 +203,7 @@ describe('jt1078 frame reassembly', () => {
     // insert, before a P frame, a frame that starts and then only ever continues (200 x 950 bytes)
     const j = ref.findIndex((f, i) => i > keyIdx[1] && f.packets[0].dataType === 1);
     const at = packets.indexOf(ref[j].packets[0]);
-    const filler = withBody({ ...packets[at], dataType: 1, subMark: SUB_MARK.FIRST, marker: false }, Buffer.alloc(950, 7));
+    const filler = { ...packets[at], dataType: 1, subMark: SUB_MARK.FIRST, marker: false, body: Buffer.alloc(950, 7) };
     const endless = [filler, ...Array.from({ length: 199 }, () => ({ ...filler, subMark: SUB_MARK.MIDDLE }))];
     const input = [...packets.slice(0, at), ...endless, ...packets.slice(at)].map((p, i) => ({ ...p, seq: i & 0xffff }));
     const { out, asm } = frames(input, { maxFrameBytes: 100_000 });
@@ -226,7 +226,7 @@ describe('jt1078 frame reassembly', () => {
         const body = Buffer.allocUnsafeSlow(cap[i].body.length);
         cap[i].body.copy(body);
         refs.push(new WeakRef(body.buffer));
-        order.push(withBody(cap[i], body));
+        order.push({ ...cap[i], body });
       }
     };
     // the key frame (dozens of packets), then the P frame after it: a short frame leaves most slots as they were
