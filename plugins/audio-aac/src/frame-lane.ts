@@ -228,7 +228,8 @@ function compactCopy(bytes: Uint8Array, used: number): Uint8Array {
   return out;
 }
 
-function grownTo<T extends Int32Array | Float64Array | Uint32Array>(from: T, to: T): T {
+/** `to` (a larger array of the same kind) holding `from`'s numbers at its start */
+export function grownTo<T extends Int32Array | Float64Array | Uint32Array>(from: T, to: T): T {
   to.set(from as ArrayLike<number>);
   return to;
 }

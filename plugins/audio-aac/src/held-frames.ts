@@ -18,7 +18,7 @@
  * which the bus can then reuse. The lane copies a group out as it takes it, and the next frame held reuses the room.
  */
 import type { AccessUnit } from '../../../plugin-sdk';
-import type { HeldGroup } from './frame-lane';
+import { grownTo, type HeldGroup } from './frame-lane';
 
 const FIRST_BYTES = 2048;
 const FIRST_FRAMES = 16;
@@ -75,15 +75,9 @@ export class HeldFrames implements HeldGroup {
 
   private growFrames(): void {
     const n = this.dts.length * 2;
-    const dts = new Float64Array(n);
-    const scales = new Float64Array(n);
-    const lengths = new Uint32Array(n);
-    dts.set(this.dts);
-    scales.set(this.scales);
-    lengths.set(this.lengths);
-    this.dts = dts;
-    this.scales = scales;
-    this.lengths = lengths;
+    this.dts = grownTo(this.dts, new Float64Array(n));
+    this.scales = grownTo(this.scales, new Float64Array(n));
+    this.lengths = grownTo(this.lengths, new Uint32Array(n));
   }
 
   /**

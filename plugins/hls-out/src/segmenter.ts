@@ -64,6 +64,8 @@ export class Segmenter extends LiveWindow implements MediaReader {
   private delayBytes = 0;
   /** where the latest audio frame ends (stream ms): all audio before it has come */
   private audioEnd = -Infinity;
+  /** the bytes of the units it keeps, in their samples' form (sample-store.ts) */
+  private readonly store = new SampleStore();
 
   /** no video: every segment starts at a start point (any audio frame) */
   get audioOnly(): boolean {
@@ -91,9 +93,6 @@ export class Segmenter extends LiveWindow implements MediaReader {
     if (this.active && this.active.sig !== w.sig) this.pendingReinit = true;
     if (this.hold && w.audio) this.release();
   }
-
-  /** the bytes of the units it keeps, in their samples' form (sample-store.ts) */
-  private readonly store = new SampleStore();
 
   write(given: AccessUnit): void {
     if (this.closed) return;
