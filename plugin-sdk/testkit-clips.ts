@@ -50,37 +50,39 @@ export interface TestPatternOptions {
  * frame, so frames can be cut apart without parsing slices.
  */
 export function encodeH264TestPattern(opts: TestPatternOptions = {}): Buffer {
+  const fps = opts.fps ?? 25;
+  return encodeTestPattern(opts, 'libx264', ['-bf', '0', '-g', String(opts.gopFrames ?? fps), '-x264-params', 'aud=1', '-f', 'h264']);
+}
+
+export interface H265PatternOptions extends TestPatternOptions {
+  /** every GOP exactly gopFrames long (x265's min-keyint too), default false: x265 may start one early at a scene cut */
+  fixedGop?: boolean;
+  /** B frames, default x265's own */
+  bframes?: number;
+}
+
+/** ffmpeg's test pattern as raw Annex-B H.265 (libx265), an IRAP every gopFrames. */
+export function encodeH265TestPattern(opts: H265PatternOptions = {}): Buffer {
+  const gop = opts.gopFrames ?? opts.fps ?? 25;
+  const params = [`keyint=${gop}`];
+  if (opts.fixedGop) params.push(`min-keyint=${gop}`);
+  if (opts.bframes !== undefined) params.push(`bframes=${opts.bframes}`);
+  params.push('log-level=error');
+  // (libx265 is slow: a bound, so a stuck encoder fails the caller instead of hanging it)
+  return encodeTestPattern(opts, 'libx265', ['-x265-params', params.join(':'), '-f', 'hevc'], 60_000);
+}
+
+function encodeTestPattern(opts: TestPatternOptions, encoder: string, output: string[], timeoutMs?: number): Buffer {
   const { seconds = 2, fps = 25, size = '320x240' } = opts;
-  const gop = opts.gopFrames ?? fps;
   const ffmpeg = opts.ffmpeg ?? findFfmpeg();
   const r = spawnSync(
     ffmpeg,
-    [
-      '-v',
-      'error',
-      '-f',
-      'lavfi',
-      '-i',
-      `testsrc=size=${size}:rate=${fps}`,
-      '-t',
-      String(seconds),
-      '-c:v',
-      'libx264',
-      '-bf',
-      '0',
-      '-g',
-      String(gop),
-      '-x264-params',
-      'aud=1',
-      '-f',
-      'h264',
-      '-',
-    ],
-    { maxBuffer: 256 * 1024 * 1024 },
+    ['-v', 'error', '-f', 'lavfi', '-i', `testsrc=size=${size}:rate=${fps}`, '-t', String(seconds), '-c:v', encoder, ...output, '-'],
+    { maxBuffer: 256 * 1024 * 1024, timeout: timeoutMs },
   );
   if (r.status !== 0 || r.stdout.length === 0) {
     const why = r.error?.message ?? (r.stderr.toString().trim() || `exit ${r.status}`);
-    throw new Error(`ffmpeg could not encode the test pattern (${ffmpeg}): ${why}${/libx264/.test(why) ? " (Debian's ffmpeg package has libx264)" : ''}`);
+    throw new Error(`ffmpeg could not encode the test pattern (${ffmpeg}): ${why}${why.includes(encoder) ? ` (Debian's ffmpeg package has ${encoder})` : ''}`);
   }
   return r.stdout;
 }

@@ -16,7 +16,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { WebSocket } from 'ws';
 import { definePlugin, type Notice, type AccessUnit, type TrackInfo } from '../../plugin-sdk';
 import { FLV_PLAYERS, type FlvPlayers } from '../../plugins/flv-out/service';
-import { startTestGateway, type TestGateway } from '../../plugin-sdk/testkit';
+import { encodeH265TestPattern, startTestGateway, type TestGateway } from '../../plugin-sdk/testkit';
 import { splitAnnexB, h265NalType } from '../../plugin-sdk/formats/annexb';
 import { loadCapture, type Capture } from '../../plugins/jt1078-ingest/tools/simulator';
 import { encodePacket, Jt1078Packer } from '../../plugins/jt1078-ingest/src/packer';
@@ -767,30 +767,7 @@ export function randomChunks(buf: Buffer, seed: number, max = 4096): Buffer[] {
  * An H.265 elementary stream made by ffmpeg (libx265) from its test pattern: Annex-B, 25 fps, IDR every `keyint`.
  */
 export function makeHevc(o: { size: string; seconds: number; keyint: number }): Buffer {
-  const ffmpeg = requireTool('ffmpeg', 'ffmpeg');
-  const r = spawnSync(
-    ffmpeg,
-    [
-      '-v',
-      'error',
-      '-f',
-      'lavfi',
-      '-i',
-      `testsrc=size=${o.size}:rate=25`,
-      '-t',
-      String(o.seconds),
-      '-c:v',
-      'libx265',
-      '-x265-params',
-      `keyint=${o.keyint}:log-level=error`,
-      '-f',
-      'hevc',
-      '-',
-    ],
-    { maxBuffer: 64 * 1024 * 1024, timeout: 60_000 },
-  );
-  if (r.status !== 0) throw new Error(`ffmpeg could not make the H.265 stream: ${r.stderr.toString()}`);
-  return r.stdout;
+  return encodeH265TestPattern({ size: o.size, seconds: o.seconds, fps: 25, gopFrames: o.keyint, ffmpeg: requireTool('ffmpeg', 'ffmpeg') });
 }
 
 /**

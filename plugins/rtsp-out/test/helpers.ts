@@ -4,7 +4,7 @@
  * the test kit's H.264 clip with G.711A, and an H.265 clip made by ffmpeg (libx265).
  */
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import * as dgram from 'node:dgram';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
@@ -13,7 +13,7 @@ import * as path from 'node:path';
 import { videoUnit, type AccessUnit, type VideoTrackInfo } from '../../../plugin-sdk';
 import { splitAnnexB, h265NalType } from '../../../plugin-sdk/formats';
 import { extractH265ParameterSets, parseH265Sps } from '../../../plugin-sdk/formats';
-import { startTestGateway, stubMediaPlugin, testClip, type TestClip, type TestGateway } from '../../../plugin-sdk/testkit';
+import { encodeH265TestPattern, startTestGateway, stubMediaPlugin, testClip, type TestClip, type TestGateway } from '../../../plugin-sdk/testkit';
 import { requireTool } from '../../../test/support/tools';
 import rtspOut from '../index';
 
@@ -60,30 +60,16 @@ let hevc: TestClip | undefined;
 /** 320x240 H.265 from ffmpeg's libx265 (25 fps, an IDR a second), with the H.264 clip's G.711A audio. */
 export function h265Clip(): TestClip {
   if (hevc) return hevc;
-  const ffmpeg = requireTool('ffmpeg', 'ffmpeg');
-  const r = spawnSync(
-    ffmpeg,
-    [
-      '-v',
-      'error',
-      '-f',
-      'lavfi',
-      '-i',
-      'testsrc=size=320x240:rate=25',
-      '-t',
-      '2',
-      '-c:v',
-      'libx265',
-      '-x265-params',
-      'keyint=25:min-keyint=25:bframes=0:log-level=error',
-      '-f',
-      'hevc',
-      '-',
-    ],
-    { maxBuffer: 64 << 20, timeout: 60_000 },
-  );
-  assert.equal(r.status, 0, `ffmpeg could not make the H.265 clip: ${r.stderr}`);
-  const aus = hevcAccessUnits(r.stdout);
+  const es = encodeH265TestPattern({
+    seconds: 2,
+    fps: 25,
+    size: '320x240',
+    gopFrames: 25,
+    fixedGop: true,
+    bframes: 0,
+    ffmpeg: requireTool('ffmpeg', 'ffmpeg'),
+  });
+  const aus = hevcAccessUnits(es);
   const first = extractH265ParameterSets(aus[0].payload);
   assert.ok(first.vps && first.sps && first.pps, 'parameter sets on the first access unit');
   const sps = parseH265Sps(first.sps);
