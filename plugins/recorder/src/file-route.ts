@@ -17,6 +17,7 @@ import { recordAudio, recordFormat, serveMp4, type Mp4LayoutCache, type RecordAu
 import { parseRange } from './range';
 import { decodeStoredPath, reqIdOfPath, resolveStoredFile } from './safe-path';
 import { storedRecordUrl } from './stored-av';
+import { downloadEnd } from './download-end';
 
 export interface FileRouteOptions {
   /** undefined while the catalog cannot be opened (a degraded recorder): every download answers -3 then */
@@ -163,8 +164,9 @@ function serveFlv(opts: FileRouteOptions, req: RouteRequest, res: ServerResponse
   const body = fs.createReadStream('', { fd, start, end, autoClose: true });
   opts.onStart?.();
   // pipeline destroys the file stream (closing the fd) when the client goes away mid-transfer
+  const ended = downloadEnd(body, opts.onEnd);
   pipeline(body, res, (err) => {
-    opts.onEnd?.();
+    ended();
     if (err && (err as NodeJS.ErrnoException).code !== 'ERR_STREAM_PREMATURE_CLOSE') {
       opts.log.warn({ reqId, err: err.message }, 'record download ended early');
     }

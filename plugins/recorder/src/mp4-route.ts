@@ -12,6 +12,7 @@ import { g711Audio, type G711Transcoder } from './g711-aac';
 import { aacLayoutOf } from './mp4-aac';
 import { layoutOf, mp4Stream, type Mp4Layout } from './mp4-layout';
 import { parseRange } from './range';
+import { downloadEnd } from './download-end';
 
 export type RecordFormat = 'flv' | 'mp4';
 /** the MP4's audio: G.711 as AAC (`aac`, the default) or as it is in the FLV (`as-is`); AAC audio is never touched */
@@ -214,8 +215,9 @@ export async function serveMp4(req: RouteRequest, res: ServerResponse, f: OpenRe
   }
   const body = mp4Stream(layout, f.fd, start, end, f.close);
   o.onStart?.();
+  const ended = downloadEnd(body, () => o.onEnd?.());
   pipeline(body, res, (err) => {
-    o.onEnd?.();
+    ended();
     if (!err || (err as NodeJS.ErrnoException).code === 'ERR_STREAM_PREMATURE_CLOSE') return;
     if ((err as { code?: string }).code === 'FLV_CHANGED') o.cache.drop(f.real);
     o.log.warn({ reqId: f.reqId, err: err.message }, 'record MP4 download ended early');
