@@ -16,7 +16,9 @@ function spinUntilDead(pid: number): void {
   const deadline = Date.now() + 5000;
   while (Date.now() < deadline) {
     try {
-      if (/^\d+ \(.*\) Z/.test(fs.readFileSync(`/proc/${pid}/stat`, 'latin1'))) return;
+      // the leader shows Z as soon as it has exited, while the process's other threads (V8's, libuv's) may still be
+      // on their way out with the shared descriptor table, so the IPC socket would still take writes: wait for them
+      if (/^\d+ \(.*\) Z/.test(fs.readFileSync(`/proc/${pid}/stat`, 'latin1')) && fs.readdirSync(`/proc/${pid}/task`).length <= 1) return;
     } catch {
       return;
     }
