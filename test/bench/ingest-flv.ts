@@ -38,6 +38,7 @@ import {
   stopGateway,
   tail,
   gatewayCpu,
+  gatewaySyscalls,
   gatewayRss,
   waitHealthy,
   REQUESTS_PER_APP,
@@ -53,7 +54,7 @@ import { StartPhases } from './support/start-phases';
 import { SynthTerminal, UdpTerminalLink, speechPcm, synthesise, type SynthStream, type TerminalLink } from './support/synth-terminals';
 import { gcFigures, report } from './support/ingest-flv-report';
 import { watchOwnGc } from './support/own-gc';
-import { vsFloor, vsFlv, vsVideo, vsWorkers } from './support/ingest-flv-compare';
+import { besideFloor, vsFloor, vsFlv, vsVideo, vsWorkers } from './support/ingest-flv-compare';
 import { HlsReaderFleet } from './support/bench-hls-reader';
 import { RtspReaderFleet } from './support/bench-rtsp-reader';
 import { LinkCensus, censusWarning, logWarnings } from './support/link-census';
@@ -94,6 +95,7 @@ export async function runOptions(o: IngestFlvOptions): Promise<IngestFlvResult> 
   if (o.vsVideo > 0) return vsVideo(o, stream, runWith);
   if (o.vsFlv > 0) return vsFlv(o, stream, runWith);
   if (o.vsFloor > 0) return vsFloor(o, stream, runWith);
+  if (o.besideFloor > 0) return besideFloor(o, stream, runWith);
   return runWith(o, stream);
 }
 
@@ -236,6 +238,7 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
     if (gw.child.exitCode !== null) throw new Error(`gateway exited (code ${gw.child.exitCode}):\n${tail(gw.logFile)}`);
 
     // --- measured window
+    await o.windowGate?.();
     // (the scrape also resets the gateway's event-loop delay window)
     const { metrics: m0, at: m0At, ms: scrapeMs } = await api.timedMetrics();
     // A scrape is work for both processes (the gateway makes it in 2 ms turns; this one reads a series per stream for
@@ -245,6 +248,7 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
     const snap = () => ({
       at: performance.now(),
       threads: gatewayCpu(gw.pid),
+      calls: gatewaySyscalls(gw.pid),
       self: process.cpuUsage(),
       cores: coreTimes(),
       bytesIn: terminals.reduce((s, t) => s + t.bytes, 0),
@@ -303,6 +307,11 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
       gatewayMbpsIn: (gwIn * 8) / gwSecs / 1e6,
       gatewayMbpsOut: (gwOut * 8) / gwSecs / 1e6,
       cpuPct: (100 * (s1.threads.total - s0.threads.total)) / secs,
+      syscallsPerSecond: {
+        reads: (s1.calls.reads - s0.calls.reads) / secs,
+        writes: (s1.calls.writes - s0.calls.writes) / secs,
+        wakeups: (s1.calls.wakeups - s0.calls.wakeups) / secs,
+      },
       threadCpuPct: {
         main: (100 * (s1.threads.main - s0.threads.main)) / secs,
         worker: (100 * (s1.threads.workers - s0.threads.workers)) / secs,

@@ -13,7 +13,7 @@ import * as path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { repoRoot } from '../../support/paths';
 import { WORKER_THREAD_PREFIX } from './name-threads';
-import { cpuSeconds, parsePrometheus, rssBytes, summariseCpuProfile, threadCpuSeconds, threadsOf, type Sample } from './process-probe';
+import { cpuSeconds, parsePrometheus, rssBytes, summariseCpuProfile, syscallCounts, threadCpuSeconds, threadsOf, type Sample } from './process-probe';
 import { gcNodeFlags } from '../../../core/gc-flags';
 import { GatewayConfig } from '../../../core/gateway-config';
 
@@ -470,6 +470,22 @@ export function gatewayCpu(pid: number): ThreadCpu {
       sum.workerCount += t.workerCount;
     } catch {
       // exited between listing and reading
+    }
+  }
+  return sum;
+}
+
+/** system calls and main-thread wake-ups summed over a gateway's processes (process-probe.ts: syscallCounts) */
+export function gatewaySyscalls(pid: number): { reads: number; writes: number; wakeups: number } {
+  const sum = { reads: 0, writes: 0, wakeups: 0 };
+  for (const p of gatewayPids(pid)) {
+    try {
+      const c = syscallCounts(p);
+      sum.reads += c.reads;
+      sum.writes += c.writes;
+      sum.wakeups += c.wakeups;
+    } catch {
+      /* gone */
     }
   }
   return sum;

@@ -24,6 +24,13 @@ export function gcFigures(m0: Map<string, Sample[]>, m1: Map<string, Sample[]>, 
   };
 }
 
+/** "12.3k reads, 4.5k writes, 6.7k wake-ups" per second */
+export function callsLine(r: Pick<IngestFlvResult, 'syscallsPerSecond'>): string {
+  const k = (n: number) => `${f1(n / 1000)}k`;
+  const c = r.syscallsPerSecond;
+  return `${k(c.reads)} reads, ${k(c.writes)} writes, ${k(c.wakeups)} wake-ups`;
+}
+
 /** RSS over the idle process, per terminal */
 function rssKBPerStream(r: Pick<IngestFlvResult, 'rssMB' | 'peakRssMB' | 'idleRssMB' | 'terminals'>): number {
   return ((Math.max(r.rssMB, r.peakRssMB) - r.idleRssMB) * 1024) / r.terminals;
@@ -75,6 +82,7 @@ export function report(
       `${f1(r.mbpsOut / cores)} Mbit/s out, ${f1(r.terminals / cores)} streams`,
     `  gateway CPU by thread: main ${f1(r.threadCpuPct.main)} %${o.aac ? `, AAC worker ${f1(r.threadCpuPct.worker)} %` : ''}, ` +
       `the rest (GC helpers, libuv pool) ${f1(r.threadCpuPct.other)} %  ->  main thread per core: ${f1(r.terminals / (r.threadCpuPct.main / 100))} streams`,
+    `  gateway system calls per second: ${callsLine(r)} (a relay's CPU moves with these; they depend on how the terminals' writes batch up)`,
     `  gateway RSS: ${f1(r.rssMB)} MB at the end, ${f1(r.peakRssMB)} MB peak in the window (${f1(r.idleRssMB)} MB idle): ` +
       `${f1(rssKBPerStream(r))} KB per stream; JS heap ${f1(r.heapMB)} MB used of ${f1(r.heapTotalMB)} MB held (young generation ${f1(r.newSpaceMB)} MB), external (ArrayBuffers) ${f1(r.arrayBuffersMB)} MB, ` +
       `of which the bus holds ${f1(r.busHeldMB.gop)} MB in GOP caches and ${f1(r.busHeldMB.queue)} MB in queues; ` +

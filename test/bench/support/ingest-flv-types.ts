@@ -71,6 +71,13 @@ export interface IngestFlvOptions {
   floor: boolean;
   /** rounds of gateway and floor alternated on the same load, then the CPU ratio (0: off) */
   vsFloor: number;
+  /**
+   * rounds of the gateway and the floor run at once, on the same core, each with its own terminals and players, and
+   * measured over one window (0: off): no drift of the machine between the two figures
+   */
+  besideFloor: number;
+  /** internal (besideFloor): awaited just before the window opens, so that runs started together measure together */
+  windowGate?: () => Promise<void>;
   /** the gateway's worker processes (GW_WORKERS); CPU and RSS are summed over the primary and its workers */
   workers: number;
   /** rounds of one process and `workers` workers alternated on the same load and core, then streams per CPU-second (0: off) */
@@ -98,6 +105,8 @@ export interface IngestFlvResult {
   gatewayMbpsIn: number;
   gatewayMbpsOut: number;
   cpuPct: number;
+  /** the gateway's system calls and main-thread wake-ups per second in the window (/proc: syscr, syscw, voluntary switches) */
+  syscallsPerSecond: { reads: number; writes: number; wakeups: number };
   /** % of one core: the gateway's main thread, its worker threads (the AAC stage's), and the rest (GC helpers, libuv) */
   threadCpuPct: { main: number; worker: number; other: number };
   rssMB: number;

@@ -104,6 +104,20 @@ export function rssBytes(pid: number): number {
 }
 
 /**
+ * A process's read-family and write-family system calls since it started (/proc/<pid>/io: syscr, syscw), and its
+ * main thread's voluntary context switches (each one a sleep in epoll and a wake-up: how finely the loop was fed).
+ * A relay's CPU is mostly these calls, and how many it makes depends on how the sender's writes batch up, which
+ * varies from run to run on the same machine: the counts say whether a run's CPU moved with its calls or with the
+ * machine.
+ */
+export function syscallCounts(pid: number): { reads: number; writes: number; wakeups: number } {
+  const io = fs.readFileSync(`/proc/${pid}/io`, 'utf8');
+  const field = (text: string, re: RegExp) => Number(re.exec(text)?.[1] ?? NaN);
+  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+  return { reads: field(io, /^syscr:\s+(\d+)/m), writes: field(io, /^syscw:\s+(\d+)/m), wakeups: field(status, /^voluntary_ctxt_switches:\s+(\d+)/m) };
+}
+
+/**
  * CPU seconds per core since boot, from /proc/stat (index = core number): busy (everything but idle and
  * iowait), irq (hard and soft interrupts, e.g. loopback TCP delivery, charged to no process) and total.
  */
