@@ -41,7 +41,6 @@ import { BENCHES, main as benchMain } from './run';
 import { parseArgs as parseIngestFlv } from './ingest-flv';
 import { endToEndTailNote, targetChecks, targetsShort } from './support/ingest-flv-report';
 import { watchOwnGc } from './support/own-gc';
-import { together } from './support/alternate';
 
 const GLACIALL = () => fixturePath('jt1078/glaciall-cif-h264-2013.bin');
 
@@ -733,59 +732,13 @@ describe('bench dispatcher', () => {
     assert.throws(() => parseIngestFlv(['--vs-video', '0']), /--vs-video needs a whole number from 1 to 20/);
   });
 
-  it('ingest-flv --beside-floor K: rounds of the gateway and the floor at once, video only', () => {
-    assert.equal(parseIngestFlv(['--beside-floor', '3']).besideFloor, 3);
-    assert.equal(parseIngestFlv([]).besideFloor, 0);
-    assert.throws(() => parseIngestFlv(['--beside-floor', '2', '--audio']), /video only/);
-    assert.throws(() => parseIngestFlv(['--beside-floor', '2', '--udp']), /the floor reads TCP only/);
-  });
-
   it('ingest-flv: the load generator spins by default (no write of the gateway has to wake it); --idle-client lets it sleep', () => {
     assert.equal(parseIngestFlv([]).busyClient, true);
     assert.equal(parseIngestFlv(['--idle-client']).busyClient, false);
   });
 });
 
-describe('bench support: runs measured together', () => {
-  it('opens the gate only once every run reaches it, and returns each run by name', async () => {
-    const passed: string[] = [];
-    const run = (name: string, beforeMs: number) => async (gate: () => Promise<void>) => {
-      await new Promise((r) => setTimeout(r, beforeMs));
-      passed.push(`${name} at gate`);
-      await gate();
-      passed.push(`${name} through`);
-      return name.length;
-    };
-    const r = await together({ quick: run('quick', 1), slow: run('slow', 30) });
-    assert.deepEqual(r, { quick: 5, slow: 4 });
-    assert.deepEqual(passed.slice(0, 2), ['quick at gate', 'slow at gate'], 'nobody went through before the slow run came');
-  });
-
-  it('fails a waiting run when another failed before the gate, and waits for both before throwing', async () => {
-    let waiterSaw: string | undefined;
-    let waiterDone = false;
-    const p = together({
-      waiter: async (gate: () => Promise<void>) => {
-        try {
-          await gate();
-        } catch (err) {
-          waiterSaw = (err as Error).message;
-          await new Promise((r) => setTimeout(r, 20)); // its own teardown
-          waiterDone = true;
-          throw err;
-        }
-        return 1;
-      },
-      broken: async () => {
-        await new Promise((r) => setTimeout(r, 5));
-        throw new Error('gateway exited');
-      },
-    });
-    await assert.rejects(p, /gateway exited/, "the run's own failure is what is thrown");
-    assert.match(waiterSaw ?? '', /broken failed before the window opened: gateway exited/);
-    assert.equal(waiterDone, true, 'the waiter had finished its teardown');
-  });
-
+describe('bench support: system calls', () => {
   it("counts a process's read and write calls and its wake-ups (/proc)", async () => {
     const before = syscallCounts(process.pid);
     const file = path.join(scratchDir('bench-syscalls'), 'f');

@@ -54,7 +54,7 @@ import { StartPhases } from './support/start-phases';
 import { SynthTerminal, UdpTerminalLink, speechPcm, synthesise, type SynthStream, type TerminalLink } from './support/synth-terminals';
 import { gcFigures, report } from './support/ingest-flv-report';
 import { watchOwnGc } from './support/own-gc';
-import { besideFloor, vsFloor, vsFlv, vsVideo, vsWorkers } from './support/ingest-flv-compare';
+import { vsFloor, vsFlv, vsVideo, vsWorkers } from './support/ingest-flv-compare';
 import { HlsReaderFleet } from './support/bench-hls-reader';
 import { RtspReaderFleet } from './support/bench-rtsp-reader';
 import { LinkCensus, censusWarning, logWarnings } from './support/link-census';
@@ -95,7 +95,6 @@ export async function runOptions(o: IngestFlvOptions): Promise<IngestFlvResult> 
   if (o.vsVideo > 0) return vsVideo(o, stream, runWith);
   if (o.vsFlv > 0) return vsFlv(o, stream, runWith);
   if (o.vsFloor > 0) return vsFloor(o, stream, runWith);
-  if (o.besideFloor > 0) return besideFloor(o, stream, runWith);
   return runWith(o, stream);
 }
 
@@ -238,7 +237,6 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
     if (gw.child.exitCode !== null) throw new Error(`gateway exited (code ${gw.child.exitCode}):\n${tail(gw.logFile)}`);
 
     // --- measured window
-    await o.windowGate?.();
     // (the scrape also resets the gateway's event-loop delay window)
     const { metrics: m0, at: m0At, ms: scrapeMs } = await api.timedMetrics();
     // A scrape is work for both processes (the gateway makes it in 2 ms turns; this one reads a series per stream for

@@ -93,8 +93,7 @@ export function parseArgs(args: string[]): PairedOptions {
   if (sides === 0) throw r.error('say what B is: --against DIR, --floor, --b-workers N, or --env NAME=VALUE (or --b-node-opt)');
   if (o.against && o.floor) throw r.error('--against and --floor are two different B sides: pick one');
   if (o.bWorkers > 0 && (o.against || o.floor)) throw r.error("--b-workers runs this build's gateway with workers: not with --against or --floor");
-  if (o.ingestArgs.some((a) => a.startsWith('--vs-') || a === '--beside-floor'))
-    throw r.error('ingest-flv arguments for both sides cannot hold --vs-* or --beside-floor');
+  if (o.ingestArgs.some((a) => a.startsWith('--vs-'))) throw r.error('ingest-flv arguments for both sides cannot hold --vs-*');
   if (o.ingestArgs.includes('--workers')) throw r.error('--workers after --: both sides would run workers (--b-workers N gives them to B)');
   // both sides' floors: only two builds' floors differ
   if (o.ingestArgs.includes('--floor') && !o.against)

@@ -27,38 +27,3 @@ export function othersNote(a: { othersCores: number }, b: { othersCores: number 
   const disturbed = Math.max(a.othersCores, b.othersCores) > DISTURBED_CORES;
   return `; others ${f2(a.othersCores)} / ${f2(b.othersCores)} cores${disturbed ? ' (DISTURBED)' : ''}`;
 }
-
-/**
- * Runs started at once whose measured windows open together: each is given a gate to await just before its window,
- * which opens once every run has reached it (and fails the waiting ones when another run failed before reaching it).
- * Every run is waited for, so none is left tearing down after the first failure is thrown.
- */
-export async function together<K extends string, R>(runs: Record<K, (gate: () => Promise<void>) => Promise<R>>): Promise<Record<K, R>> {
-  const names = Object.keys(runs) as K[];
-  let waiting = names.length;
-  let open = (): void => undefined;
-  let fail = (_err: unknown): void => undefined;
-  const opened = new Promise<void>((resolve, reject) => {
-    open = resolve;
-    fail = reject;
-  });
-  opened.catch(() => undefined); // a failure is thrown by the run that had it
-  const gate = (): Promise<void> => {
-    if (--waiting === 0) open();
-    return opened;
-  };
-  const settled = await Promise.allSettled(
-    names.map((name) =>
-      runs[name](gate).catch((err: unknown) => {
-        fail(new Error(`${name} failed before the window opened: ${(err as Error).message}`));
-        throw err;
-      }),
-    ),
-  );
-  const out = {} as Record<K, R>;
-  for (const [i, s] of settled.entries()) {
-    if (s.status === 'rejected') throw s.reason;
-    out[names[i]] = s.value;
-  }
-  return out;
-}

@@ -7,7 +7,7 @@ import type { IngestFlvOptions } from './ingest-flv-types';
 
 export const USAGE = `usage: npm run bench -- ingest-flv [--terminals N] [--seconds S] [--mbps X] [--capture FILE] [--audio]
                        [--audio-frame-ms MS] [--aac|--no-aac] [--ramp] [--ramp-seconds S] [--warmup S] [--profile]
-                       [--floor | --vs-floor K | --beside-floor K] [--workers N] [--vs-workers K] [--vs-video K] [--no-pin] [--keep-dir]
+                       [--floor | --vs-floor K] [--workers N] [--vs-workers K] [--vs-video K] [--no-pin] [--keep-dir]
                        [--idle-client] [--udp] [--node-opt OPT]...
   --terminals N     simulated terminals, one HTTP-FLV player each (default 500)
   --seconds S       measured window (default 30)
@@ -32,9 +32,6 @@ export const USAGE = `usage: npm run bench -- ingest-flv [--terminals N] [--seco
                     for the terminal takes the rest (GW_UDP_PEER_SOCKETS=false: all through the primary; not with --floor)
   --floor           run the bare-relay floor (test/bench/floor/bare-relay.ts) instead of the gateway, on the same load
   --vs-floor K      K rounds of the gateway and the floor alternated, then gateway CPU / floor CPU (issue 16's steering figure)
-  --beside-floor K  K rounds of the gateway and the floor run at once, both on core 0, each with its own terminals and
-                    players (the load generator carries twice the load), measured over one window: gateway CPU / floor
-                    CPU with no drift of the machine between them (issue 48)
 ${IDLE_CLIENT_USAGE}
   --no-pin          do not pin the gateway to core 0 and this process to core 1
   --keep-dir        keep the scratch directory (site file, gateway log, data)
@@ -58,7 +55,6 @@ export function parseArgs(args: string[]): IngestFlvOptions {
     aac: false,
     floor: false,
     vsFloor: 0,
-    besideFloor: 0,
     workers: 1,
     vsWorkers: 0,
     readers: 'flv',
@@ -110,16 +106,12 @@ export function parseArgs(args: string[]): IngestFlvOptions {
       case '--udp':
         o.udp = true;
         break;
-      case '--beside-floor':
-        o.besideFloor = r.num(a, 1, 20, true);
-        break;
       default:
         if (!floorArg(a, r, o) && !windowArg(a, r, o) && !loadArg(a, r, o)) r.unknown(a);
     }
   }
   o.aac = aac ?? o.audio;
   o.capture = captureFile(o.capture);
-  if (o.besideFloor > 0 && o.audio) throw r.error('--beside-floor: video only (the floor has no AAC)');
-  if (o.udp && (o.floor || o.vsFloor > 0 || o.besideFloor > 0)) throw r.error('--udp: the floor reads TCP only');
+  if (o.udp && (o.floor || o.vsFloor > 0)) throw r.error('--udp: the floor reads TCP only');
   return o;
 }

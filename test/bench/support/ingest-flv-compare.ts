@@ -4,7 +4,7 @@
  * other readers against FLV players, video only against audio.
  */
 import type { IngestFlvOptions, IngestFlvResult } from '../ingest-flv';
-import { alternate, othersNote, together, total } from './alternate';
+import { alternate, othersNote, total } from './alternate';
 import { f1, f2 } from './gateway-harness';
 import { TARGET, callsLine, targetChecks, targetsShort } from './ingest-flv-report';
 import { synthesise, type SynthStream } from './synth-terminals';
@@ -130,46 +130,6 @@ export async function vsFloor(o: IngestFlvOptions, stream: SynthStream, runWith:
     `  gateway rounds meeting every issue 16 target${o.terminals !== TARGET.terminals ? ` (at ${o.terminals} terminals, not ${TARGET.terminals})` : ''}: ` +
       `${met.length} of ${rounds.length}` +
       (met.length > 0 ? ` (the floor beside them: ${met.map((r) => `${f1(r.floor.cpuPct)} %`).join(', ')})` : ''),
-  );
-  return rounds[rounds.length - 1].gateway;
-}
-
-/**
- * The gateway and the floor at once, both on core 0, each with its own terminals and players, over one window (issue
- * 48): alternated runs put minutes between the two figures, and this machine's speed drifts by a third within them
- * (a floor 23.6 % and 29.9 % in consecutive rounds, with the same system calls a second). Beside each other both pay
- * for sharing the core (caches, and the other's wake-ups), so their CPU reads higher than alone; the ratio is what
- * this measures, with no drift in it.
- */
-export async function besideFloor(o: IngestFlvOptions, stream: SynthStream, runWith: RunWith): Promise<IngestFlvResult> {
-  const rounds: Array<{ gateway: IngestFlvResult; floor: IngestFlvResult }> = [];
-  for (let k = 0; k < o.besideFloor; k++) {
-    console.log(`\nround ${k + 1} of ${o.besideFloor}: the gateway and the floor at once, ${o.terminals} terminals each`);
-    rounds.push(
-      await together({
-        gateway: (gate) => runWith({ ...o, besideFloor: 0, floor: false, windowGate: gate }, stream),
-        floor: (gate) => runWith({ ...o, besideFloor: 0, floor: true, windowGate: gate }, stream),
-      }),
-    );
-  }
-  console.log(`\ningest-flv beside the floor, ${o.terminals} terminals each, both on core 0, one window per round, ${rounds.length} round(s):`);
-  for (const [k, r] of rounds.entries()) {
-    // each run counts the other as "others": what is left over is a third party's
-    const others = Math.max(0, r.gateway.othersCores - r.floor.cpuPct / 100);
-    console.log(
-      `  round ${k + 1}: gateway ${f1(r.gateway.cpuPct)} % (e2e p99 ${f1(r.gateway.endToEndMs.p99)} ms; ${callsLine(r.gateway)} a second), ` +
-        `floor ${f1(r.floor.cpuPct)} % (e2e p99 ${f1(r.floor.endToEndMs.p99)} ms; ${callsLine(r.floor)} a second) -> gateway / floor ${f2(r.gateway.cpuPct / r.floor.cpuPct)}; ` +
-        `core 0 ${f1(r.gateway.core0BusyPct)} % busy, load generator ${r.gateway.droppedFrames + r.floor.droppedFrames} frames dropped, ` +
-        `event-loop delay p99 ${f1(r.gateway.generatorLoopDelayMs.p99)} ms; others ${f2(others)} cores${others > 0.1 ? ' (DISTURBED)' : ''}; gateway ${targetsShort(r.gateway)}`,
-    );
-  }
-  const ratios = rounds.map((r) => r.gateway.cpuPct / r.floor.cpuPct);
-  const ratio = total(rounds, (r) => r.gateway.cpuPct) / total(rounds, (r) => r.floor.cpuPct);
-  const spell = spellOf(total(rounds, (r) => r.floor.cpuPct) / rounds.length, o.terminals, false);
-  console.log(`  ${spellLine(spell, o.terminals)} (beside the gateway: alone it takes less)`);
-  console.log(
-    `  gateway CPU / floor CPU: ${f2(ratio)} (rounds ${f2(Math.min(...ratios))} to ${f2(Math.max(...ratios))}); issue 48 in a ${spell.name} spell: ` +
-      `${f2(spell.ratioTarget)} or less in every round, ${ratios.every((x) => x <= spell.ratioTarget) ? 'ok' : 'MISSED'}`,
   );
   return rounds[rounds.length - 1].gateway;
 }

@@ -71,13 +71,6 @@ export interface IngestFlvOptions {
   floor: boolean;
   /** rounds of gateway and floor alternated on the same load, then the CPU ratio (0: off) */
   vsFloor: number;
-  /**
-   * rounds of the gateway and the floor run at once, on the same core, each with its own terminals and players, and
-   * measured over one window (0: off): no drift of the machine between the two figures
-   */
-  besideFloor: number;
-  /** internal (besideFloor): awaited just before the window opens, so that runs started together measure together */
-  windowGate?: () => Promise<void>;
   /** the gateway's worker processes (GW_WORKERS); CPU and RSS are summed over the primary and its workers */
   workers: number;
   /** rounds of one process and `workers` workers alternated on the same load and core, then streams per CPU-second (0: off) */
