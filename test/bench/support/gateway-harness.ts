@@ -383,7 +383,10 @@ export function startGateway(o: StartGatewayOptions): Gateway {
   const log = fs.openSync(logFile, 'w');
   // GW_* settings given to the bench reach the gateway (to try a plugin key without editing the bench), all else
   // stays out: the gateway must not pick up the shell's data dir or site
-  const settings = Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith('GW_') && k !== 'GW_DATA_DIR' && k !== 'GW_SITE'));
+  // GW_* settings, and glibc's tunables (malloc trials, e.g. glibc.malloc.hugetlb=1: see the bench README)
+  const settings = Object.fromEntries(
+    Object.entries(process.env).filter(([k]) => (k.startsWith('GW_') || k === 'GLIBC_TUNABLES') && k !== 'GW_DATA_DIR' && k !== 'GW_SITE'),
+  );
   const env = { ...settings, PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? o.dir, GW_WORKERS: String(o.workers ?? 1) };
   const child = spawn(cmd, args, { cwd: o.dir, stdio: ['ignore', log, log], env });
   fs.closeSync(log);
