@@ -461,50 +461,38 @@ export function gatewayPids(pid: number): number[] {
   return [pid, ...kids];
 }
 
-/** threadCpu summed over a gateway's processes (the primary and its workers); a process that is gone counts 0 */
-export function gatewayCpu(pid: number): ThreadCpu {
-  const sum: ThreadCpu = { main: 0, workers: 0, total: 0, workerCount: 0 };
+/**
+ * A reading of each of a gateway's processes (the primary and its workers), field by field summed; a process that
+ * exits between listing and reading counts 0.
+ */
+function summedOver<T extends Record<string, number>>(pid: number, zero: T, read: (p: number) => T): T {
+  const sum = { ...zero };
+  const keys = Object.keys(zero) as Array<keyof T>;
   for (const p of gatewayPids(pid)) {
+    let v: T;
     try {
-      const t = threadCpu(p);
-      sum.main += t.main;
-      sum.workers += t.workers;
-      sum.total += t.total;
-      sum.workerCount += t.workerCount;
+      v = read(p);
     } catch {
-      // exited between listing and reading
+      continue;
     }
+    for (const k of keys) (sum[k] as number) += v[k];
   }
   return sum;
+}
+
+/** threadCpu summed over a gateway's processes */
+export function gatewayCpu(pid: number): ThreadCpu {
+  return summedOver(pid, { main: 0, workers: 0, total: 0, workerCount: 0 }, threadCpu);
 }
 
 /** system calls and main-thread wake-ups summed over a gateway's processes (process-probe.ts: syscallCounts) */
 export function gatewaySyscalls(pid: number): { reads: number; writes: number; wakeups: number } {
-  const sum = { reads: 0, writes: 0, wakeups: 0 };
-  for (const p of gatewayPids(pid)) {
-    try {
-      const c = syscallCounts(p);
-      sum.reads += c.reads;
-      sum.writes += c.writes;
-      sum.wakeups += c.wakeups;
-    } catch {
-      /* gone */
-    }
-  }
-  return sum;
+  return summedOver(pid, { reads: 0, writes: 0, wakeups: 0 }, syscallCounts);
 }
 
 /** resident bytes summed over a gateway's processes */
 export function gatewayRss(pid: number): number {
-  let sum = 0;
-  for (const p of gatewayPids(pid)) {
-    try {
-      sum += rssBytes(p);
-    } catch {
-      /* gone */
-    }
-  }
-  return sum;
+  return summedOver(pid, { bytes: 0 }, (p) => ({ bytes: rssBytes(p) })).bytes;
 }
 
 /** The worker threads' ids (jsworker-*), for pinning one elsewhere. */
