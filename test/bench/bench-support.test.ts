@@ -41,6 +41,7 @@ import { BENCHES, main as benchMain } from './run';
 import { parseArgs as parseIngestFlv } from './ingest-flv';
 import { endToEndTailNote, targetChecks, targetsShort } from './support/ingest-flv-report';
 import { watchOwnGc } from './support/own-gc';
+import { parseArgs as parseHttpFloor, run as runHttpFloor } from './http-floor';
 
 const GLACIALL = () => fixturePath('jt1078/glaciall-cif-h264-2013.bin');
 
@@ -749,5 +750,24 @@ describe('bench support: system calls', () => {
     assert.ok(after.writes - before.writes >= 20, `writes ${before.writes} -> ${after.writes}`);
     assert.ok(after.reads - before.reads >= 20, `reads ${before.reads} -> ${after.reads}`);
     assert.ok(after.wakeups > before.wakeups, 'a sleep in a timer is a voluntary switch');
+  });
+});
+
+describe('bench http-floor: a bare node HTTP server under paced keep-alive clients', () => {
+  it('takes its arguments, with LL-HLS readers at 500 terminals as the default', () => {
+    assert.deepEqual(parseHttpFloor([]), { clients: 500, rate: 7, body: 4000, seconds: 20, pin: true });
+    const o = parseHttpFloor(['--clients', '20', '--rate', '2.5', '--body', '0', '--seconds', '1', '--no-pin']);
+    assert.deepEqual(o, { clients: 20, rate: 2.5, body: 0, seconds: 1, pin: false });
+    assert.throws(() => parseHttpFloor(['--clients', '0']), /--clients needs a whole number from 1 to 5000/);
+    assert.throws(() => parseHttpFloor(['--port', '1']), /--port/);
+  });
+
+  it('answers every paced request over real loopback sockets and reports the CPU each cost', async function () {
+    this.timeout(30_000);
+    const r = await runHttpFloor(['--clients', '10', '--rate', '20', '--seconds', '1', '--no-pin']);
+    // 10 clients x 20 a second over a 1 s window: about 200 answered, none failed
+    assert.ok(r.requests >= 120 && r.requests <= 260, `requests ${r.requests}`);
+    assert.equal(r.errors, 0);
+    assert.ok(r.usPerRequest > 0 && Number.isFinite(r.usPerRequest), `µs a request ${r.usPerRequest}`);
   });
 });

@@ -67,6 +67,11 @@ export const BENCHES: Record<string, { summary: string; load: () => Bench }> = {
       'one terminal at ~1 Mbit/s, N HTTP-FLV (or WS-FLV) players of its one stream: gateway CPU, RSS, per-player throughput, every frame to every player, lag',
     load: lazy('./fanout'),
   },
+  'http-floor': {
+    summary:
+      "what one request costs node's HTTP server alone (a bare server of fixed answers) at LL-HLS readers' rate: µs of CPU a request, the floor under any HLS server on node",
+    load: lazy('./http-floor'),
+  },
   'metrics-scrape': {
     summary:
       "one /metrics scrape at N streams, prom-client's registry.metrics() against the gateway's scrapeText, alternated: wall time, longest event-loop hold, CPU, garbage",
