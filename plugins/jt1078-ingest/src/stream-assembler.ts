@@ -210,13 +210,11 @@ export class Jt1078StreamAssembler {
 
   private unit(u: AccessUnit): void {
     const f = this.framePayload;
-    // a payload made anew may come from the same chunk: only a view of the frame's own bytes carries it
-    if (
-      f !== undefined &&
-      u.payload.buffer === f.buffer &&
-      u.payload.byteOffset >= f.byteOffset &&
-      u.payload.byteOffset < f.byteOffset + Math.max(1, f.length)
-    ) {
+    // a payload made anew may come from the same chunk: only a view of the frame's own bytes carries it. Most units
+    // carry the frame's payload itself, which the identity says without `.buffer` and `.byteOffset`: each of those is
+    // a generic property load in optimised code on this Node (30-75 ns; see the bench README), four a unit.
+    const p = u.payload;
+    if (f !== undefined && (p === f || (p.buffer === f.buffer && p.byteOffset >= f.byteOffset && p.byteOffset < f.byteOffset + Math.max(1, f.length)))) {
       this.carried = true;
     }
     this.sink.onAccessUnit(u);
