@@ -45,7 +45,7 @@ export function isPoisoned(b: Buffer): boolean {
 
 export interface Chunk {
   readonly buf: Buffer;
-  /** buf's ArrayBuffer, read once: `.buffer` is a call into the runtime every time */
+  /** buf's ArrayBuffer, read once: `.buffer` is a call into the runtime every time. buf is all of it (offset 0). */
   readonly mem: ArrayBufferLike;
   /** slices carved and not pushed yet */
   pending: number;

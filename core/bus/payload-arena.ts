@@ -62,7 +62,9 @@ export class PayloadArena {
     // 8-byte alignment keeps typed-array views over the slices possible
     this.used = (at + n + 7) & ~7;
     c.pending++;
-    const slice = c.buf.subarray(at, at + n);
+    // a view made from the chunk's ArrayBuffer (its memory of its own: offset 0): node's subarray reads the Buffer's
+    // `.buffer` and `.byteOffset`, generic property loads in optimised code on Node 20, for every frame
+    const slice = Buffer.from(c.mem, at, n);
     this.lastSlice = slice;
     this.lastChunk = c;
     return slice;
