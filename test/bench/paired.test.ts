@@ -1,6 +1,6 @@
 import { strict as assert } from 'node:assert';
 import { repoRoot } from '../support/paths';
-import { parseArgs, readFigures, summarise, workersVerdict } from './paired';
+import { floorVerdict, parseArgs, readFigures, summarise, terminalsOf, workersVerdict } from './paired';
 
 describe('bench paired: arguments, reading a run, the ratio', () => {
   it('needs a B side, takes ingest-flv arguments after --, and refuses what would make the sides differ in load', () => {
@@ -57,5 +57,22 @@ describe('bench paired: arguments, reading a run, the ratio', () => {
     assert.equal(s.ratio.toFixed(4), (65 / 60).toFixed(4));
     assert.equal(s.min, 1.05);
     assert.equal(s.max.toFixed(2), '1.10');
+  });
+
+  it('with the floor as B, gives issue 48 its figure: gateway / floor a pair, the spell, the bound judged on every pair', () => {
+    const pair = (a: number, b: number) => ({ a: { cpuPct: a }, b: { cpuPct: b }, firstSide: 'A' as const });
+    const middling = floorVerdict([pair(50.1, 33.2), pair(49.8, 34.4), pair(50.2, 32.7)], 500);
+    assert.match(middling[0], /gateway \/ floor: 1\.50 over 3 pair\(s\) \(single pairs 1\.45 to 1\.54\)/);
+    assert.match(middling[1], /spell: MIDDLING, the floor took 33\.4 % of a core at 500 terminals/);
+    assert.equal(middling[2], 'issue 48 in a middling spell: 1.60 or less in every pair, ok');
+    // one pair past the bound misses it, though the whole is under
+    const fast = floorVerdict([pair(40, 28), pair(42, 28.5), pair(41, 29)], 500);
+    assert.match(fast[1], /FAST/);
+    assert.equal(fast[2], 'issue 48 in a fast spell: 1.45 or less in every pair, MISSED');
+    // the floor's CPU is scaled to 500 terminals to name the spell
+    assert.match(floorVerdict([pair(20, 12)], 350)[1], /SLOW|MIDDLING|FAST/);
+    assert.equal(floorVerdict([pair(20, 12)], 100)[2], 'issue 48: not judged at this load');
+    assert.equal(terminalsOf(['--terminals', '350', '--seconds', '20']), 350);
+    assert.equal(terminalsOf(['--seconds', '20']), 500, "ingest-flv's default");
   });
 });

@@ -17,6 +17,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { repoRoot } from '../support/paths';
 import { BenchArgs } from './support/bench-args';
+import { spellLine, spellOf } from './support/spell';
 
 export const USAGE = `usage: npm run bench -- paired (--against DIR | --floor | --env NAME=VALUE... | --b-workers N) [--pairs N] [--b-node-opt OPT]...
                        [-- INGEST-FLV ARGS]
@@ -209,6 +210,35 @@ export async function run(args: string[]): Promise<void> {
   const s = summarise(pairs);
   console.log(`  B / A over ${pairs.length} pair(s): ${s.ratio.toFixed(3)} (single pairs ${s.min.toFixed(3)} to ${s.max.toFixed(3)})`);
   if (o.bWorkers > 0) console.log(`  ${workersVerdict(o.bWorkers, s)}`);
+  if (o.floor && !o.against) for (const line of floorVerdict(pairs, terminalsOf(o.ingestArgs))) console.log(`  ${line}`);
+}
+
+/** the terminals ingest-flv runs with these arguments (its default: 500) */
+export function terminalsOf(ingestArgs: readonly string[]): number {
+  const i = ingestArgs.indexOf('--terminals');
+  const n = i >= 0 ? Number(ingestArgs[i + 1]) : 500;
+  return Number.isFinite(n) && n > 0 ? n : 500;
+}
+
+/**
+ * Issue 48's figure from pairs whose B is the floor: gateway / floor (A / B) a pair, the spell the floor's CPU names,
+ * and the bound for that spell judged on every pair. The floor here shares core 0 with the gateway through the whole
+ * window, so the two see the same machine (alternated rounds do not: see the bench README); sharing the core costs
+ * each side a little, so the spell may read a shade slower than the floor alone would.
+ */
+export function floorVerdict(pairs: readonly PairResult[], terminals: number): string[] {
+  const ratios = pairs.map((p) => p.a.cpuPct / p.b.cpuPct);
+  const sum = (f: (p: PairResult) => number) => pairs.reduce((n, p) => n + f(p), 0);
+  const spell = spellOf(sum((p) => p.b.cpuPct) / pairs.length, terminals);
+  const every = ratios.every((r) => r <= spell.ratioTarget);
+  return [
+    `gateway / floor: ${(sum((p) => p.a.cpuPct) / sum((p) => p.b.cpuPct)).toFixed(2)} over ${pairs.length} pair(s) ` +
+      `(single pairs ${Math.min(...ratios).toFixed(2)} to ${Math.max(...ratios).toFixed(2)})`,
+    `${spellLine(spell, terminals)}, beside the gateway on its core`,
+    spell.name === 'unjudged'
+      ? 'issue 48: not judged at this load'
+      : `issue 48 in a ${spell.name} spell: ${spell.ratioTarget.toFixed(2)} or less in every pair, ${every ? 'ok' : 'MISSED'}`,
+  ];
 }
 
 /**
