@@ -67,8 +67,10 @@ export async function run(args: string[]): Promise<HttpFloorResult> {
   let errors = 0;
   let stopSpinning: (() => void) | undefined;
   try {
-    const [line] = (await Promise.race([once(child.stdout, 'data'), sleep(10_000).then(() => [undefined])])) as [Buffer | undefined];
-    if (line === undefined) throw new Error('http-floor: the bare server did not start in 10 s');
+    // (AbortSignal.timeout's timer does not hold the process open once the server is up)
+    await once(child.stdout, 'data', { signal: AbortSignal.timeout(10_000) }).catch(() => {
+      throw new Error('http-floor: the bare server did not start in 10 s');
+    });
     if (pin && !pinSelf(1)) console.warn('http-floor: could not pin this process to core 1');
     stopSpinning = keepAwake();
     const fetchOne = (): void => {
