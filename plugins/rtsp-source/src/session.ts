@@ -9,18 +9,9 @@ import * as net from 'node:net';
 import * as tls from 'node:tls';
 import type { Logger } from 'pino';
 import type { Cancel, Clock } from '../../../plugin-sdk';
-import { Authenticator, parseChallenges } from './auth';
 import { SourceError } from './errors';
-import {
-  cseqOf,
-  serializeResponse,
-  parseRtpInfo,
-  parseSessionHeader,
-  RtspReader,
-  type RtspItem,
-  type RtspRequest,
-  type RtspResponse,
-} from '../../../plugin-sdk/rtsp';
+import { cseqOf, serializeResponse, parseRtpInfo, parseSessionHeader, RtspReader, type RtspItem, type RtspRequest } from '../../../plugin-sdk/rtsp';
+import { RequestChannel } from './request-channel';
 import { parseSdp, type Sdp, type SdpMedia } from './sdp';
 import { setupRefusal, transportHeader, type Transport } from './transport-choice';
 import { bindRtpPair } from './udp-pair';
@@ -65,21 +56,10 @@ export interface PlayInfo {
   transport: Transport;
 }
 
-const USER_AGENT = 'jt1078-gateway rtsp-source';
-
-interface Pending {
-  resolve(m: RtspResponse): void;
-  reject(e: SourceError): void;
-  cancel: Cancel;
-}
-
 export class RtspSession {
   private socket: net.Socket | undefined;
   private readonly parser = new RtspReader({ mode: 'resync' });
-  private cseq = 0;
-  private pending = new Map<number, Pending>();
-  private auth: Authenticator | undefined;
-  private sessionId: string | undefined;
+  private readonly requests: RequestChannel;
   private sessionTimeoutSec: number | undefined;
   private publicMethods = new Set<string>();
   /** interleaved channel -> track and kind */
@@ -94,7 +74,15 @@ export class RtspSession {
   private remoteAddress = '';
   private handler: SessionHandler | undefined;
 
-  constructor(private readonly o: SessionOptions) {}
+  constructor(private readonly o: SessionOptions) {
+    this.requests = new RequestChannel({
+      source: o.source,
+      clock: o.clock,
+      requestTimeoutMs: o.requestTimeoutMs,
+      write: (text) => this.socket?.write(text),
+      unusable: () => this.closedWith ?? (this.socket ? undefined : new SourceError('dropped', 'not connected')),
+    });
+  }
 
   /** resolves once PLAY is answered 2xx; rejects with a SourceError saying what went wrong */
   async start(handler: SessionHandler): Promise<PlayInfo> {
@@ -102,11 +90,11 @@ export class RtspSession {
     try {
       await this.connect();
       const src = this.o.source;
-      const opt = await this.request('OPTIONS', src.requestUrl);
+      const opt = await this.requests.request('OPTIONS', src.requestUrl);
       // OPTIONS failing is no reason to give up: some cameras answer it only after DESCRIBE, or 501
       if (opt.status === 200) for (const m of (opt.headers.get('public') ?? '').split(',')) this.publicMethods.add(m.trim().toUpperCase());
-      const desc = await this.request('DESCRIBE', src.requestUrl, { Accept: 'application/sdp' });
-      this.expectOk(desc, 'DESCRIBE');
+      const desc = await this.requests.request('DESCRIBE', src.requestUrl, { Accept: 'application/sdp' });
+      this.requests.expectOk(desc, 'DESCRIBE');
       const base = desc.headers.get('content-base') ?? desc.headers.get('content-location') ?? src.requestUrl;
       const sdp = parseSdp(desc.body.toString('utf8'), stripCredentials(base));
       const usable = sdp.media.filter((m) => m.codec !== undefined);
@@ -121,8 +109,8 @@ export class RtspSession {
         await this.setup(index, media);
         tracks.push({ index, media });
       }
-      const play = await this.request('PLAY', stripCredentials(base), { Range: 'npt=0.000-' });
-      this.expectOk(play, 'PLAY');
+      const play = await this.requests.request('PLAY', stripCredentials(base), { Range: 'npt=0.000-' });
+      this.requests.expectOk(play, 'PLAY');
       for (const info of parseRtpInfo(play.headers.get('rtp-info'))) {
         const t = tracks.find((x) => sameControl(x.media.control, info.url));
         if (t && info.rtptime !== undefined) t.rtptime = info.rtptime;
@@ -209,14 +197,14 @@ export class RtspSession {
   private async setup(index: number, media: SdpMedia): Promise<void> {
     const tcp = this.o.transport === 'tcp';
     const port = tcp ? 0 : await this.bindUdpPair(index);
-    const r = await this.request('SETUP', media.control, { Transport: transportHeader(this.o.transport, index, port) }).catch((err: unknown) => {
+    const r = await this.requests.request('SETUP', media.control, { Transport: transportHeader(this.o.transport, index, port) }).catch((err: unknown) => {
       throw err instanceof SourceError && err.kind === 'dropped' ? new SourceError('transport', 'the connection closed at SETUP') : err;
     });
     const refused = setupRefusal(this.o.transport, r, this.o.source.pwd);
     if (refused) throw new SourceError('transport', refused);
     const s = parseSessionHeader(r.headers.get('session'));
     if (s) {
-      this.sessionId ??= s.id;
+      this.requests.sessionId ??= s.id;
       this.sessionTimeoutSec ??= s.timeoutSec;
     }
     if (tcp) {
@@ -241,54 +229,12 @@ export class RtspSession {
     return port;
   }
 
-  // --- requests --------------------------------------------------------------------------------------------
-
-  private expectOk(r: RtspResponse, method: string): void {
-    if (r.status >= 200 && r.status < 300) return;
-    throw new SourceError('status', `${r.status} ${redactText(r.reason, [this.o.source.pwd])} to ${method}`);
-  }
-
-  /** a request, answering one 401 with the credentials we have */
-  private async request(method: string, url: string, extra: Record<string, string> = {}): Promise<RtspResponse> {
-    let r = await this.send(method, url, extra);
-    if (r.status !== 401) return r;
-    const src = this.o.source;
-    const challenges = parseChallenges(r.headers.all('www-authenticate'));
-    const stale = challenges.some((c) => c.scheme === 'digest' && /^true$/i.test(c.params.stale ?? ''));
-    if (src.user === undefined) throw new SourceError('auth', `it needs credentials (401 to ${method}) and none were given`);
-    if (this.auth && !stale) throw new SourceError('auth', `401 to ${method} with ${this.auth.scheme === 'digest' ? 'Digest' : 'Basic'} authentication`);
-    const chosen = Authenticator.choose(challenges);
-    if (!chosen) throw new SourceError('auth', `401 to ${method} with no Basic or Digest challenge we can answer`);
-    this.auth = new Authenticator(chosen, src.user, src.pwd ?? '');
-    r = await this.send(method, url, extra);
-    if (r.status === 401) throw new SourceError('auth', `401 to ${method} with ${this.auth.scheme === 'digest' ? 'Digest' : 'Basic'} authentication`);
-    return r;
-  }
-
-  private send(method: string, url: string, extra: Record<string, string>): Promise<RtspResponse> {
-    const sock = this.socket;
-    if (!sock || this.closedWith) return Promise.reject(this.closedWith ?? new SourceError('dropped', 'not connected'));
-    const cseq = ++this.cseq;
-    const lines = [`${method} ${url} RTSP/1.0`, `CSeq: ${cseq}`, `User-Agent: ${USER_AGENT}`];
-    // on every request once there is a session: servers such as live555 count only requests that name it as the
-    // client's liveness, keep-alive OPTIONS included
-    if (this.sessionId) lines.push(`Session: ${this.sessionId}`);
-    if (this.auth) lines.push(`Authorization: ${this.auth.header(method, url)}`);
-    for (const [k, v] of Object.entries(extra)) lines.push(`${k}: ${v}`);
-    return new Promise<RtspResponse>((resolve, reject) => {
-      const cancel = this.o.clock.setTimeout(() => {
-        this.pending.delete(cseq);
-        reject(new SourceError('timeout', `no answer to ${method} within ${Math.round(this.o.requestTimeoutMs / 1000)} s`));
-      }, this.o.requestTimeoutMs);
-      this.pending.set(cseq, { resolve, reject, cancel });
-      sock.write(lines.join('\r\n') + '\r\n\r\n');
-    });
-  }
+  // --- what the connection brings ------------------------------------------------------------------------
 
   private onItem(item: RtspItem): void {
     switch (item.kind) {
       case 'response':
-        this.onMessage(item.response);
+        this.requests.onResponse(item.response);
         return;
       case 'request':
         this.onServerRequest(item.request);
@@ -312,18 +258,6 @@ export class RtspSession {
     this.socket?.write(serializeResponse(ok ? 200 : 501, [['CSeq', cseqOf(m) ?? '0']]));
   }
 
-  private onMessage(m: RtspResponse): void {
-    const cseq = Number(m.headers.get('cseq'));
-    let key = Number.isInteger(cseq) && this.pending.has(cseq) ? cseq : undefined;
-    // a server that leaves CSeq out answers in order
-    if (key === undefined && m.headers.get('cseq') === undefined) key = this.pending.keys().next().value;
-    if (key === undefined) return;
-    const p = this.pending.get(key)!;
-    this.pending.delete(key);
-    p.cancel();
-    p.resolve(m);
-  }
-
   private onInterleaved(channel: number, data: Buffer): void {
     const c = this.channels.get(channel);
     if (!c) {
@@ -342,7 +276,7 @@ export class RtspSession {
     const method = this.publicMethods.has('GET_PARAMETER') ? 'GET_PARAMETER' : 'OPTIONS';
     this.timers.push(
       this.o.clock.setInterval(() => {
-        this.request(method, this.o.source.requestUrl).then(
+        this.requests.request(method, this.o.source.requestUrl).then(
           (r) => {
             // the server forgot the session (454): it will stop sending; start again
             if (r.status === 454) this.teardown(new SourceError('dropped', 'the source ended the session (454 to keep-alive)'), false);
@@ -368,11 +302,7 @@ export class RtspSession {
     this.closedWith = err;
     for (const t of this.timers) t();
     this.timers = [];
-    for (const p of this.pending.values()) {
-      p.cancel();
-      p.reject(err);
-    }
-    this.pending.clear();
+    this.requests.failAll(err);
     for (const u of this.udp) {
       try {
         u.close();
@@ -383,11 +313,8 @@ export class RtspSession {
     this.udp = [];
     const sock = this.socket;
     if (sock && !sock.destroyed) {
-      if (byUs && this.playing && this.sessionId) {
-        const auth = this.auth ? `Authorization: ${this.auth.header('TEARDOWN', this.o.source.requestUrl)}\r\n` : '';
-        sock.end(
-          `TEARDOWN ${this.o.source.requestUrl} RTSP/1.0\r\nCSeq: ${++this.cseq}\r\nUser-Agent: ${USER_AGENT}\r\nSession: ${this.sessionId}\r\n${auth}\r\n`,
-        );
+      if (byUs && this.playing && this.requests.sessionId) {
+        sock.end(this.requests.lastWords('TEARDOWN', this.o.source.requestUrl));
         const c = this.o.clock.setTimeout(() => sock.destroy(), 1000);
         sock.once('close', () => c());
       } else {
