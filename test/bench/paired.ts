@@ -228,11 +228,12 @@ export function terminalsOf(ingestArgs: readonly string[]): number {
  */
 export function floorVerdict(pairs: readonly PairResult[], terminals: number): string[] {
   const ratios = pairs.map((p) => p.a.cpuPct / p.b.cpuPct);
-  const sum = (f: (p: PairResult) => number) => pairs.reduce((n, p) => n + f(p), 0);
-  const spell = spellOf(sum((p) => p.b.cpuPct) / pairs.length, terminals);
+  const gateway = pairs.reduce((n, p) => n + p.a.cpuPct, 0);
+  const floor = pairs.reduce((n, p) => n + p.b.cpuPct, 0);
+  const spell = spellOf(floor / pairs.length, terminals);
   const every = ratios.every((r) => r <= spell.ratioTarget);
   return [
-    `gateway / floor: ${(sum((p) => p.a.cpuPct) / sum((p) => p.b.cpuPct)).toFixed(2)} over ${pairs.length} pair(s) ` +
+    `gateway / floor: ${(gateway / floor).toFixed(2)} over ${pairs.length} pair(s) ` +
       `(single pairs ${Math.min(...ratios).toFixed(2)} to ${Math.max(...ratios).toFixed(2)})`,
     `${spellLine(spell, terminals)}, beside the gateway on its core`,
     spell.name === 'unjudged'

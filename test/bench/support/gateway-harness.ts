@@ -381,9 +381,9 @@ export function startGateway(o: StartGatewayOptions): Gateway {
   const [cmd, args] = o.pin ? ['taskset', ['-c', '0', process.execPath, ...nodeArgs]] : [process.execPath, nodeArgs];
   const logFile = path.join(o.dir, 'gateway.log');
   const log = fs.openSync(logFile, 'w');
-  // GW_* settings given to the bench reach the gateway (to try a plugin key without editing the bench), all else
-  // stays out: the gateway must not pick up the shell's data dir or site
-  // GW_* settings, and glibc's tunables (malloc trials, e.g. glibc.malloc.hugetlb=1: see the bench README)
+  // GW_* settings given to the bench reach the gateway (to try a plugin key without editing the bench), and glibc's
+  // tunables (malloc trials, e.g. glibc.malloc.hugetlb=1: see the bench README); all else stays out: the gateway must
+  // not pick up the shell's data dir or site
   const settings = Object.fromEntries(
     Object.entries(process.env).filter(([k]) => (k.startsWith('GW_') || k === 'GLIBC_TUNABLES') && k !== 'GW_DATA_DIR' && k !== 'GW_SITE'),
   );
