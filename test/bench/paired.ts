@@ -17,7 +17,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { repoRoot } from '../support/paths';
 import { BenchArgs } from './support/bench-args';
-import { spellLine, spellOf } from './support/spell';
+import { boundVerdict, spellLine, spellOf } from './support/spell';
 
 export const USAGE = `usage: npm run bench -- paired (--against DIR | --floor | --env NAME=VALUE... | --b-workers N) [--pairs N] [--b-node-opt OPT]...
                        [-- INGEST-FLV ARGS]
@@ -231,14 +231,11 @@ export function floorVerdict(pairs: readonly PairResult[], terminals: number): s
   const gateway = pairs.reduce((n, p) => n + p.a.cpuPct, 0);
   const floor = pairs.reduce((n, p) => n + p.b.cpuPct, 0);
   const spell = spellOf(floor / pairs.length, terminals);
-  const every = ratios.every((r) => r <= spell.ratioTarget);
   return [
     `gateway / floor: ${(gateway / floor).toFixed(2)} over ${pairs.length} pair(s) ` +
       `(single pairs ${Math.min(...ratios).toFixed(2)} to ${Math.max(...ratios).toFixed(2)})`,
     `${spellLine(spell, terminals)}, beside the gateway on its core`,
-    spell.name === 'unjudged'
-      ? 'issue 48: not judged at this load'
-      : `issue 48 in a ${spell.name} spell: ${spell.ratioTarget.toFixed(2)} or less in every pair, ${every ? 'ok' : 'MISSED'}`,
+    boundVerdict(spell, ratios, 'pair'),
   ];
 }
 

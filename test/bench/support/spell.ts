@@ -2,7 +2,7 @@
  * The machine's spell. This VM's speed drifts by up to 2x between hours (test/bench/README.md, issue 48), and the
  * gateway's cost drifts more than a bare relay's, so every figure needs the floor's cost beside it to mean anything.
  */
-import { f1 } from './gateway-harness';
+import { f1, f2 } from './gateway-harness';
 
 /** The machine's spell, told by what the floor costs: its CPU scaled to 500 terminals (it grows in proportion). */
 export interface Spell {
@@ -32,4 +32,10 @@ export function spellLine(s: Spell, terminals: number): string {
     `spell: ${s.name.toUpperCase()}, the floor took ${f1((s.floorPer500 * terminals) / 500)} % of a core at ${terminals} terminals ` +
     `(${f1(s.floorPer500)} % at 500; slow above ${SPELL.slowAbove}, fast at ${SPELL.fastAtMost} or less)`
   );
+}
+
+/** issue 48's bound for the spell, judged on every round (alternated runs) or pair (paired runs) of a comparison */
+export function boundVerdict(s: Spell, ratios: readonly number[], each: 'round' | 'pair'): string {
+  if (s.name === 'unjudged') return 'issue 48: not judged at this load';
+  return `issue 48 in a ${s.name} spell: ${f2(s.ratioTarget)} or less in every ${each}, ${ratios.every((r) => r <= s.ratioTarget) ? 'ok' : 'MISSED'}`;
 }
