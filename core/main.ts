@@ -13,6 +13,7 @@ import { loadSite } from './site';
 import { Primary } from './cluster/primary';
 import { WorkerLink } from './cluster/worker-link';
 import { gcNodeFlags, SEMI_SPACE, setHeapGrowth, singleThreadedGc, SINGLE_THREADED_GC, startedSemiSpaceMB } from './gc-flags';
+import { setWideInlining, WIDE_INLINING_FLAGS } from './jit-flags';
 
 const STOP_LIMIT_MS = 10_000;
 
@@ -115,6 +116,11 @@ async function runSingle(siteArg: string | undefined, link?: WorkerLink, flags?:
       { key: 'gateway.gcHeapGrowthPercent', percent: growth },
       `the old generation grows to ${1 + growth / 100} times what a full collection kept before the next`,
     );
+  }
+  if (kernel.gateway.wideInlining) {
+    // before any media makes the per-frame code hot: TurboFan reads the budgets at each compilation
+    setWideInlining();
+    kernel.log.info({ key: 'gateway.wideInlining', flags: WIDE_INLINING_FLAGS }, `V8 inlines callees up to ${WIDE_INLINING_FLAGS.join(' ')}`);
   }
   const startCommand = ['node', ...gcNodeFlags(kernel.gateway.gcHelperThreads, kernel.gateway.gcSemiSpaceMB), 'dist/core/main.js <site>'].join(' ');
   if (flags?.semiSpaceStarted !== undefined) {

@@ -359,6 +359,17 @@ describe('a single-process gateway and the GC flag it needs from its command lin
     assert.deepEqual(await gcWarnings({ GW_GC_HELPER_THREADS: 'true', GW_GC_SEMI_SPACE_MB: '0' }, []), []);
   });
 
+  it('wideInlining is said once at start unless false (its effect: jit-flags.test.ts)', async () => {
+    const lines = async (env: Record<string, string>): Promise<string[]> =>
+      (await bootLines(env, AS_NPM_START)).filter((l) => l.key === 'gateway.wideInlining').map((l) => `${l.level} ${l.msg}`);
+    assert.deepEqual(
+      await lines({}),
+      ['30 V8 inlines callees up to --max-inlined-bytecode-size=920 --max-inlined-bytecode-size-cumulative=2760'],
+      'the default',
+    );
+    assert.deepEqual(await lines({ GW_WIDE_INLINING: 'false' }), [], "false: V8's own budgets, nothing set or said");
+  });
+
   it('gcHeapGrowthPercent is said once at start unless 0 (its effect: gc-flags.test.ts), and a bad one stops boot naming it', async () => {
     const growthLines = async (env: Record<string, string>): Promise<string[]> =>
       (await bootLines(env, AS_NPM_START)).filter((l) => l.key === 'gateway.gcHeapGrowthPercent').map((l) => `${l.level} ${l.msg}`);
