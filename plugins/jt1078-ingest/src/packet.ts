@@ -224,7 +224,9 @@ export function decodePacket(buf: Buffer, off: number, layout: Jt1078Layout, sim
   out.timestamp = timestamp;
   out.lastIFrameInterval = lastIFrameInterval;
   out.lastFrameInterval = lastFrameInterval;
-  out.wire = buf;
+  // a read's packets share its Buffer: stored once a read, since a young view stored into the reused (old) packet takes
+  // the write barrier's slow path every time, though the slot already holds it
+  if (out.wire !== buf) out.wire = buf;
   out.bodyAt = p;
   out.bodyEnd = p + bodyLen;
   if (into === undefined) out.body = buf.subarray(p, p + bodyLen);

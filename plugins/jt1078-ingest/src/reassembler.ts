@@ -20,6 +20,7 @@ import { audioCodecOfPt, videoCodecOfPt } from './payload-types';
 import { hasHisiliconHeader } from './audio';
 import { BufferSlab, FRAME_SLAB_BYTES } from '../../../plugin-sdk';
 import { PartCopier } from './part-copier';
+import { FrameBuilder, MODE_M, MODE_MARKS } from './frame-builder';
 
 export interface Jt1078Frame {
   kind: 'video' | 'audio';
@@ -71,63 +72,6 @@ export interface ReassemblerStats {
 
 export interface FrameSink {
   onFrame(frame: Jt1078Frame): void;
-}
-
-const MODE_UNPROVEN = 0;
-const MODE_MARKS = 1;
-const MODE_M = 2;
-
-const NO_BODY = Buffer.alloc(0);
-
-class FrameBuilder {
-  /**
-   * the Buffers holding the frame's packet bodies so far (the first `count`), each body at partAt..partEnd; parts[0]
-   * may be `store`, the rest the current read. The array is kept across frames: emptied with `length = 0`, V8
-   * dropped its backing store and grew it again for every frame (0.5 % of the main thread at 1,000 terminals).
-   * Slots are emptied as the frame goes (`release`): a view left in a slot lived until a frame as long overwrote it,
-   * a key frame's ~50 until the next key frame, so the collector copied and promoted them and marked them in every
-   * stream's array.
-   */
-  parts: Buffer[] = [];
-  /** where each part's body starts and ends in its Buffer (a packet's wire bytes: no view is made per packet) */
-  partAt: number[] = [];
-  partEnd: number[] = [];
-  count = 0;
-  bytes = 0;
-  /** the unfinished frame's bodies copied out of earlier reads (see detach) */
-  store: Buffer | undefined;
-  inFrame = false;
-  pt = 0;
-  dataType = 0;
-  timestamp = 0;
-  /** MODE_UNPROVEN until the marks and the M bit have disagreed a couple of times */
-  mode = MODE_UNPROVEN;
-  votesMarks = 0;
-  votesM = 0;
-  /** the last packet's marks and M bit disagreed on whether it ended the frame */
-  tentative = false;
-  /** ... and it was the mark that said "ends" */
-  tentativeMarkEnds = false;
-  /** inside a frame that cannot be used: its packets are swallowed until it ends */
-  skipping = false;
-  /** video: waiting for an I frame */
-  waitKey = true;
-
-  reset(): void {
-    this.release(0);
-    this.count = 0;
-    this.bytes = 0;
-    this.store = undefined;
-    this.inFrame = false;
-    this.skipping = false;
-    this.tentative = false;
-  }
-
-  /** Empties the slots from `from` up to `count` (the same Buffer in all keeps the array's elements of one kind). */
-  release(from: number): void {
-    const parts = this.parts;
-    for (let i = from; i < this.count; i++) parts[i] = NO_BODY;
-  }
 }
 
 export class Jt1078Reassembler {
@@ -244,17 +188,8 @@ export class Jt1078Reassembler {
       if (ends) b.reset();
       return;
     }
-    const i = b.count++;
-    if (p.body === WIRE_BODY) {
-      b.parts[i] = p.wire;
-      b.partAt[i] = p.bodyAt;
-      b.partEnd[i] = p.bodyEnd;
-    } else {
-      b.parts[i] = p.body;
-      b.partAt[i] = 0;
-      b.partEnd[i] = p.body.length;
-    }
-    b.bytes += b.partEnd[i] - b.partAt[i];
+    if (p.body === WIRE_BODY) b.addPart(p.wire, p.bodyAt, p.bodyEnd);
+    else b.addPart(p.body, 0, p.body.length);
     if (b.bytes > this.maxFrameBytes) {
       this.drop(b, isVideo);
       if (!ends) {
@@ -278,7 +213,6 @@ export class Jt1078Reassembler {
   }
 
   private own(b: FrameBuilder): void {
-    const parts = b.parts;
     // the store, when there is one, is parts[0] and holds the frame's first bytes from 0
     const kept = b.store !== undefined ? b.partEnd[0] : 0;
     if (kept === b.bytes) return;
@@ -288,14 +222,8 @@ export class Jt1078Reassembler {
       if (kept > 0) grown.set(store!.subarray(0, kept));
       store = b.store = grown;
     }
-    let at = kept;
-    for (let i = kept > 0 ? 1 : 0; i < b.count; i++) at += this.copier.copy(parts[i], b.partAt[i], b.partEnd[i], store, at);
-    this.copier.forget();
-    b.release(1);
-    b.count = 1;
-    parts[0] = store;
-    b.partAt[0] = 0;
-    b.partEnd[0] = at;
+    const at = b.copyParts(this.copier, kept > 0 ? 1 : 0, store, kept);
+    b.keepOnly(store, at);
   }
 
   /** Which witness the frame boundaries follow, per kind: 'marks', 'm' or 'unproven'. */
@@ -336,10 +264,7 @@ export class Jt1078Reassembler {
       return;
     }
     const payload = this.take(b.bytes);
-    let at = 0;
-    const parts = b.parts;
-    for (let i = 0; i < count; i++) at += this.copier.copy(parts[i], b.partAt[i], b.partEnd[i], payload, at);
-    this.copier.forget();
+    b.copyParts(this.copier, 0, payload, 0);
     b.reset();
     if (isVideo) {
       const codec = videoCodecOfPt(b.pt);
