@@ -39,13 +39,13 @@ describe('bench paired: arguments, reading a run, the ratio', () => {
     assert.match(workersVerdict(2, { ratio: 1.2, min: 1.2, max: 1.2 }), /1\.67 x one process .* target 1\.8 x: MISSED/);
   });
 
-  it('reads CPU, GC pauses and memory a stream from what ingest-flv prints, and fails clearly without a CPU line', () => {
+  it('reads CPU, GC pauses, mark-compacts and memory a stream from what ingest-flv prints, and fails clearly without a CPU line', () => {
     const out = [
       '  gateway CPU: 38.1 % of one core over 20.0 s  ->  per core: 918.2 Mbit/s in',
       '  gateway RSS: 250.1 MB at the end, 256.5 MB peak in the window (66.8 MB idle): 554.9 KB per stream; JS heap 39.4 MB used',
-      '  gateway GC pauses: 2.4 % of one core (mark-compact and incremental finalisation 0.3 %, scavenges 2.1 %), 7 mark-compacts',
+      '  gateway GC pauses: 2.4 % of one core (mark-compact and incremental finalisation 0.3 %, scavenges 2.1 %), 7 mark-compacts in 20.0 s',
     ].join('\n');
-    assert.deepEqual(readFigures(out), { cpuPct: 38.1, gcPct: 2.4, kbPerStream: 554.9 });
+    assert.deepEqual(readFigures(out), { cpuPct: 38.1, gcPct: 2.4, markCompacts: 7, kbPerStream: 554.9 });
     assert.throws(() => readFigures('ingest-flv: gateway exited (code 1)'), /no "gateway CPU" line/);
   });
 

@@ -7,7 +7,7 @@
  * 5 % change from noise. Two gateways that share the core through the same window see the same machine: pairs of
  * the same build agree to within 1-2 %, and a known 12 % cost (GW_REUSE_PAYLOADS=false) shows as 1.11 and 1.13 in two
  * pairs. Each side still has its own terminals and players (the load is the same, not shared), and each pair swaps
- * which side starts first (by a second), so neither always has the other's warm-up in its window.
+ * which side is spawned first (both start at once: a second apart, the side started first read a few % more).
  *
  * What it cannot say: absolute CPU (the other gateway's work is on the same core; each side's "other processes"
  * line counts the other side), nor anything about latency (the two event loops delay each other).
@@ -119,6 +119,12 @@ function runnerOf(root: string): string {
 export interface SideFigures {
   cpuPct: number;
   gcPct?: number;
+  /**
+   * full collections in the window: a gateway that shares its core through the same window with another process now
+   * and then runs several (5 in 20 s, JS heap +20 MB, scavenges 3x, 41 % of reads set aside) and takes 4-6 % more CPU
+   * than in a pair without (bench README, paired): the line says which pairs did
+   */
+  markCompacts?: number;
   kbPerStream?: number;
 }
 
@@ -126,8 +132,14 @@ export function readFigures(out: string): SideFigures {
   const cpu = /gateway CPU: ([\d.]+) %/.exec(out);
   if (!cpu) throw new Error(`no "gateway CPU" line in the run's output:\n${out.split('\n').slice(-15).join('\n')}`);
   const gc = /gateway GC pauses: ([\d.]+) %/.exec(out);
+  const mc = /gateway GC pauses: .*, (\d+) mark-compacts in/.exec(out);
   const kb = /: ([\d.]+) KB per stream/.exec(out);
-  return { cpuPct: Number(cpu[1]), gcPct: gc ? Number(gc[1]) : undefined, kbPerStream: kb ? Number(kb[1]) : undefined };
+  return {
+    cpuPct: Number(cpu[1]),
+    gcPct: gc ? Number(gc[1]) : undefined,
+    markCompacts: mc ? Number(mc[1]) : undefined,
+    kbPerStream: kb ? Number(kb[1]) : undefined,
+  };
 }
 
 export interface PairResult {
@@ -152,20 +164,18 @@ export function summarise(pairs: readonly PairResult[]): { ratio: number; min: n
   return { ratio: b / a, min, max };
 }
 
-function runSide(runner: string, args: string[], env: NodeJS.ProcessEnv, delayMs: number): Promise<string> {
+function runSide(runner: string, args: string[], env: NodeJS.ProcessEnv): Promise<string> {
   return new Promise((resolve, reject) => {
-    setTimeout(() => {
-      const child = spawn(process.execPath, [runner, 'ingest-flv', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-      let out = '';
-      child.stdout.on('data', (d: Buffer) => {
-        out += d.toString();
-      });
-      child.stderr.on('data', (d: Buffer) => {
-        out += d.toString();
-      });
-      child.on('error', reject);
-      child.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`ingest-flv exited ${code}:\n${out.split('\n').slice(-20).join('\n')}`))));
-    }, delayMs);
+    const child = spawn(process.execPath, [runner, 'ingest-flv', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+    });
+    child.stderr.on('data', (d: Buffer) => {
+      out += d.toString();
+    });
+    child.on('error', reject);
+    child.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`ingest-flv exited ${code}:\n${out.split('\n').slice(-20).join('\n')}`))));
   });
 }
 
@@ -196,15 +206,18 @@ export async function run(args: string[]): Promise<void> {
   const pairs: PairResult[] = [];
   for (let i = 0; i < o.pairs; i++) {
     const firstSide = i % 2 === 0 ? 'A' : 'B';
-    const [aOut, bOut] = await Promise.all([
-      runSide(here, aArgs, process.env, firstSide === 'A' ? 0 : 1000),
-      runSide(bRunner, bArgs, bEnv, firstSide === 'B' ? 0 : 1000),
-    ]);
+    // both at once: started a second apart (until 2026-11-29), the side started first read 2.5-4.5 % more CPU than
+    // the other in every pair, A against A too (0.953-0.965 with A first, 1.042-1.051 with B first), and with its
+    // warm-up a second longer so the windows matched, still 2.5 %; started together, A against A read 0.991-1.009
+    const aRun = (): Promise<string> => runSide(here, aArgs, process.env);
+    const bRun = (): Promise<string> => runSide(bRunner, bArgs, bEnv);
+    const [aOut, bOut] = firstSide === 'A' ? await Promise.all([aRun(), bRun()]) : (await Promise.all([bRun(), aRun()])).reverse();
     const p: PairResult = { a: readFigures(aOut), b: readFigures(bOut), firstSide };
     pairs.push(p);
     console.log(
       `  pair ${i + 1} (${firstSide} first): A ${f1(p.a.cpuPct)} %, B ${f1(p.b.cpuPct)} % -> B / A ${(p.b.cpuPct / p.a.cpuPct).toFixed(3)}; ` +
-        `GC pauses A ${f1(p.a.gcPct)} / B ${f1(p.b.gcPct)} %; KB per stream A ${f1(p.a.kbPerStream)} / B ${f1(p.b.kbPerStream)}`,
+        `GC pauses A ${f1(p.a.gcPct)} / B ${f1(p.b.gcPct)} %, mark-compacts A ${p.a.markCompacts ?? '-'} / B ${p.b.markCompacts ?? '-'}; ` +
+        `KB per stream A ${f1(p.a.kbPerStream)} / B ${f1(p.b.kbPerStream)}`,
     );
   }
   const s = summarise(pairs);
