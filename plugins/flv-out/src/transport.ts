@@ -98,12 +98,12 @@ export abstract class Transport implements Corked {
       const n = withConfig ? f.bytes : f.mediaBytes;
       const total = w.headLength(n) + n + w.tailLength;
       if (total > WireScratch.MAX) return false;
-      const b = scratch.take();
+      const b = scratch.take(total);
       let at = w.head(n, b, 0);
       if (withConfig) at = f.copyConfig(b, at);
       at = f.copyMedia(b, at);
       at = w.tail(b, at);
-      view = b.subarray(0, at);
+      view = at === total ? b : b.subarray(0, at);
       scratch.keep(f, kind, view);
     }
     s.write(view);

@@ -4,15 +4,22 @@
  * each, a view each) and the handle a writev of five buffers, which together cost more than copying the unit once
  * (see Transport.send).
  *
- * A write the kernel takes whole leaves nothing referring to this memory, so every unit is laid out from the start
- * of the same slab, overwriting the last one. A write the kernel cannot take whole is held by node until sent: the
- * slab is then left to it (and to the collector after), and the next unit gets a new one. The last unit laid out
- * stays shared (its bytes no longer change) with its stream's other players of the same kind (fan-out).
+ * A write the kernel takes whole leaves nothing referring to this memory, so the next unit is laid out in the same
+ * place, overwriting it. A write the kernel cannot take whole is held by node until sent: units after it go past it
+ * in the slab, and once the slab is full it is left to node (and to the collector after) and a new one is taken. The
+ * last unit laid out stays shared (its bytes no longer change) with its stream's other players of the same kind
+ * (fan-out).
  */
 const SLAB = 128 * 1024;
 
 export class WireScratch {
   private slab: Buffer | undefined;
+  private mem: ArrayBuffer | undefined;
+  /** where the next unit is laid out: past every view of this slab that node may still hold */
+  private free = 0;
+  /** where the last unit was laid out, and its length */
+  private lastAt = 0;
+  private lastLength = 0;
   private lastKey: object | undefined;
   private lastKind = 0;
   private lastView: Buffer | undefined;
@@ -25,11 +32,22 @@ export class WireScratch {
     return this.lastKey === key && this.lastKind === kind ? this.lastView : undefined;
   }
 
-  /** Room for a unit (at most MAX bytes), from offset 0: whatever was laid out before is gone. */
-  take(): Buffer {
+  /**
+   * Room for a unit of n bytes (at most MAX), as a Buffer of its own from 0: whatever was laid out there before is
+   * gone. It follows the last view that escaped, or starts a new slab when the rest of this one is too small.
+   */
+  take(n: number): Buffer {
     this.lastKey = undefined;
     this.lastView = undefined;
-    return (this.slab ??= Buffer.allocUnsafeSlow(SLAB));
+    if (this.mem === undefined || this.free + n > SLAB) {
+      this.slab = Buffer.allocUnsafeSlow(SLAB);
+      // (allocUnsafeSlow's memory is its own: offset 0)
+      this.mem = this.slab.buffer as ArrayBuffer;
+      this.free = 0;
+    }
+    this.lastAt = this.free;
+    this.lastLength = n;
+    return Buffer.from(this.mem, this.free, n);
   }
 
   /** Remembers the view just laid out for (key, kind), for the unit's next player of that kind. */
@@ -39,8 +57,12 @@ export class WireScratch {
     this.lastView = view;
   }
 
-  /** A write kept a view of the slab (the kernel did not take it all): the slab is node's now. */
+  /**
+   * A write kept the last unit laid out (the kernel did not take it all): node holds it until it is sent, so later
+   * units go after it. A whole slab given up for each such write was 128 KiB of external memory for a ~5 KiB unit:
+   * players that fell behind for a moment made V8 run a full collection every few seconds (test/bench/README.md).
+   */
   escape(): void {
-    this.slab = undefined;
+    this.free = (this.lastAt + this.lastLength + 7) & ~7;
   }
 }

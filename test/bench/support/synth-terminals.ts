@@ -394,7 +394,7 @@ export class SynthTerminal {
     const n = tpl.buf.length;
     // datagrams hold their bytes until sent: a UDP link gets memory of its own
     const udp = this.socket.writePackets !== undefined;
-    const buf = n <= WireScratch.MAX && !udp ? scratch.take().subarray(0, n) : Buffer.allocUnsafe(n);
+    const buf = n <= WireScratch.MAX && !udp ? scratch.take(n) : Buffer.allocUnsafe(n);
     tpl.buf.copy(buf);
     const device = this.deviceBase + t;
     const hi = Math.floor(device / 0x100000000);
