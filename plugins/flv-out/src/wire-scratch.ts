@@ -13,13 +13,12 @@
 const SLAB = 128 * 1024;
 
 export class WireScratch {
-  private slab: Buffer | undefined;
+  /** the slab's memory (allocUnsafeSlow's own: offset 0) */
   private mem: ArrayBuffer | undefined;
   /** where the next unit is laid out: past every view of this slab that node may still hold */
   private free = 0;
-  /** where the last unit was laid out, and its length */
-  private lastAt = 0;
-  private lastLength = 0;
+  /** where the last unit laid out ends: escape() moves `free` past it, however often a unit's players call it */
+  private lastEnd = 0;
   private lastKey: object | undefined;
   private lastKind = 0;
   private lastView: Buffer | undefined;
@@ -40,13 +39,10 @@ export class WireScratch {
     this.lastKey = undefined;
     this.lastView = undefined;
     if (this.mem === undefined || this.free + n > SLAB) {
-      this.slab = Buffer.allocUnsafeSlow(SLAB);
-      // (allocUnsafeSlow's memory is its own: offset 0)
-      this.mem = this.slab.buffer as ArrayBuffer;
+      this.mem = Buffer.allocUnsafeSlow(SLAB).buffer as ArrayBuffer;
       this.free = 0;
     }
-    this.lastAt = this.free;
-    this.lastLength = n;
+    this.lastEnd = this.free + n;
     return Buffer.from(this.mem, this.free, n);
   }
 
@@ -59,10 +55,10 @@ export class WireScratch {
 
   /**
    * A write kept the last unit laid out (the kernel did not take it all): node holds it until it is sent, so later
-   * units go after it. A whole slab given up for each such write was 128 KiB of external memory for a ~5 KiB unit:
-   * players that fell behind for a moment made V8 run a full collection every few seconds (test/bench/README.md).
+   * units go after it. A whole slab given up for each such write was 128 KiB of external memory, which counts towards
+   * V8's full collections, for a ~5 KiB unit (no CPU change measured: test/bench/README.md).
    */
   escape(): void {
-    this.free = (this.lastAt + this.lastLength + 7) & ~7;
+    this.free = (this.lastEnd + 7) & ~7;
   }
 }

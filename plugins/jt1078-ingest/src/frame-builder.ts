@@ -4,7 +4,7 @@
  */
 import type { PartCopier } from './part-copier';
 
-export const MODE_UNPROVEN = 0;
+const MODE_UNPROVEN = 0;
 export const MODE_MARKS = 1;
 export const MODE_M = 2;
 
