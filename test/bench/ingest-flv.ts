@@ -19,6 +19,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fixturePath, scratchDir } from '../support/paths';
 import { keepAwake } from './support/keep-awake';
 import { BenchPlayer } from './support/bench-player';
+import { joinMidGop } from './support/late-joiner';
 import {
   Api,
   Reservoir,
@@ -74,6 +75,8 @@ const CHUNKS_METRIC = 'gw_core_bus_payload_chunks';
 const CHUNK_BYTES_METRIC = 'gw_core_bus_payload_chunk_bytes';
 /** a terminal socket holding this much unsent data means the gateway is not keeping up: frames are dropped */
 const MAX_SEND_BACKLOG = 1024 * 1024;
+/** how long the warm-up's late player stays (late-joiner.ts) */
+const LATE_JOIN_MS = 1000;
 const OPEN_CONCURRENCY = 16;
 const TICK_MS = 4;
 /** after the scrape that opens the window, before it starts (see its use) */
@@ -186,6 +189,7 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
 
     // --- open, connect, play
     const reqIds: string[][] = [];
+    let firstUrl: string | undefined;
     const opened = performance.now();
     const census = new LinkCensus(opened);
     const phases = new StartPhases(stream, o.terminals, opened);
@@ -197,6 +201,7 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
       async (sim, i) => {
         const app = Math.floor(i / REQUESTS_PER_APP);
         const r = await api.openLive(sim, app, fleet?.openFields);
+        if (i === 0 && !fleet) firstUrl = r.url.href;
         (reqIds[app] ??= []).push(r.reqId);
         let link: TerminalLink;
         if (o.udp) link = new UdpTerminalLink(await connectUdp(r.port));
@@ -231,8 +236,16 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
       keepAll().catch((err) => console.warn(`ingest-flv: keep failed: ${(err as Error).message}`));
     }, 300_000);
 
-    // --- warm-up
-    await sleep(o.warmup * 1000, undefined, { signal: deadline });
+    // --- warm-up, with a player that joins a stream mid-GOP and leaves (late-joiner.ts)
+    const joinAtMs = Math.min(2000, (o.warmup * 1000) / 3);
+    await sleep(joinAtMs, undefined, { signal: deadline });
+    if (firstUrl !== undefined) {
+      const got = await joinMidGop(firstUrl, LATE_JOIN_MS);
+      console.log(
+        `  a late player joined stream 1 mid-GOP in the warm-up and left after ${LATE_JOIN_MS / 1000} s: ${got > 0 ? `${f1(got / 1024)} KiB` : 'NOTHING read (the late-joiner paths did not run)'}`,
+      );
+    }
+    await sleep(Math.max(0, o.warmup * 1000 - joinAtMs - LATE_JOIN_MS), undefined, { signal: deadline });
     checkDeadline(deadline);
     if (gw.child.exitCode !== null) throw new Error(`gateway exited (code ${gw.child.exitCode}):\n${tail(gw.logFile)}`);
 
