@@ -320,7 +320,7 @@ function makeUnit(
  * A whole number in the int32 range as one the optimizing compiler knows is an integer: the result of arithmetic it
  * typed as a double (ticks * 1000 / timescale) would be stored boxed even when whole.
  */
-function small(x: number): number {
+export function small(x: number): number {
   return x === (x | 0) ? x | 0 : x;
 }
 

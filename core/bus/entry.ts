@@ -1,4 +1,4 @@
-import type { AccessUnit, TrackInfo } from '../../plugin-sdk/media';
+import { UNIT_SHAPE_SEED, small, type AccessUnit, type TrackInfo } from '../../plugin-sdk/media';
 
 /**
  * A unit as the bus holds it: the publisher's immutable unit and its forms in the formats the stream's readers
@@ -20,6 +20,26 @@ export interface Entry {
   /** slots 1.. (index slot - 1) */
   more: unknown[] | undefined;
 }
+
+/**
+ * Every Entry is made here: one object literal, so one hidden class for all of them, first made with fields that are
+ * not numbers (as units are: plugin-sdk/media.ts, makeUnit).
+ *
+ * Why: the GOP cache makes Entries again for a player that joins, from numbers it read back from a Float64Array, which
+ * are heap numbers even when whole. One such Entry turned the class's `seq` and `src` from small integers to doubles,
+ * and V8 marked the class deprecated; but code it had already optimised with this literal inlined (the bus's push)
+ * went on making Entries of the deprecated class, and the first property load to meet each one migrated it in the
+ * runtime. One player joining mid-GOP was enough, so a gateway in service ran that way for good: GopCache.add, never
+ * optimised again, took 6.8 % of the gateway's CPU samples at 500 terminals instead of 1.8 % (test/bench/README.md).
+ * `seq` and `src` are also made small integers where they are whole, so they stay inline.
+ */
+export function newEntry(unit: AccessUnit, seq: number, src: number): Entry {
+  return { unit, seq: small(seq), src: small(src), f0: undefined, more: undefined };
+}
+
+const ANY_NUMBER = null as unknown as number;
+/** kept so the hidden class it made stays the one every Entry takes */
+export const ENTRY_SHAPE_SEED: Entry = newEntry(UNIT_SHAPE_SEED, ANY_NUMBER, ANY_NUMBER);
 
 export function formOf(e: Entry, slot: number): unknown {
   return slot === 0 ? e.f0 : e.more?.[slot - 1];

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { FormatEncoder, StreamInfo, UnitFormat } from '../../plugin-sdk/bus';
 import type { AccessUnit, TrackInfo } from '../../plugin-sdk/media';
-import { setForm, type Entry } from './entry';
+import { newEntry, setForm, type Entry } from './entry';
 import type { GopCache } from './gop-cache';
 
 interface Slot {
@@ -111,7 +111,7 @@ export class StreamFormats {
 
   /** The unit as an Entry, with its form in every format in use. */
   entryOf(unit: AccessUnit, seq: number, src: number): Entry {
-    const e: Entry = { unit, seq, src, f0: undefined, more: undefined };
+    const e = newEntry(unit, seq, src);
     if (this.active === 0) return e;
     const n = this.slots.length;
     for (let i = 0; i < n; i++) {

@@ -15,7 +15,7 @@
  */
 import type { AccessUnit, CodecId } from '../../plugin-sdk/media';
 import { unitOf } from '../../plugin-sdk/media';
-import type { Entry } from './entry';
+import { newEntry, type Entry } from './entry';
 
 /** numbers a row: dts, pts, timescale, dtsTicks, ptsTicks, duration, payload offset, payload length, seq, src, flags, NAL index offset */
 const ROW = 12;
@@ -116,8 +116,7 @@ export class GopCache {
   entryList(): Entry[] {
     if (this.entries !== undefined) return this.entries;
     const out = new Array<Entry>(this.count);
-    for (let i = 0; i < this.count; i++)
-      out[i] = { unit: this.unit(i), seq: this.nums[i * ROW + SEQ], src: this.nums[i * ROW + SRC], f0: undefined, more: undefined };
+    for (let i = 0; i < this.count; i++) out[i] = newEntry(this.unit(i), this.nums[i * ROW + SEQ], this.nums[i * ROW + SRC]);
     return out;
   }
 
