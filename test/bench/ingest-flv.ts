@@ -19,7 +19,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fixturePath, scratchDir } from '../support/paths';
 import { keepAwake } from './support/keep-awake';
 import { BenchPlayer } from './support/bench-player';
-import { joinMidGop } from './support/late-joiner';
+import { warmUpWithLateJoin } from './support/late-joiner';
 import {
   Api,
   Reservoir,
@@ -75,8 +75,6 @@ const CHUNKS_METRIC = 'gw_core_bus_payload_chunks';
 const CHUNK_BYTES_METRIC = 'gw_core_bus_payload_chunk_bytes';
 /** a terminal socket holding this much unsent data means the gateway is not keeping up: frames are dropped */
 const MAX_SEND_BACKLOG = 1024 * 1024;
-/** how long the warm-up's late player stays (late-joiner.ts) */
-const LATE_JOIN_MS = 1000;
 const OPEN_CONCURRENCY = 16;
 const TICK_MS = 4;
 /** after the scrape that opens the window, before it starts (see its use) */
@@ -236,16 +234,8 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
       keepAll().catch((err) => console.warn(`ingest-flv: keep failed: ${(err as Error).message}`));
     }, 300_000);
 
-    // --- warm-up, with a player that joins a stream mid-GOP and leaves (late-joiner.ts)
-    const joinAtMs = Math.min(2000, (o.warmup * 1000) / 3);
-    await sleep(joinAtMs, undefined, { signal: deadline });
-    if (firstUrl !== undefined) {
-      const got = await joinMidGop(firstUrl, LATE_JOIN_MS);
-      console.log(
-        `  a late player joined stream 1 mid-GOP in the warm-up and left after ${LATE_JOIN_MS / 1000} s: ${got > 0 ? `${f1(got / 1024)} KiB` : 'NOTHING read (the late-joiner paths did not run)'}`,
-      );
-    }
-    await sleep(Math.max(0, o.warmup * 1000 - joinAtMs - LATE_JOIN_MS), undefined, { signal: deadline });
+    // --- warm-up, with a player that joins a stream mid-GOP and leaves
+    await warmUpWithLateJoin(firstUrl, o.warmup * 1000, deadline);
     checkDeadline(deadline);
     if (gw.child.exitCode !== null) throw new Error(`gateway exited (code ${gw.child.exitCode}):\n${tail(gw.logFile)}`);
 

@@ -7,6 +7,24 @@
  * measured a gateway no one runs.
  */
 import * as http from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+/** how long the late player stays */
+const LATE_JOIN_MS = 1000;
+
+/**
+ * The warm-up: `warmupMs` of load, with the late player joining `url` two seconds in (a third in, if shorter); says
+ * what it read. No url (readers other than HTTP-FLV players): the warm-up alone.
+ */
+export async function warmUpWithLateJoin(url: string | undefined, warmupMs: number, signal: AbortSignal): Promise<void> {
+  const joinAtMs = url === undefined ? warmupMs : Math.min(2000, warmupMs / 3);
+  await sleep(joinAtMs, undefined, { signal });
+  if (url === undefined) return;
+  const got = await joinMidGop(url, LATE_JOIN_MS);
+  const read = got > 0 ? `${(got / 1024).toFixed(1)} KiB` : 'NOTHING read (the late-joiner paths did not run)';
+  console.log(`  a late player joined stream 1 mid-GOP in the warm-up and left after ${LATE_JOIN_MS / 1000} s: ${read}`);
+  await sleep(Math.max(0, warmupMs - joinAtMs - LATE_JOIN_MS), undefined, { signal });
+}
 
 /** Reads `url` for `ms` and goes; resolves with the bytes it got (0: the gateway sent nothing, which the caller says). */
 export function joinMidGop(url: string, ms: number): Promise<number> {
