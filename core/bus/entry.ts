@@ -29,8 +29,9 @@ export interface Entry {
  * are heap numbers even when whole. One such Entry turned the class's `seq` and `src` from small integers to doubles,
  * and V8 marked the class deprecated; but code it had already optimised with this literal inlined (the bus's push)
  * went on making Entries of the deprecated class, and the first property load to meet each one migrated it in the
- * runtime. One player joining mid-GOP was enough, so a gateway in service ran that way for good: GopCache.add, never
- * optimised again, took 6.8 % of the gateway's CPU samples at 500 terminals instead of 1.8 % (test/bench/README.md).
+ * runtime. One player joining mid-GOP once the push was optimised was enough, so a gateway in service ran that way
+ * for good: in the worst case GopCache.add, never optimised again, took 6.8 % of the gateway's CPU samples at 500
+ * terminals instead of 1.8 % (test/bench/README.md).
  * `seq` and `src` are also made small integers where they are whole, so they stay inline.
  */
 export function newEntry(unit: AccessUnit, seq: number, src: number): Entry {
