@@ -68,7 +68,10 @@ export class FrameBuilder {
   /** Copies the bodies of parts `from`..count into `into` at `at`; returns where they end. */
   copyParts(copier: PartCopier, from: number, into: Buffer, at: number): number {
     const parts = this.parts;
-    let src = parts[0];
+    // a SAME_READ part at `from` is in the Buffer of the last part before it that names one
+    let k = from;
+    while (k > 0 && parts[k] === SAME_READ) k--;
+    let src = parts[k];
     for (let i = from; i < this.count; i++) {
       const q = parts[i];
       if (q !== SAME_READ) src = q;
