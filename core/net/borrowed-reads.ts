@@ -16,6 +16,7 @@
  */
 import * as net from 'node:net';
 import * as tls from 'node:tls';
+import { getSystemErrorName } from 'node:util';
 
 /** one read's worth: libuv's own suggestion for a TCP read */
 const SHARED_BYTES = 64 * 1024;
@@ -43,7 +44,15 @@ function onreadSymbols(): OnreadSymbols | null {
   return symbols;
 }
 
-type Fields = Record<symbol, unknown> & { _handle?: { useUserBuffer?: (b: Buffer) => void } | null };
+interface Handle {
+  useUserBuffer?: (b: Buffer) => void;
+  /** node's own record of whether libuv reads it (net.Socket's pause and resume keep it) */
+  reading?: boolean;
+  readStart?: () => number;
+  readStop?: () => number;
+}
+
+type Fields = Record<symbol, unknown> & { _handle?: Handle | null };
 
 /** whether this Node lets an accepted socket read into the shared buffer */
 export function borrowedReadsActive(): boolean {
@@ -76,4 +85,38 @@ export function readBorrowed(socket: net.Socket, onChunk: (chunk: Buffer) => voi
   // flowing, so end-of-stream is emitted; no bytes pass through the Readable any more
   socket.resume();
   return true;
+}
+
+/**
+ * Stops and restarts reading a socket on the shared-buffer path, on its handle alone.
+ *
+ * Why: socket.pause() and resume() also switch the Readable between paused and flowing, and resume() restarts it a
+ * tick later (a read(0) and a 'resume' event) although no byte passes through the Readable on this path. A loop that
+ * has fallen behind pauses each reader at a read it sets aside and resumes it once that read is handled
+ * (read-slices.ts), every reader every turn: at 1,000 terminals those Readable layers were 2.4 % of the core (perf),
+ * on top of the epoll_ctl calls libuv makes for the handle's stop and start. The Readable stays flowing, so the
+ * socket's 'end' is emitted as before; `reading` is kept as net.Socket keeps it, so its own pause and resume agree.
+ * Only for a socket `readBorrowed` put on the shared-buffer path (it returned true).
+ */
+export function pauseBorrowed(socket: net.Socket): void {
+  const h = (socket as unknown as Fields)._handle;
+  if (!h || !h.reading || typeof h.readStop !== 'function') return;
+  h.reading = false;
+  if (socket.destroyed) return;
+  const err = h.readStop();
+  if (err) socket.destroy(readError(err));
+}
+
+/** The other half of pauseBorrowed. */
+export function resumeBorrowed(socket: net.Socket): void {
+  const h = (socket as unknown as Fields)._handle;
+  if (!h || h.reading || socket.destroyed || typeof h.readStart !== 'function') return;
+  h.reading = true;
+  const err = h.readStart();
+  if (err) socket.destroy(readError(err));
+}
+
+function readError(code: number): Error {
+  const name = getSystemErrorName(code);
+  return Object.assign(new Error(`read ${name}`), { code: name, errno: code, syscall: 'read' });
 }

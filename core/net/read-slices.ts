@@ -17,7 +17,7 @@
  */
 import type { Socket } from 'node:net';
 import type { SliceReader as SdkSliceReader } from '../../plugin-sdk/plugin';
-import { readBorrowed } from './borrowed-reads';
+import { pauseBorrowed, readBorrowed, resumeBorrowed } from './borrowed-reads';
 
 export interface ReadSliceStats {
   /** reads handled at once */
@@ -116,8 +116,14 @@ export class ReadSlices {
 
   /** A TCP socket's bytes through the shared read buffer (borrowed-reads.ts) and these slices; ctx.net.readSliced. */
   readSocket(socket: Socket, onChunk: (chunk: Buffer) => void, onError: (err: unknown) => void): SliceReader {
-    const reader = this.reader(onChunk, { pause: () => socket.pause(), resume: () => socket.resume(), onError });
-    readBorrowed(socket, (chunk) => reader.deliver(chunk));
+    // (readBorrowed may deliver what the socket holds already, so the reader comes first and learns the path after)
+    let borrowed = false;
+    const reader = this.reader(onChunk, {
+      pause: () => (borrowed ? pauseBorrowed(socket) : socket.pause()),
+      resume: () => (borrowed ? resumeBorrowed(socket) : socket.resume()),
+      onError,
+    });
+    borrowed = readBorrowed(socket, (chunk) => reader.deliver(chunk));
     return reader;
   }
 

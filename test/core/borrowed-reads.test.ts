@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import * as net from 'node:net';
 import { once } from 'node:events';
-import { borrowedReadsActive, readBorrowed } from '../../core/net/borrowed-reads';
+import { borrowedReadsActive, pauseBorrowed, readBorrowed, resumeBorrowed } from '../../core/net/borrowed-reads';
 import { prng } from '../support/prng';
 
 interface Accepted {
@@ -75,5 +75,52 @@ describe('plugin-sdk readBorrowed (socket reads into one shared buffer)', () => 
     srv.close();
     assert.equal(a.events.at(-1), 'close');
     assert.ok(a.events.includes('error ECONNRESET') || a.events.includes('end'), a.events.join(','));
+  });
+
+  it('pauseBorrowed stops the reads (TCP pushes back on the sender), resumeBorrowed restarts them: every byte, then end and close', async () => {
+    let sock!: net.Socket;
+    const srv = await serveOnce((s) => {
+      sock = s;
+    });
+    const sent = Buffer.alloc(8 * 1024 * 1024, 0x5a);
+    const c = net.connect(srv.port, '127.0.0.1');
+    await once(c, 'connect');
+    const a = await srv.accepted;
+    c.write(sent.subarray(0, 1000));
+    for (let i = 0; i < 200 && a.got.length === 0; i++) await new Promise((r) => setTimeout(r, 5));
+    assert.equal(Buffer.concat(a.got).length, 1000);
+    pauseBorrowed(sock);
+    pauseBorrowed(sock); // twice is once
+    let flushed = false;
+    c.end(sent.subarray(1000), () => {
+      flushed = true;
+    });
+    await new Promise((r) => setTimeout(r, 300));
+    assert.equal(Buffer.concat(a.got).length, 1000, 'nothing read while paused');
+    assert.equal(flushed, false, "the sender is held back: 8 MiB do not fit in the sockets' buffers");
+    assert.equal(sock.isPaused(), false, 'the Readable stays flowing');
+    resumeBorrowed(sock);
+    resumeBorrowed(sock);
+    await a.closed;
+    srv.close();
+    assert.ok(Buffer.concat(a.got).equals(sent), 'bytes differ');
+    assert.equal(flushed, true);
+    assert.deepEqual(a.events, ['end', 'close']);
+  });
+
+  it('pauseBorrowed and resumeBorrowed on a destroyed socket do nothing', async () => {
+    let sock!: net.Socket;
+    const srv = await serveOnce((s) => {
+      sock = s;
+    });
+    const c = net.connect(srv.port, '127.0.0.1');
+    const a = await srv.accepted;
+    sock.destroy();
+    pauseBorrowed(sock);
+    resumeBorrowed(sock);
+    await a.closed;
+    c.destroy();
+    srv.close();
+    assert.deepEqual(a.events, ['close']);
   });
 });
