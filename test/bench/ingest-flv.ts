@@ -53,7 +53,7 @@ import {
 import { bucketsDelta, bucketsOf, coreTimes, histogramQuantile, quantile, sumDelta, sumOf, type Buckets } from './support/process-probe';
 import { StartPhases } from './support/start-phases';
 import { SynthTerminal, UdpTerminalLink, speechPcm, synthesise, type SynthStream, type TerminalLink } from './support/synth-terminals';
-import { gcFigures, report } from './support/ingest-flv-report';
+import { gcFigures, readFigures, report } from './support/ingest-flv-report';
 import { watchOwnGc } from './support/own-gc';
 import { vsFloor, vsFlv, vsVideo, vsWorkers } from './support/ingest-flv-compare';
 import { HlsReaderFleet } from './support/bench-hls-reader';
@@ -342,10 +342,7 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
       audioLatencyMs: { p50: quantile(audioLat.values(), 0.5), p99: quantile(audioLat.values(), 0.99), count: audioLat.seen },
       aac: { transcoders: sumOf(m1, 'gw_audio_aac_transcoders'), failures: sumDelta(m1, m0, 'gw_audio_aac_failures_total') },
       gc: gcFigures(m0, m1, secs),
-      reads: {
-        atOnce: sumDelta(m1, m0, 'gw_core_read_slice_reads', { how: 'at_once' }) + sumDelta(m1, m0, 'gw_core_read_slice_reads', { how: 'slabs_full' }),
-        setAside: sumDelta(m1, m0, 'gw_core_read_slice_reads', { how: 'set_aside' }),
-      },
+      reads: readFigures(m0, m1),
       heapMB: mb(sumOf(m1, 'gw_process_nodejs_heap_size_used_bytes')),
       heapTotalMB: mb(sumOf(m1, 'gw_process_nodejs_heap_size_total_bytes')),
       newSpaceMB: mb(sumOf(m1, 'gw_process_nodejs_heap_space_size_total_bytes', { space: 'new' })),

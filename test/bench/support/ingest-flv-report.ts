@@ -24,6 +24,16 @@ export function gcFigures(m0: Map<string, Sample[]>, m1: Map<string, Sample[]>, 
   };
 }
 
+/** The window's media socket reads from the read slices' metrics (core-gauges.ts): how they were handled, and pauses. */
+export function readFigures(m0: Map<string, Sample[]>, m1: Map<string, Sample[]>): IngestFlvResult['reads'] {
+  const reads = (how: string) => sumDelta(m1, m0, 'gw_core_read_slice_reads', { how });
+  return {
+    atOnce: reads('at_once') + reads('slabs_full'),
+    setAside: reads('set_aside'),
+    paused: sumDelta(m1, m0, 'gw_core_read_slice_events', { event: 'paused' }),
+  };
+}
+
 /** "12.3k reads, 4.5k writes, 6.7k wake-ups" per second */
 export function callsLine(r: Pick<IngestFlvResult, 'syscallsPerSecond'>): string {
   const k = (n: number) => `${f1(n / 1000)}k`;
@@ -94,7 +104,8 @@ export function report(
           `  gateway GC pauses: ${f1(r.gc.pct)} % of one core (mark-compact and incremental finalisation ${f1(r.gc.majorPct)} %, ` +
             `scavenges ${f1(r.gc.minorPct)} %), ${r.gc.majors} mark-compacts in ${f1(r.seconds)} s`,
           `  gateway socket reads in the window: ${r.reads.atOnce + r.reads.setAside}, of which ${f1((100 * r.reads.setAside) / Math.max(1, r.reads.atOnce + r.reads.setAside))} % ` +
-            `set aside past the loop's slice (gateway.readSliceMs: each copied once more before it is read)`,
+            `set aside past the loop's slice (gateway.readSliceMs: each copied once more before it is read); ${Math.round(r.reads.paused / r.seconds)} readers paused a second ` +
+            `for the set-aside bytes (each pause and resume costs libuv epoll_ctl calls: thousands a second is a loop trapped behind, see the README)`,
         ]),
     ...(readerLines
       ? []

@@ -135,8 +135,8 @@ export interface IngestFlvResult {
    * mark-compacts. Incremental marking done in steps during allocation is not in it: a profile shows that.
    */
   gc: { pct: number; majorPct: number; minorPct: number; majors: number };
-  /** socket reads in the window: handled at once, or set aside past the loop's slice (copied once more first) */
-  reads: { atOnce: number; setAside: number };
+  /** socket reads in the window: handled at once, or set aside past the loop's slice (copied once more first); readers paused */
+  reads: { atOnce: number; setAside: number; paused: number };
   /** the gateway's memory at the end of the window, MB: JS heap used, and ArrayBuffer memory (frame payloads, socket reads) */
   heapMB: number;
   /** JS heap committed (pages V8 holds, used or not), and of it the young generation's */
