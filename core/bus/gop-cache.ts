@@ -15,6 +15,7 @@
  */
 import type { AccessUnit, CodecId } from '../../plugin-sdk/media';
 import { unitOf } from '../../plugin-sdk/media';
+import { memOf, offsetOf } from '../../plugin-sdk/byte-views';
 import { newEntry, type Entry } from './entry';
 
 /** numbers a row: dts, pts, timescale, dtsTicks, ptsTicks, duration, payload offset, payload length, seq, src, flags, NAL index offset */
@@ -80,14 +81,14 @@ export class GopCache {
     n[at + DTS_TICKS] = u.dtsTicks;
     n[at + PTS_TICKS] = u.ptsTicks;
     n[at + DURATION] = u.duration;
-    n[at + OFFSET] = u.payload.byteOffset;
+    n[at + OFFSET] = offsetOf(u.payload);
     n[at + LENGTH] = u.payload.length;
     n[at + SEQ] = e.seq;
     n[at + SRC] = e.src;
     n[at + FLAGS] = (u.kind === 'video' ? VIDEO : 0) | (u.keyframe ? KEYFRAME : 0);
     n[at + NALS_AT] = u.nalsAt ?? 0;
     this.refs[REFS * i] = u.codec;
-    this.refs[REFS * i + 1] = u.payload.buffer;
+    this.refs[REFS * i + 1] = memOf(u.payload);
     this.refs[REFS * i + 2] = u.nals;
     this.count = i + 1;
     this.bytes += u.payload.length;

@@ -24,6 +24,19 @@ export function writeU32LE(buf: Uint8Array, value: number, at: number): void {
   buf[at + 3] = value >>> 24;
 }
 
+/** value (0 to 2^24 - 1; the caller checked it) as 3 bytes */
+export function writeU24BE(buf: Uint8Array, value: number, at: number): void {
+  buf[at] = value >>> 16;
+  buf[at + 1] = value >>> 8;
+  buf[at + 2] = value;
+}
+
+/** value as a signed 24-bit integer, as Buffer.writeIntBE writes it: past -2^23 to 2^23 - 1 a RangeError, a fraction cut */
+export function writeI24BE(buf: Uint8Array, value: number, at: number): void {
+  if (value < -0x800000 || value > 0x7fffff) throw new RangeError(`${value} is out of the signed 24-bit range`);
+  writeU24BE(buf, value & 0xffffff, at);
+}
+
 export function writeU32BE(buf: Uint8Array, value: number, at: number): void {
   buf[at] = value >>> 24;
   buf[at + 1] = value >>> 16;

@@ -17,6 +17,7 @@ import { encodeOnMetaData, type AmfValue } from './flv-amf';
 import { FlvMuxer } from './flv-muxer';
 import { FLV_TAG_AUDIO, FLV_TAG_SCRIPT, flvFileHeader, serializeTag } from './flv-tag';
 import type { WireUnit } from './flv-wire';
+import { copyBytes, lengthOf } from '../byte-views';
 
 /** What a reader starting at a unit writes before it; shared by every start point until the configuration changes. */
 export interface FlvInit {
@@ -199,13 +200,14 @@ export class WireForm implements FlvForm {
 
   copyConfig(into: Buffer, at: number): number {
     const c = this.config;
-    if (c !== undefined) for (let i = 0; i < c.length; i++) at += c[i].copy(into, at);
+    if (c !== undefined) for (let i = 0; i < c.length; i++) at += copyBytes(c[i], 0, lengthOf(c[i]), into, at);
     return at;
   }
 
   copyMedia(into: Buffer, at: number): number {
     const r = this.w.ranges;
-    for (let i = 0; i < r.length; i += 2) at += ((i & 2) === 0 ? this.w.mem : this.w.payload).copy(into, at, r[i], r[i + 1]);
+    // (copyBytes, not Buffer.copy: plugin-sdk/byte-views.ts)
+    for (let i = 0; i < r.length; i += 2) at += copyBytes((i & 2) === 0 ? this.w.mem : this.w.payload, r[i], r[i + 1], into, at);
     return at;
   }
 }

@@ -13,6 +13,7 @@ import { bytesOf, configOf, WIRE_VIEW_MIN, type WireUnit } from './flv-wire';
 import { buildMeta, flagsOf, MuxState } from './flv-mux-state';
 import { planVideo, setVideo, videoPrefixSize, writeVideoPrefix } from './flv-video';
 import { pushAudio, pushAudioWire, setAudio } from './flv-audio';
+import { copyBytes } from '../byte-views';
 
 export interface FlvMuxerStats {
   videoTags: number;
@@ -143,7 +144,7 @@ export class FlvMuxer {
         ranges[r++] = to;
         ranges[r++] = at;
       } else {
-        at += payload.copy(mem, at, from, to);
+        at += copyBytes(payload, from, to, mem, at);
       }
     }
     writeU32BE(mem, TAG_HEADER_SIZE + bodyLen, at);

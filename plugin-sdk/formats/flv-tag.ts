@@ -5,6 +5,7 @@
  */
 import { BufferSlab } from '../buffer-slab';
 import { keptAlloc } from '../kept-bytes';
+import { writeU24BE } from './byte-order';
 
 /** One FLV tag: its type, timestamp (ms) and body (what follows the 11-byte tag header). */
 export interface FlvTag {
@@ -58,10 +59,11 @@ export function writeTagHeader(out: Buffer, at: number, type: number, dataSize: 
   if (dataSize > 0xffffff) throw new RangeError(`FLV tag body of ${dataSize} bytes exceeds the 24-bit DataSize field`);
   const ts = timestamp >>> 0;
   out[at] = type;
-  out.writeUIntBE(dataSize, at + 1, 3);
-  out.writeUIntBE(ts & 0xffffff, at + 4, 3);
+  // (by index, not writeUIntBE: a generic property load and its checks, three times a tag; byte-order.ts)
+  writeU24BE(out, dataSize, at + 1);
+  writeU24BE(out, ts & 0xffffff, at + 4);
   out[at + 7] = (ts >>> 24) & 0xff; // TimestampExtended
-  out.writeUIntBE(0, at + 8, 3); // StreamID
+  writeU24BE(out, 0, at + 8); // StreamID
 }
 
 /** The 11-byte tag header alone, for callers that write header, body and trailer as separate chunks. */

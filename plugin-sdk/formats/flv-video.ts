@@ -10,6 +10,7 @@ import { buildHvcC, parseH265Sps } from './h265';
 import { allocBody, FLV_TAG_VIDEO, type FlvTag } from './flv-tag';
 import { keptCopy } from '../kept-bytes';
 import { clampTs, emitMeta, ENHANCED_HEVC_FOURCC, sameBuf, type MuxState, type VideoPlan, type VideoState } from './flv-mux-state';
+import { writeI24BE } from './byte-order';
 
 export function setVideo(m: MuxState, info: VideoTrackInfo): void {
   let v = m.video;
@@ -202,11 +203,11 @@ export function writeVideoPrefix(b: Buffer, at: number, p: VideoPlan): number {
     b[at] = 0x80 | (frameType << 4) | (withCts ? 1 : 3); // IsExHeader | FrameType | CodedFrames(X)
     ENHANCED_HEVC_FOURCC.copy(b, at + 1);
     if (!withCts) return at + 5;
-    b.writeIntBE(p.cts, at + 5, 3);
+    writeI24BE(b, p.cts, at + 5);
     return at + 8;
   }
   b[at] = (frameType << 4) | 7;
   b[at + 1] = 1; // AVC NALU
-  b.writeIntBE(p.cts, at + 2, 3);
+  writeI24BE(b, p.cts, at + 2);
   return at + 5;
 }

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { prng } from '../../test/support/prng';
-import { readU16BE, readU32BE, readU32LE, writeU32BE, writeU32LE } from '../formats/byte-order';
+import { readU16BE, readU32BE, readU32LE, writeI24BE, writeU24BE, writeU32BE, writeU32LE } from '../formats/byte-order';
 
 describe("byte-order: reads and writes by index agree with Buffer's checked methods", () => {
   const edges = [0, 1, 0x7f, 0x80, 0xff, 0x100, 0x7fff, 0x8000, 0xffff, 0x10000, 0x7fffffff, 0x80000000, 0xfffffffe, 0xffffffff];
@@ -31,6 +31,55 @@ describe("byte-order: reads and writes by index agree with Buffer's checked meth
         b[theirs](v, 3);
         assert.deepEqual(a, b, `${theirs}(${v})`);
       }
+    }
+  });
+
+  it('writes 24-bit fields as writeUIntBE / writeIntBE write them, and only their three bytes; a signed value out of range throws as Buffer does', () => {
+    const rnd = prng(13);
+    const unsigned = [
+      0,
+      1,
+      0x7f,
+      0x80,
+      0xff,
+      0x100,
+      0x7fffff,
+      0x800000,
+      0xfffffe,
+      0xffffff,
+      ...Array.from({ length: 100 }, () => Math.floor(rnd() * 0x1000000)),
+    ];
+    for (const v of unsigned) {
+      const a = Buffer.alloc(8, 0xaa);
+      const b = Buffer.alloc(8, 0xaa);
+      writeU24BE(a, v, 2);
+      b.writeUIntBE(v, 2, 3);
+      assert.ok(a.equals(b), `u24 ${v}`);
+    }
+    const signed = [
+      0,
+      1,
+      -1,
+      0x7fffff,
+      -0x800000,
+      0x12345,
+      -0x12345,
+      1.5,
+      -1.5,
+      0.25,
+      NaN,
+      ...Array.from({ length: 100 }, () => Math.floor(rnd() * 0x1000000) - 0x800000),
+    ];
+    for (const v of signed) {
+      const a = Buffer.alloc(8, 0xaa);
+      const b = Buffer.alloc(8, 0xaa);
+      writeI24BE(a, v, 4);
+      b.writeIntBE(v, 4, 3);
+      assert.ok(a.equals(b), `i24 ${v}`);
+    }
+    for (const v of [0x800000, -0x800001, 0x7fffff + 0.5, Infinity]) {
+      assert.throws(() => writeI24BE(Buffer.alloc(4), v, 0), RangeError, `i24 ${v}`);
+      assert.throws(() => Buffer.alloc(4).writeIntBE(v, 0, 3), RangeError, `Buffer i24 ${v}`);
     }
   });
 });

@@ -13,6 +13,7 @@ import type { WireUnit } from '../../../plugin-sdk/formats';
 import type { AudioCodec } from '../../../plugin-sdk';
 import { sizeLineLength, writeSizeLine, wsHeader } from './framing';
 import { flvHeader, onMetaDataBody } from './nms';
+import { copyBytes, lengthOf } from '../../../plugin-sdk';
 
 /**
  * Where units' small bytes live: 4 KiB chunks shared by many units, each unit holding its chunk and offsets rather than
@@ -90,7 +91,7 @@ export class FlvFrame implements FlvForm {
   /** Copies the config tags that changed with this unit into `into` from `at`; returns where they end. */
   copyConfig(into: Buffer, at: number): number {
     const c = this.config;
-    if (c !== undefined) for (let i = 0; i < c.length; i++) at += c[i].copy(into, at);
+    if (c !== undefined) for (let i = 0; i < c.length; i++) at += copyBytes(c[i], 0, lengthOf(c[i]), into, at);
     return at;
   }
 
@@ -102,13 +103,14 @@ export class FlvFrame implements FlvForm {
     for (let i = 0, r = this.rangesAt; i < this.rangeCount; i += 2, r += 8) {
       const from = readU32LE(b, r);
       const to = readU32LE(b, r + 4);
+      // (copyBytes, not Buffer.copy: a generic property load and a view made from two more, each part; byte-views.ts)
       if ((i & 2) !== 0) {
-        at += payload.copy(into, at, from, to);
+        at += copyBytes(payload, from, to, into, at);
       } else if (to - from <= 32) {
         // the small parts (tag headers, length fields) are a few bytes: a loop beats a call that makes a view
         for (let k = base + from, end = base + to; k < end; k++) into[at++] = b[k];
       } else {
-        at += b.copy(into, at, base + from, base + to);
+        at += copyBytes(b, base + from, base + to, into, at);
       }
     }
     return at;

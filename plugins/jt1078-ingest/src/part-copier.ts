@@ -3,11 +3,14 @@
  *
  * Any copy between two Buffers makes a view of the source: Node 20's Buffer.copy makes one too, after more checks,
  * and a subarray asks the runtime for `.buffer` and `.byteOffset` each time. Here the view is a plain Uint8Array over
- * the ArrayBuffer read once per source Buffer: a frame's parts nearly all come from the same read buffer.
+ * the ArrayBuffer read once per source Buffer: a frame's parts nearly all come from the same read buffer. The
+ * properties go through plugin-sdk/byte-views.ts: read on the prototype, each was a generic LoadIC in `complete`.
  */
+import { memOf, offsetOf, setBytes } from '../../../plugin-sdk';
+
 const NONE = Buffer.alloc(0);
-/** read once: `.buffer` is a generic property load in optimised code on Node 20, and forget runs once a frame */
-const NONE_MEM = NONE.buffer;
+/** read once, as forget runs once a frame */
+const NONE_MEM = memOf(NONE);
 
 export class PartCopier {
   /** the Buffer copied from last, until `forget` */
@@ -19,10 +22,10 @@ export class PartCopier {
   copy(src: Buffer, from: number, to: number, dst: Buffer, at: number): number {
     if (src !== this.src) {
       this.src = src;
-      this.mem = src.buffer;
-      this.off = src.byteOffset;
+      this.mem = memOf(src);
+      this.off = offsetOf(src);
     }
-    dst.set(new Uint8Array(this.mem, this.off + from, to - from), at);
+    setBytes(dst, new Uint8Array(this.mem, this.off + from, to - from), at);
     return to - from;
   }
 
