@@ -28,6 +28,8 @@ interface OnreadSymbols {
 }
 
 let shared: Buffer | undefined;
+/** shared's memory (its own: offset 0) */
+let sharedMem: ArrayBuffer | undefined;
 let symbols: OnreadSymbols | null | undefined;
 
 /** The symbols net.Socket keeps its `onread` option under, found on a socket made with one (null if absent). */
@@ -74,12 +76,18 @@ export function readBorrowed(socket: net.Socket, onChunk: (chunk: Buffer) => voi
   }
   // what the Readable holds already goes first, in order
   for (let b = socket.read() as Buffer | null; b !== null; b = socket.read() as Buffer | null) onChunk(b);
-  shared ??= Buffer.allocUnsafe(SHARED_BYTES);
+  if (shared === undefined) {
+    shared = Buffer.allocUnsafeSlow(SHARED_BYTES);
+    sharedMem = shared.buffer as ArrayBuffer;
+  }
+  const mem = sharedMem!;
   s[syms.buffer] = shared;
   s[syms.generator] = null;
   // Node reads the next chunk into the same buffer after this returns; returning false would pause the socket
-  s[syms.callback] = (nread: number, buf: Buffer) => {
-    onChunk(buf.subarray(0, nread));
+  // a view made from the memory, not buf.subarray: node's subarray reads `.buffer` and `.byteOffset`, generic
+  // property loads in optimised code on Node 20 (plugin-sdk/byte-views.ts), on every read
+  s[syms.callback] = (nread: number) => {
+    onChunk(Buffer.from(mem, 0, nread));
   };
   handle.useUserBuffer(shared);
   // flowing, so end-of-stream is emitted; no bytes pass through the Readable any more

@@ -17,6 +17,7 @@
  */
 import type { Socket } from 'node:net';
 import type { SliceReader as SdkSliceReader } from '../../plugin-sdk/plugin';
+import { copyBytes, memOf } from '../../plugin-sdk/byte-views';
 import { pauseBorrowed, readBorrowed, resumeBorrowed } from './borrowed-reads';
 
 export interface ReadSliceStats {
@@ -68,6 +69,7 @@ const TRIM_AFTER_MS = 10_000;
 
 class Slab {
   readonly buf = Buffer.allocUnsafeSlow(SLAB_BYTES);
+  readonly mem = memOf(this.buf);
   used = 0;
   /** copies carved from it not yet handled */
   live = 0;
@@ -148,8 +150,8 @@ export class ReadSlices {
       this.inUse.push(slab);
       if (this.inUse.length > this.peakInUse) this.peakInUse = this.inUse.length;
     }
-    const c = slab.buf.subarray(slab.used, slab.used + n);
-    chunk.copy(c);
+    const c = Buffer.from(slab.mem, slab.used, n);
+    copyBytes(chunk, 0, n, c, 0);
     // 8-byte steps keep each copy's start aligned for the parser's reads
     slab.used += (n + 7) & ~7;
     slab.live++;
@@ -159,9 +161,10 @@ export class ReadSlices {
   /** @internal: a read set aside has been handled (handlers copy what they keep): a copy's slab is free once all of its copies are; an owned read has none */
   release(c: Buffer): void {
     const inUse = this.inUse;
+    const mem = memOf(c);
     for (let i = 0; i < inUse.length; i++) {
       const slab = inUse[i];
-      if (slab.buf.buffer !== c.buffer) continue;
+      if (slab.mem !== mem) continue;
       if (--slab.live > 0) return;
       slab.used = 0;
       if (slab === this.carving) return;
