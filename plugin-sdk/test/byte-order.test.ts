@@ -49,13 +49,23 @@ describe("byte-order: reads and writes by index agree with Buffer's checked meth
       0xffffff,
       ...Array.from({ length: 100 }, () => Math.floor(rnd() * 0x1000000)),
     ];
-    for (const v of unsigned) {
-      const a = Buffer.alloc(8, 0xaa);
-      const b = Buffer.alloc(8, 0xaa);
-      writeU24BE(a, v, 2);
-      b.writeUIntBE(v, 2, 3);
-      assert.ok(a.equals(b), `u24 ${v}`);
-    }
+    /** ours and Buffer's write each value at `at` in a buffer of 0xaa: the same 8 bytes after */
+    const agree = (values: number[], at: number, ours: (b: Buffer, v: number) => void, theirs: (b: Buffer, v: number) => void, what: string) => {
+      for (const v of values) {
+        const a = Buffer.alloc(8, 0xaa);
+        const b = Buffer.alloc(8, 0xaa);
+        ours(a, v);
+        theirs(b, v);
+        assert.ok(a.equals(b), `${what} ${v} at ${at}`);
+      }
+    };
+    agree(
+      unsigned,
+      2,
+      (b, v) => writeU24BE(b, v, 2),
+      (b, v) => b.writeUIntBE(v, 2, 3),
+      'u24',
+    );
     const signed = [
       0,
       1,
@@ -70,13 +80,13 @@ describe("byte-order: reads and writes by index agree with Buffer's checked meth
       NaN,
       ...Array.from({ length: 100 }, () => Math.floor(rnd() * 0x1000000) - 0x800000),
     ];
-    for (const v of signed) {
-      const a = Buffer.alloc(8, 0xaa);
-      const b = Buffer.alloc(8, 0xaa);
-      writeI24BE(a, v, 4);
-      b.writeIntBE(v, 4, 3);
-      assert.ok(a.equals(b), `i24 ${v}`);
-    }
+    agree(
+      signed,
+      4,
+      (b, v) => writeI24BE(b, v, 4),
+      (b, v) => b.writeIntBE(v, 4, 3),
+      'i24',
+    );
     for (const v of [0x800000, -0x800001, 0x7fffff + 0.5, Infinity]) {
       assert.throws(() => writeI24BE(Buffer.alloc(4), v, 0), RangeError, `i24 ${v}`);
       assert.throws(() => Buffer.alloc(4).writeIntBE(v, 0, 3), RangeError, `Buffer i24 ${v}`);
