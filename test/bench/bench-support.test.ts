@@ -643,7 +643,7 @@ describe("bench support: the generator's own GC", () => {
 });
 
 describe('bench report: the end-to-end tail and the load generator', () => {
-  it('notes a missed end-to-end p99 when the generator was late by half of it or more, else when core 0 was past 80 % busy', () => {
+  it('notes a missed end-to-end p99 when the generator was late by half of it or more, else when the read slices trapped the loop, else when core 0 was past 80 % busy', () => {
     const t = (generatorLoopP99Ms: number, e2eP99Ms: number, core0BusyPct = 70) =>
       endToEndTailNote({ generatorLoopP99Ms, e2eP99Ms, addedP99Ms: 0.05, core0BusyPct });
     assert.match(
@@ -655,6 +655,10 @@ describe('bench report: the end-to-end tail and the load generator', () => {
     assert.equal(t(12.0, 25.0), undefined, 'a generator on time and a core with room: nothing the run can tell');
     assert.match(t(11.2, 25.0, 84.6) ?? '', /core 0 was 84\.6 % busy: past 80 % .* p99 of 25\.0 ms is that queueing/);
     assert.equal(t(Number.NaN, 25.0), undefined, 'no reading');
+    const trapped = (pausedPerSecond: number) =>
+      endToEndTailNote({ generatorLoopP99Ms: 11.0, e2eP99Ms: 121.0, addedP99Ms: 2.1, core0BusyPct: 99, pausedPerSecond });
+    assert.match(trapped(18754) ?? '', /read slices trapped the loop: 18754 readers paused a second, .* p99 of 121\.0 ms is that wait/);
+    assert.match(trapped(784) ?? '', /core 0 was 99\.0 % busy/, 'a few hundred pauses a second is not the trap');
   });
 
   it("judges a run against each of issue 16's targets, RSS by the larger of end and peak over idle", () => {

@@ -159,6 +159,7 @@ export function report(
     e2eP99Ms: r.endToEndMs.p99,
     addedP99Ms: r.addedLatencyMs.p99,
     core0BusyPct: r.core0BusyPct,
+    pausedPerSecond: r.reads.paused / r.seconds,
   });
   if (!readerLines && tail !== undefined) lines.push(tail);
   if (o.busyClient ? r.generatorLoopDelayMs.p99 > 30 : r.generatorCpuPct > 90) {
@@ -172,6 +173,11 @@ export function report(
 
 /** past this share of its core the gateway's own queueing of reads sets the end-to-end tail (bench README, 2026-11-27) */
 const BUSY_CORE_PCT = 80;
+/**
+ * readers paused a second past which the read slices have trapped the loop: 18.8-21.3k in the trapped runs at 1,000
+ * terminals, 0 in a run alone at 500, 57-784 with two gateways preempting each other (bench README, 2026-11-30)
+ */
+const TRAPPED_PAUSES = 5000;
 
 /**
  * What a missed end-to-end p99 comes from, when the run tells. The figure times terminal write to player read in the
@@ -181,13 +187,25 @@ const BUSY_CORE_PCT = 80;
  * cause: bursts of reads wait their turn in many short loop turns, which neither loop-delay figure shows (13.7-27 ms
  * at 83 % against 6.9-10 ms at 76 %, same build and load).
  */
-export function endToEndTailNote(t: { generatorLoopP99Ms: number; e2eP99Ms: number; addedP99Ms: number; core0BusyPct: number }): string | undefined {
+export function endToEndTailNote(t: {
+  generatorLoopP99Ms: number;
+  e2eP99Ms: number;
+  addedP99Ms: number;
+  core0BusyPct: number;
+  pausedPerSecond?: number;
+}): string | undefined {
   if (!(t.e2eP99Ms >= TARGET.e2eP99Ms)) return undefined;
   const late = t.generatorLoopP99Ms - 10;
   if (late >= t.e2eP99Ms / 2) {
     return (
       `  NOTE: the load generator's own loop was ${late.toFixed(1)} ms late at its p99 (its 10 ms timer read ${t.generatorLoopP99Ms.toFixed(1)}): ` +
       `the end-to-end p99 of ${t.e2eP99Ms.toFixed(1)} ms is at least partly the bench's (the gateway's added latency p99: ${t.addedP99Ms.toFixed(2)} ms)`
+    );
+  }
+  if ((t.pausedPerSecond ?? 0) >= TRAPPED_PAUSES) {
+    return (
+      `  NOTE: the read slices trapped the loop: ${Math.round(t.pausedPerSecond!)} readers paused a second, every read set aside waits its turn, ` +
+      `and the end-to-end p99 of ${t.e2eP99Ms.toFixed(1)} ms is that wait (bench README, the trap; GW_READ_SLICE_MS=0 runs the gateway without slices)`
     );
   }
   if (t.core0BusyPct >= BUSY_CORE_PCT) {
