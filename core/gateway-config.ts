@@ -74,6 +74,18 @@ export class GatewayConfig {
   wideInlining = true;
 
   /**
+   * false, the default: V8's allocation-site pretenuring is off (core/gc-flags.ts). V8 watches how many objects of each
+   * literal in the code survive a scavenge, and past a ratio makes that literal allocate in the old generation from
+   * then on. A backlog of a few hundred ms (a core shared with another busy process, a burst) makes a per-frame
+   * literal look long-lived; once tenured, every frame's objects die in the old generation: it grew ~2.2 MB a
+   * scavenge against 0.3-0.4, with a full collection every ~3 s and 20 % more RSS, for the rest of the run. Measured
+   * (test/bench/README.md, `paired`, 500 terminals, 8 pairs): 4 of 8 runs with it on had 1-6 full collections
+   * (351-376 KB a stream), none of 8 with it off (290-315 KB); CPU 0.988. true: V8's own. Env GW_GC_PRETENURING.
+   */
+  @IsBoolean()
+  gcPretenuring = false;
+
+  /**
    * V8's young-generation semi-space in MB (node --max-semi-space-size): 8, the default, half V8's own 16. The young
    * generation (two semi-spaces) is memory a busy process holds in full: 32 MB at V8's size, 32 KB of each stream's
    * RSS at 1,000 streams. At 8 the collector scavenges twice as often, each about as long (what survives one is what

@@ -44,6 +44,15 @@ export function singleThreadedGc(execArgv: readonly string[] = process.execArgv)
 }
 
 /**
+ * Turns V8's allocation-site pretenuring off (gateway.gcPretenuring), at run time: V8 reads the flag at each
+ * scavenge's feedback and each compilation, so literals compiled after this never get allocated in the old
+ * generation on a survival guess (test/core/gc-flags.test.ts checks that it takes effect so).
+ */
+export function setPretenuring(on: boolean): void {
+  if (!on) v8.setFlagsFromString('--no-allocation-site-pretenuring');
+}
+
+/**
  * The old generation's growth factor (gateway.gcHeapGrowthPercent), set at run time: unlike --single-threaded-gc,
  * V8 reads this one at every limit it computes, and a process may set it after it started (test/core/gc-flags.test.ts
  * checks that it still takes effect). 0 leaves V8's own.

@@ -12,7 +12,7 @@ import { parseListenerLimits, type ListenerLimits } from './listener-limits';
 import { loadSite } from './site';
 import { Primary } from './cluster/primary';
 import { WorkerLink } from './cluster/worker-link';
-import { gcNodeFlags, SEMI_SPACE, setHeapGrowth, singleThreadedGc, SINGLE_THREADED_GC, startedSemiSpaceMB } from './gc-flags';
+import { gcNodeFlags, SEMI_SPACE, setHeapGrowth, setPretenuring, singleThreadedGc, SINGLE_THREADED_GC, startedSemiSpaceMB } from './gc-flags';
 import { setWideInlining, WIDE_INLINING_FLAGS } from './jit-flags';
 
 const STOP_LIMIT_MS = 10_000;
@@ -115,6 +115,13 @@ async function runSingle(siteArg: string | undefined, link?: WorkerLink, flags?:
     kernel.log.info(
       { key: 'gateway.gcHeapGrowthPercent', percent: growth },
       `the old generation grows to ${1 + growth / 100} times what a full collection kept before the next`,
+    );
+  }
+  if (!kernel.gateway.gcPretenuring) {
+    setPretenuring(false);
+    kernel.log.info(
+      { key: 'gateway.gcPretenuring', pretenuring: false },
+      "V8's allocation-site pretenuring is off: short-lived objects are not sent to the old generation on a survival guess",
     );
   }
   if (kernel.gateway.wideInlining) {

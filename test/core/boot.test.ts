@@ -370,6 +370,17 @@ describe('a single-process gateway and the GC flag it needs from its command lin
     assert.deepEqual(await lines({ GW_WIDE_INLINING: 'false' }), [], "false: V8's own budgets, nothing set or said");
   });
 
+  it('gcPretenuring off is said once at start; true leaves V8 its own (its effect: gc-flags.test.ts)', async () => {
+    const lines = async (env: Record<string, string>): Promise<string[]> =>
+      (await bootLines(env, AS_NPM_START)).filter((l) => l.key === 'gateway.gcPretenuring').map((l) => `${l.level} ${l.msg}`);
+    assert.deepEqual(
+      await lines({}),
+      ["30 V8's allocation-site pretenuring is off: short-lived objects are not sent to the old generation on a survival guess"],
+      'the default',
+    );
+    assert.deepEqual(await lines({ GW_GC_PRETENURING: 'true' }), [], "true: V8's own, nothing set or said");
+  });
+
   it('gcHeapGrowthPercent is said once at start unless 0 (its effect: gc-flags.test.ts), and a bad one stops boot naming it', async () => {
     const growthLines = async (env: Record<string, string>): Promise<string[]> =>
       (await bootLines(env, AS_NPM_START)).filter((l) => l.key === 'gateway.gcHeapGrowthPercent').map((l) => `${l.level} ${l.msg}`);

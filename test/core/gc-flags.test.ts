@@ -49,3 +49,33 @@ describe('gc-flags: the old generation growth set at run time', function () {
     assert.throws(() => setHeapGrowth(1.5), /whole number >= 0/);
   });
 });
+
+/** a literal whose every object survives: V8's pretenuring, when on, decides to allocate it in the old generation */
+const SURVIVORS = `
+if (process.argv[1] === 'off') require(${JSON.stringify(FLAGS)}).setPretenuring(false);
+function make(k) { return { k, a: k + 1, b: k + 2, c: null }; }
+let keep = [];
+for (let r = 0; r < 4; r++) {
+  keep = [];
+  for (let i = 0; i < 400000; i++) keep.push(make(i));
+}
+process.stdout.write(String(keep.length));
+`;
+
+function pretenuringTrace(mode: 'on' | 'off'): string {
+  const r = spawnSync(process.execPath, ['--trace-pretenuring-statistics', '-e', SURVIVORS, mode], { encoding: 'utf8', timeout: 60_000 });
+  assert.equal(r.status, 0, r.stderr);
+  return r.stdout;
+}
+
+describe('gc-flags: allocation-site pretenuring turned off at run time', function () {
+  this.timeout(120_000);
+
+  it('takes effect: V8 tenures a literal whose objects all survive, and with it off decides nothing', () => {
+    const on = pretenuringTrace('on');
+    assert.match(on, /pretenuring: AllocationSite.*=> tenure/, 'V8 decides to tenure the literal (else this test shows nothing)');
+    const off = pretenuringTrace('off');
+    assert.ok(off.endsWith('400000'), off.slice(-200));
+    assert.doesNotMatch(off, /pretenuring:/, 'off: no feedback taken, no decision');
+  });
+});
