@@ -359,26 +359,21 @@ describe('a single-process gateway and the GC flag it needs from its command lin
     assert.deepEqual(await gcWarnings({ GW_GC_HELPER_THREADS: 'true', GW_GC_SEMI_SPACE_MB: '0' }, []), []);
   });
 
-  it('wideInlining is said once at start unless false (its effect: jit-flags.test.ts)', async () => {
-    const lines = async (env: Record<string, string>): Promise<string[]> =>
-      (await bootLines(env, AS_NPM_START)).filter((l) => l.key === 'gateway.wideInlining').map((l) => `${l.level} ${l.msg}`);
+  it("wideInlining and gcPretenuring are said once at start with their defaults, and not at all with V8's own (their effects: jit-flags.test.ts, gc-flags.test.ts)", async () => {
+    const lines = async (key: string, env: Record<string, string>): Promise<string[]> =>
+      (await bootLines(env, AS_NPM_START)).filter((l) => l.key === `gateway.${key}`).map((l) => `${l.level} ${l.msg}`);
     assert.deepEqual(
-      await lines({}),
+      await lines('wideInlining', {}),
       ['30 V8 inlines callees up to --max-inlined-bytecode-size=920 --max-inlined-bytecode-size-cumulative=2760'],
       'the default',
     );
-    assert.deepEqual(await lines({ GW_WIDE_INLINING: 'false' }), [], "false: V8's own budgets, nothing set or said");
-  });
-
-  it('gcPretenuring off is said once at start; true leaves V8 its own (its effect: gc-flags.test.ts)', async () => {
-    const lines = async (env: Record<string, string>): Promise<string[]> =>
-      (await bootLines(env, AS_NPM_START)).filter((l) => l.key === 'gateway.gcPretenuring').map((l) => `${l.level} ${l.msg}`);
+    assert.deepEqual(await lines('wideInlining', { GW_WIDE_INLINING: 'false' }), [], "false: V8's own budgets, nothing set or said");
     assert.deepEqual(
-      await lines({}),
+      await lines('gcPretenuring', {}),
       ["30 V8's allocation-site pretenuring is off: short-lived objects are not sent to the old generation on a survival guess"],
       'the default',
     );
-    assert.deepEqual(await lines({ GW_GC_PRETENURING: 'true' }), [], "true: V8's own, nothing set or said");
+    assert.deepEqual(await lines('gcPretenuring', { GW_GC_PRETENURING: 'true' }), [], "true: V8's own, nothing set or said");
   });
 
   it('gcHeapGrowthPercent is said once at start unless 0 (its effect: gc-flags.test.ts), and a bad one stops boot naming it', async () => {
