@@ -45,11 +45,13 @@ export function setBytes(dst: Uint8Array, src: Uint8Array, at: number): void {
 
 /**
  * src[from, to) into dst at `at`; returns the bytes copied, to - from. Unlike Buffer.copy it does not clamp: a range
- * outside src, or one that does not fit in dst, is a RangeError (never bytes of src's memory outside src).
+ * outside src, or one that does not fit in dst, is a RangeError (never bytes of src's memory outside src). The whole
+ * of src is copied from src itself, as Buffer.copy does; only a part of it needs a view made.
  */
 export function copyBytes(src: Uint8Array, from: number, to: number, dst: Uint8Array, at: number): number {
   const n = to - from;
-  if (from < 0 || n < 0 || to > LENGTH.call(src)) throw new RangeError(`bytes [${from}, ${to}) outside a view of ${LENGTH.call(src)}`);
-  SET.call(dst, new Uint8Array(BUFFER.call(src), BYTE_OFFSET.call(src) + from, n), at);
+  const len = LENGTH.call(src);
+  if (from < 0 || n < 0 || to > len) throw new RangeError(`bytes [${from}, ${to}) outside a view of ${len}`);
+  SET.call(dst, n === len ? src : new Uint8Array(BUFFER.call(src), BYTE_OFFSET.call(src) + from, n), at);
   return n;
 }

@@ -27,6 +27,10 @@ describe("byte-views: a view's fields and copies through the typed-array functio
         assert.ok(a.equals(b), `[${from}, ${to})`);
       }
     }
+    // the whole of src: copied from src itself, no view of its memory
+    const whole = Buffer.alloc(100, 0xcc);
+    assert.equal(copyBytes(src, 0, src.length, whole, 9), src.length);
+    assert.ok(whole.subarray(9, 9 + src.length).equals(src) && whole[8] === 0xcc && whole[9 + src.length] === 0xcc, 'whole');
   });
 
   it('throws on a range outside the source, where a view of its memory would read the bytes beside it', () => {
