@@ -48,8 +48,8 @@ export function singleThreadedGc(execArgv: readonly string[] = process.execArgv)
  * scavenge's feedback and each compilation, so literals compiled after this never get allocated in the old
  * generation on a survival guess (test/core/gc-flags.test.ts checks that it takes effect so).
  */
-export function setPretenuring(on: boolean): void {
-  if (!on) v8.setFlagsFromString('--no-allocation-site-pretenuring');
+export function turnOffPretenuring(): void {
+  v8.setFlagsFromString('--no-allocation-site-pretenuring');
 }
 
 /**

@@ -12,7 +12,7 @@ import { parseListenerLimits, type ListenerLimits } from './listener-limits';
 import { loadSite } from './site';
 import { Primary } from './cluster/primary';
 import { WorkerLink } from './cluster/worker-link';
-import { gcNodeFlags, SEMI_SPACE, setHeapGrowth, setPretenuring, singleThreadedGc, SINGLE_THREADED_GC, startedSemiSpaceMB } from './gc-flags';
+import { gcNodeFlags, SEMI_SPACE, setHeapGrowth, singleThreadedGc, SINGLE_THREADED_GC, startedSemiSpaceMB, turnOffPretenuring } from './gc-flags';
 import { setWideInlining, WIDE_INLINING_FLAGS } from './jit-flags';
 
 const STOP_LIMIT_MS = 10_000;
@@ -118,7 +118,7 @@ async function runSingle(siteArg: string | undefined, link?: WorkerLink, flags?:
     );
   }
   if (!kernel.gateway.gcPretenuring) {
-    setPretenuring(false);
+    turnOffPretenuring();
     kernel.log.info(
       { key: 'gateway.gcPretenuring', pretenuring: false },
       "V8's allocation-site pretenuring is off: short-lived objects are not sent to the old generation on a survival guess",

@@ -52,7 +52,7 @@ describe('gc-flags: the old generation growth set at run time', function () {
 
 /** a literal whose every object survives: V8's pretenuring, when on, decides to allocate it in the old generation */
 const SURVIVORS = `
-if (process.argv[1] === 'off') require(${JSON.stringify(FLAGS)}).setPretenuring(false);
+if (process.argv[1] === 'off') require(${JSON.stringify(FLAGS)}).turnOffPretenuring();
 function make(k) { return { k, a: k + 1, b: k + 2, c: null }; }
 let keep = [];
 for (let r = 0; r < 4; r++) {
