@@ -68,8 +68,8 @@ const MAX_SLABS = (2 * DEFAULT_MAX_BACKLOG) / SLAB_BYTES;
 const TRIM_AFTER_MS = 10_000;
 
 class Slab {
-  readonly buf = Buffer.allocUnsafeSlow(SLAB_BYTES);
-  readonly mem = memOf(this.buf);
+  /** the slab's memory, copies being views of it (allocUnsafeSlow: memory of its own, not zeroed) */
+  readonly mem = memOf(Buffer.allocUnsafeSlow(SLAB_BYTES));
   used = 0;
   /** copies carved from it not yet handled */
   live = 0;
