@@ -17,6 +17,7 @@
  * from the pool's `take` until this arena gives it back; chunk-pool.ts says what sharing the pool costs.
  */
 
+import { memOf, offsetOf } from '../../plugin-sdk/byte-views';
 import type { Chunk, ChunkPool } from './chunk-pool';
 
 /**
@@ -39,9 +40,13 @@ export class PayloadArena {
    */
   private cur: Chunk | undefined;
   private curSize = 0;
-  /** the slice alloc gave last and its chunk: the unit pushed next has it (found without chunkOf's scan) */
-  private lastSlice: Buffer | undefined;
+  /**
+   * The chunk alloc carved last, and where its last slice starts (-1: none): the unit pushed next has it, found
+   * without chunkOf's scan. Numbers and an old chunk, not the slice: a field holding the young slice took the write
+   * barrier's slow path once a frame.
+   */
   private lastChunk: Chunk | undefined;
+  private lastAt = -1;
 
   constructor(
     /** whether every holder is done with the units numbered up to `lastSeq` */
@@ -65,14 +70,15 @@ export class PayloadArena {
     // a view made from the chunk's ArrayBuffer (its memory of its own: offset 0): node's subarray reads the Buffer's
     // `.buffer` and `.byteOffset`, generic property loads in optimised code on Node 20, for every frame
     const slice = Buffer.from(c.mem, at, n);
-    this.lastSlice = slice;
     this.lastChunk = c;
+    this.lastAt = at;
     return slice;
   }
 
   /** A unit with this payload was pushed to the stream as number `seq`. */
   pushed(payload: Buffer, seq: number): void {
-    const c = payload === this.lastSlice ? this.lastChunk : this.chunkOf(payload);
+    const last = this.lastChunk;
+    const c = last !== undefined && memOf(payload) === last.mem ? last : this.chunkOf(payload);
     if (c === undefined) return;
     if (c.pending > 0) c.pending--;
     if (seq > c.lastSeq) c.lastSeq = seq;
@@ -83,13 +89,14 @@ export class PayloadArena {
    * it, its room is carved again.
    */
   discard(payload: Buffer): void {
-    const last = payload === this.lastSlice;
-    const c = last ? this.lastChunk : this.chunkOf(payload);
+    const lastChunk = this.lastChunk;
+    const c = lastChunk !== undefined && memOf(payload) === lastChunk.mem ? lastChunk : this.chunkOf(payload);
     if (c === undefined || c.pending === 0) return;
     c.pending--;
-    if (last && c === this.cur) {
-      this.used = payload.byteOffset - c.buf.byteOffset;
-      this.lastSlice = undefined;
+    // the slice carved last: its room is carved again (a chunk's memory is all of its ArrayBuffer: offsets are the same)
+    if (c === lastChunk && c === this.cur && offsetOf(payload) === this.lastAt) {
+      this.used = this.lastAt;
+      this.lastAt = -1;
       this.lastChunk = undefined;
     }
   }
@@ -109,17 +116,17 @@ export class PayloadArena {
     this.cur = undefined;
     this.curSize = 0;
     this.trackedBytes = 0;
-    this.lastSlice = undefined;
+    this.lastAt = -1;
     this.lastChunk = undefined;
   }
 
   /**
    * The tracked chunk a slice was carved from, newest first (a slice not pushed at once is a frame held back a
    * little). A scan, not a map by memory: the list is a GOP's chunks or so, and the map's insert and delete for
-   * every chunk (with the `.buffer` reads they need) cost more than the scans of the few slices that miss lastSlice.
+   * every chunk (with the `.buffer` reads they need) cost more than the scans of the few slices not from lastChunk.
    */
   private chunkOf(payload: Buffer): Chunk | undefined {
-    const mem = payload.buffer;
+    const mem = memOf(payload);
     const list = this.chunks;
     for (let i = list.length - 1; i >= 0; i--) if (list[i].mem === mem) return list[i];
     return undefined;

@@ -147,6 +147,19 @@ describe('payload arena (Publisher.alloc)', () => {
     a.discard(Buffer.alloc(10)); // not the arena's: ignored
   });
 
+  it('a discarded slice that is not the last carved leaves the carving where it is', () => {
+    const pool = new ChunkPool(() => 0, 1024, 4096);
+    const a = new PayloadArena(() => true, pool);
+    const first = a.alloc(100);
+    const second = a.alloc(100);
+    a.discard(first);
+    const third = a.alloc(100);
+    assert.equal(third.buffer, second.buffer);
+    assert.equal(third.byteOffset, second.byteOffset + 104, 'after the second (8-byte steps), not over it');
+    a.discard(third);
+    assert.equal(a.alloc(50).byteOffset, third.byteOffset, 'the last one is carved again');
+  });
+
   it("a key frame gives the last GOP's chunks back at once, not when the stream next needs a chunk", async () => {
     const { bus, s, pub } = newStream();
     s.subscribe({ write: () => undefined, holdsPayloads: () => false });

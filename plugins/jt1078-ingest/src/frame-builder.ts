@@ -2,7 +2,7 @@
  * One kind's frame in progress in the reassembler (reassembler.ts): its packets' bodies, where each sits in the
  * Buffer it came in, and what the reassembler has learnt of the source's boundary marks.
  */
-import type { PartCopier } from './part-copier';
+import { memOf, offsetOf, setBytes } from '../../../plugin-sdk';
 
 const MODE_UNPROVEN = 0;
 export const MODE_MARKS = 1;
@@ -65,19 +65,36 @@ export class FrameBuilder {
     this.bytes += end - at;
   }
 
-  /** Copies the bodies of parts `from`..count into `into` at `at`; returns where they end. */
-  copyParts(copier: PartCopier, from: number, into: Buffer, at: number): number {
+  /**
+   * Copies the bodies of parts `from`..count into `into` at `at`; returns where they end.
+   *
+   * Any copy between two Buffers makes a view of the source: Node 20's Buffer.copy makes one too, after more checks,
+   * and a subarray asks the runtime for `.buffer` and `.byteOffset` each time. Here the view is a plain Uint8Array over
+   * the ArrayBuffer, read once per source Buffer (a frame's parts nearly all come from one read), through
+   * plugin-sdk/byte-views.ts (on the prototype, each property was a generic LoadIC here). The source is kept in locals:
+   * kept in a field, the read's young view took the write barrier's slow path once a frame.
+   */
+  copyParts(from: number, into: Buffer, at: number): number {
+    if (from >= this.count) return at;
     const parts = this.parts;
     // a SAME_READ part at `from` is in the Buffer of the last part before it that names one
     let k = from;
     while (k > 0 && parts[k] === SAME_READ) k--;
     let src = parts[k];
+    let mem = memOf(src);
+    let off = offsetOf(src);
     for (let i = from; i < this.count; i++) {
       const q = parts[i];
-      if (q !== SAME_READ) src = q;
-      at += copier.copy(src, this.partAt[i], this.partEnd[i], into, at);
+      if (q !== SAME_READ && q !== src) {
+        src = q;
+        mem = memOf(q);
+        off = offsetOf(q);
+      }
+      const a = this.partAt[i];
+      const n = this.partEnd[i] - a;
+      setBytes(into, new Uint8Array(mem, off + a, n), at);
+      at += n;
     }
-    copier.forget();
     return at;
   }
 

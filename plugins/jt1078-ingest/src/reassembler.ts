@@ -19,7 +19,6 @@ import { DATA_TYPE, Jt1078Packet, SUB_MARK, WIRE_BODY } from './packet';
 import { audioCodecOfPt, videoCodecOfPt } from './payload-types';
 import { hasHisiliconHeader } from './audio';
 import { BufferSlab, FRAME_SLAB_BYTES } from '../../../plugin-sdk';
-import { PartCopier } from './part-copier';
 import { FrameBuilder, MODE_M, MODE_MARKS } from './frame-builder';
 
 export interface Jt1078Frame {
@@ -90,7 +89,6 @@ export class Jt1078Reassembler {
   private readonly slab = new BufferSlab(FRAME_SLAB_BYTES);
   private readonly take: (bytes: number) => Buffer;
   private readonly discard: ((payload: Buffer) => void) | undefined;
-  private readonly copier = new PartCopier();
 
   constructor(
     private readonly sink: FrameSink,
@@ -222,7 +220,7 @@ export class Jt1078Reassembler {
       if (kept > 0) grown.set(store!.subarray(0, kept));
       store = b.store = grown;
     }
-    const at = b.copyParts(this.copier, kept > 0 ? 1 : 0, store, kept);
+    const at = b.copyParts(kept > 0 ? 1 : 0, store, kept);
     b.keepOnly(store, at);
   }
 
@@ -264,7 +262,7 @@ export class Jt1078Reassembler {
       return;
     }
     const payload = this.take(b.bytes);
-    b.copyParts(this.copier, 0, payload, 0);
+    b.copyParts(0, payload, 0);
     b.reset();
     if (isVideo) {
       const codec = videoCodecOfPt(b.pt);

@@ -77,7 +77,7 @@ export class Jt1078StreamAssembler {
   private readonly discard: ((payload: Buffer) => void) | undefined;
   /** memory for a payload made anew (start codes normalised): the publisher's */
   private readonly alloc: (bytes: number) => Buffer;
-  /** the payload of the frame being handled, and whether a unit pushed carries (part of) it */
+  /** the payload of the audio frame being handled, and whether a unit pushed carries (part of) it */
   private framePayload: Buffer | undefined;
   private carried = false;
   private packets = 0;
@@ -198,13 +198,17 @@ export class Jt1078StreamAssembler {
 
   /** FrameSink: called by the reassembler. */
   onFrame(f: Jt1078Frame): void {
+    // dropped, or carried in memory of its own: the bus may reuse what the reassembler took for it
+    if (f.kind === 'video') {
+      // (the video path knows what it carries: the frame's payload in a field took the write barrier's slow path)
+      if (!this.onVideo(f)) this.discard?.(f.payload);
+      return;
+    }
     this.carried = false;
     this.framePayload = f.payload;
-    if (f.kind === 'video') this.onVideo(f);
-    else this.audio.onFrame(f);
+    this.audio.onFrame(f);
     this.framePayload = undefined;
-    // dropped, or carried in memory of its own: the bus may reuse what the reassembler took for it
-    // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- onVideo() or the audio path above set it when the bus keeps the payload
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- the audio path's units (unit()) set it when the bus keeps the payload
     if (!this.carried) this.discard?.(f.payload);
   }
 
@@ -222,10 +226,11 @@ export class Jt1078StreamAssembler {
 
   // --- video -----------------------------------------------------------------------------------
 
-  private onVideo(f: Jt1078Frame): void {
+  /** Whether the unit it made (if any) carries the frame's payload itself. */
+  private onVideo(f: Jt1078Frame): boolean {
     if (f.codec !== 'h264' && f.codec !== 'h265') {
       this.unsupportedVideo++;
-      return;
+      return false;
     }
     const codec: VideoCodec = f.codec;
     if (codec !== this.vCodec) {
@@ -237,7 +242,7 @@ export class Jt1078StreamAssembler {
     }
     const flags = f.nalFlags;
     if (flags & (NAL_FLAG.SPS | NAL_FLAG.PPS | NAL_FLAG.VPS)) this.takeParameterSets(codec, f);
-    if (!(flags & NAL_FLAG.VCL) && !(flags & NAL_FLAG.NO_START_CODE)) return; // parameter sets / SEI only: nothing to show
+    if (!(flags & NAL_FLAG.VCL) && !(flags & NAL_FLAG.NO_START_CODE)) return false; // parameter sets / SEI only: nothing to show
     const haveParams = this.sps !== undefined && this.pps !== undefined && (codec === 'h264' || this.vps !== undefined);
 
     if (f.keyframe && haveParams && (this.paramsDirty || !this.videoStarted)) {
@@ -246,7 +251,7 @@ export class Jt1078StreamAssembler {
     }
     if (!this.videoStarted) {
       this.waitingForParams++;
-      return;
+      return false;
     }
 
     // A key frame is published as the terminal sent it: the track holds the parameter sets (announced before it),
@@ -261,7 +266,7 @@ export class Jt1078StreamAssembler {
     }
     const t = this.timeline.map('video', f.timestamp);
     this.videoUnits++;
-    this.unit(
+    this.sink.onAccessUnit(
       unitAt({
         kind: 'video',
         codec,
@@ -274,6 +279,8 @@ export class Jt1078StreamAssembler {
         nalsAt,
       }),
     );
+    // a normalised payload is memory of its own
+    return payload === f.payload;
   }
 
   /**
