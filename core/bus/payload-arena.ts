@@ -77,8 +77,7 @@ export class PayloadArena {
 
   /** A unit with this payload was pushed to the stream as number `seq`. */
   pushed(payload: Buffer, seq: number): void {
-    const last = this.lastChunk;
-    const c = last !== undefined && memOf(payload) === last.mem ? last : this.chunkOf(payload);
+    const c = this.chunkOf(payload);
     if (c === undefined) return;
     if (c.pending > 0) c.pending--;
     if (seq > c.lastSeq) c.lastSeq = seq;
@@ -89,12 +88,11 @@ export class PayloadArena {
    * it, its room is carved again.
    */
   discard(payload: Buffer): void {
-    const lastChunk = this.lastChunk;
-    const c = lastChunk !== undefined && memOf(payload) === lastChunk.mem ? lastChunk : this.chunkOf(payload);
+    const c = this.chunkOf(payload);
     if (c === undefined || c.pending === 0) return;
     c.pending--;
     // the slice carved last: its room is carved again (a chunk's memory is all of its ArrayBuffer: offsets are the same)
-    if (c === lastChunk && c === this.cur && offsetOf(payload) === this.lastAt) {
+    if (c === this.lastChunk && c === this.cur && offsetOf(payload) === this.lastAt) {
       this.used = this.lastAt;
       this.lastAt = -1;
       this.lastChunk = undefined;
@@ -121,12 +119,15 @@ export class PayloadArena {
   }
 
   /**
-   * The tracked chunk a slice was carved from, newest first (a slice not pushed at once is a frame held back a
-   * little). A scan, not a map by memory: the list is a GOP's chunks or so, and the map's insert and delete for
-   * every chunk (with the `.buffer` reads they need) cost more than the scans of the few slices not from lastChunk.
+   * The chunk a slice was carved from: the one carved last (nearly every slice, pushed or discarded right after its
+   * alloc), else the tracked ones, newest first (a slice not pushed at once is a frame held back a little). A scan, not
+   * a map by memory: the list is a GOP's chunks or so, and the map's insert and delete for every chunk (with the
+   * `.buffer` reads they need) cost more than the scans of the few slices not from lastChunk.
    */
   private chunkOf(payload: Buffer): Chunk | undefined {
     const mem = memOf(payload);
+    const last = this.lastChunk;
+    if (last !== undefined && last.mem === mem) return last;
     const list = this.chunks;
     for (let i = list.length - 1; i >= 0; i--) if (list[i].mem === mem) return list[i];
     return undefined;
