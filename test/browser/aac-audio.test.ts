@@ -97,6 +97,9 @@ async function release(e: E2eGateway, open: OpenResult): Promise<void> {
 const fmt = (a: AudioSnapshot): string =>
   `peak ${a.peakHz.toFixed(1)} Hz at ${a.peakDb.toFixed(1)} dB, next ${a.nextDb.toFixed(1)} dB at ${a.nextHz.toFixed(0)} Hz, floor ${a.floorDb.toFixed(1)} dB, rms ${a.rms.toFixed(3)}`;
 
+/** a window's level against the tone the terminal sent, in dB */
+const levelDb = (a: AudioSnapshot): number => 20 * Math.log10(a.rms / TONE_RMS);
+
 describe("browser: AAC audio (from the terminal's G.711A) heard through mpegts.js in headless Chromium", function () {
   this.timeout(60_000);
   const e = useE2eGateway({ disconnectGraceMs: 200 }, {}, [{ name: 'audio-aac' }]);
@@ -222,12 +225,17 @@ describe("browser: AAC audio (from the terminal's G.711A) heard through mpegts.j
           // measured: 49 dB (the next is at 3 kHz, an odd harmonic as A-law's quantisation of the tone makes); noise or a
           // garbled decode comes far closer
           assert.ok(a.peakDb - a.nextDb >= 40, `${what}: the tone stands 40 dB above anything else in ${BAND[0]}-${BAND[1]} Hz`);
-          // the first window (FFT_SIZE samples, ~0.7 s) reaches back to before the element started playing
+          // the first window (FFT_SIZE samples, ~0.7 s) reaches back to before the element started playing. A gap in
+          // Chromium's own playout on a loaded machine dents one window (seen: -1.93 dB, with a side tone at 947 Hz from
+          // the cut), so a window may be 3 dB off; the chain's gain is the windows' median, held to 1.5 dB below
           if (i > 0) {
-            const db = 20 * Math.log10(a.rms / TONE_RMS);
-            assert.ok(Math.abs(db) <= 1.5, `${what}: the tone's level as the terminal sent it (${db.toFixed(2)} dB off, within 1.5)`);
+            const db = levelDb(a);
+            assert.ok(Math.abs(db) <= 3, `${what}: the tone's level as the terminal sent it (${db.toFixed(2)} dB off, within 3)`);
           }
         }
+        const levels = heard.slice(1).map(levelDb);
+        const median = levels.sort((x, y) => x - y)[levels.length >> 1]!;
+        assert.ok(Math.abs(median) <= 1.5, `the tone's level, the median of ${levels.length} windows, is ${median.toFixed(2)} dB off (within 1.5)`);
         assert.ok((await metric(e.gw, 'gw_audio_aac_frames_out_total')) > framesOutBefore, "the gateway's AAC stage made the frames");
 
         const peaks = heard.map((a) => a.peakHz);
