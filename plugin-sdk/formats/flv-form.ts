@@ -185,6 +185,12 @@ export class FlvFormEncoder<F> implements FormatEncoder<F> {
   }
 }
 
+/** Copies a form's config tags (FlvForm.config) into `into` from `at`; returns where they end. For FlvForm.copyConfig. */
+export function copyConfigTags(config: Buffer[] | undefined, into: Buffer, at: number): number {
+  if (config !== undefined) for (let i = 0; i < config.length; i++) at += copyBytes(config[i], 0, lengthOf(config[i]), into, at);
+  return at;
+}
+
 /** The SDK's own form: the wire unit as pushWire made it (its small parts in the muxer's shared slab). */
 export class WireForm implements FlvForm {
   readonly config: Buffer[] | undefined;
@@ -199,9 +205,7 @@ export class WireForm implements FlvForm {
   }
 
   copyConfig(into: Buffer, at: number): number {
-    const c = this.config;
-    if (c !== undefined) for (let i = 0; i < c.length; i++) at += copyBytes(c[i], 0, lengthOf(c[i]), into, at);
-    return at;
+    return copyConfigTags(this.config, into, at);
   }
 
   copyMedia(into: Buffer, at: number): number {

@@ -8,12 +8,12 @@
 import { defineFormat, type MediaBus, type UnitFormat } from '../../../plugin-sdk';
 // per unit: from the defining modules, not the barrel (test/core/module-exports.test.ts says why)
 import { readU32LE, writeU32LE } from '../../../plugin-sdk/formats';
-import { FlvFormEncoder, shareFlvFormat, type FlvForm, type FlvFormHooks, type FlvInit } from '../../../plugin-sdk/formats';
+import { FlvFormEncoder, copyConfigTags, shareFlvFormat, type FlvForm, type FlvFormHooks, type FlvInit } from '../../../plugin-sdk/formats';
 import type { WireUnit } from '../../../plugin-sdk/formats';
 import type { AudioCodec } from '../../../plugin-sdk';
 import { sizeLineLength, writeSizeLine, wsHeader } from './framing';
 import { flvHeader, onMetaDataBody } from './nms';
-import { copyBytes, lengthOf } from '../../../plugin-sdk';
+import { copyBytes } from '../../../plugin-sdk';
 
 /**
  * Where units' small bytes live: 4 KiB chunks shared by many units, each unit holding its chunk and offsets rather than
@@ -90,9 +90,7 @@ export class FlvFrame implements FlvForm {
 
   /** Copies the config tags that changed with this unit into `into` from `at`; returns where they end. */
   copyConfig(into: Buffer, at: number): number {
-    const c = this.config;
-    if (c !== undefined) for (let i = 0; i < c.length; i++) at += copyBytes(c[i], 0, lengthOf(c[i]), into, at);
-    return at;
+    return copyConfigTags(this.config, into, at);
   }
 
   /** Copies the unit's media tags into `into` from `at` (mediaBytes of room); returns where they end. */
