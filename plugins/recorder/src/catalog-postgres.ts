@@ -179,7 +179,7 @@ export class PostgresRecordCatalog implements RecordCatalog {
     return r;
   }
 
-  async update(reqId: string, patch: RecordUpdate): Promise<boolean> {
+  async update(reqId: string, patch: RecordUpdate, ifRecording = false): Promise<boolean> {
     checkRecordUpdate(patch);
     const sets: string[] = [];
     const params: unknown[] = [reqId];
@@ -192,8 +192,9 @@ export class PostgresRecordCatalog implements RecordCatalog {
     if (patch.state !== undefined) set('state', patch.state);
     if (patch.endTm !== undefined) set('end_tm', patch.endTm);
     if (patch.error !== undefined) set('error', patch.error);
-    if (sets.length === 0) return (await this.q(`SELECT 1 FROM ${this.t} WHERE req_id = $1`, params)).rowCount > 0;
-    return (await this.q(`UPDATE ${this.t} SET ${sets.join(', ')} WHERE req_id = $1`, params)).rowCount > 0;
+    const where = ifRecording ? `req_id = $1 AND state = 'recording'` : 'req_id = $1';
+    if (sets.length === 0) return (await this.q(`SELECT 1 FROM ${this.t} WHERE ${where}`, params)).rowCount > 0;
+    return (await this.q(`UPDATE ${this.t} SET ${sets.join(', ')} WHERE ${where}`, params)).rowCount > 0;
   }
 
   async getByReqId(appId: string, reqId: string): Promise<StoredRecord | null> {

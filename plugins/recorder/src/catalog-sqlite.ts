@@ -236,7 +236,7 @@ export class SqliteRecordCatalog implements RecordCatalog {
     return n;
   }
 
-  async update(reqId: string, patch: RecordUpdate): Promise<boolean> {
+  async update(reqId: string, patch: RecordUpdate, ifRecording = false): Promise<boolean> {
     checkRecordUpdate(patch);
     const sets: string[] = [];
     const params: Record<string, unknown> = { req_id: reqId };
@@ -261,12 +261,13 @@ export class SqliteRecordCatalog implements RecordCatalog {
       params.error = patch.error;
     }
     const db = this.live();
+    const where = ifRecording ? `req_id = @req_id AND state = 'recording'` : 'req_id = @req_id';
     if (sets.length === 0) {
-      return db.prepare('SELECT 1 FROM stored_av WHERE req_id = ?').get(reqId) !== undefined;
+      return db.prepare(`SELECT 1 FROM stored_av WHERE ${where}`).get(params) !== undefined;
     }
     // Only a handful of distinct SET lists occur, and better-sqlite3 caches nothing itself; preparing per
     // call costs microseconds next to the write.
-    return db.prepare(`UPDATE stored_av SET ${sets.join(', ')} WHERE req_id = @req_id`).run(params).changes > 0;
+    return db.prepare(`UPDATE stored_av SET ${sets.join(', ')} WHERE ${where}`).run(params).changes > 0;
   }
 
   async getByReqId(appId: string, reqId: string): Promise<StoredRecord | null> {

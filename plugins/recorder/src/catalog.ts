@@ -79,8 +79,11 @@ export interface RangeQuery {
 export interface RecordCatalog {
   /** Adds a row in state 'recording' with sz 0; rejects when reqId already exists. */
   insertStart(rec: RecordStart): Promise<StoredRecord>;
-  /** true when the row existed. */
-  update(reqId: string, patch: RecordUpdate): Promise<boolean>;
+  /**
+   * true when the row existed (with `ifRecording`: and was still in state 'recording', so that of several writers
+   * closing the same orphan at once, one does).
+   */
+  update(reqId: string, patch: RecordUpdate, ifRecording?: boolean): Promise<boolean>;
   /** The caller's own record, or null for an unknown or another application's reqId. */
   getByReqId(appId: string, reqId: string): Promise<StoredRecord | null>;
   /** Ordered by reqTm ascending, then reqId; OFFSET paging. */

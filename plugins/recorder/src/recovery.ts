@@ -66,7 +66,7 @@ async function recoverOne(catalog: RecordCatalog, storeRoot: string, rec: Stored
     if (opts.quietMs > 0 && opts.now.getTime() - rec.reqTm.getTime() < opts.quietMs) return null;
     // A request that ends before any media leaves no record; one cut short before any media must not either,
     // or it would be listed for ever with a url that answers 404.
-    await catalog.delete([rec.reqId]);
+    if ((await catalog.delete([rec.reqId])) === 0) return null;
     return { reqId: rec.reqId, state: 'removed', sz: 0, truncated: 0 };
   }
   // mtimes are wall-clock time, whatever clock the gateway runs on
@@ -75,8 +75,11 @@ async function recoverOne(catalog: RecordCatalog, storeRoot: string, rec: Stored
   if (opts.node && rec.apiBase === null) await catalog.claim([rec.reqId], opts.node.apiBase);
   const endTm = st.mtime;
   const ext = await flvExtent(file);
+  // Each close is made only while the row is still 'recording': another writer of a shared catalog (a worker, a
+  // node) may list the same orphan in the same moment, and then only one of them closes it, logs and counts it.
   if (!ext.flv) {
-    await catalog.update(rec.reqId, { state: 'failed', sz: ext.size, endTm, error: 'the gateway stopped while recording and the file holds no FLV data' });
+    const error = 'the gateway stopped while recording and the file holds no FLV data';
+    if (!(await catalog.update(rec.reqId, { state: 'failed', sz: ext.size, endTm, error }, true))) return null;
     return { reqId: rec.reqId, state: 'failed', sz: ext.size, truncated: 0 };
   }
   let sz = ext.size;
@@ -86,7 +89,8 @@ async function recoverOne(catalog: RecordCatalog, storeRoot: string, rec: Stored
     await fs.promises.utimes(file, endTm, endTm);
     sz = ext.length;
   }
-  await catalog.update(rec.reqId, { state: 'done', sz, endTm, mediaTyp: rec.mediaTyp ?? typOf(ext.hasVideo, ext.hasAudio), error: null });
+  const closed = await catalog.update(rec.reqId, { state: 'done', sz, endTm, mediaTyp: rec.mediaTyp ?? typOf(ext.hasVideo, ext.hasAudio), error: null }, true);
+  if (!closed) return null;
   return { reqId: rec.reqId, state: 'done', sz, truncated: ext.size - sz };
 }
 

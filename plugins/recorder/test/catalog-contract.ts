@@ -152,6 +152,23 @@ export function catalogContract(name: string, harness: CatalogHarness): void {
       await assert.rejects(c.update('upd-00001', { state: 'paused' as never }), TypeError);
     });
 
+    it('update with ifRecording changes a row only while it is recording (one of two writers closing it does)', async () => {
+      const c = await open();
+      await c.insertStart(start({ reqId: 'cas-00001' }));
+      const endTm = new Date(T0 + 5 * MIN);
+      const [a, b] = await Promise.all([
+        c.update('cas-00001', { state: 'done', sz: 100, endTm }, true),
+        c.update('cas-00001', { state: 'failed', sz: 7, endTm, error: 'x' }, true),
+      ]);
+      assert.deepEqual([a, b].sort(), [false, true], 'exactly one of the two closes it');
+      const r = (await c.getByReqId('appA', 'cas-00001'))!;
+      assert.deepEqual([r.state, r.sz], a ? ['done', 100] : ['failed', 7], 'the row holds what the one that closed it wrote');
+      assert.equal(await c.update('cas-00001', { sz: 1 }, true), false, 'a closed row stays as it is');
+      assert.equal(await c.update('cas-00001', {}, true), false);
+      assert.equal(await c.update('nope-0001', { sz: 1 }, true), false);
+      assert.equal(await c.update('cas-00001', { sz: 200 }), true, 'without ifRecording any row');
+    });
+
     it('getByReqId answers only the owning application', async () => {
       const c = await open();
       await c.insertStart(start({ reqId: 'own-00001', appId: 'appA' }));

@@ -100,6 +100,22 @@ describe('recovery of recordings left unfinished', () => {
     assert.deepEqual(await catalog.listUnfinished(), []);
   });
 
+  it('two passes at once (two writers of one catalog) close each orphan once: one of them reports it', async () => {
+    const mtime = new Date(Math.floor(NOW.getTime() / 1000) * 1000 - 30_000);
+    const good = flvBytes(30);
+    const lastTag = good.subarray(parseFlv(good).tags.at(-1)!.offset);
+    const fTorn = await unfinished('torn-00002', Buffer.concat([good, lastTag.subarray(0, 9)]), mtime);
+    await unfinished('whole-0002', good, mtime);
+    await unfinished('missing-02');
+    await unfinished('garbage-02', Buffer.from('not FLV'), mtime);
+    const [a, b] = await Promise.all([recoverUnfinished(catalog, store, opts), recoverUnfinished(catalog, store, opts)]);
+    assert.deepEqual([...a.errors, ...b.errors], []);
+    assert.deepEqual([...a.recovered, ...b.recovered].map((r) => r.reqId).sort(), ['garbage-02', 'missing-02', 'torn-00002', 'whole-0002']);
+    assert.equal(a.skipped + b.skipped, 4, 'the other pass found each closed already');
+    assert.ok(fs.readFileSync(fTorn).equals(good), 'the torn tail is cut off, once');
+    assert.deepEqual(await catalog.listUnfinished(), []);
+  });
+
   it('leaves rows alone that are being recorded here, or whose file changed within quietMs', async () => {
     await unfinished('active-001', flvBytes(5));
     await unfinished('fresh-0001', flvBytes(5));
