@@ -238,8 +238,8 @@ describe('a fleet of three nodes on one Redis directory (real processes)', funct
     const client = new Redis(redis.url);
     try {
       await waitFor("B's claim put back", async () => (await client.get(`gw:{s:${SIM}}:ch:1`))?.startsWith('node-b|'), 10_000, 200);
-      // B puts its requests back after its claims, in passes of their own: on a loaded machine C's first look can
-      // come between them
+      // B's restore puts its claims back, then its requests (core/directory/redis-directory.ts): a first look by C
+      // can come between the two
       await waitFor(
         "B's request found through C",
         async () => ((await nodes.C.api('GET', '/strm/status')).json.data as Array<{ reqId: string }>).some((s) => s.reqId === onB[0]),

@@ -33,8 +33,8 @@ import {
   type OpenResult,
 } from './helpers';
 
-// The reconnect comes ~0.5 s after the terminal's last packet (the checks of what it sent come first); with two test
-// files at once, a 2 s grace once ran out before it did and the intruder took over early. 5 s leaves ten times the room.
+// The reconnect comes ~0.5 s after the terminal's last packet (the checks of what it sent come first); on a loaded
+// machine a 2 s grace once ran out before it did and the intruder took over early. 5 s leaves ten times the room.
 const GRACE_MS = 5000;
 const REAL = 'jt1078/glaciall-cif-h264-2013.bin';
 const OTHER = 'jt1078/xunilcyl-d1-h264-2013.bin';

@@ -36,7 +36,7 @@ export interface RecoveredRow {
 
 export interface RecoveryResult {
   recovered: RecoveredRow[];
-  /** rows left for a later pass because their file was written to recently */
+  /** rows left as they are: their file was written to recently (a later pass looks again), or another writer of the catalog closed them meanwhile */
   skipped: number;
   /** rows that could not be examined (left as they are for the next pass) */
   errors: Array<{ reqId: string; message: string }>;
