@@ -9,11 +9,11 @@ import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { simsOfWorkers, startClusterGateway, type ClusterGateway } from '../support/cluster-gateway';
 import { ffmpegListen, ffmpegPublish, probeVideo, recordAndProbe } from '../../plugins/rtmp/test/helpers';
 import { TcpTerminal, capture, encodeLazily, loopedPackets, waitFor } from '../e2e/helpers';
+import { scratchDir } from '../support/paths';
 
 const CAPTURE = 'jt1078/glaciall-cif-h264-2013.bin';
 const KEY = 'cluster-publish-key';
@@ -101,7 +101,7 @@ describe('RTMP on a gateway with two workers (real process)', function () {
   });
 
   it("POST /strm/relay of each worker's request is answered by that worker, and ffmpeg listening receives the stream", async () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cluster-relay-'));
+    const dir = scratchDir('cluster-relay');
     for (const [i, sim] of sims.entries()) {
       const port = await new Promise<number>((resolve) => {
         const s = net.createServer().listen(0, '127.0.0.1', () => {

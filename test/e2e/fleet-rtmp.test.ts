@@ -8,13 +8,12 @@
 import assert from 'node:assert/strict';
 import * as net from 'node:net';
 import type { ChildProcess } from 'node:child_process';
-import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { startRedis, type RedisServer } from '../support/redis';
 import { sharedPorts, startFleetNode, type FleetNode, type FleetPorts } from '../support/fleet-node';
 import { ffmpegListen, ffmpegPublish, probeVideo, recordAndProbe } from '../../plugins/rtmp/test/helpers';
 import { waitFor } from './helpers';
+import { scratchDir } from '../support/paths';
 
 const HOSTS = ['127.0.0.2', '127.0.0.3'];
 const KEY = 'fleet-publish-key';
@@ -95,7 +94,7 @@ describe('RTMP in a fleet of two nodes on one Redis directory (real processes)',
 
   it("POST /strm/relay through A for B's request is answered by B, whose relay reaches ffmpeg listening", async () => {
     const port = await freeOn(['127.0.0.1']);
-    const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'fleet-relay-')), 'got.flv');
+    const file = path.join(scratchDir('fleet-relay'), 'got.flv');
     const receiver = ffmpegListen(`rtmp://127.0.0.1:${port}/app/fleetkey`, file);
     try {
       const r = await nodes.A.api('POST', '/strm/relay', { reqId: reqIdOnB, url: `rtmp://127.0.0.1:${port}/app/fleetkey` });

@@ -23,9 +23,26 @@ export function fixturePath(rel: string): string {
   return p;
 }
 
-/** A fresh scratch directory under the repo's ignored .test-tmp folder. */
+const made: string[] = [];
+
+/**
+ * A fresh scratch directory under the repo's ignored .test-tmp folder, removed when this process exits (a suite runs
+ * a few hundred files: what each left behind would pile up). GW_KEEP_SCRATCH=1 keeps them, to look at after a failure.
+ */
 export function scratchDir(label: string): string {
   const base = path.join(repoRoot, '.test-tmp');
   fs.mkdirSync(base, { recursive: true });
-  return fs.mkdtempSync(path.join(base, label.replace(/[^a-z0-9-]/gi, '_') + '-'));
+  const dir = fs.mkdtempSync(path.join(base, label.replace(/[^a-z0-9-]/gi, '_') + '-'));
+  if (made.push(dir) === 1 && process.env.GW_KEEP_SCRATCH !== '1') process.on('exit', removeScratch);
+  return dir;
+}
+
+function removeScratch(): void {
+  for (const dir of made) {
+    try {
+      fs.rmSync(dir, { recursive: true, force: true });
+    } catch {
+      // a child process still writing there as this one exits: what is left stays under .test-tmp
+    }
+  }
 }

@@ -4,7 +4,7 @@
  * is refused; log in; open the terminal's channel with record on and see it play in the page (the element's clock
  * and decoded frames advance, audio is decoded) and listed as ready with its codecs; close it; find its recording
  * and play it in the page (its MP4 form, through a signed link); download it as FLV and as MP4. No page breaks its CSP. Screenshots of each step go to
- * plugins/console/screenshots/ (shown in the plugin's README).
+ * plugins/console/screenshots/ (shown in the plugin's README) when GW_UPDATE_SCREENSHOTS=1 (browser-helpers.ts).
  */
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
@@ -13,8 +13,8 @@ import type { Browser, Page } from 'playwright-core';
 import { runSimulator } from '../../jt1078-ingest/tools/simulator';
 import { within } from '../../../test/browser/page';
 import { CAPTURES, useE2eGateway, waitFor } from '../../../test/e2e/helpers';
-import { fixturePath, repoRoot } from '../../../test/support/paths';
-import { launchChromium, seePlaying } from './browser-helpers';
+import { fixturePath } from '../../../test/support/paths';
+import { launchChromium, screenshotDir, seePlaying } from './browser-helpers';
 
 // browser globals inside page.evaluate callbacks (the project's lib is ES2022 without DOM; these stay in this module)
 declare const document: any;
@@ -22,7 +22,6 @@ declare const localStorage: { length: number };
 declare const sessionStorage: { length: number };
 
 const CAP = CAPTURES.find((c) => c.file === 'jt1078/gojt808-d1-h264-g711a-2013.bin')!;
-const SHOTS = path.join(repoRoot, 'plugins', 'console', 'screenshots');
 
 describe('console in headless Chromium: log in, open, play, close, find the recording, play it', function () {
   this.timeout(120_000);
@@ -34,7 +33,6 @@ describe('console in headless Chromium: log in, open, play, close, find the reco
 
   before(async function () {
     this.timeout(45_000);
-    fs.mkdirSync(SHOTS, { recursive: true });
     browser = await launchChromium();
     page = await browser.newPage({ viewport: { width: 1280, height: 900 }, acceptDownloads: true });
     page.setDefaultTimeout(15_000);
@@ -51,7 +49,7 @@ describe('console in headless Chromium: log in, open, play, close, find the reco
     if (this.currentTest?.state === 'failed') console.log(`      page console:\n        ${pageLog.slice(-30).join('\n        ')}`);
   });
 
-  const shot = (name: string) => page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true });
+  const shot = (name: string) => page.screenshot({ path: path.join(screenshotDir(), `${name}.png`), fullPage: true });
   const cspViolations = () => pageLog.filter((l) => /Content Security Policy|Refused to (load|execute|apply|connect)/i.test(l));
 
   it('serves the console with a strict CSP and nosniff, and refuses a wrong password', async () => {
@@ -192,7 +190,7 @@ describe('console in headless Chromium: log in, open, play, close, find the reco
     await docs.waitForSelector('.opblock', { timeout: 20_000 });
     const ops = await docs.$$eval('.opblock-summary-path', (els: any[]) => els.map((x) => x.textContent as string));
     assert.ok(ops.includes('/strm/open') && ops.includes('/strm/record'), ops.join(', '));
-    await docs.screenshot({ path: path.join(SHOTS, '5-docs.png') });
+    await docs.screenshot({ path: path.join(screenshotDir(), '5-docs.png') });
     assert.deepEqual(
       log.filter((l) => /Content Security Policy|Refused to/i.test(l)),
       [],

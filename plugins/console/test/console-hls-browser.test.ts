@@ -4,14 +4,13 @@
  * and decoded frames advance at the capture's size, with audio decoded; the RTSP-style copy box shows the play URL.
  */
 import assert from 'node:assert/strict';
-import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { runSimulator } from '../../jt1078-ingest/tools/simulator';
 import { within } from '../../../test/browser/page';
 import { CAPTURES, useE2eGateway } from '../../../test/e2e/helpers';
-import { fixturePath, repoRoot } from '../../../test/support/paths';
-import { launchChromium, logIn, seePlaying } from './browser-helpers';
+import { fixturePath } from '../../../test/support/paths';
+import { launchChromium, logIn, screenshotDir, seePlaying } from './browser-helpers';
 
 const CAP = CAPTURES.find((c) => c.file === 'jt1078/gojt808-d1-h264-g711a-2013.bin')!;
 
@@ -66,8 +65,6 @@ describe('console in headless Chromium: HLS (fmt 1) through hls.js', function ()
       pageLog.filter((l) => /Content Security Policy|Refused to/i.test(l)),
       [],
     );
-    const shots = path.join(repoRoot, 'plugins', 'console', 'screenshots');
-    fs.mkdirSync(shots, { recursive: true });
-    await page.screenshot({ path: path.join(shots, '6-hls.png'), fullPage: true });
+    await page.screenshot({ path: path.join(screenshotDir(), '6-hls.png'), fullPage: true });
   });
 });

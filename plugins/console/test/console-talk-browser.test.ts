@@ -13,9 +13,9 @@ import { runSimulator, type SimulatorSummary } from '../../jt1078-ingest/tools/s
 import { wavHeader } from '../../jt1078-ingest/tools/talk-receiver';
 import { within } from '../../../test/browser/page';
 import { CAPTURES, useE2eGateway, waitFor } from '../../../test/e2e/helpers';
-import { fixturePath, repoRoot, scratchDir } from '../../../test/support/paths';
+import { fixturePath, scratchDir } from '../../../test/support/paths';
 import { powerAt } from '../../intercom/test/helpers';
-import { launchChromium, logIn } from './browser-helpers';
+import { launchChromium, logIn, screenshotDir } from './browser-helpers';
 
 const CAP = CAPTURES.find((c) => c.file === 'jt1078/gojt808-d1-h264-g711a-2013.bin')!;
 const TONE_HZ = 1000;
@@ -91,9 +91,7 @@ describe('console in headless Chromium: the talk button (intercom)', function ()
         20_000,
         200,
       );
-      const shots = path.join(repoRoot, 'plugins', 'console', 'screenshots');
-      fs.mkdirSync(shots, { recursive: true });
-      await page.screenshot({ path: path.join(shots, '7-talk.png'), fullPage: true });
+      await page.screenshot({ path: path.join(screenshotDir(), '7-talk.png'), fullPage: true });
       await page.click('#talk-button');
       assert.equal(await page.textContent('#talk-button'), 'Talk');
     } finally {

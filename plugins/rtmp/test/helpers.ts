@@ -4,15 +4,14 @@
  */
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import * as fs from 'node:fs';
 import * as net from 'node:net';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { definePlugin } from '../../../plugin-sdk';
 import { startTestGateway, stubMediaPlugin, type TestGateway } from '../../../plugin-sdk/testkit';
 import { requireTool } from '../../../test/support/tools';
 import { run, waitFor } from '../../rtsp-out/test/helpers';
 import { RTMP_SERVER, type RtmpService } from '../service';
+import { scratchDir } from '../../../test/support/paths';
 
 export const HOST = '127.0.0.1';
 export const KEY = 'demo-publish-key';
@@ -104,7 +103,7 @@ export interface Probed {
 
 /** ffmpeg copies `seconds` of a URL into a NUT file; ffprobe counts its frames and ffmpeg decodes them all */
 export async function recordAndProbe(url: string, seconds: number, input: string[] = []): Promise<Probed & { file: string }> {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rtmp-test-'));
+  const dir = scratchDir('rtmp-test');
   const file = path.join(dir, 'out.nut');
   const r = await run(requireTool('ffmpeg', 'ffmpeg'), ['-v', 'error', ...input, '-i', url, '-t', String(seconds), '-c', 'copy', '-f', 'nut', file], 40_000);
   assert.equal(r.code, 0, `ffmpeg could not read ${url.replace(/token=[^&]*/, 'token=…')}: ${r.stderr}`);

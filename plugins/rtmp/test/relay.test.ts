@@ -7,13 +7,13 @@ import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { definePlugin, type NoticePayload } from '../../../plugin-sdk';
 import { DEMO_APP, startTestGateway, stubMediaPlugin, type TestGateway } from '../../../plugin-sdk/testkit';
 import { requireTool } from '../../../test/support/tools';
 import { run, waitFor } from '../../rtsp-out/test/helpers';
 import { ffmpegPublish, HOST, KEY, recordAndProbe } from './helpers';
+import { scratchDir } from '../../../test/support/paths';
 
 type RelayNotice = NoticePayload & { relayState?: string; relayUrl?: string; relayId?: string; relayError?: string };
 const OTHER = { appId: 'other', user: 'other', password: 'other-secret' };
@@ -78,7 +78,7 @@ describe('rtmp: push out (POST /strm/relay) to RTMP servers we did not write', f
   let nms: Nms;
   let reqId: string;
   const notices: RelayNotice[] = [];
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rtmp-relay-'));
+  const dir = scratchDir('rtmp-relay');
   const streamKey = 'relaykey1';
   const nmsUrl = () => `rtmp://${HOST}:${nms.rtmp}/live/${streamKey}?secret=s3cr3tQuery`;
 

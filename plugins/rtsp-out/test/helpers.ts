@@ -6,9 +6,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import * as dgram from 'node:dgram';
-import * as fs from 'node:fs';
 import * as net from 'node:net';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { videoUnit, type AccessUnit, type VideoTrackInfo } from '../../../plugin-sdk';
 import { splitAnnexB, h265NalType } from '../../../plugin-sdk/formats';
@@ -16,6 +14,7 @@ import { extractH265ParameterSets, parseH265Sps } from '../../../plugin-sdk/form
 import { encodeH265TestPattern, startTestGateway, stubMediaPlugin, testClip, type TestClip, type TestGateway } from '../../../plugin-sdk/testkit';
 import { requireTool } from '../../../test/support/tools';
 import rtspOut from '../index';
+import { scratchDir } from '../../../test/support/paths';
 
 export interface RtspGateway {
   gw: TestGateway;
@@ -131,7 +130,7 @@ export interface Recorded {
  * process and must go on serving).
  */
 export function recordRtsp(url: string, transport: 'tcp' | 'udp', seconds: number, extra: string[] = []): Promise<Recorded> {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rtsp-out-'));
+  const dir = scratchDir('rtsp-out');
   const file = path.join(dir, 'out.nut');
   const args = ['-v', 'error', '-rtsp_transport', transport, ...extra, '-i', url, '-t', String(seconds), '-c', 'copy', '-f', 'nut', file];
   return run(requireTool('ffmpeg', 'ffmpeg'), args, 30_000).then((r) => ({ ...r, file }));

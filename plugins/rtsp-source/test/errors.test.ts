@@ -7,13 +7,13 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { requireTool } from '../../../test/support/tools';
 import { stubMediaPlugin, type TestGateway } from '../../../plugin-sdk/testkit';
 import { collectVideo, firstBytes, probeFile, probeUrl, publish } from './support/publisher';
 import { closedPort, droppingServer, TestRtspServer } from './support/test-rtsp-server';
 import { openRtsp, startGateway, statusOf, assertTracks } from './helpers';
+import { scratchDir } from '../../../test/support/paths';
 
 describe('rtsp-source: failures and other cameras', function () {
   this.timeout(90_000);
@@ -177,7 +177,7 @@ describe('rtsp-source: rtsps:// (RTSP over TLS)', function () {
   let cam: ReturnType<typeof publish>;
   before(async () => {
     const openssl = requireTool('openssl', 'openssl');
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rtsp-source-tls-'));
+    const dir = scratchDir('rtsp-source-tls');
     const r = spawnSync(
       openssl,
       [

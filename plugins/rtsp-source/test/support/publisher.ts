@@ -5,10 +5,10 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import type { TestGateway } from '../../../../plugin-sdk/testkit';
 import { requireTool } from '../../../../test/support/tools';
+import { scratchDir } from '../../../../test/support/paths';
 
 export type ClipKind = 'h264-aac' | 'h265-pcma' | 'h264-pcmu';
 
@@ -20,7 +20,7 @@ export function clipFile(kind: ClipKind): string {
   const have = made.get(kind);
   if (have) return have;
   const ffmpeg = requireTool('ffmpeg', 'ffmpeg');
-  dir ??= fs.mkdtempSync(path.join(os.tmpdir(), 'rtsp-source-clips-'));
+  dir ??= scratchDir('rtsp-source-clips');
   const file = path.join(dir, `${kind}.mkv`);
   const video =
     kind === 'h265-pcma'
@@ -150,7 +150,7 @@ export function probeFile(
   format: 'h264' | 'hevc' | 'flv',
 ): Promise<{ codec: string; width: number; height: number; frames: number; errors: string }> {
   const ffprobe = requireTool('ffprobe', 'ffmpeg');
-  dir ??= fs.mkdtempSync(path.join(os.tmpdir(), 'rtsp-source-clips-'));
+  dir ??= scratchDir('rtsp-source-clips');
   const file = path.join(dir, `probe-${process.pid}-${Date.now()}.${format}`);
   fs.writeFileSync(file, data);
   return new Promise((resolve, reject) => {
