@@ -10,6 +10,7 @@ import { BootError, buildConfig } from './config';
 import { GatewayConfig } from './gateway-config';
 import { parseListenerLimits, type ListenerLimits } from './listener-limits';
 import { loadSite } from './site';
+import { removeInternalSockets } from './cluster/forwarder';
 import { Primary } from './cluster/primary';
 import { WorkerLink } from './cluster/worker-link';
 import { gcNodeFlags, SEMI_SPACE, setHeapGrowth, singleThreadedGc, SINGLE_THREADED_GC, startedSemiSpaceMB, turnOffPretenuring } from './gc-flags';
@@ -72,6 +73,7 @@ async function runPrimary(workers: number, gateway: GatewayConfig, siteName: str
       JTGW_NODE_EPOCH: randomBytes(6).toString('base64url'),
     },
   });
+  process.on('exit', () => removeInternalSockets(String(process.pid)));
   // a signal during boot stops the workers booted so far
   onSignals(() => primary.stop(STOP_LIMIT_MS - 1000), log);
   try {

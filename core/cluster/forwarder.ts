@@ -13,9 +13,27 @@ import type { WorkerLink } from './worker-link';
 export const FORWARDED_HEADER = 'x-gw-forwarded';
 const REMOTE_HEADER = 'x-gw-remote';
 
+/** the folder of a cluster's internal sockets (the primary's pid names the cluster) */
+function internalSocketDir(clusterId: string): string {
+  return path.join(os.tmpdir(), `gw-${clusterId}`);
+}
+
 /** where worker `index` takes forwarded requests for `listener` (short: a Unix socket path has ~100 bytes) */
 export function internalSocketPath(clusterId: string, index: number, listener: string): string {
-  return path.join(os.tmpdir(), `gw-${clusterId}`, `${index}-${listener.replace(/[^a-zA-Z0-9.-]/g, '_')}.sock`);
+  return path.join(internalSocketDir(clusterId), `${index}-${listener.replace(/[^a-zA-Z0-9.-]/g, '_')}.sock`);
+}
+
+/**
+ * The primary, as it exits: its workers' internal sockets go, folder and all. A worker's socket file outlives a
+ * worker that was killed, and the folder every worker: without this each run of a node left one in the temporary
+ * folder.
+ */
+export function removeInternalSockets(clusterId: string): void {
+  try {
+    fs.rmSync(internalSocketDir(clusterId), { recursive: true, force: true });
+  } catch {
+    // (nothing to do about it as the process exits: the folder is the temporary one)
+  }
 }
 
 /**

@@ -10,6 +10,8 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as net from 'node:net';
+import * as os from 'node:os';
+import * as path from 'node:path';
 import {
   AUTH_A,
   AUTH_B,
@@ -371,9 +373,16 @@ describe('a gateway with two workers (real process)', function () {
       50,
     );
     const workers = [...workerPids(child.pid!).values()];
+    // the workers' internal sockets (forwarded requests), a worker killed earlier in this file left its own
+    const sockets = path.join(os.tmpdir(), `gw-${child.pid}`);
+    assert.ok(
+      fs.readdirSync(sockets).some((f) => f.endsWith('.sock')),
+      `internal sockets in ${sockets}`,
+    );
     const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
     child.kill('SIGTERM');
     assert.equal(await exited, 0);
     for (const pid of workers) assert.throws(() => process.kill(pid, 0), 'worker gone');
+    assert.equal(fs.existsSync(sockets), false, 'the primary removed its internal sockets as it exited');
   });
 });
