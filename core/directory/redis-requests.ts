@@ -93,36 +93,47 @@ export class RequestReservations {
     return readEntries(this.link.client, appId, reqIds);
   }
 
-  /** after an outage: every request of this process as it is here, and its count in each of `apps` */
+  /**
+   * After an outage: every request of this process as it is here, and its count in each of `apps`. The requests go
+   * back side by side, each one's steps in order: one after another, a node holding a thousand would leave the last
+   * unknown to the rest of the fleet for some four thousand round trips.
+   */
   async restore(apps: string[]): Promise<void> {
-    const { client, s, me, log } = this.link;
+    const { me } = this.link;
     // requests that ended while Redis could not be told (it may have kept them): gone now, unless another node took
     // the id meanwhile (after a restart that lost it)
-    for (const [k, f] of [...this.unforgotten]) {
-      const [cur] = await readEntries(client, f.appId, [f.reqId]);
-      if (cur?.nodeId === f.nodeId) {
-        await s.gwForget(keys.count(f.appId), keys.entry(f.appId, f.reqId), keys.set(f.appId, f.nodeId), f.reqId);
-        await dropRid(client, f.reqId, f.appId);
-      }
-      this.unforgotten.delete(k);
-    }
+    const ended = [...this.unforgotten];
+    await Promise.all(ended.map(([, f]) => this.removeEnded(f)));
+    for (const [k] of ended) this.unforgotten.delete(k);
     const perApp = new Map<string, number>();
-    for (const e of this.mine.values()) {
-      const was = await client.set(keys.rid(e.reqId), e.appId, 'NX', 'GET');
-      const cur =
-        was === null || was === e.appId ? (JSON.parse((await client.hget(keys.entry(e.appId, e.reqId), 'e')) ?? 'null') as RequestEntry | null) : null;
-      const other = was !== null && was !== e.appId ? `application ${was}` : cur && cur.nodeId !== me.nodeId ? `node ${cur.nodeId}` : undefined;
-      if (other !== undefined) {
-        // reserved elsewhere while this process could not say it held it (Redis lost it): the other holder keeps it
-        log.error({ reqId: e.reqId, appId: e.appId, heldBy: other }, 'a request of this process was taken by another while the directory was away: left to it');
-        continue;
-      }
-      await client.hset(keys.entry(e.appId, e.reqId), 'e', JSON.stringify(e), 'k', e.keepDeadline);
-      await client.sadd(keys.set(e.appId, e.nodeId), e.reqId);
-      perApp.set(e.appId, (perApp.get(e.appId) ?? 0) + 1);
+    const back = await Promise.all([...this.mine.values()].map((e) => this.putBack(e)));
+    for (const e of back) if (e) perApp.set(e.appId, (perApp.get(e.appId) ?? 0) + 1);
+    await Promise.all([...new Set([...apps, ...perApp.keys()])].map((app) => this.link.client.hset(keys.count(app), this.field(me), perApp.get(app) ?? 0)));
+  }
+
+  private async removeEnded(f: { appId: string; reqId: string; nodeId: string }): Promise<void> {
+    const { client, s } = this.link;
+    const [cur] = await readEntries(client, f.appId, [f.reqId]);
+    if (cur?.nodeId !== f.nodeId) return;
+    await s.gwForget(keys.count(f.appId), keys.entry(f.appId, f.reqId), keys.set(f.appId, f.nodeId), f.reqId);
+    await dropRid(client, f.reqId, f.appId);
+  }
+
+  /** `e` back in Redis, or undefined when another holder took its id while Redis had lost it */
+  private async putBack(e: RequestEntry): Promise<RequestEntry | undefined> {
+    const { client, me, log } = this.link;
+    const was = await client.set(keys.rid(e.reqId), e.appId, 'NX', 'GET');
+    const cur = was === null || was === e.appId ? (JSON.parse((await client.hget(keys.entry(e.appId, e.reqId), 'e')) ?? 'null') as RequestEntry | null) : null;
+    const other = was !== null && was !== e.appId ? `application ${was}` : cur && cur.nodeId !== me.nodeId ? `node ${cur.nodeId}` : undefined;
+    if (other !== undefined) {
+      // reserved elsewhere while this process could not say it held it (Redis lost it): the other holder keeps it
+      log.error({ reqId: e.reqId, appId: e.appId, heldBy: other }, 'a request of this process was taken by another while the directory was away: left to it');
+      return undefined;
     }
-    for (const app of new Set([...apps, ...perApp.keys()])) {
-      await client.hset(keys.count(app), this.field(me), perApp.get(app) ?? 0);
-    }
+    await Promise.all([
+      client.hset(keys.entry(e.appId, e.reqId), 'e', JSON.stringify(e), 'k', e.keepDeadline),
+      client.sadd(keys.set(e.appId, e.nodeId), e.reqId),
+    ]);
+    return e;
   }
 }

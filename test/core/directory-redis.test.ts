@@ -464,4 +464,33 @@ describe('fleet directory on Redis', function () {
     assert.deepEqual((await b.lookup(held)).owner, a.me);
     assert.deepEqual(lost, []);
   });
+  it('Redis lost its data while a process held 200 requests: all come back at once, but not those another took meanwhile', async () => {
+    const a = await open('lost-a');
+    const b = await open('lost-b');
+    const mine = Array.from({ length: 200 }, () => `r-${uniq()}`);
+    for (const r of mine) assert.equal(await a.reserve(entry(a, r, 'app1'), 1000), 'ok');
+    const [takenByB, takenByApp2] = mine;
+    await settle(a);
+
+    // Redis loses everything (a restart without persistence); before a hears of it, b takes one of a's ids in the
+    // same application and another application takes a second
+    await admin!.flushall();
+    assert.equal(await b.reserve(entry(b, takenByB, 'app1'), 1000), 'ok');
+    assert.equal(await b.reserve(entry(b, takenByApp2, 'app2'), 1000), 'ok');
+    // a's connection drops and comes back: it puts back what it holds
+    const aClient = (a as unknown as { client: Redis }).client;
+    const id = await aClient.client('ID');
+    await admin!.client('KILL', 'ID', String(id));
+    await until('a reconnected', async () => a.available && (await aClient.client('ID')) !== id);
+
+    const rest = mine.slice(2);
+    await until("a's requests back", async () => (await b.find('app1', rest)).every((e) => e?.nodeId === 'lost-a'));
+    assert.equal((await b.find('app1', [takenByB]))[0]?.nodeId, 'lost-b');
+    assert.deepEqual(await b.find('app1', [takenByApp2]), [undefined]);
+    assert.equal((await b.find('app2', [takenByApp2]))[0]?.nodeId, 'lost-b');
+    // a's count in app1 is what it put back; b's ids stay b's
+    await until("a's count in app1", async () => Number(await admin!.hget('gw:{a:app1}:count', `lost-a/${a.me.epoch}/0`)) === rest.length);
+    assert.equal(await a.reserve(entry(a, takenByB, 'app1'), 1000), 'self');
+    assert.equal(await a.reserve(entry(a, takenByApp2, 'app1'), 1000), 'other');
+  });
 });

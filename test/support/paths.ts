@@ -37,6 +37,12 @@ export function scratchDir(label: string): string {
   return dir;
 }
 
+/** leaves `dir` (made by scratchDir) in place when the process exits: a bench's --keep-dir */
+export function keepScratch(dir: string): void {
+  const i = made.indexOf(dir);
+  if (i >= 0) made.splice(i, 1);
+}
+
 function removeScratch(): void {
   for (const dir of made) {
     try {

@@ -11,7 +11,7 @@ import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { repoRoot } from '../../support/paths';
+import { keepScratch, repoRoot } from '../../support/paths';
 import { WORKER_THREAD_PREFIX } from './name-threads';
 import { cpuSeconds, parsePrometheus, rssBytes, summariseCpuProfile, syscallCounts, threadCpuSeconds, threadsOf, type Sample } from './process-probe';
 import { gcNodeFlags } from '../../../core/gc-flags';
@@ -305,7 +305,10 @@ export function profileDirFor(profile: boolean): string | undefined {
 /** removes a run's scratch folder, or says where it is (--keep-dir) */
 export function endScratch(dir: string, keep: boolean): void {
   if (!keep) fs.rmSync(dir, { recursive: true, force: true });
-  else console.log(`  scratch directory kept: ${dir}`);
+  else {
+    keepScratch(dir);
+    console.log(`  scratch directory kept: ${dir}`);
+  }
 }
 
 /**
