@@ -8,7 +8,8 @@
 // came from such a file; the two others were a race in the recorder and a test's single look, both fixed.
 //
 // A file whose checks need the machine to itself belongs here. Everything else must run beside another file: it
-// takes no fixed port, file name or server (the test kit binds free ports; temporary files go in mkdtemp folders).
+// takes no fixed port, file name or server (the test kit binds free ports; test/support/paths.ts scratchDir gives
+// each file folders of its own).
 'use strict';
 
 const ALONE = [
