@@ -14,7 +14,7 @@ export const FORWARDED_HEADER = 'x-gw-forwarded';
 const REMOTE_HEADER = 'x-gw-remote';
 
 /** the folder of a cluster's internal sockets (the primary's pid names the cluster) */
-function internalSocketDir(clusterId: string): string {
+export function internalSocketDir(clusterId: string): string {
   return path.join(os.tmpdir(), `gw-${clusterId}`);
 }
 
