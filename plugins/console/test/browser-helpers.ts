@@ -4,12 +4,11 @@
  */
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { CHROMIUM, within } from '../../../test/browser/page';
 import { waitFor } from '../../../test/e2e/helpers';
-import { repoRoot } from '../../../test/support/paths';
+import { repoRoot, scratchDir } from '../../../test/support/paths';
 
 // browser globals inside page.evaluate callbacks (the project's lib is ES2022 without DOM; this stays in this module)
 declare const document: any;
@@ -18,7 +17,7 @@ let shots: string | undefined;
 
 /**
  * Where the console tests' screenshots go: with GW_UPDATE_SCREENSHOTS=1, plugins/console/screenshots/ (the README
- * shows them); otherwise a temporary folder removed when the process exits, so a test run leaves the checkout as it
+ * shows them); otherwise a scratch folder removed when the process exits, so a test run leaves the checkout as it
  * found it.
  */
 export function screenshotDir(): string {
@@ -27,9 +26,7 @@ export function screenshotDir(): string {
     shots = path.join(repoRoot, 'plugins', 'console', 'screenshots');
     fs.mkdirSync(shots, { recursive: true });
   } else {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'console-shots-'));
-    process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
-    shots = dir;
+    shots = scratchDir('console-shots');
   }
   return shots;
 }
