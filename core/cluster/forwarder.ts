@@ -14,7 +14,7 @@ export const FORWARDED_HEADER = 'x-gw-forwarded';
 const REMOTE_HEADER = 'x-gw-remote';
 
 /** the folder of a cluster's internal sockets (the primary's pid names the cluster) */
-export function internalSocketDir(clusterId: string): string {
+function internalSocketDir(clusterId: string): string {
   return path.join(os.tmpdir(), `gw-${clusterId}`);
 }
 
@@ -24,7 +24,7 @@ export function internalSocketPath(clusterId: string, index: number, listener: s
 }
 
 /**
- * The primary, as it exits: its workers' internal sockets go, folder and all. A worker's socket file outlives a
+ * The primary, as it exits (or whoever killed it): its workers' internal sockets go, folder and all. A worker's socket file outlives a
  * worker that was killed, and the folder every worker: without this each run of a node left one in the temporary
  * folder.
  */

@@ -10,7 +10,7 @@ import * as http from 'node:http';
 import * as net from 'node:net';
 import * as path from 'node:path';
 import { channelKey } from '../../plugin-sdk/cluster';
-import { internalSocketDir } from '../../core/cluster/forwarder';
+import { removeInternalSockets } from '../../core/cluster/forwarder';
 import { shardOf } from '../../core/cluster/shard';
 import { waitFor } from '../e2e/helpers';
 import { repoRoot, scratchDir } from './paths';
@@ -212,7 +212,7 @@ export async function startClusterGateway(
     if (child.exitCode === null) child.kill('SIGKILL');
     fs.rmSync(dir, { recursive: true, force: true });
     // a primary killed this way cannot remove its workers' internal sockets itself (SIGTERM's exit does)
-    if (child.pid !== undefined) fs.rmSync(internalSocketDir(String(child.pid)), { recursive: true, force: true });
+    if (child.pid !== undefined) removeInternalSockets(String(child.pid));
   };
   if (child.exitCode !== null || !out.includes('gateway started with workers')) {
     stop();
