@@ -14,6 +14,7 @@ import type { FlvFrame } from './flv-format';
 import { BARE, CHUNKED, CRLF, WS_MESSAGE, chunkSizeLine, wsHeader, type WholeFraming } from './framing';
 import type { Corked, TickFlush } from './tick';
 import { WireScratch } from './wire-scratch';
+import { DirectWriter } from '../../../plugin-sdk';
 
 /** one for the process: a unit is laid out and written in one synchronous run, so no two players' overlap */
 const scratch = new WireScratch();
@@ -36,6 +37,9 @@ export abstract class Transport implements Corked {
    * its ciphertext is out, so node would hold every one and no scratch memory could be reused.
    */
   private readonly whole: WholeFraming | undefined;
+  /** a unit laid out whole goes to the socket's handle past node's Writable (see plugin-sdk/direct-writes.ts) */
+  private readonly direct: DirectWriter | undefined;
+  private drainCb: (() => void) | undefined;
 
   constructor(
     private readonly tick: TickFlush,
@@ -45,6 +49,18 @@ export abstract class Transport implements Corked {
   ) {
     this.writableBelow = Math.max(WRITABLE_BELOW, highWaterMark);
     this.whole = sock !== null && !(sock instanceof TLSSocket) ? whole : undefined;
+    this.direct = this.whole !== undefined ? new DirectWriter(sock!, () => this.drainCb?.()) : undefined;
+  }
+
+  /** bytes of direct writes the kernel has not taken yet (not in the socket's writableLength) */
+  protected directBacklog(): number {
+    return this.direct === undefined ? 0 : this.direct.pending;
+  }
+
+  /** cb when the backlog has drained (after writable() turned false) */
+  onDrain(cb: () => void): void {
+    this.drainCb = cb;
+    this.onSocketDrain(cb);
   }
 
   /** false once the peer is gone or the stream to it has ended */
@@ -60,8 +76,8 @@ export abstract class Transport implements Corked {
   /** ends the stream gracefully (what is written still goes) */
   abstract end(): void;
   abstract destroy(): void;
-  /** cb when the backlog has drained (after writable() turned false) */
-  abstract onDrain(cb: () => void): void;
+  /** cb on the socket's (or response's) own 'drain' */
+  protected abstract onSocketDrain(cb: () => void): void;
   /** cb once, when the connection is gone */
   abstract onGone(cb: () => void): void;
   /** one Buffer, as is */
@@ -76,7 +92,15 @@ export abstract class Transport implements Corked {
   /** A unit as one piece of the stream: its config tags if `withConfig` (else a player starts here), then its media. */
   send(f: FlvFrame, withConfig: boolean): void {
     const s = this.sock;
-    if (this.whole !== undefined && !this.corked && s !== null && s.writableLength === 0 && this.sendWhole(s, this.whole, f, withConfig)) return;
+    if (
+      this.whole !== undefined &&
+      !this.corked &&
+      s !== null &&
+      s.writableLength === 0 &&
+      this.directBacklog() === 0 &&
+      this.sendWhole(s, this.whole, f, withConfig)
+    )
+      return;
     this.cork();
     this.begin(withConfig ? f.bytes : f.mediaBytes, withConfig ? f : undefined);
     if (withConfig && f.config !== undefined) for (const c of f.config) this.write(c);
@@ -88,8 +112,8 @@ export abstract class Transport implements Corked {
 
   /**
    * The unit laid out with its framing in scratch memory and written as one Buffer, straight to the socket
-   * (nothing of this player is waiting in node): one write through node's Writable and one buffer for the handle,
-   * instead of five of each through a corked socket. false: too big for the scratch, written in pieces instead.
+   * (nothing of this player is waiting in node): one call to the socket's handle, past node's Writable, instead of
+   * five writes through a corked socket. false: too big for the scratch, written in pieces instead.
    */
   private sendWhole(s: Socket, w: WholeFraming, f: FlvFrame, withConfig: boolean): boolean {
     const kind = w.key + (withConfig ? 1 : 0);
@@ -106,9 +130,9 @@ export abstract class Transport implements Corked {
       view = at === total ? b : b.subarray(0, at);
       scratch.keep(f, kind, view);
     }
-    s.write(view);
+    if (!this.direct!.write(view)) s.write(view);
     // the kernel did not take it all: node holds the view until it does
-    if (s.writableLength > 0) scratch.escape();
+    if (s.writableLength > 0 || this.directBacklog() > 0) scratch.escape();
     return true;
   }
 
@@ -168,7 +192,7 @@ export class SocketHttp extends Transport {
   }
 
   backlog(): number {
-    return this.s.writableLength;
+    return this.s.writableLength + this.directBacklog();
   }
 
   end(): void {
@@ -179,7 +203,7 @@ export class SocketHttp extends Transport {
     this.res.destroy();
   }
 
-  onDrain(cb: () => void): void {
+  protected onSocketDrain(cb: () => void): void {
     this.s.on('drain', cb);
   }
 
@@ -224,7 +248,7 @@ export class ResponseHttp extends Transport {
     this.res.destroy();
   }
 
-  onDrain(cb: () => void): void {
+  protected onSocketDrain(cb: () => void): void {
     this.res.on('drain', cb);
   }
 
@@ -263,7 +287,7 @@ export class WsTransport extends Transport {
   }
 
   backlog(): number {
-    return this.ws.bufferedAmount;
+    return this.ws.bufferedAmount + this.directBacklog();
   }
 
   end(): void {
@@ -274,7 +298,7 @@ export class WsTransport extends Transport {
     this.ws.terminate();
   }
 
-  onDrain(cb: () => void): void {
+  protected onSocketDrain(cb: () => void): void {
     this.s.on('drain', cb);
   }
 

@@ -72,6 +72,37 @@ describe('flv-out: each unit written whole to players in step', function () {
     checkFrames(chunkedSoFar(slow.data()), 0, pushed, 'slow player');
     assert.equal(gw.stats(slowId)?.skips, 0, 'the slow player was never skipped (its queue cap is far away)');
   });
+
+  it("resumes a player whose only backlog is a unit the kernel took in part (past its writable mark, none in node's Writable)", async () => {
+    // a unit of 100 KiB is written whole past node's Writable; the kernel takes part of it, so the player is over its
+    // 64 KiB mark with nothing in the Writable, whose 'drain' will never come: the rest being sent must resume it
+    g = await startFlvGateway({ maxPlayerBacklogBytes: 256 * 1024 * 1024 });
+    const gw = g;
+    const o = await gw.open('13900000078');
+    const pub = gw.publisher(o.stream);
+    pub.setTrack(fixtureClip().video);
+    const slow = rawPlay(gw.port, `GET ${o.path}&who=slow HTTP/1.1\r\nHost: x\r\n\r\n`);
+    const slowId = await newPlayer(
+      gw.flv,
+      () => undefined,
+      (p) => p.remote.endsWith(`:${slow.sock.localPort}`),
+    );
+    slow.sock.pause();
+    const size = 100 * 1024;
+    let i = 0;
+    while ((gw.stats(slowId)?.backlogBytes ?? 0) < 2 * size && i < 200) {
+      pub.push(frame(i++, size));
+      await new Promise((r) => setImmediate(r));
+    }
+    assert.ok(i < 200, 'the slow player never fell behind');
+    // more while it is behind: the bus queues these for it
+    for (let k = 0; k < 10; k++) pub.push(frame(i++, size));
+    const pushed = i;
+    slow.sock.resume();
+    await until(() => framesIn(chunkedSoFar(slow.data())) === pushed, 'the slow player to get every frame');
+    checkFrames(chunkedSoFar(slow.data()), 0, pushed, 'slow player');
+    assert.equal(gw.stats(slowId)?.skips, 0);
+  });
 });
 
 /** The body of a chunked HTTP response so far (its complete chunks). */

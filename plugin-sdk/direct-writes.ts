@@ -1,0 +1,144 @@
+/**
+ * Writes to a socket's handle directly, past node's Writable, for a writer that owns the socket's output and writes
+ * one Buffer at a time while nothing of it is waiting in node.
+ *
+ * Why: a socket.write() of a player's unit runs node's Writable (its state, a write request object and a callback
+ * each, the tick's after-write callbacks) around the one handle call that matters, which tries the kernel at once.
+ * At 500 players those layers were ~3 % of the gateway's samples (perf, 2026-11-30), for writes that nearly always
+ * complete inside that call. Here a write is the handle call alone, with one request object reused for as long as
+ * writes complete at once (libuv touches it only when it has to queue a write).
+ *
+ * When the kernel does not take a write whole, libuv queues the rest and reports it later; this counts those bytes as
+ * pending until then, keeps the Buffer alive, and tells its owner when none are left. libuv writes a stream's queued
+ * requests in order, the Writable's own after ours, so the owner may go back to socket.write() at any time; it only
+ * has to add `pending` to the socket's writableLength wherever it measures its backlog.
+ *
+ * Where this Node lacks the binding, or the socket is TLS (whose handle encrypts, and completes a write only once its
+ * ciphertext is out), `DirectWriter.write` returns false and the owner writes as before.
+ */
+import type { Socket } from 'node:net';
+import { TLSSocket } from 'node:tls';
+import { getSystemErrorName } from 'node:util';
+
+interface StreamWrap {
+  WriteWrap: new () => WriteReq;
+  streamBaseState: Int32Array;
+  kBytesWritten: number;
+  kLastWriteWasAsync: number;
+}
+
+interface WriteReq {
+  handle: unknown;
+  oncomplete: (this: WriteReq, status: number) => void;
+  async: boolean;
+  bytes: number;
+  buffer: Buffer | null;
+  writer: DirectWriter | null;
+}
+
+interface Handle {
+  writeBuffer?: (req: WriteReq, b: Buffer) => number;
+}
+
+let wrap: StreamWrap | null | undefined;
+
+/** node's stream_wrap binding, if this Node gives it as net.Socket uses it (null if not) */
+function streamWrap(): StreamWrap | null {
+  if (wrap !== undefined) return wrap;
+  wrap = null;
+  try {
+    // (process.binding is documented as deprecated, but stream_wrap is on its allow list without a warning in Node 20)
+    const b = (process as unknown as { binding(name: string): Partial<StreamWrap> }).binding('stream_wrap');
+    if (
+      typeof b.WriteWrap === 'function' &&
+      b.streamBaseState instanceof Int32Array &&
+      typeof b.kLastWriteWasAsync === 'number' &&
+      typeof b.kBytesWritten === 'number'
+    ) {
+      wrap = b as StreamWrap;
+    }
+  } catch {
+    /* not on this Node: writes go through the Writable */
+  }
+  return wrap;
+}
+
+/** whether this Node lets a DirectWriter write past the Writable */
+export function directWritesActive(): boolean {
+  return streamWrap() !== null;
+}
+
+function onComplete(this: WriteReq, status: number): void {
+  const w = this.writer;
+  this.writer = null;
+  this.buffer = null;
+  if (w !== null) w.completed(this.bytes, status);
+}
+
+export class DirectWriter {
+  /** bytes handed to libuv that it has not sent yet */
+  pending = 0;
+  /** a request object no write holds (libuv keeps one only for a write it had to queue) */
+  private req: WriteReq | null = null;
+  private readonly w: StreamWrap | null;
+
+  /** `settled` runs when pending drops back to 0. A TLS socket is always written through its Writable. */
+  constructor(
+    private readonly socket: Socket,
+    private readonly settled: () => void,
+  ) {
+    this.w = socket instanceof TLSSocket ? null : streamWrap();
+  }
+
+  /**
+   * Hands `b` to the socket's handle. false: not written, because the socket has bytes waiting in its Writable (they
+   * must go first), is not open for writing, or this Node has no direct path; the caller uses socket.write().
+   * After true, `b` must not change until pending is 0 again if pending grew.
+   */
+  write(b: Buffer): boolean {
+    const w = this.w;
+    const s = this.socket;
+    if (w === null || s.writableLength !== 0 || s.writableCorked !== 0 || !s.writable || s.destroyed) return false;
+    const h = (s as unknown as { _handle?: Handle | null })._handle;
+    if (h == null || h.writeBuffer === undefined) return false;
+    const req = this.req ?? this.newReq(h);
+    const err = h.writeBuffer(req, b);
+    if (err !== 0) {
+      // as node's own write does: the socket is destroyed with the error, and its owner learns of it by 'close'
+      s.destroy(writeError(err));
+      return true;
+    }
+    if (w.streamBaseState[w.kLastWriteWasAsync] === 0) return true;
+    // libuv queued the rest and holds this request until it is sent
+    this.req = null;
+    req.bytes = b.length;
+    req.buffer = b;
+    req.writer = this;
+    this.pending += b.length;
+    return true;
+  }
+
+  /** called by a queued write's request when libuv is done with it */
+  completed(bytes: number, status: number): void {
+    this.pending -= bytes;
+    if (status < 0 && !this.socket.destroyed) this.socket.destroy(writeError(status));
+    if (this.pending === 0) this.settled();
+  }
+
+  private newReq(h: Handle): WriteReq {
+    const req = new this.w!.WriteWrap();
+    req.handle = h;
+    req.oncomplete = onComplete;
+    req.async = false;
+    req.bytes = 0;
+    req.buffer = null;
+    req.writer = null;
+    this.req = req;
+    return req;
+  }
+}
+
+function writeError(code: number): Error {
+  const name = getSystemErrorName(code);
+  return Object.assign(new Error(`write ${name}`), { code: name, errno: code, syscall: 'write' });
+}

@@ -1,0 +1,161 @@
+import assert from 'node:assert/strict';
+import * as net from 'node:net';
+import { once } from 'node:events';
+import { DirectWriter, directWritesActive } from '../direct-writes';
+import { prng } from '../../test/support/prng';
+
+interface Pair {
+  /** our side: the accepted socket, written with a DirectWriter */
+  ours: net.Socket;
+  /** the peer, paused until a test reads it */
+  peer: net.Socket;
+  got: Buffer[];
+  errors: string[];
+  close(): void;
+}
+
+/** A loopback connection whose accepted side is ours; the peer collects what it reads once resumed. */
+async function connected(): Promise<Pair> {
+  const srv = net.createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const accepted = once(srv, 'connection') as Promise<[net.Socket]>;
+  const peer = net.connect((srv.address() as net.AddressInfo).port, '127.0.0.1');
+  const [ours] = await accepted;
+  await once(peer, 'connect');
+  const got: Buffer[] = [];
+  const errors: string[] = [];
+  peer.pause();
+  peer.on('data', (b: Buffer) => got.push(b));
+  ours.on('error', (e) => errors.push(String((e as NodeJS.ErrnoException).code)));
+  return {
+    ours,
+    peer,
+    got,
+    errors,
+    close: () => {
+      ours.destroy();
+      peer.destroy();
+      srv.close();
+    },
+  };
+}
+
+function randomBytes(n: number, seed: number): Buffer {
+  const rnd = prng(seed);
+  const b = Buffer.alloc(n);
+  for (let i = 0; i < n; i++) b[i] = Math.floor(rnd() * 256);
+  return b;
+}
+
+async function until(cond: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 500; i++) {
+    if (cond()) return;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  assert.fail(`timed out waiting for ${what}`);
+}
+
+describe('plugin-sdk DirectWriter (writes past the Writable, to the socket handle)', () => {
+  it('is active on this Node: stream_wrap gives WriteWrap and the write state (a Node upgrade that moves them fails here)', () => {
+    assert.equal(directWritesActive(), true);
+  });
+
+  it('hands writes the kernel takes whole to it at once: nothing pending, nothing in the Writable, counted in bytesWritten', async () => {
+    const p = await connected();
+    let settled = 0;
+    const w = new DirectWriter(p.ours, () => settled++);
+    const sent: Buffer[] = [];
+    for (let i = 0; i < 20; i++) {
+      const b = randomBytes(1000 + i * 37, i);
+      sent.push(b);
+      assert.equal(w.write(b), true);
+      assert.equal(w.pending, 0, `write ${i} was queued`);
+      assert.equal(p.ours.writableLength, 0);
+    }
+    const total = sent.reduce((n, b) => n + b.length, 0);
+    assert.equal(p.ours.bytesWritten, total);
+    p.peer.resume();
+    await until(() => Buffer.concat(p.got).length === total, 'the peer to read every byte');
+    assert.ok(Buffer.concat(p.got).equals(Buffer.concat(sent)), 'bytes differ');
+    assert.equal(settled, 0, 'nothing was ever pending, so nothing settled');
+    assert.deepEqual(p.errors, []);
+    p.close();
+  });
+
+  it('counts what the kernel could not take as pending, keeps order with socket.write after it, and says when it is sent', async () => {
+    const p = await connected();
+    let settled = 0;
+    const w = new DirectWriter(p.ours, () => settled++);
+    const sent: Buffer[] = [];
+    // the peer does not read: once both sides' buffers are full a write is only partly taken and libuv queues the rest
+    let i = 0;
+    while (w.pending === 0 && i < 5000) {
+      const b = randomBytes(48 * 1024, i++);
+      sent.push(b);
+      assert.equal(w.write(b), true);
+    }
+    assert.ok(w.pending > 0, `the kernel took ${i} writes of 48 KiB whole`);
+    assert.equal(p.ours.writableLength, 0, 'the Writable holds none of it');
+    // more direct writes queue behind it; then the Writable's own, which must come after them on the wire
+    const queued = randomBytes(10_000, 9001);
+    sent.push(queued);
+    assert.equal(w.write(queued), true);
+    const viaWritable = randomBytes(30_000, 9002);
+    sent.push(viaWritable);
+    p.ours.write(viaWritable);
+    // the Writable now holds bytes: a direct write would jump them, so it is refused
+    assert.equal(w.write(Buffer.alloc(10)), false);
+    assert.equal(settled, 0);
+    const total = sent.reduce((n, b) => n + b.length, 0);
+    p.peer.resume();
+    await until(() => Buffer.concat(p.got).length === total, 'the peer to read every byte');
+    assert.ok(Buffer.concat(p.got).equals(Buffer.concat(sent)), 'bytes differ or came out of order');
+    assert.equal(w.pending, 0);
+    assert.equal(settled, 1, 'settled once, when the last queued direct write was sent');
+    assert.deepEqual(p.errors, []);
+    p.close();
+  });
+
+  it('refuses while the socket is corked or ended, so the caller writes through the Writable', async () => {
+    const p = await connected();
+    const w = new DirectWriter(p.ours, () => undefined);
+    p.ours.cork();
+    assert.equal(w.write(Buffer.from('a')), false);
+    p.ours.uncork();
+    assert.equal(w.write(Buffer.from('b')), true);
+    p.ours.end();
+    assert.equal(w.write(Buffer.from('c')), false);
+    p.peer.resume();
+    await once(p.peer, 'end');
+    assert.equal(Buffer.concat(p.got).toString(), 'b');
+    p.close();
+  });
+
+  it('destroys the socket with the write error when the peer is gone, as socket.write does, and never throws', async () => {
+    const p = await connected();
+    const w = new DirectWriter(p.ours, () => undefined);
+    // the peer resets the connection: the next writes fail with EPIPE or ECONNRESET
+    p.peer.resetAndDestroy();
+    await new Promise((r) => setTimeout(r, 50));
+    for (let i = 0; i < 5 && !p.ours.destroyed; i++) w.write(Buffer.alloc(1000));
+    await until(() => p.ours.destroyed, 'our socket to be destroyed');
+    await until(() => p.errors.length > 0, "the socket's error");
+    assert.ok(['EPIPE', 'ECONNRESET'].includes(p.errors[0]!), p.errors[0]);
+    assert.equal(w.write(Buffer.alloc(10)), false, 'a destroyed socket takes no direct write');
+    p.close();
+  });
+
+  it('settles the bytes still pending when the socket is destroyed under them', async () => {
+    const p = await connected();
+    let settled = 0;
+    const w = new DirectWriter(p.ours, () => settled++);
+    for (let i = 0; w.pending === 0 && i < 5000; i++) w.write(Buffer.alloc(48 * 1024, i));
+    assert.ok(w.pending > 0);
+    p.ours.destroy();
+    await once(p.ours, 'close');
+    await until(() => w.pending === 0, 'the cancelled write to be reported');
+    assert.equal(settled, 1);
+    assert.deepEqual(p.errors, [], 'a write cancelled by our own destroy is no error');
+    p.close();
+  });
+});
