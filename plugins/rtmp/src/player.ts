@@ -4,7 +4,7 @@
  * shared bytes, starts the player at a start point with the stream's configuration, and reports.
  */
 import type { Socket } from 'node:net';
-import type { AccessUnit, MediaReader, PlayerHandle, ReaderHandle } from '../../../plugin-sdk';
+import { DirectWriter, type AccessUnit, type MediaReader, type PlayerHandle, type ReaderHandle } from '../../../plugin-sdk';
 import type { RtmpFrame } from './rtmp-format';
 
 export interface RtmpPlayerStats {
@@ -24,6 +24,8 @@ export class RtmpPlayer implements MediaReader<RtmpFrame> {
   skips = 0;
   private starting = true;
   private version = -1;
+  /** a unit's message goes to the socket's handle past node's Writable while nothing waits there (plugin-sdk) */
+  private readonly direct: DirectWriter;
 
   constructor(
     readonly id: string,
@@ -36,7 +38,19 @@ export class RtmpPlayer implements MediaReader<RtmpFrame> {
     private readonly sent: (n: number) => void,
     private readonly ended: (reason: string) => void,
   ) {
-    socket.on('drain', () => this.sub?.resume());
+    const resume = (): void => this.sub?.resume();
+    socket.on('drain', resume);
+    // a message the kernel took in part may be all the backlog there is: its end resumes the player as a drain would
+    this.direct = new DirectWriter(socket, resume);
+  }
+
+  /** bytes written that the kernel has not taken yet */
+  private backlog(): number {
+    return this.socket.writableLength + this.direct.pending;
+  }
+
+  private put(b: Buffer): void {
+    if (!this.direct.write(b)) this.socket.write(b);
   }
 
   /** every form is a copy made by the encoder: nothing a player writes is a bus payload */
@@ -45,26 +59,25 @@ export class RtmpPlayer implements MediaReader<RtmpFrame> {
   }
 
   writable(): boolean {
-    return this.socket.writableLength < this.highWater;
+    return this.backlog() < this.highWater;
   }
 
   write(_unit: AccessUnit, f: RtmpFrame): void {
-    const s = this.socket;
-    if (s.destroyed) return;
+    if (this.socket.destroyed) return;
     let n: number;
     if (!this.starting) {
-      s.write(f.bytes);
+      this.put(f.bytes);
       n = f.bytes.length;
     } else {
       // (the bus starts a reader at a keyframe; a unit that is no start point waits for one)
       if (f.init === undefined) return;
       n = 0;
       if (this.version !== f.version) {
-        s.write(f.init);
+        this.put(f.init);
         n += f.init.length;
       }
       const own = f.mediaAt === 0 ? f.bytes : f.bytes.subarray(f.mediaAt);
-      s.write(own);
+      this.put(own);
       n += own.length;
       this.starting = false;
     }
@@ -96,7 +109,7 @@ export class RtmpPlayer implements MediaReader<RtmpFrame> {
       reqId: this.reqId,
       remote: this.remote,
       bytesOut: this.bytesOut,
-      backlogBytes: this.socket.writableLength + (this.sub?.stats.queuedBytes ?? 0),
+      backlogBytes: this.backlog() + (this.sub?.stats.queuedBytes ?? 0),
       skips: this.skips,
       waitingForKeyframe: this.starting,
     };

@@ -1,0 +1,64 @@
+/**
+ * An RTMP player that stops reading, then reads again: its units go to the socket's handle past node's Writable
+ * (plugin-sdk DirectWriter), so a unit the kernel took in part can be all its backlog, with nothing in the Writable
+ * to emit 'drain'. The rest being sent must resume it, and every frame must come, in order.
+ */
+import assert from 'node:assert/strict';
+import { videoUnit, type AccessUnit } from '../../../plugin-sdk';
+import { fixtureClip } from '../../../test/support/fixture-clip';
+import { RtmpBenchPlayer } from '../../../test/bench/support/bench-rtmp-player';
+import { waitFor } from '../../rtsp-out/test/helpers';
+import { startRtmpGateway, type RtmpGateway } from './helpers';
+
+/** Frame i: an H.264 slice of `size` bytes after its start code, a key frame every 30 */
+function frame(i: number, size: number): AccessUnit {
+  const payload = Buffer.alloc(5 + size, i & 0xff);
+  payload.writeUInt32BE(1, 0);
+  payload[4] = i % 30 === 0 ? 0x65 : 0x41;
+  return videoUnit({ codec: 'h264', dts: 1000 + i * 40, keyframe: i % 30 === 0, payload });
+}
+
+describe('rtmp: a player that stops reading and comes back', function () {
+  this.timeout(60_000);
+  let g: RtmpGateway | undefined;
+  afterEach(async () => {
+    await g?.stop();
+    g = undefined;
+  });
+
+  it('is resumed when a unit the kernel took in part is all its backlog, and gets every frame in order', async () => {
+    // units of 100 KiB against a 16 KiB mark: one unit written in part puts the player over it with nothing in node
+    g = await startRtmpGateway({ socketHighWaterBytes: 16 * 1024, maxPlayerBacklogBytes: 64 * 1024 * 1024 }, { outputs: false });
+    const gw = g;
+    const o = await gw.gw.openStream({ simNo: '13900000079', chanId: 1, fmt: 0, scheme: 'rtmp', keepIntv: 600 });
+    const stream = gw.gw.bus.get(o.streamName);
+    assert.ok(stream);
+    const pub = stream.attachPublisher();
+    pub.setTrack(fixtureClip().video);
+    const size = 100 * 1024;
+    let i = 0;
+    pub.push(frame(i++, size));
+
+    const player = new RtmpBenchPlayer(undefined);
+    const ac = new AbortController();
+    await player.connect(new URL(o.playUrl), ac.signal);
+    await waitFor('the player to play the first frame', () => player.playing && player.videoFrames === 1 && gw.rtmp.playerStats().length === 1, 10_000);
+    const s = player.socket!;
+    s.pause();
+    const backlog = (): number => gw.rtmp.playerStats()[0]?.backlogBytes ?? 0;
+    while (backlog() < 2 * size && i < 300) {
+      pub.push(frame(i++, size));
+      await new Promise((r) => setImmediate(r));
+    }
+    assert.ok(i < 300, `the player never fell behind (${i} frames pushed)`);
+    // more while it is behind: the bus queues these for it
+    for (let k = 0; k < 10; k++) pub.push(frame(i++, size));
+    const pushed = i;
+    s.resume();
+    await waitFor('the player to get every frame', () => player.videoFrames === pushed || player.error !== undefined, 20_000);
+    assert.equal(player.error, undefined);
+    assert.equal(player.videoFrames, pushed);
+    assert.equal(gw.rtmp.playerStats()[0]?.skips, 0, 'never skipped: its queue cap is far away');
+    s.destroy();
+  });
+});
