@@ -41,6 +41,9 @@ interface Handle {
 }
 
 let wrap: StreamWrap | null | undefined;
+/** the binding's write state and the index of its "last write was queued" flag, read once */
+let writeState: Int32Array = new Int32Array(1);
+let lastWriteWasAsync = 0;
 
 /** node's stream_wrap binding, if this Node gives it as net.Socket uses it (null if not) */
 function streamWrap(): StreamWrap | null {
@@ -56,6 +59,8 @@ function streamWrap(): StreamWrap | null {
       typeof b.kBytesWritten === 'number'
     ) {
       wrap = b as StreamWrap;
+      writeState = wrap.streamBaseState;
+      lastWriteWasAsync = wrap.kLastWriteWasAsync;
     }
   } catch {
     /* not on this Node: writes go through the Writable */
@@ -108,7 +113,7 @@ export class DirectWriter {
       s.destroy(writeError(err));
       return true;
     }
-    if (w.streamBaseState[w.kLastWriteWasAsync] === 0) return true;
+    if (writeState[lastWriteWasAsync] === 0) return true;
     // libuv queued the rest and holds this request until it is sent
     this.req = null;
     req.bytes = b.length;
