@@ -9,13 +9,24 @@ import * as http from 'node:http';
 import * as net from 'node:net';
 import * as path from 'node:path';
 import { WebSocket } from 'ws';
-import { definePlugin, type AccessUnit, type Publisher } from '../../../plugin-sdk';
+import { definePlugin, videoUnit, type AccessUnit, type Publisher } from '../../../plugin-sdk';
 import { startTestGateway, stubMediaPlugin, type TestGateway } from '../../../plugin-sdk/testkit';
 import { FLV_PLAYERS, type FlvPlayers, type PlayerStats } from '../service';
 import { parseFlv, type ParsedFlv, type ReadTag } from '../../../test/support/flv-reader';
 import { requireTool } from '../../../test/support/tools';
 
 export const HOST = '127.0.0.1';
+
+/**
+ * Frame i: an H.264 slice of `size` bytes after its NAL header, every one of them i & 0xff (so a byte from another
+ * frame shows), a key frame every 30, 40 ms apart.
+ */
+export function filledFrame(i: number, size: number): AccessUnit {
+  const payload = Buffer.alloc(5 + size, i & 0xff);
+  payload.writeUInt32BE(1, 0);
+  payload[4] = i % 30 === 0 ? 0x65 : 0x41;
+  return videoUnit({ codec: 'h264', dts: 1000 + i * 40, keyframe: i % 30 === 0, payload });
+}
 
 export interface FlvGateway {
   gw: TestGateway;

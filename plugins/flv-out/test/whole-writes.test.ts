@@ -1,15 +1,20 @@
 import assert from 'node:assert/strict';
-import { videoUnit, type AccessUnit } from '../../../plugin-sdk';
 import { fixtureClip } from '../../../test/support/fixture-clip';
-import { chunksAt, framesIn, httpPlay, newPlayer, parsed, rawPlay, startFlvGateway, until, videoFrames, type FlvGateway, type HttpPlay } from './helpers';
-
-/** Frame i: an H.264 slice whose every byte after the NAL header is i & 0xff, so a byte from another frame shows. */
-function frame(i: number, size: number): AccessUnit {
-  const payload = Buffer.alloc(5 + size, i & 0xff);
-  payload.writeUInt32BE(1, 0);
-  payload[4] = i % 30 === 0 ? 0x65 : 0x41;
-  return videoUnit({ codec: 'h264', dts: 1000 + i * 40, keyframe: i % 30 === 0, payload });
-}
+import {
+  chunksAt,
+  filledFrame as frame,
+  framesIn,
+  httpPlay,
+  newPlayer,
+  parsed,
+  rawPlay,
+  startFlvGateway,
+  until,
+  videoFrames,
+  type FlvGateway,
+  type HttpPlay,
+  type RawPlay,
+} from './helpers';
 
 /** The frame number each video tag carries, checked byte by byte against its timestamp's frame. */
 function checkFrames(flv: Buffer, first: number, count: number, who: string): void {
@@ -38,20 +43,11 @@ describe('flv-out: each unit written whole to players in step', function () {
     // holds the rest by reference; the memory it refers to must not be reused for the frames that follow
     g = await startFlvGateway({ maxPlayerBacklogBytes: 256 * 1024 * 1024 });
     const gw = g;
-    const o = await gw.open('13900000077');
-    const pub = gw.publisher(o.stream);
-    pub.setTrack(fixtureClip().video);
+    const { o, pub, slow, slowId } = await withPausedPlayer(gw, '13900000077');
     let fast!: HttpPlay;
     const fastId = await newPlayer(gw.flv, () => {
       fast = httpPlay(gw.port, `${o.path}&who=fast`);
     });
-    const slow = rawPlay(gw.port, `GET ${o.path}&who=slow HTTP/1.1\r\nHost: x\r\n\r\n`);
-    const slowId = await newPlayer(
-      gw.flv,
-      () => undefined,
-      (p) => p.remote.endsWith(`:${slow.sock.localPort}`),
-    );
-    slow.sock.pause();
 
     const size = 48 * 1024;
     let i = 0;
@@ -78,16 +74,7 @@ describe('flv-out: each unit written whole to players in step', function () {
     // 64 KiB mark with nothing in the Writable, whose 'drain' will never come: the rest being sent must resume it
     g = await startFlvGateway({ maxPlayerBacklogBytes: 256 * 1024 * 1024 });
     const gw = g;
-    const o = await gw.open('13900000078');
-    const pub = gw.publisher(o.stream);
-    pub.setTrack(fixtureClip().video);
-    const slow = rawPlay(gw.port, `GET ${o.path}&who=slow HTTP/1.1\r\nHost: x\r\n\r\n`);
-    const slowId = await newPlayer(
-      gw.flv,
-      () => undefined,
-      (p) => p.remote.endsWith(`:${slow.sock.localPort}`),
-    );
-    slow.sock.pause();
+    const { pub, slow, slowId } = await withPausedPlayer(gw, '13900000078');
     const size = 100 * 1024;
     let i = 0;
     while ((gw.stats(slowId)?.backlogBytes ?? 0) < 2 * size && i < 200) {
@@ -104,6 +91,24 @@ describe('flv-out: each unit written whole to players in step', function () {
     assert.equal(gw.stats(slowId)?.skips, 0);
   });
 });
+
+/** A stream of the clip's video track, and an HTTP/1.1 player of it that has stopped reading. */
+async function withPausedPlayer(
+  gw: FlvGateway,
+  sim: string,
+): Promise<{ o: { path: string }; pub: ReturnType<FlvGateway['publisher']>; slow: RawPlay; slowId: string }> {
+  const o = await gw.open(sim);
+  const pub = gw.publisher(o.stream);
+  pub.setTrack(fixtureClip().video);
+  const slow = rawPlay(gw.port, `GET ${o.path}&who=slow HTTP/1.1\r\nHost: x\r\n\r\n`);
+  const slowId = await newPlayer(
+    gw.flv,
+    () => undefined,
+    (p) => p.remote.endsWith(`:${slow.sock.localPort}`),
+  );
+  slow.sock.pause();
+  return { o, pub, slow, slowId };
+}
 
 /** The body of a chunked HTTP response so far (its complete chunks). */
 function chunkedSoFar(raw: Buffer): Buffer {

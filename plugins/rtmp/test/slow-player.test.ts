@@ -4,19 +4,11 @@
  * to emit 'drain'. The rest being sent must resume it, and every frame must come, in order.
  */
 import assert from 'node:assert/strict';
-import { videoUnit, type AccessUnit } from '../../../plugin-sdk';
 import { fixtureClip } from '../../../test/support/fixture-clip';
 import { RtmpBenchPlayer } from '../../../test/bench/support/bench-rtmp-player';
+import { filledFrame as frame } from '../../flv-out/test/helpers';
 import { waitFor } from '../../rtsp-out/test/helpers';
 import { startRtmpGateway, type RtmpGateway } from './helpers';
-
-/** Frame i: an H.264 slice of `size` bytes after its start code, a key frame every 30 */
-function frame(i: number, size: number): AccessUnit {
-  const payload = Buffer.alloc(5 + size, i & 0xff);
-  payload.writeUInt32BE(1, 0);
-  payload[4] = i % 30 === 0 ? 0x65 : 0x41;
-  return videoUnit({ codec: 'h264', dts: 1000 + i * 40, keyframe: i % 30 === 0, payload });
-}
 
 describe('rtmp: a player that stops reading and comes back', function () {
   this.timeout(60_000);
