@@ -23,14 +23,12 @@ import { getSystemErrorName } from 'node:util';
 interface StreamWrap {
   WriteWrap: new () => WriteReq;
   streamBaseState: Int32Array;
-  kBytesWritten: number;
   kLastWriteWasAsync: number;
 }
 
+/** node's write request: libuv's callback calls `oncomplete` with the status; the rest are ours */
 interface WriteReq {
-  handle: unknown;
   oncomplete: (this: WriteReq, status: number) => void;
-  async: boolean;
   bytes: number;
   buffer: Buffer | null;
   writer: DirectWriter | null;
@@ -52,12 +50,7 @@ function streamWrap(): StreamWrap | null {
   try {
     // (process.binding is documented as deprecated, but stream_wrap is on its allow list without a warning in Node 20)
     const b = (process as unknown as { binding(name: string): Partial<StreamWrap> }).binding('stream_wrap');
-    if (
-      typeof b.WriteWrap === 'function' &&
-      b.streamBaseState instanceof Int32Array &&
-      typeof b.kLastWriteWasAsync === 'number' &&
-      typeof b.kBytesWritten === 'number'
-    ) {
+    if (typeof b.WriteWrap === 'function' && b.streamBaseState instanceof Int32Array && typeof b.kLastWriteWasAsync === 'number') {
       wrap = b as StreamWrap;
       writeState = wrap.streamBaseState;
       lastWriteWasAsync = wrap.kLastWriteWasAsync;
@@ -106,7 +99,7 @@ export class DirectWriter {
     if (w === null || s.writableLength !== 0 || s.writableCorked !== 0 || !s.writable || s.destroyed) return false;
     const h = (s as unknown as { _handle?: Handle | null })._handle;
     if (h == null || h.writeBuffer === undefined) return false;
-    const req = this.req ?? this.newReq(h);
+    const req = this.req ?? this.newReq();
     const err = h.writeBuffer(req, b);
     if (err !== 0) {
       // as node's own write does: the socket is destroyed with the error, and its owner learns of it by 'close'
@@ -123,6 +116,16 @@ export class DirectWriter {
     return true;
   }
 
+  /** `b` to the socket: past the Writable when write() can, else through it */
+  send(b: Buffer): void {
+    if (!this.write(b)) this.socket.write(b);
+  }
+
+  /** bytes written that the kernel has not taken yet: the Writable's and the direct writes' */
+  get backlog(): number {
+    return this.socket.writableLength + this.pending;
+  }
+
   /** called by a queued write's request when libuv is done with it */
   completed(bytes: number, status: number): void {
     this.pending -= bytes;
@@ -130,11 +133,9 @@ export class DirectWriter {
     if (this.pending === 0) this.settled();
   }
 
-  private newReq(h: Handle): WriteReq {
+  private newReq(): WriteReq {
     const req = new this.w!.WriteWrap();
-    req.handle = h;
     req.oncomplete = onComplete;
-    req.async = false;
     req.bytes = 0;
     req.buffer = null;
     req.writer = null;

@@ -130,7 +130,7 @@ export abstract class Transport implements Corked {
       view = at === total ? b : b.subarray(0, at);
       scratch.keep(f, kind, view);
     }
-    if (!this.direct!.write(view)) s.write(view);
+    this.direct!.send(view);
     // the kernel did not take it all: node holds the view until it does
     if (s.writableLength > 0 || this.directBacklog() > 0) scratch.escape();
     return true;

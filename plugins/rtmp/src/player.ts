@@ -44,40 +44,31 @@ export class RtmpPlayer implements MediaReader<RtmpFrame> {
     this.direct = new DirectWriter(socket, resume);
   }
 
-  /** bytes written that the kernel has not taken yet */
-  private backlog(): number {
-    return this.socket.writableLength + this.direct.pending;
-  }
-
-  private put(b: Buffer): void {
-    if (!this.direct.write(b)) this.socket.write(b);
-  }
-
   /** every form is a copy made by the encoder: nothing a player writes is a bus payload */
   holdsPayloads(): boolean {
     return false;
   }
 
   writable(): boolean {
-    return this.backlog() < this.highWater;
+    return this.direct.backlog < this.highWater;
   }
 
   write(_unit: AccessUnit, f: RtmpFrame): void {
     if (this.socket.destroyed) return;
     let n: number;
     if (!this.starting) {
-      this.put(f.bytes);
+      this.direct.send(f.bytes);
       n = f.bytes.length;
     } else {
       // (the bus starts a reader at a keyframe; a unit that is no start point waits for one)
       if (f.init === undefined) return;
       n = 0;
       if (this.version !== f.version) {
-        this.put(f.init);
+        this.direct.send(f.init);
         n += f.init.length;
       }
       const own = f.mediaAt === 0 ? f.bytes : f.bytes.subarray(f.mediaAt);
-      this.put(own);
+      this.direct.send(own);
       n += own.length;
       this.starting = false;
     }
@@ -109,7 +100,7 @@ export class RtmpPlayer implements MediaReader<RtmpFrame> {
       reqId: this.reqId,
       remote: this.remote,
       bytesOut: this.bytesOut,
-      backlogBytes: this.backlog() + (this.sub?.stats.queuedBytes ?? 0),
+      backlogBytes: this.direct.backlog + (this.sub?.stats.queuedBytes ?? 0),
       skips: this.skips,
       waitingForKeyframe: this.starting,
     };
