@@ -24,9 +24,9 @@ export function internalSocketPath(clusterId: string, index: number, listener: s
 }
 
 /**
- * The primary, as it exits (or whoever killed it): its workers' internal sockets go, folder and all. A worker's socket file outlives a
- * worker that was killed, and the folder every worker: without this each run of a node left one in the temporary
- * folder.
+ * The primary, as it exits (or whoever killed it): its workers' internal sockets go, folder and all. A worker's
+ * socket file outlives a worker that was killed, and the folder every worker: without this each run of a node left
+ * one in the temporary folder.
  */
 export function removeInternalSockets(clusterId: string): void {
   try {

@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import * as net from 'node:net';
 import { once } from 'node:events';
 import { DirectWriter, directWritesActive } from '../direct-writes';
-import { prng } from '../../test/support/prng';
+import { prng, randomBytes } from '../../test/support/prng';
+import { until } from '../../test/support/until';
 
 interface Pair {
   /** our side: the accepted socket, written with a DirectWriter */
@@ -40,20 +41,11 @@ async function connected(): Promise<Pair> {
   };
 }
 
-function randomBytes(n: number, seed: number): Buffer {
-  const rnd = prng(seed);
-  const b = Buffer.alloc(n);
-  for (let i = 0; i < n; i++) b[i] = Math.floor(rnd() * 256);
-  return b;
-}
+/** n bytes of seed `seed`'s sequence */
+const seeded = (n: number, seed: number): Buffer => randomBytes(prng(seed), n);
 
-async function until(cond: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 500; i++) {
-    if (cond()) return;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  assert.fail(`timed out waiting for ${what}`);
-}
+/** the waits here are for loopback sockets: seconds are plenty */
+const WAIT_MS = 5000;
 
 describe('plugin-sdk DirectWriter (writes past the Writable, to the socket handle)', () => {
   it('is active on this Node: stream_wrap gives WriteWrap and the write state (a Node upgrade that moves them fails here)', () => {
@@ -66,7 +58,7 @@ describe('plugin-sdk DirectWriter (writes past the Writable, to the socket handl
     const w = new DirectWriter(p.ours, () => settled++);
     const sent: Buffer[] = [];
     for (let i = 0; i < 20; i++) {
-      const b = randomBytes(1000 + i * 37, i);
+      const b = seeded(1000 + i * 37, i);
       sent.push(b);
       assert.equal(w.write(b), true);
       assert.equal(w.pending, 0, `write ${i} was queued`);
@@ -75,7 +67,7 @@ describe('plugin-sdk DirectWriter (writes past the Writable, to the socket handl
     const total = sent.reduce((n, b) => n + b.length, 0);
     assert.equal(p.ours.bytesWritten, total);
     p.peer.resume();
-    await until(() => Buffer.concat(p.got).length === total, 'the peer to read every byte');
+    await until(() => Buffer.concat(p.got).length === total, 'the peer to read every byte', WAIT_MS);
     assert.ok(Buffer.concat(p.got).equals(Buffer.concat(sent)), 'bytes differ');
     assert.equal(settled, 0, 'nothing was ever pending, so nothing settled');
     assert.deepEqual(p.errors, []);
@@ -90,25 +82,30 @@ describe('plugin-sdk DirectWriter (writes past the Writable, to the socket handl
     // the peer does not read: once both sides' buffers are full a write is only partly taken and libuv queues the rest
     let i = 0;
     while (w.pending === 0 && i < 5000) {
-      const b = randomBytes(48 * 1024, i++);
+      const b = seeded(48 * 1024, i++);
       sent.push(b);
       assert.equal(w.write(b), true);
     }
     assert.ok(w.pending > 0, `the kernel took ${i} writes of 48 KiB whole`);
     assert.equal(p.ours.writableLength, 0, 'the Writable holds none of it');
     // more direct writes queue behind it; then the Writable's own, which must come after them on the wire
-    const queued = randomBytes(10_000, 9001);
+    const queued = seeded(10_000, 9001);
     sent.push(queued);
     assert.equal(w.write(queued), true);
-    const viaWritable = randomBytes(30_000, 9002);
+    const viaWritable = seeded(30_000, 9002);
     sent.push(viaWritable);
     p.ours.write(viaWritable);
-    // the Writable now holds bytes: a direct write would jump them, so it is refused
+    // the Writable now holds bytes: a direct write would jump them, so it is refused, and send() goes behind them
     assert.equal(w.write(Buffer.alloc(10)), false);
+    const sentBehind = seeded(5_000, 9003);
+    sent.push(sentBehind);
+    w.send(sentBehind);
+    assert.equal(w.backlog, p.ours.writableLength + w.pending);
+    assert.ok(p.ours.writableLength >= viaWritable.length + sentBehind.length, 'both went through the Writable');
     assert.equal(settled, 0);
     const total = sent.reduce((n, b) => n + b.length, 0);
     p.peer.resume();
-    await until(() => Buffer.concat(p.got).length === total, 'the peer to read every byte');
+    await until(() => Buffer.concat(p.got).length === total, 'the peer to read every byte', WAIT_MS);
     assert.ok(Buffer.concat(p.got).equals(Buffer.concat(sent)), 'bytes differ or came out of order');
     assert.equal(w.pending, 0);
     assert.equal(settled, 1, 'settled once, when the last queued direct write was sent');
@@ -138,8 +135,8 @@ describe('plugin-sdk DirectWriter (writes past the Writable, to the socket handl
     p.peer.resetAndDestroy();
     await new Promise((r) => setTimeout(r, 50));
     for (let i = 0; i < 5 && !p.ours.destroyed; i++) w.write(Buffer.alloc(1000));
-    await until(() => p.ours.destroyed, 'our socket to be destroyed');
-    await until(() => p.errors.length > 0, "the socket's error");
+    await until(() => p.ours.destroyed, 'our socket to be destroyed', WAIT_MS);
+    await until(() => p.errors.length > 0, "the socket's error", WAIT_MS);
     assert.ok(['EPIPE', 'ECONNRESET'].includes(p.errors[0]!), p.errors[0]);
     assert.equal(w.write(Buffer.alloc(10)), false, 'a destroyed socket takes no direct write');
     p.close();
@@ -153,7 +150,7 @@ describe('plugin-sdk DirectWriter (writes past the Writable, to the socket handl
     assert.ok(w.pending > 0);
     p.ours.destroy();
     await once(p.ours, 'close');
-    await until(() => w.pending === 0, 'the cancelled write to be reported');
+    await until(() => w.pending === 0, 'the cancelled write to be reported', WAIT_MS);
     assert.equal(settled, 1);
     assert.deepEqual(p.errors, [], 'a write cancelled by our own destroy is no error');
     p.close();

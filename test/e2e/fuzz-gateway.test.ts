@@ -27,6 +27,7 @@ import { parseFlv, type ReadTag } from '../support/flv-reader';
 import { repoRoot, scratchDir } from '../support/paths';
 import { requireTool } from '../support/tools';
 import { capture, codedVideo, encodeCapture, expectedFrom, ffprobe, firstNonMonotonic, httpUrlOf, metricSum, prng } from './helpers';
+import { randomBytes } from '../support/prng';
 
 const MAIN = path.join(repoRoot, 'dist', 'core', 'main.js');
 const AUTH = 'fuzz:fuzz';
@@ -282,12 +283,6 @@ class Player {
 
 // ---------------------------------------------------------------------------------------------------------------
 // Fuzz material
-
-function randomBytes(rnd: () => number, n: number): Buffer {
-  const b = Buffer.allocUnsafe(n);
-  for (let i = 0; i < n; i++) b[i] = (rnd() * 256) | 0;
-  return b;
-}
 
 function randomSim(rnd: () => number, layout: Jt1078Layout): string {
   let s = '';

@@ -9,3 +9,10 @@ export function prng(seed: number): () => number {
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
 }
+
+/** n bytes drawn from `rnd` (e.g. a `prng(seed)`), one draw a byte. */
+export function randomBytes(rnd: () => number, n: number): Buffer {
+  const b = Buffer.allocUnsafe(n);
+  for (let i = 0; i < n; i++) b[i] = (rnd() * 256) | 0;
+  return b;
+}

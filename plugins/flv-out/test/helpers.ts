@@ -14,8 +14,10 @@ import { startTestGateway, stubMediaPlugin, type TestGateway } from '../../../pl
 import { FLV_PLAYERS, type FlvPlayers, type PlayerStats } from '../service';
 import { parseFlv, type ParsedFlv, type ReadTag } from '../../../test/support/flv-reader';
 import { requireTool } from '../../../test/support/tools';
+import { until } from '../../../test/support/until';
 
 export const HOST = '127.0.0.1';
+export { until };
 
 /**
  * Frame i: an H.264 slice of `size` bytes after its NAL header, every one of them i & 0xff (so a byte from another
@@ -79,14 +81,6 @@ export async function startFlvGateway(flvOut: Record<string, unknown> = {}, gate
 /** A play path with the token swapped. */
 export function withToken(p: string, token: string): string {
   return p.replace(/token=[^&]*/, `token=${token}`);
-}
-
-export async function until(cond: () => boolean, what: string, ms = 20_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
 }
 
 /** The id of the player that appears (in the service's list) while `connect` runs. */

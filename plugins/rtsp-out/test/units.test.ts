@@ -16,12 +16,10 @@ class RtspParser extends RtspReader {
     super({ mode: 'strict', requestsOnly: true, ...limits });
   }
 }
-import { prng } from '../../../test/support/prng';
+import { prng, randomBytes } from '../../../test/support/prng';
 
 function bytes(n: number, seed: number, first: number[]): Buffer {
-  const rnd = prng(seed);
-  const b = Buffer.alloc(n);
-  for (let i = 0; i < n; i++) b[i] = Math.floor(rnd() * 256);
+  const b = randomBytes(prng(seed), n);
   Buffer.from(first).copy(b);
   // no start codes inside: 00 00 0x would split the NAL unit
   for (let i = 2; i < n; i++) if (b[i - 2] === 0 && b[i - 1] === 0) b[i] = 0xff;
