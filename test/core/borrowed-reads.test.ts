@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import * as net from 'node:net';
 import { once } from 'node:events';
-import { borrowedReadsActive, pauseBorrowed, readBorrowed, resumeBorrowed } from '../../core/net/borrowed-reads';
+import { borrowedReadsActive, directReadsActive, pauseBorrowed, readBorrowed, resumeBorrowed } from '../../core/net/borrowed-reads';
 import { prng } from '../support/prng';
 
 interface Accepted {
@@ -10,6 +10,8 @@ interface Accepted {
   arrayBuffers: Set<ArrayBufferLike>;
   events: string[];
   closed: Promise<void>;
+  /** socket.bytesRead when 'end' came */
+  bytesRead: number;
 }
 
 /** A server whose one connection is read with readBorrowed (after `before` ran on it); each chunk copied out. */
@@ -20,12 +22,15 @@ async function serveOnce(before?: (s: net.Socket) => void): Promise<{ port: numb
   });
   const srv = net.createServer({ pauseOnConnect: true }, (s) => {
     before?.(s);
-    const a: Accepted = { fast: false, got: [], arrayBuffers: new Set(), events: [], closed: once(s, 'close').then(() => undefined) };
+    const a: Accepted = { fast: false, got: [], arrayBuffers: new Set(), events: [], closed: once(s, 'close').then(() => undefined), bytesRead: -1 };
     a.fast = readBorrowed(s, (chunk) => {
       a.arrayBuffers.add(chunk.buffer);
       a.got.push(Buffer.from(chunk));
     });
-    s.on('end', () => a.events.push('end'));
+    s.on('end', () => {
+      a.events.push('end');
+      a.bytesRead = s.bytesRead;
+    });
     s.on('error', (e) => a.events.push(`error ${(e as NodeJS.ErrnoException).code}`));
     s.on('close', () => a.events.push('close'));
     done(a);
@@ -37,6 +42,7 @@ async function serveOnce(before?: (s: net.Socket) => void): Promise<{ port: numb
 describe('plugin-sdk readBorrowed (socket reads into one shared buffer)', () => {
   it('is active on this Node: an accepted socket takes the onread fields net.connect uses (a Node upgrade that moves them fails here)', () => {
     assert.equal(borrowedReadsActive(), true);
+    assert.equal(directReadsActive(), true, "reads would go through node's onStreamRead: the binding's read state moved");
   });
 
   it('delivers every byte in order through one reused buffer, then end and close', async () => {
@@ -56,6 +62,32 @@ describe('plugin-sdk readBorrowed (socket reads into one shared buffer)', () => 
     // no Buffer per read: every chunk is a view of the same memory
     assert.equal(a.arrayBuffers.size, 1);
     assert.deepEqual(a.events, ['end', 'close']);
+    // the handle counts what it read, past node's onStreamRead as through it
+    assert.equal(a.bytesRead, sent.length);
+  });
+
+  it('a socket with a timeout set keeps it refreshed by every read, and times out once the reads stop', async () => {
+    const timeouts: number[] = [];
+    const t0 = Date.now();
+    const srv = await serveOnce((s) => {
+      s.setTimeout(150, () => timeouts.push(Date.now() - t0));
+    });
+    const c = net.connect(srv.port, '127.0.0.1');
+    await once(c, 'connect');
+    // a write every 40 ms for 600 ms: four times the timeout, and never 150 ms without a read
+    for (let i = 0; i < 15; i++) {
+      c.write(Buffer.alloc(100, i));
+      await new Promise((r) => setTimeout(r, 40));
+    }
+    const a = await srv.accepted;
+    assert.deepEqual(timeouts, [], `timed out while reading, at ${timeouts.join(', ')} ms`);
+    const quiet = Date.now();
+    while (timeouts.length === 0 && Date.now() - quiet < 2000) await new Promise((r) => setTimeout(r, 20));
+    c.destroy();
+    await a.closed;
+    srv.close();
+    assert.equal(timeouts.length, 1, 'no timeout once the reads stopped');
+    assert.equal(Buffer.concat(a.got).length, 1500);
   });
 
   it("bytes already put back on the socket (a cluster hand-over's first bytes) come first", async () => {
