@@ -105,6 +105,7 @@ export { systemClock, ManualClock } from './clock';
 export { BufferSlab, FRAME_SLAB_BYTES } from './buffer-slab';
 export { copyBytes, lengthOf, memOf, offsetOf, setBytes } from './byte-views';
 export { DirectWriter, directWritesActive } from './direct-writes';
+export { WireScratch } from './wire-scratch';
 export type { Clock, Cancel } from './clock';
 export { LogLimiter, OVERFLOW_KEY } from './log-limiter';
 export type { LogLimiterOptions, LogVerdict } from './log-limiter';

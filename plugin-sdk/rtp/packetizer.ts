@@ -9,6 +9,7 @@
  */
 import type { AccessUnit } from '../media';
 import { NAL_FLAG, NalUnits } from '../formats/nal-index';
+import { copyBytes } from '../byte-views';
 
 /** tracks of a presentation, in SDP order; also the default interleaved channel pair (2 x index) */
 export const VIDEO = 0;
@@ -52,6 +53,30 @@ export class RtpUnit {
       fn(this.mem.subarray(h, h + len), to > from ? this.payload.subarray(from, to) : undefined);
       h += len;
     }
+  }
+
+  /** bytes of all its packets as interleaved frames: RTP bytes and a 4-byte prefix each */
+  get wireBytes(): number {
+    return this.rtpBytes + PREFIX * this.count;
+  }
+
+  /**
+   * Copies its packets into `into` from `at` as forEach gives them, each head then its body (wireBytes of room): the
+   * interleaved frames of this track's default channels, for one write. Returns where they end. No view is made for
+   * a piece (copyBytes).
+   */
+  copyWire(into: Buffer, at: number): number {
+    const mem = this.mem;
+    let h = this.at;
+    for (let i = 0, t = this.tableAt; i < this.count; i++, t += 12) {
+      const len = mem.readUInt32LE(t);
+      const from = mem.readUInt32LE(t + 4);
+      const to = mem.readUInt32LE(t + 8);
+      at += copyBytes(mem, h, h + len, into, at);
+      if (to > from) at += copyBytes(this.payload, from, to, into, at);
+      h += len;
+    }
+    return at;
   }
 }
 

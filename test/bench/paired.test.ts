@@ -19,6 +19,16 @@ describe('bench paired: arguments, reading a run, the ratio', () => {
     assert.deepEqual(parseArgs(['--floor']).ingestArgs, ['--terminals', '350', '--seconds', '20'], 'the default load');
   });
 
+  it('--readers runs the RTSP or HLS bench on both sides, only against another build', () => {
+    assert.equal(parseArgs(['--against', repoRoot]).bench, 'ingest-flv');
+    assert.equal(parseArgs(['--against', repoRoot, '--readers', 'rtsp']).bench, 'rtsp');
+    assert.equal(parseArgs(['--against', repoRoot, '--readers', 'hls', '--', '--terminals', '100']).bench, 'ingest-hls');
+    assert.throws(() => parseArgs(['--against', repoRoot, '--readers', 'webrtc']), /--readers takes rtsp or hls, got 'webrtc'/);
+    assert.throws(() => parseArgs(['--floor', '--readers', 'rtsp']), /compares two builds/);
+    assert.throws(() => parseArgs(['--env', 'GW_X=1', '--readers', 'rtsp']), /compares two builds/);
+    assert.throws(() => parseArgs(['--against', repoRoot, '--readers', 'rtsp', '--', '--floor']), /compares two builds/);
+  });
+
   it('gives B workers with --b-workers N, only on this build and never to both sides', () => {
     const o = parseArgs(['--b-workers', '2', '--', '--terminals', '300']);
     assert.equal(o.bWorkers, 2);

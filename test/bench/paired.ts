@@ -20,7 +20,7 @@ import { BenchArgs } from './support/bench-args';
 import { boundVerdict, spellLine, spellOf } from './support/spell';
 
 export const USAGE = `usage: npm run bench -- paired (--against DIR | --floor | --env NAME=VALUE... | --b-workers N) [--pairs N] [--b-node-opt OPT]...
-                       [-- INGEST-FLV ARGS]
+                       [--readers rtsp|hls] [-- INGEST-FLV ARGS]
   Runs ingest-flv against two gateways at once (A: this checkout; B: as chosen), both on core 0, and prints B's CPU
   over A's for each pair and over all pairs. INGEST-FLV ARGS go to both sides (default: --terminals 350 --seconds 20).
   --against DIR      B is another checkout's build (DIR/dist/test/bench/run.js, e.g. a git worktree of the old main);
@@ -31,7 +31,10 @@ export const USAGE = `usage: npm run bench -- paired (--against DIR | --floor | 
                      process: B / A is what the split costs, and N / (B / A) what N cores hold against one, a figure the
                      machine's drift does not move as it moves ingest-flv --vs-workers' alternated rounds
   --pairs N          pairs to run (default 4)
-  --b-node-opt OPT   a node option for B's gateway only (ingest-flv --node-opt); repeatable`;
+  --b-node-opt OPT   a node option for B's gateway only (ingest-flv --node-opt); repeatable
+  --readers K        each side's readers are RTSP/TCP sessions (rtsp) or HLS clients (hls) instead of FLV players: both
+                     sides run that bench's one reader run (rtsp --rounds 0, ingest-hls --rounds 0) with the same
+                     INGEST-FLV ARGS; with --against only (a floor has no such readers)`;
 
 export interface PairedOptions {
   against?: string;
@@ -42,6 +45,8 @@ export interface PairedOptions {
   bWorkers: number;
   bNodeOpts: string[];
   ingestArgs: string[];
+  /** the bench each side runs: ingest-flv, or the one of --readers */
+  bench: 'ingest-flv' | 'rtsp' | 'ingest-hls';
 }
 
 export function parseArgs(args: string[]): PairedOptions {
@@ -54,6 +59,7 @@ export function parseArgs(args: string[]): PairedOptions {
     bWorkers: 0,
     bNodeOpts: [],
     ingestArgs: split < 0 ? ['--terminals', '350', '--seconds', '20'] : args.slice(split + 1),
+    bench: 'ingest-flv',
   };
   const r = new BenchArgs(own, USAGE);
   for (let a = r.next(); a !== undefined; a = r.next()) {
@@ -86,6 +92,12 @@ export function parseArgs(args: string[]): PairedOptions {
         o.bNodeOpts.push(v);
         break;
       }
+      case '--readers': {
+        const v = r.value();
+        if (v !== 'rtsp' && v !== 'hls') throw r.error(`--readers takes rtsp or hls, got '${v ?? ''}'`);
+        o.bench = v === 'rtsp' ? 'rtsp' : 'ingest-hls';
+        break;
+      }
       default:
         r.unknown(a);
     }
@@ -99,6 +111,8 @@ export function parseArgs(args: string[]): PairedOptions {
   // both sides' floors: only two builds' floors differ
   if (o.ingestArgs.includes('--floor') && !o.against)
     throw r.error("--floor after --: both sides would run the same floor (with --against DIR it compares two builds' floors)");
+  if (o.bench !== 'ingest-flv' && (!o.against || o.ingestArgs.includes('--floor')))
+    throw r.error('--readers compares two builds (--against DIR): neither a floor nor another setting of this one has such readers to weigh');
   if (o.against && !fs.existsSync(runnerOf(o.against))) throw r.error(`${runnerOf(o.against)} not found: build that checkout first (npx tsc -p tsconfig.json)`);
   return o;
 }
@@ -164,9 +178,11 @@ export function summarise(pairs: readonly PairResult[]): { ratio: number; min: n
   return { ratio: b / a, min, max };
 }
 
-function runSide(runner: string, args: string[], env: NodeJS.ProcessEnv): Promise<string> {
+function runSide(runner: string, bench: PairedOptions['bench'], args: string[], env: NodeJS.ProcessEnv): Promise<string> {
+  // the reader benches' one run of their readers, without the FLV rounds they alternate with by default
+  const own = bench === 'ingest-flv' ? [] : ['--rounds', '0'];
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [runner, 'ingest-flv', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [runner, bench, ...own, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     child.stdout.on('data', (d: Buffer) => {
       out += d.toString();
@@ -175,7 +191,7 @@ function runSide(runner: string, args: string[], env: NodeJS.ProcessEnv): Promis
       out += d.toString();
     });
     child.on('error', reject);
-    child.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`ingest-flv exited ${code}:\n${out.split('\n').slice(-20).join('\n')}`))));
+    child.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`${bench} exited ${code}:\n${out.split('\n').slice(-20).join('\n')}`))));
   });
 }
 
@@ -202,15 +218,15 @@ export async function run(args: string[]): Promise<void> {
       : o.bWorkers > 0
         ? `this build with ${o.bWorkers} workers`
         : `this build with ${[...Object.entries(o.env).map(([k, v]) => `${k}=${v}`), ...o.bNodeOpts].join(' ')}`;
-  console.log(`paired: ${o.pairs} pair(s) of ingest-flv ${o.ingestArgs.join(' ')}, run at the same time; A = this build, B = ${what}`);
+  console.log(`paired: ${o.pairs} pair(s) of ${o.bench} ${o.ingestArgs.join(' ')}, run at the same time; A = this build, B = ${what}`);
   const pairs: PairResult[] = [];
   for (let i = 0; i < o.pairs; i++) {
     const firstSide = i % 2 === 0 ? 'A' : 'B';
     // both at once: started a second apart (until 2026-11-29), the side started first read 2.5-4.5 % more CPU than
     // the other in every pair, A against A too (0.953-0.965 with A first, 1.042-1.051 with B first), and with its
     // warm-up a second longer so the windows matched, still 2.5 %; started together, A against A read 0.991-1.009
-    const aRun = (): Promise<string> => runSide(here, aArgs, process.env);
-    const bRun = (): Promise<string> => runSide(bRunner, bArgs, bEnv);
+    const aRun = (): Promise<string> => runSide(here, o.bench, aArgs, process.env);
+    const bRun = (): Promise<string> => runSide(bRunner, o.bench, bArgs, bEnv);
     const [aOut, bOut] = firstSide === 'A' ? await Promise.all([aRun(), bRun()]) : (await Promise.all([bRun(), aRun()])).reverse();
     const p: PairResult = { a: readFigures(aOut), b: readFigures(bOut), firstSide };
     pairs.push(p);

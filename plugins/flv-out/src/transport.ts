@@ -13,8 +13,7 @@ import { WebSocket } from 'ws';
 import type { FlvFrame } from './flv-format';
 import { BARE, CHUNKED, CRLF, WS_MESSAGE, chunkSizeLine, wsHeader, type WholeFraming } from './framing';
 import type { Corked, TickFlush } from './tick';
-import { WireScratch } from './wire-scratch';
-import { DirectWriter } from '../../../plugin-sdk';
+import { DirectWriter, WireScratch } from '../../../plugin-sdk';
 
 /** one for the process: a unit is laid out and written in one synchronous run, so no two players' overlap */
 const scratch = new WireScratch();

@@ -4,6 +4,7 @@
  * the server's (server.ts); this is the wire side of it.
  */
 import type { Socket } from 'node:net';
+import { DirectWriter } from '../../../plugin-sdk';
 import { RtspReader, cseqOf, serializeResponse, type RtspRequest } from '../../../plugin-sdk/rtsp';
 import type { Plan, RtspSession } from './session';
 
@@ -47,6 +48,11 @@ export class Connection {
   readonly sessions = new Set<RtspSession>();
   /** DESCRIBE's decisions, by stream and reqId, for the SETUPs that follow */
   readonly plans = new Map<string, Plan>();
+  /**
+   * The TCP sessions' units, each laid out whole, to the socket's handle past node's Writable (RtspSession.send); the
+   * socket's one writer of that kind, as its `pending` bytes are the socket's
+   */
+  readonly out: DirectWriter;
 
   constructor(
     readonly socket: Socket,
@@ -57,6 +63,12 @@ export class Connection {
     this.ip = (socket.remoteAddress ?? '').replace(/^::ffff:/, '');
     this.remote = `${this.ip}:${socket.remotePort}`;
     this.lastActivity = host.now();
+    this.out = new DirectWriter(socket, () => this.resumeReaders());
+  }
+
+  /** The socket took what was waiting (its Writable's 'drain', or the last of the direct writes): TCP readers go on. */
+  resumeReaders(): void {
+    for (const s of this.sessions) if (s.lower === 'tcp') s.sub?.resume();
   }
 
   onData(chunk: Buffer): void {

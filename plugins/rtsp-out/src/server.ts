@@ -109,9 +109,7 @@ export class RtspServer implements SessionOwner {
     socket.on('data', (chunk: Buffer) => c.onData(chunk));
     socket.on('error', (err) => this.o.log.debug({ remote: c.remote, err: err.message }, 'RTSP connection error'));
     socket.on('close', () => this.onClose(c));
-    socket.on('drain', () => {
-      for (const s of c.sessions) if (s.lower === 'tcp') s.sub?.resume();
-    });
+    socket.on('drain', () => c.resumeReaders());
   }
 
   /** RTP or RTCP from a UDP reader (receiver reports, NAT keep-alives): it is still there. */
@@ -272,7 +270,7 @@ export class RtspServer implements SessionOwner {
 
     if (!s) {
       if (c.sessions.size >= MAX_SESSIONS_PER_CONNECTION) return { status: 453 };
-      s = new RtspSession(randomBytes(8).toString('hex'), plan, tt.lower, c.socket, c.remote, this, auth.stream.media);
+      s = new RtspSession(randomBytes(8).toString('hex'), plan, tt.lower, c.socket, c.remote, this, auth.stream.media, tt.lower === 'tcp' ? c.out : undefined);
       this.sessions.add(s);
       c.sessions.add(s);
     }

@@ -5,6 +5,7 @@
  * and adds the RTCP that is its own (sender reports counting what it sent, BYE).
  */
 import type { Socket } from 'node:net';
+import { WireScratch, type DirectWriter } from '../../../plugin-sdk';
 import type { AccessUnit, MediaReader, MediaStream, PlayerHandle, ReaderHandle, TrackInfo, Via } from '../../../plugin-sdk';
 import type { MediaSelect } from '../../../plugin-sdk';
 import { AUDIO, VIDEO, type RtpUnit, type TrackIndex } from '../../../plugin-sdk/rtp';
@@ -32,6 +33,9 @@ export type TrackTransport = { lower: 'tcp'; rtp: number; rtcp: number } | { low
 export const TCP_WRITABLE_BELOW = 64 * 1024;
 /** sender reports per track at most this often (RFC 3550 6.2: 5 s minimum interval) */
 const SR_INTERVAL_MS = 5000;
+
+/** where a TCP session's unit is laid out whole for one write; the last one is shared by the stream's other sessions */
+const scratch = new WireScratch();
 
 export interface SessionOwner {
   readonly cname: string;
@@ -83,6 +87,8 @@ export class RtspSession implements MediaReader<RtpUnit> {
     private readonly owner: SessionOwner,
     /** the stream read (the request's own; stage forms share its timeline and wall clock) */
     readonly media: MediaStream,
+    /** TCP: the connection's writer past node's Writable (Connection.out) */
+    private readonly out?: DirectWriter,
   ) {
     this.lastSeen = owner.now();
     if (lower === 'tcp') this.holdsPayloads = () => (this.held !== undefined && this.held.length > 0) || (this.socket?.writableLength ?? 0) > 0;
@@ -105,7 +111,7 @@ export class RtspSession implements MediaReader<RtpUnit> {
   writable(): boolean {
     if (this.lower === 'udp') return true;
     const s = this.socket;
-    return s !== undefined && !s.destroyed && s.writableLength < Math.max(TCP_WRITABLE_BELOW, s.writableHighWaterMark);
+    return s !== undefined && !s.destroyed && s.writableLength + (this.out?.pending ?? 0) < Math.max(TCP_WRITABLE_BELOW, s.writableHighWaterMark);
   }
 
   skipped(): void {
@@ -193,9 +199,14 @@ export class RtspSession implements MediaReader<RtpUnit> {
     if (t.lower === 'tcp') {
       const s = this.socket;
       if (!s || s.destroyed || !s.writable) return;
-      // one writev per unit; the channel in the shared prefix is the track's default, which most clients pick
-      s.cork();
+      // the channel in the shared prefix is the track's default, which most clients pick
       const own = t.rtp === f.track * 2;
+      if (own && this.sendWhole(s, f)) {
+        this.sent(unit, f, t, f.wireBytes);
+        return;
+      }
+      // one writev per unit
+      s.cork();
       f.forEach((head, body) => {
         if (own) {
           s.write(head);
@@ -214,6 +225,33 @@ export class RtspSession implements MediaReader<RtpUnit> {
         if (this.owner.udpSend(false, body ? [rtp, body] : [rtp], t.rtp, t.host)) bytes += rtp.length + (body ? body.length : 0);
       });
     }
+    this.sent(unit, f, t, bytes);
+  }
+
+  /**
+   * The unit's interleaved packets laid out in scratch memory and written as one Buffer to the socket's handle (see
+   * plugin-sdk/direct-writes.ts), when nothing of this connection waits in node: one handle call, against a write per
+   * head and body through the corked Writable. false: not written (something waits, or the unit is too big).
+   */
+  private sendWhole(s: Socket, f: RtpUnit): boolean {
+    const out = this.out;
+    if (out === undefined || out.pending !== 0 || s.writableLength !== 0 || s.writableCorked !== 0) return false;
+    let view = scratch.cached(f, 0);
+    if (view === undefined) {
+      const n = f.wireBytes;
+      if (n > WireScratch.MAX) return false;
+      view = scratch.take(n);
+      f.copyWire(view, 0);
+      scratch.keep(f, 0, view);
+    }
+    out.send(view);
+    // the kernel did not take it all: libuv (or node) holds the view until it does
+    if (out.backlog > 0) scratch.escape();
+    return true;
+  }
+
+  /** Counts a unit sent, and sends the track's sender report when one is due. */
+  private sent(unit: AccessUnit, f: RtpUnit, t: TrackTransport, bytes: number): void {
     const st = this.stats[f.track];
     st.packets += f.count;
     st.octets += f.rtpBytes - 12 * f.count;

@@ -218,6 +218,36 @@ describe('rtsp-out units: packetisers', () => {
     assert.ok(ps.every((p) => (p[1] & 0x80) === 0 && (p[1] & 0x7f) === 8));
   });
 
+  it('a unit laid out whole for one TCP write: its packets as interleaved frames, in order, byte for byte', () => {
+    const sps = bytes(20, 1, [0x67, 0x42, 0xc0, 0x1e]);
+    const pps = bytes(4, 2, [0x68]);
+    const au = joinAnnexB([sps, pps, bytes(9000, 11, [0x65]), bytes(300, 12, [0x41])]);
+    const units = [
+      new Packetizer(1400).h264(videoUnit({ codec: 'h264', dts: 0, keyframe: true, payload: au }), [sps, pps], VIDEO, 96, 0, state())!,
+      new Packetizer(400).aac(bytes(1000, 9, [0x21]), AUDIO, 97, 1024, state())!,
+      new Packetizer(1400).g711(bytes(160, 10, [0xd5]), AUDIO, 8, 8000, state(), 1)!,
+    ];
+    for (const u of units) {
+      const pieces: Buffer[] = [];
+      u.forEach((head, body) => pieces.push(body ? Buffer.concat([head, body]) : head));
+      const want = Buffer.concat(pieces);
+      assert.equal(u.wireBytes, want.length);
+      // laid out after other bytes, as in a scratch slab: nothing before `at` or after the end is touched
+      const into = Buffer.alloc(7 + want.length + 5, 0xee);
+      assert.equal(u.copyWire(into, 7), 7 + want.length);
+      assert.ok(into.subarray(7, 7 + want.length).equals(want), 'the frames differ from the packets forEach gives');
+      assert.ok(into.subarray(0, 7).every((b) => b === 0xee) && into.subarray(7 + want.length).every((b) => b === 0xee));
+      // each frame: '$', the track's default channel, the RTP length
+      let n = 0;
+      for (let at = 0; at < want.length; n++) {
+        assert.equal(want[at], 0x24);
+        assert.equal(want[at + 1], u.track * 2);
+        at += 4 + want.readUInt16BE(at + 2);
+      }
+      assert.equal(n, u.count);
+    }
+  });
+
   it('NTP timestamps: epoch ms round trip', () => {
     const ms = Date.UTC(2026, 10, 23, 22, 0, 0, 125);
     const n = ntpOf(ms);

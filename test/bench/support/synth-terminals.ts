@@ -11,7 +11,7 @@ import { loadCapture } from '../../../plugins/jt1078-ingest/tools/simulator';
 import { DATA_TYPE, SUB_MARK, headerLength } from '../../../plugins/jt1078-ingest/src/packet';
 import { Jt1078Packer, encodeSim } from '../../../plugins/jt1078-ingest/src/packer';
 import { PT } from '../../../plugins/jt1078-ingest/src/payload-types';
-import { WireScratch } from '../../../plugins/flv-out/src/wire-scratch';
+import { WireScratch } from '../../../plugin-sdk/wire-scratch';
 
 /** 2013 layout offsets inside a packet header (the templates are always 2013) */
 const SEQ_AT = 6;

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
-import { WireScratch } from '../src/wire-scratch';
+import { WireScratch } from '../wire-scratch';
 
 /** where a view sits: its memory and its offset in it */
 const at = (b: Buffer): [ArrayBufferLike, number] => [b.buffer, b.byteOffset];
 
-describe('flv-out wire scratch: where units are laid out', () => {
+describe('plugin-sdk WireScratch: where units are laid out for one write', () => {
   it('lays each unit over the last while the kernel takes every write whole', () => {
     const s = new WireScratch();
     const a = s.take(5000);

@@ -1,8 +1,8 @@
 /**
  * Memory for a unit's bytes laid out contiguously for one write. A player in step with its stream gets each unit as
- * one Buffer instead of five pieces through a corked socket: node's Writable takes a write per piece (an object
- * each, a view each) and the handle a writev of five buffers, which together cost more than copying the unit once
- * (see Transport.send).
+ * one Buffer instead of its pieces through a corked socket: node's Writable takes a write per piece (an object
+ * each, a view each) and the handle a writev of them all, which together cost more than copying the unit once
+ * (flv-out's Transport.send: five pieces a unit; rtsp-out's TCP sessions: two a packet).
  *
  * A write the kernel takes whole leaves nothing referring to this memory, so the next unit is laid out in the same
  * place, overwriting it. A write the kernel cannot take whole is held by node until sent: units after it go past it
