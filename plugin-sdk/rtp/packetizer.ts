@@ -3,9 +3,9 @@
  * AP, FU), G.711 (RFC 3551) and AAC (RFC 3640 mpeg4-generic, AAC-hbr).
  *
  * A packet is kept as its small bytes (a 4-byte interleaved prefix, the 12-byte RTP header, the payload header or
- * an aggregation of small NAL units) and a range of the unit's own payload. Large NAL units are never copied: the
- * bus keeps a unit's RTP form as long as the unit (GOP cache, readers' queues), and a copy would double what a GOP
- * holds. Small parts of many units share 4 KiB chunks (the same reasoning as flv-out's FlvFrame).
+ * an aggregation of small NAL units) and a range of the unit's own payload. Large NAL units are never copied: a
+ * unit's RTP form lives as long as a reader's queue holds it, and a copy would double what a slow reader's queue holds
+ * (the GOP cache keeps no forms: rtp-format.ts makes a joiner's again). Small parts of many units share 4 KiB chunks (the same reasoning as flv-out's FlvFrame).
  */
 import type { AccessUnit } from '../media';
 import { NAL_FLAG, NalUnits } from '../formats/nal-index';

@@ -3,6 +3,11 @@
  * and UDP alike. Sequence numbers, SSRC and timestamp offsets belong to the encoder (random per RFC 3550), so all
  * readers of a stream see the same packets; a reader that joins gets the GOP cache's packets first (RTP-Info tells
  * it where it starts) and one that skips a GOP sees a gap in sequence numbers, as after loss.
+ *
+ * The joiner's GOP packets are made again (`catchUp`), numbered from where each unit's numbering started then, rather
+ * than kept: a kept form (an object and its small parts) lives as long as its GOP, past two young-generation
+ * collections, so each was copied twice and promoted (0.9 MB a scavenge at 300 RTSP readers, against 3 KB with FLV
+ * players), and left for a full collection (core/bus/gop-cache.ts says the same of FLV forms).
  */
 import { randomInt } from 'node:crypto';
 import { defineFormat, type FormatEncoder, type UnitFormat } from '../bus';
@@ -51,6 +56,45 @@ function rescale(ticks: number, from: number, to: number): number {
   return from === to ? ticks : Math.round((ticks * to) / from);
 }
 
+/**
+ * Units since the stream's last video key frame (the bus's GOP cache holds the same ones), each as where its packets'
+ * numbering started on both tracks and how many packets it made: what `catchUp` needs to make a joiner's packets
+ * again with the numbers the readers in step got, so that the joiner's sequence goes on into the live packets.
+ * Numbers in arrays kept across GOPs (emptied by their count).
+ */
+class GopNumbering {
+  /** a GOP past this many units is forgotten from its start (a joiner's first units are then left out) */
+  static readonly MAX = 8192;
+  n = 0;
+  readonly video: number[] = [];
+  readonly dtsTicks: number[] = [];
+  readonly videoSeq: number[] = [];
+  readonly audioSeq: number[] = [];
+  /** packets made, or -1: none (a unit left out) */
+  readonly packets: number[] = [];
+
+  /** Where a unit's numbering starts; returns its row, for `made`. */
+  add(unit: AccessUnit, videoSeq: number, audioSeq: number): number {
+    if (unit.kind === 'video' && unit.keyframe) this.n = 0;
+    else if (this.n === GopNumbering.MAX) this.n = 0;
+    const i = this.n++;
+    this.video[i] = unit.kind === 'video' ? 1 : 0;
+    this.dtsTicks[i] = unit.dtsTicks;
+    this.videoSeq[i] = videoSeq;
+    this.audioSeq[i] = audioSeq;
+    this.packets[i] = -1;
+    return i;
+  }
+
+  /** The row of a unit given again (the GOP cache's, in order, so from the tail), or -1 when it is not the same one. */
+  rowOf(units: ReadonlyArray<AccessUnit>, k: number): number {
+    const i = this.n - units.length + k;
+    const u = units[k];
+    if (i < 0 || this.video[i] !== (u.kind === 'video' ? 1 : 0) || this.dtsTicks[i] !== u.dtsTicks) return -1;
+    return i;
+  }
+}
+
 class RtpEncoder implements FormatEncoder<RtpUnit> {
   private readonly p: Packetizer;
   private readonly video = trackState();
@@ -61,6 +105,7 @@ class RtpEncoder implements FormatEncoder<RtpUnit> {
   private audioTrack: AudioTrackInfo | undefined;
   private audioPt: number | undefined;
   private closed = false;
+  private readonly gop = new GopNumbering();
 
   constructor(private readonly h: RtpFormatHooks) {
     this.p = new Packetizer(h.mtu);
@@ -81,25 +126,48 @@ class RtpEncoder implements FormatEncoder<RtpUnit> {
   }
 
   encode(unit: AccessUnit): RtpUnit | undefined {
-    let out: RtpUnit | undefined;
+    const row = this.gop.add(unit, this.video.seq, this.audio.seq);
+    const out = this.packetize(this.p, unit, this.video, this.audio);
+    if (out) {
+      this.gop.packets[row] = out.count;
+      (unit.kind === 'video' ? this.h.packets.video : this.h.packets.audio).inc(out.count);
+    }
+    return out;
+  }
+
+  /**
+   * The GOP's packets again, numbered as they were: a reader joining now starts with the GOP (RTP-Info names its first
+   * packet) and goes on into the live packets without a gap. A unit this encoder does not remember as the same one,
+   * or that makes another number of packets than it did (the tracks changed since), is left out for the joiner, as a
+   * loss would be.
+   */
+  catchUp(units: ReadonlyArray<AccessUnit>): Array<RtpUnit | undefined> {
+    const p = new Packetizer(this.h.mtu);
+    const video = { ...this.video };
+    const audio = { ...this.audio };
+    const g = this.gop;
+    return units.map((u, k) => {
+      const i = g.rowOf(units, k);
+      if (i < 0 || g.packets[i] < 0) return undefined;
+      video.seq = g.videoSeq[i];
+      audio.seq = g.audioSeq[i];
+      const out = this.packetize(p, u, video, audio);
+      return out !== undefined && out.count === g.packets[i] ? out : undefined;
+    });
+  }
+
+  private packetize(p: Packetizer, unit: AccessUnit, video: RtpTrackState, audio: RtpTrackState): RtpUnit | undefined {
     if (unit.kind === 'video') {
       if (unit.codec !== this.videoCodec) return undefined;
       // RFC 6184 5.1 / RFC 7798 4.1: the timestamp is the sampling (presentation) time, 90 kHz
-      const ts = (this.video.tsOffset + rescale(unit.ptsTicks, unit.timescale, VIDEO_CLOCK)) >>> 0;
-      out =
-        unit.codec === 'h264'
-          ? this.p.h264(unit, this.paramSets, VIDEO, VIDEO_PT, ts, this.video)
-          : this.p.h265(unit, this.paramSets, VIDEO, VIDEO_PT, ts, this.video);
-      if (out) this.h.packets.video.inc(out.count);
-      return out;
+      const ts = (video.tsOffset + rescale(unit.ptsTicks, unit.timescale, VIDEO_CLOCK)) >>> 0;
+      return unit.codec === 'h264' ? p.h264(unit, this.paramSets, VIDEO, VIDEO_PT, ts, video) : p.h265(unit, this.paramSets, VIDEO, VIDEO_PT, ts, video);
     }
     const t = this.audioTrack;
     const pt = this.audioPt;
     if (!t || pt === undefined || unit.codec !== t.codec) return undefined;
-    const ts = (this.audio.tsOffset + rescale(unit.dtsTicks, unit.timescale, t.sampleRate)) >>> 0;
-    out = t.codec === 'aac' ? this.p.aac(unit.payload, AUDIO, pt, ts, this.audio) : this.p.g711(unit.payload, AUDIO, pt, ts, this.audio, t.channels);
-    if (out) this.h.packets.audio.inc(out.count);
-    return out;
+    const ts = (audio.tsOffset + rescale(unit.dtsTicks, unit.timescale, t.sampleRate)) >>> 0;
+    return t.codec === 'aac' ? p.aac(unit.payload, AUDIO, pt, ts, audio) : p.g711(unit.payload, AUDIO, pt, ts, audio, t.channels);
   }
 
   close(): void {

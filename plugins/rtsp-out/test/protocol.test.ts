@@ -220,6 +220,50 @@ describe('rtsp-out: the RTSP request sequence over a raw socket', function () {
     await g.gw.api('POST', '/strm/close', { reqIds: [open.reqId] });
   });
 
+  it("a reader joining mid-GOP gets the GOP's packets numbered as the readers in step got them, then the live ones without a gap", async () => {
+    const open = await g.open('13900001006');
+    const pub = g.gw.publish(open.stream, fixtureClip({ seconds: 2, audio: true }), { loop: true });
+    await g.gw.waitReady(open.reqId);
+    const a = await RawRtsp.connect(g.port);
+    await playVideo(a, open.url);
+    // the type of the NAL unit a packet starts (an FU-A's first fragment, a STAP-A's first unit); 0 for an FU-A's others
+    const startOf = (p: Buffer): number => {
+      const t = p[12] & 0x1f;
+      return t === 28 ? (p[13] & 0x80 ? p[13] & 0x1f : 0) : t === 24 ? p[15] & 0x1f : t;
+    };
+    const idrStarts = (c: RawRtsp): number => (c.frames.get(0) ?? []).filter((p) => startOf(p) === 5).length;
+    const seen = idrStarts(a);
+    await waitFor('a key frame for the reader in step', () => idrStarts(a) > seen);
+    // ten frames into the GOP (a key frame a second at 25 fps)
+    await new Promise((r) => setTimeout(r, 400));
+    const b = await RawRtsp.connect(g.port);
+    const aBefore = a.frames.get(0)!.length;
+    const lastBefore = rtpHeader(a.frames.get(0)![aBefore - 1]).seq;
+    assert.equal((await b.request('DESCRIBE', open.url)).status, 200);
+    const s = await b.request('SETUP', `${open.url}/trackID=0`, { Transport: 'RTP/AVP/TCP;unicast;interleaved=0-1' });
+    const play = await b.request('PLAY', open.url, { Session: s.headers.get('session')!.split(';')[0] });
+    assert.equal(play.status, 200);
+    await waitFor('packets for the joiner', () => (b.frames.get(0)?.length ?? 0) > 200);
+    const bv = b.frames.get(0)!;
+    const first = rtpHeader(bv[0]).seq;
+    assert.equal(Number(/seq=(\d+)/.exec(play.headers.get('rtp-info') ?? '')?.[1]), first, "RTP-Info names the joiner's first packet");
+    // it started in the past: at the GOP's key frame, numbered as the reader in step got it
+    const back = (lastBefore - first + 0x10000) & 0xffff;
+    assert.ok(back > 0 && back < 0x8000, `the joiner's first packet (${first}) is not before the last one sent before it joined (${lastBefore})`);
+    assert.ok([5, 7].includes(startOf(bv[0])), `the joiner starts at a key frame (its SPS or IDR), not NAL type ${startOf(bv[0])}`);
+    for (let i = 1; i < bv.length; i++) assert.equal(rtpHeader(bv[i]).seq, (first + i) & 0xffff, `a gap in the joiner's sequence after ${first + i - 1}`);
+    await waitFor('the reader in step to have what the joiner has', () => {
+      const have = new Set(a.frames.get(0)!.map((p) => rtpHeader(p).seq));
+      return bv.every((p) => have.has(rtpHeader(p).seq));
+    });
+    const bySeq = new Map(a.frames.get(0)!.map((p) => [rtpHeader(p).seq, p]));
+    for (const p of bv) assert.ok(p.equals(bySeq.get(rtpHeader(p).seq)!), `packet ${rtpHeader(p).seq} differs between the two readers`);
+    a.close();
+    b.close();
+    pub.stop();
+    await g.gw.api('POST', '/strm/close', { reqIds: [open.reqId] });
+  });
+
   it('a codec change under a playing session ends it (BYE), so the client describes the stream again', async () => {
     const open = await g.open('13900001005');
     const pub = g.gw.publish(open.stream, fixtureClip({ seconds: 2, audio: true }), { loop: true });

@@ -4,9 +4,9 @@
  */
 import assert from 'node:assert/strict';
 import { joinAnnexB } from '../../../plugin-sdk/formats';
-import { videoUnit } from '../../../plugin-sdk';
+import { audioUnit, videoUnit, type AccessUnit, type StreamInfo, type TrackInfo } from '../../../plugin-sdk';
 import { parsePlayUri } from '../src/play-url';
-import { Packetizer, VIDEO, AUDIO, type RtpTrackState, type RtpUnit } from '../../../plugin-sdk/rtp';
+import { Packetizer, VIDEO, AUDIO, createRtpFormat, type RtpTrackState, type RtpUnit } from '../../../plugin-sdk/rtp';
 import { epochMsOfNtp, ntpOf } from '../src/rtcp';
 import { RtspReader, parseTransports, serializeResponse, type RtspItem as ParsedItem, type RtspReaderOptions } from '../../../plugin-sdk/rtsp';
 
@@ -246,6 +246,65 @@ describe('rtsp-out units: packetisers', () => {
       }
       assert.equal(n, u.count);
     }
+  });
+
+  it("catchUp: a GOP's packets made again as encode made them, same numbers; a unit it does not remember, or that packs otherwise now, left out", () => {
+    const inc = { inc: () => undefined };
+    const enc = createRtpFormat({ mtu: 600, packets: { video: inc, audio: inc }, encoders: () => undefined }).createEncoder({ name: 's' } as StreamInfo);
+    const sps = bytes(20, 1, [0x67, 0x42, 0xc0, 0x1e]);
+    const pps = bytes(4, 2, [0x68]);
+    const tracks: TrackInfo[] = [
+      { kind: 'video', codec: 'h264', sps, pps },
+      { kind: 'audio', codec: 'g711a', sampleRate: 8000, channels: 1 },
+    ];
+    enc.tracks!(tracks);
+    const gop = (from: number): AccessUnit[] => {
+      const out: AccessUnit[] = [];
+      for (let i = 0; i < 12; i++) {
+        const n = from + i;
+        // the key frame without parameter sets of its own: the track's go first (what a tracks change alters)
+        out.push(
+          videoUnit({ codec: 'h264', dts: n * 40, keyframe: i === 0, payload: joinAnnexB([bytes(300 + ((n * 701) % 2500), n, [i === 0 ? 0x65 : 0x41])]) }),
+        );
+        out.push(audioUnit({ codec: 'g711a', dts: n * 40, timescale: 8000, payload: bytes(320, 1000 + n, [0xd5]) }));
+      }
+      return out;
+    };
+    const wire = (u: RtpUnit | undefined): Buffer | undefined => {
+      if (u === undefined) return undefined;
+      const b = Buffer.alloc(u.wireBytes);
+      u.copyWire(b, 0);
+      return b;
+    };
+    enc.encode(gop(0)[0]);
+    const units = gop(100);
+    const live = units.map((u) => wire(enc.encode(u)));
+    // the units as the bus gives them again: new objects, the same times
+    const again = units.map((u) => ({ ...u }));
+    const made = enc.catchUp!(again, tracks).map(wire);
+    assert.equal(made.length, units.length);
+    for (let i = 0; i < units.length; i++) assert.ok(made[i] !== undefined && made[i]!.equals(live[i]!), `unit ${i}: not the packets encode made`);
+    // the live sequence goes on from the last unit caught up: the next unit's first packet follows it
+    const nextUnit = videoUnit({ codec: 'h264', dts: 112 * 40, keyframe: false, payload: joinAnnexB([bytes(200, 7, [0x41])]) });
+    const next = enc.encode(nextUnit)!;
+    const lastVideo = made.filter((b, i) => units[i].kind === 'video').at(-1)!;
+    let lastSeq = -1;
+    for (let at = 0; at < lastVideo.length; at += 4 + lastVideo.readUInt16BE(at + 2)) lastSeq = lastVideo.readUInt16BE(at + 6);
+    assert.equal(next.firstSeq, (lastSeq + 1) & 0xffff);
+    // a joiner after it gets the GOP so far, the unit just sent included, as the readers in step got it
+    const later = enc.catchUp!([...again, { ...nextUnit }], tracks).map(wire);
+    assert.ok(later.at(-1)!.equals(wire(next)!));
+    for (let i = 0; i < units.length; i++) assert.ok(later[i]!.equals(live[i]!));
+    // units it never encoded (another GOP's times): left out, not numbered anew
+    assert.deepEqual(
+      enc.catchUp!(gop(500), tracks).filter((f) => f !== undefined),
+      [],
+    );
+    // the track's parameter sets changed since: the key frame packs into more packets now, and is left out; the rest is as it was
+    enc.tracks!([{ kind: 'video', codec: 'h264', sps: bytes(400, 3, [0x67, 0x42, 0xc0, 0x1e]), pps }]);
+    const changed = enc.catchUp!([...again, { ...nextUnit }], tracks).map(wire);
+    assert.equal(changed[0], undefined, 'the key frame packs otherwise now');
+    for (let i = 1; i < units.length; i++) assert.ok(changed[i]!.equals(live[i]!));
   });
 
   it('NTP timestamps: epoch ms round trip', () => {
