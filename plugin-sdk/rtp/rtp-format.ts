@@ -73,7 +73,7 @@ class GopNumbering {
   /** packets made, or -1: none (a unit left out) */
   readonly packets: number[] = [];
 
-  /** Where a unit's numbering starts; returns its row, for `made`. */
+  /** Where a unit's numbering starts; returns its row, whose `packets` the encoder sets once it has made them. */
   add(unit: AccessUnit, videoSeq: number, audioSeq: number): number {
     if (unit.kind === 'video' && unit.keyframe) this.n = 0;
     else if (this.n === GopNumbering.MAX) this.n = 0;
