@@ -4,8 +4,10 @@
  */
 export { createRtpFormat, audioPayloadType, RTP_AUDIO_CODECS, VIDEO_CLOCK, VIDEO_PT } from './rtp-format';
 export type { RtpFormatHooks } from './rtp-format';
-export { Packetizer, RtpUnit, VIDEO, AUDIO } from './packetizer';
-export type { RtpTrackState, TrackIndex } from './packetizer';
+export { Packetizer } from './packetizer';
+export { RtpUnit, VIDEO, AUDIO } from './rtp-unit';
+export type { RtpTrackState } from './packetizer';
+export type { TrackIndex } from './rtp-unit';
 
 // A plain copy keeps each importer's read a fast property load (see plugin-sdk/index.ts).
 // eslint-disable-next-line @typescript-eslint/no-unsafe-assignment -- module.exports is typed any; the copy is the same names

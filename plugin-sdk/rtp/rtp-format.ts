@@ -12,7 +12,8 @@
 import { randomInt } from 'node:crypto';
 import { defineFormat, type FormatEncoder, type UnitFormat } from '../bus';
 import type { AccessUnit, AudioTrackInfo, TrackInfo } from '../media';
-import { AUDIO, Packetizer, VIDEO, type RtpTrackState, type RtpUnit } from './packetizer';
+import { Packetizer, type RtpTrackState } from './packetizer';
+import { AUDIO, VIDEO, type RtpUnit } from './rtp-unit';
 
 export const VIDEO_CLOCK = 90_000;
 export const VIDEO_PT = 96;
