@@ -19,6 +19,7 @@
 import type { Socket } from 'node:net';
 import { TLSSocket } from 'node:tls';
 import { getSystemErrorName } from 'node:util';
+import { streamBinding } from './stream-binding';
 
 interface StreamWrap {
   WriteWrap: new () => WriteReq;
@@ -43,20 +44,15 @@ let wrap: StreamWrap | null | undefined;
 let writeState: Int32Array = new Int32Array(1);
 let lastWriteWasAsync = 0;
 
-/** node's stream_wrap binding, if this Node gives it as net.Socket uses it (null if not) */
+/** node's stream_wrap binding, if this Node gives what a DirectWriter needs of it (null if not) */
 function streamWrap(): StreamWrap | null {
   if (wrap !== undefined) return wrap;
   wrap = null;
-  try {
-    // (process.binding is documented as deprecated, but stream_wrap is on its allow list without a warning in Node 20)
-    const b = (process as unknown as { binding(name: string): Partial<StreamWrap> }).binding('stream_wrap');
-    if (typeof b.WriteWrap === 'function' && b.streamBaseState instanceof Int32Array && typeof b.kLastWriteWasAsync === 'number') {
-      wrap = b as StreamWrap;
-      writeState = wrap.streamBaseState;
-      lastWriteWasAsync = wrap.kLastWriteWasAsync;
-    }
-  } catch {
-    /* not on this Node: writes go through the Writable */
+  const b = streamBinding();
+  if (b !== null && typeof b.WriteWrap === 'function' && b.streamBaseState instanceof Int32Array && typeof b.kLastWriteWasAsync === 'number') {
+    wrap = b as StreamWrap;
+    writeState = wrap.streamBaseState;
+    lastWriteWasAsync = wrap.kLastWriteWasAsync;
   }
   return wrap;
 }

@@ -17,6 +17,7 @@
 import * as net from 'node:net';
 import * as tls from 'node:tls';
 import { getSystemErrorName } from 'node:util';
+import { streamBinding } from '../../plugin-sdk/stream-binding';
 
 /** one read's worth: libuv's own suggestion for a TCP read */
 const SHARED_BYTES = 64 * 1024;
@@ -133,16 +134,11 @@ function readDirect(socket: net.Socket, handle: Handle, mem: ArrayBuffer, onChun
 
 function bindReadState(): boolean {
   if (readState !== undefined) return true;
-  try {
-    // (process.binding('stream_wrap') is on Node 20's allow list, without a warning: plugin-sdk/direct-writes.ts)
-    const b = (process as unknown as { binding(name: string): { streamBaseState?: unknown; kReadBytesOrError?: unknown } }).binding('stream_wrap');
-    if (!(b.streamBaseState instanceof Int32Array) || typeof b.kReadBytesOrError !== 'number') return false;
-    readState = b.streamBaseState;
-    readBytesAt = b.kReadBytesOrError;
-    return true;
-  } catch {
-    return false;
-  }
+  const b = streamBinding();
+  if (b === null || !(b.streamBaseState instanceof Int32Array) || typeof b.kReadBytesOrError !== 'number') return false;
+  readState = b.streamBaseState;
+  readBytesAt = b.kReadBytesOrError;
+  return true;
 }
 
 /**
