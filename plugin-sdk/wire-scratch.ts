@@ -10,6 +10,8 @@
  * last unit laid out stays shared (its bytes no longer change) with its stream's other players of the same kind
  * (fan-out).
  */
+import type { DirectWriter } from './direct-writes';
+
 const SLAB = 128 * 1024;
 
 export class WireScratch {
@@ -60,5 +62,14 @@ export class WireScratch {
    */
   escape(): void {
     this.free = (this.lastEnd + 7) & ~7;
+  }
+
+  /**
+   * Hands a view laid out here to `out` (past node's Writable when it can be); one the kernel did not take whole is
+   * held until sent, so the units after it go past it (escape).
+   */
+  send(out: DirectWriter, view: Buffer): void {
+    out.send(view);
+    if (out.backlog > 0) this.escape();
   }
 }

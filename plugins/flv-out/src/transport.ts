@@ -97,7 +97,7 @@ export abstract class Transport implements Corked {
       s !== null &&
       s.writableLength === 0 &&
       this.directBacklog() === 0 &&
-      this.sendWhole(s, this.whole, f, withConfig)
+      this.sendWhole(this.whole, f, withConfig)
     )
       return;
     this.cork();
@@ -114,7 +114,7 @@ export abstract class Transport implements Corked {
    * (nothing of this player is waiting in node): one call to the socket's handle, past node's Writable, instead of
    * five writes through a corked socket. false: too big for the scratch, written in pieces instead.
    */
-  private sendWhole(s: Socket, w: WholeFraming, f: FlvFrame, withConfig: boolean): boolean {
+  private sendWhole(w: WholeFraming, f: FlvFrame, withConfig: boolean): boolean {
     const kind = w.key + (withConfig ? 1 : 0);
     let view = scratch.cached(f, kind);
     if (view === undefined) {
@@ -129,9 +129,7 @@ export abstract class Transport implements Corked {
       view = at === total ? b : b.subarray(0, at);
       scratch.keep(f, kind, view);
     }
-    this.direct!.send(view);
-    // the kernel did not take it all: node holds the view until it does
-    if (s.writableLength > 0 || this.directBacklog() > 0) scratch.escape();
+    scratch.send(this.direct!, view);
     return true;
   }
 

@@ -235,7 +235,7 @@ export class RtspSession implements MediaReader<RtpUnit> {
    */
   private sendWhole(s: Socket, f: RtpUnit): boolean {
     const out = this.out;
-    if (out === undefined || out.pending !== 0 || s.writableLength !== 0 || s.writableCorked !== 0) return false;
+    if (out === undefined || out.backlog !== 0 || s.writableCorked !== 0) return false;
     let view = scratch.cached(f, 0);
     if (view === undefined) {
       const n = f.wireBytes;
@@ -244,9 +244,7 @@ export class RtspSession implements MediaReader<RtpUnit> {
       f.copyWire(view, 0);
       scratch.keep(f, 0, view);
     }
-    out.send(view);
-    // the kernel did not take it all: libuv (or node) holds the view until it does
-    if (out.backlog > 0) scratch.escape();
+    scratch.send(out, view);
     return true;
   }
 
