@@ -10,6 +10,7 @@ import { TARGET, callsLine, targetChecks, targetsShort } from './ingest-flv-repo
 import { synthesise, type SynthStream } from './synth-terminals';
 import { boundVerdict, spellLine, spellOf } from './spell';
 import { audioStepTable } from './audio-steps';
+import { lateEpisodesShort } from './late-episodes';
 
 /** one ingest-flv run with these options on this load */
 export type RunWith = (o: IngestFlvOptions, stream: SynthStream) => Promise<IngestFlvResult>;
@@ -112,8 +113,8 @@ export async function vsFloor(o: IngestFlvOptions, stream: SynthStream, runWith:
   console.log(`\ningest-flv vs the floor, ${o.terminals} terminals, ${rounds.length} round(s) alternated:`);
   for (const [k, r] of rounds.entries()) {
     console.log(
-      `  round ${k + 1}: gateway ${f1(r.gateway.cpuPct)} % (RSS ${f1(r.gateway.rssMB)} MB, e2e p99 ${f1(r.gateway.endToEndMs.p99)} ms; ${callsLine(r.gateway)} a second), ` +
-        `floor ${f1(r.floor.cpuPct)} % (RSS ${f1(r.floor.rssMB)} MB, e2e p99 ${f1(r.floor.endToEndMs.p99)} ms; ${callsLine(r.floor)} a second) -> gateway / floor ${f2(r.gateway.cpuPct / r.floor.cpuPct)}, ${spellOf(r.floor.cpuPct, o.terminals, stream.audio !== 'none').name} spell; ` +
+      `  round ${k + 1}: gateway ${f1(r.gateway.cpuPct)} % (RSS ${f1(r.gateway.rssMB)} MB, e2e p99 ${f1(r.gateway.endToEndMs.p99)} ms, ${lateShort(r.gateway)}; ${callsLine(r.gateway)} a second), ` +
+        `floor ${f1(r.floor.cpuPct)} % (RSS ${f1(r.floor.rssMB)} MB, e2e p99 ${f1(r.floor.endToEndMs.p99)} ms, ${lateShort(r.floor)}; ${callsLine(r.floor)} a second) -> gateway / floor ${f2(r.gateway.cpuPct / r.floor.cpuPct)}, ${spellOf(r.floor.cpuPct, o.terminals, stream.audio !== 'none').name} spell; ` +
         `gateway ${targetsShort(r.gateway)}`,
     );
   }
@@ -130,4 +131,8 @@ export async function vsFloor(o: IngestFlvOptions, stream: SynthStream, runWith:
       (met.length > 0 ? ` (the floor beside them: ${met.map((r) => `${f1(r.floor.cpuPct)} %`).join(', ')})` : ''),
   );
   return rounds[rounds.length - 1].gateway;
+}
+
+function lateShort(r: IngestFlvResult): string {
+  return r.late ? lateEpisodesShort(r.late) : 'late frames not counted';
 }

@@ -7,6 +7,7 @@ import { sumDelta, sumOf, type Sample } from './process-probe';
 import type { SynthStream } from './synth-terminals';
 import { allConnected } from './link-census';
 import { spellLine, spellOf } from './spell';
+import { lateEpisodesLine } from './late-episodes';
 
 /** issue 16's targets, which every run is judged against */
 export const TARGET = { terminals: 1000, cpuPct: 80, e2eP99Ms: 20, rssKBPerStream: 300 };
@@ -81,6 +82,7 @@ export function report(
   readerLines?: string[],
 ): void {
   const cores = r.cpuPct / 100;
+  const lateLine = r.late && lateEpisodesLine(r.late);
   const lines = [
     readerLines
       ? `  streams: ${r.terminals} terminals (gateway counts ${sumOf(m, 'gw_jt1078_ingest_links')} links)`
@@ -122,6 +124,7 @@ export function report(
     ...(readerLines ?? [
       `  end to end, terminal write -> player read, both processes' delays included (${r.endToEndMs.count} frames, ${unmatched} unmatched): ` +
         `p50 ${f2(r.endToEndMs.p50)} ms, p99 ${f2(r.endToEndMs.p99)} ms`,
+      ...(lateLine === undefined ? [] : [lateLine]),
     ]),
     ...(stream.audio === 'none'
       ? []

@@ -3,6 +3,7 @@
  * rtsp): the types every part of the bench and its comparisons share.
  */
 import type { OwnGc } from './own-gc';
+import type { LateFigures } from './late-episodes';
 import type { Sample } from './process-probe';
 import type { SynthStream, SynthTerminal } from './synth-terminals';
 import type { CensusFigures } from './link-census';
@@ -108,6 +109,8 @@ export interface IngestFlvResult {
   addedLatencyMs: { p50: number; p99: number; count: number };
   eventLoopDelayMs: { p50: number; p99: number; max: number };
   endToEndMs: { p50: number; p99: number; count: number };
+  /** frames over the p99 target, in episodes (support/late-episodes.ts); readers other than FLV players: none */
+  late?: LateFigures;
   generatorCpuPct: number;
   /** CPU other processes used in the window, in cores (the gateway, this process and interrupts left out) */
   othersCores: number;
