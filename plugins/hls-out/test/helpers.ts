@@ -4,12 +4,12 @@
  * ffmpeg/ffprobe as the independent players.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { startTestGateway, stubMediaPlugin, type TestGateway } from '../../../plugin-sdk/testkit';
 import hlsOut from '../index';
+import { runProcess } from '../../../test/support/run-process';
 
 export async function startHlsGateway(o: { hls?: Record<string, unknown>; ingest?: 'stub' | 'jt1078'; aac?: boolean } = {}): Promise<TestGateway> {
   const plugins: Array<{ name: string; config?: Record<string, unknown>; def?: any }> = [];
@@ -202,26 +202,6 @@ export interface Probe {
   errors: string;
 }
 
-function run(bin: string, args: string[], timeoutMs: number): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const p = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    p.stdout.on('data', (d) => {
-      stdout += d;
-    });
-    p.stderr.on('data', (d) => {
-      stderr += d;
-    });
-    const t = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
-    p.on('error', reject);
-    p.on('close', (code) => {
-      clearTimeout(t);
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
-
 /**
  * ffmpeg plays the play URL (a live HLS playlist) for `seconds`, copying what it gets into a file; ffprobe then
  * decodes every frame of that file. Both are Debian's ffmpeg, which knows nothing of our code.
@@ -230,9 +210,9 @@ export async function playWithFfmpeg(url: string, seconds: number): Promise<Prob
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hls-play-'));
   const file = path.join(dir, 'out.mkv');
   try {
-    const rec = await run('ffmpeg', ['-v', 'error', '-nostdin', '-i', url, '-t', String(seconds), '-map', '0', '-c', 'copy', '-y', file], 60_000);
+    const rec = await runProcess('ffmpeg', ['-v', 'error', '-nostdin', '-i', url, '-t', String(seconds), '-map', '0', '-c', 'copy', '-y', file], 60_000);
     assert.equal(rec.code, 0, `ffmpeg read the playlist: ${rec.stderr}`);
-    const pr = await run(
+    const pr = await runProcess(
       'ffprobe',
       [
         '-v',
@@ -268,7 +248,7 @@ export async function probeBytes(data: Buffer, ext: string): Promise<Probe & { r
   const file = path.join(dir, `media.${ext}`);
   try {
     fs.writeFileSync(file, data);
-    const pr = await run(
+    const pr = await runProcess(
       'ffprobe',
       [
         '-v',

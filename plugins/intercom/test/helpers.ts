@@ -221,16 +221,6 @@ export function dominantHz(pcm: Int16Array, rate = 8000): { hz: number; loudSamp
   return { hz: bestHz, loudSamples: seg.length };
 }
 
-export async function waitFor<T>(what: string, f: () => T | undefined | false, ms = 8000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = f();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** a metric's value from /metrics (0 when absent) */

@@ -4,7 +4,8 @@
 import assert from 'node:assert/strict';
 import type { TestGateway } from '../../../plugin-sdk/testkit';
 import { negotiateHeartBeat, serializeFrame, StompReader, StompSyntaxError, type StompFrame } from '../src/stomp';
-import { bootGateway, Client, dominantHz, openTalk, pcmBytes, sleep, Terminal, terminalPackets, tone, waitFor } from './helpers';
+import { bootGateway, Client, dominantHz, openTalk, pcmBytes, sleep, Terminal, terminalPackets, tone } from './helpers';
+import { waitFor } from '../../../test/support/until';
 
 /** a client frame as bytes (headers as given, body with content-length unless told otherwise) */
 function frame(command: string, headers: Record<string, string>, body?: Buffer, contentLength = true): Buffer {

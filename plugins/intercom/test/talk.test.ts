@@ -10,21 +10,8 @@ import type { TestGateway } from '../../../plugin-sdk/testkit';
 import type { Notice } from '../../../plugin-sdk';
 import { createDecoder } from '../../../plugin-sdk/codecs';
 import { TalkReceiver } from '../../jt1078-ingest/tools/talk-receiver';
-import {
-  bootGateway,
-  Client,
-  dominantHz,
-  G711A,
-  metric,
-  openTalk,
-  pcmBytes,
-  sleep,
-  Terminal,
-  terminalPackets,
-  tone,
-  waitFor,
-  type TerminalAudio,
-} from './helpers';
+import { bootGateway, Client, dominantHz, G711A, metric, openTalk, pcmBytes, sleep, Terminal, terminalPackets, tone, type TerminalAudio } from './helpers';
+import { waitFor } from '../../../test/support/until';
 
 /** sends `seconds` of a 1 kHz tone in 20 ms messages, all at once */
 function sendTone(c: Client, seconds: number): number {

@@ -15,6 +15,7 @@ import type { PluginDefinition } from '../../../plugin-sdk';
 import type { MediaBus } from '../../../plugin-sdk';
 import type { Notice } from '../../../plugin-sdk';
 import { capturePackets, reencode } from './helpers';
+import { waitFor } from '../../../test/support/until';
 
 const REAL = 'jt1078/glaciall-cif-h264-2013.bin';
 const OTHER = 'jt1078/xunilcyl-d1-h264-2013.bin';
@@ -152,16 +153,6 @@ function probePlugin(): Probe {
     },
   };
   return { def, links: () => svc as TerminalLinks, bus: () => bus as MediaBus, notices };
-}
-
-async function waitFor<T>(what: string, f: () => T | undefined | false | Promise<T | undefined | false>, ms = 10_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await f();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(10);
-  }
 }
 
 describe('jt1078 one publisher link per stream', function () {

@@ -20,6 +20,7 @@ import { Jt1078Parser } from '../src/parser';
 import { encodePacket } from '../src/packer';
 import { addHisiliconHeader } from '../src/audio';
 import { capturePackets, fieldsOf } from './helpers';
+import { waitFor } from '../../../test/support/until';
 
 const GOJT = 'jt1078/gojt808-d1-h264-g711a-2013.bin';
 
@@ -46,16 +47,6 @@ function probePlugin(): Probe {
     },
   };
   return { def, links: () => svc as TerminalLinks, bus: () => bus as MediaBus, attached };
-}
-
-async function waitFor<T>(what: string, f: () => T | undefined | false, ms = 5000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = f();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
 }
 
 /** The capture as one terminal: its packets re-encoded with this SIM, channel and layout (audio optionally framed). */

@@ -12,8 +12,8 @@ import type { AccessUnit } from '../../../plugin-sdk';
 import { h265Clip } from '../../rtsp-out/test/helpers';
 import { GuardedRtmp } from '../src/guarded-rtmp';
 import { FlvUnits } from '../src/flv-units';
-import { waitFor } from '../../rtsp-out/test/helpers';
 import { HOST, RawRtmp, startRtmpGateway, type RtmpGateway } from './helpers';
+import { waitFor } from '../../../test/support/until';
 
 interface Got {
   type: number;

@@ -9,9 +9,10 @@ import * as path from 'node:path';
 import { definePlugin } from '../../../plugin-sdk';
 import { startTestGateway, stubMediaPlugin, type TestGateway } from '../../../plugin-sdk/testkit';
 import { requireTool } from '../../../test/support/tools';
-import { run, waitFor } from '../../rtsp-out/test/helpers';
 import { RTMP_SERVER, type RtmpService } from '../service';
 import { scratchDir } from '../../../test/support/paths';
+import { runProcess } from '../../../test/support/run-process';
+import { waitFor } from '../../../test/support/until';
 
 export const HOST = '127.0.0.1';
 export const KEY = 'demo-publish-key';
@@ -92,7 +93,7 @@ export function ffmpegListen(url: string, file: string): { exited: Promise<numbe
 
 /** the video stream ffprobe finds in a file, its frames counted */
 export async function probeVideo(file: string): Promise<{ codec_name: string; nb_read_frames?: string } | undefined> {
-  const p = await run(requireTool('ffprobe', 'ffmpeg'), ['-v', 'error', '-count_frames', '-show_streams', '-of', 'json', file], 30_000);
+  const p = await runProcess(requireTool('ffprobe', 'ffmpeg'), ['-v', 'error', '-count_frames', '-show_streams', '-of', 'json', file], 30_000);
   return (JSON.parse(p.stdout).streams as Array<{ codec_type: string; codec_name: string; nb_read_frames?: string }>).find((x) => x.codec_type === 'video');
 }
 
@@ -105,11 +106,15 @@ export interface Probed {
 export async function recordAndProbe(url: string, seconds: number, input: string[] = []): Promise<Probed & { file: string }> {
   const dir = scratchDir('rtmp-test');
   const file = path.join(dir, 'out.nut');
-  const r = await run(requireTool('ffmpeg', 'ffmpeg'), ['-v', 'error', ...input, '-i', url, '-t', String(seconds), '-c', 'copy', '-f', 'nut', file], 40_000);
+  const r = await runProcess(
+    requireTool('ffmpeg', 'ffmpeg'),
+    ['-v', 'error', ...input, '-i', url, '-t', String(seconds), '-c', 'copy', '-f', 'nut', file],
+    40_000,
+  );
   assert.equal(r.code, 0, `ffmpeg could not read ${url.replace(/token=[^&]*/, 'token=…')}: ${r.stderr}`);
-  const p = await run(requireTool('ffprobe', 'ffmpeg'), ['-v', 'error', '-count_frames', '-show_streams', '-of', 'json', file], 30_000);
+  const p = await runProcess(requireTool('ffprobe', 'ffmpeg'), ['-v', 'error', '-count_frames', '-show_streams', '-of', 'json', file], 30_000);
   assert.equal(p.code, 0, p.stderr);
-  const d = await run(requireTool('ffmpeg', 'ffmpeg'), ['-v', 'error', '-i', file, '-f', 'null', '-'], 30_000);
+  const d = await runProcess(requireTool('ffmpeg', 'ffmpeg'), ['-v', 'error', '-i', file, '-f', 'null', '-'], 30_000);
   return { streams: JSON.parse(p.stdout).streams, decodeErrors: d.stderr.trim(), file };
 }
 

@@ -5,8 +5,8 @@
  */
 import assert from 'node:assert/strict';
 import { collector } from '../../../test/support/gc';
-import { waitFor } from '../../rtsp-out/test/helpers';
 import { ffmpegPublish, HOST, KEY, RawRtmp, startRtmpGateway, type RtmpGateway } from './helpers';
+import { waitFor } from '../../../test/support/until';
 
 /** an AMF0 string */
 const str = (s: string): Buffer => {

@@ -6,8 +6,9 @@ import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import { openStream } from '../../../plugin-sdk/testkit';
 import { requireTool } from '../../../test/support/tools';
-import { run, waitFor } from '../../rtsp-out/test/helpers';
 import { ffmpegPublish, HOST, KEY, recordAndProbe, startRtmpGateway, type RtmpGateway } from './helpers';
+import { runProcess } from '../../../test/support/run-process';
+import { waitFor } from '../../../test/support/until';
 
 describe('rtmp: an encoder publishes, every output plays', function () {
   this.timeout(120_000);
@@ -72,7 +73,7 @@ describe('rtmp: an encoder publishes, every output plays', function () {
     await g.gw.waitReady(o.reqId);
     const env = { ...process.env, SDL_VIDEODRIVER: 'dummy', SDL_AUDIODRIVER: 'dummy' };
     // ffplay is killed after 8 s (its -t ends playback, not always the process): what it showed by then is counted
-    const r = await run(
+    const r = await runProcess(
       requireTool('ffplay', 'ffmpeg'),
       ['-hide_banner', '-loglevel', 'info', '-an', '-autoexit', '-t', '3', '-vf', 'showinfo', o.playUrl],
       8_000,
@@ -86,7 +87,7 @@ describe('rtmp: an encoder publishes, every output plays', function () {
     const o = await openStream(g.gw, { simNo: 'enc01', chanId: 1, scheme: 'rtmp' });
     const ffprobe = requireTool('ffprobe', 'ffmpeg');
     for (const url of [o.playUrl.replace('token=test-token', 'token=wrong'), o.playUrl.replace(/reqId=[^&]*/, 'reqId=notARequest1')]) {
-      const r = await run(ffprobe, ['-v', 'error', '-rw_timeout', '5000000', '-show_streams', '-of', 'json', url], 20_000);
+      const r = await runProcess(ffprobe, ['-v', 'error', '-rw_timeout', '5000000', '-show_streams', '-of', 'json', url], 20_000);
       assert.notEqual(r.code, 0, `ffprobe read ${url}`);
       assert.doesNotMatch(r.stdout, /"codec_type": "video"/);
     }

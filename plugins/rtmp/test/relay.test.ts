@@ -11,9 +11,10 @@ import * as path from 'node:path';
 import { definePlugin, type NoticePayload } from '../../../plugin-sdk';
 import { DEMO_APP, startTestGateway, stubMediaPlugin, type TestGateway } from '../../../plugin-sdk/testkit';
 import { requireTool } from '../../../test/support/tools';
-import { run, waitFor } from '../../rtsp-out/test/helpers';
 import { ffmpegPublish, HOST, KEY, recordAndProbe } from './helpers';
 import { scratchDir } from '../../../test/support/paths';
+import { runProcess } from '../../../test/support/run-process';
+import { waitFor } from '../../../test/support/until';
 
 type RelayNotice = NoticePayload & { relayState?: string; relayUrl?: string; relayId?: string; relayError?: string };
 const OTHER = { appId: 'other', user: 'other', password: 'other-secret' };
@@ -101,7 +102,7 @@ describe('rtmp: push out (POST /strm/relay) to RTMP servers we did not write', f
     const openssl = requireTool('openssl', 'openssl');
     const key = path.join(dir, 'key.pem');
     const cert = path.join(dir, 'cert.pem');
-    const made = await run(
+    const made = await runProcess(
       openssl,
       [
         'req',
@@ -253,7 +254,7 @@ describe('rtmp: push out (POST /strm/relay) to RTMP servers we did not write', f
     } finally {
       ffmpeg.kill('SIGKILL');
     }
-    const p = await run(requireTool('ffprobe', 'ffmpeg'), ['-v', 'error', '-count_frames', '-show_streams', '-of', 'json', file], 30_000);
+    const p = await runProcess(requireTool('ffprobe', 'ffmpeg'), ['-v', 'error', '-count_frames', '-show_streams', '-of', 'json', file], 30_000);
     const streams = JSON.parse(p.stdout).streams as Array<{ codec_type: string; codec_name: string; nb_read_frames?: string }>;
     assert.ok(Number(streams.find((s) => s.codec_type === 'video' && s.codec_name === 'h264')?.nb_read_frames) >= 25, p.stdout);
     assert.ok(

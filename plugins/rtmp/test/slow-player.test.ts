@@ -7,8 +7,8 @@ import assert from 'node:assert/strict';
 import { fixtureClip } from '../../../test/support/fixture-clip';
 import { RtmpBenchPlayer } from '../../../test/bench/support/bench-rtmp-player';
 import { filledFrame as frame } from '../../flv-out/test/helpers';
-import { waitFor } from '../../rtsp-out/test/helpers';
 import { startRtmpGateway, type RtmpGateway } from './helpers';
+import { waitFor } from '../../../test/support/until';
 
 describe('rtmp: a player that stops reading and comes back', function () {
   this.timeout(60_000);

@@ -4,8 +4,9 @@
  */
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
-import { probeFile, recordRtsp, run, startRtspGateway, h264Clip, h265Clip, type RtspGateway } from './helpers';
+import { probeFile, recordRtsp, startRtspGateway, h264Clip, h265Clip, type RtspGateway } from './helpers';
 import { requireTool } from '../../../test/support/tools';
+import { runProcess } from '../../../test/support/run-process';
 
 describe('rtsp-out: ffmpeg plays the play URL', function () {
   this.timeout(90_000);
@@ -53,14 +54,14 @@ describe('rtsp-out: ffmpeg plays the play URL', function () {
 
   it('a wrong token gets RTSP 401, and ffmpeg says so', async () => {
     const open = await g.open('13900000200');
-    const r = await run(
+    const r = await runProcess(
       requireTool('ffprobe', 'ffmpeg'),
       ['-v', 'error', '-rtsp_transport', 'tcp', '-i', open.url.replace(/token=[^&]*/, 'token=wrong')],
       20_000,
     );
     assert.notEqual(r.code, 0);
     assert.match(r.stderr, /401 Unauthorized/);
-    const closed = await run(
+    const closed = await runProcess(
       requireTool('ffprobe', 'ffmpeg'),
       ['-v', 'error', '-rtsp_transport', 'tcp', '-i', open.url.replace(/reqId=[^&]*/, 'reqId=notARequest1')],
       20_000,

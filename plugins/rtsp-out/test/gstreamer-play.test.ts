@@ -6,7 +6,8 @@
 import assert from 'node:assert/strict';
 import * as path from 'node:path';
 import { repoRoot } from '../../../test/support/paths';
-import { h264Clip, h265Clip, run, startRtspGateway, type RtspGateway } from './helpers';
+import { h264Clip, h265Clip, startRtspGateway, type RtspGateway } from './helpers';
+import { runProcess } from '../../../test/support/run-process';
 
 const PROBE = path.join(repoRoot, 'plugins', 'rtsp-out', 'test', 'gst-rtsp-probe.py');
 
@@ -16,7 +17,7 @@ interface GstResult {
 }
 
 async function gstPlay(url: string, proto: 'tcp' | 'udp', seconds: number): Promise<GstResult> {
-  const r = await run('/usr/bin/python3', [PROBE, url, proto, String(seconds)], 60_000);
+  const r = await runProcess('/usr/bin/python3', [PROBE, url, proto, String(seconds)], 60_000);
   assert.equal(r.code, 0, `GStreamer probe (needs python3-gi and gstreamer1.0-plugins-good/-bad): ${r.stderr}`);
   return JSON.parse(r.stdout.trim().split('\n').pop()!) as GstResult;
 }

@@ -4,7 +4,6 @@
  * the test kit's H.264 clip with G.711A, and an H.265 clip made by ffmpeg (libx265).
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import * as dgram from 'node:dgram';
 import * as net from 'node:net';
 import * as path from 'node:path';
@@ -13,6 +12,7 @@ import { splitAnnexB, h265NalType } from '../../../plugin-sdk/formats';
 import { extractH265ParameterSets, parseH265Sps } from '../../../plugin-sdk/formats';
 import { encodeH265TestPattern, startTestGateway, stubMediaPlugin, testClip, type TestClip, type TestGateway } from '../../../plugin-sdk/testkit';
 import { requireTool } from '../../../test/support/tools';
+import { runProcess } from '../../../test/support/run-process';
 import rtspOut from '../index';
 import { scratchDir } from '../../../test/support/paths';
 
@@ -133,7 +133,7 @@ export function recordRtsp(url: string, transport: 'tcp' | 'udp', seconds: numbe
   const dir = scratchDir('rtsp-out');
   const file = path.join(dir, 'out.nut');
   const args = ['-v', 'error', '-rtsp_transport', transport, ...extra, '-i', url, '-t', String(seconds), '-c', 'copy', '-f', 'nut', file];
-  return run(requireTool('ffmpeg', 'ffmpeg'), args, 30_000).then((r) => ({ ...r, file }));
+  return runProcess(requireTool('ffmpeg', 'ffmpeg'), args, 30_000).then((r) => ({ ...r, file }));
 }
 
 export interface Probed {
@@ -143,29 +143,10 @@ export interface Probed {
 }
 
 export async function probeFile(file: string): Promise<Probed> {
-  const p = await run(requireTool('ffprobe', 'ffmpeg'), ['-v', 'error', '-count_frames', '-show_streams', '-of', 'json', file], 30_000);
+  const p = await runProcess(requireTool('ffprobe', 'ffmpeg'), ['-v', 'error', '-count_frames', '-show_streams', '-of', 'json', file], 30_000);
   assert.equal(p.code, 0, p.stderr);
-  const d = await run(requireTool('ffmpeg', 'ffmpeg'), ['-v', 'error', '-i', file, '-f', 'null', '-'], 30_000);
+  const d = await runProcess(requireTool('ffmpeg', 'ffmpeg'), ['-v', 'error', '-i', file, '-f', 'null', '-'], 30_000);
   return { streams: JSON.parse(p.stdout).streams, decodeErrors: d.stderr.trim() };
-}
-
-export function run(cmd: string, args: string[], timeoutMs: number, env?: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], env: env ?? process.env });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => {
-      stdout += d.toString();
-    });
-    child.stderr.on('data', (d: Buffer) => {
-      stderr += d.toString();
-    });
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
 }
 
 /** a UDP socket on a free loopback port: a reader's RTP or RTCP port */
@@ -303,14 +284,4 @@ export function depacketizeH264(packets: Buffer[]): Map<number, Buffer[]> {
 /** The fields of an RTP packet the tests look at. */
 export function rtpHeader(p: Buffer): { pt: number; marker: boolean; seq: number; ts: number; ssrc: number } {
   return { pt: p[1] & 0x7f, marker: (p[1] & 0x80) !== 0, seq: p.readUInt16BE(2), ts: p.readUInt32BE(4), ssrc: p.readUInt32BE(8) };
-}
-
-export async function waitFor<T>(what: string, fn: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 10_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
 }

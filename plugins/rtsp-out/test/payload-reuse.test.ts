@@ -11,8 +11,9 @@ import { setImmediate as turn, setTimeout as sleep } from 'node:timers/promises'
 import { kernelOf } from '../../../test/support/kernel-of';
 import { splitAnnexB } from '../../../plugin-sdk/formats';
 import { videoUnit, type AccessUnit } from '../../../plugin-sdk';
-import { RawRtsp, depacketizeH264, startRtspGateway, waitFor, type RtspGateway } from './helpers';
+import { RawRtsp, depacketizeH264, startRtspGateway, type RtspGateway } from './helpers';
 import { fixtureClip } from '../../../test/support/fixture-clip';
+import { waitFor } from '../../../test/support/until';
 
 const FILLER = 12;
 /** NAL types the packetizer or a player may add or drop around a frame (parameter sets, delimiters) */

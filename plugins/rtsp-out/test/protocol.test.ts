@@ -6,8 +6,9 @@
 import assert from 'node:assert/strict';
 import { splitAnnexB } from '../../../plugin-sdk/formats';
 import { epochMsOfNtp, rtcpPacketTypes } from '../src/rtcp';
-import { RawRtsp, depacketizeH264, rtpHeader, startRtspGateway, waitFor, type RtspGateway } from './helpers';
+import { RawRtsp, depacketizeH264, rtpHeader, startRtspGateway, type RtspGateway } from './helpers';
 import { fixtureClip } from '../../../test/support/fixture-clip';
+import { waitFor } from '../../../test/support/until';
 
 describe('rtsp-out: the RTSP request sequence over a raw socket', function () {
   this.timeout(30_000);

@@ -7,7 +7,8 @@ import assert from 'node:assert/strict';
 import * as net from 'node:net';
 import { rtcpPacketTypes } from '../src/rtcp';
 import { prng } from '../../../test/support/prng';
-import { RawRtsp, h264Clip, startRtspGateway, udpSocket, waitFor, type RtspGateway } from './helpers';
+import { RawRtsp, h264Clip, startRtspGateway, udpSocket, type RtspGateway } from './helpers';
+import { waitFor } from '../../../test/support/until';
 
 /** Writes bytes on a fresh connection; resolves with everything the server sent back until it closed (or `ms`). */
 function exchange(port: number, data: Buffer | string, ms = 2000): Promise<{ text: string; closed: boolean }> {

@@ -18,9 +18,11 @@ import { runSimulator } from '../../jt1078-ingest/tools/simulator';
 import { fixturePath } from '../../../test/support/paths';
 import { requireVlc, startVlc, stopAllVlc, vlcDir, type Vlc } from '../../../test/support/vlc';
 import rtspOut from '../index';
-import { RawRtsp, run, waitFor } from './helpers';
+import { RawRtsp } from './helpers';
 import { requireTool } from '../../../test/support/tools';
 import { alawToS16 } from '../../../test/support/audio';
+import { runProcess } from '../../../test/support/run-process';
+import { waitFor } from '../../../test/support/until';
 
 /** whether something holds the UDP port (VLC has bound it once we cannot) */
 function udpPortTaken(port: number): Promise<boolean> {
@@ -187,7 +189,7 @@ describe("rtsp-out: VLC's RTP input plays the audio of a play URL", function () 
     assert.deepEqual([heard.rate, heard.channels, heard.bits], [8000, 1, 16]);
     assert.ok(heard.samples.length >= 2 * 8000, `VLC decoded ${heard.samples.length} samples (over 2 s expected)`);
     // ffprobe agrees on what VLC wrote
-    const p = await run(
+    const p = await runProcess(
       requireTool('ffprobe', 'ffmpeg'),
       ['-v', 'error', '-show_entries', 'stream=codec_name,sample_rate,channels', '-of', 'json', wav],
       20_000,
