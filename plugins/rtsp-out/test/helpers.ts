@@ -10,7 +10,15 @@ import * as path from 'node:path';
 import { videoUnit, type AccessUnit, type VideoTrackInfo } from '../../../plugin-sdk';
 import { splitAnnexB, h265NalType } from '../../../plugin-sdk/formats';
 import { extractH265ParameterSets, parseH265Sps } from '../../../plugin-sdk/formats';
-import { encodeH265TestPattern, startTestGateway, stubMediaPlugin, testClip, type TestClip, type TestGateway } from '../../../plugin-sdk/testkit';
+import {
+  encodeH265TestPattern,
+  startTestGateway,
+  stubMediaPlugin,
+  testClip,
+  type ClipPublisher,
+  type TestClip,
+  type TestGateway,
+} from '../../../plugin-sdk/testkit';
 import { requireTool } from '../../../test/support/tools';
 import { runProcess } from '../../../test/support/run-process';
 import rtspOut from '../index';
@@ -24,7 +32,18 @@ export interface RtspGateway {
     sim: string,
     o?: { chan?: number; dataTyp?: number; token?: string; extra?: Record<string, unknown> },
   ): Promise<{ url: string; reqId: string; stream: string }>;
+  /** opens a request as `open` does and publishes `clip` on it in a loop; resolves once the stream is ready */
+  looping(sim: string, clip: TestClip, o?: Parameters<RtspGateway['open']>[1]): Promise<LoopingStream>;
   stop(): Promise<void>;
+}
+
+export interface LoopingStream {
+  url: string;
+  reqId: string;
+  stream: string;
+  pub: ClipPublisher;
+  /** closes the readers given, stops the clip and closes the request */
+  end(...readers: Array<{ close(): void }>): Promise<void>;
 }
 
 export async function startRtspGateway(
@@ -37,12 +56,27 @@ export async function startRtspGateway(
     plugins: [{ name: stub.name, def: stub.def }, ...extra, { name: 'rtsp-out', def: rtspOut, config }],
     captureLogs,
   });
+  const open: RtspGateway['open'] = async (sim, o = {}) => {
+    const r = await gw.openStream({ simNo: sim, chanId: o.chan ?? 1, fmt: 4, dataTyp: o.dataTyp ?? 0, token: o.token, extra: o.extra });
+    return { url: r.playUrl, reqId: r.reqId, stream: r.streamName };
+  };
   return {
     gw,
     port: gw.ports['rtsp-out.port'],
-    async open(sim, o = {}) {
-      const r = await gw.openStream({ simNo: sim, chanId: o.chan ?? 1, fmt: 4, dataTyp: o.dataTyp ?? 0, token: o.token, extra: o.extra });
-      return { url: r.playUrl, reqId: r.reqId, stream: r.streamName };
+    open,
+    async looping(sim, clip, o) {
+      const opened = await open(sim, o);
+      const pub = gw.publish(opened.stream, clip, { loop: true });
+      await gw.waitReady(opened.reqId);
+      return {
+        ...opened,
+        pub,
+        async end(...readers) {
+          for (const r of readers) r.close();
+          pub.stop();
+          await gw.api('POST', '/strm/close', { reqIds: [opened.reqId] });
+        },
+      };
     },
     stop: () => gw.stop(),
   };

@@ -147,9 +147,7 @@ describe('rtsp-out: the RTSP request sequence over a raw socket', function () {
   });
 
   it('refuses what it cannot serve: 401 for a bad token, an unknown request or stream; 404 other paths, 454, 459, 461, 455, 405, 501', async () => {
-    const open = await g.open('13900001002');
-    const pub = g.gw.publish(open.stream, fixtureClip({ seconds: 2, audio: true }), { loop: true });
-    await g.gw.waitReady(open.reqId);
+    const open = await g.looping('13900001002', fixtureClip({ seconds: 2, audio: true }));
     const c = await RawRtsp.connect(g.port);
     const base = open.url.split('?')[0];
     const query = open.url.split('?')[1];
@@ -187,7 +185,7 @@ describe('rtsp-out: the RTSP request sequence over a raw socket', function () {
       rtcp.some((p) => rtcpPacketTypes(p).includes(203)),
       'an RTCP BYE before the end',
     );
-    pub.stop();
+    open.pub.stop();
   });
 
   /** DESCRIBE, SETUP of the video track on interleaved 0-1, PLAY; returns the session id. */
@@ -200,9 +198,7 @@ describe('rtsp-out: the RTSP request sequence over a raw socket', function () {
   }
 
   it('packets are made once per unit: two readers of a stream get the same bytes, from one encoder', async () => {
-    const open = await g.open('13900001004');
-    const pub = g.gw.publish(open.stream, fixtureClip({ seconds: 2, audio: true }), { loop: true });
-    await g.gw.waitReady(open.reqId);
+    const open = await g.looping('13900001004', fixtureClip({ seconds: 2, audio: true }));
     const a = await RawRtsp.connect(g.port);
     const b = await RawRtsp.connect(g.port);
     await playVideo(a, open.url);
@@ -215,16 +211,11 @@ describe('rtsp-out: the RTSP request sequence over a raw socket', function () {
     const both = (b.frames.get(0) ?? []).filter((p) => bySeq.has(rtpHeader(p).seq));
     assert.ok(both.length > 50, `packets both got: ${both.length}`);
     for (const p of both) assert.ok(p.equals(bySeq.get(rtpHeader(p).seq)!), 'same packet, byte for byte');
-    a.close();
-    b.close();
-    pub.stop();
-    await g.gw.api('POST', '/strm/close', { reqIds: [open.reqId] });
+    await open.end(a, b);
   });
 
   it("a reader joining mid-GOP gets the GOP's packets numbered as the readers in step got them, then the live ones without a gap", async () => {
-    const open = await g.open('13900001006');
-    const pub = g.gw.publish(open.stream, fixtureClip({ seconds: 2, audio: true }), { loop: true });
-    await g.gw.waitReady(open.reqId);
+    const open = await g.looping('13900001006', fixtureClip({ seconds: 2, audio: true }));
     const a = await RawRtsp.connect(g.port);
     await playVideo(a, open.url);
     // the type of the NAL unit a packet starts (an FU-A's first fragment, a STAP-A's first unit); 0 for an FU-A's others
@@ -259,20 +250,15 @@ describe('rtsp-out: the RTSP request sequence over a raw socket', function () {
     });
     const bySeq = new Map(a.frames.get(0)!.map((p) => [rtpHeader(p).seq, p]));
     for (const p of bv) assert.ok(p.equals(bySeq.get(rtpHeader(p).seq)!), `packet ${rtpHeader(p).seq} differs between the two readers`);
-    a.close();
-    b.close();
-    pub.stop();
-    await g.gw.api('POST', '/strm/close', { reqIds: [open.reqId] });
+    await open.end(a, b);
   });
 
   it('a codec change under a playing session ends it (BYE), so the client describes the stream again', async () => {
-    const open = await g.open('13900001005');
-    const pub = g.gw.publish(open.stream, fixtureClip({ seconds: 2, audio: true }), { loop: true });
-    await g.gw.waitReady(open.reqId);
+    const open = await g.looping('13900001005', fixtureClip({ seconds: 2, audio: true }));
     const c = await RawRtsp.connect(g.port);
     await playVideo(c, open.url);
     await waitFor('video', () => (c.frames.get(0)?.length ?? 0) > 10);
-    pub.stop();
+    open.pub.stop();
     const h265 = g.gw.bus.get(open.stream)!.attachPublisher();
     h265.setTrack({ kind: 'video', codec: 'h265', width: 320, height: 240 });
     await c.ended;
@@ -280,13 +266,11 @@ describe('rtsp-out: the RTSP request sequence over a raw socket', function () {
       (c.frames.get(1) ?? []).some((p) => rtcpPacketTypes(p).includes(203)),
       'BYE on the video track',
     );
-    await g.gw.api('POST', '/strm/close', { reqIds: [open.reqId] });
+    await open.end();
   });
 
   it('dataTyp 3 (listen): only the audio track is described; SETUP of the aggregate takes it; audio on the channels asked', async () => {
-    const open = await g.open('13900001006', { dataTyp: 3 });
-    const pub = g.gw.publish(open.stream, fixtureClip({ seconds: 2, audio: true }), { loop: true });
-    await g.gw.waitReady(open.reqId);
+    const open = await g.looping('13900001006', fixtureClip({ seconds: 2, audio: true }), { dataTyp: 3 });
     const c = await RawRtsp.connect(g.port);
     const d = await c.request('DESCRIBE', open.url);
     assert.equal(d.status, 200);
@@ -302,9 +286,7 @@ describe('rtsp-out: the RTSP request sequence over a raw socket', function () {
       audio.every((p) => rtpHeader(p).pt === 8 && p.length === 12 + 320),
       'PCMA, 320 samples a packet',
     );
-    c.close();
-    pub.stop();
-    await g.gw.api('POST', '/strm/close', { reqIds: [open.reqId] });
+    await open.end(c);
   });
 
   it("an early player: DESCRIBE waits for the stream's first keyframe, then plays from it", async () => {

@@ -117,9 +117,7 @@ describe('rtsp-out: readers that vanish or stop reading', function () {
   after(() => g.stop());
 
   it('a UDP reader lives on its receiver reports without its connection, and is timed out when they stop', async () => {
-    const open = await g.open('13900002001');
-    const pub = g.gw.publish(open.stream, h264Clip(), { loop: true });
-    await g.gw.waitReady(open.reqId);
+    const open = await g.looping('13900002001', h264Clip());
     const rtp = await udpSocket();
     const rtcp = await udpSocket();
     let packets = 0;
@@ -158,16 +156,11 @@ describe('rtsp-out: readers that vanish or stop reading', function () {
     const stopped = packets;
     await new Promise((r) => setTimeout(r, 300));
     assert.equal(packets, stopped, 'no RTP after the timeout');
-    pub.stop();
-    rtp.close();
-    rtcp.close();
-    await g.gw.api('POST', '/strm/close', { reqIds: [open.reqId] });
+    await open.end(rtp, rtcp);
   });
 
   it('a session set up but never played times out too', async () => {
-    const open = await g.open('13900002002');
-    const pub = g.gw.publish(open.stream, h264Clip(), { loop: true });
-    await g.gw.waitReady(open.reqId);
+    const open = await g.looping('13900002002', h264Clip());
     const c = await RawRtsp.connect(g.port);
     const s = await c.request('SETUP', `${open.url}/trackID=0`, { Transport: 'RTP/AVP/TCP;unicast' });
     const session = s.headers.get('session')!.split(';')[0];
@@ -176,9 +169,7 @@ describe('rtsp-out: readers that vanish or stop reading', function () {
     await waitFor('timed out', () => g.gw.logs.some((l) => l.msg === 'RTSP session timed out' && l.session === session));
     clearInterval(chatter);
     assert.equal((await c.request('PLAY', open.url, { Session: session })).status, 454);
-    c.close();
-    pub.stop();
-    await g.gw.api('POST', '/strm/close', { reqIds: [open.reqId] });
+    await open.end(c);
   });
 
   it('a TCP reader that stops reading is dropped by the bus (queue capped, never grown)', async () => {
