@@ -64,7 +64,8 @@ interface BadVia {
 
 export class FlvServer implements PlayerOwner {
   readonly tick: TickFlush;
-  bytesOut = 0;
+  /** -0: kept as a double from the start, so passing 2^31 (~35 s at 500 Mbit/s) deoptimises no write path (test/core/byte-totals.test.ts) */
+  bytesOut = -0;
   private readonly players = new Map<string, Player>();
   private readonly byReq = new Map<string, Set<Player>>();
   private readonly wss: WebSocketServer;
