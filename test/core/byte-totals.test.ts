@@ -6,6 +6,8 @@
  * bench's window. A request's stream total (StreamState.bytesOut, added to on every write) passes it after ~4.8 h at
  * 1 Mbit/s. Both start as -0, a number V8 keeps as a double from the start. So: in a child process (V8's natives
  * syntax), a function adding to both is optimised, then passes 2^31; it must stay optimised and count every byte.
+ * Each player's and session's own total (flv-out, RTMP, RTSP) passes 2^31 after ~4.8 h at 1 Mbit/s, and the first
+ * to do so would change its class for every player: an object past 2^31 must keep the class of a new one.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -38,6 +40,32 @@ process.stdout.write(JSON.stringify({
 }));
 `;
 
+// each class made twice with stand-ins for what its constructor keeps; one of the two goes past 2^31
+const MAPS = `
+const net = require('node:net');
+const { Player } = require(${dist('plugins/flv-out/src/player.js')});
+const { RtmpPlayer } = require(${dist('plugins/rtmp/src/player.js')});
+const { RtspSession } = require(${dist('plugins/rtsp-out/src/session.js')});
+const { FlvServer } = require(${dist('plugins/flv-out/src/server.js')});
+const { StreamState } = require(${dist('core/sessions/session-state.js')});
+const transport = { onDrain() {}, onGone() {}, backlogCoversAll: false, backlog: () => 0 };
+const make = {
+  flv: () => new Player('p', 's', 'r', '127.0.0.1:1', transport, {}, {}),
+  rtmp: () => new RtmpPlayer('p', 's', 'r', '127.0.0.1:1', new net.Socket(), 1 << 20, {}, () => {}, () => {}),
+  rtsp: () => new RtspSession('p', { reqId: 'r' }, 'tcp', undefined, '127.0.0.1:1', { now: () => 0 }, {}),
+  server: () => new FlvServer({}),
+  stream: () => new StreamState('s', 'live', '1', 1, undefined, 0),
+};
+const out = {};
+for (const [name, f] of Object.entries(make)) {
+  const fresh = f();
+  const past = f();
+  past.bytesOut += 2 ** 31;
+  out[name] = %HaveSameMap(fresh, past);
+}
+process.stdout.write(JSON.stringify(out));
+`;
+
 describe('byte totals past 2^31', function () {
   this.timeout(30_000);
 
@@ -50,5 +78,11 @@ describe('byte totals past 2^31', function () {
     assert.equal(out.server, 101 * 1000 + 3 * 2 ** 30);
     assert.equal(out.stream, 101 * 1000 + 3 * 2 ** 30);
     assert.equal(out.text, '0', 'a new total reads 0 (as /metrics prints it), not -0');
+  });
+
+  it("a player's or session's total past 2^31 keeps its object's hidden class (flv-out, RTMP, RTSP, and both above)", () => {
+    const r = spawnSync(process.execPath, ['--allow-natives-syntax', '-e', MAPS], { encoding: 'utf8', timeout: 20_000 });
+    assert.equal(r.status, 0, r.stderr);
+    assert.deepEqual(JSON.parse(r.stdout), { flv: true, rtmp: true, rtsp: true, server: true, stream: true });
   });
 });
