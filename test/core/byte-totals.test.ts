@@ -6,8 +6,9 @@
  * bench's window. A request's stream total (StreamState.bytesOut, added to on every write) passes it after ~4.8 h at
  * 1 Mbit/s. Both start as -0, a number V8 keeps as a double from the start. So: in a child process (V8's natives
  * syntax), a function adding to both is optimised, then passes 2^31; it must stay optimised and count every byte.
- * Each player's and session's own total (flv-out, RTMP, RTSP) passes 2^31 after ~4.8 h at 1 Mbit/s, and the first
- * to do so would change its class for every player: an object past 2^31 must keep the class of a new one.
+ * Each player's and session's own total (flv-out, RTMP, RTSP), a terminal parser's and a bus stream's pass 2^31 after
+ * ~4.8 h at 1 Mbit/s, and the first to do so would change the class of all of them: an object past 2^31 must keep
+ * the class of a new one.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -48,6 +49,12 @@ const { RtmpPlayer } = require(${dist('plugins/rtmp/src/player.js')});
 const { RtspSession } = require(${dist('plugins/rtsp-out/src/session.js')});
 const { FlvServer } = require(${dist('plugins/flv-out/src/server.js')});
 const { StreamState } = require(${dist('core/sessions/session-state.js')});
+const { Jt1078Parser } = require(${dist('plugins/jt1078-ingest/src/parser.js')});
+const { CoreMediaBus } = require(${dist('core/bus/media-bus.js')});
+const limits = { maxGopBytes: 1 << 20, maxQueueBytes: 1 << 20, maxStreamBytes: 1 << 22, readerDropAfterMs: 30_000 };
+const quiet = { debug() {}, info() {}, warn() {}, error() {}, child() { return quiet; } };
+const bus = new CoreMediaBus(limits, quiet, () => 0);
+let streams = 0;
 const transport = { onDrain() {}, onGone() {}, backlogCoversAll: false, backlog: () => 0 };
 const make = {
   flv: () => new Player('p', 's', 'r', '127.0.0.1:1', transport, {}, {}),
@@ -55,12 +62,14 @@ const make = {
   rtsp: () => new RtspSession('p', { reqId: 'r' }, 'tcp', undefined, '127.0.0.1:1', { now: () => 0 }, {}),
   server: () => new FlvServer({}),
   stream: () => new StreamState('s', 'live', '1', 1, undefined, 0),
+  parser: () => new Jt1078Parser(() => {}).stats,
+  bus: () => bus.create('s' + streams++, 'test').st,
 };
 const out = {};
 for (const [name, f] of Object.entries(make)) {
   const fresh = f();
   const past = f();
-  past.bytesOut += 2 ** 31;
+  past[name === 'parser' ? 'bytes' : name === 'bus' ? 'bytesIn' : 'bytesOut'] += 2 ** 31;
   out[name] = %HaveSameMap(fresh, past);
 }
 process.stdout.write(JSON.stringify(out));
@@ -80,9 +89,9 @@ describe('byte totals past 2^31', function () {
     assert.equal(out.text, '0', 'a new total reads 0 (as /metrics prints it), not -0');
   });
 
-  it("a player's or session's total past 2^31 keeps its object's hidden class (flv-out, RTMP, RTSP, and both above)", () => {
+  it("a player's, session's, parser's or bus stream's total past 2^31 keeps its object's hidden class", () => {
     const r = spawnSync(process.execPath, ['--allow-natives-syntax', '-e', MAPS], { encoding: 'utf8', timeout: 20_000 });
     assert.equal(r.status, 0, r.stderr);
-    assert.deepEqual(JSON.parse(r.stdout), { flv: true, rtmp: true, rtsp: true, server: true, stream: true });
+    assert.deepEqual(JSON.parse(r.stdout), { flv: true, rtmp: true, rtsp: true, server: true, stream: true, parser: true, bus: true });
   });
 });
