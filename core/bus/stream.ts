@@ -1,5 +1,6 @@
 import type { MediaReader, MediaStream, MediaStreamStats, Off, OwnedStream, Publisher, StreamEvent, ReaderOptions, ReaderHandle } from '../../plugin-sdk/bus';
 import type { AccessUnit, TrackInfo } from '../../plugin-sdk/media';
+import { BYTE_TOTAL_START } from '../../plugin-sdk/hot-metrics';
 import type { Entry } from './entry';
 import { FanOut } from './fan-out';
 import { StreamFormats } from './formats';
@@ -44,8 +45,7 @@ export class BusStream implements OwnedStream, PassTarget {
   expectVideo = true;
   /** the last reader left (derived streams stop their stage then) */
   onIdle: (() => void) | undefined;
-  // bytesIn: -0, a double to V8 from the start: past 2^31 (~4.8 h at 1 Mbit/s) no class change (test/core/byte-totals.test.ts)
-  private readonly st = { unitsIn: 0, bytesIn: -0, videoFrames: 0, audioFrames: 0, droppedReaders: 0 };
+  private readonly st = { unitsIn: 0, bytesIn: BYTE_TOTAL_START, videoFrames: 0, audioFrames: 0, droppedReaders: 0 };
   /** units pushed so far: the next one's number */
   private seq = 0;
 

@@ -1,5 +1,6 @@
 import type { ChannelStream, OpenParams, StreamTyp, StrmRequest } from '../../plugin-sdk/sessions';
 import type { BusStream } from '../bus/media-bus';
+import { BYTE_TOTAL_START } from '../../plugin-sdk/hot-metrics';
 
 export interface SessionTimings {
   keepIntvDefault: number;
@@ -50,8 +51,7 @@ export class RequestState implements StrmRequest {
 export class StreamState implements ChannelStream {
   state: 'waiting' | 'ready' | 'closing' = 'waiting';
   requests: RequestState[] = [];
-  /** -0: kept as a double from the start, so passing 2^31 (~4.8 h at 1 Mbit/s) deoptimises no write path (test/core/byte-totals.test.ts) */
-  bytesOut = -0;
+  bytesOut = BYTE_TOTAL_START;
   constructor(
     readonly name: string,
     readonly typ: StreamTyp,

@@ -19,6 +19,7 @@ import {
   type RouteRequest,
   type Sessions,
   type ReaderOptions,
+  BYTE_TOTAL_START,
 } from '../../../plugin-sdk';
 import type { FlvFormats, FlvFrame } from './flv-format';
 import { Player, type PlayerOwner, type PlayerStats } from './player';
@@ -64,8 +65,7 @@ interface BadVia {
 
 export class FlvServer implements PlayerOwner {
   readonly tick: TickFlush;
-  /** -0: kept as a double from the start, so passing 2^31 (~35 s at 500 Mbit/s) deoptimises no write path (test/core/byte-totals.test.ts) */
-  bytesOut = -0;
+  bytesOut = BYTE_TOTAL_START;
   private readonly players = new Map<string, Player>();
   private readonly byReq = new Map<string, Set<Player>>();
   private readonly wss: WebSocketServer;

@@ -17,6 +17,7 @@
  * is that a packet truncated mid-stream can swallow up to its claimed length of what follows; the sequence
  * gap then drops the affected frame downstream and the stream recovers at the next I frame.
  */
+import { BYTE_TOTAL_START } from '../../../plugin-sdk';
 import { CandidateCheck, REJECT, WAIT } from './candidate-check';
 import {
   blankPacket,
@@ -72,8 +73,7 @@ export type PacketHandler = (packet: Jt1078Packet) => void;
 const CONFIRM_ABOVE = 8192 + MAX_HEADER_LENGTH;
 
 export class Jt1078Parser {
-  // bytes: -0, a double to V8 from the start: past 2^31 (~4.8 h at 1 Mbit/s) no class change (test/core/byte-totals.test.ts)
-  readonly stats: ParserStats = { bytes: -0, packets: 0, transparent: 0, resyncs: 0, junkBytes: 0, layoutSwitches: 0 };
+  readonly stats: ParserStats = { bytes: BYTE_TOTAL_START, packets: 0, transparent: 0, resyncs: 0, junkBytes: 0, layoutSwitches: 0 };
 
   private confirmed: Jt1078Layout | undefined;
   private readonly guess: Jt1078Layout;

@@ -16,7 +16,7 @@
  * The way down to the terminal, and what the terminal-links service offers other plugins, is the base class
  * (terminal-downlink.ts).
  */
-import type { LogLimiter, Sessions, ChannelStream, StreamTyp } from '../../../plugin-sdk';
+import { BYTE_TOTAL_START, type LogLimiter, type Sessions, type ChannelStream, type StreamTyp } from '../../../plugin-sdk';
 import type { ChannelSource } from './channel-source';
 import { addChannelStats, type LinkCounters, type LinkTotals } from './link-totals';
 import type { Jt1078Layout, Jt1078Packet } from './packet';
@@ -48,8 +48,7 @@ export interface LinkHost extends DownlinkHost {
 
 export class TerminalLink extends TerminalDownlink<LinkHost> {
   readonly parser: Jt1078Parser;
-  // bytes: -0, a double to V8 from the start: past 2^31 (~4.8 h at 1 Mbit/s) no class change (test/core/byte-totals.test.ts)
-  readonly counters: LinkCounters = { bytes: -0, packets: 0, unmatchedPackets: 0, refusedPackets: 0 };
+  readonly counters: LinkCounters = { bytes: BYTE_TOTAL_START, packets: 0, unmatchedPackets: 0, refusedPackets: 0 };
   readonly sources = new Map<string, ChannelSource>();
   /** the terminal's IP address alone (IPv4-mapped IPv6 as IPv4): what pinning compares, whatever the port */
   readonly address: string;
