@@ -8,7 +8,8 @@
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import { CallbackReceiver, simsOfWorkers, startClusterGateway, type ClusterGateway } from '../support/cluster-gateway';
-import { RawRtsp, probeFile, recordRtsp, udpSocket } from '../../plugins/rtsp-out/test/helpers';
+import { RawRtsp, recordRtsp, udpSocket } from '../../plugins/rtsp-out/test/helpers';
+import { probeFile } from '../support/ffprobe';
 import { HttpFlvPlayer, TcpTerminal, capture, encodeLazily, ffprobe, loopedPackets, waitFor } from '../e2e/helpers';
 
 const CAPTURE = 'jt1078/glaciall-cif-h264-2013.bin';

@@ -10,6 +10,8 @@ import * as path from 'node:path';
 import { startTestGateway, stubMediaPlugin, type TestGateway } from '../../../plugin-sdk/testkit';
 import hlsOut from '../index';
 import { runProcess } from '../../../test/support/run-process';
+import { countFrames, type ProbedStream } from '../../../test/support/ffprobe';
+import { requireTool } from '../../../test/support/tools';
 
 export async function startHlsGateway(o: { hls?: Record<string, unknown>; ingest?: 'stub' | 'jt1078'; aac?: boolean } = {}): Promise<TestGateway> {
   const plugins: Array<{ name: string; config?: Record<string, unknown>; def?: any }> = [];
@@ -203,6 +205,22 @@ export interface Probe {
 }
 
 /**
+ * What a test reads of ffprobe's streams: the first video and audio stream, and their frames decoded. The sample
+ * entry's tag only where the file is ours (`withTag`): in ffmpeg's copy it is the copy's container's.
+ */
+function probeOf(streams: ProbedStream[], errors: string, withTag: boolean): Probe {
+  const v = streams.find((s) => s.codec_type === 'video');
+  const a = streams.find((s) => s.codec_type === 'audio');
+  return {
+    video: v && { codec: v.codec_name, width: Number(v.width), height: Number(v.height), ...(withTag && { codecTag: String(v.codec_tag_string) }) },
+    audio: a && { codec: a.codec_name, sampleRate: Number(a.sample_rate), channels: Number(a.channels) },
+    frames: Number(v?.nb_read_frames ?? 0),
+    audioFrames: Number(a?.nb_read_frames ?? 0),
+    errors,
+  };
+}
+
+/**
  * ffmpeg plays the play URL (a live HLS playlist) for `seconds`, copying what it gets into a file; ffprobe then
  * decodes every frame of that file. Both are Debian's ffmpeg, which knows nothing of our code.
  */
@@ -210,70 +228,27 @@ export async function playWithFfmpeg(url: string, seconds: number): Promise<Prob
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hls-play-'));
   const file = path.join(dir, 'out.mkv');
   try {
-    const rec = await runProcess('ffmpeg', ['-v', 'error', '-nostdin', '-i', url, '-t', String(seconds), '-map', '0', '-c', 'copy', '-y', file], 60_000);
-    assert.equal(rec.code, 0, `ffmpeg read the playlist: ${rec.stderr}`);
-    const pr = await runProcess(
-      'ffprobe',
-      [
-        '-v',
-        'error',
-        '-count_frames',
-        '-show_entries',
-        'stream=codec_type,codec_name,codec_tag_string,width,height,nb_read_frames,sample_rate,channels',
-        '-of',
-        'json',
-        file,
-      ],
+    const rec = await runProcess(
+      requireTool('ffmpeg', 'ffmpeg'),
+      ['-v', 'error', '-nostdin', '-i', url, '-t', String(seconds), '-map', '0', '-c', 'copy', '-y', file],
       60_000,
     );
-    assert.equal(pr.code, 0, pr.stderr);
-    const streams = JSON.parse(pr.stdout).streams as Array<Record<string, string | number>>;
-    const v = streams.find((s) => s.codec_type === 'video');
-    const a = streams.find((s) => s.codec_type === 'audio');
-    return {
-      video: v && { codec: String(v.codec_name), width: Number(v.width), height: Number(v.height) },
-      audio: a && { codec: String(a.codec_name), sampleRate: Number(a.sample_rate), channels: Number(a.channels) },
-      frames: Number(v?.nb_read_frames ?? 0),
-      audioFrames: Number(a?.nb_read_frames ?? 0),
-      errors: (rec.stderr + pr.stderr).trim(),
-    };
+    assert.equal(rec.code, 0, `ffmpeg read the playlist: ${rec.stderr}`);
+    const c = await countFrames(file);
+    return probeOf(c.streams, (rec.stderr + c.stderr).trim(), false);
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }
 
-/** ffprobe on one URL (an init segment followed by a segment, written to a file first) */
-export async function probeBytes(data: Buffer, ext: string): Promise<Probe & { raw: Array<Record<string, string | number>> }> {
+/** ffprobe on bytes (an init segment followed by a segment, written to a file first) */
+export async function probeBytes(data: Buffer, ext: string): Promise<Probe & { raw: ProbedStream[] }> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hls-probe-'));
   const file = path.join(dir, `media.${ext}`);
   try {
     fs.writeFileSync(file, data);
-    const pr = await runProcess(
-      'ffprobe',
-      [
-        '-v',
-        'error',
-        '-count_frames',
-        '-show_entries',
-        'stream=codec_type,codec_name,codec_tag_string,width,height,nb_read_frames,sample_rate,channels',
-        '-of',
-        'json',
-        file,
-      ],
-      60_000,
-    );
-    assert.equal(pr.code, 0, pr.stderr);
-    const streams = JSON.parse(pr.stdout).streams as Array<Record<string, string | number>>;
-    const v = streams.find((s) => s.codec_type === 'video');
-    const a = streams.find((s) => s.codec_type === 'audio');
-    return {
-      raw: streams,
-      video: v && { codec: String(v.codec_name), width: Number(v.width), height: Number(v.height), codecTag: String(v.codec_tag_string) },
-      audio: a && { codec: String(a.codec_name), sampleRate: Number(a.sample_rate), channels: Number(a.channels) },
-      frames: Number(v?.nb_read_frames ?? 0),
-      audioFrames: Number(a?.nb_read_frames ?? 0),
-      errors: pr.stderr.trim(),
-    };
+    const c = await countFrames(file);
+    return { ...probeOf(c.streams, c.stderr, true), raw: c.streams };
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }

@@ -12,6 +12,7 @@ import { requireTool } from '../../../test/support/tools';
 import { RTMP_SERVER, type RtmpService } from '../service';
 import { scratchDir } from '../../../test/support/paths';
 import { runProcess } from '../../../test/support/run-process';
+import { countFrames, probeFile, type Probed, type ProbedStream } from '../../../test/support/ffprobe';
 import { waitFor } from '../../../test/support/until';
 
 export const HOST = '127.0.0.1';
@@ -92,14 +93,9 @@ export function ffmpegListen(url: string, file: string): { exited: Promise<numbe
 }
 
 /** the video stream ffprobe finds in a file, its frames counted */
-export async function probeVideo(file: string): Promise<{ codec_name: string; nb_read_frames?: string } | undefined> {
-  const p = await runProcess(requireTool('ffprobe', 'ffmpeg'), ['-v', 'error', '-count_frames', '-show_streams', '-of', 'json', file], 30_000);
-  return (JSON.parse(p.stdout).streams as Array<{ codec_type: string; codec_name: string; nb_read_frames?: string }>).find((x) => x.codec_type === 'video');
-}
-
-export interface Probed {
-  streams: Array<{ codec_type: string; codec_name: string; width?: number; height?: number; sample_rate?: string; nb_read_frames?: string }>;
-  decodeErrors: string;
+/** the file's video stream, its frames counted */
+export async function probeVideo(file: string): Promise<ProbedStream | undefined> {
+  return (await countFrames(file)).streams.find((x) => x.codec_type === 'video');
 }
 
 /** ffmpeg copies `seconds` of a URL into a NUT file; ffprobe counts its frames and ffmpeg decodes them all */
@@ -112,10 +108,7 @@ export async function recordAndProbe(url: string, seconds: number, input: string
     40_000,
   );
   assert.equal(r.code, 0, `ffmpeg could not read ${url.replace(/token=[^&]*/, 'token=…')}: ${r.stderr}`);
-  const p = await runProcess(requireTool('ffprobe', 'ffmpeg'), ['-v', 'error', '-count_frames', '-show_streams', '-of', 'json', file], 30_000);
-  assert.equal(p.code, 0, p.stderr);
-  const d = await runProcess(requireTool('ffmpeg', 'ffmpeg'), ['-v', 'error', '-i', file, '-f', 'null', '-'], 30_000);
-  return { streams: JSON.parse(p.stdout).streams, decodeErrors: d.stderr.trim(), file };
+  return { ...(await probeFile(file)), file };
 }
 
 /** A bare RTMP client: the simple handshake, then whatever bytes a test wants to send. */

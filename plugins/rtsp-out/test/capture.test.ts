@@ -9,7 +9,8 @@ import { startTestGateway, type TestGateway } from '../../../plugin-sdk/testkit'
 import { runSimulator } from '../../jt1078-ingest/tools/simulator';
 import { fixturePath } from '../../../test/support/paths';
 import rtspOut from '../index';
-import { probeFile, recordRtsp } from './helpers';
+import { recordRtsp } from './helpers';
+import { probeFile } from '../../../test/support/ffprobe';
 
 const CAPTURES = [
   { file: 'jt1078/gojt808-d1-h264-g711a-2013.bin', sim: '156987000796', chan: 1, size: '720x576', audio: 'pcm_alaw', transport: 'tcp' },

@@ -4,7 +4,8 @@
  */
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
-import { probeFile, recordRtsp, startRtspGateway, h264Clip, h265Clip, type RtspGateway } from './helpers';
+import { recordRtsp, startRtspGateway, h264Clip, h265Clip, type RtspGateway } from './helpers';
+import { probeFile } from '../../../test/support/ffprobe';
 import { requireTool } from '../../../test/support/tools';
 import { runProcess } from '../../../test/support/run-process';
 

@@ -170,19 +170,6 @@ export function recordRtsp(url: string, transport: 'tcp' | 'udp', seconds: numbe
   return runProcess(requireTool('ffmpeg', 'ffmpeg'), args, 30_000).then((r) => ({ ...r, file }));
 }
 
-export interface Probed {
-  streams: Array<{ codec_type: string; codec_name: string; width?: number; height?: number; sample_rate?: string; channels?: number; nb_read_frames?: string }>;
-  /** what decoding every frame made ffmpeg say (empty: clean) */
-  decodeErrors: string;
-}
-
-export async function probeFile(file: string): Promise<Probed> {
-  const p = await runProcess(requireTool('ffprobe', 'ffmpeg'), ['-v', 'error', '-count_frames', '-show_streams', '-of', 'json', file], 30_000);
-  assert.equal(p.code, 0, p.stderr);
-  const d = await runProcess(requireTool('ffmpeg', 'ffmpeg'), ['-v', 'error', '-i', file, '-f', 'null', '-'], 30_000);
-  return { streams: JSON.parse(p.stdout).streams, decodeErrors: d.stderr.trim() };
-}
-
 /** a UDP socket on a free loopback port: a reader's RTP or RTCP port */
 export async function udpSocket(): Promise<dgram.Socket> {
   const s = dgram.createSocket('udp4');

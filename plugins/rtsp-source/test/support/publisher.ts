@@ -9,6 +9,8 @@ import * as path from 'node:path';
 import type { TestGateway } from '../../../../plugin-sdk/testkit';
 import { requireTool } from '../../../../test/support/tools';
 import { scratchDir } from '../../../../test/support/paths';
+import { runProcess } from '../../../../test/support/run-process';
+import { countFrames } from '../../../../test/support/ffprobe';
 
 export type ClipKind = 'h264-aac' | 'h265-pcma' | 'h264-pcmu';
 
@@ -76,45 +78,26 @@ export function publish(kind: ClipKind, url: string): { proc: ChildProcess; stop
 }
 
 /** ffprobe of a URL, run without blocking (the gateway under test serves from this process) */
-export function probeUrl(url: string, timeoutMs = 30_000): Promise<{ streams: Array<Record<string, string | number>>; stderr: string }> {
-  const ffprobe = requireTool('ffprobe', 'ffmpeg');
-  return new Promise((resolve, reject) => {
-    const p = spawn(
-      ffprobe,
-      [
-        '-v',
-        'error',
-        '-rw_timeout',
-        '15000000',
-        '-analyzeduration',
-        '3000000',
-        '-show_entries',
-        'stream=codec_type,codec_name,width,height,sample_rate',
-        '-of',
-        'json',
-        url,
-      ],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    let out = '';
-    let err = '';
-    p.stdout.on('data', (c: Buffer) => {
-      out += c.toString();
-    });
-    p.stderr.on('data', (c: Buffer) => {
-      err += c.toString();
-    });
-    const t = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
-    p.on('exit', (code) => {
-      clearTimeout(t);
-      if (code !== 0) return reject(new Error(`ffprobe exited ${code}: ${err}`));
-      try {
-        resolve({ streams: (JSON.parse(out) as { streams: Array<Record<string, string | number>> }).streams, stderr: err });
-      } catch (e) {
-        reject(e);
-      }
-    });
-  });
+export async function probeUrl(url: string, timeoutMs = 30_000): Promise<{ streams: Array<Record<string, string | number>>; stderr: string }> {
+  const p = await runProcess(
+    requireTool('ffprobe', 'ffmpeg'),
+    [
+      '-v',
+      'error',
+      '-rw_timeout',
+      '15000000',
+      '-analyzeduration',
+      '3000000',
+      '-show_entries',
+      'stream=codec_type,codec_name,width,height,sample_rate',
+      '-of',
+      'json',
+      url,
+    ],
+    timeoutMs,
+  );
+  if (p.code !== 0) throw new Error(`ffprobe exited ${p.code === null ? `killed after ${timeoutMs} ms` : p.code}: ${p.stderr}`);
+  return { streams: (JSON.parse(p.stdout) as { streams: Array<Record<string, string | number>> }).streams, stderr: p.stderr };
 }
 
 /** `n` video units of a bus stream from its latest keyframe, as one Annex-B buffer */
@@ -144,49 +127,21 @@ export function collectVideo(gw: TestGateway, stream: string, n: number, timeout
   });
 }
 
-/** ffprobe (frames counted) of an elementary stream in a file, without blocking the event loop */
-export function probeFile(
+/** ffprobe (frames counted) of an elementary stream or FLV, given as bytes */
+export async function probeFile(
   data: Buffer,
   format: 'h264' | 'hevc' | 'flv',
 ): Promise<{ codec: string; width: number; height: number; frames: number; errors: string }> {
-  const ffprobe = requireTool('ffprobe', 'ffmpeg');
   dir ??= scratchDir('rtsp-source-clips');
   const file = path.join(dir, `probe-${process.pid}-${Date.now()}.${format}`);
   fs.writeFileSync(file, data);
-  return new Promise((resolve, reject) => {
-    const p = spawn(
-      ffprobe,
-      [
-        '-v',
-        'error',
-        '-f',
-        format,
-        '-count_frames',
-        '-select_streams',
-        'v',
-        '-show_entries',
-        'stream=codec_name,width,height,nb_read_frames',
-        '-of',
-        'json',
-        file,
-      ],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    let out = '';
-    let err = '';
-    p.stdout.on('data', (c: Buffer) => {
-      out += c.toString();
-    });
-    p.stderr.on('data', (c: Buffer) => {
-      err += c.toString();
-    });
-    p.on('exit', (code) => {
-      fs.rmSync(file, { force: true });
-      if (code !== 0) return reject(new Error(`ffprobe exited ${code}: ${err}`));
-      const v = (JSON.parse(out) as { streams: Array<Record<string, string | number>> }).streams[0];
-      resolve({ codec: String(v.codec_name), width: Number(v.width), height: Number(v.height), frames: Number(v.nb_read_frames), errors: err.trim() });
-    });
-  });
+  try {
+    const c = await countFrames(file, ['-f', format, '-select_streams', 'v']);
+    const v = c.streams[0];
+    return { codec: v.codec_name, width: Number(v.width), height: Number(v.height), frames: Number(v.nb_read_frames), errors: c.stderr };
+  } finally {
+    fs.rmSync(file, { force: true });
+  }
 }
 
 /** the first `n` bytes of an HTTP response body */
