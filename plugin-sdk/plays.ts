@@ -14,6 +14,7 @@
 import type { Logger } from 'pino';
 import type { MediaBus, MediaSelect, ReaderHandle, UnitFormat, Via } from './bus';
 import type { RouteRequest } from './http';
+import { BYTE_TOTAL_START } from './hot-metrics';
 import { LogLimiter } from './log-limiter';
 import type { AccessUnit, TrackInfo } from './media';
 import { chainVia, playVia } from './play-via';
@@ -118,7 +119,7 @@ export function servePlays(ctx: PlaysContext, opts: PlaysOptions): Plays {
 
   class PlayState implements Play {
     sub: ReaderHandle | undefined;
-    bytesOut = 0;
+    bytesOut = BYTE_TOTAL_START;
     gone = false;
     constructor(
       readonly request: StrmRequest,

@@ -1,5 +1,6 @@
 import type { MediaSelect, MediaReader, ReaderHandle, ReaderStats } from '../../plugin-sdk/bus';
 import type { TrackInfo } from '../../plugin-sdk/media';
+import { BYTE_TOTAL_START } from '../../plugin-sdk/hot-metrics';
 import { formOf, isTrackChange, type Entry, type QueueItem, type TrackChange } from './entry';
 
 export interface ReaderSettings {
@@ -58,7 +59,7 @@ export class Reader<F = unknown> implements ReaderHandle {
   private missed = 0;
   /** when the sink was first found not writable with units waiting (-1: taking units) */
   private stuckSince = -1;
-  readonly stats: ReaderStats = { units: 0, bytes: 0, skips: 0, skippedUnits: 0, queuedBytes: 0 };
+  readonly stats: ReaderStats = { units: 0, bytes: BYTE_TOTAL_START, skips: 0, skippedUnits: 0, queuedBytes: 0 };
 
   /** its sink says when it holds none of what it was given (MediaReader.holdsPayloads), so payload memory can be reused */
   readonly tellsWhenDone: boolean;

@@ -18,6 +18,7 @@
 import type { Socket } from 'node:net';
 import type { SliceReader as SdkSliceReader } from '../../plugin-sdk/plugin';
 import { copyBytes, memOf } from '../../plugin-sdk/byte-views';
+import { BYTE_TOTAL_START } from '../../plugin-sdk/hot-metrics';
 import { pauseBorrowed, readBorrowed, resumeBorrowed } from './borrowed-reads';
 
 export interface ReadSliceStats {
@@ -76,7 +77,7 @@ class Slab {
 }
 
 export class ReadSlices {
-  readonly stats: ReadSliceStats = { direct: 0, deferred: 0, deferredBytes: 0, overrun: 0, paused: 0, full: 0 };
+  readonly stats: ReadSliceStats = { direct: 0, deferred: 0, deferredBytes: BYTE_TOTAL_START, overrun: 0, paused: 0, full: 0 };
   /** when the current slice began (loop clock, ms); -1: none open */
   sliceStart = -1;
   private readonly queue: SliceReader[] = [];

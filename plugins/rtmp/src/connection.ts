@@ -4,6 +4,7 @@
  * handshakeTimeoutSec. A peer that breaks the protocol or a limit is dropped with a log line.
  */
 import type { Socket } from 'node:net';
+import { BYTE_TOTAL_START } from '../../../plugin-sdk';
 import { ProtocolError } from './guarded-rtmp';
 import { RtmpPeer, type PlayOrPublish, type RtmpPeerOwner } from './rtmp-peer';
 
@@ -37,7 +38,7 @@ export class RtmpConnection implements RtmpPeerOwner {
   private deadline: NodeJS.Timeout | undefined;
   private ended = false;
   /** bytes of media and control the client sent */
-  bytesIn = 0;
+  bytesIn = BYTE_TOTAL_START;
   /** every byte read until the client plays or publishes (to move it to another worker); then undefined */
   private before: Buffer[] | undefined = [];
   private beforeBytes = 0;

@@ -8,7 +8,7 @@
  */
 import type { Logger } from 'pino';
 import type { AccessUnit, MediaStream, TrackInfo } from '../../../plugin-sdk';
-import { StreamFeed } from '../../../plugin-sdk';
+import { BYTE_TOTAL_START, StreamFeed } from '../../../plugin-sdk';
 import type { UnitSink } from './flv-units';
 
 export class PublishedChannel implements UnitSink {
@@ -17,7 +17,7 @@ export class PublishedChannel implements UnitSink {
   private gopBytes = 0;
   private feed: StreamFeed | undefined;
   units = 0;
-  bytes = 0;
+  bytes = BYTE_TOTAL_START;
   lastUnitAt = 0;
 
   constructor(

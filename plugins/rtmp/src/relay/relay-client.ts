@@ -13,6 +13,7 @@ import { randomBytes } from 'node:crypto';
 import * as net from 'node:net';
 import * as tls from 'node:tls';
 import nmsAmf = require('node-media-server/src/protocol/amf.js');
+import { BYTE_TOTAL_START } from '../../../../plugin-sdk';
 import { GuardedRtmp, ProtocolError } from '../guarded-rtmp';
 import type { RelayTarget } from './relay-url';
 
@@ -64,7 +65,7 @@ export class RelayClient extends GuardedRtmp {
   private acked = 0;
   private ackWindow = 0;
   private publishStreamId = 0;
-  bytesOut = 0;
+  bytesOut = BYTE_TOTAL_START;
 
   constructor(private readonly o: RelayClientOptions) {
     super(MAX_SERVER_MESSAGE, MAX_CHUNK_STREAMS);

@@ -3,7 +3,7 @@
  * back-off (retryMinMs doubling to retryMaxMs; back at retryMinMs after a publish that held retryMaxMs). It reads
  * the bus only while the server takes its publish, so a server that is away costs a timer, not a reader.
  */
-import type { Cancel, Clock, MediaStream, PlayerHandle, ReaderOptions } from '../../../../plugin-sdk';
+import { BYTE_TOTAL_START, type Cancel, type Clock, type MediaStream, type PlayerHandle, type ReaderOptions } from '../../../../plugin-sdk';
 import type { RtmpFrame } from '../rtmp-format';
 import { RelayClient } from './relay-client';
 import { resolveAllowed, type HostRule } from './relay-hosts';
@@ -60,7 +60,7 @@ export class Relay {
     private readonly env: RelayEnv,
     private readonly handle: PlayerHandle,
   ) {
-    this.view = { relayId: id, url: target.redacted, state: 'connecting', since: new Date(env.clock.now()).toISOString(), bytesOut: 0 };
+    this.view = { relayId: id, url: target.redacted, state: 'connecting', since: new Date(env.clock.now()).toISOString(), bytesOut: BYTE_TOTAL_START };
   }
 
   get state(): RelayState {
