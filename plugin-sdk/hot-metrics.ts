@@ -29,7 +29,8 @@ export class HotCounterSet<L extends string> {
   private readonly children: Array<{ labels: Partial<Record<L, string>>; pending: number }> = [];
 
   child(labels: Partial<Record<L, string>>): HotCounter {
-    const c = { labels, pending: 0 };
+    // a byte counter's sum between scrapes passes 2^31 in ~35 s at 500 Mbit/s (or never drains, unscraped)
+    const c = { labels, pending: BYTE_TOTAL_START };
     this.children.push(c);
     return {
       add: (n = 1) => {
@@ -52,8 +53,10 @@ export class HotCounterSet<L extends string> {
 /** Bucket counts in a typed array; `snapshot` gives Prometheus' cumulative form. */
 export class HotHistogramData implements HotHistogram {
   readonly counts: Float64Array;
-  sum = 0;
-  count = 0;
+  /** fractional from the first observation: a double from the start, so that one changes no class */
+  sum = BYTE_TOTAL_START;
+  /** one a frame for the added-latency histogram: past 2^31 after ~2 days at 12k frames a second */
+  count = BYTE_TOTAL_START;
 
   constructor(readonly bounds: readonly number[]) {
     for (let i = 1; i < bounds.length; i++) if (!(bounds[i] > bounds[i - 1])) throw new RangeError('histogram buckets must rise');

@@ -17,6 +17,12 @@
  * the index's first int holds the lap as a negative stamp (no other int of an index is negative), and a reader that
  * finds another stamp there searches the payload again (NalUnits.of), as for a unit made without an index. The ring
  * is written in order, so an index whose first int is intact is intact.
+ *
+ * Why laps count round (LAPS) and positions stay under SPAN: `nalsAt` must stay a small integer (under 2^30). Past
+ * 2^31 it was a heap number in every unit made from then on, and the first one deoptimised the code of every stage
+ * that reads a frame's or unit's `nalsAt` (--log-deopt at 500 terminals: 32 laps, 177 s into the load). A unit is
+ * therefore told from one made LAPS laps later only by its payload's length (~51 min at 500 terminals; a bus reader
+ * that holds a unit 30 s is dropped, and a GOP cache keeps its stream's last GOP alone).
  */
 import type { AccessUnit, CodecId } from '../media';
 
@@ -51,11 +57,18 @@ const LENGTH = 3;
 export const NAL_INDEX_HEAD = 4;
 /** the process ring's int32: 2 MiB */
 const RING = 1 << 19;
-/** `nalsAt` is lap * SPAN + position: positions stay under it (an array of 256 MiB), laps up to 2^27 stay exact */
-const SPAN = 2 ** 26;
+/** `nalsAt` is lap * SPAN + position: positions stay under it (an array of 8 MiB at most) */
+const SPAN = 2 ** 21;
+/** laps counted round: lap * SPAN + position stays under 2^30 */
+const LAPS = 2 ** 30 / SPAN;
+/**
+ * The NAL units one index holds at most (half of an array of SPAN): a frame with more (2 MiB of nothing but start
+ * codes, which no encoder makes) gets the rest of its payload as one last NAL unit.
+ */
+export const MAX_INDEXED_NALS = (SPAN / 2 - NAL_INDEX_HEAD) / 2;
 
-/** The stamp an index of lap `lap` starts with: negative, and distinct for 2^30 laps. */
-const stampOf = (lap: number): number => -(lap % 2 ** 30) - 1;
+/** The stamp an index of lap `lap` starts with: negative, and distinct for LAPS laps. */
+const stampOf = (lap: number): number => -lap - 1;
 
 /** Where in `mem` the index that `at` names starts, or -1 when it is gone (written over by a later lap) or not one of a payload of `length` bytes. */
 function placeOf(mem: Int32Array, at: number, length: number): number {
@@ -118,6 +131,11 @@ export class NalArena {
 
   /** One NAL unit [start, end) of the payload and its kind flags (nalKindFlags), or any other flags. */
   add(start: number, end: number, flags: number): void {
+    if (this.pos - this.at >= NAL_INDEX_HEAD + 2 * MAX_INDEXED_NALS) {
+      this.mem[this.pos - 1] = end;
+      this.flags |= flags;
+      return;
+    }
     if (this.pos + 2 > this.mem.length) this.wrap(this.pos - this.at, 2);
     this.mem[this.pos] = start;
     this.mem[this.pos + 1] = end;
@@ -173,7 +191,7 @@ export class NalArena {
   /** Forgets every index written (only for an arena of one's own whose indexes nobody keeps). */
   reset(): void {
     this.used = 0;
-    this.lap++;
+    this.lap = (this.lap + 1) % LAPS;
   }
 
   /**
@@ -183,13 +201,13 @@ export class NalArena {
    */
   private wrap(keep: number, more: number): void {
     if (2 * (keep + more) > this.mem.length) {
-      const next = new Int32Array(Math.max(this.mem.length, 4 * (keep + more)));
+      const next = new Int32Array(Math.min(SPAN, Math.max(this.mem.length, 4 * (keep + more))));
       next.set(this.mem.subarray(this.at, this.at + keep));
       this.mem = next;
     } else {
       this.mem.copyWithin(0, this.at, this.at + keep);
     }
-    this.lap++;
+    this.lap = (this.lap + 1) % LAPS;
     this.used = 0;
     this.pos = keep;
     this.at = 0;

@@ -1,6 +1,6 @@
 import { strict as assert } from 'node:assert';
 import { joinAnnexB, NalRanges, splitAnnexB } from '../formats/annexb';
-import { NAL_ARENA, NAL_FLAG, NAL_SCANS, NalArena, NalUnits } from '../formats/nal-index';
+import { MAX_INDEXED_NALS, NAL_ARENA, NAL_FLAG, NAL_SCANS, NalArena, NalUnits } from '../formats/nal-index';
 import { audioUnit, shiftUnit, unitAt, videoUnit } from '../media';
 import { NAL_SCAN, scanH264 } from '../formats/h264';
 import { scanH265 } from '../formats/h265';
@@ -199,5 +199,41 @@ describe('NAL index: found once when a unit is made, read by every output (nal-i
     const before = NAL_SCANS.count;
     assert.deepEqual((reader.of(unit), rangesOf(reader)), [4, 6, 10, 13], 'found again: the same NAL units');
     assert.equal(NAL_SCANS.count, before + 1, 'one search');
+  });
+
+  it("a unit's nalsAt stays a small integer however many laps the ring goes (past 2^31 it deoptimised every stage)", () => {
+    const arena = new NalArena(64);
+    const payload = joinAnnexB([b(0x65, 1), b(0x41, 2, 3)]);
+    const reader = new NalUnits();
+    let laps = 0;
+    let lastPos = -1;
+    // 64 ints hold 6 indexes of 10: each seventh goes round; 2,000 laps is ~100 times what 2^31 allowed before
+    for (let i = 0; laps < 2000; i++) {
+      const at = arena.index(payload, 'h264');
+      assert.ok(at >= 0 && at < 2 ** 30 && (at | 0) === at, `nalsAt ${at} after ${laps} laps`);
+      // where in the ring: nalsAt's low 21 bits
+      const pos = at % 2 ** 21;
+      if (pos < lastPos) laps++;
+      lastPos = pos;
+      const unit = { ...videoUnit({ codec: 'h264', dts: 0, keyframe: true, payload }), nals: arena.mem, nalsAt: at };
+      assert.equal(reader.of(unit), 2);
+    }
+    for (let i = 0; i < 2000; i++) arena.reset();
+    const at = arena.index(payload, 'h264');
+    assert.ok(at < 2 ** 30 && (at | 0) === at, `nalsAt ${at} after 2,000 resets`);
+  });
+
+  it('an index holds MAX_INDEXED_NALS at most: the rest of a payload of start codes is its last NAL unit', () => {
+    const nals = MAX_INDEXED_NALS + 10;
+    const payload = Buffer.alloc(4 * nals);
+    for (let i = 0; i < nals; i++) payload.writeUInt32BE(0x00000141, 4 * i);
+    const arena = new NalArena(1024);
+    const at = arena.index(payload, 'h264');
+    const reader = new NalUnits();
+    assert.equal(reader.ofIndex(arena.mem, at), MAX_INDEXED_NALS);
+    assert.deepEqual([reader.start(0), reader.end(0)], [3, 4]);
+    assert.equal(reader.end(MAX_INDEXED_NALS - 1), payload.length, 'the rest of the payload, not lost');
+    assert.ok(arena.mem.length <= 2 ** 21, `the arena's array stays within the positions nalsAt can name: ${arena.mem.length}`);
+    assert.ok(at < 2 ** 30 && (at | 0) === at);
   });
 });

@@ -9,7 +9,9 @@
  * Each player's and session's own total (flv-out, RTMP, RTSP), a terminal parser's and a bus stream's pass 2^31 after
  * ~4.8 h at 1 Mbit/s, and the first to do so would change the class of all of them: an object past 2^31 must keep
  * the class of a new one. So must a bus reader's, an RTMP publisher's and an RTMP connection's, and the total of reads
- * set aside past the loop's slice (one for the process: 12 % of 500 Mbit/s passes 2^31 in ~5 min).
+ * set aside past the loop's slice (one for the process: 12 % of 500 Mbit/s passes 2^31 in ~5 min), and a hot
+ * counter's sum between scrapes (--log-deopt: the ingest's bytes-read counter overflowed 42 s into a 500 Mbit/s load,
+ * unscraped, and every stage adding to a hot counter was deoptimised) and a hot histogram's count.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -61,6 +63,8 @@ const { Reader } = require(${dist('core/bus/reader.js')});
 const { ReadSlices } = require(${dist('core/net/read-slices.js')});
 const { PublishedChannel } = require(${dist('plugins/rtmp/src/published.js')});
 const { RtmpConnection } = require(${dist('plugins/rtmp/src/connection.js')});
+const { HotCounterSet, HotHistogramData } = require(${dist('plugin-sdk/hot-metrics.js')});
+const counters = new HotCounterSet();
 const settings = { name: 'r', media: 'av', slot: -1, maxQueueBytes: 1 << 20, dropAfterMs: 30_000, needKey: () => true, now: () => 0, onFault() {}, onClose() {} };
 const rtmpHost = { replayOf: () => undefined };
 // [the object whose class is compared, the total's field]
@@ -76,6 +80,8 @@ const make = {
   readSlices: () => [new ReadSlices(1, () => 0).stats, 'deferredBytes'],
   published: () => [new PublishedChannel('s', 'a', '127.0.0.1:1', 1 << 20, quiet, () => 0), 'bytes'],
   rtmpConnection: () => [new RtmpConnection('c', new net.Socket(), rtmpHost, 1 << 20, 60_000), 'bytesIn'],
+  hotCounter: () => (counters.child({}), [counters.children[counters.children.length - 1], 'pending']),
+  hotHistogram: () => [new HotHistogramData([1, 2]), 'count'],
 };
 const out = {};
 for (const [name, f] of Object.entries(make)) {
@@ -117,6 +123,8 @@ describe('byte totals past 2^31', function () {
       readSlices: true,
       published: true,
       rtmpConnection: true,
+      hotCounter: true,
+      hotHistogram: true,
     });
   });
 });
