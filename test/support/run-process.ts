@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import * as path from 'node:path';
 
 export interface ProcessOutput {
   /** null when it was killed (past the time given) */
@@ -32,4 +33,11 @@ export function runProcess(cmd: string, args: string[], timeoutMs: number, env?:
       resolve({ code, stdout, stderr });
     });
   });
+}
+
+/** runProcess for a tool that must succeed: its exit code or timeout, with what it printed, rejects */
+export async function runProcessOk(cmd: string, args: string[], timeoutMs: number): Promise<ProcessOutput> {
+  const p = await runProcess(cmd, args, timeoutMs);
+  if (p.code !== 0) throw new Error(`${path.basename(cmd)} ${p.code === null ? `killed after ${timeoutMs} ms` : `exited ${p.code}`}: ${p.stderr}`);
+  return p;
 }

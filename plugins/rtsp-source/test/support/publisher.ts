@@ -9,7 +9,7 @@ import * as path from 'node:path';
 import type { TestGateway } from '../../../../plugin-sdk/testkit';
 import { requireTool } from '../../../../test/support/tools';
 import { scratchDir } from '../../../../test/support/paths';
-import { runProcess } from '../../../../test/support/run-process';
+import { runProcessOk } from '../../../../test/support/run-process';
 import { countFrames } from '../../../../test/support/ffprobe';
 
 export type ClipKind = 'h264-aac' | 'h265-pcma' | 'h264-pcmu';
@@ -79,7 +79,7 @@ export function publish(kind: ClipKind, url: string): { proc: ChildProcess; stop
 
 /** ffprobe of a URL, run without blocking (the gateway under test serves from this process) */
 export async function probeUrl(url: string, timeoutMs = 30_000): Promise<{ streams: Array<Record<string, string | number>>; stderr: string }> {
-  const p = await runProcess(
+  const p = await runProcessOk(
     requireTool('ffprobe', 'ffmpeg'),
     [
       '-v',
@@ -96,7 +96,6 @@ export async function probeUrl(url: string, timeoutMs = 30_000): Promise<{ strea
     ],
     timeoutMs,
   );
-  if (p.code !== 0) throw new Error(`ffprobe exited ${p.code === null ? `killed after ${timeoutMs} ms` : p.code}: ${p.stderr}`);
   return { streams: (JSON.parse(p.stdout) as { streams: Array<Record<string, string | number>> }).streams, stderr: p.stderr };
 }
 
@@ -173,49 +172,33 @@ export function firstBytes(url: string, n: number, timeoutMs = 15_000): Promise<
 }
 
 /** ffmpeg decodes `seconds` of a URL to nothing; its error output (empty when every frame decoded) */
-export function decodeUrl(url: string, seconds: number, timeoutMs = 30_000): Promise<{ errors: string; frames: { video: number } }> {
-  const ffmpeg = requireTool('ffmpeg', 'ffmpeg');
-  return new Promise((resolve, reject) => {
-    const p = spawn(
-      ffmpeg,
-      [
-        '-v',
-        'error',
-        '-stats_period',
-        '0.5',
-        '-progress',
-        'pipe:1',
-        '-t',
-        String(seconds),
-        '-i',
-        url,
-        '-map',
-        '0:v',
-        '-f',
-        'null',
-        '-',
-        '-map',
-        '0:a',
-        '-f',
-        'null',
-        '-',
-      ],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    let out = '';
-    let err = '';
-    p.stdout.on('data', (c: Buffer) => {
-      out += c.toString();
-    });
-    p.stderr.on('data', (c: Buffer) => {
-      err += c.toString();
-    });
-    const t = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
-    p.on('exit', (code) => {
-      clearTimeout(t);
-      if (code !== 0) return reject(new Error(`ffmpeg exited ${code}: ${err}`));
-      const frames = [...out.matchAll(/^frame=(\d+)/gm)].map((m) => Number(m[1]));
-      resolve({ errors: err.trim(), frames: { video: frames.at(-1) ?? 0 } });
-    });
-  });
+export async function decodeUrl(url: string, seconds: number, timeoutMs = 30_000): Promise<{ errors: string; frames: { video: number } }> {
+  const p = await runProcessOk(
+    requireTool('ffmpeg', 'ffmpeg'),
+    [
+      '-v',
+      'error',
+      '-stats_period',
+      '0.5',
+      '-progress',
+      'pipe:1',
+      '-t',
+      String(seconds),
+      '-i',
+      url,
+      '-map',
+      '0:v',
+      '-f',
+      'null',
+      '-',
+      '-map',
+      '0:a',
+      '-f',
+      'null',
+      '-',
+    ],
+    timeoutMs,
+  );
+  const frames = [...p.stdout.matchAll(/^frame=(\d+)/gm)].map((m) => Number(m[1]));
+  return { errors: p.stderr.trim(), frames: { video: frames.at(-1) ?? 0 } };
 }
