@@ -18,7 +18,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fixturePath, scratchDir } from '../support/paths';
 import { keepAwake } from './support/keep-awake';
 import { BenchPlayer } from './support/bench-player';
-import { warmUpWithLateJoin } from './support/late-joiner';
+import { PlayerChurn, warmUpWithLateJoin } from './support/late-joiner';
 import {
   Api,
   Reservoir,
@@ -52,7 +52,7 @@ import {
 import { bucketsDelta, bucketsOf, coreTimes, histogramQuantile, quantile, sumDelta, sumOf, type Buckets } from './support/process-probe';
 import { StartPhases } from './support/start-phases';
 import { SynthTerminal, UdpTerminalLink, speechPcm, synthesise, type SynthStream, type TerminalLink } from './support/synth-terminals';
-import { TARGET, gcFigures, readFigures, report } from './support/ingest-flv-report';
+import { TARGET, chunkFigures, gcFigures, readFigures, report } from './support/ingest-flv-report';
 import { LateEpisodes } from './support/late-episodes';
 import { watchOwnGc } from './support/own-gc';
 import { vsFloor, vsFlv, vsVideo, vsWorkers } from './support/ingest-flv-compare';
@@ -71,8 +71,6 @@ function makeFleet(kind: ReaderKind): ReaderFleet | undefined {
 
 /** issue 16: 1,000 terminals x 1 Mbit/s, one player each, on one core */
 const LATENCY_METRIC = 'gw_flv_out_added_latency_seconds';
-const CHUNKS_METRIC = 'gw_core_bus_payload_chunks';
-const CHUNK_BYTES_METRIC = 'gw_core_bus_payload_chunk_bytes';
 /** a terminal socket holding this much unsent data means the gateway is not keeping up: frames are dropped */
 const MAX_SEND_BACKLOG = 1024 * 1024;
 const OPEN_CONCURRENCY = 16;
@@ -165,6 +163,7 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
   let ticker: NodeJS.Timeout | undefined;
   let stopSpinning: (() => void) | undefined;
   let keeper: NodeJS.Timeout | undefined;
+  let churn: PlayerChurn | undefined;
   let result: IngestFlvResult | undefined;
   try {
     // --- boot
@@ -188,7 +187,7 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
 
     // --- open, connect, play
     const reqIds: string[][] = [];
-    let firstUrl: string | undefined;
+    const urls: string[] = [];
     const opened = performance.now();
     const census = new LinkCensus(opened);
     const phases = new StartPhases(stream, o.terminals, opened);
@@ -200,7 +199,7 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
       async (sim, i) => {
         const app = Math.floor(i / REQUESTS_PER_APP);
         const r = await api.openLive(sim, app, fleet?.openFields);
-        if (i === 0 && !fleet) firstUrl = r.url.href;
+        if (!fleet) urls[i] = r.url.href;
         (reqIds[app] ??= []).push(r.reqId);
         let link: TerminalLink;
         if (o.udp) link = new UdpTerminalLink(await connectUdp(r.port));
@@ -236,7 +235,8 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
     }, 300_000);
 
     // --- warm-up, with a player that joins a stream mid-GOP and leaves
-    await warmUpWithLateJoin(firstUrl, o.warmup * 1000, deadline);
+    churn = o.churnSeconds > 0 && urls.length > 0 ? new PlayerChurn(urls, o.churnSeconds * 1000) : undefined;
+    await warmUpWithLateJoin(urls[0], o.warmup * 1000, deadline);
     checkDeadline(deadline);
     if (gw.child.exitCode !== null) throw new Error(`gateway exited (code ${gw.child.exitCode}):\n${tail(gw.logFile)}`);
 
@@ -280,6 +280,7 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
       if (r > peakRss) peakRss = r;
     }
     const s1 = snap();
+    if (churn) console.log(churn.stop());
     ownLoop.disable();
     const ownGc = stopGcWatch();
     for (const p of players) p.measuring = false;
@@ -331,7 +332,7 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
         max: sumOf(m1, 'gw_process_nodejs_eventloop_lag_max_seconds') * 1000,
       },
       endToEndMs: { p50: quantile(e2eVals, 0.5), p99: quantile(e2eVals, 0.99), count: e2e.seen },
-      late: late.figures(o.terminals),
+      late: late.figures(o.terminals, gw.startedAt),
       generatorCpuPct: (100 * selfCpu) / secs,
       othersCores: Math.max(0, (machineBusy - machineIrq - (s1.threads.total - s0.threads.total) - selfCpu) / secs),
       irqCores: machineIrq / secs,
@@ -351,13 +352,7 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
       newSpaceMB: mb(sumOf(m1, 'gw_process_nodejs_heap_space_size_total_bytes', { space: 'new' })),
       arrayBuffersMB: mb(sumOf(m1, 'gw_process_nodejs_external_memory_bytes')),
       busHeldMB: { gop: mb(sumOf(m1, 'gw_core_bus_held_bytes', { holder: 'gop' })), queue: mb(sumOf(m1, 'gw_core_bus_held_bytes', { holder: 'queue' })) },
-      chunks: {
-        allocated: sumDelta(m1, m0, CHUNKS_METRIC, { event: 'allocated' }),
-        reused: sumDelta(m1, m0, CHUNKS_METRIC, { event: 'reused' }),
-        escaped: sumDelta(m1, m0, CHUNKS_METRIC, { event: 'escaped' }),
-        released: sumDelta(m1, m0, CHUNKS_METRIC, { event: 'released' }),
-      },
-      chunkMB: { held: mb(sumOf(m1, CHUNK_BYTES_METRIC, { state: 'held' })), free: mb(sumOf(m1, CHUNK_BYTES_METRIC, { state: 'free' })) },
+      ...chunkFigures(m0, m1),
       readers: fleet ? o.readers : 'flv',
       readerFigures: figures,
       census: census.figures(o.terminals, o.floor ? undefined : sumOf(m1, 'gw_jt1078_ingest_links')),
@@ -383,6 +378,7 @@ async function runWith(o: IngestFlvOptions, stream: SynthStream): Promise<Ingest
     if (ticker) clearInterval(ticker);
     stopSpinning?.();
     if (keeper) clearInterval(keeper);
+    churn?.stop();
     for (const p of players) p.socket?.destroy();
     fleet?.close();
     for (const t of terminals) t.socket.destroy();

@@ -344,6 +344,8 @@ export interface Gateway {
   pid: number;
   exited: Promise<number | null>;
   logFile: string;
+  /** performance.now() at the spawn: a V8 log's or --trace-gc's times count from about then */
+  startedAt: number;
 }
 
 export interface StartGatewayOptions {
@@ -391,12 +393,13 @@ export function startGateway(o: StartGatewayOptions): Gateway {
     Object.entries(process.env).filter(([k]) => (k.startsWith('GW_') || k === 'GLIBC_TUNABLES') && k !== 'GW_DATA_DIR' && k !== 'GW_SITE'),
   );
   const env = { ...settings, PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? o.dir, GW_WORKERS: String(o.workers ?? 1) };
+  const startedAt = performance.now();
   const child = spawn(cmd, args, { cwd: o.dir, stdio: ['ignore', log, log], env });
   fs.closeSync(log);
   if (child.pid === undefined) throw new Error('could not start the gateway process');
   // taskset execs node in place, so this pid is the gateway's own
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  return { child, pid: child.pid, exited, logFile };
+  return { child, pid: child.pid, exited, logFile, startedAt };
 }
 
 export async function stopGateway(g: Gateway): Promise<void> {

@@ -8,7 +8,7 @@ import type { IngestFlvOptions } from './ingest-flv-types';
 export const USAGE = `usage: npm run bench -- ingest-flv [--terminals N] [--seconds S] [--mbps X] [--capture FILE] [--audio]
                        [--audio-frame-ms MS] [--aac|--no-aac] [--ramp] [--ramp-seconds S] [--warmup S] [--profile]
                        [--floor | --vs-floor K] [--workers N] [--vs-workers K] [--vs-video K] [--no-pin] [--keep-dir]
-                       [--idle-client] [--udp] [--node-opt OPT]...
+                       [--idle-client] [--udp] [--churn S] [--episodes] [--node-opt OPT]...
   --terminals N     simulated terminals, one HTTP-FLV player each (default 500)
   --seconds S       measured window (default 30)
   --mbps X          per-terminal rate in Mbit/s, audio included; the capture's video frames are padded up to it (default 1)
@@ -30,6 +30,10 @@ export const USAGE = `usage: npm run bench -- ingest-flv [--terminals N] [--seco
   --udp             terminals push over UDP, a datagram per JT/T 1078 packet (2013 layout, to the live port); with
                     --workers the primary routes a terminal's first datagrams to its channel's worker, whose own socket
                     for the terminal takes the rest (GW_UDP_PEER_SOCKETS=false: all through the primary; not with --floor)
+  --churn S         from the warm-up on, a player joins the next stream mid-GOP every S seconds and leaves after 1 s
+                    (players coming and going, as in service; the warm-up's one late player joins either way)
+  --episodes        list every late episode that reached 90 % of the players, with its time since the gateway started
+                    (to match with --node-opt --log-deopt or --trace-gc)
   --floor           run the bare-relay floor (test/bench/floor/bare-relay.ts) instead of the gateway, on the same load
   --vs-floor K      K rounds of the gateway and the floor alternated, then gateway CPU / floor CPU (issue 16's steering figure)
 ${IDLE_CLIENT_USAGE}
@@ -62,6 +66,8 @@ export function parseArgs(args: string[]): IngestFlvOptions {
     vsVideo: 0,
     busyClient: true,
     udp: false,
+    churnSeconds: 0,
+    episodes: false,
   };
   let aac: boolean | undefined;
   const r = new BenchArgs(args, USAGE);
@@ -105,6 +111,12 @@ export function parseArgs(args: string[]): IngestFlvOptions {
         break;
       case '--udp':
         o.udp = true;
+        break;
+      case '--churn':
+        o.churnSeconds = r.num(a, 0.1, 3600, false);
+        break;
+      case '--episodes':
+        o.episodes = true;
         break;
       default:
         if (!floorArg(a, r, o) && !windowArg(a, r, o) && !loadArg(a, r, o)) r.unknown(a);

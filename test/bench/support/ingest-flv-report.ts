@@ -2,12 +2,12 @@
  * What ingest-flv prints for a run: its figures, the machine's, and a verdict against issue 16's targets (TARGET).
  */
 import type { IngestFlvOptions, IngestFlvResult } from '../ingest-flv';
-import { f1, f2 } from './gateway-harness';
+import { f1, f2, mb } from './gateway-harness';
 import { sumDelta, sumOf, type Sample } from './process-probe';
 import type { SynthStream } from './synth-terminals';
 import { allConnected } from './link-census';
 import { spellLine, spellOf } from './spell';
-import { lateEpisodesLine } from './late-episodes';
+import { lateEpisodesLine, wideEpisodeLines } from './late-episodes';
 
 /** issue 16's targets, which every run is judged against */
 export const TARGET = { terminals: 1000, cpuPct: 80, e2eP99Ms: 20, rssKBPerStream: 300 };
@@ -32,6 +32,16 @@ export function readFigures(m0: Map<string, Sample[]>, m1: Map<string, Sample[]>
     atOnce: reads('at_once') + reads('slabs_full'),
     setAside: reads('set_aside'),
     paused: sumDelta(m1, m0, 'gw_core_read_slice_events', { event: 'paused' }),
+  };
+}
+
+/** The bus's payload chunks (payload-arena.ts) in the window: what happened to them, and the bytes at its end. */
+export function chunkFigures(m0: Map<string, Sample[]>, m1: Map<string, Sample[]>): Pick<IngestFlvResult, 'chunks' | 'chunkMB'> {
+  const events = (event: string) => sumDelta(m1, m0, 'gw_core_bus_payload_chunks', { event });
+  const bytes = (state: string) => mb(sumOf(m1, 'gw_core_bus_payload_chunk_bytes', { state }));
+  return {
+    chunks: { allocated: events('allocated'), reused: events('reused'), escaped: events('escaped'), released: events('released') },
+    chunkMB: { held: bytes('held'), free: bytes('free') },
   };
 }
 
@@ -125,6 +135,7 @@ export function report(
       `  end to end, terminal write -> player read, both processes' delays included (${r.endToEndMs.count} frames, ${unmatched} unmatched): ` +
         `p50 ${f2(r.endToEndMs.p50)} ms, p99 ${f2(r.endToEndMs.p99)} ms`,
       ...(lateLine === undefined ? [] : [lateLine]),
+      ...(o.episodes && r.late ? wideEpisodeLines(r.late) : []),
     ]),
     ...(stream.audio === 'none'
       ? []

@@ -76,6 +76,10 @@ export interface IngestFlvOptions {
   workers: number;
   /** rounds of one process and `workers` workers alternated on the same load and core, then streams per CPU-second (0: off) */
   vsWorkers: number;
+  /** seconds between players joining and leaving through the run (PlayerChurn; 0: only the warm-up's one) */
+  churnSeconds: number;
+  /** print every wide late episode */
+  episodes: boolean;
   /** internal (ingest-hls, rtsp): what reads the streams */
   readers: ReaderKind;
   /** internal: rounds of `readers` and FLV players alternated, then the CPU and RSS ratios (0: off) */

@@ -38,7 +38,11 @@ export interface LateFigures {
   framesInWide: number;
   /** the episode with the latest frame */
   worst?: LateEpisode;
+  /** every episode that reached WIDE_SHARE of the players, in time order */
+  wideList: LateEpisode[];
   players: number;
+  /** ms from the gateway's spawn to the window's start (gateway.startedAt given to figures), to match its V8 log */
+  windowAtMs?: number;
 }
 
 export class LateEpisodes {
@@ -78,8 +82,10 @@ export class LateEpisodes {
     };
   }
 
-  figures(players: number): LateFigures {
-    const out: LateFigures = { thresholdMs: this.thresholdMs, frames: this.seen, episodes: 0, wide: 0, framesInWide: 0, players };
+  /** `spawnedAt`: performance.now() when the measured process started, for windowAtMs */
+  figures(players: number, spawnedAt?: number): LateFigures {
+    const windowAtMs = spawnedAt === undefined ? undefined : this.t0 - spawnedAt;
+    const out: LateFigures = { thresholdMs: this.thresholdMs, frames: this.seen, episodes: 0, wide: 0, framesInWide: 0, wideList: [], players, windowAtMs };
     let i = 0;
     while (i < this.n) {
       // frames arrive in time order: an episode runs until a gap
@@ -102,6 +108,7 @@ export class LateEpisodes {
       if (ep.players >= WIDE_SHARE * players) {
         out.wide++;
         out.framesInWide += ep.frames;
+        out.wideList.push(ep);
       }
       if (out.worst === undefined || ep.worstMs > out.worst.worstMs) out.worst = ep;
     }
@@ -122,6 +129,17 @@ export function lateEpisodesLine(f: LateFigures): string | undefined {
     `${share} % of them in ${f.wide} episode(s) reaching ${Math.round(WIDE_SHARE * 100)} % of the players at once ` +
     `(a stall every stream shared: a process or the machine, which the floor shows too; see the bench README)`
   );
+}
+
+/**
+ * One line per wide episode (--episodes), with its time since the gateway started as well: V8's --log-deopt and
+ * --trace-gc count from there, so an episode can be matched with a collection or a wave of deoptimisations.
+ */
+export function wideEpisodeLines(f: LateFigures): string[] {
+  return f.wideList.map((e) => {
+    const since = f.windowAtMs === undefined ? '' : ` (gateway +${((f.windowAtMs + e.startMs) / 1000).toFixed(1)} s)`;
+    return `    wide episode at ${(e.startMs / 1000).toFixed(1)} s${since}: ${Math.round(e.durationMs)} ms long, up to ${e.worstMs.toFixed(0)} ms, ${e.frames} late frames over ${e.players} players`;
+  });
 }
 
 /** Short form for a round's line: "2 episodes, widest 500 players, worst 42 ms" */

@@ -41,3 +41,39 @@ export function joinMidGop(url: string, ms: number): Promise<number> {
     setTimeout(() => req.destroy(), ms).unref();
   });
 }
+
+/**
+ * --churn: players that come and go all through a run, as they do in service. Every `everyMs` a player joins the next
+ * stream mid-GOP and leaves after LATE_JOIN_MS. Why: a player's objects die after it leaves, and what the hot code
+ * learnt from them can go with them at a full collection (V8 drops optimised code whose embedded objects died); one late
+ * player in the warm-up shows that once, a churn shows whether it comes back.
+ */
+export class PlayerChurn {
+  joins = 0;
+  /** joins that read nothing */
+  empty = 0;
+  private next = 0;
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(
+    private readonly urls: string[],
+    readonly everyMs: number,
+  ) {
+    this.timer = setInterval(() => this.join(), everyMs);
+  }
+
+  private join(): void {
+    const url = this.urls[this.next++ % this.urls.length];
+    this.joins++;
+    void joinMidGop(url, LATE_JOIN_MS).then((got) => {
+      if (got === 0) this.empty++;
+    });
+  }
+
+  /** stops the joins; the line for the report */
+  stop(): string {
+    clearInterval(this.timer);
+    const nothing = this.empty > 0 ? `, ${this.empty} of them read NOTHING` : '';
+    return `  churn: ${this.joins} players joined a stream mid-GOP and left after ${LATE_JOIN_MS / 1000} s, one every ${(this.everyMs / 1000).toFixed(1)} s${nothing}`;
+  }
+}
