@@ -38,9 +38,9 @@ export function newEntry(unit: AccessUnit, seq: number, src: number): Entry {
   return { unit, seq: small(seq), src: small(src), f0: undefined, more: undefined };
 }
 
-const ANY_NUMBER = null as unknown as number;
-/** kept so the hidden class it made stays the one every Entry takes */
-export const ENTRY_SHAPE_SEED: Entry = newEntry(UNIT_SHAPE_SEED, ANY_NUMBER, ANY_NUMBER);
+/** kept so the hidden class it made stays the one every Entry takes; null, then 0: as UNIT_SHAPE_SEED, to any value */
+export const ENTRY_SHAPE_SEED: Entry = newEntry(UNIT_SHAPE_SEED, null as unknown as number, null as unknown as number);
+newEntry(UNIT_SHAPE_SEED, 0, 0);
 
 export function formOf(e: Entry, slot: number): unknown {
   return slot === 0 ? e.f0 : e.more?.[slot - 1];

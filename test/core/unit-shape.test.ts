@@ -67,3 +67,39 @@ describe('access units: times stored inline', function () {
     assert.ok(boxed < 20, `${boxed} heap numbers in ${units} units`);
   });
 });
+
+/**
+ * A unit's receivedAt is performance.now(): a boxed double nearly always, a whole number about once in a million.
+ * Before UNIT_SHAPE_SEED was also made with 0, that one unit widened the field's kind and threw away the optimised code
+ * of every function that made or read units, mid-service (a stall over every player of a 500-terminal gateway). Here
+ * a function that makes units is optimised on fractional times and must stay so after a whole one.
+ */
+const WHOLE_AFTER_FRACTIONS = `
+const m = require(${JSON.stringify(MEDIA)});
+const payload = Buffer.alloc(4);
+function ingest(t, r) {
+  return m.unitAt({ kind: 'video', codec: 'h264', timescale: 90000, dtsTicks: t * 90, keyframe: false, payload, receivedAt: r });
+}
+%PrepareFunctionForOptimization(ingest);
+for (let t = 0; t < 2000; t++) ingest(t, t + 0.5);
+%OptimizeFunctionOnNextCall(ingest);
+ingest(2000, 2000.5);
+const TURBOFANNED = 1 << 6;
+const before = (%GetOptimizationStatus(ingest) & TURBOFANNED) !== 0;
+ingest(2001, 2001);
+const after = (%GetOptimizationStatus(ingest) & TURBOFANNED) !== 0;
+process.stdout.write(JSON.stringify({ before, after }));
+`;
+
+describe('access units: a whole-number receivedAt', function () {
+  this.timeout(60_000);
+
+  it('keeps the code that makes units optimised', () => {
+    const args = ['--allow-natives-syntax', '--no-concurrent-recompilation', '-e', WHOLE_AFTER_FRACTIONS];
+    const r = spawnSync(process.execPath, args, { encoding: 'utf8', timeout: 20_000 });
+    assert.equal(r.status, 0, r.stderr);
+    const { before, after } = JSON.parse(r.stdout) as { before: boolean; after: boolean };
+    assert.ok(before, 'the unit maker was not optimised in the first place: the check proves nothing');
+    assert.ok(after, 'a whole-number receivedAt deoptimised the code that makes units');
+  });
+});
