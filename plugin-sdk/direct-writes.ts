@@ -88,11 +88,18 @@ export class DirectWriter {
    * Hands `b` to the socket's handle. false: not written, because the socket has bytes waiting in its Writable (they
    * must go first), is not open for writing, or this Node has no direct path; the caller uses socket.write().
    * After true, `b` must not change until pending is 0 again if pending grew.
+   *
+   * `clear`: the caller writes to this socket alone and knows its Writable holds nothing, is not corked and was not
+   * ended by it, so the Writable's state is not read; a destroyed socket has no handle, and is still not written.
+   * Why: that state is read on every unit otherwise, and node 20.20's Writable state takes a class by which of its
+   * lazily added fields a socket has used, so the code reading it learns several classes, some of which no socket
+   * has by the first memory-reducing collection: that code is then thrown away (test/bench/README.md).
    */
-  write(b: Buffer): boolean {
+  write(b: Buffer, clear = false): boolean {
     const w = this.w;
     const s = this.socket;
-    if (w === null || s.writableLength !== 0 || s.writableCorked !== 0 || !s.writable || s.destroyed) return false;
+    if (w === null) return false;
+    if (!clear && (s.writableLength !== 0 || s.writableCorked !== 0 || !s.writable || s.destroyed)) return false;
     const h = (s as unknown as { _handle?: Handle | null })._handle;
     if (h == null || h.writeBuffer === undefined) return false;
     const req = this.req ?? this.newReq();
@@ -112,9 +119,11 @@ export class DirectWriter {
     return true;
   }
 
-  /** `b` to the socket: past the Writable when write() can, else through it */
-  send(b: Buffer): void {
-    if (!this.write(b)) this.socket.write(b);
+  /** `b` to the socket: past the Writable when write() can (true), else through it (false); `clear` as for write() */
+  send(b: Buffer, clear = false): boolean {
+    if (this.write(b, clear)) return true;
+    this.socket.write(b);
+    return false;
   }
 
   /** bytes written that the kernel has not taken yet: the Writable's and the direct writes' */

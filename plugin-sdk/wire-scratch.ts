@@ -65,11 +65,11 @@ export class WireScratch {
   }
 
   /**
-   * Hands a view laid out here to `out` (past node's Writable when it can be); one the kernel did not take whole is
-   * held until sent, so the units after it go past it (escape).
+   * Hands a view laid out here to `out` (past node's Writable when it can be; `clear` as for DirectWriter.write); one
+   * the kernel did not take whole is held until sent, so the units after it go past it (escape).
    */
-  send(out: DirectWriter, view: Buffer): void {
-    out.send(view);
-    if (out.backlog > 0) this.escape();
+  send(out: DirectWriter, view: Buffer, clear = false): void {
+    // (past the Writable, what is not sent is `pending`; through it, node holds the view)
+    if (!out.send(view, clear) || out.pending > 0) this.escape();
   }
 }

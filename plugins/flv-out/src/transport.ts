@@ -39,6 +39,15 @@ export abstract class Transport implements Corked {
   /** a unit laid out whole goes to the socket's handle past node's Writable (see plugin-sdk/direct-writes.ts) */
   private readonly direct: DirectWriter | undefined;
   private drainCb: (() => void) | undefined;
+  /**
+   * Whether node's Writable may hold bytes of this player: set by every write through it (all after cork()), and by
+   * the response's headers; cleared once its length reads 0 with nothing corked, where this transport is the socket's
+   * only writer (`soleWriter`). While it is clear, a unit's path reads none of node's stream state (DirectWriter.write's
+   * `clear` says why that matters).
+   */
+  private viaNode = true;
+  /** false where others write to the socket too (ws: pongs, the close frame): node's Writable is then always read */
+  protected readonly soleWriter: boolean = false;
 
   constructor(
     private readonly tick: TickFlush,
@@ -49,6 +58,15 @@ export abstract class Transport implements Corked {
     this.writableBelow = Math.max(WRITABLE_BELOW, highWaterMark);
     this.whole = sock !== null && !(sock instanceof TLSSocket) ? whole : undefined;
     this.direct = this.whole !== undefined ? new DirectWriter(sock!, () => this.drainCb?.()) : undefined;
+  }
+
+  /** bytes in the socket's Writable (read only while some may be there, see viaNode) */
+  protected heldByNode(): number {
+    const s = this.sock;
+    if (!this.viaNode || s === null) return 0;
+    const n = s.writableLength;
+    if (n === 0 && this.soleWriter && !this.corked && s.writableCorked === 0) this.viaNode = false;
+    return n;
   }
 
   /** bytes of direct writes the kernel has not taken yet (not in the socket's writableLength) */
@@ -95,7 +113,7 @@ export abstract class Transport implements Corked {
       this.whole !== undefined &&
       !this.corked &&
       s !== null &&
-      s.writableLength === 0 &&
+      this.heldByNode() === 0 &&
       this.directBacklog() === 0 &&
       this.sendWhole(this.whole, f, withConfig)
     )
@@ -129,7 +147,7 @@ export abstract class Transport implements Corked {
       view = at === total ? b : b.subarray(0, at);
       scratch.keep(f, kind, view);
     }
-    scratch.send(this.direct!, view);
+    scratch.send(this.direct!, view, !this.viaNode);
     return true;
   }
 
@@ -145,6 +163,7 @@ export abstract class Transport implements Corked {
     const s = this.sock;
     if (this.corked || s === null) return;
     this.corked = true;
+    this.viaNode = true;
     s.cork();
     this.tick.cork(this);
   }
@@ -160,8 +179,14 @@ export abstract class Transport implements Corked {
 export class SocketHttp extends Transport {
   readonly protocol = 'http-flv';
   readonly backlogCoversAll = true;
+  protected override readonly soleWriter = true;
   /** HTTP/1.1: chunks of our own; HTTP/1.0: the bare stream */
   private readonly chunked: boolean;
+  /**
+   * Ended or destroyed by us, or the socket closed. Kept here so that a unit's path reads no node stream state (see
+   * viaNode); between a destroy by node (a reset) and its 'close', a write finds no handle and node drops it.
+   */
+  private ended: boolean;
 
   constructor(
     tick: TickFlush,
@@ -170,10 +195,14 @@ export class SocketHttp extends Transport {
   ) {
     super(tick, s, s.writableHighWaterMark, res.chunkedEncoding ? CHUNKED : BARE);
     this.chunked = res.chunkedEncoding;
+    this.ended = !s.writable || res.writableEnded;
+    s.once('close', () => {
+      this.ended = true;
+    });
   }
 
   get open(): boolean {
-    return this.s.writable && !this.res.writableEnded;
+    return !this.ended;
   }
 
   protected write(b: Buffer): void {
@@ -189,14 +218,16 @@ export class SocketHttp extends Transport {
   }
 
   backlog(): number {
-    return this.s.writableLength + this.directBacklog();
+    return this.heldByNode() + this.directBacklog();
   }
 
   end(): void {
+    this.ended = true;
     this.res.end();
   }
 
   destroy(): void {
+    this.ended = true;
     this.res.destroy();
   }
 
