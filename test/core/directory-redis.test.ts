@@ -40,11 +40,16 @@ async function settle(d: RedisDirectory): Promise<void> {
   await Promise.allSettled([...(d as unknown as { pending: Set<Promise<unknown>> }).pending]);
 }
 
+/** its held claims are refreshed no more (the rest of it goes on) */
+function stopRefreshing(d: RedisDirectory): void {
+  clearInterval((d as unknown as { refreshTimer?: NodeJS.Timeout }).refreshTimer);
+}
+
 /** a process that dies without goodbye: its timers stop and its connection drops, nothing is said to Redis */
 function crash(d: RedisDirectory): void {
-  const p = d as unknown as { beatTimer?: NodeJS.Timeout; viewTimer?: NodeJS.Timeout; refreshTimer?: NodeJS.Timeout; client: Redis };
+  const p = d as unknown as { beatTimer?: NodeJS.Timeout; viewTimer?: NodeJS.Timeout; client: Redis };
   clearInterval(p.beatTimer);
-  clearInterval(p.refreshTimer);
+  stopRefreshing(d);
   clearInterval(p.viewTimer);
   p.client.disconnect();
 }
@@ -180,7 +185,7 @@ describe('fleet directory on Redis', function () {
     // another process of a's node may release it (the node's claim), once it holds it too. a stops refreshing first:
     // a refresh re-makes a missing claim (after an outage), so one of a's landing between the release and the lookup
     // would show the claim again (a flake seen once in CI)
-    clearInterval((a as unknown as { refreshTimer?: NodeJS.Timeout }).refreshTimer);
+    stopRefreshing(a);
     await settle(a);
     const a1 = await open('cad-a', { epoch: a.me.epoch, worker: 1 });
     a1.hold(c);
