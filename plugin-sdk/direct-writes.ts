@@ -149,6 +149,49 @@ export class DirectWriter {
   }
 }
 
+/**
+ * What a socket's only writer (nothing else writes to it: not an HTTP layer, not a WebSocket library) has handed node's
+ * Writable and node has not called back for, so that writing past the Writable (`DirectWriter.write`'s `clear`) needs
+ * no read of node's state while nothing is there.
+ *
+ * Why: node 20.20's Writable state takes a class by which of its lazily added fields a socket has used, so a unit's
+ * path that reads it learns the classes a socket's state has only while its player starts; a memory-reducing
+ * collection, finding no socket of them, then throws that code away, a stall for every player (test/bench/README.md).
+ * Here the state is read only while the writer's own bytes may be in the Writable, and once where the account is made.
+ */
+export class WritableAccount {
+  /** this account's writes through the Writable whose callback has not come */
+  private inNode = 0;
+  /** nothing of this writer's is in node's Writable: DirectWriter.write's `clear` */
+  clear: boolean;
+
+  /** Made where the writer takes the socket over: clear if node holds nothing of it then (read once, here). */
+  constructor(private readonly socket: Socket) {
+    this.clear = socket.writableLength === 0 && socket.writableCorked === 0;
+  }
+
+  /** `b` through node's Writable (after what the writer put there before), counted until node calls back */
+  write(b: Buffer): void {
+    this.inNode++;
+    this.clear = false;
+    this.socket.write(b, this.done);
+  }
+
+  /** bytes in node's Writable (0, unread, while clear) */
+  held(): number {
+    if (this.clear) return 0;
+    const n = this.socket.writableLength;
+    // bytes node held when the account was made, and none of the writer's own since
+    if (n === 0 && this.inNode === 0 && this.socket.writableCorked === 0) this.clear = true;
+    return n;
+  }
+
+  /** node's callback of each write: the last one clears the account (node calls them in order, errors included) */
+  private readonly done = (): void => {
+    if (--this.inNode === 0) this.clear = true;
+  };
+}
+
 function writeError(code: number): Error {
   const name = getSystemErrorName(code);
   return Object.assign(new Error(`write ${name}`), { code: name, errno: code, syscall: 'write' });

@@ -104,7 +104,7 @@ export type { ErrCodeValue } from './errors';
 export { systemClock, ManualClock } from './clock';
 export { BufferSlab, FRAME_SLAB_BYTES } from './buffer-slab';
 export { copyBytes, lengthOf, memOf, offsetOf, setBytes } from './byte-views';
-export { DirectWriter, directWritesActive } from './direct-writes';
+export { DirectWriter, WritableAccount, directWritesActive } from './direct-writes';
 export { WireScratch } from './wire-scratch';
 export type { Clock, Cancel } from './clock';
 export { LogLimiter, OVERFLOW_KEY } from './log-limiter';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import * as net from 'node:net';
 import { once } from 'node:events';
-import { DirectWriter, directWritesActive } from '../direct-writes';
+import { DirectWriter, WritableAccount, directWritesActive } from '../direct-writes';
 import { prng, randomBytes } from '../../test/support/prng';
 import { until } from '../../test/support/until';
 
@@ -153,6 +153,48 @@ describe('plugin-sdk DirectWriter (writes past the Writable, to the socket handl
     await until(() => w.pending === 0, 'the cancelled write to be reported', WAIT_MS);
     assert.equal(settled, 1);
     assert.deepEqual(p.errors, [], 'a write cancelled by our own destroy is no error');
+    p.close();
+  });
+});
+
+describe("plugin-sdk WritableAccount (a sole writer's account of what it has in node's Writable)", () => {
+  it('is clear while nothing of its writes is in node, and keeps order between them and direct writes', async () => {
+    const p = await connected();
+    const a = new WritableAccount(p.ours);
+    const w = new DirectWriter(p.ours, () => undefined);
+    assert.equal(a.clear, true, 'a socket nothing was written to');
+    assert.equal(a.held(), 0);
+    // more than loopback's buffers take while the peer reads nothing: some stays in node
+    const big = seeded(16 * 1024 * 1024, 1);
+    a.write(big);
+    assert.equal(a.clear, false);
+    assert.ok(a.held() > 0, 'bytes held by node');
+    const after = seeded(1000, 2);
+    // not clear: the writer reads node's state, finds bytes there, and goes through node after them
+    if (!w.write(after, a.clear)) a.write(after);
+    p.peer.resume();
+    await until(() => a.clear, 'the account to clear once node has called back for both writes', WAIT_MS);
+    assert.equal(a.held(), 0);
+    const last = seeded(1000, 3);
+    assert.equal(w.write(last, a.clear), true, 'clear: past the Writable');
+    const all = Buffer.concat([big, after, last]);
+    await until(() => Buffer.concat(p.got).length >= all.length, 'every byte', WAIT_MS);
+    assert.ok(Buffer.concat(p.got).equals(all), 'in the order written');
+    assert.deepEqual(p.errors, []);
+    p.close();
+  });
+
+  it('is not clear when made on a socket node holds bytes of, until it reads the Writable empty', async () => {
+    const p = await connected();
+    p.peer.resume();
+    p.ours.cork();
+    p.ours.write('someone else');
+    const a = new WritableAccount(p.ours);
+    assert.equal(a.clear, false);
+    assert.equal(a.held(), 12);
+    p.ours.uncork();
+    await until(() => a.held() === 0, 'node to hand the bytes on', WAIT_MS);
+    assert.equal(a.clear, true);
     p.close();
   });
 });

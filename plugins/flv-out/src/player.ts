@@ -92,15 +92,9 @@ export class Player implements MediaReader<FlvFrame> {
       const init = f.init;
       // (the bus starts a reader at a keyframe; a unit that is no start point waits for one)
       if (init === undefined) return;
-      n = 0;
-      if (!this.headerSent) {
-        // only now: the header's flags say which tracks the stream turned out to have
-        this.headerSent = true;
-        n += this.sendOne(init.header);
-      }
-      if (this.version !== f.version) n += this.sendOne(init.config);
-      t.send(f, false);
-      n += f.mediaBytes;
+      // the header only now: its flags say which tracks the stream turned out to have
+      n = t.start(f, this.headerSent ? undefined : init.header, this.version !== f.version ? init.config : undefined);
+      this.headerSent = true;
       this.starting = false;
     }
     this.version = f.version;
@@ -113,12 +107,6 @@ export class Player implements MediaReader<FlvFrame> {
     }
     const backlog = t.backlog() + (this.sub?.stats.queuedBytes ?? 0);
     if (backlog > this.peakBacklog) this.peakBacklog = backlog;
-  }
-
-  private sendOne(b: Buffer): number {
-    if (b.length === 0) return 0; // (an empty chunk would end a chunked response)
-    this.t.sendOne(b);
-    return b.length;
   }
 
   skipped(): void {

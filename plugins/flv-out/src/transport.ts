@@ -13,7 +13,7 @@ import { WebSocket } from 'ws';
 import type { FlvFrame } from './flv-format';
 import { BARE, CHUNKED, CRLF, WS_MESSAGE, chunkSizeLine, wsHeader, type WholeFraming } from './framing';
 import type { Corked, TickFlush } from './tick';
-import { DirectWriter, WireScratch } from '../../../plugin-sdk';
+import { DirectWriter, WireScratch, WritableAccount, copyBytes } from '../../../plugin-sdk';
 
 /** one for the process: a unit is laid out and written in one synchronous run, so no two players' overlap */
 const scratch = new WireScratch();
@@ -39,34 +39,27 @@ export abstract class Transport implements Corked {
   /** a unit laid out whole goes to the socket's handle past node's Writable (see plugin-sdk/direct-writes.ts) */
   private readonly direct: DirectWriter | undefined;
   private drainCb: (() => void) | undefined;
-  /**
-   * Whether node's Writable may hold bytes of this player: set by every write through it (all after cork()), and by
-   * the response's headers; cleared once its length reads 0 with nothing corked, where this transport is the socket's
-   * only writer (`soleWriter`). While it is clear, a unit's path reads none of node's stream state (DirectWriter.write's
-   * `clear` says why that matters).
-   */
-  private viaNode = true;
-  /** false where others write to the socket too (ws: pongs, the close frame): node's Writable is then always read */
-  protected readonly soleWriter: boolean = false;
-
   constructor(
     private readonly tick: TickFlush,
     private readonly sock: Socket | null,
     highWaterMark: number,
     whole?: WholeFraming,
+    /**
+     * Where this transport is the socket's only writer: what it has in node's Writable, so that a player in step,
+     * its start included, reads none of node's stream state (WritableAccount says why that matters).
+     */
+    private readonly account?: WritableAccount,
   ) {
     this.writableBelow = Math.max(WRITABLE_BELOW, highWaterMark);
     this.whole = sock !== null && !(sock instanceof TLSSocket) ? whole : undefined;
     this.direct = this.whole !== undefined ? new DirectWriter(sock!, () => this.drainCb?.()) : undefined;
   }
 
-  /** bytes in the socket's Writable (read only while some may be there, see viaNode) */
+  /** bytes in the socket's Writable (with an account, read only while some of ours may be there) */
   protected heldByNode(): number {
     const s = this.sock;
-    if (!this.viaNode || s === null) return 0;
-    const n = s.writableLength;
-    if (n === 0 && this.soleWriter && !this.corked && s.writableCorked === 0) this.viaNode = false;
-    return n;
+    if (s === null) return 0;
+    return this.account !== undefined ? this.account.held() : s.writableLength;
   }
 
   /** bytes of direct writes the kernel has not taken yet (not in the socket's writableLength) */
@@ -108,21 +101,37 @@ export abstract class Transport implements Corked {
 
   /** A unit as one piece of the stream: its config tags if `withConfig` (else a player starts here), then its media. */
   send(f: FlvFrame, withConfig: boolean): void {
-    const s = this.sock;
-    if (
-      this.whole !== undefined &&
-      !this.corked &&
-      s !== null &&
-      this.heldByNode() === 0 &&
-      this.directBacklog() === 0 &&
-      this.sendWhole(this.whole, f, withConfig)
-    )
-      return;
+    if (this.inStep() && this.sendWhole(this.whole!, f, withConfig)) return;
     this.cork();
     this.begin(withConfig ? f.bytes : f.mediaBytes, withConfig ? f : undefined);
     if (withConfig && f.config !== undefined) for (const c of f.config) this.write(c);
     f.pieces(this.writePiece);
     this.finish();
+  }
+
+  /**
+   * A player's start: the FLV file header (`header`, its first start only), the stream's configuration (`config`, when
+   * it changed since the player last had it), then the unit's media tags. Returns the bytes sent. Laid out whole like
+   * any unit, so a player's start, too, goes past node's Writable (WritableAccount).
+   */
+  start(f: FlvFrame, header: Buffer | undefined, config: Buffer | undefined): number {
+    const pre = (header?.length ?? 0) + (config?.length ?? 0);
+    if (pre === 0) {
+      this.send(f, false);
+      return f.mediaBytes;
+    }
+    if (!this.inStep() || !this.startWhole(this.whole!, f, header, config, pre + f.mediaBytes)) {
+      // (an empty piece would end a chunked response)
+      if (header !== undefined && header.length > 0) this.sendOne(header);
+      if (config !== undefined && config.length > 0) this.sendOne(config);
+      this.send(f, false);
+    }
+    return pre + f.mediaBytes;
+  }
+
+  /** whether a unit can go whole, past node: nothing of this player is corked, in node or queued in libuv */
+  private inStep(): boolean {
+    return this.whole !== undefined && !this.corked && this.sock !== null && this.heldByNode() === 0 && this.directBacklog() === 0;
   }
 
   private readonly writePiece = (b: Buffer): void => this.write(b);
@@ -147,12 +156,26 @@ export abstract class Transport implements Corked {
       view = at === total ? b : b.subarray(0, at);
       scratch.keep(f, kind, view);
     }
-    scratch.send(this.direct!, view, !this.viaNode);
+    scratch.send(this.direct!, view, this.account?.clear === true);
+    return true;
+  }
+
+  /** sendWhole for a player's start: not kept for the unit's other players, whose starts differ */
+  private startWhole(w: WholeFraming, f: FlvFrame, header: Buffer | undefined, config: Buffer | undefined, n: number): boolean {
+    const total = w.headLength(n) + n + w.tailLength;
+    if (total > WireScratch.MAX) return false;
+    const b = scratch.take(total);
+    let at = w.head(n, b, 0);
+    if (header !== undefined) at += copyBytes(header, 0, header.length, b, at);
+    if (config !== undefined) at += copyBytes(config, 0, config.length, b, at);
+    at = f.copyMedia(b, at);
+    at = w.tail(b, at);
+    scratch.send(this.direct!, at === total ? b : b.subarray(0, at), this.account?.clear === true);
     return true;
   }
 
   /** One Buffer as a piece of the stream. */
-  sendOne(b: Buffer): void {
+  private sendOne(b: Buffer): void {
     this.cork();
     this.begin(b.length, undefined);
     this.write(b);
@@ -163,7 +186,6 @@ export abstract class Transport implements Corked {
     const s = this.sock;
     if (this.corked || s === null) return;
     this.corked = true;
-    this.viaNode = true;
     s.cork();
     this.tick.cork(this);
   }
@@ -179,21 +201,24 @@ export abstract class Transport implements Corked {
 export class SocketHttp extends Transport {
   readonly protocol = 'http-flv';
   readonly backlogCoversAll = true;
-  protected override readonly soleWriter = true;
   /** HTTP/1.1: chunks of our own; HTTP/1.0: the bare stream */
   private readonly chunked: boolean;
   /**
-   * Ended or destroyed by us, or the socket closed. Kept here so that a unit's path reads no node stream state (see
-   * viaNode); between a destroy by node (a reset) and its 'close', a write finds no handle and node drops it.
+   * Ended or destroyed by us, or the socket closed. Kept here so that a unit's path reads no node stream state
+   * (WritableAccount); between a destroy by node (a reset) and its 'close', a write finds no handle and node drops it.
    */
   private ended: boolean;
+  /** our writes through node's Writable (after the response's headers, which are flushed before this is made) */
+  private readonly own: WritableAccount;
 
   constructor(
     tick: TickFlush,
     private readonly res: ServerResponse,
     private readonly s: Socket,
+    own = new WritableAccount(s),
   ) {
-    super(tick, s, s.writableHighWaterMark, res.chunkedEncoding ? CHUNKED : BARE);
+    super(tick, s, s.writableHighWaterMark, res.chunkedEncoding ? CHUNKED : BARE, own);
+    this.own = own;
     this.chunked = res.chunkedEncoding;
     this.ended = !s.writable || res.writableEnded;
     s.once('close', () => {
@@ -206,15 +231,15 @@ export class SocketHttp extends Transport {
   }
 
   protected write(b: Buffer): void {
-    this.s.write(b);
+    this.own.write(b);
   }
 
   protected begin(n: number, f: FlvFrame | undefined): void {
-    if (this.chunked) this.s.write(f ? f.sizeLine() : chunkSizeLine(n));
+    if (this.chunked) this.own.write(f ? f.sizeLine() : chunkSizeLine(n));
   }
 
   protected override finish(): void {
-    if (this.chunked) this.s.write(CRLF);
+    if (this.chunked) this.own.write(CRLF);
   }
 
   backlog(): number {

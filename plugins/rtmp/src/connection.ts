@@ -4,7 +4,7 @@
  * handshakeTimeoutSec. A peer that breaks the protocol or a limit is dropped with a log line.
  */
 import type { Socket } from 'node:net';
-import { BYTE_TOTAL_START } from '../../../plugin-sdk';
+import { BYTE_TOTAL_START, WritableAccount } from '../../../plugin-sdk';
 import { ProtocolError } from './guarded-rtmp';
 import { RtmpPeer, type PlayOrPublish, type RtmpPeerOwner } from './rtmp-peer';
 
@@ -45,6 +45,11 @@ export class RtmpConnection implements RtmpPeerOwner {
   /** answering nothing: replaying what another worker already answered, up to the play or publish */
   private silent = false;
   private gone = false;
+  /**
+   * What this connection has in node's Writable: its answers and control messages, and a player's media that could not
+   * go past the Writable. The socket's only writer, so a player in step reads none of node's stream state.
+   */
+  readonly account: WritableAccount;
 
   constructor(
     readonly id: string,
@@ -54,6 +59,7 @@ export class RtmpConnection implements RtmpPeerOwner {
     handshakeTimeoutMs: number,
   ) {
     this.remote = `${socket.remoteAddress}:${socket.remotePort}`;
+    this.account = new WritableAccount(socket);
     this.peer = new RtmpPeer(this, maxMessageBytes);
     socket.setNoDelay(true);
     this.deadline = setTimeout(() => this.drop(`no play or publish within ${handshakeTimeoutMs / 1000} s`), handshakeTimeoutMs);
@@ -116,7 +122,7 @@ export class RtmpConnection implements RtmpPeerOwner {
       this.drop('it does not read its answers');
       return;
     }
-    this.socket.write(b);
+    this.account.write(b);
   }
 
   play(p: PlayOrPublish): void {

@@ -4,7 +4,15 @@
  * shared bytes, starts the player at a start point with the stream's configuration, and reports.
  */
 import type { Socket } from 'node:net';
-import { BYTE_TOTAL_START, DirectWriter, type AccessUnit, type MediaReader, type PlayerHandle, type ReaderHandle } from '../../../plugin-sdk';
+import {
+  BYTE_TOTAL_START,
+  DirectWriter,
+  type WritableAccount,
+  type AccessUnit,
+  type MediaReader,
+  type PlayerHandle,
+  type ReaderHandle,
+} from '../../../plugin-sdk';
 import type { RtmpFrame } from './rtmp-format';
 
 export interface RtmpPlayerStats {
@@ -26,13 +34,17 @@ export class RtmpPlayer implements MediaReader<RtmpFrame> {
   private version = -1;
   /** a unit's message goes to the socket's handle past node's Writable while nothing waits there (plugin-sdk) */
   private readonly direct: DirectWriter;
+  /** the connection ended: kept here, so that a unit's path reads none of node's stream state (WritableAccount) */
+  private closed = false;
 
   constructor(
     readonly id: string,
     readonly stream: string,
     readonly reqId: string,
     readonly remote: string,
-    private readonly socket: Socket,
+    socket: Socket,
+    /** the connection's account of what it has in node's Writable (it writes control messages to the socket too) */
+    private readonly account: WritableAccount,
     private readonly highWater: number,
     private readonly handle: PlayerHandle,
     private readonly sent: (n: number) => void,
@@ -50,25 +62,30 @@ export class RtmpPlayer implements MediaReader<RtmpFrame> {
   }
 
   writable(): boolean {
-    return this.direct.backlog < this.highWater;
+    return this.backlog() < this.highWater;
+  }
+
+  /** bytes written that the kernel has not taken yet: in node's Writable, and handed to libuv past it */
+  private backlog(): number {
+    return this.account.held() + this.direct.pending;
   }
 
   write(_unit: AccessUnit, f: RtmpFrame): void {
-    if (this.socket.destroyed) return;
+    if (this.closed) return;
     let n: number;
     if (!this.starting) {
-      this.direct.send(f.bytes);
+      this.send(f.bytes);
       n = f.bytes.length;
     } else {
       // (the bus starts a reader at a keyframe; a unit that is no start point waits for one)
       if (f.init === undefined) return;
       n = 0;
       if (this.version !== f.version) {
-        this.direct.send(f.init);
+        this.send(f.init);
         n += f.init.length;
       }
       const own = f.mediaAt === 0 ? f.bytes : f.bytes.subarray(f.mediaAt);
-      this.direct.send(own);
+      this.send(own);
       n += own.length;
       this.starting = false;
     }
@@ -76,6 +93,11 @@ export class RtmpPlayer implements MediaReader<RtmpFrame> {
     this.bytesOut += n;
     this.sent(n);
     this.handle.sent(n);
+  }
+
+  /** past node's Writable while nothing of the connection's is there, else through it, after what is */
+  private send(b: Buffer): void {
+    if (!this.direct.write(b, this.account.clear)) this.account.write(b);
   }
 
   skipped(): void {
@@ -89,6 +111,7 @@ export class RtmpPlayer implements MediaReader<RtmpFrame> {
 
   /** the connection ended */
   close(): void {
+    this.closed = true;
     this.sub?.close();
     this.handle.close();
   }
@@ -100,7 +123,7 @@ export class RtmpPlayer implements MediaReader<RtmpFrame> {
       reqId: this.reqId,
       remote: this.remote,
       bytesOut: this.bytesOut,
-      backlogBytes: this.direct.backlog + (this.sub?.stats.queuedBytes ?? 0),
+      backlogBytes: this.backlog() + (this.sub?.stats.queuedBytes ?? 0),
       skips: this.skips,
       waitingForKeyframe: this.starting,
     };

@@ -169,6 +169,7 @@ export class RtmpServer implements ConnectionHost {
       reqId,
       c.remote,
       c.socket,
+      c.account,
       this.o.config.socketHighWaterBytes,
       handle,
       (n) => this.o.counts.bytesOut(n),

@@ -9,6 +9,7 @@ import { RtmpBenchPlayer } from '../../../test/bench/support/bench-rtmp-player';
 import { filledFrame as frame } from '../../flv-out/test/helpers';
 import { startRtmpGateway, type RtmpGateway } from './helpers';
 import { waitFor } from '../../../test/support/until';
+import { RtmpPlayer } from '../src/player';
 
 describe('rtmp: a player that stops reading and comes back', function () {
   this.timeout(60_000);
@@ -52,5 +53,61 @@ describe('rtmp: a player that stops reading and comes back', function () {
     assert.equal(player.videoFrames, pushed);
     assert.equal(gw.rtmp.playerStats()[0]?.skips, 0, 'never skipped: its queue cap is far away');
     s.destroy();
+  });
+});
+
+describe("rtmp: a player in step reads none of node's stream state", function () {
+  this.timeout(60_000);
+  let g: RtmpGateway | undefined;
+  // eslint-disable-next-line @typescript-eslint/unbound-method -- put back as it was, and called with its own this
+  const write = RtmpPlayer.prototype.write;
+  afterEach(async () => {
+    RtmpPlayer.prototype.write = write;
+    await g?.stop();
+    g = undefined;
+  });
+
+  it("starts and gets 30 units without one read of its socket's Writable state, and answers its backlog", async () => {
+    // Node 20.20's Writable state takes a class by which of its lazily added fields a socket has used: a unit's path
+    // that reads it learns classes that no socket has by the first memory-reducing collection, which then throws that
+    // code away (plugin-sdk WritableAccount). The connection keeps its own account of what it wrote through node.
+    g = await startRtmpGateway({}, { outputs: false });
+    const gw = g;
+    const o = await gw.gw.openStream({ simNo: '13900000081', chanId: 1, fmt: 0, scheme: 'rtmp', keepIntv: 600 });
+    const stream = gw.gw.bus.get(o.streamName);
+    assert.ok(stream);
+    const pub = stream.attachPublisher();
+    pub.setTrack(fixtureClip().video);
+    let i = 0;
+    for (; i < 3; i++) pub.push(frame(i, 4096));
+    let reads = 0;
+    let watched = 0;
+    // from the player's first unit, its start, on
+    RtmpPlayer.prototype.write = function (this: RtmpPlayer, ...args: Parameters<RtmpPlayer['write']>) {
+      const sock = (this as unknown as { direct: { socket: { _writableState: object } } }).direct.socket;
+      if (watched++ === 0) {
+        const state = sock._writableState;
+        sock._writableState = new Proxy(state, {
+          get(t, k) {
+            reads++;
+            return Reflect.get(t, k) as unknown;
+          },
+        });
+      }
+      write.apply(this, args);
+    };
+    const player = new RtmpBenchPlayer(undefined);
+    const ac = new AbortController();
+    await player.connect(new URL(o.playUrl), ac.signal);
+    await waitFor('the player to get the GOP', () => player.playing && player.videoFrames === i, 10_000);
+    for (const end = i + 30; i < end; i++) {
+      pub.push(frame(i, 4096));
+      const want = i + 1;
+      await waitFor(`unit ${i}`, () => player.videoFrames === want, 10_000);
+    }
+    assert.equal(gw.rtmp.playerStats()[0]?.backlogBytes, 0);
+    assert.equal(reads, 0, `node's Writable state was read ${reads} times from the player's start on`);
+    assert.equal(player.error, undefined);
+    player.socket?.destroy();
   });
 });
