@@ -8,7 +8,7 @@ import type { AccessUnit, AudioCodec, TrackInfo } from '../media';
 import { BufferSlab } from '../buffer-slab';
 import type { AmfValue } from './flv-amf';
 import { encodeOnMetaData } from './flv-amf';
-import { FLV_TAG_VIDEO, PREV_SIZE_SIZE, TAG_HEADER_SIZE, writeTagHeader, type FlvTag } from './flv-tag';
+import { FLV_TAG_VIDEO, PREV_SIZE_SIZE, TAG_HEADER_SIZE, dataSizeError, writeTagHeader, type FlvTag } from './flv-tag';
 import { bytesOf, configOf, WIRE_VIEW_MIN, type WireUnit } from './flv-wire';
 import { buildMeta, flagsOf, MuxState } from './flv-mux-state';
 import { planVideo, setVideo, videoPrefixSize, writeVideoPrefix } from './flv-video';
@@ -115,7 +115,7 @@ export class FlvMuxer {
     if (p === undefined) return undefined;
     const prefix = videoPrefixSize(p);
     const bodyLen = prefix + p.keptBytes;
-    if (bodyLen > 0xffffff) throw new RangeError(`FLV tag body of ${bodyLen} bytes exceeds the 24-bit DataSize field`);
+    if (bodyLen > 0xffffff) throw dataSizeError(bodyLen);
     const kept = p.kept;
     let small = TAG_HEADER_SIZE + prefix + PREV_SIZE_SIZE;
     let referenced = 0;

@@ -55,8 +55,17 @@ export class BodySlab {
   }
 }
 
+/**
+ * The error for a tag body past FLV's 24-bit DataSize. Made here, not in a template at the throw: inlined in pushWire,
+ * such a template had V8 turn the size into a string on every unit, ahead of the check (a NumberToString call a
+ * unit in the optimised code, ~0.3 % of the gateway's samples at 750 terminals).
+ */
+export function dataSizeError(dataSize: number): RangeError {
+  return new RangeError('FLV tag body of ' + String(dataSize) + ' bytes exceeds the 24-bit DataSize field');
+}
+
 export function writeTagHeader(out: Buffer, at: number, type: number, dataSize: number, timestamp: number): void {
-  if (dataSize > 0xffffff) throw new RangeError(`FLV tag body of ${dataSize} bytes exceeds the 24-bit DataSize field`);
+  if (dataSize > 0xffffff) throw dataSizeError(dataSize);
   const ts = timestamp >>> 0;
   out[at] = type;
   // (by index, not writeUIntBE: a generic property load and its checks, three times a tag; byte-order.ts)

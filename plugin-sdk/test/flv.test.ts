@@ -161,6 +161,21 @@ describe('FLV muxer', function () {
     assert.equal(configs, 3, 'onMetaData, the AVC and the AAC sequence headers, once each');
   });
 
+  it("pushWire() and push() refuse a frame past FLV's 24-bit DataSize, naming its size, and go on with the next", () => {
+    const video = captureUnits(2);
+    const m = new FlvMuxer();
+    assert.ok(m.pushWire(video[0]), 'the keyframe');
+    const big = Buffer.concat([Buffer.from([0, 0, 0, 1, 0x41]), Buffer.alloc(0xffffff, 0x22)]);
+    const huge = videoUnit({ codec: 'h264', dts: video[1].dts, keyframe: false, payload: big });
+    // body: 5 bytes of AVC header, 4 of NAL length, the NAL unit (its type byte and the fill)
+    const message = `FLV tag body of ${5 + 4 + 1 + 0xffffff} bytes exceeds the 24-bit DataSize field`;
+    assert.throws(() => m.pushWire(huge), { name: 'RangeError', message });
+    assert.ok(m.pushWire(video[1]), 'the next frame');
+    const copying = new FlvMuxer();
+    copying.push(video[0]);
+    assert.throws(() => copying.push(huge).map((t) => serializeTag(t)), { name: 'RangeError', message });
+  });
+
   it('pushWire() for audio: the bytes push() frames, across config changes, skips and clamps; frames from WIRE_VIEW_MIN referenced', () => {
     const asc = (b: number[]) => Buffer.from(b);
     const aac = (dts: number, n: number, fill = n & 0xff) => audioUnit({ codec: 'aac', dts, payload: Buffer.alloc(n, fill), timescale: 16000, duration: 1024 });
