@@ -8,6 +8,7 @@
  * chunks. Large requests get their own allocation, which bounds the waste at a chunk's tail.
  * Callers must write every byte of what they take (the memory is not zeroed).
  */
+import { Buffer } from 'node:buffer';
 /**
  * The chunk size for frame payloads (the JT/T 1078 reassembler's own slab, and the bus's when it does not reuse
  * payload memory): a stream always has one chunk partly filled and one pinned whole by the first frames of its GOP;

@@ -12,6 +12,7 @@
  */
 
 import { isNalIndexOf, NAL_ARENA } from './formats/nal-index';
+import { Buffer } from 'node:buffer';
 
 export type VideoCodec = 'h264' | 'h265';
 /**

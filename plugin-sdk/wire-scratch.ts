@@ -11,6 +11,7 @@
  * (fan-out).
  */
 import type { DirectWriter } from './direct-writes';
+import { Buffer } from 'node:buffer';
 
 const SLAB = 128 * 1024;
 

@@ -23,6 +23,7 @@
  * up, and the frames after it fill what is left), or a new one. Frames over `maxChunk` get memory the collector
  * frees (4K key frames: rare, and a pool of their size would be memory held for one stream).
  */
+import { Buffer } from 'node:buffer';
 
 /** Written over a chunk as it comes back to a poisoning pool: DE AD BE EF, repeated from the chunk's start. */
 const POISON = Buffer.from([0xde, 0xad, 0xbe, 0xef]);

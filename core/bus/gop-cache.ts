@@ -17,6 +17,7 @@ import type { AccessUnit, CodecId } from '../../plugin-sdk/media';
 import { unitOf } from '../../plugin-sdk/media';
 import { memOf, offsetOf } from '../../plugin-sdk/byte-views';
 import { newEntry, type Entry } from './entry';
+import { Buffer } from 'node:buffer';
 
 /** numbers a row: dts, pts, timescale, dtsTicks, ptsTicks, duration, payload offset, payload length, seq, src, flags, NAL index offset */
 const ROW = 12;

@@ -19,6 +19,7 @@
 
 import { memOf, offsetOf } from '../../plugin-sdk/byte-views';
 import type { Chunk, ChunkPool } from './chunk-pool';
+import { Buffer } from 'node:buffer';
 
 /**
  * chunks tracked at most while waiting to be done, in the pool's units (4 MiB of 32 KiB ones): a reader that always

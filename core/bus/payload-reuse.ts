@@ -1,6 +1,7 @@
 import { BufferSlab, FRAME_SLAB_BYTES } from '../../plugin-sdk/buffer-slab';
 import { PayloadArena } from './payload-arena';
 import type { StreamDeps } from './stream-deps';
+import { Buffer } from 'node:buffer';
 
 /**
  * A stream's payload memory (Publisher.alloc): an arena reused once nothing can read it (payload-arena.ts), or,

@@ -18,6 +18,7 @@ import * as net from 'node:net';
 import * as tls from 'node:tls';
 import { getSystemErrorName } from 'node:util';
 import { streamBinding } from '../../plugin-sdk/stream-binding';
+import { Buffer } from 'node:buffer';
 
 /** one read's worth: libuv's own suggestion for a TCP read */
 const SHARED_BYTES = 64 * 1024;

@@ -20,6 +20,8 @@ import type { SliceReader as SdkSliceReader } from '../../plugin-sdk/plugin';
 import { copyBytes, memOf } from '../../plugin-sdk/byte-views';
 import { BYTE_TOTAL_START } from '../../plugin-sdk/hot-metrics';
 import { pauseBorrowed, readBorrowed, resumeBorrowed } from './borrowed-reads';
+import { Buffer } from 'node:buffer';
+import { performance } from 'node:perf_hooks';
 
 export interface ReadSliceStats {
   /** reads handled at once */

@@ -8,6 +8,7 @@ import { writeU32BE } from './byte-order';
 import { allocBody, FLV_TAG_AUDIO, PREV_SIZE_SIZE, TAG_HEADER_SIZE, writeTagHeader, type FlvTag } from './flv-tag';
 import { clampTs, emitMeta, flagsOf, sameBuf, type AudioState, type MuxState } from './flv-mux-state';
 import { bytesOf, configOf, WIRE_VIEW_MIN, wireOfTags, type WireUnit } from './flv-wire';
+import { Buffer } from 'node:buffer';
 
 const AAC_SAMPLE_RATES = [96000, 88200, 64000, 48000, 44100, 32000, 24000, 22050, 16000, 12000, 11025, 8000, 7350];
 

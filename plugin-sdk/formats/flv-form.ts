@@ -18,6 +18,7 @@ import { FlvMuxer } from './flv-muxer';
 import { FLV_TAG_AUDIO, FLV_TAG_SCRIPT, flvFileHeader, serializeTag } from './flv-tag';
 import type { WireUnit } from './flv-wire';
 import { copyBytes, lengthOf } from '../byte-views';
+import { Buffer } from 'node:buffer';
 
 /** What a reader starting at a unit writes before it; shared by every start point until the configuration changes. */
 export interface FlvInit {

@@ -7,6 +7,7 @@ import type { AmfValue } from './flv-amf';
 import { NalRanges } from './annexb';
 import { NalUnits } from './nal-index';
 import { BodySlab, FLV_TAG_SCRIPT, type FlvTag } from './flv-tag';
+import { Buffer } from 'node:buffer';
 
 /** FLV SoundFormat and flags byte for codecs FLV can carry (AAC's byte is fixed at 0xAF by the spec). */
 export function audioFlagsByte(codec: AudioCodec, channels: number, sampleRate: number): number | undefined {

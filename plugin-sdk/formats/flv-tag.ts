@@ -6,6 +6,7 @@
 import { BufferSlab } from '../buffer-slab';
 import { keptAlloc } from '../kept-bytes';
 import { writeU24BE } from './byte-order';
+import { Buffer } from 'node:buffer';
 
 /** One FLV tag: its type, timestamp (ms) and body (what follows the 11-byte tag header). */
 export interface FlvTag {

@@ -3,6 +3,7 @@
  * and the framing of audio tags as one (part of formats/flv, which re-exports the public names).
  */
 import { FLV_TAG_AUDIO, FLV_TAG_SCRIPT, FLV_TAG_VIDEO, serializeTag, type FlvTag } from './flv-tag';
+import { Buffer } from 'node:buffer';
 
 /**
  * One unit's tags framed for the wire (`FlvMuxer.pushWire`). First the config tags that changed with this unit, each

@@ -25,6 +25,7 @@
  * that holds a unit 30 s is dropped, and a GOP cache keeps its stream's last GOP alone).
  */
 import type { AccessUnit, CodecId } from '../media';
+import { Buffer } from 'node:buffer';
 
 /**
  * Searches of a payload for its NAL units, in the whole process: one increment per search (a frame's bytes read for

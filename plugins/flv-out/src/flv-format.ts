@@ -14,6 +14,7 @@ import type { AudioCodec } from '../../../plugin-sdk';
 import { sizeLineLength, writeSizeLine, wsHeader } from './framing';
 import { flvHeader, onMetaDataBody } from './nms';
 import { copyBytes } from '../../../plugin-sdk';
+import { Buffer } from 'node:buffer';
 
 /**
  * Where units' small bytes live: 4 KiB chunks shared by many units, each unit holding its chunk and offsets rather than

@@ -4,6 +4,7 @@
  * unit's form keeps one of each once a player needed it (FlvFrame).
  */
 import type { BufferSlab } from '../../../plugin-sdk';
+import { Buffer } from 'node:buffer';
 
 /** What ends every chunk of a chunked HTTP/1.1 body. */
 export const CRLF = Buffer.from('\r\n', 'latin1');

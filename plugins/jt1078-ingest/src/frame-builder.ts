@@ -3,6 +3,7 @@
  * Buffer it came in, and what the reassembler has learnt of the source's boundary marks.
  */
 import { memOf, offsetOf, setBytes } from '../../../plugin-sdk';
+import { Buffer } from 'node:buffer';
 
 const MODE_UNPROVEN = 0;
 export const MODE_MARKS = 1;

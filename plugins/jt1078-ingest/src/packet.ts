@@ -18,6 +18,7 @@
 
 // packet.ts is part of the router, which the primary loads alone: the router entry point, not the whole SDK
 import { normaliseSim, readU16BE, readU32BE } from '../../../plugin-sdk/router';
+import { Buffer } from 'node:buffer';
 export type Jt1078Layout = '2013' | '2019';
 
 export const DATA_TYPE = { VIDEO_I: 0, VIDEO_P: 1, VIDEO_B: 2, AUDIO: 3, TRANSPARENT: 4 } as const;

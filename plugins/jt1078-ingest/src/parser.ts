@@ -32,6 +32,7 @@ import {
   decodePacket,
   probeHeader,
 } from './packet';
+import { Buffer } from 'node:buffer';
 
 export interface ParserOptions {
   /** First guess for the layout (the listening port's version); detection overrides it. Default '2013'. */

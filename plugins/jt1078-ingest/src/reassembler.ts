@@ -20,6 +20,7 @@ import { audioCodecOfPt, videoCodecOfPt } from './payload-types';
 import { hasHisiliconHeader } from './audio';
 import { BufferSlab, FRAME_SLAB_BYTES } from '../../../plugin-sdk';
 import { FrameBuilder, MODE_M, MODE_MARKS } from './frame-builder';
+import { Buffer } from 'node:buffer';
 
 export interface Jt1078Frame {
   kind: 'video' | 'audio';

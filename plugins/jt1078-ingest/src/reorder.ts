@@ -16,6 +16,7 @@
  * 0 together look shared for the first few packets, so a loss there can go unreported.
  */
 import type { Jt1078Packet } from './packet';
+import { performance } from 'node:perf_hooks';
 
 export interface ReorderOptions {
   /** Packets held per kind while waiting for a missing one; 0 = release at once (TCP). Default 64. */

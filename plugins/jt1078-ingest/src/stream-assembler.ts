@@ -21,6 +21,8 @@ import { Jt1078Reorderer, ReorderStats } from './reorder';
 import { Jt1078Frame, Jt1078Reassembler, ReassemblerStats } from './reassembler';
 import { Jt1078Timeline, TimelineOptions, TimelineStats } from './timeline';
 import { AudioNormaliser, type AudioFraming, type AudioOptions, type AudioStats } from './audio-normaliser';
+import { Buffer } from 'node:buffer';
+import { performance } from 'node:perf_hooks';
 
 export type { AudioFraming, AudioOptions, AudioStats } from './audio-normaliser';
 
