@@ -75,13 +75,26 @@ export class DirectWriter {
   /** a request object no write holds (libuv keeps one only for a write it had to queue) */
   private req: WriteReq | null = null;
   private readonly w: StreamWrap | null;
-
+  /**
+   * The socket's handle, read once. Why kept: `socket._handle` is a getter reading a symbol of the socket, whose classes
+   * are many (what each socket went through), so each read was a megamorphic keyed load (0.3-0.5 % of the gateway's
+   * samples at 500 terminals, all in flv-out's sendWhole). Let go at the socket's 'close', which node emits from the
+   * handle's own close callback, while the handle is still alive: between a destroy and that, a write goes to a
+   * closed handle, which libuv refuses (EPIPE), and the socket, destroyed already, stays so.
+   */
+  private handle: Handle | null = null;
+  private gone = false;
   /** `settled` runs when pending drops back to 0. A TLS socket is always written through its Writable. */
   constructor(
     private readonly socket: Socket,
     private readonly settled: () => void,
   ) {
     this.w = socket instanceof TLSSocket ? null : streamWrap();
+    if (this.w !== null)
+      socket.once('close', () => {
+        this.gone = true;
+        this.handle = null;
+      });
   }
 
   /**
@@ -100,8 +113,8 @@ export class DirectWriter {
     const s = this.socket;
     if (w === null) return false;
     if (!clear && (s.writableLength !== 0 || s.writableCorked !== 0 || !s.writable || s.destroyed)) return false;
-    const h = (s as unknown as { _handle?: Handle | null })._handle;
-    if (h == null || h.writeBuffer === undefined) return false;
+    const h = this.liveHandle();
+    if (h === null || h.writeBuffer === undefined) return false;
     const req = this.req ?? this.newReq();
     const err = h.writeBuffer(req, b);
     if (err !== 0) {
@@ -136,6 +149,15 @@ export class DirectWriter {
     this.pending -= bytes;
     if (status < 0 && !this.socket.destroyed) this.socket.destroy(writeError(status));
     if (this.pending === 0) this.settled();
+  }
+
+  /** the socket's handle; null before it has one and after its 'close' (see `handle`) */
+  private liveHandle(): Handle | null {
+    const h = this.handle;
+    if (h !== null || this.gone) return h;
+    const now = (this.socket as unknown as { _handle?: Handle | null })._handle ?? null;
+    this.handle = now;
+    return now;
   }
 
   private newReq(): WriteReq {

@@ -142,6 +142,28 @@ describe('plugin-sdk DirectWriter (writes past the Writable, to the socket handl
     p.close();
   });
 
+  it("sends nothing once a socket is destroyed, and takes no write with `clear` after its 'close'", async () => {
+    // The writer keeps the handle it read (each read of socket._handle is a megamorphic load) until the socket's
+    // 'close', which node emits from the handle's close callback while the handle is alive. Between a destroy and
+    // that, a write reaches a closed handle: refused, nothing sent, no error event, nothing thrown.
+    const p = await connected();
+    p.peer.resume();
+    const w = new DirectWriter(p.ours, () => undefined);
+    for (let i = 0; i < 10; i++) assert.equal(w.write(seeded(1000, i), true), true);
+    p.ours.destroy();
+    w.write(Buffer.alloc(10, 0xee), true);
+    await once(p.ours, 'close');
+    // (node has freed the handle's native side by now: a write to it would be a write to freed memory)
+    await new Promise((r) => setImmediate(r));
+    assert.equal(w.write(Buffer.alloc(10, 0xee), true), false, 'after its close: not written');
+    assert.equal(w.pending, 0);
+    assert.deepEqual(p.errors, []);
+    await once(p.peer, 'end');
+    const sent = Buffer.concat(Array.from({ length: 10 }, (_, i) => seeded(1000, i)));
+    assert.ok(Buffer.concat(p.got).equals(sent), 'the ten writes before the destroy, and nothing after');
+    p.close();
+  });
+
   it('settles the bytes still pending when the socket is destroyed under them', async () => {
     const p = await connected();
     let settled = 0;
