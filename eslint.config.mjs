@@ -9,6 +9,16 @@ const TEST_FILES = ['test/**', '**/test/**', '**/*.test.ts'];
 /** code run only by developers (tests, and a plugin's tools such as the terminal simulator and cost probes) */
 const DEV_FILES = [...TEST_FILES, '**/tools/**'];
 
+/** the modules every frame passes through: reads, the ingest stages, the bus, the SDK's formats, flv-out */
+const MEDIA_PATH = [
+  'core/net/*.ts',
+  'core/bus/*.ts',
+  'plugin-sdk/*.ts',
+  'plugin-sdk/formats/*.ts',
+  'plugins/jt1078-ingest/src/*.ts',
+  'plugins/flv-out/src/*.ts',
+];
+
 /**
  * How a boundary crossing counts: an error, so `npm test` fails on a plugin import that crosses it.
  */
@@ -168,4 +178,17 @@ export default defineConfig(
   },
   ...boundaryConfigs('plugins', 2),
   ...boundaryConfigs('plugin-sdk/examples', 3),
+  {
+    // The media path: Node 20's globalThis.Buffer and .performance are getters, so each use in optimised code was a
+    // LoadGlobalIC that ran the getter (test/bench/README.md, 2026-12-01); an import is a plain property load.
+    files: MEDIA_PATH,
+    ignores: DEV_FILES,
+    rules: {
+      'no-restricted-globals': [
+        'error',
+        { name: 'Buffer', message: "On the media path, import { Buffer } from 'node:buffer': Node's global is a getter, run on every use." },
+        { name: 'performance', message: "On the media path, import { performance } from 'node:perf_hooks': Node's global is a getter, run on every use." },
+      ],
+    },
+  },
 );

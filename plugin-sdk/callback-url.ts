@@ -5,6 +5,7 @@
  * Here rather than in callback-notifier because the kernel's open validation uses the same parser: an open must
  * refuse every cb the notifier could not deliver to, or the application would wait for notices that never come.
  */
+import { Buffer } from 'node:buffer';
 export interface ParsedCallback {
   /** `<cb>/strm_notif` without credentials: what is requested */
   target: string;

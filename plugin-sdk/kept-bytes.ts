@@ -8,6 +8,7 @@
  * (test/bench/README.md) had 257 such slabs, 2 MiB, held only by SPS, PPS and FLV config tags. Short-lived
  * buffers should keep using the pool, which is what it is good at.
  */
+import { Buffer } from 'node:buffer';
 
 /** n bytes of their own memory, not zeroed: the caller writes every byte */
 export function keptAlloc(n: number): Buffer {

@@ -7,6 +7,7 @@
 import type { ServerResponse } from 'node:http';
 import type { WebSocket } from 'ws';
 import type { RouteRequest } from './http';
+import { Buffer } from 'node:buffer';
 
 /** How a play is refused: HTTP status, or a WebSocket close code 4000 + status (4401, as decisions.md says). */
 export type PlayRefusal = 400 | 401 | 404 | 503;

@@ -21,6 +21,7 @@ import { chainVia, playVia } from './play-via';
 import type { PlayerSocket, PlayRefusal } from './player-sockets';
 import type { RequestLog } from './plugin';
 import type { ChannelStream, PlayerHandle, Sessions, StrmRequest } from './sessions';
+import { Buffer } from 'node:buffer';
 
 const STREAM_NAME = /^[A-Za-z0-9_.~-]{1,128}$/;
 

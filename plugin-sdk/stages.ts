@@ -11,6 +11,7 @@
 import type { Logger } from 'pino';
 import type { MediaReader, StageContext, StageDefinition, StageInstance, StageParams } from './bus';
 import type { AccessUnit, AudioTrackInfo, TrackInfo } from './media';
+import { Buffer } from 'node:buffer';
 
 export interface AudioTransform {
   /**

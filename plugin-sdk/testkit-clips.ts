@@ -11,6 +11,7 @@ import * as path from 'node:path';
 import { h264NalType, joinAnnexB, splitAnnexB } from './formats/annexb';
 import { h264IsKeyframe, parseH264Sps } from './formats/h264';
 import { audioUnit, videoUnit, type AccessUnit, type AudioTrackInfo, type TrackInfo, type VideoTrackInfo } from './media';
+import { Buffer } from 'node:buffer';
 
 // --- ffmpeg ------------------------------------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ import {
   type RequestStatus,
 } from './testkit-media';
 import type { TestClip } from './testkit-clips';
+import { Buffer } from 'node:buffer';
 
 export * from './testkit-clips';
 export * from './testkit-media';

@@ -1,6 +1,7 @@
 import type { Publisher } from '../../plugin-sdk/bus';
 import type { AccessUnit, TrackInfo } from '../../plugin-sdk/media';
 import type { BusStream } from './stream';
+import { Buffer } from 'node:buffer';
 
 /** A publisher of a bus stream: its offset on the stream's timeline, and what it does once replaced or closed. */
 export class PublisherHandle implements Publisher {

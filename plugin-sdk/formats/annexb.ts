@@ -4,6 +4,7 @@
  */
 
 import { NAL_SCANS } from './nal-index';
+import { Buffer } from 'node:buffer';
 
 const SC3 = Buffer.from([0, 0, 1]);
 

@@ -1,5 +1,6 @@
 /** AMF0 (only what onMetaData needs), for the FLV muxer's script tag (part of formats/flv, which re-exports it). */
 import { allocBody } from './flv-tag';
+import { Buffer } from 'node:buffer';
 
 export type AmfValue = number | boolean | string;
 

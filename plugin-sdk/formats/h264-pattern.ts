@@ -8,6 +8,7 @@
  * Costs: a key frame is 384 bytes a macroblock (~115 KB at 320x240), a P frame a few bytes. Frames are made once and
  * kept (eight key frames, one P frame per frame_num): a source pushes the same bytes cycle after cycle.
  */
+import { Buffer } from 'node:buffer';
 
 /** RBSP bits, written MSB first */
 class BitWriter {

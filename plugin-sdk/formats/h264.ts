@@ -3,6 +3,7 @@
  * Also the RBSP bit reader and Annex-B scanning shared with h265.ts.
  */
 import { NAL_FLAG, NAL_SCANS, NalArena, nalIndexFlags } from './nal-index';
+import { Buffer } from 'node:buffer';
 
 // ---------------------------------------------------------------------------------------------
 // RBSP and bit reading

@@ -4,6 +4,7 @@
  */
 import { BitReader, BitstreamError, NAL_SCAN, nextNalStart, scanFlags, unescapeRbsp } from './h264';
 import { NAL_SCANS } from './nal-index';
+import { Buffer } from 'node:buffer';
 
 export const H265_NAL = { VPS: 32, SPS: 33, PPS: 34, AUD: 35, PREFIX_SEI: 39, SUFFIX_SEI: 40 } as const;
 

@@ -4,6 +4,7 @@
  * duration as given: 0 in a fragmented init segment), and the sample entries: avc1 / hvc1 with their avcC / hvcC,
  * mp4a with its esds.
  */
+import { Buffer } from 'node:buffer';
 
 export function box(type: string, ...payload: Buffer[]): Buffer {
   let size = 8;

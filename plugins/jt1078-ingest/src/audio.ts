@@ -2,6 +2,7 @@
  * Audio payload details: the HiSilicon frame header many terminals (HiSilicon SoCs) put in front of each audio
  * frame, ADTS framing of AAC, and what can be learnt about G.726's rate from the packets themselves.
  */
+import { Buffer } from 'node:buffer';
 
 /**
  * Removes a HiSilicon audio header: 00 01 nn 00, where nn (with the 4th byte as the high byte) is the number of

@@ -3,6 +3,7 @@
  * subpackages. Used by the terminal simulator, by tests, and for intercom audio sent to terminals.
  */
 import { DATA_TYPE, Jt1078Layout, SUB_MARK, headerLength, simBytes } from './packet';
+import { Buffer } from 'node:buffer';
 
 /** The standard's subpackage limit. */
 export const DEFAULT_MAX_SUBPACKAGE = 950;
