@@ -17,6 +17,7 @@ import {
 } from './helpers';
 import { SocketHttp } from '../src/transport';
 import { Player } from '../src/player';
+import { countStateReads, type StateReads } from '../../../test/support/state-reads';
 
 /** The frame number each video tag carries, checked byte by byte against its timestamp's frame. */
 function checkFrames(flv: Buffer, first: number, count: number, who: string): void {
@@ -129,15 +130,7 @@ describe("flv-out: a player in step reads none of node's stream state", function
     pub.push(frame(i++, 4096));
     await until(() => framesIn(play.data()) === i, 'the unit after its start');
     assert.equal(transports.size, 1, 'one HTTP-FLV transport');
-    const sock = (transports.values().next().value as unknown as { s: { _writableState: object } }).s;
-    const state = sock._writableState;
-    let reads = 0;
-    sock._writableState = new Proxy(state, {
-      get(t, k) {
-        reads++;
-        return Reflect.get(t, k) as unknown;
-      },
-    });
+    const reads = countStateReads((transports.values().next().value as unknown as { s: unknown }).s);
     try {
       for (const end = i + 50; i < end; i++) {
         pub.push(frame(i, 4096));
@@ -145,9 +138,9 @@ describe("flv-out: a player in step reads none of node's stream state", function
       }
       assert.equal(gw.stats(id)?.backlogBytes, 0);
     } finally {
-      sock._writableState = state;
+      reads.restore();
     }
-    assert.equal(reads, 0, `node's Writable state was read ${reads} times for 50 units`);
+    assert.equal(reads.count, 0, `node's Writable state was read ${reads.count} times for 50 units`);
     checkFrames(play.data(), 0, i, 'player');
   });
 });
@@ -175,35 +168,25 @@ describe("flv-out: a player's start reads none of node's stream state", function
     let i = 0;
     // a GOP so far, which the player gets at once when it joins
     for (; i < 5; i++) pub.push(frame(i, 4096));
-    let reads = 0;
-    const watched = new Set<object>();
+    let reads: StateReads | undefined;
     // from the player's first unit, its start, on
     Player.prototype.write = function (this: Player, ...args: Parameters<Player['write']>) {
       const t = (this as unknown as { t: unknown }).t;
-      const sock = (t as { s?: { _writableState: object } }).s;
-      if (t instanceof SocketHttp && sock !== undefined && !watched.has(sock)) {
-        watched.add(sock);
-        const state = sock._writableState;
-        sock._writableState = new Proxy(state, {
-          get(t, k) {
-            reads++;
-            return Reflect.get(t, k) as unknown;
-          },
-        });
-      }
+      if (t instanceof SocketHttp) reads ??= countStateReads((t as unknown as { s: unknown }).s);
       write.apply(this, args);
     };
     const raw = rawPlay(gw.port, `GET ${o.path}&who=joiner HTTP/1.1\r\nHost: x\r\n\r\n`);
     const id = await newPlayer(gw.flv, () => undefined);
     const body = () => chunkedSoFar(raw.data());
     await until(() => framesIn(body()) === i, 'the player to get the GOP');
-    assert.equal(watched.size, 1, 'one HTTP-FLV player started');
+    assert.ok(reads, 'an HTTP-FLV player started');
     for (const end = i + 20; i < end; i++) {
       pub.push(frame(i, 4096));
       await until(() => framesIn(body()) === i + 1, `unit ${i}`);
     }
     assert.equal(gw.stats(id)?.backlogBytes, 0);
-    assert.equal(reads, 0, `node's Writable state was read ${reads} times from the player's start on`);
+    reads.restore();
+    assert.equal(reads.count, 0, `node's Writable state was read ${reads.count} times from the player's start on`);
     const raw0 = raw.data();
     const { parts } = chunksAt(raw0, raw0.indexOf('\r\n\r\n') + 4);
     // the start, then one chunk a unit
