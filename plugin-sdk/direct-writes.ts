@@ -80,7 +80,8 @@ export class DirectWriter {
    * are many (what each socket went through), so each read was a megamorphic keyed load (0.3-0.5 % of the gateway's
    * samples at 500 terminals, all in flv-out's sendWhole). Let go at the socket's 'close', which node emits from the
    * handle's own close callback, while the handle is still alive: between a destroy and that, a write goes to a
-   * closed handle, which libuv refuses (EPIPE), and the socket, destroyed already, stays so.
+   * closed handle, which libuv refuses (EPIPE), and the socket, destroyed already, stays so. So a writer serves one
+   * connection of its socket: after the 'close', everything goes through `socket.write` (`send`), as for TLS.
    */
   private handle: Handle | null = null;
   private gone = false;
