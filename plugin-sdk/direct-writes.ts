@@ -104,7 +104,7 @@ export class DirectWriter {
    * After true, `b` must not change until pending is 0 again if pending grew.
    *
    * `clear`: the caller writes to this socket alone and knows its Writable holds nothing, is not corked and was not
-   * ended by it, so the Writable's state is not read; a destroyed socket has no handle, and is still not written.
+   * ended by it, so the Writable's state is not read; a socket destroyed since is not written (see `handle`).
    * Why: that state is read on every unit otherwise, and node 20.20's Writable state takes a class by which of its
    * lazily added fields a socket has used, so the code reading it learns several classes, some of which no socket
    * has by the first memory-reducing collection: that code is then thrown away (test/bench/README.md).

@@ -62,6 +62,12 @@ export abstract class Transport implements Corked {
     return this.account !== undefined ? this.account.held() : s.writableLength;
   }
 
+  /** One Buffer through node's Writable: counted by the account where there is one (write, begin, finish use it). */
+  protected toNode(b: Buffer): void {
+    if (this.account !== undefined) this.account.write(b);
+    else this.sock!.write(b);
+  }
+
   /** bytes of direct writes the kernel has not taken yet (not in the socket's writableLength) */
   protected directBacklog(): number {
     return this.direct === undefined ? 0 : this.direct.pending;
@@ -205,20 +211,18 @@ export class SocketHttp extends Transport {
   private readonly chunked: boolean;
   /**
    * Ended or destroyed by us, or the socket closed. Kept here so that a unit's path reads no node stream state
-   * (WritableAccount); between a destroy by node (a reset) and its 'close', a write finds no handle and node drops it.
+   * (WritableAccount); between a destroy by node (a reset) and its 'close', a direct write reaches a closed handle,
+   * which libuv refuses (DirectWriter).
    */
   private ended: boolean;
-  /** our writes through node's Writable (after the response's headers, which are flushed before this is made) */
-  private readonly own: WritableAccount;
 
   constructor(
     tick: TickFlush,
     private readonly res: ServerResponse,
     private readonly s: Socket,
-    own = new WritableAccount(s),
   ) {
-    super(tick, s, s.writableHighWaterMark, res.chunkedEncoding ? CHUNKED : BARE, own);
-    this.own = own;
+    // the account is made after the response's headers were flushed: it reads the Writable once, here
+    super(tick, s, s.writableHighWaterMark, res.chunkedEncoding ? CHUNKED : BARE, new WritableAccount(s));
     this.chunked = res.chunkedEncoding;
     this.ended = !s.writable || res.writableEnded;
     s.once('close', () => {
@@ -231,15 +235,15 @@ export class SocketHttp extends Transport {
   }
 
   protected write(b: Buffer): void {
-    this.own.write(b);
+    this.toNode(b);
   }
 
   protected begin(n: number, f: FlvFrame | undefined): void {
-    if (this.chunked) this.own.write(f ? f.sizeLine() : chunkSizeLine(n));
+    if (this.chunked) this.toNode(f ? f.sizeLine() : chunkSizeLine(n));
   }
 
   protected override finish(): void {
-    if (this.chunked) this.own.write(CRLF);
+    if (this.chunked) this.toNode(CRLF);
   }
 
   backlog(): number {
@@ -332,11 +336,11 @@ export class WsTransport extends Transport {
   }
 
   protected write(b: Buffer): void {
-    this.s.write(b);
+    this.toNode(b);
   }
 
   protected begin(n: number, f: FlvFrame | undefined): void {
-    this.s.write(f ? f.wsHeader() : wsHeader(n));
+    this.toNode(f ? f.wsHeader() : wsHeader(n));
   }
 
   backlog(): number {
