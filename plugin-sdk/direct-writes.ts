@@ -133,10 +133,20 @@ export class DirectWriter {
     return true;
   }
 
-  /** `b` to the socket: past the Writable when write() can (true), else through it (false); `clear` as for write() */
-  send(b: Buffer, clear = false): boolean {
-    if (this.write(b, clear)) return true;
-    this.socket.write(b);
+  /**
+   * `b` to the socket: past the Writable when write() can (true), else through it (false). `clear` as for write(), or
+   * the socket's only writer's account (WritableAccount), which says whether it is clear and counts `b` when it goes
+   * through node: a write this writer cannot make (no handle, a Node without the direct path) is then still in the
+   * account, so the writer's backpressure sees it.
+   */
+  send(b: Buffer, clear: boolean | WritableAccount = false): boolean {
+    if (typeof clear === 'boolean') {
+      if (this.write(b, clear)) return true;
+      this.socket.write(b);
+      return false;
+    }
+    if (this.write(b, clear.clear)) return true;
+    clear.write(b);
     return false;
   }
 

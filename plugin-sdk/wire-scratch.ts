@@ -10,7 +10,7 @@
  * last unit laid out stays shared (its bytes no longer change) with its stream's other players of the same kind
  * (fan-out).
  */
-import type { DirectWriter } from './direct-writes';
+import type { DirectWriter, WritableAccount } from './direct-writes';
 import { Buffer } from 'node:buffer';
 
 const SLAB = 128 * 1024;
@@ -66,10 +66,10 @@ export class WireScratch {
   }
 
   /**
-   * Hands a view laid out here to `out` (past node's Writable when it can be; `clear` as for DirectWriter.write); one
+   * Hands a view laid out here to `out` (past node's Writable when it can be; `clear` as for DirectWriter.send); one
    * the kernel did not take whole is held until sent, so the units after it go past it (escape).
    */
-  send(out: DirectWriter, view: Buffer, clear = false): void {
+  send(out: DirectWriter, view: Buffer, clear: boolean | WritableAccount = false): void {
     // (past the Writable, what is not sent is `pending`; through it, node holds the view)
     if (!out.send(view, clear) || out.pending > 0) this.escape();
   }

@@ -192,13 +192,13 @@ describe("plugin-sdk WritableAccount (a sole writer's account of what it has in 
     assert.equal(a.clear, false);
     assert.ok(a.held() > 0, 'bytes held by node');
     const after = seeded(1000, 2);
-    // not clear: the writer reads node's state, finds bytes there, and goes through node after them
-    if (!w.write(after, a.clear)) a.write(after);
+    // not clear: the writer reads node's state, finds bytes there, and goes through node after them, counted
+    assert.equal(w.send(after, a), false, 'through node');
     p.peer.resume();
     await until(() => a.clear, 'the account to clear once node has called back for both writes', WAIT_MS);
     assert.equal(a.held(), 0);
     const last = seeded(1000, 3);
-    assert.equal(w.write(last, a.clear), true, 'clear: past the Writable');
+    assert.equal(w.send(last, a), true, 'clear: past the Writable');
     const all = Buffer.concat([big, after, last]);
     await until(() => Buffer.concat(p.got).length >= all.length, 'every byte', WAIT_MS);
     assert.ok(Buffer.concat(p.got).equals(all), 'in the order written');
@@ -217,6 +217,21 @@ describe("plugin-sdk WritableAccount (a sole writer's account of what it has in 
     p.ours.uncork();
     await until(() => a.held() === 0, 'node to hand the bytes on', WAIT_MS);
     assert.equal(a.clear, true);
+    p.close();
+  });
+
+  it('counts a send the writer cannot make past the Writable (its socket closed) until node calls back', async () => {
+    // DirectWriter.send with an account: what cannot go past node (no handle, TLS, a Node without the direct path)
+    // goes through node and into the account, so a writer's backpressure never misses it
+    const p = await connected();
+    const a = new WritableAccount(p.ours);
+    const w = new DirectWriter(p.ours, () => undefined);
+    p.ours.destroy();
+    await once(p.ours, 'close');
+    assert.equal(w.send(Buffer.alloc(10), a), false);
+    assert.equal(a.clear, false, 'the write is in the account');
+    // node calls a destroyed socket's write back with its error, a tick later
+    await until(() => a.clear, 'the account to clear once node has called back', WAIT_MS);
     p.close();
   });
 });

@@ -162,7 +162,7 @@ export abstract class Transport implements Corked {
       view = at === total ? b : b.subarray(0, at);
       scratch.keep(f, kind, view);
     }
-    scratch.send(this.direct!, view, this.account?.clear === true);
+    scratch.send(this.direct!, view, this.account ?? false);
     return true;
   }
 
@@ -176,7 +176,7 @@ export abstract class Transport implements Corked {
     if (config !== undefined) at += copyBytes(config, 0, config.length, b, at);
     at = f.copyMedia(b, at);
     at = w.tail(b, at);
-    scratch.send(this.direct!, at === total ? b : b.subarray(0, at), this.account?.clear === true);
+    scratch.send(this.direct!, at === total ? b : b.subarray(0, at), this.account ?? false);
     return true;
   }
 

@@ -4,7 +4,7 @@
  * the server's (server.ts); this is the wire side of it.
  */
 import type { Socket } from 'node:net';
-import { DirectWriter } from '../../../plugin-sdk';
+import { DirectWriter, WritableAccount } from '../../../plugin-sdk';
 import { RtspReader, cseqOf, serializeResponse, type RtspRequest } from '../../../plugin-sdk/rtsp';
 import type { Plan, RtspSession } from './session';
 
@@ -45,6 +45,8 @@ export class Connection {
   closed = false;
   /** a reply closed it: requests behind that one get no answer */
   ending = false;
+  /** the client ended its side: node ends ours (no half-open sockets), so nothing more is written */
+  peerEnded = false;
   readonly sessions = new Set<RtspSession>();
   /** DESCRIBE's decisions, by stream and reqId, for the SETUPs that follow */
   readonly plans = new Map<string, Plan>();
@@ -53,6 +55,11 @@ export class Connection {
    * socket's one writer of that kind, as its `pending` bytes are the socket's
    */
   readonly out: DirectWriter;
+  /**
+   * What this connection, its socket's only writer (replies, RTCP, media that cannot go whole), has in node's Writable:
+   * its TCP sessions read that and not node's state on each unit (plugin-sdk WritableAccount says why)
+   */
+  readonly account: WritableAccount;
 
   constructor(
     readonly socket: Socket,
@@ -64,6 +71,12 @@ export class Connection {
     this.remote = `${this.ip}:${socket.remotePort}`;
     this.lastActivity = host.now();
     this.out = new DirectWriter(socket, () => this.resumeReaders());
+    this.account = new WritableAccount(socket);
+  }
+
+  /** no more media goes to the socket: it closed, a reply ended it, or the client ended its side */
+  get shut(): boolean {
+    return this.closed || this.ending || this.peerEnded;
   }
 
   /** The socket took what was waiting (its Writable's 'drain', or the last of the direct writes): TCP readers go on. */
@@ -100,7 +113,7 @@ export class Connection {
 
   private enqueue(answer: () => Promise<Reply>, cseq?: string): void {
     this.chain = this.chain.then(async () => {
-      if (this.closed || this.ending) return;
+      if (this.shut) return;
       let r: Reply;
       try {
         r = await answer();
@@ -109,8 +122,8 @@ export class Connection {
         r = { status: 500 };
       }
       this.pending = Math.max(0, this.pending - 1);
-      // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- the connection may close while the answer is awaited
-      if (this.closed) {
+      // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- the connection may close, or its client end its side, while the answer is awaited
+      if (this.shut) {
         // a UDP session set playing by this reply plays on without its connection: its held packets must go
         r.after?.();
         return;
@@ -119,7 +132,8 @@ export class Connection {
       if (cseq !== undefined) headers.push(['CSeq', cseq]);
       headers.push(...(r.headers ?? []), ['Server', SERVER]);
       if (r.body !== undefined) headers.push(['Content-Type', 'application/sdp']);
-      this.socket.write(serializeResponse(r.status, headers, r.body));
+      // past node's Writable while nothing of the connection's is there (a PLAY's answer, then its packets, read none of its state)
+      this.out.send(serializeResponse(r.status, headers, r.body), this.account);
       if (r.close) {
         this.ending = true;
         this.socket.end();

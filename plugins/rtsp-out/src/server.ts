@@ -108,6 +108,7 @@ export class RtspServer implements SessionOwner {
     socket.setNoDelay(true);
     socket.on('data', (chunk: Buffer) => c.onData(chunk));
     socket.on('error', (err) => this.o.log.debug({ remote: c.remote, err: err.message }, 'RTSP connection error'));
+    socket.on('end', () => (c.peerEnded = true));
     socket.on('close', () => this.onClose(c));
     socket.on('drain', () => c.resumeReaders());
   }
@@ -270,7 +271,7 @@ export class RtspServer implements SessionOwner {
 
     if (!s) {
       if (c.sessions.size >= MAX_SESSIONS_PER_CONNECTION) return { status: 453 };
-      s = new RtspSession(randomBytes(8).toString('hex'), plan, tt.lower, c.socket, c.remote, this, auth.stream.media, tt.lower === 'tcp' ? c.out : undefined);
+      s = new RtspSession(randomBytes(8).toString('hex'), plan, tt.lower, c.socket, c.remote, this, auth.stream.media, tt.lower === 'tcp' ? c : undefined);
       this.sessions.add(s);
       c.sessions.add(s);
     }

@@ -5,7 +5,7 @@
  * and adds the RTCP that is its own (sender reports counting what it sent, BYE).
  */
 import type { Socket } from 'node:net';
-import { BYTE_TOTAL_START, WireScratch, type DirectWriter } from '../../../plugin-sdk';
+import { BYTE_TOTAL_START, WireScratch, type DirectWriter, type WritableAccount } from '../../../plugin-sdk';
 import type { AccessUnit, MediaReader, MediaStream, PlayerHandle, ReaderHandle, TrackInfo, Via } from '../../../plugin-sdk';
 import type { MediaSelect } from '../../../plugin-sdk';
 import { AUDIO, VIDEO, type RtpUnit, type TrackIndex } from '../../../plugin-sdk/rtp';
@@ -36,6 +36,16 @@ const SR_INTERVAL_MS = 5000;
 
 /** where a TCP session's unit is laid out whole for one write; the last one is shared by the stream's other sessions */
 const scratch = new WireScratch();
+
+/** How a TCP session's packets reach its client: its control connection's (connection.ts). */
+export interface TcpWay {
+  /** units laid out whole, to the socket's handle past node's Writable */
+  readonly out: DirectWriter;
+  /** what the connection has in node's Writable: read in place of node's state on each unit */
+  readonly account: WritableAccount;
+  /** nothing more is to be written: the connection closed, a reply ended it, or the client ended its side */
+  readonly shut: boolean;
+}
 
 export interface SessionOwner {
   readonly cname: string;
@@ -72,6 +82,8 @@ export class RtspSession implements MediaReader<RtpUnit> {
    * stream it reads keeps collected memory.
    */
   holdsPayloads?: () => boolean;
+  /** TCP: bytes the socket may hold unsent before the bus queues for the session */
+  private readonly writableBelow: number;
   private readonly stats: [TrackStats, TrackStats] = [
     { packets: 0, octets: 0, lastSr: -Infinity, ssrc: undefined },
     { packets: 0, octets: 0, lastSr: -Infinity, ssrc: undefined },
@@ -87,11 +99,13 @@ export class RtspSession implements MediaReader<RtpUnit> {
     private readonly owner: SessionOwner,
     /** the stream read (the request's own; stage forms share its timeline and wall clock) */
     readonly media: MediaStream,
-    /** TCP: the connection's writer past node's Writable (Connection.out) */
-    private readonly out?: DirectWriter,
+    /** TCP: the connection, its socket's only writer */
+    private readonly tcp?: TcpWay,
   ) {
     this.lastSeen = owner.now();
-    if (lower === 'tcp') this.holdsPayloads = () => (this.held !== undefined && this.held.length > 0) || (this.socket?.writableLength ?? 0) > 0;
+    // read once: a unit's path reads none of node's stream state (plugin-sdk WritableAccount says why)
+    this.writableBelow = Math.max(TCP_WRITABLE_BELOW, socket?.writableHighWaterMark ?? 0);
+    if (tcp !== undefined) this.holdsPayloads = () => (this.held !== undefined && this.held.length > 0) || tcp.account.held() > 0;
   }
 
   get reqId(): string {
@@ -109,9 +123,9 @@ export class RtspSession implements MediaReader<RtpUnit> {
   }
 
   writable(): boolean {
-    if (this.lower === 'udp') return true;
-    const s = this.socket;
-    return s !== undefined && !s.destroyed && s.writableLength + (this.out?.pending ?? 0) < Math.max(TCP_WRITABLE_BELOW, s.writableHighWaterMark);
+    const w = this.tcp;
+    if (w === undefined) return true;
+    return !w.shut && w.account.held() + w.out.pending < this.writableBelow;
   }
 
   skipped(): void {
@@ -197,25 +211,26 @@ export class RtspSession implements MediaReader<RtpUnit> {
     if (!t) return; // a track the client did not set up
     let bytes = 0;
     if (t.lower === 'tcp') {
+      const w = this.tcp;
       const s = this.socket;
-      if (!s || s.destroyed || !s.writable) return;
+      if (w === undefined || s === undefined || w.shut) return;
       // the channel in the shared prefix is the track's default, which most clients pick
       const own = t.rtp === f.track * 2;
-      if (own && this.sendWhole(s, f)) {
+      if (own && this.sendWhole(w, f)) {
         this.sent(unit, f, t, f.wireBytes);
         return;
       }
-      // one writev per unit
+      // one writev per unit, each piece counted by the connection's account
+      const a = w.account;
       s.cork();
       f.forEach((head, body) => {
         if (own) {
-          s.write(head);
+          a.write(head);
         } else {
-          const prefix = Buffer.from([0x24, t.rtp, head[2], head[3]]);
-          s.write(prefix);
-          s.write(head.subarray(4));
+          a.write(Buffer.from([0x24, t.rtp, head[2], head[3]]));
+          a.write(head.subarray(4));
         }
-        if (body) s.write(body);
+        if (body) a.write(body);
         bytes += head.length + (body ? body.length : 0);
       });
       s.uncork();
@@ -233,9 +248,9 @@ export class RtspSession implements MediaReader<RtpUnit> {
    * plugin-sdk/direct-writes.ts), when nothing of this connection waits in node: one handle call, against a write per
    * head and body through the corked Writable. false: not written (something waits, or the unit is too big).
    */
-  private sendWhole(s: Socket, f: RtpUnit): boolean {
-    const out = this.out;
-    if (out === undefined || out.backlog !== 0 || s.writableCorked !== 0) return false;
+  private sendWhole(w: TcpWay, f: RtpUnit): boolean {
+    // (the account is clear only while the socket is not corked and node holds nothing of the connection's)
+    if (!w.account.clear || w.out.pending !== 0) return false;
     let view = scratch.cached(f, 0);
     if (view === undefined) {
       const n = f.wireBytes;
@@ -244,7 +259,7 @@ export class RtspSession implements MediaReader<RtpUnit> {
       f.copyWire(view, 0);
       scratch.keep(f, 0, view);
     }
-    scratch.send(out, view);
+    scratch.send(w.out, view, w.account);
     return true;
   }
 
@@ -268,10 +283,10 @@ export class RtspSession implements MediaReader<RtpUnit> {
 
   private sendRtcp(t: TrackTransport, pkt: Buffer): void {
     if (t.lower === 'tcp') {
-      const s = this.socket;
-      if (!s || s.destroyed || !s.writable) return;
+      const w = this.tcp;
+      if (w === undefined || w.shut) return;
       const prefix = Buffer.from([0x24, t.rtcp, pkt.length >> 8, pkt.length & 0xff]);
-      s.write(Buffer.concat([prefix, pkt]));
+      w.out.send(Buffer.concat([prefix, pkt]), w.account);
       this.account(prefix.length + pkt.length);
     } else if (this.owner.udpSend(true, [pkt], t.rtcp, t.host)) {
       this.account(pkt.length);
