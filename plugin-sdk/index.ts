@@ -110,7 +110,7 @@ export type { Clock, Cancel } from './clock';
 export { LogLimiter, OVERFLOW_KEY } from './log-limiter';
 export type { LogLimiterOptions, LogVerdict } from './log-limiter';
 export type { HotCounter, HotHistogram } from './hot-metrics';
-export { BYTE_TOTAL_START } from './hot-metrics';
+export { BYTE_TOTAL_START, ByteTotal } from './hot-metrics';
 export { StreamFeed } from './stream-feed';
 export { BatchedBroadcast } from './batched-broadcast';
 export type { BatchedBroadcastOptions } from './batched-broadcast';

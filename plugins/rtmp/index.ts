@@ -1,4 +1,4 @@
-import { aacVia, definePlugin, invalidParam, mediaTypOf, type AudioCodec, type ReaderOptions } from '../../plugin-sdk';
+import { ByteTotal, aacVia, definePlugin, invalidParam, mediaTypOf, type AudioCodec, type ReaderOptions } from '../../plugin-sdk';
 import { RtmpConfig } from './src/config';
 import { createRtmpFormats, type RtmpFrame } from './src/rtmp-format';
 import { PLAY_APP, PUBLISH_APP, RtmpServer } from './src/server';
@@ -37,8 +37,9 @@ export default definePlugin({
     const dropped = m.counter('dropped_total', 'connections dropped for breaking the protocol or a limit, or for going quiet');
     const badMedia = m.counter('bad_media_total', 'publishers dropped for media that does not parse');
     const moved = m.counter('connections_moved_total', 'with workers: connections moved to the worker of their stream once their play or publish named it');
-    let bytesIn = 0;
-    let bytesOut = 0;
+    // added to on every message: see ByteTotal
+    const bytesIn = new ByteTotal();
+    const bytesOut = new ByteTotal();
     let streams = 0;
     const formats = createRtmpFormats({
       audioCodecs: c.audioCodecs,
@@ -67,12 +68,8 @@ export default definePlugin({
       counts: {
         refused: (what) => refused.inc({ what }),
         dropped: () => dropped.inc(),
-        bytesIn: (n) => {
-          bytesIn += n;
-        },
-        bytesOut: (n) => {
-          bytesOut += n;
-        },
+        bytesIn: (n) => bytesIn.add(n),
+        bytesOut: (n) => bytesOut.add(n),
         badMedia: () => badMedia.inc(),
         moved: () => moved.inc(),
       },
@@ -85,8 +82,8 @@ export default definePlugin({
     m.gauge('players', 'connected RTMP players', [], (g) => g.set(server.playerCount));
     m.gauge('publishers', 'RTMP encoders publishing', [], (g) => g.set(server.publisherCount));
     m.gauge('streams', 'streams with RTMP players (an RTMP encoder of the bus running)', [], (g) => g.set(streams));
-    m.gauge('bytes_in', 'bytes read from RTMP clients', [], (g) => g.set(bytesIn));
-    m.gauge('bytes_out', 'media bytes sent to RTMP players', [], (g) => g.set(bytesOut));
+    m.gauge('bytes_in', 'bytes read from RTMP clients', [], (g) => g.set(bytesIn.n));
+    m.gauge('bytes_out', 'media bytes sent to RTMP players', [], (g) => g.set(bytesOut.n));
 
     ctx.sessions.registerOutput({
       name: 'rtmp',

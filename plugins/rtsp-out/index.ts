@@ -1,5 +1,5 @@
 import * as os from 'node:os';
-import { definePlugin } from '../../plugin-sdk';
+import { ByteTotal, definePlugin } from '../../plugin-sdk';
 import { RtspOutConfig } from './src/config';
 import { APP } from './src/play-url';
 import { createRtpFormat } from '../../plugin-sdk/rtp';
@@ -33,7 +33,8 @@ export default definePlugin({
     );
     const relayedSent = peersRelayed.labels('sent');
     const relayedDropped = peersRelayed.labels('dropped');
-    let bytesOut = 0;
+    // added to on every unit sent: see ByteTotal
+    const bytesOut = new ByteTotal();
     let streams = 0;
     const format = createRtpFormat({
       mtu: c.mtu,
@@ -79,9 +80,7 @@ export default definePlugin({
         badRequest: () => bad.inc(),
         timedOut: () => timeouts.inc(),
         udpDropped: () => udpDropped.inc(),
-        sent: (n) => {
-          bytesOut += n;
-        },
+        sent: (n) => bytesOut.add(n),
         unknownPeer: (peer) => relay.add(peer),
       },
     });
@@ -93,7 +92,7 @@ export default definePlugin({
       }
     });
     m.gauge('connections', 'RTSP control connections open', [], (g) => g.set(srv.connectionCount));
-    m.gauge('bytes_out', 'bytes sent to RTSP readers (RTP, RTCP, interleaved framing)', [], (g) => g.set(bytesOut));
+    m.gauge('bytes_out', 'bytes sent to RTSP readers (RTP, RTCP, interleaved framing)', [], (g) => g.set(bytesOut.n));
     m.gauge('streams', 'streams with RTSP readers (an RTP encoder running)', [], (g) => g.set(streams));
 
     ctx.sessions.registerOutput({

@@ -5,7 +5,7 @@
  */
 import * as fs from 'node:fs';
 import * as tls from 'node:tls';
-import { aacVia, mediaTypOf, type PluginContext } from '../../../../plugin-sdk';
+import { ByteTotal, aacVia, mediaTypOf, type PluginContext } from '../../../../plugin-sdk';
 import { API_DOCS } from '../../../../plugin-sdk';
 import type { RtmpConfig } from '../config';
 import type { RtmpFormats } from '../rtmp-format';
@@ -35,7 +35,8 @@ function trustedCa(files: string[]): string[] | undefined {
 export function setupRelays(ctx: PluginContext<RtmpConfig>, formats: RtmpFormats): Relays {
   const c = ctx.config;
   if (c.relayRetryMaxMs < c.relayRetryMinMs) throw new Error('config key relayRetryMaxMs: at least relayRetryMinMs');
-  let bytesOut = 0;
+  // added to on every message a relay sends: see ByteTotal
+  const bytesOut = new ByteTotal();
   const env: Omit<RelayEnv, 'changed'> = {
     clock: ctx.clock,
     hosts: { blockInternal: c.relayBlockInternal, allowLoopback: c.relayAllowLoopback },
@@ -44,9 +45,7 @@ export function setupRelays(ctx: PluginContext<RtmpConfig>, formats: RtmpFormats
     retryMinMs: c.relayRetryMinMs,
     retryMaxMs: c.relayRetryMaxMs,
     highWaterBytes: c.socketHighWaterBytes,
-    sent: (n) => {
-      bytesOut += n;
-    },
+    sent: (n) => bytesOut.add(n),
     source: (reqId) => {
       const r = ctx.sessions.getRequest(reqId);
       const s = r && ctx.sessions.getStreamByName(r.streamName);
@@ -66,7 +65,7 @@ export function setupRelays(ctx: PluginContext<RtmpConfig>, formats: RtmpFormats
   m.gauge('relays', 'relays (POST /strm/relay) by state', ['state'], (g) => {
     for (const state of ['connecting', 'publishing', 'retrying'] as const) g.set({ state }, registry.countBy(state));
   });
-  m.gauge('relay_bytes_out', 'bytes relays sent to RTMP servers', [], (g) => g.set(bytesOut));
+  m.gauge('relay_bytes_out', 'bytes relays sent to RTMP servers', [], (g) => g.set(bytesOut.n));
   ctx.services.find(API_DOCS)?.describe(relayApi());
   return { stop: () => registry.stopAll('the gateway is stopping') };
 }
