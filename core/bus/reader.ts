@@ -138,6 +138,9 @@ export class Reader<F = unknown> implements ReaderHandle {
       if (this.o.media !== 'a' && this.o.needKey() && !(u.kind === 'video' && u.keyframe)) return 0;
       this.waitKey = false;
     }
+    // in step (nothing waits, the sink takes it now): the entry skips the queue. The queue is old and the entry
+    // young, so its store there took the write barrier's slow path, for every reader and unit
+    if (!joining && this.started && this.head === this.tail && !this.draining && this.takeNow(e)) return 0;
     const before = this.queuedBytes;
     this.queue[this.tail++] = e;
     this.queuedBytes += e.unit.payload.length;
@@ -231,13 +234,8 @@ export class Reader<F = unknown> implements ReaderHandle {
           sink.tracks!(q);
           continue;
         }
-        const n = q.unit.payload.length;
-        this.queuedBytes -= n;
-        this.stats.units++;
-        this.stats.bytes += n;
-        this.missed = 0;
-        this.stuckSince = -1;
-        sink.write(q.unit, (slot < 0 ? undefined : slot === 0 ? q.f0 : formOf(q, slot)) as F);
+        this.queuedBytes -= q.unit.payload.length;
+        this.hand(sink, slot, q);
       }
       if (this.head === this.tail) {
         // (every slot taken was cleared as it was taken)
@@ -257,6 +255,33 @@ export class Reader<F = unknown> implements ReaderHandle {
     } finally {
       this.draining = false;
     }
+  }
+
+  /** An entry to a sink with nothing queued before it; false when the sink is not writable (the entry is queued). */
+  private takeNow(e: Entry): boolean {
+    const sink = this.sink;
+    if (sink.writable && !sink.writable()) return false;
+    this.draining = true;
+    try {
+      this.hand(sink, this.o.slot, e);
+    } catch (err) {
+      this.fault(`sink threw: ${(err as Error | undefined)?.message ?? String(err)}`);
+    } finally {
+      this.draining = false;
+    }
+    // what came while the sink wrote (a sink whose write led to another push of this stream) goes after it
+    if (this.head < this.tail) this.drain();
+    return true;
+  }
+
+  /** An entry to the sink, counted as taken. */
+  private hand(sink: MediaReader<F>, slot: number, q: Entry): void {
+    const n = q.unit.payload.length;
+    this.stats.units++;
+    this.stats.bytes += n;
+    this.missed = 0;
+    this.stuckSince = -1;
+    sink.write(q.unit, (slot < 0 ? undefined : slot === 0 ? q.f0 : formOf(q, slot)) as F);
   }
 
   private fault(reason: string): void {

@@ -94,11 +94,12 @@ export class FlvMuxer {
     const body = this.m.slab.allocBody(videoPrefixSize(p) + p.keptBytes);
     let at = writeVideoPrefix(body, 0, p);
     const kept = p.kept;
+    const payload = au.payload;
     for (let i = 0; i < kept.count; i++) {
       const from = kept.start(i);
       const to = kept.end(i);
       writeU32BE(body, to - from, at);
-      at += 4 + p.payload.copy(body, at + 4, from, to);
+      at += 4 + payload.copy(body, at + 4, from, to);
     }
     const out = p.out ?? [];
     out.push({ type: FLV_TAG_VIDEO, timestamp: p.ts, body, keyframe: p.key });
@@ -132,7 +133,7 @@ export class FlvMuxer {
     const ranges = new Array<number>(2 + 4 * referenced);
     ranges[0] = 0;
     let r = 1;
-    const payload = p.payload;
+    const payload = au.payload;
     for (let i = 0; i < kept.count; i++) {
       const from = kept.start(i);
       const to = kept.end(i);

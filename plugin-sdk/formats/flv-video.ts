@@ -153,7 +153,6 @@ export function planVideo(m: MuxState, au: AccessUnit): VideoPlan | undefined {
   p.cts = Math.max(-0x800000, Math.min(0x7fffff, Math.round(au.pts) - ts));
   p.key = key;
   p.hevc = hevc;
-  p.payload = payload;
   p.keptBytes = keptBytes;
   return p;
 }

@@ -169,6 +169,24 @@ describe('media bus', () => {
     assert.equal(got.length, 2);
   });
 
+  it('a unit pushed while a reader in step writes the one before reaches it next, in order, with no push after', async () => {
+    // a reader in step takes a unit without queueing it: one that comes during that write must still follow it
+    const bus = newBus();
+    const s = bus.create('reenter', 'test');
+    const pub = s.attachPublisher();
+    const got: number[] = [];
+    s.subscribe({
+      write: (u) => {
+        got.push(u.dts);
+        if (u.dts === 40) pub.push(unit(80, false));
+      },
+    });
+    await tick();
+    pub.push(unit(0, true));
+    pub.push(unit(40, false));
+    assert.deepEqual(got, [0, 40, 80]);
+  });
+
   it('the stream ceiling sheds the largest queue', async () => {
     const bus = newBus({ maxGopBytes: 64 * KB, maxQueueBytes: 600 * KB, maxStreamBytes: 700 * KB });
     const s = bus.create('c', 'test');
