@@ -17,7 +17,7 @@ import {
 } from './helpers';
 import { SocketHttp } from '../src/transport';
 import { Player } from '../src/player';
-import { countStateReads, type StateReads } from '../../../test/support/state-reads';
+import { countFromFirstWrite, countStateReads, type FirstWriteWatch } from '../../../test/support/state-reads';
 
 /** The frame number each video tag carries, checked byte by byte against its timestamp's frame. */
 function checkFrames(flv: Buffer, first: number, count: number, who: string): void {
@@ -148,10 +148,9 @@ describe("flv-out: a player in step reads none of node's stream state", function
 describe("flv-out: a player's start reads none of node's stream state", function () {
   this.timeout(60_000);
   let g: FlvGateway | undefined;
-  // eslint-disable-next-line @typescript-eslint/unbound-method -- put back as it was, and called with its own this
-  const write = Player.prototype.write;
+  let watch: FirstWriteWatch | undefined;
   afterEach(async () => {
-    Player.prototype.write = write;
+    watch?.restore();
     await g?.stop();
     g = undefined;
   });
@@ -168,24 +167,23 @@ describe("flv-out: a player's start reads none of node's stream state", function
     let i = 0;
     // a GOP so far, which the player gets at once when it joins
     for (; i < 5; i++) pub.push(frame(i, 4096));
-    let reads: StateReads | undefined;
     // from the player's first unit, its start, on
-    Player.prototype.write = function (this: Player, ...args: Parameters<Player['write']>) {
-      const t = (this as unknown as { t: unknown }).t;
-      if (t instanceof SocketHttp) reads ??= countStateReads((t as unknown as { s: unknown }).s);
-      write.apply(this, args);
-    };
+    const w = (watch = countFromFirstWrite(Player.prototype, (p) => {
+      const t = (p as unknown as { t: unknown }).t;
+      return t instanceof SocketHttp ? (t as unknown as { s: unknown }).s : undefined;
+    }));
     const raw = rawPlay(gw.port, `GET ${o.path}&who=joiner HTTP/1.1\r\nHost: x\r\n\r\n`);
     const id = await newPlayer(gw.flv, () => undefined);
     const body = () => chunkedSoFar(raw.data());
     await until(() => framesIn(body()) === i, 'the player to get the GOP');
+    const reads = w.reads;
     assert.ok(reads, 'an HTTP-FLV player started');
     for (const end = i + 20; i < end; i++) {
       pub.push(frame(i, 4096));
       await until(() => framesIn(body()) === i + 1, `unit ${i}`);
     }
     assert.equal(gw.stats(id)?.backlogBytes, 0);
-    reads.restore();
+    w.restore();
     assert.equal(reads.count, 0, `node's Writable state was read ${reads.count} times from the player's start on`);
     const raw0 = raw.data();
     const { parts } = chunksAt(raw0, raw0.indexOf('\r\n\r\n') + 4);

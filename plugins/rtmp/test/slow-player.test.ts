@@ -10,7 +10,7 @@ import { filledFrame as frame } from '../../flv-out/test/helpers';
 import { startRtmpGateway, type RtmpGateway } from './helpers';
 import { waitFor } from '../../../test/support/until';
 import { RtmpPlayer } from '../src/player';
-import { countStateReads, type StateReads } from '../../../test/support/state-reads';
+import { countFromFirstWrite, type FirstWriteWatch } from '../../../test/support/state-reads';
 
 describe('rtmp: a player that stops reading and comes back', function () {
   this.timeout(60_000);
@@ -60,10 +60,9 @@ describe('rtmp: a player that stops reading and comes back', function () {
 describe("rtmp: a player in step reads none of node's stream state", function () {
   this.timeout(60_000);
   let g: RtmpGateway | undefined;
-  // eslint-disable-next-line @typescript-eslint/unbound-method -- put back as it was, and called with its own this
-  const write = RtmpPlayer.prototype.write;
+  let watch: FirstWriteWatch | undefined;
   afterEach(async () => {
-    RtmpPlayer.prototype.write = write;
+    watch?.restore();
     await g?.stop();
     g = undefined;
   });
@@ -81,12 +80,8 @@ describe("rtmp: a player in step reads none of node's stream state", function ()
     pub.setTrack(fixtureClip().video);
     let i = 0;
     for (; i < 3; i++) pub.push(frame(i, 4096));
-    let reads: StateReads | undefined;
     // from the player's first unit, its start, on
-    RtmpPlayer.prototype.write = function (this: RtmpPlayer, ...args: Parameters<RtmpPlayer['write']>) {
-      reads ??= countStateReads((this as unknown as { direct: { socket: unknown } }).direct.socket);
-      write.apply(this, args);
-    };
+    const w = (watch = countFromFirstWrite(RtmpPlayer.prototype, (p) => (p as unknown as { direct: { socket: unknown } }).direct.socket));
     const player = new RtmpBenchPlayer(undefined);
     const ac = new AbortController();
     await player.connect(new URL(o.playUrl), ac.signal);
@@ -97,8 +92,9 @@ describe("rtmp: a player in step reads none of node's stream state", function ()
       await waitFor(`unit ${i}`, () => player.videoFrames === want, 10_000);
     }
     assert.equal(gw.rtmp.playerStats()[0]?.backlogBytes, 0);
+    const reads = w.reads;
     assert.ok(reads, 'the player started');
-    reads.restore();
+    w.restore();
     assert.equal(reads.count, 0, `node's Writable state was read ${reads.count} times from the player's start on`);
     assert.equal(player.error, undefined);
     player.socket?.destroy();

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { kernelOf } from '../../../test/support/kernel-of';
 import { fixtureClip } from '../../../test/support/fixture-clip';
 import { waitFor } from '../../../test/support/until';
-import { countStateReads, type StateReads } from '../../../test/support/state-reads';
+import { countFromFirstWrite, type FirstWriteWatch } from '../../../test/support/state-reads';
 import { filledFrame as frame } from '../../flv-out/test/helpers';
 import { RtspSession } from '../src/session';
 import { RawRtsp, depacketizeH264, startRtspGateway, type RtspGateway } from './helpers';
@@ -16,10 +16,9 @@ import { RawRtsp, depacketizeH264, startRtspGateway, type RtspGateway } from './
 describe("rtsp-out: a TCP session in step reads none of node's stream state", function () {
   this.timeout(60_000);
   let g: RtspGateway | undefined;
-  // eslint-disable-next-line @typescript-eslint/unbound-method -- put back as it was, and called with its own this
-  const write = RtspSession.prototype.write;
+  let watch: FirstWriteWatch | undefined;
   afterEach(async () => {
-    RtspSession.prototype.write = write;
+    watch?.restore();
     await g?.stop();
     g = undefined;
   });
@@ -33,12 +32,8 @@ describe("rtsp-out: a TCP session in step reads none of node's stream state", fu
     for (; i < 3; i++) pub.push(frame(i, 4096));
     await g.gw.waitReady(open.reqId);
 
-    let reads: StateReads | undefined;
     // from the bus's first unit for the session on: it comes while PLAY is answered, before the answer is written
-    RtspSession.prototype.write = function (this: RtspSession, ...args: Parameters<RtspSession['write']>) {
-      reads ??= countStateReads(this.socket);
-      write.apply(this, args);
-    };
+    const w = (watch = countFromFirstWrite(RtspSession.prototype, (s) => s.socket));
     const c = await RawRtsp.connect(g.port);
     assert.equal((await c.request('DESCRIBE', open.url)).status, 200);
     const s = await c.request('SETUP', `${open.url}/trackID=0`, { Transport: 'RTP/AVP/TCP;unicast;interleaved=0-1' });
@@ -51,8 +46,9 @@ describe("rtsp-out: a TCP session in step reads none of node's stream state", fu
       const want = i + 1;
       await waitFor(`unit ${i}`, () => frames() === want, 10_000);
     }
+    const reads = w.reads;
     assert.ok(reads, 'the session got units');
-    reads.restore();
+    w.restore();
     // a sender report goes with the first unit (RTCP on channel 1): its writes are counted too
     assert.ok((c.frames.get(1)?.length ?? 0) >= 1, 'no sender report came');
     assert.equal(reads.count, 0, `node's Writable state was read ${reads.count} times from the session's first unit on`);
